@@ -1,0 +1,400 @@
+#!/usr/bin/env python3
+"""Generate warren/spec/<version>.py from the protocol definitions in ../shared/spec.
+
+    python tools/gen_spec.py [--spec-dir ../shared/spec] [--out warren/spec] [--check]
+
+Each generated module holds names, ids and types only (never the spec's prose): constants,
+one class per method with a specialised ``decode``/``encode``, one properties class per content
+class, and the lookup table ``METHODS`` keyed by ``class_id << 16 | method_id``.
+
+Inputs are read by a loader per format into one model (``Spec``): RabbitMQ's codegen JSON
+(ids, types, defaults, synchronous flags) and the AMQP XML (``<class>/<method>/<field>`` with
+domains). A new version is one line in ``TARGETS``. ``--check`` regenerates in memory and exits 1
+if a committed module differs (tests/spec/test_generated.py runs it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import keyword
+import sys
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# module name -> (loader, source file, version tuple sent in connection.start, extra)
+TARGETS = {
+    "amqp0_9_1": ("json", "amqp-rabbitmq-0.9.1.json", (0, 9, 1)),
+}
+
+FIXED = {"octet": ("B", 1), "short": ("H", 2), "long": ("I", 4), "longlong": ("Q", 8), "timestamp": ("Q", 8)}
+DEFAULTS = {"octet": 0, "short": 0, "long": 0, "longlong": 0, "timestamp": 0, "shortstr": "",
+            "longstr": b"", "bit": False, "table": None}
+
+
+@dataclass
+class Field:
+    name: str
+    type: str
+    default: object = None
+
+
+@dataclass
+class Method:
+    name: str
+    id: int
+    synchronous: bool
+    content: bool
+    fields: list[Field] = field(default_factory=list)
+
+
+@dataclass
+class Cls:
+    name: str
+    id: int
+    methods: list[Method] = field(default_factory=list)
+    properties: list[Field] = field(default_factory=list)
+
+
+@dataclass
+class Spec:
+    source: str
+    version: tuple[int, int, int]
+    constants: list[tuple[str, int, str]]
+    classes: list[Cls]
+
+
+# --- loaders ---------------------------------------------------------------------------------
+
+def load_json(path: Path, version) -> Spec:
+    d = json.loads(path.read_text())
+    domains = {name: typ for name, typ in d["domains"]}
+
+    def resolve(arg) -> str:
+        return arg["type"] if "type" in arg else domains[arg["domain"]]
+
+    classes = []
+    for c in d["classes"]:
+        cls = Cls(c["name"], c["id"])
+        for m in c["methods"]:
+            fields = []
+            for a in m["arguments"]:
+                t = resolve(a)
+                default = a.get("default-value", DEFAULTS[t])
+                if t == "table" and default == {}:
+                    default = None
+                if t == "longstr" and isinstance(default, str):
+                    default = default.encode()
+                fields.append(Field(a["name"], t, default))
+            cls.methods.append(Method(m["name"], m["id"], bool(m.get("synchronous")), bool(m.get("content")), fields))
+        cls.properties = [Field(p["name"], resolve(p)) for p in c.get("properties", [])]
+        classes.append(cls)
+    consts = [(k["name"], k["value"], k.get("class", "")) for k in d["constants"]]
+    return Spec(path.name, version, consts, classes)
+
+
+def load_xml(path: Path, version) -> Spec:
+    root = ET.parse(path).getroot()
+    domains = {dom.get("name"): dom.get("type") for dom in root.iter("domain")}
+
+    def resolve(el) -> str:
+        t = el.get("type") or el.get("domain")
+        seen = set()
+        while t in domains and domains[t] != t and t not in seen:
+            seen.add(t)
+            t = domains[t]
+        return t
+
+    classes = []
+    for c in root.findall("class"):
+        cls = Cls(c.get("name"), int(c.get("index")))
+        cls.properties = [Field(f.get("name"), resolve(f)) for f in c.findall("field")]
+        for m in c.findall("method"):
+            fields = [Field(f.get("name"), resolve(f), DEFAULTS.get(resolve(f))) for f in m.findall("field")]
+            cls.methods.append(Method(m.get("name"), int(m.get("index")), m.get("synchronous") == "1",
+                                      m.get("content") == "1", fields))
+        classes.append(cls)
+    consts = [(k.get("name"), int(k.get("value")), k.get("class", "")) for k in root.findall("constant")]
+    return Spec(path.name, version, consts, classes)
+
+
+LOADERS = {"json": load_json, "xml": load_xml}
+
+
+# --- emitters --------------------------------------------------------------------------------
+
+def pyname(name: str) -> str:
+    n = name.replace("-", "_")
+    return n + "_" if keyword.iskeyword(n) else n
+
+
+def camel(*parts: str) -> str:
+    return "".join(w.capitalize() for p in parts for w in p.replace("-", " ").split())
+
+
+_STRUCTS: dict[str, str] = {}
+
+
+def st(fmt: str) -> str:
+    """The module-level name of a precompiled struct.Struct for `fmt` (collected while emitting)."""
+    return _STRUCTS.setdefault(fmt, "_" + fmt[1:])
+
+
+def emit_decode(fields: list[Field], out: list[str], target: str, indent: str) -> None:
+    """Straight-line decoding of a field list into attributes of `target`."""
+    i = 0
+    while i < len(fields):
+        f = fields[i]
+        attr = f"{target}.{pyname(f.name)}"
+        if f.type == "bit":
+            group = []
+            while i < len(fields) and fields[i].type == "bit":
+                group.append(fields[i])
+                i += 1
+            for start in range(0, len(group), 8):
+                out.append(f"{indent}bits = buf[off]")
+                out.append(f"{indent}off += 1")
+                for j, b in enumerate(group[start:start + 8]):
+                    out.append(f"{indent}{target}.{pyname(b.name)} = bool(bits & {1 << j})")
+            continue
+        if f.type in FIXED:
+            # merge a run of fixed-size fields into one unpack
+            run = []
+            while i < len(fields) and fields[i].type in FIXED:
+                run.append(fields[i])
+                i += 1
+            fmt = ">" + "".join(FIXED[r.type][0] for r in run)
+            size = sum(FIXED[r.type][1] for r in run)
+            names = ", ".join(f"{target}.{pyname(r.name)}" for r in run)
+            out.append(f"{indent}({names},) = {st(fmt)}.unpack_from(buf, off)")
+            out.append(f"{indent}off += {size}")
+            continue
+        fn = {"shortstr": "decode_shortstr", "longstr": "decode_longstr", "table": "decode_table"}[f.type]
+        out.append(f"{indent}{attr}, off = {fn}(buf, off)")
+        i += 1
+
+
+def emit_encode(fields: list[Field], out: list[str], target: str, indent: str, head: str) -> None:
+    parts = [head] if head else []
+    i = 0
+    while i < len(fields):
+        f = fields[i]
+        if f.type == "bit":
+            group = []
+            while i < len(fields) and fields[i].type == "bit":
+                group.append(fields[i])
+                i += 1
+            for start in range(0, len(group), 8):
+                terms = " | ".join(f"({1 << j} if {target}.{pyname(b.name)} else 0)"
+                                   for j, b in enumerate(group[start:start + 8]))
+                parts.append(f"bytes(({terms},))")
+            continue
+        if f.type in FIXED:
+            run = []
+            while i < len(fields) and fields[i].type in FIXED:
+                run.append(fields[i])
+                i += 1
+            fmt = ">" + "".join(FIXED[r.type][0] for r in run)
+            args = ", ".join(f"{target}.{pyname(r.name)}" for r in run)
+            parts.append(f"{st(fmt)}.pack({args})")
+            continue
+        fn = {"shortstr": "encode_shortstr", "longstr": "encode_longstr", "table": "encode_table"}[f.type]
+        parts.append(f"{fn}({target}.{pyname(f.name)})")
+        i += 1
+    if not parts:
+        out.append(f"{indent}return b''")
+    elif len(parts) == 1:
+        out.append(f"{indent}return {parts[0]}")
+    else:
+        out.append(f"{indent}return b''.join((")
+        for p in parts:
+            out.append(f"{indent}    {p},")
+        out.append(f"{indent}))")
+
+
+def emit_method(cls: Cls, m: Method) -> list[str]:
+    name = camel(cls.name, m.name)
+    index = cls.id << 16 | m.id
+    names = [pyname(f.name) for f in m.fields]
+    out = [f"class {name}(Method):"]
+    out.append(f"    __slots__ = ({''.join(repr(n) + ', ' for n in names)})")
+    out.append(f"    NAME = {cls.name + '.' + m.name!r}")
+    out.append(f"    CLASS_ID = {cls.id}")
+    out.append(f"    METHOD_ID = {m.id}")
+    out.append(f"    INDEX = 0x{index:08X}")
+    out.append(f"    SYNCHRONOUS = {m.synchronous}")
+    out.append(f"    CONTENT = {m.content}")
+    out.append(f"    FIELDS = ({''.join(f'({pyname(f.name)!r}, {f.type!r}), ' for f in m.fields)})")
+    out.append("")
+    if m.fields:
+        params = ", ".join(f"{pyname(f.name)}={f.default!r}" for f in m.fields)
+        out.append(f"    def __init__(self, {params}):")
+        for f in m.fields:
+            n = pyname(f.name)
+            if f.type == "table":
+                out.append(f"        self.{n} = {{}} if {n} is None else {n}")
+            else:
+                out.append(f"        self.{n} = {n}")
+        out.append("")
+    out.append("    @classmethod")
+    out.append("    def decode(cls, buf, off):")
+    out.append("        m = cls.__new__(cls)")
+    emit_decode(m.fields, out, "m", "        ")
+    out.append("        return m, off")
+    out.append("")
+    out.append("    def encode(self):")
+    emit_encode(m.fields, out, "self", "        ", f"{index.to_bytes(4, 'big')!r}")
+    out.append("")
+    out.append("")
+    return out
+
+
+def emit_properties(cls: Cls) -> list[str]:
+    name = camel(cls.name, "properties")
+    props = cls.properties
+    if len(props) > 15:
+        raise SystemExit(f"{cls.name}: more than 15 properties needs a second flag word")
+    names = [pyname(p.name) for p in props]
+    out = [f"class {name}(Properties):"]
+    out.append(f"    __slots__ = ({''.join(repr(n) + ', ' for n in names)})")
+    out.append(f"    CLASS_ID = {cls.id}")
+    out.append(f"    FIELDS = ({''.join(f'({pyname(p.name)!r}, {p.type!r}), ' for p in props)})")
+    out.append("")
+    params = ", ".join(f"{n}=None" for n in names)
+    out.append(f"    def __init__(self, {params}):")
+    for n in names:
+        out.append(f"        self.{n} = {n}")
+    out.append("")
+    out.append("    @classmethod")
+    out.append("    def decode(cls, buf, off):")
+    out.append("        p = cls.__new__(cls)")
+    out.append(f"        (flags,) = {st('>H')}.unpack_from(buf, off)")
+    out.append("        off += 2")
+    out.append("        while (buf[off - 1] & 1):  # a continuation flag word follows; no class here needs it")
+    out.append("            off += 2")
+    for i, p in enumerate(props):
+        n = pyname(p.name)
+        mask = 0x8000 >> i
+        if p.type == "bit":
+            out.append(f"        p.{n} = bool(flags & 0x{mask:04X})")
+            continue
+        out.append(f"        if flags & 0x{mask:04X}:")
+        emit_decode([p], out, "p", "            ")
+        out.append("        else:")
+        out.append(f"            p.{n} = None")
+    out.append("        return p, off")
+    out.append("")
+    out.append("    def encode(self):")
+    out.append("        flags = 0")
+    out.append("        parts = [b'']")
+    for i, p in enumerate(props):
+        n = pyname(p.name)
+        mask = 0x8000 >> i
+        if p.type == "bit":
+            out.append(f"        if self.{n}:")
+            out.append(f"            flags |= 0x{mask:04X}")
+            continue
+        out.append(f"        if self.{n} is not None:")
+        out.append(f"            flags |= 0x{mask:04X}")
+        sub: list[str] = []
+        emit_encode([p], sub, "self", "", "")
+        out.append(f"            parts.append({sub[0][len('return '):]})")
+    out.append(f"        parts[0] = {st('>H')}.pack(flags)")
+    out.append("        return b''.join(parts)")
+    out.append("")
+    out.append("")
+    return out
+
+
+def generate(module: str, spec: Spec) -> str:
+    out = [
+        f'"""AMQP {".".join(map(str, spec.version))} protocol tables.',
+        "",
+        f"Generated from {spec.source} by tools/gen_spec.py; do not edit, run the tool.",
+        '"""',
+        "",
+        "# fmt: off",
+        "from struct import Struct as _Struct",
+        "",
+        "from warren.codec.fields import (",
+        "    decode_longstr, decode_shortstr, decode_table, encode_longstr, encode_shortstr, encode_table,",
+        ")",
+        "from warren.spec.base import Method, Properties",
+        "",
+        f"VERSION = {spec.version!r}",
+        "",
+    ]
+    _STRUCTS.clear()
+    header_end = len(out)
+    for name, value, klass in spec.constants:
+        comment = f"  # {klass}" if klass else ""
+        out.append(f"{pyname(name).upper()} = {value}{comment}")
+    out.append("")
+    out.append("")
+    method_names = []
+    prop_names = []
+    for cls in spec.classes:
+        for m in cls.methods:
+            out.extend(emit_method(cls, m))
+            method_names.append(camel(cls.name, m.name))
+        if cls.properties:
+            out.extend(emit_properties(cls))
+            prop_names.append((cls.id, camel(cls.name, "properties")))
+    body = out[header_end:]
+    del out[header_end:]
+    for fmt, name in sorted(_STRUCTS.items(), key=lambda kv: kv[1]):
+        out.append(f"{name} = _Struct({fmt!r})")
+    out.append("")
+    out.extend(body)
+    out.append("METHODS = {")
+    for n in method_names:
+        out.append(f"    {n}.INDEX: {n},")
+    out.append("}")
+    out.append("")
+    out.append("PROPERTIES = {")
+    for cid, n in prop_names:
+        out.append(f"    {cid}: {n},")
+    out.append("}")
+    out.append("")
+    out.append("CLASS_IDS = {")
+    for cls in spec.classes:
+        out.append(f"    {cls.name!r}: {cls.id},")
+    out.append("}")
+    out.append("")
+    return "\n".join(out)
+
+
+def build(spec_dir: Path) -> dict[str, str]:
+    result = {}
+    for module, (loader, filename, version) in TARGETS.items():
+        spec = LOADERS[loader](spec_dir / filename, version)
+        result[module] = generate(module, spec)
+    return result
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--spec-dir", type=Path, default=ROOT.parent / "shared" / "spec")
+    ap.add_argument("--out", type=Path, default=ROOT / "warren" / "spec")
+    ap.add_argument("--check", action="store_true", help="exit 1 if the committed modules differ")
+    args = ap.parse_args(argv)
+    stale = []
+    for module, text in build(args.spec_dir).items():
+        path = args.out / f"{module}.py"
+        if args.check:
+            if not path.exists() or path.read_text() != text:
+                stale.append(str(path))
+        else:
+            path.write_text(text)
+            print(f"wrote {path}")
+    if stale:
+        print("out of date: " + ", ".join(stale), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

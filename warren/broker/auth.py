@@ -1,0 +1,70 @@
+"""Users and SASL mechanisms (PLAIN and AMQPLAIN, as RabbitMQ enables by default).
+
+The embedded default is RabbitMQ's: user ``guest``/``guest``, who may only log in from a
+loopback address.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+from dataclasses import dataclass
+
+from warren.codec.fields import decode_value, decode_shortstr
+
+__all__ = ["User", "UserDB", "parse_response", "MECHANISMS"]
+
+MECHANISMS = b"PLAIN AMQPLAIN"
+
+
+@dataclass
+class User:
+    name: str
+    password: str
+    loopback_only: bool = False
+
+
+class UserDB:
+    def __init__(self, users: list[User] | None = None) -> None:
+        users = users if users is not None else [User("guest", "guest", loopback_only=True)]
+        self._users = {u.name: u for u in users}
+
+    def authenticate(self, username: str, password: str, peer_host: str | None) -> User | None:
+        """The user, or None if the name, the password or the peer address is refused."""
+        user = self._users.get(username)
+        if user is None or not hmac.compare_digest(user.password.encode(), password.encode()):
+            return None
+        if user.loopback_only and not _is_loopback(peer_host):
+            return None
+        return user
+
+
+def _is_loopback(host: str | None) -> bool:
+    if not host:
+        return False
+    try:
+        return ipaddress.ip_address(host.split("%")[0]).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def parse_response(mechanism: str, response: bytes) -> tuple[str, str]:
+    """(username, password) from a start-ok response; ValueError if malformed or unknown."""
+    if mechanism == "PLAIN":
+        parts = response.split(b"\x00")
+        if len(parts) != 3:
+            raise ValueError("PLAIN response is not authzid\\0user\\0password")
+        return parts[1].decode("utf-8"), parts[2].decode("utf-8")
+    if mechanism == "AMQPLAIN":
+        # a field table's entries without the table's own length prefix (INVENTORY.md §3.5)
+        fields: dict = {}
+        off = 0
+        while off < len(response):
+            name, off = decode_shortstr(response, off)
+            value, off = decode_value(response, off)
+            fields[name] = value
+        login, password = fields.get("LOGIN"), fields.get("PASSWORD")
+        if not isinstance(login, str) or not isinstance(password, str):
+            raise ValueError("AMQPLAIN response lacks LOGIN or PASSWORD")
+        return login, password
+    raise ValueError(f"unsupported mechanism {mechanism!r}")

@@ -1,0 +1,43 @@
+"""The broker: virtual hosts, users, and the identity it announces to clients."""
+
+from __future__ import annotations
+
+import platform
+
+from warren import __version__
+from warren.broker.auth import UserDB
+from warren.broker.vhost import VirtualHost
+
+__all__ = ["Broker"]
+
+# INVENTORY.md §10.7: what RabbitMQ advertises in server-properties.capabilities
+SERVER_CAPABILITIES = {
+    "publisher_confirms": True,
+    "exchange_exchange_bindings": True,
+    "basic.nack": True,
+    "consumer_cancel_notify": True,
+    "connection.blocked": True,
+    "consumer_priorities": True,
+    "authentication_failure_close": True,
+    "per_consumer_qos": True,
+    "direct_reply_to": True,
+}
+
+
+class Broker:
+    def __init__(self, vhosts: tuple[str, ...] = ("/",), users: UserDB | None = None,
+                 cluster_name: str = "warren") -> None:
+        self.vhosts = {name: VirtualHost(name) for name in vhosts}
+        self.users = users or UserDB()
+        self.cluster_name = cluster_name
+
+    def server_properties(self) -> dict:
+        return {
+            "product": "Warren",
+            "version": __version__,
+            "platform": f"Python {platform.python_version()}",
+            "cluster_name": self.cluster_name,
+            "copyright": "Warren authors",
+            "information": "Licensed under the Apache License 2.0",
+            "capabilities": dict(SERVER_CAPABILITIES),
+        }

@@ -1,0 +1,429 @@
+"""One AMQP channel on the broker side: the handler of every channel-level method.
+
+``handle_<class>_<method>(m)`` handles one method; ``HANDLERS`` maps method ids to them, built
+from the names below. Handlers raise ``warren.errors`` exceptions to refuse; the session turns
+them into channel.close (soft) or connection.close (hard). Entity rules (what may be declared,
+bound, deleted) live in ``vhost.py``; this file owns what belongs to the channel: consumers,
+deliveries and their tags, prefetch, publisher confirms and transactions.
+
+Prefetch follows RabbitMQ (INVENTORY.md §10.6): basic.qos with global=0 sets the limits of
+consumers created afterwards, global=1 a limit shared by the channel's consumers; both apply.
+prefetch-size is honoured as the spec's byte window (RabbitMQ refuses it with 540).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import base64
+from collections import defaultdict
+
+from warren.broker.consumer import Consumer
+from warren.broker.message import Message
+from warren.errors import (
+    AccessRefused, NotAllowed, NotFound, NotImplemented_, PreconditionFailed,
+)
+from warren.spec import amqp0_9_1 as spec
+
+__all__ = ["Channel", "HANDLERS"]
+
+log = logging.getLogger("warren.channel")
+
+_USER_ID_FLAG = 0x0010  # basic property user-id (INVENTORY.md §8.1)
+
+
+class Channel:
+    def __init__(self, session, number: int) -> None:
+        self.session = session
+        self.conn = session.conn  # the sans-IO protocol connection
+        self.vhost = session.vhost
+        self.number = number
+        self.consumers: dict[str, Consumer] = {}
+        # delivery tag -> (queue, seq, message, consumer or None for basic.get, delivery tag)
+        self.unacked: dict[int, tuple] = {}
+        self.next_tag = 1
+        # basic.qos: limits for consumers created from now on, and the channel-wide limits
+        self.consumer_prefetch_count = 0
+        self.consumer_prefetch_size = 0
+        self.prefetch_count = 0
+        self.prefetch_size = 0
+        self.consumer_unacked = 0  # deliveries to consumers (not basic.get) awaiting ack
+        self.consumer_unacked_bytes = 0
+        self.flow_active = True
+        self.last_queue = ""  # 0-9-1: an empty queue name means the last one declared here
+        # publisher confirms
+        self.confirm_mode = False
+        self.publish_seq = 0
+        self.confirmed_upto = 0
+        # transactions
+        self.tx_mode = False
+        self.tx_publishes: list[tuple] = []
+        self.tx_settles: list[tuple] = []
+        self.closed = False
+
+    # --- dispatch ------------------------------------------------------------------------
+
+    def handle_method(self, method) -> None:
+        handler = HANDLERS.get(method.INDEX)
+        if handler is None:
+            raise NotImplemented_(f"{method.NAME} is not supported", method.CLASS_ID, method.METHOD_ID)
+        handler(self, method)
+
+    def _reply(self, method) -> None:
+        self.conn.send_method(self.number, method)
+        self.session.want_flush()
+
+    # --- delivery (called by Queue.dispatch) ----------------------------------------------
+
+    def can_deliver(self) -> bool:
+        return self.flow_active and self.session.writable
+
+    def can_deliver_acked(self) -> bool:
+        if not (self.flow_active and self.session.writable):
+            return False
+        if self.prefetch_count and self.consumer_unacked >= self.prefetch_count:
+            return False
+        if self.prefetch_size and self.consumer_unacked_bytes >= self.prefetch_size:
+            return False
+        return True
+
+    def deliver(self, consumer: Consumer, queue, seq: int, msg: Message, redelivered: bool) -> None:
+        tag = self.next_tag
+        self.next_tag = tag + 1
+        if not consumer.no_ack:
+            self.unacked[tag] = (queue, seq, msg, consumer, tag)
+            size = len(msg.body)
+            consumer.unacked += 1
+            consumer.unacked_bytes += size
+            self.consumer_unacked += 1
+            self.consumer_unacked_bytes += size
+        self.conn.send_deliver(self.number, consumer.tag_ss, tag, redelivered, msg.exchange_ss,
+                               msg.routing_key_ss, msg.properties, msg.body)
+        self.session.want_flush()
+
+    def resume_delivery(self) -> None:
+        """Capacity may have appeared (ack, qos, flow, writable transport): offer it to queues."""
+        for q in {c.queue for c in self.consumers.values()}:
+            q.dispatch()
+
+    # --- channel class ---------------------------------------------------------------------
+
+    def handle_channel_flow(self, m) -> None:
+        self.flow_active = m.active
+        self._reply(spec.ChannelFlowOk(m.active))
+        if m.active:
+            self.resume_delivery()
+
+    def handle_channel_flow_ok(self, m) -> None:
+        pass  # we never send channel.flow; a stray flow-ok is harmless
+
+    def handle_access_request(self, m) -> None:
+        # 0-8/0-9 clients ask for a ticket; RabbitMQ grants ticket 1 and ignores it afterwards
+        self._reply(spec.AccessRequestOk(1))
+
+    # --- exchange class --------------------------------------------------------------------
+
+    def handle_exchange_declare(self, m) -> None:
+        self.vhost.declare_exchange(m.exchange, m.type, m.passive, m.durable, m.auto_delete,
+                                    m.internal, m.arguments)
+        if not m.nowait:
+            self._reply(spec.ExchangeDeclareOk())
+
+    def handle_exchange_delete(self, m) -> None:
+        self.vhost.delete_exchange(m.exchange, m.if_unused)
+        if not m.nowait:
+            self._reply(spec.ExchangeDeleteOk())
+
+    def handle_exchange_bind(self, m) -> None:
+        self.vhost.bind_exchange(m.destination, m.source, m.routing_key, m.arguments)
+        if not m.nowait:
+            self._reply(spec.ExchangeBindOk())
+
+    def handle_exchange_unbind(self, m) -> None:
+        self.vhost.unbind_exchange(m.destination, m.source, m.routing_key, m.arguments)
+        if not m.nowait:
+            self._reply(spec.ExchangeUnbindOk())
+
+    # --- queue class -----------------------------------------------------------------------
+
+    def _queue(self, name: str):
+        return self.vhost.queue(name or self.last_queue, self.session)
+
+    def handle_queue_declare(self, m) -> None:
+        q = self.vhost.declare_queue(self.session, m.queue, m.passive, m.durable, m.exclusive,
+                                     m.auto_delete, m.arguments)
+        if q.exclusive_owner is self.session:
+            self.session.exclusive_queues.add(q)
+        self.last_queue = q.name
+        if not m.nowait:
+            self._reply(spec.QueueDeclareOk(q.name, q.message_count, len(q.consumers)))
+
+    def handle_queue_bind(self, m) -> None:
+        self.vhost.bind_queue(self._queue(m.queue), m.exchange, m.routing_key, m.arguments)
+        if not m.nowait:
+            self._reply(spec.QueueBindOk())
+
+    def handle_queue_unbind(self, m) -> None:
+        self.vhost.unbind_queue(self._queue(m.queue), m.exchange, m.routing_key, m.arguments)
+        self._reply(spec.QueueUnbindOk())
+
+    def handle_queue_purge(self, m) -> None:
+        n = self._queue(m.queue).purge()
+        if not m.nowait:
+            self._reply(spec.QueuePurgeOk(n))
+
+    def handle_queue_delete(self, m) -> None:
+        name = m.queue or self.last_queue
+        if name not in self.vhost.queues:
+            # idempotent, as RabbitMQ 3.x: deleting a missing queue succeeds with 0 messages
+            if not m.nowait:
+                self._reply(spec.QueueDeleteOk(0))
+            return
+        q = self._queue(name)
+        if m.if_unused and q.consumers:
+            raise PreconditionFailed(f"queue '{q.name}' in vhost '{self.vhost.name}' in use")
+        if m.if_empty and q.message_count:
+            raise PreconditionFailed(f"queue '{q.name}' in vhost '{self.vhost.name}' is not empty")
+        n = self.vhost.delete_queue(q)
+        self.session.exclusive_queues.discard(q)
+        if not m.nowait:
+            self._reply(spec.QueueDeleteOk(n))
+
+    # --- basic class: consumers --------------------------------------------------------------
+
+    def handle_basic_qos(self, m) -> None:
+        if m.global_:
+            self.prefetch_count, self.prefetch_size = m.prefetch_count, m.prefetch_size
+        else:
+            self.consumer_prefetch_count, self.consumer_prefetch_size = m.prefetch_count, m.prefetch_size
+        self._reply(spec.BasicQosOk())
+        self.resume_delivery()
+
+    def handle_basic_consume(self, m) -> None:
+        q = self._queue(m.queue)
+        tag = m.consumer_tag or "amq.ctag-" + base64.urlsafe_b64encode(os.urandom(16)).rstrip(b"=").decode()
+        if tag in self.consumers:
+            raise NotAllowed(f"attempt to reuse consumer tag '{tag}'", m.CLASS_ID, m.METHOD_ID)
+        if q.has_exclusive_consumer() or (m.exclusive and q.consumers):
+            raise AccessRefused(f"queue '{q.name}' in vhost '{self.vhost.name}' in exclusive use")
+        c = Consumer(tag, self, q, m.no_ack, m.exclusive, m.arguments,
+                     self.consumer_prefetch_count, self.consumer_prefetch_size)
+        self.consumers[tag] = c
+        q.add_consumer(c)
+        if not m.nowait:
+            self._reply(spec.BasicConsumeOk(tag))
+        q.dispatch()
+
+    def handle_basic_cancel(self, m) -> None:
+        c = self.consumers.pop(m.consumer_tag, None)
+        if not m.nowait:
+            self._reply(spec.BasicCancelOk(m.consumer_tag))
+        if c is not None:
+            c.queue.remove_consumer(c)
+
+    def consumer_cancelled_by_broker(self, c: Consumer) -> None:
+        """The queue went away under a consumer: tell the client if it asked to be told."""
+        if self.consumers.pop(c.tag, None) is None or self.closed:
+            return
+        if self.session.capabilities.get("consumer_cancel_notify") and self.conn.channel_is_open(self.number):
+            self._reply(spec.BasicCancel(c.tag, True))
+
+    # --- basic class: publish ----------------------------------------------------------------
+
+    def handle_content(self, m, properties: bytes, body) -> None:
+        """basic.publish with its content: route, enqueue, return, confirm."""
+        if m.immediate:
+            raise NotImplemented_("immediate=true", m.CLASS_ID, m.METHOD_ID)
+        ex = self.vhost.exchanges.get(m.exchange)
+        if ex is None:
+            raise NotFound(f"no exchange '{m.exchange}' in vhost '{self.vhost.name}'", m.CLASS_ID, m.METHOD_ID)
+        if ex.internal:
+            raise AccessRefused(f"cannot publish to internal exchange '{m.exchange}' in vhost "
+                                f"'{self.vhost.name}'", m.CLASS_ID, m.METHOD_ID)
+        msg = Message(m.exchange, m.routing_key, properties, body)
+        if len(properties) >= 2 and properties[1] & _USER_ID_FLAG:
+            user_id = msg.decoded.user_id
+            if user_id is not None and user_id != self.session.username:
+                raise PreconditionFailed(f"user_id property set to '{user_id}' but authenticated user was "
+                                         f"'{self.session.username}'", m.CLASS_ID, m.METHOD_ID)
+        if self.tx_mode:
+            self.tx_publishes.append((ex, msg, m.mandatory))
+            return
+        self._publish(ex, msg, m.mandatory)
+        if self.confirm_mode:
+            self.publish_seq += 1
+            self.session.want_confirm_flush(self)
+
+    def _publish(self, ex, msg: Message, mandatory: bool) -> None:
+        queues = ex.route(msg, (msg.routing_key,))
+        if not queues:
+            if mandatory:
+                self.conn.send_content(self.number, spec.BasicReturn(312, "NO_ROUTE", msg.exchange, msg.routing_key),
+                                       msg.properties, msg.body)
+                self.session.want_flush()
+            return
+        for q in queues:
+            q.publish(msg)
+
+    def flush_confirms(self) -> None:
+        """Acknowledge every publish up to now in one basic.ack (multiple when more than one)."""
+        upto = self.publish_seq
+        if upto <= self.confirmed_upto or not self.conn.channel_is_open(self.number):
+            return
+        multiple = upto - self.confirmed_upto > 1
+        self.confirmed_upto = upto
+        self.conn.send_method(self.number, spec.BasicAck(upto, multiple))
+
+    # --- basic class: get, ack, reject, recover ------------------------------------------------
+
+    def handle_basic_get(self, m) -> None:
+        q = self._queue(m.queue)
+        entry = q.take()
+        if entry is None:
+            self._reply(spec.BasicGetEmpty())
+            return
+        seq, msg, redelivered = entry
+        tag = self.next_tag
+        self.next_tag = tag + 1
+        if not m.no_ack:
+            self.unacked[tag] = (q, seq, msg, None, tag)
+        self.conn.send_content(self.number, spec.BasicGetOk(tag, redelivered, msg.exchange, msg.routing_key,
+                                                            q.message_count), msg.properties, msg.body)
+        self.session.want_flush()
+
+    def _take_unacked(self, tag: int, multiple: bool, m) -> list[tuple]:
+        unacked = self.unacked
+        if multiple:
+            if tag == 0:
+                tags = list(unacked)
+            else:
+                if tag not in unacked and (not unacked or tag >= self.next_tag):
+                    raise PreconditionFailed(f"unknown delivery tag {tag}", m.CLASS_ID, m.METHOD_ID)
+                tags = []
+                for t in unacked:  # insertion order is tag order
+                    if t > tag:
+                        break
+                    tags.append(t)
+            return [unacked.pop(t) for t in tags]
+        entry = unacked.pop(tag, None)
+        if entry is None:
+            raise PreconditionFailed(f"unknown delivery tag {tag}", m.CLASS_ID, m.METHOD_ID)
+        return [entry]
+
+    def _settle(self, entries: list[tuple], requeue: bool) -> None:
+        touched = set()
+        requeued = defaultdict(list)
+        for q, seq, msg, consumer, _tag in entries:
+            if consumer is not None:
+                size = len(msg.body)
+                consumer.unacked -= 1
+                consumer.unacked_bytes -= size
+                self.consumer_unacked -= 1
+                self.consumer_unacked_bytes -= size
+                touched.add(consumer.queue)
+            if requeue:
+                requeued[q].append((seq, msg))
+        for q, items in requeued.items():
+            q.requeue(items)
+            touched.discard(q)
+        for q in touched:
+            q.dispatch()
+
+    def _ack_like(self, m, multiple: bool, requeue: bool | None) -> None:
+        entries = self._take_unacked(m.delivery_tag, multiple, m)
+        if self.tx_mode:
+            self.tx_settles.append((entries, requeue))
+            return
+        self._settle(entries, bool(requeue))
+
+    def handle_basic_ack(self, m) -> None:
+        self._ack_like(m, m.multiple, None)
+
+    def handle_basic_nack(self, m) -> None:
+        self._ack_like(m, m.multiple, m.requeue)
+
+    def handle_basic_reject(self, m) -> None:
+        self._ack_like(m, False, m.requeue)
+
+    def _recover(self) -> None:
+        entries = list(self.unacked.values())
+        self.unacked.clear()
+        self._settle(entries, True)
+
+    def handle_basic_recover(self, m) -> None:
+        self._recover()  # requeue=false (redeliver to the same consumer) is served as requeue
+        self._reply(spec.BasicRecoverOk())
+
+    def handle_basic_recover_async(self, m) -> None:
+        self._recover()
+
+    # --- confirm and tx ----------------------------------------------------------------------
+
+    def handle_confirm_select(self, m) -> None:
+        if self.tx_mode:
+            raise PreconditionFailed("cannot switch from tx to confirm mode", m.CLASS_ID, m.METHOD_ID)
+        self.confirm_mode = True
+        if not m.nowait:
+            self._reply(spec.ConfirmSelectOk())
+
+    def handle_tx_select(self, m) -> None:
+        if self.confirm_mode:
+            raise PreconditionFailed("cannot switch from confirm to tx mode", m.CLASS_ID, m.METHOD_ID)
+        self.tx_mode = True
+        self._reply(spec.TxSelectOk())
+
+    def handle_tx_commit(self, m) -> None:
+        if not self.tx_mode:
+            raise PreconditionFailed("channel is not transactional", m.CLASS_ID, m.METHOD_ID)
+        publishes, settles = self.tx_publishes, self.tx_settles
+        self.tx_publishes, self.tx_settles = [], []
+        for ex, msg, mandatory in publishes:
+            self._publish(ex, msg, mandatory)
+        for entries, requeue in settles:
+            self._settle(entries, bool(requeue))
+        self._reply(spec.TxCommitOk())
+
+    def handle_tx_rollback(self, m) -> None:
+        if not self.tx_mode:
+            raise PreconditionFailed("channel is not transactional", m.CLASS_ID, m.METHOD_ID)
+        self.tx_publishes = []
+        # acks inside the rolled-back transaction are undone: the messages stay unacked
+        self._restore_tx_settles()
+        self._reply(spec.TxRollbackOk())
+
+    def _restore_tx_settles(self) -> None:
+        for entries, _ in self.tx_settles:
+            for entry in entries:
+                self.unacked[entry[4]] = entry
+        self.unacked = dict(sorted(self.unacked.items()))
+        self.tx_settles = []
+
+    # --- end of life -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """The channel is gone (closed by either side, or its connection is): release everything."""
+        if self.closed:
+            return
+        self.closed = True
+        for c in list(self.consumers.values()):
+            c.queue.remove_consumer(c)
+        self.consumers.clear()
+        self._restore_tx_settles()  # uncommitted acks never happened
+        entries = list(self.unacked.values())
+        self.unacked.clear()
+        self.tx_publishes = []
+        if entries:
+            self._settle(entries, True)
+
+
+def _build_handlers() -> dict:
+    table = {}
+    for index, cls in spec.METHODS.items():
+        name = "handle_" + cls.NAME.replace(".", "_").replace("-", "_")
+        fn = getattr(Channel, name, None)
+        if fn is not None:
+            table[index] = fn
+    return table
+
+
+HANDLERS = _build_handlers()

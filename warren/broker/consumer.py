@@ -1,0 +1,46 @@
+"""A consumer: one basic.consume on one channel, reading from one queue."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from warren.codec.fields import encode_shortstr
+
+if TYPE_CHECKING:
+    from warren.broker.channel import Channel
+    from warren.broker.queue import Queue
+
+__all__ = ["Consumer"]
+
+
+class Consumer:
+    __slots__ = ("tag", "tag_ss", "channel", "queue", "no_ack", "exclusive", "arguments",
+                 "prefetch_count", "prefetch_size", "unacked", "unacked_bytes")
+
+    def __init__(self, tag: str, channel: "Channel", queue: "Queue", no_ack: bool, exclusive: bool,
+                 arguments: dict, prefetch_count: int, prefetch_size: int) -> None:
+        self.tag = tag
+        self.tag_ss = encode_shortstr(tag)  # ready for basic.deliver
+        self.channel = channel
+        self.queue = queue
+        self.no_ack = no_ack
+        self.exclusive = exclusive
+        self.arguments = arguments
+        # RabbitMQ: basic.qos with global=0 sets the limit of consumers created afterwards
+        self.prefetch_count = prefetch_count
+        self.prefetch_size = prefetch_size
+        self.unacked = 0
+        self.unacked_bytes = 0
+
+    def has_capacity(self) -> bool:
+        """Whether a delivery may go to this consumer now (its own and its channel's limits)."""
+        if self.no_ack:
+            return self.channel.can_deliver()
+        if self.prefetch_count and self.unacked >= self.prefetch_count:
+            return False
+        if self.prefetch_size and self.unacked_bytes >= self.prefetch_size:
+            return False
+        return self.channel.can_deliver_acked()
+
+    def __repr__(self) -> str:
+        return f"<Consumer {self.tag!r} on {self.queue.name!r}>"

@@ -1,0 +1,56 @@
+"""A published message as the broker keeps it.
+
+The property list stays encoded exactly as the publisher sent it and is written back to
+consumers unchanged; it is decoded only when something needs a property (headers for the
+headers exchange, delivery-mode for persistence, expiration for TTL). The exchange and
+routing key are kept shortstr-encoded as well, ready for basic.deliver.
+"""
+
+from __future__ import annotations
+
+from warren.codec.fields import encode_shortstr
+from warren.spec.amqp0_9_1 import BasicProperties
+
+__all__ = ["Message"]
+
+
+class Message:
+    __slots__ = ("exchange", "routing_key", "properties", "body", "_decoded", "exchange_ss", "routing_key_ss")
+
+    def __init__(self, exchange: str, routing_key: str, properties: bytes, body) -> None:
+        self.exchange = exchange
+        self.routing_key = routing_key
+        self.properties = properties  # encoded flags + property list
+        self.body = body
+        self._decoded: BasicProperties | None = None
+        self.exchange_ss = encode_shortstr(exchange)
+        self.routing_key_ss = encode_shortstr(routing_key)
+
+    @property
+    def decoded(self) -> BasicProperties:
+        """The decoded basic properties (cached; raises on a malformed property list)."""
+        p = self._decoded
+        if p is None:
+            if self.properties:
+                p, _ = BasicProperties.decode(self.properties, 0)
+            else:
+                p = BasicProperties()
+            self._decoded = p
+        return p
+
+    @property
+    def headers(self) -> dict:
+        return self.decoded.headers or {}
+
+    @property
+    def persistent(self) -> bool:
+        # delivery-mode is the 4th property (mask 0x1000); avoid a full decode when it is absent
+        if len(self.properties) < 2 or not (self.properties[0] & 0x10):
+            return False
+        return self.decoded.delivery_mode == 2
+
+    def __len__(self) -> int:
+        return len(self.body)
+
+    def __repr__(self) -> str:
+        return f"<Message {self.exchange!r}/{self.routing_key!r} {len(self.body)} octets>"

@@ -1,0 +1,132 @@
+"""A classic queue: ready messages in FIFO order, consumers served round-robin.
+
+Ready messages are ``(seq, message)`` pairs in a deque; ``seq`` numbers the queue's
+messages in arrival order. A message taken by a consumer (or basic.get) and later requeued
+(nack/reject with requeue, recover, channel close) goes back to its original place: requeued
+messages always precede the rest, because they arrived earlier than anything still ready.
+
+Delivery is push: ``publish`` and every event that adds capacity (ack, qos, consume, flow on,
+a writable transport) call ``dispatch``, which hands ready messages to consumers with capacity,
+turn by turn, until one or the other runs out.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING
+
+from warren.broker.consumer import Consumer
+
+if TYPE_CHECKING:
+    from warren.broker.message import Message
+
+__all__ = ["Queue"]
+
+
+class Queue:
+    def __init__(self, vhost, name: str, durable: bool = False, exclusive_owner=None,
+                 auto_delete: bool = False, arguments: dict | None = None) -> None:
+        self.vhost = vhost
+        self.name = name
+        self.durable = durable
+        self.exclusive_owner = exclusive_owner  # the Session that owns an exclusive queue, else None
+        self.auto_delete = auto_delete
+        self.arguments = arguments or {}
+        self.ready: deque = deque()  # (seq, message, redelivered)
+        self.ready_bytes = 0
+        self.consumers: list[Consumer] = []
+        self.bound_to: set = set()  # bindings whose destination is this queue
+        self.had_consumer = False
+        self.deleted = False
+        self._seq = 0
+        self._rr = 0  # round-robin position in self.consumers
+        self._dispatching = False
+
+    # --- ready messages ------------------------------------------------------------------
+
+    @property
+    def message_count(self) -> int:
+        return len(self.ready)
+
+    def publish(self, message: "Message") -> None:
+        self._seq += 1
+        self.ready.append((self._seq, message, False))
+        self.ready_bytes += len(message.body)
+        if self.consumers:
+            self.dispatch()
+
+    def requeue(self, entries) -> None:
+        """Put taken messages back in their original order, marked redelivered."""
+        if self.deleted:
+            return
+        entries = sorted(entries, key=lambda e: e[0])
+        head = self.ready[0][0] if self.ready else None
+        if head is None or entries[-1][0] < head:
+            for seq, msg in reversed(entries):
+                self.ready.appendleft((seq, msg, True))
+        else:  # interleaved with earlier requeues: merge
+            merged = sorted([*self.ready, *((s, m, True) for s, m in entries)], key=lambda e: e[0])
+            self.ready = deque(merged)
+        self.ready_bytes += sum(len(m.body) for _, m in entries)
+        self.dispatch()
+
+    def take(self):
+        """The next ready (seq, message, redelivered), or None (basic.get)."""
+        if not self.ready:
+            return None
+        entry = self.ready.popleft()
+        self.ready_bytes -= len(entry[1].body)
+        return entry
+
+    def purge(self) -> int:
+        n = len(self.ready)
+        self.ready.clear()
+        self.ready_bytes = 0
+        return n
+
+    # --- consumers -----------------------------------------------------------------------
+
+    def add_consumer(self, consumer: Consumer) -> None:
+        self.consumers.append(consumer)
+        self.had_consumer = True
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        try:
+            i = self.consumers.index(consumer)
+        except ValueError:
+            return
+        del self.consumers[i]
+        if i < self._rr:
+            self._rr -= 1
+        if self.auto_delete and not self.consumers and self.had_consumer:
+            self.vhost.delete_queue(self)
+
+    def has_exclusive_consumer(self) -> bool:
+        return any(c.exclusive for c in self.consumers)
+
+    def dispatch(self) -> None:
+        """Deliver ready messages to consumers with capacity, round-robin."""
+        if self._dispatching:
+            return  # re-entered from a delivery side effect; the outer loop carries on
+        self._dispatching = True
+        try:
+            ready = self.ready
+            consumers = self.consumers
+            while ready and consumers:
+                n = len(consumers)
+                for step in range(n):
+                    i = (self._rr + step) % n
+                    c = consumers[i]
+                    if c.has_capacity():
+                        break
+                else:
+                    return  # nobody can take more now
+                self._rr = (i + 1) % n
+                seq, msg, redelivered = ready.popleft()
+                self.ready_bytes -= len(msg.body)
+                c.channel.deliver(c, self, seq, msg, redelivered)
+        finally:
+            self._dispatching = False
+
+    def __repr__(self) -> str:
+        return f"<Queue {self.name!r} ready={len(self.ready)} consumers={len(self.consumers)}>"

@@ -1,0 +1,178 @@
+"""The broker side of one client connection: login, virtual host, channels, and errors.
+
+The asyncio glue feeds every protocol event to ``handle`` and every protocol error to
+``fail``; the session calls back into the glue through ``io`` (``want_flush``,
+``close_after_flush``, ``start_heartbeat``) and never touches a socket.
+
+Error policy (one place): a ``SoftError`` closes its channel, a ``HardError`` closes the
+connection, anything else is our bug: 541 INTERNAL_ERROR and a traceback. Each refusal is
+logged with who (peer, user, vhost, channel) and what.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from warren.broker.auth import parse_response
+from warren.broker.channel import Channel
+from warren.errors import (
+    AMQPError, ConnectionAccessRefused, HardError, InternalError, NotAllowed, SoftError,
+)
+from warren.protocol.events import ChannelClosed, ChannelOpened, Content, ConnectionClosed, Method
+from warren.spec import amqp0_9_1 as spec
+
+__all__ = ["Session"]
+
+log = logging.getLogger("warren.session")
+
+_START_OK = spec.ConnectionStartOk.INDEX
+_TUNE_OK = spec.ConnectionTuneOk.INDEX
+_OPEN = spec.ConnectionOpen.INDEX
+_UPDATE_SECRET = spec.ConnectionUpdateSecret.INDEX
+
+
+class Session:
+    def __init__(self, broker, conn, peer: tuple, io) -> None:
+        self.broker = broker
+        self.conn = conn
+        self.peer = peer
+        self.io = io
+        self.vhost = None
+        self.username = ""
+        self.capabilities: dict = {}
+        self.client_properties: dict = {}
+        self.channels: dict[int, Channel] = {}
+        self.exclusive_queues: set = set()
+        self.writable = True
+        self._confirming: set[Channel] = set()
+        self.closed = False
+
+    def __str__(self) -> str:
+        host, port = self.peer[:2] if self.peer else ("?", 0)
+        return f"{host}:{port} user={self.username or '-'} vhost={self.vhost.name if self.vhost else '-'}"
+
+    # --- events --------------------------------------------------------------------------
+
+    def handle(self, event) -> None:
+        channel = getattr(event, "channel", 0)
+        try:
+            kind = type(event)
+            if kind is Content:
+                ch = self.channels[event.channel]
+                ch.handle_content(event.method, event.properties, event.body)
+            elif kind is Method:
+                if event.channel == 0:
+                    self._connection_method(event.method)
+                else:
+                    self.channels[event.channel].handle_method(event.method)
+            elif kind is ChannelOpened:
+                self.channels[event.channel] = Channel(self, event.channel)
+            elif kind is ChannelClosed:
+                ch = self.channels.pop(event.channel, None)
+                if ch is not None:
+                    ch.close()
+            elif kind is ConnectionClosed:
+                self._release()
+                self.io.close_after_flush()
+        except AMQPError as e:
+            if not (e.class_id or e.method_id) and hasattr(event, "method"):
+                e.class_id, e.method_id = event.method.CLASS_ID, event.method.METHOD_ID
+            self.fail(e, channel)
+        except Exception:
+            log.exception("internal error on connection %s channel %d while handling %r", self, channel, event)
+            self.fail(InternalError("internal error"), channel)
+
+    def fail(self, error: AMQPError, channel: int | None = None) -> None:
+        """Answer a refusal: channel.close for a soft error, connection.close for a hard one."""
+        if channel is None:
+            channel = getattr(error, "channel", 0)
+        if isinstance(error, SoftError) and channel:
+            log.warning("channel error on connection %s, channel %d: %d %s", self, channel,
+                        error.reply_code, error.reply_text)
+            self.conn.close_channel(channel, error)
+            ch = self.channels.pop(channel, None)
+            if ch is not None:
+                ch.close()
+        else:
+            log.warning("connection error on %s: %d %s", self, error.reply_code, error.reply_text)
+            self.conn.close_connection(error.reply_code, error.reply_text, error.class_id, error.method_id)
+            self._release()
+            self.io.close_soon()
+        self.io.want_flush()
+
+    # --- connection class ----------------------------------------------------------------
+
+    def _connection_method(self, m) -> None:
+        index = m.INDEX
+        if index == _START_OK:
+            self.client_properties = m.client_properties
+            caps = m.client_properties.get("capabilities")
+            self.capabilities = caps if isinstance(caps, dict) else {}
+            try:
+                username, password = parse_response(m.mechanism, m.response)
+            except ValueError as e:
+                raise ConnectionAccessRefused(f"{m.mechanism} login refused: {e}", 10, 11) from None
+            host = self.peer[0] if self.peer else None
+            if self.broker.users.authenticate(username, password, host) is None:
+                raise ConnectionAccessRefused(
+                    f"Login was refused using authentication mechanism {m.mechanism}. For details see the "
+                    "broker logfile.", 10, 11)
+            self.username = username
+            self.conn.accept_login()
+        elif index == _TUNE_OK:
+            self.io.start_heartbeat(self.conn.heartbeat)
+        elif index == _OPEN:
+            vhost = self.broker.vhosts.get(m.virtual_host)
+            if vhost is None:
+                raise NotAllowed(f"vhost {m.virtual_host} not found", 10, 40)
+            self.vhost = vhost
+            self.conn.accept_open()
+            log.info("connection %s opened (client %s)", self,
+                     self.client_properties.get("product", "unknown"))
+        elif index == _UPDATE_SECRET:
+            self.conn.send_method(0, spec.ConnectionUpdateSecretOk())
+        self.io.want_flush()
+
+    # --- glue callbacks ------------------------------------------------------------------
+
+    def want_flush(self) -> None:
+        self.io.want_flush()
+
+    def want_confirm_flush(self, channel: Channel) -> None:
+        self._confirming.add(channel)
+        self.io.want_flush()
+
+    def before_flush(self) -> None:
+        """Coalesce publisher confirms: one basic.ack per channel per write batch."""
+        if self._confirming:
+            for ch in self._confirming:
+                ch.flush_confirms()
+            self._confirming.clear()
+
+    def set_writable(self, writable: bool) -> None:
+        self.writable = writable
+        if writable:
+            for ch in list(self.channels.values()):
+                ch.resume_delivery()
+
+    def connection_lost(self) -> None:
+        self._release()
+
+    def shutdown(self, reply_text: str = "broker shutdown") -> None:
+        """Server-initiated close (320 CONNECTION_FORCED), e.g. on SIGTERM."""
+        self.conn.close_connection(320, f"CONNECTION_FORCED - {reply_text}")
+        self._release()
+        self.io.want_flush()
+
+    def _release(self) -> None:
+        """Close every channel (requeueing their unacked messages) and drop exclusive queues."""
+        if self.closed:
+            return
+        self.closed = True
+        for ch in list(self.channels.values()):
+            ch.close()
+        self.channels.clear()
+        for q in list(self.exclusive_queues):
+            if self.vhost is not None:
+                self.vhost.delete_queue(q)
+        self.exclusive_queues.clear()

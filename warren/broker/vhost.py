@@ -1,0 +1,203 @@
+"""A virtual host: its exchanges, queues and bindings, and RabbitMQ's rules for changing them.
+
+Every refusal is raised as the AMQP error RabbitMQ sends for it (INVENTORY.md §10.9, ERR):
+the channel handler that called in fills in the class and method ids.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+
+from warren.broker.exchanges import EXCHANGE_TYPES, Exchange
+from warren.broker.exchanges.default import DefaultExchange
+from warren.broker.queue import Queue
+from warren.errors import AccessRefused, CommandInvalid, NotFound, PreconditionFailed, ResourceLocked
+
+__all__ = ["VirtualHost"]
+
+log = logging.getLogger("warren.vhost")
+
+PREDECLARED = (
+    ("amq.direct", "direct"), ("amq.fanout", "fanout"), ("amq.topic", "topic"),
+    ("amq.headers", "headers"), ("amq.match", "headers"),
+)
+
+
+def _q(name: str) -> str:
+    return f"queue '{name}' in vhost '/'"
+
+
+class VirtualHost:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.queues: dict[str, Queue] = {}
+        self.exchanges: dict[str, Exchange] = {"": DefaultExchange(self)}
+        for ex_name, ex_type in PREDECLARED:
+            self.exchanges[ex_name] = EXCHANGE_TYPES[ex_type](ex_name, durable=True)
+
+    def _describe(self, kind: str, name: str) -> str:
+        return f"{kind} '{name}' in vhost '{self.name}'"
+
+    # --- exchanges -----------------------------------------------------------------------
+
+    def exchange(self, name: str) -> Exchange:
+        ex = self.exchanges.get(name)
+        if ex is None:
+            raise NotFound(f"no {self._describe('exchange', name)}")
+        return ex
+
+    def declare_exchange(self, name: str, type_: str, passive: bool, durable: bool, auto_delete: bool,
+                         internal: bool, arguments: dict) -> Exchange:
+        if passive:
+            return self.exchange(name)
+        if name == "" or name.startswith("amq."):
+            raise AccessRefused(f"exchange name '{name}' contains reserved prefix 'amq.*'"
+                                if name else "operation not permitted on the default exchange")
+        cls = EXCHANGE_TYPES.get(type_)
+        if cls is None:
+            raise CommandInvalid(f"invalid exchange type '{type_}'")
+        ex = self.exchanges.get(name)
+        if ex is not None:
+            self._check_equivalent("exchange", name, (
+                ("type", ex.TYPE, type_), ("durable", ex.durable, durable),
+                ("auto_delete", ex.auto_delete, auto_delete), ("internal", ex.internal, internal),
+            ), ex.arguments, arguments)
+            return ex
+        ex = cls(name, durable, auto_delete, internal, arguments)
+        self.exchanges[name] = ex
+        return ex
+
+    def delete_exchange(self, name: str, if_unused: bool) -> None:
+        if name == "" or name.startswith("amq."):
+            raise AccessRefused(f"operation not permitted on {self._describe('exchange', name)}"
+                                if name else "operation not permitted on the default exchange")
+        ex = self.exchanges.get(name)
+        if ex is None:
+            return  # idempotent, as RabbitMQ 3.x
+        if if_unused and ex.bindings:
+            raise PreconditionFailed(f"{self._describe('exchange', name)} in use")
+        self._remove_exchange(ex)
+
+    def _remove_exchange(self, ex: Exchange) -> None:
+        del self.exchanges[ex.name]
+        for b in list(ex.bindings.values()):
+            ex.remove_binding(b)
+        for b in list(ex.bound_to):
+            self._unbind(b.source, b)
+
+    def _unbind(self, source: Exchange, binding) -> None:
+        source.remove_binding(binding)
+        if source.auto_delete and not source.bindings and source.name in self.exchanges:
+            self._remove_exchange(source)
+
+    def _writable_exchange(self, name: str) -> Exchange:
+        if name == "":
+            raise AccessRefused("operation not permitted on the default exchange")
+        return self.exchange(name)
+
+    def bind_exchange(self, destination: str, source: str, routing_key: str, arguments: dict) -> None:
+        dest = self._writable_exchange(destination)
+        src = self._writable_exchange(source)
+        src.bind(dest, routing_key, arguments)
+
+    def unbind_exchange(self, destination: str, source: str, routing_key: str, arguments: dict) -> None:
+        dest = self._writable_exchange(destination)
+        src = self._writable_exchange(source)
+        from warren.broker.exchanges.base import Binding
+        b = src.bindings.get(Binding(src, dest, routing_key, arguments).key)
+        if b is not None:
+            self._unbind(src, b)
+
+    # --- queues --------------------------------------------------------------------------
+
+    def queue(self, name: str, session) -> Queue:
+        """A queue this session may use: 404 if missing, 405 if another connection's exclusive."""
+        q = self.queues.get(name)
+        if q is None:
+            raise NotFound(f"no {self._describe('queue', name)}")
+        if q.exclusive_owner is not None and q.exclusive_owner is not session:
+            raise ResourceLocked(f"cannot obtain exclusive access to locked {self._describe('queue', name)}. "
+                                 "It could be originally declared on another connection or the exclusive "
+                                 "property value does not match that of the original declaration.")
+        return q
+
+    def declare_queue(self, session, name: str, passive: bool, durable: bool, exclusive: bool,
+                      auto_delete: bool, arguments: dict) -> Queue:
+        if passive:
+            return self.queue(name, session)
+        if not name:
+            name = "amq.gen-" + base64.urlsafe_b64encode(os.urandom(16)).rstrip(b"=").decode()
+        elif name.startswith("amq."):
+            raise AccessRefused(f"{self._describe('queue', name)} contains reserved prefix 'amq.*'")
+        q = self.queues.get(name)
+        if q is not None:
+            self.queue(name, session)  # exclusivity first (ERR §7-8)
+            self._check_equivalent("queue", name, (
+                ("durable", q.durable, durable), ("exclusive", q.exclusive_owner is not None, exclusive),
+                ("auto_delete", q.auto_delete, auto_delete),
+            ), q.arguments, arguments)
+            return q
+        self._validate_queue_arguments(arguments)
+        q = Queue(self, name, durable, session if exclusive else None, auto_delete, arguments)
+        self.queues[name] = q
+        return q
+
+    def delete_queue(self, q: Queue) -> int:
+        """Remove a queue, its bindings and its consumers (who get a cancel notification)."""
+        if q.deleted:
+            return 0
+        q.deleted = True
+        self.queues.pop(q.name, None)
+        for b in list(q.bound_to):
+            self._unbind(b.source, b)
+        for c in list(q.consumers):
+            c.channel.consumer_cancelled_by_broker(c)
+        q.consumers.clear()
+        return q.purge()
+
+    def bind_queue(self, q: Queue, exchange: str, routing_key: str, arguments: dict) -> None:
+        self._writable_exchange(exchange).bind(q, routing_key, arguments)
+
+    def unbind_queue(self, q: Queue, exchange: str, routing_key: str, arguments: dict) -> None:
+        ex = self._writable_exchange(exchange)
+        from warren.broker.exchanges.base import Binding
+        b = ex.bindings.get(Binding(ex, q, routing_key, arguments).key)
+        if b is not None:
+            self._unbind(ex, b)
+
+    # --- checks --------------------------------------------------------------------------
+
+    def _check_equivalent(self, kind: str, name: str, flags, old_args: dict, new_args: dict) -> None:
+        for flag, current, received in flags:
+            if current != received:
+                raise PreconditionFailed(
+                    f"inequivalent arg '{flag}' for {self._describe(kind, name)}: "
+                    f"received '{_show(received)}' but current is '{_show(current)}'")
+        # x- arguments must match (RabbitMQ checks the ones it knows; we check all of them)
+        for key in sorted(set(old_args) | set(new_args)):
+            if old_args.get(key) != new_args.get(key):
+                raise PreconditionFailed(
+                    f"inequivalent arg '{key}' for {self._describe(kind, name)}: "
+                    f"received {_show_arg(new_args.get(key))} but current is {_show_arg(old_args.get(key))}")
+
+    def _validate_queue_arguments(self, arguments: dict) -> None:
+        for key in ("x-message-ttl", "x-expires", "x-max-length", "x-max-length-bytes", "x-max-priority"):
+            if key in arguments:
+                v = arguments[key]
+                if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                    raise PreconditionFailed(f"invalid arg '{key}' for queue: {v!r}")
+        if "x-dead-letter-routing-key" in arguments and "x-dead-letter-exchange" not in arguments:
+            raise PreconditionFailed("invalid arg 'x-dead-letter-routing-key': "
+                                     "x-dead-letter-exchange is required as well")
+
+
+def _show(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+def _show_arg(v) -> str:
+    return "none" if v is None else f"the value '{v}'"

@@ -1,0 +1,42 @@
+"""The `warren` command line."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import click
+
+from warren import __version__
+from warren.config import Config
+
+__all__ = ["main"]
+
+
+@click.group()
+@click.version_option(__version__, prog_name="warren")
+def main() -> None:
+    """Warren, an AMQP message broker."""
+
+
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=5672, show_default=True, type=int, help="AMQP port (0 = ephemeral).")
+@click.option("--data-dir", default="data", show_default=True, type=click.Path(path_type=Path),
+              help="Folder for durable state.")
+@click.option("--heartbeat", default=60, show_default=True, type=int, help="Heartbeat seconds offered to clients.")
+@click.option("--frame-max", default=131072, show_default=True, type=int, help="Largest frame in octets.")
+@click.option("--channel-max", default=2047, show_default=True, type=int, help="Most channels per connection.")
+@click.option("--loop", default="auto", show_default=True, type=click.Choice(["auto", "uvloop", "asyncio"]))
+@click.option("--ready-file", type=click.Path(path_type=Path), default=None,
+              help="Write the bound port as JSON here once listening (for tests and scripts).")
+@click.option("--log-level", default="info", show_default=True,
+              type=click.Choice(["debug", "info", "warning", "error"]))
+def serve(**options) -> None:
+    """Run the broker until SIGTERM or SIGINT."""
+    from warren.server.server import run
+
+    config = Config(**options).validate()
+    logging.basicConfig(level=config.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    run(config)

@@ -1,0 +1,38 @@
+"""Broker settings: one validated dataclass, built by the CLI, handed to the server."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from warren.protocol.amqp0_9_1.connection import CHANNEL_MAX_DEFAULT, FRAME_MAX_DEFAULT, MAX_MESSAGE_SIZE
+
+__all__ = ["Config"]
+
+
+@dataclass
+class Config:
+    host: str = "127.0.0.1"
+    port: int = 5672
+    data_dir: Path = Path("data")
+    heartbeat: int = 60  # seconds the server proposes in connection.tune (RabbitMQ: 60)
+    frame_max: int = FRAME_MAX_DEFAULT
+    channel_max: int = CHANNEL_MAX_DEFAULT
+    max_message_size: int = MAX_MESSAGE_SIZE
+    handshake_timeout: float = 10.0  # seconds to send the protocol header and log in (RabbitMQ: 10)
+    shutdown_timeout: float = 5.0  # seconds to wait for close-ok from clients on shutdown
+    loop: str = "auto"
+    ready_file: Path | None = None  # written (JSON with the port) once listening; for tests
+    log_level: str = "info"
+
+    def validate(self) -> "Config":
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"port {self.port} out of range")
+        if self.frame_max and self.frame_max < 4096:
+            raise ValueError("frame-max must be 0 or at least 4096 (frame-min-size)")
+        if not 0 <= self.channel_max <= 65535:
+            raise ValueError("channel-max must be 0..65535")
+        if not 0 <= self.heartbeat <= 65535:
+            raise ValueError("heartbeat must be 0..65535 seconds")
+        self.data_dir = Path(self.data_dir)
+        return self

@@ -1,0 +1,380 @@
+"""Sans-IO server side of an AMQP 0-9-1 connection: bytes in, events out, bytes to send.
+
+No sockets and no asyncio here. The caller (``warren.server.connection``) does::
+
+    conn = ServerConnection(server_properties)   # queues connection.start
+    conn.receive_data(data)                      # after the 8-octet protocol header
+    while (event := conn.next_event()) is not None:
+        ...hand the event to the broker, which may call send_* / close_* / accept_*...
+    transport.writelines(conn.data_to_send())
+
+``next_event`` raises an ``AMQPError`` for anything the peer got wrong; a ``SoftError`` carries
+the channel in ``.channel`` and the caller answers it with ``close_channel``, a ``HardError``
+with ``close_connection``. After ``close_connection`` the connection discards input until the
+peer's close-ok (or close) arrives; after a framing error (501) it discards everything, since
+frame boundaries can no longer be trusted.
+
+What this layer does on its own, because no broker decision is involved: it answers
+connection.close, channel.open and channel.close; enforces frame-max, channel-max and the
+channel states; negotiates tune-ok (RabbitMQ's rules); and assembles content (method → header
+→ body frames) into one ``Content`` event.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from warren.codec.frames import (
+    FRAME_BODY, FRAME_HEADER, FRAME_HEARTBEAT, FRAME_METHOD, FRAME_MIN_SIZE, HEARTBEAT_FRAME,
+    FrameBuffer, content_frames, method_frame,
+)
+from warren.errors import (
+    AMQPError, ChannelError, CommandInvalid, FrameError, NotAllowed, NotImplemented_, PreconditionFailed,
+    SyntaxError_, UnexpectedFrame,
+)
+from warren.protocol.amqp0_9_1.state import ConnectionState, State
+from warren.protocol.events import ChannelClosed, ChannelOpened, Content, ConnectionClosed, Method
+from warren.spec import amqp0_9_1 as spec
+
+__all__ = ["ServerConnection", "FRAME_MAX_DEFAULT", "CHANNEL_MAX_DEFAULT", "MAX_MESSAGE_SIZE"]
+
+FRAME_MAX_DEFAULT = 131_072  # RabbitMQ's default frame_max
+CHANNEL_MAX_DEFAULT = 2047  # RabbitMQ's default channel_max
+MAX_MESSAGE_SIZE = 128 * 1024 * 1024  # RabbitMQ 3.8+'s default max_message_size
+# Before tune-ok we accept frames up to our own frame-max: the spec's 4096 is a floor, and
+# some clients send a start-ok with large client properties.
+
+_OPEN, _CLOSING = 1, 2
+_u32 = struct.Struct(">I")
+_header_fields = struct.Struct(">HHQ")
+_frame_header = struct.Struct(">BHI")
+_deliver_fixed = struct.Struct(">QB")
+_DECODE_ERRORS = (IndexError, struct.error, ValueError, UnicodeDecodeError, OverflowError)
+_METHODS = spec.METHODS
+_CHANNEL_OPEN = spec.ChannelOpen.INDEX
+_CHANNEL_CLOSE = spec.ChannelClose.INDEX
+_CHANNEL_CLOSE_OK = spec.ChannelCloseOk.INDEX
+_DELIVER_PREFIX = b"\x00\x3c\x00\x3c"  # basic.deliver, 60.60
+
+
+class _Assembly:
+    """A content being received on one channel: method, then header, then body frames."""
+
+    __slots__ = ("method", "properties", "body", "size")
+
+    def __init__(self, method) -> None:
+        self.method = method
+        self.properties: bytes | None = None  # None until the header frame arrived
+        self.body = bytearray()
+        self.size = 0
+
+
+class ServerConnection:
+    """One server-side AMQP 0-9-1 connection (see module docstring)."""
+
+    def __init__(self, server_properties: dict, mechanisms: bytes = b"PLAIN AMQPLAIN",
+                 frame_max: int = FRAME_MAX_DEFAULT, channel_max: int = CHANNEL_MAX_DEFAULT,
+                 heartbeat: int = 60, max_message_size: int = MAX_MESSAGE_SIZE) -> None:
+        # limits we offer in connection.tune; the negotiated values replace them on tune-ok
+        self.frame_max = frame_max
+        self.channel_max = channel_max
+        self.heartbeat = heartbeat
+        self.max_message_size = max_message_size
+        self.state = ConnectionState()
+        self.frames = FrameBuffer(frame_max)
+        self.channels: dict[int, int] = {}
+        self._assembling: dict[int, _Assembly] = {}
+        self._out: list = []
+        self._broken = False  # after a framing error nothing more is parsed
+        self.send_method(0, spec.ConnectionStart(0, 9, server_properties, mechanisms, b"en_US"))
+
+    # --- input ---------------------------------------------------------------------------
+
+    def receive_data(self, data: bytes) -> None:
+        """Append received bytes (everything after the protocol header)."""
+        self.frames.compact()
+        if not self._broken:
+            self.frames.feed(data)
+
+    def next_event(self):
+        """The next event, or None when more bytes are needed. Raises AMQPError (module doc)."""
+        frames = self.frames
+        while True:
+            if self._broken:
+                return None
+            try:
+                frame = frames.next_frame()
+            except FrameError:
+                self._broken = True
+                raise
+            if frame is None:
+                return None
+            ftype, channel, start, end = frame
+            if self.state.state in (State.CLOSING, State.CLOSED):
+                event = self._while_closing(ftype, channel, start, end)
+            elif ftype == FRAME_METHOD:
+                event = self._method_frame(channel, start, end)
+            elif ftype == FRAME_BODY:
+                event = self._body_frame(channel, start, end)
+            elif ftype == FRAME_HEADER:
+                event = self._header_frame(channel, start, end)
+            elif ftype == FRAME_HEARTBEAT:
+                if channel != 0:
+                    raise CommandInvalid("heartbeat frame on a non-zero channel")
+                event = None
+            else:
+                self._broken = True
+                raise FrameError(f"unknown frame type {ftype}")
+            if event is not None:
+                return event
+
+    def _decode_method(self, start: int, end: int):
+        buf = self.frames.buf
+        if end - start < 4:
+            raise SyntaxError_("method frame shorter than its class and method ids")
+        (index,) = _u32.unpack_from(buf, start)
+        cls = _METHODS.get(index)
+        if cls is None:
+            raise NotImplemented_(f"unknown method {index >> 16}.{index & 0xFFFF}", index >> 16, index & 0xFFFF)
+        try:
+            method, off = cls.decode(buf, start + 4)
+        except _DECODE_ERRORS as e:
+            raise SyntaxError_(f"cannot decode {cls.NAME}: {e}", cls.CLASS_ID, cls.METHOD_ID) from None
+        if off > end:
+            raise SyntaxError_(f"{cls.NAME} arguments run past the end of the frame", cls.CLASS_ID, cls.METHOD_ID)
+        return method
+
+    def _method_frame(self, channel: int, start: int, end: int):
+        method = self._decode_method(start, end)
+        if channel == 0:
+            return self._connection_method(method)
+        if self.state.state is not State.OPEN:
+            raise ChannelError(f"{method.NAME} on channel {channel} before the connection is open",
+                               method.CLASS_ID, method.METHOD_ID)
+        cstate = self.channels.get(channel)
+        index = method.INDEX
+        if cstate == _OPEN:
+            if channel in self._assembling:
+                raise UnexpectedFrame(f"{method.NAME} on channel {channel} while a content is incomplete",
+                                      method.CLASS_ID, method.METHOD_ID)
+            if method.CLASS_ID == 10:
+                raise CommandInvalid(f"{method.NAME} on channel {channel}", method.CLASS_ID, method.METHOD_ID)
+            if method.CONTENT:
+                self._assembling[channel] = _Assembly(method)
+                return None
+            if index == _CHANNEL_CLOSE:
+                del self.channels[channel]
+                self.send_method(channel, spec.ChannelCloseOk())
+                return ChannelClosed(channel, method.reply_code, method.reply_text)
+            if index == _CHANNEL_OPEN:
+                raise ChannelError(f"second channel.open on channel {channel}", 20, 10)
+            if index == _CHANNEL_CLOSE_OK:
+                return None  # nothing to confirm; harmless
+            return Method(channel, method)
+        if cstate is None:
+            if index == _CHANNEL_OPEN:
+                if channel > self.channel_max:
+                    raise NotAllowed(f"channel {channel} is above channel-max {self.channel_max}", 20, 10)
+                self.channels[channel] = _OPEN
+                self.send_method(channel, spec.ChannelOpenOk())
+                return ChannelOpened(channel)
+            if index == _CHANNEL_CLOSE_OK:
+                return None  # the close-ok of a close we answered already (both sides closed)
+            raise ChannelError(f"{method.NAME} on channel {channel}, which is not open",
+                               method.CLASS_ID, method.METHOD_ID)
+        # CLOSING: we sent channel.close; only its close-ok (or the peer's own close) matters
+        if index == _CHANNEL_CLOSE_OK:
+            del self.channels[channel]
+            return ChannelClosed(channel)
+        if index == _CHANNEL_CLOSE:
+            del self.channels[channel]
+            self.send_method(channel, spec.ChannelCloseOk())
+            return ChannelClosed(channel, method.reply_code, method.reply_text)
+        return None
+
+    def _connection_method(self, method):
+        if method.CLASS_ID != 10:
+            raise CommandInvalid(f"{method.NAME} on channel 0", method.CLASS_ID, method.METHOD_ID)
+        new = self.state.receive(method)
+        if new is State.CLOSED:
+            if method.INDEX == spec.ConnectionClose.INDEX:
+                self.send_method(0, spec.ConnectionCloseOk())
+                return ConnectionClosed(method.reply_code, method.reply_text)
+            return ConnectionClosed()
+        if new is State.AWAIT_OPEN:
+            self._negotiate(method)
+        return Method(0, method)
+
+    def _negotiate(self, tune_ok) -> None:
+        # RabbitMQ's rules (rabbit_reader): a non-zero client value below the floor, or above
+        # our limit (0 = unlimited counts as above), is refused with 530.
+        for name, ours, theirs, floor in (
+            ("frame_max", self.frame_max, tune_ok.frame_max, FRAME_MIN_SIZE),
+            ("channel_max", self.channel_max, tune_ok.channel_max, 0),
+        ):
+            if theirs and theirs < floor:
+                raise NotAllowed(f"negotiated {name} = {theirs} is lower than the minimum allowed value ({floor})",
+                                 10, 31)
+            if ours and (theirs == 0 or theirs > ours):
+                raise NotAllowed(f"negotiated {name} = {theirs} is higher than the maximum allowed value ({ours})",
+                                 10, 31)
+        self.frame_max = tune_ok.frame_max
+        self.channel_max = tune_ok.channel_max or 65535
+        self.heartbeat = tune_ok.heartbeat
+        self.frames.max_frame_size = self.frame_max
+
+    def _header_frame(self, channel: int, start: int, end: int):
+        asm = self._assembling.get(channel)
+        if asm is None or asm.properties is not None:
+            return self._stray_content(channel, "content header")
+        buf = self.frames.buf
+        try:
+            class_id, _weight, size = _header_fields.unpack_from(buf, start)
+        except struct.error:
+            raise FrameError("content header shorter than 14 octets") from None
+        if end - start < 14:
+            raise FrameError("content header shorter than 14 octets")
+        method = asm.method
+        if class_id != method.CLASS_ID:
+            raise FrameError(f"content header class {class_id} does not match {method.NAME}")
+        if size > self.max_message_size:
+            del self._assembling[channel]
+            err = PreconditionFailed(f"message size {size} is larger than configured max size "
+                                     f"{self.max_message_size}", method.CLASS_ID, method.METHOD_ID)
+            err.channel = channel
+            raise err
+        asm.properties = bytes(buf[start + 12:end])
+        asm.size = size
+        if size == 0:
+            del self._assembling[channel]
+            return Content(channel, method, asm.properties, b"")
+        return None
+
+    def _body_frame(self, channel: int, start: int, end: int):
+        asm = self._assembling.get(channel)
+        if asm is None or asm.properties is None:
+            return self._stray_content(channel, "content body")
+        body = asm.body
+        if not body and end - start == asm.size:
+            # the common case: the whole body in one frame, copied once
+            del self._assembling[channel]
+            return Content(channel, asm.method, asm.properties, self.frames.buf[start:end])
+        with memoryview(self.frames.buf) as view:
+            body += view[start:end]
+        if len(body) < asm.size:
+            return None
+        if len(body) > asm.size:
+            raise FrameError(f"content body of {len(body)} octets exceeds the declared {asm.size}")
+        del self._assembling[channel]
+        return Content(channel, asm.method, asm.properties, body)
+
+    def _stray_content(self, channel: int, what: str):
+        cstate = self.channels.get(channel)
+        if cstate == _CLOSING:
+            return None  # content still in flight on a channel we are closing
+        if cstate is None:
+            if channel == 0:
+                raise CommandInvalid(f"{what} frame on channel 0")
+            raise ChannelError(f"{what} frame on channel {channel}, which is not open")
+        raise UnexpectedFrame(f"{what} frame on channel {channel} without a content-bearing method")
+
+    def _while_closing(self, ftype: int, channel: int, start: int, end: int):
+        # We sent connection.close: discard everything but the peer's close-ok or close.
+        if ftype != FRAME_METHOD or channel != 0:
+            return None
+        try:
+            method = self._decode_method(start, end)
+        except AMQPError:
+            return None
+        if method.INDEX == spec.ConnectionCloseOk.INDEX or method.INDEX == spec.ConnectionClose.INDEX:
+            if method.INDEX == spec.ConnectionClose.INDEX:
+                self.send_method(0, spec.ConnectionCloseOk())
+            if self.state.state is not State.CLOSED:
+                self.state.closed()
+                return ConnectionClosed()
+        return None
+
+    # --- broker decisions ----------------------------------------------------------------
+
+    def accept_login(self) -> None:
+        """Credentials are good: offer our limits with connection.tune."""
+        self.state.advance("login-accepted")
+        self.send_method(0, spec.ConnectionTune(self.channel_max, self.frame_max, self.heartbeat))
+
+    def accept_open(self) -> None:
+        """The virtual host is good: the connection is open."""
+        self.state.advance("vhost-accepted")
+        self.send_method(0, spec.ConnectionOpenOk())
+
+    # --- output --------------------------------------------------------------------------
+
+    @property
+    def is_open(self) -> bool:
+        return self.state.state is State.OPEN
+
+    @property
+    def is_closed(self) -> bool:
+        return self.state.state is State.CLOSED
+
+    def channel_is_open(self, channel: int) -> bool:
+        return self.channels.get(channel) == _OPEN
+
+    def send_method(self, channel: int, method) -> None:
+        self._out.append(method_frame(channel, method.encode()))
+
+    def send_content(self, channel: int, method, properties: bytes, body) -> None:
+        """A content-bearing method followed by its header and body frames."""
+        out = self._out
+        out.append(method_frame(channel, method.encode()))
+        out.extend(content_frames(channel, method.CLASS_ID, properties, body, self.frame_max))
+
+    def send_deliver(self, channel: int, consumer_tag: bytes, delivery_tag: int, redelivered: bool,
+                     exchange: bytes, routing_key: bytes, properties: bytes, body) -> None:
+        """basic.deliver + content, encoded by hand: the hottest path (bench/throughput.py).
+
+        ``consumer_tag``, ``exchange`` and ``routing_key`` are already shortstr-encoded
+        (length octet included), so nothing is encoded per delivery but the tag.
+        """
+        payload = b"".join((_DELIVER_PREFIX, consumer_tag, _deliver_fixed.pack(delivery_tag, redelivered),
+                            exchange, routing_key))
+        out = self._out
+        out.append(_frame_header.pack(FRAME_METHOD, channel, len(payload)))
+        out.append(payload)
+        out.append(b"\xce")
+        out.extend(content_frames(channel, 60, properties, body, self.frame_max))
+
+    def send_heartbeat(self) -> None:
+        self._out.append(HEARTBEAT_FRAME)
+
+    def close_channel(self, channel: int, error: AMQPError) -> None:
+        """Send channel.close for a soft error; input on the channel is discarded until close-ok."""
+        if self.channels.get(channel) != _OPEN:
+            return
+        self.channels[channel] = _CLOSING
+        self._assembling.pop(channel, None)
+        self.send_method(channel, spec.ChannelClose(error.reply_code, _text(error.reply_text),
+                                                    error.class_id, error.method_id))
+
+    def close_connection(self, reply_code: int, reply_text: str, class_id: int = 0, method_id: int = 0) -> None:
+        """Send connection.close; every channel is gone, input is discarded until close-ok."""
+        if self.state.state in (State.CLOSING, State.CLOSED):
+            return
+        self.state.closing()
+        self.channels.clear()
+        self._assembling.clear()
+        self.send_method(0, spec.ConnectionClose(reply_code, _text(reply_text), class_id, method_id))
+
+    def data_to_send(self) -> list:
+        """Everything queued for the peer since the last call, for one ``writelines``."""
+        out = self._out
+        self._out = []
+        return out
+
+    @property
+    def has_output(self) -> bool:
+        return bool(self._out)
+
+
+def _text(text: str) -> str:
+    b = text.encode("utf-8", "surrogateescape")
+    return text if len(b) <= 255 else b[:255].decode("utf-8", "ignore")

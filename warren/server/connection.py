@@ -1,0 +1,199 @@
+"""asyncio glue for one client connection: bytes from the socket to the sans-IO core and back.
+
+``data_received`` feeds the protocol core, hands each event to the broker ``Session`` and
+writes what the core queued in one ``writelines``. Deliveries caused by other connections
+schedule one flush per loop iteration (``want_flush``), so frames leave in batches.
+Flow control: ``pause_writing``/``resume_writing`` stop and restart deliveries to this client.
+Heartbeats: we send one when we have been silent for half the interval, and drop a client
+that has been silent for two intervals (as RabbitMQ does).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from warren.broker.auth import MECHANISMS
+from warren.broker.session import Session
+from warren.errors import AMQPError
+from warren.protocol.amqp0_9_1.connection import ServerConnection
+from warren.protocol.header import HEADER_SIZE, PREFERRED_HEADER, match_header
+
+__all__ = ["AMQPConnection"]
+
+log = logging.getLogger("warren.connection")
+
+CLOSE_GRACE_S = 1.0  # after sending connection.close, how long to wait for close-ok
+
+
+class AMQPConnection(asyncio.Protocol):
+    def __init__(self, server) -> None:
+        # shared server state
+        self.server = server
+        self.config = server.config
+        self.loop = server.loop
+        # per connection
+        self.transport: asyncio.Transport | None = None
+        self.peer = None
+        self.conn: ServerConnection | None = None
+        self.session: Session | None = None
+        self._header = b""
+        self._flush_scheduled = False
+        self._closing = False
+        # heartbeats
+        self._heartbeat = 0
+        self._timer: asyncio.TimerHandle | None = None
+        self._received = True
+        self._sent = True
+        self._idle_ticks = 0
+
+    # --- asyncio callbacks ---------------------------------------------------------------
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        self.peer = transport.get_extra_info("peername")
+        self.server.connections.add(self)
+        self._timer = self.loop.call_later(self.config.handshake_timeout, self._handshake_timeout)
+
+    def data_received(self, data: bytes) -> None:
+        self._received = True
+        if self.conn is None:
+            data = self._protocol_header(data)
+            if not data:
+                return
+        self.conn.receive_data(data)
+        self._process()
+
+    def connection_lost(self, exc) -> None:
+        self.server.connections.discard(self)
+        if self._timer is not None:
+            self._timer.cancel()
+        if self.session is not None:
+            self.session.connection_lost()
+
+    def pause_writing(self) -> None:
+        if self.session is not None:
+            self.session.set_writable(False)
+
+    def resume_writing(self) -> None:
+        if self.session is not None:
+            self.session.set_writable(True)
+            self.flush()
+
+    # --- protocol ------------------------------------------------------------------------
+
+    def _protocol_header(self, data: bytes) -> bytes:
+        self._header += data
+        if len(self._header) < HEADER_SIZE:
+            if not b"AMQP".startswith(self._header[:4]):
+                self._refuse_header()  # not AMQP at all (say, HTTP): no need to wait for 8 octets
+            return b""
+        header, rest = self._header[:HEADER_SIZE], self._header[HEADER_SIZE:]
+        if match_header(header) is None:
+            self._refuse_header()
+            return b""
+        c = self.config
+        self.conn = ServerConnection(self.server.broker.server_properties(), MECHANISMS, c.frame_max,
+                                     c.channel_max, c.heartbeat, c.max_message_size)
+        self.session = Session(self.server.broker, self.conn, self.peer, self)
+        self.flush()
+        return rest
+
+    def _refuse_header(self) -> None:
+        log.info("refused protocol header %r from %s", self._header[:8], self.peer)
+        self.transport.write(PREFERRED_HEADER)
+        self.transport.close()
+        self._closing = True
+
+    def _process(self) -> None:
+        conn = self.conn
+        session = self.session
+        while True:
+            try:
+                event = conn.next_event()
+            except AMQPError as e:
+                session.fail(e)
+                continue
+            if event is None:
+                break
+            session.handle(event)
+        self.flush()
+
+    # --- output (called by the session) --------------------------------------------------
+
+    def want_flush(self) -> None:
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        self._flush_scheduled = False
+        if self.transport is None or self.transport.is_closing():
+            return
+        self.session.before_flush()
+        data = self.conn.data_to_send()
+        if data:
+            self._sent = True
+            self.transport.writelines(data)
+
+    def close_after_flush(self) -> None:
+        """The close handshake is over: write what is queued and close the socket."""
+        self.flush()
+        if self.transport is not None:
+            self.transport.close()
+
+    def close_soon(self) -> None:
+        """We sent connection.close: give the peer a moment for close-ok, then close anyway."""
+        self.flush()
+        self.loop.call_later(CLOSE_GRACE_S, self._force_close)
+
+    def _force_close(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
+
+    # --- timers --------------------------------------------------------------------------
+
+    def _handshake_timeout(self) -> None:
+        if self.conn is None or not self.conn.is_open:
+            log.warning("closing connection from %s: handshake not completed in %.0fs",
+                        self.peer, self.config.handshake_timeout)
+            self.transport.abort()
+
+    def start_heartbeat(self, seconds: int) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._heartbeat = seconds
+        if seconds:
+            self._idle_ticks = 0
+            self._timer = self.loop.call_later(seconds / 2, self._heartbeat_tick)
+        else:
+            # no heartbeats: still drop clients that never finish the handshake
+            self._timer = self.loop.call_later(self.config.handshake_timeout, self._handshake_timeout)
+
+    def _heartbeat_tick(self) -> None:
+        if self.transport is None or self.transport.is_closing():
+            return
+        if not self._sent:
+            self.conn.send_heartbeat()
+            self.flush()
+        self._sent = False
+        if self._received:
+            self._idle_ticks = 0
+        else:
+            self._idle_ticks += 1
+            if self._idle_ticks >= 4:  # two heartbeat intervals of silence
+                log.warning("missed heartbeats from client %s, timeout: %ds", self.session, self._heartbeat)
+                self.transport.abort()
+                return
+        self._received = False
+        self._timer = self.loop.call_later(self._heartbeat / 2, self._heartbeat_tick)
+
+    # --- shutdown ------------------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        if self.session is not None and self.conn.is_open:
+            self.session.shutdown()
+            self.flush()
+        elif self.transport is not None:
+            self.transport.close()

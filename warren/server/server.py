@@ -1,0 +1,86 @@
+"""Server life cycle: start listening, serve until a signal, shut down gracefully."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+
+from warren.broker.broker import Broker
+from warren.config import Config
+from warren.server.connection import AMQPConnection
+from warren.server.loops import new_event_loop
+
+__all__ = ["Server", "run"]
+
+log = logging.getLogger("warren.server")
+
+
+class Server:
+    def __init__(self, config: Config, loop: asyncio.AbstractEventLoop) -> None:
+        self.config = config
+        self.loop = loop
+        self.broker = Broker()
+        self.connections: set[AMQPConnection] = set()
+        self._listener: asyncio.AbstractServer | None = None
+        self._stop = asyncio.Event()
+        self._signals = 0
+
+    async def startup(self) -> None:
+        c = self.config
+        c.data_dir.mkdir(parents=True, exist_ok=True)
+        self._listener = await self.loop.create_server(
+            lambda: AMQPConnection(self), c.host, c.port, backlog=1024, reuse_address=True)
+        port = self._listener.sockets[0].getsockname()[1]
+        log.info("Warren listening on %s:%d (data in %s)", c.host, port, c.data_dir)
+        if c.ready_file:
+            tmp = c.ready_file.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"host": c.host, "port": port, "pid": os.getpid()}))
+            tmp.replace(c.ready_file)
+
+    async def serve(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            self.loop.add_signal_handler(sig, self._on_signal, sig)
+        await self.startup()
+        await self._stop.wait()
+        await self.shutdown()
+
+    def _on_signal(self, sig: int) -> None:
+        self._signals += 1
+        if self._signals > 1:
+            log.warning("second signal: exiting now")
+            os._exit(1)
+        log.info("received %s, shutting down", signal.Signals(sig).name)
+        self._stop.set()
+
+    async def shutdown(self) -> None:
+        # 1. stop accepting connections
+        if self._listener is not None:
+            self._listener.close()
+        # 2. connection.close 320 CONNECTION_FORCED to every client
+        for conn in list(self.connections):
+            conn.shutdown()
+        # 3. wait for their close-ok (the connection closes itself) up to the timeout
+        deadline = self.loop.time() + self.config.shutdown_timeout
+        while self.connections and self.loop.time() < deadline:
+            await asyncio.sleep(0.05)
+        # 4. abort the rest
+        if self.connections:
+            log.warning("aborting %d connections that did not close in time", len(self.connections))
+            for conn in list(self.connections):
+                if conn.transport is not None:
+                    conn.transport.abort()
+        if self._listener is not None:
+            await self._listener.wait_closed()
+        log.info("shutdown complete")
+
+
+def run(config: Config) -> None:
+    loop = new_event_loop(config.loop)
+    asyncio.set_event_loop(loop)
+    try:
+        loop.run_until_complete(Server(config, loop).serve())
+    finally:
+        loop.close()
