@@ -29,7 +29,8 @@ __all__ = ["Channel", "HANDLERS"]
 
 log = logging.getLogger("warren.channel")
 
-_USER_ID_FLAG = 0x0010  # basic property user-id (INVENTORY.md §8.1)
+_USER_ID_FLAG = 0x0010  # basic property user-id, low octet of the flags (INVENTORY.md §8.1)
+_EXPIRATION_FLAG_HI = 0x01  # basic property expiration (mask 0x0100), high octet of the flags
 
 
 class Channel:
@@ -241,6 +242,8 @@ class Channel:
             raise AccessRefused(f"cannot publish to internal exchange '{m.exchange}' in vhost "
                                 f"'{self.vhost.name}'", m.CLASS_ID, m.METHOD_ID)
         msg = Message(m.exchange, m.routing_key, properties, body)
+        if len(properties) >= 2 and properties[0] & _EXPIRATION_FLAG_HI:
+            msg.check_expiration()
         if len(properties) >= 2 and properties[1] & _USER_ID_FLAG:
             user_id = msg.decoded.user_id
             if user_id is not None and user_id != self.session.username:
@@ -282,7 +285,7 @@ class Channel:
         if entry is None:
             self._reply(spec.BasicGetEmpty())
             return
-        seq, msg, redelivered = entry
+        seq, msg, redelivered, _ = entry
         tag = self.next_tag
         self.next_tag = tag + 1
         if not m.no_ack:

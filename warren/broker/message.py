@@ -9,13 +9,15 @@ routing key are kept shortstr-encoded as well, ready for basic.deliver.
 from __future__ import annotations
 
 from warren.codec.fields import encode_shortstr
+from warren.errors import PreconditionFailed
 from warren.spec.amqp0_9_1 import BasicProperties
 
 __all__ = ["Message"]
 
 
 class Message:
-    __slots__ = ("exchange", "routing_key", "properties", "body", "_decoded", "exchange_ss", "routing_key_ss")
+    __slots__ = ("exchange", "routing_key", "properties", "body", "_decoded", "exchange_ss", "routing_key_ss",
+                 "ttl")
 
     def __init__(self, exchange: str, routing_key: str, properties: bytes, body) -> None:
         self.exchange = exchange
@@ -25,6 +27,16 @@ class Message:
         self._decoded: BasicProperties | None = None
         self.exchange_ss = encode_shortstr(exchange)
         self.routing_key_ss = encode_shortstr(routing_key)
+        self.ttl: float | None = None  # seconds, from the expiration property (check_expiration)
+
+    def check_expiration(self) -> None:
+        """Parse the expiration property (a decimal string of milliseconds); 406 if invalid."""
+        exp = self.decoded.expiration
+        if exp is None:
+            return
+        if not exp.isdigit() or not exp.isascii():
+            raise PreconditionFailed(f"invalid expiration '{exp}'")
+        self.ttl = int(exp) / 1000
 
     @property
     def decoded(self) -> BasicProperties:

@@ -1,7 +1,9 @@
 """A classic queue: ready messages in FIFO order, consumers served round-robin.
 
-Ready messages are ``(seq, message)`` pairs in a deque; ``seq`` numbers the queue's
-messages in arrival order. A message taken by a consumer (or basic.get) and later requeued
+Ready messages are ``(seq, message, redelivered, deadline)`` entries in a deque; ``seq``
+numbers the queue's messages in arrival order, ``deadline`` is the monotonic time a message
+with a TTL (``x-message-ttl`` or its ``expiration`` property, the lower wins) expires, or 0.
+As in RabbitMQ, expired messages are dropped when they reach the head of the queue. A message taken by a consumer (or basic.get) and later requeued
 (nack/reject with requeue, recover, channel close) goes back to its original place: requeued
 messages always precede the rest, because they arrived earlier than anything still ready.
 
@@ -12,6 +14,7 @@ turn by turn, until one or the other runs out.
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from typing import TYPE_CHECKING
 
@@ -32,7 +35,9 @@ class Queue:
         self.exclusive_owner = exclusive_owner  # the Session that owns an exclusive queue, else None
         self.auto_delete = auto_delete
         self.arguments = arguments or {}
-        self.ready: deque = deque()  # (seq, message, redelivered)
+        self.ready: deque = deque()  # (seq, message, redelivered, deadline)
+        ttl = self.arguments.get("x-message-ttl")
+        self.message_ttl: float | None = ttl / 1000 if isinstance(ttl, int) else None
         self.ready_bytes = 0
         self.consumers: list[Consumer] = []
         self.bound_to: set = set()  # bindings whose destination is this queue
@@ -46,11 +51,25 @@ class Queue:
 
     @property
     def message_count(self) -> int:
+        self.expire()
         return len(self.ready)
+
+    def expire(self) -> None:
+        """Drop expired messages from the head of the queue."""
+        ready = self.ready
+        if ready and ready[0][3]:
+            now = time.monotonic()
+            while ready and ready[0][3] and ready[0][3] <= now:
+                _, msg, _, _ = ready.popleft()
+                self.ready_bytes -= len(msg.body)
 
     def publish(self, message: "Message") -> None:
         self._seq += 1
-        self.ready.append((self._seq, message, False))
+        ttl = self.message_ttl
+        msg_ttl = message.ttl
+        if msg_ttl is not None and (ttl is None or msg_ttl < ttl):
+            ttl = msg_ttl
+        self.ready.append((self._seq, message, False, time.monotonic() + ttl if ttl is not None else 0))
         self.ready_bytes += len(message.body)
         if self.consumers:
             self.dispatch()
@@ -63,15 +82,16 @@ class Queue:
         head = self.ready[0][0] if self.ready else None
         if head is None or entries[-1][0] < head:
             for seq, msg in reversed(entries):
-                self.ready.appendleft((seq, msg, True))
+                self.ready.appendleft((seq, msg, True, 0))
         else:  # interleaved with earlier requeues: merge
-            merged = sorted([*self.ready, *((s, m, True) for s, m in entries)], key=lambda e: e[0])
+            merged = sorted([*self.ready, *((s, m, True, 0) for s, m in entries)], key=lambda e: e[0])
             self.ready = deque(merged)
         self.ready_bytes += sum(len(m.body) for _, m in entries)
         self.dispatch()
 
     def take(self):
-        """The next ready (seq, message, redelivered), or None (basic.get)."""
+        """The next ready (seq, message, redelivered, deadline), or None (basic.get)."""
+        self.expire()
         if not self.ready:
             return None
         entry = self.ready.popleft()
@@ -112,6 +132,8 @@ class Queue:
         try:
             ready = self.ready
             consumers = self.consumers
+            if ready and ready[0][3]:
+                self.expire()
             while ready and consumers:
                 n = len(consumers)
                 for step in range(n):
@@ -122,8 +144,10 @@ class Queue:
                 else:
                     return  # nobody can take more now
                 self._rr = (i + 1) % n
-                seq, msg, redelivered = ready.popleft()
+                seq, msg, redelivered, deadline = ready.popleft()
                 self.ready_bytes -= len(msg.body)
+                if deadline and deadline <= time.monotonic():
+                    continue  # expired on its way to the head
                 c.channel.deliver(c, self, seq, msg, redelivered)
         finally:
             self._dispatching = False

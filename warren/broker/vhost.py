@@ -50,15 +50,18 @@ class VirtualHost:
 
     def declare_exchange(self, name: str, type_: str, passive: bool, durable: bool, auto_delete: bool,
                          internal: bool, arguments: dict) -> Exchange:
+        if name == "":
+            # RabbitMQ refuses any declare of the default exchange, passive or not
+            raise AccessRefused("operation not permitted on the default exchange")
         if passive:
             return self.exchange(name)
-        if name == "" or name.startswith("amq."):
-            raise AccessRefused(f"exchange name '{name}' contains reserved prefix 'amq.*'"
-                                if name else "operation not permitted on the default exchange")
         cls = EXCHANGE_TYPES.get(type_)
         if cls is None:
             raise CommandInvalid(f"invalid exchange type '{type_}'")
         ex = self.exchanges.get(name)
+        if ex is None and name.startswith("amq."):
+            # an existing amq.* exchange may be redeclared (equivalence first, as RabbitMQ)
+            raise AccessRefused(f"exchange name '{name}' contains reserved prefix 'amq.*'")
         if ex is not None:
             self._check_equivalent("exchange", name, (
                 ("type", ex.TYPE, type_), ("durable", ex.durable, durable),

@@ -55,7 +55,11 @@ class Exchange:
 
     # --- bindings (a type overrides _add/_remove to index them) ----------------------------
 
+    def check_binding(self, arguments: dict) -> None:
+        """Refuse binding arguments this type cannot use (raise an AMQPError)."""
+
     def bind(self, destination, routing_key: str, arguments: dict) -> bool:
+        self.check_binding(arguments)
         b = Binding(self, destination, routing_key, arguments)
         if b.key in self.bindings:
             return False

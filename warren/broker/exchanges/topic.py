@@ -1,6 +1,7 @@
 """Topic exchange: dot-separated words; in a binding key `*` is one word and `#` zero or more.
 
-Matching is RabbitMQ's: words may be empty ("a..b" has three words, "" has one empty word),
+Matching is RabbitMQ's: words may be empty ("a..b" has three words), but an empty key or
+pattern has no words at all (so `*` does not match "", and `#` does),
 `#` may match nothing, including at the start or end ("#.a" matches "a"), and several `#` in a
 row act as one. A binding key is compiled once into a word list and matched with a small
 backtracking matcher; results for a routing key are cached until the bindings change, since
@@ -21,11 +22,15 @@ _CACHE_SIZE = 4096
 @lru_cache(maxsize=_CACHE_SIZE)
 def _compile(pattern: str) -> tuple[str, ...]:
     words: list[str] = []
-    for w in pattern.split("."):
+    for w in _words(pattern):
         if w == "#" and words and words[-1] == "#":
             continue  # "#.#" is the same as "#"
         words.append(w)
     return tuple(words)
+
+
+def _words(key: str) -> list[str]:
+    return key.split(".") if key else []
 
 
 def _match(pat: tuple, pi: int, key: list, ki: int) -> bool:
@@ -50,7 +55,7 @@ def _match(pat: tuple, pi: int, key: list, ki: int) -> bool:
 
 def topic_matches(pattern: str, routing_key: str) -> bool:
     """Whether a binding pattern matches a routing key (RabbitMQ semantics)."""
-    return _match(_compile(pattern), 0, routing_key.split("."), 0)
+    return _match(_compile(pattern), 0, _words(routing_key), 0)
 
 
 class TopicExchange(Exchange):
@@ -76,7 +81,7 @@ class TopicExchange(Exchange):
     def match(self, routing_key, message):
         hit = self._cache.get(routing_key)
         if hit is None:
-            words = routing_key.split(".")
+            words = _words(routing_key)
             hit = []
             for pattern, dests in self._patterns.items():
                 if _match(_compile(pattern), 0, words, 0):

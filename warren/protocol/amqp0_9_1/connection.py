@@ -49,7 +49,8 @@ _u32 = struct.Struct(">I")
 _header_fields = struct.Struct(">HHQ")
 _frame_header = struct.Struct(">BHI")
 _deliver_fixed = struct.Struct(">QB")
-_DECODE_ERRORS = (IndexError, struct.error, ValueError, UnicodeDecodeError, OverflowError)
+_TRUNCATED = (IndexError, struct.error)
+_MALFORMED = (ValueError, UnicodeDecodeError, OverflowError)
 _METHODS = spec.METHODS
 _CHANNEL_OPEN = spec.ChannelOpen.INDEX
 _CHANNEL_CLOSE = spec.ChannelClose.INDEX
@@ -120,7 +121,8 @@ class ServerConnection:
                 event = self._header_frame(channel, start, end)
             elif ftype == FRAME_HEARTBEAT:
                 if channel != 0:
-                    raise CommandInvalid("heartbeat frame on a non-zero channel")
+                    # the spec asks for 501 (0-9-1 §4.2.7); RabbitMQ answers 505
+                    raise FrameError(f"heartbeat frame on channel {channel}")
                 event = None
             else:
                 self._broken = True
@@ -131,17 +133,22 @@ class ServerConnection:
     def _decode_method(self, start: int, end: int):
         buf = self.frames.buf
         if end - start < 4:
-            raise SyntaxError_("method frame shorter than its class and method ids")
+            raise FrameError("method frame shorter than its class and method ids")
         (index,) = _u32.unpack_from(buf, start)
         cls = _METHODS.get(index)
         if cls is None:
             raise NotImplemented_(f"unknown method {index >> 16}.{index & 0xFFFF}", index >> 16, index & 0xFFFF)
+        # Arguments that run out of octets are a frame error (501), as RabbitMQ answers; values
+        # that cannot be what they claim (an unknown field-table type, say) are 502.
         try:
             method, off = cls.decode(buf, start + 4)
-        except _DECODE_ERRORS as e:
+        except _TRUNCATED as e:
+            raise FrameError(f"cannot decode {cls.NAME}: {e}", cls.CLASS_ID, cls.METHOD_ID) from None
+        except _MALFORMED as e:
             raise SyntaxError_(f"cannot decode {cls.NAME}: {e}", cls.CLASS_ID, cls.METHOD_ID) from None
         if off > end:
-            raise SyntaxError_(f"{cls.NAME} arguments run past the end of the frame", cls.CLASS_ID, cls.METHOD_ID)
+            raise FrameError(f"cannot decode {cls.NAME}: arguments run past the end of the frame",
+                             cls.CLASS_ID, cls.METHOD_ID)
         return method
 
     def _method_frame(self, channel: int, start: int, end: int):
@@ -194,7 +201,8 @@ class ServerConnection:
 
     def _connection_method(self, method):
         if method.CLASS_ID != 10:
-            raise CommandInvalid(f"{method.NAME} on channel 0", method.CLASS_ID, method.METHOD_ID)
+            # RabbitMQ: 504 "unexpected method in connection state running"
+            raise ChannelError(f"unexpected method {method.NAME} on channel 0", method.CLASS_ID, method.METHOD_ID)
         new = self.state.receive(method)
         if new is State.CLOSED:
             if method.INDEX == spec.ConnectionClose.INDEX:
@@ -236,7 +244,8 @@ class ServerConnection:
             raise FrameError("content header shorter than 14 octets")
         method = asm.method
         if class_id != method.CLASS_ID:
-            raise FrameError(f"content header class {class_id} does not match {method.NAME}")
+            # the spec asks for 501; RabbitMQ answers 505, and so do we
+            raise UnexpectedFrame(f"content header class {class_id} does not match {method.NAME}")
         if size > self.max_message_size:
             del self._assembling[channel]
             err = PreconditionFailed(f"message size {size} is larger than configured max size "
