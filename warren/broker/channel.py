@@ -29,6 +29,11 @@ __all__ = ["Channel", "HANDLERS"]
 
 log = logging.getLogger("warren.channel")
 
+# Deliveries queued for one connection before it must flush; dispatch resumes after the write.
+# Bounds the memory of a no-ack consumer's burst and keeps each write one sane buffer
+# (bench/throughput.py, no-ack flat out: one unbounded batch stalled the loop for seconds).
+OUTPUT_BATCH = 1 << 20
+
 _USER_ID_FLAG = 0x0010  # basic property user-id, low octet of the flags (INVENTORY.md §8.1)
 _EXPIRATION_FLAG_HI = 0x01  # basic property expiration (mask 0x0100), high octet of the flags
 
@@ -77,10 +82,10 @@ class Channel:
     # --- delivery (called by Queue.dispatch) ----------------------------------------------
 
     def can_deliver(self) -> bool:
-        return self.flow_active and self.session.writable
+        return self.flow_active and self.session.writable and self.conn.out_bytes < OUTPUT_BATCH
 
     def can_deliver_acked(self) -> bool:
-        if not (self.flow_active and self.session.writable):
+        if not (self.flow_active and self.session.writable and self.conn.out_bytes < OUTPUT_BATCH):
             return False
         if self.prefetch_count and self.consumer_unacked >= self.prefetch_count:
             return False

@@ -8,8 +8,10 @@ routing key are kept shortstr-encoded as well, ready for basic.deliver.
 
 from __future__ import annotations
 
+import struct
+
 from warren.codec.fields import encode_shortstr
-from warren.errors import PreconditionFailed
+from warren.errors import PreconditionFailed, SyntaxError_
 from warren.spec.amqp0_9_1 import BasicProperties
 
 __all__ = ["Message"]
@@ -44,7 +46,10 @@ class Message:
         p = self._decoded
         if p is None:
             if self.properties:
-                p, _ = BasicProperties.decode(self.properties, 0)
+                try:
+                    p, _ = BasicProperties.decode(self.properties, 0)
+                except (IndexError, ValueError, struct.error, RecursionError, OverflowError) as e:
+                    raise SyntaxError_(f"malformed content properties: {e}", 60, 40) from None
             else:
                 p = BasicProperties()
             self._decoded = p

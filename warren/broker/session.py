@@ -152,8 +152,11 @@ class Session:
     def set_writable(self, writable: bool) -> None:
         self.writable = writable
         if writable:
-            for ch in list(self.channels.values()):
-                ch.resume_delivery()
+            self.resume_delivery()
+
+    def resume_delivery(self) -> None:
+        for ch in list(self.channels.values()):
+            ch.resume_delivery()
 
     def connection_lost(self) -> None:
         self._release()

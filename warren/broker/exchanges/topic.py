@@ -34,23 +34,27 @@ def _words(key: str) -> list[str]:
 
 
 def _match(pat: tuple, pi: int, key: list, ki: int) -> bool:
-    # iterative over `*` and literal words, recursive only at `#`
-    while pi < len(pat):
-        w = pat[pi]
+    # Glob-style matching with one backtrack point, the last `#` seen: when a word fails, that
+    # `#` takes one more word and matching resumes after it. At most len(pat) * len(key) steps;
+    # backtracking into every earlier `#` is exponential ("#.a.#.a...#.b" against "a.a...a").
+    star_pi = -1
+    star_ki = 0
+    while ki < len(key):
+        w = pat[pi] if pi < len(pat) else None
         if w == "#":
-            if pi == len(pat) - 1:
-                return True
-            for k in range(ki, len(key) + 1):
-                if _match(pat, pi + 1, key, k):
-                    return True
+            star_pi, star_ki = pi, ki
+            pi += 1
+        elif w is not None and (w == "*" or w == key[ki]):
+            pi += 1
+            ki += 1
+        elif star_pi >= 0:
+            star_ki += 1
+            pi, ki = star_pi + 1, star_ki
+        else:
             return False
-        if ki >= len(key):
-            return False
-        if w != "*" and w != key[ki]:
-            return False
+    while pi < len(pat) and pat[pi] == "#":
         pi += 1
-        ki += 1
-    return ki == len(key)
+    return pi == len(pat)
 
 
 def topic_matches(pattern: str, routing_key: str) -> bool:

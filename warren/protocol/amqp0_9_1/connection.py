@@ -50,7 +50,7 @@ _header_fields = struct.Struct(">HHQ")
 _frame_header = struct.Struct(">BHI")
 _deliver_fixed = struct.Struct(">QB")
 _TRUNCATED = (IndexError, struct.error)
-_MALFORMED = (ValueError, UnicodeDecodeError, OverflowError)
+_MALFORMED = (ValueError, UnicodeDecodeError, OverflowError, RecursionError)  # RecursionError: absurdly nested tables
 _METHODS = spec.METHODS
 _CHANNEL_OPEN = spec.ChannelOpen.INDEX
 _CHANNEL_CLOSE = spec.ChannelClose.INDEX
@@ -86,6 +86,7 @@ class ServerConnection:
         self.channels: dict[int, int] = {}
         self._assembling: dict[int, _Assembly] = {}
         self._out: list = []
+        self.out_bytes = 0  # content octets queued since the last data_to_send
         self._broken = False  # after a framing error nothing more is parsed
         self.send_method(0, spec.ConnectionStart(0, 9, server_properties, mechanisms, b"en_US"))
 
@@ -283,7 +284,7 @@ class ServerConnection:
             return None  # content still in flight on a channel we are closing
         if cstate is None:
             if channel == 0:
-                raise CommandInvalid(f"{what} frame on channel 0")
+                raise UnexpectedFrame(f"{what} frame on channel 0")  # RabbitMQ: 505
             raise ChannelError(f"{what} frame on channel {channel}, which is not open")
         raise UnexpectedFrame(f"{what} frame on channel {channel} without a content-bearing method")
 
@@ -336,6 +337,7 @@ class ServerConnection:
         out = self._out
         out.append(method_frame(channel, method.encode()))
         out.extend(content_frames(channel, method.CLASS_ID, properties, body, self.frame_max))
+        self.out_bytes += len(body) + 64
 
     def send_deliver(self, channel: int, consumer_tag: bytes, delivery_tag: int, redelivered: bool,
                      exchange: bytes, routing_key: bytes, properties: bytes, body) -> None:
@@ -351,6 +353,7 @@ class ServerConnection:
         out.append(payload)
         out.append(b"\xce")
         out.extend(content_frames(channel, 60, properties, body, self.frame_max))
+        self.out_bytes += len(body) + 64
 
     def send_heartbeat(self) -> None:
         self._out.append(HEARTBEAT_FRAME)
@@ -377,6 +380,7 @@ class ServerConnection:
         """Everything queued for the peer since the last call, for one ``writelines``."""
         out = self._out
         self._out = []
+        self.out_bytes = 0
         return out
 
     @property

@@ -1,0 +1,397 @@
+"""The topology log: durable exchanges, queues and bindings of every vhost.
+
+One file, the format header then one T_DEFINITION record per change, each a JSON object::
+
+    {"op": "exchange.declare", "vhost": "/", "name": "x", "type": "topic", "durable": true,
+     "auto_delete": false, "internal": false, "arguments": ["m", {...}]}
+    {"op": "exchange.delete" | "queue.delete", "vhost": ..., "name": ...}
+    {"op": "queue.declare", "vhost": ..., "name": ..., "durable": ..., "auto_delete": ..., "arguments": ...}
+    {"op": "bind" | "unbind", "vhost": ..., "source": ..., "destination": ..., "destination_kind":
+     "queue" | "exchange", "routing_key": ..., "arguments": ...}
+
+Every change is written and fsynced before the method returns, so the broker can send
+declare-ok / bind-ok afterwards. A change that changes nothing (redeclaring an identical
+queue, deleting a missing one) writes nothing: clients redeclare their topology on every
+connect, and those calls cost no fsync. Deletes cascade as in the broker: deleting a queue
+removes the bindings to it, deleting an exchange the bindings from and to it. Anything else
+the broker derives (an auto-delete exchange losing its last binding) is recorded by the caller
+as an explicit delete.
+
+Replaying the log gives the current definitions. After ``compact_after`` records have become
+dead (deleted, unbound or redeclared), the live definitions are rewritten to ``<path>.compact``,
+fsynced, and renamed over the log (then the directory is fsynced).
+
+What a crash leaves behind: a torn last record (a change whose call never returned: dropped and
+truncated on open), or a ``<path>.compact`` left by an interrupted compaction (deleted on open:
+until the rename, the old log is complete; after it, the new one is).
+
+Argument tables are stored as tagged JSON, losslessly: str, int and bool as JSON, None as null,
+and ``["f", repr]`` float (NaN and infinities too), ``["b", base64]`` bytes, ``["D", str]``
+Decimal, ``["T", isoformat]`` datetime, ``["l", [...]]`` list, ``["m", {...}]`` dict. A JSON
+array is always a tag, so the encoding is unambiguous. Tuples come back as lists, bytearrays as
+bytes, and a datetime's tzinfo as a fixed UTC offset (the instant and the offset are kept).
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import datetime
+import decimal
+import json
+import logging
+import os
+import threading
+from dataclasses import dataclass, field
+
+from warren.store.record import (
+    KIND_DEFINITIONS, T_DEFINITION, FormatError, check_file_header, encode_record, file_header, Scan,
+)
+
+__all__ = ["DefinitionsStore", "Definitions", "ExchangeDef", "QueueDef", "BindingDef", "to_tagged", "from_tagged"]
+
+log = logging.getLogger("warren.store")
+DEFAULT_COMPACT_AFTER = 1000
+_TYPES = frozenset((T_DEFINITION,))
+
+
+# --- tagged JSON ---------------------------------------------------------------------------------
+
+def to_tagged(v):
+    """A JSON-ready form of a field-table value that ``from_tagged`` turns back into the same value."""
+    if v is None or isinstance(v, (bool, int, str)):
+        return v
+    if isinstance(v, float):
+        return ["f", repr(v)]
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return ["b", base64.b64encode(v).decode("ascii")]
+    if isinstance(v, decimal.Decimal):
+        return ["D", str(v)]
+    if isinstance(v, datetime.datetime):
+        return ["T", v.isoformat()]
+    if isinstance(v, (list, tuple)):
+        return ["l", [to_tagged(x) for x in v]]
+    if isinstance(v, dict):
+        for k in v:
+            if not isinstance(k, str):
+                raise TypeError(f"table keys must be str, not {type(k).__name__}")
+        return ["m", {k: to_tagged(x) for k, x in v.items()}]
+    raise TypeError(f"cannot store a {type(v).__name__} in a definition")
+
+
+def from_tagged(v):
+    if not isinstance(v, list):
+        return v
+    tag, x = v
+    if tag == "f":
+        return float(x)
+    if tag == "b":
+        return base64.b64decode(x)
+    if tag == "D":
+        return decimal.Decimal(x)
+    if tag == "T":
+        return datetime.datetime.fromisoformat(x)
+    if tag == "l":
+        return [from_tagged(i) for i in x]
+    if tag == "m":
+        return {k: from_tagged(i) for k, i in x.items()}
+    raise FormatError(f"unknown tag {tag!r} in a definition")
+
+
+def _freeze(v):
+    """A hashable key with the broker's notion of equal arguments (warren/broker/exchanges/base.py)."""
+    if isinstance(v, dict):
+        return tuple(sorted((k, _freeze(x)) for k, x in v.items()))
+    if isinstance(v, (list, tuple)):
+        return tuple(_freeze(x) for x in v)
+    if isinstance(v, (bytearray, memoryview)):
+        return bytes(v)
+    return v
+
+
+# --- definitions -----------------------------------------------------------------------------------
+
+@dataclass
+class ExchangeDef:
+    vhost: str
+    name: str
+    type: str
+    durable: bool = True
+    auto_delete: bool = False
+    internal: bool = False
+    arguments: dict = field(default_factory=dict)
+
+
+@dataclass
+class QueueDef:
+    vhost: str
+    name: str
+    durable: bool = True
+    auto_delete: bool = False
+    arguments: dict = field(default_factory=dict)
+
+
+@dataclass
+class BindingDef:
+    vhost: str
+    source: str
+    destination: str
+    routing_key: str
+    arguments: dict = field(default_factory=dict)
+    destination_kind: str = "queue"  # or "exchange" (exchange-to-exchange binding)
+
+    @property
+    def key(self) -> tuple:
+        return (self.vhost, self.source, self.destination_kind, self.destination, self.routing_key,
+                _freeze(self.arguments))
+
+
+@dataclass
+class Definitions:
+    exchanges: list[ExchangeDef]
+    queues: list[QueueDef]
+    bindings: list[BindingDef]
+
+
+def _record(d) -> dict:
+    """The log record that declares ``d``."""
+    if isinstance(d, ExchangeDef):
+        return {"op": "exchange.declare", "vhost": d.vhost, "name": d.name, "type": d.type, "durable": d.durable,
+                "auto_delete": d.auto_delete, "internal": d.internal, "arguments": to_tagged(d.arguments)}
+    if isinstance(d, QueueDef):
+        return {"op": "queue.declare", "vhost": d.vhost, "name": d.name, "durable": d.durable,
+                "auto_delete": d.auto_delete, "arguments": to_tagged(d.arguments)}
+    return {"op": "bind", "vhost": d.vhost, "source": d.source, "destination": d.destination,
+            "destination_kind": d.destination_kind, "routing_key": d.routing_key,
+            "arguments": to_tagged(d.arguments)}
+
+
+def _definition(rec: dict):
+    """The definition a declare/bind record describes (the inverse of ``_record``)."""
+    op = rec["op"]
+    args = from_tagged(rec.get("arguments")) or {}
+    if op == "exchange.declare":
+        return ExchangeDef(rec["vhost"], rec["name"], rec["type"], rec["durable"], rec["auto_delete"],
+                           rec["internal"], args)
+    if op == "queue.declare":
+        return QueueDef(rec["vhost"], rec["name"], rec["durable"], rec["auto_delete"], args)
+    return BindingDef(rec["vhost"], rec["source"], rec["destination"], rec["routing_key"], args,
+                      rec["destination_kind"])
+
+
+def _encode(rec: dict) -> bytes:
+    # ensure_ascii: names decoded with surrogateescape (any wire octets) survive as \\udcXX escapes
+    return encode_record(T_DEFINITION, json.dumps(rec, separators=(",", ":"), allow_nan=False).encode("ascii"))
+
+
+class DefinitionsStore:
+    def __init__(self, path, compact_after: int = DEFAULT_COMPACT_AFTER, fsync: bool = True) -> None:
+        self.path = os.fspath(path)
+        self.compact_after = compact_after
+        self.fsync = fsync
+        self._lock = threading.Lock()
+        self._exchanges: dict[tuple, ExchangeDef] = {}
+        self._queues: dict[tuple, QueueDef] = {}
+        self._bindings: dict[tuple, BindingDef] = {}
+        self._dead = 0  # records in the file that no longer describe anything
+        self._fd: int | None = None
+        self._failed: BaseException | None = None
+        self._open()
+
+    # --- opening and replay -------------------------------------------------------------------
+
+    def _open(self) -> None:
+        tmp = self.path + ".compact"
+        if os.path.exists(tmp):
+            os.unlink(tmp)  # an interrupted compaction: the log itself is complete
+        data = b""
+        if os.path.exists(self.path):
+            with open(self.path, "rb") as f:
+                data = f.read()
+        if data and check_file_header(data, KIND_DEFINITIONS):
+            scan = Scan(data, types=_TYPES)
+            for _, start, n in scan:
+                self._apply(json.loads(data[start:start + n]))
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+            if scan.end < len(data):
+                log.warning("%s: %s; truncating %d octets", self.path, scan.error, len(data) - scan.end)
+                os.ftruncate(self._fd, scan.end)
+            if self._dead >= self.compact_after:
+                self._compact()
+        else:  # new, or created but its header never made it to the disk
+            self._fd = self._create(self.path, file_header(KIND_DEFINITIONS))
+
+    def _create(self, path: str, content: bytes) -> int:
+        """Write a whole new file, fsync it and its directory; returns an append descriptor on it."""
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        try:
+            os.write(fd, content)
+            self._fsync(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def _fsync(self, fd: int) -> None:
+        if self.fsync:
+            os.fsync(fd)
+
+    def _fsync_dir(self) -> None:
+        if self.fsync:
+            dfd = os.open(os.path.dirname(os.path.abspath(self.path)), os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+
+    def _apply(self, rec: dict) -> None:
+        op = rec["op"]
+        if op in ("exchange.declare", "queue.declare", "bind"):
+            d = _definition(rec)
+            table = self._exchanges if op == "exchange.declare" else self._queues if op == "queue.declare" \
+                else self._bindings
+            key = d.key if op == "bind" else (d.vhost, d.name)
+            if key in table:
+                self._dead += 1  # the earlier record is superseded
+            table[key] = d
+        elif op == "unbind":
+            if self._bindings.pop(_definition({**rec, "op": "bind"}).key, None) is not None:
+                self._dead += 2
+        elif op in ("exchange.delete", "queue.delete"):
+            vhost, name = rec["vhost"], rec["name"]
+            table = self._exchanges if op == "exchange.delete" else self._queues
+            if table.pop((vhost, name), None) is not None:
+                self._dead += 2
+            kind = "exchange" if op == "exchange.delete" else "queue"
+            for key, b in list(self._bindings.items()):
+                if b.vhost == vhost and ((b.destination_kind == kind and b.destination == name)
+                                         or (kind == "exchange" and b.source == name)):
+                    del self._bindings[key]
+                    self._dead += 1
+        else:
+            raise FormatError(f"{self.path}: unknown definition op {op!r}")
+
+    def _is_noop(self, rec: dict) -> bool:
+        op = rec["op"]
+        if op in ("exchange.declare", "queue.declare", "bind"):
+            d = _definition(rec)
+            if op == "bind":
+                return d.key in self._bindings
+            table = self._exchanges if op == "exchange.declare" else self._queues
+            return table.get((d.vhost, d.name)) == d
+        if op == "unbind":
+            return _definition({**rec, "op": "bind"}).key not in self._bindings
+        vhost, name = rec["vhost"], rec["name"]
+        if op == "queue.delete":
+            return (vhost, name) not in self._queues and not any(
+                b.vhost == vhost and b.destination_kind == "queue" and b.destination == name
+                for b in self._bindings.values())
+        return (vhost, name) not in self._exchanges and not any(
+            b.vhost == vhost and (b.source == name or (b.destination_kind == "exchange" and b.destination == name))
+            for b in self._bindings.values())
+
+    # --- changes -------------------------------------------------------------------------------
+
+    def _log(self, rec: dict) -> bool:
+        """Write, fsync, then apply one change; False (and no I/O) if it changes nothing."""
+        data = _encode(rec)  # before the lock and before any I/O: a bad argument raises here
+        with self._lock:
+            if self._failed is not None:
+                raise OSError(f"definitions store {self.path} failed earlier: {self._failed!r}")
+            if self._fd is None:
+                raise ValueError("definitions store is closed")
+            if self._is_noop(rec):
+                return False
+            good = os.fstat(self._fd).st_size
+            try:
+                if os.write(self._fd, data) != len(data):
+                    raise OSError(f"short write to {self.path}")
+            except BaseException as e:
+                try:  # take a partial record back, so the next one is not appended after junk
+                    os.ftruncate(self._fd, good)
+                except OSError:
+                    self._failed = e
+                raise
+            try:
+                self._fsync(self._fd)
+            except BaseException as e:
+                self._failed = e  # after a failed fsync, nothing written since the last one is certain
+                raise
+            self._apply(rec)
+            if self._dead >= self.compact_after:
+                try:
+                    self._compact()
+                except OSError as e:  # the change itself is durable; compaction is retried next time
+                    log.warning("%s: compaction failed: %r", self.path, e)
+            return True
+
+    def declare_exchange(self, vhost: str, name: str, type: str, durable: bool = True, auto_delete: bool = False,
+                         internal: bool = False, arguments: dict | None = None) -> bool:
+        return self._log(_record(ExchangeDef(vhost, name, type, durable, auto_delete, internal, arguments or {})))
+
+    def delete_exchange(self, vhost: str, name: str) -> bool:
+        return self._log({"op": "exchange.delete", "vhost": vhost, "name": name})
+
+    def declare_queue(self, vhost: str, name: str, durable: bool = True, auto_delete: bool = False,
+                      arguments: dict | None = None) -> bool:
+        return self._log(_record(QueueDef(vhost, name, durable, auto_delete, arguments or {})))
+
+    def delete_queue(self, vhost: str, name: str) -> bool:
+        return self._log({"op": "queue.delete", "vhost": vhost, "name": name})
+
+    def bind(self, vhost: str, source: str, destination: str, routing_key: str, arguments: dict | None = None,
+             destination_kind: str = "queue") -> bool:
+        return self._log(_record(BindingDef(vhost, source, destination, routing_key, arguments or {},
+                                            _kind(destination_kind))))
+
+    def unbind(self, vhost: str, source: str, destination: str, routing_key: str, arguments: dict | None = None,
+               destination_kind: str = "queue") -> bool:
+        rec = _record(BindingDef(vhost, source, destination, routing_key, arguments or {}, _kind(destination_kind)))
+        rec["op"] = "unbind"
+        return self._log(rec)
+
+    def load(self) -> Definitions:
+        """The current definitions, each list in the order of declaration (copies)."""
+        with self._lock:
+            return Definitions(copy.deepcopy(list(self._exchanges.values())),
+                               copy.deepcopy(list(self._queues.values())),
+                               copy.deepcopy(list(self._bindings.values())))
+
+    # --- compaction and closing -----------------------------------------------------------------
+
+    @property
+    def dead_records(self) -> int:
+        return self._dead
+
+    def compact(self) -> None:
+        with self._lock:
+            self._compact()
+
+    def _compact(self) -> None:
+        tmp = self.path + ".compact"
+        live = [*self._exchanges.values(), *self._queues.values(), *self._bindings.values()]
+        content = file_header(KIND_DEFINITIONS) + b"".join(_encode(_record(d)) for d in live)
+        fd = self._create(tmp, content)  # fsynced before the rename: the rename must not expose a hole
+        os.replace(tmp, self.path)
+        self._fsync_dir()
+        os.close(self._fd)
+        self._fd = fd
+        self._dead = 0
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+
+    def __enter__(self) -> "DefinitionsStore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _kind(kind: str) -> str:
+    if kind not in ("queue", "exchange"):
+        raise ValueError(f"destination_kind must be 'queue' or 'exchange', not {kind!r}")
+    return kind

@@ -1,0 +1,171 @@
+"""Record framing shared by every Warren store file.
+
+A file is a 5-octet format header followed by records::
+
+    file header : b"WRN"  version (1 octet)  kind (1 octet: b"M" messages, b"A" acks, b"D" definitions)
+    record      : type (1 octet)  length (uint32, big-endian)  crc (uint32)  payload (length octets)
+
+``crc`` is the CRC-32 of the type and length octets followed by the payload. Covering the
+header as well as the payload means a flipped bit in the type (an ack turning into a
+delivered mark) or in the length is caught like a flipped bit in the payload.
+
+What a crash leaves behind: files are only ever appended to, so the damage is confined to the
+end of a file. A write that did not reach the disk completely leaves a record whose header or
+payload is cut short (torn), and on file systems that update the file size before the data
+(ext4 ``data=writeback``, XFS) the tail can read back as zeros. Neither passes the checks
+below (type 0 is never valid, the length runs past the end, or the CRC does not match).
+``Scan`` yields every record up to the first one that fails them and records where the valid
+prefix ends (``Scan.end``); the owner of the file truncates it there before appending again.
+Records after a bad one are never trusted: there is no way to find the next record boundary
+reliably, and with append-only writes a bad record in the middle means the disk lost data
+that was acknowledged, which no framing can repair.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+__all__ = [
+    "MAGIC", "VERSION", "FILE_HEADER_SIZE", "HEADER", "HEADER_SIZE", "KIND_MESSAGES", "KIND_ACKS",
+    "KIND_DEFINITIONS", "T_MESSAGE", "T_ACK", "T_DELIVERED", "T_DEFINITION", "FormatError",
+    "file_header", "check_file_header", "encode_record", "append_record", "Scan", "verify",
+]
+
+MAGIC = b"WRN"
+VERSION = 1
+FILE_HEADER_SIZE = 5
+
+KIND_MESSAGES = b"M"
+KIND_ACKS = b"A"
+KIND_DEFINITIONS = b"D"
+
+# Record types. Zero is deliberately unused: a zero-filled tail must never parse as a record.
+T_MESSAGE = 0x4D     # "M": uint64 seq + the caller's record
+T_ACK = 0x41         # "A": uint64 seq
+T_DELIVERED = 0x44   # "D": uint64 seq
+T_DEFINITION = 0x4A  # "J": a JSON definition record
+
+HEADER = struct.Struct(">BII")  # type, payload length, crc
+HEADER_SIZE = HEADER.size       # 9
+_TYPE_LEN = struct.Struct(">BI")
+
+_crc32 = zlib.crc32
+
+
+class FormatError(Exception):
+    """A file that is not a Warren store file of the expected kind and version."""
+
+
+def file_header(kind: bytes) -> bytes:
+    return MAGIC + bytes((VERSION,)) + kind
+
+
+def check_file_header(buf, kind: bytes) -> bool:
+    """True if ``buf`` starts with a complete header of ``kind``.
+
+    False if the header itself is torn: the file is shorter than the header, or the header
+    reads back as a prefix of it or as zeros. Such a file was created but none of its records
+    can have been synced (a sync writes the header before anything else in the file), so the
+    caller treats it as empty. Anything else raises FormatError: it is not our file, or it is
+    a version we cannot read, and guessing would lose data.
+    """
+    want = file_header(kind)
+    head = bytes(buf[:FILE_HEADER_SIZE])
+    if head == want:
+        return True
+    if want.startswith(head) or head == bytes(len(head)):
+        return False
+    if head[:3] == MAGIC and len(head) >= 4 and head[3] != VERSION:
+        raise FormatError(f"unsupported store format version {head[3]} (this is {VERSION})")
+    raise FormatError(f"not a Warren store file of kind {kind!r}: header {head!r}")
+
+
+def _crc(rtype: int, payload_len: int, *parts) -> int:
+    crc = _crc32(_TYPE_LEN.pack(rtype, payload_len))
+    for p in parts:
+        crc = _crc32(p, crc)
+    return crc
+
+
+def encode_record(rtype: int, payload: bytes) -> bytes:
+    """One complete record (header + payload)."""
+    return HEADER.pack(rtype, len(payload), _crc(rtype, len(payload), payload)) + payload
+
+
+def append_record(buf: bytearray, rtype: int, *parts) -> int:
+    """Append one record whose payload is the concatenation of ``parts`` to ``buf``.
+
+    Returns the payload length. The parts are appended one after the other rather than joined
+    first, so a message body is copied once (into the buffer) and not twice.
+    """
+    n = 0
+    for p in parts:
+        n += len(p)
+    buf += HEADER.pack(rtype, n, _crc(rtype, n, *parts))
+    for p in parts:
+        buf += p
+    return n
+
+
+def verify(buf, off: int) -> tuple[int, int, int]:
+    """Check the record at ``off`` of ``buf``: (type, payload offset, payload length) or ValueError."""
+    if off + HEADER_SIZE > len(buf):
+        raise ValueError("record header runs past the end")
+    rtype, n, crc = HEADER.unpack_from(buf, off)
+    start = off + HEADER_SIZE
+    if rtype == 0 or start + n > len(buf):
+        raise ValueError("torn record")
+    if _crc32(memoryview(buf)[start:start + n], _crc32(_TYPE_LEN.pack(rtype, n))) != crc:
+        raise ValueError("record CRC mismatch")
+    return rtype, start, n
+
+
+class Scan:
+    """Iterate over the valid records of ``buf`` from ``start``: yields (type, payload offset, length).
+
+    Stops at the end of the buffer or at the first record that is torn or fails its CRC (or
+    whose type is not in ``types``, when given). Afterwards ``end`` is the offset where the
+    valid prefix ends and ``error`` says why the scan stopped early (None if it reached the end).
+    """
+
+    __slots__ = ("buf", "start", "types", "end", "error")
+
+    def __init__(self, buf, start: int = FILE_HEADER_SIZE, types: frozenset | None = None) -> None:
+        self.buf = buf
+        self.start = start
+        self.types = types
+        self.end = start
+        self.error: str | None = None
+
+    def __iter__(self):
+        buf = self.buf
+        mv = memoryview(buf)
+        size = len(buf)
+        off = self.start
+        types = self.types
+        unpack = HEADER.unpack_from
+        pack_tl = _TYPE_LEN.pack
+        crc32 = _crc32
+        try:
+            while off < size:
+                if off + HEADER_SIZE > size:
+                    self.error = f"torn record header at {off}"
+                    return
+                rtype, n, crc = unpack(buf, off)
+                start = off + HEADER_SIZE
+                end = start + n
+                if rtype == 0 or (types is not None and rtype not in types):
+                    self.error = f"invalid record type {rtype} at {off}"
+                    return
+                if end > size:
+                    self.error = f"torn record at {off} (needs {end - size} more octets)"
+                    return
+                if crc32(mv[start:end], crc32(pack_tl(rtype, n))) != crc:
+                    self.error = f"CRC mismatch in record at {off}"
+                    return
+                yield rtype, start, n
+                off = end
+                self.end = off
+        finally:
+            mv.release()

@@ -1,0 +1,253 @@
+"""Append-only store files: a buffered ``LogFile`` and the message ``Segment`` built on it.
+
+A queue's messages live in segment files named ``msgs.0000000001``, ``msgs.0000000002``, …
+(zero-padded ids, never reused). The newest is the write segment; when the next record would
+take it past the configured size (default 8 MiB) a new one is started. Each segment has a
+companion ``acks.<same id>`` log of ack and delivered records (see queue_store.py).
+
+Writes are buffered: ``add`` appends a record to an in-memory bytearray and returns at once;
+the owner hands the buffer to the OS with one ``write()`` per file per flush (``take`` +
+``write_out``). No file is created until its first flush, so an append never makes a system
+call. Files are not preallocated: the file size is always the end of the last write, which
+keeps recovery simple (no zero padding to tell apart from data).
+
+What a crash leaves behind: the data of the last (unsynced) writes may be missing, cut short
+or read back as zeros, always at the end of the file: a torn last record, possibly a torn file
+header if the file was new. A file whose header is torn never held synced data and is treated
+as empty. Otherwise recovery (``LogFile.open_existing`` + ``Segment.load``) keeps every record
+up to the last valid one and truncates the file there, so later appends start at a clean
+record boundary and the junk can never be mistaken for records.
+
+Locking: a ``LogFile`` does not lock. Its owner holds its memory lock around ``add``, ``take``,
+``done``, ``memory_part`` and ``ensure_fd``, and its I/O lock around ``write_out`` and ``close``
+(see queue_store.py for why there are two).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+from array import array
+from bisect import bisect_left
+
+from warren.store.record import (
+    FILE_HEADER_SIZE, HEADER_SIZE, KIND_MESSAGES, T_MESSAGE, Scan, append_record, check_file_header, file_header, verify,
+)
+
+__all__ = ["LogFile", "Segment", "segment_name", "DEFAULT_SEGMENT_SIZE"]
+
+log = logging.getLogger("warren.store")
+
+DEFAULT_SEGMENT_SIZE = 8 * 1024 * 1024
+_SEQ = struct.Struct(">Q")
+_MESSAGE_TYPES = frozenset((T_MESSAGE,))
+
+ACKED = 1       # flags bit: the message is acked (gone)
+DELIVERED = 2   # flags bit: the message was delivered at least once
+
+
+def segment_name(prefix: str, seg_id: int) -> str:
+    return f"{prefix}.{seg_id:010d}"
+
+
+def read_file(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+class LogFile:
+    """One append-only file with an in-memory tail that has not been handed to the OS yet.
+
+    ``written`` octets are in the file; ``inflight`` is being written by a flush right now (it
+    starts at ``written``); ``pending`` follows it. ``size`` is the logical size of all three.
+    """
+
+    __slots__ = ("path", "kind", "fd", "written", "inflight", "pending", "size", "created")
+
+    def __init__(self, path: str, kind: bytes) -> None:
+        self.path = path
+        self.kind = kind
+        self.fd: int | None = None
+        self.written = 0
+        self.inflight: bytes | None = None
+        self.pending = bytearray(file_header(kind))  # the header goes out with the first flush
+        self.size = FILE_HEADER_SIZE
+        self.created = False  # does the file exist on disk?
+
+    @classmethod
+    def open_existing(cls, path: str, kind: bytes, types: frozenset) -> tuple["LogFile", bytes, Scan, int]:
+        """Read an existing file: (log file, its content, a Scan to run, octets dropped).
+
+        The caller iterates the Scan and then calls ``truncate_to(scan.end)``. A torn file header
+        makes the file start over empty (it is recreated at the next flush).
+        """
+        data = read_file(path)
+        lf = cls(path, kind)
+        if not check_file_header(data, kind):
+            log.warning("%s: torn file header (%d octets), starting it over", path, len(data))
+            os.unlink(path)
+            return lf, b"", Scan(b"", FILE_HEADER_SIZE, types), len(data)
+        lf.created = True
+        lf.pending = bytearray()
+        lf.size = lf.written = len(data)
+        return lf, data, Scan(data, FILE_HEADER_SIZE, types), 0
+
+    def truncate_to(self, end: int, reason: str | None) -> int:
+        """Cut a recovered file back to its valid prefix; returns the octets dropped."""
+        if not self.created or end >= self.written:
+            return 0
+        dropped = self.written - end
+        log.warning("%s: %s; truncating %d octets at %d", self.path, reason, dropped, end)
+        os.truncate(self.path, end)
+        self.size = self.written = end
+        return dropped
+
+    # --- memory side (owner's memory lock held) ---------------------------------------------
+
+    def add(self, rtype: int, *parts) -> tuple[int, int]:
+        """Buffer one record; returns (offset of its header, payload length)."""
+        off = self.size
+        n = append_record(self.pending, rtype, *parts)
+        self.size = off + HEADER_SIZE + n
+        return off, n
+
+    def take(self) -> bytes | None:
+        """Swap the pending buffer out for writing; it becomes ``inflight`` until ``done``."""
+        if not self.pending:
+            return None
+        # bytes() copies, but only once per flush; the bytearray is then free to grow again
+        data = self.inflight = bytes(self.pending)
+        self.pending = bytearray()
+        return data
+
+    def done(self, n: int) -> None:
+        self.written += n
+        self.inflight = None
+
+    def memory_part(self, off: int, n: int):
+        """The octets [off, off+n) if they are still in memory, else None (they are in the file)."""
+        if off < self.written:
+            return None
+        inflight = self.inflight
+        if inflight is not None:
+            if off < self.written + len(inflight):
+                s = off - self.written
+                return inflight[s:s + n]
+            s = off - self.written - len(inflight)
+        else:
+            s = off - self.written
+        return bytes(self.pending[s:s + n])
+
+    # --- I/O side (owner's I/O lock held) -----------------------------------------------------
+
+    def ensure_fd(self) -> tuple[int, bool]:
+        """The file descriptor, opening (and creating) the file if needed; (fd, created now).
+
+        Called with the owner's memory lock held, so that a read on one thread and a flush on
+        another cannot both open the file.
+        """
+        if self.fd is not None:
+            return self.fd, False
+        if self.created:
+            self.fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
+            return self.fd, False
+        # O_EXCL: ids are never reused, so an existing file here would be a bug, not a file to clobber
+        self.fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        self.created = True
+        return self.fd, True
+
+    def write_out(self, fd: int, data: bytes) -> None:
+        """Write ``data`` at the end of the file: one write() unless the OS takes less."""
+        mv = memoryview(data)
+        while mv:
+            n = os.write(fd, mv)
+            mv = mv[n:]
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+class Segment:
+    """A message segment: its ``LogFile`` plus the in-memory index of the messages in it.
+
+    The index is four parallel arrays, about 17 octets per message (8 seq, 4 offset, 4 length,
+    1 flags), so a queue of a million messages costs some 17-19 MB of index and nothing of its
+    bodies: a body is read back with ``read`` when needed.
+    """
+
+    __slots__ = ("id", "file", "acks", "seqs", "offsets", "lengths", "flags", "live", "live_bytes", "first")
+
+    def __init__(self, seg_id: int, path: str, first: int) -> None:
+        self.id = seg_id
+        self.file = LogFile(path, KIND_MESSAGES)
+        self.acks: LogFile | None = None  # the acks.<id> log, created by the first ack or delivered mark
+        self.seqs = array("Q")
+        self.offsets = array("I")  # offset of the record header
+        self.lengths = array("I")  # length of the caller's record (payload minus the seq)
+        self.flags = bytearray()   # ACKED | DELIVERED
+        self.live = 0              # messages not acked
+        self.live_bytes = 0
+        self.first = first         # the lowest seq this segment can hold (its first, once it has one)
+
+    def __len__(self) -> int:
+        return len(self.seqs)
+
+    @classmethod
+    def load(cls, seg_id: int, path: str) -> tuple["Segment", int]:
+        """Recover a segment file: index its valid records, truncate the rest; (segment, octets dropped)."""
+        seg = cls(seg_id, path, 0)
+        lf, data, scan, dropped = LogFile.open_existing(path, KIND_MESSAGES, _MESSAGE_TYPES)
+        seg.file = lf
+        seqs, offsets, lengths = seg.seqs, seg.offsets, seg.lengths
+        unpack = _SEQ.unpack_from
+        last = -1
+        for _, start, n in scan:
+            if n < 8:
+                scan.end, scan.error = start - HEADER_SIZE, "message record too short"
+                break
+            (seq,) = unpack(data, start)
+            if seq <= last:
+                # appends enforce increasing seqs, so this is damage; keep what came before
+                scan.end, scan.error = start - HEADER_SIZE, f"seq {seq} out of order"
+                break
+            last = seq
+            seqs.append(seq)
+            offsets.append(start - HEADER_SIZE)
+            lengths.append(n - 8)
+        dropped += lf.truncate_to(scan.end, scan.error)
+        seg.flags = bytearray(len(seqs))
+        seg.live = len(seqs)
+        seg.live_bytes = sum(lengths)
+        seg.first = seqs[0] if seqs else 0
+        return seg, dropped
+
+    @property
+    def last(self) -> int:
+        return self.seqs[-1] if self.seqs else 0
+
+    def index(self, seq: int) -> int:
+        """Position of ``seq`` in this segment, or -1."""
+        seqs = self.seqs
+        i = bisect_left(seqs, seq)
+        return i if i < len(seqs) and seqs[i] == seq else -1
+
+    def add(self, seq: int, record) -> None:
+        off, n = self.file.add(T_MESSAGE, _SEQ.pack(seq), record)
+        self.seqs.append(seq)
+        self.offsets.append(off)
+        self.lengths.append(n - 8)
+        self.flags.append(0)
+        self.live += 1
+        self.live_bytes += n - 8
+
+    def record_at(self, buf, off: int) -> bytes:
+        """The caller's record from the octets of one full record (CRC checked)."""
+        _, start, n = verify(buf, off)
+        return bytes(buf[start + 8:start + n])
+
+    def span(self, i: int) -> tuple[int, int]:
+        """(offset, total length) of the i-th record, header included."""
+        return self.offsets[i], HEADER_SIZE + 8 + self.lengths[i]
