@@ -25,6 +25,10 @@ __all__ = ["AMQPConnection"]
 log = logging.getLogger("warren.connection")
 
 CLOSE_GRACE_S = 1.0  # after sending connection.close, how long to wait for close-ok
+# Events one connection may handle before yielding to the loop. Without a bound, one publisher
+# flooding 256 KiB reads kept the loop so busy that another client's handshake took seconds
+# (shared/perf 1p1c-16B-autoack: the consumer registered after the measured window).
+EVENTS_PER_TURN = 1000
 
 
 class AMQPConnection(asyncio.Protocol):
@@ -41,6 +45,7 @@ class AMQPConnection(asyncio.Protocol):
         self._header = b""
         self._flush_scheduled = False
         self._closing = False
+        self._turn_scheduled = False  # input left over from a spent turn; reading is paused
         # heartbeats
         self._heartbeat = 0
         self._timer: asyncio.TimerHandle | None = None
@@ -109,7 +114,8 @@ class AMQPConnection(asyncio.Protocol):
     def _process(self) -> None:
         conn = self.conn
         session = self.session
-        while True:
+        budget = EVENTS_PER_TURN
+        while budget:
             try:
                 event = conn.next_event()
             except AMQPError as e:
@@ -118,7 +124,22 @@ class AMQPConnection(asyncio.Protocol):
             if event is None:
                 break
             session.handle(event)
+            budget -= 1
+        else:
+            # turn spent with input left: let other connections run, carry on next iteration
+            if not self._turn_scheduled:
+                self._turn_scheduled = True
+                self.transport.pause_reading()
+                self.loop.call_soon(self._next_turn)
         self.flush()
+
+    def _next_turn(self) -> None:
+        self._turn_scheduled = False
+        if self.transport is None or self.transport.is_closing():
+            return
+        self._process()
+        if not self._turn_scheduled:
+            self.transport.resume_reading()
 
     # --- output (called by the session) --------------------------------------------------
 
