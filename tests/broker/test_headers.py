@@ -9,6 +9,8 @@ from hypothesis import given, settings, strategies as st
 from warren.broker.exchanges.headers import HeadersExchange, headers_match
 from warren.errors import PreconditionFailed
 
+from .helpers import Dest
+
 
 @pytest.mark.parametrize("arguments,headers,expected", [
     # all (the default)
@@ -137,15 +139,6 @@ def test_a_message_carrying_exactly_the_binding_values_matches_in_every_mode(arg
 
 
 # --- the exchange --------------------------------------------------------------------------
-
-class Dest:
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.bound_to: set = set()
-
-    def __repr__(self) -> str:
-        return self.name
-
 
 class Msg:
     def __init__(self, headers: dict) -> None:

@@ -11,6 +11,10 @@ from hypothesis import given, settings, strategies as st
 
 from warren.broker.exchanges.topic import TopicExchange, topic_matches
 
+from ..topic_cases import TOPIC_KEYS
+from ..topic_cases import TOPIC_TABLE as RABBITMQ_TABLE
+from .helpers import Dest
+
 
 def words(key: str) -> list[str]:
     """RabbitMQ's split: on every dot, keeping empty words, except that "" has no words at all."""
@@ -28,39 +32,7 @@ def reference_matches(pattern: str, key: str) -> bool:
     return re.fullmatch(regex, subject) is not None
 
 
-# --- RabbitMQ's answers (the same table as tests/e2e/test_routing.py, recorded from 3.10) ---------
-
-TOPIC_KEYS = ["", "a", "b", "a.b", "a.b.c", "a.x.b", "a.x.y.b", "a..b", ".", "..", "a.", ".a",
-              "b.a", "x.a.y", "a.b.b", "A.b"]
-
-RABBITMQ_TABLE: dict[str, list[str]] = {
-    "#": TOPIC_KEYS,
-    "#.#": TOPIC_KEYS,
-    "*": ["a", "b"],
-    "": [""],
-    "a.b": ["a.b"],
-    "a.*": ["a.b", "a."],
-    "*.b": ["a.b", "A.b"],
-    "a.#": ["a", "a.b", "a.b.c", "a.x.b", "a.x.y.b", "a..b", "a.", "a.b.b"],
-    "#.b": ["b", "a.b", "a.x.b", "a.x.y.b", "a..b", "a.b.b", "A.b"],
-    "#.a": ["a", ".a", "b.a"],
-    "a.#.b": ["a.b", "a.x.b", "a.x.y.b", "a..b", "a.b.b"],
-    "a.#.#.b": ["a.b", "a.x.b", "a.x.y.b", "a..b", "a.b.b"],
-    "a.*.b": ["a.x.b", "a..b", "a.b.b"],
-    "a.#.*.b": ["a.x.b", "a.x.y.b", "a..b", "a.b.b"],
-    "a.*.#": ["a.b", "a.b.c", "a.x.b", "a.x.y.b", "a..b", "a.", "a.b.b"],
-    "a..b": ["a..b"],
-    "a.*.*": ["a.b.c", "a.x.b", "a..b", "a.b.b"],
-    "*.*": ["a.b", ".", "a.", ".a", "b.a", "A.b"],
-    "*.*.*": ["a.b.c", "a.x.b", "a..b", "..", "x.a.y", "a.b.b"],
-    "#.*": [k for k in TOPIC_KEYS if k != ""],
-    "*.#": [k for k in TOPIC_KEYS if k != ""],
-    "#.a.#": ["a", "a.b", "a.b.c", "a.x.b", "a.x.y.b", "a..b", "a.", ".a", "b.a", "x.a.y", "a.b.b"],
-    ".": ["."],
-    "*.": [".", "a."],
-    ".*": [".", ".a"],
-}
-
+# --- RabbitMQ's answers (tests/topic_cases.py, shared with tests/e2e/test_routing.py) ----------
 
 @pytest.mark.parametrize("pattern", list(RABBITMQ_TABLE), ids=repr)
 def test_a_pattern_matches_exactly_the_keys_rabbitmq_matches(pattern):
@@ -180,15 +152,6 @@ def test_many_hashes_against_a_long_key_do_not_take_exponential_time():
 
 
 # --- the exchange --------------------------------------------------------------------------
-
-class Dest:
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.bound_to: set = set()
-
-    def __repr__(self) -> str:
-        return self.name
-
 
 def test_the_exchange_routes_by_pattern_and_forgets_cached_results_when_bindings_change():
     ex = TopicExchange("t")

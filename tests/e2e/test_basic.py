@@ -20,87 +20,12 @@ import pika
 import pytest
 from pika.exceptions import ChannelClosedByBroker
 
+from .helpers import (
+    ACCESS_REFUSED, NOT_ALLOWED, NOT_FOUND, PRECONDITION_FAILED, amqp_connect, connect, get,
+    make_queue, message_count, publish_n, sync, wait_until,
+)
+
 pytestmark = pytest.mark.timeout(60)
-
-NOT_FOUND = 404
-ACCESS_REFUSED = 403
-PRECONDITION_FAILED = 406
-NOT_ALLOWED = 530
-
-
-def connect(broker, **extra) -> pika.BlockingConnection:
-    params = pika.ConnectionParameters(
-        host=broker.host,
-        port=broker.port,
-        credentials=pika.PlainCredentials("guest", "guest"),
-        socket_timeout=10,
-        stack_timeout=15,
-        blocked_connection_timeout=15,
-        connection_attempts=1,
-        **extra,
-    )
-    return pika.BlockingConnection(params)
-
-
-@pytest.fixture
-def conn(broker):
-    c = connect(broker)
-    yield c
-    if c.is_open:
-        c.close()
-
-
-@pytest.fixture
-def ch(conn):
-    return conn.channel()
-
-
-@pytest.fixture
-def cleanup(broker):
-    queues: list[str] = []
-    yield queues
-    try:
-        c = connect(broker)
-    except Exception:  # pragma: no cover
-        return
-    try:
-        for name in queues:
-            chan = c.channel()
-            try:
-                chan.queue_delete(name)
-                chan.close()
-            except Exception:
-                pass
-    finally:
-        if c.is_open:
-            c.close()
-
-
-def make_queue(ch, cleanup, name: str, **kw) -> str:
-    ch.queue_declare(name, **kw)
-    cleanup.append(name)
-    return name
-
-
-def message_count(conn, queue: str) -> int:
-    chan = conn.channel()
-    ok = chan.queue_declare(queue, passive=True)
-    chan.close()
-    return ok.method.message_count
-
-
-def wait_until(predicate, timeout: float = 5.0, interval: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return predicate()
-
-
-def publish_n(ch, queue: str, n: int, prefix: str = "") -> None:
-    for i in range(n):
-        ch.basic_publish("", queue, f"{prefix}{i}".encode())
 
 
 def fill(conn, ch, queue: str, n: int) -> None:
@@ -108,14 +33,12 @@ def fill(conn, ch, queue: str, n: int) -> None:
     assert wait_until(lambda: message_count(conn, queue) == n), f"queue never reached {n} messages"
 
 
-def get(ch, queue: str, auto_ack: bool = False, timeout: float = 5.0):
-    """basic.get, retrying briefly while the queue is empty."""
-    deadline = time.monotonic() + timeout
-    while True:
-        method, props, body = ch.basic_get(queue, auto_ack=auto_ack)
-        if method is not None or time.monotonic() >= deadline:
-            return method, props, body
-        time.sleep(0.02)
+def filled_queues(conn, ch, cleanup, names: list[str], n: int) -> list[str]:
+    """Declare the queues `names`, then fill each with n messages (see fill)."""
+    queues = [make_queue(ch, cleanup, name) for name in names]
+    for q in queues:
+        fill(conn, ch, q, n)
+    return queues
 
 
 def pump(conn, until, timeout: float = 10.0) -> bool:
@@ -132,11 +55,6 @@ def settle(conn, seconds: float) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         conn.process_data_events(time_limit=0.05)
-
-
-def sync(chan) -> None:
-    """A synchronous round trip so an asynchronous channel close surfaces as an exception."""
-    chan.exchange_declare("amq.direct", passive=True)
 
 
 # --------------------------------------------------------------------------- get
@@ -280,9 +198,7 @@ def test_a_headers_table_with_every_pika_field_type_round_trips_exactly(conn, ch
 def test_float_header_values_round_trip_as_double_through_py_amqp(broker, ch, cleanup, uid):
     # pika cannot encode floats; py-amqp writes them as 'd' (64-bit double).
     q = make_queue(ch, cleanup, f"hdr-double-{uid}")
-    c = amqp.Connection(host=f"{broker.host}:{broker.port}", userid="guest", password="guest",
-                        virtual_host="/", connect_timeout=10)
-    c.connect()
+    c = amqp_connect(broker)
     try:
         chan = c.channel()
         headers = {"double": 3.141592653589793, "neg": -0.25, "list": [1.5, 2.0]}
@@ -359,10 +275,7 @@ def test_prefetch_count_limits_unacked_deliveries_to_five_out_of_fifty(conn, ch,
 
 def test_prefetch_count_is_per_consumer_when_global_is_false(conn, ch, cleanup, uid):
     # RabbitMQ reinterprets the flag: global=false limits each *new consumer* separately.
-    q1 = make_queue(ch, cleanup, f"qosc1-{uid}")
-    q2 = make_queue(ch, cleanup, f"qosc2-{uid}")
-    fill(conn, ch, q1, 10)
-    fill(conn, ch, q2, 10)
+    q1, q2 = filled_queues(conn, ch, cleanup, [f"qosc1-{uid}", f"qosc2-{uid}"], 10)
     ch.basic_qos(prefetch_count=2, global_qos=False)
     got = {q1: 0, q2: 0}
 
@@ -378,10 +291,7 @@ def test_prefetch_count_is_per_consumer_when_global_is_false(conn, ch, cleanup, 
 
 def test_prefetch_count_is_shared_by_the_channel_when_global_is_true(conn, ch, cleanup, uid):
     # RabbitMQ: global=true limits all consumers on the channel together.
-    q1 = make_queue(ch, cleanup, f"qosg1-{uid}")
-    q2 = make_queue(ch, cleanup, f"qosg2-{uid}")
-    fill(conn, ch, q1, 10)
-    fill(conn, ch, q2, 10)
+    q1, q2 = filled_queues(conn, ch, cleanup, [f"qosg1-{uid}", f"qosg2-{uid}"], 10)
     ch.basic_qos(prefetch_count=3, global_qos=True)
     tags: list[int] = []
 
@@ -401,10 +311,7 @@ def test_prefetch_count_is_shared_by_the_channel_when_global_is_true(conn, ch, c
 
 
 def test_per_consumer_and_per_channel_prefetch_limits_apply_together(conn, ch, cleanup, uid):
-    q1 = make_queue(ch, cleanup, f"qosb1-{uid}")
-    q2 = make_queue(ch, cleanup, f"qosb2-{uid}")
-    fill(conn, ch, q1, 10)
-    fill(conn, ch, q2, 10)
+    q1, q2 = filled_queues(conn, ch, cleanup, [f"qosb1-{uid}", f"qosb2-{uid}"], 10)
     ch.basic_qos(prefetch_count=3, global_qos=True)
     ch.basic_qos(prefetch_count=1, global_qos=False)
     got = {q1: 0, q2: 0}
@@ -635,9 +542,7 @@ def test_a_queue_accepts_consumers_again_after_the_exclusive_consumer_cancels(co
 def test_a_duplicate_consumer_tag_on_one_channel_closes_the_connection_with_530(broker, ch, cleanup, uid):
     # pika refuses duplicate tags client-side, so use py-amqp, which sends what it is told.
     q = make_queue(ch, cleanup, f"duptag-{uid}")
-    c = amqp.Connection(host=f"{broker.host}:{broker.port}", userid="guest", password="guest",
-                        virtual_host="/", connect_timeout=10)
-    c.connect()
+    c = amqp_connect(broker)
     try:
         chan = c.channel()
         chan.basic_consume(q, consumer_tag=f"tag-{uid}", callback=lambda m: None)
@@ -663,9 +568,7 @@ def test_the_same_consumer_tag_may_be_used_on_two_channels(conn, ch, cleanup, ui
 def test_the_server_generates_a_consumer_tag_when_none_is_given(broker, ch, cleanup, uid):
     # pika always sends its own tag, so ask py-amqp, which sends an empty one.
     q = make_queue(ch, cleanup, f"gentag-{uid}")
-    c = amqp.Connection(host=f"{broker.host}:{broker.port}", userid="guest",
-                        password="guest", virtual_host="/", connect_timeout=10)
-    c.connect()
+    c = amqp_connect(broker)
     try:
         chan = c.channel()
         t1 = chan.basic_consume(q, callback=lambda m: None)

@@ -3,29 +3,16 @@ RabbitMQ 3.10 is the reference (WARREN_TEST_BROKER_URL)."""
 
 from __future__ import annotations
 
-import os
 import time
 
 import pika
 import pika.exceptions
 import pytest
 
-try:
-    from . import rawamqp as raw
-except ImportError:  # tests/e2e is not a package: pytest puts this directory on sys.path
-    import rawamqp as raw
+from . import rawamqp as raw
+from .helpers import RABBITMQ, params
 
 pytestmark = pytest.mark.timeout(30)
-
-RABBITMQ = bool(os.environ.get("WARREN_TEST_BROKER_URL"))
-
-
-def params(b, **kw) -> pika.ConnectionParameters:
-    return pika.ConnectionParameters(
-        b.host, b.port, virtual_host="/", credentials=pika.PlainCredentials("guest", "guest"),
-        socket_timeout=5, stack_timeout=10, blocked_connection_timeout=10,
-        connection_attempts=1, **kw,
-    )
 
 
 def test_many_channels_can_be_opened_and_closed_on_one_connection(broker):

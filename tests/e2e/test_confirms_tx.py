@@ -15,96 +15,12 @@ import pika
 import pytest
 from pika.exceptions import ChannelClosedByBroker, UnroutableError
 
+from .helpers import (
+    NO_ROUTE, PRECONDITION_FAILED, amqp_connect, get, make_exchange, make_queue, message_count,
+    wait_until,
+)
+
 pytestmark = pytest.mark.timeout(60)
-
-NO_ROUTE = 312
-PRECONDITION_FAILED = 406
-
-
-def connect(broker) -> pika.BlockingConnection:
-    params = pika.ConnectionParameters(
-        host=broker.host,
-        port=broker.port,
-        credentials=pika.PlainCredentials("guest", "guest"),
-        socket_timeout=10,
-        stack_timeout=15,
-        blocked_connection_timeout=15,
-        connection_attempts=1,
-    )
-    return pika.BlockingConnection(params)
-
-
-def amqp_connect(broker) -> amqp.Connection:
-    c = amqp.Connection(host=f"{broker.host}:{broker.port}", userid="guest", password="guest",
-                        virtual_host="/", connect_timeout=10)
-    c.connect()
-    return c
-
-
-@pytest.fixture
-def conn(broker):
-    c = connect(broker)
-    yield c
-    if c.is_open:
-        c.close()
-
-
-@pytest.fixture
-def ch(conn):
-    return conn.channel()
-
-
-@pytest.fixture
-def cleanup(broker):
-    names: dict[str, list[str]] = {"queues": [], "exchanges": []}
-    yield names
-    try:
-        c = connect(broker)
-    except Exception:  # pragma: no cover
-        return
-    try:
-        for kind, method in (("queues", "queue_delete"), ("exchanges", "exchange_delete")):
-            for name in names[kind]:
-                chan = c.channel()
-                try:
-                    getattr(chan, method)(name)
-                    chan.close()
-                except Exception:
-                    pass
-    finally:
-        if c.is_open:
-            c.close()
-
-
-def make_queue(ch, cleanup, name: str) -> str:
-    ch.queue_declare(name)
-    cleanup["queues"].append(name)
-    return name
-
-
-def message_count(conn, queue: str) -> int:
-    chan = conn.channel()
-    ok = chan.queue_declare(queue, passive=True)
-    chan.close()
-    return ok.method.message_count
-
-
-def wait_until(predicate, timeout: float = 5.0, interval: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return predicate()
-
-
-def get(ch, queue: str, auto_ack: bool = False, timeout: float = 5.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        method, props, body = ch.basic_get(queue, auto_ack=auto_ack)
-        if method is not None or time.monotonic() >= deadline:
-            return method, props, body
-        time.sleep(0.02)
 
 
 # --------------------------------------------------------------------------- confirms
@@ -216,9 +132,7 @@ def test_a_mandatory_unroutable_publish_on_a_confirm_channel_is_returned_before_
 
 def test_pika_raises_unroutable_error_for_a_returned_mandatory_publish_on_a_confirm_channel(ch, cleanup, uid):
     # pika only reports UnroutableError if the basic.return arrived before the basic.ack.
-    ex = f"conf-unr-{uid}"
-    cleanup["exchanges"].append(ex)
-    ch.exchange_declare(ex, exchange_type="fanout")
+    ex = make_exchange(ch, cleanup, f"conf-unr-{uid}", "fanout")
     ch.confirm_delivery()
     with pytest.raises(UnroutableError) as ei:
         ch.basic_publish(ex, "", b"bounce", mandatory=True)
@@ -227,9 +141,7 @@ def test_pika_raises_unroutable_error_for_a_returned_mandatory_publish_on_a_conf
 
 
 def test_a_non_mandatory_unroutable_publish_on_a_confirm_channel_is_simply_acked(ch, cleanup, uid):
-    ex = f"conf-nm-{uid}"
-    cleanup["exchanges"].append(ex)
-    ch.exchange_declare(ex, exchange_type="fanout")
+    ex = make_exchange(ch, cleanup, f"conf-nm-{uid}", "fanout")
     ch.confirm_delivery()
     ch.basic_publish(ex, "", b"dropped")  # raises NackError if nacked
     assert ch.is_open

@@ -13,37 +13,10 @@ import pika
 import pika.exceptions
 import pytest
 
-try:
-    from . import rawamqp as raw
-except ImportError:  # tests/e2e is not a package: pytest puts this directory on sys.path
-    import rawamqp as raw
+from . import rawamqp as raw
+from .helpers import params, round_trip
 
 pytestmark = pytest.mark.timeout(30)
-
-
-
-def params(b, **kw) -> pika.ConnectionParameters:
-    kw.setdefault("credentials", pika.PlainCredentials("guest", "guest"))
-    return pika.ConnectionParameters(
-        b.host, b.port, virtual_host=kw.pop("virtual_host", "/"), socket_timeout=5,
-        stack_timeout=10, blocked_connection_timeout=10, connection_attempts=1, **kw,
-    )
-
-
-def round_trip(conn: pika.BlockingConnection, body: bytes = b"ping") -> None:
-    """Publish to a fresh exclusive queue and get the message back on the same connection."""
-    ch = conn.channel()
-    q = ch.queue_declare("", exclusive=True).method.queue
-    ch.basic_publish("", q, body)
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        method, _props, got = ch.basic_get(q, auto_ack=True)
-        if method is not None:
-            assert got == body
-            ch.close()
-            return
-        time.sleep(0.02)
-    raise AssertionError("published message never arrived")
 
 
 # --------------------------------------------------------------------------- handshake

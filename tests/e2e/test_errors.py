@@ -7,46 +7,17 @@ before the error still completes a publish/get round trip, and a fresh connectio
 
 from __future__ import annotations
 
-import os
 import struct
-import time
 from dataclasses import dataclass
 
 import pika
 import pika.exceptions
 import pytest
 
-try:
-    from . import rawamqp as raw
-except ImportError:  # tests/e2e is not a package: pytest puts this directory on sys.path
-    import rawamqp as raw
+from . import rawamqp as raw
+from .helpers import RABBITMQ, params, round_trip
 
 pytestmark = pytest.mark.timeout(30)
-
-RABBITMQ = bool(os.environ.get("WARREN_TEST_BROKER_URL"))
-
-
-def params(b) -> pika.ConnectionParameters:
-    return pika.ConnectionParameters(
-        b.host, b.port, virtual_host="/", credentials=pika.PlainCredentials("guest", "guest"),
-        socket_timeout=5, stack_timeout=10, blocked_connection_timeout=10,
-        connection_attempts=1,
-    )
-
-
-def round_trip(conn: pika.BlockingConnection, body: bytes) -> None:
-    ch = conn.channel()
-    q = ch.queue_declare("", exclusive=True).method.queue
-    ch.basic_publish("", q, body)
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        method, _props, got = ch.basic_get(q, auto_ack=True)
-        if method is not None:
-            assert got == body
-            ch.close()
-            return
-        time.sleep(0.02)
-    raise AssertionError("published message never arrived")
 
 
 def assert_fresh_connection_works(b) -> None:

@@ -13,103 +13,24 @@ import pika
 import pytest
 from pika.exceptions import ChannelClosedByBroker
 
+from .helpers import (
+    ACCESS_REFUSED, NOT_FOUND, PRECONDITION_FAILED, exists, get_body, make_exchange, make_queue,
+    sync, wait_until,
+)
+
 pytestmark = pytest.mark.timeout(60)
-
-NOT_FOUND = 404
-ACCESS_REFUSED = 403
-PRECONDITION_FAILED = 406
-
-
-def connect(broker) -> pika.BlockingConnection:
-    params = pika.ConnectionParameters(
-        host=broker.host,
-        port=broker.port,
-        credentials=pika.PlainCredentials("guest", "guest"),
-        socket_timeout=10,
-        stack_timeout=15,
-        blocked_connection_timeout=15,
-        connection_attempts=1,
-    )
-    return pika.BlockingConnection(params)
-
-
-@pytest.fixture
-def conn(broker):
-    c = connect(broker)
-    yield c
-    if c.is_open:
-        c.close()
-
-
-@pytest.fixture
-def ch(conn):
-    return conn.channel()
-
-
-@pytest.fixture
-def cleanup(broker):
-    """Register exchanges/queues to delete after the test (keeps a shared RabbitMQ tidy)."""
-    names: dict[str, list[str]] = {"exchanges": [], "queues": []}
-    yield names
-    try:
-        c = connect(broker)
-    except Exception:  # pragma: no cover - broker gone
-        return
-    try:
-        for kind, method in (("queues", "queue_delete"), ("exchanges", "exchange_delete")):
-            for name in names[kind]:
-                chan = c.channel()
-                try:
-                    getattr(chan, method)(name)
-                    chan.close()
-                except Exception:
-                    pass
-    finally:
-        if c.is_open:
-            c.close()
-
-
-def sync(chan) -> None:
-    """A cheap synchronous round trip, so an asynchronous channel error surfaces as an exception."""
-    chan.exchange_declare("amq.direct", passive=True)
 
 
 def exchange_exists(conn, name: str) -> bool:
-    chan = conn.channel()
-    try:
-        chan.exchange_declare(name, passive=True)
-    except ChannelClosedByBroker as e:
-        assert e.reply_code == NOT_FOUND
-        return False
-    chan.close()
-    return True
+    return exists(conn, "exchange", name)
 
 
-def wait_until(predicate, timeout: float = 5.0, interval: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return predicate()
-
-
-def get_body(chan, queue: str, timeout: float = 5.0) -> bytes | None:
-    """basic.get with a short retry loop (routing is synchronous, but be lenient on slow brokers)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        method, _props, body = chan.basic_get(queue, auto_ack=True)
-        if method is not None:
-            return body
-        if time.monotonic() >= deadline:
-            return None
-        time.sleep(0.05)
-
-
-def make_queue(chan, cleanup, name: str) -> str:
-    chan.queue_declare(name)
-    cleanup["queues"].append(name)
-    return name
+def get_after_a_pause(ch, queue: str, pause: float = 0.2):
+    """basic.get (auto-ack) after `pause` seconds, to see whether anything more arrived; the
+    method, None if the queue is empty."""
+    time.sleep(pause)
+    method, _, _ = ch.basic_get(queue, auto_ack=True)
+    return method
 
 
 # --------------------------------------------------------------------------- predeclared
@@ -174,9 +95,7 @@ def test_declared_exchange_exists_until_it_is_deleted(conn, ch, cleanup, uid, ki
 
 
 def test_redeclaring_an_exchange_with_the_same_attributes_succeeds(ch, cleanup, uid):
-    name = f"ex-same-{uid}"
-    cleanup["exchanges"].append(name)
-    ch.exchange_declare(name, exchange_type="topic", durable=False)
+    name = make_exchange(ch, cleanup, f"ex-same-{uid}", "topic", durable=False)
     ch.exchange_declare(name, exchange_type="topic", durable=False)
     ch.exchange_declare(name, passive=True)
 
@@ -194,17 +113,13 @@ def test_passive_declare_of_a_missing_exchange_closes_the_channel_with_404(conn,
 
 def test_passive_declare_with_a_different_type_is_not_an_equivalence_check(ch, cleanup, uid):
     # A passive declare only checks existence; the type and flags given are ignored.
-    name = f"ex-pass-{uid}"
-    cleanup["exchanges"].append(name)
-    ch.exchange_declare(name, exchange_type="direct")
+    name = make_exchange(ch, cleanup, f"ex-pass-{uid}", "direct")
     ch.exchange_declare(name, exchange_type="fanout", passive=True)
     assert ch.is_open
 
 
 def test_redeclaring_an_exchange_with_a_different_type_fails_with_406(conn, ch, cleanup, uid):
-    name = f"ex-type-{uid}"
-    cleanup["exchanges"].append(name)
-    ch.exchange_declare(name, exchange_type="direct")
+    name = make_exchange(ch, cleanup, f"ex-type-{uid}", "direct")
     with pytest.raises(ChannelClosedByBroker) as ei:
         ch.exchange_declare(name, exchange_type="fanout")
     assert ei.value.reply_code == PRECONDITION_FAILED
@@ -214,9 +129,7 @@ def test_redeclaring_an_exchange_with_a_different_type_fails_with_406(conn, ch, 
 
 
 def test_redeclaring_an_exchange_with_a_different_durable_flag_fails_with_406(ch, cleanup, uid):
-    name = f"ex-dur-{uid}"
-    cleanup["exchanges"].append(name)
-    ch.exchange_declare(name, exchange_type="direct", durable=False)
+    name = make_exchange(ch, cleanup, f"ex-dur-{uid}", "direct", durable=False)
     with pytest.raises(ChannelClosedByBroker) as ei:
         ch.exchange_declare(name, exchange_type="direct", durable=True)
     assert ei.value.reply_code == PRECONDITION_FAILED
@@ -291,17 +204,14 @@ def test_deleting_a_predeclared_amq_exchange_is_refused_with_403(conn, ch):
 
 
 def test_deleting_an_exchange_removes_its_bindings(conn, ch, cleanup, uid):
-    ex = f"ex-delb-{uid}"
-    cleanup["exchanges"].append(ex)
     q = make_queue(ch, cleanup, f"q-delb-{uid}")
-    ch.exchange_declare(ex, exchange_type="fanout")
+    ex = make_exchange(ch, cleanup, f"ex-delb-{uid}", "fanout")
     ch.queue_bind(q, ex)
     ch.exchange_delete(ex)
     # Re-creating it gives a fresh exchange without the old binding.
     ch.exchange_declare(ex, exchange_type="fanout")
     ch.basic_publish(ex, "", b"after")
-    time.sleep(0.2)
-    method, _, _ = ch.basic_get(q, auto_ack=True)
+    method = get_after_a_pause(ch, q)
     assert method is None
 
 
@@ -309,27 +219,21 @@ def test_deleting_an_exchange_removes_its_bindings(conn, ch, cleanup, uid):
 
 
 def test_durable_exchange_can_be_declared_and_passively_found(conn, ch, cleanup, uid):
-    name = f"ex-durable-{uid}"
-    cleanup["exchanges"].append(name)
-    ch.exchange_declare(name, exchange_type="topic", durable=True)
+    name = make_exchange(ch, cleanup, f"ex-durable-{uid}", "topic", durable=True)
     assert exchange_exists(conn, name)
     ch.exchange_delete(name)
 
 
 def test_auto_delete_exchange_survives_until_it_has_had_a_binding(conn, ch, cleanup, uid):
-    name = f"ex-ad-new-{uid}"
-    cleanup["exchanges"].append(name)
-    ch.exchange_declare(name, exchange_type="direct", auto_delete=True)
+    name = make_exchange(ch, cleanup, f"ex-ad-new-{uid}", "direct", auto_delete=True)
     time.sleep(0.2)
     assert exchange_exists(conn, name)
 
 
 def test_auto_delete_exchange_goes_away_when_its_last_queue_binding_is_removed(conn, ch, cleanup, uid):
-    name = f"ex-ad-{uid}"
-    cleanup["exchanges"].append(name)
     q1 = make_queue(ch, cleanup, f"q-ad1-{uid}")
     q2 = make_queue(ch, cleanup, f"q-ad2-{uid}")
-    ch.exchange_declare(name, exchange_type="direct", auto_delete=True)
+    name = make_exchange(ch, cleanup, f"ex-ad-{uid}", "direct", auto_delete=True)
     ch.queue_bind(q1, name, routing_key="k1")
     ch.queue_bind(q2, name, routing_key="k2")
     ch.queue_unbind(q1, name, routing_key="k1")
@@ -339,21 +243,16 @@ def test_auto_delete_exchange_goes_away_when_its_last_queue_binding_is_removed(c
 
 
 def test_auto_delete_exchange_goes_away_when_its_only_bound_queue_is_deleted(conn, ch, cleanup, uid):
-    name = f"ex-adq-{uid}"
-    cleanup["exchanges"].append(name)
     q = make_queue(ch, cleanup, f"q-adq-{uid}")
-    ch.exchange_declare(name, exchange_type="fanout", auto_delete=True)
+    name = make_exchange(ch, cleanup, f"ex-adq-{uid}", "fanout", auto_delete=True)
     ch.queue_bind(q, name)
     ch.queue_delete(q)
     assert wait_until(lambda: not exchange_exists(conn, name))
 
 
 def test_auto_delete_exchange_goes_away_when_its_last_exchange_binding_is_removed(conn, ch, cleanup, uid):
-    src = f"ex-ads-{uid}"
-    dst = f"ex-add-{uid}"
-    cleanup["exchanges"] += [src, dst]
-    ch.exchange_declare(src, exchange_type="fanout", auto_delete=True)
-    ch.exchange_declare(dst, exchange_type="fanout")
+    src = make_exchange(ch, cleanup, f"ex-ads-{uid}", "fanout", auto_delete=True)
+    dst = make_exchange(ch, cleanup, f"ex-add-{uid}", "fanout")
     ch.exchange_bind(destination=dst, source=src)
     ch.exchange_unbind(destination=dst, source=src)
     assert wait_until(lambda: not exchange_exists(conn, src))
@@ -364,9 +263,7 @@ def test_auto_delete_exchange_goes_away_when_its_last_exchange_binding_is_remove
 
 
 def test_publishing_to_an_internal_exchange_closes_the_channel_with_403(conn, ch, cleanup, uid):
-    name = f"ex-int-{uid}"
-    cleanup["exchanges"].append(name)
-    ch.exchange_declare(name, exchange_type="fanout", internal=True)
+    name = make_exchange(ch, cleanup, f"ex-int-{uid}", "fanout", internal=True)
     ch.basic_publish(name, "", b"nope")
     with pytest.raises(ChannelClosedByBroker) as ei:
         sync(ch)
@@ -375,12 +272,9 @@ def test_publishing_to_an_internal_exchange_closes_the_channel_with_403(conn, ch
 
 
 def test_internal_exchange_still_routes_messages_arriving_through_an_exchange_binding(ch, cleanup, uid):
-    src = f"ex-int-src-{uid}"
-    internal = f"ex-int-dst-{uid}"
-    cleanup["exchanges"] += [src, internal]
     q = make_queue(ch, cleanup, f"q-int-{uid}")
-    ch.exchange_declare(src, exchange_type="fanout")
-    ch.exchange_declare(internal, exchange_type="fanout", internal=True)
+    src = make_exchange(ch, cleanup, f"ex-int-src-{uid}", "fanout")
+    internal = make_exchange(ch, cleanup, f"ex-int-dst-{uid}", "fanout", internal=True)
     ch.exchange_bind(destination=internal, source=src)
     ch.queue_bind(q, internal)
     ch.basic_publish(src, "", b"via-internal")
@@ -403,12 +297,9 @@ def test_publishing_to_a_missing_exchange_closes_the_channel_with_404(conn, ch, 
 
 
 def test_exchange_bind_forwards_messages_from_source_to_a_queue_bound_to_destination(ch, cleanup, uid):
-    src = f"e2e-src-{uid}"
-    dst = f"e2e-dst-{uid}"
-    cleanup["exchanges"] += [src, dst]
     q = make_queue(ch, cleanup, f"q-e2e-{uid}")
-    ch.exchange_declare(src, exchange_type="direct")
-    ch.exchange_declare(dst, exchange_type="direct")
+    src = make_exchange(ch, cleanup, f"e2e-src-{uid}", "direct")
+    dst = make_exchange(ch, cleanup, f"e2e-dst-{uid}", "direct")
     ok = ch.exchange_bind(destination=dst, source=src, routing_key="rk")
     assert isinstance(ok.method, pika.spec.Exchange.BindOk)
     ch.queue_bind(q, dst, routing_key="rk")
@@ -416,18 +307,14 @@ def test_exchange_bind_forwards_messages_from_source_to_a_queue_bound_to_destina
     ch.basic_publish(src, "rk", b"through")
     ch.basic_publish(src, "other", b"filtered-by-e2e-binding")
     assert get_body(ch, q) == b"through"
-    time.sleep(0.2)
-    method, _, _ = ch.basic_get(q, auto_ack=True)
+    method = get_after_a_pause(ch, q)
     assert method is None
 
 
 def test_exchange_unbind_stops_forwarding(ch, cleanup, uid):
-    src = f"e2e-usrc-{uid}"
-    dst = f"e2e-udst-{uid}"
-    cleanup["exchanges"] += [src, dst]
     q = make_queue(ch, cleanup, f"q-e2eu-{uid}")
-    ch.exchange_declare(src, exchange_type="fanout")
-    ch.exchange_declare(dst, exchange_type="fanout")
+    src = make_exchange(ch, cleanup, f"e2e-usrc-{uid}", "fanout")
+    dst = make_exchange(ch, cleanup, f"e2e-udst-{uid}", "fanout")
     ch.exchange_bind(destination=dst, source=src)
     ch.queue_bind(q, dst)
     ch.basic_publish(src, "", b"before")
@@ -438,49 +325,38 @@ def test_exchange_unbind_stops_forwarding(ch, cleanup, uid):
     ch.basic_publish(src, "", b"after")
     ch.basic_publish(dst, "", b"direct-to-destination")
     assert get_body(ch, q) == b"direct-to-destination"
-    time.sleep(0.2)
-    method, _, _ = ch.basic_get(q, auto_ack=True)
+    method = get_after_a_pause(ch, q)
     assert method is None
 
 
 def test_a_message_reaching_a_queue_by_two_paths_is_delivered_once(ch, cleanup, uid):
-    src = f"e2e-dup-src-{uid}"
-    dst = f"e2e-dup-dst-{uid}"
-    cleanup["exchanges"] += [src, dst]
     q = make_queue(ch, cleanup, f"q-e2edup-{uid}")
-    ch.exchange_declare(src, exchange_type="fanout")
-    ch.exchange_declare(dst, exchange_type="fanout")
+    src = make_exchange(ch, cleanup, f"e2e-dup-src-{uid}", "fanout")
+    dst = make_exchange(ch, cleanup, f"e2e-dup-dst-{uid}", "fanout")
     ch.exchange_bind(destination=dst, source=src)
     ch.queue_bind(q, src)
     ch.queue_bind(q, dst)
     ch.basic_publish(src, "", b"once")
     assert get_body(ch, q) == b"once"
-    time.sleep(0.2)
-    method, _, _ = ch.basic_get(q, auto_ack=True)
+    method = get_after_a_pause(ch, q)
     assert method is None
 
 
 def test_exchange_binding_cycles_do_not_loop_forever(ch, cleanup, uid):
-    a = f"e2e-cyc-a-{uid}"
-    b = f"e2e-cyc-b-{uid}"
-    cleanup["exchanges"] += [a, b]
     q = make_queue(ch, cleanup, f"q-e2ecyc-{uid}")
-    ch.exchange_declare(a, exchange_type="fanout")
-    ch.exchange_declare(b, exchange_type="fanout")
+    a = make_exchange(ch, cleanup, f"e2e-cyc-a-{uid}", "fanout")
+    b = make_exchange(ch, cleanup, f"e2e-cyc-b-{uid}", "fanout")
     ch.exchange_bind(destination=b, source=a)
     ch.exchange_bind(destination=a, source=b)
     ch.queue_bind(q, b)
     ch.basic_publish(a, "", b"cycle")
     assert get_body(ch, q) == b"cycle"
-    time.sleep(0.2)
-    method, _, _ = ch.basic_get(q, auto_ack=True)
+    method = get_after_a_pause(ch, q)
     assert method is None
 
 
 def test_exchange_bind_with_a_missing_source_fails_with_404(ch, cleanup, uid):
-    dst = f"e2e-nsrc-{uid}"
-    cleanup["exchanges"].append(dst)
-    ch.exchange_declare(dst, exchange_type="fanout")
+    dst = make_exchange(ch, cleanup, f"e2e-nsrc-{uid}", "fanout")
     with pytest.raises(ChannelClosedByBroker) as ei:
         ch.exchange_bind(destination=dst, source=f"missing-{uid}")
     assert ei.value.reply_code == NOT_FOUND
@@ -490,10 +366,8 @@ def test_exchange_bind_with_a_missing_source_fails_with_404(ch, cleanup, uid):
 
 
 def test_exchange_delete_if_unused_on_an_exchange_with_a_queue_binding_fails_with_406(conn, ch, cleanup, uid):
-    name = f"ex-iu-{uid}"
-    cleanup["exchanges"].append(name)
     q = make_queue(ch, cleanup, f"q-iu-{uid}")
-    ch.exchange_declare(name, exchange_type="direct")
+    name = make_exchange(ch, cleanup, f"ex-iu-{uid}", "direct")
     ch.queue_bind(q, name, routing_key="k")
     with pytest.raises(ChannelClosedByBroker) as ei:
         ch.exchange_delete(name, if_unused=True)
@@ -502,11 +376,8 @@ def test_exchange_delete_if_unused_on_an_exchange_with_a_queue_binding_fails_wit
 
 
 def test_exchange_delete_if_unused_on_a_source_of_an_exchange_binding_fails_with_406(conn, ch, cleanup, uid):
-    src = f"ex-iu-src-{uid}"
-    dst = f"ex-iu-dst-{uid}"
-    cleanup["exchanges"] += [src, dst]
-    ch.exchange_declare(src, exchange_type="fanout")
-    ch.exchange_declare(dst, exchange_type="fanout")
+    src = make_exchange(ch, cleanup, f"ex-iu-src-{uid}", "fanout")
+    dst = make_exchange(ch, cleanup, f"ex-iu-dst-{uid}", "fanout")
     ch.exchange_bind(destination=dst, source=src)
     with pytest.raises(ChannelClosedByBroker) as ei:
         ch.exchange_delete(src, if_unused=True)
@@ -515,10 +386,8 @@ def test_exchange_delete_if_unused_on_a_source_of_an_exchange_binding_fails_with
 
 
 def test_exchange_delete_if_unused_succeeds_once_the_bindings_are_gone(conn, ch, cleanup, uid):
-    name = f"ex-iu2-{uid}"
-    cleanup["exchanges"].append(name)
     q = make_queue(ch, cleanup, f"q-iu2-{uid}")
-    ch.exchange_declare(name, exchange_type="direct")
+    name = make_exchange(ch, cleanup, f"ex-iu2-{uid}", "direct")
     ch.queue_bind(q, name, routing_key="k")
     ch.queue_unbind(q, name, routing_key="k")
     ch.exchange_delete(name, if_unused=True)

@@ -12,109 +12,21 @@ import pika
 import pytest
 from pika.exceptions import ChannelClosedByBroker
 
+from .helpers import (
+    ACCESS_REFUSED, NOT_FOUND, PRECONDITION_FAILED, RESOURCE_LOCKED, connect, exists, get,
+    make_exchange, make_queue, passive_counts, probe, publish_n, wait_for_count, wait_until,
+)
+
 pytestmark = pytest.mark.timeout(60)
-
-NOT_FOUND = 404
-ACCESS_REFUSED = 403
-RESOURCE_LOCKED = 405
-PRECONDITION_FAILED = 406
-
-
-def connect(broker) -> pika.BlockingConnection:
-    params = pika.ConnectionParameters(
-        host=broker.host,
-        port=broker.port,
-        credentials=pika.PlainCredentials("guest", "guest"),
-        socket_timeout=10,
-        stack_timeout=15,
-        blocked_connection_timeout=15,
-        connection_attempts=1,
-    )
-    return pika.BlockingConnection(params)
-
-
-@pytest.fixture
-def conn(broker):
-    c = connect(broker)
-    yield c
-    if c.is_open:
-        c.close()
-
-
-@pytest.fixture
-def ch(conn):
-    return conn.channel()
-
-
-@pytest.fixture
-def cleanup(broker):
-    """Register queues/exchanges to delete after the test (keeps a shared RabbitMQ tidy)."""
-    names: dict[str, list[str]] = {"exchanges": [], "queues": []}
-    yield names
-    try:
-        c = connect(broker)
-    except Exception:  # pragma: no cover
-        return
-    try:
-        for kind, method in (("queues", "queue_delete"), ("exchanges", "exchange_delete")):
-            for name in names[kind]:
-                chan = c.channel()
-                try:
-                    getattr(chan, method)(name)
-                    chan.close()
-                except Exception:
-                    pass
-    finally:
-        if c.is_open:
-            c.close()
 
 
 def queue_exists(conn, name: str) -> bool:
-    chan = conn.channel()
-    try:
-        chan.queue_declare(name, passive=True)
-    except ChannelClosedByBroker as e:
-        assert e.reply_code == NOT_FOUND, e
-        return False
-    chan.close()
-    return True
+    return exists(conn, "queue", name)
 
 
 def probe_queue(conn, name: str) -> int:
     """200 if a passive declare of `name` succeeds on `conn`, else the channel-close reply code."""
-    chan = conn.channel()
-    try:
-        chan.queue_declare(name, passive=True)
-    except ChannelClosedByBroker as e:
-        return e.reply_code
-    chan.close()
-    return 200
-
-
-def passive_counts(conn, name: str) -> tuple[int, int]:
-    chan = conn.channel()
-    ok = chan.queue_declare(name, passive=True)
-    chan.close()
-    return ok.method.message_count, ok.method.consumer_count
-
-
-def wait_until(predicate, timeout: float = 5.0, interval: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return predicate()
-
-
-def publish_n(chan, queue: str, n: int, exchange: str = "") -> None:
-    for i in range(n):
-        chan.basic_publish(exchange, queue, str(i).encode())
-
-
-def wait_for_count(conn, queue: str, n: int, timeout: float = 5.0) -> int:
-    wait_until(lambda: passive_counts(conn, queue)[0] >= n, timeout)
-    return passive_counts(conn, queue)[0]
+    return probe(conn, "queue", name)
 
 
 # --------------------------------------------------------------------------- naming
@@ -136,14 +48,10 @@ def test_server_named_queues_get_distinct_names(ch):
 def test_server_named_queue_is_usable_with_the_default_exchange(ch):
     name = ch.queue_declare("", exclusive=True).method.queue
     ch.basic_publish("", name, b"to-generated")
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        method, _, body = ch.basic_get(name, auto_ack=True)
-        if method:
-            assert body == b"to-generated"
-            return
-        time.sleep(0.05)
-    pytest.fail("message not delivered to the server-named queue")
+    method, _, body = get(ch, name, auto_ack=True, interval=0.05)
+    if method is None:
+        pytest.fail("message not delivered to the server-named queue")
+    assert body == b"to-generated"
 
 
 def test_declaring_a_queue_with_the_reserved_amq_prefix_is_refused_with_403(ch, uid):
@@ -167,9 +75,7 @@ def test_passive_declare_of_a_missing_queue_fails_with_404_and_the_connection_st
 
 
 def test_passive_declare_ignores_the_attributes_given(conn, ch, cleanup, uid):
-    q = f"q-passive-{uid}"
-    cleanup["queues"].append(q)
-    ch.queue_declare(q, durable=False)
+    q = make_queue(ch, cleanup, f"q-passive-{uid}", durable=False)
     ok = ch.queue_declare(q, passive=True, durable=True, arguments={"x-message-ttl": 5})
     assert ok.method.queue == q
 
@@ -217,14 +123,10 @@ def test_exclusive_queue_is_usable_from_another_channel_of_the_same_connection(c
     ch2 = conn.channel()
     ch2.queue_declare(q, passive=True)
     ch2.basic_publish("", q, b"same-conn")
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        method, _, body = ch2.basic_get(q, auto_ack=True)
-        if method:
-            assert body == b"same-conn"
-            return
-        time.sleep(0.05)
-    pytest.fail("message not delivered")
+    method, _, body = get(ch2, q, auto_ack=True, interval=0.05)
+    if method is None:
+        pytest.fail("message not delivered")
+    assert body == b"same-conn"
 
 
 def test_exclusive_queue_is_deleted_when_its_connection_closes(broker, conn, uid):
@@ -248,9 +150,7 @@ def test_exclusive_queue_survives_its_declaring_channel_closing(broker, conn, ui
 
 
 def test_auto_delete_queue_is_deleted_after_its_last_consumer_cancels(conn, ch, cleanup, uid):
-    q = f"q-ad-{uid}"
-    cleanup["queues"].append(q)
-    ch.queue_declare(q, auto_delete=True)
+    q = make_queue(ch, cleanup, f"q-ad-{uid}", auto_delete=True)
     t1 = ch.basic_consume(q, lambda *a: None)
     t2 = ch.basic_consume(q, lambda *a: None)
     ch.basic_cancel(t1)
@@ -260,9 +160,7 @@ def test_auto_delete_queue_is_deleted_after_its_last_consumer_cancels(conn, ch, 
 
 
 def test_auto_delete_queue_without_consumers_is_not_deleted(conn, ch, cleanup, uid):
-    q = f"q-ad0-{uid}"
-    cleanup["queues"].append(q)
-    ch.queue_declare(q, auto_delete=True)
+    q = make_queue(ch, cleanup, f"q-ad0-{uid}", auto_delete=True)
     time.sleep(0.3)
     assert queue_exists(conn, q)
 
@@ -290,9 +188,7 @@ def test_redeclaring_a_queue_with_identical_arguments_succeeds(ch, cleanup, uid)
 
 
 def test_redeclaring_a_queue_with_a_different_durable_flag_fails_with_406(conn, ch, cleanup, uid):
-    q = f"q-eqd-{uid}"
-    cleanup["queues"].append(q)
-    ch.queue_declare(q, durable=False)
+    q = make_queue(ch, cleanup, f"q-eqd-{uid}", durable=False)
     with pytest.raises(ChannelClosedByBroker) as ei:
         ch.queue_declare(q, durable=True)
     assert ei.value.reply_code == PRECONDITION_FAILED
@@ -301,9 +197,7 @@ def test_redeclaring_a_queue_with_a_different_durable_flag_fails_with_406(conn, 
 
 
 def test_redeclaring_a_queue_with_a_different_message_ttl_fails_with_406(conn, ch, cleanup, uid):
-    q = f"q-eqt-{uid}"
-    cleanup["queues"].append(q)
-    ch.queue_declare(q, arguments={"x-message-ttl": 60000})
+    q = make_queue(ch, cleanup, f"q-eqt-{uid}", arguments={"x-message-ttl": 60000})
     with pytest.raises(ChannelClosedByBroker) as ei:
         ch.queue_declare(q, arguments={"x-message-ttl": 1000})
     assert ei.value.reply_code == PRECONDITION_FAILED
@@ -312,27 +206,21 @@ def test_redeclaring_a_queue_with_a_different_message_ttl_fails_with_406(conn, c
 
 
 def test_redeclaring_a_queue_without_its_message_ttl_argument_fails_with_406(ch, cleanup, uid):
-    q = f"q-eqt2-{uid}"
-    cleanup["queues"].append(q)
-    ch.queue_declare(q, arguments={"x-message-ttl": 60000})
+    q = make_queue(ch, cleanup, f"q-eqt2-{uid}", arguments={"x-message-ttl": 60000})
     with pytest.raises(ChannelClosedByBroker) as ei:
         ch.queue_declare(q)
     assert ei.value.reply_code == PRECONDITION_FAILED
 
 
 def test_redeclaring_a_queue_with_a_different_auto_delete_flag_fails_with_406(ch, cleanup, uid):
-    q = f"q-eqa-{uid}"
-    cleanup["queues"].append(q)
-    ch.queue_declare(q, auto_delete=False)
+    q = make_queue(ch, cleanup, f"q-eqa-{uid}", auto_delete=False)
     with pytest.raises(ChannelClosedByBroker) as ei:
         ch.queue_declare(q, auto_delete=True)
     assert ei.value.reply_code == PRECONDITION_FAILED
 
 
 def test_a_message_ttl_argument_is_enforced(conn, ch, cleanup, uid):
-    q = f"q-ttl-{uid}"
-    cleanup["queues"].append(q)
-    ch.queue_declare(q, arguments={"x-message-ttl": 100})
+    q = make_queue(ch, cleanup, f"q-ttl-{uid}", arguments={"x-message-ttl": 100})
     ch.basic_publish("", q, b"short-lived")
     time.sleep(0.6)
     method, _, _ = ch.basic_get(q, auto_ack=True)
@@ -355,9 +243,7 @@ def test_declare_ok_reports_the_message_count(conn, ch, cleanup, uid):
 
 
 def test_declare_ok_reports_the_consumer_count(conn, ch, cleanup, uid):
-    q = f"q-ccnt-{uid}"
-    cleanup["queues"].append(q)
-    ch.queue_declare(q)
+    q = make_queue(ch, cleanup, f"q-ccnt-{uid}")
     ch.basic_consume(q, lambda *a: None)
     ch.basic_consume(q, lambda *a: None)
     other = conn.channel()
@@ -366,9 +252,7 @@ def test_declare_ok_reports_the_consumer_count(conn, ch, cleanup, uid):
 
 
 def test_declare_ok_message_count_excludes_unacknowledged_messages(conn, ch, cleanup, uid):
-    q = f"q-unack-{uid}"
-    cleanup["queues"].append(q)
-    ch.queue_declare(q)
+    q = make_queue(ch, cleanup, f"q-unack-{uid}")
     publish_n(ch, q, 3)
     assert wait_for_count(conn, q, 3) == 3
     method, _, _ = ch.basic_get(q, auto_ack=False)
@@ -382,12 +266,8 @@ def test_declare_ok_message_count_excludes_unacknowledged_messages(conn, ch, cle
 
 
 def test_queue_bind_routes_and_queue_unbind_stops_routing(conn, ch, cleanup, uid):
-    q = f"q-bind-{uid}"
-    ex = f"ex-bind-{uid}"
-    cleanup["queues"].append(q)
-    cleanup["exchanges"].append(ex)
-    ch.queue_declare(q)
-    ch.exchange_declare(ex, exchange_type="direct")
+    q = make_queue(ch, cleanup, f"q-bind-{uid}")
+    ex = make_exchange(ch, cleanup, f"ex-bind-{uid}", "direct")
     ok = ch.queue_bind(q, ex, routing_key="key-a")
     assert isinstance(ok.method, pika.spec.Queue.BindOk)
     ch.basic_publish(ex, "key-a", b"1")
@@ -401,12 +281,8 @@ def test_queue_bind_routes_and_queue_unbind_stops_routing(conn, ch, cleanup, uid
 
 
 def test_binding_twice_is_idempotent(conn, ch, cleanup, uid):
-    q = f"q-bind2-{uid}"
-    ex = f"ex-bind2-{uid}"
-    cleanup["queues"].append(q)
-    cleanup["exchanges"].append(ex)
-    ch.queue_declare(q)
-    ch.exchange_declare(ex, exchange_type="direct")
+    q = make_queue(ch, cleanup, f"q-bind2-{uid}")
+    ex = make_exchange(ch, cleanup, f"ex-bind2-{uid}", "direct")
     ch.queue_bind(q, ex, routing_key="k")
     ch.queue_bind(q, ex, routing_key="k")
     ch.basic_publish(ex, "k", b"once")
@@ -421,29 +297,21 @@ def test_binding_twice_is_idempotent(conn, ch, cleanup, uid):
 
 def test_unbinding_a_binding_that_does_not_exist_succeeds(ch, cleanup, uid):
     # AMQP 0-9-1 / RabbitMQ (>= 3.2): unbinding a missing binding is a no-op.
-    q = f"q-unb-{uid}"
-    ex = f"ex-unb-{uid}"
-    cleanup["queues"].append(q)
-    cleanup["exchanges"].append(ex)
-    ch.queue_declare(q)
-    ch.exchange_declare(ex, exchange_type="direct")
+    q = make_queue(ch, cleanup, f"q-unb-{uid}")
+    ex = make_exchange(ch, cleanup, f"ex-unb-{uid}", "direct")
     ok = ch.queue_unbind(q, ex, routing_key="never-bound")
     assert isinstance(ok.method, pika.spec.Queue.UnbindOk)
 
 
 def test_binding_a_missing_queue_fails_with_404(ch, cleanup, uid):
-    ex = f"ex-bmq-{uid}"
-    cleanup["exchanges"].append(ex)
-    ch.exchange_declare(ex, exchange_type="direct")
+    ex = make_exchange(ch, cleanup, f"ex-bmq-{uid}", "direct")
     with pytest.raises(ChannelClosedByBroker) as ei:
         ch.queue_bind(f"missing-{uid}", ex, routing_key="k")
     assert ei.value.reply_code == NOT_FOUND
 
 
 def test_binding_to_a_missing_exchange_fails_with_404(ch, cleanup, uid):
-    q = f"q-bme-{uid}"
-    cleanup["queues"].append(q)
-    ch.queue_declare(q)
+    q = make_queue(ch, cleanup, f"q-bme-{uid}")
     with pytest.raises(ChannelClosedByBroker) as ei:
         ch.queue_bind(q, f"missing-{uid}", routing_key="k")
     assert ei.value.reply_code == NOT_FOUND
@@ -453,9 +321,7 @@ def test_binding_to_a_missing_exchange_fails_with_404(ch, cleanup, uid):
 
 
 def test_purge_returns_the_number_of_messages_removed(conn, ch, cleanup, uid):
-    q = f"q-purge-{uid}"
-    cleanup["queues"].append(q)
-    ch.queue_declare(q)
+    q = make_queue(ch, cleanup, f"q-purge-{uid}")
     publish_n(ch, q, 12)
     assert wait_for_count(conn, q, 12) == 12
     ok = ch.queue_purge(q)
@@ -466,9 +332,7 @@ def test_purge_returns_the_number_of_messages_removed(conn, ch, cleanup, uid):
 
 
 def test_purge_leaves_unacknowledged_messages_alone(conn, ch, cleanup, uid):
-    q = f"q-purgeu-{uid}"
-    cleanup["queues"].append(q)
-    ch.queue_declare(q)
+    q = make_queue(ch, cleanup, f"q-purgeu-{uid}")
     publish_n(ch, q, 4)
     assert wait_for_count(conn, q, 4) == 4
     method, _, _ = ch.basic_get(q, auto_ack=False)
@@ -487,9 +351,7 @@ def test_purging_a_missing_queue_fails_with_404(ch, uid):
 
 
 def test_delete_if_unused_with_a_consumer_fails_with_406(conn, ch, cleanup, uid):
-    q = f"q-diu-{uid}"
-    cleanup["queues"].append(q)
-    ch.queue_declare(q)
+    q = make_queue(ch, cleanup, f"q-diu-{uid}")
     ch.basic_consume(q, lambda *a: None)
     other = conn.channel()
     with pytest.raises(ChannelClosedByBroker) as ei:
@@ -499,9 +361,7 @@ def test_delete_if_unused_with_a_consumer_fails_with_406(conn, ch, cleanup, uid)
 
 
 def test_delete_if_unused_without_consumers_succeeds(conn, ch, cleanup, uid):
-    q = f"q-diu2-{uid}"
-    cleanup["queues"].append(q)
-    ch.queue_declare(q)
+    q = make_queue(ch, cleanup, f"q-diu2-{uid}")
     publish_n(ch, q, 2)
     assert wait_for_count(conn, q, 2) == 2
     ok = ch.queue_delete(q, if_unused=True)
@@ -510,9 +370,7 @@ def test_delete_if_unused_without_consumers_succeeds(conn, ch, cleanup, uid):
 
 
 def test_delete_if_empty_with_messages_fails_with_406(conn, ch, cleanup, uid):
-    q = f"q-die-{uid}"
-    cleanup["queues"].append(q)
-    ch.queue_declare(q)
+    q = make_queue(ch, cleanup, f"q-die-{uid}")
     publish_n(ch, q, 1)
     assert wait_for_count(conn, q, 1) == 1
     with pytest.raises(ChannelClosedByBroker) as ei:
@@ -522,18 +380,14 @@ def test_delete_if_empty_with_messages_fails_with_406(conn, ch, cleanup, uid):
 
 
 def test_delete_if_empty_on_an_empty_queue_succeeds(conn, ch, cleanup, uid):
-    q = f"q-die2-{uid}"
-    cleanup["queues"].append(q)
-    ch.queue_declare(q)
+    q = make_queue(ch, cleanup, f"q-die2-{uid}")
     ok = ch.queue_delete(q, if_empty=True)
     assert ok.method.message_count == 0
     assert not queue_exists(conn, q)
 
 
 def test_delete_returns_the_message_count(conn, ch, cleanup, uid):
-    q = f"q-del-{uid}"
-    cleanup["queues"].append(q)
-    ch.queue_declare(q)
+    q = make_queue(ch, cleanup, f"q-del-{uid}")
     publish_n(ch, q, 9)
     assert wait_for_count(conn, q, 9) == 9
     ok = ch.queue_delete(q)
@@ -549,12 +403,8 @@ def test_deleting_a_missing_queue_succeeds_with_zero_messages(ch, uid):
 
 
 def test_deleting_a_queue_removes_its_bindings(conn, ch, cleanup, uid):
-    q = f"q-delbind-{uid}"
-    ex = f"ex-delbind-{uid}"
-    cleanup["queues"].append(q)
-    cleanup["exchanges"].append(ex)
-    ch.queue_declare(q)
-    ch.exchange_declare(ex, exchange_type="fanout")
+    q = make_queue(ch, cleanup, f"q-delbind-{uid}")
+    ex = make_exchange(ch, cleanup, f"ex-delbind-{uid}", "fanout")
     ch.queue_bind(q, ex)
     ch.queue_delete(q)
     ch.queue_declare(q)

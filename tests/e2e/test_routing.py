@@ -11,7 +11,6 @@ been routed too.
 from __future__ import annotations
 
 import time
-import uuid
 
 import pika
 import pytest
@@ -19,69 +18,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pika.exceptions import ChannelClosedByBroker, UnroutableError
 
+from ..topic_cases import TOPIC_KEYS, TOPIC_TABLE
+from .helpers import NO_ROUTE, PRECONDITION_FAILED, connect, new_exchange, new_queue
+
 pytestmark = pytest.mark.timeout(60)
 
-NO_ROUTE = 312
-PRECONDITION_FAILED = 406
 SENTINEL = b"--sentinel--"
-
-
-def connect(broker) -> pika.BlockingConnection:
-    params = pika.ConnectionParameters(
-        host=broker.host,
-        port=broker.port,
-        credentials=pika.PlainCredentials("guest", "guest"),
-        socket_timeout=10,
-        stack_timeout=15,
-        blocked_connection_timeout=15,
-        connection_attempts=1,
-    )
-    return pika.BlockingConnection(params)
-
-
-@pytest.fixture
-def conn(broker):
-    c = connect(broker)
-    yield c
-    if c.is_open:
-        c.close()
-
-
-@pytest.fixture
-def ch(conn):
-    return conn.channel()
-
-
-@pytest.fixture
-def cleanup(broker):
-    names: list[str] = []
-    yield names
-    try:
-        c = connect(broker)
-    except Exception:  # pragma: no cover
-        return
-    try:
-        for name in names:
-            chan = c.channel()
-            try:
-                chan.exchange_delete(name)
-                chan.close()
-            except Exception:
-                pass
-    finally:
-        if c.is_open:
-            c.close()
-
-
-def new_exchange(ch, cleanup, kind: str, uid: str) -> str:
-    name = f"rt-{kind}-{uid}-{uuid.uuid4().hex[:6]}"
-    ch.exchange_declare(name, exchange_type=kind)
-    cleanup.append(name)
-    return name
-
-
-def new_queue(ch) -> str:
-    return ch.queue_declare("", exclusive=True).method.queue
 
 
 def drain_until_sentinel(ch, queue: str, timeout: float = 10.0) -> list[bytes]:
@@ -170,39 +112,8 @@ def test_fanout_exchange_delivers_once_to_a_queue_bound_twice(ch, cleanup, uid):
 
 # --------------------------------------------------------------------------- topic
 
-TOPIC_KEYS = ["", "a", "b", "a.b", "a.b.c", "a.x.b", "a.x.y.b", "a..b", ".", "..", "a.", ".a",
-              "b.a", "x.a.y", "a.b.b", "A.b"]
-
-# pattern -> the keys of TOPIC_KEYS it matches, exactly as RabbitMQ 3.10 routes them.
-# RabbitMQ splits a routing key on "." keeping empty words ("a..b" is a, "", b; "." is two
-# empty words) except that the empty key "" has *no* words: "*" does not match it, "#" does.
-TOPIC_TABLE: dict[str, list[str]] = {
-    "#": TOPIC_KEYS,
-    "#.#": TOPIC_KEYS,
-    "*": ["a", "b"],
-    "": [""],
-    "a.b": ["a.b"],
-    "a.*": ["a.b", "a."],
-    "*.b": ["a.b", "A.b"],
-    "a.#": ["a", "a.b", "a.b.c", "a.x.b", "a.x.y.b", "a..b", "a.", "a.b.b"],
-    "#.b": ["b", "a.b", "a.x.b", "a.x.y.b", "a..b", "a.b.b", "A.b"],
-    "#.a": ["a", ".a", "b.a"],
-    "a.#.b": ["a.b", "a.x.b", "a.x.y.b", "a..b", "a.b.b"],
-    "a.#.#.b": ["a.b", "a.x.b", "a.x.y.b", "a..b", "a.b.b"],
-    "a.*.b": ["a.x.b", "a..b", "a.b.b"],
-    "a.#.*.b": ["a.x.b", "a.x.y.b", "a..b", "a.b.b"],
-    "a.*.#": ["a.b", "a.b.c", "a.x.b", "a.x.y.b", "a..b", "a.", "a.b.b"],
-    "a..b": ["a..b"],
-    "a.*.*": ["a.b.c", "a.x.b", "a..b", "a.b.b"],
-    "*.*": ["a.b", ".", "a.", ".a", "b.a", "A.b"],
-    "*.*.*": ["a.b.c", "a.x.b", "a..b", "..", "x.a.y", "a.b.b"],
-    "#.*": [k for k in TOPIC_KEYS if k != ""],
-    "*.#": [k for k in TOPIC_KEYS if k != ""],
-    "#.a.#": ["a", "a.b", "a.b.c", "a.x.b", "a.x.y.b", "a..b", "a.", ".a", "b.a", "x.a.y", "a.b.b"],
-    ".": ["."],
-    "*.": [".", "a."],
-    ".*": [".", ".a"],
-}
+# TOPIC_TABLE (tests/topic_cases.py): pattern -> the keys of TOPIC_KEYS it matches, exactly as
+# RabbitMQ 3.10 routes them.
 
 
 @pytest.mark.parametrize("pattern", list(TOPIC_TABLE), ids=lambda p: repr(p))

@@ -15,45 +15,13 @@ import kombu
 import pika
 import pytest
 
+from .helpers import connect
+
 pytestmark = pytest.mark.timeout(90)
 
 N = 10_000
 BUDGET_S = 30.0
 PREFETCH = 500
-
-
-def connect(broker) -> pika.BlockingConnection:
-    params = pika.ConnectionParameters(
-        host=broker.host,
-        port=broker.port,
-        credentials=pika.PlainCredentials("guest", "guest"),
-        socket_timeout=10,
-        stack_timeout=15,
-        blocked_connection_timeout=15,
-        connection_attempts=1,
-    )
-    return pika.BlockingConnection(params)
-
-
-@pytest.fixture
-def cleanup(broker):
-    queues: list[str] = []
-    yield queues
-    try:
-        c = connect(broker)
-    except Exception:  # pragma: no cover
-        return
-    try:
-        for name in queues:
-            chan = c.channel()
-            try:
-                chan.queue_delete(name)
-                chan.close()
-            except Exception:
-                pass
-    finally:
-        if c.is_open:
-            c.close()
 
 
 def declare(broker, cleanup, name: str) -> str:
@@ -62,7 +30,7 @@ def declare(broker, cleanup, name: str) -> str:
         c.channel().queue_declare(name)
     finally:
         c.close()
-    cleanup.append(name)
+    cleanup["queues"].append(name)
     return name
 
 
