@@ -27,6 +27,8 @@ def main() -> None:
 @click.option("--heartbeat", default=60, show_default=True, type=int, help="Heartbeat seconds offered to clients.")
 @click.option("--frame-max", default=131072, show_default=True, type=int, help="Largest frame in octets.")
 @click.option("--channel-max", default=2047, show_default=True, type=int, help="Most channels per connection.")
+@click.option("--fsync/--no-fsync", default=True, show_default=True,
+              help="fsync persistent messages before confirming them (group commit).")
 @click.option("--loop", default="auto", show_default=True, type=click.Choice(["auto", "uvloop", "asyncio"]))
 @click.option("--ready-file", type=click.Path(path_type=Path), default=None,
               help="Write the bound port as JSON here once listening (for tests and scripts).")

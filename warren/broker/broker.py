@@ -26,10 +26,17 @@ SERVER_CAPABILITIES = {
 
 class Broker:
     def __init__(self, vhosts: tuple[str, ...] = ("/",), users: UserDB | None = None,
-                 cluster_name: str = "warren") -> None:
-        self.vhosts = {name: VirtualHost(name) for name in vhosts}
+                 cluster_name: str = "warren", durability=None) -> None:
+        self.durability = durability
+        self.vhosts = {name: VirtualHost(name, durability) for name in vhosts}
         self.users = users or UserDB()
         self.cluster_name = cluster_name
+        if durability is not None:
+            durability.restore(self)
+
+    def all_queues(self):
+        for vhost in self.vhosts.values():
+            yield from vhost.queues.values()
 
     def server_properties(self) -> dict:
         return {

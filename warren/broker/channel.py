@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import base64
-from collections import defaultdict
+from collections import defaultdict, deque
 
 from warren.broker.consumer import Consumer
 from warren.broker.message import Message
@@ -61,6 +61,9 @@ class Channel:
         self.confirm_mode = False
         self.publish_seq = 0
         self.confirmed_upto = 0
+        # (publish seq, sync number) of persistent publishes whose confirm waits for the disk
+        self.unsynced: deque[tuple[int, int]] = deque()
+        self.commit_waits_for = 0  # tx.commit-ok held until this sync completes
         # transactions
         self.tx_mode = False
         self.tx_publishes: list[tuple] = []
@@ -257,25 +260,56 @@ class Channel:
         if self.tx_mode:
             self.tx_publishes.append((ex, msg, m.mandatory))
             return
-        self._publish(ex, msg, m.mandatory)
+        need = self._publish(ex, msg, m.mandatory)
         if self.confirm_mode:
             self.publish_seq += 1
+            if need:
+                self.unsynced.append((self.publish_seq, need))
+                self.session.durability.waiting.add(self)
             self.session.want_confirm_flush(self)
 
-    def _publish(self, ex, msg: Message, mandatory: bool) -> None:
+    def _publish(self, ex, msg: Message, mandatory: bool) -> int:
+        """Route and enqueue; returns the sync number the message's durability waits for (or 0)."""
         queues = ex.route(msg, (msg.routing_key,))
         if not queues:
             if mandatory:
                 self.conn.send_content(self.number, spec.BasicReturn(312, "NO_ROUTE", msg.exchange, msg.routing_key),
                                        msg.properties, msg.body)
                 self.session.want_flush()
-            return
+            return 0
+        need = 0
         for q in queues:
-            q.publish(msg)
+            n = q.publish(msg)
+            if n > need:
+                need = n
+        return need
+
+    def synced(self, number: int) -> None:
+        """A sync completed (called by Durability): release what waited for it."""
+        if self.closed:
+            return
+        if self.unsynced:
+            self.session.want_confirm_flush(self)
+        if self.commit_waits_for and number >= self.commit_waits_for:
+            self.commit_waits_for = 0
+            self._reply(spec.TxCommitOk())
+        if self.unsynced or self.commit_waits_for:
+            self.session.durability.waiting.add(self)
 
     def flush_confirms(self) -> None:
-        """Acknowledge every publish up to now in one basic.ack (multiple when more than one)."""
+        """Acknowledge every publish up to now in one basic.ack (multiple when more than one).
+
+        Persistent publishes to durable queues are acknowledged only once their sync is done;
+        the ack then covers everything before the first publish still waiting for the disk.
+        """
         upto = self.publish_seq
+        unsynced = self.unsynced
+        if unsynced:
+            synced = self.session.durability.synced
+            while unsynced and unsynced[0][1] <= synced:
+                unsynced.popleft()
+            if unsynced:
+                upto = unsynced[0][0] - 1
         if upto <= self.confirmed_upto or not self.conn.channel_is_open(self.number):
             return
         multiple = upto - self.confirmed_upto > 1
@@ -293,6 +327,7 @@ class Channel:
         seq, msg, redelivered, _ = entry
         tag = self.next_tag
         self.next_tag = tag + 1
+        q.delivered(seq, msg, m.no_ack)
         if not m.no_ack:
             self.unacked[tag] = (q, seq, msg, None, tag)
         self.conn.send_content(self.number, spec.BasicGetOk(tag, redelivered, msg.exchange, msg.routing_key,
@@ -331,6 +366,8 @@ class Channel:
                 touched.add(consumer.queue)
             if requeue:
                 requeued[q].append((seq, msg))
+            else:
+                q.forget(seq, msg)
         for q, items in requeued.items():
             q.requeue(items)
             touched.discard(q)
@@ -385,10 +422,15 @@ class Channel:
             raise PreconditionFailed("channel is not transactional", m.CLASS_ID, m.METHOD_ID)
         publishes, settles = self.tx_publishes, self.tx_settles
         self.tx_publishes, self.tx_settles = [], []
+        need = 0
         for ex, msg, mandatory in publishes:
-            self._publish(ex, msg, mandatory)
+            need = max(need, self._publish(ex, msg, mandatory))
         for entries, requeue in settles:
             self._settle(entries, bool(requeue))
+        if need and need > self.session.durability.synced:
+            self.commit_waits_for = need  # commit-ok once the messages are on disk
+            self.session.durability.waiting.add(self)
+            return
         self._reply(spec.TxCommitOk())
 
     def handle_tx_rollback(self, m) -> None:

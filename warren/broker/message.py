@@ -13,13 +13,14 @@ import struct
 from warren.codec.fields import encode_shortstr
 from warren.errors import PreconditionFailed, SyntaxError_
 from warren.spec.amqp0_9_1 import BasicProperties
+from warren.store.message import encode_message
 
 __all__ = ["Message"]
 
 
 class Message:
     __slots__ = ("exchange", "routing_key", "properties", "body", "_decoded", "exchange_ss", "routing_key_ss",
-                 "ttl")
+                 "ttl", "persistent", "_record")
 
     def __init__(self, exchange: str, routing_key: str, properties: bytes, body) -> None:
         self.exchange = exchange
@@ -30,6 +31,18 @@ class Message:
         self.exchange_ss = encode_shortstr(exchange)
         self.routing_key_ss = encode_shortstr(routing_key)
         self.ttl: float | None = None  # seconds, from the expiration property (check_expiration)
+        # delivery-mode is the 4th property (flag 0x1000); decode only when it is present
+        self.persistent = (len(properties) >= 2 and bool(properties[0] & 0x10)
+                           and self.decoded.delivery_mode == 2)
+        self._record: bytes | None = None
+
+    @property
+    def record(self) -> bytes:
+        """The message as a store record (encoded once, shared by every queue it goes to)."""
+        r = self._record
+        if r is None:
+            r = self._record = encode_message(self.exchange, self.routing_key, self.properties, bytes(self.body))
+        return r
 
     def check_expiration(self) -> None:
         """Parse the expiration property (a decimal string of milliseconds); 406 if invalid."""
@@ -58,13 +71,6 @@ class Message:
     @property
     def headers(self) -> dict:
         return self.decoded.headers or {}
-
-    @property
-    def persistent(self) -> bool:
-        # delivery-mode is the 4th property (mask 0x1000); avoid a full decode when it is absent
-        if len(self.properties) < 2 or not (self.properties[0] & 0x10):
-            return False
-        return self.decoded.delivery_mode == 2
 
     def __len__(self) -> int:
         return len(self.body)

@@ -42,6 +42,8 @@ class Queue:
         self.consumers: list[Consumer] = []
         self.bound_to: set = set()  # bindings whose destination is this queue
         self.had_consumer = False
+        self.store = None  # a QueueStore for a durable queue: persistent messages go there too
+        self.durability = None
         self.deleted = False
         self._seq = 0
         self._rr = 0  # round-robin position in self.consumers
@@ -60,11 +62,17 @@ class Queue:
         if ready and ready[0][3]:
             now = time.monotonic()
             while ready and ready[0][3] and ready[0][3] <= now:
-                _, msg, _, _ = ready.popleft()
+                seq, msg, _, _ = ready.popleft()
                 self.ready_bytes -= len(msg.body)
+                self.forget(seq, msg)
 
-    def publish(self, message: "Message") -> None:
+    def publish(self, message: "Message") -> int:
+        """Enqueue; returns the number of the sync that makes it durable, or 0 if none is needed."""
         self._seq += 1
+        need = 0
+        if self.store is not None and message.persistent:
+            self.store.append(self._seq, message.record)
+            need = self.durability.wrote(self.store)
         ttl = self.message_ttl
         msg_ttl = message.ttl
         if msg_ttl is not None and (ttl is None or msg_ttl < ttl):
@@ -73,6 +81,31 @@ class Queue:
         self.ready_bytes += len(message.body)
         if self.consumers:
             self.dispatch()
+        return need
+
+    def restore(self, seq: int, message: "Message", delivered: bool) -> None:
+        """Put back a message recovered from the store (start-up), in seq order."""
+        ttl = self.message_ttl if message.ttl is None else min(message.ttl, self.message_ttl or message.ttl)
+        self.ready.append((seq, message, delivered, time.monotonic() + ttl if ttl is not None else 0))
+        self.ready_bytes += len(message.body)
+
+    def resume_numbering(self, last_seq: int) -> None:
+        self._seq = max(self._seq, last_seq)
+
+    def forget(self, seq: int, message: "Message") -> None:
+        """A taken or expired message is gone for good (acked, dropped, delivered without ack)."""
+        if self.store is not None and message.persistent and not self.deleted:
+            self.store.ack(seq)
+            self.durability.wrote(self.store)
+
+    def delivered(self, seq: int, message: "Message", no_ack: bool) -> None:
+        """A message left the queue for a consumer or basic.get."""
+        if self.store is not None and message.persistent:
+            if no_ack:
+                self.store.ack(seq)
+            else:
+                self.store.mark_delivered(seq)  # so it comes back redelivered after a restart
+            self.durability.wrote(self.store)
 
     def requeue(self, entries) -> None:
         """Put taken messages back in their original order, marked redelivered."""
@@ -100,6 +133,9 @@ class Queue:
 
     def purge(self) -> int:
         n = len(self.ready)
+        if self.store is not None:
+            for seq, msg, _, _ in self.ready:
+                self.forget(seq, msg)
         self.ready.clear()
         self.ready_bytes = 0
         return n
@@ -147,7 +183,10 @@ class Queue:
                 seq, msg, redelivered, deadline = ready.popleft()
                 self.ready_bytes -= len(msg.body)
                 if deadline and deadline <= time.monotonic():
+                    self.forget(seq, msg)
                     continue  # expired on its way to the head
+                if self.store is not None:
+                    self.delivered(seq, msg, c.no_ack)
                 c.channel.deliver(c, self, seq, msg, redelivered)
         finally:
             self._dispatching = False

@@ -34,6 +34,7 @@ _UPDATE_SECRET = spec.ConnectionUpdateSecret.INDEX
 class Session:
     def __init__(self, broker, conn, peer: tuple, io) -> None:
         self.broker = broker
+        self.durability = broker.durability
         self.conn = conn
         self.peer = peer
         self.io = io

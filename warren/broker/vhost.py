@@ -12,7 +12,9 @@ import os
 
 from warren.broker.exchanges import EXCHANGE_TYPES, Exchange
 from warren.broker.exchanges.default import DefaultExchange
+from warren.broker.message import Message
 from warren.broker.queue import Queue
+from warren.store.message import decode_message
 from warren.errors import AccessRefused, CommandInvalid, NotFound, PreconditionFailed, ResourceLocked
 
 __all__ = ["VirtualHost"]
@@ -30,8 +32,9 @@ def _q(name: str) -> str:
 
 
 class VirtualHost:
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, durability=None) -> None:
         self.name = name
+        self.durability = durability  # None: nothing is stored (tests of the model alone)
         self.queues: dict[str, Queue] = {}
         self.exchanges: dict[str, Exchange] = {"": DefaultExchange(self)}
         for ex_name, ex_type in PREDECLARED:
@@ -69,6 +72,10 @@ class VirtualHost:
             ), ex.arguments, arguments)
             return ex
         ex = cls(name, durable, auto_delete, internal, arguments)
+        if durable and self.durability is not None:
+            # on disk before declare-ok is queued
+            self.durability.definitions.declare_exchange(self.name, name, type_, durable, auto_delete,
+                                                         internal, arguments)
         self.exchanges[name] = ex
         return ex
 
@@ -85,6 +92,8 @@ class VirtualHost:
 
     def _remove_exchange(self, ex: Exchange) -> None:
         del self.exchanges[ex.name]
+        if ex.durable and self.durability is not None:
+            self.durability.definitions.delete_exchange(self.name, ex.name)
         for b in list(ex.bindings.values()):
             ex.remove_binding(b)
         for b in list(ex.bound_to):
@@ -92,6 +101,10 @@ class VirtualHost:
 
     def _unbind(self, source: Exchange, binding) -> None:
         source.remove_binding(binding)
+        if self._stored_binding(source, binding.destination):
+            kind = "exchange" if isinstance(binding.destination, Exchange) else "queue"
+            self.durability.definitions.unbind(self.name, source.name, binding.destination.name,
+                                               binding.routing_key, binding.arguments, kind)
         if source.auto_delete and not source.bindings and source.name in self.exchanges:
             self._remove_exchange(source)
 
@@ -100,10 +113,21 @@ class VirtualHost:
             raise AccessRefused("operation not permitted on the default exchange")
         return self.exchange(name)
 
+    def _stored_binding(self, source: Exchange, destination) -> bool:
+        """Bindings between durable entities survive restarts (never to an exclusive queue)."""
+        return (self.durability is not None and source.durable and destination.durable
+                and getattr(destination, "exclusive_owner", None) is None)
+
+    def _bind(self, source: Exchange, destination, routing_key: str, arguments: dict) -> None:
+        if source.bind(destination, routing_key, arguments) and self._stored_binding(source, destination):
+            kind = "exchange" if isinstance(destination, Exchange) else "queue"
+            self.durability.definitions.bind(self.name, source.name, destination.name, routing_key,
+                                             arguments, kind)
+
     def bind_exchange(self, destination: str, source: str, routing_key: str, arguments: dict) -> None:
         dest = self._writable_exchange(destination)
         src = self._writable_exchange(source)
-        src.bind(dest, routing_key, arguments)
+        self._bind(src, dest, routing_key, arguments)
 
     def unbind_exchange(self, destination: str, source: str, routing_key: str, arguments: dict) -> None:
         dest = self._writable_exchange(destination)
@@ -143,16 +167,41 @@ class VirtualHost:
             ), q.arguments, arguments)
             return q
         self._validate_queue_arguments(arguments)
+        if exclusive:
+            durable = False  # exclusive queues never survive their connection (ERR §30)
         q = Queue(self, name, durable, session if exclusive else None, auto_delete, arguments)
+        if durable and self.durability is not None:
+            self.durability.definitions.declare_queue(self.name, name, durable, auto_delete, arguments)
+            self._attach_store(q)
         self.queues[name] = q
         return q
+
+    def _attach_store(self, q: Queue) -> int:
+        """Open the queue's message store; put back what it holds. Returns the message count."""
+        store = self.durability.open_queue_store(self.name, q.name)
+        q.store, q.durability = store, self.durability
+        count = 0
+        for seq, record, delivered in store.recover():
+            exchange, routing_key, properties, body = decode_message(record)
+            msg = Message(exchange, routing_key, properties, body)
+            try:
+                msg.check_expiration()
+            except Exception:
+                pass  # it was valid when published; keep the message rather than lose it
+            q.restore(seq, msg, delivered)
+            count += 1
+        q.resume_numbering(store.last_seq)
+        return count
 
     def delete_queue(self, q: Queue) -> int:
         """Remove a queue, its bindings and its consumers (who get a cancel notification)."""
         if q.deleted:
             return 0
-        q.deleted = True
         self.queues.pop(q.name, None)
+        if q.store is not None:
+            self.durability.definitions.delete_queue(self.name, q.name)
+            q.store.delete()
+        q.deleted = True
         for b in list(q.bound_to):
             self._unbind(b.source, b)
         for c in list(q.consumers):
@@ -161,7 +210,28 @@ class VirtualHost:
         return q.purge()
 
     def bind_queue(self, q: Queue, exchange: str, routing_key: str, arguments: dict) -> None:
-        self._writable_exchange(exchange).bind(q, routing_key, arguments)
+        self._bind(self._writable_exchange(exchange), q, routing_key, arguments)
+
+    # --- restoring durable definitions at start-up ------------------------------------------
+
+    def restore_exchange(self, d) -> None:
+        cls = EXCHANGE_TYPES.get(d.type)
+        if cls is None or d.name in self.exchanges:
+            return
+        self.exchanges[d.name] = cls(d.name, d.durable, d.auto_delete, d.internal, d.arguments)
+
+    def restore_queue(self, d) -> int:
+        if d.name in self.queues:
+            return 0
+        q = Queue(self, d.name, True, None, d.auto_delete, d.arguments)
+        self.queues[d.name] = q
+        return self._attach_store(q)
+
+    def restore_binding(self, d) -> None:
+        src = self.exchanges.get(d.source)
+        dest = (self.exchanges if d.destination_kind == "exchange" else self.queues).get(d.destination)
+        if src is not None and dest is not None:
+            src.bind(dest, d.routing_key, d.arguments)
 
     def unbind_queue(self, q: Queue, exchange: str, routing_key: str, arguments: dict) -> None:
         ex = self._writable_exchange(exchange)

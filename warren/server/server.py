@@ -8,7 +8,10 @@ import logging
 import os
 import signal
 
+from concurrent.futures import ThreadPoolExecutor
+
 from warren.broker.broker import Broker
+from warren.broker.durability import Durability
 from warren.config import Config
 from warren.server.connection import AMQPConnection
 from warren.server.loops import new_event_loop
@@ -22,11 +25,41 @@ class Server:
     def __init__(self, config: Config, loop: asyncio.AbstractEventLoop) -> None:
         self.config = config
         self.loop = loop
-        self.broker = Broker()
+        self.durability = Durability(config.data_dir, fsync=config.fsync)
+        self.durability.request_sync = self._request_sync
+        self._sync_pending = False
+        # one worker: syncs run one after another, each covering everything written before it
+        self._sync_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="warren-sync")
+        self.broker = Broker(durability=self.durability)
         self.connections: set[AMQPConnection] = set()
         self._listener: asyncio.AbstractServer | None = None
         self._stop = asyncio.Event()
         self._signals = 0
+
+    # --- group commit -----------------------------------------------------------------------
+
+    def _request_sync(self) -> None:
+        if not self._sync_pending:
+            self._sync_pending = True
+            self.loop.call_soon(self._start_sync)  # after this loop iteration's appends
+
+    def _start_sync(self) -> None:
+        self._sync_pending = False
+        job = self.durability.begin_sync()
+        if job is None:
+            return
+        number, stores = job
+        fut = self.loop.run_in_executor(self._sync_pool, self.durability.sync, stores)
+        fut.add_done_callback(lambda f: self._sync_done(f, number))
+
+    def _sync_done(self, fut, number: int) -> None:
+        exc = fut.exception()
+        if exc is not None:
+            # the disk refused: nothing more may be confirmed; stop rather than lie
+            log.critical("message store sync failed, shutting down: %r", exc)
+            self._stop.set()
+            return
+        self.durability.end_sync(number)
 
     async def startup(self) -> None:
         c = self.config
@@ -74,6 +107,9 @@ class Server:
                     conn.transport.abort()
         if self._listener is not None:
             await self._listener.wait_closed()
+        # 5. flush and close the stores
+        self.durability.close(list(self.broker.all_queues()))
+        self._sync_pool.shutdown(wait=True)
         log.info("shutdown complete")
 
 
