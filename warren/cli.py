@@ -29,6 +29,8 @@ def main() -> None:
 @click.option("--channel-max", default=2047, show_default=True, type=int, help="Most channels per connection.")
 @click.option("--fsync/--no-fsync", default=True, show_default=True,
               help="fsync persistent messages before confirming them (group commit).")
+@click.option("--disk-free-limit", default=50 * 1024 * 1024, show_default=True, type=int,
+              help="Block publishers while the data folder's disk has less free space (octets; 0 = off).")
 @click.option("--loop", default="auto", show_default=True, type=click.Choice(["auto", "uvloop", "asyncio"]))
 @click.option("--ready-file", type=click.Path(path_type=Path), default=None,
               help="Write the bound port as JSON here once listening (for tests and scripts).")

@@ -25,6 +25,7 @@ class Config:
     # fsync before confirming persistent messages (group commit). False trades the power-cut
     # guarantee for speed: a killed process still loses nothing that was confirmed.
     fsync: bool = True
+    disk_free_limit: int = 50 * 1024 * 1024  # block publishers below this many free octets (0 = off)
     ready_file: Path | None = None  # written (JSON with the port) once listening; for tests
     log_level: str = "info"
 

@@ -45,6 +45,7 @@ class Session:
         self.channels: dict[int, Channel] = {}
         self.exclusive_queues: set = set()
         self.writable = True
+        self.published = False  # resource alarms block only connections that publish
         self._confirming: set[Channel] = set()
         self.closed = False
 
@@ -59,6 +60,7 @@ class Session:
         try:
             kind = type(event)
             if kind is Content:
+                self.published = True
                 ch = self.channels[event.channel]
                 ch.handle_content(event.method, event.properties, event.body)
             elif kind is Method:

@@ -14,6 +14,7 @@ from warren.broker.broker import Broker
 from warren.broker.durability import Durability
 from warren.config import Config
 from warren.server.connection import AMQPConnection
+from warren.server.flow_control import ResourceAlarms
 from warren.server.loops import new_event_loop
 
 __all__ = ["Server", "run"]
@@ -31,6 +32,7 @@ class Server:
         # one worker: syncs run one after another, each covering everything written before it
         self._sync_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="warren-sync")
         self.broker = Broker(durability=self.durability)
+        self.alarms = ResourceAlarms(self, config.data_dir, config.disk_free_limit)
         self.connections: set[AMQPConnection] = set()
         self._listener: asyncio.AbstractServer | None = None
         self._stop = asyncio.Event()
@@ -66,6 +68,7 @@ class Server:
         c.data_dir.mkdir(parents=True, exist_ok=True)
         self._listener = await self.loop.create_server(
             lambda: AMQPConnection(self), c.host, c.port, backlog=1024, reuse_address=True)
+        self.alarms.start()
         port = self._listener.sockets[0].getsockname()[1]
         log.info("Warren listening on %s:%d (data in %s)", c.host, port, c.data_dir)
         if c.ready_file:
@@ -89,7 +92,8 @@ class Server:
         self._stop.set()
 
     async def shutdown(self) -> None:
-        # 1. stop accepting connections
+        # 1. stop accepting connections (and checking alarms)
+        self.alarms.stop()
         if self._listener is not None:
             self._listener.close()
         # 2. connection.close 320 CONNECTION_FORCED to every client

@@ -45,8 +45,9 @@ import threading
 from dataclasses import dataclass, field
 
 from warren.store.record import (
-    KIND_DEFINITIONS, T_DEFINITION, FormatError, check_file_header, encode_record, file_header, Scan,
+    KIND_DEFINITIONS, T_DEFINITION, FormatError, Scan, check_file_header, encode_record, file_header,
 )
+from warren.store.segment import fsync_dir
 
 __all__ = ["DefinitionsStore", "Definitions", "ExchangeDef", "QueueDef", "BindingDef", "to_tagged", "from_tagged"]
 
@@ -220,12 +221,15 @@ class DefinitionsStore:
                 self._compact()
         else:  # new, or created but its header never made it to the disk
             self._fd = self._create(self.path, file_header(KIND_DEFINITIONS))
+            self._fsync_dir()
 
     def _create(self, path: str, content: bytes) -> int:
-        """Write a whole new file, fsync it and its directory; returns an append descriptor on it."""
+        """Write a whole new file and fsync it; returns an append descriptor on it."""
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC, 0o644)
         try:
-            os.write(fd, content)
+            mv = memoryview(content)
+            while mv:
+                mv = mv[os.write(fd, mv):]
             self._fsync(fd)
         except BaseException:
             os.close(fd)
@@ -238,11 +242,7 @@ class DefinitionsStore:
 
     def _fsync_dir(self) -> None:
         if self.fsync:
-            dfd = os.open(os.path.dirname(os.path.abspath(self.path)), os.O_RDONLY | os.O_DIRECTORY)
-            try:
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
+            fsync_dir(os.path.dirname(os.path.abspath(self.path)))
 
     def _apply(self, rec: dict) -> None:
         op = rec["op"]

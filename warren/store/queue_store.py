@@ -1,65 +1,53 @@
 """The message store of one durable queue: segment files plus per-segment ack logs.
 
-Directory layout::
-
-    msgs.0000000001   file header, then T_MESSAGE records: uint64 seq + the caller's record
-    acks.0000000001   file header, then T_ACK / T_DELIVERED records: uint64 seq
-    msgs.0000000002   ...
-
-A message is written once, where it stays until its whole segment is acked; then the segment
-and its ack log are deleted, which is how disk space comes back (never the write segment,
-which still takes appends). Acks and delivered marks are 17-octet records appended to the ack
-log of the message's segment, so no data file is ever rewritten.
+Files: ``msgs.N`` holds T_MESSAGE records (uint64 seq + the caller's record), ``acks.N`` the
+T_ACK / T_DELIVERED records (uint64 seq) of the messages in ``msgs.N``. A message is written
+once and stays until its whole segment is acked; then the segment and its ack log are deleted,
+which is how disk space comes back (never the write segment, which still takes appends). Acks
+and delivered marks are 17-octet records, so no data file is ever rewritten.
 
 Group commit: ``append``, ``ack`` and ``mark_delivered`` only touch memory. ``flush`` hands
 every file's buffered octets to the OS with one write() each; ``sync`` flushes and then fsyncs
 every file written since the last sync (and the directory when files were created or
 deleted), once for any number of appends. ``sync`` returns the highest seq it covers.
 
-Threads: appends, acks and reads happen on the event-loop thread; ``sync`` may run on a worker
-thread at the same time. Three locks keep that safe without making the loop wait for the disk:
-``_lock`` guards the in-memory state and is only held for memory operations; ``_io_lock``
-orders writes, closes and unlinks (held by ``flush``, and by ``sync`` while it writes, never
-while it waits for fsync); ``_sync_lock`` lets one fsync pass run at a time. ``sync`` fsyncs
-duplicates of the descriptors, so a segment deleted meanwhile cannot close the descriptor
-under it.
+Threads: appends, acks and reads run on the event-loop thread, ``sync`` maybe on a worker at
+the same time. The loop never waits for the disk: ``_lock`` guards memory and is held only for
+memory operations; ``_io_lock`` orders writes and closes (held while writing, never during an
+fsync); ``_sync_lock`` runs one sync at a time. ``sync`` fsyncs dup()ed descriptors, so a
+segment deleted meanwhile cannot close one under it.
 
-What a crash leaves behind, and how opening the store recovers:
+What a crash leaves behind: torn or zero-filled file tails (cut back on open, segment.py);
+files created but empty; fully acked segments not yet deleted, and ack logs whose segment is
+gone (both deleted on open, recovery.py). Ordering rules make the rest impossible:
 
-* a torn or zero-filled tail in any file (data not synced): every file is cut back to its
-  last valid record (segment.py), so nothing that was not synced can half-appear;
-* ``msgs.N`` deleted but ``acks.N`` left: the ack log is an orphan and is deleted;
-* ``acks.N`` must not vanish while ``msgs.N`` survives, or acked messages would come back:
-  a segment's ack log is unlinked only after the directory fsync that made the unlink of
-  ``msgs.N`` durable;
-* a segment whose messages are all acked but which still exists (crash before the deletion):
-  deleted on open, unless it is the newest, which becomes the write segment again;
-* an ack whose message did not survive (the ack log reached the disk, the message did not):
-  the ack is ignored, but its seq counts towards ``last_seq``, and appends must use higher
-  seqs, so that ack can never hit a later message.
+* an ack log is unlinked only after the directory fsync that made its segment's unlink
+  durable, so acked messages cannot come back with their segment while the acks stay away;
+* a fully acked segment is deleted only once a higher seq was appended after it, and (with
+  fsync) only by a ``sync``, after the fsync that made that record durable. So the files
+  always hold a record at least as high as any synced seq: ``last_seq`` never goes back below
+  a synced seq, seqs are never reused, and a stale ack can never hit a new message (an ack
+  whose message was lost still counts towards ``last_seq``).
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import shutil
-import struct
 import threading
-import time
 from bisect import bisect_right
-from dataclasses import dataclass
+from contextlib import suppress
 from operator import attrgetter
 
+from warren.store.message import decode_message, encode_message
 from warren.store.record import HEADER_SIZE, KIND_ACKS, T_ACK, T_DELIVERED
-from warren.store.segment import ACKED, DEFAULT_SEGMENT_SIZE, DELIVERED, LogFile, Segment, segment_name
+from warren.store.recovery import RecoveryStats, recover_directory
+from warren.store.segment import (
+    ACKED, DEFAULT_SEGMENT_SIZE, DELIVERED, LogFile, Segment, fsync_dir, segment_name,
+)
 
 __all__ = ["QueueStore", "RecoveryStats", "StoreError", "encode_message", "decode_message"]
 
-log = logging.getLogger("warren.store")
-
-_SEQ = struct.Struct(">Q")
-_ACK_TYPES = frozenset((T_ACK, T_DELIVERED))
 _FIRST = attrgetter("first")
 DEFAULT_FLUSH_THRESHOLD = 4 * 1024 * 1024
 
@@ -68,44 +56,15 @@ class StoreError(Exception):
     """The store is closed, has failed (a write or fsync error), or found data it cannot read."""
 
 
-@dataclass
-class RecoveryStats:
-    segments: int = 0          # segment files kept
-    messages: int = 0          # messages not acked
-    bytes: int = 0             # octets of their records
-    acks: int = 0              # ack records read
-    truncated_files: int = 0   # files cut back to their last valid record
-    truncated_bytes: int = 0
-    deleted_segments: int = 0  # fully acked segments found and deleted
-    seconds: float = 0.0
-
-
-def encode_message(exchange: str, routing_key: str, properties: bytes, body: bytes) -> bytes:
-    """A message record: shortstr exchange, shortstr routing key, longstr properties, then the body."""
-    ex = exchange.encode("utf-8", "surrogateescape")
-    rk = routing_key.encode("utf-8", "surrogateescape")
-    if len(ex) > 255 or len(rk) > 255:
-        raise ValueError("exchange and routing key are limited to 255 octets")
-    return b"".join((bytes((len(ex),)), ex, bytes((len(rk),)), rk, struct.pack(">I", len(properties)),
-                     properties, body))
-
-
-def decode_message(data) -> tuple[str, str, bytes, bytes]:
-    """(exchange, routing_key, properties, body) from ``encode_message``'s output."""
-    n = data[0]
-    ex = bytes(data[1:1 + n]).decode("utf-8", "surrogateescape")
-    off = 1 + n
-    n = data[off]
-    rk = bytes(data[off + 1:off + 1 + n]).decode("utf-8", "surrogateescape")
-    off += 1 + n
-    (n,) = struct.unpack_from(">I", data, off)
-    off += 4
-    if off + n > len(data):
-        raise ValueError("message record cut short")
-    return ex, rk, bytes(data[off:off + n]), bytes(data[off + n:])
-
-
 class QueueStore:
+    """The messages of one durable queue, in ``directory`` (created if missing).
+
+    Opening recovers the directory (recovery.py); ``recovery_stats`` says what it found.
+    ``segment_size`` is where segments rotate; ``fsync=False`` skips every fsync (tests, or
+    data that need not survive a power cut: a killed process loses nothing flushed either
+    way); ``flush_threshold`` bounds the octets buffered between flushes.
+    """
+
     def __init__(self, directory, segment_size: int = DEFAULT_SEGMENT_SIZE, fsync: bool = True,
                  flush_threshold: int = DEFAULT_FLUSH_THRESHOLD) -> None:
         if not 64 <= segment_size < 2**32:
@@ -121,8 +80,10 @@ class QueueStore:
         self._segments: list[Segment] = []      # ordered by seq; the last is the write segment
         self._dirty: dict[LogFile, None] = {}   # files with buffered octets (a dict keeps the order)
         self._unsynced: set[LogFile] = set()    # files written since the last sync
-        self._doomed: list[Segment] = []        # fully acked, to be deleted by the next flush
-        self._unlink_after_dir_sync: list[str] = []
+        self._doomed: list[Segment] = []        # fully acked, to be closed by the next flush
+        self._keep: Segment | None = None       # fully acked, but holds last_seq: goes at the next append
+        self._unlink_msgs: list[str] = []       # closed; unlinked by the next sync after its fsyncs
+        self._unlink_acks: list[str] = []       # unlinked after the directory fsync that follows those
         self._dir_dirty = False
         self._buffered = 0
         self._flushed_seq = 0
@@ -132,7 +93,11 @@ class QueueStore:
         self._closed = False
         os.makedirs(self.directory, exist_ok=True)
         self._dir_fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        self.recovery_stats = self._open()
+        try:
+            self.recovery_stats = self._open()
+        except BaseException:
+            os.close(self._dir_fd)
+            raise
 
     # --- opening ---------------------------------------------------------------------------
 
@@ -140,98 +105,25 @@ class QueueStore:
         return os.path.join(self.directory, segment_name(prefix, seg_id))
 
     def _open(self) -> RecoveryStats:
-        t0 = time.perf_counter()
-        stats = RecoveryStats()
-        ids: dict[str, set[int]] = {"msgs": set(), "acks": set()}
-        for name in os.listdir(self.directory):
-            prefix, _, num = name.partition(".")
-            if prefix in ids and len(num) == 10 and num.isdigit():
-                ids[prefix].add(int(num))
-        self._next_id = max(ids["msgs"] | ids["acks"], default=0) + 1  # ids are never reused
-        for sid in sorted(ids["acks"] - ids["msgs"]):
-            os.unlink(self._path("acks", sid))  # orphan: its segment is gone
-        max_ack = prev_last = 0
-        for sid in sorted(ids["msgs"]):
-            seg, dropped = Segment.load(sid, self._path("msgs", sid))
-            if dropped:
-                stats.truncated_files += 1
-                stats.truncated_bytes += dropped
-            if seg.seqs and seg.seqs[0] <= prev_last:
-                # cannot happen short of damage: appends enforce increasing seqs across segments
-                log.error("%s: seqs overlap the previous segment; skipping the overlap", seg.file.path)
-                for i, seq in enumerate(seg.seqs):
-                    if seq <= prev_last and not seg.flags[i] & ACKED:
-                        self._set_acked(seg, i)
-            prev_last = max(prev_last, seg.last)
-            if sid in ids["acks"]:
-                max_ack = max(max_ack, self._load_acks(seg, stats))
-            self._segments.append(seg)
-        self.last_seq = max(prev_last, max_ack)
-        doomed = [s for s in self._segments[:-1] if s.live == 0]
-        for seg in doomed:
-            self._segments.remove(seg)
-            seg.file.close()
-            if seg.file.created:
-                os.unlink(seg.file.path)
-        if doomed:
-            stats.deleted_segments = len(doomed)
-            if self.fsync:
-                os.fsync(self._dir_fd)  # the msgs unlinks are durable before any acks log goes
-            for seg in doomed:
-                if seg.acks is not None and seg.acks.created:
-                    os.unlink(seg.acks.path)
+        r = recover_directory(self.directory, self._dir_fd, self.fsync)
+        self._segments, self._keep, self._next_id = r.segments, r.keep, r.next_id
         if not self._segments:
             self._segments.append(Segment(self._next_id, self._path("msgs", self._next_id), 1))
             self._next_id += 1
+        self.last_seq = self._flushed_seq = r.last_seq
         ws = self._segments[-1]
         if not len(ws):
             ws.first = self.last_seq + 1
-        self._flushed_seq = self.last_seq
-        self._count = sum(s.live for s in self._segments)
-        self._bytes = sum(s.live_bytes for s in self._segments)
-        stats.segments = sum(1 for s in self._segments if s.file.created)
-        stats.messages, stats.bytes = self._count, self._bytes
-        stats.seconds = time.perf_counter() - t0
-        return stats
-
-    def _load_acks(self, seg: Segment, stats: RecoveryStats) -> int:
-        lf, data, scan, dropped = LogFile.open_existing(self._path("acks", seg.id), KIND_ACKS, _ACK_TYPES)
-        unpack = _SEQ.unpack_from
-        flags = seg.flags
-        max_ack = 0
-        for rtype, start, n in scan:
-            if n != 8:
-                scan.end, scan.error = start - HEADER_SIZE, "ack record of the wrong size"
-                break
-            (seq,) = unpack(data, start)
-            i = seg.index(seq)
-            if rtype == T_ACK:
-                stats.acks += 1
-                max_ack = max(max_ack, seq)
-                if i >= 0 and not flags[i] & ACKED:
-                    self._set_acked(seg, i)
-            elif i >= 0:
-                flags[i] |= DELIVERED
-        dropped += lf.truncate_to(scan.end, scan.error)
-        if dropped:
-            stats.truncated_files += 1
-            stats.truncated_bytes += dropped
-        seg.acks = lf
-        return max_ack
-
-    @staticmethod
-    def _set_acked(seg: Segment, i: int) -> None:
-        seg.flags[i] |= ACKED
-        seg.live -= 1
-        seg.live_bytes -= seg.lengths[i]
+        self._count = r.stats.messages
+        self._bytes = r.stats.bytes
+        return r.stats
 
     # --- the loop-thread side: memory only ---------------------------------------------------
 
     def _check(self) -> None:
-        if self._failed is not None:
-            raise StoreError(f"store {self.directory} failed earlier: {self._failed!r}")
-        if self._closed:
-            raise StoreError(f"store {self.directory} is closed")
+        if self._failed is not None or self._closed:
+            raise StoreError(f"store {self.directory} " + (
+                f"failed earlier: {self._failed!r}" if self._failed is not None else "is closed"))
 
     def _find(self, seq: int) -> tuple[Segment | None, int]:
         segs = self._segments
@@ -249,11 +141,14 @@ class QueueStore:
                 raise ValueError(f"seq {seq} is not above the last seq {self.last_seq}")
             ws = self._segments[-1]
             reclen = HEADER_SIZE + 8 + len(record)
-            if len(ws) and ws.file.size + reclen > self.segment_size:
+            if ws.seqs and ws.file.size + reclen > self.segment_size:
                 ws = self._rotate()
             ws.add(seq, record)
             self._dirty[ws.file] = None
             self.last_seq = seq
+            if self._keep is not None:
+                self._doom(self._keep)  # a higher seq exists now
+                self._keep = None
             self._count += 1
             self._bytes += len(record)
             self._buffered += reclen
@@ -267,23 +162,29 @@ class QueueStore:
         self._next_id += 1
         self._segments.append(seg)
         if old.live == 0:
-            self._doom(old)
+            self._doom(old)  # the caller appends to the new segment at once, under the same lock
         return seg
 
     def _doom(self, seg: Segment) -> None:
-        """Retire a fully acked segment; its files go at the next flush (I/O stays off this thread)."""
+        """Retire a fully acked segment; the flush and sync that follow delete its files.
+
+        The doomed list is taken together with the buffers a flush writes, so everything
+        appended before the doom, including the higher seq that allowed it, is written (and,
+        with fsync, synced) before the files go.
+        """
         self._segments.remove(seg)
         self._dirty.pop(seg.file, None)  # its buffered octets need never be written
         if seg.acks is not None:
             self._dirty.pop(seg.acks, None)
         self._doomed.append(seg)
 
-    def _ack_log(self, seg: Segment) -> LogFile:
+    def _log_ack(self, seg: Segment, rtype: int, seq: int) -> None:
         lf = seg.acks
         if lf is None:
             lf = seg.acks = LogFile(self._path("acks", seg.id), KIND_ACKS)
+        lf.add(rtype, seq)
         self._dirty[lf] = None
-        return lf
+        self._buffered += HEADER_SIZE + 8
 
     def ack(self, seq: int) -> None:
         """The message is gone (acked or dropped). Unknown or already acked seqs are ignored."""
@@ -292,14 +193,16 @@ class QueueStore:
             seg, i = self._find(seq)
             if i < 0 or seg.flags[i] & ACKED:
                 return
-            self._set_acked(seg, i)
+            seg.set_acked(i)
             self._count -= 1
             self._bytes -= seg.lengths[i]
-            if seg.live == 0 and seg is not self._segments[-1]:
-                self._doom(seg)  # no ack record needed: the whole segment goes
+            if seg.live or seg is self._segments[-1]:
+                self._log_ack(seg, T_ACK, seq)
+            elif seg.last >= self.last_seq:  # fully acked, but holds last_seq (the write segment is empty)
+                self._keep = seg
+                self._log_ack(seg, T_ACK, seq)
             else:
-                self._ack_log(seg).add(T_ACK, _SEQ.pack(seq))
-                self._buffered += HEADER_SIZE + 8
+                self._doom(seg)  # no ack record needed: the whole segment goes
 
     def mark_delivered(self, seq: int) -> None:
         """Remember that the message was delivered (for the redelivered flag after a restart)."""
@@ -309,8 +212,7 @@ class QueueStore:
             if i < 0 or seg.flags[i] & (ACKED | DELIVERED):
                 return
             seg.flags[i] |= DELIVERED
-            self._ack_log(seg).add(T_DELIVERED, _SEQ.pack(seq))
-            self._buffered += HEADER_SIZE + 8
+            self._log_ack(seg, T_DELIVERED, seq)
 
     def read(self, seq: int) -> bytes:
         """The record appended under ``seq`` (KeyError if unknown or acked)."""
@@ -336,7 +238,7 @@ class QueueStore:
             seg, i = self._find(seq)
             return i >= 0 and not seg.flags[i] & ACKED
 
-    def __len__(self) -> int:
+    def __len__(self) -> int:  # messages not acked
         return self._count
 
     @property
@@ -360,27 +262,15 @@ class QueueStore:
         Reads each segment's live span with one pread. The records are all in memory at once:
         a caller that pages should use ``unacked`` and ``read`` instead.
         """
-        out = []
         with self._lock:
             self._check()
             segs = list(self._segments)
+        out = []
         for seg in segs:
-            with self._lock:
-                live = [i for i, f in enumerate(seg.flags) if not f & ACKED]
-                if not live:
-                    continue
-                lf, offsets = seg.file, seg.offsets
-                written = lf.written
-                lo = offsets[live[0]]
-                mem = {i: lf.memory_part(*seg.span(i)) for i in live if offsets[i] >= written}
-                fd = lf.ensure_fd()[0] if lo < written else None
-            disk = os.pread(fd, written - lo, lo) if fd is not None else b""
-            for i in live:
-                try:
-                    rec = seg.record_at(disk, offsets[i] - lo) if i not in mem else seg.record_at(mem[i], 0)
-                except ValueError as e:
-                    raise StoreError(f"{lf.path}: record at {offsets[i]}: {e}") from None
-                out.append((seg.seqs[i], rec, bool(seg.flags[i] & DELIVERED)))
+            try:
+                out += seg.live_records(self._lock)
+            except ValueError as e:
+                raise StoreError(f"{seg.file.path}: {e}") from None
         return out
 
     # --- I/O: flush, sync, close ---------------------------------------------------------------
@@ -393,17 +283,14 @@ class QueueStore:
     def _flush_locked(self) -> None:
         with self._lock:
             self._check()
-            work = []
-            for lf in self._dirty:
-                data = lf.take()
-                if data is None:
-                    continue
-                fd, created = lf.ensure_fd()
+            for lf in self._dirty:  # opening may fail (EMFILE): then nothing has been taken yet
+                _, created = lf.ensure_fd()
                 self._dir_dirty |= created
-                work.append((lf, fd, data))
+            work = [(lf, lf.fd, data) for lf in self._dirty if (data := lf.take()) is not None]
             self._dirty.clear()
             self._buffered = 0
             self._flushed_seq = self.last_seq
+            doomed, self._doomed = self._doomed, []
         try:
             for lf, fd, data in work:  # without the memory lock: appends carry on meanwhile
                 lf.write_out(fd, data)
@@ -415,26 +302,21 @@ class QueueStore:
             for lf, _, data in work:
                 lf.done(len(data))
                 self._unsynced.add(lf)
-            doomed, self._doomed = self._doomed, []
+            for seg in doomed:
+                self._unsynced.discard(seg.file)
+                self._unsynced.discard(seg.acks)
         for seg in doomed:
-            self._remove_files(seg)
+            self._retire(seg)
 
-    def _remove_files(self, seg: Segment) -> None:
-        """Delete a doomed segment (I/O lock held): msgs.N now, acks.N after the next directory fsync."""
-        with self._lock:
-            self._unsynced.discard(seg.file)
-            self._unsynced.discard(seg.acks)
-        seg.file.close()
-        if seg.file.created:
-            os.unlink(seg.file.path)
-            self._dir_dirty = True
-        if seg.acks is not None:
-            seg.acks.close()
-            if seg.acks.created:
-                if self.fsync:
-                    self._unlink_after_dir_sync.append(seg.acks.path)
-                else:
-                    os.unlink(seg.acks.path)
+    def _retire(self, seg: Segment) -> None:
+        """Close a doomed segment's files (I/O lock held); delete them, or queue that for sync."""
+        for lf, queue in ((seg.file, self._unlink_msgs), (seg.acks, self._unlink_acks)):
+            if lf is not None:
+                lf.close()
+                if lf.created and self.fsync:
+                    queue.append(lf.path)
+                elif lf.created:  # no durability promised: delete now, msgs first
+                    os.unlink(lf.path)
 
     def sync(self) -> int:
         """Flush, then fsync what was written since the last sync; returns the highest seq covered.
@@ -452,11 +334,15 @@ class QueueStore:
                 # duplicates: a segment deleted while we wait for the disk cannot close them under us
                 fds = [os.dup(lf.fd) for lf in files] if self.fsync else []
                 dir_dirty, self._dir_dirty = self._dir_dirty, False
-                unlinks, self._unlink_after_dir_sync = self._unlink_after_dir_sync, []
+                unlink_msgs, self._unlink_msgs = self._unlink_msgs, []
+                unlink_acks, self._unlink_acks = self._unlink_acks, []
             try:
                 for fd in fds:
                     os.fsync(fd)
-                if dir_dirty and self.fsync:
+                # only now, with the higher seqs durable, may fully acked segments go
+                for path in unlink_msgs:
+                    _unlink(path)
+                if self.fsync and (dir_dirty or unlink_msgs):
                     os.fsync(self._dir_fd)
             except BaseException as e:
                 # after a failed fsync the kernel may have dropped the dirty pages: nothing is safe
@@ -465,11 +351,8 @@ class QueueStore:
             finally:
                 for fd in fds:
                     os.close(fd)
-            for path in unlinks:
-                try:
-                    os.unlink(path)
-                except FileNotFoundError:
-                    pass
+            for path in unlink_acks:  # a crash before this leaves orphans, deleted on open
+                _unlink(path)
             return covered
 
     def close(self) -> None:
@@ -497,11 +380,7 @@ class QueueStore:
             self._release()
         shutil.rmtree(self.directory, ignore_errors=True)
         if self.fsync:
-            parent = os.open(os.path.dirname(os.path.abspath(self.directory)), os.O_RDONLY | os.O_DIRECTORY)
-            try:
-                os.fsync(parent)
-            finally:
-                os.close(parent)
+            fsync_dir(os.path.dirname(os.path.abspath(self.directory)))
 
     def __enter__(self) -> "QueueStore":
         return self
@@ -511,3 +390,8 @@ class QueueStore:
 
     def __repr__(self) -> str:
         return f"<QueueStore {self.directory!r} messages={self._count} segments={len(self._segments)}>"
+
+
+def _unlink(path: str) -> None:
+    with suppress(FileNotFoundError):
+        os.unlink(path)

@@ -25,11 +25,13 @@ from __future__ import annotations
 
 import struct
 import zlib
+from array import array
 
 __all__ = [
     "MAGIC", "VERSION", "FILE_HEADER_SIZE", "HEADER", "HEADER_SIZE", "KIND_MESSAGES", "KIND_ACKS",
     "KIND_DEFINITIONS", "T_MESSAGE", "T_ACK", "T_DELIVERED", "T_DEFINITION", "FormatError",
-    "file_header", "check_file_header", "encode_record", "append_record", "Scan", "verify",
+    "file_header", "check_file_header", "encode_record", "append_record", "append_seq_record", "Scan", "SeqScan",
+    "verify",
 ]
 
 MAGIC = b"WRN"
@@ -49,6 +51,8 @@ T_DEFINITION = 0x4A  # "J": a JSON definition record
 HEADER = struct.Struct(">BII")  # type, payload length, crc
 HEADER_SIZE = HEADER.size       # 9
 _TYPE_LEN = struct.Struct(">BI")
+_HEADER_SEQ = struct.Struct(">BIIQ")  # a header and the uint64 seq that starts message and ack payloads
+_TYPE_LEN_SEQ = struct.Struct(">BIQ")
 
 _crc32 = zlib.crc32
 
@@ -64,9 +68,9 @@ def file_header(kind: bytes) -> bytes:
 def check_file_header(buf, kind: bytes) -> bool:
     """True if ``buf`` starts with a complete header of ``kind``.
 
-    False if the header itself is torn: the file is shorter than the header, or the header
-    reads back as a prefix of it or as zeros. Such a file was created but none of its records
-    can have been synced (a sync writes the header before anything else in the file), so the
+    False if the header itself is torn: what there is of it is a prefix of the header followed
+    by nothing or by zeros (the file size reached the disk, the data did not). None of the
+    records of such a file can have been synced (a sync covers the header with them), so the
     caller treats it as empty. Anything else raises FormatError: it is not our file, or it is
     a version we cannot read, and guessing would lose data.
     """
@@ -74,7 +78,10 @@ def check_file_header(buf, kind: bytes) -> bool:
     head = bytes(buf[:FILE_HEADER_SIZE])
     if head == want:
         return True
-    if want.startswith(head) or head == bytes(len(head)):
+    k = 0
+    while k < len(head) and head[k] == want[k]:
+        k += 1
+    if not any(head[k:]):  # a prefix of the header, then nothing or zeros
         return False
     if head[:3] == MAGIC and len(head) >= 4 and head[3] != VERSION:
         raise FormatError(f"unsupported store format version {head[3]} (this is {VERSION})")
@@ -105,6 +112,14 @@ def append_record(buf: bytearray, rtype: int, *parts) -> int:
     buf += HEADER.pack(rtype, n, _crc(rtype, n, *parts))
     for p in parts:
         buf += p
+    return n
+
+
+def append_seq_record(buf: bytearray, rtype: int, seq: int, rest=b"") -> int:
+    """``append_record(buf, rtype, <seq as uint64>, rest)``, with fewer steps (the hot path of appends)."""
+    n = 8 + len(rest)
+    buf += _HEADER_SEQ.pack(rtype, n, _crc32(rest, _crc32(_TYPE_LEN_SEQ.pack(rtype, n, seq))), seq)
+    buf += rest
     return n
 
 
@@ -169,3 +184,58 @@ class Scan:
                 self.end = off
         finally:
             mv.release()
+
+
+class SeqScan:
+    """``Scan`` for records whose payload starts with a uint64 seq (message and ack records).
+
+    The same checks, but in one tight loop that fills arrays instead of yielding tuples:
+    recovery reads millions of these, and this is nearly twice as fast. After ``run``:
+    ``types`` (one octet per record), ``seqs``, ``offsets`` (of the record header) and
+    ``lengths`` (of the payload after the seq), plus ``end`` and ``error`` as for ``Scan``.
+    """
+
+    __slots__ = ("types", "seqs", "offsets", "lengths", "end", "error")
+
+    def __init__(self) -> None:
+        self.types = bytearray()
+        self.seqs = array("Q")
+        self.offsets = array("I")
+        self.lengths = array("I")
+        self.end = FILE_HEADER_SIZE
+        self.error: str | None = None
+
+    def run(self, buf, start: int, types: frozenset) -> "SeqScan":
+        mv = memoryview(buf)
+        size = len(buf)
+        off = self.end = start
+        unpack = _HEADER_SEQ.unpack_from
+        pack_tl = _TYPE_LEN.pack
+        crc32 = _crc32
+        add_type, add_seq = self.types.append, self.seqs.append
+        add_off, add_len = self.offsets.append, self.lengths.append
+        try:
+            while off < size:
+                if off + HEADER_SIZE + 8 > size:
+                    self.error = f"torn record at {off}"
+                    break
+                rtype, n, crc, seq = unpack(buf, off)
+                end = off + HEADER_SIZE + n
+                if rtype not in types or n < 8:
+                    self.error = f"invalid record (type {rtype}, length {n}) at {off}"
+                    break
+                if end > size:
+                    self.error = f"torn record at {off} (needs {end - size} more octets)"
+                    break
+                if crc32(mv[off + HEADER_SIZE:end], crc32(pack_tl(rtype, n))) != crc:
+                    self.error = f"CRC mismatch in record at {off}"
+                    break
+                add_type(rtype)
+                add_seq(seq)
+                add_off(off)
+                add_len(n - 8)
+                off = end
+        finally:
+            mv.release()
+        self.end = off
+        return self

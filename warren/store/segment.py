@@ -27,20 +27,19 @@ from __future__ import annotations
 
 import logging
 import os
-import struct
 from array import array
 from bisect import bisect_left
 
 from warren.store.record import (
-    FILE_HEADER_SIZE, HEADER_SIZE, KIND_MESSAGES, T_MESSAGE, Scan, append_record, check_file_header, file_header, verify,
+    FILE_HEADER_SIZE, HEADER_SIZE, KIND_MESSAGES, T_MESSAGE, SeqScan, append_seq_record, check_file_header, file_header,
+    verify,
 )
 
-__all__ = ["LogFile", "Segment", "segment_name", "DEFAULT_SEGMENT_SIZE"]
+__all__ = ["LogFile", "Segment", "segment_name", "fsync_dir", "DEFAULT_SEGMENT_SIZE"]
 
 log = logging.getLogger("warren.store")
 
 DEFAULT_SEGMENT_SIZE = 8 * 1024 * 1024
-_SEQ = struct.Struct(">Q")
 _MESSAGE_TYPES = frozenset((T_MESSAGE,))
 
 ACKED = 1       # flags bit: the message is acked (gone)
@@ -49,6 +48,14 @@ DELIVERED = 2   # flags bit: the message was delivered at least once
 
 def segment_name(prefix: str, seg_id: int) -> str:
     return f"{prefix}.{seg_id:010d}"
+
+
+def fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def read_file(path: str) -> bytes:
@@ -70,16 +77,16 @@ class LogFile:
         self.kind = kind
         self.fd: int | None = None
         self.written = 0
-        self.inflight: bytes | None = None
+        self.inflight: bytearray | None = None
         self.pending = bytearray(file_header(kind))  # the header goes out with the first flush
         self.size = FILE_HEADER_SIZE
         self.created = False  # does the file exist on disk?
 
     @classmethod
-    def open_existing(cls, path: str, kind: bytes, types: frozenset) -> tuple["LogFile", bytes, Scan, int]:
-        """Read an existing file: (log file, its content, a Scan to run, octets dropped).
+    def open_existing(cls, path: str, kind: bytes, types: frozenset) -> tuple["LogFile", SeqScan, int]:
+        """Read and scan an existing file of seq records: (log file, the scan, octets dropped).
 
-        The caller iterates the Scan and then calls ``truncate_to(scan.end)``. A torn file header
+        The caller checks the records, then calls ``truncate_to(scan.end)``. A torn file header
         makes the file start over empty (it is recreated at the next flush).
         """
         data = read_file(path)
@@ -87,11 +94,11 @@ class LogFile:
         if not check_file_header(data, kind):
             log.warning("%s: torn file header (%d octets), starting it over", path, len(data))
             os.unlink(path)
-            return lf, b"", Scan(b"", FILE_HEADER_SIZE, types), len(data)
+            return lf, SeqScan(), len(data)
         lf.created = True
         lf.pending = bytearray()
         lf.size = lf.written = len(data)
-        return lf, data, Scan(data, FILE_HEADER_SIZE, types), 0
+        return lf, SeqScan().run(data, FILE_HEADER_SIZE, types), 0
 
     def truncate_to(self, end: int, reason: str | None) -> int:
         """Cut a recovered file back to its valid prefix; returns the octets dropped."""
@@ -105,19 +112,22 @@ class LogFile:
 
     # --- memory side (owner's memory lock held) ---------------------------------------------
 
-    def add(self, rtype: int, *parts) -> tuple[int, int]:
-        """Buffer one record; returns (offset of its header, payload length)."""
+    def add(self, rtype: int, seq: int, rest=b"") -> tuple[int, int]:
+        """Buffer one record (uint64 seq + ``rest``); returns (offset of its header, payload length)."""
         off = self.size
-        n = append_record(self.pending, rtype, *parts)
+        n = append_seq_record(self.pending, rtype, seq, rest)
         self.size = off + HEADER_SIZE + n
         return off, n
 
-    def take(self) -> bytes | None:
-        """Swap the pending buffer out for writing; it becomes ``inflight`` until ``done``."""
+    def take(self) -> bytearray | None:
+        """Swap the pending buffer out for writing; it becomes ``inflight`` until ``done``.
+
+        A swap, not a copy: the buffer taken is never appended to again, so the flush can write
+        it while appends go into a fresh one.
+        """
         if not self.pending:
             return None
-        # bytes() copies, but only once per flush; the bytearray is then free to grow again
-        data = self.inflight = bytes(self.pending)
+        data = self.inflight = self.pending
         self.pending = bytearray()
         return data
 
@@ -157,7 +167,7 @@ class LogFile:
         self.created = True
         return self.fd, True
 
-    def write_out(self, fd: int, data: bytes) -> None:
+    def write_out(self, fd: int, data: bytearray) -> None:
         """Write ``data`` at the end of the file: one write() unless the OS takes less."""
         mv = memoryview(data)
         while mv:
@@ -178,7 +188,8 @@ class Segment:
     bodies: a body is read back with ``read`` when needed.
     """
 
-    __slots__ = ("id", "file", "acks", "seqs", "offsets", "lengths", "flags", "live", "live_bytes", "first")
+    __slots__ = ("id", "file", "acks", "seqs", "offsets", "lengths", "flags", "live", "live_bytes", "first",
+                 "dense")
 
     def __init__(self, seg_id: int, path: str, first: int) -> None:
         self.id = seg_id
@@ -191,6 +202,7 @@ class Segment:
         self.live = 0              # messages not acked
         self.live_bytes = 0
         self.first = first         # the lowest seq this segment can hold (its first, once it has one)
+        self.dense = True          # seqs are consecutive: a seq's position is seq - seqs[0], no search
 
     def __len__(self) -> int:
         return len(self.seqs)
@@ -199,30 +211,28 @@ class Segment:
     def load(cls, seg_id: int, path: str) -> tuple["Segment", int]:
         """Recover a segment file: index its valid records, truncate the rest; (segment, octets dropped)."""
         seg = cls(seg_id, path, 0)
-        lf, data, scan, dropped = LogFile.open_existing(path, KIND_MESSAGES, _MESSAGE_TYPES)
+        lf, scan, dropped = LogFile.open_existing(path, KIND_MESSAGES, _MESSAGE_TYPES)
+        seqs = scan.seqs
+        n = len(seqs)
+        if n > 1 and not all(a < b for a, b in zip(seqs, seqs[1:])):
+            # appends enforce increasing seqs, so this is damage: keep what comes before it
+            n = next(i for i in range(1, n) if seqs[i] <= seqs[i - 1])
+            scan.end, scan.error = scan.offsets[n], f"seq {seqs[n]} out of order"
+            del seqs[n:], scan.offsets[n:], scan.lengths[n:]
         seg.file = lf
-        seqs, offsets, lengths = seg.seqs, seg.offsets, seg.lengths
-        unpack = _SEQ.unpack_from
-        last = -1
-        for _, start, n in scan:
-            if n < 8:
-                scan.end, scan.error = start - HEADER_SIZE, "message record too short"
-                break
-            (seq,) = unpack(data, start)
-            if seq <= last:
-                # appends enforce increasing seqs, so this is damage; keep what came before
-                scan.end, scan.error = start - HEADER_SIZE, f"seq {seq} out of order"
-                break
-            last = seq
-            seqs.append(seq)
-            offsets.append(start - HEADER_SIZE)
-            lengths.append(n - 8)
+        seg.seqs, seg.offsets, seg.lengths = seqs, scan.offsets, scan.lengths
         dropped += lf.truncate_to(scan.end, scan.error)
-        seg.flags = bytearray(len(seqs))
-        seg.live = len(seqs)
-        seg.live_bytes = sum(lengths)
-        seg.first = seqs[0] if seqs else 0
+        seg.flags = bytearray(n)
+        seg.live = n
+        seg.live_bytes = sum(seg.lengths)
+        seg.first = seqs[0] if n else 0
+        seg.dense = n == 0 or seqs[-1] - seqs[0] == n - 1  # increasing, so that means consecutive
         return seg, dropped
+
+    def set_acked(self, i: int) -> None:
+        self.flags[i] |= ACKED
+        self.live -= 1
+        self.live_bytes -= self.lengths[i]
 
     @property
     def last(self) -> int:
@@ -231,11 +241,16 @@ class Segment:
     def index(self, seq: int) -> int:
         """Position of ``seq`` in this segment, or -1."""
         seqs = self.seqs
+        if self.dense:  # the usual case: every message of the queue is persistent
+            i = seq - seqs[0] if seqs else -1
+            return i if 0 <= i < len(seqs) else -1
         i = bisect_left(seqs, seq)
         return i if i < len(seqs) and seqs[i] == seq else -1
 
     def add(self, seq: int, record) -> None:
-        off, n = self.file.add(T_MESSAGE, _SEQ.pack(seq), record)
+        off, n = self.file.add(T_MESSAGE, seq, record)
+        if self.seqs and seq != self.seqs[-1] + 1:
+            self.dense = False
         self.seqs.append(seq)
         self.offsets.append(off)
         self.lengths.append(n - 8)
@@ -251,3 +266,22 @@ class Segment:
     def span(self, i: int) -> tuple[int, int]:
         """(offset, total length) of the i-th record, header included."""
         return self.offsets[i], HEADER_SIZE + 8 + self.lengths[i]
+
+    def live_records(self, lock) -> list[tuple[int, bytes, bool]]:
+        """(seq, record, delivered) of every message not acked (ValueError if a record is damaged).
+
+        The part in the file is read with one pread; ``lock`` is the owner's memory lock.
+        """
+        with lock:
+            live = [i for i, f in enumerate(self.flags) if not f & ACKED]
+            if not live:
+                return []
+            lf, offsets = self.file, self.offsets
+            written = lf.written
+            lo = offsets[live[0]]
+            mem = {i: lf.memory_part(*self.span(i)) for i in live if offsets[i] >= written}
+            fd = lf.ensure_fd()[0] if lo < written else None
+        disk = os.pread(fd, written - lo, lo) if fd is not None else b""
+        seqs, flags = self.seqs, self.flags
+        return [(seqs[i], self.record_at(mem[i], 0) if i in mem else self.record_at(disk, offsets[i] - lo),
+                 bool(flags[i] & DELIVERED)) for i in live]

@@ -1,0 +1,489 @@
+"""QueueStore (warren.store.queue_store): API, rotation, segment deletion, recovery, threads."""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from warren.store import QueueStore, StoreError, decode_message, encode_message
+from warren.store import segment as segment_mod
+from warren.store.record import T_ACK, encode_record
+
+SEG = 1024  # small segments: rotation after a handful of records
+
+
+def rec(seq: int, size: int = 100) -> bytes:
+    return (b"%d:" % seq * size)[:size]
+
+
+def files(d, prefix=""):
+    return sorted(n for n in os.listdir(d) if n.startswith(prefix))
+
+
+def fill(store, seqs, size=100):
+    for s in seqs:
+        store.append(s, rec(s, size))
+
+
+@pytest.fixture
+def open_store(tmp_path):
+    opened = []
+
+    def _open(**kw):
+        kw.setdefault("segment_size", SEG)
+        s = QueueStore(tmp_path / "q", **kw)
+        opened.append(s)
+        return s
+
+    yield _open
+    for s in opened:
+        try:
+            s.close()
+        except StoreError:
+            pass
+
+
+# --- message records -------------------------------------------------------------------------------
+
+names = st.binary(max_size=255).map(lambda b: b.decode("utf-8", "surrogateescape"))
+
+
+@given(names, names, st.binary(max_size=100), st.binary(max_size=2000))
+@settings(max_examples=200, deadline=None)
+def test_message_round_trip(exchange, routing_key, properties, body):
+    data = encode_message(exchange, routing_key, properties, body)
+    assert decode_message(data) == (exchange, routing_key, properties, body)
+    assert decode_message(memoryview(data)) == (exchange, routing_key, properties, body)
+
+
+def test_message_limits_and_damage():
+    with pytest.raises(ValueError):
+        encode_message("x" * 256, "", b"", b"")
+    data = encode_message("ex", "rk", b"props", b"body")
+    for cut in range(len(data) - 4):  # anything short of the properties is an error, not junk
+        with pytest.raises(ValueError):
+            decode_message(data[:cut])
+
+
+# --- basic API ------------------------------------------------------------------------------------
+
+def test_append_read_before_and_after_flush(open_store):
+    s = open_store()
+    fill(s, range(1, 6))
+    assert [s.read(i) for i in range(1, 6)] == [rec(i) for i in range(1, 6)]  # from the buffer
+    s.flush()
+    assert [s.read(i) for i in range(1, 6)] == [rec(i) for i in range(1, 6)]  # from the file
+    assert len(s) == 5 and s.message_bytes == 500 and s.last_seq == 5
+    assert 3 in s and 6 not in s
+    with pytest.raises(KeyError):
+        s.read(6)
+
+
+def test_seqs_must_increase(open_store):
+    s = open_store()
+    s.append(10, b"a")
+    for bad in (10, 9, 0):
+        with pytest.raises(ValueError):
+            s.append(bad, b"b")
+    s.append(12, b"c")  # gaps are fine: only persistent messages reach the store
+    assert [q for q, _ in s.unacked()] == [10, 12]
+
+
+def test_recover_after_reopen(open_store):
+    s = open_store()
+    fill(s, range(1, 41))
+    for q in (1, 2, 5, 17, 40):
+        s.ack(q)
+    for q in (3, 4, 17, 30):
+        s.mark_delivered(q)
+    s.close()
+    s = open_store()
+    got = s.recover()
+    want = [q for q in range(1, 41) if q not in (1, 2, 5, 17, 40)]
+    assert [q for q, _, _ in got] == want
+    assert all(r == rec(q) for q, r, _ in got)
+    assert {q for q, _, d in got if d} == {3, 4, 30}
+    assert s.unacked() == [(q, q in (3, 4, 30)) for q in want]
+    assert s.recovery_stats.messages == len(want) and s.recovery_stats.bytes == 100 * len(want)
+    assert s.last_seq == 40  # the acked 40 still counts: seqs are never reused
+    with pytest.raises(ValueError):
+        s.append(40, b"x")
+
+
+def test_recover_includes_unflushed_appends(open_store):
+    s = open_store()
+    fill(s, range(1, 30))
+    s.flush()
+    fill(s, range(30, 35))
+    assert [q for q, _, _ in s.recover()] == list(range(1, 35))
+
+
+def test_ack_unknown_or_twice_is_ignored(open_store):
+    s = open_store()
+    fill(s, [1, 2])
+    s.ack(1)
+    s.ack(1)
+    s.ack(99)
+    s.mark_delivered(1)  # acked: nothing to mark
+    s.mark_delivered(99)
+    assert len(s) == 1
+    with pytest.raises(KeyError):
+        s.read(1)
+
+
+def test_closed_store_refuses(open_store):
+    s = open_store()
+    s.append(1, b"x")
+    s.close()
+    s.close()  # idempotent
+    for op in (lambda: s.append(2, b"y"), lambda: s.ack(1), s.flush, s.sync, lambda: s.read(1)):
+        with pytest.raises(StoreError):
+            op()
+
+
+def test_context_manager_and_delete(tmp_path):
+    with QueueStore(tmp_path / "q") as s:
+        s.append(1, b"x")
+    assert QueueStore(tmp_path / "q").recover() == [(1, b"x", False)]
+    s = QueueStore(tmp_path / "q")
+    s.delete()
+    assert not (tmp_path / "q").exists()
+
+
+def test_no_syscall_per_append(open_store, monkeypatch):
+    writes = []
+    real = os.write
+    monkeypatch.setattr(segment_mod.os, "write", lambda fd, b: writes.append(len(b)) or real(fd, b))
+    s = open_store(segment_size=8 * 1024 * 1024)
+    fill(s, range(1, 1001))
+    for q in range(1, 101):
+        s.ack(q)
+    assert writes == [] and os.listdir(s.directory) == []  # not even a file yet
+    s.flush()
+    assert len(writes) == 2  # one write() for the segment, one for its ack log
+    s.sync()
+    assert len(writes) == 2
+
+
+def test_flush_threshold_bounds_buffering(open_store):
+    s = open_store(segment_size=1 << 20, flush_threshold=10_000)
+    fill(s, range(1, 200))
+    assert s._buffered < 10_000 and files(s.directory) == ["msgs.0000000001"]
+
+
+def test_sync_returns_covered_seq(open_store):
+    s = open_store()
+    assert s.sync() == 0
+    fill(s, range(1, 11))
+    assert s.sync() == 10
+    s.ack(3)
+    assert s.sync() == 10
+
+
+def test_fsync_false(tmp_path):
+    s = QueueStore(tmp_path / "q", segment_size=SEG, fsync=False)
+    fill(s, range(1, 50))
+    for q in range(1, 40):
+        s.ack(q)
+    s.close()
+    s = QueueStore(tmp_path / "q", segment_size=SEG, fsync=False)
+    assert [q for q, _, _ in s.recover()] == list(range(40, 50))
+    s.close()
+
+
+# --- rotation and deletion -------------------------------------------------------------------------
+
+def test_rotation(open_store):
+    s = open_store()
+    fill(s, range(1, 31))  # 30 x (9 + 8 + 100) octets, about 3 records per 1 KiB segment
+    s.sync()
+    segs = files(s.directory, "msgs")
+    assert len(segs) == s.segment_count >= 3
+    for name in segs:
+        assert os.path.getsize(os.path.join(s.directory, name)) <= SEG
+    assert segs[0] == "msgs.0000000001"
+
+
+def test_oversized_record_gets_its_own_segment(open_store):
+    s = open_store()
+    s.append(1, b"a")
+    s.append(2, b"b" * 5000)
+    s.append(3, b"c")
+    s.sync()
+    assert s.segment_count == 3 and s.read(2) == b"b" * 5000
+
+
+def test_fully_acked_segments_are_deleted(open_store):
+    s = open_store()
+    fill(s, range(1, 31))
+    s.sync()
+    n = s.segment_count
+    for q in range(1, 16):
+        s.ack(q)
+    s.sync()
+    assert s.segment_count < n
+    kept = files(s.directory, "msgs")
+    assert len(kept) == s.segment_count
+    assert files(s.directory, "acks")  # the partly acked first segment has an ack log
+    s.close()
+    s = open_store()
+    assert [q for q, _, _ in s.recover()] == list(range(16, 31))
+
+
+def test_out_of_order_acks_free_a_middle_segment(open_store):
+    s = open_store()
+    fill(s, range(1, 31))
+    s.sync()
+    before = files(s.directory, "msgs")
+    seqs_by_seg = [list(seg.seqs) for seg in s._segments]
+    for q in seqs_by_seg[2]:
+        s.ack(q)
+    s.sync()
+    after = files(s.directory, "msgs")
+    assert after == [n for i, n in enumerate(before) if i != 2]
+    s.close()
+    s = open_store()
+    assert [q for q, _, _ in s.recover()] == [q for q in range(1, 31) if q not in seqs_by_seg[2]]
+
+
+def test_write_segment_never_deleted(open_store):
+    s = open_store()
+    fill(s, range(1, 4))
+    for q in range(1, 4):
+        s.ack(q)
+    s.sync()
+    assert s.segment_count == 1 and files(s.directory, "msgs") == ["msgs.0000000001"]
+    s.close()
+    s = open_store()
+    assert s.recover() == [] and s.last_seq == 3
+    assert s.recovery_stats.deleted_segments == 0
+    s.append(4, b"x")  # the write segment takes appends again
+    s.close()
+    assert open_store().recover() == [(4, b"x", False)]
+
+
+def test_everything_acked_keeps_last_seq(open_store):
+    s = open_store()
+    fill(s, range(1, 31))
+    for q in range(1, 31):
+        s.ack(q)
+    s.close()
+    assert len(files(s.directory, "msgs")) == 1
+    s = open_store()
+    assert s.recover() == [] and s.last_seq == 30 and len(s) == 0
+
+
+def test_segment_holding_last_seq_kept_until_a_higher_seq(open_store, tmp_path):
+    """With an empty write segment (its records torn), a fully acked older one remembers last_seq."""
+    s = open_store()
+    fill(s, range(1, 31))
+    last_id = s._segments[-1].id
+    in_last = list(s._segments[-1].seqs)
+    s.close()
+    newest = tmp_path / "q" / f"msgs.{last_id:010d}"
+    holder = f"msgs.{last_id - 1:010d}"
+    newest.write_bytes(b"WR")  # torn at its header
+    s = open_store()
+    survivors = [q for q, _, _ in s.recover()]
+    top = max(survivors)
+    assert top == in_last[0] - 1
+    for q in survivors:
+        s.ack(q)
+    s.sync()
+    assert files(s.directory, "msgs") == [holder]  # the others went; this one holds last_seq
+    s.close()
+    newest.write_bytes(b"WRN\x01M")  # the write segment was created, with no record yet
+    s = open_store()
+    assert s.recover() == [] and s.last_seq == top and s.recovery_stats.deleted_segments == 0
+    assert holder in files(s.directory)
+    s.append(top + 1, b"next")
+    s.sync()
+    assert holder not in files(s.directory)  # a higher seq exists now: it may go
+    s.close()
+    s = open_store()
+    assert s.recover() == [(top + 1, b"next", False)] and s.last_seq == top + 1
+
+
+def test_deletion_waits_for_sync(open_store):
+    s = open_store()
+    fill(s, range(1, 31))
+    s.sync()
+    n = len(files(s.directory, "msgs"))
+    for q in range(1, 16):
+        s.ack(q)
+    s.flush()
+    assert len(files(s.directory, "msgs")) == n  # with fsync, only a sync deletes
+    s.sync()
+    assert len(files(s.directory, "msgs")) < n
+
+
+def test_fully_acked_segment_left_by_a_crash_is_deleted_on_open(open_store, tmp_path):
+    s = open_store()
+    fill(s, range(1, 31))
+    first = list(s._segments[0].seqs)
+    for q in first[:-1]:
+        s.ack(q)
+    s.close()
+    # the crash came after the last ack reached the log but before the segment was deleted
+    with open(tmp_path / "q" / "acks.0000000001", "ab") as f:
+        f.write(encode_record(T_ACK, first[-1].to_bytes(8, "big")))
+    s = open_store()
+    assert s.recovery_stats.deleted_segments == 1
+    assert "msgs.0000000001" not in files(s.directory) and "acks.0000000001" not in files(s.directory)
+    assert [q for q, _, _ in s.recover()] == list(range(first[-1] + 1, 31))
+
+
+def test_orphan_ack_log_is_deleted(open_store, tmp_path):
+    s = open_store()
+    fill(s, range(1, 5))
+    s.ack(1)
+    s.close()
+    os.rename(tmp_path / "q" / "acks.0000000001", tmp_path / "q" / "acks.0000000000")
+    s = open_store()
+    assert "acks.0000000000" not in files(s.directory)
+    assert len(s) == 4  # the ack went with its (renamed) log
+
+
+def test_ack_durable_message_lost(open_store, tmp_path):
+    """The ack log reached the disk, the message did not: the seq must never be reused."""
+    s = open_store(segment_size=1 << 20)
+    fill(s, range(1, 11))
+    s.ack(10)
+    s.close()
+    path = tmp_path / "q" / "msgs.0000000001"
+    os.truncate(path, path.stat().st_size - 50)  # record 10 torn
+    s = open_store(segment_size=1 << 20)
+    assert [q for q, _, _ in s.recover()] == list(range(1, 10))
+    assert s.last_seq == 10
+    with pytest.raises(ValueError):
+        s.append(10, b"new")
+
+
+def test_ids_never_reused(open_store):
+    s = open_store()
+    fill(s, range(1, 31))
+    last_id = s._segments[-1].id
+    for q in range(1, 31):
+        s.ack(q)
+    s.close()
+    s = open_store()
+    fill(s, range(31, 40))
+    assert all(seg.id >= last_id for seg in s._segments)
+
+
+# --- a model check ---------------------------------------------------------------------------------
+
+@given(st.lists(st.tuples(st.sampled_from("aadkrs"), st.integers(0, 1000)), max_size=120), st.integers(0, 3))
+@settings(max_examples=100, deadline=None)
+def test_model(tmp_path_factory, ops, reopen_every):
+    """Random appends, acks, delivered marks, syncs and reopens against a dict model."""
+    d = tmp_path_factory.mktemp("model")
+    s = QueueStore(d, segment_size=512, fsync=False)
+    model: dict[int, list] = {}
+    seq = 0
+    for i, (op, x) in enumerate(ops):
+        if op == "a":
+            seq += 1 + x % 3
+            s.append(seq, rec(seq, x % 200))
+            model[seq] = [rec(seq, x % 200), False]
+        elif op == "k" and model:
+            q = sorted(model)[x % len(model)]
+            s.ack(q)
+            del model[q]
+        elif op == "d" and model:
+            q = sorted(model)[x % len(model)]
+            s.mark_delivered(q)
+            model[q][1] = True
+        elif op == "r" and model:
+            q = sorted(model)[x % len(model)]
+            assert s.read(q) == model[q][0]
+        elif op == "s":
+            s.sync()
+        if reopen_every and i % (reopen_every * 10) == 0:
+            s.close()
+            s = QueueStore(d, segment_size=512, fsync=False)
+    assert s.recover() == [(q, r, dl) for q, (r, dl) in sorted(model.items())]
+    s.close()
+    s = QueueStore(d, segment_size=512, fsync=False)
+    assert s.recover() == [(q, r, dl) for q, (r, dl) in sorted(model.items())]
+    assert s.last_seq >= max(model, default=0)
+    s.close()
+
+
+# --- threads ------------------------------------------------------------------------------------------
+
+def test_sync_on_another_thread(open_store):
+    """The loop thread appends, acks and reads while a worker syncs in a loop."""
+    s = open_store(segment_size=64 * 1024)
+    stop = threading.Event()
+    synced = []
+    errors = []
+
+    def worker():
+        try:
+            while not stop.is_set():
+                synced.append(s.sync())
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    t = threading.Thread(target=worker)
+    t.start()
+    rng = random.Random(7)
+    live = []
+    try:
+        for q in range(1, 20001):
+            s.append(q, rec(q, rng.randrange(10, 300)))
+            live.append(q)
+            if rng.random() < 0.6:
+                a = live.pop(0 if rng.random() < 0.8 else rng.randrange(len(live)))
+                s.ack(a)
+            if rng.random() < 0.05 and live:
+                probe = rng.choice(live)
+                assert s.read(probe).startswith(b"%d:" % probe)
+    finally:
+        stop.set()
+        t.join()
+    assert not errors and synced == sorted(synced) and synced[-1] <= 20000
+    assert len(synced) > 10  # the two threads did overlap
+    s.close()
+    s = open_store(segment_size=64 * 1024)
+    got = s.recover()
+    assert [q for q, _, _ in got] == live
+    assert all(r.startswith(b"%d:" % q) for q, r, _ in got)
+
+
+def test_failed_write_poisons_the_store(open_store, monkeypatch):
+    s = open_store()
+    s.append(1, b"x")
+
+    def boom(fd, data):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(segment_mod.os, "write", boom)
+    with pytest.raises(OSError):
+        s.flush()
+    monkeypatch.undo()
+    with pytest.raises(StoreError, match="failed earlier"):
+        s.append(2, b"y")
+    with pytest.raises(StoreError):
+        s.sync()
+
+
+def test_overlapping_segments_keep_the_first_copy(open_store, tmp_path):
+    """Damage only (appends forbid it): a segment repeating seqs of an earlier one."""
+    s = open_store()
+    fill(s, range(1, 31))
+    s.close()
+    d = tmp_path / "q"
+    segs = sorted(p for p in d.iterdir() if p.name.startswith("msgs"))
+    (d / "msgs.0000000099").write_bytes(segs[0].read_bytes())  # a copy of 1.. after the newest
+    s = open_store()
+    got = s.recover()
+    assert [q for q, _, _ in got] == list(range(1, 31))  # no duplicates
+    assert s.last_seq == 30
+    s.ack(1)
+    assert 1 not in s and s.read(2) == rec(2)

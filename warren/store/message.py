@@ -1,0 +1,40 @@
+"""The record a queue stores for one message: what is needed to deliver it again after a restart.
+
+Layout: exchange (shortstr), routing key (shortstr), properties (longstr: the encoded property
+list exactly as the publisher sent it), then the body up to the end of the record. Names are
+encoded as the codec decodes them (UTF-8 with surrogateescape), so any wire octets round-trip.
+"""
+
+from __future__ import annotations
+
+import struct
+
+__all__ = ["encode_message", "decode_message"]
+
+_U32 = struct.Struct(">I")
+
+
+def encode_message(exchange: str, routing_key: str, properties: bytes, body: bytes) -> bytes:
+    ex = exchange.encode("utf-8", "surrogateescape")
+    rk = routing_key.encode("utf-8", "surrogateescape")
+    if len(ex) > 255 or len(rk) > 255:
+        raise ValueError("exchange and routing key are limited to 255 octets")
+    return b"".join((bytes((len(ex),)), ex, bytes((len(rk),)), rk, _U32.pack(len(properties)), properties, body))
+
+
+def decode_message(data) -> tuple[str, str, bytes, bytes]:
+    """(exchange, routing_key, properties, body) from ``encode_message``'s output; ValueError if cut short."""
+    try:
+        n = data[0]
+        off = 1 + n
+        ex = bytes(data[1:off]).decode("utf-8", "surrogateescape")
+        n = data[off]
+        rk = bytes(data[off + 1:off + 1 + n]).decode("utf-8", "surrogateescape")
+        off += 1 + n
+        (n,) = _U32.unpack_from(data, off)
+    except (IndexError, struct.error):
+        raise ValueError("message record cut short") from None
+    off += 4
+    if off + n > len(data):
+        raise ValueError("message record cut short")
+    return ex, rk, bytes(data[off:off + n]), bytes(data[off + n:])

@@ -1,0 +1,145 @@
+"""Opening a queue store directory: rebuild the index from the files and repair what a crash left.
+
+Steps, in this order:
+
+1. list ``msgs.N`` and ``acks.N``; an ``acks.N`` without its ``msgs.N`` is an orphan (the
+   segment was deleted and the crash came before its ack log went) and is deleted;
+2. load every segment in id order (segment.py): index its valid records, truncate a torn tail;
+3. replay each segment's ack log over it: acks clear messages, delivered marks set the flag;
+   a torn tail is truncated. An ack for a seq the segment does not hold (its record was lost,
+   the ack was not) is ignored, but counts towards ``last_seq``;
+4. delete segments whose messages are all acked (a crash came before their deletion), except
+   the newest, which stays the write segment, and except the one holding ``last_seq`` when
+   the newest is empty (the seq must not go back); ``msgs.N`` first, then a directory fsync,
+   then ``acks.N``, so an ack log never disappears while its segment might come back.
+
+Nothing is rewritten: recovery only reads, truncates and deletes, so a crash during recovery
+is recovered from by running it again.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+
+from warren.store.record import KIND_ACKS, T_ACK, T_DELIVERED
+from warren.store.segment import ACKED, DELIVERED, LogFile, Segment, segment_name
+
+__all__ = ["RecoveryStats", "Recovered", "recover_directory"]
+
+log = logging.getLogger("warren.store")
+
+_ACK_TYPES = frozenset((T_ACK, T_DELIVERED))
+
+
+@dataclass
+class RecoveryStats:
+    segments: int = 0          # segment files kept
+    messages: int = 0          # messages not acked
+    bytes: int = 0             # octets of their records
+    acks: int = 0              # ack records read
+    truncated_files: int = 0   # files cut back to their last valid record
+    truncated_bytes: int = 0
+    deleted_segments: int = 0  # fully acked segments found and deleted
+    seconds: float = 0.0
+
+
+@dataclass
+class Recovered:
+    segments: list[Segment] = field(default_factory=list)  # in seq order; may be empty
+    keep: Segment | None = None  # fully acked, kept only because it holds last_seq
+    last_seq: int = 0
+    next_id: int = 1
+    stats: RecoveryStats = field(default_factory=RecoveryStats)
+
+
+def recover_directory(directory: str, dir_fd: int, fsync: bool) -> Recovered:
+    t0 = time.perf_counter()
+    r = Recovered()
+    stats = r.stats
+
+    def path(prefix: str, sid: int) -> str:
+        return os.path.join(directory, segment_name(prefix, sid))
+
+    ids: dict[str, set[int]] = {"msgs": set(), "acks": set()}
+    for name in os.listdir(directory):
+        prefix, _, num = name.partition(".")
+        if prefix in ids and len(num) == 10 and num.isdigit():
+            ids[prefix].add(int(num))
+    r.next_id = max(ids["msgs"] | ids["acks"], default=0) + 1  # ids are never reused
+    for sid in sorted(ids["acks"] - ids["msgs"]):
+        os.unlink(path("acks", sid))
+    max_ack = prev_last = 0
+    for sid in sorted(ids["msgs"]):
+        seg, dropped = Segment.load(sid, path("msgs", sid))
+        _count_truncation(stats, dropped)
+        if seg.seqs and seg.seqs[0] <= prev_last:
+            # cannot happen short of damage: appends enforce increasing seqs across segments
+            log.error("%s: seqs overlap the previous segment; skipping the overlap", seg.file.path)
+            for i, seq in enumerate(seg.seqs):
+                if seq <= prev_last and not seg.flags[i] & ACKED:
+                    seg.set_acked(i)
+            seg.first = prev_last + 1  # keeps the segments sorted for lookups
+        prev_last = max(prev_last, seg.last)
+        if sid in ids["acks"]:
+            max_ack = max(max_ack, _load_acks(seg, path("acks", sid), stats))
+        r.segments.append(seg)
+    r.last_seq = max(prev_last, max_ack)
+
+    doomed = [s for s in r.segments[:-1] if s.live == 0]
+    if doomed and doomed[-1].last and doomed[-1].last == r.last_seq:
+        r.keep = doomed.pop()  # the newest segment is empty: this one remembers last_seq
+    for seg in doomed:
+        r.segments.remove(seg)
+        seg.file.close()
+        if seg.file.created:
+            os.unlink(seg.file.path)
+    if doomed:
+        stats.deleted_segments = len(doomed)
+        if fsync:
+            os.fsync(dir_fd)  # the msgs unlinks are durable before any ack log goes
+        for seg in doomed:
+            if seg.acks is not None and seg.acks.created:
+                os.unlink(seg.acks.path)
+
+    stats.segments = sum(1 for s in r.segments if s.file.created)
+    stats.messages = sum(s.live for s in r.segments)
+    stats.bytes = sum(s.live_bytes for s in r.segments)
+    stats.seconds = time.perf_counter() - t0
+    return r
+
+
+def _count_truncation(stats: RecoveryStats, dropped: int) -> None:
+    if dropped:
+        stats.truncated_files += 1
+        stats.truncated_bytes += dropped
+
+
+def _load_acks(seg: Segment, path: str, stats: RecoveryStats) -> int:
+    """Replay ``acks.N`` over its segment; returns the highest acked seq."""
+    lf, scan, dropped = LogFile.open_existing(path, KIND_ACKS, _ACK_TYPES)
+    flags, lengths, index = seg.flags, seg.lengths, seg.index
+    max_ack = acks = acked = acked_bytes = 0
+    for k, (rtype, seq, extra) in enumerate(zip(scan.types, scan.seqs, scan.lengths)):
+        if extra:
+            scan.end, scan.error = scan.offsets[k], "ack record of the wrong size"
+            break
+        i = index(seq)
+        if rtype == T_ACK:
+            acks += 1
+            if seq > max_ack:
+                max_ack = seq
+            if i >= 0 and not flags[i] & ACKED:
+                flags[i] |= ACKED
+                acked += 1
+                acked_bytes += lengths[i]
+        elif i >= 0:
+            flags[i] |= DELIVERED
+    seg.live -= acked
+    seg.live_bytes -= acked_bytes
+    stats.acks += acks
+    _count_truncation(stats, dropped + lf.truncate_to(scan.end, scan.error))
+    seg.acks = lf
+    return max_ack
