@@ -31,6 +31,9 @@ def main() -> None:
               help="fsync persistent messages before confirming them (group commit).")
 @click.option("--disk-free-limit", default=50 * 1024 * 1024, show_default=True, type=int,
               help="Block publishers while the data folder's disk has less free space (octets; 0 = off).")
+@click.option("--memory-budget", default=None, type=int,
+              help="Octets of queued messages kept in memory before queues page to disk "
+                   "(default: a fifth of physical memory; 0 = never page).")
 @click.option("--loop", default="auto", show_default=True, type=click.Choice(["auto", "uvloop", "asyncio"]))
 @click.option("--ready-file", type=click.Path(path_type=Path), default=None,
               help="Write the bound port as JSON here once listening (for tests and scripts).")
@@ -40,6 +43,8 @@ def serve(**options) -> None:
     """Run the broker until SIGTERM or SIGINT."""
     from warren.server.server import run
 
+    if options["memory_budget"] is None:
+        del options["memory_budget"]
     config = Config(**options).validate()
     logging.basicConfig(level=config.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from warren.broker.memory import default_budget
 from warren.protocol.amqp0_9_1.connection import CHANNEL_MAX_DEFAULT, FRAME_MAX_DEFAULT, MAX_MESSAGE_SIZE
 
 __all__ = ["Config"]
@@ -25,6 +26,7 @@ class Config:
     # fsync before confirming persistent messages (group commit). False trades the power-cut
     # guarantee for speed: a killed process still loses nothing that was confirmed.
     fsync: bool = True
+    memory_budget: int = field(default_factory=default_budget)  # octets of queued messages before paging
     disk_free_limit: int = 50 * 1024 * 1024  # block publishers below this many free octets (0 = off)
     ready_file: Path | None = None  # written (JSON with the port) once listening; for tests
     log_level: str = "info"

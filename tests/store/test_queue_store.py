@@ -487,3 +487,25 @@ def test_overlapping_segments_keep_the_first_copy(open_store, tmp_path):
     assert s.last_seq == 30
     s.ack(1)
     assert 1 not in s and s.read(2) == rec(2)
+
+
+def test_unacked_after_pages_through_the_live_messages_in_order(tmp_path):
+    from warren.store.queue_store import QueueStore
+    s = QueueStore(tmp_path / "q", segment_size=256, fsync=False)
+    for seq in range(1, 101):
+        s.append(seq, b"r%d" % seq)
+    for seq in range(1, 101, 3):
+        s.ack(seq)
+    s.mark_delivered(50)
+    live = [seq for seq in range(1, 101) if seq % 3 != 1]
+    got, after = [], 0
+    while True:
+        page = s.unacked_after(after, 7)
+        if not page:
+            break
+        got += [seq for seq, _ in page]
+        after = page[-1][0]
+    assert got == live
+    assert dict(s.unacked_after(49, 1)) == {50: True}
+    assert s.read(50) == b"r50"
+    s.close()

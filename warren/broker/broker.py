@@ -6,6 +6,7 @@ import platform
 
 from warren import __version__
 from warren.broker.auth import UserDB
+from warren.broker.memory import MemoryBudget
 from warren.broker.vhost import VirtualHost
 
 __all__ = ["Broker"]
@@ -26,9 +27,10 @@ SERVER_CAPABILITIES = {
 
 class Broker:
     def __init__(self, vhosts: tuple[str, ...] = ("/",), users: UserDB | None = None,
-                 cluster_name: str = "warren", durability=None) -> None:
+                 cluster_name: str = "warren", durability=None, memory_budget: int = 0) -> None:
         self.durability = durability
-        self.vhosts = {name: VirtualHost(name, durability) for name in vhosts}
+        self.memory = MemoryBudget(memory_budget, self.all_queues)
+        self.vhosts = {name: VirtualHost(name, durability, self.memory) for name in vhosts}
         self.users = users or UserDB()
         self.cluster_name = cluster_name
         if durability is not None:

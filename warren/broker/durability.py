@@ -16,6 +16,8 @@ Definitions are fsynced inside the declare/bind call, before the -ok reply is qu
 from __future__ import annotations
 
 import hashlib
+import shutil
+import uuid
 import logging
 import time
 from pathlib import Path
@@ -35,6 +37,9 @@ class Durability:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.definitions = DefinitionsStore(self.data_dir / "definitions.log", fsync=fsync)
         self.queue_root = self.data_dir / "queues"
+        # paged-out transient messages: never recovered, so cleared at every start
+        self.spill_root = self.data_dir / "spill"
+        shutil.rmtree(self.spill_root, ignore_errors=True)
         self.dirty: set[QueueStore] = set()
         self.waiting: set = set()  # channels holding confirms or a commit-ok for a sync
         self.next_sync = 1  # the number of the sync that will cover an append made now
@@ -50,6 +55,9 @@ class Durability:
 
     def open_queue_store(self, vhost: str, name: str) -> QueueStore:
         return QueueStore(self.queue_dir(vhost, name), fsync=self.fsync)
+
+    def open_spill(self) -> QueueStore:
+        return QueueStore(self.spill_root / uuid.uuid4().hex, fsync=False)
 
     def wrote(self, store: QueueStore) -> int:
         """A store took an append: returns the sync number that will make it durable."""

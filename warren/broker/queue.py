@@ -7,6 +7,13 @@ As in RabbitMQ, expired messages are dropped when they reach the head of the que
 (nack/reject with requeue, recover, channel close) goes back to its original place: requeued
 messages always precede the rest, because they arrived earlier than anything still ready.
 
+Paging (queues larger than memory): when the broker's memory budget is exceeded, the queue
+that is taking messages in moves its tail out of memory and enters paging mode: from then on
+new messages go to disk only, and ``paged`` counts them. Every message with a seq above
+``page_boundary`` that is not acked is on disk: persistent messages of a durable queue in its
+durable store, all others in a spill store that does not survive a restart. When fewer than
+``PAGE_LOW`` messages remain in memory, the next ``PAGE_BATCH`` are read back, in order.
+
 Delivery is push: ``publish`` and every event that adds capacity (ack, qos, consume, flow on,
 a writable transport) call ``dispatch``, which hands ready messages to consumers with capacity,
 turn by turn, until one or the other runs out.
@@ -19,11 +26,18 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from warren.broker.consumer import Consumer
+from warren.broker.message import Message
+from warren.store.message import decode_message
 
 if TYPE_CHECKING:
     from warren.broker.message import Message
 
-__all__ = ["Queue"]
+__all__ = ["Queue", "PAGE_BATCH", "PAGE_KEEP"]
+
+PAGE_KEEP = 2048  # messages a paging queue keeps in memory at its head
+PAGE_LOW = 1024  # read more back from disk below this many in memory
+PAGE_BATCH = 4096  # messages read back at a time
+CHECK_EVERY = 1 << 20  # octets taken in between two memory-budget checks
 
 
 class Queue:
@@ -44,6 +58,11 @@ class Queue:
         self.had_consumer = False
         self.store = None  # a QueueStore for a durable queue: persistent messages go there too
         self.durability = None
+        self.memory = None  # the broker's MemoryBudget (None: never page)
+        self.spill = None  # a non-durable QueueStore for paged-out transient messages
+        self.paged = 0  # messages on disk only, all with a seq above page_boundary
+        self.page_boundary = 0
+        self._unchecked = 0
         self.deleted = False
         self._seq = 0
         self._rr = 0  # round-robin position in self.consumers
@@ -54,7 +73,7 @@ class Queue:
     @property
     def message_count(self) -> int:
         self.expire()
-        return len(self.ready)
+        return len(self.ready) + self.paged
 
     def expire(self) -> None:
         """Drop expired messages from the head of the queue."""
@@ -73,15 +92,78 @@ class Queue:
         if self.store is not None and message.persistent:
             self.store.append(self._seq, message.record)
             need = self.durability.wrote(self.store)
+        if self.paged:
+            self._page_write(self._seq, message)
+            self.paged += 1
+            return need
         ttl = self.message_ttl
         msg_ttl = message.ttl
         if msg_ttl is not None and (ttl is None or msg_ttl < ttl):
             ttl = msg_ttl
         self.ready.append((self._seq, message, False, time.monotonic() + ttl if ttl is not None else 0))
         self.ready_bytes += len(message.body)
+        if self.memory is not None:
+            self._unchecked += len(message.body) + 400
+            if self._unchecked > CHECK_EVERY:
+                self._unchecked = 0
+                if self.memory.over():
+                    self.page_out()
         if self.consumers:
             self.dispatch()
         return need
+
+    # --- paging --------------------------------------------------------------------------
+
+    def _page_write(self, seq: int, message: "Message") -> None:
+        if self.store is not None and message.persistent:
+            return  # already in the durable store
+        if self.spill is None:
+            self.spill = self.durability.open_spill()
+        self.spill.append(seq, message.record)
+
+    def page_out(self) -> None:
+        """Move the tail of the ready messages to disk and enter paging mode."""
+        if self.durability is None:
+            return
+        ready = self.ready
+        moved = []
+        while len(ready) > PAGE_KEEP:
+            seq, msg, redelivered, deadline = ready[-1]
+            if redelivered:
+                break  # requeued messages stay in memory (they are few and at the head)
+            ready.pop()
+            moved.append((seq, msg))
+            self.ready_bytes -= len(msg.body)
+        for seq, msg in reversed(moved):  # stores take seqs in increasing order
+            self._page_write(seq, msg)
+        if moved:
+            self.page_boundary = moved[-1][0] - 1
+        self.paged += len(moved)
+        if self.spill is not None:
+            self.spill.flush()  # out of our memory, into the OS (no fsync: not durable)
+
+    def page_in(self) -> None:
+        """Read the next batch of paged messages back into memory, in seq order."""
+        after = self.page_boundary
+        durable = self.store.unacked_after(after, PAGE_BATCH) if self.store is not None else []
+        spilled = self.spill.unacked_after(after, PAGE_BATCH) if self.spill is not None else []
+        if not durable and not spilled:
+            self.paged = 0
+            return
+        merged = sorted([(s, d, self.store) for s, d in durable] + [(s, d, self.spill) for s, d in spilled])
+        now = time.monotonic()
+        for seq, delivered, store in merged[:PAGE_BATCH]:
+            exchange, routing_key, properties, body = decode_message(store.read(seq))
+            msg = Message(exchange, routing_key, properties, body)
+            if store is self.spill:
+                store.ack(seq)  # in memory again; the spill copy is not needed any more
+            ttl = self.message_ttl
+            self.ready.append((seq, msg, delivered, now + ttl if ttl is not None else 0))
+            self.ready_bytes += len(body)
+            self.page_boundary = seq
+            self.paged -= 1
+        if self.paged < 0:
+            self.paged = 0
 
     def restore(self, seq: int, message: "Message", delivered: bool) -> None:
         """Put back a message recovered from the store (start-up), in seq order."""
@@ -124,6 +206,8 @@ class Queue:
 
     def take(self):
         """The next ready (seq, message, redelivered, deadline), or None (basic.get)."""
+        if self.paged and len(self.ready) < PAGE_LOW:
+            self.page_in()
         self.expire()
         if not self.ready:
             return None
@@ -132,10 +216,20 @@ class Queue:
         return entry
 
     def purge(self) -> int:
-        n = len(self.ready)
+        n = len(self.ready) + self.paged
         if self.store is not None:
             for seq, msg, _, _ in self.ready:
                 self.forget(seq, msg)
+            if self.paged:
+                while page := self.store.unacked_after(self.page_boundary, PAGE_BATCH):
+                    for seq, _ in page:
+                        self.store.ack(seq)
+                    self.page_boundary = page[-1][0]
+                self.durability.wrote(self.store)
+        if self.spill is not None:
+            self.spill.delete()
+            self.spill = None
+        self.paged = 0
         self.ready.clear()
         self.ready_bytes = 0
         return n
@@ -170,7 +264,12 @@ class Queue:
             consumers = self.consumers
             if ready and ready[0][3]:
                 self.expire()
-            while ready and consumers:
+            while consumers and (ready or self.paged):
+                if self.paged and len(ready) < PAGE_LOW:
+                    self.page_in()
+                    ready = self.ready
+                    if not ready:
+                        break
                 n = len(consumers)
                 for step in range(n):
                     i = (self._rr + step) % n

@@ -13,7 +13,7 @@ import os
 from warren.broker.exchanges import EXCHANGE_TYPES, Exchange
 from warren.broker.exchanges.default import DefaultExchange
 from warren.broker.message import Message
-from warren.broker.queue import Queue
+from warren.broker.queue import PAGE_KEEP, Queue
 from warren.store.message import decode_message
 from warren.errors import AccessRefused, CommandInvalid, NotFound, PreconditionFailed, ResourceLocked
 
@@ -32,8 +32,9 @@ def _q(name: str) -> str:
 
 
 class VirtualHost:
-    def __init__(self, name: str, durability=None) -> None:
+    def __init__(self, name: str, durability=None, memory=None) -> None:
         self.name = name
+        self.memory = memory  # the broker's MemoryBudget: queues page out past it
         self.durability = durability  # None: nothing is stored (tests of the model alone)
         self.queues: dict[str, Queue] = {}
         self.exchanges: dict[str, Exchange] = {"": DefaultExchange(self)}
@@ -170,6 +171,7 @@ class VirtualHost:
         if exclusive:
             durable = False  # exclusive queues never survive their connection (ERR §30)
         q = Queue(self, name, durable, session if exclusive else None, auto_delete, arguments)
+        q.durability, q.memory = self.durability, self.memory
         if durable and self.durability is not None:
             self.durability.definitions.declare_queue(self.name, name, durable, auto_delete, arguments)
             self._attach_store(q)
@@ -181,8 +183,10 @@ class VirtualHost:
         store = self.durability.open_queue_store(self.name, q.name)
         q.store, q.durability = store, self.durability
         count = 0
-        for seq, record, delivered in store.recover():
-            exchange, routing_key, properties, body = decode_message(record)
+        # the head comes into memory; the rest stays paged on disk (queues may outgrow memory)
+        head = store.unacked_after(0, PAGE_KEEP)
+        for seq, delivered in head:
+            exchange, routing_key, properties, body = decode_message(store.read(seq))
             msg = Message(exchange, routing_key, properties, body)
             try:
                 msg.check_expiration()
@@ -190,8 +194,11 @@ class VirtualHost:
                 pass  # it was valid when published; keep the message rather than lose it
             q.restore(seq, msg, delivered)
             count += 1
+        if len(store) > count:
+            q.paged = len(store) - count
+            q.page_boundary = head[-1][0]
         q.resume_numbering(store.last_seq)
-        return count
+        return len(store)
 
     def delete_queue(self, q: Queue) -> int:
         """Remove a queue, its bindings and its consumers (who get a cancel notification)."""
@@ -201,6 +208,10 @@ class VirtualHost:
         if q.store is not None:
             self.durability.definitions.delete_queue(self.name, q.name)
             q.store.delete()
+        if q.spill is not None:
+            q.spill.delete()
+            q.spill = None
+        q.paged = 0
         q.deleted = True
         for b in list(q.bound_to):
             self._unbind(b.source, b)
@@ -224,6 +235,7 @@ class VirtualHost:
         if d.name in self.queues:
             return 0
         q = Queue(self, d.name, True, None, d.auto_delete, d.arguments)
+        q.memory = self.memory
         self.queues[d.name] = q
         return self._attach_store(q)
 

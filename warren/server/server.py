@@ -31,7 +31,7 @@ class Server:
         self._sync_pending = False
         # one worker: syncs run one after another, each covering everything written before it
         self._sync_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="warren-sync")
-        self.broker = Broker(durability=self.durability)
+        self.broker = Broker(durability=self.durability, memory_budget=config.memory_budget)
         self.alarms = ResourceAlarms(self, config.data_dir, config.disk_free_limit)
         self.connections: set[AMQPConnection] = set()
         self._listener: asyncio.AbstractServer | None = None

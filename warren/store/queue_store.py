@@ -256,6 +256,29 @@ class QueueStore:
             return [(seq, bool(f & DELIVERED)) for seg in self._segments
                     for seq, f in zip(seg.seqs, seg.flags) if not f & ACKED]
 
+    def unacked_after(self, after_seq: int, limit: int) -> list[tuple[int, bool]]:
+        """(seq, delivered) of up to ``limit`` messages not acked with seq > ``after_seq``, in order.
+
+        For paging: the caller reads the records with ``read``. Costs O(limit) plus the acked
+        entries skipped, not O(queue length).
+        """
+        out: list[tuple[int, bool]] = []
+        with self._lock:
+            segs = self._segments
+            k = max(bisect_right(segs, after_seq, key=_FIRST) - 1, 0)
+            for seg in segs[k:]:
+                if seg.seqs and seg.seqs[-1] <= after_seq:
+                    continue
+                start = bisect_right(seg.seqs, after_seq)
+                seqs, flags = seg.seqs, seg.flags
+                for i in range(start, len(seqs)):
+                    f = flags[i]
+                    if not f & ACKED:
+                        out.append((seqs[i], bool(f & DELIVERED)))
+                        if len(out) >= limit:
+                            return out
+        return out
+
     def recover(self) -> list[tuple[int, bytes, bool]]:
         """(seq, record, delivered) of every message not acked, in seq order.
 
