@@ -25,14 +25,23 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# module name -> (loader, source file, version tuple sent in connection.start, extra)
+# module name -> (loader, source file, version tuple, title of the module docstring or None)
+# INVENTORY.md §1/§9: the standard 0-8 and 0-9 XML, Qpid's variants of both (exchange.bound,
+# basic.consume arguments, the recover-ok / recover-sync additions) and Qpid's "0-91".
 TARGETS = {
-    "amqp0_9_1": ("json", "amqp-rabbitmq-0.9.1.json", (0, 9, 1)),
+    "amqp0_9_1": ("json", "amqp-rabbitmq-0.9.1.json", (0, 9, 1), None),
+    "amqp0_8": ("xml", "amqp0-8.xml", (0, 8, 0), "AMQP 0-8"),
+    "amqp0_8_qpid": ("xml", "amqp0-8.qpid.xml", (0, 8, 0), "AMQP 0-8, Qpid's variant"),
+    "amqp0_9": ("xml", "amqp0-9.xml", (0, 9, 0), "AMQP 0-9"),
+    "amqp0_9_qpid": ("xml", "amqp0-9.qpid.xml", (0, 9, 0), "AMQP 0-9, Qpid's variant"),
+    "amqp0_91_qpid": ("xml", "amqp0-9-1.qpid-stripped.xml", (0, 91, 0), "Qpid's AMQP \"0-91\""),
 }
 
 FIXED = {"octet": ("B", 1), "short": ("H", 2), "long": ("I", 4), "longlong": ("Q", 8), "timestamp": ("Q", 8)}
 DEFAULTS = {"octet": 0, "short": 0, "long": 0, "longlong": 0, "timestamp": 0, "shortstr": "",
-            "longstr": b"", "bit": False, "table": None}
+            "longstr": b"", "bit": False, "table": None, "content": (0, b"")}
+# wire types with a codec function (the others are FIXED or bit); "content" is 0-9 only (§5.1)
+CODECS = {"shortstr": "shortstr", "longstr": "longstr", "table": "table", "content": "content"}
 
 
 @dataclass
@@ -96,28 +105,45 @@ def load_json(path: Path, version) -> Spec:
     return Spec(path.name, version, consts, classes)
 
 
+def _xml_name(name: str) -> str:
+    """0-8 XML spells names with spaces ("version major"), later ones with dashes."""
+    return " ".join(name.split()).replace(" ", "-")
+
+
 def load_xml(path: Path, version) -> Spec:
     root = ET.parse(path).getroot()
-    domains = {dom.get("name"): dom.get("type") for dom in root.iter("domain")}
+    # Domain names are matched with spaces and dashes made equal: the 0-8 XML uses spaces, and
+    # Qpid's 0-9 / 0-91 files refer to the domain "queue-name" by its label "queue name".
+    domains = {_xml_name(dom.get("name")): dom.get("type") for dom in root.iter("domain")}
 
     def resolve(el) -> str:
         t = el.get("type") or el.get("domain")
         seen = set()
-        while t in domains and domains[t] != t and t not in seen:
-            seen.add(t)
-            t = domains[t]
+        while t not in DEFAULTS:
+            key = _xml_name(t)
+            if key not in domains or key in seen:
+                raise SystemExit(f"{path.name}: cannot resolve the type of field {el.get('name')!r} ({t!r})")
+            seen.add(key)
+            t = domains[key]
         return t
+
+    def fields_of(parent) -> list[Field]:
+        out = []
+        for f in parent.findall("field"):
+            t = resolve(f)
+            out.append(Field(_xml_name(f.get("name")), t, DEFAULTS[t]))
+        return out
 
     classes = []
     for c in root.findall("class"):
-        cls = Cls(c.get("name"), int(c.get("index")))
-        cls.properties = [Field(f.get("name"), resolve(f)) for f in c.findall("field")]
+        cls = Cls(_xml_name(c.get("name")), int(c.get("index")))
+        cls.properties = [Field(p.name, p.type) for p in fields_of(c)]
         for m in c.findall("method"):
-            fields = [Field(f.get("name"), resolve(f), DEFAULTS.get(resolve(f))) for f in m.findall("field")]
-            cls.methods.append(Method(m.get("name"), int(m.get("index")), m.get("synchronous") == "1",
-                                      m.get("content") == "1", fields))
+            cls.methods.append(Method(_xml_name(m.get("name")), int(m.get("index")), m.get("synchronous") == "1",
+                                      m.get("content") == "1", fields_of(m)))
         classes.append(cls)
-    consts = [(k.get("name"), int(k.get("value")), k.get("class", "")) for k in root.findall("constant")]
+    consts = [(_xml_name(k.get("name")), int(k.get("value")), _xml_name(k.get("class", "")))
+              for k in root.findall("constant")]
     return Spec(path.name, version, consts, classes)
 
 
@@ -127,7 +153,7 @@ LOADERS = {"json": load_json, "xml": load_xml}
 # --- emitters --------------------------------------------------------------------------------
 
 def pyname(name: str) -> str:
-    n = name.replace("-", "_")
+    n = name.replace("-", "_").replace(" ", "_")
     return n + "_" if keyword.iskeyword(n) else n
 
 
@@ -136,6 +162,13 @@ def camel(*parts: str) -> str:
 
 
 _STRUCTS: dict[str, str] = {}
+_CODEC_FUNCTIONS: set[str] = set()
+
+
+def _use(fn: str) -> str:
+    """Name of a warren.codec.fields function the module calls (collected while emitting)."""
+    _CODEC_FUNCTIONS.add(fn)
+    return fn
 
 
 def st(fmt: str) -> str:
@@ -172,7 +205,7 @@ def emit_decode(fields: list[Field], out: list[str], target: str, indent: str) -
             out.append(f"{indent}({names},) = {st(fmt)}.unpack_from(buf, off)")
             out.append(f"{indent}off += {size}")
             continue
-        fn = {"shortstr": "decode_shortstr", "longstr": "decode_longstr", "table": "decode_table"}[f.type]
+        fn = _use("decode_" + CODECS[f.type])
         out.append(f"{indent}{attr}, off = {fn}(buf, off)")
         i += 1
 
@@ -201,7 +234,7 @@ def emit_encode(fields: list[Field], out: list[str], target: str, indent: str, h
             args = ", ".join(f"{target}.{pyname(r.name)}" for r in run)
             parts.append(f"{st(fmt)}.pack({args})")
             continue
-        fn = {"shortstr": "encode_shortstr", "longstr": "encode_longstr", "table": "encode_table"}[f.type]
+        fn = _use("encode_" + CODECS[f.type])
         parts.append(f"{fn}({target}.{pyname(f.name)})")
         i += 1
     if not parts:
@@ -309,9 +342,10 @@ def emit_properties(cls: Cls) -> list[str]:
     return out
 
 
-def generate(module: str, spec: Spec) -> str:
+def generate(module: str, spec: Spec, title: str | None = None) -> str:
+    title = title or f'AMQP {".".join(map(str, spec.version))}'
     out = [
-        f'"""AMQP {".".join(map(str, spec.version))} protocol tables.',
+        f'"""{title} protocol tables.',
         "",
         f"Generated from {spec.source} by tools/gen_spec.py; do not edit, run the tool.",
         '"""',
@@ -320,7 +354,7 @@ def generate(module: str, spec: Spec) -> str:
         "from struct import Struct as _Struct",
         "",
         "from warren.codec.fields import (",
-        "    decode_longstr, decode_shortstr, decode_table, encode_longstr, encode_shortstr, encode_table,",
+        "    <codec functions>",
         ")",
         "from warren.spec.base import Method, Properties",
         "",
@@ -328,6 +362,7 @@ def generate(module: str, spec: Spec) -> str:
         "",
     ]
     _STRUCTS.clear()
+    _CODEC_FUNCTIONS.clear()
     header_end = len(out)
     for name, value, klass in spec.constants:
         comment = f"  # {klass}" if klass else ""
@@ -343,6 +378,7 @@ def generate(module: str, spec: Spec) -> str:
         if cls.properties:
             out.extend(emit_properties(cls))
             prop_names.append((cls.id, camel(cls.name, "properties")))
+    out[out.index("    <codec functions>")] = "    " + ", ".join(sorted(_CODEC_FUNCTIONS)) + ","
     body = out[header_end:]
     del out[header_end:]
     for fmt, name in sorted(_STRUCTS.items(), key=lambda kv: kv[1]):
@@ -369,9 +405,9 @@ def generate(module: str, spec: Spec) -> str:
 
 def build(spec_dir: Path) -> dict[str, str]:
     result = {}
-    for module, (loader, filename, version) in TARGETS.items():
+    for module, (loader, filename, version, title) in TARGETS.items():
         spec = LOADERS[loader](spec_dir / filename, version)
-        result[module] = generate(module, spec)
+        result[module] = generate(module, spec, title)
     return result
 
 

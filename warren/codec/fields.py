@@ -25,7 +25,7 @@ from typing import Any
 __all__ = [
     "decode_shortstr", "encode_shortstr", "decode_longstr", "encode_longstr",
     "decode_table", "encode_table", "decode_array", "encode_array",
-    "decode_value", "encode_value", "TableValueError",
+    "decode_value", "encode_value", "TableValueError", "decode_content", "encode_content",
 ]
 
 _u8 = struct.Struct(">B")
@@ -76,6 +76,19 @@ def decode_longstr(buf, off: int) -> tuple[bytes, int]:
 def encode_longstr(s: str | bytes) -> bytes:
     b = s.encode("utf-8", "surrogateescape") if isinstance(s, str) else bytes(s)
     return _u32.pack(len(b)) + b
+
+
+def decode_content(buf, off: int) -> tuple[tuple[int, bytes], int]:
+    """0-9's ``content`` argument type (message class only, INVENTORY.md §5.1): a discriminator
+    octet (0 = the body inline, 1 = a reference id) and a longstr; decoded as (kind, bytes)."""
+    kind = buf[off]
+    data, off = decode_longstr(buf, off + 1)
+    return (kind, data), off
+
+
+def encode_content(value: tuple[int, bytes]) -> bytes:
+    kind, data = value
+    return _u8.pack(kind) + encode_longstr(data)
 
 
 # --- field values (INVENTORY.md §5.2) -------------------------------------------------------

@@ -1,22 +1,29 @@
-"""Protocol-header dispatch: the first 8 octets a client sends choose the AMQP version.
+"""Protocol-header dispatch: the first 8 octets a client sends choose the AMQP dialect.
 
-INVENTORY.md §2. An unsupported header is answered with the header of the best version we
-speak (0-9-1, as RabbitMQ does) and the socket is closed (0-8/0-9/0-9-1 §4.2.2).
+INVENTORY.md §2. An unsupported header (0-10, HTTP, ...) is answered with the header of the best
+version we speak (0-9-1, as RabbitMQ does) and the socket is closed (0-8/0-9/0-9-1 §4.2.2).
 """
 
 from __future__ import annotations
 
-__all__ = ["HEADER_SIZE", "PREFERRED_HEADER", "match_header"]
+from warren.protocol.dialects import Dialect, get_dialect
+
+__all__ = ["HEADER_SIZE", "PREFERRED_HEADER", "HEADERS", "match_header"]
 
 HEADER_SIZE = 8
 PREFERRED_HEADER = b"AMQP\x00\x00\x09\x01"
 
-# header -> version key of the protocol module that serves it
-_VERSIONS = {
+# header -> key of the dialect that serves it (warren.protocol.dialects)
+HEADERS = {
     b"AMQP\x00\x00\x09\x01": "0-9-1",
+    b"AMQP\x01\x01\x08\x00": "0-8",       # 0-8 as the XML and every deployed 0-8 peer have it
+    b"AMQP\x01\x01\x09\x01": "0-8",       # 0-8 as misprinted in its PDF; py-amqplib sends it (RabbitMQ: 0-8)
+    b"AMQP\x01\x01\x00\x09": "0-9",
+    b"AMQP\x01\x01\x00\x5b": "0-91-qpid",  # Qpid's "0-91" (minor 91)
 }
 
 
-def match_header(header: bytes) -> str | None:
-    """The version key for an 8-octet header, or None when we do not speak it."""
-    return _VERSIONS.get(bytes(header[:HEADER_SIZE]))
+def match_header(header: bytes) -> Dialect | None:
+    """The dialect for an 8-octet header, or None when we do not speak it."""
+    key = HEADERS.get(bytes(header[:HEADER_SIZE]))
+    return None if key is None else get_dialect(key)

@@ -18,6 +18,7 @@ from warren.broker.channel import OUTPUT_BATCH
 from warren.broker.session import Session
 from warren.errors import AMQPError
 from warren.protocol.amqp0_9_1.connection import ServerConnection
+from warren.spec import amqp0_9_1 as spec
 from warren.protocol.header import HEADER_SIZE, PREFERRED_HEADER, match_header
 
 __all__ = ["AMQPConnection"]
@@ -46,6 +47,8 @@ class AMQPConnection(asyncio.Protocol):
         self._flush_scheduled = False
         self._closing = False
         self._turn_scheduled = False  # input left over from a spent turn; reading is paused
+        self._blocked = False  # a resource alarm stopped reading from this publisher
+        self._told_blocked = False  # we sent connection.blocked
         # heartbeats
         self._heartbeat = 0
         self._timer: asyncio.TimerHandle | None = None
@@ -95,12 +98,13 @@ class AMQPConnection(asyncio.Protocol):
                 self._refuse_header()  # not AMQP at all (say, HTTP): no need to wait for 8 octets
             return b""
         header, rest = self._header[:HEADER_SIZE], self._header[HEADER_SIZE:]
-        if match_header(header) is None:
+        dialect = match_header(header)
+        if dialect is None:
             self._refuse_header()
             return b""
         c = self.config
         self.conn = ServerConnection(self.server.broker.server_properties(), MECHANISMS, c.frame_max,
-                                     c.channel_max, c.heartbeat, c.max_message_size)
+                                     c.channel_max, c.heartbeat, c.max_message_size, dialect=dialect)
         self.session = Session(self.server.broker, self.conn, self.peer, self)
         self.flush()
         return rest
@@ -112,6 +116,8 @@ class AMQPConnection(asyncio.Protocol):
         self._closing = True
 
     def _process(self) -> None:
+        if self._blocked:
+            return  # buffered input waits until the alarm clears
         conn = self.conn
         session = self.session
         budget = EVENTS_PER_TURN
@@ -125,6 +131,9 @@ class AMQPConnection(asyncio.Protocol):
                 break
             session.handle(event)
             budget -= 1
+            if session.published and self.server.alarms.blocked and not self._blocked:
+                self.set_blocked(True, self.server.alarms.reason())
+                break
         else:
             # turn spent with input left: let other connections run, carry on next iteration
             if not self._turn_scheduled:
@@ -138,8 +147,34 @@ class AMQPConnection(asyncio.Protocol):
         if self.transport is None or self.transport.is_closing():
             return
         self._process()
-        if not self._turn_scheduled:
+        if not self._turn_scheduled and not self._blocked:
             self.transport.resume_reading()
+
+    def set_blocked(self, blocked: bool, reason: str) -> None:
+        """A resource alarm was raised or cleared (flow_control.py): stop or restart reading."""
+        session = self.session
+        if session is None or self.transport is None or self.transport.is_closing():
+            return
+        if blocked:
+            if not session.published or self._blocked:
+                return  # only publishers are blocked, as RabbitMQ does
+            self._blocked = True
+            self.transport.pause_reading()
+            if session.capabilities.get("connection.blocked") and self.conn.is_open:
+                self.conn.send_method(0, spec.ConnectionBlocked(reason))
+                self._told_blocked = True
+        else:
+            if not self._blocked:
+                return
+            self._blocked = False
+            if self._told_blocked and self.conn.is_open:
+                self.conn.send_method(0, spec.ConnectionUnblocked())
+            self._told_blocked = False
+            if self._turn_scheduled:
+                return  # the pending turn resumes reading
+            self.transport.resume_reading()
+            self.loop.call_soon(self._next_turn)  # frames may be buffered already
+        self.flush()
 
     # --- output (called by the session) --------------------------------------------------
 

@@ -1,8 +1,15 @@
 """Sans-IO server side of an AMQP 0-9-1 connection: bytes in, events out, bytes to send.
 
+The same class serves 0-8, 0-9 and Qpid's 0-91 through a ``Dialect``
+(``warren.protocol.dialects``): methods are decoded straight into their 0-9-1 equivalents and
+the broker's 0-9-1 methods are encoded in the version's form, so everything below and above
+this layer sees 0-9-1 only. With the 0-9-1 dialect (the default) nothing is translated: the
+translating variants of ``_decode_method``, ``send_method`` and ``send_content`` are bound to
+the instance only for the other dialects.
+
 No sockets and no asyncio here. The caller (``warren.server.connection``) does::
 
-    conn = ServerConnection(server_properties)   # queues connection.start
+    conn = ServerConnection(server_properties, dialect=dialect)   # queues connection.start
     conn.receive_data(data)                      # after the 8-octet protocol header
     while (event := conn.next_event()) is not None:
         ...hand the event to the broker, which may call send_* / close_* / accept_*...
@@ -16,8 +23,8 @@ frame boundaries can no longer be trusted.
 
 What this layer does on its own, because no broker decision is involved: it answers
 connection.close, channel.open and channel.close; enforces frame-max, channel-max and the
-channel states; negotiates tune-ok (RabbitMQ's rules); and assembles content (method → header
-→ body frames) into one ``Content`` event.
+channel states; negotiates tune-ok (RabbitMQ's rules; for 0-8/0-9 their spec's); and assembles
+content (method → header → body frames) into one ``Content`` event.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from warren.errors import (
     SyntaxError_, UnexpectedFrame,
 )
 from warren.protocol.amqp0_9_1.state import ConnectionState, State
+from warren.protocol.dialects import DIALECT_0_9_1, Dialect
 from warren.protocol.events import ChannelClosed, ChannelOpened, Content, ConnectionClosed, Method
 from warren.spec import amqp0_9_1 as spec
 
@@ -55,7 +63,8 @@ _METHODS = spec.METHODS
 _CHANNEL_OPEN = spec.ChannelOpen.INDEX
 _CHANNEL_CLOSE = spec.ChannelClose.INDEX
 _CHANNEL_CLOSE_OK = spec.ChannelCloseOk.INDEX
-_DELIVER_PREFIX = b"\x00\x3c\x00\x3c"  # basic.deliver, 60.60
+_DELIVER_PREFIX = b"\x00\x3c\x00\x3c"  # basic.deliver, 60.60, with the same fields in 0-8, 0-9 and 0-9-1
+_RESERVED_FRAMES = {4: "oob-method", 5: "oob-header", 6: "oob-body", 7: "trace"}
 
 
 class _Assembly:
@@ -71,11 +80,12 @@ class _Assembly:
 
 
 class ServerConnection:
-    """One server-side AMQP 0-9-1 connection (see module docstring)."""
+    """One server-side AMQP connection, 0-9-1 or another ``dialect`` (see module docstring)."""
 
     def __init__(self, server_properties: dict, mechanisms: bytes = b"PLAIN AMQPLAIN",
                  frame_max: int = FRAME_MAX_DEFAULT, channel_max: int = CHANNEL_MAX_DEFAULT,
-                 heartbeat: int = 60, max_message_size: int = MAX_MESSAGE_SIZE) -> None:
+                 heartbeat: int = 60, max_message_size: int = MAX_MESSAGE_SIZE,
+                 dialect: Dialect | None = None) -> None:
         # limits we offer in connection.tune; the negotiated values replace them on tune-ok
         self.frame_max = frame_max
         self.channel_max = channel_max
@@ -88,7 +98,23 @@ class ServerConnection:
         self._out: list = []
         self.out_bytes = 0  # content octets queued since the last data_to_send
         self._broken = False  # after a framing error nothing more is parsed
-        self.send_method(0, spec.ConnectionStart(0, 9, server_properties, mechanisms, b"en_US"))
+        self.dropped = 0  # 0-9-1 methods that have no form in the dialect (never sent)
+        self._use_dialect(dialect or DIALECT_0_9_1)
+        major, minor = self.dialect.start_version
+        self.send_method(0, spec.ConnectionStart(major, minor, self.dialect.server_properties(server_properties),
+                                                 mechanisms, b"en_US"))
+
+    def _use_dialect(self, dialect: Dialect) -> None:
+        self.dialect = dialect
+        self._methods = dialect.server_methods
+        if dialect.identity:
+            for name in ("_decode_method", "send_method", "send_content"):
+                self.__dict__.pop(name, None)
+        else:
+            self._replies: dict[tuple[int, int], object] = {}  # (channel, 0-9-1 reply index) -> encoder
+            self._decode_method = self._decode_translated
+            self.send_method = self._send_method_translated
+            self.send_content = self._send_content_translated
 
     # --- input ---------------------------------------------------------------------------
 
@@ -125,13 +151,16 @@ class ServerConnection:
                     # the spec asks for 501 (0-9-1 §4.2.7); RabbitMQ answers 505
                     raise FrameError(f"heartbeat frame on channel {channel}")
                 event = None
+            elif ftype in self.dialect.reserved_frame_types:
+                # 0-8/0-9 out-of-band (4-6) and trace (7) frames: well-formed, but not implemented
+                raise NotImplemented_(f"frame type {ftype} ({_RESERVED_FRAMES[ftype]}) is not implemented")
             else:
                 self._broken = True
                 raise FrameError(f"unknown frame type {ftype}")
             if event is not None:
                 return event
 
-    def _decode_method(self, start: int, end: int):
+    def _decode_method(self, start: int, end: int, channel: int = 0):
         buf = self.frames.buf
         if end - start < 4:
             raise FrameError("method frame shorter than its class and method ids")
@@ -152,8 +181,36 @@ class ServerConnection:
                              cls.CLASS_ID, cls.METHOD_ID)
         return method
 
+    def _decode_translated(self, start: int, end: int, channel: int = 0):
+        """_decode_method for the other dialects: the dialect's decoders give 0-9-1 methods."""
+        buf = self.frames.buf
+        if end - start < 4:
+            raise FrameError("method frame shorter than its class and method ids")
+        (index,) = _u32.unpack_from(buf, start)
+        cls = self._methods.get(index)
+        if cls is None:
+            raise NotImplemented_(f"unknown method {index >> 16}.{index & 0xFFFF} in {self.dialect.title}",
+                                  index >> 16, index & 0xFFFF)
+        try:
+            method, off = cls.decode(buf, start + 4)
+            if off < end and index in self.dialect.tails:
+                # Qpid's 0-8 basic.consume carries a trailing arguments table (INVENTORY.md §9.3)
+                method, off = self.dialect.tails[index].decode(buf, start + 4)
+        except _TRUNCATED as e:
+            raise FrameError(f"cannot decode {cls.NAME}: {e}", cls.CLASS_ID, cls.METHOD_ID) from None
+        except _MALFORMED as e:
+            raise SyntaxError_(f"cannot decode {cls.NAME}: {e}", cls.CLASS_ID, cls.METHOD_ID) from None
+        if off > end:
+            raise FrameError(f"cannot decode {cls.NAME}: arguments run past the end of the frame",
+                             cls.CLASS_ID, cls.METHOD_ID)
+        reply = self.dialect.replies.get(index)
+        if reply is not None:
+            # answer this request in the form of the table it came from (basic.recover-ok 60.101/111)
+            self._replies[(channel, reply[0])] = reply[1]
+        return method
+
     def _method_frame(self, channel: int, start: int, end: int):
-        method = self._decode_method(start, end)
+        method = self._decode_method(start, end, channel)
         if channel == 0:
             return self._connection_method(method)
         if self.state.state is not State.OPEN:
@@ -181,7 +238,12 @@ class ServerConnection:
             return Method(channel, method)
         if cstate is None:
             if index == _CHANNEL_OPEN:
-                if channel > self.channel_max:
+                if self.dialect.channel_max_counts:
+                    # 0-8/0-9: channel-max is "the maximum total number of channels"
+                    if len(self.channels) >= self.channel_max:
+                        raise NotAllowed(f"{len(self.channels)} channels are open, channel-max is "
+                                         f"{self.channel_max}", 20, 10)
+                elif channel > self.channel_max:
                     raise NotAllowed(f"channel {channel} is above channel-max {self.channel_max}", 20, 10)
                 self.channels[channel] = _OPEN
                 self.send_method(channel, spec.ChannelOpenOk())
@@ -205,6 +267,11 @@ class ServerConnection:
             # RabbitMQ: 504 "unexpected method in connection state running"
             raise ChannelError(f"unexpected method {method.NAME} on channel 0", method.CLASS_ID, method.METHOD_ID)
         new = self.state.receive(method)
+        if new is State.LOGIN and not self.dialect.identity:
+            dialect = self.dialect.refine(method.client_properties)
+            if dialect is not self.dialect:
+                self._use_dialect(dialect)  # 0-8: a Qpid client gets Qpid's basic.recover
+            method = dialect.start_ok(method)
         if new is State.CLOSED:
             if method.INDEX == spec.ConnectionClose.INDEX:
                 self.send_method(0, spec.ConnectionCloseOk())
@@ -215,6 +282,9 @@ class ServerConnection:
         return Method(0, method)
 
     def _negotiate(self, tune_ok) -> None:
+        if not self.dialect.strict_tune:
+            self._negotiate_0_8(tune_ok)
+            return
         # RabbitMQ's rules (rabbit_reader): a non-zero client value below the floor, or above
         # our limit (0 = unlimited counts as above), is refused with 530.
         for name, ours, theirs, floor in (
@@ -229,6 +299,25 @@ class ServerConnection:
                                  10, 31)
         self.frame_max = tune_ok.frame_max
         self.channel_max = tune_ok.channel_max or 65535
+        self.heartbeat = tune_ok.heartbeat
+        self.frames.max_frame_size = self.frame_max
+
+    def _negotiate_0_8(self, tune_ok) -> None:
+        # 0-8/0-9 tune-ok: "the client can negotiate a lower value"; 0 means "no specific limit"
+        # (the client's), so a frame-max of 0 or above ours is capped to ours, not refused (that
+        # refusal is a 0-9-1 clarification, D89). The minimum non-zero frame-max is 4096, and
+        # channel-max "may not be higher than the value specified by the server" (XML assert).
+        frame_max, channel_max = tune_ok.frame_max, tune_ok.channel_max
+        if frame_max and frame_max < FRAME_MIN_SIZE:
+            raise NotAllowed(f"negotiated frame_max = {frame_max} is lower than the minimum allowed value "
+                             f"({FRAME_MIN_SIZE})", 10, 31)
+        if self.channel_max and channel_max > self.channel_max:
+            raise NotAllowed(f"negotiated channel_max = {channel_max} is higher than the maximum allowed value "
+                             f"({self.channel_max})", 10, 31)
+        if self.frame_max and (frame_max == 0 or frame_max > self.frame_max):
+            frame_max = self.frame_max
+        self.frame_max = frame_max
+        self.channel_max = channel_max or self.channel_max or 65535
         self.heartbeat = tune_ok.heartbeat
         self.frames.max_frame_size = self.frame_max
 
@@ -293,7 +382,7 @@ class ServerConnection:
         if ftype != FRAME_METHOD or channel != 0:
             return None
         try:
-            method = self._decode_method(start, end)
+            method = self._decode_method(start, end, channel)
         except AMQPError:
             return None
         if method.INDEX == spec.ConnectionCloseOk.INDEX or method.INDEX == spec.ConnectionClose.INDEX:
@@ -339,6 +428,29 @@ class ServerConnection:
         out.extend(content_frames(channel, method.CLASS_ID, properties, body, self.frame_max))
         self.out_bytes += len(body) + 64
 
+    def _encode_translated(self, channel: int, method):
+        enc = self._replies.pop((channel, method.INDEX), None) if self._replies else None
+        if enc is None:
+            enc = self.dialect.encoders.get(type(method))
+            if enc is None:
+                self.dropped += 1  # no form in this version (docs/versions.md)
+                return None
+        return enc(method)
+
+    def _send_method_translated(self, channel: int, method) -> None:
+        payload = self._encode_translated(channel, method)
+        if payload is not None:
+            self._out.append(method_frame(channel, payload))
+
+    def _send_content_translated(self, channel: int, method, properties: bytes, body) -> None:
+        payload = self._encode_translated(channel, method)
+        if payload is None:
+            return
+        out = self._out
+        out.append(method_frame(channel, payload))
+        out.extend(content_frames(channel, method.CLASS_ID, properties, body, self.frame_max))
+        self.out_bytes += len(body) + 64
+
     def send_deliver(self, channel: int, consumer_tag: bytes, delivery_tag: int, redelivered: bool,
                      exchange: bytes, routing_key: bytes, properties: bytes, body) -> None:
         """basic.deliver + content, encoded by hand: the hottest path (bench/throughput.py).
@@ -364,8 +476,10 @@ class ServerConnection:
             return
         self.channels[channel] = _CLOSING
         self._assembling.pop(channel, None)
-        self.send_method(channel, spec.ChannelClose(error.reply_code, _text(error.reply_text),
-                                                    error.class_id, error.method_id))
+        code, text, class_id, method_id = error.reply_code, error.reply_text, error.class_id, error.method_id
+        if not self.dialect.identity:
+            code, text, class_id, method_id = self.dialect.reply(code, text, class_id, method_id)
+        self.send_method(channel, spec.ChannelClose(code, _text(text), class_id, method_id))
 
     def close_connection(self, reply_code: int, reply_text: str, class_id: int = 0, method_id: int = 0) -> None:
         """Send connection.close; every channel is gone, input is discarded until close-ok."""
@@ -374,6 +488,9 @@ class ServerConnection:
         self.state.closing()
         self.channels.clear()
         self._assembling.clear()
+        if not self.dialect.identity:
+            reply_code, reply_text, class_id, method_id = self.dialect.reply(reply_code, reply_text, class_id,
+                                                                             method_id)
         self.send_method(0, spec.ConnectionClose(reply_code, _text(reply_text), class_id, method_id))
 
     def data_to_send(self) -> list:

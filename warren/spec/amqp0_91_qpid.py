@@ -1,0 +1,1884 @@
+"""Qpid's AMQP "0-91" protocol tables.
+
+Generated from amqp0-9-1.qpid-stripped.xml by tools/gen_spec.py; do not edit, run the tool.
+"""
+
+# fmt: off
+from struct import Struct as _Struct
+
+from warren.codec.fields import (
+    decode_longstr, decode_shortstr, decode_table, encode_longstr, encode_shortstr, encode_table,
+)
+from warren.spec.base import Method, Properties
+
+VERSION = (0, 91, 0)
+
+_B = _Struct('>B')
+_BB = _Struct('>BB')
+_H = _Struct('>H')
+_HH = _Struct('>HH')
+_HIH = _Struct('>HIH')
+_I = _Struct('>I')
+_IH = _Struct('>IH')
+_II = _Struct('>II')
+_Q = _Struct('>Q')
+
+FRAME_METHOD = 1
+FRAME_HEADER = 2
+FRAME_BODY = 3
+FRAME_HEARTBEAT = 8
+FRAME_MIN_SIZE = 4096
+FRAME_END = 206
+REPLY_SUCCESS = 200
+CONTENT_TOO_LARGE = 311  # soft-error
+NO_CONSUMERS = 313  # soft-error
+CONNECTION_FORCED = 320  # hard-error
+INVALID_PATH = 402  # hard-error
+ACCESS_REFUSED = 403  # soft-error
+NOT_FOUND = 404  # soft-error
+RESOURCE_LOCKED = 405  # soft-error
+PRECONDITION_FAILED = 406  # soft-error
+FRAME_ERROR = 501  # hard-error
+SYNTAX_ERROR = 502  # hard-error
+COMMAND_INVALID = 503  # hard-error
+CHANNEL_ERROR = 504  # hard-error
+UNEXPECTED_FRAME = 505  # hard-error
+RESOURCE_ERROR = 506  # hard-error
+NOT_ALLOWED = 530  # hard-error
+NOT_IMPLEMENTED = 540  # hard-error
+INTERNAL_ERROR = 541  # hard-error
+
+
+class ConnectionStart(Method):
+    __slots__ = ('version_major', 'version_minor', 'server_properties', 'mechanisms', 'locales', )
+    NAME = 'connection.start'
+    CLASS_ID = 10
+    METHOD_ID = 10
+    INDEX = 0x000A000A
+    SYNCHRONOUS = True
+    CONTENT = False
+    FIELDS = (('version_major', 'octet'), ('version_minor', 'octet'), ('server_properties', 'table'), ('mechanisms', 'longstr'), ('locales', 'longstr'), )
+
+    def __init__(self, version_major=0, version_minor=0, server_properties=None, mechanisms=b'', locales=b''):
+        self.version_major = version_major
+        self.version_minor = version_minor
+        self.server_properties = {} if server_properties is None else server_properties
+        self.mechanisms = mechanisms
+        self.locales = locales
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        (m.version_major, m.version_minor,) = _BB.unpack_from(buf, off)
+        off += 2
+        m.server_properties, off = decode_table(buf, off)
+        m.mechanisms, off = decode_longstr(buf, off)
+        m.locales, off = decode_longstr(buf, off)
+        return m, off
+
+    def encode(self):
+        return b''.join((
+            b'\x00\n\x00\n',
+            _BB.pack(self.version_major, self.version_minor),
+            encode_table(self.server_properties),
+            encode_longstr(self.mechanisms),
+            encode_longstr(self.locales),
+        ))
+
+
+class ConnectionStartOk(Method):
+    __slots__ = ('client_properties', 'mechanism', 'response', 'locale', )
+    NAME = 'connection.start-ok'
+    CLASS_ID = 10
+    METHOD_ID = 11
+    INDEX = 0x000A000B
+    SYNCHRONOUS = True
+    CONTENT = False
+    FIELDS = (('client_properties', 'table'), ('mechanism', 'shortstr'), ('response', 'longstr'), ('locale', 'shortstr'), )
+
+    def __init__(self, client_properties=None, mechanism='', response=b'', locale=''):
+        self.client_properties = {} if client_properties is None else client_properties
+        self.mechanism = mechanism
+        self.response = response
+        self.locale = locale
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        m.client_properties, off = decode_table(buf, off)
+        m.mechanism, off = decode_shortstr(buf, off)
+        m.response, off = decode_longstr(buf, off)
+        m.locale, off = decode_shortstr(buf, off)
+        return m, off
+
+    def encode(self):
+        return b''.join((
+            b'\x00\n\x00\x0b',
+            encode_table(self.client_properties),
+            encode_shortstr(self.mechanism),
+            encode_longstr(self.response),
+            encode_shortstr(self.locale),
+        ))
+
+
+class ConnectionSecure(Method):
+    __slots__ = ('challenge', )
+    NAME = 'connection.secure'
+    CLASS_ID = 10
+    METHOD_ID = 20
+    INDEX = 0x000A0014
+    SYNCHRONOUS = True
+    CONTENT = False
+    FIELDS = (('challenge', 'longstr'), )
+
+    def __init__(self, challenge=b''):
+        self.challenge = challenge
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        m.challenge, off = decode_longstr(buf, off)
+        return m, off
+
+    def encode(self):
+        return b''.join((
+            b'\x00\n\x00\x14',
+            encode_longstr(self.challenge),
+        ))
+
+
+class ConnectionSecureOk(Method):
+    __slots__ = ('response', )
+    NAME = 'connection.secure-ok'
+    CLASS_ID = 10
+    METHOD_ID = 21
+    INDEX = 0x000A0015
+    SYNCHRONOUS = True
+    CONTENT = False
+    FIELDS = (('response', 'longstr'), )
+
+    def __init__(self, response=b''):
+        self.response = response
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        m.response, off = decode_longstr(buf, off)
+        return m, off
+
+    def encode(self):
+        return b''.join((
+            b'\x00\n\x00\x15',
+            encode_longstr(self.response),
+        ))
+
+
+class ConnectionTune(Method):
+    __slots__ = ('channel_max', 'frame_max', 'heartbeat', )
+    NAME = 'connection.tune'
+    CLASS_ID = 10
+    METHOD_ID = 30
+    INDEX = 0x000A001E
+    SYNCHRONOUS = True
+    CONTENT = False
+    FIELDS = (('channel_max', 'short'), ('frame_max', 'long'), ('heartbeat', 'short'), )
+
+    def __init__(self, channel_max=0, frame_max=0, heartbeat=0):
+        self.channel_max = channel_max
+        self.frame_max = frame_max
+        self.heartbeat = heartbeat
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        (m.channel_max, m.frame_max, m.heartbeat,) = _HIH.unpack_from(buf, off)
+        off += 8
+        return m, off
+
+    def encode(self):
+        return b''.join((
+            b'\x00\n\x00\x1e',
+            _HIH.pack(self.channel_max, self.frame_max, self.heartbeat),
+        ))
+
+
+class ConnectionTuneOk(Method):
+    __slots__ = ('channel_max', 'frame_max', 'heartbeat', )
+    NAME = 'connection.tune-ok'
+    CLASS_ID = 10
+    METHOD_ID = 31
+    INDEX = 0x000A001F
+    SYNCHRONOUS = True
+    CONTENT = False
+    FIELDS = (('channel_max', 'short'), ('frame_max', 'long'), ('heartbeat', 'short'), )
+
+    def __init__(self, channel_max=0, frame_max=0, heartbeat=0):
+        self.channel_max = channel_max
+        self.frame_max = frame_max
+        self.heartbeat = heartbeat
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        (m.channel_max, m.frame_max, m.heartbeat,) = _HIH.unpack_from(buf, off)
+        off += 8
+        return m, off
+
+    def encode(self):
+        return b''.join((
+            b'\x00\n\x00\x1f',
+            _HIH.pack(self.channel_max, self.frame_max, self.heartbeat),
+        ))
+
+
+class ConnectionOpen(Method):
+    __slots__ = ('virtual_host', 'capabilities', 'insist', )
+    NAME = 'connection.open'
+    CLASS_ID = 10
+    METHOD_ID = 40
+    INDEX = 0x000A0028
+    SYNCHRONOUS = True
+    CONTENT = False
+    FIELDS = (('virtual_host', 'shortstr'), ('capabilities', 'shortstr'), ('insist', 'bit'), )
+
+    def __init__(self, virtual_host='', capabilities='', insist=False):
+        self.virtual_host = virtual_host
+        self.capabilities = capabilities
+        self.insist = insist
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        m.virtual_host, off = decode_shortstr(buf, off)
+        m.capabilities, off = decode_shortstr(buf, off)
+        bits = buf[off]
+        off += 1
+        m.insist = bool(bits & 1)
+        return m, off
+
+    def encode(self):
+        return b''.join((
+            b'\x00\n\x00(',
+            encode_shortstr(self.virtual_host),
+            encode_shortstr(self.capabilities),
+            bytes(((1 if self.insist else 0),)),
+        ))
+
+
+class ConnectionOpenOk(Method):
+    __slots__ = ('known_hosts', )
+    NAME = 'connection.open-ok'
+    CLASS_ID = 10
+    METHOD_ID = 41
+    INDEX = 0x000A0029
+    SYNCHRONOUS = True
+    CONTENT = False
+    FIELDS = (('known_hosts', 'shortstr'), )
+
+    def __init__(self, known_hosts=''):
+        self.known_hosts = known_hosts
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        m.known_hosts, off = decode_shortstr(buf, off)
+        return m, off
+
+    def encode(self):
+        return b''.join((
+            b'\x00\n\x00)',
+            encode_shortstr(self.known_hosts),
+        ))
+
+
+class ConnectionClose(Method):
+    __slots__ = ('reply_code', 'reply_text', 'class_id', 'method_id', )
+    NAME = 'connection.close'
+    CLASS_ID = 10
+    METHOD_ID = 50
+    INDEX = 0x000A0032
+    SYNCHRONOUS = True
+    CONTENT = False
+    FIELDS = (('reply_code', 'short'), ('reply_text', 'shortstr'), ('class_id', 'short'), ('method_id', 'short'), )
+
+    def __init__(self, reply_code=0, reply_text='', class_id=0, method_id=0):
+        self.reply_code = reply_code
+        self.reply_text = reply_text
+        self.class_id = class_id
+        self.method_id = method_id
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        (m.reply_code,) = _H.unpack_from(buf, off)
+        off += 2
+        m.reply_text, off = decode_shortstr(buf, off)
+        (m.class_id, m.method_id,) = _HH.unpack_from(buf, off)
+        off += 4
+        return m, off
+
+    def encode(self):
+        return b''.join((
+            b'\x00\n\x002',
+            _H.pack(self.reply_code),
+            encode_shortstr(self.reply_text),
+            _HH.pack(self.class_id, self.method_id),
+        ))
+
+
+class ConnectionCloseOk(Method):
+    __slots__ = ()
+    NAME = 'connection.close-ok'
+    CLASS_ID = 10
+    METHOD_ID = 51
+    INDEX = 0x000A0033
+    SYNCHRONOUS = True
+    CONTENT = False
+    FIELDS = ()
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        return m, off
+
+    def encode(self):
+        return b'\x00\n\x003'
+
+
+class ChannelOpen(Method):
+    __slots__ = ('out_of_band', )
+    NAME = 'channel.open'
+    CLASS_ID = 20
+    METHOD_ID = 10
+    INDEX = 0x0014000A
+    SYNCHRONOUS = True
+    CONTENT = False
+    FIELDS = (('out_of_band', 'shortstr'), )
+
+    def __init__(self, out_of_band=''):
+        self.out_of_band = out_of_band
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        m.out_of_band, off = decode_shortstr(buf, off)
+        return m, off
+
+    def encode(self):
+        return b''.join((
+            b'\x00\x14\x00\n',
+            encode_shortstr(self.out_of_band),
+        ))
+
+
+class ChannelOpenOk(Method):
+    __slots__ = ('channel_id', )
+    NAME = 'channel.open-ok'
+    CLASS_ID = 20
+    METHOD_ID = 11
+    INDEX = 0x0014000B
+    SYNCHRONOUS = True
+    CONTENT = False
+    FIELDS = (('channel_id', 'longstr'), )
+
+    def __init__(self, channel_id=b''):
+        self.channel_id = channel_id
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        m.channel_id, off = decode_longstr(buf, off)
+        return m, off
+
+    def encode(self):
+        return b''.join((
+            b'\x00\x14\x00\x0b',
+            encode_longstr(self.channel_id),
+        ))
+
+
+class ChannelFlow(Method):
+    __slots__ = ('active', )
+    NAME = 'channel.flow'
+    CLASS_ID = 20
+    METHOD_ID = 20
+    INDEX = 0x00140014
+    SYNCHRONOUS = True
+    CONTENT = False
+    FIELDS = (('active', 'bit'), )
+
+    def __init__(self, active=False):
+        self.active = active
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        bits = buf[off]
+        off += 1
+        m.active = bool(bits & 1)
+        return m, off
+
+    def encode(self):
+        return b''.join((
+            b'\x00\x14\x00\x14',
+            bytes(((1 if self.active else 0),)),
+        ))
+
+
+class ChannelFlowOk(Method):
+    __slots__ = ('active', )
+    NAME = 'channel.flow-ok'
+    CLASS_ID = 20
+    METHOD_ID = 21
+    INDEX = 0x00140015
+    SYNCHRONOUS = False
+    CONTENT = False
+    FIELDS = (('active', 'bit'), )
+
+    def __init__(self, active=False):
+        self.active = active
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        bits = buf[off]
+        off += 1
+        m.active = bool(bits & 1)
+        return m, off
+
+    def encode(self):
+        return b''.join((
+            b'\x00\x14\x00\x15',
+            bytes(((1 if self.active else 0),)),
+        ))
+
+
+class ChannelClose(Method):
+    __slots__ = ('reply_code', 'reply_text', 'class_id', 'method_id', )
+    NAME = 'channel.close'
+    CLASS_ID = 20
+    METHOD_ID = 40
+    INDEX = 0x00140028
+    SYNCHRONOUS = True
+    CONTENT = False
+    FIELDS = (('reply_code', 'short'), ('reply_text', 'shortstr'), ('class_id', 'short'), ('method_id', 'short'), )
+
+    def __init__(self, reply_code=0, reply_text='', class_id=0, method_id=0):
+        self.reply_code = reply_code
+        self.reply_text = reply_text
+        self.class_id = class_id
+        self.method_id = method_id
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        (m.reply_code,) = _H.unpack_from(buf, off)
+        off += 2
+        m.reply_text, off = decode_shortstr(buf, off)
+        (m.class_id, m.method_id,) = _HH.unpack_from(buf, off)
+        off += 4
+        return m, off
+
+    def encode(self):
+        return b''.join((
+            b'\x00\x14\x00(',
+            _H.pack(self.reply_code),
+            encode_shortstr(self.reply_text),
+            _HH.pack(self.class_id, self.method_id),
+        ))
+
+
+class ChannelCloseOk(Method):
+    __slots__ = ()
+    NAME = 'channel.close-ok'
+    CLASS_ID = 20
+    METHOD_ID = 41
+    INDEX = 0x00140029
+    SYNCHRONOUS = True
+    CONTENT = False
+    FIELDS = ()
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        return m, off
+
+    def encode(self):
+        return b'\x00\x14\x00)'
+
+
+class ExchangeDeclare(Method):
+    __slots__ = ('ticket', 'exchange', 'type', 'passive', 'durable', 'auto_delete', 'internal', 'nowait', 'arguments', )
+    NAME = 'exchange.declare'
+    CLASS_ID = 40
+    METHOD_ID = 10
+    INDEX = 0x0028000A
+    SYNCHRONOUS = True
+    CONTENT = False
+    FIELDS = (('ticket', 'short'), ('exchange', 'shortstr'), ('type', 'shortstr'), ('passive', 'bit'), ('durable', 'bit'), ('auto_delete', 'bit'), ('internal', 'bit'), ('nowait', 'bit'), ('arguments', 'table'), )
+
+    def __init__(self, ticket=0, exchange='', type='', passive=False, durable=False, auto_delete=False, internal=False, nowait=False, arguments=None):
+        self.ticket = ticket
+        self.exchange = exchange
+        self.type = type
+        self.passive = passive
+        self.durable = durable
+        self.auto_delete = auto_delete
+        self.internal = internal
+        self.nowait = nowait
+        self.arguments = {} if arguments is None else arguments
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        (m.ticket,) = _H.unpack_from(buf, off)
+        off += 2
+        m.exchange, off = decode_shortstr(buf, off)
+        m.type, off = decode_shortstr(buf, off)
+        bits = buf[off]
+        off += 1
+        m.passive = bool(bits & 1)
+        m.durable = bool(bits & 2)
+        m.auto_delete = bool(bits & 4)
+        m.internal = bool(bits & 8)
+        m.nowait = bool(bits & 16)
+        m.arguments, off = decode_table(buf, off)
+        return m, off
+
+    def encode(self):
+        return b''.join((
+            b'\x00(\x00\n',
+            _H.pack(self.ticket),
+            encode_shortstr(self.exchange),
+            encode_shortstr(self.type),
+            bytes(((1 if self.passive else 0) | (2 if self.durable else 0) | (4 if self.auto_delete else 0) | (8 if self.internal else 0) | (16 if self.nowait else 0),)),
+            encode_table(self.arguments),
+        ))
+
+
+class ExchangeDeclareOk(Method):
+    __slots__ = ()
+    NAME = 'exchange.declare-ok'
+    CLASS_ID = 40
+    METHOD_ID = 11
+    INDEX = 0x0028000B
+    SYNCHRONOUS = True
+    CONTENT = False
+    FIELDS = ()
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        return m, off
+
+    def encode(self):
+        return b'\x00(\x00\x0b'
+
+
+class ExchangeDelete(Method):
+    __slots__ = ('ticket', 'exchange', 'if_unused', 'nowait', )
+    NAME = 'exchange.delete'
+    CLASS_ID = 40
+    METHOD_ID = 20
+    INDEX = 0x00280014
+    SYNCHRONOUS = True
+    CONTENT = False
+    FIELDS = (('ticket', 'short'), ('exchange', 'shortstr'), ('if_unused', 'bit'), ('nowait', 'bit'), )
+
+    def __init__(self, ticket=0, exchange='', if_unused=False, nowait=False):
+        self.ticket = ticket
+        self.exchange = exchange
+        self.if_unused = if_unused
+        self.nowait = nowait
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        (m.ticket,) = _H.unpack_from(buf, off)
+        off += 2
+        m.exchange, off = decode_shortstr(buf, off)
+        bits = buf[off]
+        off += 1
+        m.if_unused = bool(bits & 1)
+        m.nowait = bool(bits & 2)
+        return m, off
+
+    def encode(self):
+        return b''.join((
+            b'\x00(\x00\x14',
+            _H.pack(self.ticket),
+            encode_shortstr(self.exchange),
+            bytes(((1 if self.if_unused else 0) | (2 if self.nowait else 0),)),
+        ))
+
+
+class ExchangeDeleteOk(Method):
+    __slots__ = ()
+    NAME = 'exchange.delete-ok'
+    CLASS_ID = 40
+    METHOD_ID = 21
+    INDEX = 0x00280015
+    SYNCHRONOUS = True
+    CONTENT = False
+    FIELDS = ()
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        return m, off
+
+    def encode(self):
+        return b'\x00(\x00\x15'
+
+
+class ExchangeBound(Method):
+    __slots__ = ('exchange', 'routing_key', 'queue', )
+    NAME = 'exchange.bound'
+    CLASS_ID = 40
+    METHOD_ID = 22
+    INDEX = 0x00280016
+    SYNCHRONOUS = True
+    CONTENT = False
+    FIELDS = (('exchange', 'shortstr'), ('routing_key', 'shortstr'), ('queue', 'shortstr'), )
+
+    def __init__(self, exchange='', routing_key='', queue=''):
+        self.exchange = exchange
+        self.routing_key = routing_key
+        self.queue = queue
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        m.exchange, off = decode_shortstr(buf, off)
+        m.routing_key, off = decode_shortstr(buf, off)
+        m.queue, off = decode_shortstr(buf, off)
+        return m, off
+
+    def encode(self):
+        return b''.join((
+            b'\x00(\x00\x16',
+            encode_shortstr(self.exchange),
+            encode_shortstr(self.routing_key),
+            encode_shortstr(self.queue),
+        ))
+
+
+class ExchangeBoundOk(Method):
+    __slots__ = ('reply_code', 'reply_text', )
+    NAME = 'exchange.bound-ok'
+    CLASS_ID = 40
+    METHOD_ID = 23
+    INDEX = 0x00280017
+    SYNCHRONOUS = True
+    CONTENT = False
+    FIELDS = (('reply_code', 'short'), ('reply_text', 'shortstr'), )
+
+    def __init__(self, reply_code=0, reply_text=''):
+        self.reply_code = reply_code
+        self.reply_text = reply_text
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        (m.reply_code,) = _H.unpack_from(buf, off)
+        off += 2
+        m.reply_text, off = decode_shortstr(buf, off)
+        return m, off
+
+    def encode(self):
+        return b''.join((
+            b'\x00(\x00\x17',
+            _H.pack(self.reply_code),
+            encode_shortstr(self.reply_text),
+        ))
+
+
+class QueueDeclare(Method):
+    __slots__ = ('ticket', 'queue', 'passive', 'durable', 'exclusive', 'auto_delete', 'nowait', 'arguments', )
+    NAME = 'queue.declare'
+    CLASS_ID = 50
+    METHOD_ID = 10
+    INDEX = 0x0032000A
+    SYNCHRONOUS = True
+    CONTENT = False
+    FIELDS = (('ticket', 'short'), ('queue', 'shortstr'), ('passive', 'bit'), ('durable', 'bit'), ('exclusive', 'bit'), ('auto_delete', 'bit'), ('nowait', 'bit'), ('arguments', 'table'), )
+
+    def __init__(self, ticket=0, queue='', passive=False, durable=False, exclusive=False, auto_delete=False, nowait=False, arguments=None):
+        self.ticket = ticket
+        self.queue = queue
+        self.passive = passive
+        self.durable = durable
+        self.exclusive = exclusive
+        self.auto_delete = auto_delete
+        self.nowait = nowait
+        self.arguments = {} if arguments is None else arguments
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        (m.ticket,) = _H.unpack_from(buf, off)
+        off += 2
+        m.queue, off = decode_shortstr(buf, off)
+        bits = buf[off]
+        off += 1
+        m.passive = bool(bits & 1)
+        m.durable = bool(bits & 2)
+        m.exclusive = bool(bits & 4)
+        m.auto_delete = bool(bits & 8)
+        m.nowait = bool(bits & 16)
+        m.arguments, off = decode_table(buf, off)
+        return m, off
+
+    def encode(self):
+        return b''.join((
+            b'\x002\x00\n',
+            _H.pack(self.ticket),
+            encode_shortstr(self.queue),
+            bytes(((1 if self.passive else 0) | (2 if self.durable else 0) | (4 if self.exclusive else 0) | (8 if self.auto_delete else 0) | (16 if self.nowait else 0),)),
+            encode_table(self.arguments),
+        ))
+
+
+class QueueDeclareOk(Method):
+    __slots__ = ('queue', 'message_count', 'consumer_count', )
+    NAME = 'queue.declare-ok'
+    CLASS_ID = 50
+    METHOD_ID = 11
+    INDEX = 0x0032000B
+    SYNCHRONOUS = True
+    CONTENT = False
+    FIELDS = (('queue', 'shortstr'), ('message_count', 'long'), ('consumer_count', 'long'), )
+
+    def __init__(self, queue='', message_count=0, consumer_count=0):
+        self.queue = queue
+        self.message_count = message_count
+        self.consumer_count = consumer_count
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        m.queue, off = decode_shortstr(buf, off)
+        (m.message_count, m.consumer_count,) = _II.unpack_from(buf, off)
+        off += 8
+        return m, off
+
+    def encode(self):
+        return b''.join((
+            b'\x002\x00\x0b',
+            encode_shortstr(self.queue),
+            _II.pack(self.message_count, self.consumer_count),
+        ))
+
+
+class QueueBind(Method):
+    __slots__ = ('ticket', 'queue', 'exchange', 'routing_key', 'nowait', 'arguments', )
+    NAME = 'queue.bind'
+    CLASS_ID = 50
+    METHOD_ID = 20
+    INDEX = 0x00320014
+    SYNCHRONOUS = True
+    CONTENT = False
+    FIELDS = (('ticket', 'short'), ('queue', 'shortstr'), ('exchange', 'shortstr'), ('routing_key', 'shortstr'), ('nowait', 'bit'), ('arguments', 'table'), )
+
+    def __init__(self, ticket=0, queue='', exchange='', routing_key='', nowait=False, arguments=None):
+        self.ticket = ticket
+        self.queue = queue
+        self.exchange = exchange
+        self.routing_key = routing_key
+        self.nowait = nowait
+        self.arguments = {} if arguments is None else arguments
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        (m.ticket,) = _H.unpack_from(buf, off)
+        off += 2
+        m.queue, off = decode_shortstr(buf, off)
+        m.exchange, off = decode_shortstr(buf, off)
+        m.routing_key, off = decode_shortstr(buf, off)
+        bits = buf[off]
+        off += 1
+        m.nowait = bool(bits & 1)
+        m.arguments, off = decode_table(buf, off)
+        return m, off
+
+    def encode(self):
+        return b''.join((
+            b'\x002\x00\x14',
+            _H.pack(self.ticket),
+            encode_shortstr(self.queue),
+            encode_shortstr(self.exchange),
+            encode_shortstr(self.routing_key),
+            bytes(((1 if self.nowait else 0),)),
+            encode_table(self.arguments),
+        ))
+
+
+class QueueBindOk(Method):
+    __slots__ = ()
+    NAME = 'queue.bind-ok'
+    CLASS_ID = 50
+    METHOD_ID = 21
+    INDEX = 0x00320015
+    SYNCHRONOUS = True
+    CONTENT = False
+    FIELDS = ()
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        return m, off
+
+    def encode(self):
+        return b'\x002\x00\x15'
+
+
+class QueueUnbind(Method):
+    __slots__ = ('ticket', 'queue', 'exchange', 'routing_key', 'arguments', )
+    NAME = 'queue.unbind'
+    CLASS_ID = 50
+    METHOD_ID = 50
+    INDEX = 0x00320032
+    SYNCHRONOUS = True
+    CONTENT = False
+    FIELDS = (('ticket', 'short'), ('queue', 'shortstr'), ('exchange', 'shortstr'), ('routing_key', 'shortstr'), ('arguments', 'table'), )
+
+    def __init__(self, ticket=0, queue='', exchange='', routing_key='', arguments=None):
+        self.ticket = ticket
+        self.queue = queue
+        self.exchange = exchange
+        self.routing_key = routing_key
+        self.arguments = {} if arguments is None else arguments
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        (m.ticket,) = _H.unpack_from(buf, off)
+        off += 2
+        m.queue, off = decode_shortstr(buf, off)
+        m.exchange, off = decode_shortstr(buf, off)
+        m.routing_key, off = decode_shortstr(buf, off)
+        m.arguments, off = decode_table(buf, off)
+        return m, off
+
+    def encode(self):
+        return b''.join((
+            b'\x002\x002',
+            _H.pack(self.ticket),
+            encode_shortstr(self.queue),
+            encode_shortstr(self.exchange),
+            encode_shortstr(self.routing_key),
+            encode_table(self.arguments),
+        ))
+
+
+class QueueUnbindOk(Method):
+    __slots__ = ()
+    NAME = 'queue.unbind-ok'
+    CLASS_ID = 50
+    METHOD_ID = 51
+    INDEX = 0x00320033
+    SYNCHRONOUS = True
+    CONTENT = False
+    FIELDS = ()
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        return m, off
+
+    def encode(self):
+        return b'\x002\x003'
+
+
+class QueuePurge(Method):
+    __slots__ = ('ticket', 'queue', 'nowait', )
+    NAME = 'queue.purge'
+    CLASS_ID = 50
+    METHOD_ID = 30
+    INDEX = 0x0032001E
+    SYNCHRONOUS = True
+    CONTENT = False
+    FIELDS = (('ticket', 'short'), ('queue', 'shortstr'), ('nowait', 'bit'), )
+
+    def __init__(self, ticket=0, queue='', nowait=False):
+        self.ticket = ticket
+        self.queue = queue
+        self.nowait = nowait
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        (m.ticket,) = _H.unpack_from(buf, off)
+        off += 2
+        m.queue, off = decode_shortstr(buf, off)
+        bits = buf[off]
+        off += 1
+        m.nowait = bool(bits & 1)
+        return m, off
+
+    def encode(self):
+        return b''.join((
+            b'\x002\x00\x1e',
+            _H.pack(self.ticket),
+            encode_shortstr(self.queue),
+            bytes(((1 if self.nowait else 0),)),
+        ))
+
+
+class QueuePurgeOk(Method):
+    __slots__ = ('message_count', )
+    NAME = 'queue.purge-ok'
+    CLASS_ID = 50
+    METHOD_ID = 31
+    INDEX = 0x0032001F
+    SYNCHRONOUS = True
+    CONTENT = False
+    FIELDS = (('message_count', 'long'), )
+
+    def __init__(self, message_count=0):
+        self.message_count = message_count
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        (m.message_count,) = _I.unpack_from(buf, off)
+        off += 4
+        return m, off
+
+    def encode(self):
+        return b''.join((
+            b'\x002\x00\x1f',
+            _I.pack(self.message_count),
+        ))
+
+
+class QueueDelete(Method):
+    __slots__ = ('ticket', 'queue', 'if_unused', 'if_empty', 'nowait', )
+    NAME = 'queue.delete'
+    CLASS_ID = 50
+    METHOD_ID = 40
+    INDEX = 0x00320028
+    SYNCHRONOUS = True
+    CONTENT = False
+    FIELDS = (('ticket', 'short'), ('queue', 'shortstr'), ('if_unused', 'bit'), ('if_empty', 'bit'), ('nowait', 'bit'), )
+
+    def __init__(self, ticket=0, queue='', if_unused=False, if_empty=False, nowait=False):
+        self.ticket = ticket
+        self.queue = queue
+        self.if_unused = if_unused
+        self.if_empty = if_empty
+        self.nowait = nowait
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        (m.ticket,) = _H.unpack_from(buf, off)
+        off += 2
+        m.queue, off = decode_shortstr(buf, off)
+        bits = buf[off]
+        off += 1
+        m.if_unused = bool(bits & 1)
+        m.if_empty = bool(bits & 2)
+        m.nowait = bool(bits & 4)
+        return m, off
+
+    def encode(self):
+        return b''.join((
+            b'\x002\x00(',
+            _H.pack(self.ticket),
+            encode_shortstr(self.queue),
+            bytes(((1 if self.if_unused else 0) | (2 if self.if_empty else 0) | (4 if self.nowait else 0),)),
+        ))
+
+
+class QueueDeleteOk(Method):
+    __slots__ = ('message_count', )
+    NAME = 'queue.delete-ok'
+    CLASS_ID = 50
+    METHOD_ID = 41
+    INDEX = 0x00320029
+    SYNCHRONOUS = True
+    CONTENT = False
+    FIELDS = (('message_count', 'long'), )
+
+    def __init__(self, message_count=0):
+        self.message_count = message_count
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        (m.message_count,) = _I.unpack_from(buf, off)
+        off += 4
+        return m, off
+
+    def encode(self):
+        return b''.join((
+            b'\x002\x00)',
+            _I.pack(self.message_count),
+        ))
+
+
+class BasicQos(Method):
+    __slots__ = ('prefetch_size', 'prefetch_count', 'global_', )
+    NAME = 'basic.qos'
+    CLASS_ID = 60
+    METHOD_ID = 10
+    INDEX = 0x003C000A
+    SYNCHRONOUS = True
+    CONTENT = False
+    FIELDS = (('prefetch_size', 'long'), ('prefetch_count', 'short'), ('global_', 'bit'), )
+
+    def __init__(self, prefetch_size=0, prefetch_count=0, global_=False):
+        self.prefetch_size = prefetch_size
+        self.prefetch_count = prefetch_count
+        self.global_ = global_
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        (m.prefetch_size, m.prefetch_count,) = _IH.unpack_from(buf, off)
+        off += 6
+        bits = buf[off]
+        off += 1
+        m.global_ = bool(bits & 1)
+        return m, off
+
+    def encode(self):
+        return b''.join((
+            b'\x00<\x00\n',
+            _IH.pack(self.prefetch_size, self.prefetch_count),
+            bytes(((1 if self.global_ else 0),)),
+        ))
+
+
+class BasicQosOk(Method):
+    __slots__ = ()
+    NAME = 'basic.qos-ok'
+    CLASS_ID = 60
+    METHOD_ID = 11
+    INDEX = 0x003C000B
+    SYNCHRONOUS = True
+    CONTENT = False
+    FIELDS = ()
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        return m, off
+
+    def encode(self):
+        return b'\x00<\x00\x0b'
+
+
+class BasicConsume(Method):
+    __slots__ = ('ticket', 'queue', 'consumer_tag', 'no_local', 'no_ack', 'exclusive', 'nowait', 'arguments', )
+    NAME = 'basic.consume'
+    CLASS_ID = 60
+    METHOD_ID = 20
+    INDEX = 0x003C0014
+    SYNCHRONOUS = True
+    CONTENT = False
+    FIELDS = (('ticket', 'short'), ('queue', 'shortstr'), ('consumer_tag', 'shortstr'), ('no_local', 'bit'), ('no_ack', 'bit'), ('exclusive', 'bit'), ('nowait', 'bit'), ('arguments', 'table'), )
+
+    def __init__(self, ticket=0, queue='', consumer_tag='', no_local=False, no_ack=False, exclusive=False, nowait=False, arguments=None):
+        self.ticket = ticket
+        self.queue = queue
+        self.consumer_tag = consumer_tag
+        self.no_local = no_local
+        self.no_ack = no_ack
+        self.exclusive = exclusive
+        self.nowait = nowait
+        self.arguments = {} if arguments is None else arguments
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        (m.ticket,) = _H.unpack_from(buf, off)
+        off += 2
+        m.queue, off = decode_shortstr(buf, off)
+        m.consumer_tag, off = decode_shortstr(buf, off)
+        bits = buf[off]
+        off += 1
+        m.no_local = bool(bits & 1)
+        m.no_ack = bool(bits & 2)
+        m.exclusive = bool(bits & 4)
+        m.nowait = bool(bits & 8)
+        m.arguments, off = decode_table(buf, off)
+        return m, off
+
+    def encode(self):
+        return b''.join((
+            b'\x00<\x00\x14',
+            _H.pack(self.ticket),
+            encode_shortstr(self.queue),
+            encode_shortstr(self.consumer_tag),
+            bytes(((1 if self.no_local else 0) | (2 if self.no_ack else 0) | (4 if self.exclusive else 0) | (8 if self.nowait else 0),)),
+            encode_table(self.arguments),
+        ))
+
+
+class BasicConsumeOk(Method):
+    __slots__ = ('consumer_tag', )
+    NAME = 'basic.consume-ok'
+    CLASS_ID = 60
+    METHOD_ID = 21
+    INDEX = 0x003C0015
+    SYNCHRONOUS = True
+    CONTENT = False
+    FIELDS = (('consumer_tag', 'shortstr'), )
+
+    def __init__(self, consumer_tag=''):
+        self.consumer_tag = consumer_tag
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        m.consumer_tag, off = decode_shortstr(buf, off)
+        return m, off
+
+    def encode(self):
+        return b''.join((
+            b'\x00<\x00\x15',
+            encode_shortstr(self.consumer_tag),
+        ))
+
+
+class BasicCancel(Method):
+    __slots__ = ('consumer_tag', 'nowait', )
+    NAME = 'basic.cancel'
+    CLASS_ID = 60
+    METHOD_ID = 30
+    INDEX = 0x003C001E
+    SYNCHRONOUS = True
+    CONTENT = False
+    FIELDS = (('consumer_tag', 'shortstr'), ('nowait', 'bit'), )
+
+    def __init__(self, consumer_tag='', nowait=False):
+        self.consumer_tag = consumer_tag
+        self.nowait = nowait
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        m.consumer_tag, off = decode_shortstr(buf, off)
+        bits = buf[off]
+        off += 1
+        m.nowait = bool(bits & 1)
+        return m, off
+
+    def encode(self):
+        return b''.join((
+            b'\x00<\x00\x1e',
+            encode_shortstr(self.consumer_tag),
+            bytes(((1 if self.nowait else 0),)),
+        ))
+
+
+class BasicCancelOk(Method):
+    __slots__ = ('consumer_tag', )
+    NAME = 'basic.cancel-ok'
+    CLASS_ID = 60
+    METHOD_ID = 31
+    INDEX = 0x003C001F
+    SYNCHRONOUS = True
+    CONTENT = False
+    FIELDS = (('consumer_tag', 'shortstr'), )
+
+    def __init__(self, consumer_tag=''):
+        self.consumer_tag = consumer_tag
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        m.consumer_tag, off = decode_shortstr(buf, off)
+        return m, off
+
+    def encode(self):
+        return b''.join((
+            b'\x00<\x00\x1f',
+            encode_shortstr(self.consumer_tag),
+        ))
+
+
+class BasicPublish(Method):
+    __slots__ = ('ticket', 'exchange', 'routing_key', 'mandatory', 'immediate', )
+    NAME = 'basic.publish'
+    CLASS_ID = 60
+    METHOD_ID = 40
+    INDEX = 0x003C0028
+    SYNCHRONOUS = False
+    CONTENT = True
+    FIELDS = (('ticket', 'short'), ('exchange', 'shortstr'), ('routing_key', 'shortstr'), ('mandatory', 'bit'), ('immediate', 'bit'), )
+
+    def __init__(self, ticket=0, exchange='', routing_key='', mandatory=False, immediate=False):
+        self.ticket = ticket
+        self.exchange = exchange
+        self.routing_key = routing_key
+        self.mandatory = mandatory
+        self.immediate = immediate
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        (m.ticket,) = _H.unpack_from(buf, off)
+        off += 2
+        m.exchange, off = decode_shortstr(buf, off)
+        m.routing_key, off = decode_shortstr(buf, off)
+        bits = buf[off]
+        off += 1
+        m.mandatory = bool(bits & 1)
+        m.immediate = bool(bits & 2)
+        return m, off
+
+    def encode(self):
+        return b''.join((
+            b'\x00<\x00(',
+            _H.pack(self.ticket),
+            encode_shortstr(self.exchange),
+            encode_shortstr(self.routing_key),
+            bytes(((1 if self.mandatory else 0) | (2 if self.immediate else 0),)),
+        ))
+
+
+class BasicReturn(Method):
+    __slots__ = ('reply_code', 'reply_text', 'exchange', 'routing_key', )
+    NAME = 'basic.return'
+    CLASS_ID = 60
+    METHOD_ID = 50
+    INDEX = 0x003C0032
+    SYNCHRONOUS = False
+    CONTENT = True
+    FIELDS = (('reply_code', 'short'), ('reply_text', 'shortstr'), ('exchange', 'shortstr'), ('routing_key', 'shortstr'), )
+
+    def __init__(self, reply_code=0, reply_text='', exchange='', routing_key=''):
+        self.reply_code = reply_code
+        self.reply_text = reply_text
+        self.exchange = exchange
+        self.routing_key = routing_key
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        (m.reply_code,) = _H.unpack_from(buf, off)
+        off += 2
+        m.reply_text, off = decode_shortstr(buf, off)
+        m.exchange, off = decode_shortstr(buf, off)
+        m.routing_key, off = decode_shortstr(buf, off)
+        return m, off
+
+    def encode(self):
+        return b''.join((
+            b'\x00<\x002',
+            _H.pack(self.reply_code),
+            encode_shortstr(self.reply_text),
+            encode_shortstr(self.exchange),
+            encode_shortstr(self.routing_key),
+        ))
+
+
+class BasicDeliver(Method):
+    __slots__ = ('consumer_tag', 'delivery_tag', 'redelivered', 'exchange', 'routing_key', )
+    NAME = 'basic.deliver'
+    CLASS_ID = 60
+    METHOD_ID = 60
+    INDEX = 0x003C003C
+    SYNCHRONOUS = False
+    CONTENT = True
+    FIELDS = (('consumer_tag', 'shortstr'), ('delivery_tag', 'longlong'), ('redelivered', 'bit'), ('exchange', 'shortstr'), ('routing_key', 'shortstr'), )
+
+    def __init__(self, consumer_tag='', delivery_tag=0, redelivered=False, exchange='', routing_key=''):
+        self.consumer_tag = consumer_tag
+        self.delivery_tag = delivery_tag
+        self.redelivered = redelivered
+        self.exchange = exchange
+        self.routing_key = routing_key
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        m.consumer_tag, off = decode_shortstr(buf, off)
+        (m.delivery_tag,) = _Q.unpack_from(buf, off)
+        off += 8
+        bits = buf[off]
+        off += 1
+        m.redelivered = bool(bits & 1)
+        m.exchange, off = decode_shortstr(buf, off)
+        m.routing_key, off = decode_shortstr(buf, off)
+        return m, off
+
+    def encode(self):
+        return b''.join((
+            b'\x00<\x00<',
+            encode_shortstr(self.consumer_tag),
+            _Q.pack(self.delivery_tag),
+            bytes(((1 if self.redelivered else 0),)),
+            encode_shortstr(self.exchange),
+            encode_shortstr(self.routing_key),
+        ))
+
+
+class BasicGet(Method):
+    __slots__ = ('ticket', 'queue', 'no_ack', )
+    NAME = 'basic.get'
+    CLASS_ID = 60
+    METHOD_ID = 70
+    INDEX = 0x003C0046
+    SYNCHRONOUS = True
+    CONTENT = False
+    FIELDS = (('ticket', 'short'), ('queue', 'shortstr'), ('no_ack', 'bit'), )
+
+    def __init__(self, ticket=0, queue='', no_ack=False):
+        self.ticket = ticket
+        self.queue = queue
+        self.no_ack = no_ack
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        (m.ticket,) = _H.unpack_from(buf, off)
+        off += 2
+        m.queue, off = decode_shortstr(buf, off)
+        bits = buf[off]
+        off += 1
+        m.no_ack = bool(bits & 1)
+        return m, off
+
+    def encode(self):
+        return b''.join((
+            b'\x00<\x00F',
+            _H.pack(self.ticket),
+            encode_shortstr(self.queue),
+            bytes(((1 if self.no_ack else 0),)),
+        ))
+
+
+class BasicGetOk(Method):
+    __slots__ = ('delivery_tag', 'redelivered', 'exchange', 'routing_key', 'message_count', )
+    NAME = 'basic.get-ok'
+    CLASS_ID = 60
+    METHOD_ID = 71
+    INDEX = 0x003C0047
+    SYNCHRONOUS = True
+    CONTENT = True
+    FIELDS = (('delivery_tag', 'longlong'), ('redelivered', 'bit'), ('exchange', 'shortstr'), ('routing_key', 'shortstr'), ('message_count', 'long'), )
+
+    def __init__(self, delivery_tag=0, redelivered=False, exchange='', routing_key='', message_count=0):
+        self.delivery_tag = delivery_tag
+        self.redelivered = redelivered
+        self.exchange = exchange
+        self.routing_key = routing_key
+        self.message_count = message_count
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        (m.delivery_tag,) = _Q.unpack_from(buf, off)
+        off += 8
+        bits = buf[off]
+        off += 1
+        m.redelivered = bool(bits & 1)
+        m.exchange, off = decode_shortstr(buf, off)
+        m.routing_key, off = decode_shortstr(buf, off)
+        (m.message_count,) = _I.unpack_from(buf, off)
+        off += 4
+        return m, off
+
+    def encode(self):
+        return b''.join((
+            b'\x00<\x00G',
+            _Q.pack(self.delivery_tag),
+            bytes(((1 if self.redelivered else 0),)),
+            encode_shortstr(self.exchange),
+            encode_shortstr(self.routing_key),
+            _I.pack(self.message_count),
+        ))
+
+
+class BasicGetEmpty(Method):
+    __slots__ = ('cluster_id', )
+    NAME = 'basic.get-empty'
+    CLASS_ID = 60
+    METHOD_ID = 72
+    INDEX = 0x003C0048
+    SYNCHRONOUS = True
+    CONTENT = False
+    FIELDS = (('cluster_id', 'shortstr'), )
+
+    def __init__(self, cluster_id=''):
+        self.cluster_id = cluster_id
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        m.cluster_id, off = decode_shortstr(buf, off)
+        return m, off
+
+    def encode(self):
+        return b''.join((
+            b'\x00<\x00H',
+            encode_shortstr(self.cluster_id),
+        ))
+
+
+class BasicAck(Method):
+    __slots__ = ('delivery_tag', 'multiple', )
+    NAME = 'basic.ack'
+    CLASS_ID = 60
+    METHOD_ID = 80
+    INDEX = 0x003C0050
+    SYNCHRONOUS = False
+    CONTENT = False
+    FIELDS = (('delivery_tag', 'longlong'), ('multiple', 'bit'), )
+
+    def __init__(self, delivery_tag=0, multiple=False):
+        self.delivery_tag = delivery_tag
+        self.multiple = multiple
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        (m.delivery_tag,) = _Q.unpack_from(buf, off)
+        off += 8
+        bits = buf[off]
+        off += 1
+        m.multiple = bool(bits & 1)
+        return m, off
+
+    def encode(self):
+        return b''.join((
+            b'\x00<\x00P',
+            _Q.pack(self.delivery_tag),
+            bytes(((1 if self.multiple else 0),)),
+        ))
+
+
+class BasicReject(Method):
+    __slots__ = ('delivery_tag', 'requeue', )
+    NAME = 'basic.reject'
+    CLASS_ID = 60
+    METHOD_ID = 90
+    INDEX = 0x003C005A
+    SYNCHRONOUS = False
+    CONTENT = False
+    FIELDS = (('delivery_tag', 'longlong'), ('requeue', 'bit'), )
+
+    def __init__(self, delivery_tag=0, requeue=False):
+        self.delivery_tag = delivery_tag
+        self.requeue = requeue
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        (m.delivery_tag,) = _Q.unpack_from(buf, off)
+        off += 8
+        bits = buf[off]
+        off += 1
+        m.requeue = bool(bits & 1)
+        return m, off
+
+    def encode(self):
+        return b''.join((
+            b'\x00<\x00Z',
+            _Q.pack(self.delivery_tag),
+            bytes(((1 if self.requeue else 0),)),
+        ))
+
+
+class BasicRecover(Method):
+    __slots__ = ('requeue', )
+    NAME = 'basic.recover'
+    CLASS_ID = 60
+    METHOD_ID = 100
+    INDEX = 0x003C0064
+    SYNCHRONOUS = False
+    CONTENT = False
+    FIELDS = (('requeue', 'bit'), )
+
+    def __init__(self, requeue=False):
+        self.requeue = requeue
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        bits = buf[off]
+        off += 1
+        m.requeue = bool(bits & 1)
+        return m, off
+
+    def encode(self):
+        return b''.join((
+            b'\x00<\x00d',
+            bytes(((1 if self.requeue else 0),)),
+        ))
+
+
+class BasicRecoverSync(Method):
+    __slots__ = ('requeue', )
+    NAME = 'basic.recover-sync'
+    CLASS_ID = 60
+    METHOD_ID = 110
+    INDEX = 0x003C006E
+    SYNCHRONOUS = False
+    CONTENT = False
+    FIELDS = (('requeue', 'bit'), )
+
+    def __init__(self, requeue=False):
+        self.requeue = requeue
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        bits = buf[off]
+        off += 1
+        m.requeue = bool(bits & 1)
+        return m, off
+
+    def encode(self):
+        return b''.join((
+            b'\x00<\x00n',
+            bytes(((1 if self.requeue else 0),)),
+        ))
+
+
+class BasicRecoverSyncOk(Method):
+    __slots__ = ()
+    NAME = 'basic.recover-sync-ok'
+    CLASS_ID = 60
+    METHOD_ID = 111
+    INDEX = 0x003C006F
+    SYNCHRONOUS = True
+    CONTENT = False
+    FIELDS = ()
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        return m, off
+
+    def encode(self):
+        return b'\x00<\x00o'
+
+
+class BasicProperties(Properties):
+    __slots__ = ('content_type', 'content_encoding', 'headers', 'delivery_mode', 'priority', 'correlation_id', 'reply_to', 'expiration', 'message_id', 'timestamp', 'type', 'user_id', 'app_id', 'reserved', )
+    CLASS_ID = 60
+    FIELDS = (('content_type', 'shortstr'), ('content_encoding', 'shortstr'), ('headers', 'table'), ('delivery_mode', 'octet'), ('priority', 'octet'), ('correlation_id', 'shortstr'), ('reply_to', 'shortstr'), ('expiration', 'shortstr'), ('message_id', 'shortstr'), ('timestamp', 'timestamp'), ('type', 'shortstr'), ('user_id', 'shortstr'), ('app_id', 'shortstr'), ('reserved', 'shortstr'), )
+
+    def __init__(self, content_type=None, content_encoding=None, headers=None, delivery_mode=None, priority=None, correlation_id=None, reply_to=None, expiration=None, message_id=None, timestamp=None, type=None, user_id=None, app_id=None, reserved=None):
+        self.content_type = content_type
+        self.content_encoding = content_encoding
+        self.headers = headers
+        self.delivery_mode = delivery_mode
+        self.priority = priority
+        self.correlation_id = correlation_id
+        self.reply_to = reply_to
+        self.expiration = expiration
+        self.message_id = message_id
+        self.timestamp = timestamp
+        self.type = type
+        self.user_id = user_id
+        self.app_id = app_id
+        self.reserved = reserved
+
+    @classmethod
+    def decode(cls, buf, off):
+        p = cls.__new__(cls)
+        (flags,) = _H.unpack_from(buf, off)
+        off += 2
+        while (buf[off - 1] & 1):  # a continuation flag word follows; no class here needs it
+            off += 2
+        if flags & 0x8000:
+            p.content_type, off = decode_shortstr(buf, off)
+        else:
+            p.content_type = None
+        if flags & 0x4000:
+            p.content_encoding, off = decode_shortstr(buf, off)
+        else:
+            p.content_encoding = None
+        if flags & 0x2000:
+            p.headers, off = decode_table(buf, off)
+        else:
+            p.headers = None
+        if flags & 0x1000:
+            (p.delivery_mode,) = _B.unpack_from(buf, off)
+            off += 1
+        else:
+            p.delivery_mode = None
+        if flags & 0x0800:
+            (p.priority,) = _B.unpack_from(buf, off)
+            off += 1
+        else:
+            p.priority = None
+        if flags & 0x0400:
+            p.correlation_id, off = decode_shortstr(buf, off)
+        else:
+            p.correlation_id = None
+        if flags & 0x0200:
+            p.reply_to, off = decode_shortstr(buf, off)
+        else:
+            p.reply_to = None
+        if flags & 0x0100:
+            p.expiration, off = decode_shortstr(buf, off)
+        else:
+            p.expiration = None
+        if flags & 0x0080:
+            p.message_id, off = decode_shortstr(buf, off)
+        else:
+            p.message_id = None
+        if flags & 0x0040:
+            (p.timestamp,) = _Q.unpack_from(buf, off)
+            off += 8
+        else:
+            p.timestamp = None
+        if flags & 0x0020:
+            p.type, off = decode_shortstr(buf, off)
+        else:
+            p.type = None
+        if flags & 0x0010:
+            p.user_id, off = decode_shortstr(buf, off)
+        else:
+            p.user_id = None
+        if flags & 0x0008:
+            p.app_id, off = decode_shortstr(buf, off)
+        else:
+            p.app_id = None
+        if flags & 0x0004:
+            p.reserved, off = decode_shortstr(buf, off)
+        else:
+            p.reserved = None
+        return p, off
+
+    def encode(self):
+        flags = 0
+        parts = [b'']
+        if self.content_type is not None:
+            flags |= 0x8000
+            parts.append(encode_shortstr(self.content_type))
+        if self.content_encoding is not None:
+            flags |= 0x4000
+            parts.append(encode_shortstr(self.content_encoding))
+        if self.headers is not None:
+            flags |= 0x2000
+            parts.append(encode_table(self.headers))
+        if self.delivery_mode is not None:
+            flags |= 0x1000
+            parts.append(_B.pack(self.delivery_mode))
+        if self.priority is not None:
+            flags |= 0x0800
+            parts.append(_B.pack(self.priority))
+        if self.correlation_id is not None:
+            flags |= 0x0400
+            parts.append(encode_shortstr(self.correlation_id))
+        if self.reply_to is not None:
+            flags |= 0x0200
+            parts.append(encode_shortstr(self.reply_to))
+        if self.expiration is not None:
+            flags |= 0x0100
+            parts.append(encode_shortstr(self.expiration))
+        if self.message_id is not None:
+            flags |= 0x0080
+            parts.append(encode_shortstr(self.message_id))
+        if self.timestamp is not None:
+            flags |= 0x0040
+            parts.append(_Q.pack(self.timestamp))
+        if self.type is not None:
+            flags |= 0x0020
+            parts.append(encode_shortstr(self.type))
+        if self.user_id is not None:
+            flags |= 0x0010
+            parts.append(encode_shortstr(self.user_id))
+        if self.app_id is not None:
+            flags |= 0x0008
+            parts.append(encode_shortstr(self.app_id))
+        if self.reserved is not None:
+            flags |= 0x0004
+            parts.append(encode_shortstr(self.reserved))
+        parts[0] = _H.pack(flags)
+        return b''.join(parts)
+
+
+class TxSelect(Method):
+    __slots__ = ()
+    NAME = 'tx.select'
+    CLASS_ID = 90
+    METHOD_ID = 10
+    INDEX = 0x005A000A
+    SYNCHRONOUS = True
+    CONTENT = False
+    FIELDS = ()
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        return m, off
+
+    def encode(self):
+        return b'\x00Z\x00\n'
+
+
+class TxSelectOk(Method):
+    __slots__ = ()
+    NAME = 'tx.select-ok'
+    CLASS_ID = 90
+    METHOD_ID = 11
+    INDEX = 0x005A000B
+    SYNCHRONOUS = True
+    CONTENT = False
+    FIELDS = ()
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        return m, off
+
+    def encode(self):
+        return b'\x00Z\x00\x0b'
+
+
+class TxCommit(Method):
+    __slots__ = ()
+    NAME = 'tx.commit'
+    CLASS_ID = 90
+    METHOD_ID = 20
+    INDEX = 0x005A0014
+    SYNCHRONOUS = True
+    CONTENT = False
+    FIELDS = ()
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        return m, off
+
+    def encode(self):
+        return b'\x00Z\x00\x14'
+
+
+class TxCommitOk(Method):
+    __slots__ = ()
+    NAME = 'tx.commit-ok'
+    CLASS_ID = 90
+    METHOD_ID = 21
+    INDEX = 0x005A0015
+    SYNCHRONOUS = True
+    CONTENT = False
+    FIELDS = ()
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        return m, off
+
+    def encode(self):
+        return b'\x00Z\x00\x15'
+
+
+class TxRollback(Method):
+    __slots__ = ()
+    NAME = 'tx.rollback'
+    CLASS_ID = 90
+    METHOD_ID = 30
+    INDEX = 0x005A001E
+    SYNCHRONOUS = True
+    CONTENT = False
+    FIELDS = ()
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        return m, off
+
+    def encode(self):
+        return b'\x00Z\x00\x1e'
+
+
+class TxRollbackOk(Method):
+    __slots__ = ()
+    NAME = 'tx.rollback-ok'
+    CLASS_ID = 90
+    METHOD_ID = 31
+    INDEX = 0x005A001F
+    SYNCHRONOUS = True
+    CONTENT = False
+    FIELDS = ()
+
+    @classmethod
+    def decode(cls, buf, off):
+        m = cls.__new__(cls)
+        return m, off
+
+    def encode(self):
+        return b'\x00Z\x00\x1f'
+
+
+METHODS = {
+    ConnectionStart.INDEX: ConnectionStart,
+    ConnectionStartOk.INDEX: ConnectionStartOk,
+    ConnectionSecure.INDEX: ConnectionSecure,
+    ConnectionSecureOk.INDEX: ConnectionSecureOk,
+    ConnectionTune.INDEX: ConnectionTune,
+    ConnectionTuneOk.INDEX: ConnectionTuneOk,
+    ConnectionOpen.INDEX: ConnectionOpen,
+    ConnectionOpenOk.INDEX: ConnectionOpenOk,
+    ConnectionClose.INDEX: ConnectionClose,
+    ConnectionCloseOk.INDEX: ConnectionCloseOk,
+    ChannelOpen.INDEX: ChannelOpen,
+    ChannelOpenOk.INDEX: ChannelOpenOk,
+    ChannelFlow.INDEX: ChannelFlow,
+    ChannelFlowOk.INDEX: ChannelFlowOk,
+    ChannelClose.INDEX: ChannelClose,
+    ChannelCloseOk.INDEX: ChannelCloseOk,
+    ExchangeDeclare.INDEX: ExchangeDeclare,
+    ExchangeDeclareOk.INDEX: ExchangeDeclareOk,
+    ExchangeDelete.INDEX: ExchangeDelete,
+    ExchangeDeleteOk.INDEX: ExchangeDeleteOk,
+    ExchangeBound.INDEX: ExchangeBound,
+    ExchangeBoundOk.INDEX: ExchangeBoundOk,
+    QueueDeclare.INDEX: QueueDeclare,
+    QueueDeclareOk.INDEX: QueueDeclareOk,
+    QueueBind.INDEX: QueueBind,
+    QueueBindOk.INDEX: QueueBindOk,
+    QueueUnbind.INDEX: QueueUnbind,
+    QueueUnbindOk.INDEX: QueueUnbindOk,
+    QueuePurge.INDEX: QueuePurge,
+    QueuePurgeOk.INDEX: QueuePurgeOk,
+    QueueDelete.INDEX: QueueDelete,
+    QueueDeleteOk.INDEX: QueueDeleteOk,
+    BasicQos.INDEX: BasicQos,
+    BasicQosOk.INDEX: BasicQosOk,
+    BasicConsume.INDEX: BasicConsume,
+    BasicConsumeOk.INDEX: BasicConsumeOk,
+    BasicCancel.INDEX: BasicCancel,
+    BasicCancelOk.INDEX: BasicCancelOk,
+    BasicPublish.INDEX: BasicPublish,
+    BasicReturn.INDEX: BasicReturn,
+    BasicDeliver.INDEX: BasicDeliver,
+    BasicGet.INDEX: BasicGet,
+    BasicGetOk.INDEX: BasicGetOk,
+    BasicGetEmpty.INDEX: BasicGetEmpty,
+    BasicAck.INDEX: BasicAck,
+    BasicReject.INDEX: BasicReject,
+    BasicRecover.INDEX: BasicRecover,
+    BasicRecoverSync.INDEX: BasicRecoverSync,
+    BasicRecoverSyncOk.INDEX: BasicRecoverSyncOk,
+    TxSelect.INDEX: TxSelect,
+    TxSelectOk.INDEX: TxSelectOk,
+    TxCommit.INDEX: TxCommit,
+    TxCommitOk.INDEX: TxCommitOk,
+    TxRollback.INDEX: TxRollback,
+    TxRollbackOk.INDEX: TxRollbackOk,
+}
+
+PROPERTIES = {
+    60: BasicProperties,
+}
+
+CLASS_IDS = {
+    'connection': 10,
+    'channel': 20,
+    'exchange': 40,
+    'queue': 50,
+    'basic': 60,
+    'tx': 90,
+}
