@@ -29,6 +29,8 @@ def main() -> None:
 @click.option("--channel-max", default=2047, show_default=True, type=int, help="Most channels per connection.")
 @click.option("--fsync/--no-fsync", default=True, show_default=True,
               help="fsync persistent messages before confirming them (group commit).")
+@click.option("--memory-high-watermark", default=0.4, show_default=True, type=float,
+              help="Block publishers above this resident memory: a fraction of RAM (<1) or octets (0 = off).")
 @click.option("--disk-free-limit", default=50 * 1024 * 1024, show_default=True, type=int,
               help="Block publishers while the data folder's disk has less free space (octets; 0 = off).")
 @click.option("--memory-budget", default=None, type=int,

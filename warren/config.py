@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,9 +28,19 @@ class Config:
     # guarantee for speed: a killed process still loses nothing that was confirmed.
     fsync: bool = True
     memory_budget: int = field(default_factory=default_budget)  # octets of queued messages before paging
+    # block publishers when resident memory passes this: a fraction of RAM (< 1) or octets
+    memory_high_watermark: float = 0.4
     disk_free_limit: int = 50 * 1024 * 1024  # block publishers below this many free octets (0 = off)
     ready_file: Path | None = None  # written (JSON with the port) once listening; for tests
     log_level: str = "info"
+
+    def memory_limit(self) -> int:
+        w = self.memory_high_watermark
+        if w <= 0:
+            return 0
+        if w < 1:
+            return int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") * w)
+        return int(w)
 
     def validate(self) -> "Config":
         if not 0 <= self.port <= 65535:

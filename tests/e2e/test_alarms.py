@@ -48,3 +48,18 @@ def test_publisher_is_not_blocked_without_an_alarm(start_broker, uid):
     assert not blocked
     assert ch.queue_declare(f"noalarm-{uid}", passive=True).method.message_count == 50
     pub.close()
+
+
+def test_memory_alarm_blocks_a_publishing_connection(start_broker, uid):
+    b = start_broker("--memory-high-watermark", "1000")  # 1000 octets: always above it
+    blocked = []
+    pub = _connect(b)
+    pub.add_on_connection_blocked_callback(lambda conn, frame: blocked.append(frame.method.reason))
+    ch = pub.channel()
+    ch.queue_declare(f"memalarm-{uid}")
+    ch.basic_publish("", f"memalarm-{uid}", b"first")
+    deadline = time.monotonic() + TIMEOUT
+    while not blocked and time.monotonic() < deadline:
+        pub.process_data_events(time_limit=0.1)
+    assert blocked and "memory" in blocked[0]
+    assert "memory alarm raised" in b.log()

@@ -17,14 +17,16 @@ __all__ = ["ResourceAlarms", "DISK_FREE_LIMIT_DEFAULT"]
 log = logging.getLogger("warren.alarms")
 
 DISK_FREE_LIMIT_DEFAULT = 50 * 1024 * 1024  # RabbitMQ's default disk_free_limit (50 MB)
+MEMORY_HIGH_WATERMARK_DEFAULT = 0.4  # RabbitMQ's vm_memory_high_watermark: 40 % of RAM
 CHECK_INTERVAL_S = 1.0
 
 
 class ResourceAlarms:
-    def __init__(self, server, data_dir, disk_free_limit: int) -> None:
+    def __init__(self, server, data_dir, disk_free_limit: int, memory_limit: int = 0) -> None:
         self.server = server
         self.data_dir = data_dir
         self.disk_free_limit = disk_free_limit
+        self.memory_limit = memory_limit  # octets of resident memory (0 = no memory alarm)
         self.raised: set[str] = set()
         self._timer = None
 
@@ -39,7 +41,16 @@ class ResourceAlarms:
         st = os.statvfs(self.data_dir)
         return st.f_bavail * st.f_frsize
 
+    @staticmethod
+    def rss() -> int:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
     def check(self) -> None:
+        if self.memory_limit:
+            rss = self.rss()
+            self.set_alarm("memory", rss > self.memory_limit,
+                           f"resident memory {rss} is above the limit {self.memory_limit}")
         if self.disk_free_limit:
             free = self.disk_free()
             self.set_alarm("disk", free < self.disk_free_limit,

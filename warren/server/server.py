@@ -7,10 +7,11 @@ import json
 import logging
 import os
 import signal
+import time
 
 from concurrent.futures import ThreadPoolExecutor
 
-from warren.broker.broker import Broker
+from warren.broker.broker import TICK, Broker
 from warren.broker.durability import Durability
 from warren.config import Config
 from warren.server.connection import AMQPConnection
@@ -32,11 +33,12 @@ class Server:
         # one worker: syncs run one after another, each covering everything written before it
         self._sync_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="warren-sync")
         self.broker = Broker(durability=self.durability, memory_budget=config.memory_budget)
-        self.alarms = ResourceAlarms(self, config.data_dir, config.disk_free_limit)
+        self.alarms = ResourceAlarms(self, config.data_dir, config.disk_free_limit, config.memory_limit())
         self.connections: set[AMQPConnection] = set()
         self._listener: asyncio.AbstractServer | None = None
         self._stop = asyncio.Event()
         self._signals = 0
+        self._tick_handle: asyncio.TimerHandle | None = None  # Broker.tick, every TICK seconds
 
     # --- group commit -----------------------------------------------------------------------
 
@@ -63,12 +65,21 @@ class Server:
             return
         self.durability.end_sync(number)
 
+    def _tick(self) -> None:
+        """Timed work of the broker (delayed messages), every TICK seconds."""
+        try:
+            self.broker.tick(time.monotonic())
+        except Exception:
+            log.exception("broker tick failed")
+        self._tick_handle = self.loop.call_later(TICK, self._tick)
+
     async def startup(self) -> None:
         c = self.config
         c.data_dir.mkdir(parents=True, exist_ok=True)
         self._listener = await self.loop.create_server(
             lambda: AMQPConnection(self), c.host, c.port, backlog=1024, reuse_address=True)
         self.alarms.start()
+        self._tick_handle = self.loop.call_later(TICK, self._tick)
         port = self._listener.sockets[0].getsockname()[1]
         log.info("Warren listening on %s:%d (data in %s)", c.host, port, c.data_dir)
         if c.ready_file:
@@ -94,6 +105,8 @@ class Server:
     async def shutdown(self) -> None:
         # 1. stop accepting connections (and checking alarms)
         self.alarms.stop()
+        if self._tick_handle is not None:
+            self._tick_handle.cancel()
         if self._listener is not None:
             self._listener.close()
         # 2. connection.close 320 CONNECTION_FORCED to every client
