@@ -30,6 +30,7 @@ class Server:
         self.durability = Durability(config.data_dir, fsync=config.fsync)
         self.durability.request_sync = self._request_sync
         self._sync_pending = False
+        self._stores_closed = False
         # one worker: syncs run one after another, each covering everything written before it
         self._sync_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="warren-sync")
         self.broker = Broker(durability=self.durability, memory_budget=config.memory_budget)
@@ -49,6 +50,8 @@ class Server:
 
     def _start_sync(self) -> None:
         self._sync_pending = False
+        if self._stores_closed:
+            return  # shutdown synced and closed every store already
         job = self.durability.begin_sync()
         if job is None:
             return
@@ -66,7 +69,7 @@ class Server:
         self.durability.end_sync(number)
 
     def _tick(self) -> None:
-        """Timed work of the broker (delayed messages), every TICK seconds."""
+        """Timed work of the broker (delayed messages, expiries), every TICK seconds."""
         try:
             self.broker.tick(time.monotonic())
         except Exception:
@@ -124,7 +127,8 @@ class Server:
                     conn.transport.abort()
         if self._listener is not None:
             await self._listener.wait_closed()
-        # 5. flush and close the stores
+        # 5. flush and close the stores (no group commit may start after this)
+        self._stores_closed = True
         self.durability.close(list(self.broker.all_queues()))
         self._sync_pool.shutdown(wait=True)
         log.info("shutdown complete")
