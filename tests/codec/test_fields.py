@@ -413,3 +413,16 @@ def test_random_octets_decode_or_raise_only_decode_failures(data):
         decode_table(data, 0)
     except DECODE_FAILURES + (OverflowError,):
         pass
+
+
+def test_long_is_always_encoded_as_a_signed_64_bit_l():
+    from warren.codec.fields import Long
+    assert encode_value(Long(1)) == b"l" + struct.pack(">q", 1)
+    assert encode_value(Long(-5)) == b"l" + struct.pack(">q", -5)
+    assert encode_value(1) == b"I" + struct.pack(">i", 1)
+
+
+def test_a_raw_value_is_written_back_as_it_came():
+    from warren.codec.fields import RawValue
+    raw = b"b\xfe"  # an int8 that a Python int would re-encode as I
+    assert encode_table({"k": RawValue(raw)}) == struct.pack(">I", 4) + b"\x01k" + raw

@@ -9,7 +9,9 @@ from warren.broker.auth import UserDB
 from warren.broker.memory import MemoryBudget
 from warren.broker.vhost import VirtualHost
 
-__all__ = ["Broker"]
+__all__ = ["Broker", "TICK"]
+
+TICK = 0.02  # seconds between two Broker.tick calls: the precision of timed work (delayed messages)
 
 # INVENTORY.md §10.7: what RabbitMQ advertises in server-properties.capabilities
 SERVER_CAPABILITIES = {
@@ -39,6 +41,16 @@ class Broker:
     def all_queues(self):
         for vhost in self.vhosts.values():
             yield from vhost.queues.values()
+
+    def tick(self, now: float) -> None:
+        """Timed work, called by the server every ``TICK`` seconds with ``time.monotonic()``:
+        each object in a vhost's ``timers`` (delayed-message exchanges, queues with TTLs) does
+        what has fallen due; one that returns False is dropped until it registers again."""
+        for vhost in self.vhosts.values():
+            if vhost.timers:
+                for t in list(vhost.timers):
+                    if not t.tick(now):
+                        vhost.timers.discard(t)
 
     def server_properties(self) -> dict:
         return {

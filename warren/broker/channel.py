@@ -18,8 +18,10 @@ import os
 import base64
 from collections import defaultdict, deque
 
+from warren.broker import reply_to
 from warren.broker.consumer import Consumer
 from warren.broker.message import Message
+from warren.broker.queue import REFUSED
 from warren.errors import (
     AccessRefused, NotAllowed, NotFound, NotImplemented_, PreconditionFailed,
 )
@@ -36,6 +38,7 @@ OUTPUT_BATCH = 1 << 20
 
 _USER_ID_FLAG = 0x0010  # basic property user-id, low octet of the flags (INVENTORY.md §8.1)
 _EXPIRATION_FLAG_HI = 0x01  # basic property expiration (mask 0x0100), high octet of the flags
+_REPLY_TO_FLAG_HI = 0x02  # basic property reply-to (mask 0x0200), high octet of the flags
 
 
 class Channel:
@@ -61,6 +64,7 @@ class Channel:
         self.confirm_mode = False
         self.publish_seq = 0
         self.confirmed_upto = 0
+        self.nacks: deque[int] = deque()  # publish seqs a queue refused (x-overflow reject-publish)
         # (publish seq, sync number) of persistent publishes whose confirm waits for the disk
         self.unsynced: deque[tuple[int, int]] = deque()
         self.commit_waits_for = 0  # tx.commit-ok held until this sync completes
@@ -68,6 +72,7 @@ class Channel:
         self.tx_mode = False
         self.tx_publishes: list[tuple] = []
         self.tx_settles: list[tuple] = []
+        self.reply_consumer = None  # direct reply-to (warren/broker/reply_to.py)
         self.closed = False
 
     # --- dispatch ------------------------------------------------------------------------
@@ -159,10 +164,13 @@ class Channel:
         return self.vhost.queue(name or self.last_queue, self.session)
 
     def handle_queue_declare(self, m) -> None:
+        if m.queue.startswith(reply_to.REPLY_TO):
+            return reply_to.declare(self, m)
         q = self.vhost.declare_queue(self.session, m.queue, m.passive, m.durable, m.exclusive,
                                      m.auto_delete, m.arguments)
         if q.exclusive_owner is self.session:
             self.session.exclusive_queues.add(q)
+        q.touch()  # x-expires: a declare (passive too) is a use
         self.last_queue = q.name
         if not m.nowait:
             self._reply(spec.QueueDeclareOk(q.name, q.message_count, len(q.consumers)))
@@ -209,10 +217,16 @@ class Channel:
         self.resume_delivery()
 
     def handle_basic_consume(self, m) -> None:
+        if m.queue == reply_to.REPLY_TO:
+            return reply_to.consume(self, m)
         q = self._queue(m.queue)
         tag = m.consumer_tag or "amq.ctag-" + base64.urlsafe_b64encode(os.urandom(16)).rstrip(b"=").decode()
         if tag in self.consumers:
             raise NotAllowed(f"attempt to reuse consumer tag '{tag}'", m.CLASS_ID, m.METHOD_ID)
+        priority = m.arguments.get("x-priority") if m.arguments else None
+        if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
+            raise PreconditionFailed(f"invalid arg 'x-priority' for queue '{q.name}' in vhost '{self.vhost.name}': "
+                                     f"\"expected integer, got {_type_name(priority)}\"", m.CLASS_ID, m.METHOD_ID)
         if q.has_exclusive_consumer() or (m.exclusive and q.consumers):
             raise AccessRefused(f"queue '{q.name}' in vhost '{self.vhost.name}' in exclusive use")
         c = Consumer(tag, self, q, m.no_ack, m.exclusive, m.arguments,
@@ -224,6 +238,8 @@ class Channel:
         q.dispatch()
 
     def handle_basic_cancel(self, m) -> None:
+        if self.reply_consumer is not None and m.consumer_tag == self.reply_consumer.tag:
+            return reply_to.cancel(self, m)
         c = self.consumers.pop(m.consumer_tag, None)
         if not m.nowait:
             self._reply(spec.BasicCancelOk(m.consumer_tag))
@@ -250,6 +266,8 @@ class Channel:
             raise AccessRefused(f"cannot publish to internal exchange '{m.exchange}' in vhost "
                                 f"'{self.vhost.name}'", m.CLASS_ID, m.METHOD_ID)
         msg = Message(m.exchange, m.routing_key, properties, body)
+        if len(properties) >= 2 and properties[0] & _REPLY_TO_FLAG_HI:
+            reply_to.rewrite(self, msg)
         if len(properties) >= 2 and properties[0] & _EXPIRATION_FLAG_HI:
             msg.check_expiration()
         if len(properties) >= 2 and properties[1] & _USER_ID_FLAG:
@@ -263,13 +281,16 @@ class Channel:
         need = self._publish(ex, msg, m.mandatory)
         if self.confirm_mode:
             self.publish_seq += 1
-            if need:
+            if need == REFUSED:  # a queue turned it away (x-overflow reject-publish): basic.nack
+                self.nacks.append(self.publish_seq)
+            elif need:
                 self.unsynced.append((self.publish_seq, need))
                 self.session.durability.waiting.add(self)
             self.session.want_confirm_flush(self)
 
     def _publish(self, ex, msg: Message, mandatory: bool) -> int:
-        """Route and enqueue; returns the sync number the message's durability waits for (or 0)."""
+        """Route and enqueue; returns the sync number the message's durability waits for (or 0),
+        or REFUSED when a queue turned it away (``Queue.publish``, x-overflow reject-publish)."""
         queues = ex.route(msg, (msg.routing_key,))
         if not queues:
             if mandatory:
@@ -278,11 +299,14 @@ class Channel:
                 self.session.want_flush()
             return 0
         need = 0
+        refused = False
         for q in queues:
             n = q.publish(msg)
             if n > need:
                 need = n
-        return need
+            elif n == REFUSED:
+                refused = True
+        return REFUSED if refused else need  # REFUSED by any queue: the publisher gets a nack
 
     def synced(self, number: int) -> None:
         """A sync completed (called by Durability): release what waited for it."""
@@ -312,6 +336,15 @@ class Channel:
                 upto = unsynced[0][0] - 1
         if upto <= self.confirmed_upto or not self.conn.channel_is_open(self.number):
             return
+        nacks = self.nacks
+        while nacks and nacks[0] <= upto:  # in order: the acks before a nack, then the nack
+            n = nacks.popleft()
+            if n - 1 > self.confirmed_upto:
+                self.conn.send_method(self.number, spec.BasicAck(n - 1, n - 1 - self.confirmed_upto > 1))
+            self.conn.send_method(self.number, spec.BasicNack(n, False, False))
+            self.confirmed_upto = n
+        if upto <= self.confirmed_upto:
+            return
         multiple = upto - self.confirmed_upto > 1
         self.confirmed_upto = upto
         self.conn.send_method(self.number, spec.BasicAck(upto, multiple))
@@ -320,14 +353,13 @@ class Channel:
 
     def handle_basic_get(self, m) -> None:
         q = self._queue(m.queue)
-        entry = q.take()
+        entry = q.take(m.no_ack)  # marks it delivered
         if entry is None:
             self._reply(spec.BasicGetEmpty())
             return
         seq, msg, redelivered, _ = entry
         tag = self.next_tag
         self.next_tag = tag + 1
-        q.delivered(seq, msg, m.no_ack)
         if not m.no_ack:
             self.unacked[tag] = (q, seq, msg, None, tag)
         self.conn.send_content(self.number, spec.BasicGetOk(tag, redelivered, msg.exchange, msg.routing_key,
@@ -353,7 +385,8 @@ class Channel:
             raise PreconditionFailed(f"unknown delivery tag {tag}", m.CLASS_ID, m.METHOD_ID)
         return [entry]
 
-    def _settle(self, entries: list[tuple], requeue: bool) -> None:
+    def _settle(self, entries: list[tuple], requeue: bool | None) -> None:
+        """requeue: True puts the messages back, False rejects them, None (ack) forgets them."""
         touched = set()
         requeued = defaultdict(list)
         for q, seq, msg, consumer, _tag in entries:
@@ -366,8 +399,10 @@ class Channel:
                 touched.add(consumer.queue)
             if requeue:
                 requeued[q].append((seq, msg))
-            else:
+            elif requeue is None:  # acked
                 q.forget(seq, msg)
+            else:  # rejected or nacked without requeue: dead-lettered if the queue says so
+                q.reject(seq, msg)
         for q, items in requeued.items():
             q.requeue(items)
             touched.discard(q)
@@ -379,7 +414,7 @@ class Channel:
         if self.tx_mode:
             self.tx_settles.append((entries, requeue))
             return
-        self._settle(entries, bool(requeue))
+        self._settle(entries, requeue)
 
     def handle_basic_ack(self, m) -> None:
         self._ack_like(m, m.multiple, None)
@@ -426,7 +461,7 @@ class Channel:
         for ex, msg, mandatory in publishes:
             need = max(need, self._publish(ex, msg, mandatory))
         for entries, requeue in settles:
-            self._settle(entries, bool(requeue))
+            self._settle(entries, requeue)
         if need and need > self.session.durability.synced:
             self.commit_waits_for = need  # commit-ok once the messages are on disk
             self.session.durability.waiting.add(self)
@@ -455,6 +490,7 @@ class Channel:
         if self.closed:
             return
         self.closed = True
+        reply_to.release(self)
         for c in list(self.consumers.values()):
             c.queue.remove_consumer(c)
         self.consumers.clear()
@@ -464,6 +500,15 @@ class Channel:
         self.tx_publishes = []
         if entries:
             self._settle(entries, True)
+
+
+def _type_name(value) -> str:
+    """RabbitMQ's name for a field value's type, for its "expected integer" refusals."""
+    for kind, name in ((bool, "bool"), (str, "longstr"), (bytes, "binary"), (float, "double"),
+                       (dict, "table"), (list, "array")):
+        if isinstance(value, kind):
+            return name
+    return "void" if value is None else type(value).__name__
 
 
 def _build_handlers() -> dict:

@@ -14,7 +14,7 @@ __all__ = ["Consumer"]
 
 
 class Consumer:
-    __slots__ = ("tag", "tag_ss", "channel", "queue", "no_ack", "exclusive", "arguments",
+    __slots__ = ("tag", "tag_ss", "channel", "queue", "no_ack", "exclusive", "arguments", "priority",
                  "prefetch_count", "prefetch_size", "unacked", "unacked_bytes")
 
     def __init__(self, tag: str, channel: "Channel", queue: "Queue", no_ack: bool, exclusive: bool,
@@ -26,6 +26,9 @@ class Consumer:
         self.no_ack = no_ack
         self.exclusive = exclusive
         self.arguments = arguments
+        # x-priority (RabbitMQ consumer priorities): the channel refuses a non-integer with 406
+        p = arguments.get("x-priority", 0) if arguments else 0
+        self.priority = p if isinstance(p, int) and not isinstance(p, bool) else 0
         # RabbitMQ: basic.qos with global=0 sets the limit of consumers created afterwards
         self.prefetch_count = prefetch_count
         self.prefetch_size = prefetch_size
@@ -34,6 +37,8 @@ class Consumer:
 
     def has_capacity(self) -> bool:
         """Whether a delivery may go to this consumer now (its own and its channel's limits)."""
+        if self.channel.closed:
+            return False  # its channel is closing: a queue dispatching meanwhile must skip it
         if self.no_ack:
             return self.channel.can_deliver()
         if self.prefetch_count and self.unacked >= self.prefetch_count:

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from warren.store.definitions import DefinitionsStore
-from warren.store.queue_store import QueueStore
+from warren.store.queue_store import QueueStore, StoreError
 
 __all__ = ["Durability"]
 
@@ -40,6 +40,10 @@ class Durability:
         # paged-out transient messages: never recovered, so cleared at every start
         self.spill_root = self.data_dir / "spill"
         shutil.rmtree(self.spill_root, ignore_errors=True)
+        self.delayed_root = self.data_dir / "delayed"  # one store per durable delayed-message exchange
+        # open stores that no queue owns -> a callback run before the store closes at shutdown,
+        # once every queue store is synced (a delayed exchange acks what it routed)
+        self.side_stores: dict[QueueStore, object] = {}
         self.dirty: set[QueueStore] = set()
         self.waiting: set = set()  # channels holding confirms or a commit-ok for a sync
         self.next_sync = 1  # the number of the sync that will cover an append made now
@@ -55,6 +59,18 @@ class Durability:
 
     def open_queue_store(self, vhost: str, name: str) -> QueueStore:
         return QueueStore(self.queue_dir(vhost, name), fsync=self.fsync)
+
+    def open_delayed_store(self, vhost: str, exchange: str, before_close=None) -> QueueStore:
+        """The store of a durable x-delayed-message exchange's persistent delayed messages."""
+        digest = hashlib.sha256(f"{vhost}\0{exchange}".encode("utf-8", "surrogateescape")).hexdigest()[:32]
+        store = QueueStore(self.delayed_root / digest, fsync=self.fsync)
+        self.side_stores[store] = before_close
+        return store
+
+    def delete_side_store(self, store: QueueStore) -> None:
+        self.side_stores.pop(store, None)
+        self.dirty.discard(store)
+        store.delete()
 
     def open_spill(self) -> QueueStore:
         return QueueStore(self.spill_root / uuid.uuid4().hex, fsync=False)
@@ -82,7 +98,12 @@ class Durability:
     def sync(stores: list[QueueStore]) -> None:
         """Runs on a worker thread: flush and fsync every store written since the last sync."""
         for s in stores:
-            s.sync()
+            try:
+                s.sync()
+            except StoreError:
+                if s._closed and s._failed is None:
+                    continue  # deleted since it was written (queue or delayed exchange): nothing to keep
+                raise
 
     def end_sync(self, number: int) -> None:
         self.syncing = False
@@ -123,4 +144,11 @@ class Durability:
                     q.store.close()
                 except Exception:
                     log.exception("closing the store of queue %r", q.name)
+        for store, before_close in list(self.side_stores.items()):
+            try:
+                if before_close is not None:
+                    before_close()
+                store.close()
+            except Exception:
+                log.exception("closing store %s", store.directory)
         self.definitions.close()

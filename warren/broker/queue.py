@@ -17,6 +17,28 @@ durable store, all others in a spill store that does not survive a restart. When
 Delivery is push: ``publish`` and every event that adds capacity (ack, qos, consume, flow on,
 a writable transport) call ``dispatch``, which hands ready messages to consumers with capacity,
 turn by turn, until one or the other runs out.
+
+RabbitMQ's queue arguments (``docs/features.md``), all read once in ``__init__``:
+
+* TTL: besides the check at the head on every take, a queue holding messages with a deadline
+  (or declared with ``x-expires``) sits in ``vhost.timers`` and ``tick`` expires its head as time
+  passes, as RabbitMQ's timer does. A TTL of 0 expires a message at once unless a consumer can
+  take it now. A taken message keeps its deadline (``_taken``) and takes it back on requeue.
+* ``x-expires``: ``tick`` deletes the queue once unused that long (no consumer, no basic.get,
+  no declare); ``last_used`` is when it was last used.
+* Messages leaving for good go through ``forget``; those that die (rejected, expired, dropped
+  by a length limit, past the delivery limit) are then dead-lettered (``dead_letter.py``).
+* ``x-max-length``/``x-max-length-bytes`` count ready messages (unacked ones do not count):
+  ``drop-head`` drops (dead-letters) the head after the new message was offered to consumers;
+  ``reject-publish(-dlx)`` refuses the new one first: ``publish`` returns ``REFUSED``.
+* ``x-delivery-limit`` (quorum-queue semantics on any queue): ``_returns`` counts how often
+  each message came back; every delivery carries ``x-delivery-count`` (0 the first time); a
+  return past the limit dead-letters it (``delivery_limit``) or drops it. In memory only: the
+  counts start again from 0 after a restart.
+* Consumers: ``x-single-active-consumer`` delivers to the first consumer registered only, the
+  next one taking over when it goes; otherwise consumers are kept sorted by ``x-priority``
+  (highest first) and a delivery goes to the highest priority with capacity, round-robin
+  within a priority. Priority queues (``x-max-priority``) are ``queues/priority.py``.
 """
 
 from __future__ import annotations
@@ -26,18 +48,32 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from warren.broker.consumer import Consumer
+from warren.broker.dead_letter import dead_letter, with_header
+from warren.broker.dedup import queue_duplicate
 from warren.broker.message import Message
+from warren.codec.fields import Long
 from warren.store.message import decode_message
 
 if TYPE_CHECKING:
     from warren.broker.message import Message
 
-__all__ = ["Queue", "PAGE_BATCH", "PAGE_KEEP"]
+__all__ = ["Queue", "PAGE_BATCH", "PAGE_KEEP", "REFUSED", "OVERFLOW_MODES"]
 
 PAGE_KEEP = 2048  # messages a paging queue keeps in memory at its head
 PAGE_LOW = 1024  # read more back from disk below this many in memory
 PAGE_BATCH = 4096  # messages read back at a time
 CHECK_EVERY = 1 << 20  # octets taken in between two memory-budget checks
+
+REFUSED = -1  # Queue.publish: a length limit with x-overflow reject-publish(-dlx) refused it
+DROP_HEAD, REJECT_PUBLISH, REJECT_PUBLISH_DLX = "drop-head", "reject-publish", "reject-publish-dlx"
+OVERFLOW_MODES = (DROP_HEAD, REJECT_PUBLISH, REJECT_PUBLISH_DLX)
+# dead-letter reasons, as RabbitMQ writes them in x-death
+REJECTED, EXPIRED, MAXLEN, DELIVERY_LIMIT = "rejected", "expired", "maxlen", "delivery_limit"
+
+
+def _int_arg(arguments: dict, key: str) -> int | None:
+    v = arguments.get(key)
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
 class Queue:
@@ -67,6 +103,29 @@ class Queue:
         self._seq = 0
         self._rr = 0  # round-robin position in self.consumers
         self._dispatching = False
+        args = self.arguments
+        dlx = args.get("x-dead-letter-exchange")
+        self.dead_letter_exchange: str | None = dlx if isinstance(dlx, str) else None
+        dlrk = args.get("x-dead-letter-routing-key")
+        self.dead_letter_routing_key: str | None = dlrk if isinstance(dlrk, str) else None
+        self.max_length = _int_arg(args, "x-max-length")
+        self.max_length_bytes = _int_arg(args, "x-max-length-bytes")
+        self.limited = self.max_length is not None or self.max_length_bytes is not None
+        self.overflow = args.get("x-overflow") if args.get("x-overflow") in OVERFLOW_MODES else DROP_HEAD
+        self.paged_bytes = 0  # body octets of the paged messages (estimated after a restart)
+        self.delivery_limit = _int_arg(args, "x-delivery-limit")
+        self._returns: dict[int, int] = {}  # seq -> times returned (x-delivery-limit only)
+        # seq -> (message as queued, deadline) of taken messages with a TTL or a delivery limit
+        self._taken: dict[int, tuple] = {}
+        expires = _int_arg(args, "x-expires")
+        self.expires: float | None = expires / 1000 if expires else None
+        self.last_used = time.monotonic()
+        self.single_active = args.get("x-single-active-consumer") is True
+        self._plain = not self.single_active  # no SAC and every consumer of the same priority
+        self._priority_rr: dict[int, int] = {}  # x-priority -> round-robin position in its group
+        self._ticking = False
+        if self.expires is not None:
+            self._timed()
 
     # --- ready messages ------------------------------------------------------------------
 
@@ -76,17 +135,94 @@ class Queue:
         return len(self.ready) + self.paged
 
     def expire(self) -> None:
-        """Drop expired messages from the head of the queue."""
+        """Drop (dead-letter) expired messages from the head of the queue."""
         ready = self.ready
         if ready and ready[0][3]:
             now = time.monotonic()
+            gone = []
             while ready and ready[0][3] and ready[0][3] <= now:
-                seq, msg, _, _ = ready.popleft()
-                self.ready_bytes -= len(msg.body)
-                self.forget(seq, msg)
+                gone.append(ready.popleft())
+            self._expired(gone)
+
+    def _expired(self, entries) -> None:
+        """Entries taken off the ready messages because they expired: forget, dead-letter."""
+        if not entries:
+            return
+        for seq, msg, _, _ in entries:
+            self.ready_bytes -= len(msg.body)
+            self.forget(seq, msg)
+        self._dead_letter([e[1] for e in entries], EXPIRED)
+
+    def _dead_letter(self, messages, reason: str) -> None:
+        """Messages that left this queue for good because they died: to the DLX, if any."""
+        if self.dead_letter_exchange is not None and messages and not self.deleted:
+            dead_letter(self, messages, reason)
+
+    # --- timers (Broker.tick) ------------------------------------------------------------
+
+    def _timed(self) -> None:
+        """Ask for ``tick`` calls (messages with a deadline, or x-expires)."""
+        if not self._ticking:
+            timers = getattr(self.vhost, "timers", None)
+            if timers is not None:
+                self._ticking = True
+                timers.add(self)
+
+    def tick(self, now: float) -> bool:
+        """Expire the head and, with x-expires, delete the queue when unused for that long.
+        Returns whether to keep ticking."""
+        if self.deleted or self.vhost.queues.get(self.name) is not self:
+            self._ticking = False
+            return False
+        if self.expires is not None and not self.consumers and now - self.last_used >= self.expires:
+            self._ticking = False
+            self.vhost.delete_queue(self)
+            return False
+        self.expire()
+        self._ticking = self.expires is not None or bool(self.ready) or bool(self.paged)
+        return self._ticking
+
+    def touch(self) -> None:
+        """The queue was used (declared, basic.get): x-expires counts from now."""
+        self.last_used = time.monotonic()
+
+    # --- length limits -------------------------------------------------------------------
+
+    def _would_overflow(self, message: "Message") -> bool:
+        if self.max_length is not None and len(self.ready) + self.paged + 1 > self.max_length:
+            return True
+        return (self.max_length_bytes is not None
+                and self.ready_bytes + self.paged_bytes + len(message.body) > self.max_length_bytes)
+
+    def _over_limit(self) -> bool:
+        if self.max_length is not None and len(self.ready) + self.paged > self.max_length:
+            return True
+        return (self.max_length_bytes is not None
+                and self.ready_bytes + self.paged_bytes > self.max_length_bytes)
+
+    def _drop_over_limit(self) -> None:
+        """x-overflow drop-head: drop (dead-letter) from the head until within the limits."""
+        gone = []
+        while self._over_limit():
+            if self.paged and len(self.ready) < PAGE_LOW:
+                self.page_in()
+            if not self.ready:
+                break
+            seq, msg, _, _ = self.ready.popleft()
+            self.ready_bytes -= len(msg.body)
+            self.forget(seq, msg)
+            gone.append(msg)
+        self._dead_letter(gone, MAXLEN)
 
     def publish(self, message: "Message") -> int:
-        """Enqueue; returns the number of the sync that makes it durable, or 0 if none is needed."""
+        """Enqueue; returns the number of the sync that makes it durable, 0 if none is needed, or
+        ``REFUSED`` when a length limit with x-overflow reject-publish(-dlx) turns it away."""
+        if "x-message-deduplication" in self.arguments and queue_duplicate(self, message):
+            return 0  # a duplicate: dropped (warren/broker/dedup.py)
+        if self.limited and self.overflow != DROP_HEAD and self._would_overflow(message):
+            if self.overflow == REJECT_PUBLISH_DLX:
+                self._dead_letter((message,), MAXLEN)
+            return REFUSED  # checked before any consumer is offered it, as RabbitMQ
         self._seq += 1
         need = 0
         if self.store is not None and message.persistent:
@@ -95,12 +231,27 @@ class Queue:
         if self.paged:
             self._page_write(self._seq, message)
             self.paged += 1
+            self.paged_bytes += len(message.body)
+            if self.limited:
+                self._drop_over_limit()
             return need
         ttl = self.message_ttl
         msg_ttl = message.ttl
         if msg_ttl is not None and (ttl is None or msg_ttl < ttl):
             ttl = msg_ttl
-        self.ready.append((self._seq, message, False, time.monotonic() + ttl if ttl is not None else 0))
+        if ttl is None:
+            deadline = 0
+        elif ttl:
+            deadline = time.monotonic() + ttl
+            self._timed()
+        elif self.ready or not self._can_deliver_now():
+            # TTL 0: expired at once unless a consumer can take it now (RabbitMQ)
+            self.forget(self._seq, message)
+            self._dead_letter((message,), EXPIRED)
+            return need
+        else:
+            deadline = 0  # the dispatch below delivers it
+        self.ready.append((self._seq, message, False, deadline))
         self.ready_bytes += len(message.body)
         if self.memory is not None:
             self._unchecked += len(message.body) + 400
@@ -110,6 +261,8 @@ class Queue:
                     self.page_out()
         if self.consumers:
             self.dispatch()
+        if self.limited:
+            self._drop_over_limit()  # after the consumers had their chance, as RabbitMQ
         return need
 
     # --- paging --------------------------------------------------------------------------
@@ -136,6 +289,7 @@ class Queue:
             self.ready_bytes -= len(msg.body)
         for seq, msg in reversed(moved):  # stores take seqs in increasing order
             self._page_write(seq, msg)
+            self.paged_bytes += len(msg.body)
         if moved:
             self.page_boundary = moved[-1][0] - 1
         self.paged += len(moved)
@@ -157,25 +311,52 @@ class Queue:
             msg = Message(exchange, routing_key, properties, body)
             if store is self.spill:
                 store.ack(seq)  # in memory again; the spill copy is not needed any more
-            ttl = self.message_ttl
+            ttl = self._ttl_of(msg)
             self.ready.append((seq, msg, delivered, now + ttl if ttl is not None else 0))
             self.ready_bytes += len(body)
+            self.paged_bytes -= len(body)
             self.page_boundary = seq
             self.paged -= 1
-        if self.paged < 0:
+        if self.paged <= 0:
             self.paged = 0
+            self.paged_bytes = 0
+        elif self.paged_bytes < 0:
+            self.paged_bytes = 0
+        if self.ready and (self.message_ttl is not None or self.ready[-1][3]):
+            self._timed()
+
+    def _ttl_of(self, message: "Message") -> float | None:
+        """The TTL of a message read back from disk: the lower of queue and message TTL."""
+        props = message.properties
+        if len(props) >= 2 and props[0] & 0x01:  # the expiration flag (0x0100): decode only then
+            try:
+                message.check_expiration()
+            except Exception:
+                pass  # it was valid when published; keep the message rather than lose it
+        ttl = self.message_ttl
+        if message.ttl is not None and (ttl is None or message.ttl < ttl):
+            ttl = message.ttl
+        return ttl
 
     def restore(self, seq: int, message: "Message", delivered: bool) -> None:
         """Put back a message recovered from the store (start-up), in seq order."""
-        ttl = self.message_ttl if message.ttl is None else min(message.ttl, self.message_ttl or message.ttl)
+        ttl = self.message_ttl
+        if message.ttl is not None and (ttl is None or message.ttl < ttl):
+            ttl = message.ttl
         self.ready.append((seq, message, delivered, time.monotonic() + ttl if ttl is not None else 0))
         self.ready_bytes += len(message.body)
+        if ttl is not None:
+            self._timed()
 
     def resume_numbering(self, last_seq: int) -> None:
         self._seq = max(self._seq, last_seq)
 
     def forget(self, seq: int, message: "Message") -> None:
         """A taken or expired message is gone for good (acked, dropped, delivered without ack)."""
+        if self._taken:
+            self._taken.pop(seq, None)
+        if self._returns:
+            self._returns.pop(seq, None)
         if self.store is not None and message.persistent and not self.deleted:
             self.store.ack(seq)
             self.durability.wrote(self.store)
@@ -189,31 +370,87 @@ class Queue:
                 self.store.mark_delivered(seq)  # so it comes back redelivered after a restart
             self.durability.wrote(self.store)
 
+    def reject(self, seq: int, message: "Message") -> None:
+        """A taken message was rejected or nacked without requeue: gone, and dead-lettered."""
+        info = self._taken.get(seq) if self._taken else None
+        if info is not None:
+            message = info[0]  # as queued, without the x-delivery-count of its delivery
+        self.forget(seq, message)
+        self._dead_letter((message,), REJECTED)
+
     def requeue(self, entries) -> None:
-        """Put taken messages back in their original order, marked redelivered."""
+        """Put taken messages back in their original order, marked redelivered, each with the
+        deadline it had; with x-delivery-limit, one returned once too often dies instead."""
         if self.deleted:
             return
-        entries = sorted(entries, key=lambda e: e[0])
-        head = self.ready[0][0] if self.ready else None
-        if head is None or entries[-1][0] < head:
-            for seq, msg in reversed(entries):
-                self.ready.appendleft((seq, msg, True, 0))
-        else:  # interleaved with earlier requeues: merge
-            merged = sorted([*self.ready, *((s, m, True, 0) for s, m in entries)], key=lambda e: e[0])
-            self.ready = deque(merged)
-        self.ready_bytes += sum(len(m.body) for _, m in entries)
+        back = []
+        gone = []
+        taken = self._taken
+        limit = self.delivery_limit
+        timed = False
+        for seq, msg in entries:
+            deadline = 0
+            if taken:
+                info = taken.pop(seq, None)
+                if info is not None:
+                    msg, deadline = info
+                    timed = timed or bool(deadline)
+            if limit is not None:
+                n = self._returns.get(seq, 0) + 1
+                if n > limit:
+                    self.forget(seq, msg)
+                    gone.append(msg)
+                    continue
+                self._returns[seq] = n
+            back.append((seq, msg, True, deadline))
+        if back:
+            back.sort(key=lambda e: e[0])
+            self._put_back(back)
+            if timed:
+                self._timed()
+        self._dead_letter(gone, DELIVERY_LIMIT)
         self.dispatch()
 
-    def take(self):
-        """The next ready (seq, message, redelivered, deadline), or None (basic.get)."""
+    def _put_back(self, entries: list) -> None:
+        """Requeued ready entries (in seq order) back in their original places."""
+        head = self.ready[0][0] if self.ready else None
+        if head is None or entries[-1][0] < head:
+            self.ready.extendleft(reversed(entries))
+        else:  # interleaved with earlier requeues: merge
+            self.ready = deque(sorted([*self.ready, *entries], key=lambda e: e[0]))
+        self.ready_bytes += sum(len(e[1].body) for e in entries)
+
+    def take(self, no_ack: bool = False):
+        """The next ready (seq, message, redelivered, deadline), or None (basic.get); the message
+        is marked delivered (``delivered``) and is the one to send."""
+        self.last_used = time.monotonic()
         if self.paged and len(self.ready) < PAGE_LOW:
             self.page_in()
         self.expire()
         if not self.ready:
             return None
-        entry = self.ready.popleft()
-        self.ready_bytes -= len(entry[1].body)
-        return entry
+        seq, msg, redelivered, deadline = self.ready.popleft()
+        self.ready_bytes -= len(msg.body)
+        if deadline or self.delivery_limit is not None:
+            msg = self._taking(seq, msg, deadline, no_ack, True)
+        self.delivered(seq, msg, no_ack)
+        return seq, msg, redelivered, deadline
+
+    def _taking(self, seq: int, msg: "Message", deadline: float, no_ack: bool, get: bool = False) -> "Message":
+        """A message with a deadline or a delivery limit leaves for a consumer: remember what a
+        requeue needs, and with a delivery limit give it its x-delivery-count header (as RabbitMQ
+        3.10's quorum queues: from the first return on, and on every basic.get, 0 included)."""
+        if not no_ack:
+            self._taken[seq] = (msg, deadline)
+        if self.delivery_limit is None:
+            return msg
+        count = self._returns.pop(seq, 0) if no_ack else self._returns.get(seq, 0)
+        if not count and not get:
+            return msg
+        try:
+            return with_header(msg, "x-delivery-count", Long(count))
+        except Exception:  # a property list we cannot rewrite goes out as it came
+            return msg
 
     def purge(self) -> int:
         n = len(self.ready) + self.paged
@@ -230,6 +467,7 @@ class Queue:
             self.spill.delete()
             self.spill = None
         self.paged = 0
+        self.paged_bytes = 0
         self.ready.clear()
         self.ready_bytes = 0
         return n
@@ -237,7 +475,15 @@ class Queue:
     # --- consumers -----------------------------------------------------------------------
 
     def add_consumer(self, consumer: Consumer) -> None:
-        self.consumers.append(consumer)
+        consumers = self.consumers
+        if self.single_active or not consumers or consumer.priority <= consumers[-1].priority:
+            consumers.append(consumer)  # SAC: registration order decides who is next
+        else:  # after the consumers of its priority and above (highest first)
+            i = next(i for i, c in enumerate(consumers) if c.priority < consumer.priority)
+            consumers.insert(i, consumer)
+            if i <= self._rr:
+                self._rr += 1
+        self._plain = not self.single_active and consumers[0].priority == consumers[-1].priority
         self.had_consumer = True
 
     def remove_consumer(self, consumer: Consumer) -> None:
@@ -248,8 +494,46 @@ class Queue:
         del self.consumers[i]
         if i < self._rr:
             self._rr -= 1
-        if self.auto_delete and not self.consumers and self.had_consumer:
+        consumers = self.consumers
+        self._plain = not self.single_active and (not consumers or consumers[0].priority == consumers[-1].priority)
+        if not consumers:
+            self.last_used = time.monotonic()  # x-expires counts from the last consumer's going
+        if self.auto_delete and not consumers and self.had_consumer:
             self.vhost.delete_queue(self)
+        elif consumers and self.ready:
+            self.dispatch()  # the next active consumer (SAC) or a lower priority may take over
+
+    def _pick(self) -> Consumer | None:
+        """The consumer for the next delivery when SAC or consumer priorities apply."""
+        consumers = self.consumers
+        if self.single_active:
+            c = consumers[0]
+            return c if c.has_capacity() else None
+        n = len(consumers)
+        i = 0
+        while i < n:  # groups of equal priority, highest first; round-robin inside a group
+            p = consumers[i].priority
+            j = i + 1
+            while j < n and consumers[j].priority == p:
+                j += 1
+            size = j - i
+            start = self._priority_rr.get(p, 0)
+            for step in range(size):
+                k = (start + step) % size
+                c = consumers[i + k]
+                if c.has_capacity():
+                    self._priority_rr[p] = (k + 1) % size
+                    return c
+            i = j
+        return None
+
+    def _can_deliver_now(self) -> bool:
+        """Whether a message published now would go straight to a consumer (TTL 0)."""
+        if not self.consumers:
+            return False
+        if self.single_active:
+            return self.consumers[0].has_capacity()
+        return any(c.has_capacity() for c in self.consumers)
 
     def has_exclusive_consumer(self) -> bool:
         return any(c.exclusive for c in self.consumers)
@@ -270,20 +554,30 @@ class Queue:
                     ready = self.ready
                     if not ready:
                         break
-                n = len(consumers)
-                for step in range(n):
-                    i = (self._rr + step) % n
-                    c = consumers[i]
-                    if c.has_capacity():
-                        break
+                if self._plain:
+                    n = len(consumers)
+                    for step in range(n):
+                        i = (self._rr + step) % n
+                        c = consumers[i]
+                        if c.has_capacity():
+                            break
+                    else:
+                        return  # nobody can take more now
+                    self._rr = (i + 1) % n
                 else:
-                    return  # nobody can take more now
-                self._rr = (i + 1) % n
+                    c = self._pick()
+                    if c is None:
+                        return
                 seq, msg, redelivered, deadline = ready.popleft()
                 self.ready_bytes -= len(msg.body)
-                if deadline and deadline <= time.monotonic():
-                    self.forget(seq, msg)
-                    continue  # expired on its way to the head
+                if deadline:
+                    if deadline <= time.monotonic():
+                        self.forget(seq, msg)
+                        self._dead_letter((msg,), EXPIRED)
+                        continue  # expired on its way to the head
+                    msg = self._taking(seq, msg, deadline, c.no_ack)
+                elif self.delivery_limit is not None:
+                    msg = self._taking(seq, msg, deadline, c.no_ack)
                 if self.store is not None:
                     self.delivered(seq, msg, c.no_ack)
                 c.channel.deliver(c, self, seq, msg, redelivered)

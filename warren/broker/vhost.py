@@ -12,8 +12,10 @@ import os
 
 from warren.broker.exchanges import EXCHANGE_TYPES, Exchange
 from warren.broker.exchanges.default import DefaultExchange
+from warren.broker.dedup import check_arguments as check_dedup_arguments
 from warren.broker.message import Message
-from warren.broker.queue import PAGE_KEEP, Queue
+from warren.broker.queue import OVERFLOW_MODES, PAGE_KEEP, Queue
+from warren.broker.queues import new_queue
 from warren.store.message import decode_message
 from warren.errors import AccessRefused, CommandInvalid, NotFound, PreconditionFailed, ResourceLocked
 
@@ -37,6 +39,8 @@ class VirtualHost:
         self.memory = memory  # the broker's MemoryBudget: queues page out past it
         self.durability = durability  # None: nothing is stored (tests of the model alone)
         self.queues: dict[str, Queue] = {}
+        self.timers: set = set()  # objects with tick(now) -> bool (keep ticking); Broker.tick calls them
+        self.reply_channels: dict = {}  # direct reply-to: token -> ReplyConsumer (warren/broker/reply_to.py)
         self.exchanges: dict[str, Exchange] = {"": DefaultExchange(self)}
         for ex_name, ex_type in PREDECLARED:
             self.exchanges[ex_name] = EXCHANGE_TYPES[ex_type](ex_name, durable=True)
@@ -78,6 +82,7 @@ class VirtualHost:
             self.durability.definitions.declare_exchange(self.name, name, type_, durable, auto_delete,
                                                          internal, arguments)
         self.exchanges[name] = ex
+        ex.attach(self)
         return ex
 
     def delete_exchange(self, name: str, if_unused: bool) -> None:
@@ -93,6 +98,7 @@ class VirtualHost:
 
     def _remove_exchange(self, ex: Exchange) -> None:
         del self.exchanges[ex.name]
+        ex.detach()
         if ex.durable and self.durability is not None:
             self.durability.definitions.delete_exchange(self.name, ex.name)
         for b in list(ex.bindings.values()):
@@ -167,10 +173,11 @@ class VirtualHost:
                 ("auto_delete", q.auto_delete, auto_delete),
             ), q.arguments, arguments)
             return q
-        self._validate_queue_arguments(arguments)
+        self._validate_queue_arguments(arguments, name)
+        check_dedup_arguments(arguments, "queue", name)  # warren/broker/dedup.py
         if exclusive:
             durable = False  # exclusive queues never survive their connection (ERR §30)
-        q = Queue(self, name, durable, session if exclusive else None, auto_delete, arguments)
+        q = new_queue(self, name, durable, session if exclusive else None, auto_delete, arguments)
         q.durability, q.memory = self.durability, self.memory
         if durable and self.durability is not None:
             self.durability.definitions.declare_queue(self.name, name, durable, auto_delete, arguments)
@@ -183,10 +190,13 @@ class VirtualHost:
         store = self.durability.open_queue_store(self.name, q.name)
         q.store, q.durability = store, self.durability
         count = 0
+        head_record_bytes = 0
         # the head comes into memory; the rest stays paged on disk (queues may outgrow memory)
         head = store.unacked_after(0, PAGE_KEEP)
         for seq, delivered in head:
-            exchange, routing_key, properties, body = decode_message(store.read(seq))
+            record = store.read(seq)
+            head_record_bytes += len(record)
+            exchange, routing_key, properties, body = decode_message(record)
             msg = Message(exchange, routing_key, properties, body)
             try:
                 msg.check_expiration()
@@ -197,6 +207,10 @@ class VirtualHost:
         if len(store) > count:
             q.paged = len(store) - count
             q.page_boundary = head[-1][0]
+            # x-max-length-bytes: the paged bodies, estimated from the record octets on disk
+            # less the head's own overhead per record (reading them all would defeat paging)
+            overhead = (head_record_bytes - q.ready_bytes) / count if count else 0
+            q.paged_bytes = max(0, int(store.message_bytes - head_record_bytes - overhead * q.paged))
         q.resume_numbering(store.last_seq)
         return len(store)
 
@@ -229,12 +243,13 @@ class VirtualHost:
         cls = EXCHANGE_TYPES.get(d.type)
         if cls is None or d.name in self.exchanges:
             return
-        self.exchanges[d.name] = cls(d.name, d.durable, d.auto_delete, d.internal, d.arguments)
+        ex = self.exchanges[d.name] = cls(d.name, d.durable, d.auto_delete, d.internal, d.arguments)
+        ex.attach(self)
 
     def restore_queue(self, d) -> int:
         if d.name in self.queues:
             return 0
-        q = Queue(self, d.name, True, None, d.auto_delete, d.arguments)
+        q = new_queue(self, d.name, True, None, d.auto_delete, d.arguments)
         q.memory = self.memory
         self.queues[d.name] = q
         return self._attach_store(q)
@@ -267,15 +282,48 @@ class VirtualHost:
                     f"inequivalent arg '{key}' for {self._describe(kind, name)}: "
                     f"received {_show_arg(new_args.get(key))} but current is {_show_arg(old_args.get(key))}")
 
-    def _validate_queue_arguments(self, arguments: dict) -> None:
-        for key in ("x-message-ttl", "x-expires", "x-max-length", "x-max-length-bytes", "x-max-priority"):
+    def _validate_queue_arguments(self, arguments: dict, name: str = "") -> None:
+        """RabbitMQ's checks of the queue arguments it knows (its declare_args), same texts."""
+        where = f"for {self._describe('queue', name)}"
+        # (argument, lowest value): integers, x-expires > 0; x-delivery-limit on any queue here
+        for key, low in (("x-message-ttl", 0), ("x-expires", 1), ("x-max-length", 0),
+                         ("x-max-length-bytes", 0), ("x-max-priority", 0), ("x-delivery-limit", 0)):
             if key in arguments:
                 v = arguments[key]
-                if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                    raise PreconditionFailed(f"invalid arg '{key}' for queue: {v!r}")
+                if isinstance(v, bool) or not isinstance(v, int):
+                    raise PreconditionFailed(f"invalid arg '{key}' {where}: \"expected integer, got {_arg_type(v)}\"")
+                if v < 0:
+                    raise PreconditionFailed(f"invalid arg '{key}' {where}: {{value_negative,{v}}}")
+                if v < low:
+                    raise PreconditionFailed(f"invalid arg '{key}' {where}: {{value_zero,{v}}}")
+                if key == "x-max-priority" and v > 255:
+                    raise PreconditionFailed(f"invalid arg '{key}' {where}: {{max_value_exceeded,{v}}}")
+        if "x-overflow" in arguments:
+            v = arguments["x-overflow"]
+            if not isinstance(v, str):
+                raise PreconditionFailed(f"invalid arg 'x-overflow' {where}: {{unacceptable_type,{_arg_type(v)}}}")
+            if v not in OVERFLOW_MODES:
+                raise PreconditionFailed(f"invalid arg 'x-overflow' {where}: invalid_overflow")
+        v = arguments.get("x-single-active-consumer")
+        if v is not None and not isinstance(v, bool):
+            raise PreconditionFailed(f"invalid arg 'x-single-active-consumer' {where}: "
+                                     f"{{unacceptable_type,{_arg_type(v)}}}")
+        for key in ("x-dead-letter-exchange", "x-dead-letter-routing-key"):
+            if key in arguments and not isinstance(arguments[key], str):
+                raise PreconditionFailed(f"invalid type '{_arg_type(arguments[key])}' for arg '{key}' in "
+                                         f"{self._describe('queue', name)}")
         if "x-dead-letter-routing-key" in arguments and "x-dead-letter-exchange" not in arguments:
             raise PreconditionFailed("invalid arg 'x-dead-letter-routing-key': "
                                      "x-dead-letter-exchange is required as well")
+
+
+def _arg_type(v) -> str:
+    """RabbitMQ's name for the field type of a decoded argument value."""
+    for kind, type_name in ((bool, "bool"), (int, "signedint"), (str, "longstr"), (float, "double"),
+                            (dict, "table"), (list, "array"), (bytes, "binary")):
+        if isinstance(v, kind):
+            return type_name
+    return "void" if v is None else type(v).__name__
 
 
 def _show(v) -> str:

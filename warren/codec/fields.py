@@ -25,7 +25,7 @@ from typing import Any
 __all__ = [
     "decode_shortstr", "encode_shortstr", "decode_longstr", "encode_longstr",
     "decode_table", "encode_table", "decode_array", "encode_array",
-    "decode_value", "encode_value", "TableValueError", "decode_content", "encode_content",
+    "decode_value", "encode_value", "TableValueError", "decode_content", "encode_content", "Long", "RawValue",
 ]
 
 _u8 = struct.Struct(">B")
@@ -46,6 +46,25 @@ _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=_UTC)
 
 class TableValueError(ValueError):
     """A value that cannot be put in (or read from) a field table."""
+
+
+class Long(int):
+    """An integer encoded as ``l`` (signed 64) whatever its size: the broker writes ``x-death``
+    counts and ``x-delivery-count`` so, as RabbitMQ does (Java clients read them as ``Long``)."""
+
+    __slots__ = ()
+
+
+class RawValue:
+    """A field value kept encoded (type tag included) and written back as it came.
+
+    The broker rewrites a message's headers when dead-lettering; the entries it does not change
+    go back byte for byte, so their types (``b``, ``s``, ``l``, ``f`` ...) survive."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
 
 
 def decode_shortstr(buf, off: int) -> tuple[str, int]:
@@ -218,7 +237,7 @@ def encode_value(v: Any) -> bytes:
     if isinstance(v, bool):
         return b"t\x01" if v else b"t\x00"
     if isinstance(v, int):
-        if _I32_MIN <= v <= _I32_MAX:
+        if _I32_MIN <= v <= _I32_MAX and type(v) is not Long:
             return b"I" + _i32.pack(v)
         if _I64_MIN <= v <= _I64_MAX:
             return b"l" + _i64.pack(v)
@@ -239,6 +258,8 @@ def encode_value(v: Any) -> bytes:
         return b"T" + _u64.pack(int((v - _EPOCH).total_seconds()))
     if v is None:
         return b"V"
+    if type(v) is RawValue:
+        return v.data
     raise TableValueError(f"cannot put a {type(v).__name__} in a field table")
 
 

@@ -1,13 +1,32 @@
 """The part of routing every exchange type shares.
 
 A type only stores its bindings and answers ``match(routing_key, message)`` with the queues and
-exchanges it routes to (``Destination``s). Exchange-to-exchange bindings are followed here, with
-a visited set so a cycle of bindings delivers once and terminates (RabbitMQ does the same).
+exchanges it routes to (``Destination``s); a type that needs every routing key at once
+(consistent hash: the first one only) overrides ``match_keys``. Everything else is here, the
+first three with RabbitMQ's semantics (``rabbit_exchange:route``), the last with LavinMQ's:
+
+* **Exchange-to-exchange bindings** are followed with a visited set, so a cycle of bindings
+  delivers once and terminates.
+* **Sender-selected distribution**: the ``CC`` and ``BCC`` headers (arrays; their longstr
+  elements count) add routing keys for the whole route; ``BCC`` is then cut out of the
+  property list (``warren/broker/properties.py``), so no consumer sees it. Any other type of
+  value is 406 "invalid message".
+* **Alternate exchange** (argument ``alternate-exchange``): an exchange whose own ``match``
+  found no destination at all hands the message to its AE, which may have an AE of its own;
+  the visited set makes AE cycles (and AE chains through e2e bindings) finite. An AE that does
+  not exist is skipped. The publisher sees ``basic.return`` only when nothing routes, AEs
+  included.
+* **Deduplication** (``x-message-deduplication``, ``warren/broker/dedup.py``): an exchange that
+  has seen the message's key routes it nowhere, and does not use its AE for it.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable
+
+from warren.broker.dedup import check_arguments, from_arguments
+from warren.broker.properties import remove_header
+from warren.errors import PreconditionFailed
 
 if TYPE_CHECKING:
     from warren.broker.message import Message
@@ -52,14 +71,35 @@ class Exchange:
         self.arguments = arguments or {}
         self.bindings: dict[tuple, Binding] = {}  # every binding whose source is this exchange
         self.bound_to: set["Binding"] = set()  # bindings whose destination is this exchange
+        self.vhost = None  # the VirtualHost, once attached (alternate-exchange lookups)
+        ae = self.arguments.get("alternate-exchange")
+        if ae is not None and not isinstance(ae, str):
+            raise PreconditionFailed(f"invalid type '{_type_name(ae)}' for arg 'alternate-exchange' in "
+                                     f"exchange '{name}'")
+        self.alternate: str | None = ae
+        check_arguments(self.arguments, "exchange", name)
+        self.dedup = from_arguments(self.arguments)
+
+    # --- life cycle (called by the VirtualHost) ----------------------------------------------
+
+    def attach(self, vhost) -> None:
+        """The exchange joined ``vhost`` (declared or restored)."""
+        self.vhost = vhost
+
+    def detach(self) -> None:
+        """The exchange was deleted."""
 
     # --- bindings (a type overrides _add/_remove to index them) ----------------------------
 
     def check_binding(self, arguments: dict) -> None:
         """Refuse binding arguments this type cannot use (raise an AMQPError)."""
 
+    def check_key(self, routing_key: str) -> None:
+        """Refuse a binding key this type cannot use (raise an AMQPError)."""
+
     def bind(self, destination, routing_key: str, arguments: dict) -> bool:
         self.check_binding(arguments)
+        self.check_key(routing_key)
         b = Binding(self, destination, routing_key, arguments)
         if b.key in self.bindings:
             return False
@@ -91,24 +131,100 @@ class Exchange:
         """Destinations (queues or exchanges) for this key and message, duplicates allowed."""
         raise NotImplementedError
 
+    def match_keys(self, routing_keys, message: "Message") -> Iterable:
+        """Destinations for a message with several routing keys (CC/BCC): the union by default."""
+        out: list = []
+        for key in routing_keys:
+            out.extend(self.match(key, message))
+        return out
+
     # --- routing -------------------------------------------------------------------------
 
-    def route(self, message: "Message", routing_keys: Iterable[str]) -> set["Queue"]:
-        """The queues a message published here reaches, following e2e bindings once each."""
+    def route(self, message: "Message", routing_keys) -> set["Queue"]:
+        """The queues a message published here reaches (see the module docstring)."""
+        props = message.properties
+        # decode only when the property octets hold the names (67 is "C": a cheap memchr first)
+        if (len(props) >= 2 and props[0] & _HEADERS_FLAG_HI and 67 in props
+                and (props.find(b"\x02CC") >= 0 or props.find(b"\x03BCC") >= 0)):
+            routing_keys = sender_selected(message, routing_keys)
+        return self.route_keys(message, routing_keys)
+
+    def route_keys(self, message: "Message", routing_keys, dedup: bool = True) -> set["Queue"]:
+        """Route with these keys exactly (CC/BCC already applied); ``dedup=False`` skips this
+        exchange's own deduplication (a delayed message it already checked)."""
         queues: set = set()
         visited = {self}
         pending = [self]
+        single = routing_keys[0] if len(routing_keys) == 1 else None
         while pending:
             ex = pending.pop()
-            for key in routing_keys:
-                for dest in ex.match(key, message):
-                    if isinstance(dest, Exchange):
-                        if dest not in visited:
-                            visited.add(dest)
-                            pending.append(dest)
-                    else:
-                        queues.add(dest)
+            if ex.dedup is not None and (dedup or ex is not self) and ex.dedup.duplicate(message):
+                continue
+            routed = False
+            for dest in (ex.match(single, message) if single is not None else ex.match_keys(routing_keys, message)):
+                routed = True
+                if isinstance(dest, Exchange):
+                    if dest not in visited:
+                        visited.add(dest)
+                        pending.append(dest)
+                else:
+                    queues.add(dest)
+            if not routed and ex.alternate is not None and ex.vhost is not None:
+                ae = ex.vhost.exchanges.get(ex.alternate)
+                if ae is not None and ae not in visited:
+                    visited.add(ae)
+                    pending.append(ae)
         return queues
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
+
+
+_HEADERS_FLAG_HI = 0x20  # the headers property (mask 0x2000), high octet of the flag word
+_SENDER_SELECTED = ("CC", "BCC")
+
+
+def sender_selected(message: "Message", routing_keys) -> tuple:
+    """The routing keys plus those of the CC and BCC headers; strips BCC from the message.
+
+    RabbitMQ (``rabbit_basic:header_routes``): the header must be an array, and its longstr
+    elements are the keys; any other type of header is refused.
+    """
+    headers = message.headers
+    extra: list[str] = []
+    for name in _SENDER_SELECTED:
+        if name not in headers:
+            continue
+        value = headers[name]
+        if not isinstance(value, list):
+            raise PreconditionFailed(f'invalid message: {{unacceptable_type_in_header,"{name}",'
+                                     f"{_type_name(value)}}}", 60, 40)
+        extra.extend(v for v in value if isinstance(v, str))
+    if "BCC" in headers:
+        message.properties = remove_header(message.properties, "BCC")
+        message._decoded = None
+        message._record = None
+    if not extra:
+        return tuple(routing_keys)
+    return (*routing_keys, *dict.fromkeys(k for k in extra if k not in routing_keys))
+
+
+def _type_name(value) -> str:
+    """RabbitMQ's name for a field value's type, as its error messages show it."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "signedint" if -(2**31) <= value < 2**31 else "long"
+    if isinstance(value, str):
+        return "longstr"
+    if isinstance(value, (bytes, bytearray)):
+        return "binary"
+    if isinstance(value, dict):
+        return "table"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, float):
+        return "double"
+    if value is None:
+        return "void"
+    return type(value).__name__

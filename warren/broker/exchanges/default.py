@@ -1,8 +1,12 @@
-"""The default exchange (""): every queue is reachable by its own name, nothing can be bound."""
+"""The default exchange (""): every queue is reachable by its own name, nothing can be bound.
+
+Direct reply-to addresses (``amq.rabbitmq.reply-to.<token>``) are reachable here too, and only
+here (``warren/broker/reply_to.py``)."""
 
 from __future__ import annotations
 
 from warren.broker.exchanges.base import Exchange
+from warren.broker.reply_to import lookup
 
 __all__ = ["DefaultExchange"]
 
@@ -13,7 +17,12 @@ class DefaultExchange(Exchange):
     def __init__(self, vhost) -> None:
         super().__init__("", durable=True)
         self._queues = vhost.queues
+        self._vhost = vhost
 
     def match(self, routing_key, message):
         q = self._queues.get(routing_key)
-        return (q,) if q is not None else ()
+        if q is not None:
+            return (q,)
+        # direct reply-to: "amq.rabbitmq.reply-to.<token>" reaches that channel's reply consumer
+        rc = lookup(self._vhost, routing_key)
+        return (rc,) if rc is not None else ()

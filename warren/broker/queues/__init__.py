@@ -1,0 +1,7 @@
+"""Queue kinds besides the classic queue (``warren/broker/queue.py``), and the one place that
+maps declare arguments to a kind (``factory.py``)."""
+
+from warren.broker.queues.factory import new_queue, queue_class
+from warren.broker.queues.priority import PriorityQueue, PriorityReady
+
+__all__ = ["new_queue", "queue_class", "PriorityQueue", "PriorityReady"]

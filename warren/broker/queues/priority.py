@@ -1,0 +1,121 @@
+"""A priority queue (``x-max-priority``): one FIFO per priority, the highest served first.
+
+A message's priority is its ``priority`` property, 0 when absent, the queue's maximum when
+above it (RabbitMQ). Within a priority the order is arrival order, requeued messages back in
+their places. Everything else (TTL, limits, dead-lettering, consumers, durability) is the
+classic queue's: ``PriorityReady`` stands in for its deque of ready entries.
+
+As in RabbitMQ, the "head" is the first message of the highest priority: it is what x-overflow
+drop-head drops and the only place TTL looks, so an expired low-priority message waits behind
+higher-priority ones until they are gone (RabbitMQ documents the same).
+
+Priority queues do not page: their ready messages stay in memory (``page_out`` does nothing).
+A durable priority queue recovered at start-up reads its first 2048 messages in priority order
+and the rest, as before, in batches: the order by priority then holds within each batch.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from warren.broker.queue import Queue
+
+__all__ = ["PriorityQueue", "PriorityReady", "message_priority"]
+
+_PRIORITY_FLAG_HI = 0x08  # basic property priority (mask 0x0800), high octet of the flags
+
+
+def message_priority(msg, max_priority: int) -> int:
+    props = msg.properties
+    if len(props) < 2 or not props[0] & _PRIORITY_FLAG_HI:
+        return 0
+    p = msg.decoded.priority or 0
+    return p if p <= max_priority else max_priority
+
+
+class PriorityReady:
+    """The ready entries ``(seq, message, redelivered, deadline)`` of a priority queue, with the
+    deque operations ``Queue`` uses: ``[0]`` (the head), ``popleft``, ``append``, ``len``,
+    iteration, ``clear``; plus ``put_back``."""
+
+    __slots__ = ("levels", "max", "n", "top")
+
+    def __init__(self, max_priority: int) -> None:
+        self.max = max_priority
+        self.levels = [deque() for _ in range(max_priority + 1)]
+        self.n = 0
+        self.top = 0  # no level above this one holds anything
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __bool__(self) -> bool:
+        return self.n > 0
+
+    def _head_level(self) -> deque:
+        levels = self.levels
+        t = self.top
+        while t > 0 and not levels[t]:
+            t -= 1
+        self.top = t
+        return levels[t]
+
+    def __getitem__(self, i: int):
+        if i != 0:
+            raise IndexError("a priority queue only shows its head")
+        return self._head_level()[0]
+
+    def popleft(self):
+        entry = self._head_level().popleft()
+        self.n -= 1
+        return entry
+
+    def append(self, entry) -> None:
+        p = message_priority(entry[1], self.max)
+        self.levels[p].append(entry)
+        self.n += 1
+        if p > self.top:
+            self.top = p
+
+    def __iter__(self):
+        for level in reversed(self.levels):
+            yield from level
+
+    def clear(self) -> None:
+        for level in self.levels:
+            level.clear()
+        self.n = 0
+        self.top = 0
+
+    def put_back(self, entries: list) -> None:
+        """Requeued entries (in seq order) back in their places within their priorities."""
+        by_level: dict[int, list] = {}
+        for e in entries:
+            by_level.setdefault(message_priority(e[1], self.max), []).append(e)
+        for p, group in by_level.items():
+            level = self.levels[p]
+            if not level or group[-1][0] < level[0][0]:
+                level.extendleft(reversed(group))
+            else:  # interleaved with earlier requeues: merge
+                self.levels[p] = deque(sorted([*level, *group], key=lambda e: e[0]))
+            if p > self.top:
+                self.top = p
+        self.n += len(entries)
+
+
+class PriorityQueue(Queue):
+    def __init__(self, vhost, name: str, durable: bool = False, exclusive_owner=None,
+                 auto_delete: bool = False, arguments: dict | None = None) -> None:
+        super().__init__(vhost, name, durable, exclusive_owner, auto_delete, arguments)
+        self.max_priority: int = self.arguments["x-max-priority"]
+        self.ready = PriorityReady(self.max_priority)
+
+    def page_out(self) -> None:
+        pass  # priority queues stay in memory (module docstring)
+
+    def _put_back(self, entries: list) -> None:
+        self.ready.put_back(entries)
+        self.ready_bytes += sum(len(e[1].body) for e in entries)
+
+    def __repr__(self) -> str:
+        return f"<PriorityQueue {self.name!r} ready={len(self.ready)} consumers={len(self.consumers)}>"
