@@ -160,18 +160,21 @@ class ServerConnection:
             if event is not None:
                 return event
 
-    def _decode_method(self, start: int, end: int, channel: int = 0):
-        buf = self.frames.buf
+    def _lookup(self, table: dict, start: int, end: int, where: str = ""):
+        """(index, method class) of the method frame at start..end; 501/540 if unusable."""
         if end - start < 4:
             raise FrameError("method frame shorter than its class and method ids")
-        (index,) = _u32.unpack_from(buf, start)
-        cls = _METHODS.get(index)
+        (index,) = _u32.unpack_from(self.frames.buf, start)
+        cls = table.get(index)
         if cls is None:
-            raise NotImplemented_(f"unknown method {index >> 16}.{index & 0xFFFF}", index >> 16, index & 0xFFFF)
+            raise NotImplemented_(f"unknown method {index >> 16}.{index & 0xFFFF}{where}", index >> 16, index & 0xFFFF)
+        return index, cls
+
+    def _decode_args(self, cls, decode, start: int, end: int):
         # Arguments that run out of octets are a frame error (501), as RabbitMQ answers; values
         # that cannot be what they claim (an unknown field-table type, say) are 502.
         try:
-            method, off = cls.decode(buf, start + 4)
+            method, off = decode(self.frames.buf, start + 4)
         except _TRUNCATED as e:
             raise FrameError(f"cannot decode {cls.NAME}: {e}", cls.CLASS_ID, cls.METHOD_ID) from None
         except _MALFORMED as e:
@@ -181,28 +184,23 @@ class ServerConnection:
                              cls.CLASS_ID, cls.METHOD_ID)
         return method
 
+    def _decode_method(self, start: int, end: int, channel: int = 0):
+        _, cls = self._lookup(_METHODS, start, end)
+        return self._decode_args(cls, cls.decode, start, end)
+
     def _decode_translated(self, start: int, end: int, channel: int = 0):
         """_decode_method for the other dialects: the dialect's decoders give 0-9-1 methods."""
-        buf = self.frames.buf
-        if end - start < 4:
-            raise FrameError("method frame shorter than its class and method ids")
-        (index,) = _u32.unpack_from(buf, start)
-        cls = self._methods.get(index)
-        if cls is None:
-            raise NotImplemented_(f"unknown method {index >> 16}.{index & 0xFFFF} in {self.dialect.title}",
-                                  index >> 16, index & 0xFFFF)
-        try:
-            method, off = cls.decode(buf, start + 4)
-            if off < end and index in self.dialect.tails:
-                # Qpid's 0-8 basic.consume carries a trailing arguments table (INVENTORY.md §9.3)
-                method, off = self.dialect.tails[index].decode(buf, start + 4)
-        except _TRUNCATED as e:
-            raise FrameError(f"cannot decode {cls.NAME}: {e}", cls.CLASS_ID, cls.METHOD_ID) from None
-        except _MALFORMED as e:
-            raise SyntaxError_(f"cannot decode {cls.NAME}: {e}", cls.CLASS_ID, cls.METHOD_ID) from None
-        if off > end:
-            raise FrameError(f"cannot decode {cls.NAME}: arguments run past the end of the frame",
-                             cls.CLASS_ID, cls.METHOD_ID)
+        index, cls = self._lookup(self._methods, start, end, f" in {self.dialect.title}")
+        tail = self.dialect.tails.get(index)
+        decode = cls.decode
+        if tail is not None:
+            def decode(buf, off, _cls=cls, _tail=tail):
+                method, after = _cls.decode(buf, off)
+                if after < end:
+                    # Qpid's 0-8 basic.consume carries a trailing arguments table (INVENTORY.md §9.3)
+                    method, after = _tail.decode(buf, off)
+                return method, after
+        method = self._decode_args(cls, decode, start, end)
         reply = self.dialect.replies.get(index)
         if reply is not None:
             # answer this request in the form of the table it came from (basic.recover-ok 60.101/111)
