@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import logging
 import platform
 
 from warren import __version__
 from warren.broker.auth import UserDB
 from warren.broker.memory import MemoryBudget
+from warren.broker.policies import FILE_NAME, PolicyFile
 from warren.broker.vhost import VirtualHost
 
-__all__ = ["Broker", "TICK"]
+__all__ = ["Broker", "TICK", "POLICY_CHECK"]
 
+log = logging.getLogger("warren.broker")
+
+POLICY_CHECK = 0.5  # seconds between two looks at policies.json for changes
 TICK = 0.02  # seconds between two Broker.tick calls: the precision of timed work (delayed messages)
 
 # INVENTORY.md §10.7: what RabbitMQ advertises in server-properties.capabilities
@@ -35,8 +40,28 @@ class Broker:
         self.vhosts = {name: VirtualHost(name, durability, self.memory) for name in vhosts}
         self.users = users or UserDB()
         self.cluster_name = cluster_name
+        # policies.json in the data folder (warren/broker/policies.py): in force before the
+        # durable queues and exchanges come back, re-read when the file changes
+        self.policy_file = PolicyFile(durability.data_dir / FILE_NAME if durability is not None else None)
+        self._policy_check = 0.0
+        self.reload_policies()
         if durability is not None:
             durability.restore(self)
+
+    def reload_policies(self) -> None:
+        """Read policies.json and apply it to every vhost (kept as is if it cannot be read)."""
+        policies = self.policy_file.load()
+        if policies is None:
+            return
+        for vhost in self.vhosts.values():
+            vhost.set_policies(policies)
+        if self.policy_file.path is not None:
+            log.info("policies in force: %d", len(policies))
+
+    def set_policies(self, policies: list) -> None:
+        """Apply these policies now (tests; the file is the usual source)."""
+        for vhost in self.vhosts.values():
+            vhost.set_policies(policies)
 
     def all_queues(self):
         for vhost in self.vhosts.values():
@@ -45,7 +70,12 @@ class Broker:
     def tick(self, now: float) -> None:
         """Timed work, called by the server every ``TICK`` seconds with ``time.monotonic()``:
         each object in a vhost's ``timers`` (delayed-message exchanges, queues with TTLs) does
-        what has fallen due; one that returns False is dropped until it registers again."""
+        what has fallen due; one that returns False is dropped until it registers again.
+        Every ``POLICY_CHECK`` seconds, a stat of policies.json: re-applied when it changed."""
+        if now - self._policy_check >= POLICY_CHECK:
+            self._policy_check = now
+            if self.policy_file.changed():
+                self.reload_policies()
         for vhost in self.vhosts.values():
             if vhost.timers:
                 for t in list(vhost.timers):

@@ -18,7 +18,8 @@ Delivery is push: ``publish`` and every event that adds capacity (ack, qos, cons
 a writable transport) call ``dispatch``, which hands ready messages to consumers with capacity,
 turn by turn, until one or the other runs out.
 
-RabbitMQ's queue arguments (``docs/features.md``), all read once in ``__init__``:
+RabbitMQ's queue arguments (``docs/features.md``), all read in ``apply_arguments`` from the
+effective arguments (declared ones plus a policy's, ``policies.py``), again when policies change:
 
 * TTL: besides the check at the head on every take, a queue holding messages with a deadline
   (or declared with ``x-expires``) sits in ``vhost.timers`` and ``tick`` expires its head as time
@@ -71,6 +72,9 @@ OVERFLOW_MODES = (DROP_HEAD, REJECT_PUBLISH, REJECT_PUBLISH_DLX)
 REJECTED, EXPIRED, MAXLEN, DELIVERY_LIMIT = "rejected", "expired", "maxlen", "delivery_limit"
 
 
+_DEDUP_ARGS = ("x-message-deduplication", "x-cache-size", "x-cache-ttl", "x-deduplication-header")
+
+
 def _int_arg(arguments: dict, key: str) -> int | None:
     v = arguments.get(key)
     return v if isinstance(v, int) and not isinstance(v, bool) else None
@@ -86,8 +90,6 @@ class Queue:
         self.auto_delete = auto_delete
         self.arguments = arguments or {}
         self.ready: deque = deque()  # (seq, message, redelivered, deadline)
-        ttl = self.arguments.get("x-message-ttl")
-        self.message_ttl: float | None = ttl / 1000 if isinstance(ttl, int) else None
         self.ready_bytes = 0
         self.consumers: list[Consumer] = []
         self.bound_to: set = set()  # bindings whose destination is this queue
@@ -104,6 +106,29 @@ class Queue:
         self._rr = 0  # round-robin position in self.consumers
         self._dispatching = False
         args = self.arguments
+        self.paged_bytes = 0  # body octets of the paged messages (estimated after a restart)
+        self._returns: dict[int, int] = {}  # seq -> times returned (x-delivery-limit only)
+        # seq -> (message as queued, deadline) of taken messages with a TTL or a delivery limit
+        self._taken: dict[int, tuple] = {}
+        self.last_used = time.monotonic()
+        self.single_active = args.get("x-single-active-consumer") is True
+        self._plain = not self.single_active  # no SAC and every consumer of the same priority
+        self._priority_rr: dict[int, int] = {}  # x-priority -> round-robin position in its group
+        self._ticking = False
+        self.effective: dict = {}
+        # the declared arguments plus those of the policy that applies (warren/broker/policies.py)
+        effective = getattr(vhost, "effective_arguments", None)
+        self.apply_arguments(effective("queue", name, self.arguments) if effective is not None else self.arguments)
+
+    def apply_arguments(self, effective: dict) -> None:
+        """(Re)configure the TTL, length limits, dead-lettering, delivery limit, expiry and
+        deduplication from the effective arguments (declared + policy): at creation and
+        whenever the policies change. The only place these arguments are read."""
+        old = self.effective
+        self.effective = args = effective
+        ttl = _int_arg(args, "x-message-ttl")
+        # applies to messages enqueued from now on (those queued keep their deadline, as RabbitMQ)
+        self.message_ttl: float | None = ttl / 1000 if ttl is not None else None
         dlx = args.get("x-dead-letter-exchange")
         self.dead_letter_exchange: str | None = dlx if isinstance(dlx, str) else None
         dlrk = args.get("x-dead-letter-routing-key")
@@ -112,20 +137,16 @@ class Queue:
         self.max_length_bytes = _int_arg(args, "x-max-length-bytes")
         self.limited = self.max_length is not None or self.max_length_bytes is not None
         self.overflow = args.get("x-overflow") if args.get("x-overflow") in OVERFLOW_MODES else DROP_HEAD
-        self.paged_bytes = 0  # body octets of the paged messages (estimated after a restart)
         self.delivery_limit = _int_arg(args, "x-delivery-limit")
-        self._returns: dict[int, int] = {}  # seq -> times returned (x-delivery-limit only)
-        # seq -> (message as queued, deadline) of taken messages with a TTL or a delivery limit
-        self._taken: dict[int, tuple] = {}
         expires = _int_arg(args, "x-expires")
         self.expires: float | None = expires / 1000 if expires else None
-        self.last_used = time.monotonic()
-        self.single_active = args.get("x-single-active-consumer") is True
-        self._plain = not self.single_active  # no SAC and every consumer of the same priority
-        self._priority_rr: dict[int, int] = {}  # x-priority -> round-robin position in its group
-        self._ticking = False
+        self.deduplicating = "x-message-deduplication" in args
+        if any(old.get(k) != args.get(k) for k in _DEDUP_ARGS):
+            self.__dict__.pop("dedup", None)  # queue_duplicate builds the cache again
         if self.expires is not None:
             self._timed()
+        if self.limited and self.overflow == DROP_HEAD and (self.ready or self.paged) and self._over_limit():
+            self._drop_over_limit()  # a lower limit applied to a longer queue (RabbitMQ drops the head)
 
     # --- ready messages ------------------------------------------------------------------
 
@@ -217,7 +238,7 @@ class Queue:
     def publish(self, message: "Message") -> int:
         """Enqueue; returns the number of the sync that makes it durable, 0 if none is needed, or
         ``REFUSED`` when a length limit with x-overflow reject-publish(-dlx) turns it away."""
-        if "x-message-deduplication" in self.arguments and queue_duplicate(self, message):
+        if self.deduplicating and queue_duplicate(self, message):
             return 0  # a duplicate: dropped (warren/broker/dedup.py)
         if self.limited and self.overflow != DROP_HEAD and self._would_overflow(message):
             if self.overflow == REJECT_PUBLISH_DLX:

@@ -14,6 +14,7 @@ from warren.broker.exchanges import EXCHANGE_TYPES, Exchange
 from warren.broker.exchanges.default import DefaultExchange
 from warren.broker.dedup import check_arguments as check_dedup_arguments
 from warren.broker.message import Message
+from warren.broker.policies import effective_arguments, pick
 from warren.broker.queue import OVERFLOW_MODES, PAGE_KEEP, Queue
 from warren.broker.queues import new_queue
 from warren.store.message import decode_message
@@ -41,9 +42,37 @@ class VirtualHost:
         self.queues: dict[str, Queue] = {}
         self.timers: set = set()  # objects with tick(now) -> bool (keep ticking); Broker.tick calls them
         self.reply_channels: dict = {}  # direct reply-to: token -> ReplyConsumer (warren/broker/reply_to.py)
+        self.policies: list = []  # this vhost's policies (warren/broker/policies.py), Broker sets them
         self.exchanges: dict[str, Exchange] = {"": DefaultExchange(self)}
         for ex_name, ex_type in PREDECLARED:
-            self.exchanges[ex_name] = EXCHANGE_TYPES[ex_type](ex_name, durable=True)
+            self.exchanges[ex_name] = ex = EXCHANGE_TYPES[ex_type](ex_name, durable=True)
+            ex.attach(self)
+
+    # --- policies ------------------------------------------------------------------------
+
+    def effective_arguments(self, kind: str, name: str, declared: dict) -> dict:
+        """A queue's or exchange's declared arguments plus those of the policy that applies."""
+        if not self.policies or (kind == "exchange" and name == ""):
+            return declared
+        return effective_arguments(kind, declared, pick(self.policies, self.name, kind, name))
+
+    def set_policies(self, policies: list) -> None:
+        """New policies: re-apply them to every queue and exchange whose arguments change."""
+        self.policies = [p for p in policies if p.vhost == self.name]
+        for ex in list(self.exchanges.values()):
+            if ex.name:
+                eff = self.effective_arguments("exchange", ex.name, ex.arguments)
+                if eff != ex.effective:
+                    ex.apply_arguments(eff)
+        for q in list(self.queues.values()):
+            if q.deleted:
+                continue
+            eff = self.effective_arguments("queue", q.name, q.arguments)
+            if eff != q.effective:
+                try:
+                    q.apply_arguments(eff)
+                except Exception:
+                    log.exception("applying a policy to queue %r failed", q.name)
 
     def _describe(self, kind: str, name: str) -> str:
         return f"{kind} '{name}' in vhost '{self.name}'"

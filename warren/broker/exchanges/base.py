@@ -76,15 +76,32 @@ class Exchange:
         if ae is not None and not isinstance(ae, str):
             raise PreconditionFailed(f"invalid type '{_type_name(ae)}' for arg 'alternate-exchange' in "
                                      f"exchange '{name}'")
-        self.alternate: str | None = ae
         check_arguments(self.arguments, "exchange", name)
-        self.dedup = from_arguments(self.arguments)
+        self.effective: dict = {}
+        self.alternate: str | None = None
+        self.dedup = None
+        self.apply_arguments(self.arguments)
+
+    def apply_arguments(self, effective: dict) -> None:
+        """Use these effective arguments (declared + policy, ``warren/broker/policies.py``): the
+        alternate exchange and deduplication. Called at creation, on attach and when policies
+        change; the deduplication cache starts again only when its settings change."""
+        old, self.effective = self.effective, effective
+        ae = effective.get("alternate-exchange")
+        self.alternate = ae if isinstance(ae, str) else None
+        if self.dedup is None or any(old.get(k) != effective.get(k) for k in _DEDUP_ARGS):
+            self.dedup = from_arguments(effective)
 
     # --- life cycle (called by the VirtualHost) ----------------------------------------------
 
     def attach(self, vhost) -> None:
-        """The exchange joined ``vhost`` (declared or restored)."""
+        """The exchange joined ``vhost`` (declared or restored): its policy applies from now."""
         self.vhost = vhost
+        effective = getattr(vhost, "effective_arguments", None)
+        if effective is not None:
+            eff = effective("exchange", self.name, self.arguments)
+            if eff != self.effective:
+                self.apply_arguments(eff)
 
     def detach(self) -> None:
         """The exchange was deleted."""
@@ -180,6 +197,7 @@ class Exchange:
         return f"<{type(self).__name__} {self.name!r}>"
 
 
+_DEDUP_ARGS = ("x-message-deduplication", "x-cache-size", "x-cache-ttl", "x-deduplication-header")
 _HEADERS_FLAG_HI = 0x20  # the headers property (mask 0x2000), high octet of the flag word
 _SENDER_SELECTED = ("CC", "BCC")
 
