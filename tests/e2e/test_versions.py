@@ -16,6 +16,7 @@ import pytest
 from warren.protocol.client import Heartbeat, Opened
 from warren.protocol.events import Content
 from warren.spec import amqp0_8 as x08, amqp0_8_qpid as q08, amqp0_9 as x09, amqp0_9_qpid as q09
+from warren.spec import amqp0_91_qpid as q91
 from warren.spec import amqp0_9_1 as spec
 
 from .clientmode import SocketClient, properties_of
@@ -197,10 +198,8 @@ def test_0_9_message_and_other_unimplemented_classes_close_the_connection_with_5
     ("0-8", x08.TestInteger(1, 2, 3, 4, 0), (120, 10)),
     ("0-8", x08.StreamQos(prefetch_count=1), (80, 10)),
     ("0-8", x08.TunnelRequest(meta_data={}), (110, 10)),
-    ("0-8-qpid", q08.ExchangeBound("amq.direct", "k", "q"), (40, 22)),
-    ("0-9", q09.ExchangeBound("amq.direct", "k", "q"), (40, 22)),
 ])
-def test_0_8_classes_and_qpid_exchange_bound_are_refused_with_540(broker, version, method, ids):
+def test_0_8_classes_without_a_0_9_1_twin_are_refused_with_540(broker, version, method, ids):
     with client(broker, version) as c:
         c.channel(1)
         c.send(1, method)
@@ -413,3 +412,27 @@ def test_connection_open_with_insist_is_opened_here_with_no_known_hosts_and_no_r
         assert c.conn.is_open
         assert not c.received(0, 10, 50 if version == "0-8" else 42)  # connection.redirect
         c.channel(1)
+
+
+@pytest.mark.parametrize("version, table", [("0-8-qpid", q08), ("0-9", q09), ("0-91-qpid", q91)])
+def test_qpid_exchange_bound_answers_with_the_qpid_reply_codes(broker, uid, version, table):
+    with client(broker, version) as c:
+        c.channel(1)
+        q = f"bound-{uid}"
+        c.declare_queue(1, q)
+        c.call(1, spec.QueueBind(queue=q, exchange="amq.direct", routing_key="k"), spec.QueueBindOk)
+
+        def bound(exchange, key, queue):
+            ok = c.call(1, table.ExchangeBound(exchange, key, queue), table.ExchangeBoundOk)
+            return ok.reply_code
+
+        assert bound("amq.direct", "k", q) == 0  # bound with that key
+        assert bound("amq.direct", "", q) == 0  # bound at all
+        assert bound("amq.direct", "k", "") == 0  # something bound with that key
+        assert bound(f"no-such-{uid}", "", "") == 1  # exchange not found
+        assert bound("amq.direct", "", f"no-such-{uid}") == 2  # queue not found
+        assert bound("amq.fanout", "", q) == 4  # queue not bound
+        assert bound("amq.direct", "other", "") == 5  # no queue bound with that key
+        assert bound("amq.direct", "other", q) == 6  # this queue not bound with that key
+        assert bound("amq.headers", "", "") in (0, 3)  # 3 when nothing at all is bound there
+        c.call(1, spec.QueueDelete(queue=q), spec.QueueDeleteOk)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import base64
 from collections import defaultdict, deque
 
@@ -25,6 +26,7 @@ from warren.broker.queue import REFUSED
 from warren.errors import (
     AccessRefused, NotAllowed, NotFound, NotImplemented_, PreconditionFailed,
 )
+from warren.protocol.dialects import EXCHANGE_BOUND
 from warren.spec import amqp0_9_1 as spec
 
 __all__ = ["Channel", "HANDLERS"]
@@ -511,8 +513,46 @@ def _type_name(value) -> str:
     return "void" if value is None else type(value).__name__
 
 
+# Qpid's exchange.bound-ok reply codes (INVENTORY.md §7.1.1, the Qpid Java broker's ExchangeBoundHandler)
+BOUND_OK, BOUND_NO_EXCHANGE, BOUND_NO_QUEUE, BOUND_NO_BINDINGS = 0, 1, 2, 3
+BOUND_QUEUE_NOT_BOUND, BOUND_NO_QUEUE_WITH_KEY, BOUND_QUEUE_NOT_BOUND_WITH_KEY = 4, 5, 6
+
+
+def handle_exchange_bound(ch: Channel, m) -> None:
+    """Qpid 0-8/0-9/0-91 exchange.bound: is anything (this queue, this key) bound to the exchange?
+
+    ``m`` is the native method of the client's table (no 0-9-1 twin exists); the answer is the
+    bound-ok of that same table.
+    """
+    reply_cls = sys.modules[type(m).__module__].ExchangeBoundOk
+    ex = ch.vhost.exchanges.get(m.exchange)
+    queue = ch.vhost.queues.get(m.queue) if m.queue else None
+    if ex is None:
+        code, text = BOUND_NO_EXCHANGE, f"Exchange '{m.exchange}' not found"
+    elif m.queue and queue is None:
+        code, text = BOUND_NO_QUEUE, f"Queue '{m.queue}' not found"
+    else:
+        bindings = list(ex.bindings.values())
+        if queue is not None:
+            bindings = [b for b in bindings if b.destination is queue]
+        if m.routing_key:
+            bindings = [b for b in bindings if b.routing_key == m.routing_key]
+        if bindings:
+            code, text = BOUND_OK, ""
+        elif not m.queue and not m.routing_key:
+            code, text = BOUND_NO_BINDINGS, "no bindings"
+        elif not m.routing_key:
+            code, text = BOUND_QUEUE_NOT_BOUND, f"Queue '{m.queue}' not bound to exchange '{m.exchange}'"
+        elif not m.queue:
+            code, text = BOUND_NO_QUEUE_WITH_KEY, f"No queue bound with routing key '{m.routing_key}'"
+        else:
+            code, text = (BOUND_QUEUE_NOT_BOUND_WITH_KEY,
+                          f"Queue '{m.queue}' not bound with routing key '{m.routing_key}' to exchange '{m.exchange}'")
+    ch._reply(reply_cls(code, text))
+
+
 def _build_handlers() -> dict:
-    table = {}
+    table = {EXCHANGE_BOUND: handle_exchange_bound}
     for index, cls in spec.METHODS.items():
         name = "handle_" + cls.NAME.replace(".", "_").replace("-", "_")
         fn = getattr(Channel, name, None)

@@ -16,22 +16,23 @@ The dialects (INVENTORY.md §2, §9; which client tested each: docs/versions.md)
 ``0-9-1``      headers ``AMQP 0 0 9 1``; the identity.
 ``0-8``        ``AMQP 1 1 8 0`` and the 0-8 PDF's misprint ``AMQP 1 1 9 1``: the standard 0-8 XML,
                plus what RabbitMQ's 0-8 adds (``queue.unbind`` 50.50, sync ``basic.recover``
-               60.110 / ``recover-ok`` 60.111), plus Qpid's ``exchange.bound`` (refused with 540)
+               60.110 / ``recover-ok`` 60.111), plus Qpid's ``exchange.bound`` (answered natively)
                and Qpid's trailing ``arguments`` table on ``basic.consume`` (read when present).
                ``basic.recover`` 60.100 is asynchronous. Server capabilities are empty (RabbitMQ).
 ``0-8-qpid``   the same connection after start-ok, when the client says it is Qpid (a
                ``qpid.*`` client property or "qpid" in ``product``): ``basic.recover`` 60.100 is
                synchronous and answered with Qpid's ``basic.recover-ok`` 60.101 (§7.1.1).
 ``0-9``        ``AMQP 1 1 0 9``: the 0-9 XML, Qpid's 0-9 additions (``basic.recover-sync``
-               60.102 answered with 60.101; ``exchange.bound`` refused) and, as RabbitMQ serves
+               60.102 answered with 60.101; ``exchange.bound`` answered natively) and, as RabbitMQ serves
                0-9 with the 0-9-1 method set, the 0-9-1 methods whose ids 0-9 leaves free
                (confirms, ``exchange.bind``, ``basic.nack``, ``basic.recover`` 60.110, ...).
 ``0-91-qpid``  ``AMQP 1 1 0 91``: Qpid's "0-91" XML (recover 100 async, recover-sync 110/111,
-               ``exchange.bound`` refused), plus the free 0-9-1 methods as for 0-9.
+               ``exchange.bound`` answered natively), plus the free 0-9-1 methods as for 0-9.
 
 Methods of a version that have no 0-9-1 equivalent (0-9 ``message``, ``file``, ``stream``,
-``tunnel``, ``dtx``, 0-8 ``test``, ``channel.alert``, 0-9 ``channel.resume/ping/pong/ok``,
-Qpid's ``exchange.bound``) are refused on arrival with 540 NOT_IMPLEMENTED naming the method.
+``tunnel``, ``dtx``, 0-8 ``test``, ``channel.alert``, 0-9 ``channel.resume/ping/pong/ok``)
+are refused on arrival with 540 NOT_IMPLEMENTED naming the method; ``NATIVE_METHODS``
+(Qpid's ``exchange.bound``) reach the broker in their own form instead.
 A 0-9-1 method the broker sends that has no form in the version is dropped (none of them is
 reachable: the broker sends them only in answer to methods that version cannot send).
 
@@ -219,7 +220,8 @@ class Dialect:
                 self.encoders[cls] = cls.encode
                 if target is None:
                     self.decoders[cls.INDEX] = cls
-                    self.unsupported[cls.INDEX] = _why(module, cls)
+                    if cls.NAME not in NATIVE_METHODS:
+                        self.unsupported[cls.INDEX] = _why(module, cls)
                     continue
                 mapped.setdefault(target.NAME, []).append(cls)
                 self._to_091[cls] = _converter(cls, target)
@@ -331,6 +333,10 @@ class Dialect:
 
 
 _V091_CLASSES = frozenset(v091.METHODS.values())
+# Methods with no 0-9-1 twin that the broker handles in their native form (Channel.HANDLERS):
+# Qpid's binding query, answered with bound-ok from the request's own table.
+NATIVE_METHODS = frozenset({"exchange.bound"})
+EXCHANGE_BOUND = 40 << 16 | 22
 _CODE_NAMES = {503: "COMMAND_INVALID", 505: "UNEXPECTED_FRAME"}
 
 
