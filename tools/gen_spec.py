@@ -5,7 +5,9 @@
 
 Each generated module holds names, ids and types only (never the spec's prose): constants,
 one class per method with a specialised ``decode``/``encode``, one properties class per content
-class, and the lookup table ``METHODS`` keyed by ``class_id << 16 | method_id``.
+class, and the lookup table ``METHODS`` keyed by ``class_id << 16 | method_id``. The versions
+other than 0-9-1 repeat most of each other's methods: a method (with its ``-ok``) written
+identically by an earlier module is imported from it instead of written again.
 
 Inputs are read by a loader per format into one model (``Spec``): RabbitMQ's codegen JSON
 (ids, types, defaults, synchronous flags) and the AMQP XML (``<class>/<method>/<field>`` with
@@ -342,8 +344,65 @@ def emit_properties(cls: Cls) -> list[str]:
     return out
 
 
-def generate(module: str, spec: Spec, title: str | None = None) -> str:
+def emit_groups(cls: Cls) -> list[tuple[list[str], list[str], dict[str, str], set[str]]]:
+    """An AMQP class as units that are shared whole or not at all: each method together with
+    its ``-ok`` reply (a handler answering a native method finds the reply in the request's
+    module), and the properties class. Each unit: (class names, lines, structs used, codec
+    functions used), so a module defines only the structs and imports its own code needs."""
+    groups: dict[str, list[Method]] = {}
+    for m in cls.methods:
+        groups.setdefault(m.name.removesuffix("-ok"), []).append(m)
+    units = []
+    for methods in groups.values():
+        _STRUCTS.clear()
+        _CODEC_FUNCTIONS.clear()
+        lines: list[str] = []
+        for m in methods:
+            lines.extend(emit_method(cls, m))
+        units.append(([camel(cls.name, m.name) for m in methods], lines, dict(_STRUCTS), set(_CODEC_FUNCTIONS)))
+    if cls.properties:
+        _STRUCTS.clear()
+        _CODEC_FUNCTIONS.clear()
+        lines = emit_properties(cls)
+        units.append(([camel(cls.name, "properties")], lines, dict(_STRUCTS), set(_CODEC_FUNCTIONS)))
+    return units
+
+
+def _import(module: str, names: list[str]) -> list[str]:
+    out = [f"from warren.spec.{module} import ("]
+    line = "   "
+    for n in names:
+        if len(line) + len(n) + 2 > 100:
+            out.append(line)
+            line = "   "
+        line += f" {n},"
+    out.append(line)
+    out.append(")")
+    return out
+
+
+def generate(module: str, spec: Spec, title: str | None = None, shared: dict | None = None) -> str:
+    """The module text. ``shared`` maps the text of every unit (``emit_groups``) already emitted
+    by another module to that module's name: a unit identical to one of them is imported from
+    there instead of written again (the versions repeat most of each other's tables), and this
+    module's own units are added to it. ``None``: emit everything."""
     title = title or f'AMQP {".".join(map(str, spec.version))}'
+    structs: dict[str, str] = {}
+    functions: set[str] = set()
+    imports: dict[str, list[str]] = {}  # module -> names taken from it
+    body: list[str] = []
+    for cls in spec.classes:
+        for names, lines, used_structs, used_functions in emit_groups(cls):
+            text = "\n".join(lines)
+            home = shared.get(text) if shared is not None else None
+            if home is not None:
+                imports.setdefault(home, []).extend(names)
+                continue
+            if shared is not None:
+                shared[text] = module
+            body.extend(lines)
+            structs.update(used_structs)
+            functions |= used_functions
     out = [
         f'"""{title} protocol tables.',
         "",
@@ -351,63 +410,44 @@ def generate(module: str, spec: Spec, title: str | None = None) -> str:
         '"""',
         "",
         "# fmt: off",
-        "from struct import Struct as _Struct",
-        "",
-        "from warren.codec.fields import (",
-        "    <codec functions>",
-        ")",
-        "from warren.spec.base import Method, Properties",
-        "",
-        f"VERSION = {spec.version!r}",
-        "",
     ]
-    _STRUCTS.clear()
-    _CODEC_FUNCTIONS.clear()
-    header_end = len(out)
+    if structs:
+        out.append("from struct import Struct as _Struct")
+        out.append("")
+    if functions:
+        out.append("from warren.codec.fields import (")
+        out.append("    " + ", ".join(sorted(functions)) + ",")
+        out.append(")")
+    out.append("from warren.spec.base import Method, Properties, tables")
+    for home, names in imports.items():
+        out.extend(_import(home, names))
+    out.append("")
+    out.append(f"VERSION = {spec.version!r}")
+    out.append("")
+    for fmt, name in sorted(structs.items(), key=lambda kv: kv[1]):
+        out.append(f"{name} = _Struct({fmt!r})")
+    if structs:
+        out.append("")
     for name, value, klass in spec.constants:
         comment = f"  # {klass}" if klass else ""
         out.append(f"{pyname(name).upper()} = {value}{comment}")
     out.append("")
     out.append("")
-    method_names = []
-    prop_names = []
-    for cls in spec.classes:
-        for m in cls.methods:
-            out.extend(emit_method(cls, m))
-            method_names.append(camel(cls.name, m.name))
-        if cls.properties:
-            out.extend(emit_properties(cls))
-            prop_names.append((cls.id, camel(cls.name, "properties")))
-    out[out.index("    <codec functions>")] = "    " + ", ".join(sorted(_CODEC_FUNCTIONS)) + ","
-    body = out[header_end:]
-    del out[header_end:]
-    for fmt, name in sorted(_STRUCTS.items(), key=lambda kv: kv[1]):
-        out.append(f"{name} = _Struct({fmt!r})")
-    out.append("")
     out.extend(body)
-    out.append("METHODS = {")
-    for n in method_names:
-        out.append(f"    {n}.INDEX: {n},")
-    out.append("}")
-    out.append("")
-    out.append("PROPERTIES = {")
-    for cid, n in prop_names:
-        out.append(f"    {cid}: {n},")
-    out.append("}")
-    out.append("")
-    out.append("CLASS_IDS = {")
-    for cls in spec.classes:
-        out.append(f"    {cls.name!r}: {cls.id},")
-    out.append("}")
+    out.append("# METHODS: class_id << 16 | method_id -> method class; PROPERTIES: class id -> properties")
+    out.append("# class; CLASS_IDS: class name -> id (of every class defined or imported above)")
+    out.append("METHODS, PROPERTIES, CLASS_IDS = tables(globals())")
     out.append("")
     return "\n".join(out)
 
 
 def build(spec_dir: Path) -> dict[str, str]:
     result = {}
+    shared: dict[str, str] = {}  # class text -> module, among the versions other than 0-9-1
     for module, (loader, filename, version, title) in TARGETS.items():
         spec = LOADERS[loader](spec_dir / filename, version)
-        result[module] = generate(module, spec, title)
+        # 0-9-1 stays whole: it is the broker's own table and the hot path's
+        result[module] = generate(module, spec, title, None if module == "amqp0_9_1" else shared)
     return result
 
 

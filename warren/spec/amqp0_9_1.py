@@ -9,7 +9,7 @@ from struct import Struct as _Struct
 from warren.codec.fields import (
     decode_longstr, decode_shortstr, decode_table, encode_longstr, encode_shortstr, encode_table,
 )
-from warren.spec.base import Method, Properties
+from warren.spec.base import Method, Properties, tables
 
 VERSION = (0, 9, 1)
 
@@ -2117,86 +2117,6 @@ class ConfirmSelectOk(Method):
         return b'\x00U\x00\x0b'
 
 
-METHODS = {
-    ConnectionStart.INDEX: ConnectionStart,
-    ConnectionStartOk.INDEX: ConnectionStartOk,
-    ConnectionSecure.INDEX: ConnectionSecure,
-    ConnectionSecureOk.INDEX: ConnectionSecureOk,
-    ConnectionTune.INDEX: ConnectionTune,
-    ConnectionTuneOk.INDEX: ConnectionTuneOk,
-    ConnectionOpen.INDEX: ConnectionOpen,
-    ConnectionOpenOk.INDEX: ConnectionOpenOk,
-    ConnectionClose.INDEX: ConnectionClose,
-    ConnectionCloseOk.INDEX: ConnectionCloseOk,
-    ConnectionBlocked.INDEX: ConnectionBlocked,
-    ConnectionUnblocked.INDEX: ConnectionUnblocked,
-    ConnectionUpdateSecret.INDEX: ConnectionUpdateSecret,
-    ConnectionUpdateSecretOk.INDEX: ConnectionUpdateSecretOk,
-    ChannelOpen.INDEX: ChannelOpen,
-    ChannelOpenOk.INDEX: ChannelOpenOk,
-    ChannelFlow.INDEX: ChannelFlow,
-    ChannelFlowOk.INDEX: ChannelFlowOk,
-    ChannelClose.INDEX: ChannelClose,
-    ChannelCloseOk.INDEX: ChannelCloseOk,
-    AccessRequest.INDEX: AccessRequest,
-    AccessRequestOk.INDEX: AccessRequestOk,
-    ExchangeDeclare.INDEX: ExchangeDeclare,
-    ExchangeDeclareOk.INDEX: ExchangeDeclareOk,
-    ExchangeDelete.INDEX: ExchangeDelete,
-    ExchangeDeleteOk.INDEX: ExchangeDeleteOk,
-    ExchangeBind.INDEX: ExchangeBind,
-    ExchangeBindOk.INDEX: ExchangeBindOk,
-    ExchangeUnbind.INDEX: ExchangeUnbind,
-    ExchangeUnbindOk.INDEX: ExchangeUnbindOk,
-    QueueDeclare.INDEX: QueueDeclare,
-    QueueDeclareOk.INDEX: QueueDeclareOk,
-    QueueBind.INDEX: QueueBind,
-    QueueBindOk.INDEX: QueueBindOk,
-    QueuePurge.INDEX: QueuePurge,
-    QueuePurgeOk.INDEX: QueuePurgeOk,
-    QueueDelete.INDEX: QueueDelete,
-    QueueDeleteOk.INDEX: QueueDeleteOk,
-    QueueUnbind.INDEX: QueueUnbind,
-    QueueUnbindOk.INDEX: QueueUnbindOk,
-    BasicQos.INDEX: BasicQos,
-    BasicQosOk.INDEX: BasicQosOk,
-    BasicConsume.INDEX: BasicConsume,
-    BasicConsumeOk.INDEX: BasicConsumeOk,
-    BasicCancel.INDEX: BasicCancel,
-    BasicCancelOk.INDEX: BasicCancelOk,
-    BasicPublish.INDEX: BasicPublish,
-    BasicReturn.INDEX: BasicReturn,
-    BasicDeliver.INDEX: BasicDeliver,
-    BasicGet.INDEX: BasicGet,
-    BasicGetOk.INDEX: BasicGetOk,
-    BasicGetEmpty.INDEX: BasicGetEmpty,
-    BasicAck.INDEX: BasicAck,
-    BasicReject.INDEX: BasicReject,
-    BasicRecoverAsync.INDEX: BasicRecoverAsync,
-    BasicRecover.INDEX: BasicRecover,
-    BasicRecoverOk.INDEX: BasicRecoverOk,
-    BasicNack.INDEX: BasicNack,
-    TxSelect.INDEX: TxSelect,
-    TxSelectOk.INDEX: TxSelectOk,
-    TxCommit.INDEX: TxCommit,
-    TxCommitOk.INDEX: TxCommitOk,
-    TxRollback.INDEX: TxRollback,
-    TxRollbackOk.INDEX: TxRollbackOk,
-    ConfirmSelect.INDEX: ConfirmSelect,
-    ConfirmSelectOk.INDEX: ConfirmSelectOk,
-}
-
-PROPERTIES = {
-    60: BasicProperties,
-}
-
-CLASS_IDS = {
-    'connection': 10,
-    'channel': 20,
-    'access': 30,
-    'exchange': 40,
-    'queue': 50,
-    'basic': 60,
-    'tx': 90,
-    'confirm': 85,
-}
+# METHODS: class_id << 16 | method_id -> method class; PROPERTIES: class id -> properties
+# class; CLASS_IDS: class name -> id (of every class defined or imported above)
+METHODS, PROPERTIES, CLASS_IDS = tables(globals())

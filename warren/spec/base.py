@@ -8,7 +8,7 @@ payload: ids then arguments).
 
 from __future__ import annotations
 
-__all__ = ["Method", "Properties"]
+__all__ = ["Method", "Properties", "tables"]
 
 
 class _Fields:
@@ -47,3 +47,20 @@ class Properties(_Fields):
     def __repr__(self) -> str:
         args = ", ".join(f"{n}={getattr(self, n)!r}" for n, _ in self.FIELDS if getattr(self, n) is not None)
         return f"<{type(self).__name__}({args})>"
+
+
+def tables(namespace: dict) -> tuple[dict, dict, dict]:
+    """The lookup tables of a generated module, from the classes it defines or imports:
+    ``METHODS`` (``INDEX`` -> method class, in id order), ``PROPERTIES`` (class id -> properties
+    class) and ``CLASS_IDS`` (class name, e.g. ``"basic"`` -> id)."""
+    methods = sorted((v for v in namespace.values()
+                      if isinstance(v, type) and issubclass(v, Method) and v is not Method),
+                     key=lambda c: c.INDEX)
+    properties = sorted((v for v in namespace.values()
+                         if isinstance(v, type) and issubclass(v, Properties) and v is not Properties),
+                        key=lambda c: c.CLASS_ID)
+    class_ids = {}
+    for m in methods:
+        class_ids.setdefault(m.NAME.split(".")[0], m.CLASS_ID)
+    return ({m.INDEX: m for m in methods}, {p.CLASS_ID: p for p in properties},
+            dict(sorted(class_ids.items(), key=lambda kv: kv[1])))
