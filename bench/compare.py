@@ -2,20 +2,27 @@
 """Warren beside RabbitMQ on the shared scenario matrix, in one run.
 
     python bench/compare.py [--duration 5] [--repeat 1] [--only NAME,...] [--rabbitmq HOST:PORT|none]
+                            [--warren-args '--queue-flow-high 0'] [--json-out FILE]
 
 Uses ``../shared/perf`` as it is (nothing of it is copied into this repository): its C load
 generator is built in a temporary folder with ``make`` (needs Debian's librabbitmq-dev), and
-its ``bench.py`` runs the matrix against each broker with ``--json-out``. Warren is started
+its ``bench.py`` runs each scenario against a broker with ``--json-out``. Warren is started
 here on an ephemeral port with a temporary data folder; RabbitMQ is used when something
-answers on 127.0.0.1:5672 (or the address given). Prints Warren's table, RabbitMQ's, and per
-scenario the ratios Warren/RabbitMQ of consumed (or published) msg/s and of p99 latency, plus
-Warren's peak RSS. Figures, never assertions.
+answers on 127.0.0.1:5672 (or the address given).
+
+The machine is shared, and its load drifts over minutes: running Warren's whole matrix and
+then RabbitMQ's compared two different machines. So the brokers take turns scenario by
+scenario (and with ``--repeat``, each repeat swaps who goes first), and every row shows the
+CPU the rest of the machine used meanwhile (``oth%``, from bench.py: 100 = one core), for both.
+Prints per scenario the medians of consumed (or published) msg/s and of p99 latency for each
+broker, the ratio Warren/RabbitMQ, and Warren's peak RSS. Figures, never assertions.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -44,10 +51,19 @@ def reachable(host: str, port: int) -> bool:
         return False
 
 
-def start_warren(tmp: Path) -> tuple[subprocess.Popen, int]:
+def no_http_args() -> list[str]:
+    """``--http-port -1`` when this Warren has an HTTP API: two brokers started at once (or
+    RabbitMQ's management plugin) must not fight over its fixed default port."""
+    out = subprocess.run([sys.executable, "-m", "warren", "serve", "--help"], cwd=ROOT, capture_output=True,
+                         text=True).stdout
+    return ["--http-port", "-1"] if "--http-port" in out else []
+
+
+def start_warren(tmp: Path, extra: list[str]) -> tuple[subprocess.Popen, int]:
     ready = tmp / "warren-ready.json"
     proc = subprocess.Popen([sys.executable, "-m", "warren", "serve", "--port", "0", "--data-dir",
-                             str(tmp / "warren-data"), "--ready-file", str(ready), "--log-level", "warning"],
+                             str(tmp / "warren-data"), "--ready-file", str(ready), "--log-level", "warning",
+                             *no_http_args(), *extra],
                             stdout=subprocess.DEVNULL, stderr=open(tmp / "warren.log", "wb"))
     deadline = time.monotonic() + 20
     while not ready.exists():
@@ -72,23 +88,43 @@ class RssSampler(threading.Thread):
                 return
 
 
-def run_matrix(perf: Path, host: str, port: int, args, out: Path) -> dict:
+def scenario_names(perf: Path) -> list[str]:
+    out = subprocess.run([sys.executable, str(perf / "bench.py"), "127.0.0.1", "1", "--list"], cwd=perf,
+                         capture_output=True, text=True).stdout
+    return [line.split()[0] for line in out.splitlines() if line.strip()]
+
+
+def run_one(perf: Path, host: str, port: int, name: str, args, out: Path) -> dict:
+    """One run of one scenario; its amqp-perf result plus bench.py's CPU figures."""
+    if out.exists():
+        out.unlink()
     cmd = [sys.executable, str(perf / "bench.py"), host, str(port), "--duration", str(args.duration),
-           "--warmup", str(args.warmup), "--repeat", str(args.repeat), "--json-out", str(out)]
-    if args.only:
-        cmd += ["--only", args.only]
-    print(f"\n## {host}:{port}", flush=True)
-    subprocess.run(cmd, cwd=perf, check=False)
-    rows: dict = {}
-    for line in out.read_text().splitlines() if out.exists() else []:
-        r = json.loads(line)
-        if args.repeat == 1 or r.get("median_of"):
-            rows[r["scenario"]] = r
-    return rows
+           "--warmup", str(args.warmup), "--only", name, "--json-out", str(out)]
+    subprocess.run(cmd, cwd=perf, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   timeout=args.duration * 10 + 120)
+    lines = out.read_text().splitlines() if out.exists() else []
+    return json.loads(lines[-1]) if lines else {"error": "no result"}
 
 
 def headline(r: dict) -> float:
     return r.get("consumed_per_s") or r.get("published_per_s") or 0.0
+
+
+def p99_ms(r: dict) -> float | None:
+    p = (r.get("latency_us") or {}).get("p99")
+    return p / 1000 if p else None
+
+
+def median(values: list) -> float | None:
+    vals = sorted(v for v in values if v is not None)
+    if not vals:
+        return None
+    n = len(vals)
+    return vals[n // 2] if n % 2 else (vals[n // 2 - 1] + vals[n // 2]) / 2
+
+
+def fmt(v, spec: str = ",.0f") -> str:
+    return "-" if v is None else format(v, spec)
 
 
 def main() -> None:
@@ -98,40 +134,67 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--only", default="")
     ap.add_argument("--rabbitmq", default="127.0.0.1:5672", help="HOST:PORT, or 'none'")
+    ap.add_argument("--warren-args", default="", help="extra 'warren serve' options, e.g. '--queue-flow-high 0'")
+    ap.add_argument("--json-out", help="append every run (one JSON line each) to this file")
     args = ap.parse_args()
     if not PERF.is_dir():
         raise SystemExit(f"{PERF} not found: this script needs ../shared/perf beside the checkout")
+    results: dict[str, dict[str, list]] = {}
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         perf = build_perf(tmp)
-        proc, port = start_warren(tmp)
+        names = scenario_names(perf)
+        if args.only:
+            names = [n for n in names if n in args.only.split(",")]
+        brokers = []
+        proc, port = start_warren(tmp, args.warren_args.split())
+        brokers.append(("warren", "127.0.0.1", port))
+        if args.rabbitmq != "none":
+            host, _, rport = args.rabbitmq.partition(":")
+            if reachable(host, int(rport or 5672)):
+                brokers.append(("rabbit", host, int(rport or 5672)))
+            else:
+                print(f"(RabbitMQ not reachable at {args.rabbitmq}: Warren only)")
         rss = RssSampler(proc.pid)
         rss.start()
+        print(f"{'scenario':26} {'broker':7} {'pub/s':>9} {'con/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
+              f"{'brk%':>5} {'oth%':>5}", flush=True)
         try:
-            warren = run_matrix(perf, "127.0.0.1", port, args, tmp / "warren.jsonl")
+            for name in names:
+                for rep in range(args.repeat):
+                    order = brokers if rep % 2 == 0 else brokers[::-1]
+                    for who, host, bport in order:
+                        r = run_one(perf, host, bport, name, args, tmp / f"{who}.jsonl")
+                        r.update(broker=who, repeat=rep)
+                        results.setdefault(name, {}).setdefault(who, []).append(r)
+                        lat = r.get("latency_us") or {}
+                        print(f"{name:26} {who:7} {fmt(r.get('published_per_s')):>9} "
+                              f"{fmt(r.get('consumed_per_s')):>9} "
+                              f"{fmt(lat.get('p50') / 1000 if lat.get('p50') else None, '.2f'):>8} "
+                              f"{fmt(p99_ms(r), '.2f'):>8} {fmt(r.get('broker_cpu_pct')):>5} "
+                              f"{fmt(r.get('other_cpu_pct')):>5}"
+                              + (f"  ERROR {r['error']}" if r.get("error") else ""), flush=True)
+                        if args.json_out:
+                            with open(args.json_out, "a") as f:
+                                f.write(json.dumps(dict(r, scenario=name)) + "\n")
         finally:
             rss.stop.set()
             proc.terminate()
             proc.wait(timeout=30)
-        rabbit: dict = {}
-        if args.rabbitmq != "none":
-            host, _, rport = args.rabbitmq.partition(":")
-            if reachable(host, int(rport or 5672)):
-                rabbit = run_matrix(perf, host, int(rport or 5672), args, tmp / "rabbit.jsonl")
-            else:
-                print(f"\n(RabbitMQ not reachable at {args.rabbitmq}: Warren only)")
-    print("\n## Warren / RabbitMQ")
-    print(f"{'scenario':26} {'warren msg/s':>13} {'rabbit msg/s':>13} {'ratio':>6} {'warren p99 ms':>14} "
-          f"{'rabbit p99 ms':>14}")
-    for name, w in warren.items():
-        r = rabbit.get(name, {})
-        wv, rv = headline(w), headline(r)
-        wp = (w.get("latency_us") or {}).get("p99")
-        rp = (r.get("latency_us") or {}).get("p99")
-        ratio = f"{wv / rv:.2f}" if rv else "-"
-        print(f"{name:26} {wv:13,.0f} {rv:13,.0f} {ratio:>6} {wp / 1000 if wp else float('nan'):14.2f} "
-              f"{rp / 1000 if rp else float('nan'):14.2f}")
-    print(f"\nWarren peak RSS during the matrix: {rss.peak_kib / 1024:.0f} MiB")
+    print(f"\n## Warren / RabbitMQ (medians of {args.repeat})")
+    print(f"| scenario | Warren msg/s | RabbitMQ msg/s | ratio | Warren p99 ms | RabbitMQ p99 ms | oth% W/R |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for name in names:
+        w = results.get(name, {}).get("warren", [])
+        r = results.get(name, {}).get("rabbit", [])
+        wv, rv = median([headline(x) for x in w]), median([headline(x) for x in r])
+        ratio = f"{wv / rv:.2f}" if wv and rv else "-"
+        oth = f"{fmt(median([x.get('other_cpu_pct') for x in w]))}/{fmt(median([x.get('other_cpu_pct') for x in r]))}"
+        print(f"| {name} | {fmt(wv)} | {fmt(rv)} | {ratio} | {fmt(median([p99_ms(x) for x in w]), '.2f')} | "
+              f"{fmt(median([p99_ms(x) for x in r]), '.2f')} | {oth} |")
+    print(f"\nWarren peak RSS during the matrix: {rss.peak_kib / 1024:.0f} MiB; "
+          f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":

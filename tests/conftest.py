@@ -37,6 +37,12 @@ class BrokerProc:
     proc: subprocess.Popen | None = None
     log_path: Path | None = None
     args: list[str] = field(default_factory=list)
+    http_port: int | None = None  # the HTTP API (None against an external broker)
+
+    @property
+    def http_url(self) -> str:
+        """The HTTP API's base URL (http://127.0.0.1:PORT)."""
+        return f"http://{self.host}:{self.http_port}"
 
     @property
     def url(self) -> str:
@@ -74,7 +80,7 @@ def launch_broker(tmp: Path, *extra: str, data_dir: Path | None = None) -> Broke
     args = [
         sys.executable, "-m", "warren", "serve",
         "--host", "127.0.0.1", "--port", "0",
-        "--data-dir", str(data_dir), "--ready-file", str(ready), *extra,
+        "--data-dir", str(data_dir), "--ready-file", str(ready), "--http-port", "0", *extra,
     ]
     log = open(log_path, "wb")
     proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
@@ -85,7 +91,8 @@ def launch_broker(tmp: Path, *extra: str, data_dir: Path | None = None) -> Broke
             raise RuntimeError(f"broker exited with {proc.returncode}:\n{log_path.read_text()}")
         if ready.exists():
             info = json.loads(ready.read_text())
-            return BrokerProc("127.0.0.1", info["port"], data_dir, proc, log_path, args)
+            return BrokerProc("127.0.0.1", info["port"], data_dir, proc, log_path, args,
+                              http_port=info.get("http_port"))
         time.sleep(0.02)
     proc.kill()
     proc.wait()

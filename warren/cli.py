@@ -36,9 +36,17 @@ def main() -> None:
 @click.option("--memory-budget", default=None, type=int,
               help="Octets of queued messages kept in memory before queues page to disk "
                    "(default: a fifth of physical memory; 0 = never page).")
+@click.option("--queue-flow-high", default=Config.queue_flow_high, show_default=True, type=int,
+              help="Flow control: stop reading from publishers of a consumed queue holding more ready "
+                   "messages than this, until it drains to half (0 = off).")
+@click.option("--queue-flow-high-bytes", default=Config.queue_flow_high_bytes, show_default=True, type=int,
+              help="The same mark in octets of ready message bodies (0 = off).")
 @click.option("--loop", default="auto", show_default=True, type=click.Choice(["auto", "uvloop", "asyncio"]))
 @click.option("--ready-file", type=click.Path(path_type=Path), default=None,
               help="Write the bound port as JSON here once listening (for tests and scripts).")
+@click.option("--http-port", default=15672, show_default=True, type=int,
+              help="HTTP API port (stream records in bulk; 0 = ephemeral, -1 = off).")
+@click.option("--http-host", default=None, help="Address of the HTTP API (default: the same as --host).")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
 def serve(**options) -> None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from warren.broker.memory import default_budget
+from warren.broker.queue import FLOW_HIGH, FLOW_HIGH_BYTES
 from warren.protocol.amqp0_9_1.connection import CHANNEL_MAX_DEFAULT, FRAME_MAX_DEFAULT, MAX_MESSAGE_SIZE
 
 __all__ = ["Config"]
@@ -31,7 +32,13 @@ class Config:
     # block publishers when resident memory passes this: a fraction of RAM (< 1) or octets
     memory_high_watermark: float = 0.4
     disk_free_limit: int = 50 * 1024 * 1024  # block publishers below this many free octets (0 = off)
+    # flow control (warren/broker/queue.py): publishers of a consumed queue over these marks
+    # are not read until it drains to half of them (0 = that mark is off)
+    queue_flow_high: int = FLOW_HIGH  # ready messages
+    queue_flow_high_bytes: int = FLOW_HIGH_BYTES  # octets of ready message bodies
     ready_file: Path | None = None  # written (JSON with the port) once listening; for tests
+    http_port: int = 15672  # the HTTP API (warren/management): 0 = ephemeral, -1 = off
+    http_host: str | None = None  # None: the same address as the AMQP listener
     log_level: str = "info"
 
     def memory_limit(self) -> int:
@@ -45,6 +52,8 @@ class Config:
     def validate(self) -> "Config":
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port {self.port} out of range")
+        if not -1 <= self.http_port <= 65535:
+            raise ValueError(f"http port {self.http_port} out of range (-1 = off)")
         if self.frame_max and self.frame_max < 4096:
             raise ValueError("frame-max must be 0 or at least 4096 (frame-min-size)")
         if not 0 <= self.channel_max <= 65535:

@@ -589,6 +589,44 @@ def test_send_deliver_writes_the_same_bytes_as_the_generated_encoder(open_peer):
     assert out[1:] == [(FRAME_HEADER, 1, header_payload(60, 4, b"\x80\x00\x01t")), (FRAME_BODY, 1, b"body")]
 
 
+@pytest.mark.parametrize("size", [0, 1, 4096 * 4 - 8, 4096 * 4 - 7, 20_000, 70_000])
+def test_send_deliver_frames_any_body_as_the_generated_encoder_would(open_peer, size):
+    # one joined bytes for a small body, separate parts for a large one, frames split at frame-max
+    from warren.codec.fields import encode_shortstr
+    body = bytes(range(256)) * (size // 256) + bytes(size % 256)
+    open_peer.conn.send_deliver(7, encode_shortstr("c"), 3, False, encode_shortstr(""), encode_shortstr("q"),
+                                b"\x10\x00\x02", body)
+    out = open_peer.received()
+    assert out[0] == (7, spec.BasicDeliver("c", 3, False, "", "q"))
+    assert out[1] == (FRAME_HEADER, 7, header_payload(60, size, b"\x10\x00\x02"))
+    chunk = 4096 * 4 - 8
+    assert out[2:] == [(FRAME_BODY, 7, body[i:i + chunk]) for i in range(0, size, chunk)]
+
+
+def test_identical_publishes_share_the_method_and_the_property_list(open_peer):
+    # memory per queued message: equal publishes decode to the same objects (not copies)
+    props = spec.BasicProperties(delivery_mode=2).encode()
+    a, b = open_peer.feed(publish_frames(1, b"one", props) + publish_frames(1, b"two", props))
+    assert a.method is b.method and a.method == spec.BasicPublish(exchange="ex", routing_key="rk")
+    assert a.properties is b.properties and a.properties == props
+    assert (bytes(a.body), bytes(b.body)) == (b"one", b"two")
+    [c] = open_peer.feed(publish_frames(1, b"three", b"\x00\x00", routing_key="other"))
+    assert c.method is not a.method and c.method.routing_key == "other"
+    assert c.properties == b"\x00\x00"
+
+
+def test_a_publish_whose_frames_arrive_later_is_assembled_the_same(open_peer):
+    data = publish_frames(1, b"x" * 300) + publish_frames(1, b"y" * 300)
+    cut = len(mframe(1, spec.BasicPublish(exchange="ex", routing_key="rk"))) + 10  # in the first header
+    events = open_peer.feed(data[:cut]) + open_peer.feed(data[cut:])
+    assert [bytes(e.body) for e in events] == [b"x" * 300, b"y" * 300]
+
+
+def test_a_bad_frame_end_right_after_a_publish_is_still_a_frame_error(open_peer):
+    data = mframe(1, spec.BasicPublish(exchange="ex", routing_key="rk")) + header_frame(1, 3)[:-1] + b"\x00"
+    raises(FrameError, 501, open_peer.feed, data + body_frame(1, b"abc"))
+
+
 def test_send_heartbeat_queues_the_heartbeat_frame(open_peer):
     open_peer.conn.send_heartbeat()
     assert open_peer.conn.has_output

@@ -20,7 +20,7 @@ import base64
 from collections import defaultdict, deque
 
 from warren.broker import reply_to
-from warren.broker.consumer import Consumer
+from warren.broker.consumer import OUTPUT_BATCH, Consumer
 from warren.broker.message import Message
 from warren.broker.queue import REFUSED
 from warren.errors import (
@@ -33,14 +33,11 @@ __all__ = ["Channel", "HANDLERS"]
 
 log = logging.getLogger("warren.channel")
 
-# Deliveries queued for one connection before it must flush; dispatch resumes after the write.
-# Bounds the memory of a no-ack consumer's burst and keeps each write one sane buffer
-# (bench/throughput.py, no-ack flat out: one unbounded batch stalled the loop for seconds).
-OUTPUT_BATCH = 1 << 20
 
 _USER_ID_FLAG = 0x0010  # basic property user-id, low octet of the flags (INVENTORY.md §8.1)
 _EXPIRATION_FLAG_HI = 0x01  # basic property expiration (mask 0x0100), high octet of the flags
 _REPLY_TO_FLAG_HI = 0x02  # basic property reply-to (mask 0x0200), high octet of the flags
+_CHECKED_FLAGS_HI = _EXPIRATION_FLAG_HI | _REPLY_TO_FLAG_HI
 
 
 class Channel:
@@ -115,7 +112,7 @@ class Channel:
             self.consumer_unacked_bytes += size
         self.conn.send_deliver(self.number, consumer.tag_ss, tag, redelivered, msg.exchange_ss,
                                msg.routing_key_ss, msg.properties, msg.body)
-        self.session.want_flush()
+        self.session.io.want_flush()
 
     def resume_delivery(self) -> None:
         """Capacity may have appeared (ack, qos, flow, writable transport): offer it to queues."""
@@ -268,15 +265,8 @@ class Channel:
             raise AccessRefused(f"cannot publish to internal exchange '{m.exchange}' in vhost "
                                 f"'{self.vhost.name}'", m.CLASS_ID, m.METHOD_ID)
         msg = Message(m.exchange, m.routing_key, properties, body)
-        if len(properties) >= 2 and properties[0] & _REPLY_TO_FLAG_HI:
-            reply_to.rewrite(self, msg)
-        if len(properties) >= 2 and properties[0] & _EXPIRATION_FLAG_HI:
-            msg.check_expiration()
-        if len(properties) >= 2 and properties[1] & _USER_ID_FLAG:
-            user_id = msg.decoded.user_id
-            if user_id is not None and user_id != self.session.username:
-                raise PreconditionFailed(f"user_id property set to '{user_id}' but authenticated user was "
-                                         f"'{self.session.username}'", m.CLASS_ID, m.METHOD_ID)
+        if len(properties) >= 2 and (properties[0] & _CHECKED_FLAGS_HI or properties[1] & _USER_ID_FLAG):
+            self._check_properties(m, msg)
         if self.tx_mode:
             self.tx_publishes.append((ex, msg, m.mandatory))
             return
@@ -289,6 +279,19 @@ class Channel:
                 self.unsynced.append((self.publish_seq, need))
                 self.session.durability.waiting.add(self)
             self.session.want_confirm_flush(self)
+
+    def _check_properties(self, m, msg: Message) -> None:
+        """The properties the broker acts on at publish time: reply-to, expiration, user-id."""
+        properties = msg.properties
+        if properties[0] & _REPLY_TO_FLAG_HI:
+            reply_to.rewrite(self, msg)
+        if properties[0] & _EXPIRATION_FLAG_HI:
+            msg.check_expiration()
+        if properties[1] & _USER_ID_FLAG:
+            user_id = msg.decoded.user_id
+            if user_id is not None and user_id != self.session.username:
+                raise PreconditionFailed(f"user_id property set to '{user_id}' but authenticated user was "
+                                         f"'{self.session.username}'", m.CLASS_ID, m.METHOD_ID)
 
     def _publish(self, ex, msg: Message, mandatory: bool) -> int:
         """Route and enqueue; returns the sync number the message's durability waits for (or 0),
@@ -308,6 +311,10 @@ class Channel:
                 need = n
             elif n == REFUSED:
                 refused = True
+            if q.congested:  # flow control: its backlog is over the mark (queue.py)
+                self.session.throttled_by(q)
+        if msg.persistent:
+            msg.routed()
         return REFUSED if refused else need  # REFUSED by any queue: the publisher gets a nack
 
     def synced(self, number: int) -> None:

@@ -6,11 +6,16 @@ from typing import TYPE_CHECKING
 
 from warren.codec.fields import encode_shortstr
 
+# Deliveries queued for one connection before it must flush; dispatch resumes after the write.
+# Bounds the memory of a no-ack consumer's burst and keeps each write one sane buffer
+# (bench/throughput.py, no-ack flat out: one unbounded batch stalled the loop for seconds).
+OUTPUT_BATCH = 1 << 20
+
 if TYPE_CHECKING:
     from warren.broker.channel import Channel
     from warren.broker.queue import Queue
 
-__all__ = ["Consumer"]
+__all__ = ["Consumer", "OUTPUT_BATCH"]
 
 
 class Consumer:
@@ -37,10 +42,11 @@ class Consumer:
 
     def has_capacity(self) -> bool:
         """Whether a delivery may go to this consumer now (its own and its channel's limits)."""
-        if self.channel.closed:
+        ch = self.channel
+        if ch.closed:
             return False  # its channel is closing: a queue dispatching meanwhile must skip it
-        if self.no_ack:
-            return self.channel.can_deliver()
+        if self.no_ack:  # Channel.can_deliver, inline: this runs for every delivery
+            return ch.flow_active and ch.session.writable and ch.conn.out_bytes < OUTPUT_BATCH
         if self.prefetch_count and self.unacked >= self.prefetch_count:
             return False
         if self.prefetch_size and self.unacked_bytes >= self.prefetch_size:

@@ -11,6 +11,10 @@ many, so confirms for many publishes share one fsync. A sync starts as soon as t
 finished and something is dirty (no timer: latency is one fsync at best, two at worst).
 
 Definitions are fsynced inside the declare/bind call, before the -ok reply is queued.
+
+Stream queues keep a ``StreamStore`` each (``streams/<digest>``), written and synced by the same
+group commit; ``sync_listeners`` tell a stream queue when a sync committed its appends, which
+is when its consumers may see them. ``close`` syncs and closes them with the queue stores.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from pathlib import Path
 
 from warren.store.definitions import DefinitionsStore
 from warren.store.queue_store import QueueStore, StoreError
+from warren.store.stream_store import DEFAULT_STREAM_SEGMENT, StreamStore
 
 __all__ = ["Durability"]
 
@@ -41,6 +46,11 @@ class Durability:
         self.spill_root = self.data_dir / "spill"
         shutil.rmtree(self.spill_root, ignore_errors=True)
         self.delayed_root = self.data_dir / "delayed"  # one store per durable delayed-message exchange
+        self.stream_root = self.data_dir / "streams"  # one StreamStore per stream queue
+        # store -> callback run on the loop after a sync that covered it completed (stream
+        # queues deliver what the sync committed); the stores of the sync in progress
+        self.sync_listeners: dict = {}
+        self._syncing_stores: list = []
         # open stores that no queue owns -> a callback run before the store closes at shutdown,
         # once every queue store is synced (a delayed exchange acks what it routed)
         self.side_stores: dict[QueueStore, object] = {}
@@ -72,6 +82,21 @@ class Durability:
         self.dirty.discard(store)
         store.delete()
 
+    def open_stream_store(self, vhost: str, name: str, segment_size: int = DEFAULT_STREAM_SEGMENT,
+                          max_bytes: int | None = None, max_age_s: float | None = None,
+                          on_synced=None) -> StreamStore:
+        """The log of a stream queue; ``on_synced()`` runs after every sync that covered it."""
+        store = StreamStore(self.stream_root / self.queue_dir(vhost, name).name, fsync=self.fsync,
+                            segment_size=segment_size, max_bytes=max_bytes, max_age_s=max_age_s)
+        if on_synced is not None:
+            self.sync_listeners[store] = on_synced
+        return store
+
+    def delete_stream_store(self, store: StreamStore) -> None:
+        self.sync_listeners.pop(store, None)
+        self.dirty.discard(store)
+        store.delete()
+
     def open_spill(self) -> QueueStore:
         return QueueStore(self.spill_root / uuid.uuid4().hex, fsync=False)
 
@@ -92,6 +117,7 @@ class Durability:
         self.next_sync += 1
         stores = list(self.dirty)
         self.dirty.clear()
+        self._syncing_stores = stores
         return number, stores
 
     @staticmethod
@@ -108,6 +134,15 @@ class Durability:
     def end_sync(self, number: int) -> None:
         self.syncing = False
         self.synced = number
+        stores, self._syncing_stores = self._syncing_stores, []
+        if self.sync_listeners:
+            for s in stores:
+                listener = self.sync_listeners.get(s)
+                if listener is not None:
+                    try:
+                        listener()
+                    except Exception:  # one queue's failure must not hold every confirm back
+                        log.exception("after the sync of %s", getattr(s, "directory", s))
         waiting, self.waiting = self.waiting, set()
         for ch in waiting:
             ch.synced(number)

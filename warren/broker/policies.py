@@ -59,6 +59,11 @@ def _boolean(v) -> str | None:
     return None if isinstance(v, bool) else "must be true or false"
 
 
+def _duration(v) -> str | None:
+    from warren.broker.queues.stream_args import parse_duration
+    return None if parse_duration(v) else "must be a duration such as \"7D\", \"12h\" or \"30m\" (Y M D h m s)"
+
+
 def _overflow(v) -> str | None:
     from warren.broker.queue import OVERFLOW_MODES
     if v in OVERFLOW_MODES and isinstance(v, str):
@@ -77,6 +82,8 @@ POLICY_KEYS: dict[str, tuple[str, tuple[str, ...], object]] = {
     "dead-letter-exchange": ("x-dead-letter-exchange", (QUEUE,), _string),
     "dead-letter-routing-key": ("x-dead-letter-routing-key", (QUEUE,), _string),
     "delivery-limit": ("x-delivery-limit", (QUEUE,), _int_at_least(0)),
+    "max-age": ("x-max-age", (QUEUE,), _duration),  # stream queues only (queues/stream.py)
+    "stream-max-segment-size-bytes": ("x-stream-max-segment-size-bytes", (QUEUE,), _int_at_least(0)),
     "alternate-exchange": ("alternate-exchange", (EXCHANGE,), _string),
     "message-deduplication": ("x-message-deduplication", (QUEUE, EXCHANGE), _boolean),
     "cache-size": ("x-cache-size", (QUEUE, EXCHANGE), _int_at_least(1)),

@@ -65,6 +65,16 @@ PAGE_LOW = 1024  # read more back from disk below this many in memory
 PAGE_BATCH = 4096  # messages read back at a time
 CHECK_EVERY = 1 << 20  # octets taken in between two memory-budget checks
 
+# Flow control (docs/performance.md): a queue with consumers whose backlog passes either high
+# mark is "congested"; the connections that publish to it stop being read until it drains to
+# the low marks (server/connection.py ``throttle``). Without this a flat-out publisher built a
+# backlog of 600k messages (seconds of latency) beside a slower consumer.
+# The marks trade latency for slack: at 5000 messages (2 MiB of bodies), shared/perf's
+# 1p1c-1KiB-confirm kept a p99 of about 80 ms instead of 400 ms (docs/performance.md).
+FLOW_HIGH = 5000  # ready (+ paged) messages
+FLOW_HIGH_BYTES = 2 << 20  # octets of ready message bodies in memory
+FLOW_LOW_RATIO = 0.5  # drained to half of the high marks: the publishers are read again
+
 REFUSED = -1  # Queue.publish: a length limit with x-overflow reject-publish(-dlx) refused it
 DROP_HEAD, REJECT_PUBLISH, REJECT_PUBLISH_DLX = "drop-head", "reject-publish", "reject-publish-dlx"
 OVERFLOW_MODES = (DROP_HEAD, REJECT_PUBLISH, REJECT_PUBLISH_DLX)
@@ -81,6 +91,9 @@ def _int_arg(arguments: dict, key: str) -> int | None:
 
 
 class Queue:
+    flow_high = FLOW_HIGH  # class attributes: the server may set other marks (Config)
+    flow_high_bytes = FLOW_HIGH_BYTES
+
     def __init__(self, vhost, name: str, durable: bool = False, exclusive_owner=None,
                  auto_delete: bool = False, arguments: dict | None = None) -> None:
         self.vhost = vhost
@@ -115,6 +128,8 @@ class Queue:
         self._plain = not self.single_active  # no SAC and every consumer of the same priority
         self._priority_rr: dict[int, int] = {}  # x-priority -> round-robin position in its group
         self._ticking = False
+        self.congested = False  # over a flow mark with consumers: its publishers are paused
+        self.throttled: set = set()  # connections paused because of this queue (their .unthrottle)
         self.effective: dict = {}
         # the declared arguments plus those of the policy that applies (warren/broker/policies.py)
         effective = getattr(vhost, "effective_arguments", None)
@@ -200,6 +215,8 @@ class Queue:
             self.vhost.delete_queue(self)
             return False
         self.expire()
+        if self.congested:
+            self._check_drained()
         self._ticking = self.expires is not None or bool(self.ready) or bool(self.paged)
         return self._ticking
 
@@ -255,6 +272,8 @@ class Queue:
             self.paged_bytes += len(message.body)
             if self.limited:
                 self._drop_over_limit()
+            if self.consumers and not self.congested:
+                self._check_congestion()
             return need
         ttl = self.message_ttl
         msg_ttl = message.ttl
@@ -282,9 +301,35 @@ class Queue:
                     self.page_out()
         if self.consumers:
             self.dispatch()
+            if not self.congested and (len(self.ready) > self.flow_high or self.ready_bytes > self.flow_high_bytes):
+                self._check_congestion()
         if self.limited:
             self._drop_over_limit()  # after the consumers had their chance, as RabbitMQ
         return need
+
+    # --- flow control --------------------------------------------------------------------
+
+    def _check_congestion(self) -> None:
+        """Publishers outrun the consumers: mark the queue congested (the channel then pauses
+        the connection that published, ``Session.throttled_by``)."""
+        if (len(self.ready) + self.paged > self.flow_high or self.ready_bytes > self.flow_high_bytes) \
+                and self.consumers:
+            self.congested = True
+
+    def _check_drained(self) -> None:
+        """Called where the backlog shrinks: below the low marks, read the publishers again."""
+        if (not self.consumers or self.deleted
+                or (len(self.ready) + self.paged <= self.flow_high * FLOW_LOW_RATIO
+                    and self.ready_bytes <= self.flow_high_bytes * FLOW_LOW_RATIO)):
+            self.release_flow()
+
+    def release_flow(self) -> None:
+        """Resume every connection this queue paused."""
+        self.congested = False
+        if self.throttled:
+            throttled, self.throttled = self.throttled, set()
+            for conn in throttled:
+                conn.unthrottle(self)
 
     # --- paging --------------------------------------------------------------------------
 
@@ -299,12 +344,21 @@ class Queue:
         """Move the tail of the ready messages to disk and enter paging mode."""
         if self.durability is None:
             return
+        spill = self.spill
+        if spill is not None and not len(spill):
+            # everything spilled earlier was read back: start a new spill, since a store takes
+            # seqs in increasing order only and the tail may hold messages read back from it
+            spill.delete()
+            self.spill = spill = None
+        spilled_up_to = spill.last_seq if spill is not None else 0
         ready = self.ready
         moved = []
         while len(ready) > PAGE_KEEP:
             seq, msg, redelivered, deadline = ready[-1]
             if redelivered:
                 break  # requeued messages stay in memory (they are few and at the head)
+            if seq <= spilled_up_to and not (self.store is not None and msg.persistent):
+                break  # cannot go back to a spill that is past it
             ready.pop()
             moved.append((seq, msg))
             self.ready_bytes -= len(msg.body)
@@ -455,6 +509,8 @@ class Queue:
         if deadline or self.delivery_limit is not None:
             msg = self._taking(seq, msg, deadline, no_ack, True)
         self.delivered(seq, msg, no_ack)
+        if self.congested:
+            self._check_drained()
         return seq, msg, redelivered, deadline
 
     def _taking(self, seq: int, msg: "Message", deadline: float, no_ack: bool, get: bool = False) -> "Message":
@@ -491,6 +547,8 @@ class Queue:
         self.paged_bytes = 0
         self.ready.clear()
         self.ready_bytes = 0
+        if self.congested or self.throttled:
+            self.release_flow()
         return n
 
     # --- consumers -----------------------------------------------------------------------
@@ -519,6 +577,8 @@ class Queue:
         self._plain = not self.single_active and (not consumers or consumers[0].priority == consumers[-1].priority)
         if not consumers:
             self.last_used = time.monotonic()  # x-expires counts from the last consumer's going
+            if self.congested or self.throttled:
+                self.release_flow()  # nobody drains it now: paging bounds its memory instead
         if self.auto_delete and not consumers and self.had_consumer:
             self.vhost.delete_queue(self)
         elif consumers and self.ready:
@@ -577,14 +637,19 @@ class Queue:
                         break
                 if self._plain:
                     n = len(consumers)
-                    for step in range(n):
-                        i = (self._rr + step) % n
-                        c = consumers[i]
-                        if c.has_capacity():
-                            break
+                    if n == 1:  # the usual case: no round-robin arithmetic
+                        c = consumers[0]
+                        if not c.has_capacity():
+                            return
                     else:
-                        return  # nobody can take more now
-                    self._rr = (i + 1) % n
+                        for step in range(n):
+                            i = (self._rr + step) % n
+                            c = consumers[i]
+                            if c.has_capacity():
+                                break
+                        else:
+                            return  # nobody can take more now
+                        self._rr = (i + 1) % n
                 else:
                     c = self._pick()
                     if c is None:
@@ -604,6 +669,8 @@ class Queue:
                 c.channel.deliver(c, self, seq, msg, redelivered)
         finally:
             self._dispatching = False
+            if self.congested:
+                self._check_drained()
 
     def __repr__(self) -> str:
         return f"<Queue {self.name!r} ready={len(self.ready)} consumers={len(self.consumers)}>"

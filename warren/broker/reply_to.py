@@ -41,6 +41,7 @@ class ReplyConsumer:
     """A channel's reply consumer; also the destination a reply is routed to."""
 
     __slots__ = ("tag", "tag_ss", "token", "channel")
+    congested = False  # replies go straight to a socket: no backlog, no flow control (queue.py)
 
     def __init__(self, tag: str, token: str, channel) -> None:
         self.tag = tag

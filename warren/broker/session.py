@@ -152,6 +152,15 @@ class Session:
                 ch.flush_confirms()
             self._confirming.clear()
 
+    def throttled_by(self, queue) -> None:
+        """We published to a congested queue (flow control, queue.py): the glue stops reading
+        from this connection until the queue drains. Not when this connection consumes from
+        that queue itself: pausing it would also stop the acks that drain the queue."""
+        for c in queue.consumers:
+            if c.channel.session is self:
+                return
+        self.io.throttle(queue)
+
     def set_writable(self, writable: bool) -> None:
         self.writable = writable
         if writable:

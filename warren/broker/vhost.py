@@ -17,6 +17,7 @@ from warren.broker.message import Message
 from warren.broker.policies import effective_arguments, pick
 from warren.broker.queue import OVERFLOW_MODES, PAGE_KEEP, Queue
 from warren.broker.queues import new_queue
+from warren.broker.queues.stream_args import check_stream_declare, is_stream_declare
 from warren.store.message import decode_message
 from warren.errors import AccessRefused, CommandInvalid, NotFound, PreconditionFailed, ResourceLocked
 
@@ -190,7 +191,10 @@ class VirtualHost:
                       auto_delete: bool, arguments: dict) -> Queue:
         if passive:
             return self.queue(name, session)
+        stream = is_stream_declare(arguments)
         if not name:
+            if stream:
+                raise PreconditionFailed("Cannot declare a server-named queue for type rabbit_stream_queue")
             name = "amq.gen-" + base64.urlsafe_b64encode(os.urandom(16)).rstrip(b"=").decode()
         elif name.startswith("amq."):
             raise AccessRefused(f"{self._describe('queue', name)} contains reserved prefix 'amq.*'")
@@ -202,7 +206,12 @@ class VirtualHost:
                 ("auto_delete", q.auto_delete, auto_delete),
             ), q.arguments, arguments)
             return q
-        self._validate_queue_arguments(arguments, name)
+        if stream:  # RabbitMQ checks only a stream's own arguments' values (queues/stream_args.py)
+            check_stream_declare(self._describe("queue", name), durable, exclusive, auto_delete, arguments)
+            if self.durability is None:
+                raise PreconditionFailed(f"{self._describe('queue', name)}: stream queues need a data directory")
+        else:
+            self._validate_queue_arguments(arguments, name)
         check_dedup_arguments(arguments, "queue", name)  # warren/broker/dedup.py
         if exclusive:
             durable = False  # exclusive queues never survive their connection (ERR §30)
@@ -216,6 +225,8 @@ class VirtualHost:
 
     def _attach_store(self, q: Queue) -> int:
         """Open the queue's message store; put back what it holds. Returns the message count."""
+        if getattr(q, "is_stream", False):
+            return q.attach(self.durability)  # a stream reads its log as consumers ask
         store = self.durability.open_queue_store(self.name, q.name)
         q.store, q.durability = store, self.durability
         count = 0
@@ -248,6 +259,8 @@ class VirtualHost:
         if q.deleted:
             return 0
         self.queues.pop(q.name, None)
+        if getattr(q, "is_stream", False):
+            return self._delete_stream(q)
         if q.store is not None:
             self.durability.definitions.delete_queue(self.name, q.name)
             q.store.delete()
@@ -262,6 +275,18 @@ class VirtualHost:
             c.channel.consumer_cancelled_by_broker(c)
         q.consumers.clear()
         return q.purge()
+
+    def _delete_stream(self, q) -> int:
+        """delete_queue for a stream queue: its files go; returns the messages it held."""
+        self.durability.definitions.delete_queue(self.name, q.name)
+        n = q.delete_store()
+        q.deleted = True
+        for b in list(q.bound_to):
+            self._unbind(b.source, b)
+        for c in list(q.consumers):
+            c.channel.consumer_cancelled_by_broker(c)
+        q.consumers.clear()
+        return n
 
     def bind_queue(self, q: Queue, exchange: str, routing_key: str, arguments: dict) -> None:
         self._bind(self._writable_exchange(exchange), q, routing_key, arguments)

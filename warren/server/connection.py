@@ -3,7 +3,13 @@
 ``data_received`` feeds the protocol core, hands each event to the broker ``Session`` and
 writes what the core queued in one ``writelines``. Deliveries caused by other connections
 schedule one flush per loop iteration (``want_flush``), so frames leave in batches.
-Flow control: ``pause_writing``/``resume_writing`` stop and restart deliveries to this client.
+Flow control, outgoing: ``pause_writing``/``resume_writing`` stop and restart deliveries to
+this client. Incoming: we stop reading from a connection (TCP then pushes back on the client)
+while a resource alarm is raised (flow_control.py) or while a queue it published to is
+congested (``throttle``: the queue's backlog passed its flow mark, queue.py), and read again
+when the alarm clears or the queue drains. A throttled connection is read again after
+``FLOW_MAX_PAUSE_S`` anyway, for one publish: a consumer that never acks, or two connections
+each consuming what the other publishes, slow publishers down to a trickle but never deadlock.
 Heartbeats: we send one when we have been silent for half the interval, and drop a client
 that has been silent for two intervals (as RabbitMQ does).
 """
@@ -34,6 +40,7 @@ CLOSE_GRACE_S = 1.0  # after sending connection.close, how long to wait for clos
 # consumed 150 msg/s while publishing 20k/s. 100 events per turn measured best for consumers
 # (1p1c-16B: 22k consumed/s against 14k at 250 and 2.5k at 1000), publish-only unchanged.
 EVENTS_PER_TURN = 100
+FLOW_MAX_PAUSE_S = 1.0  # longest pause for a congested queue before one more publish is read
 
 
 class AMQPConnection(asyncio.Protocol):
@@ -50,8 +57,12 @@ class AMQPConnection(asyncio.Protocol):
         self._header = b""
         self._flush_scheduled = False
         self._closing = False
-        self._turn_scheduled = False  # input left over from a spent turn; reading is paused
+        # Reading from the socket is paused while a turn is scheduled, an alarm blocks this
+        # publisher, or a congested queue throttles it; ``_resume_input`` restarts it.
+        self._turn_scheduled = False  # a _next_turn call is pending (input may be buffered)
         self._blocked = False  # a resource alarm stopped reading from this publisher
+        self._throttled: set = set()  # congested queues this connection published to
+        self._flow_timer: asyncio.TimerHandle | None = None
         self._more_events = False  # the last turn stopped at EVENTS_PER_TURN
         self._told_blocked = False  # we sent connection.blocked
         # heartbeats
@@ -83,6 +94,7 @@ class AMQPConnection(asyncio.Protocol):
         self.server.connections.discard(self)
         if self._timer is not None:
             self._timer.cancel()
+        self._drop_throttles()
         if self.session is not None:
             self.session.connection_lost()
 
@@ -122,10 +134,11 @@ class AMQPConnection(asyncio.Protocol):
         self._closing = True
 
     def _process(self) -> None:
-        if self._blocked:
-            return  # buffered input waits until the alarm clears
+        if self._blocked or self._throttled:
+            return  # buffered input waits until the alarm clears or the queue drains
         conn = self.conn
         session = self.session
+        alarms = self.server.alarms
         budget = EVENTS_PER_TURN
         self._more_events = False
         while budget:
@@ -138,8 +151,10 @@ class AMQPConnection(asyncio.Protocol):
                 break
             session.handle(event)
             budget -= 1
-            if session.published and self.server.alarms.blocked and not self._blocked:
-                self.set_blocked(True, self.server.alarms.reason())
+            if self._throttled:
+                break  # a congested queue paused us (throttle): the rest waits
+            if alarms.raised and session.published and not self._blocked:
+                self.set_blocked(True, alarms.reason())
                 break
         else:
             self._more_events = True  # budget spent: the rest waits for the next turn
@@ -147,20 +162,67 @@ class AMQPConnection(asyncio.Protocol):
 
     def _yield_turn(self) -> None:
         """Stop reading until the next loop iteration, so other connections get their turn."""
-        if not self._turn_scheduled and not self._blocked and not self.transport.is_closing():
+        if self._turn_scheduled or self.transport.is_closing():
+            return
+        self.transport.pause_reading()
+        if not (self._blocked or self._throttled):  # else _resume_input schedules the turn
             self._turn_scheduled = True
-            self.transport.pause_reading()
             self.loop.call_soon(self._next_turn)
 
     def _next_turn(self) -> None:
         self._turn_scheduled = False
-        if self.transport is None or self.transport.is_closing():
+        if self.transport is None or self.transport.is_closing() or self._blocked or self._throttled:
             return
         self._process()  # input left from a spent turn, if any
+        if self._blocked or self._throttled:
+            return
         if self._more_events:
             self._yield_turn()
-        elif not self._blocked:
+        else:
             self.transport.resume_reading()
+
+    def _resume_input(self) -> None:
+        """Nothing holds this connection any more: handle buffered input next turn, then read."""
+        if self._blocked or self._throttled or self._turn_scheduled:
+            return
+        if self.transport is None or self.transport.is_closing():
+            return
+        self._turn_scheduled = True
+        self.loop.call_soon(self._next_turn)
+
+    # --- flow control: congested queues (queue.py) ----------------------------------------
+
+    def throttle(self, queue) -> None:
+        """We published to a congested queue: stop reading until it calls ``unthrottle``."""
+        if queue in self._throttled or self.transport is None or self.transport.is_closing():
+            return
+        self._throttled.add(queue)
+        queue.throttled.add(self)
+        if len(self._throttled) == 1:
+            self.transport.pause_reading()
+            self._flow_timer = self.loop.call_later(FLOW_MAX_PAUSE_S, self._flow_timeout)
+
+    def unthrottle(self, queue) -> None:
+        """The queue drained below its low mark (it forgot us already)."""
+        self._throttled.discard(queue)
+        if not self._throttled:
+            if self._flow_timer is not None:
+                self._flow_timer.cancel()
+                self._flow_timer = None
+            self._resume_input()
+
+    def _flow_timeout(self) -> None:
+        self._flow_timer = None
+        self._drop_throttles()
+        self._resume_input()
+
+    def _drop_throttles(self) -> None:
+        for q in self._throttled:
+            q.throttled.discard(self)
+        self._throttled.clear()
+        if self._flow_timer is not None:
+            self._flow_timer.cancel()
+            self._flow_timer = None
 
     def set_blocked(self, blocked: bool, reason: str) -> None:
         """A resource alarm was raised or cleared (flow_control.py): stop or restart reading."""
@@ -182,10 +244,7 @@ class AMQPConnection(asyncio.Protocol):
             if self._told_blocked and self.conn.is_open:
                 self.conn.send_method(0, spec.ConnectionUnblocked())
             self._told_blocked = False
-            if self._turn_scheduled:
-                return  # the pending turn resumes reading
-            self.transport.resume_reading()
-            self.loop.call_soon(self._next_turn)  # frames may be buffered already
+            self._resume_input()  # frames may be buffered already
         self.flush()
 
     # --- output (called by the session) --------------------------------------------------

@@ -7,13 +7,16 @@ import json
 import logging
 import os
 import signal
+import sys
 import time
 
 from concurrent.futures import ThreadPoolExecutor
 
 from warren.broker.broker import TICK, Broker
 from warren.broker.durability import Durability
+from warren.broker.queue import Queue
 from warren.config import Config
+from warren.management import HttpServer
 from warren.server.connection import AMQPConnection
 from warren.server.flow_control import ResourceAlarms
 from warren.server.loops import new_event_loop
@@ -33,6 +36,9 @@ class Server:
         self._stores_closed = False
         # one worker: syncs run one after another, each covering everything written before it
         self._sync_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="warren-sync")
+        # the flow-control marks of every queue (warren/broker/queue.py); 0 turns a mark off
+        Queue.flow_high = config.queue_flow_high or sys.maxsize
+        Queue.flow_high_bytes = config.queue_flow_high_bytes or sys.maxsize
         self.broker = Broker(durability=self.durability, memory_budget=config.memory_budget)
         self.alarms = ResourceAlarms(self, config.data_dir, config.disk_free_limit, config.memory_limit())
         self.connections: set[AMQPConnection] = set()
@@ -40,6 +46,7 @@ class Server:
         self._stop = asyncio.Event()
         self._signals = 0
         self._tick_handle: asyncio.TimerHandle | None = None  # Broker.tick, every TICK seconds
+        self.http: HttpServer | None = None  # the HTTP API (warren/management), unless --http-port -1
 
     # --- group commit -----------------------------------------------------------------------
 
@@ -85,9 +92,14 @@ class Server:
         self._tick_handle = self.loop.call_later(TICK, self._tick)
         port = self._listener.sockets[0].getsockname()[1]
         log.info("Warren listening on %s:%d (data in %s)", c.host, port, c.data_dir)
+        http_port = None
+        if c.http_port >= 0:
+            self.http = HttpServer(self.broker, info=lambda: {
+                "amqp_port": port, "http_port": http_port, "connections": len(self.connections)})
+            http_port = await self.http.start(c.http_host or c.host, c.http_port)
         if c.ready_file:
             tmp = c.ready_file.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"host": c.host, "port": port, "pid": os.getpid()}))
+            tmp.write_text(json.dumps({"host": c.host, "port": port, "pid": os.getpid(), "http_port": http_port}))
             tmp.replace(c.ready_file)
 
     async def serve(self) -> None:
@@ -112,6 +124,8 @@ class Server:
             self._tick_handle.cancel()
         if self._listener is not None:
             self._listener.close()
+        if self.http is not None:  # before the stores close: no stream read may start after that
+            await self.http.stop()
         # 2. connection.close 320 CONNECTION_FORCED to every client
         for conn in list(self.connections):
             conn.shutdown()

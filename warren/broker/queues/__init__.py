@@ -3,5 +3,6 @@ maps declare arguments to a kind (``factory.py``)."""
 
 from warren.broker.queues.factory import new_queue, queue_class
 from warren.broker.queues.priority import PriorityQueue, PriorityReady
+from warren.broker.queues.stream import StreamQueue
 
-__all__ = ["new_queue", "queue_class", "PriorityQueue", "PriorityReady"]
+__all__ = ["new_queue", "queue_class", "PriorityQueue", "PriorityReady", "StreamQueue"]

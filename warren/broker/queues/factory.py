@@ -4,13 +4,18 @@ from __future__ import annotations
 
 from warren.broker.queue import Queue
 from warren.broker.queues.priority import PriorityQueue
+from warren.broker.queues.stream import StreamQueue
+from warren.broker.queues.stream_args import is_stream_declare
 
 __all__ = ["new_queue", "queue_class"]
 
 
 def queue_class(arguments: dict) -> type[Queue]:
-    """``PriorityQueue`` for ``x-max-priority`` 1..255 (validated by the vhost), else ``Queue``.
-    ``x-max-priority`` 0 is accepted, as RabbitMQ does, and gives a plain FIFO queue."""
+    """``StreamQueue`` for ``x-queue-type=stream``; ``PriorityQueue`` for ``x-max-priority``
+    1..255 (validated by the vhost), else ``Queue``. ``x-max-priority`` 0 is accepted, as
+    RabbitMQ does, and gives a plain FIFO queue."""
+    if is_stream_declare(arguments):
+        return StreamQueue
     p = arguments.get("x-max-priority") if arguments else None
     if isinstance(p, int) and not isinstance(p, bool) and p > 0:
         return PriorityQueue

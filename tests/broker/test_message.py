@@ -1,0 +1,51 @@
+"""Message: delivery-mode read without decoding, and what equal messages share (memory)."""
+
+from __future__ import annotations
+
+import pytest
+
+from warren.broker.message import Message
+from warren.errors import SyntaxError_
+from warren.spec.amqp0_9_1 import BasicProperties
+
+
+@pytest.mark.parametrize("props", [
+    BasicProperties(),
+    BasicProperties(delivery_mode=2),
+    BasicProperties(delivery_mode=1),
+    BasicProperties(content_type="text/plain", delivery_mode=2),
+    BasicProperties(content_encoding="gzip", delivery_mode=2, priority=3),
+    BasicProperties(headers={"a": 1, "nested": {"b": "c"}}, delivery_mode=2),
+    BasicProperties(content_type="application/json", content_encoding="utf-8", headers={"x": [1, 2]},
+                    delivery_mode=2, expiration="100"),
+    BasicProperties(content_type="t", headers={}, delivery_mode=1, message_id="m"),
+], ids=lambda p: repr(p)[:60])
+def test_persistence_is_read_from_the_octets_as_a_full_decode_would(props):
+    encoded = props.encode()
+    msg = Message("ex", "rk", encoded, b"body")
+    assert msg.persistent == (BasicProperties.decode(encoded, 0)[0].delivery_mode == 2)
+    assert msg._decoded is None  # nothing decoded (and kept) just to know that
+
+
+def test_a_property_list_cut_before_delivery_mode_is_a_syntax_error():
+    encoded = BasicProperties(content_type="text/plain", delivery_mode=2).encode()
+    with pytest.raises(SyntaxError_):
+        Message("ex", "rk", encoded[:5], b"body")
+
+
+def test_equal_names_are_one_object_shared_by_every_message():
+    # built from distinct str objects, as the decoder makes one per publish
+    a = Message("".join(["amq.", "direct"]), "".join(["orders.", "eu"]), b"\x00\x00", b"1")
+    b = Message("".join(["amq.d", "irect"]), "".join(["orders", ".eu"]), b"\x00\x00", b"2")
+    assert a.routing_key is b.routing_key and a.routing_key_ss is b.routing_key_ss
+    assert a.exchange is b.exchange and a.exchange_ss is b.exchange_ss
+    assert a.routing_key_ss == b"\x09orders.eu" and a.exchange_ss == b"\x0aamq.direct"
+
+
+def test_the_store_record_is_dropped_once_routed_and_made_again_if_needed():
+    msg = Message("ex", "rk", BasicProperties(delivery_mode=2).encode(), bytearray(b"body"))
+    record = msg.record
+    assert msg.record is record  # shared by every queue of one publish
+    msg.routed()
+    assert msg._record is None
+    assert msg.record == record

@@ -1,0 +1,248 @@
+"""The HTTP API (warren.management) over a stand-in broker holding real StreamStores.
+
+The app only needs ``broker.vhosts[name].queues[name]`` and ``broker.users``, so these tests
+serve it on an ephemeral port without an AMQP server, and request it with aiohttp's client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import threading
+from dataclasses import dataclass, field
+from urllib.parse import quote
+
+import aiohttp
+import pytest
+
+from warren.broker.auth import User, UserDB
+from warren.management import RECORDS_CONTENT_TYPE, HttpServer
+from warren.management.app import MAX_BYTES_CAP
+from warren.store.stream_format import ENTRY_HEADER_SIZE, parse_entries
+from warren.store.stream_store import StreamStore
+
+
+
+def basic(user: str, password: str) -> dict:
+    return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
+
+
+GUEST = basic("guest", "guest")
+
+
+@dataclass
+class StandInQueue:
+    store: StreamStore | None = None
+    durable: bool = True
+    consumers: list = field(default_factory=list)
+    message_count: int = 0
+
+    @property
+    def is_stream(self) -> bool:
+        return self.store is not None
+
+
+@dataclass
+class StandInVhost:
+    queues: dict = field(default_factory=dict)
+
+
+@dataclass
+class StandInBroker:
+    vhosts: dict
+    users: UserDB = field(default_factory=lambda: UserDB([User("guest", "guest", loopback_only=True),
+                                                          User("alice", "secret")]))
+
+
+def rec(offset: int, size: int = 50) -> bytes:
+    return (b"%d;" % offset * size)[:size]
+
+
+@pytest.fixture
+def stream(tmp_path):
+    store = StreamStore(tmp_path / "stream", fsync=False, segment_size=4096)
+    yield store
+    store.close()
+
+
+@pytest.fixture
+async def api(stream):
+    broker = StandInBroker({
+        "/": StandInVhost({"events": StandInQueue(stream), "classic": StandInQueue(message_count=3),
+                           "a/b c": StandInQueue(stream)}),
+        "other": StandInVhost(),
+    })
+    server = HttpServer(broker, info=lambda: {"amqp_port": 5672, "http_port": server.port})
+    port = await server.start("127.0.0.1", 0)
+    async with aiohttp.ClientSession(f"http://127.0.0.1:{port}", headers=GUEST) as session:
+        yield session
+    await server.stop()
+
+
+def fill(store, n, size=50):
+    for _ in range(n):
+        store.append(rec(store.next_offset, size), 1_000 + store.next_offset)
+
+
+async def records(session, path="/api/streams/%2F/events/records", **params):
+    async with session.get(path, params={k: str(v) for k, v in params.items()}) as r:
+        return r.status, r.headers, await r.read()
+
+
+# --- auth ------------------------------------------------------------------------------------------
+
+async def test_auth_required(api):
+    for headers in ({"Authorization": ""}, basic("guest", "wrong"), basic("nobody", "guest"),
+                    {"Authorization": "Basic !!notbase64"}, {"Authorization": "Bearer abc"},
+                    {"Authorization": "Basic " + base64.b64encode(b"no colon").decode()}):
+        async with api.get("/api/overview", headers=headers) as r:
+            assert r.status == 401
+            assert r.headers["WWW-Authenticate"].startswith("Basic")
+            assert "error" in await r.json()
+    async with api.get("/api/overview", headers=basic("alice", "secret")) as r:
+        assert r.status == 200
+
+
+# --- views -----------------------------------------------------------------------------------------
+
+async def test_overview(api):
+    async with api.get("/api/overview") as r:
+        body = await r.json()
+    assert body["product"] == "Warren" and body["vhosts"] == ["/", "other"]
+    assert body["queues"] == 3 and body["streams"] == 2
+    assert body["amqp_port"] == 5672 and body["http_port"] == api._base_url.port
+
+
+async def test_stream_info(api, stream):
+    async with api.get("/api/streams/%2F/events") as r:
+        assert r.status == 200
+        body = await r.json()
+    assert body == {"vhost": "/", "name": "events", "first_offset": 0, "last_offset": -1, "next_offset": 0,
+                    "messages": 0, "bytes": 0, "segments": 1, "first_timestamp": None, "last_timestamp": None}
+    fill(stream, 100)
+    stream.sync()
+    fill(stream, 1)  # appended, not committed
+    async with api.get("/api/streams/%2F/events") as r:
+        body = await r.json()
+    assert body["first_offset"] == 0 and body["last_offset"] == 99 and body["next_offset"] == 101
+    assert body["messages"] == 101 and body["bytes"] == stream.byte_size and body["segments"] > 1
+    assert body["first_timestamp"] == 1000 and body["last_timestamp"] == 1100
+
+
+async def test_names_are_url_encoded(api, stream):
+    async with api.get(f"/api/streams/%2F/{quote('a/b c', safe='')}") as r:
+        assert r.status == 200 and (await r.json())["name"] == "a/b c"
+
+
+async def test_not_found_and_not_a_stream(api):
+    for path, status in (("/api/streams/%2F/nope", 404), ("/api/streams/nope/events", 404),
+                         ("/api/streams/other/events/records", 404), ("/api/streams/%2F/classic", 400),
+                         ("/api/streams/%2F/classic/records", 400), ("/api/queues/%2F/nope", 404)):
+        async with api.get(path) as r:
+            assert r.status == status, path
+            assert "error" in await r.json()
+
+
+async def test_queue_info(api, stream):
+    fill(stream, 5)
+    stream.sync()
+    async with api.get("/api/queues/%2F/classic") as r:
+        assert await r.json() == {"vhost": "/", "name": "classic", "type": "classic", "durable": True,
+                                  "messages": 3, "consumers": 0}
+    async with api.get("/api/queues/%2F/events") as r:
+        body = await r.json()
+    assert body["type"] == "stream" and body["last_offset"] == 4 and body["next_offset"] == 5
+
+
+# --- records ---------------------------------------------------------------------------------------
+
+async def test_records_round_trip(api, stream):
+    fill(stream, 300)
+    stream.sync()
+    fill(stream, 5)  # not committed: never served
+    got, offset = [], 0
+    while True:
+        status, headers, body = await records(api, offset=offset, max_records=70, max_bytes=1 << 20)
+        assert status == 200 and headers["Content-Type"] == RECORDS_CONTENT_TYPE
+        count = int(headers["X-Warren-Record-Count"])
+        assert int(headers["X-Warren-Last-Offset"]) == 299
+        if count == 0:
+            assert body == b"" and int(headers["X-Warren-Next-Offset"]) == offset
+            break
+        entries = parse_entries(body)
+        assert len(entries) == count <= 70
+        assert entries[0][0] == int(headers["X-Warren-First-Offset"]) == offset
+        assert int(headers["X-Warren-Next-Offset"]) == offset + count
+        got += entries
+        offset += count
+    assert got == [(o, 1000 + o, rec(o)) for o in range(300)]
+
+
+async def test_records_limits_and_end(api, stream):
+    fill(stream, 50)
+    stream.sync()
+    entry = ENTRY_HEADER_SIZE + 50
+    _, h, body = await records(api, offset=10, max_records=100, max_bytes=3 * entry)
+    assert h["X-Warren-Record-Count"] == "3" and len(body) == 3 * entry
+    _, h, body = await records(api, offset=10, max_records=100, max_bytes=1)  # at least one record
+    assert h["X-Warren-Record-Count"] == "1" and len(body) == entry
+    _, h, body = await records(api, offset=10, max_records=2, max_bytes=1 << 20)
+    assert [e[0] for e in parse_entries(body)] == [10, 11]
+    _, h, body = await records(api, offset=10, max_records=100, max_bytes=1 << 20, end=13)
+    assert [e[0] for e in parse_entries(body)] == [10, 11, 12] and h["X-Warren-Next-Offset"] == "13"
+    _, h, body = await records(api, offset=10, end=10)
+    assert body == b"" and h["X-Warren-Record-Count"] == "0"
+    _, h, body = await records(api)  # defaults: from the first offset
+    assert h["X-Warren-First-Offset"] == "0" and int(h["X-Warren-Record-Count"]) > 0
+    _, h, body = await records(api, offset=500)
+    assert body == b"" and h["X-Warren-Next-Offset"] == "500"
+    _, h, _ = await records(api, offset=0, max_bytes=10 * MAX_BYTES_CAP)  # capped, not refused
+    assert h["X-Warren-First-Offset"] == "0"
+
+
+async def test_records_after_retention(api, stream):
+    fill(stream, 300)
+    stream.sync()
+    stream.set_retention(8192, None)
+    stream.enforce_retention(0)
+    assert stream.first_offset > 0
+    _, h, body = await records(api, offset=0, max_records=10)
+    assert int(h["X-Warren-First-Offset"]) == stream.first_offset  # the start was removed: later
+    assert parse_entries(body)[0][0] == stream.first_offset
+
+
+@pytest.mark.parametrize("params", [
+    {"offset": "x"}, {"offset": "-1"}, {"max_records": "0"}, {"max_bytes": "0"}, {"max_bytes": "1.5"},
+    {"end": "-3"},
+])
+async def test_bad_parameters(api, params):
+    status, headers, body = await records(api, **params)
+    assert status == 400 and b"error" in body
+
+
+async def test_reads_do_not_block_the_loop(api, stream, monkeypatch):
+    """read_raw runs on an executor thread: the loop keeps serving while one is stuck."""
+    fill(stream, 10)
+    stream.sync()
+    release = threading.Event()
+    real = stream.read_raw
+
+    def slow(*args):
+        release.wait(5)
+        return real(*args)
+
+    monkeypatch.setattr(stream, "read_raw", slow)
+    pending = asyncio.ensure_future(records(api, offset=0))
+    await asyncio.sleep(0.05)
+    async with api.get("/api/streams/%2F/events") as r:  # answered while the read waits
+        assert r.status == 200
+    assert not pending.done()
+    release.set()
+    status, headers, body = await pending
+    assert status == 200 and len(parse_entries(body)) == 10
+
+
+async def test_closed_store_is_unavailable(api, stream):
+    stream.close()
+    status, _, body = await records(api, offset=0)
+    assert status == 503 and b"closed" in body
