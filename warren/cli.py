@@ -145,3 +145,10 @@ def policy_list(data_dir: Path) -> None:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     for r in rows:
         click.echo("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])
+
+
+# `warren pipeline archive|replay`: Spark jobs (warren/spark/pipeline.py); pyspark itself is
+# imported only when one of them runs, so the broker's start-up does not pay for it
+from warren.spark.pipeline import pipeline  # noqa: E402
+
+main.add_command(pipeline)
