@@ -1,0 +1,208 @@
+#!/usr/bin/env python3
+"""Spark → exchange write throughput of the ``warren`` data source, with publisher confirms.
+
+What it measures
+----------------
+For each message size (``--sizes``, default 100 and 1000 bytes):
+
+* **spark**: ``df.write.format("warren")`` of ``--rows`` rows (``--partitions`` tasks) into a fresh
+  queue through the default exchange; rows/s = rows / wall time of ``save()``. The DataFrame
+  (body, routing_key) is cached and counted first, so generating it is not timed; the
+  deduplication header and message id are set on every message as in real use. Afterwards
+  the queue must hold exactly ``--rows`` messages (checked).
+* **drain**: the queue the Spark write filled, read back by ``mode=drain`` (``--partitions``
+  consumers) into Spark's ``noop`` sink; the queue must be empty afterwards (checked).
+* **publisher**: the same messages through ``ConfirmPublisher`` alone (no Spark), one
+  connection, for each ``--windows`` value: what one task can do at most.
+* **pika**: pika's BlockingConnection with confirms, one publish at a time (``--pika-rows``
+  messages): the baseline the confirm window replaces.
+
+The broker is ``--url``, or with ``--start-warren`` a Warren started here on an ephemeral port
+(its data in a temporary directory, stopped at the end). Queues are named
+``warren-spark-bench-<hex>`` and deleted afterwards. Spark runs ``--master`` (default
+``local[2]``), UI off. Numbers depend on the broker as much as on the client: compare runs on
+the same machine.
+
+    .venv/bin/python bench/spark_write_bench.py --start-warren [--rows 200000] [--sizes 100,1000]
+    .venv/bin/python bench/spark_write_bench.py --url amqp://guest:guest@127.0.0.1:5672/%2F  # e.g. RabbitMQ
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from warren.spark.publisher import ConfirmPublisher  # noqa: E402
+from warren.spec import amqp0_9_1 as spec  # noqa: E402
+
+
+def start_warren(tmp: Path) -> tuple[subprocess.Popen, str]:
+    ready = tmp / "ready.json"
+    proc = subprocess.Popen([sys.executable, "-m", "warren", "serve", "--host", "127.0.0.1", "--port", "0",
+                             "--data-dir", str(tmp / "data"), "--ready-file", str(ready)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    deadline = time.monotonic() + 20
+    while not ready.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise SystemExit("warren did not start")
+        time.sleep(0.05)
+    port = json.loads(ready.read_text())["port"]
+    return proc, f"amqp://guest:guest@127.0.0.1:{port}/%2F"
+
+
+class Queues:
+    """Fresh queues through pika; each run's count is checked, then the queue deleted."""
+
+    def __init__(self, url: str) -> None:
+        import pika
+
+        self.conn = pika.BlockingConnection(pika.URLParameters(url))
+        self.ch = self.conn.channel()
+
+    def fresh(self) -> str:
+        name = f"warren-spark-bench-{uuid.uuid4().hex[:8]}"
+        self.ch.queue_declare(name)
+        return name
+
+    def finish(self, name: str, expected: int) -> None:
+        count = self.ch.queue_declare(name, passive=True).method.message_count
+        self.ch.queue_delete(name)
+        if count != expected:
+            raise SystemExit(f"queue {name} holds {count} messages, expected {expected}")
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def bench_spark(spark, url: str, queues: Queues, rows: int, size: int, partitions: int) -> float:
+    df = spark.range(0, rows, numPartitions=partitions).selectExpr(
+        f"cast(repeat('x', {size}) as binary) as body").cache()
+    df.count()
+    queue = queues.fresh()
+    started = time.perf_counter()
+    df.write.format("warren").mode("append").option("url", url).option("exchange", "") \
+        .option("routingKey", queue).save()
+    elapsed = time.perf_counter() - started
+    df.unpersist()
+    count = queues.ch.queue_declare(queue, passive=True).method.message_count
+    if count != rows:
+        raise SystemExit(f"queue {queue} holds {count} messages after the write, expected {rows}")
+    started = time.perf_counter()
+    drained = spark.read.format("warren").option("mode", "drain").option("url", url).option("queue", queue) \
+        .option("numPartitions", str(partitions)).load().write.format("noop").mode("overwrite").save()
+    drain_elapsed = time.perf_counter() - started
+    queues.finish(queue, 0)  # the drain left it empty
+    del drained
+    return rows / elapsed, rows / drain_elapsed
+
+
+def bench_publisher(url: str, queues: Queues, rows: int, size: int, window: int) -> float:
+    queue = queues.fresh()
+    body = b"x" * size
+    started = time.perf_counter()
+    with ConfirmPublisher(url, window=window) as publisher:
+        for i in range(rows):
+            mid = f"bench:0:0:{i}"
+            props = spec.BasicProperties(headers={"x-deduplication-header": mid}, message_id=mid).encode()
+            publisher.publish("", queue, props, body)
+        publisher.finish()
+    elapsed = time.perf_counter() - started
+    queues.finish(queue, rows)
+    return rows / elapsed
+
+
+def bench_pika(url: str, queues: Queues, rows: int, size: int) -> float:
+    import pika
+
+    queue = queues.fresh()
+    conn = pika.BlockingConnection(pika.URLParameters(url))
+    ch = conn.channel()
+    ch.confirm_delivery()
+    body = b"x" * size
+    started = time.perf_counter()
+    for i in range(rows):
+        ch.basic_publish("", queue, body, pika.BasicProperties(message_id=str(i)))
+    elapsed = time.perf_counter() - started
+    conn.close()
+    queues.finish(queue, rows)
+    return rows / elapsed
+
+
+def spark_session(master: str):
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    from warren.spark import register
+
+    spark = (SparkSession.builder.master(master).appName("warren spark write bench")
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.driver.extraJavaOptions", "-XX:+UseSerialGC").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    return spark
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--url", default="amqp://guest:guest@127.0.0.1:5672/%2F")
+    ap.add_argument("--start-warren", action="store_true", help="start a private Warren on an ephemeral port")
+    ap.add_argument("--rows", type=int, default=200_000)
+    ap.add_argument("--sizes", default="100,1000")
+    ap.add_argument("--partitions", type=int, default=2)
+    ap.add_argument("--windows", default="100,1000,5000")
+    ap.add_argument("--pika-rows", type=int, default=3000)
+    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--skip-spark", action="store_true")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+
+    proc = None
+    tmp = tempfile.TemporaryDirectory()
+    url = args.url
+    if args.start_warren:
+        proc, url = start_warren(Path(tmp.name))
+    results = []
+    try:
+        queues = Queues(url)
+        spark = None if args.skip_spark else spark_session(args.master)
+        for size in (int(s) for s in args.sizes.split(",")):
+            if spark is not None:
+                bench_spark(spark, url, queues, min(args.rows, 20_000), size, args.partitions)  # warm-up
+                rate, drain_rate = bench_spark(spark, url, queues, args.rows, size, args.partitions)
+                results.append({"what": f"spark write ({args.partitions} tasks)", "size": size, "rows": args.rows,
+                                "per_s": rate})
+                results.append({"what": f"spark drain ({args.partitions} tasks)", "size": size, "rows": args.rows,
+                                "per_s": drain_rate})
+            for window in (int(w) for w in args.windows.split(",")):
+                rate = bench_publisher(url, queues, args.rows, size, window)
+                results.append({"what": f"publisher window={window}", "size": size, "rows": args.rows, "per_s": rate})
+            rate = bench_pika(url, queues, args.pika_rows, size)
+            results.append({"what": "pika blocking, confirm each", "size": size, "rows": args.pika_rows, "per_s": rate})
+        if spark is not None:
+            spark.stop()
+        queues.close()
+    finally:
+        if proc is not None:
+            proc.terminate()
+            proc.wait(10)
+        tmp.cleanup()
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return
+    print(f"{'what':32} {'size B':>7} {'rows':>8} {'msg/s':>9}")
+    for r in results:
+        print(f"{r['what']:32} {r['size']:>7} {r['rows']:>8} {r['per_s']:>9.0f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,50 @@
+"""One local SparkSession per test process, tuned to start fast and stay small.
+
+The driver JVM gets ``-XX:TieredStopAtLevel=1 -XX:+UseSerialGC`` (quick JIT, one GC thread), the
+UI is off and shuffles use two partitions. Python workers run this interpreter, so they import
+the same ``warren`` package as the tests.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+
+import pytest
+
+pyspark = pytest.importorskip("pyspark", reason="pyspark is not installed")
+
+JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory):
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.skip("Spark needs Java 17+ (no java on PATH and no JAVA_HOME)")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    from warren.spark import register
+
+    local = tmp_path_factory.mktemp("spark-local")
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("warren-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.driver.extraJavaOptions", JVM_OPTIONS)
+        .config("spark.executor.extraJavaOptions", JVM_OPTIONS)
+        .config("spark.local.dir", str(local))
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    register(session)
+    try:
+        yield session
+    finally:
+        session.stop()

@@ -1,0 +1,129 @@
+"""``warren pipeline archive``: copy a stream into Parquet files with a Spark streaming query.
+
+The query reads the stream with the ``warren`` source and writes with Spark's Parquet file
+sink; its checkpoint holds the offsets of every batch. Killed at any moment and started again
+with the same ``--checkpoint``, it re-plans an unfinished batch with the same offsets, and the
+file sink's log (``_spark_metadata`` under the output) lists only the files of committed
+batches, so a reader that goes through Spark (``spark.read.parquet``) sees every message
+exactly once. (Reading the directory with another tool, ignore files not in that log: a
+killed batch may leave some behind.)
+
+``--trigger availableNow`` archives what the stream holds when the job starts, in batches of
+at most ``--max-records-per-trigger``, and exits; ``continuous`` runs a batch every
+``--interval`` until interrupted (Ctrl-C or SIGTERM stop it after the batch in flight).
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+
+import click
+
+__all__ = ["archive_command", "run_archive"]
+
+DEFAULT_URL = "amqp://guest:guest@localhost:5672/%2F"
+
+
+def _default_checkpoint(path: str) -> str:
+    return path.rstrip("/") + ".checkpoint"
+
+
+def run_archive(spark, *, stream: str, path: str, checkpoint: str, url: str, http_url: str | None,
+                trigger: str, interval: str, max_records_per_trigger: int | None,
+                max_bytes_per_trigger: int | None, starting_offsets: str, records_per_partition: int | None,
+                fail_on_data_loss: bool, transport: str, report=print):
+    """Start the query and wait for it; returns it once it ends (stopped or done)."""
+    reader = (spark.readStream.format("warren").option("url", url).option("stream", stream)
+              .option("startingOffsets", starting_offsets).option("failOnDataLoss", str(fail_on_data_loss).lower())
+              .option("transport", transport))
+    for key, value in (("httpUrl", http_url), ("maxRecordsPerTrigger", max_records_per_trigger),
+                       ("maxBytesPerTrigger", max_bytes_per_trigger), ("recordsPerPartition", records_per_partition)):
+        if value is not None:
+            reader = reader.option(key, str(value))
+    writer = (reader.load().writeStream.format("parquet").option("path", path)
+              .option("checkpointLocation", checkpoint).queryName("warren-archive"))
+    writer = writer.trigger(availableNow=True) if trigger == "availableNow" else writer.trigger(processingTime=interval)
+    query = writer.start()
+    stop = threading.Event()
+
+    def on_signal(signum, frame):
+        report(f"signal {signum}: stopping after the batch in flight")
+        stop.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    seen = -1
+    try:
+        while query.isActive and not stop.is_set():
+            query.awaitTermination(0.5)
+            for progress in query.recentProgress:
+                if progress["batchId"] > seen:
+                    seen = progress["batchId"]
+                    source = progress["sources"][0] if progress["sources"] else {}
+                    report(f"batch {seen}: {progress['numInputRows']} rows, offsets {source.get('startOffset')} "
+                           f"-> {source.get('endOffset')}")
+        if stop.is_set() and query.isActive:
+            query.stop()
+        query.awaitTermination()
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    return query
+
+
+@click.command("archive")
+@click.option("--stream", required=True, help="Stream queue to archive (several: comma-separated).")
+@click.option("--to", "path", required=True, help="Output directory (Parquet; any path Spark writes to).")
+@click.option("--checkpoint", default=None, help="Spark checkpoint directory [default: the output path + .checkpoint].")
+@click.option("--url", default=DEFAULT_URL, show_default=True, help="AMQP URL of the broker (vhost in the path).")
+@click.option("--http-url", default=None, help="The broker's HTTP API [default: the URL's host, port 15672].")
+@click.option("--trigger", type=click.Choice(["availableNow", "continuous"]), default="availableNow",
+              show_default=True, help="availableNow: archive what is there and exit; continuous: run until stopped.")
+@click.option("--interval", default="10 seconds", show_default=True, help="Batch interval of --trigger continuous.")
+@click.option("--max-records-per-trigger", type=click.IntRange(min=1), default=None,
+              help="At most this many records per batch.")
+@click.option("--max-bytes-per-trigger", type=click.IntRange(min=1), default=None,
+              help="About this many octets per batch at most (estimated from the stream's average record size).")
+@click.option("--starting-offsets", default="earliest", show_default=True,
+              help='Where a new checkpoint starts: earliest, latest, an offset, or JSON {"stream": offset}.')
+@click.option("--records-per-partition", type=click.IntRange(min=1), default=None,
+              help="Records per Spark task (default 100000).")
+@click.option("--fail-on-data-loss/--no-fail-on-data-loss", default=True, show_default=True,
+              help="Fail when retention removed records not archived yet (else skip them, with a warning).")
+@click.option("--transport", type=click.Choice(["http", "amqp"]), default="http", show_default=True)
+@click.option("--master", default=None, help="Spark master [default: local[*], or spark-submit's].")
+def archive_command(stream, path, checkpoint, url, http_url, trigger, interval, max_records_per_trigger,
+                    max_bytes_per_trigger, starting_offsets, records_per_partition, fail_on_data_loss,
+                    transport, master) -> None:
+    """Archive a stream queue to Parquet, exactly once across restarts (Spark streaming)."""
+    from pyspark.errors import StreamingQueryException
+
+    from warren.spark.session import JavaMissingError, build_session
+
+    try:
+        spark = build_session("warren-archive", master)
+    except JavaMissingError as e:
+        raise click.ClickException(str(e)) from None
+
+    def report(line: str) -> None:
+        click.echo(line, err=True)
+
+    checkpoint = checkpoint or _default_checkpoint(path)
+    report(f"archiving {stream} to {path} (checkpoint {checkpoint}, trigger {trigger})")
+    try:
+        query = run_archive(
+            spark, stream=stream, path=path, checkpoint=checkpoint, url=url, http_url=http_url, trigger=trigger,
+            interval=interval, max_records_per_trigger=max_records_per_trigger,
+            max_bytes_per_trigger=max_bytes_per_trigger, starting_offsets=starting_offsets,
+            records_per_partition=records_per_partition, fail_on_data_loss=fail_on_data_loss,
+            transport=transport, report=report)
+        report("done" if query.exception() is None else f"failed: {query.exception()}")
+    except StreamingQueryException as e:
+        raise click.ClickException(f"the archive query failed: {e.getMessage() if hasattr(e, 'getMessage') else e}")
+    finally:
+        spark.stop()
+
+
+if __name__ == "__main__":  # python -m warren.spark.archive (as `warren pipeline archive`)
+    sys.exit(archive_command())

@@ -1,0 +1,150 @@
+"""A small blocking client of the broker's HTTP API: stream figures and bulk record ranges.
+
+``http.client`` with one kept-alive connection per client (no new dependency): an executor task
+fetches many ranges in a row, and a new TCP connection per range would cost more than the
+small ones take to transfer. A connection the server closed between two requests (idle
+time-out, broker restart) is reopened once; any other failure raises ``StreamApiError``.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import socket
+from dataclasses import dataclass
+from urllib.parse import quote, urlencode, urlsplit
+
+__all__ = ["StreamApi", "StreamApiError", "StreamInfo", "RecordRange"]
+
+RECORDS_CONTENT_TYPE = "application/x-warren-stream-records"
+
+
+class StreamApiError(RuntimeError):
+    """The HTTP API refused a request, or could not be reached."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class StreamInfo:
+    name: str
+    first_offset: int   # oldest retained
+    last_offset: int    # highest committed, -1 if none
+    next_offset: int
+    messages: int
+    bytes: int
+
+    @property
+    def end(self) -> int:
+        """The offset after the last committed one: where a reader of committed data stops."""
+        return self.last_offset + 1
+
+    @property
+    def average_record_size(self) -> float:
+        """Octets per retained record (entry headers included), 0.0 for an empty stream."""
+        return self.bytes / self.messages if self.messages > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class RecordRange:
+    first_offset: int   # offset of the first record of data (later than asked if retention passed it)
+    count: int
+    next_offset: int    # where to ask next
+    last_offset: int    # the stream's highest committed offset when answered
+    data: bytes         # BULK FORMAT
+
+
+class StreamApi:
+    """Client of the stream endpoints under ``base_url`` for one vhost."""
+
+    def __init__(self, base_url: str, user: str, password: str, vhost: str, timeout_s: float = 30.0) -> None:
+        parts = urlsplit(base_url)
+        if parts.scheme not in ("http", "https"):
+            raise ValueError(f"the HTTP API URL must be http:// or https://, not {base_url!r}")
+        self._https = parts.scheme == "https"
+        self._host = parts.hostname or "127.0.0.1"
+        self._port = parts.port or (443 if self._https else 80)
+        self._prefix = parts.path.rstrip("/")
+        self._vhost_path = quote(vhost, safe="")
+        self._auth = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+        self._timeout = timeout_s
+        self._conn: http.client.HTTPConnection | None = None
+        self.base_url = base_url
+
+    def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+    def __enter__(self) -> "StreamApi":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _connection(self) -> http.client.HTTPConnection:
+        if self._conn is None:
+            cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+            self._conn = cls(self._host, self._port, timeout=self._timeout)
+        return self._conn
+
+    def _get(self, path: str) -> tuple[int, dict, bytes]:
+        headers = {"Authorization": self._auth, "Connection": "keep-alive"}
+        for attempt in (1, 2):
+            conn = self._connection()
+            try:
+                conn.request("GET", self._prefix + path, headers=headers)
+                response = conn.getresponse()
+                body = response.read()
+                if response.will_close:
+                    self.close()
+                return response.status, {k.lower(): v for k, v in response.getheaders()}, body
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError,
+                    http.client.CannotSendRequest) as e:
+                # a kept-alive connection the server closed meanwhile: once more on a new one
+                self.close()
+                if attempt == 2:
+                    raise StreamApiError(f"HTTP API at {self.base_url}: {e}") from None
+            except (OSError, socket.timeout, http.client.HTTPException) as e:
+                self.close()
+                raise StreamApiError(f"HTTP API at {self.base_url} unreachable or failing: {e}") from None
+        raise AssertionError("unreachable")
+
+    @staticmethod
+    def _error_text(status: int, body: bytes) -> str:
+        try:
+            return json.loads(body)["error"]
+        except (ValueError, KeyError, TypeError):
+            return body[:200].decode("utf-8", "replace") or f"HTTP {status}"
+
+    def _stream_path(self, name: str) -> str:
+        return f"/api/streams/{self._vhost_path}/{quote(name, safe='')}"
+
+    def info(self, name: str) -> StreamInfo:
+        status, _, body = self._get(self._stream_path(name))
+        if status != 200:
+            raise StreamApiError(f"stream {name!r}: {self._error_text(status, body)}", status)
+        d = json.loads(body)
+        return StreamInfo(name=name, first_offset=int(d["first_offset"]), last_offset=int(d["last_offset"]),
+                          next_offset=int(d["next_offset"]), messages=int(d["messages"]), bytes=int(d["bytes"]))
+
+    def records(self, name: str, offset: int, end: int | None, max_records: int, max_bytes: int) -> RecordRange:
+        query = {"offset": offset, "max_records": max_records, "max_bytes": max_bytes}
+        if end is not None:
+            query["end"] = end
+        status, headers, body = self._get(self._stream_path(name) + "/records?" + urlencode(query))
+        if status != 200:
+            raise StreamApiError(f"stream {name!r}: {self._error_text(status, body)}", status)
+        try:
+            return RecordRange(
+                first_offset=int(headers["x-warren-first-offset"]),
+                count=int(headers["x-warren-record-count"]),
+                next_offset=int(headers["x-warren-next-offset"]),
+                last_offset=int(headers["x-warren-last-offset"]),
+                data=body,
+            )
+        except (KeyError, ValueError) as e:
+            raise StreamApiError(f"stream {name!r}: records answer without valid X-Warren headers ({e})") from None

@@ -1,0 +1,23 @@
+"""``warren pipeline``: Spark jobs between Warren and files (archive a stream, replay files)."""
+
+from __future__ import annotations
+
+import click
+
+__all__ = ["pipeline"]
+
+
+@click.group()
+def pipeline() -> None:
+    """Spark jobs: archive a stream to Parquet, replay Parquet into an exchange."""
+
+
+def _add_commands() -> None:
+    from warren.spark.archive import archive_command
+    from warren.spark.replay import replay_command
+
+    pipeline.add_command(archive_command, "archive")
+    pipeline.add_command(replay_command, "replay")
+
+
+_add_commands()

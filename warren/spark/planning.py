@@ -1,0 +1,112 @@
+"""Offset arithmetic of the readers: resolving offset options, admission control, partitions.
+
+An offset here is a position in a stream, the offset of the next record to read; a batch is the
+range [start, end) of each stream. Ranges are planned only up to the committed end (the last
+offset a completed sync covers, + 1), so every planned record is on disk and reading the same
+range again, after a failure, gives the same records: that, not ``commit``, is what makes a
+streaming query exactly-once with Spark's checkpoint.
+
+Pure functions over ``StreamInfo`` figures, so they are tested without Spark or a broker.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from pyspark.sql.datasource import InputPartition
+
+from warren.spark.http_api import StreamInfo
+from warren.spark.options import EARLIEST, LATEST
+
+__all__ = ["StreamRange", "DataLossError", "resolve_offset", "admit", "split_range", "retained_start"]
+
+log = logging.getLogger("warren.spark")
+
+
+class DataLossError(RuntimeError):
+    """Records a batch must read were removed by retention before it read them."""
+
+
+@dataclass(frozen=True)
+class StreamRange(InputPartition):
+    """One Spark task's share of a batch: records [start, end) of ``stream``."""
+
+    stream: str
+    start: int
+    end: int
+
+
+def resolve_offset(spec, info: StreamInfo) -> int:
+    """``earliest`` = the oldest retained record, ``latest`` = after the last committed one."""
+    if spec == EARLIEST:
+        return info.first_offset
+    if spec == LATEST:
+        return info.end
+    return int(spec)
+
+
+def retained_start(stream: str, wanted: int, first_retained: int, fail_on_data_loss: bool) -> int:
+    """Where reading from ``wanted`` really starts, given the oldest retained offset.
+
+    DataLossError (``fail_on_data_loss``) or a warning when retention already removed
+    ``wanted``: the batch would silently miss ``first_retained - wanted`` records.
+    """
+    if wanted >= first_retained:
+        return wanted
+    message = (f"stream {stream!r}: offset {wanted} is no longer retained, the first retained offset is "
+               f"{first_retained} ({first_retained - wanted} records removed by retention before they were read)")
+    if fail_on_data_loss:
+        raise DataLossError(message + "; set failOnDataLoss=false to skip to the first retained offset")
+    log.warning("%s; skipping to %d (failOnDataLoss=false)", message, first_retained)
+    return first_retained
+
+
+def _water_fill(wants: dict[str, float], budget: float) -> dict[str, float]:
+    """Share ``budget`` among streams: equal shares, what one stream cannot use goes to the others."""
+    given = {s: 0.0 for s in wants}
+    open_streams = [s for s, w in wants.items() if w > 0]
+    while open_streams and budget > 1e-9:
+        share = budget / len(open_streams)
+        still = []
+        for s in open_streams:
+            take = min(share, wants[s] - given[s])
+            given[s] += take
+            budget -= take
+            if wants[s] - given[s] > 1e-9:
+                still.append(s)
+        if len(still) == len(open_streams):  # everyone took a full share: budget is spent
+            break
+        open_streams = still
+    return given
+
+
+def admit(start: dict[str, int], available_end: dict[str, int], max_records: int | None,
+          max_bytes: int | None, record_size: dict[str, float]) -> dict[str, int]:
+    """The end offsets of the next batch from ``start``, within the limits.
+
+    ``max_records`` caps the records of the batch (all streams together); ``max_bytes`` caps
+    its approximate size: a stream's records are counted at its average retained record size
+    (``StreamInfo.average_record_size``: the stream's octets over its records, entry headers
+    included), as the API gives no per-record sizes without reading them. Each stream with
+    data gets at least one record, so a limit below one record's size never stalls a query.
+    """
+    wants = {s: max(0, available_end[s] - start[s]) for s in start}
+    take = dict(wants)
+    if max_records is not None:
+        shares = _water_fill({s: float(n) for s, n in wants.items()}, float(max_records))
+        take = {s: min(take[s], int(shares[s])) for s in take}
+    if max_bytes is not None:
+        sizes = {s: max(record_size.get(s, 0.0), 1.0) for s in take}
+        shares = _water_fill({s: take[s] * sizes[s] for s in take}, float(max_bytes))
+        take = {s: min(take[s], max(1, int(shares[s] / sizes[s]))) if take[s] else 0 for s in take}
+    if wants and all(n == 0 for n in take.values()) and any(wants.values()):
+        # a record budget smaller than the number of streams: still move one stream forward
+        s = next(s for s, n in wants.items() if n)
+        take[s] = 1
+    return {s: start[s] + take[s] for s in start}
+
+
+def split_range(stream: str, start: int, end: int, per_partition: int) -> list[StreamRange]:
+    """[start, end) of one stream cut into ranges of at most ``per_partition`` records."""
+    return [StreamRange(stream, a, min(a + per_partition, end)) for a in range(start, end, per_partition)]

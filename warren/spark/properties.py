@@ -1,0 +1,171 @@
+"""Encoded AMQP basic property lists to the ``headers`` and ``properties`` columns.
+
+Both read paths (the HTTP bulk path, which sees the property list exactly as the publisher
+encoded it, and the AMQP path, which sees it with the broker's ``x-stream-offset`` header
+spliced in) decode with Warren's own decoder (``BasicProperties.decode``) and render values
+here, so the same message gives the same row whichever way it was read.
+
+Most streams repeat a handful of property lists (same content type, same delivery mode, same
+application headers), so decoding is per distinct encoded list, not per message: ``decode``
+keeps a bounded cache keyed by the octets, and the bulk parser asks once per distinct list
+of a batch (``records.py``).
+
+Rendering of header values (the column is ``map<string,string>``): strings as they are;
+booleans ``true``/``false``; integers and decimals in decimal; floats as Python's ``repr``;
+timestamps ISO 8601 UTC (``2024-05-01T12:00:00Z``); byte arrays as UTF-8 (invalid sequences
+replaced by U+FFFD); void as null; nested tables and arrays as compact JSON whose scalars are
+rendered the same way (numbers and booleans stay JSON numbers and booleans). Text that is not
+valid UTF-8 on the wire (the codec keeps it with ``surrogateescape``) gets U+FFFD too, as Arrow
+strings must be UTF-8. The ``x-stream-offset`` header is dropped (the ``offset`` column says
+it), and a headers table left empty is null, so a message published without headers reads the
+same over HTTP and over AMQP, where the broker adds that header to every delivery.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import json
+import struct
+
+from warren.broker.properties import headers_span, remove_header
+from warren.spark.schema import PROPERTY_FIELDS
+from warren.spec.amqp0_9_1 import BasicProperties
+
+__all__ = [
+    "OFFSET_HEADER", "EMPTY_PROPERTIES", "decode", "render_value", "strip_offset_header", "clear_cache",
+]
+
+OFFSET_HEADER = "x-stream-offset"
+CACHE_LIMIT = 4096  # distinct property lists remembered; cleared when full (see decode)
+
+_OFFSET_ENTRY_HEAD = b"\x0f" + OFFSET_HEADER.encode() + b"l"  # key shortstr + the int64 tag
+_OFFSET_ENTRY_SIZE = len(_OFFSET_ENTRY_HEAD) + 8
+_U32 = struct.Struct(">I")
+_I64 = struct.Struct(">q")
+_PROPERTY_NAMES = tuple(name for name, _ in PROPERTY_FIELDS)
+_TIMESTAMP_INDEX = _PROPERTY_NAMES.index("timestamp")
+_MAX_TIMESTAMP_S = (2**63 - 1) // 1_000_000  # microseconds must fit Arrow's int64
+EMPTY_PROPERTIES = (None, (None,) * len(_PROPERTY_NAMES))
+
+_cache: dict[bytes, tuple] = {}
+
+
+def clear_cache() -> None:
+    _cache.clear()
+
+
+def _text(s: str) -> str:
+    """``s`` as valid UTF-8 text: lone surrogates (undecodable wire octets) become U+FFFD."""
+    try:
+        s.encode("utf-8")
+        return s
+    except UnicodeEncodeError:
+        return s.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def _json_default(v):
+    if isinstance(v, (decimal.Decimal, datetime.datetime, bytes, bytearray)):
+        return render_value(v)
+    raise TypeError(f"cannot render {type(v).__name__}")
+
+
+def _jsonable(v):
+    if isinstance(v, str):
+        return _text(v)
+    if isinstance(v, dict):
+        return {_text(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_jsonable(x) for x in v]
+    return v
+
+
+def render_value(v) -> str | None:
+    """A decoded field-table value as the string the ``headers`` column holds."""
+    if v is None:
+        return None
+    if isinstance(v, str):
+        return _text(v)
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(int(v))
+    if isinstance(v, float):
+        return repr(v)
+    if isinstance(v, decimal.Decimal):
+        return str(v)
+    if isinstance(v, datetime.datetime):
+        if v.tzinfo is not None:
+            v = v.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+        return v.isoformat() + "Z"
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return bytes(v).decode("utf-8", "replace")
+    if isinstance(v, (dict, list)):
+        return json.dumps(_jsonable(v), default=_json_default, separators=(",", ":"), ensure_ascii=False)
+    return _text(str(v))
+
+
+def _headers(table: dict | None) -> list[tuple[str, str | None]] | None:
+    if not table:
+        return None
+    items = [(_text(k), render_value(v)) for k, v in table.items() if k != OFFSET_HEADER]
+    return items or None
+
+
+def _decode_uncached(raw: bytes) -> tuple:
+    if len(raw) < 2:
+        return EMPTY_PROPERTIES
+    p, _ = BasicProperties.decode(raw, 0)
+    values = []
+    for name in _PROPERTY_NAMES:
+        v = getattr(p, name)
+        if isinstance(v, str):
+            v = _text(v)
+        values.append(v)
+    ts = values[_TIMESTAMP_INDEX]
+    # Arrow's timestamp[us]: seconds beyond year 294247 cannot be represented; null, not an error
+    values[_TIMESTAMP_INDEX] = ts * 1_000_000 if ts is not None and ts <= _MAX_TIMESTAMP_S else None
+    return _headers(p.headers), tuple(values)
+
+
+def decode(raw: bytes) -> tuple:
+    """(header items or None, property values) of an encoded basic property list.
+
+    Header items are (name, rendered value) pairs in wire order; property values follow
+    ``PROPERTY_FIELDS``, the timestamp in microseconds since the epoch. ValueError if the list
+    is damaged. Cached by ``raw``: the cache is simply emptied when it reaches
+    ``CACHE_LIMIT`` distinct lists (a stream whose lists are all different gains nothing from
+    it and must not grow it without bound).
+    """
+    hit = _cache.get(raw)
+    if hit is not None:
+        return hit
+    try:
+        decoded = _decode_uncached(raw)
+    except (IndexError, struct.error, ValueError, UnicodeDecodeError) as e:
+        raise ValueError(f"damaged property list ({e})") from None
+    if len(_cache) >= CACHE_LIMIT:
+        _cache.clear()
+    _cache[bytes(raw)] = decoded
+    return decoded
+
+
+def strip_offset_header(raw: bytes) -> tuple[int | None, bytes]:
+    """(x-stream-offset, the property list without that header) of a stream delivery's list.
+
+    The broker appends the header at the end of the table (``stream_header.py``), so the
+    common case is a check of the table's last 25 octets; a list where it sits elsewhere (a
+    message re-published with the header) falls back to a walk of the table.
+    """
+    span = headers_span(raw)
+    if span is None:
+        return None, raw
+    start, end = span
+    tail = end - _OFFSET_ENTRY_SIZE
+    if tail >= start + 4 and raw[tail:end - 8] == _OFFSET_ENTRY_HEAD:
+        (offset,) = _I64.unpack_from(raw, end - 8)
+        size = end - start - 4 - _OFFSET_ENTRY_SIZE
+        return offset, b"".join((raw[:start], _U32.pack(size), raw[start + 4:tail], raw[end:]))
+    p, _ = BasicProperties.decode(raw, 0)
+    value = (p.headers or {}).get(OFFSET_HEADER)
+    return (value if isinstance(value, int) else None), remove_header(raw, OFFSET_HEADER)
