@@ -178,3 +178,37 @@ def test_arrow_schema_is_the_one_spark_derives(spark):
     from warren.spark.schema import SCHEMA_DDL
 
     assert to_arrow_schema(StructType.fromDDL(SCHEMA_DDL), timezone="UTC").equals(ARROW_SCHEMA)
+
+
+wire_text = st.binary(max_size=14).map(lambda b: b.decode("utf-8", "surrogateescape"))  # invalid UTF-8 too
+any_props = st.builds(
+    BasicProperties,
+    content_type=st.one_of(st.none(), wire_text), content_encoding=st.one_of(st.none(), wire_text),
+    headers=st.one_of(st.none(), st.dictionaries(st.text(min_size=1, max_size=6), header_values, max_size=3)),
+    delivery_mode=st.one_of(st.none(), st.integers(0, 255)), priority=st.one_of(st.none(), st.integers(0, 255)),
+    correlation_id=st.one_of(st.none(), wire_text), reply_to=st.one_of(st.none(), wire_text),
+    expiration=st.one_of(st.none(), wire_text), message_id=st.one_of(st.none(), wire_text),
+    timestamp=st.one_of(st.none(), st.integers(0, 2**64 - 1)), type=st.one_of(st.none(), wire_text),
+    user_id=st.one_of(st.none(), wire_text), app_id=st.one_of(st.none(), wire_text),
+    cluster_id=st.one_of(st.none(), wire_text),
+).map(lambda p: p.encode())
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(any_props, st.just(b"")), min_size=1, max_size=20))
+def test_field_by_field_decoding_equals_decoding_by_distinct_list(lists):
+    import numpy as np
+    import pyarrow as pa
+
+    from warren.spark.gather import padded
+    from warren.spark.property_columns import property_columns
+
+    joined = b"".join(lists)
+    lengths = np.array([len(p) for p in lists], dtype=np.int64)
+    starts = np.cumsum(lengths) - lengths
+    args = (padded(joined), pa.py_buffer(joined), starts, lengths)
+    by_list = property_columns(*args, way="distinct")
+    by_field = property_columns(*args, way="fields")
+    assert by_field[0].to_pylist() == by_list[0].to_pylist()
+    assert by_field[1].to_pylist() == by_list[1].to_pylist()
+    assert by_field[1].type == by_list[1].type and by_field[0].type == by_list[0].type

@@ -5,6 +5,8 @@ offset ranges, readStream micro-batches (memory and Parquet sinks, restarts), re
 from __future__ import annotations
 
 import json
+import time
+import uuid
 
 import pytest
 
@@ -17,7 +19,8 @@ pytestmark = pytest.mark.skipif(EXTERNAL_URL is not None, reason="reads streams 
 
 
 def _reader(spark, broker, stream: str, **options):
-    r = spark.read.format("warren").option("url", broker.url).option("httpUrl", broker.http_url).option("stream", stream)
+    r = (spark.read.format("warren").option("url", broker.url).option("httpUrl", broker.http_url)
+         .option("stream", stream))
     for key, value in options.items():
         r = r.option(key, value)
     return r
@@ -34,7 +37,8 @@ def _stream_reader(spark, broker, stream: str, **options):
 @pytest.fixture(scope="module")
 def filled(broker):
     """Two streams: ``a`` with 3000 messages, ``b`` with 1000 (module-wide; tests only read)."""
-    a, b = f"spark-a-{id(broker) % 10_000}", f"spark-b-{id(broker) % 10_000}"
+    suffix = uuid.uuid4().hex[:8]
+    a, b = f"spark-a-{suffix}", f"spark-b-{suffix}"
     for name, count in ((a, 3000), (b, 1000)):
         declare_stream(broker, name)
         publish(broker, name, count)
@@ -111,12 +115,19 @@ def test_read_stream_to_parquet_resumes_from_its_checkpoint(spark, broker, tmp_p
 
 
 def _truncated_stream(broker, name: str) -> int:
-    """A stream whose first segments retention removed; returns its first retained offset."""
+    """A stream whose first segments retention removed; returns its first retained offset once
+    retention has caught up (the broker applies it on its one-second tick)."""
     declare_stream(broker, name, {"x-stream-max-segment-size-bytes": 4096, "x-max-length-bytes": 20_000})
     publish(broker, name, 2000)
     wait_committed(broker, name, 2000)
     with api(broker) as client:
-        first = client.info(name).first_offset
+        first, deadline = client.info(name).first_offset, time.monotonic() + 15
+        while time.monotonic() < deadline:
+            time.sleep(1.2)
+            now = client.info(name).first_offset
+            if now == first:
+                break
+            first = now
     assert first > 0, "retention removed nothing: the test needs a truncated stream"
     return first
 

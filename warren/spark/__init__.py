@@ -1,7 +1,9 @@
 """Warren's PySpark data source: ``spark.read/readStream/write/writeStream.format("warren")``.
 
-``register(spark)`` makes the ``warren`` format known to a SparkSession. Importing this package
-does not import pyspark; the data source classes live in ``datasource.py``.
+``register(spark)`` makes the ``warren`` format known to a SparkSession; where the distribution
+is installed, pyspark also finds it by itself through the top-level package ``pyspark_warren``
+(docs/spark.md). Importing this package does not import pyspark; the data source classes live
+in ``datasource.py``.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ import pyarrow as pa
 from warren.spark.options import ReadOptions
 from warren.spark.planning import StreamRange, retained_start
 from warren.spark.properties import strip_offset_header
-from warren.spark.records import build_batch
+from warren.spark.records import batch_from_parts
 
 __all__ = ["read_range_amqp", "BATCH_ROWS"]
 
@@ -49,10 +49,6 @@ def _install_raw_properties() -> None:
     pika.spec.props[index] = RawBasicProperties
 
 
-def _name(value) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, (bytes, bytearray)) else value
-
-
 class _Rows:
     """Columns of the rows consumed since the last batch."""
 
@@ -63,9 +59,7 @@ class _Rows:
         return len(self.offsets)
 
     def batch(self, stream: str) -> pa.RecordBatch:
-        batch = build_batch(pa.array(self.bodies, type=pa.binary()), pa.array(self.routing_keys, type=pa.string()),
-                            pa.array(self.exchanges, type=pa.string()), pa.array(self.props, type=pa.binary()),
-                            self.offsets, stream)
+        batch = batch_from_parts(self.bodies, self.routing_keys, self.exchanges, self.props, self.offsets, stream)
         self.__init__()
         return batch
 
@@ -74,7 +68,11 @@ def read_range_amqp(options: ReadOptions, rng: StreamRange) -> Iterator[pa.Recor
     """Arrow batches of the records [rng.start, rng.end) of ``rng.stream``, consumed over AMQP."""
     if rng.end <= rng.start:
         return
-    import pika
+    try:
+        import pika
+    except ImportError:
+        raise RuntimeError("transport=amqp needs the pika client on the executors (pip install pika); "
+                           "the default transport=http needs nothing more") from None
 
     _install_raw_properties()
     params = pika.URLParameters(options.url)
@@ -106,8 +104,8 @@ def read_range_amqp(options: ReadOptions, rng: StreamRange) -> Iterator[pa.Recor
                 break
             if offset >= expected:
                 rows.bodies.append(body)
-                rows.routing_keys.append(_name(method.routing_key))
-                rows.exchanges.append(_name(method.exchange))
+                rows.routing_keys.append(method.routing_key)  # str, or bytes when not UTF-8: see records
+                rows.exchanges.append(method.exchange)
                 rows.props.append(raw)
                 rows.offsets.append(offset)
                 expected = offset + 1

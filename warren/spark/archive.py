@@ -10,7 +10,8 @@ killed batch may leave some behind.)
 
 ``--trigger availableNow`` archives what the stream holds when the job starts, in batches of
 at most ``--max-records-per-trigger``, and exits; ``continuous`` runs a batch every
-``--interval`` until interrupted (Ctrl-C or SIGTERM stop it after the batch in flight).
+``--interval`` until interrupted (Ctrl-C or SIGTERM stop the query; a batch interrupted in
+flight is done again, with the same offsets, by the next run).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def run_archive(spark, *, stream: str, path: str, checkpoint: str, url: str, htt
     stop = threading.Event()
 
     def on_signal(signum, frame):
-        report(f"signal {signum}: stopping after the batch in flight")
+        report(f"signal {signum}: stopping (a batch in flight is redone by the next run)")
         stop.set()
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}

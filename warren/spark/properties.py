@@ -29,11 +29,13 @@ import json
 import struct
 
 from warren.broker.properties import headers_span, remove_header
+from warren.codec.fields import decode_table
 from warren.spark.schema import PROPERTY_FIELDS
 from warren.spec.amqp0_9_1 import BasicProperties
 
 __all__ = [
-    "OFFSET_HEADER", "EMPTY_PROPERTIES", "decode", "render_value", "strip_offset_header", "clear_cache",
+    "OFFSET_HEADER", "EMPTY_PROPERTIES", "MAX_TIMESTAMP_S", "decode", "decode_headers", "render_value",
+    "strip_offset_header", "clear_cache",
 ]
 
 OFFSET_HEADER = "x-stream-offset"
@@ -45,14 +47,17 @@ _U32 = struct.Struct(">I")
 _I64 = struct.Struct(">q")
 _PROPERTY_NAMES = tuple(name for name, _ in PROPERTY_FIELDS)
 _TIMESTAMP_INDEX = _PROPERTY_NAMES.index("timestamp")
-_MAX_TIMESTAMP_S = (2**63 - 1) // 1_000_000  # microseconds must fit Arrow's int64
+# 9999-12-31T23:59:59Z: Spark's timestamp range, and what Python (collect, toPandas) can hold
+MAX_TIMESTAMP_S = 253_402_300_799
 EMPTY_PROPERTIES = (None, (None,) * len(_PROPERTY_NAMES))
 
 _cache: dict[bytes, tuple] = {}
+_table_cache: dict[bytes, list | None] = {}
 
 
 def clear_cache() -> None:
     _cache.clear()
+    _table_cache.clear()
 
 
 def _text(s: str) -> str:
@@ -123,8 +128,8 @@ def _decode_uncached(raw: bytes) -> tuple:
             v = _text(v)
         values.append(v)
     ts = values[_TIMESTAMP_INDEX]
-    # Arrow's timestamp[us]: seconds beyond year 294247 cannot be represented; null, not an error
-    values[_TIMESTAMP_INDEX] = ts * 1_000_000 if ts is not None and ts <= _MAX_TIMESTAMP_S else None
+    # a timestamp after year 9999 is null, not an error (the wire allows any uint64)
+    values[_TIMESTAMP_INDEX] = ts * 1_000_000 if ts is not None and ts <= MAX_TIMESTAMP_S else None
     return _headers(p.headers), tuple(values)
 
 
@@ -148,6 +153,25 @@ def decode(raw: bytes) -> tuple:
         _cache.clear()
     _cache[bytes(raw)] = decoded
     return decoded
+
+
+def decode_headers(table: bytes) -> list[tuple[str, str | None]] | None:
+    """Header items of one encoded headers table (its 4-octet length included), as ``decode``
+    gives them; cached the same way. ValueError if the table is damaged."""
+    hit = _table_cache.get(table, _table_cache)
+    if hit is not _table_cache:
+        return hit
+    try:
+        decoded, end = decode_table(table, 0)
+        if end != len(table):
+            raise ValueError("table length does not match")
+        items = _headers(decoded)
+    except (IndexError, struct.error, ValueError, UnicodeDecodeError) as e:
+        raise ValueError(f"damaged headers table ({e})") from None
+    if len(_table_cache) >= CACHE_LIMIT:
+        _table_cache.clear()
+    _table_cache[bytes(table)] = items
+    return items
 
 
 def strip_offset_header(raw: bytes) -> tuple[int | None, bytes]:

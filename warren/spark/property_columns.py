@@ -1,0 +1,144 @@
+"""The ``headers`` and ``properties`` columns of a batch, from the encoded property lists.
+
+Two ways, chosen per batch, with the same result (tests/spark/test_records.py checks it):
+
+* **by distinct list** (most streams): Arrow dictionary-encodes the property lists; each
+  distinct one is decoded once by Warren's own decoder (``properties.decode``, cached) and
+  Arrow ``take`` spreads the decoded columns over the rows. Costs a hash per row;
+* **field by field** (when most lists differ, e.g. a message id per message, which a
+  per-list decode would pay for in Python on every row): the property list is walked for all
+  rows at once, one property at a time, with numpy: the flag word says which properties are
+  present, each present one's length moves a per-row cursor, and values become Arrow views
+  and integer arrays. Only the headers tables are left to Python, again by distinct table.
+
+A batch with a continuation flag word (no basic property needs one) takes the first way.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from warren.spark import properties
+from warren.spark.gather import be_uint, gather, views
+from warren.spark.schema import PROPERTY_FIELDS
+
+__all__ = ["PROPERTIES_TYPE", "HEADERS_TYPE", "property_columns", "text_column", "DISTINCT_SHARE"]
+
+_ARROW_TYPES = {"string": pa.string(), "int": pa.int32(), "timestamp": pa.timestamp("us", tz="UTC")}
+PROPERTIES_TYPE = pa.struct([pa.field(name, _ARROW_TYPES[kind]) for name, kind in PROPERTY_FIELDS])
+HEADERS_TYPE = pa.map_(pa.string(), pa.string())
+# decode by distinct list while there are at most this share of distinct lists (or very few)
+DISTINCT_SHARE = 0.25
+DISTINCT_FEW = 256
+
+# the basic properties in wire order: (flag, name, kind); s = shortstr, t = table, o = octet,
+# q = 64-bit timestamp. cluster-id is read past but not kept (deprecated, not in the schema)
+_WIRE = (
+    (0x8000, "content_type", "s"), (0x4000, "content_encoding", "s"), (0x2000, "headers", "t"),
+    (0x1000, "delivery_mode", "o"), (0x0800, "priority", "o"), (0x0400, "correlation_id", "s"),
+    (0x0200, "reply_to", "s"), (0x0100, "expiration", "s"), (0x0080, "message_id", "s"),
+    (0x0040, "timestamp", "q"), (0x0020, "type", "s"), (0x0010, "user_id", "s"), (0x0008, "app_id", "s"),
+    (0x0004, "cluster_id", "s"),
+)
+
+
+def text_column(column: pa.Array) -> pa.Array:
+    """A binary(-view) column as strings; invalid UTF-8 becomes U+FFFD, as ``properties`` renders."""
+    try:
+        return column.cast(pa.string())
+    except pa.ArrowInvalid:
+        return pa.array([None if b is None else b.decode("utf-8", "replace") for b in column.to_pylist()],
+                        type=pa.string())
+
+
+def _by_distinct_list(encoded: pa.DictionaryArray) -> tuple[pa.Array, pa.Array]:
+    decoded = [properties.decode(raw) for raw in encoded.dictionary.to_pylist()]
+    headers = pa.array([h for h, _ in decoded], type=HEADERS_TYPE)
+    children = [pa.array([values[i] for _, values in decoded], type=field.type)
+                for i, field in enumerate(PROPERTIES_TYPE)]
+    structs = pa.StructArray.from_arrays(children, fields=list(PROPERTIES_TYPE))
+    return headers.take(encoded.indices), structs.take(encoded.indices)
+
+
+def _headers_column(u8, buffer, at, size, present) -> pa.Array:
+    tables = views(u8, buffer, at, np.where(present, size, 0), present=present).cast(pa.binary())
+    encoded = pc.dictionary_encode(tables)
+    decoded = pa.array([properties.decode_headers(raw) for raw in encoded.dictionary.to_pylist()], type=HEADERS_TYPE)
+    return decoded.take(encoded.indices)  # a null index (no table) gives a null map
+
+
+def _field_by_field(u8, buffer, starts, lengths, n) -> tuple[pa.Array, pa.Array] | None:
+    size = len(u8) - 16
+    ends = starts + lengths
+    has_flags = lengths >= 2
+    flags = np.where(has_flags, be_uint(u8, np.minimum(starts, size), 2), 0)
+    if (flags & 1).any():
+        return None
+    cursor = starts + 2
+    found: dict[str, tuple] = {}
+    for bit, name, kind in _WIRE:
+        present = (flags & bit) != 0
+        if not present.any():
+            continue
+        at = np.minimum(cursor, size)  # only present rows' values are used; others stay in bounds
+        if kind == "s":
+            length = np.where(present, u8[at], 0).astype(np.int64)
+            found[name] = (at + 1, length, present)
+            cursor = cursor + np.where(present, 1 + length, 0)
+        elif kind == "t":
+            length = np.where(present, 4 + be_uint(u8, at, 4), 0)
+            found[name] = (at, length, present)
+            cursor = cursor + length
+        elif kind == "o":
+            found[name] = (u8[at].astype(np.int32), present)
+            cursor = cursor + present
+        else:
+            found[name] = (gather(u8, at, 8).view(">u8").reshape(n).astype(np.uint64), present)
+            cursor = cursor + 8 * present
+    damaged = has_flags & (cursor > ends)
+    if damaged.any():
+        raise ValueError(f"damaged property list in row {int(damaged.argmax())}")
+    children = []
+    for field in PROPERTIES_TYPE:
+        got = found.get(field.name)
+        if got is None:
+            children.append(pa.nulls(n, type=field.type))
+        elif field.type == pa.string():
+            at, length, present = got
+            children.append(text_column(views(u8, buffer, at, length, present=present)))
+        elif field.type == pa.int32():
+            values, present = got
+            children.append(pa.array(values, mask=~present, type=pa.int32()))
+        else:  # the timestamp, seconds -> microseconds; after year 9999: null, as properties.py
+            secs, present = got
+            ok = present & (secs <= properties.MAX_TIMESTAMP_S)
+            micros = np.where(ok, secs, 0).astype(np.int64) * 1_000_000
+            children.append(pa.array(micros, mask=~ok, type=field.type))
+    structs = pa.StructArray.from_arrays(children, fields=list(PROPERTIES_TYPE))
+    if "headers" in found:
+        at, length, present = found["headers"]
+        headers = _headers_column(u8, buffer, at, length, present)
+    else:
+        headers = pa.nulls(n, type=HEADERS_TYPE)
+    return headers, structs
+
+
+def property_columns(u8: np.ndarray, buffer: pa.Buffer, starts: np.ndarray, lengths: np.ndarray,
+                     way: str | None = None) -> tuple[pa.Array, pa.Array]:
+    """(headers, properties) of the property lists at [starts, starts + lengths) of ``buffer``
+    (``u8``: the same octets, padded). ``way`` forces "distinct" or "fields" (tests)."""
+    n = len(starts)
+    encoded = None
+    if way != "fields":
+        encoded = pc.dictionary_encode(views(u8, buffer, starts, lengths).cast(pa.binary()))
+        few = len(encoded.dictionary) <= max(DISTINCT_FEW, n * DISTINCT_SHARE)
+        if few or way == "distinct":
+            return _by_distinct_list(encoded)
+    columns = _field_by_field(u8, buffer, starts, lengths, n)
+    if columns is not None:
+        return columns
+    if encoded is None:
+        encoded = pc.dictionary_encode(views(u8, buffer, starts, lengths).cast(pa.binary()))
+    return _by_distinct_list(encoded)
