@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING
 from warren.broker.consumer import Consumer
 from warren.broker.dead_letter import dead_letter, with_header
 from warren.broker.dedup import queue_duplicate
+from warren.broker.memory import MESSAGE_OVERHEAD
 from warren.broker.message import Message
 from warren.codec.fields import Long
 from warren.store.message import decode_message
@@ -294,7 +295,7 @@ class Queue:
         self.ready.append((self._seq, message, False, deadline))
         self.ready_bytes += len(message.body)
         if self.memory is not None:
-            self._unchecked += len(message.body) + 400
+            self._unchecked += len(message.body) + MESSAGE_OVERHEAD
             if self._unchecked > CHECK_EVERY:
                 self._unchecked = 0
                 if self.memory.over():

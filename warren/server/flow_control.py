@@ -1,10 +1,14 @@
-"""Resource alarms: stop publishers before the disk (or, later, memory) runs out.
+"""Resource alarms: stop publishers before the disk or the memory runs out.
 
 As RabbitMQ does (INVENTORY.md §10.4): while any alarm is raised, connections that publish
 are blocked: they get connection.blocked (if their client announced the capability) and we
 stop reading from their sockets, so TCP pushes back on the publisher. Consumers on
 connections that never published keep draining queues, which is how alarms clear. One
 connection.unblocked is sent when the last alarm clears.
+
+The alarms are the last line. Before them, a queue whose consumers fall behind pauses its own
+publishers (flow control: ``Queue.congested``, ``AMQPConnection.throttle``), and a queue
+without consumers pages to disk past the memory budget (``warren/broker/memory.py``).
 """
 
 from __future__ import annotations
