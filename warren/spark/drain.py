@@ -43,7 +43,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from warren.protocol.events import Content, Method
 from warren.spark.amqp_link import DEFAULT_URL, AmqpLink, LinkTimeout, parse_url
 from warren.spark.delivery_rows import DeliveryBatchBuilder
-from warren.spark.write_options import option_map
+from warren.spark.write_options import number_option, option_map
 from warren.spec import amqp0_9_1 as spec
 
 __all__ = ["DrainReader", "DrainPartition", "drain_queue"]
@@ -59,19 +59,6 @@ class DrainPartition(InputPartition):
         self.limit = limit  # this partition's share of maxRecords; None: no limit
 
 
-def _positive(options: dict, key: str, default, kind=int):
-    value = options.get(key)
-    if value is None:
-        return default
-    try:
-        n = kind(value)
-    except ValueError:
-        raise ValueError(f"option {key}: expected a number, got {value!r}") from None
-    if n <= 0:
-        raise ValueError(f"option {key}: must be positive, got {value!r}")
-    return n
-
-
 class DrainReader(DataSourceReader):
     """Reads (and removes) every message of a classic queue; see the module docstring."""
 
@@ -84,11 +71,11 @@ class DrainReader(DataSourceReader):
             raise ValueError("mode=drain empties a classic queue (option queue); streams are read by offset")
         self.url = o.get("url", DEFAULT_URL)
         parse_url(self.url)
-        self.partition_count = _positive(o, "numpartitions", 1)
-        self.max_records = _positive(o, "maxrecords", None)
-        self.batch_size = _positive(o, "batchsize", 1000)
-        self.idle_timeout = _positive(o, "idletimeout", 10.0, float)
-        self.connect_timeout = _positive(o, "connecttimeout", 10.0, float)
+        self.partition_count = number_option(o, "numpartitions", 1)
+        self.max_records = number_option(o, "maxrecords", None)
+        self.batch_size = number_option(o, "batchsize", 1000)
+        self.idle_timeout = number_option(o, "idletimeout", 10.0, float, 0.001)
+        self.connect_timeout = number_option(o, "connecttimeout", 10.0, float, 0.001)
         unknown = [f.name for f in schema.fields if f.name not in KNOWN_COLUMNS]
         if unknown:
             raise ValueError(f"mode=drain produces {', '.join(KNOWN_COLUMNS)}; unknown column(s) {', '.join(unknown)}")

@@ -41,7 +41,7 @@ def _bool(options: dict, key: str, default: bool) -> bool:
     raise ValueError(f"option {key}: expected true or false, got {value!r}")
 
 
-def _number(options: dict, key: str, default, kind=int, low=1):
+def number_option(options: dict, key: str, default, kind=int, low=1):
     value = options.get(key)
     if value is None:
         return default
@@ -81,9 +81,9 @@ class WriteOptions:
             exchange=o.get("exchange"),
             routing_key=o.get("routingkey"),
             mandatory=_bool(o, "mandatory", False),
-            confirm_window=_number(o, "confirmwindow", DEFAULT_WINDOW),
-            confirm_timeout=_number(o, "confirmtimeout", DEFAULT_CONFIRM_TIMEOUT, float, 0.001),
-            connect_timeout=_number(o, "connecttimeout", 10.0, float, 0.001),
+            confirm_window=number_option(o, "confirmwindow", DEFAULT_WINDOW),
+            confirm_timeout=number_option(o, "confirmtimeout", DEFAULT_CONFIRM_TIMEOUT, float, 0.001),
+            connect_timeout=number_option(o, "connecttimeout", 10.0, float, 0.001),
             write_id=write_id,
             # "" or "none" turns the header off (message_id is still set)
             dedup_header=None if dedup.lower() in ("", "none") else dedup,
