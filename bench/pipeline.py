@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """CPU per message of the broker's own code, without sockets or an event loop.
 
-    python bench/pipeline.py [pubonly|autoack|ack|fanout] [N]
+    python bench/pipeline.py [pubonly|autoack|ack|fanout] [N] [--default-gc]
 
 Why: on this shared machine every timing moves 30–50 % with the load, too much to see a 10 %
 change. This drives a publishing and a consuming connection in process (``ServerConnection`` +
@@ -37,6 +37,7 @@ from warren.broker.broker import Broker  # noqa: E402
 from warren.broker.durability import Durability  # noqa: E402
 from warren.broker.session import Session  # noqa: E402
 from warren.protocol.amqp0_9_1.connection import ServerConnection  # noqa: E402
+from warren.server.collector import tune_young_collections  # noqa: E402
 
 EMPTY_TABLE = b"\x00\x00\x00\x00"
 
@@ -104,6 +105,8 @@ class Client:
 def main() -> None:
     mode = sys.argv[1] if len(sys.argv) > 1 else "autoack"
     n = int(sys.argv[2]) if len(sys.argv) > 2 else 200_000
+    if "--default-gc" not in sys.argv:
+        tune_young_collections()  # as the server does (warren/server/collector.py)
     with tempfile.TemporaryDirectory() as d:
         durability = Durability(Path(d), fsync=False)
         broker = Broker(durability=durability, memory_budget=1 << 40)

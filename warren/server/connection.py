@@ -92,6 +92,7 @@ class AMQPConnection(asyncio.Protocol):
 
     def connection_lost(self, exc) -> None:
         self.server.connections.discard(self)
+        self.server.collector.connection_closed()
         if self._timer is not None:
             self._timer.cancel()
         self._drop_throttles()

@@ -17,6 +17,7 @@ from warren.broker.durability import Durability
 from warren.broker.queue import Queue
 from warren.config import Config
 from warren.management import HttpServer
+from warren.server.collector import Collector, tune_young_collections
 from warren.server.connection import AMQPConnection
 from warren.server.flow_control import ResourceAlarms
 from warren.server.loops import new_event_loop
@@ -47,6 +48,7 @@ class Server:
         self._signals = 0
         self._tick_handle: asyncio.TimerHandle | None = None  # Broker.tick, every TICK seconds
         self.http: HttpServer | None = None  # the HTTP API (warren/management), unless --http-port -1
+        self.collector = Collector()  # full garbage collections (warren/server/collector.py)
 
     # --- group commit -----------------------------------------------------------------------
 
@@ -81,6 +83,7 @@ class Server:
             self.broker.tick(time.monotonic())
         except Exception:
             log.exception("broker tick failed")
+        self.collector.tick(time.monotonic())
         self._tick_handle = self.loop.call_later(TICK, self._tick)
 
     async def startup(self) -> None:
@@ -95,7 +98,8 @@ class Server:
         http_port = None
         if c.http_port >= 0:
             self.http = HttpServer(self.broker, info=lambda: {
-                "amqp_port": port, "http_port": http_port, "connections": len(self.connections)})
+                "amqp_port": port, "http_port": http_port, "connections": len(self.connections),
+                "gc": self.collector.stats()})
             http_port = await self.http.start(c.http_host or c.host, c.http_port)
         if c.ready_file:
             tmp = c.ready_file.with_suffix(".tmp")
@@ -149,6 +153,7 @@ class Server:
 
 
 def run(config: Config) -> None:
+    tune_young_collections()
     loop = new_event_loop(config.loop)
     asyncio.set_event_loop(loop)
     try:
