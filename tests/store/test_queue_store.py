@@ -509,3 +509,38 @@ def test_unacked_after_pages_through_the_live_messages_in_order(tmp_path):
     assert dict(s.unacked_after(49, 1)) == {50: True}
     assert s.read(50) == b"r50"
     s.close()
+
+
+def _ack_log_records(d) -> list[tuple[int, int]]:
+    """(type, seq) of every record in the directory's ack logs."""
+    from warren.store.record import Scan
+    out = []
+    for name in files(d, "acks."):
+        with open(os.path.join(d, name), "rb") as f:
+            data = f.read()
+        for rtype, start, _n in Scan(data):
+            out.append((rtype, int.from_bytes(data[start:start + 8], "big")))
+    return out
+
+
+def test_a_delivered_mark_acked_before_the_flush_is_never_written(tmp_path):
+    from warren.store.record import T_DELIVERED
+    d = tmp_path / "q"
+    s = QueueStore(d, fsync=False)
+    fill(s, range(1, 5))
+    s.sync()
+    for q in (1, 2, 3):
+        s.mark_delivered(q)
+    s.ack(1)
+    s.ack(2)
+    s.sync()
+    logged = _ack_log_records(d)
+    assert (T_DELIVERED, 3) in logged and (T_ACK, 1) in logged and (T_ACK, 2) in logged
+    assert (T_DELIVERED, 1) not in logged and (T_DELIVERED, 2) not in logged
+    s.mark_delivered(4)  # not flushed, yet the flags readers see it at once
+    assert s.unacked() == [(3, True), (4, True)]
+    assert s.unacked_after(0, 10) == [(3, True), (4, True)]
+    s.close()
+    s = QueueStore(d, fsync=False)
+    assert [(q, dl) for q, _, dl in s.recover()] == [(3, True), (4, True)]
+    s.close()
