@@ -17,6 +17,7 @@ from warren.errors import (
     AMQPError, ChannelError, CommandInvalid, FrameError, NotAllowed, NotImplemented_, PreconditionFailed,
     SyntaxError_, UnexpectedFrame,
 )
+from warren.protocol.amqp0_9_1 import connection as connection_module
 from warren.protocol.amqp0_9_1.connection import ServerConnection
 from warren.protocol.events import ChannelClosed, ChannelOpened, ConnectionClosed, Content, Method
 from warren.spec import amqp0_9_1 as spec
@@ -110,6 +111,18 @@ class Peer:
         events = self.send(channel, spec.ChannelOpen())
         assert [type(e) for e in events] == [ChannelOpened] and events[0].channel == channel
         assert self.received() == [(channel, spec.ChannelOpenOk())]
+
+
+@pytest.fixture(autouse=True, params=["compiled", "pure-python"])
+def publish_path(request, monkeypatch):
+    """Every test here runs twice: with the compiled publish fast path (warren/codec/_speedups.c)
+    and with its pure-Python twin, which runs where the extension is not built."""
+    if request.param == "compiled":
+        if connection_module._take_publish is None:
+            pytest.skip("warren.codec._speedups is not built (setup.py; tests/protocol/test_speedups.py says why)")
+    else:
+        monkeypatch.setattr(connection_module, "_take_publish", None)
+    return request.param
 
 
 @pytest.fixture

@@ -44,6 +44,11 @@ from warren.protocol.dialects import DIALECT_0_9_1, Dialect
 from warren.protocol.events import ChannelClosed, ChannelOpened, Content, ConnectionClosed, Method
 from warren.spec import amqp0_9_1 as spec
 
+try:  # the compiled publish fast path (setup.py); _publish below is its pure-Python twin
+    from warren.codec._speedups import take_publish as _take_publish
+except ImportError:
+    _take_publish = None
+
 __all__ = ["ServerConnection", "FRAME_MAX_DEFAULT", "CHANNEL_MAX_DEFAULT", "MAX_MESSAGE_SIZE"]
 
 FRAME_MAX_DEFAULT = 131_072  # RabbitMQ's default frame_max
@@ -145,9 +150,31 @@ class ServerConnection:
     def next_event(self):
         """The next event, or None when more bytes are needed. Raises AMQPError (module doc)."""
         frames = self.frames
+        take = _take_publish if self._fast_publish else None
         while True:
             if self._broken:
                 return None
+            if take is not None and self.state.state is _ST_OPEN:
+                # a whole basic.publish content at once, in C (_speedups.c); None for anything
+                # else or unusual, which the frame-by-frame path below takes (and reports)
+                got = take(frames.buf, frames.pos, frames.max_frame_size, self.max_message_size,
+                           self._last_publish_args, self._last_properties)
+                if got is not None:
+                    channel, args, properties, body, after = got
+                    if self.channels.get(channel) == _OPEN and channel not in self._assembling:
+                        if args is self._last_publish_args:
+                            method = self._last_publish
+                        else:
+                            try:
+                                method = _BasicPublish.decode(args, 0)[0]
+                            except (_TRUNCATED + _MALFORMED):
+                                method = None  # the frame-by-frame path reports it
+                            if method is not None:
+                                self._last_publish, self._last_publish_args = method, args
+                        if method is not None:
+                            self._last_properties = properties
+                            frames.pos = after
+                            return Content(channel, method, properties, body)
             try:
                 frame = frames.next_frame()
             except FrameError:

@@ -1,0 +1,16 @@
+"""The optional C accelerator of the codec (warren/codec/_speedups.c); everything else about the
+package is in pyproject.toml.
+
+``optional=True``: when it cannot be compiled (no C compiler, no Python headers), pip installs
+Warren anyway and the pure-Python code runs instead. ``WARREN_NO_EXTENSIONS=1`` skips it on purpose.
+"""
+
+import os
+
+from setuptools import Extension, setup
+
+extensions = [] if os.environ.get("WARREN_NO_EXTENSIONS") else [
+    Extension("warren.codec._speedups", ["warren/codec/_speedups.c"], optional=True),
+]
+
+setup(ext_modules=extensions)

@@ -1,0 +1,143 @@
+"""The compiled basic.publish fast path (warren/codec/_speedups.c) against its pure-Python twin
+(ServerConnection._publish): the same input gives the same events and the same errors.
+
+tests/protocol/test_connection.py also runs every test with each path; here Hypothesis feeds
+both connections streams of publishes mixed with everything the C code must leave alone
+(frames cut short, wrong frame-end octets, other channels, oversize frames, other methods,
+heartbeats, headers of another class) and compares what comes out."""
+
+from __future__ import annotations
+
+import os
+import struct
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from tests.protocol.test_connection import Peer, body_frame, frame, header_frame, mframe
+from warren.codec.frames import FRAME_HEARTBEAT, FRAME_METHOD
+from warren.errors import AMQPError
+from warren.protocol.amqp0_9_1 import connection as connection_module
+from warren.protocol.events import Content
+from warren.spec import amqp0_9_1 as spec
+
+take_publish = connection_module._take_publish
+needs_speedups = pytest.mark.skipif(take_publish is None, reason="warren.codec._speedups is not built (setup.py)")
+FRAME_MAX = 4096
+
+
+def test_the_accelerator_is_built():
+    """CI and every machine with a C compiler build it (setup.py); without one, Warren runs the
+    pure-Python path, and WARREN_NO_EXTENSIONS=1 says that is intended."""
+    if os.environ.get("WARREN_NO_EXTENSIONS"):
+        pytest.skip("WARREN_NO_EXTENSIONS is set: the pure-Python path is intended")
+    assert take_publish is not None, ("warren.codec._speedups was not compiled: install a C compiler and the "
+                                      "Python headers and reinstall, or set WARREN_NO_EXTENSIONS=1")
+
+
+@needs_speedups
+def test_take_publish_returns_the_parts_and_reuses_equal_objects():
+    args = spec.BasicPublish(exchange="ex", routing_key="rk").encode()[4:]
+    props = b"\x10\x00\x02"
+    data = mframe(1, spec.BasicPublish(exchange="ex", routing_key="rk")) + header_frame(1, 3, props) \
+        + body_frame(1, b"abc") + b"tail"
+    channel, a, p, body, after = take_publish(bytearray(data), 0, FRAME_MAX, 100, None, b"")
+    assert (channel, a, p, body, after) == (1, args, props, b"abc", len(data) - 4)
+    last_args, last_props = bytes(args), bytes(props)
+    _, a2, p2, _, _ = take_publish(data, 0, FRAME_MAX, 100, last_args, last_props)
+    assert a2 is last_args and p2 is last_props
+    assert take_publish(data, 0, FRAME_MAX, 2, None, b"") is None  # body over max_body
+    assert take_publish(data, 0, 20, 100, None, b"") is None  # a 21-octet method frame over frame_max
+    for cut in range(len(data) - 4):
+        assert take_publish(data[:cut], 0, FRAME_MAX, 100, None, b"") is None
+    empty = mframe(2, spec.BasicPublish()) + header_frame(2, 0)
+    assert take_publish(empty, 0, 0, 100, None, b"")[3] == b""
+
+
+# --- the differential test ------------------------------------------------------------------------
+
+PUBLISHES = [spec.BasicPublish(exchange="ex", routing_key="rk"), spec.BasicPublish(exchange="", routing_key="q"),
+             spec.BasicPublish(exchange="ex", routing_key="rk", mandatory=True)]
+PROPERTIES = [b"\x00\x00", b"\x10\x00\x02", b"\x90\x00\x0atext/plain\x01"]
+
+
+@st.composite
+def pieces(draw) -> bytes:
+    """One piece of a stream: mostly whole publishes, sometimes something the C path must refuse."""
+    channel = draw(st.sampled_from([1, 1, 1, 2, 3]))  # 3 is never opened
+    method = draw(st.sampled_from(PUBLISHES))
+    props = draw(st.sampled_from(PROPERTIES))
+    body = draw(st.binary(max_size=40))
+    kind = draw(st.sampled_from(["publish"] * 6 + ["split-body", "bad-end", "cut", "other-channel-header",
+                                                    "heartbeat", "qos", "header-class", "oversize", "garbage",
+                                                    "long-body", "short-header"]))
+    publish = mframe(channel, method)
+    header = header_frame(channel, len(body), props)
+    bodyf = body_frame(channel, body) if body else b""
+    if kind == "publish":
+        return publish + header + bodyf
+    if kind == "split-body" and len(body) > 1:
+        return publish + header + body_frame(channel, body[:1]) + body_frame(channel, body[1:])
+    if kind == "bad-end":
+        whole = bytearray(publish + header + bodyf)
+        whole[draw(st.integers(0, len(whole) - 1))] ^= 0xFF
+        return bytes(whole)
+    if kind == "cut":
+        whole = publish + header + bodyf
+        return whole[:draw(st.integers(0, len(whole)))]
+    if kind == "other-channel-header":
+        return publish + header_frame(channel % 2 + 1, len(body), props) + bodyf
+    if kind == "heartbeat":
+        return frame(FRAME_HEARTBEAT, 0, b"")
+    if kind == "qos":
+        return mframe(channel, spec.BasicQos(0, 10, False))
+    if kind == "header-class":
+        return publish + header_frame(channel, len(body), props, class_id=50) + bodyf
+    if kind == "oversize":
+        return publish + header + body_frame(channel, b"x" * FRAME_MAX)
+    if kind == "long-body":
+        return publish + header_frame(channel, len(body), props) + body_frame(channel, body + b"!")
+    if kind == "short-header":
+        return publish + frame(2, channel, struct.pack(">HHI", 60, 0, 0))
+    return draw(st.binary(max_size=12))
+
+
+def run(data: bytes, chunks: list[int], compiled: bool):
+    saved = connection_module._take_publish
+    connection_module._take_publish = saved if compiled else None
+    try:
+        p = Peer(frame_max=FRAME_MAX, channel_max=16)
+        p.handshake(channel_max=16, frame_max=FRAME_MAX)
+        p.open_channel(1)
+        p.open_channel(2)
+        out = []
+        pos = 0
+        for n in chunks + [len(data)]:
+            p.conn.receive_data(data[pos:pos + n])
+            pos += n
+            while True:
+                try:
+                    event = p.conn.next_event()
+                except AMQPError as e:
+                    out.append(("error", type(e).__name__, e.reply_code, getattr(e, "channel", None)))
+                    continue
+                if event is None:
+                    break
+                if isinstance(event, Content):
+                    out.append(("content", event.channel, event.method, event.properties, bytes(event.body)))
+                else:
+                    out.append((type(event).__name__, getattr(event, "channel", None),
+                                getattr(event, "method", None)))
+            if pos >= len(data):
+                break
+        return out
+    finally:
+        connection_module._take_publish = saved
+
+
+@needs_speedups
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(pieces(), max_size=12), st.lists(st.integers(1, 200), max_size=6))
+def test_compiled_and_pure_python_paths_give_the_same_events(parts, chunks):
+    data = b"".join(parts)
+    assert run(data, chunks, compiled=True) == run(data, chunks, compiled=False)

@@ -1,0 +1,144 @@
+/*
+ * warren.codec._speedups: the compiled half of the basic.publish fast path.
+ *
+ * Why: with a publish's three frames in the receive buffer (nearly always), finding them,
+ * checking them and slicing out the arguments, properties and body was about half of the
+ * broker's CPU per published message in pure Python (bench/pipeline.py pubonly; see
+ * docs/performance.md). This does exactly what ServerConnection._publish's pure-Python fast
+ * path does, in one call; the Python code stays the fallback when this module is not built,
+ * and tests run both and compare them (tests/protocol/test_speedups.py).
+ *
+ * take_publish(buf, pos, frame_max, max_body, last_args, last_props)
+ *     buf: the receive buffer (any object with the buffer protocol), pos: where the next
+ *     frame starts. Returns None unless buf[pos:] starts with a complete basic.publish method
+ *     frame, its content header frame and (for a non-empty body) one body frame holding the
+ *     whole body, all on the same channel, all well formed and within frame_max (0 = no
+ *     limit), the header's class 60 and body size <= max_body. Otherwise returns
+ *     (channel, args, props, body, next_pos): args are the method's argument octets (after
+ *     the class and method ids) and props the header's property flags and list; each is the
+ *     very object last_args / last_props when equal to it (callers reuse what they decoded),
+ *     else new bytes. Anything unusual returns None and is left to the general path, which
+ *     reports errors: this never raises for what is in the buffer.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <string.h>
+
+#define FRAME_METHOD 1
+#define FRAME_HEADER 2
+#define FRAME_BODY 3
+#define FRAME_END 0xCE
+
+static inline unsigned int be16(const unsigned char *p) { return ((unsigned int)p[0] << 8) | p[1]; }
+
+static inline unsigned long long be32(const unsigned char *p)
+{
+    return ((unsigned long long)p[0] << 24) | ((unsigned long long)p[1] << 16) |
+           ((unsigned long long)p[2] << 8) | p[3];
+}
+
+static inline unsigned long long be64(const unsigned char *p) { return (be32(p) << 32) | be32(p + 4); }
+
+/* One whole frame at off: its type, channel and payload span; 0 if absent, cut short, over
+ * frame_max or without its frame-end octet. */
+static int frame_at(const unsigned char *b, Py_ssize_t len, Py_ssize_t off, unsigned long long frame_max,
+                    int *type, unsigned int *channel, Py_ssize_t *start, Py_ssize_t *end)
+{
+    if (off < 0 || len - off < 8)
+        return 0;
+    unsigned long long size = be32(b + off + 3);
+    if (frame_max && size + 8 > frame_max)
+        return 0;
+    if ((unsigned long long)(len - off - 8) < size)
+        return 0;
+    Py_ssize_t e = off + 7 + (Py_ssize_t)size;
+    if (b[e] != FRAME_END)
+        return 0;
+    *type = b[off];
+    *channel = be16(b + off + 1);
+    *start = off + 7;
+    *end = e;
+    return 1;
+}
+
+/* last if its octets equal b[start:end], else new bytes (NULL on memory error). */
+static PyObject *same_or_new(PyObject *last, const unsigned char *b, Py_ssize_t start, Py_ssize_t end)
+{
+    Py_ssize_t n = end - start;
+    if (PyBytes_CheckExact(last) && PyBytes_GET_SIZE(last) == n && memcmp(PyBytes_AS_STRING(last), b + start, n) == 0) {
+        Py_INCREF(last);
+        return last;
+    }
+    return PyBytes_FromStringAndSize((const char *)b + start, n);
+}
+
+static PyObject *take_publish(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "take_publish expects 6 arguments");
+        return NULL;
+    }
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
+    unsigned long long frame_max = PyLong_AsUnsignedLongLong(args[2]);
+    unsigned long long max_body = PyLong_AsUnsignedLongLong(args[3]);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const unsigned char *b = (const unsigned char *)view.buf;
+    Py_ssize_t len = view.len;
+    PyObject *result = NULL;
+
+    int type;
+    unsigned int channel, ch;
+    Py_ssize_t ms, me, hs, he, bs, be;
+    /* the method frame: basic.publish (60.40) */
+    if (!frame_at(b, len, pos, frame_max, &type, &channel, &ms, &me) || type != FRAME_METHOD || me - ms < 4 ||
+        be16(b + ms) != 60 || be16(b + ms + 2) != 40)
+        goto none;
+    /* the content header: class 60, weight, body size, then the property flags and list */
+    if (!frame_at(b, len, me + 1, frame_max, &type, &ch, &hs, &he) || type != FRAME_HEADER || ch != channel ||
+        he - hs < 14 || be16(b + hs) != 60)
+        goto none;
+    unsigned long long body_size = be64(b + hs + 4);
+    if (body_size > max_body)
+        goto none;
+    Py_ssize_t next = he + 1;
+    if (body_size) {
+        if (!frame_at(b, len, he + 1, frame_max, &type, &ch, &bs, &be) || type != FRAME_BODY || ch != channel ||
+            (unsigned long long)(be - bs) != body_size)
+            goto none;
+        next = be + 1;
+    }
+    else {
+        bs = be = 0;
+    }
+    PyObject *margs = same_or_new(args[4], b, ms + 4, me);
+    PyObject *props = margs ? same_or_new(args[5], b, hs + 12, he) : NULL;
+    PyObject *body = props ? PyBytes_FromStringAndSize((const char *)b + bs, be - bs) : NULL;
+    if (body)
+        result = Py_BuildValue("(INNNn)", channel, margs, props, body, next);
+    else {
+        Py_XDECREF(margs);
+        Py_XDECREF(props);
+    }
+    PyBuffer_Release(&view);
+    return result;
+none:
+    PyBuffer_Release(&view);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"take_publish", (PyCFunction)(void (*)(void))take_publish, METH_FASTCALL,
+     "take_publish(buf, pos, frame_max, max_body, last_args, last_props) -> None | "
+     "(channel, args, props, body, next_pos): a whole basic.publish content at pos."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "warren.codec._speedups", "Compiled fast paths of the codec (optional).", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__speedups(void) { return PyModule_Create(&module); }
