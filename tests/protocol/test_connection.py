@@ -115,13 +115,15 @@ class Peer:
 
 @pytest.fixture(autouse=True, params=["compiled", "pure-python"])
 def publish_path(request, monkeypatch):
-    """Every test here runs twice: with the compiled publish fast path (warren/codec/_speedups.c)
-    and with its pure-Python twin, which runs where the extension is not built."""
+    """Every test here runs twice: with the compiled publish and deliver fast paths
+    (warren/codec/_speedups.c) and with their pure-Python twins, which run where the extension
+    is not built."""
     if request.param == "compiled":
         if connection_module._take_publish is None:
             pytest.skip("warren.codec._speedups is not built (setup.py; tests/protocol/test_speedups.py says why)")
     else:
         monkeypatch.setattr(connection_module, "_take_publish", None)
+        monkeypatch.setattr(connection_module, "_deliver_frames", None)
     return request.param
 
 

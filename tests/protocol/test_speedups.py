@@ -1,5 +1,6 @@
-"""The compiled basic.publish fast path (warren/codec/_speedups.c) against its pure-Python twin
-(ServerConnection._publish): the same input gives the same events and the same errors.
+"""The compiled fast paths (warren/codec/_speedups.c) against their pure-Python twins: for
+basic.publish (ServerConnection._publish) the same input gives the same events and the same
+errors; for basic.deliver (ServerConnection.send_deliver) the same octets go out.
 
 tests/protocol/test_connection.py also runs every test with each path; here Hypothesis feeds
 both connections streams of publishes mixed with everything the C code must leave alone
@@ -141,3 +142,29 @@ def run(data: bytes, chunks: list[int], compiled: bool):
 def test_compiled_and_pure_python_paths_give_the_same_events(parts, chunks):
     data = b"".join(parts)
     assert run(data, chunks, compiled=True) == run(data, chunks, compiled=False)
+
+
+@needs_speedups
+@settings(max_examples=300, deadline=None)
+@given(channel=st.integers(1, 65535), tag=st.integers(0, 2**64 - 1), redelivered=st.booleans(),
+       names=st.lists(st.binary(max_size=255), min_size=3, max_size=3),
+       properties=st.sampled_from(PROPERTIES + [b"\x00\x00", b"\x20\x00" + struct.pack(">I", 3) + b"abc"]),
+       body=st.one_of(st.binary(min_size=1, max_size=64), st.integers(1, 16384).map(lambda n: b"b" * n)),
+       as_bytearray=st.booleans())
+def test_compiled_and_pure_python_deliveries_are_the_same_octets(channel, tag, redelivered, names, properties, body,
+                                                                 as_bytearray):
+    tag_ss, exchange_ss, routing_key_ss = (bytes((len(n),)) + n for n in names)
+    if as_bytearray:
+        body = bytearray(body)
+    out = []
+    saved = connection_module._deliver_frames
+    try:
+        for compiled in (True, False):
+            connection_module._deliver_frames = saved if compiled else None
+            p = Peer(frame_max=32768, channel_max=0)
+            p.conn.data_to_send()
+            p.conn.send_deliver(channel, tag_ss, tag, redelivered, exchange_ss, routing_key_ss, properties, body)
+            out.append(b"".join(bytes(x) for x in p.conn.data_to_send()))
+    finally:
+        connection_module._deliver_frames = saved
+    assert out[0] == out[1]

@@ -44,10 +44,10 @@ from warren.protocol.dialects import DIALECT_0_9_1, Dialect
 from warren.protocol.events import ChannelClosed, ChannelOpened, Content, ConnectionClosed, Method
 from warren.spec import amqp0_9_1 as spec
 
-try:  # the compiled publish fast path (setup.py); _publish below is its pure-Python twin
-    from warren.codec._speedups import take_publish as _take_publish
+try:  # the compiled fast paths (setup.py); _publish and send_deliver below are their Python twins
+    from warren.codec._speedups import deliver_frames as _deliver_frames, take_publish as _take_publish
 except ImportError:
-    _take_publish = None
+    _take_publish = _deliver_frames = None
 
 __all__ = ["ServerConnection", "FRAME_MAX_DEFAULT", "CHANNEL_MAX_DEFAULT", "MAX_MESSAGE_SIZE"]
 
@@ -568,6 +568,11 @@ class ServerConnection:
             out.append(payload)
             out.append(b"\xce")
             out.extend(content_frames(channel, 60, properties, body, frame_max))
+            self.out_bytes += size + 64
+            return
+        if size <= _JOIN_BODY_MAX and _deliver_frames is not None:  # the same octets, in C (_speedups.c)
+            self._out.append(_deliver_frames(channel, consumer_tag, delivery_tag, redelivered, exchange, routing_key,
+                                             properties, body))
             self.out_bytes += size + 64
             return
         parts = (
