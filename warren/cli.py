@@ -49,6 +49,13 @@ def main() -> None:
 @click.option("--http-host", default=None, help="Address of the HTTP API (default: the same as --host).")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
+@click.option("--vhost", "vhosts", multiple=True, default=("/",), show_default=True,
+              help="A virtual host (repeat for several).")
+@click.option("--workers", default=1, show_default=True, type=int,
+              help="Broker processes: with N > 1 each virtual host is owned by one of N worker processes "
+                   "(docs/performance.md, 'Both cores').")
+@click.option("--handoff-socket", type=click.Path(path_type=Path), default=None, hidden=True)
+@click.option("--policy-file", type=click.Path(path_type=Path), default=None, hidden=True)
 def serve(**options) -> None:
     """Run the broker until SIGTERM or SIGINT."""
     from warren.server.server import run

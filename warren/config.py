@@ -40,6 +40,13 @@ class Config:
     http_port: int = 15672  # the HTTP API (warren/management): 0 = ephemeral, -1 = off
     http_host: str | None = None  # None: the same address as the AMQP listener
     log_level: str = "info"
+    # Both cores (warren/server/workers.py): with workers > 1 this process accepts connections
+    # and hands each to the worker process that owns its virtual host.
+    workers: int = 1
+    vhosts: tuple[str, ...] = ("/",)
+    # set by the supervisor for its workers only
+    handoff_socket: Path | None = None  # take connections from the supervisor here, no TCP listener
+    policy_file: Path | None = None  # None: policies.json in the data folder
 
     def memory_limit(self) -> int:
         w = self.memory_high_watermark
@@ -60,5 +67,10 @@ class Config:
             raise ValueError("channel-max must be 0..65535")
         if not 0 <= self.heartbeat <= 65535:
             raise ValueError("heartbeat must be 0..65535 seconds")
+        if not 1 <= self.workers <= 64:
+            raise ValueError("workers must be 1..64")
+        if not self.vhosts or len(set(self.vhosts)) != len(self.vhosts):
+            raise ValueError("vhosts must be given once each")
+        self.vhosts = tuple(self.vhosts)
         self.data_dir = Path(self.data_dir)
         return self

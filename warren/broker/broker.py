@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import platform
+from pathlib import Path
 
 from warren import __version__
 from warren.broker.auth import UserDB
@@ -34,7 +35,8 @@ SERVER_CAPABILITIES = {
 
 class Broker:
     def __init__(self, vhosts: tuple[str, ...] = ("/",), users: UserDB | None = None,
-                 cluster_name: str = "warren", durability=None, memory_budget: int = 0) -> None:
+                 cluster_name: str = "warren", durability=None, memory_budget: int = 0,
+                 policy_file: Path | None = None) -> None:
         self.durability = durability
         self.memory = MemoryBudget(memory_budget, self.all_queues)
         self.vhosts = {name: VirtualHost(name, durability, self.memory) for name in vhosts}
@@ -42,7 +44,9 @@ class Broker:
         self.cluster_name = cluster_name
         # policies.json in the data folder (warren/broker/policies.py): in force before the
         # durable queues and exchanges come back, re-read when the file changes
-        self.policy_file = PolicyFile(durability.data_dir / FILE_NAME if durability is not None else None)
+        if policy_file is None and durability is not None:
+            policy_file = durability.data_dir / FILE_NAME
+        self.policy_file = PolicyFile(policy_file)
         self._policy_check = 0.0
         self.reload_policies()
         if durability is not None:

@@ -24,8 +24,9 @@ from warren.broker.channel import OUTPUT_BATCH
 from warren.broker.session import Session
 from warren.errors import AMQPError
 from warren.protocol.amqp0_9_1.connection import ServerConnection
-from warren.spec import amqp0_9_1 as spec
+from warren.protocol.events import Method
 from warren.protocol.header import HEADER_SIZE, PREFERRED_HEADER, match_header
+from warren.spec import amqp0_9_1 as spec
 
 __all__ = ["AMQPConnection"]
 
@@ -40,11 +41,12 @@ CLOSE_GRACE_S = 1.0  # after sending connection.close, how long to wait for clos
 # consumed 150 msg/s while publishing 20k/s. 100 events per turn measured best for consumers
 # (1p1c-16B: 22k consumed/s against 14k at 250 and 2.5k at 1000), publish-only unchanged.
 EVENTS_PER_TURN = 100
+_CONNECTION_OPEN = spec.ConnectionOpen.INDEX
 FLOW_MAX_PAUSE_S = 1.0  # longest pause for a congested queue before one more publish is read
 
 
 class AMQPConnection(asyncio.Protocol):
-    def __init__(self, server) -> None:
+    def __init__(self, server, replay: bytes | None = None) -> None:
         # shared server state
         self.server = server
         self.config = server.config
@@ -71,6 +73,11 @@ class AMQPConnection(asyncio.Protocol):
         self._received = True
         self._sent = True
         self._idle_ticks = 0
+        # a connection handed over by the supervisor (handoff.py): what the client sent so
+        # far, replayed on connection_made; nothing goes out until the replay reaches
+        # connection.open, since the supervisor answered everything before it
+        self._replay = replay
+        self._replaying = replay is not None
 
     # --- asyncio callbacks ---------------------------------------------------------------
 
@@ -79,6 +86,9 @@ class AMQPConnection(asyncio.Protocol):
         self.peer = transport.get_extra_info("peername")
         self.server.connections.add(self)
         self._timer = self.loop.call_later(self.config.handshake_timeout, self._handshake_timeout)
+        if self._replay is not None:
+            replay, self._replay = self._replay, None
+            self.data_received(replay)
 
     def data_received(self, data: bytes) -> None:
         self._received = True
@@ -150,6 +160,9 @@ class AMQPConnection(asyncio.Protocol):
                 continue
             if event is None:
                 break
+            if self._replaying and type(event) is Method and event.method.INDEX == _CONNECTION_OPEN:
+                conn.data_to_send()  # start and tune: the supervisor sent them to the client already
+                self._replaying = False
             session.handle(event)
             budget -= 1
             if self._throttled:
@@ -258,6 +271,9 @@ class AMQPConnection(asyncio.Protocol):
     def flush(self) -> None:
         self._flush_scheduled = False
         if self.transport is None or self.transport.is_closing():
+            return
+        if self._replaying:
+            self.conn.data_to_send()  # a hand-over's replay, before connection.open: the client has it
             return
         session = self.session
         session.before_flush()

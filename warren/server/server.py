@@ -20,6 +20,7 @@ from warren.management import HttpServer
 from warren.server.collector import Collector, tune_young_collections
 from warren.server.connection import AMQPConnection
 from warren.server.flow_control import ResourceAlarms
+from warren.server.handoff import HandoffReceiver
 from warren.server.loops import new_event_loop
 
 __all__ = ["Server", "run"]
@@ -40,7 +41,8 @@ class Server:
         # the flow-control marks of every queue (warren/broker/queue.py); 0 turns a mark off
         Queue.flow_high = config.queue_flow_high or sys.maxsize
         Queue.flow_high_bytes = config.queue_flow_high_bytes or sys.maxsize
-        self.broker = Broker(durability=self.durability, memory_budget=config.memory_budget)
+        self.broker = Broker(config.vhosts, durability=self.durability, memory_budget=config.memory_budget,
+                             policy_file=config.policy_file)
         self.alarms = ResourceAlarms(self, config.data_dir, config.disk_free_limit, config.memory_limit())
         self.connections: set[AMQPConnection] = set()
         self._listener: asyncio.AbstractServer | None = None
@@ -49,6 +51,7 @@ class Server:
         self._tick_handle: asyncio.TimerHandle | None = None  # Broker.tick, every TICK seconds
         self.http: HttpServer | None = None  # the HTTP API (warren/management), unless --http-port -1
         self.collector = Collector()  # full garbage collections (warren/server/collector.py)
+        self.handoff: HandoffReceiver | None = None  # a worker's connections from the supervisor
 
     # --- group commit -----------------------------------------------------------------------
 
@@ -89,12 +92,18 @@ class Server:
     async def startup(self) -> None:
         c = self.config
         c.data_dir.mkdir(parents=True, exist_ok=True)
-        self._listener = await self.loop.create_server(
-            lambda: AMQPConnection(self), c.host, c.port, backlog=1024, reuse_address=True)
+        if c.handoff_socket is not None:  # a worker: connections come from the supervisor (workers.py)
+            self.handoff = HandoffReceiver(self)
+            await self.handoff.start(c.handoff_socket)
+            port = c.port
+            log.info("Warren worker %d serving vhosts %s (data in %s)", os.getpid(), ", ".join(c.vhosts), c.data_dir)
+        else:
+            self._listener = await self.loop.create_server(
+                lambda: AMQPConnection(self), c.host, c.port, backlog=1024, reuse_address=True)
+            port = self._listener.sockets[0].getsockname()[1]
+            log.info("Warren listening on %s:%d (data in %s)", c.host, port, c.data_dir)
         self.alarms.start()
         self._tick_handle = self.loop.call_later(TICK, self._tick)
-        port = self._listener.sockets[0].getsockname()[1]
-        log.info("Warren listening on %s:%d (data in %s)", c.host, port, c.data_dir)
         http_port = None
         if c.http_port >= 0:
             self.http = HttpServer(self.broker, info=lambda: {
@@ -113,6 +122,10 @@ class Server:
         await self._stop.wait()
         await self.shutdown()
 
+    def request_stop(self) -> None:
+        """Shut down as on SIGTERM (a worker whose supervisor has gone)."""
+        self._stop.set()
+
     def _on_signal(self, sig: int) -> None:
         self._signals += 1
         if self._signals > 1:
@@ -128,6 +141,8 @@ class Server:
             self._tick_handle.cancel()
         if self._listener is not None:
             self._listener.close()
+        if self.handoff is not None:
+            self.handoff.close()
         if self.http is not None:  # before the stores close: no stream read may start after that
             await self.http.stop()
         # 2. connection.close 320 CONNECTION_FORCED to every client
@@ -153,6 +168,10 @@ class Server:
 
 
 def run(config: Config) -> None:
+    if config.workers > 1:
+        from warren.server.workers import Supervisor
+        Supervisor(config).run()
+        return
     tune_young_collections()
     loop = new_event_loop(config.loop)
     asyncio.set_event_loop(loop)

@@ -1,0 +1,157 @@
+"""`warren serve --workers N` (warren/server/workers.py, handoff.py): vhosts owned by worker
+processes, connections handed over after connection.open, through real clients."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pika
+import pytest
+
+from tests.conftest import EXTERNAL_URL, launch_broker
+from tests.e2e import rawamqp as raw
+from warren.server.workers import owner_of
+
+pytestmark = pytest.mark.skipif(bool(EXTERNAL_URL), reason="needs a private Warren broker")
+
+# "/" and "a" belong to different workers of two (owner_of is a hash of the name)
+VHOSTS = ("/", "a")
+
+
+def test_the_two_vhosts_belong_to_different_workers():
+    assert {owner_of(v, 2) for v in VHOSTS} == {0, 1}
+
+
+@pytest.fixture
+def two_workers(tmp_path):
+    b = launch_broker(tmp_path, "--workers", "2", *(x for v in VHOSTS for x in ("--vhost", v)))
+    yield b
+    b.stop()
+
+
+def ready(b) -> dict:
+    return json.loads(next(Path(b.args[b.args.index("--ready-file") + 1]).parent.glob("ready-*.json")).read_text())
+
+
+def connect(b, vhost: str, password: str = "guest") -> pika.BlockingConnection:
+    return pika.BlockingConnection(pika.ConnectionParameters(
+        b.host, b.port, vhost, pika.PlainCredentials("guest", password), connection_attempts=1,
+        socket_timeout=5, blocked_connection_timeout=10))
+
+
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def publish_confirmed(b, vhost: str, queue: str, n: int) -> None:
+    with connect(b, vhost) as c:
+        ch = c.channel()
+        ch.confirm_delivery()
+        ch.queue_declare(queue, durable=True)
+        for i in range(n):
+            ch.basic_publish("", queue, b"%s:%d" % (vhost.encode(), i), pika.BasicProperties(delivery_mode=2))
+
+
+def test_each_vhost_is_served_by_its_own_worker_process(two_workers):
+    b = two_workers
+    info = ready(b)
+    workers = {tuple(w["vhosts"]): w for w in info["workers"]}
+    assert set(workers) == {("/",), ("a",)}
+    pids = {w["pid"] for w in info["workers"]}
+    assert len(pids) == 2 and b.proc.pid not in pids
+    before = {pid: cpu_seconds(pid) for pid in pids}
+    threads = [threading.Thread(target=publish_confirmed, args=(b, v, "jobs", 3000)) for v in VHOSTS]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    for v in VHOSTS:
+        with connect(b, v) as c:
+            ch = c.channel()
+            assert ch.queue_declare("jobs", passive=True).method.message_count == 3000
+            _, _, body = ch.basic_get("jobs", auto_ack=True)
+            assert body == b"%s:0" % v.encode()  # each vhost has its own queue "jobs"
+    # both processes did the work of their own vhost: 3000 confirmed persistent publishes each
+    for pid in pids:
+        assert cpu_seconds(pid) - before[pid] > 0.05
+    # and each keeps its data in its own folder
+    for w in info["workers"]:
+        assert (b.data_dir / "workers" / str(w["index"]) / "definitions.log").exists()
+
+
+def test_an_unknown_vhost_and_a_wrong_password_are_refused_by_the_supervisor(two_workers):
+    with pytest.raises(pika.exceptions.ProbableAccessDeniedError, match="530"):
+        connect(two_workers, "nope")
+    with pytest.raises(pika.exceptions.ProbableAuthenticationError, match="403"):
+        connect(two_workers, "a", password="wrong")
+    assert "vhost nope not found" in two_workers.log()
+
+
+def test_a_client_that_pipelines_after_connection_open_is_served_in_order(two_workers):
+    """Everything up to connection.open and beyond in one write: the worker replays the part
+    the supervisor read and reads the rest from the socket, in order, answering only once."""
+    b = two_workers
+    with raw.RawConnection(b.host, b.port) as rc:
+        rc.send(raw.PROTOCOL_HEADER)
+        raw.parse_start(rc.read_method())
+        rc.send(raw.start_ok())
+        tune = raw.parse_tune(rc.read_method())
+        rc.send(raw.tune_ok(tune.channel_max, tune.frame_max, 0) + raw.connection_open("a") + raw.channel_open(1)
+                + raw.queue_declare(1, "piped") + raw.publish_frames(1, "", "piped", b"hello")
+                + raw.basic_get(1, "piped"))
+        assert rc.read_method().method == (10, 41)  # connection.open-ok, once
+        assert rc.read_method().method == (20, 11)  # channel.open-ok
+        assert rc.read_method().method == (50, 11)  # queue.declare-ok
+        get_ok = rc.read_method()
+        assert get_ok.method == (60, 71)
+        rc.read_frame()  # content header
+        assert rc.read_frame().payload == b"hello"
+        rc.close_connection()
+
+
+def test_persistent_messages_come_back_to_their_vhost_after_a_restart(tmp_path):
+    args = ("--workers", "2", *(x for v in VHOSTS for x in ("--vhost", v)))
+    b = launch_broker(tmp_path, *args)
+    try:
+        for v in VHOSTS:
+            publish_confirmed(b, v, "kept", 10)
+    finally:
+        b.stop()
+    assert b.proc.returncode == 0
+    b = launch_broker(tmp_path, *args, data_dir=b.data_dir)
+    try:
+        for v in VHOSTS:
+            with connect(b, v) as c:
+                ch = c.channel()
+                assert ch.queue_declare("kept", passive=True).method.message_count == 10
+                assert ch.basic_get("kept", auto_ack=True)[2] == b"%s:0" % v.encode()
+    finally:
+        b.stop()
+
+
+def test_workers_stop_when_the_supervisor_is_killed(two_workers):
+    b = two_workers
+    pids = [w["pid"] for w in ready(b)["workers"]]
+    b.proc.send_signal(signal.SIGKILL)
+    b.proc.wait(timeout=10)
+    deadline = time.monotonic() + 15
+    alive = pids
+    while alive and time.monotonic() < deadline:
+        alive = [p for p in alive if os.path.exists(f"/proc/{p}") and "zombie" not in _state(p)]
+        time.sleep(0.1)
+    assert not alive, f"workers {alive} outlived their supervisor"
+
+
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next(line for line in f if line.startswith("State:")).lower()
+    except (OSError, StopIteration):
+        return "zombie"

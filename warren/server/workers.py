@@ -1,0 +1,331 @@
+"""Both cores: a supervisor process and N worker processes, each worker owning whole vhosts.
+
+Why this shape: Warren's broker state is plain Python objects on one event loop, and
+CPython 3.11 runs one thread of Python at a time, so a second core needs a second process.
+Virtual hosts share nothing but the user list (queues, exchanges, bindings, policies are per
+vhost), so processes that own disjoint vhosts need no coordination at all: each worker is an
+ordinary Warren (``Server``) with its own event loop, its own data folder
+(``<data>/workers/<i>``) and only its own vhosts. The owner of a vhost is fixed by its name
+(``owner_of``), so a restart with the same ``--workers`` finds every vhost's data again.
+
+The supervisor listens on the AMQP port and runs each new connection's handshake with the
+sans-IO core up to connection.open, which names the vhost; then it hands the socket and the
+octets received so far to the owning worker (handoff.py) and forgets the connection. From
+then on the client talks to the worker directly: the supervisor carries no traffic.
+
+What it does not do (docs/performance.md, "Both cores"): one vhost still runs on one core;
+spreading the queues of one vhost over processes is the queue-owner design described there.
+Each worker has its own HTTP API port (``--http-port`` + i; all ephemeral with 0), listed in
+the ready file. The memory budget and the memory watermark are split evenly between workers.
+A worker that dies takes the supervisor down with it (and the others: fail whole, restart
+whole); the workers stop when the supervisor goes, even on kill -9 (their hand-over channel
+closes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+from pathlib import Path
+
+from warren.broker.auth import MECHANISMS, UserDB, parse_response
+from warren.broker.broker import Broker
+from warren.broker.policies import FILE_NAME
+from warren.config import Config
+from warren.errors import AMQPError, ConnectionAccessRefused, NotAllowed
+from warren.protocol.amqp0_9_1.connection import ServerConnection
+from warren.protocol.events import ConnectionClosed, Method
+from warren.protocol.header import HEADER_SIZE, PREFERRED_HEADER, match_header
+from warren.server.handoff import RECORD_MAX, pack_handoff
+from warren.server.loops import new_event_loop
+from warren.spec import amqp0_9_1 as spec
+
+__all__ = ["Supervisor", "owner_of"]
+
+log = logging.getLogger("warren.workers")
+
+WORKER_START_TIMEOUT_S = 60.0
+_START_OK = spec.ConnectionStartOk.INDEX
+_OPEN = spec.ConnectionOpen.INDEX
+
+
+def owner_of(vhost: str, workers: int) -> int:
+    """The worker that owns a vhost: a hash of its name, so it never moves between restarts."""
+    return zlib.crc32(vhost.encode("utf-8", "surrogateescape")) % workers
+
+
+class Worker:
+    def __init__(self, index: int, vhosts: tuple[str, ...], run_dir: Path) -> None:
+        self.index = index
+        self.vhosts = vhosts
+        self.socket_path = run_dir / f"worker-{index}.sock"
+        self.ready_file = run_dir / f"worker-{index}.json"
+        self.proc: subprocess.Popen | None = None
+        self.channel: socket.socket | None = None
+        self.http_port: int | None = None
+
+    def hand_over(self, sock, received: bytes, peer) -> None:
+        fd = os.dup(sock.fileno())
+        try:
+            socket.send_fds(self.channel, [pack_handoff(str(peer[0]), int(peer[1]), received)], [fd])
+        finally:
+            os.close(fd)  # the worker has its own descriptor now
+
+
+class Greeter(asyncio.Protocol):
+    """One new client connection, until its connection.open names the vhost."""
+
+    def __init__(self, supervisor: "Supervisor") -> None:
+        self.sup = supervisor
+        self.transport = None
+        self.peer = None
+        self.conn: ServerConnection | None = None
+        self.received = bytearray()
+        self._timer = None
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        self.peer = transport.get_extra_info("peername")
+        self._timer = self.sup.loop.call_later(self.sup.config.handshake_timeout, self._timeout)
+
+    def connection_lost(self, exc) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self.transport = None
+
+    def data_received(self, data: bytes) -> None:
+        self.received += data
+        if len(self.received) > RECORD_MAX:
+            log.warning("closing connection from %s: handshake larger than %d octets", self.peer, RECORD_MAX)
+            self.transport.abort()
+            return
+        if self.conn is None:
+            if len(self.received) < HEADER_SIZE:
+                if not b"AMQP".startswith(bytes(self.received[:4])):
+                    self._refuse_header()
+                return
+            dialect = match_header(bytes(self.received[:HEADER_SIZE]))
+            if dialect is None:
+                self._refuse_header()
+                return
+            c = self.sup.config
+            self.conn = ServerConnection(self.sup.server_properties, MECHANISMS, c.frame_max, c.channel_max,
+                                         c.heartbeat, c.max_message_size, dialect=dialect)
+            data = bytes(self.received[HEADER_SIZE:])
+        self.conn.receive_data(data)
+        try:
+            while (event := self.conn.next_event()) is not None:
+                if type(event) is ConnectionClosed:
+                    self._write()
+                    self.transport.close()
+                    return
+                if type(event) is Method and event.channel == 0:
+                    index = event.method.INDEX
+                    if index == _START_OK:
+                        self._login(event.method)
+                    elif index == _OPEN:
+                        self._open(event.method.virtual_host)
+                        return
+        except AMQPError as e:
+            self._refuse(e)
+            return
+        self._write()
+
+    def _login(self, m) -> None:
+        try:
+            username, password = parse_response(m.mechanism, m.response)
+        except ValueError as e:
+            raise ConnectionAccessRefused(f"{m.mechanism} login refused: {e}", 10, 11) from None
+        if self.sup.users.authenticate(username, password, self.peer[0] if self.peer else None) is None:
+            raise ConnectionAccessRefused(f"Login was refused using authentication mechanism {m.mechanism}. "
+                                          "For details see the broker logfile.", 10, 11)
+        self.conn.accept_login()
+
+    def _open(self, vhost: str) -> None:
+        worker = self.sup.owner(vhost)
+        if worker is None:
+            self._refuse(NotAllowed(f"vhost {vhost} not found", 10, 40))
+            return
+        self.transport.pause_reading()  # what follows stays in the socket for the worker
+        sock = self.transport.get_extra_info("socket")
+        try:
+            worker.hand_over(sock, bytes(self.received), self.peer)
+        except OSError as e:
+            log.error("could not hand the connection from %s to worker %d: %s", self.peer, worker.index, e)
+            self.transport.abort()
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self.transport.abort()  # closes our descriptor only: the worker holds the connection now
+
+    def _refuse(self, error: AMQPError) -> None:
+        log.warning("connection error on %s (before its vhost was known): %d %s", self.peer,
+                    error.reply_code, error.reply_text)
+        self.conn.close_connection(error.reply_code, error.reply_text, error.class_id, error.method_id)
+        self._write()
+        self.sup.loop.call_later(1.0, self._close)
+
+    def _refuse_header(self) -> None:
+        log.info("refused protocol header %r from %s", bytes(self.received[:8]), self.peer)
+        self.transport.write(PREFERRED_HEADER)
+        self.transport.close()
+
+    def _write(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            data = self.conn.data_to_send() if self.conn is not None else []
+            if data:
+                self.transport.write(b"".join(bytes(d) for d in data))
+
+    def _close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+    def _timeout(self) -> None:
+        self._timer = None
+        if self.transport is not None:
+            log.warning("closing connection from %s: handshake not completed in %.0fs", self.peer,
+                        self.sup.config.handshake_timeout)
+            self.transport.abort()
+
+
+class Supervisor:
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.run_dir = Path(tempfile.mkdtemp(prefix="warren-workers-"))
+        n = config.workers
+        owned: list[list[str]] = [[] for _ in range(n)]
+        for v in config.vhosts:
+            owned[owner_of(v, n)].append(v)
+        # only workers that own a vhost are started (more workers than vhosts gain nothing)
+        self.workers = [Worker(i, tuple(owned[i]), self.run_dir) for i in range(n) if owned[i]]
+        by_index = {w.index: w for w in self.workers}
+        self._owner = {v: by_index[owner_of(v, n)] for v in config.vhosts}
+        self.users = UserDB()
+        self.server_properties = Broker((), users=self.users).server_properties()
+        self._stop: asyncio.Event | None = None
+
+    def owner(self, vhost: str) -> Worker | None:
+        return self._owner.get(vhost)
+
+    # --- workers -----------------------------------------------------------------------------
+
+    def _worker_args(self, w: Worker) -> list[str]:
+        c = self.config
+        n = c.workers
+        http = -1 if c.http_port < 0 else (0 if c.http_port == 0 else c.http_port + w.index)
+        args = [sys.executable, "-m", "warren", "serve", "--host", c.host, "--port", str(c.port),
+                "--data-dir", str(c.data_dir / "workers" / str(w.index)),
+                "--handoff-socket", str(w.socket_path), "--ready-file", str(w.ready_file),
+                "--policy-file", str(c.policy_file or c.data_dir / FILE_NAME),
+                "--heartbeat", str(c.heartbeat), "--frame-max", str(c.frame_max),
+                "--channel-max", str(c.channel_max), "--fsync" if c.fsync else "--no-fsync",
+                "--memory-budget", str(c.memory_budget // n),
+                "--memory-high-watermark", str(c.memory_high_watermark / n if c.memory_high_watermark < 1
+                                               else c.memory_high_watermark // n),
+                "--disk-free-limit", str(c.disk_free_limit),
+                "--queue-flow-high", str(c.queue_flow_high), "--queue-flow-high-bytes", str(c.queue_flow_high_bytes),
+                "--loop", c.loop, "--http-port", str(http), "--log-level", c.log_level]
+        if c.http_host:
+            args += ["--http-host", c.http_host]
+        for v in w.vhosts:
+            args += ["--vhost", v]
+        return args
+
+    def _start_workers(self) -> None:
+        for w in self.workers:
+            w.proc = subprocess.Popen(self._worker_args(w), stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + WORKER_START_TIMEOUT_S
+        for w in self.workers:
+            while not w.ready_file.exists():
+                if w.proc.poll() is not None:
+                    raise RuntimeError(f"worker {w.index} exited with {w.proc.returncode} while starting")
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"worker {w.index} did not start in {WORKER_START_TIMEOUT_S:.0f}s")
+                time.sleep(0.02)
+            w.http_port = json.loads(w.ready_file.read_text()).get("http_port")
+            w.channel = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            w.channel.connect(str(w.socket_path))
+            w.channel.settimeout(5.0)  # a hand-over is a few KB to a local worker; never block for long
+
+    def _stop_workers(self, sig=signal.SIGTERM) -> None:
+        for w in self.workers:
+            if w.proc is not None and w.proc.poll() is None:
+                w.proc.send_signal(sig)
+        deadline = time.monotonic() + self.config.shutdown_timeout + 10
+        for w in self.workers:
+            if w.proc is None:
+                continue
+            try:
+                w.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                log.warning("worker %d did not stop in time; killing it", w.index)
+                w.proc.kill()
+                w.proc.wait()
+        for w in self.workers:
+            if w.channel is not None:
+                w.channel.close()
+                w.channel = None
+
+    def _watch_workers(self) -> None:
+        for w in self.workers:
+            if w.proc.poll() is not None:
+                log.critical("worker %d (pid %d) exited with %s; stopping", w.index, w.proc.pid, w.proc.returncode)
+                self._stop.set()
+                return
+        self.loop.call_later(0.5, self._watch_workers)
+
+    # --- life cycle --------------------------------------------------------------------------
+
+    async def _serve(self) -> None:
+        c = self.config
+        self._stop = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            self.loop.add_signal_handler(sig, self._stop.set)
+        listener = await self.loop.create_server(lambda: Greeter(self), c.host, c.port, backlog=1024,
+                                                 reuse_address=True)
+        port = listener.sockets[0].getsockname()[1]
+        log.info("Warren listening on %s:%d with %d workers: %s", c.host, port, len(self.workers),
+                 "; ".join(f"{w.index} (pid {w.proc.pid}): {', '.join(w.vhosts) or '-'}" for w in self.workers))
+        if c.ready_file:
+            tmp = c.ready_file.with_suffix(".tmp")
+            tmp.write_text(json.dumps({
+                "host": c.host, "port": port, "pid": os.getpid(),
+                "http_port": self.workers[0].http_port,
+                "workers": [{"index": w.index, "pid": w.proc.pid, "vhosts": list(w.vhosts),
+                             "http_port": w.http_port} for w in self.workers]}))
+            tmp.replace(c.ready_file)
+        self._watch_workers()
+        await self._stop.wait()
+        listener.close()
+        await listener.wait_closed()
+
+    def run(self) -> None:
+        c = self.config
+        c.data_dir.mkdir(parents=True, exist_ok=True)
+        self.loop = new_event_loop(c.loop)
+        asyncio.set_event_loop(self.loop)
+        try:
+            self._start_workers()
+            self.loop.run_until_complete(self._serve())
+        finally:
+            self._stop_workers()
+            self.loop.close()
+            for w in self.workers:
+                for p in (w.socket_path, w.ready_file):
+                    p.unlink(missing_ok=True)
+            try:
+                self.run_dir.rmdir()
+            except OSError:
+                pass
+            log.info("shutdown complete")
