@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""Both cores: Warren with one process against Warren with two worker processes, two vhosts.
+
+    python bench/cores.py [--duration 5] [--repeat 1] [--rabbitmq HOST:PORT|none]
+
+Why: ``warren serve --workers 2`` puts each vhost in its own process (warren/server/workers.py).
+This runs two copies of the shared load generator (``../shared/perf``'s amqp-perf, built here
+in a temporary folder), one per vhost, at the same time, against ``--workers 1`` and against
+``--workers 2`` (and, when one answers, RabbitMQ with the same two vhosts), and prints the
+summed rate and the CPU of every broker process (100 = one core). Scenarios: publish-only
+(16 B, no consumer) and publish + no-ack consume (16 B). Figures, never assertions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from compare import build_perf, reachable  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+VHOSTS = ("/", "a")  # owned by different workers of two (warren.server.workers.owner_of)
+SCENARIOS = [("pubonly", ["-x1", "-y0", "-s16"]), ("1p1c-autoack", ["-x1", "-y1", "-s16", "-a"])]
+
+
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def start_warren(tmp: Path, workers: int):
+    ready = tmp / f"ready-{workers}.json"
+    args = [sys.executable, "-m", "warren", "serve", "--port", "0", "--http-port", "-1", "--data-dir",
+            str(tmp / f"data-{workers}"), "--ready-file", str(ready), "--workers", str(workers), "--log-level",
+            "warning"]
+    for v in VHOSTS:
+        args += ["--vhost", v]
+    proc = subprocess.Popen(args, cwd=ROOT)
+    deadline = time.monotonic() + 60
+    while not ready.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError("Warren did not start")
+        time.sleep(0.05)
+    info = json.loads(ready.read_text())
+    pids = [w["pid"] for w in info.get("workers", [])] or [info["pid"]]
+    return proc, info["port"], pids
+
+
+def run(perf: Path, port: int, pids: list[int], scenario: list[str], duration: float, tag: str) -> dict:
+    cmds = [[str(perf / "amqp-perf"), "-H", "127.0.0.1", "-p", str(port), "-V", v, "-d", str(duration), "-W", "1",
+             "-q", f"cores-{tag}-{i}", *scenario] for i, v in enumerate(VHOSTS)]
+    procs = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for c in cmds]
+    time.sleep(1.0)  # the warm-up
+    before = {p: cpu_seconds(p) for p in pids}
+    time.sleep(duration)
+    after = {p: cpu_seconds(p) for p in pids}
+    rate = 0.0
+    for p in procs:
+        out, err = p.communicate(timeout=duration + 120)
+        line = out.strip().splitlines()[-1] if out.strip() else "{}"
+        res = json.loads(line)
+        rate += res.get("consumed_per_s") or res.get("published_per_s") or 0.0
+    return {"rate": rate, "cpu": [round(100 * (after[p] - before[p]) / duration) for p in pids]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--duration", type=float, default=5.0)
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--rabbitmq", default="127.0.0.1:5672")
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="warren-cores-"))
+    try:
+        perf = build_perf(tmp)
+        brokers = []
+        for workers in (1, 2):
+            proc, port, pids = start_warren(tmp, workers)
+            brokers.append((f"warren --workers {workers}", proc, port, pids))
+        if args.rabbitmq != "none":
+            host, _, port = args.rabbitmq.partition(":")
+            if reachable(host, int(port)) and shutil.which("rabbitmqctl"):
+                subprocess.run(["rabbitmqctl", "add_vhost", "a"], capture_output=True)
+                subprocess.run(["rabbitmqctl", "set_permissions", "-p", "a", "guest", ".*", ".*", ".*"],
+                               capture_output=True)
+                beam = subprocess.run(["pgrep", "-o", "beam.smp"], capture_output=True, text=True).stdout.split()
+                brokers.append(("rabbitmq", None, int(port), [int(beam[0])] if beam else []))
+        print(f"| scenario | broker | msg/s (two vhosts together) | CPU % per broker process |")
+        print("|---|---|---:|---|")
+        for name, scenario in SCENARIOS:
+            for r in range(args.repeat):
+                for label, _, port, pids in brokers:
+                    res = run(perf, port, pids, scenario, args.duration, f"{name}-{r}")
+                    print(f"| {name} | {label} | {res['rate']:,.0f} | {' + '.join(map(str, res['cpu']))} |",
+                          flush=True)
+    finally:
+        for _, proc, _, _ in locals().get("brokers", []):
+            if proc is not None:
+                proc.terminate()
+                proc.wait(timeout=30)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
