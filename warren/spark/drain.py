@@ -43,7 +43,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from warren.protocol.events import Content, Method
 from warren.spark.amqp_link import DEFAULT_URL, AmqpLink, LinkTimeout, parse_url
 from warren.spark.delivery_rows import DeliveryBatchBuilder
-from warren.spark.write_options import number_option, option_map
+from warren.spark.option_values import float_option, int_option, option_map
 from warren.spec import amqp0_9_1 as spec
 
 __all__ = ["DrainReader", "DrainPartition", "drain_queue"]
@@ -71,11 +71,11 @@ class DrainReader(DataSourceReader):
             raise ValueError("mode=drain empties a classic queue (option queue); streams are read by offset")
         self.url = o.get("url", DEFAULT_URL)
         parse_url(self.url)
-        self.partition_count = number_option(o, "numpartitions", 1)
-        self.max_records = number_option(o, "maxrecords", None)
-        self.batch_size = number_option(o, "batchsize", 1000)
-        self.idle_timeout = number_option(o, "idletimeout", 10.0, float, 0.001)
-        self.connect_timeout = number_option(o, "connecttimeout", 10.0, float, 0.001)
+        self.partition_count = int_option(o, "numPartitions", 1)
+        self.max_records = int_option(o, "maxRecords", None)
+        self.batch_size = int_option(o, "batchSize", 1000)
+        self.idle_timeout = float_option(o, "idleTimeout", 10.0)
+        self.connect_timeout = float_option(o, "connectTimeout", 10.0)
         unknown = [f.name for f in schema.fields if f.name not in KNOWN_COLUMNS]
         if unknown:
             raise ValueError(f"mode=drain produces {', '.join(KNOWN_COLUMNS)}; unknown column(s) {', '.join(unknown)}")

@@ -1,7 +1,6 @@
 """Options of the ``warren`` stream readers, parsed once in the driver.
 
-Spark hands a Python data source its options with lower-cased keys (``maxRecordsPerTrigger``
-arrives as ``maxrecordspertrigger``), so every key is looked up case-insensitively. The parsed
+Values are parsed by ``option_values`` (keys case-insensitive, as Spark lower-cases them). The parsed
 ``ReadOptions`` is a plain frozen dataclass: it is pickled to the executors with the reader.
 
 Where the broker is: ``url`` is the AMQP URL (``amqp://user:password@host:5672/%2F``; the path
@@ -14,6 +13,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
+
+from warren.spark.option_values import OptionError, bool_option, float_option, int_option, option_map
 
 __all__ = [
     "ReadOptions", "parse_read_options", "parse_offsets", "OptionError", "EARLIEST", "LATEST",
@@ -28,10 +29,6 @@ DEFAULT_FETCH_MAX_BYTES = 4 * 1024 * 1024
 DEFAULT_FETCH_MAX_RECORDS = 100_000
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_PREFETCH = 2000
-
-
-class OptionError(ValueError):
-    """An option of the ``warren`` data source is missing or malformed."""
 
 
 @dataclass(frozen=True)
@@ -54,48 +51,6 @@ class ReadOptions:
     fetch_max_records: int = DEFAULT_FETCH_MAX_RECORDS
     timeout_s: float = DEFAULT_TIMEOUT_S
     prefetch: int = DEFAULT_PREFETCH
-
-
-def _lower(options) -> dict[str, str]:
-    return {str(k).lower(): v for k, v in dict(options or {}).items()}
-
-
-def _int(opts: dict, key: str, default: int | None, minimum: int = 1) -> int | None:
-    raw = opts.get(key.lower())
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except (TypeError, ValueError):
-        raise OptionError(f"option {key} must be an integer, not {raw!r}") from None
-    if value < minimum:
-        raise OptionError(f"option {key} must be at least {minimum}, not {value}")
-    return value
-
-
-def _float(opts: dict, key: str, default: float) -> float:
-    raw = opts.get(key.lower())
-    if raw is None or raw == "":
-        return default
-    try:
-        value = float(raw)
-    except (TypeError, ValueError):
-        raise OptionError(f"option {key} must be a number, not {raw!r}") from None
-    if value <= 0:
-        raise OptionError(f"option {key} must be positive, not {value}")
-    return value
-
-
-def _bool(opts: dict, key: str, default: bool) -> bool:
-    raw = opts.get(key.lower())
-    if raw is None or raw == "":
-        return default
-    text = str(raw).strip().lower()
-    if text in ("true", "1", "yes"):
-        return True
-    if text in ("false", "0", "no"):
-        return False
-    raise OptionError(f"option {key} must be true or false, not {raw!r}")
 
 
 def _one_offset(value, key: str, stream: str | None = None):
@@ -142,7 +97,7 @@ def _http_base(opts: dict, host: str | None) -> str:
     given = opts.get("httpurl")
     if given:
         return str(given).rstrip("/")
-    port = _int(opts, "httpPort", DEFAULT_HTTP_PORT)
+    port = int_option(opts, "httpPort", DEFAULT_HTTP_PORT)
     return f"http://{host or '127.0.0.1'}:{port}"
 
 
@@ -152,7 +107,7 @@ def parse_read_options(options, batch: bool) -> ReadOptions:
     ``batch``: a ``spark.read`` (endingOffsets allowed; starting default earliest, ending
     latest) rather than a ``readStream`` (starting default latest, as Kafka).
     """
-    opts = _lower(options)
+    opts = option_map(options)
     url = opts.get("url")
     if not url:
         raise OptionError('option url is required (the AMQP URL, e.g. "amqp://guest:guest@localhost:5672/%2F")')
@@ -185,13 +140,13 @@ def parse_read_options(options, batch: bool) -> ReadOptions:
         transport=transport,
         starting=starting,
         ending=ending,
-        max_records_per_trigger=_int(opts, "maxRecordsPerTrigger", None),
-        max_bytes_per_trigger=_int(opts, "maxBytesPerTrigger", None),
-        records_per_partition=_int(opts, "recordsPerPartition", DEFAULT_RECORDS_PER_PARTITION),
-        fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
-        verify_crc=_bool(opts, "verifyCrc", False),
-        fetch_max_bytes=_int(opts, "fetchMaxBytes", DEFAULT_FETCH_MAX_BYTES),
-        fetch_max_records=_int(opts, "fetchMaxRecords", DEFAULT_FETCH_MAX_RECORDS),
-        timeout_s=_float(opts, "timeout", DEFAULT_TIMEOUT_S),
-        prefetch=_int(opts, "prefetch", DEFAULT_PREFETCH),
+        max_records_per_trigger=int_option(opts, "maxRecordsPerTrigger", None),
+        max_bytes_per_trigger=int_option(opts, "maxBytesPerTrigger", None),
+        records_per_partition=int_option(opts, "recordsPerPartition", DEFAULT_RECORDS_PER_PARTITION),
+        fail_on_data_loss=bool_option(opts, "failOnDataLoss", True),
+        verify_crc=bool_option(opts, "verifyCrc", False),
+        fetch_max_bytes=int_option(opts, "fetchMaxBytes", DEFAULT_FETCH_MAX_BYTES),
+        fetch_max_records=int_option(opts, "fetchMaxRecords", DEFAULT_FETCH_MAX_RECORDS),
+        timeout_s=float_option(opts, "timeout", DEFAULT_TIMEOUT_S),
+        prefetch=int_option(opts, "prefetch", DEFAULT_PREFETCH),
     )

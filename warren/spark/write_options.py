@@ -1,7 +1,7 @@
 """The writer's options and the columns it uses, checked once on the driver.
 
 Spark hands options over with lower-cased keys (``routingKey`` arrives as ``routingkey``), so
-every key is looked up lower-cased. The checks run when Spark creates the writer, before any
+every key is looked up lower-cased (``option_values``). The checks run when Spark creates the writer, before any
 task starts: a misspelt column or a bad option fails the query at once with a message naming
 it, instead of failing every task later.
 """
@@ -12,46 +12,17 @@ from dataclasses import dataclass
 
 from warren.broker.dedup import DEFAULT_HEADER
 from warren.spark.amqp_link import DEFAULT_URL, parse_url
+from warren.spark.option_values import OptionError, bool_option, float_option, int_option, option_map
 from warren.spark.publisher import DEFAULT_CONFIRM_TIMEOUT, DEFAULT_WINDOW
 from warren.spark.schema import PROPERTY_FIELDS
 
-__all__ = ["WriteOptions", "RowLayout", "option_map"]
+__all__ = ["WriteOptions", "RowLayout"]
 
 # columns of the data source schema the writer ignores: where a message sat in a stream
 IGNORED_COLUMNS = ("offset", "stream")
 PROPERTY_TYPES = dict(PROPERTY_FIELDS)
 MAX_WRITE_ID = 200
 _INTEGRAL = ("byte", "short", "integer", "long")
-_TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
-
-
-def option_map(options) -> dict[str, str]:
-    """Spark's options as a plain dict with lower-cased keys."""
-    return {str(k).lower(): str(v) for k, v in dict(options or {}).items()}
-
-
-def _bool(options: dict, key: str, default: bool) -> bool:
-    value = options.get(key)
-    if value is None:
-        return default
-    if value.lower() in _TRUE:
-        return True
-    if value.lower() in _FALSE:
-        return False
-    raise ValueError(f"option {key}: expected true or false, got {value!r}")
-
-
-def number_option(options: dict, key: str, default, kind=int, low=1):
-    value = options.get(key)
-    if value is None:
-        return default
-    try:
-        n = kind(value)
-    except ValueError:
-        raise ValueError(f"option {key}: expected a number, got {value!r}") from None
-    if n < low:
-        raise ValueError(f"option {key}: must be at least {low}, got {value!r}")
-    return n
 
 
 @dataclass(frozen=True)
@@ -75,15 +46,15 @@ class WriteOptions:
         write_id = o.get("writeid") or None
         if write_id is not None and len(write_id.encode()) > MAX_WRITE_ID:
             # the id (write id, batch, partition, row) must fit the message-id shortstr
-            raise ValueError(f"option writeId: at most {MAX_WRITE_ID} octets, got {len(write_id.encode())}")
+            raise OptionError(f"option writeId: at most {MAX_WRITE_ID} octets, got {len(write_id.encode())}")
         return cls(
             url=url,
             exchange=o.get("exchange"),
             routing_key=o.get("routingkey"),
-            mandatory=_bool(o, "mandatory", False),
-            confirm_window=number_option(o, "confirmwindow", DEFAULT_WINDOW),
-            confirm_timeout=number_option(o, "confirmtimeout", DEFAULT_CONFIRM_TIMEOUT, float, 0.001),
-            connect_timeout=number_option(o, "connecttimeout", 10.0, float, 0.001),
+            mandatory=bool_option(o, "mandatory", False),
+            confirm_window=int_option(o, "confirmWindow", DEFAULT_WINDOW),
+            confirm_timeout=float_option(o, "confirmTimeout", DEFAULT_CONFIRM_TIMEOUT),
+            connect_timeout=float_option(o, "connectTimeout", 10.0),
             write_id=write_id,
             # "" or "none" turns the header off (message_id is still set)
             dedup_header=None if dedup.lower() in ("", "none") else dedup,
