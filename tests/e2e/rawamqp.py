@@ -568,3 +568,33 @@ class RawConnection:
         """Client-initiated close: connection.close, wait for close-ok."""
         self.send(connection_close())
         self.expect(CONNECTION_CLOSE_OK, 0)
+
+
+# --------------------------------------------------------------------------- bulk publishing
+
+
+def publish_frames_with_mode(channel: int, exchange: str, routing_key: str, body: bytes,
+                             delivery_mode: int) -> bytes:
+    """basic.publish + a content header whose only property is delivery-mode (1 transient,
+    2 persistent) + one body frame (if the body is not empty)."""
+    header = frame(FRAME_HEADER, channel, struct.pack(">HHQHB", 60, 0, len(body), 0x1000, delivery_mode))
+    return basic_publish(channel, exchange, routing_key) + header + (body_frame(channel, body) if body else b"")
+
+
+def publish_bulk(host: str, port: int, frames, chunk: int = 2000, timeout: float = 60.0) -> None:
+    """Send pre-built publish frames (an iterable of bytes, channel 1) on a fresh connection,
+    thousands per write: about ten times pika's publish rate, for tests that only need a queue
+    filled with many messages. Ends with a connection.close handshake, so every message has
+    been routed (the server handles a connection's frames in order) when it returns."""
+    with RawConnection(host, port, timeout=timeout) as conn:
+        conn.handshake(heartbeat=0)
+        conn.open_channel(1)
+        batch: list[bytes] = []
+        for f in frames:
+            batch.append(f)
+            if len(batch) >= chunk:
+                conn.send(b"".join(batch))
+                batch.clear()
+        if batch:
+            conn.send(b"".join(batch))
+        conn.close_connection()

@@ -1,5 +1,6 @@
 """Resource alarms through real clients: a disk-free limit blocks publishers, not consumers."""
 
+import signal
 import time
 
 import pika
@@ -11,6 +12,18 @@ pytestmark = pytest.mark.timeout(30)
 
 def _connect(b):
     return pika.BlockingConnection(pika.URLParameters(b.url + "?blocked_connection_timeout=30"))
+
+
+def _stop_with_blocked_client(b, pub) -> None:
+    """SIGTERM while the blocked client answers: the broker reads it again to hear its close-ok
+    and exits at once (a client that never answers costs the whole shutdown timeout)."""
+    b.signal(signal.SIGTERM)
+    deadline = time.monotonic() + TIMEOUT
+    with pytest.raises(pika.exceptions.ConnectionClosedByBroker, match="320"):
+        while time.monotonic() < deadline:
+            pub.process_data_events(time_limit=0.1)
+    assert b.wait() == 0
+    assert "did not close in time" not in b.log()
 
 
 def test_disk_alarm_blocks_a_publishing_connection_and_tells_it(start_broker, uid):
@@ -32,6 +45,7 @@ def test_disk_alarm_blocks_a_publishing_connection_and_tells_it(start_broker, ui
     och = other.channel()
     assert och.queue_declare(f"alarm-{uid}", passive=True).method.queue == f"alarm-{uid}"
     other.close()
+    _stop_with_blocked_client(b, pub)
 
 
 def test_publisher_is_not_blocked_without_an_alarm(start_broker, uid):
@@ -63,3 +77,5 @@ def test_memory_alarm_blocks_a_publishing_connection(start_broker, uid):
         pub.process_data_events(time_limit=0.1)
     assert blocked and "memory" in blocked[0]
     assert "memory alarm raised" in b.log()
+    _stop_with_blocked_client(b, pub)
+

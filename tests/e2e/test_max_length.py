@@ -18,6 +18,7 @@ from pika.exceptions import ChannelClosedByBroker, NackError
 from .helpers import (
     PRECONDITION_FAILED, amqp_connect, get, make_exchange, make_queue, message_count, wait_until,
 )
+from .rawamqp import publish_bulk, publish_frames, publish_frames_with_mode
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -241,8 +242,8 @@ def test_a_paging_queue_keeps_its_length_limits(start_broker, uid):
         ch = conn.channel()
         q = f"ml-paged-{uid}"
         ch.queue_declare(q, arguments={"x-max-length": 6000, "x-max-length-bytes": 6000 * 1024})
-        for i in range(9000):
-            ch.basic_publish("", q, i.to_bytes(8, "big") + b"." * 1016)
+        publish_bulk(b.host, b.port, (publish_frames(1, "", q, i.to_bytes(8, "big") + b"." * 1016)
+                                      for i in range(9000)))
         assert ch.queue_declare(q, passive=True).method.message_count == 6000
         method, _, body = ch.basic_get(q, auto_ack=True)
         assert int.from_bytes(body[:8], "big") == 3000
@@ -256,8 +257,9 @@ def test_a_durable_limited_queue_keeps_its_limits_after_a_restart(start_broker, 
     conn = pika.BlockingConnection(pika.URLParameters(b.url))
     ch = conn.channel()
     ch.queue_declare("ml-durable", durable=True, arguments={"x-max-length-bytes": 4000 * 1024})
-    for i in range(4000):
-        ch.basic_publish("", "ml-durable", i.to_bytes(8, "big") + b"." * 1016, pika.BasicProperties(delivery_mode=2))
+    persistent = (publish_frames_with_mode(1, "", "ml-durable", i.to_bytes(8, "big") + b"." * 1016, 2)
+                  for i in range(4000))
+    publish_bulk(b.host, b.port, persistent)
     conn.close()
     b.stop()
     b = start_broker("--memory-budget", str(1024 * 1024), data_dir=data)

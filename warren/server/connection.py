@@ -346,5 +346,11 @@ class AMQPConnection(asyncio.Protocol):
         if self.session is not None and self.conn.is_open:
             self.session.shutdown()
             self.flush()
+            # a publisher held by an alarm or a congested queue is read again: its close-ok
+            # must get through (the closing connection discards anything else it sends)
+            if self._blocked or self._throttled:
+                self._blocked = False
+                self._drop_throttles()
+                self._resume_input()
         elif self.transport is not None:
             self.transport.close()
