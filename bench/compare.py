@@ -8,7 +8,8 @@ Uses ``../shared/perf`` as it is (nothing of it is copied into this repository):
 generator is built in a temporary folder with ``make`` (needs Debian's librabbitmq-dev), and
 its ``bench.py`` runs each scenario against a broker with ``--json-out``. Warren is started
 here on an ephemeral port with a temporary data folder; RabbitMQ is used when something
-answers on 127.0.0.1:5672 (or the address given).
+answers on 127.0.0.1:5672 (or the address given), and when nothing does but Debian's
+rabbitmq-server is installed, it is started here (and stopped at the end).
 
 The machine is shared, and its load drifts over minutes: running Warren's whole matrix and
 then RabbitMQ's compared two different machines. So the brokers take turns scenario by
@@ -49,6 +50,17 @@ def reachable(host: str, port: int) -> bool:
             return True
     except OSError:
         return False
+
+
+def start_rabbitmq() -> bool:
+    """Start the local RabbitMQ when it is installed but not running (Debian's
+    rabbitmq-server); True if this script started it (and so stops it at the end)."""
+    if shutil.which("rabbitmq-server") is None or shutil.which("rabbitmqctl") is None:
+        return False
+    print("(starting the installed RabbitMQ: rabbitmq-server -detached)", flush=True)
+    subprocess.run(["rabbitmq-server", "-detached"], capture_output=True, timeout=60)
+    done = subprocess.run(["rabbitmqctl", "await_startup", "--timeout", "120"], capture_output=True, timeout=180)
+    return done.returncode == 0
 
 
 def no_http_args() -> list[str]:
@@ -150,12 +162,15 @@ def main() -> None:
         brokers = []
         proc, port = start_warren(tmp, args.warren_args.split())
         brokers.append(("warren", "127.0.0.1", port))
+        started_rabbit = False
         if args.rabbitmq != "none":
             host, _, rport = args.rabbitmq.partition(":")
+            if not reachable(host, int(rport or 5672)) and host in ("127.0.0.1", "localhost"):
+                started_rabbit = start_rabbitmq()
             if reachable(host, int(rport or 5672)):
                 brokers.append(("rabbit", host, int(rport or 5672)))
             else:
-                print(f"(RabbitMQ not reachable at {args.rabbitmq}: Warren only)")
+                print(f"(RabbitMQ not reachable at {args.rabbitmq} and not installed here: Warren only)")
         rss = RssSampler(proc.pid)
         rss.start()
         print(f"{'scenario':26} {'broker':7} {'pub/s':>9} {'con/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
@@ -182,6 +197,8 @@ def main() -> None:
             rss.stop.set()
             proc.terminate()
             proc.wait(timeout=30)
+            if started_rabbit:  # only the node this script started
+                subprocess.run(["rabbitmqctl", "stop"], capture_output=True, timeout=120)
     print(f"\n## Warren / RabbitMQ (medians of {args.repeat})")
     print(f"| scenario | Warren msg/s | RabbitMQ msg/s | ratio | Warren p99 ms | RabbitMQ p99 ms | oth% W/R |")
     print("|---|---:|---:|---:|---:|---:|---:|")
