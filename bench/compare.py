@@ -59,8 +59,13 @@ def start_rabbitmq() -> bool:
         return False
     print("(starting the installed RabbitMQ: rabbitmq-server -detached)", flush=True)
     subprocess.run(["rabbitmq-server", "-detached"], capture_output=True, timeout=60)
-    done = subprocess.run(["rabbitmqctl", "await_startup", "--timeout", "120"], capture_output=True, timeout=180)
-    return done.returncode == 0
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # await_startup fails at once until the node has registered
+        done = subprocess.run(["rabbitmqctl", "await_startup"], capture_output=True, timeout=180)
+        if done.returncode == 0:
+            return True
+        time.sleep(1)
+    return False
 
 
 def no_http_args() -> list[str]:
