@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, strategies as st
 
 from warren.broker.message import Message
 from warren.errors import SyntaxError_
 from warren.spec.amqp0_9_1 import BasicProperties
+from warren.store.message import decode_message, encode_message
 
 
 @pytest.mark.parametrize("props", [
@@ -49,3 +51,21 @@ def test_the_store_record_is_dropped_once_routed_and_made_again_if_needed():
     msg.routed()
     assert msg._record is None
     assert msg.record == record
+
+
+@given(st.binary(max_size=80), st.binary(max_size=80), st.sampled_from([b"\x00\x00", b"\x10\x00\x02"]),
+       st.binary(max_size=200))
+def test_the_store_record_is_encode_message_of_the_names(exchange, routing_key, properties, body):
+    """Message.record joins the names' cached shortstrs; the octets must be the store format's.
+    Names are any octets a client can send, decoded as the codec does (surrogateescape)."""
+    exchange = exchange.decode("utf-8", "surrogateescape")
+    routing_key = routing_key.decode("utf-8", "surrogateescape")
+    m = Message(exchange, routing_key, properties, body)
+    assert m.record == encode_message(exchange, routing_key, properties, body)
+    assert decode_message(m.record) == (exchange, routing_key, properties, body)
+
+
+def test_the_store_record_of_names_with_escaped_octets():
+    name = b"caf\xc3\xa9-\xff".decode("utf-8", "surrogateescape")  # valid UTF-8 and a stray octet
+    m = Message(name, name, b"\x00\x00", b"x")
+    assert m.record == encode_message(name, name, b"\x00\x00", b"x")

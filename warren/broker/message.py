@@ -18,7 +18,7 @@ import struct
 from warren.codec.fields import encode_shortstr
 from warren.errors import PreconditionFailed, SyntaxError_
 from warren.spec.amqp0_9_1 import BasicProperties
-from warren.store.message import encode_message
+from warren.store.message import encode_message_ss
 
 __all__ = ["Message", "shared_name"]
 
@@ -86,7 +86,7 @@ class Message:
         """The message as a store record (encoded once, shared by every queue it goes to)."""
         r = self._record
         if r is None:
-            r = self._record = encode_message(self.exchange, self.routing_key, self.properties, self.body)
+            r = self._record = encode_message_ss(self.exchange_ss, self.routing_key_ss, self.properties, self.body)
         return r
 
     def routed(self) -> None:

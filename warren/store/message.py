@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import struct
 
-__all__ = ["encode_message", "decode_message"]
+__all__ = ["encode_message", "encode_message_ss", "decode_message"]
 
 _U32 = struct.Struct(">I")
 
@@ -20,6 +20,12 @@ def encode_message(exchange: str, routing_key: str, properties: bytes, body: byt
     if len(ex) > 255 or len(rk) > 255:
         raise ValueError("exchange and routing key are limited to 255 octets")
     return b"".join((bytes((len(ex),)), ex, bytes((len(rk),)), rk, _U32.pack(len(properties)), properties, body))
+
+
+def encode_message_ss(exchange_ss: bytes, routing_key_ss: bytes, properties: bytes, body) -> bytes:
+    """``encode_message`` for names already shortstr-encoded (length octet included), as a
+    queued ``Message`` keeps them: the same octets without encoding the names again."""
+    return b"".join((exchange_ss, routing_key_ss, _U32.pack(len(properties)), properties, body))
 
 
 def decode_message(data) -> tuple[str, str, bytes, bytes]:
