@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 
 from warren.store.record import (
     FILE_HEADER_SIZE, HEADER, HEADER_SIZE, KIND_ACKS, KIND_MESSAGES, T_ACK, T_DEFINITION, T_DELIVERED, T_MESSAGE,
-    FormatError, Scan, SeqScan, append_record, append_seq_record, check_file_header, encode_record, file_header, verify,
+    FormatError, Scan, SeqScan, append_record, append_seq_record, append_seq_record_py, check_file_header, encode_record, file_header, verify,
 )
 
 TYPES = (T_MESSAGE, T_ACK, T_DELIVERED, T_DEFINITION)
@@ -55,11 +55,20 @@ def test_round_trip(recs):
     assert s.end == len(buf) and s.error is None
 
 
-@given(st.sampled_from(TYPES), st.integers(0, 2**64 - 1), st.binary(max_size=100))
-def test_append_seq_record(rtype, seq, rest):
+@pytest.mark.parametrize("impl", [append_seq_record, append_seq_record_py], ids=["in-use", "pure-python"])
+@given(rtype=st.sampled_from(TYPES), seq=st.integers(0, 2**64 - 1),
+       rest=st.one_of(st.binary(max_size=100), st.binary(min_size=1000, max_size=3000)))
+def test_append_seq_record(impl, rtype, seq, rest):
+    """Both the compiled framing (warren/codec/_speedups.c, its own CRC-32) and the Python one
+    write exactly what encode_record (zlib's CRC-32) does."""
     buf = bytearray(b"x")
-    assert append_seq_record(buf, rtype, seq, rest) == 8 + len(rest)
+    assert impl(buf, rtype, seq, rest) == 8 + len(rest)
     assert bytes(buf) == b"x" + encode_record(rtype, seq.to_bytes(8, "big") + rest)
+
+
+def test_the_compiled_framing_is_in_use_where_built():
+    speedups = pytest.importorskip("warren.codec._speedups", reason="not built (setup.py)")
+    assert append_seq_record is speedups.append_seq_record
 
 
 @given(st.lists(st.binary(max_size=50), max_size=5))

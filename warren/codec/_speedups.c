@@ -1,5 +1,6 @@
 /*
- * warren.codec._speedups: the compiled halves of the basic.publish and basic.deliver fast paths.
+ * warren.codec._speedups: the compiled halves of the basic.publish and basic.deliver fast paths,
+ * and of the store's record framing (append_seq_record, below).
  *
  * Why: with a publish's three frames in the receive buffer (nearly always), finding them,
  * checking them and slicing out the arguments, properties and body was about half of the
@@ -22,6 +23,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdint.h>
 #include <string.h>
 
 #define FRAME_METHOD 1
@@ -224,7 +226,88 @@ done:
     return out;
 }
 
+/* CRC-32 as zlib computes it (reflected polynomial 0xEDB88320), eight octets per step. */
+static uint32_t crc_table[8][256];
+
+static void crc_init(void)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        crc_table[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; i++)
+        for (int t = 1; t < 8; t++)
+            crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xFF];
+}
+
+static uint32_t crc32_update(uint32_t crc, const unsigned char *p, Py_ssize_t n)
+{
+    crc = ~crc;
+    while (n >= 8) {
+        uint32_t lo = crc ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
+        uint32_t hi = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 | (uint32_t)p[7] << 24;
+        crc = crc_table[7][lo & 0xFF] ^ crc_table[6][(lo >> 8) & 0xFF] ^ crc_table[5][(lo >> 16) & 0xFF] ^
+              crc_table[4][lo >> 24] ^ crc_table[3][hi & 0xFF] ^ crc_table[2][(hi >> 8) & 0xFF] ^
+              crc_table[1][(hi >> 16) & 0xFF] ^ crc_table[0][hi >> 24];
+        p += 8;
+        n -= 8;
+    }
+    while (n-- > 0)
+        crc = crc_table[0][(crc ^ *p++) & 0xFF] ^ (crc >> 8);
+    return ~crc;
+}
+
+/*
+ * append_seq_record(buf, rtype, seq, rest) -> payload length
+ *     One store record (warren/store/record.py) appended to the bytearray buf: type, payload
+ *     length, CRC-32 of type, length and payload, then the payload: seq as uint64 and rest.
+ *     The same octets as record.append_seq_record's Python (tests/store/test_record.py).
+ */
+static PyObject *append_seq_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4 || !PyByteArray_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "append_seq_record expects (bytearray, type, seq, rest)");
+        return NULL;
+    }
+    long rtype = PyLong_AsLong(args[1]);
+    unsigned long long seq = PyLong_AsUnsignedLongLong(args[2]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (rtype < 1 || rtype > 255) {
+        PyErr_SetString(PyExc_ValueError, "record type must be 1..255");
+        return NULL;
+    }
+    Py_buffer rest;
+    if (PyObject_GetBuffer(args[3], &rest, PyBUF_SIMPLE) < 0)
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = 8 + rest.len;
+    Py_ssize_t old = PyByteArray_GET_SIZE(args[0]);
+    if ((unsigned long long)n > 0xFFFFFFFFULL) {
+        PyErr_SetString(PyExc_ValueError, "record payload over 4 GiB");
+        goto done;
+    }
+    if (PyByteArray_Resize(args[0], old + 9 + n) < 0)
+        goto done;
+    unsigned char *p = (unsigned char *)PyByteArray_AS_STRING(args[0]) + old;
+    p[0] = (unsigned char)rtype;
+    put32(p + 1, (unsigned long long)n);
+    put64(p + 9, seq);
+    memcpy(p + 17, rest.buf, rest.len);
+    uint32_t crc = crc32_update(0, p, 5);
+    crc = crc32_update(crc, p + 9, n);
+    put32(p + 5, crc);
+    result = PyLong_FromSsize_t(n);
+done:
+    PyBuffer_Release(&rest);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"append_seq_record", (PyCFunction)(void (*)(void))append_seq_record, METH_FASTCALL,
+     "append_seq_record(buf, rtype, seq, rest) -> int: one store record appended to a bytearray."},
     {"deliver_frames", (PyCFunction)(void (*)(void))deliver_frames, METH_FASTCALL,
      "deliver_frames(channel, consumer_tag, delivery_tag, redelivered, exchange, routing_key, properties, body) "
      "-> bytes: basic.deliver with its header and one body frame."},
@@ -238,4 +321,8 @@ static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "warren.codec._speedups", "Compiled fast paths of the codec (optional).", -1, methods,
 };
 
-PyMODINIT_FUNC PyInit__speedups(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__speedups(void)
+{
+    crc_init();
+    return PyModule_Create(&module);
+}
