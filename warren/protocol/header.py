@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from warren.protocol.dialects import Dialect, get_dialect
 
-__all__ = ["HEADER_SIZE", "PREFERRED_HEADER", "HEADERS", "match_header"]
+__all__ = ["HEADER_SIZE", "PREFERRED_HEADER", "HEADERS", "NEED_MORE", "match_header", "read_header"]
 
 HEADER_SIZE = 8
 PREFERRED_HEADER = b"AMQP\x00\x00\x09\x01"
@@ -27,3 +27,14 @@ def match_header(header: bytes) -> Dialect | None:
     """The dialect for an 8-octet header, or None when we do not speak it."""
     key = HEADERS.get(bytes(header[:HEADER_SIZE]))
     return None if key is None else get_dialect(key)
+
+
+NEED_MORE = "need more"  # read_header: fewer than 8 octets so far, and they could still be AMQP
+
+
+def read_header(received) -> Dialect | str | None:
+    """What the first octets a client sent say: its dialect, ``NEED_MORE``, or None when it is
+    not a header we speak (not AMQP at all is known from the first octets, without waiting for 8)."""
+    if len(received) < HEADER_SIZE:
+        return NEED_MORE if b"AMQP".startswith(bytes(received[:4])) else None
+    return match_header(received)

@@ -25,7 +25,7 @@ from warren.broker.session import Session
 from warren.errors import AMQPError
 from warren.protocol.amqp0_9_1.connection import ServerConnection
 from warren.protocol.events import Method
-from warren.protocol.header import HEADER_SIZE, PREFERRED_HEADER, match_header
+from warren.protocol.header import HEADER_SIZE, NEED_MORE, PREFERRED_HEADER, read_header
 from warren.spec import amqp0_9_1 as spec
 
 __all__ = ["AMQPConnection"]
@@ -122,15 +122,13 @@ class AMQPConnection(asyncio.Protocol):
 
     def _protocol_header(self, data: bytes) -> bytes:
         self._header += data
-        if len(self._header) < HEADER_SIZE:
-            if not b"AMQP".startswith(self._header[:4]):
-                self._refuse_header()  # not AMQP at all (say, HTTP): no need to wait for 8 octets
+        dialect = read_header(self._header)
+        if dialect is NEED_MORE:
             return b""
-        header, rest = self._header[:HEADER_SIZE], self._header[HEADER_SIZE:]
-        dialect = match_header(header)
         if dialect is None:
-            self._refuse_header()
+            self._refuse_header()  # not AMQP at all (say, HTTP) is refused without waiting for 8 octets
             return b""
+        rest = self._header[HEADER_SIZE:]
         c = self.config
         self.conn = ServerConnection(self.server.broker.server_properties(), MECHANISMS, c.frame_max,
                                      c.channel_max, c.heartbeat, c.max_message_size, dialect=dialect)

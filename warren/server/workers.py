@@ -44,7 +44,7 @@ from warren.config import Config
 from warren.errors import AMQPError, ConnectionAccessRefused, NotAllowed
 from warren.protocol.amqp0_9_1.connection import ServerConnection
 from warren.protocol.events import ConnectionClosed, Method
-from warren.protocol.header import HEADER_SIZE, PREFERRED_HEADER, match_header
+from warren.protocol.header import HEADER_SIZE, NEED_MORE, PREFERRED_HEADER, read_header
 from warren.server.handoff import RECORD_MAX, pack_handoff
 from warren.server.loops import new_event_loop
 from warren.spec import amqp0_9_1 as spec
@@ -109,11 +109,9 @@ class Greeter(asyncio.Protocol):
             self.transport.abort()
             return
         if self.conn is None:
-            if len(self.received) < HEADER_SIZE:
-                if not b"AMQP".startswith(bytes(self.received[:4])):
-                    self._refuse_header()
+            dialect = read_header(self.received)
+            if dialect is NEED_MORE:
                 return
-            dialect = match_header(bytes(self.received[:HEADER_SIZE]))
             if dialect is None:
                 self._refuse_header()
                 return
