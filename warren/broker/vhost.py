@@ -268,25 +268,24 @@ class VirtualHost:
             q.spill.delete()
             q.spill = None
         q.paged = 0
-        q.deleted = True
-        for b in list(q.bound_to):
-            self._unbind(b.source, b)
-        for c in list(q.consumers):
-            c.channel.consumer_cancelled_by_broker(c)
-        q.consumers.clear()
+        self._detach(q)
         return q.purge()
 
     def _delete_stream(self, q) -> int:
         """delete_queue for a stream queue: its files go; returns the messages it held."""
         self.durability.definitions.delete_queue(self.name, q.name)
         n = q.delete_store()
+        self._detach(q)
+        return n
+
+    def _detach(self, q) -> None:
+        """A deleted queue (classic or stream) leaves its bindings and cancels its consumers."""
         q.deleted = True
         for b in list(q.bound_to):
             self._unbind(b.source, b)
         for c in list(q.consumers):
             c.channel.consumer_cancelled_by_broker(c)
         q.consumers.clear()
-        return n
 
     def bind_queue(self, q: Queue, exchange: str, routing_key: str, arguments: dict) -> None:
         self._bind(self._writable_exchange(exchange), q, routing_key, arguments)

@@ -149,10 +149,7 @@ def decode(raw: bytes) -> tuple:
         decoded = _decode_uncached(raw)
     except (IndexError, struct.error, ValueError, UnicodeDecodeError) as e:
         raise ValueError(f"damaged property list ({e})") from None
-    if len(_cache) >= CACHE_LIMIT:
-        _cache.clear()
-    _cache[bytes(raw)] = decoded
-    return decoded
+    return _remember(_cache, raw, decoded)
 
 
 def decode_headers(table: bytes) -> list[tuple[str, str | None]] | None:
@@ -168,10 +165,15 @@ def decode_headers(table: bytes) -> list[tuple[str, str | None]] | None:
         items = _headers(decoded)
     except (IndexError, struct.error, ValueError, UnicodeDecodeError) as e:
         raise ValueError(f"damaged headers table ({e})") from None
-    if len(_table_cache) >= CACHE_LIMIT:
-        _table_cache.clear()
-    _table_cache[bytes(table)] = items
-    return items
+    return _remember(_table_cache, table, items)
+
+
+def _remember(cache: dict, key: bytes, value):
+    """Keep value under key in a cache emptied when it reaches CACHE_LIMIT entries."""
+    if len(cache) >= CACHE_LIMIT:
+        cache.clear()
+    cache[bytes(key)] = value
+    return value
 
 
 def strip_offset_header(raw: bytes) -> tuple[int | None, bytes]:
