@@ -2,7 +2,7 @@
 """Warren beside RabbitMQ on the shared scenario matrix, in one run.
 
     python bench/compare.py [--duration 5] [--repeat 1] [--only NAME,...] [--rabbitmq HOST:PORT|none]
-                            [--warren-args '--queue-flow-high 0'] [--json-out FILE]
+                            [--warren-args '--queue-flow-high 0'] [--json-out FILE] [--baseline DIR]
 
 Uses ``../shared/perf`` as it is (nothing of it is copied into this repository): its C load
 generator is built in a temporary folder with ``make`` (needs Debian's librabbitmq-dev), and
@@ -15,6 +15,9 @@ The machine is shared, and its load drifts over minutes: running Warren's whole 
 then RabbitMQ's compared two different machines. So the brokers take turns scenario by
 scenario (and with ``--repeat``, each repeat swaps who goes first), and every row shows the
 CPU the rest of the machine used meanwhile (``oth%``, from bench.py: 100 = one core), for both.
+``--baseline DIR`` adds a third broker: Warren as it is in DIR (an earlier commit, say
+``git archive REV | tar -x -C DIR`` and ``python setup.py build_ext --inplace`` there), taking
+its turn with the others, so a change is shown before and after in the same run.
 Prints per scenario the medians of consumed (or published) msg/s and of p99 latency for each
 broker, the ratio Warren/RabbitMQ, and Warren's peak RSS. Figures, never assertions.
 """
@@ -68,24 +71,26 @@ def start_rabbitmq() -> bool:
     return False
 
 
-def no_http_args() -> list[str]:
+def no_http_args(source: Path) -> list[str]:
     """``--http-port -1`` when this Warren has an HTTP API: two brokers started at once (or
     RabbitMQ's management plugin) must not fight over its fixed default port."""
-    out = subprocess.run([sys.executable, "-m", "warren", "serve", "--help"], cwd=ROOT, capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "warren", "serve", "--help"], cwd=source, capture_output=True,
                          text=True).stdout
     return ["--http-port", "-1"] if "--http-port" in out else []
 
 
-def start_warren(tmp: Path, extra: list[str]) -> tuple[subprocess.Popen, int]:
-    ready = tmp / "warren-ready.json"
+def start_warren(tmp: Path, extra: list[str], source: Path = ROOT, tag: str = "warren") -> tuple[subprocess.Popen, int]:
+    """Warren from the checkout ``source`` (run from there, so its own ``warren`` package is imported)."""
+    ready = tmp / f"{tag}-ready.json"
+    log_path = tmp / f"{tag}.log"
     proc = subprocess.Popen([sys.executable, "-m", "warren", "serve", "--port", "0", "--data-dir",
-                             str(tmp / "warren-data"), "--ready-file", str(ready), "--log-level", "warning",
-                             *no_http_args(), *extra],
-                            stdout=subprocess.DEVNULL, stderr=open(tmp / "warren.log", "wb"))
+                             str(tmp / f"{tag}-data"), "--ready-file", str(ready), "--log-level", "warning",
+                             *no_http_args(source), *extra],
+                            cwd=source, stdout=subprocess.DEVNULL, stderr=open(log_path, "wb"))
     deadline = time.monotonic() + 20
     while not ready.exists():
         if proc.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit("warren did not start:\n" + (tmp / "warren.log").read_text())
+            raise SystemExit(f"{tag} did not start:\n" + log_path.read_text())
         time.sleep(0.05)
     return proc, json.loads(ready.read_text())["port"]
 
@@ -153,6 +158,7 @@ def main() -> None:
     ap.add_argument("--rabbitmq", default="127.0.0.1:5672", help="HOST:PORT, or 'none'")
     ap.add_argument("--warren-args", default="", help="extra 'warren serve' options, e.g. '--queue-flow-high 0'")
     ap.add_argument("--json-out", help="append every run (one JSON line each) to this file")
+    ap.add_argument("--baseline", type=Path, help="also run Warren from this checkout (before a change)")
     args = ap.parse_args()
     if not PERF.is_dir():
         raise SystemExit(f"{PERF} not found: this script needs ../shared/perf beside the checkout")
@@ -167,6 +173,10 @@ def main() -> None:
         brokers = []
         proc, port = start_warren(tmp, args.warren_args.split())
         brokers.append(("warren", "127.0.0.1", port))
+        base_proc = None
+        if args.baseline:
+            base_proc, base_port = start_warren(tmp, args.warren_args.split(), args.baseline.resolve(), "before")
+            brokers.append(("before", "127.0.0.1", base_port))
         started_rabbit = False
         if args.rabbitmq != "none":
             host, _, rport = args.rabbitmq.partition(":")
@@ -183,7 +193,7 @@ def main() -> None:
         try:
             for name in names:
                 for rep in range(args.repeat):
-                    order = brokers if rep % 2 == 0 else brokers[::-1]
+                    order = brokers[rep % len(brokers):] + brokers[:rep % len(brokers)]  # rotate who goes first
                     for who, host, bport in order:
                         r = run_one(perf, host, bport, name, args, tmp / f"{who}.jsonl")
                         r.update(broker=who, repeat=rep)
@@ -200,8 +210,10 @@ def main() -> None:
                                 f.write(json.dumps(dict(r, scenario=name)) + "\n")
         finally:
             rss.stop.set()
-            proc.terminate()
-            proc.wait(timeout=30)
+            for p in (proc, base_proc):
+                if p is not None:
+                    p.terminate()
+                    p.wait(timeout=30)
             if started_rabbit:  # only the node this script started
                 subprocess.run(["rabbitmqctl", "stop"], capture_output=True, timeout=120)
     print(f"\n## Warren / RabbitMQ (medians of {args.repeat})")
@@ -215,6 +227,17 @@ def main() -> None:
         oth = f"{fmt(median([x.get('other_cpu_pct') for x in w]))}/{fmt(median([x.get('other_cpu_pct') for x in r]))}"
         print(f"| {name} | {fmt(wv)} | {fmt(rv)} | {ratio} | {fmt(median([p99_ms(x) for x in w]), '.2f')} | "
               f"{fmt(median([p99_ms(x) for x in r]), '.2f')} | {oth} |")
+    if args.baseline:
+        print(f"\n## Warren now / Warren before ({args.baseline})")
+        print("| scenario | now msg/s | before msg/s | now/before | now p99 ms | before p99 ms |")
+        print("|---|---:|---:|---:|---:|---:|")
+        for name in names:
+            w = results.get(name, {}).get("warren", [])
+            b = results.get(name, {}).get("before", [])
+            wv, bv = median([headline(x) for x in w]), median([headline(x) for x in b])
+            ratio = f"{wv / bv:.2f}" if wv and bv else "-"
+            print(f"| {name} | {fmt(wv)} | {fmt(bv)} | {ratio} | {fmt(median([p99_ms(x) for x in w]), '.2f')} | "
+                  f"{fmt(median([p99_ms(x) for x in b]), '.2f')} |")
     print(f"\nWarren peak RSS during the matrix: {rss.peak_kib / 1024:.0f} MiB; "
           f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
