@@ -8,19 +8,44 @@ that command runs or its help is shown, so `warren serve` never imports pyspark.
 from __future__ import annotations
 
 import importlib
+import sys
+from dataclasses import dataclass
 
 import click
 
 from warren import __version__
 
-__all__ = ["main", "LAZY_COMMANDS"]
+__all__ = ["main", "LAZY_COMMANDS", "LazyCommand"]
 
-# command name -> ("module", "attribute", one-line help shown in `warren --help`)
-LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
-    # `warren pipeline archive|replay`: Spark jobs (warren/spark/pipeline.py), need pyspark
-    "pipeline": ("warren.spark.pipeline", "pipeline",
-                 "Spark jobs: archive a stream to Parquet, replay Parquet into an exchange."),
+
+@dataclass(frozen=True)
+class LazyCommand:
+    module: str  # imported only when the command is used
+    attribute: str  # the click command in that module
+    help: str  # one line for `warren --help`
+    needs: str | None = None  # an optional distribution's top-level module the command cannot run without
+    extra: str | None = None  # the extra of warren that installs it: pip install 'warren[extra]'
+
+
+# command name -> where it is; register further commands with one line here
+LAZY_COMMANDS: dict[str, LazyCommand] = {
+    "pipeline": LazyCommand("warren.spark.pipeline", "pipeline",
+                            "Spark jobs: archive a stream to Parquet, replay Parquet into an exchange.",
+                            needs="pyspark", extra="spark"),
 }
+
+
+def _missing(name: str, lazy: LazyCommand) -> click.Command:
+    """A stand-in for a command whose optional dependency is not installed: one line, exit 1."""
+
+    @click.command(name, help=lazy.help, context_settings={"ignore_unknown_options": True,
+                                                           "allow_extra_args": True, "help_option_names": []})
+    def missing() -> None:
+        click.echo(f"Error: `warren {name}` needs {lazy.needs}, which is not installed; install it with: "
+                   f"pip install 'warren[{lazy.extra}]'", err=True)
+        sys.exit(1)
+
+    return missing
 
 
 class LazyGroup(click.Group):
@@ -33,15 +58,20 @@ class LazyGroup(click.Group):
         command = super().get_command(ctx, name)
         if command is not None or name not in LAZY_COMMANDS:
             return command
-        module_name, attribute, _ = LAZY_COMMANDS[name]
-        return getattr(importlib.import_module(module_name), attribute)
+        lazy = LAZY_COMMANDS[name]
+        if lazy.needs is not None:
+            try:
+                importlib.import_module(lazy.needs)
+            except ImportError:
+                return _missing(name, lazy)
+        return getattr(importlib.import_module(lazy.module), lazy.attribute)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         # `warren --help` lists the lazy commands from their one-line help, without importing them
         rows = []
         for name in self.list_commands(ctx):
             if name in LAZY_COMMANDS and super().get_command(ctx, name) is None:
-                rows.append((name, LAZY_COMMANDS[name][2]))
+                rows.append((name, LAZY_COMMANDS[name].help))
                 continue
             command = self.get_command(ctx, name)
             if command is not None and not command.hidden:

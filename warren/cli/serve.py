@@ -18,6 +18,8 @@ __all__ = ["serve"]
 @click.option("--data-dir", default="data", show_default=True, type=click.Path(path_type=Path),
               help="Folder for durable state.")
 @click.option("--heartbeat", default=60, show_default=True, type=int, help="Heartbeat seconds offered to clients.")
+@click.option("--handshake-timeout", default=10.0, show_default=True, type=float,
+              help="Seconds a client has from connecting to connection.open-ok (RabbitMQ's handshake_timeout).")
 @click.option("--frame-max", default=131072, show_default=True, type=int, help="Largest frame in octets.")
 @click.option("--channel-max", default=2047, show_default=True, type=int, help="Most channels per connection.")
 @click.option("--fsync/--no-fsync", default=True, show_default=True,
