@@ -22,7 +22,7 @@ class Config:
     frame_max: int = FRAME_MAX_DEFAULT
     channel_max: int = CHANNEL_MAX_DEFAULT
     max_message_size: int = MAX_MESSAGE_SIZE
-    handshake_timeout: float = 10.0  # seconds to send the protocol header and log in (RabbitMQ: 10)
+    handshake_timeout: float = 10.0  # seconds from accept to connection.open-ok (RabbitMQ: 10)
     shutdown_timeout: float = 5.0  # seconds to wait for close-ok from clients on shutdown
     loop: str = "auto"
     # fsync before confirming persistent messages (group commit). False trades the power-cut
@@ -67,6 +67,8 @@ class Config:
             raise ValueError("channel-max must be 0..65535")
         if not 0 <= self.heartbeat <= 65535:
             raise ValueError("heartbeat must be 0..65535 seconds")
+        if not 0 < self.handshake_timeout <= 3600:
+            raise ValueError("handshake-timeout must be more than 0 and at most 3600 seconds")
         if not 1 <= self.workers <= 64:
             raise ValueError("workers must be 1..64")
         if not self.vhosts or len(set(self.vhosts)) != len(self.vhosts):

@@ -26,6 +26,8 @@ from warren.errors import AMQPError
 from warren.protocol.amqp0_9_1.connection import ServerConnection
 from warren.protocol.events import Method
 from warren.protocol.header import HEADER_SIZE, NEED_MORE, PREFERRED_HEADER, read_header
+from warren.server.handshake import handshake_pending, peer_name
+from warren.server.handshake import stage as handshake_stage
 from warren.spec import amqp0_9_1 as spec
 
 __all__ = ["AMQPConnection"]
@@ -67,6 +69,8 @@ class AMQPConnection(asyncio.Protocol):
         self._flow_timer: asyncio.TimerHandle | None = None
         self._more_events = False  # the last turn stopped at EVENTS_PER_TURN
         self._told_blocked = False  # we sent connection.blocked
+        # the handshake deadline (handshake.py): never replaced, by data or by heartbeats
+        self._handshake_timer: asyncio.TimerHandle | None = None
         # heartbeats
         self._heartbeat = 0
         self._timer: asyncio.TimerHandle | None = None
@@ -85,7 +89,7 @@ class AMQPConnection(asyncio.Protocol):
         self.transport = transport
         self.peer = transport.get_extra_info("peername")
         self.server.connections.add(self)
-        self._timer = self.loop.call_later(self.config.handshake_timeout, self._handshake_timeout)
+        self._handshake_timer = self.loop.call_later(self.config.handshake_timeout, self._handshake_timeout)
         if self._replay is not None:
             replay, self._replay = self._replay, None
             self.data_received(replay)
@@ -105,6 +109,9 @@ class AMQPConnection(asyncio.Protocol):
         self.server.collector.connection_closed()
         if self._timer is not None:
             self._timer.cancel()
+        if self._handshake_timer is not None:
+            self._handshake_timer.cancel()
+            self._handshake_timer = None
         self._drop_throttles()
         if self.session is not None:
             self.session.connection_lost()
@@ -303,12 +310,16 @@ class AMQPConnection(asyncio.Protocol):
     # --- timers --------------------------------------------------------------------------
 
     def _handshake_timeout(self) -> None:
-        if self.conn is None or not self.conn.is_open:
-            log.warning("closing connection from %s: handshake not completed in %.0fs",
-                        self.peer, self.config.handshake_timeout)
-            self.transport.abort()
+        """The handshake deadline passed: drop the client unless open-ok went out (handshake.py)."""
+        self._handshake_timer = None
+        if self.transport is None or self.transport.is_closing() or not handshake_pending(self.conn):
+            return
+        log.warning("closing connection from %s: handshake not completed in %gs (%s)",
+                    peer_name(self.peer), self.config.handshake_timeout, handshake_stage(self._header, self.conn))
+        self.transport.abort()
 
     def start_heartbeat(self, seconds: int) -> None:
+        # the handshake deadline keeps running beside this timer until open-ok
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -316,9 +327,6 @@ class AMQPConnection(asyncio.Protocol):
         if seconds:
             self._idle_ticks = 0
             self._timer = self.loop.call_later(seconds / 2, self._heartbeat_tick)
-        else:
-            # no heartbeats: still drop clients that never finish the handshake
-            self._timer = self.loop.call_later(self.config.handshake_timeout, self._handshake_timeout)
 
     def _heartbeat_tick(self) -> None:
         if self.transport is None or self.transport.is_closing():

@@ -46,6 +46,8 @@ from warren.protocol.amqp0_9_1.connection import ServerConnection
 from warren.protocol.events import ConnectionClosed, Method
 from warren.protocol.header import HEADER_SIZE, NEED_MORE, PREFERRED_HEADER, read_header
 from warren.server.handoff import RECORD_MAX, pack_handoff
+from warren.server.handshake import handshake_pending, peer_name
+from warren.server.handshake import stage as handshake_stage
 from warren.server.loops import new_event_loop
 from warren.spec import amqp0_9_1 as spec
 
@@ -189,11 +191,14 @@ class Greeter(asyncio.Protocol):
             self.transport.close()
 
     def _timeout(self) -> None:
+        """The handshake deadline (handshake.py) passed before the hand-over: drop the client."""
         self._timer = None
-        if self.transport is not None:
-            log.warning("closing connection from %s: handshake not completed in %.0fs", self.peer,
-                        self.sup.config.handshake_timeout)
-            self.transport.abort()
+        if self.transport is None:
+            return
+        if handshake_pending(self.conn):
+            log.warning("closing connection from %s: handshake not completed in %gs (%s)", peer_name(self.peer),
+                        self.sup.config.handshake_timeout, handshake_stage(self.received, self.conn))
+        self.transport.abort()  # a refused client that never answered our close goes too
 
 
 class Supervisor:
@@ -226,7 +231,8 @@ class Supervisor:
                 "--data-dir", str(c.data_dir / "workers" / str(w.index)),
                 "--handoff-socket", str(w.socket_path), "--ready-file", str(w.ready_file),
                 "--policy-file", str(c.policy_file or c.data_dir / FILE_NAME),
-                "--heartbeat", str(c.heartbeat), "--frame-max", str(c.frame_max),
+                "--heartbeat", str(c.heartbeat), "--handshake-timeout", str(c.handshake_timeout),
+                "--frame-max", str(c.frame_max),
                 "--channel-max", str(c.channel_max), "--fsync" if c.fsync else "--no-fsync",
                 "--memory-budget", str(c.memory_budget // n),
                 "--memory-high-watermark", str(c.memory_high_watermark / n if c.memory_high_watermark < 1
