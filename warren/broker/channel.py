@@ -41,6 +41,11 @@ _CHECKED_FLAGS_HI = _EXPIRATION_FLAG_HI | _REPLY_TO_FLAG_HI
 
 
 class Channel:
+    # the HTTP API's message_stats (warren/management/api/stats.py): plain increments; the
+    # deliveries and gets are ``next_tag - 1``
+    stats_publish = 0
+    stats_ack = 0
+
     def __init__(self, session, number: int) -> None:
         self.session = session
         self.conn = session.conn  # the sans-IO protocol connection
@@ -103,6 +108,9 @@ class Channel:
     def deliver(self, consumer: Consumer, queue, seq: int, msg: Message, redelivered: bool) -> None:
         tag = self.next_tag
         self.next_tag = tag + 1
+        queue.stats_deliver += 1
+        if redelivered:
+            queue.stats_redeliver += 1
         if not consumer.no_ack:
             self.unacked[tag] = (queue, seq, msg, consumer, tag)
             size = len(msg.body)
@@ -264,6 +272,8 @@ class Channel:
         if ex.internal:
             raise AccessRefused(f"cannot publish to internal exchange '{m.exchange}' in vhost "
                                 f"'{self.vhost.name}'", m.CLASS_ID, m.METHOD_ID)
+        self.stats_publish += 1
+        ex.stats_publish_in += 1
         msg = Message(m.exchange, m.routing_key, properties, body)
         if len(properties) >= 2 and (properties[0] & _CHECKED_FLAGS_HI or properties[1] & _USER_ID_FLAG):
             self._check_properties(m, msg)
@@ -367,6 +377,9 @@ class Channel:
             self._reply(spec.BasicGetEmpty())
             return
         seq, msg, redelivered, _ = entry
+        q.stats_get += 1
+        if redelivered:
+            q.stats_redeliver += 1
         tag = self.next_tag
         self.next_tag = tag + 1
         if not m.no_ack:
@@ -396,6 +409,8 @@ class Channel:
 
     def _settle(self, entries: list[tuple], requeue: bool | None) -> None:
         """requeue: True puts the messages back, False rejects them, None (ack) forgets them."""
+        if requeue is None:
+            self.stats_ack += len(entries)
         touched = set()
         requeued = defaultdict(list)
         for q, seq, msg, consumer, _tag in entries:
@@ -409,6 +424,7 @@ class Channel:
             if requeue:
                 requeued[q].append((seq, msg))
             elif requeue is None:  # acked
+                q.stats_ack += 1
                 q.forget(seq, msg)
             else:  # rejected or nacked without requeue: dead-lettered if the queue says so
                 q.reject(seq, msg)

@@ -94,6 +94,12 @@ def _int_arg(arguments: dict, key: str) -> int | None:
 class Queue:
     flow_high = FLOW_HIGH  # class attributes: the server may set other marks (Config)
     flow_high_bytes = FLOW_HIGH_BYTES
+    # message counts for the HTTP API's message_stats (warren/management/api/stats.py), plain
+    # increments by the channel; what was published is ``_seq`` (one per enqueued message)
+    stats_deliver = 0  # deliveries to consumers
+    stats_get = 0  # basic.get answered with a message
+    stats_ack = 0  # deliveries acknowledged
+    stats_redeliver = 0  # deliveries flagged redelivered
 
     def __init__(self, vhost, name: str, durable: bool = False, exclusive_owner=None,
                  auto_delete: bool = False, arguments: dict | None = None) -> None:

@@ -61,6 +61,7 @@ def _freeze(value):
 
 class Exchange:
     TYPE = ""
+    stats_publish_in = 0  # messages published to it (the HTTP API's message_stats; Channel counts)
 
     def __init__(self, name: str, durable: bool = False, auto_delete: bool = False,
                  internal: bool = False, arguments: dict | None = None) -> None:
