@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 from warren.broker.auth import MECHANISMS
 from warren.broker.channel import OUTPUT_BATCH
@@ -34,7 +35,14 @@ __all__ = ["AMQPConnection"]
 
 log = logging.getLogger("warren.connection")
 
-CLOSE_GRACE_S = 1.0  # after sending connection.close, how long to wait for close-ok
+# The close handshake, as RabbitMQ's reader does it: once close-ok is sent (the client closed)
+# or connection.close is sent (we closed), the connection keeps reading and discarding what
+# the peer still sends (a client's publishes written behind its close: closing the socket at
+# once made them a TCP reset, EPIPE in Node's amqplib, whose close callback then never fired)
+# until the peer closes its end or answers close-ok, for at most the negotiated heartbeat
+# interval, or CLOSING_TIMEOUT_S without heartbeats or above it.
+CLOSING_TIMEOUT_S = 30.0
+CLOSE_GRACE_S = 1.0  # after a framing error no close-ok can be read: close sooner
 # Fair turns. A connection handles at most one read and EVENTS_PER_TURN events per loop
 # iteration, then yields. Without this, one flooding publisher starved everyone else: libuv
 # reads a readable socket up to 32 times in a row (8 MiB with uvloop's 256 KiB reads), and a
@@ -48,6 +56,11 @@ FLOW_MAX_PAUSE_S = 1.0  # longest pause for a congested queue before one more pu
 
 
 class AMQPConnection(asyncio.Protocol):
+    # octets read and written, per read and per write (the HTTP API's recv_oct/send_oct)
+    recv_oct = 0
+    send_oct = 0
+    connected_at = 0.0  # time.time() of the accept (the HTTP API's connected_at)
+
     def __init__(self, server, replay: bytes | None = None) -> None:
         # shared server state
         self.server = server
@@ -69,6 +82,7 @@ class AMQPConnection(asyncio.Protocol):
         self._flow_timer: asyncio.TimerHandle | None = None
         self._more_events = False  # the last turn stopped at EVENTS_PER_TURN
         self._told_blocked = False  # we sent connection.blocked
+        self._close_timer: asyncio.TimerHandle | None = None  # the close handshake's deadline
         # the handshake deadline (handshake.py): never replaced, by data or by heartbeats
         self._handshake_timer: asyncio.TimerHandle | None = None
         # heartbeats
@@ -88,6 +102,7 @@ class AMQPConnection(asyncio.Protocol):
     def connection_made(self, transport) -> None:
         self.transport = transport
         self.peer = transport.get_extra_info("peername")
+        self.connected_at = time.time()
         self.server.connections.add(self)
         self._handshake_timer = self.loop.call_later(self.config.handshake_timeout, self._handshake_timeout)
         if self._replay is not None:
@@ -96,6 +111,7 @@ class AMQPConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self._received = True
+        self.recv_oct += len(data)
         if self.conn is None:
             data = self._protocol_header(data)
             if not data:
@@ -112,6 +128,9 @@ class AMQPConnection(asyncio.Protocol):
         if self._handshake_timer is not None:
             self._handshake_timer.cancel()
             self._handshake_timer = None
+        if self._close_timer is not None:
+            self._close_timer.cancel()
+            self._close_timer = None
         self._drop_throttles()
         if self.session is not None:
             self.session.connection_lost()
@@ -288,22 +307,48 @@ class AMQPConnection(asyncio.Protocol):
         if data:
             self._sent = True
             # one joined buffer: a writev of thousands of small parts costs more than the copy
-            self.transport.write(b"".join(data))
+            out = b"".join(data)
+            self.send_oct += len(out)
+            self.transport.write(out)
         if batch_full and session.writable:
             self.loop.call_soon(session.resume_delivery)  # dispatch stopped at the batch limit
 
     def close_after_flush(self) -> None:
-        """The close handshake is over: write what is queued and close the socket."""
+        """The close handshake is over: write what is queued; if the peer's close-ok ended our
+        close, close the socket now, else (we sent close-ok) let the peer close it, reading and
+        discarding what it still sends until then (CLOSING_TIMEOUT_S)."""
         self.flush()
-        if self.transport is not None:
+        if self.transport is None:
+            return
+        if self.conn is not None and self.conn.sent_close_ok:
+            self._read_until_closed(self._closing_timeout())
+        else:
             self.transport.close()
 
     def close_soon(self) -> None:
-        """We sent connection.close: give the peer a moment for close-ok, then close anyway."""
+        """We sent connection.close: wait for the peer's close-ok (CLOSING_TIMEOUT_S), then close."""
         self.flush()
-        self.loop.call_later(CLOSE_GRACE_S, self._force_close)
+        readable = self.conn is not None and self.conn.reads_input
+        self._read_until_closed(self._closing_timeout() if readable else CLOSE_GRACE_S)
+
+    def _closing_timeout(self) -> float:
+        heartbeat = self._heartbeat
+        return heartbeat if 0 < heartbeat < CLOSING_TIMEOUT_S else CLOSING_TIMEOUT_S
+
+    def _read_until_closed(self, timeout: float) -> None:
+        """Keep reading (and discarding, the sans-IO core does) until the peer closes its end,
+        or ``timeout`` seconds; the first call sets the deadline."""
+        if self.transport.is_closing():
+            return
+        if self._close_timer is None:
+            self._close_timer = self.loop.call_later(timeout, self._force_close)
+        if self._blocked or self._throttled:  # nothing held back any more: the input is dropped
+            self._blocked = False
+            self._drop_throttles()
+            self._resume_input()
 
     def _force_close(self) -> None:
+        self._close_timer = None
         if self.transport is not None and not self.transport.is_closing():
             self.transport.close()
 
@@ -354,9 +399,6 @@ class AMQPConnection(asyncio.Protocol):
             self.flush()
             # a publisher held by an alarm or a congested queue is read again: its close-ok
             # must get through (the closing connection discards anything else it sends)
-            if self._blocked or self._throttled:
-                self._blocked = False
-                self._drop_throttles()
-                self._resume_input()
+            self._read_until_closed(self._closing_timeout())
         elif self.transport is not None:
             self.transport.close()
