@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 
+from warren.access.errors import LoginRefused
 from warren.broker.auth import parse_response
 from warren.broker.channel import Channel
 from warren.errors import (
@@ -48,10 +49,27 @@ class Session:
         self.published = False  # resource alarms block only connections that publish
         self._confirming: set[Channel] = set()
         self.closed = False
+        # why the connection ends, for its one close line in the log (connection.py); the
+        # first cause wins: an error we answered, the client's connection.close, a shutdown
+        self.close_reason: str | None = None
 
     def __str__(self) -> str:
         host, port = self.peer[:2] if self.peer else ("?", 0)
         return f"{host}:{port} user={self.username or '-'} vhost={self.vhost.name if self.vhost else '-'}"
+
+    @property
+    def client_name(self) -> str:
+        """What the client calls itself: client_properties' connection_name, else its product."""
+        props = self.client_properties
+        name = props.get("connection_name") or props.get("product")
+        if isinstance(name, (bytes, bytearray)):
+            name = bytes(name).decode("utf-8", "replace")
+        return str(name) if name else "-"
+
+    def note_close(self, reason: str) -> None:
+        """Record why the connection ends (the first cause is kept)."""
+        if self.close_reason is None:
+            self.close_reason = reason
 
     # --- events --------------------------------------------------------------------------
 
@@ -75,6 +93,9 @@ class Session:
                 if ch is not None:
                     ch.close()
             elif kind is ConnectionClosed:
+                # when the broker started the close, note_close kept that cause already
+                self.note_close(f"client closed the connection ({event.reply_code} {event.reply_text})"
+                                if event.reply_text else "client closed the connection")
                 self._release()
                 self.io.close_after_flush()
         except AMQPError as e:
@@ -97,7 +118,11 @@ class Session:
             if ch is not None:
                 ch.close()
         else:
-            log.warning("connection error on %s: %d %s", self, error.reply_code, error.reply_text)
+            detail = getattr(error, "log_detail", None)  # what the client is not told (why a login failed)
+            log.warning("connection error on %s: %d %s%s", self, error.reply_code, error.reply_text,
+                        f" ({detail})" if detail else "")
+            self.note_close(f"{detail} ({error.reply_code} {error.reply_text.split(' - ')[0]})" if detail
+                            else f"connection error {error.reply_code} {error.reply_text}")
             self.conn.close_connection(error.reply_code, error.reply_text, error.class_id, error.method_id)
             self._release()
             self.io.close_soon()
@@ -116,10 +141,17 @@ class Session:
             except ValueError as e:
                 raise ConnectionAccessRefused(f"{m.mechanism} login refused: {e}", 10, 11) from None
             host = self.peer[0] if self.peer else None
-            if self.broker.users.authenticate(username, password, host) is None:
-                raise ConnectionAccessRefused(
+            try:
+                user = self.broker.users.authenticate(username, password, host)
+                reason = "unknown user, wrong password or a loopback-only user from a remote address"
+            except LoginRefused as e:  # the user store says why (warren/access): for the log only
+                user, reason = None, e.reason
+            if user is None:
+                error = ConnectionAccessRefused(
                     f"Login was refused using authentication mechanism {m.mechanism}. For details see the "
                     "broker logfile.", 10, 11)
+                error.log_detail = f"login refused for user '{username}': {reason}"
+                raise error
             self.username = username
             self.conn.accept_login()
         elif index == _TUNE_OK:
@@ -127,11 +159,12 @@ class Session:
         elif index == _OPEN:
             vhost = self.broker.vhosts.get(m.virtual_host)
             if vhost is None:
-                raise NotAllowed(f"vhost {m.virtual_host} not found", 10, 40)
+                error = NotAllowed(f"vhost {m.virtual_host} not found", 10, 40)
+                error.log_detail = f"user '{self.username}' asked for unknown vhost '{m.virtual_host}'"
+                raise error
             self.vhost = vhost
             self.conn.accept_open()
-            log.info("connection %s opened (client %s)", self,
-                     self.client_properties.get("product", "unknown"))
+            log.info("connection %s opened (client %s)", self, self.client_name)
         elif index == _UPDATE_SECRET:
             self.conn.send_method(0, spec.ConnectionUpdateSecretOk())
         self.io.want_flush()
@@ -175,6 +208,7 @@ class Session:
 
     def shutdown(self, reply_text: str = "broker shutdown") -> None:
         """Server-initiated close (320 CONNECTION_FORCED), e.g. on SIGTERM."""
+        self.note_close(f"{reply_text} (320 CONNECTION_FORCED)")
         self.conn.close_connection(320, f"CONNECTION_FORCED - {reply_text}")
         self._release()
         self.io.want_flush()

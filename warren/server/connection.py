@@ -17,6 +17,7 @@ that has been silent for two intervals (as RabbitMQ does).
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 
@@ -96,12 +97,18 @@ class AMQPConnection(asyncio.Protocol):
         # connection.open, since the supervisor answered everything before it
         self._replay = replay
         self._replaying = replay is not None
+        # the close line (connection_lost): when it began, whether the client sent EOF, and
+        # why the glue itself closed it (heartbeat, refused header); the session knows the rest
+        self._started = time.monotonic()
+        self._eof = False
+        self._close_reason: str | None = None
 
     # --- asyncio callbacks ---------------------------------------------------------------
 
     def connection_made(self, transport) -> None:
         self.transport = transport
         self.peer = transport.get_extra_info("peername")
+        self._started = time.monotonic()
         self.connected_at = time.time()
         self.server.connections.add(self)
         self._handshake_timer = self.loop.call_later(self.config.handshake_timeout, self._handshake_timeout)
@@ -120,7 +127,11 @@ class AMQPConnection(asyncio.Protocol):
         self._process()
         self._yield_turn()
 
+    def eof_received(self) -> None:
+        self._eof = True  # returning None lets the transport close itself
+
     def connection_lost(self, exc) -> None:
+        self._log_close(exc)
         self.server.connections.discard(self)
         self.server.collector.connection_closed()
         if self._timer is not None:
@@ -134,6 +145,24 @@ class AMQPConnection(asyncio.Protocol):
         self._drop_throttles()
         if self.session is not None:
             self.session.connection_lost()
+
+    def _log_close(self, exc) -> None:
+        """One line per connection, when its socket is gone: who, for how long, and why."""
+        session = self.session
+        reason = (session.close_reason if session is not None else None) or self._close_reason
+        if reason is None:
+            if exc is not None:
+                reason = f"socket error: {exc.__class__.__name__}: {exc}"
+            elif self._eof:
+                reason = "client closed the socket (EOF) without connection.close"
+            elif handshake_pending(self.conn):
+                reason = f"closed by the broker during the handshake ({handshake_stage(self._header, self.conn)})"
+            else:
+                reason = "closed by the broker"
+        who = str(session) if session is not None else f"{peer_name(self.peer)} user=- vhost=-"
+        client = json.dumps(session.client_name if session is not None else "-", ensure_ascii=False)
+        lived = time.monotonic() - self._started
+        log.info("connection closed: %s client=%s lived %.2fs: %s", who, client, lived, reason)
 
     def pause_writing(self) -> None:
         if self.session is not None:
@@ -164,6 +193,7 @@ class AMQPConnection(asyncio.Protocol):
 
     def _refuse_header(self) -> None:
         log.info("refused protocol header %r from %s", self._header[:8], self.peer)
+        self._close_reason = f"not an AMQP protocol header: {bytes(self._header[:8])!r}"
         self.transport.write(PREFERRED_HEADER)
         self.transport.close()
         self._closing = True
@@ -386,6 +416,7 @@ class AMQPConnection(asyncio.Protocol):
             self._idle_ticks += 1
             if self._idle_ticks >= 4:  # two heartbeat intervals of silence
                 log.warning("missed heartbeats from client %s, timeout: %ds", self.session, self._heartbeat)
+                self._close_reason = f"heartbeat timeout: nothing received for {2 * self._heartbeat}s"
                 self.transport.abort()
                 return
         self._received = False
