@@ -279,11 +279,26 @@ def test_a_second_channel_open_is_a_channel_error(open_peer):
     assert (err.class_id, err.method_id) == (20, 10)
 
 
-def test_a_channel_above_the_negotiated_channel_max_is_not_allowed(open_peer):
-    open_peer.open_channel(16)
-    err = raises(NotAllowed, 530, open_peer.send, 17, spec.ChannelOpen())
-    assert (err.class_id, err.method_id) == (20, 10)
-    assert not open_peer.conn.channel_is_open(17)
+def test_any_channel_number_opens_and_channel_max_limits_how_many_are_open(open_peer):
+    # RabbitMQ: numbers 1..65535 whatever channel-max is (aiormq opens 65535); channel-max
+    # counts open channels (open_peer negotiated 16, channel 1 is open)
+    open_peer.open_channel(65535)
+    open_peer.open_channel(17)
+    for n in range(100, 113):
+        open_peer.open_channel(n)
+    err = raises(NotAllowed, 530, open_peer.send, 2, spec.ChannelOpen())
+    assert err.reply_text == "NOT_ALLOWED - number of channels opened (16) has reached the negotiated channel_max (16)"
+    assert (err.class_id, err.method_id) == (0, 0)  # RabbitMQ names no method
+    assert not open_peer.conn.channel_is_open(2)
+
+
+def test_a_closed_channel_frees_its_place_under_channel_max(open_peer):
+    for n in range(2, 17):
+        open_peer.open_channel(n)
+    open_peer.send(5, spec.ChannelClose(200, "", 0, 0))
+    open_peer.received()
+    open_peer.open_channel(40000)
+    raises(NotAllowed, 530, open_peer.send, 5, spec.ChannelOpen())
 
 
 def test_a_connection_method_on_a_channel_is_command_invalid(open_peer):
@@ -571,6 +586,30 @@ def test_a_client_close_crossing_our_close_is_answered_and_ends_the_connection(o
     [event] = open_peer.send(0, spec.ConnectionClose(200, "", 0, 0))
     assert isinstance(event, ConnectionClosed)
     assert open_peer.received() == [(0, spec.ConnectionCloseOk())]
+    assert open_peer.conn.sent_close_ok  # the peer closes the socket
+
+
+def test_after_the_close_handshake_frames_in_flight_are_discarded(open_peer):
+    # amqplib writes a channel's buffered publishes behind its connection.close: after
+    # close-ok they are read and dropped; a repeated close gets close-ok again (RabbitMQ)
+    [event] = open_peer.send(0, spec.ConnectionClose(200, "bye", 0, 0))
+    assert isinstance(event, ConnectionClosed) and open_peer.conn.sent_close_ok
+    open_peer.received()
+    in_flight = publish_frames(1, b"late") * 50 + mframe(1, spec.BasicQos(0, 1, False)) + mframe(7, spec.ChannelOpen())
+    assert open_peer.feed(in_flight) == [] and open_peer.received() == []
+    assert open_peer.send(0, spec.ConnectionClose(200, "again", 0, 0)) == []
+    assert open_peer.received() == [(0, spec.ConnectionCloseOk())]
+    # even a frame error is only the end of reading now, not an error to answer
+    assert open_peer.feed(frame(FRAME_METHOD, 1, b"\x00\x3c\x00\x28", end=0x00)) == []
+    assert open_peer.received() == [] and not open_peer.conn.reads_input
+
+
+def test_our_close_ended_by_close_ok_is_not_the_peer_closing(open_peer):
+    open_peer.conn.close_connection(320, "CONNECTION_FORCED - broker shutdown")
+    open_peer.received()
+    assert open_peer.feed(publish_frames(1, b"late") * 10) == []
+    [event] = open_peer.send(0, spec.ConnectionCloseOk())
+    assert isinstance(event, ConnectionClosed) and not open_peer.conn.sent_close_ok
 
 
 def test_close_connection_twice_sends_one_close(open_peer):

@@ -38,8 +38,9 @@ reachable: the broker sends them only in answer to methods that version cannot s
 
 Other per-version rules the connection applies (``warren.protocol.amqp0_9_1.connection``):
 tune negotiation (0-8/0-9: a client frame-max of 0 or above ours is capped, not refused;
-channel-max counts open channels), 505 UNEXPECTED_FRAME (absent before 0-9-1) sent as 503
-COMMAND_INVALID, and 0-8/0-9's out-of-band and trace frame types (4-7) refused with 540.
+channel-max counts open channels, as 0-9-1 does after RabbitMQ), 505 UNEXPECTED_FRAME (absent
+before 0-9-1) sent as 503 COMMAND_INVALID, and 0-8/0-9's out-of-band and trace frame types (4-7)
+refused with 540.
 """
 
 from __future__ import annotations
@@ -176,7 +177,6 @@ class Dialect:
         self.identity = identity
         self.capabilities = capabilities  # advertise the server capabilities (RabbitMQ: not to 0-8)
         self.strict_tune = strict_tune  # 0-9-1 (D89): refuse tune-ok values above ours; 0-8/0-9 cap them
-        self.channel_max_counts = not strict_tune  # 0-8/0-9: channel-max is a number of channels
         self.reply_codes = reply_codes or {}
         self.reserved_frame_types = reserved_frame_types
         self.plain_table = plain_table  # 0-8: a PLAIN response may be a LOGIN/PASSWORD table

@@ -19,7 +19,11 @@ No sockets and no asyncio here. The caller (``warren.server.connection``) does::
 the channel in ``.channel`` and the caller answers it with ``close_channel``, a ``HardError``
 with ``close_connection``. After ``close_connection`` the connection discards input until the
 peer's close-ok (or close) arrives; after a framing error (501) it discards everything, since
-frame boundaries can no longer be trusted.
+frame boundaries can no longer be trusted. Once the close handshake is over (``is_closed``) the
+peer may still have frames in flight behind its close (a client's buffered publishes): they
+are read and discarded, a connection.close among them answered with close-ok again, as
+RabbitMQ does; ``sent_close_ok`` tells the caller whether the peer (which then closes the
+socket) or we (on its close-ok) end the connection.
 
 What this layer does on its own, because no broker decision is involved: it answers
 connection.close, channel.open and channel.close; enforces frame-max, channel-max and the
@@ -120,6 +124,7 @@ class ServerConnection:
         self._out: list = []
         self.out_bytes = 0  # content octets queued since the last data_to_send
         self._broken = False  # after a framing error nothing more is parsed
+        self.sent_close_ok = False  # we answered the peer's connection.close (the peer closes the socket)
         self.dropped = 0  # 0-9-1 methods that have no form in the dialect (never sent)
         self._use_dialect(dialect or DIALECT_0_9_1)
         major, minor = self.dialect.start_version
@@ -179,6 +184,8 @@ class ServerConnection:
                 frame = frames.next_frame()
             except FrameError:
                 self._broken = True
+                if self.state.state in _ST_ENDING:
+                    return None  # closing anyway: the rest is discarded, not answered
                 raise
             if frame is None:
                 return None
@@ -284,13 +291,13 @@ class ServerConnection:
             return Method(channel, method)
         if cstate is None:
             if index == _CHANNEL_OPEN:
-                if self.dialect.channel_max_counts:
-                    # 0-8/0-9: channel-max is "the maximum total number of channels"
-                    if len(self.channels) >= self.channel_max:
-                        raise NotAllowed(f"{len(self.channels)} channels are open, channel-max is "
-                                         f"{self.channel_max}", 20, 10)
-                elif channel > self.channel_max:
-                    raise NotAllowed(f"channel {channel} is above channel-max {self.channel_max}", 20, 10)
+                # Any number 1..65535 may be opened; channel-max limits how many are open at
+                # once (RabbitMQ, and 0-8/0-9's "maximum total number of channels"; 0-9-1's
+                # D89 reads it as the highest number, which aiormq's channel 65535 breaks).
+                # RabbitMQ's text, and no class or method ids (docs/compatibility.md).
+                if self.channel_max and len(self.channels) >= self.channel_max:
+                    raise NotAllowed(f"number of channels opened ({len(self.channels)}) has reached the "
+                                     f"negotiated channel_max ({self.channel_max})")
                 self.channels[channel] = _OPEN
                 self.send_method(channel, spec.ChannelOpenOk())
                 return ChannelOpened(channel)
@@ -321,6 +328,7 @@ class ServerConnection:
         if new is State.CLOSED:
             if method.INDEX == spec.ConnectionClose.INDEX:
                 self.send_method(0, spec.ConnectionCloseOk())
+                self.sent_close_ok = True
                 return ConnectionClosed(method.reply_code, method.reply_text)
             return ConnectionClosed()
         if new is State.AWAIT_OPEN:
@@ -475,19 +483,24 @@ class ServerConnection:
         raise UnexpectedFrame(f"{what} frame on channel {channel} without a content-bearing method")
 
     def _while_closing(self, ftype: int, channel: int, start: int, end: int):
-        # We sent connection.close: discard everything but the peer's close-ok or close.
+        # We sent connection.close (CLOSING), or the handshake is over (CLOSED): discard
+        # everything but the peer's close-ok or close. A close is answered with close-ok in
+        # both states, as RabbitMQ does; a close-ok ends only our own close.
         if ftype != FRAME_METHOD or channel != 0:
             return None
         try:
             method = self._decode_method(start, end, channel)
         except AMQPError:
             return None
-        if method.INDEX == spec.ConnectionCloseOk.INDEX or method.INDEX == spec.ConnectionClose.INDEX:
-            if method.INDEX == spec.ConnectionClose.INDEX:
-                self.send_method(0, spec.ConnectionCloseOk())
-            if self.state.state is not State.CLOSED:
-                self.state.closed()
-                return ConnectionClosed()
+        index = method.INDEX
+        if index == spec.ConnectionClose.INDEX:
+            self.send_method(0, spec.ConnectionCloseOk())
+            self.sent_close_ok = True
+        elif index != spec.ConnectionCloseOk.INDEX:
+            return None
+        if self.state.state is not _ST_CLOSED:
+            self.state.closed()
+            return ConnectionClosed()
         return None
 
     # --- broker decisions ----------------------------------------------------------------
@@ -511,6 +524,11 @@ class ServerConnection:
     @property
     def is_closed(self) -> bool:
         return self.state.state is _ST_CLOSED
+
+    @property
+    def reads_input(self) -> bool:
+        """False after a framing error: nothing the peer sends (a close-ok, say) is seen any more."""
+        return not self._broken
 
     def channel_is_open(self, channel: int) -> bool:
         return self.channels.get(channel) == _OPEN
