@@ -32,6 +32,7 @@ LAZY_COMMANDS: dict[str, LazyCommand] = {
     "pipeline": LazyCommand("warren.spark.pipeline", "pipeline",
                             "Spark jobs: archive a stream to Parquet, replay Parquet into an exchange.",
                             needs="pyspark", extra="spark"),
+    "ctl": LazyCommand("warren.cli.ctl", "ctl", "rabbitmqctl's everyday commands against a running broker."),
 }
 
 

@@ -1,0 +1,153 @@
+"""`warren ctl`: rabbitmqctl's everyday commands against a running broker, over its HTTP API.
+
+The commands, their arguments, column names and exit codes are rabbitmqctl's; they reach the
+broker through the management HTTP API (RabbitMQ's paths and JSON), so they work against
+Warren and against RabbitMQ alike. docs/ctl.md lists the commands and the exit codes.
+
+Where the broker is and who asks: ``--url`` (``WARREN_CTL_URL``, default
+``http://127.0.0.1:15672``), ``--username``/``--password`` (``WARREN_CTL_USER``/``WARREN_CTL_PASS``,
+or the URL's ``user:pass@``, default guest/guest). The general options (those, ``--formatter``,
+``-q``, ``-s``, ``-t``) go before or after the command name, as with rabbitmqctl.
+
+Modules: `client.py` (HTTP and exit codes), `output.py` (formatters), `listing.py` (the
+``list_*`` commands), `node.py` (status, ping, await_startup), `access.py` (users, vhosts,
+permissions, limits), `objects.py` (queues, connections, policies), `definitions.py`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from urllib.parse import unquote, urlsplit
+
+import click
+
+from warren.cli.ctl.client import EX_USAGE, Api, ApiError, CtlError, exit_code_for_status
+from warren.cli.ctl.output import FORMATTERS
+
+__all__ = ["ctl", "Settings", "settings", "api", "common_options", "vhost_option", "CtlCommand"]
+
+DEFAULT_URL = "http://127.0.0.1:15672"
+DEFAULT_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True)
+class Settings:
+    url: str
+    username: str
+    password: str
+    formatter: str
+    quiet: bool
+    silent: bool
+    no_table_headers: bool
+    timeout: float
+
+
+def _remember(ctx: click.Context, param: click.Parameter, value):
+    """Keep a general option given on the group or on the command (the later one wins)."""
+    if value is not None and value is not False:
+        ctx.ensure_object(dict)[param.name] = value
+    return value
+
+
+def common_options(f):
+    """The general options, accepted before and after the command name."""
+    options = [
+        click.option("--url", help=f"The broker's HTTP API [env WARREN_CTL_URL; default {DEFAULT_URL}]."),
+        click.option("--username", "-u", help="User [env WARREN_CTL_USER; default guest]."),
+        click.option("--password", help="Password [env WARREN_CTL_PASS; default guest]."),
+        click.option("--formatter", type=click.Choice(FORMATTERS), help="Output format [default table]."),
+        click.option("--quiet", "-q", is_flag=True, default=False, help="No informational messages."),
+        click.option("--silent", "-s", is_flag=True, default=False,
+                     help="No informational messages and no table header row."),
+        click.option("--no-table-headers", is_flag=True, default=False, help="No table header row."),
+        click.option("--timeout", "-t", type=click.FloatRange(min=0, min_open=True),
+                     help=f"Seconds to wait for the broker's answer [default {DEFAULT_TIMEOUT_S:g}]."),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    # the values are kept in ctx.obj by _remember, not passed to the function
+    for param in f.__click_params__[-len(options):]:
+        param.expose_value = False
+        param.callback = _remember
+        param.is_eager = False
+    return f
+
+
+def vhost_option(f):
+    return click.option("--vhost", "-p", default="/", show_default=True, help="Virtual host.")(f)
+
+
+def settings() -> Settings:
+    """The effective general options: command line, then environment, then URL, then defaults."""
+    given = click.get_current_context().find_object(dict) or {}
+    env = os.environ
+    url = given.get("url") or env.get("WARREN_CTL_URL") or DEFAULT_URL
+    parts = urlsplit(url)
+    username = given.get("username") or env.get("WARREN_CTL_USER") or (
+        unquote(parts.username) if parts.username else None) or "guest"
+    password = given.get("password")
+    if password is None:
+        password = env.get("WARREN_CTL_PASS")
+    if password is None:
+        password = unquote(parts.password) if parts.password is not None else "guest"
+    return Settings(url=url, username=username, password=password,
+                    formatter=given.get("formatter") or "table",
+                    quiet=bool(given.get("quiet")), silent=bool(given.get("silent")),
+                    no_table_headers=bool(given.get("no_table_headers")),
+                    timeout=float(given.get("timeout") or DEFAULT_TIMEOUT_S))
+
+
+def api(s: Settings | None = None) -> Api:
+    s = s or settings()
+    return Api(s.url, s.username, s.password, s.timeout)
+
+
+def _as_usage(e: click.UsageError) -> click.UsageError:
+    e.exit_code = EX_USAGE  # rabbitmqctl's code for a bad command line (click's own is 2)
+    return e
+
+
+class CtlCommand(click.Command):
+    """A ctl command: usage errors exit 64, API errors exit with their mapped code."""
+
+    def make_context(self, *args, **kwargs):
+        try:
+            return super().make_context(*args, **kwargs)
+        except click.UsageError as e:
+            raise _as_usage(e) from None
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except ApiError as e:
+            raise CtlError(exit_code_for_status(e.status), e.describe()) from None
+
+
+class CtlGroup(click.Group):
+    command_class = CtlCommand
+
+    def make_context(self, *args, **kwargs):
+        try:
+            return super().make_context(*args, **kwargs)
+        except click.UsageError as e:
+            raise _as_usage(e) from None
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as e:
+            raise _as_usage(e) from None
+
+
+@click.group(cls=CtlGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@common_options
+def ctl() -> None:
+    """rabbitmqctl's everyday commands against a running broker (Warren or RabbitMQ), over its
+    HTTP API. Exit codes: 0 ok, 64 usage, 65 data error or unknown vhost, 66 no input file,
+    67 unknown user, 69 broker unreachable or object not found, 70 software error, 73 cannot
+    write, 75 timed out, 77 access refused (docs/ctl.md)."""
+
+
+# the commands register themselves on `ctl`
+from warren.cli.ctl import access, definitions, listing, node, objects  # noqa: E402,F401

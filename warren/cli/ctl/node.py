@@ -1,0 +1,135 @@
+"""`status`, `ping` and `await_startup`: is the broker there, and how is it."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import click
+
+from warren.cli.ctl import api, common_options, ctl, settings
+from warren.cli.ctl.client import EX_NOPERM, EX_TEMPFAIL, ApiError, CtlError
+from warren.cli.ctl.output import emit_value, info
+
+__all__ = ["status", "ping", "await_startup"]
+
+AWAIT_DEFAULT_S = 300.0  # rabbitmqctl await_startup's default
+POLL_INTERVAL_S = 0.2
+
+
+def _size(n) -> str:
+    if not isinstance(n, (int, float)):
+        return "?"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def _status_text(overview: dict, node: dict | None) -> str:
+    lines = [f"Status of node {overview.get('node', '?')} ...", "", "Runtime", ""]
+    product = overview.get("product_name") or "RabbitMQ"
+    version = overview.get("product_version") or overview.get("rabbitmq_version", "?")
+    lines.append(f"{product} version: {version}")
+    if overview.get("erlang_version"):
+        lines.append(f"Erlang version: {overview['erlang_version']}")
+    if overview.get("cluster_name"):
+        lines.append(f"Cluster name: {overview['cluster_name']}")
+    if node:
+        if "uptime" in node:
+            lines.append(f"Uptime (seconds): {int(node['uptime']) // 1000}")
+        lines += ["", "Memory", ""]
+        lines.append(f"Used: {_size(node.get('mem_used'))}, limit: {_size(node.get('mem_limit'))}, "
+                     f"alarm: {str(bool(node.get('mem_alarm'))).lower()}")
+        lines += ["", "Free disk space", ""]
+        lines.append(f"Free: {_size(node.get('disk_free'))}, limit: {_size(node.get('disk_free_limit'))}, "
+                     f"alarm: {str(bool(node.get('disk_free_alarm'))).lower()}")
+    lines += ["", "Listeners", ""]
+    for listener in overview.get("listeners") or []:
+        lines.append(f"Interface: {listener.get('ip_address', '?')}, port: {listener.get('port', '?')}, "
+                     f"protocol: {listener.get('protocol', '?')}")
+    totals = overview.get("object_totals") or {}
+    if totals:
+        lines += ["", "Totals", ""]
+        for key in ("connections", "channels", "queues", "consumers", "exchanges"):
+            if key in totals:
+                lines.append(f"{key.capitalize()}: {totals[key]}")
+    queue_totals = overview.get("queue_totals") or {}
+    if queue_totals:
+        lines.append(f"Messages: {queue_totals.get('messages', 0)} (ready {queue_totals.get('messages_ready', 0)}, "
+                     f"unacknowledged {queue_totals.get('messages_unacknowledged', 0)})")
+    return "\n".join(lines)
+
+
+@ctl.command("status")
+@common_options
+def status() -> None:
+    """Displays the status of the broker: version, memory, disk, listeners, totals."""
+    s = settings()
+    client = api(s)
+    overview = client.get("overview")
+    info(s, f"Status of node {overview.get('node', '?')} ...")
+    node = None
+    if overview.get("node"):
+        try:
+            node = client.get("nodes", overview["node"])
+        except ApiError as e:
+            if e.status not in (404, 405):
+                raise
+    emit_value(s, {"overview": overview, "node": node}, _status_text(overview, node))
+
+
+@ctl.command("ping")
+@common_options
+def ping() -> None:
+    """Checks that the broker answers on its HTTP API and accepts the credentials."""
+    s = settings()
+    info(s, f"Will ping the broker at {s.url} ...")
+    api(s).get("overview")
+    emit_value(s, {"result": "ok"}, "Ping succeeded")
+
+
+@ctl.command("await_startup")
+@common_options
+def await_startup() -> None:
+    """Waits until the broker answers on its HTTP API (bounded by -t/--timeout, default 300 s;
+    exit 75 when it did not come up in time)."""
+    s = settings()
+    given = click.get_current_context().find_object(dict) or {}
+    limit = float(given.get("timeout") or AWAIT_DEFAULT_S)
+    deadline = time.monotonic() + limit
+    client = api(s)
+    info(s, f"Waiting for the broker at {s.url} to start (up to {limit:g} s) ...")
+    show_progress = not (s.quiet or s.silent)
+    tty = sys.stderr.isatty()
+    started = time.monotonic()
+    last_report = started
+    last_problem = "no answer yet"
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            if show_progress and tty:
+                click.echo("", err=True)
+            raise CtlError(EX_TEMPFAIL, f"the broker at {s.url} did not start within {limit:g} s "
+                                        f"(last: {last_problem})")
+        try:
+            client.request("GET", "overview", timeout=max(0.1, min(remaining, 5.0)))
+            break
+        except ApiError as e:
+            if e.status in (401, 403):  # it is up, but will not let us in: waiting will not help
+                raise CtlError(EX_NOPERM, e.describe()) from None
+            last_problem = e.describe()
+        except CtlError as e:
+            last_problem = e.message
+        now = time.monotonic()
+        if show_progress and now - last_report >= (1.0 if tty else 5.0):
+            last_report = now
+            if tty:
+                click.echo(".", err=True, nl=False)
+            else:
+                click.echo(f"still waiting ({now - started:.0f} s): {last_problem}", err=True)
+        time.sleep(min(POLL_INTERVAL_S, max(0.0, deadline - time.monotonic())))
+    if show_progress and tty and last_report != started:
+        click.echo("", err=True)
+    info(s, f"The broker at {s.url} is up ({time.monotonic() - started:.1f} s).")
