@@ -10,7 +10,13 @@ from warren.broker.memory import default_budget
 from warren.broker.queue import FLOW_HIGH, FLOW_HIGH_BYTES
 from warren.protocol.amqp0_9_1.connection import CHANNEL_MAX_DEFAULT, FRAME_MAX_DEFAULT, MAX_MESSAGE_SIZE
 
-__all__ = ["Config"]
+__all__ = ["Config", "INTERNAL_FIELDS", "LOG_LEVELS", "LOG_FORMATS", "LOOPS"]
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+LOG_FORMATS = ("text", "json")
+LOOPS = ("auto", "uvloop", "asyncio")
+# fields the supervisor sets for its workers: not options of the file or the environment
+INTERNAL_FIELDS = frozenset({"handoff_socket", "policy_file"})
 
 
 @dataclass
@@ -40,6 +46,11 @@ class Config:
     http_port: int = 15672  # the HTTP API (warren/management): 0 = ephemeral, -1 = off
     http_host: str | None = None  # None: the same address as the AMQP listener
     log_level: str = "info"
+    log_format: str = "text"  # text, or json: one object per line (warren/server/logs.py)
+    log_file: Path | None = None  # append the log here instead of stderr; reopened on SIGHUP (logrotate)
+    # the user a new data folder gets instead of guest/guest (RabbitMQ's default_user/default_pass)
+    default_user: str | None = None
+    default_pass: str | None = None
     # Both cores (warren/server/workers.py): with workers > 1 this process accepts connections
     # and hands each to the worker process that owns its virtual host.
     workers: int = 1
@@ -69,10 +80,20 @@ class Config:
             raise ValueError("heartbeat must be 0..65535 seconds")
         if not 0 < self.handshake_timeout <= 3600:
             raise ValueError("handshake-timeout must be more than 0 and at most 3600 seconds")
+        if self.log_level not in LOG_LEVELS:
+            raise ValueError(f"log-level must be one of {', '.join(LOG_LEVELS)}, not {self.log_level!r}")
+        if self.log_format not in LOG_FORMATS:
+            raise ValueError(f"log-format must be one of {', '.join(LOG_FORMATS)}, not {self.log_format!r}")
+        if self.loop not in LOOPS:
+            raise ValueError(f"loop must be one of {', '.join(LOOPS)}, not {self.loop!r}")
+        if (self.default_user is None) != (self.default_pass is None):
+            raise ValueError("default-user and default-pass go together: give both or neither")
         if not 1 <= self.workers <= 64:
             raise ValueError("workers must be 1..64")
         if not self.vhosts or len(set(self.vhosts)) != len(self.vhosts):
             raise ValueError("vhosts must be given once each")
         self.vhosts = tuple(self.vhosts)
         self.data_dir = Path(self.data_dir)
+        if self.log_file is not None:
+            self.log_file = Path(self.log_file)
         return self
