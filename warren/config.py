@@ -45,6 +45,11 @@ class Config:
     ready_file: Path | None = None  # written (JSON with the port) once listening; for tests
     http_port: int = 15672  # the HTTP API (warren/management): 0 = ephemeral, -1 = off
     http_host: str | None = None  # None: the same address as the AMQP listener
+    # limits of the HTTP port (warren/management/limits.py)
+    http_header_timeout: float = 10.0  # seconds for a request's line and headers
+    http_body_timeout: float = 30.0  # seconds for a request's body
+    http_max_header_size: int = 16 * 1024  # octets of request line and headers (431 above)
+    http_max_body_size: int = 20 * 1024 * 1024  # octets of request body (413 above; RabbitMQ: 20 MiB)
     log_level: str = "info"
     log_format: str = "text"  # text, or json: one object per line (warren/server/logs.py)
     log_file: Path | None = None  # append the log here instead of stderr; reopened on SIGHUP (logrotate)
@@ -78,6 +83,10 @@ class Config:
             raise ValueError("channel-max must be 0..65535")
         if not 0 <= self.heartbeat <= 65535:
             raise ValueError("heartbeat must be 0..65535 seconds")
+        if not (self.http_header_timeout > 0 and self.http_body_timeout > 0):
+            raise ValueError("http header and body timeouts must be more than 0 seconds")
+        if self.http_max_header_size < 1024 or self.http_max_body_size < 1:
+            raise ValueError("http-max-header-size must be at least 1024 and http-max-body-size at least 1")
         if not 0 < self.handshake_timeout <= 3600:
             raise ValueError("handshake-timeout must be more than 0 and at most 3600 seconds")
         if self.log_level not in LOG_LEVELS:

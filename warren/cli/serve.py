@@ -42,6 +42,12 @@ __all__ = ["serve"]
 @click.option("--http-port", default=15672, show_default=True, type=int,
               help="HTTP API port (stream records in bulk; 0 = ephemeral, -1 = off).")
 @click.option("--http-host", default=None, help="Address of the HTTP API (default: the same as --host).")
+@click.option("--http-header-timeout", default=Config.http_header_timeout, show_default=True, type=float,
+              help="Seconds an HTTP client has to send a request's line and headers (408 and close after).")
+@click.option("--http-body-timeout", default=Config.http_body_timeout, show_default=True, type=float,
+              help="Seconds an HTTP client has to send a request's body (408 and close after).")
+@click.option("--http-max-body-size", default=Config.http_max_body_size, show_default=True, type=int,
+              help="Largest HTTP request body in octets (413 above).")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
 @click.option("--vhost", "vhosts", multiple=True, default=("/",), show_default=True,

@@ -3,49 +3,73 @@
 The API shares the broker's loop and thread, so its handlers read the broker's objects without
 locks, as the AMQP connections do; the only blocking work, reading stream segments, goes to
 the loop's default executor (app.py).
+
+Every connection goes through ``HttpGuard`` and every request through ``limits_middleware``
+(limits.py): time and size limits on request headers and bodies, and no traceback for a
+request aiohttp cannot parse.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from aiohttp import web
 
 from warren.management.app import build_app
+from warren.management.limits import HttpGuard, HttpLimits, limits_middleware, quiet_parse_errors
 
 __all__ = ["HttpServer", "SHUTDOWN_TIMEOUT_S"]
 
 log = logging.getLogger("warren.management")
 
 SHUTDOWN_TIMEOUT_S = 2.0  # requests still running at shutdown get this long to finish
+LINGER_S = 1.0  # how long the unread rest of a refused request body is drained before closing
 
 
 class HttpServer:
     """The HTTP API of ``broker``; ``info`` as for ``build_app``."""
 
-    def __init__(self, broker, info=None) -> None:
+    def __init__(self, broker, info=None, limits: HttpLimits | None = None) -> None:
+        self.limits = limits or HttpLimits()
         self.app = build_app(broker, info)
+        self.app.middlewares.insert(0, limits_middleware(self.limits))  # outermost: before any route reads
         self.port: int | None = None
         self._runner: web.AppRunner | None = None
+        self._listener: asyncio.AbstractServer | None = None
 
     async def start(self, host: str, port: int) -> int:
         """Listen on host:port (0 = ephemeral); returns the port bound."""
+        limits = self.limits
+        quiet_parse_errors()
+        # aiohttp's own line limits at the guard's total, so the total is the one that applies;
+        # after a refused body, the rest of it is read and dropped for LINGER_S at most (so the
+        # client reads our answer instead of a reset), not aiohttp's 10 s
         runner = web.AppRunner(self.app, handle_signals=False, access_log=None,
-                               shutdown_timeout=SHUTDOWN_TIMEOUT_S)
+                               shutdown_timeout=SHUTDOWN_TIMEOUT_S, keepalive_timeout=limits.keepalive_timeout,
+                               max_line_size=limits.max_header_size, max_field_size=limits.max_header_size,
+                               lingering_time=LINGER_S)
         await runner.setup()
+        loop = asyncio.get_running_loop()
+        handlers = runner.server  # aiohttp's protocol factory: one request handler per connection
         try:
-            site = web.TCPSite(runner, host, port, reuse_address=True, backlog=128)
-            await site.start()
+            self._listener = await loop.create_server(lambda: HttpGuard(handlers(), limits, loop), host, port,
+                                                      reuse_address=True, backlog=128)
         except BaseException:
             await runner.cleanup()
             raise
         self._runner = runner
-        self.port = runner.addresses[0][1]
+        self.port = self._listener.sockets[0].getsockname()[1]
         log.info("HTTP API listening on %s:%d", host, self.port)
         return self.port
 
     async def stop(self) -> None:
         """Stop listening and close every HTTP connection (idempotent)."""
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.close()  # no new connections; runner.cleanup closes the open ones
         runner, self._runner = self._runner, None
         if runner is not None:
             await runner.cleanup()
+        if listener is not None:
+            await listener.wait_closed()

@@ -17,6 +17,7 @@ from warren.broker.durability import Durability
 from warren.broker.queue import Queue
 from warren.config import Config
 from warren.management import HttpServer
+from warren.management.limits import HttpLimits
 from warren.server.collector import Collector, tune_young_collections
 from warren.server.connection import AMQPConnection
 from warren.server.flow_control import ResourceAlarms
@@ -108,7 +109,8 @@ class Server:
         if c.http_port >= 0:
             self.http = HttpServer(self.broker, info=lambda: {
                 "amqp_port": port, "http_port": http_port, "connections": len(self.connections),
-                "gc": self.collector.stats()})
+                "gc": self.collector.stats()}, limits=HttpLimits(
+                    c.http_header_timeout, c.http_body_timeout, c.http_max_header_size, c.http_max_body_size))
             http_port = await self.http.start(c.http_host or c.host, c.http_port)
         if c.ready_file:
             tmp = c.ready_file.with_suffix(".tmp")

@@ -239,7 +239,9 @@ class Supervisor:
                                                else c.memory_high_watermark // n),
                 "--disk-free-limit", str(c.disk_free_limit),
                 "--queue-flow-high", str(c.queue_flow_high), "--queue-flow-high-bytes", str(c.queue_flow_high_bytes),
-                "--loop", c.loop, "--http-port", str(http), "--log-level", c.log_level]
+                "--loop", c.loop, "--http-port", str(http), "--log-level", c.log_level,
+                "--http-header-timeout", str(c.http_header_timeout), "--http-body-timeout", str(c.http_body_timeout),
+                "--http-max-body-size", str(c.http_max_body_size)]
         if c.http_host:
             args += ["--http-host", c.http_host]
         for v in w.vhosts:
