@@ -10,7 +10,7 @@ import pika.exceptions
 import pytest
 
 from . import rawamqp as raw
-from .helpers import RABBITMQ, params
+from .helpers import params
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -172,17 +172,24 @@ def test_non_connection_method_on_channel_zero_closes_connection_with_channel_er
         assert (close.reply_code, close.failing_method) == (504, method)
 
 
-@pytest.mark.xfail(RABBITMQ, strict=False, reason=(
-    "RabbitMQ 3.10 enforces channel-max as a count of open channels, not as the highest "
-    "channel number: it happily opens channel 11 (or 4000) when few channels are open. The "
-    "spec says usable channel numbers are 1..channel-max; Warren follows the spec."))
-@pytest.mark.parametrize("channel_max,channel", [(10, 11), (10, 2000), (None, 2048)])
-def test_channel_number_above_negotiated_channel_max_closes_connection(broker, channel_max, channel):
-    # channel_max=None: the client accepts the server's proposal (2047 by default).
+@pytest.mark.parametrize("channel_max,channel", [(10, 11), (10, 2000), (None, 2048), (None, 65535)])
+def test_channel_number_above_negotiated_channel_max_opens(broker, channel_max, channel):
+    # RabbitMQ: channel-max limits how many channels are open, not their numbers (aiormq
+    # opens 65535); channel_max=None: the client accepts the server's proposal (2047).
     with raw.RawConnection(broker.host, broker.port) as c:
         c.handshake(channel_max=channel_max)
-        c.send(raw.channel_open(channel))
+        c.open_channel(channel)
+        c.declare_queue(channel, "", exclusive=True)
+        c.close_connection()
+
+
+def test_more_open_channels_than_channel_max_closes_connection_with_530(broker):
+    with raw.RawConnection(broker.host, broker.port) as c:
+        c.handshake(channel_max=3)
+        for n in (3, 900, 65535):
+            c.open_channel(n)
+        c.send(raw.channel_open(1))
         close = c.expect_connection_close(timeout=3)
-        # 530 NOT_ALLOWED is the code RabbitMQ uses when a channel-max limit is exceeded.
-        assert close.reply_code == 530
-        assert close.channel == 0
+        assert (close.channel, close.reply_code, close.failing_method) == (0, 530, (0, 0))
+        assert close.reply_text == ("NOT_ALLOWED - number of channels opened (3) has reached the "
+                                    "negotiated channel_max (3)")
