@@ -188,7 +188,7 @@ class Channel:
             self._reply(spec.QueueBindOk())
 
     def handle_queue_unbind(self, m) -> None:
-        self.vhost.unbind_queue(self._queue(m.queue), m.exchange, m.routing_key, m.arguments)
+        self.vhost.unbind_queue(self.session, m.queue or self.last_queue, m.exchange, m.routing_key, m.arguments)
         self._reply(spec.QueueUnbindOk())
 
     def handle_queue_purge(self, m) -> None:
@@ -208,8 +208,15 @@ class Channel:
             raise PreconditionFailed(f"queue '{q.name}' in vhost '{self.vhost.name}' in use")
         if m.if_empty and q.message_count:
             raise PreconditionFailed(f"queue '{q.name}' in vhost '{self.vhost.name}' is not empty")
-        n = self.vhost.delete_queue(q)
-        self.session.exclusive_queues.discard(q)
+        # delete-ok goes before the basic.cancel of this connection's consumers of the queue,
+        # as RabbitMQ sends them: py-amqp/kombu raise ConsumerCancelled inside queue_delete otherwise
+        session = self.session
+        session.held_cancels = held = []
+        try:
+            n = self.vhost.delete_queue(q)
+        finally:
+            session.held_cancels = None
+        session.exclusive_queues.discard(q)
         if not m.nowait:
             self._reply(spec.QueueDeleteOk(n))
 
@@ -225,6 +232,8 @@ class Channel:
 
     def handle_basic_consume(self, m) -> None:
         if m.queue == reply_to.REPLY_TO:
+        for ch, tag in held:
+            ch.notify_cancel(tag)
             return reply_to.consume(self, m)
         q = self._queue(m.queue)
         tag = m.consumer_tag or "amq.ctag-" + base64.urlsafe_b64encode(os.urandom(16)).rstrip(b"=").decode()
@@ -257,8 +266,16 @@ class Channel:
         """The queue went away under a consumer: tell the client if it asked to be told."""
         if self.consumers.pop(c.tag, None) is None or self.closed:
             return
-        if self.session.capabilities.get("consumer_cancel_notify") and self.conn.channel_is_open(self.number):
-            self._reply(spec.BasicCancel(c.tag, True))
+        held = self.session.held_cancels
+        if held is not None:  # this connection is deleting the queue: after its delete-ok
+            held.append((self, c.tag))
+        else:
+            self.notify_cancel(c.tag)
+
+    def notify_cancel(self, tag: str) -> None:
+        if (self.session.capabilities.get("consumer_cancel_notify") and not self.closed
+                and self.conn.channel_is_open(self.number)):
+            self._reply(spec.BasicCancel(tag, True))
 
     # --- basic class: publish ----------------------------------------------------------------
 

@@ -46,6 +46,7 @@ class Session:
         self.channels: dict[int, Channel] = {}
         self.exclusive_queues: set = set()
         self.writable = True
+        self.held_cancels: list | None = None  # a queue.delete of ours holds its consumers' basic.cancel (channel.py)
         self.published = False  # resource alarms block only connections that publish
         self._confirming: set[Channel] = set()
         self.closed = False

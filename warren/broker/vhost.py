@@ -11,6 +11,7 @@ import logging
 import os
 
 from warren.broker.exchanges import EXCHANGE_TYPES, Exchange
+from warren.broker.exchanges.base import Binding
 from warren.broker.exchanges.default import DefaultExchange
 from warren.broker.dedup import check_arguments as check_dedup_arguments
 from warren.broker.message import Message
@@ -167,9 +168,14 @@ class VirtualHost:
         self._bind(src, dest, routing_key, arguments)
 
     def unbind_exchange(self, destination: str, source: str, routing_key: str, arguments: dict) -> None:
-        dest = self._writable_exchange(destination)
-        src = self._writable_exchange(source)
-        from warren.broker.exchanges.base import Binding
+        """exchange.unbind, idempotent as in RabbitMQ 3.x: a missing source, destination or
+        binding is unbind-ok (aio-pika's patterns unbind what is gone); the default exchange 403."""
+        if destination == "" or source == "":
+            raise AccessRefused("operation not permitted on the default exchange")
+        dest = self.exchanges.get(destination)
+        src = self.exchanges.get(source)
+        if dest is None or src is None:
+            return
         b = src.bindings.get(Binding(src, dest, routing_key, arguments).key)
         if b is not None:
             self._unbind(src, b)
@@ -182,10 +188,13 @@ class VirtualHost:
         if q is None:
             raise NotFound(f"no {self._describe('queue', name)}")
         if q.exclusive_owner is not None and q.exclusive_owner is not session:
-            raise ResourceLocked(f"cannot obtain exclusive access to locked {self._describe('queue', name)}. "
-                                 "It could be originally declared on another connection or the exclusive "
-                                 "property value does not match that of the original declaration.")
+            raise self._locked(name)
         return q
+
+    def _locked(self, name: str) -> ResourceLocked:
+        return ResourceLocked(f"cannot obtain exclusive access to locked {self._describe('queue', name)}. "
+                              "It could be originally declared on another connection or the exclusive "
+                              "property value does not match that of the original declaration.")
 
     def declare_queue(self, session, name: str, passive: bool, durable: bool, exclusive: bool,
                       auto_delete: bool, arguments: dict) -> Queue:
@@ -200,10 +209,14 @@ class VirtualHost:
             raise AccessRefused(f"{self._describe('queue', name)} contains reserved prefix 'amq.*'")
         q = self.queues.get(name)
         if q is not None:
-            self.queue(name, session)  # exclusivity first (ERR §7-8)
+            # The exclusive flag is a lock, checked before equivalence (RabbitMQ's strict
+            # check_exclusive_access): the owner must be this connection if the declare says
+            # exclusive, and nobody if it does not; else 405, never 406. An exclusive queue is
+            # never durable, whatever the declare says (RabbitMQ: durable and not exclusive).
+            if q.exclusive_owner is not (session if exclusive else None):
+                raise self._locked(name)
             self._check_equivalent("queue", name, (
-                ("durable", q.durable, durable), ("exclusive", q.exclusive_owner is not None, exclusive),
-                ("auto_delete", q.auto_delete, auto_delete),
+                ("durable", q.durable, durable and not exclusive), ("auto_delete", q.auto_delete, auto_delete),
             ), q.arguments, arguments)
             return q
         if stream:  # RabbitMQ checks only a stream's own arguments' values (queues/stream_args.py)
@@ -313,11 +326,19 @@ class VirtualHost:
         if src is not None and dest is not None:
             src.bind(dest, d.routing_key, d.arguments)
 
-    def unbind_queue(self, q: Queue, exchange: str, routing_key: str, arguments: dict) -> None:
-        ex = self._writable_exchange(exchange)
-        from warren.broker.exchanges.base import Binding
+    def unbind_queue(self, session, name: str, exchange: str, routing_key: str, arguments: dict) -> None:
+        """queue.unbind, idempotent as in RabbitMQ 3.x: a missing queue, exchange or binding is
+        unbind-ok; the default exchange is 403 and an existing binding of another
+        connection's exclusive queue 405, as RabbitMQ answers."""
+        if exchange == "":
+            raise AccessRefused("operation not permitted on the default exchange")
+        ex = self.exchanges.get(exchange)
+        q = self.queues.get(name)
+        if ex is None or q is None:
+            return
         b = ex.bindings.get(Binding(ex, q, routing_key, arguments).key)
         if b is not None:
+            self.queue(name, session)  # 405 for another connection's exclusive queue
             self._unbind(ex, b)
 
     # --- checks --------------------------------------------------------------------------
