@@ -219,6 +219,8 @@ class Channel:
         session.exclusive_queues.discard(q)
         if not m.nowait:
             self._reply(spec.QueueDeleteOk(n))
+        for ch, tag in held:
+            ch.notify_cancel(tag)
 
     # --- basic class: consumers --------------------------------------------------------------
 
@@ -232,8 +234,6 @@ class Channel:
 
     def handle_basic_consume(self, m) -> None:
         if m.queue == reply_to.REPLY_TO:
-        for ch, tag in held:
-            ch.notify_cancel(tag)
             return reply_to.consume(self, m)
         q = self._queue(m.queue)
         tag = m.consumer_tag or "amq.ctag-" + base64.urlsafe_b64encode(os.urandom(16)).rstrip(b"=").decode()
