@@ -170,6 +170,13 @@ class Durability:
                 vhost.restore_binding(b)
         log.info("recovered %d exchanges, %d queues, %d bindings, %d messages in %.2fs",
                  len(defs.exchanges), len(defs.queues), len(defs.bindings), messages, time.monotonic() - t0)
+        # what belongs to a vhost this broker does not serve stays on disk, untouched: say so
+        unserved = {d.vhost for d in (*defs.exchanges, *defs.queues, *defs.bindings)} - set(broker.vhosts)
+        for name in sorted(unserved):
+            queues = sum(1 for q in defs.queues if q.vhost == name)
+            log.warning("vhost '%s' has %d durable queues and %d exchanges in %s but is not served "
+                        "(start with --vhost '%s' to serve them)", name, queues,
+                        sum(1 for e in defs.exchanges if e.vhost == name), self.data_dir, name)
 
     def close(self, queues) -> None:
         for q in queues:

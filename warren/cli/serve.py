@@ -1,4 +1,16 @@
-"""`warren serve`: run the broker."""
+"""`warren serve`: run the broker.
+
+Every option can also come from the environment (``WARREN_<OPTION>``) or a TOML file
+(``--config FILE`` or ``$WARREN_CONFIG_FILE``); the command line wins over the environment,
+which wins over the file, which wins over the built-in default (``warren/config_sources.py``,
+``docs/configuration.md``). Only options actually given on the command line count as such:
+a click default here is for ``--help`` only, the value used comes from ``Config``.
+An option added here needs a field of the same name in ``Config``; the file and the
+environment support it with no further code.
+
+Errors (a bad value, a port in use, a locked data folder) are one line on stderr and exit
+status 1 (2 for a malformed command line), never a traceback.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +18,34 @@ import logging
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 from warren.config import Config
 
 __all__ = ["serve"]
 
+log = logging.getLogger("warren.server")
 
-@click.command()
+
+class _OneLineUsageError(click.ClickException):
+    exit_code = 2
+
+
+class OneLineErrors(click.Command):
+    """A command whose malformed command line is reported as one line (no usage block)."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.UsageError as e:
+            raise _OneLineUsageError(e.format_message()) from None
+
+
+@click.command(cls=OneLineErrors)
+@click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="A warren.toml with any of these options (default: $WARREN_CONFIG_FILE, else none).")
+@click.option("--print-config", is_flag=True, default=False,
+              help="Print the effective settings and where each came from (as TOML), then exit.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=5672, show_default=True, type=int, help="AMQP port (0 = ephemeral).")
 @click.option("--data-dir", default="data", show_default=True, type=click.Path(path_type=Path),
@@ -50,6 +83,13 @@ __all__ = ["serve"]
               help="Largest HTTP request body in octets (413 above).")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
+@click.option("--log-format", default="text", show_default=True, type=click.Choice(["text", "json"]),
+              help="text, or json: one object per line (time, level, logger, message, fields).")
+@click.option("--log-file", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Append the log to this file instead of stderr; reopened on SIGHUP (logrotate).")
+@click.option("--default-user", default=None,
+              help="The user a new data folder gets instead of guest (with --default-pass).")
+@click.option("--default-pass", default=None, help="That user's password.")
 @click.option("--vhost", "vhosts", multiple=True, default=("/",), show_default=True,
               help="A virtual host (repeat for several).")
 @click.option("--workers", default=1, show_default=True, type=int,
@@ -57,13 +97,41 @@ __all__ = ["serve"]
                    "(docs/performance.md, 'Both cores').")
 @click.option("--handoff-socket", type=click.Path(path_type=Path), default=None, hidden=True)
 @click.option("--policy-file", type=click.Path(path_type=Path), default=None, hidden=True)
-def serve(**options) -> None:
+@click.pass_context
+def serve(ctx: click.Context, config_file: Path | None, print_config: bool, **options) -> None:
     """Run the broker until SIGTERM or SIGINT."""
-    from warren.server.server import run
+    from warren.config_sources import SettingsError, resolve, to_toml
+    from warren.server.logs import setup_logging
+    from warren.server.server import StartupError, run
 
-    if options["memory_budget"] is None:
-        del options["memory_budget"]
-    config = Config(**options).validate()
-    logging.basicConfig(level=config.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    run(config)
+    given = {name: value for name, value in options.items()
+             if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE}
+    try:
+        # a worker (--handoff-socket) takes everything from its supervisor's command line and file
+        config, sources = resolve(given, config_file=config_file, aliases=_option_aliases(ctx.command),
+                                  use_environment="handoff_socket" not in given)
+    except SettingsError as e:
+        raise click.ClickException(str(e)) from None
+    if print_config:
+        click.echo(to_toml(config, sources), nl=False)
+        return
+    try:
+        setup_logging(config.log_level, config.log_format, config.log_file)
+    except OSError as e:
+        raise click.ClickException(f"cannot open log file {config.log_file}: {e.strerror or e}") from None
+    try:
+        run(config)
+    except StartupError as e:
+        if config.log_file is not None:  # the file says why too; stderr gets the one line
+            log.critical("cannot start: %s", e)
+        raise click.ClickException(str(e)) from None
+
+
+def _option_aliases(command: click.Command) -> dict[str, str]:
+    """Command-line spellings that differ from the Config field (``vhost`` for ``vhosts``)."""
+    aliases = {}
+    for param in command.params:
+        for opt in getattr(param, "opts", ()):
+            if opt.startswith("--") and param.name:
+                aliases[opt[2:]] = param.name
+    return aliases

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import errno
+import fcntl
 import json
 import logging
 import os
 import signal
+import socket
 import sys
 import time
+from pathlib import Path
 
 from concurrent.futures import ThreadPoolExecutor
 
@@ -23,10 +27,74 @@ from warren.server.connection import AMQPConnection
 from warren.server.flow_control import ResourceAlarms
 from warren.server.handoff import HandoffReceiver
 from warren.server.loops import new_event_loop
+from warren.server import logs
 
-__all__ = ["Server", "run"]
+__all__ = ["Server", "StartupError", "lock_data_dir", "run"]
 
 log = logging.getLogger("warren.server")
+
+LOCK_FILE = "warren.lock"  # in the data folder: held (flock) for the life of the process
+
+
+class StartupError(Exception):
+    """The broker cannot start (port in use, data folder unwritable or locked); ``str()`` is
+    one line for the operator, printed without a traceback."""
+
+
+_held_locks: list = []  # open lock files: the lock lasts as long as the descriptor
+
+
+def lock_data_dir(data_dir: Path) -> None:
+    """Create the data folder if needed and lock it against a second broker (flock on
+    LOCK_FILE, released by the kernel when this process ends, even on kill -9)."""
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        lock = open(data_dir / LOCK_FILE, "a+")
+    except OSError as e:
+        raise StartupError(f"data folder {data_dir} is not usable: {e.strerror or e}") from None
+    if not os.access(data_dir, os.W_OK | os.X_OK):
+        lock.close()
+        raise StartupError(f"data folder {data_dir} is not writable")
+    try:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+        lock.seek(0)
+        holder = lock.read().strip()
+        lock.close()
+        if e.errno in (errno.EAGAIN, errno.EACCES):
+            raise StartupError(f"data folder {data_dir} is in use by another warren serve"
+                               + (f" (pid {holder})" if holder else "")) from None
+        raise StartupError(f"cannot lock data folder {data_dir}: {e.strerror or e}") from None
+    lock.seek(0)
+    lock.truncate()
+    lock.write(f"{os.getpid()}\n")
+    lock.flush()
+    _held_locks.append(lock)
+
+
+def _listen_error(what: str, host: str, port: int, e: OSError) -> StartupError:
+    reason = "port already in use" if e.errno == errno.EADDRINUSE else (e.strerror or str(e))
+    return StartupError(f"cannot listen for {what} on {host}:{port}: {reason}")
+
+
+def check_port(what: str, host: str | None, port: int) -> None:
+    """StartupError now, before recovery and its log lines, if host:port cannot be bound (the
+    listener itself is made later; a port taken in between still fails cleanly there)."""
+    if port <= 0:
+        return  # ephemeral or off
+    try:
+        addresses = socket.getaddrinfo(host or None, port, socket.AF_UNSPEC, socket.SOCK_STREAM, 0, socket.AI_PASSIVE)
+    except socket.gaierror as e:
+        raise StartupError(f"cannot listen for {what} on {host}:{port}: {e.strerror or e}") from None
+    for family, kind, proto, _, address in addresses:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                probe.bind(address)
+            except OSError as e:
+                raise _listen_error(what, host or "*", port, e) from None
 
 
 class Server:
@@ -99,8 +167,11 @@ class Server:
             port = c.port
             log.info("Warren worker %d serving vhosts %s (data in %s)", os.getpid(), ", ".join(c.vhosts), c.data_dir)
         else:
-            self._listener = await self.loop.create_server(
-                lambda: AMQPConnection(self), c.host, c.port, backlog=1024, reuse_address=True)
+            try:
+                self._listener = await self.loop.create_server(
+                    lambda: AMQPConnection(self), c.host, c.port, backlog=1024, reuse_address=True)
+            except OSError as e:
+                raise _listen_error("AMQP", c.host, c.port, e) from None
             port = self._listener.sockets[0].getsockname()[1]
             log.info("Warren listening on %s:%d (data in %s)", c.host, port, c.data_dir)
         self.alarms.start()
@@ -111,7 +182,10 @@ class Server:
                 "amqp_port": port, "http_port": http_port, "connections": len(self.connections),
                 "gc": self.collector.stats()}, limits=HttpLimits(
                     c.http_header_timeout, c.http_body_timeout, c.http_max_header_size, c.http_max_body_size))
-            http_port = await self.http.start(c.http_host or c.host, c.http_port)
+            try:
+                http_port = await self.http.start(c.http_host or c.host, c.http_port)
+            except OSError as e:
+                raise _listen_error("HTTP", c.http_host or c.host, c.http_port, e) from None
         if c.ready_file:
             tmp = c.ready_file.with_suffix(".tmp")
             tmp.write_text(json.dumps({"host": c.host, "port": port, "pid": os.getpid(), "http_port": http_port}))
@@ -120,7 +194,12 @@ class Server:
     async def serve(self) -> None:
         for sig in (signal.SIGTERM, signal.SIGINT):
             self.loop.add_signal_handler(sig, self._on_signal, sig)
-        await self.startup()
+        self.loop.add_signal_handler(signal.SIGHUP, logs.reopen)  # logrotate renamed the file
+        try:
+            await self.startup()
+        except StartupError:
+            await self.shutdown()  # close what did start, and the stores
+            raise
         await self._stop.wait()
         await self.shutdown()
 
@@ -170,9 +249,22 @@ class Server:
 
 
 def run(config: Config) -> None:
+    """Serve until SIGTERM or SIGINT; StartupError if the broker cannot start."""
+    lock_data_dir(config.data_dir)  # the supervisor holds it; each worker locks its own sub-folder
+    if config.handoff_socket is None:  # a worker listens on no AMQP port
+        check_port("AMQP", config.host, config.port)
+    if config.http_port > 0:
+        check_port("HTTP", config.http_host or config.host, config.http_port)
     if config.workers > 1:
         from warren.server.workers import Supervisor
-        Supervisor(config).run()
+        try:
+            Supervisor(config).run()
+        except OSError as e:
+            if e.errno in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):
+                raise _listen_error("AMQP", config.host, config.port, e) from None
+            raise
+        except RuntimeError as e:  # a worker did not start (it said why on stderr)
+            raise StartupError(str(e)) from None
         return
     tune_young_collections()
     loop = new_event_loop(config.loop)

@@ -25,6 +25,7 @@ closes).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import os
@@ -223,11 +224,28 @@ class Supervisor:
 
     # --- workers -----------------------------------------------------------------------------
 
+    def _worker_settings(self) -> Path:
+        """Every setting of the supervisor as a TOML file for its workers (config_sources.py), so an
+        option reaches them with no code here; their command line below overrides what differs."""
+        from warren.config_sources import to_toml
+        path = self.run_dir / "worker-settings.toml"
+        path.write_text(to_toml(dataclasses.replace(self.config, workers=1, ready_file=None), hide=()))
+        return path
+
+    def _reopen_logs(self) -> None:
+        """SIGHUP (logrotate): reopen our log file and pass the signal on to the workers."""
+        from warren.server.logs import reopen
+        reopen()
+        for w in self.workers:
+            if w.proc is not None and w.proc.poll() is None:
+                w.proc.send_signal(signal.SIGHUP)
+
     def _worker_args(self, w: Worker) -> list[str]:
         c = self.config
         n = c.workers
         http = -1 if c.http_port < 0 else (0 if c.http_port == 0 else c.http_port + w.index)
-        args = [sys.executable, "-m", "warren", "serve", "--host", c.host, "--port", str(c.port),
+        args = [sys.executable, "-m", "warren", "serve", "--config", str(self._worker_settings()),
+                "--host", c.host, "--port", str(c.port),
                 "--data-dir", str(c.data_dir / "workers" / str(w.index)),
                 "--handoff-socket", str(w.socket_path), "--ready-file", str(w.ready_file),
                 "--policy-file", str(c.policy_file or c.data_dir / FILE_NAME),
@@ -298,6 +316,7 @@ class Supervisor:
         self._stop = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             self.loop.add_signal_handler(sig, self._stop.set)
+        self.loop.add_signal_handler(signal.SIGHUP, self._reopen_logs)
         listener = await self.loop.create_server(lambda: Greeter(self), c.host, c.port, backlog=1024,
                                                  reuse_address=True)
         port = listener.sockets[0].getsockname()[1]
