@@ -16,7 +16,7 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("text", "json")
 LOOPS = ("auto", "uvloop", "asyncio")
 # fields the supervisor sets for its workers: not options of the file or the environment
-INTERNAL_FIELDS = frozenset({"handoff_socket", "policy_file"})
+INTERNAL_FIELDS = frozenset({"handoff_socket", "policy_file", "access_file"})
 
 
 @dataclass
@@ -63,6 +63,7 @@ class Config:
     # set by the supervisor for its workers only
     handoff_socket: Path | None = None  # take connections from the supervisor here, no TCP listener
     policy_file: Path | None = None  # None: policies.json in the data folder
+    access_file: Path | None = None  # None: access.json in the data folder (workers: the supervisor's)
 
     def memory_limit(self) -> int:
         w = self.memory_high_watermark

@@ -106,6 +106,7 @@ class AccessControl:
                  default_pass: str = "guest", loopback_users=DEFAULT_LOOPBACK_USERS,
                  fsync: bool = True) -> None:
         self.path = Path(path) if path is not None else None
+        self.default_user = default_user
         self.loopback_users = tuple(loopback_users)
         self.fsync = fsync
         self.version = 0
@@ -128,6 +129,15 @@ class AccessControl:
     @classmethod
     def in_data_dir(cls, data_dir: Path | str, **kw) -> "AccessControl":
         return cls(Path(data_dir) / FILE_NAME, **kw)
+
+    @classmethod
+    def for_config(cls, config) -> "AccessControl":
+        """The store a server with ``config`` (``warren.config.Config``) uses: ``access_file`` or
+        the data folder's, seeded with ``default_user``/``default_pass`` when new."""
+        path = getattr(config, "access_file", None) or Path(config.data_dir) / FILE_NAME
+        return cls(path, default_user=getattr(config, "default_user", None) or "guest",
+                   default_pass=getattr(config, "default_pass", None) or "guest",
+                   loopback_users=getattr(config, "loopback_users", DEFAULT_LOOPBACK_USERS), fsync=config.fsync)
 
     # --- reading -------------------------------------------------------------------------------
 
@@ -262,10 +272,18 @@ class AccessControl:
         return s.vhosts[name], created
 
     def ensure_vhost(self, name: str) -> bool:
-        """Make sure ``name`` exists (``--vhost``): True if it was created now."""
+        """Make sure ``name`` exists (``--vhost``): True if it was created now. A vhost made
+        here gives the default user (if it still exists) ``.*`` ``.*`` ``.*`` in it, as RabbitMQ's
+        default vhost does, so ``--vhost a`` is usable as before there were permissions."""
         if name in self._state.vhosts:
             return False
-        self.put_vhost(name)
+        validate_vhost_name(name)
+        with self._change() as s:
+            if name in s.vhosts:
+                return False
+            s.vhosts[name] = VhostInfo(name)
+            if self.default_user in s.users:
+                s.permissions[(self.default_user, name)] = Permission(self.default_user, name, ".*", ".*", ".*")
         return True
 
     def delete_vhost(self, name: str) -> None:

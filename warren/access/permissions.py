@@ -178,6 +178,12 @@ class ConnectionAccess:
                 self._cache[key] = answer
         return answer
 
+    def has_topic_permission(self, exchange: str) -> bool:
+        """Does a topic permission of this user and vhost name ``exchange``?"""
+        if self._version != self.control.version:
+            self._refresh()
+        return exchange in self._topics
+
     def vhost_allowed(self) -> bool:
         if self._version != self.control.version:
             self._refresh()

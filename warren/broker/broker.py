@@ -1,4 +1,10 @@
-"""The broker: virtual hosts, users, and the identity it announces to clients."""
+"""The broker: virtual hosts, users, and the identity it announces to clients.
+
+Users, vhosts and permissions are the access model's (``warren.access.AccessControl``, durable
+in ``<data>/access.json``); the broker follows it: a vhost added there gets its running
+``VirtualHost`` here, a vhost deleted there has its connections closed (320) and its queues
+and exchanges removed with their stored data. ``admit`` is the connection.open check.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +13,12 @@ import platform
 from pathlib import Path
 
 from warren import __version__
-from warren.broker.auth import UserDB
+from warren.access import FILE_NAME as ACCESS_FILE_NAME, AccessControl
+from warren.access.vhosts import MAX_CONNECTIONS
 from warren.broker.memory import MemoryBudget
 from warren.broker.policies import FILE_NAME, PolicyFile
 from warren.broker.vhost import VirtualHost
+from warren.errors import NotAllowed
 
 __all__ = ["Broker", "TICK", "POLICY_CHECK"]
 
@@ -34,13 +42,26 @@ SERVER_CAPABILITIES = {
 
 
 class Broker:
-    def __init__(self, vhosts: tuple[str, ...] = ("/",), users: UserDB | None = None,
+    def __init__(self, vhosts: tuple[str, ...] = ("/",), access: AccessControl | None = None,
                  cluster_name: str = "warren", durability=None, memory_budget: int = 0,
                  policy_file: Path | None = None) -> None:
         self.durability = durability
         self.memory = MemoryBudget(memory_budget, self.all_queues)
-        self.vhosts = {name: VirtualHost(name, durability, self.memory) for name in vhosts}
-        self.users = users or UserDB()
+        if access is None:  # the data folder's access.json; in memory without a data folder
+            access = AccessControl(durability.data_dir / ACCESS_FILE_NAME if durability is not None else None)
+        self.access = access
+        self.users = access  # the password check (``authenticate``), as the session and the HTTP API ask it
+        if access.created and durability is not None:
+            # a data folder from before access.json: its vhosts with stored definitions live on
+            defs = durability.definitions.load()
+            stored = {d.vhost for d in defs.exchanges} | {d.vhost for d in defs.queues}
+            vhosts = tuple(vhosts) + tuple(sorted(stored - set(vhosts)))
+        for name in vhosts:  # --vhost: make sure it exists
+            access.ensure_vhost(name)
+        self.vhosts = {v.name: VirtualHost(v.name, durability, self.memory) for v in access.vhosts()}
+        self.connections: dict[str, set] = {}  # vhost name -> its open sessions
+        self._policies: list = []
+        access.listeners.append(self)
         self.cluster_name = cluster_name
         # policies.json in the data folder (warren/broker/policies.py): in force before the
         # durable queues and exchanges come back, re-read when the file changes
@@ -57,6 +78,7 @@ class Broker:
         policies = self.policy_file.load()
         if policies is None:
             return
+        self._policies = policies
         for vhost in self.vhosts.values():
             vhost.set_policies(policies)
         if self.policy_file.path is not None:
@@ -80,11 +102,60 @@ class Broker:
             self._policy_check = now
             if self.policy_file.changed():
                 self.reload_policies()
+            self.access.refresh()  # users, vhosts, permissions changed by another process (--workers)
         for vhost in self.vhosts.values():
             if vhost.timers:
                 for t in list(vhost.timers):
                     if not t.tick(now):
                         vhost.timers.discard(t)
+
+    # --- vhosts at run time, connections --------------------------------------------------------
+
+    def vhost_added(self, info) -> None:
+        """The access model has a new vhost: serve it (policies in force)."""
+        if info.name in self.vhosts:
+            return
+        vhost = self.vhosts[info.name] = VirtualHost(info.name, self.durability, self.memory)
+        vhost.set_policies(self._policies)
+        log.info("vhost '%s' created", info.name)
+
+    def vhost_deleted(self, name: str) -> None:
+        """The access model deleted a vhost: close its connections (320), remove its queues
+        (with their stored messages) and exchanges (with their stored definitions)."""
+        vhost = self.vhosts.pop(name, None)
+        if vhost is None:
+            return
+        sessions = self.connections.pop(name, set())
+        for session in list(sessions):
+            session.shutdown(f"vhost '{name}' is down")
+        for q in list(vhost.queues.values()):
+            vhost.delete_queue(q)
+        for ex in list(vhost.exchanges.values()):
+            if ex.name and vhost.exchanges.get(ex.name) is ex:
+                vhost._remove_exchange(ex)
+        vhost.timers.clear()
+        log.info("vhost '%s' deleted (%d connections closed)", name, len(sessions))
+
+    def admit(self, session, vhost: VirtualHost):
+        """connection.open of ``session`` to ``vhost``, as RabbitMQ checks it: the vhost's
+        ``max-connections``, then the user's permission in it (530 NOT_ALLOWED with RabbitMQ's
+        texts). Returns the connection's ``ConnectionAccess``; ``release`` undoes it."""
+        user = session.username
+        sessions = self.connections.setdefault(vhost.name, set())
+        info = self.access.vhost(vhost.name)
+        limit = info.limit(MAX_CONNECTIONS) if info is not None else None
+        if limit is not None and len(sessions) >= limit:
+            raise NotAllowed(f"access to vhost '{vhost.name}' refused for user '{user}': connection limit "
+                             f"({limit}) is reached", 10, 40)
+        if not self.access.may_access_vhost(user, vhost.name):
+            raise NotAllowed(f"access to vhost '{vhost.name}' refused for user '{user}'", 10, 40)
+        sessions.add(session)
+        return self.access.connection_access(user, vhost.name)
+
+    def release(self, session) -> None:
+        """The connection admitted by ``admit`` has ended."""
+        if session.vhost is not None:
+            self.connections.get(session.vhost.name, set()).discard(session)
 
     def server_properties(self) -> dict:
         return {

@@ -19,7 +19,7 @@ import sys
 import base64
 from collections import defaultdict, deque
 
-from warren.broker import reply_to
+from warren.broker import authz, reply_to
 from warren.broker.consumer import OUTPUT_BATCH, Consumer
 from warren.broker.message import Message
 from warren.broker.queue import REFUSED
@@ -78,6 +78,10 @@ class Channel:
         self.tx_settles: list[tuple] = []
         self.reply_consumer = None  # direct reply-to (warren/broker/reply_to.py)
         self.closed = False
+        # exchanges this channel may publish to, while the access model's version is unchanged (authz.py)
+        self.access_control = session.broker.access
+        self.publish_checked: dict = {}
+        self.publish_checked_version = -1
 
     # --- dispatch ------------------------------------------------------------------------
 
@@ -145,22 +149,26 @@ class Channel:
     # --- exchange class --------------------------------------------------------------------
 
     def handle_exchange_declare(self, m) -> None:
+        authz.exchange_declare(self, m)
         self.vhost.declare_exchange(m.exchange, m.type, m.passive, m.durable, m.auto_delete,
                                     m.internal, m.arguments)
         if not m.nowait:
             self._reply(spec.ExchangeDeclareOk())
 
     def handle_exchange_delete(self, m) -> None:
+        authz.exchange_delete(self, m)
         self.vhost.delete_exchange(m.exchange, m.if_unused)
         if not m.nowait:
             self._reply(spec.ExchangeDeleteOk())
 
     def handle_exchange_bind(self, m) -> None:
+        authz.exchange_bind(self, m)
         self.vhost.bind_exchange(m.destination, m.source, m.routing_key, m.arguments)
         if not m.nowait:
             self._reply(spec.ExchangeBindOk())
 
     def handle_exchange_unbind(self, m) -> None:
+        authz.exchange_bind(self, m)
         self.vhost.unbind_exchange(m.destination, m.source, m.routing_key, m.arguments)
         if not m.nowait:
             self._reply(spec.ExchangeUnbindOk())
@@ -173,6 +181,7 @@ class Channel:
     def handle_queue_declare(self, m) -> None:
         if m.queue.startswith(reply_to.REPLY_TO):
             return reply_to.declare(self, m)
+        authz.queue_declare(self, m)
         q = self.vhost.declare_queue(self.session, m.queue, m.passive, m.durable, m.exclusive,
                                      m.auto_delete, m.arguments)
         if q.exclusive_owner is self.session:
@@ -183,20 +192,24 @@ class Channel:
             self._reply(spec.QueueDeclareOk(q.name, q.message_count, len(q.consumers)))
 
     def handle_queue_bind(self, m) -> None:
+        authz.queue_bind(self, m)
         self.vhost.bind_queue(self._queue(m.queue), m.exchange, m.routing_key, m.arguments)
         if not m.nowait:
             self._reply(spec.QueueBindOk())
 
     def handle_queue_unbind(self, m) -> None:
+        authz.queue_bind(self, m)
         self.vhost.unbind_queue(self.session, m.queue or self.last_queue, m.exchange, m.routing_key, m.arguments)
         self._reply(spec.QueueUnbindOk())
 
     def handle_queue_purge(self, m) -> None:
+        authz.queue_read(self, m)
         n = self._queue(m.queue).purge()
         if not m.nowait:
             self._reply(spec.QueuePurgeOk(n))
 
     def handle_queue_delete(self, m) -> None:
+        authz.queue_delete(self, m)
         name = m.queue or self.last_queue
         if name not in self.vhost.queues:
             # idempotent, as RabbitMQ 3.x: deleting a missing queue succeeds with 0 messages
@@ -235,6 +248,7 @@ class Channel:
     def handle_basic_consume(self, m) -> None:
         if m.queue == reply_to.REPLY_TO:
             return reply_to.consume(self, m)
+        authz.queue_read(self, m)
         q = self._queue(m.queue)
         tag = m.consumer_tag or "amq.ctag-" + base64.urlsafe_b64encode(os.urandom(16)).rstrip(b"=").decode()
         if tag in self.consumers:
@@ -284,6 +298,9 @@ class Channel:
         if m.immediate:
             raise NotImplemented_("immediate=true", m.CLASS_ID, m.METHOD_ID)
         ex = self.vhost.exchanges.get(m.exchange)
+        if (ex is None or self.publish_checked.get(m.exchange) is not ex
+                or self.publish_checked_version != self.access_control.version):
+            authz.publish(self, m)  # write permission (and topic permission), then cached
         if ex is None:
             raise NotFound(f"no exchange '{m.exchange}' in vhost '{self.vhost.name}'", m.CLASS_ID, m.METHOD_ID)
         if ex.internal:
@@ -316,7 +333,7 @@ class Channel:
             msg.check_expiration()
         if properties[1] & _USER_ID_FLAG:
             user_id = msg.decoded.user_id
-            if user_id is not None and user_id != self.session.username:
+            if user_id is not None and user_id != self.session.username and not authz.may_impersonate(self):
                 raise PreconditionFailed(f"user_id property set to '{user_id}' but authenticated user was "
                                          f"'{self.session.username}'", m.CLASS_ID, m.METHOD_ID)
 
@@ -388,6 +405,7 @@ class Channel:
     # --- basic class: get, ack, reject, recover ------------------------------------------------
 
     def handle_basic_get(self, m) -> None:
+        authz.queue_read(self, m)
         q = self._queue(m.queue)
         entry = q.take(m.no_ack)  # marks it delivered
         if entry is None:

@@ -41,6 +41,7 @@ class Session:
         self.io = io
         self.vhost = None
         self.username = ""
+        self.access = None  # the connection's ConnectionAccess (warren/access), from connection.open
         self.capabilities: dict = {}
         self.client_properties: dict = {}
         self.channels: dict[int, Channel] = {}
@@ -163,6 +164,7 @@ class Session:
                 error = NotAllowed(f"vhost {m.virtual_host} not found", 10, 40)
                 error.log_detail = f"user '{self.username}' asked for unknown vhost '{m.virtual_host}'"
                 raise error
+            self.access = self.broker.admit(self, vhost)  # max-connections, permission in the vhost: 530
             self.vhost = vhost
             self.conn.accept_open()
             log.info("connection %s opened (client %s)", self, self.client_name)
@@ -219,6 +221,8 @@ class Session:
         if self.closed:
             return
         self.closed = True
+        if self.access is not None:
+            self.broker.release(self)
         for ch in list(self.channels.values()):
             ch.close()
         self.channels.clear()

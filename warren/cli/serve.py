@@ -97,6 +97,7 @@ class OneLineErrors(click.Command):
                    "(docs/performance.md, 'Both cores').")
 @click.option("--handoff-socket", type=click.Path(path_type=Path), default=None, hidden=True)
 @click.option("--policy-file", type=click.Path(path_type=Path), default=None, hidden=True)
+@click.option("--access-file", type=click.Path(path_type=Path), default=None, hidden=True)
 @click.pass_context
 def serve(ctx: click.Context, config_file: Path | None, print_config: bool, **options) -> None:
     """Run the broker until SIGTERM or SIGINT."""

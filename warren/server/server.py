@@ -16,6 +16,7 @@ from pathlib import Path
 
 from concurrent.futures import ThreadPoolExecutor
 
+from warren.access import AccessControl
 from warren.broker.broker import TICK, Broker
 from warren.broker.durability import Durability
 from warren.broker.queue import Queue
@@ -111,7 +112,7 @@ class Server:
         Queue.flow_high = config.queue_flow_high or sys.maxsize
         Queue.flow_high_bytes = config.queue_flow_high_bytes or sys.maxsize
         self.broker = Broker(config.vhosts, durability=self.durability, memory_budget=config.memory_budget,
-                             policy_file=config.policy_file)
+                             policy_file=config.policy_file, access=AccessControl.for_config(config))
         self.alarms = ResourceAlarms(self, config.data_dir, config.disk_free_limit, config.memory_limit())
         self.connections: set[AMQPConnection] = set()
         self._listener: asyncio.AbstractServer | None = None

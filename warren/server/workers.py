@@ -38,7 +38,9 @@ import time
 import zlib
 from pathlib import Path
 
-from warren.broker.auth import MECHANISMS, UserDB, parse_response
+from warren.access import AccessControl, LoginRefused
+from warren.access import FILE_NAME as ACCESS_FILE_NAME
+from warren.broker.auth import MECHANISMS, parse_response
 from warren.broker.broker import Broker
 from warren.broker.policies import FILE_NAME
 from warren.config import Config
@@ -146,12 +148,16 @@ class Greeter(asyncio.Protocol):
             username, password = parse_response(m.mechanism, m.response)
         except ValueError as e:
             raise ConnectionAccessRefused(f"{m.mechanism} login refused: {e}", 10, 11) from None
-        if self.sup.users.authenticate(username, password, self.peer[0] if self.peer else None) is None:
+        try:
+            self.sup.access.authenticate(username, password, self.peer[0] if self.peer else None)
+        except LoginRefused as e:
+            log.warning("login refused for user '%s' from %s: %s", username, self.peer, e.reason)
             raise ConnectionAccessRefused(f"Login was refused using authentication mechanism {m.mechanism}. "
-                                          "For details see the broker logfile.", 10, 11)
+                                          "For details see the broker logfile.", 10, 11) from None
         self.conn.accept_login()
 
     def _open(self, vhost: str) -> None:
+        self.sup.access.refresh()  # a vhost created since (through a worker's HTTP API)
         worker = self.sup.owner(vhost)
         if worker is None:
             self._refuse(NotAllowed(f"vhost {vhost} not found", 10, 40))
@@ -208,19 +214,24 @@ class Supervisor:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.run_dir = Path(tempfile.mkdtemp(prefix="warren-workers-"))
         n = config.workers
-        owned: list[list[str]] = [[] for _ in range(n)]
+        # the one access store (users, vhosts, permissions) of the supervisor and every worker
+        config.access_file = config.access_file or config.data_dir / ACCESS_FILE_NAME
+        self.access = AccessControl.for_config(config)
         for v in config.vhosts:
-            owned[owner_of(v, n)].append(v)
-        # only workers that own a vhost are started (more workers than vhosts gain nothing)
-        self.workers = [Worker(i, tuple(owned[i]), self.run_dir) for i in range(n) if owned[i]]
-        by_index = {w.index: w for w in self.workers}
-        self._owner = {v: by_index[owner_of(v, n)] for v in config.vhosts}
-        self.users = UserDB()
-        self.server_properties = Broker((), users=self.users).server_properties()
+            self.access.ensure_vhost(v)
+        owned: list[list[str]] = [[] for _ in range(n)]
+        for info in self.access.vhosts():
+            owned[owner_of(info.name, n)].append(info.name)
+        # every worker is started: a vhost created at run time goes to its owner by name
+        self.workers = [Worker(i, tuple(owned[i]), self.run_dir) for i in range(n)]
+        self.server_properties = Broker((), access=AccessControl()).server_properties()
         self._stop: asyncio.Event | None = None
 
     def owner(self, vhost: str) -> Worker | None:
-        return self._owner.get(vhost)
+        """The worker serving ``vhost``, None if no such vhost exists (the access store's)."""
+        if self.access.vhost(vhost) is None:
+            return None
+        return self.workers[owner_of(vhost, len(self.workers))]
 
     # --- workers -----------------------------------------------------------------------------
 
@@ -249,6 +260,7 @@ class Supervisor:
                 "--data-dir", str(c.data_dir / "workers" / str(w.index)),
                 "--handoff-socket", str(w.socket_path), "--ready-file", str(w.ready_file),
                 "--policy-file", str(c.policy_file or c.data_dir / FILE_NAME),
+                "--access-file", str(c.access_file),
                 "--heartbeat", str(c.heartbeat), "--handshake-timeout", str(c.handshake_timeout),
                 "--frame-max", str(c.frame_max),
                 "--channel-max", str(c.channel_max), "--fsync" if c.fsync else "--no-fsync",
