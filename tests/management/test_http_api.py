@@ -30,21 +30,30 @@ def basic(user: str, password: str) -> dict:
 GUEST = basic("guest", "guest")
 
 
-@dataclass
+@dataclass(eq=False)
 class StandInQueue:
     store: StreamStore | None = None
     durable: bool = True
     consumers: list = field(default_factory=list)
     message_count: int = 0
+    name: str = ""
+    auto_delete: bool = False
+    arguments: dict = field(default_factory=dict)
 
     @property
     def is_stream(self) -> bool:
         return self.store is not None
 
 
-@dataclass
+@dataclass(eq=False)
 class StandInVhost:
     queues: dict = field(default_factory=dict)
+    name: str = ""
+    exchanges: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        for name, q in self.queues.items():
+            q.name = name
 
 
 @dataclass
@@ -69,8 +78,8 @@ def stream(tmp_path):
 async def api(stream):
     broker = StandInBroker({
         "/": StandInVhost({"events": StandInQueue(stream), "classic": StandInQueue(message_count=3),
-                           "a/b c": StandInQueue(stream)}),
-        "other": StandInVhost(),
+                           "a/b c": StandInQueue(stream)}, "/"),
+        "other": StandInVhost(name="other"),
     })
     server = HttpServer(broker, info=lambda: {"amqp_port": 5672, "http_port": server.port})
     port = await server.start("127.0.0.1", 0)
@@ -147,8 +156,10 @@ async def test_queue_info(api, stream):
     fill(stream, 5)
     stream.sync()
     async with api.get("/api/queues/%2F/classic") as r:
-        assert await r.json() == {"vhost": "/", "name": "classic", "type": "classic", "durable": True,
-                                  "messages": 3, "consumers": 0}
+        body = await r.json()
+    assert {k: body[k] for k in ("vhost", "name", "type", "durable", "messages", "messages_ready", "consumers")} == {
+        "vhost": "/", "name": "classic", "type": "classic", "durable": True, "messages": 3, "messages_ready": 3,
+        "consumers": 0}
     async with api.get("/api/queues/%2F/events") as r:
         body = await r.json()
     assert body["type"] == "stream" and body["last_offset"] == 4 and body["next_offset"] == 5

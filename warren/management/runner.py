@@ -28,11 +28,11 @@ LINGER_S = 1.0  # how long the unread rest of a refused request body is drained 
 
 
 class HttpServer:
-    """The HTTP API of ``broker``; ``info`` as for ``build_app``."""
+    """The HTTP API of ``broker``; ``info`` and ``server`` as for ``build_app``."""
 
-    def __init__(self, broker, info=None, limits: HttpLimits | None = None) -> None:
+    def __init__(self, broker, info=None, limits: HttpLimits | None = None, server=None) -> None:
         self.limits = limits or HttpLimits()
-        self.app = build_app(broker, info)
+        self.app = build_app(broker, info, server)
         self.app.middlewares.insert(0, limits_middleware(self.limits))  # outermost: before any route reads
         self.port: int | None = None
         self._runner: web.AppRunner | None = None

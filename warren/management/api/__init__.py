@@ -1,0 +1,1 @@
+"""The resource modules of the HTTP API (one per kind of object) and what they share."""

@@ -1,0 +1,270 @@
+"""What every resource module of the HTTP API shares: the application keys, the one JSON error
+path, the request body reader, authorisation by tag, and the list helper that serves
+RabbitMQ's query parameters.
+
+Errors (RabbitMQ's management plugin, 3.10): every refusal is ``ApiError`` and leaves as
+``{"error": ..., "reason": ...}`` with its status (400 ``bad_request``, 401 ``not_authorised``,
+404 ``Object Not Found``, 405, 413). Authorisation refusals are 401 as in RabbitMQ, not 403
+(docs/compatibility.md, "HTTP API").
+
+Lists (``reply_list``): ``sort`` (a field, dotted for nested ones, ``message_stats.publish``),
+``sort_reverse``, ``columns`` (comma-separated, dotted for nested ones) always; ``page``,
+``page_size`` (1..500, default 100), ``name`` and ``use_regex`` only with ``page``, whose answer
+is RabbitMQ's pagination object (``items``, ``page``, ``page_count``, ``page_size``,
+``item_count``, ``filtered_count``, ``total_count``). As in RabbitMQ, ``name`` without ``page``
+is ignored; the name filter is a case-insensitive substring, or a case-insensitive regular
+expression with ``use_regex=true``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import re
+import socket
+import time
+
+from aiohttp import hdrs, web
+
+__all__ = ["BROKER", "INFO", "SERVER", "STATS", "REALM", "ApiError", "bad_request", "not_found",
+           "not_authorised", "read_json", "as_bool", "reply_list", "node_name", "iso_time",
+           "vhost_or_404", "no_content", "created"]
+
+BROKER = web.AppKey("broker", object)   # vhosts + users, as warren.broker.broker.Broker
+INFO = web.AppKey("info", object)       # a callable: extra fields of /api/overview (ports, connections)
+SERVER = web.AppKey("server", object)   # the Server (connections, config, alarms), None in unit tests
+STATS = web.AppKey("stats", object)     # the rate sampler (stats.py)
+
+REALM = 'Basic realm="RabbitMQ Management"'  # LWP-based tools (nagios checks) answer only this realm
+MAX_PAGE_SIZE = 500
+DEFAULT_PAGE_SIZE = 100
+
+
+class ApiError(web.HTTPException):
+    """A JSON error answer: ``{"error": error, "reason": reason}`` with ``status``."""
+
+    def __init__(self, status: int, error: str, reason: str, headers: dict | None = None) -> None:
+        self.status_code = status
+        super().__init__(text=json.dumps({"error": error, "reason": reason}),
+                         content_type="application/json", headers=headers)
+
+
+def bad_request(reason: str) -> ApiError:
+    return ApiError(400, "bad_request", reason)
+
+
+def not_found(reason: str = "Not Found") -> ApiError:
+    return ApiError(404, "Object Not Found", reason)
+
+
+def not_authorised(reason: str) -> ApiError:
+    return ApiError(401, "not_authorised", reason, {hdrs.WWW_AUTHENTICATE: REALM})
+
+
+def no_content() -> web.Response:
+    return web.Response(status=204)
+
+
+def created() -> web.Response:
+    return web.Response(status=201)
+
+
+async def read_json(request: web.Request, required: bool = True):
+    """The request's JSON body (an object), 400 ``not_json`` when it is not JSON, ``{}`` when
+    empty and not required. The body size limit is the server's (aiohttp's client_max_size,
+    413 through the error middleware)."""
+    raw = await request.read()
+    if not raw.strip():
+        if required:
+            raise bad_request("not_json")
+        return {}
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise bad_request("not_json") from None
+    if not isinstance(body, dict):
+        raise bad_request("not_json")
+    return body
+
+
+def as_bool(value, name: str, default: bool = False) -> bool:
+    """RabbitMQ's booleans in request bodies: JSON true/false or the strings "true"/"false"
+    (rabbitmqadmin sends strings)."""
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise bad_request(f"{name} must be true or false, not {json.dumps(value)}")
+
+
+def node_name() -> str:
+    """RabbitMQ's node name form, ``rabbit@<short host name>`` (monitoring checks build it)."""
+    return "rabbit@" + socket.gethostname().split(".")[0]
+
+
+def iso_time(wall: float) -> str:
+    """RabbitMQ's timestamps (idle_since): ``2026-11-25T03:18:55.872+00:00``."""
+    t = datetime.datetime.fromtimestamp(wall, datetime.timezone.utc)
+    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}+00:00"
+
+
+def monotonic_to_wall(mono: float) -> float:
+    return time.time() - (time.monotonic() - mono)
+
+
+def vhost_or_404(request: web.Request, name: str | None = None):
+    """The VirtualHost named in the path (``{vhost}``), 404 ``vhost_not_found`` if missing."""
+    name = request.match_info["vhost"] if name is None else name
+    vhost = request.app[BROKER].vhosts.get(name)
+    if vhost is None:
+        raise ApiError(404, "not_found", "vhost_not_found")
+    return vhost
+
+
+# --- lists -------------------------------------------------------------------------------------
+
+
+def _lookup(item: dict, dotted: str):
+    value = item
+    for part in dotted.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return _MISSING
+        value = value[part]
+    return value
+
+
+_MISSING = object()
+
+
+def _sort_key(value):
+    """Erlang's term order as far as JSON goes: missing, numbers, atoms (null, booleans),
+    objects, lists, strings."""
+    if value is _MISSING:
+        return (0, 0)
+    if isinstance(value, bool):
+        return (2, str(value))
+    if isinstance(value, (int, float)):
+        return (1, value)
+    if value is None:
+        return (2, "")
+    if isinstance(value, dict):
+        return (3, json.dumps(value, sort_keys=True))
+    if isinstance(value, list):
+        return (4, json.dumps(value))
+    return (5, str(value))
+
+
+def _project(item: dict, columns: list[str]) -> dict:
+    out: dict = {}
+    for col in columns:
+        value = _lookup(item, col)
+        if value is _MISSING:
+            continue
+        parts = col.split(".")
+        node = out
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = value
+    return out
+
+
+def _positive(raw: str | None, default: int | None) -> int | None:
+    if raw is None:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise bad_request("Pagination parameters are invalid") from None
+
+
+def reply_list(request: web.Request, items: list[dict]) -> web.Response:
+    """``items`` (already in their default order) through RabbitMQ's list query parameters."""
+    query = request.query
+    total = len(items)
+    page = _positive(query.get("page"), None)
+    if page is not None:
+        page_size = _positive(query.get("page_size"), DEFAULT_PAGE_SIZE)
+        if page < 1 or not 1 <= page_size <= MAX_PAGE_SIZE:
+            raise ApiError(400, "invalid_pagination_parameters",
+                           f"Invalid pagination parameters: page number {page}, page size {page_size}")
+        name = query.get("name")
+        if name:
+            if query.get("use_regex", "").lower() == "true":
+                try:
+                    regex = re.compile(name, re.IGNORECASE)
+                except re.error:
+                    raise bad_request("Pagination parameters are invalid") from None
+                items = [i for i in items if regex.search(str(i.get("name", "")))]
+            else:
+                lowered = name.lower()
+                items = [i for i in items if lowered in str(i.get("name", "")).lower()]
+    sort = query.get("sort")
+    if sort:
+        keys = [k for k in sort.split(",") if k]
+        items = sorted(items, key=lambda i: [_sort_key(_lookup(i, k)) for k in keys])
+    if query.get("sort_reverse", "").lower() == "true":
+        items = list(reversed(items))
+    columns = [c for c in query.get("columns", "").split(",") if c]
+    if page is None:
+        if columns:
+            items = [_project(i, columns) for i in items]
+        return web.json_response(items)
+    filtered = len(items)
+    page_count = math.ceil(filtered / page_size)
+    if page > max(page_count, 1):
+        raise ApiError(400, "page_out_of_range",
+                       f"Page out of range, page: {page} page size: {page_size}, len: {filtered}")
+    chunk = items[(page - 1) * page_size:page * page_size]
+    if columns:
+        chunk = [_project(i, columns) for i in chunk]
+    return web.json_response({"filtered_count": filtered, "item_count": len(chunk), "items": chunk,
+                              "page": page, "page_count": page_count, "page_size": page_size,
+                              "total_count": total})
+
+
+def reply_object(request: web.Request, item: dict) -> web.Response:
+    """One object, through ``columns`` as lists are."""
+    columns = [c for c in request.query.get("columns", "").split(",") if c]
+    return web.json_response(_project(item, columns) if columns else item)
+
+
+def jsonable(value):
+    """A field-table value (queue arguments, message headers) as JSON: octets as text, decimals
+    as numbers, timestamps as seconds, tables and arrays through."""
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).decode("utf-8", "replace")
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return value
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=datetime.timezone.utc)
+        return int(value.timestamp())
+    try:
+        import decimal
+        if isinstance(value, decimal.Decimal):
+            return float(value)
+    except ImportError:  # pragma: no cover
+        pass
+    return str(value)
+
+
+def amqp_error(e) -> ApiError:
+    """An AMQP refusal raised by the broker model, as RabbitMQ's API answers it: access refused
+    401, not found 404, anything else 400 with the refusal's text."""
+    code = getattr(e, "reply_code", 0)
+    if code == 403:
+        return ApiError(401, "not_authorised", "Access refused.")
+    if code == 404:
+        return not_found(e.text or "Not Found")
+    return bad_request(getattr(e, "text", str(e)) or str(e))

@@ -1,0 +1,299 @@
+"""``/api/connections``, ``/api/channels``, ``/api/consumers`` (and their per-vhost and
+per-connection forms): the AMQP side of the node, and closing a connection.
+
+A connection is named as RabbitMQ names it, ``<peer host>:<peer port> -> <host>:<port>``, and
+a channel ``<connection name> (<number>)``. ``DELETE /api/connections/{name}`` sends the
+client ``connection.close`` 320 ``CONNECTION_FORCED - <reason>``, the reason from the
+``X-Reason`` header ("Closed via management plugin" without it), and closes the socket if
+the client does not answer within a second.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from warren.management.api import stats as st
+from warren.management.api.auth import (
+    ADMINISTRATOR, check_vhost_access, principal, visible_vhosts,
+)
+from warren.management.api.common import (
+    STATS, jsonable, no_content, node_name, not_authorised, not_found, reply_list, reply_object, vhost_or_404,
+)
+
+__all__ = ["add_routes", "connection_name", "channel_name", "channel_details", "open_connections",
+           "consumer_json"]
+
+DEFAULT_CLOSE_REASON = "Closed via management plugin"
+
+
+def _peer(conn) -> tuple[str, int]:
+    peer = getattr(conn, "peer", None)
+    if isinstance(peer, tuple) and len(peer) >= 2:
+        return str(peer[0]), int(peer[1])
+    return "", 0
+
+
+def _local(conn) -> tuple[str, int]:
+    transport = getattr(conn, "transport", None)
+    sock = transport.get_extra_info("sockname") if transport is not None else None
+    if isinstance(sock, tuple) and len(sock) >= 2:
+        return str(sock[0]), int(sock[1])
+    return "", 0
+
+
+def connection_name(conn) -> str:
+    name = getattr(conn, "_api_name", None)
+    if name is None:
+        (ph, pp), (lh, lp) = _peer(conn), _local(conn)
+        name = f"{ph}:{pp} -> {lh}:{lp}"
+        try:
+            conn._api_name = name  # the socket's addresses do not change: worked out once
+        except AttributeError:
+            pass
+    return name
+
+
+def channel_name(ch) -> str:
+    return f"{connection_name(ch.session.io)} ({ch.number})"
+
+
+def open_connections(request: web.Request) -> list:
+    """The AMQP connections that have opened a vhost (the handshake is over)."""
+    out = []
+    for conn in request.app[STATS].connections():
+        session = getattr(conn, "session", None)
+        if session is not None and session.vhost is not None and not session.closed:
+            out.append(conn)
+    return out
+
+
+def _visible_connections(request: web.Request, vhost: str | None = None) -> list:
+    who = principal(request)
+    names = set(visible_vhosts(request))
+    out = []
+    for conn in open_connections(request):
+        vname = conn.session.vhost.name
+        if vhost is not None and vname != vhost:
+            continue
+        # a management user sees its own connections only (RabbitMQ); monitoring sees all
+        if who.sees_all or (vname in names and conn.session.username == who.name):
+            out.append(conn)
+    return out
+
+
+def _protocol(conn) -> str:
+    dialect = getattr(getattr(conn, "conn", None), "dialect", None)
+    return getattr(dialect, "title", None) or "AMQP 0-9-1"
+
+
+def connection_json(conn, sampler) -> dict:
+    session = conn.session
+    amqp = conn.conn
+    (ph, pp), (lh, lp) = _peer(conn), _local(conn)
+    counts = st.connection_counts(conn)
+    rates = sampler.rates(conn)
+    return {
+        "auth_mechanism": getattr(session, "mechanism", None) or "PLAIN",
+        "channel_max": amqp.channel_max,
+        "channels": len(session.channels),
+        "client_properties": jsonable(session.client_properties),
+        "connected_at": int(conn.connected_at * 1000),
+        "frame_max": amqp.frame_max,
+        "host": lh,
+        "name": connection_name(conn),
+        "node": node_name(),
+        "peer_cert_issuer": None,
+        "peer_cert_subject": None,
+        "peer_cert_validity": None,
+        "peer_host": ph,
+        "peer_port": pp,
+        "port": lp,
+        "protocol": _protocol(conn),
+        "recv_cnt": 0,
+        "recv_oct": counts["recv_oct"],
+        "recv_oct_details": st.details(rates.get("recv_oct", 0.0)),
+        "send_cnt": 0,
+        "send_oct": counts["send_oct"],
+        "send_oct_details": st.details(rates.get("send_oct", 0.0)),
+        "send_pend": 0,
+        "ssl": False,
+        "ssl_cipher": None,
+        "ssl_hash": None,
+        "ssl_key_exchange": None,
+        "ssl_protocol": None,
+        "state": "blocked" if getattr(conn, "_blocked", False) else "running",
+        "timeout": amqp.heartbeat,
+        "type": "network",
+        "user": session.username,
+        "user_who_performed_action": session.username,
+        "vhost": session.vhost.name,
+    }
+
+
+def channel_details(ch) -> dict:
+    conn = ch.session.io
+    ph, pp = _peer(conn)
+    return {"connection_name": connection_name(conn), "name": channel_name(ch), "node": node_name(),
+            "number": ch.number, "peer_host": ph, "peer_port": pp, "user": ch.session.username}
+
+
+def channel_json(ch, sampler) -> dict:
+    conn = ch.session.io
+    ph, pp = _peer(conn)
+    body = {
+        "acks_uncommitted": sum(len(e) for e, _ in ch.tx_settles),
+        "confirm": ch.confirm_mode,
+        "connection_details": {"name": connection_name(conn), "peer_host": ph, "peer_port": pp},
+        "consumer_count": len(ch.consumers),
+        "global_prefetch_count": ch.prefetch_count,
+        "messages_unacknowledged": len(ch.unacked),
+        "messages_uncommitted": len(ch.tx_publishes),
+        "messages_unconfirmed": max(0, ch.publish_seq - ch.confirmed_upto),
+        "name": channel_name(ch),
+        "node": node_name(),
+        "number": ch.number,
+        "pending_raft_commands": 0,
+        "prefetch_count": ch.consumer_prefetch_count,
+        "state": "running" if ch.flow_active else "flow",
+        "transactional": ch.tx_mode,
+        "user": ch.session.username,
+        "user_who_performed_action": ch.session.username,
+        "vhost": ch.vhost.name,
+        "message_stats": st.message_stats(st.channel_counts(ch), sampler.rates(ch), st.CHANNEL_STATS),
+    }
+    return body
+
+
+def consumer_json(c) -> dict:
+    return {
+        "arguments": jsonable(c.arguments or {}),
+        "ack_required": not c.no_ack,
+        "active": True,
+        "activity_status": "up",
+        "channel_details": channel_details(c.channel),
+        "consumer_tag": c.tag,
+        "exclusive": c.exclusive,
+        "prefetch_count": c.prefetch_count,
+        "queue": {"name": c.queue.name, "vhost": c.queue.vhost.name},
+    }
+
+
+def _find_connection(request: web.Request):
+    name = request.match_info["name"]
+    for conn in open_connections(request):
+        if connection_name(conn) == name:
+            return conn
+    raise not_found()
+
+
+def _check_own(request: web.Request, conn) -> None:
+    who = principal(request)
+    if not who.sees_all and conn.session.username != who.name:
+        raise not_authorised("User not authorised to access this connection")
+
+
+# --- handlers --------------------------------------------------------------------------------------
+
+
+async def list_connections(request: web.Request) -> web.Response:
+    sampler = request.app[STATS]
+    items = [connection_json(c, sampler) for c in _visible_connections(request)]
+    return reply_list(request, sorted(items, key=lambda i: i["name"]))
+
+
+async def vhost_connections(request: web.Request) -> web.Response:
+    vhost = vhost_or_404(request)
+    check_vhost_access(request, vhost.name)
+    sampler = request.app[STATS]
+    items = [connection_json(c, sampler) for c in _visible_connections(request, vhost.name)]
+    return reply_list(request, sorted(items, key=lambda i: i["name"]))
+
+
+async def get_connection(request: web.Request) -> web.Response:
+    conn = _find_connection(request)
+    _check_own(request, conn)
+    return reply_object(request, connection_json(conn, request.app[STATS]))
+
+
+async def close_connection(request: web.Request) -> web.Response:
+    conn = _find_connection(request)
+    who = principal(request)
+    if not who.has_level(ADMINISTRATOR) and conn.session.username != who.name:
+        raise not_authorised("User not authorised to access this connection")
+    reason = request.headers.get("X-Reason") or DEFAULT_CLOSE_REASON
+    conn.session.shutdown(reason)
+    conn.close_soon()  # close-ok closes it at once; a silent client is cut after the grace time
+    return no_content()
+
+
+def _channels(conns) -> list:
+    return [ch for conn in conns for ch in list(conn.session.channels.values())]
+
+
+async def list_channels(request: web.Request) -> web.Response:
+    sampler = request.app[STATS]
+    items = [channel_json(ch, sampler) for ch in _channels(_visible_connections(request))]
+    return reply_list(request, sorted(items, key=lambda i: (i["connection_details"]["name"], i["number"])))
+
+
+async def vhost_channels(request: web.Request) -> web.Response:
+    vhost = vhost_or_404(request)
+    check_vhost_access(request, vhost.name)
+    sampler = request.app[STATS]
+    items = [channel_json(ch, sampler) for ch in _channels(_visible_connections(request, vhost.name))]
+    return reply_list(request, sorted(items, key=lambda i: (i["connection_details"]["name"], i["number"])))
+
+
+async def connection_channels(request: web.Request) -> web.Response:
+    conn = _find_connection(request)
+    _check_own(request, conn)
+    sampler = request.app[STATS]
+    items = [channel_json(ch, sampler) for ch in _channels([conn])]
+    return reply_list(request, sorted(items, key=lambda i: i["number"]))
+
+
+async def get_channel(request: web.Request) -> web.Response:
+    name = request.match_info["channel"]
+    for conn in _visible_connections(request):
+        for ch in list(conn.session.channels.values()):
+            if channel_name(ch) == name:
+                body = channel_json(ch, request.app[STATS])
+                body["consumer_details"] = [consumer_json(c) for c in ch.consumers.values()]
+                return reply_object(request, body)
+    raise not_found()
+
+
+def _consumers(request: web.Request, vhost: str | None = None) -> list[dict]:
+    broker_vhosts = [vhost] if vhost is not None else visible_vhosts(request)
+    out = []
+    for conn in open_connections(request):
+        if conn.session.vhost.name not in broker_vhosts:
+            continue
+        for ch in list(conn.session.channels.values()):
+            for c in list(ch.consumers.values()):
+                out.append(consumer_json(c))
+    return sorted(out, key=lambda i: (i["queue"]["vhost"], i["queue"]["name"], i["consumer_tag"]))
+
+
+async def list_consumers(request: web.Request) -> web.Response:
+    return reply_list(request, _consumers(request))
+
+
+async def vhost_consumers(request: web.Request) -> web.Response:
+    vhost = vhost_or_404(request)
+    check_vhost_access(request, vhost.name)
+    return reply_list(request, _consumers(request, vhost.name))
+
+
+def add_routes(app: web.Application) -> None:
+    r = app.router
+    r.add_get("/api/connections", list_connections)
+    r.add_get("/api/connections/{name}", get_connection)
+    r.add_delete("/api/connections/{name}", close_connection)
+    r.add_get("/api/connections/{name}/channels", connection_channels)
+    r.add_get("/api/vhosts/{vhost}/connections", vhost_connections)
+    r.add_get("/api/vhosts/{vhost}/channels", vhost_channels)
+    r.add_get("/api/channels", list_channels)
+    r.add_get("/api/channels/{channel}", get_channel)
+    r.add_get("/api/consumers", list_consumers)
+    r.add_get("/api/consumers/{vhost}", vhost_consumers)

@@ -1,0 +1,127 @@
+"""Health checks, RabbitMQ's: ``/api/health/checks/...``, ``/api/aliveness-test/{vhost}``,
+``/api/healthchecks/node``. A passing check answers 200 ``{"status": "ok"}``, a failing one
+503 ``{"status": "failed", "reason": ...}`` (what load balancers and nagios checks read).
+
+The aliveness test declares the queue ``aliveness-test`` in the vhost (left there, as
+RabbitMQ does), publishes a message to it through the default exchange and gets it back.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from warren.broker.message import Message
+from warren.errors import AMQPError
+from warren.management.api.auth import check_vhost_access
+from warren.management.api.common import BROKER, INFO, SERVER, bad_request, node_name, vhost_or_404
+from warren.management.api.messages import properties_from_json
+
+__all__ = ["add_routes"]
+
+ALIVENESS_QUEUE = "aliveness-test"
+ALIVENESS_BODY = b"test_message"
+
+
+def _ok(**extra) -> web.Response:
+    return web.json_response({"status": "ok", **extra})
+
+
+def _failed(reason: str, **extra) -> web.Response:
+    return web.json_response({"status": "failed", "reason": reason, **extra}, status=503)
+
+
+def _alarms(request: web.Request) -> list[dict]:
+    server = request.app[SERVER]
+    raised = server.alarms.raised if server is not None else set()
+    return [{"node": node_name(), "resource": name} for name in sorted(raised)]
+
+
+async def alarms(request: web.Request) -> web.Response:
+    found = _alarms(request)
+    if found:
+        return _failed("resource alarm(s) in effect in the cluster", alarms=found)
+    return _ok()
+
+
+async def local_alarms(request: web.Request) -> web.Response:
+    found = _alarms(request)
+    if found:
+        return _failed("resource alarm(s) in effect on the node", alarms=found)
+    return _ok()
+
+
+def _listening(request: web.Request) -> dict[str, int]:
+    info = request.app[INFO]() or {}
+    out = {}
+    if info.get("amqp_port") is not None:
+        out["amqp"] = info["amqp_port"]
+    if info.get("http_port") is not None:
+        out["http"] = info["http_port"]
+    return out
+
+
+async def port_listener(request: web.Request) -> web.Response:
+    raw = request.match_info["port"]
+    try:
+        port = int(raw)
+    except ValueError:
+        raise bad_request(f"invalid port {raw!r}") from None
+    ports = sorted(_listening(request).values())
+    if port in ports:
+        return _ok(port=port)
+    return _failed("No active listener", missing=port, ports=ports)
+
+
+async def protocol_listener(request: web.Request) -> web.Response:
+    protocol = request.match_info["protocol"].lower()
+    listening = _listening(request)
+    aliases = {"amqp091": "amqp", "amqp0-9-1": "amqp", "amqp": "amqp", "http": "http"}
+    if aliases.get(protocol) in listening:
+        return _ok(protocol=protocol)
+    return _failed("No active listener", missing=protocol, protocols=sorted(listening))
+
+
+async def virtual_hosts(request: web.Request) -> web.Response:
+    return _ok()  # every vhost of this node runs in the broker's process: none can be down alone
+
+
+async def always_ok(request: web.Request) -> web.Response:
+    return _ok()
+
+
+async def aliveness(request: web.Request) -> web.Response:
+    vhost = vhost_or_404(request)
+    check_vhost_access(request, vhost.name, monitor_ok=False)
+    try:
+        q = vhost.declare_queue(None, ALIVENESS_QUEUE, False, False, False, False, {})
+        msg = Message("", ALIVENESS_QUEUE, properties_from_json({}), ALIVENESS_BODY)
+        q.publish(msg)
+        entry = q.take(True)
+    except AMQPError as e:
+        return _failed(e.text)
+    if entry is None or bytes(entry[1].body) != ALIVENESS_BODY:
+        return _failed("aliveness test failed: the message did not come back")
+    return _ok()
+
+
+async def node_health(request: web.Request) -> web.Response:
+    if "node" in request.match_info and request.match_info["node"] != node_name():
+        return _failed(f"node {request.match_info['node']} is not this node")
+    if request.app[BROKER] is None:
+        return _failed("no broker")
+    return _ok()
+
+
+def add_routes(app: web.Application) -> None:
+    r = app.router
+    r.add_get("/api/health/checks/alarms", alarms)
+    r.add_get("/api/health/checks/local-alarms", local_alarms)
+    r.add_get("/api/health/checks/port-listener/{port}", port_listener)
+    r.add_get("/api/health/checks/protocol-listener/{protocol}", protocol_listener)
+    r.add_get("/api/health/checks/virtual-hosts", virtual_hosts)
+    r.add_get("/api/health/checks/node-is-mirror-sync-critical", always_ok)
+    r.add_get("/api/health/checks/node-is-quorum-critical", always_ok)
+    r.add_get("/api/health/checks/certificate-expiration/{within}/{unit}", always_ok)
+    r.add_get("/api/aliveness-test/{vhost}", aliveness)
+    r.add_get("/api/healthchecks/node", node_health)
+    r.add_get("/api/healthchecks/node/{node}", node_health)

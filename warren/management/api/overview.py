@@ -1,0 +1,256 @@
+"""``/api/overview``, ``/api/nodes[/{name}]``, ``/api/whoami``, ``/api/cluster-name``,
+``/api/extensions``: the node as RabbitMQ's management plugin describes it.
+
+Warren is one node, named RabbitMQ's way (``rabbit@<short host name>``, common.node_name).
+The overview says ``product_name`` Warren with its own ``product_version``, and
+``rabbitmq_version``/``management_version`` 3.10.8: the API level it implements (tools gate
+features on it). Warren's own fields (``product``, ``version``, ``vhosts``, ``queues``,
+``streams``, the server's ports and collector figures) come along.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import resource
+import threading
+import time
+
+from aiohttp import web
+
+from warren import __version__
+from warren.management.api import stats as st
+from warren.management.api.auth import MONITORING, principal, require, visible_vhosts
+from warren.management.api.common import (
+    BROKER, INFO, SERVER, STATS, not_found, node_name, reply_list, reply_object,
+)
+
+__all__ = ["add_routes", "API_VERSION", "EXCHANGE_TYPES"]
+
+API_VERSION = "3.10.8"  # the RabbitMQ management API this one follows
+EXCHANGE_TYPES = [
+    {"name": "direct", "description": "AMQP direct exchange, as per the AMQP specification", "enabled": True},
+    {"name": "fanout", "description": "AMQP fanout exchange, as per the AMQP specification", "enabled": True},
+    {"name": "headers", "description": "AMQP headers exchange, as per the AMQP specification", "enabled": True},
+    {"name": "topic", "description": "AMQP topic exchange, as per the AMQP specification", "enabled": True},
+    {"name": "x-consistent-hash", "description": "Consistent Hashing Exchange", "enabled": True},
+    {"name": "x-delayed-message", "description": "Delayed Message Exchange", "enabled": True},
+]
+SAMPLE_RETENTION = {"global": [600, 3600, 28800, 86400], "basic": [600, 3600], "detailed": [600]}
+
+
+def _ports(request: web.Request) -> dict:
+    return request.app[INFO]() or {}
+
+
+def listeners(request: web.Request) -> list[dict]:
+    server = request.app[SERVER]
+    info = _ports(request)
+    node = node_name()
+    out = []
+    amqp_port = info.get("amqp_port")
+    http_port = info.get("http_port")
+    host = server.config.host if server is not None else "127.0.0.1"
+    http_host = (server.config.http_host or host) if server is not None else "127.0.0.1"
+    if amqp_port is not None:
+        out.append({"node": node, "protocol": "amqp", "ip_address": host, "port": amqp_port,
+                    "socket_opts": {"backlog": 1024, "nodelay": True}})
+    if http_port is not None:
+        out.append({"node": node, "protocol": "http", "ip_address": http_host, "port": http_port,
+                    "socket_opts": {"port": http_port}})
+    return out
+
+
+def _queue_totals(request, sampler, vhosts) -> dict:
+    totals = {"messages": 0, "messages_ready": 0, "messages_unacknowledged": 0}
+    rates = {"messages": 0.0, "messages_ready": 0.0, "messages_unacknowledged": 0.0}
+    unacked = st.unacked_by_queue(sampler.connections())
+    for vhost in vhosts:
+        ready = sum(q.message_count for q in vhost.queues.values())
+        n_unacked = sum(unacked[q][0] for q in vhost.queues.values() if q in unacked)
+        totals["messages_ready"] += ready
+        totals["messages_unacknowledged"] += n_unacked
+        totals["messages"] += ready + n_unacked
+        r = sampler.rates(vhost)
+        for k in rates:
+            rates[k] += r.get(k, 0.0)
+    out = {}
+    for k in ("messages", "messages_ready", "messages_unacknowledged"):
+        out[k] = totals[k]
+        out[k + "_details"] = st.details(rates[k])
+    return out
+
+
+async def overview(request: web.Request) -> web.Response:
+    broker = request.app[BROKER]
+    sampler = request.app[STATS]
+    who = principal(request)
+    names = visible_vhosts(request)
+    vhosts = [broker.vhosts[n] for n in names]
+    connections = [c for c in sampler.connections() if _conn_vhost(c) in names]
+    channels = sum(len(c.session.channels) for c in connections if getattr(c, "session", None) is not None)
+    queues = [q for v in vhosts for q in v.queues.values()]
+    if who.sees_all:
+        counts, rates = sampler.overview(), sampler.rates(sampler)
+    else:  # a management user's overview covers its own vhosts
+        counts, rates = {}, {}
+        for v in vhosts:
+            for k, n in sampler.vhost(v).items():
+                counts[k] = counts.get(k, 0) + n
+            for k, r in sampler.rates(v).items():
+                rates[k] = rates.get(k, 0.0) + r
+    node = node_name()
+    info = _ports(request)
+    body = {
+        "management_version": API_VERSION,
+        "rates_mode": "basic",
+        "sample_retention_policies": SAMPLE_RETENTION,
+        "exchange_types": EXCHANGE_TYPES,
+        "product_version": __version__,
+        "product_name": "Warren",
+        "rabbitmq_version": API_VERSION,
+        "cluster_name": getattr(broker, "cluster_name", node),
+        "erlang_version": f"Python {platform.python_version()}",
+        "erlang_full_version": f"Python {platform.python_version()} ({platform.python_implementation()})",
+        "disable_stats": False,
+        "enable_queue_totals": False,
+        "message_stats": st.message_stats(counts, rates, st.VHOST_STATS),
+        "queue_totals": _queue_totals(request, sampler, vhosts),
+        "object_totals": {
+            "channels": channels,
+            "connections": len(connections),
+            "consumers": sum(len(q.consumers) for q in queues),
+            "exchanges": sum(len(v.exchanges) for v in vhosts),
+            "queues": len(queues),
+        },
+        "statistics_db_event_queue": 0,
+        "node": node,
+        "listeners": listeners(request),
+        "contexts": [{"node": node, "description": "RabbitMQ Management", "path": "/",
+                      "port": str(info.get("http_port", ""))}],
+        # Warren's own
+        "product": "Warren",
+        "version": __version__,
+        "vhosts": names,
+        "queues": len(queues),
+        "streams": sum(1 for q in queues if getattr(q, "is_stream", False)),
+    }
+    for k, v in info.items():
+        body.setdefault(k, v)
+    return reply_object(request, body)
+
+
+def _conn_vhost(conn) -> str | None:
+    session = getattr(conn, "session", None)
+    vhost = getattr(session, "vhost", None)
+    return vhost.name if vhost is not None else None
+
+
+def _fd_counts() -> tuple[int, int]:
+    try:
+        used = len(os.listdir("/proc/self/fd"))
+    except OSError:
+        used = 0
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return used, soft if soft != resource.RLIM_INFINITY else 1 << 20
+
+
+def _rss() -> int:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        return 0
+
+
+def node_info(request: web.Request) -> dict:
+    server = request.app[SERVER]
+    sampler = request.app[STATS]
+    fd_used, fd_total = _fd_counts()
+    alarms = server.alarms if server is not None else None
+    raised = alarms.raised if alarms is not None else set()
+    mem_limit = alarms.memory_limit if alarms is not None else 0
+    disk_free_limit = alarms.disk_free_limit if alarms is not None else 0
+    try:
+        disk_free = alarms.disk_free() if alarms is not None else 0
+    except OSError:
+        disk_free = 0
+    node = node_name()
+    info = _ports(request)
+    return {
+        "name": node,
+        "type": "disc",
+        "running": True,
+        "being_drained": False,
+        "os_pid": str(os.getpid()),
+        "mem_used": _rss(),
+        "mem_used_details": st.details(0.0),
+        "mem_limit": mem_limit or os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"),  # 0 = no alarm: all RAM
+        "mem_alarm": "memory" in raised,
+        "mem_calculation_strategy": "rss",
+        "disk_free": disk_free,
+        "disk_free_details": st.details(0.0),
+        "disk_free_limit": disk_free_limit,
+        "disk_free_alarm": "disk" in raised,
+        "fd_used": fd_used,
+        "fd_used_details": st.details(0.0),
+        "fd_total": fd_total,
+        "sockets_used": len(sampler.connections()),
+        "sockets_used_details": st.details(0.0),
+        "sockets_total": int(fd_total * 0.9),
+        "proc_used": threading.active_count(),
+        "proc_used_details": st.details(0.0),
+        "proc_total": 1048576,
+        "run_queue": 0,
+        "processors": os.cpu_count() or 1,
+        "uptime": int((time.time() - sampler.started_at) * 1000),
+        "partitions": [],
+        "net_ticktime": 60,
+        "rates_mode": "basic",
+        "exchange_types": EXCHANGE_TYPES,
+        "auth_mechanisms": [{"name": "PLAIN", "description": "SASL PLAIN authentication mechanism", "enabled": True},
+                            {"name": "AMQPLAIN", "description": "QPid AMQPLAIN mechanism", "enabled": True}],
+        "applications": [{"name": "warren", "description": "Warren", "version": __version__}],
+        "contexts": [{"node": node, "description": "RabbitMQ Management", "path": "/",
+                      "port": str(info.get("http_port", ""))}],
+        "enabled_plugins": ["rabbitmq_management"],
+        "cluster_links": [],
+        "config_files": [],
+        "log_files": [],
+        "db_dir": str(server.config.data_dir) if server is not None else "",
+    }
+
+
+async def nodes(request: web.Request) -> web.Response:
+    require(request, MONITORING)
+    return reply_list(request, [node_info(request)])
+
+
+async def node(request: web.Request) -> web.Response:
+    require(request, MONITORING)
+    if request.match_info["node"] != node_name():
+        raise not_found()
+    return reply_object(request, node_info(request))
+
+
+async def whoami(request: web.Request) -> web.Response:
+    who = principal(request)
+    return web.json_response({"name": who.name, "tags": list(who.tags)})
+
+
+async def cluster_name(request: web.Request) -> web.Response:
+    return web.json_response({"name": getattr(request.app[BROKER], "cluster_name", node_name())})
+
+
+async def extensions(request: web.Request) -> web.Response:
+    return web.json_response([])
+
+
+def add_routes(app: web.Application) -> None:
+    r = app.router
+    r.add_get("/api/overview", overview)
+    r.add_get("/api/nodes", nodes)
+    r.add_get("/api/nodes/{node}", node)
+    r.add_get("/api/whoami", whoami)
+    r.add_get("/api/cluster-name", cluster_name)
+    r.add_get("/api/extensions", extensions)

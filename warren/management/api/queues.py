@@ -1,0 +1,246 @@
+"""``/api/queues[/{vhost}[/{name}[/bindings|/contents|/get]]]``: list, show, declare (PUT),
+delete (DELETE, ``if-empty``/``if-unused``), purge (DELETE .../contents) and get messages.
+
+A queue's JSON carries what monitoring tools and autoscalers read (RabbitMQ's field names):
+depth (``messages``, ``messages_ready``, ``messages_unacknowledged`` with their rates),
+octets, consumers, ``consumer_utilisation``, ``idle_since``, the policy in force, and
+``message_stats`` (publish, deliver, get, deliver_get, ack, redeliver with rates, stats.py).
+A stream also carries Warren's offsets (``first_offset``... as ``/api/streams``).
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from warren.broker.policies import pick
+from warren.errors import AMQPError
+from warren.management.api import stats as st
+from warren.management.api.auth import check_permission, check_vhost_access, visible_vhosts
+from warren.management.api.bindings import binding_json, queue_bindings
+from warren.management.api.common import (
+    BROKER, STATS, amqp_error, as_bool, bad_request, created, iso_time, jsonable, monotonic_to_wall,
+    no_content, node_name, not_found, read_json, reply_list, reply_object, vhost_or_404,
+)
+from warren.management.api.connections import consumer_json
+from warren.management.api.messages import get_messages
+
+__all__ = ["add_routes", "queue_json", "queue_type", "stream_figures"]
+
+MESSAGE_OVERHEAD = 200  # octets a queued message costs beyond its body (bench/memory.py's order)
+
+
+def queue_type(q) -> str:
+    if getattr(q, "is_stream", False):
+        return "stream"
+    declared = (getattr(q, "arguments", None) or {}).get("x-queue-type")
+    return declared if declared in ("quorum", "classic") else "classic"
+
+
+def stream_figures(store) -> dict:
+    return {
+        "first_offset": store.first_offset,
+        "last_offset": store.committed_offset,
+        "next_offset": store.next_offset,
+        "messages": store.message_count,
+        "bytes": store.byte_size,
+        "segments": store.segment_count,
+        "first_timestamp": store.first_timestamp_ms,
+        "last_timestamp": store.last_timestamp_ms,
+    }
+
+
+def _utilisation(q) -> float:
+    consumers = q.consumers
+    if not consumers:
+        return 0
+    if not getattr(q, "ready", None):
+        return 1.0  # nothing waits: every consumer keeps up
+    able = sum(1 for c in consumers if c.has_capacity())
+    return able / len(consumers)
+
+
+def queue_json(q, vhost, sampler, unacked: dict, detailed: bool = False) -> dict:
+    n_unacked, unacked_bytes = unacked.get(q, (0, 0))
+    ready = q.message_count
+    stream = getattr(q, "is_stream", False)
+    ready_bytes = getattr(q, "ready_bytes", 0) + getattr(q, "paged_bytes", 0)
+    paged = getattr(q, "paged", 0)
+    in_ram = len(getattr(q, "ready", ()) or ())
+    store = getattr(q, "store", None)
+    policy = pick(getattr(vhost, "policies", ()), vhost.name, "queue", q.name)
+    rates = sampler.rates(q)
+    exclusive_tag = next((c.tag for c in q.consumers if c.exclusive), None)
+    single_active = None
+    if getattr(q, "single_active", False) and q.consumers:
+        single_active = q.consumers[0].tag
+    last_used = getattr(q, "last_used", None)
+    body = {
+        "arguments": jsonable(q.arguments),
+        "auto_delete": q.auto_delete,
+        "backing_queue_status": {"mode": "default", "len": ready, "version": 1},
+        "consumer_capacity": _utilisation(q),
+        "consumer_utilisation": _utilisation(q),
+        "consumers": len(q.consumers),
+        "durable": q.durable,
+        "effective_policy_definition": dict(policy.definition) if policy is not None else {},
+        "exclusive": getattr(q, "exclusive_owner", None) is not None,
+        "exclusive_consumer_tag": exclusive_tag,
+        "head_message_timestamp": None,
+        "idle_since": iso_time(monotonic_to_wall(last_used)) if last_used is not None else None,
+        "memory": ready_bytes - getattr(q, "paged_bytes", 0) + in_ram * MESSAGE_OVERHEAD + 1024,
+        "message_bytes": ready_bytes + unacked_bytes,
+        "message_bytes_paged_out": getattr(q, "paged_bytes", 0),
+        "message_bytes_persistent": 0,
+        "message_bytes_ram": ready_bytes - getattr(q, "paged_bytes", 0) + unacked_bytes,
+        "message_bytes_ready": ready_bytes,
+        "message_bytes_unacknowledged": unacked_bytes,
+        "message_stats": st.message_stats(sampler.queue(q), rates, st.QUEUE_STATS),
+        "messages": ready + n_unacked,
+        "messages_details": st.details(rates.get("messages", 0.0)),
+        "messages_paged_out": paged,
+        "messages_persistent": len(store) if store is not None and not stream else 0,
+        "messages_ram": in_ram + n_unacked,
+        "messages_ready": ready,
+        "messages_ready_details": st.details(rates.get("messages_ready", 0.0)),
+        "messages_ready_ram": in_ram,
+        "messages_unacknowledged": n_unacked,
+        "messages_unacknowledged_details": st.details(rates.get("messages_unacknowledged", 0.0)),
+        "messages_unacknowledged_ram": n_unacked,
+        "name": q.name,
+        "node": node_name(),
+        "operator_policy": None,
+        "policy": policy.name if policy is not None else None,
+        "recoverable_slaves": None,
+        "reductions": 0,
+        "reductions_details": st.details(0.0),
+        "single_active_consumer_tag": single_active,
+        "state": "running",
+        "type": queue_type(q),
+        "vhost": vhost.name,
+    }
+    if stream and store is not None:
+        body.update(stream_figures(store))
+        body["messages"] = body["messages_ready"] = store.message_count
+    if detailed:
+        body["consumer_details"] = [consumer_json(c) for c in q.consumers]
+        body["deliveries"] = []
+        body["incoming"] = []
+    return body
+
+
+def _unacked(request: web.Request) -> dict:
+    return st.unacked_by_queue(request.app[STATS].connections())
+
+
+def _queue(request: web.Request):
+    vhost = vhost_or_404(request)
+    check_vhost_access(request, vhost.name)
+    q = vhost.queues.get(request.match_info["name"])
+    if q is None or getattr(q, "deleted", False):
+        raise not_found()
+    return vhost, q
+
+
+# --- handlers --------------------------------------------------------------------------------------
+
+
+def _list(request: web.Request, vhosts) -> web.Response:
+    sampler = request.app[STATS]
+    unacked = _unacked(request)
+    items = []
+    for vhost in vhosts:
+        for name in sorted(vhost.queues):
+            items.append(queue_json(vhost.queues[name], vhost, sampler, unacked))
+    return reply_list(request, items)
+
+
+async def list_queues(request: web.Request) -> web.Response:
+    broker = request.app[BROKER]
+    return _list(request, [broker.vhosts[n] for n in visible_vhosts(request)])
+
+
+async def vhost_queues(request: web.Request) -> web.Response:
+    vhost = vhost_or_404(request)
+    check_vhost_access(request, vhost.name)
+    return _list(request, [vhost])
+
+
+async def get_queue(request: web.Request) -> web.Response:
+    vhost, q = _queue(request)
+    return reply_object(request, queue_json(q, vhost, request.app[STATS], _unacked(request), detailed=True))
+
+
+async def put_queue(request: web.Request) -> web.Response:
+    vhost = vhost_or_404(request)
+    check_vhost_access(request, vhost.name, monitor_ok=False)
+    name = request.match_info["name"]
+    body = await read_json(request)
+    check_permission(request, vhost.name, "configure", "queue", name)
+    durable = as_bool(body.get("durable"), "durable", False)
+    auto_delete = as_bool(body.get("auto_delete"), "auto_delete", False)
+    arguments = body.get("arguments") or {}
+    if not isinstance(arguments, dict):
+        raise bad_request("arguments must be a JSON object")
+    if as_bool(body.get("exclusive"), "exclusive", False):
+        raise bad_request("an exclusive queue belongs to a connection: it cannot be declared over HTTP")
+    existed = name in vhost.queues
+    try:
+        vhost.declare_queue(None, name, False, durable, False, auto_delete, arguments)
+    except AMQPError as e:
+        raise amqp_error(e) from None
+    return no_content() if existed else created()
+
+
+async def delete_queue(request: web.Request) -> web.Response:
+    vhost, q = _queue(request)
+    check_vhost_access(request, vhost.name, monitor_ok=False)
+    check_permission(request, vhost.name, "configure", "queue", q.name)
+    query = request.query
+    if query.get("if-unused", "").lower() == "true" and q.consumers:
+        raise bad_request(f"queue '{q.name}' in vhost '{vhost.name}' in use")
+    if query.get("if-empty", "").lower() == "true" and q.message_count:
+        raise bad_request(f"queue '{q.name}' in vhost '{vhost.name}' is not empty")
+    owner = getattr(q, "exclusive_owner", None)
+    try:
+        vhost.delete_queue(q)
+    except AMQPError as e:
+        raise amqp_error(e) from None
+    if owner is not None:
+        owner.exclusive_queues.discard(q)
+    return no_content()
+
+
+async def purge_queue(request: web.Request) -> web.Response:
+    vhost, q = _queue(request)
+    check_vhost_access(request, vhost.name, monitor_ok=False)
+    check_permission(request, vhost.name, "read", "queue", q.name)
+    try:
+        q.purge()
+    except AMQPError as e:
+        raise amqp_error(e) from None
+    return no_content()
+
+
+async def get_from_queue(request: web.Request) -> web.Response:
+    vhost, q = _queue(request)
+    check_vhost_access(request, vhost.name, monitor_ok=False)
+    body = await read_json(request)
+    check_permission(request, vhost.name, "read", "queue", q.name)
+    return web.json_response(get_messages(q, body))
+
+
+async def bindings_of_queue(request: web.Request) -> web.Response:
+    vhost, q = _queue(request)
+    return reply_list(request, [binding_json(vhost, b) for b in queue_bindings(vhost, q)])
+
+
+def add_routes(app: web.Application) -> None:
+    r = app.router
+    r.add_get("/api/queues", list_queues)
+    r.add_get("/api/queues/{vhost}", vhost_queues)
+    r.add_get("/api/queues/{vhost}/{name}", get_queue)
+    r.add_put("/api/queues/{vhost}/{name}", put_queue)
+    r.add_delete("/api/queues/{vhost}/{name}", delete_queue)
+    r.add_delete("/api/queues/{vhost}/{name}/contents", purge_queue)
+    r.add_post("/api/queues/{vhost}/{name}/get", get_from_queue)
+    r.add_get("/api/queues/{vhost}/{name}/bindings", bindings_of_queue)

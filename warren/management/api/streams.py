@@ -1,0 +1,90 @@
+"""Warren's stream routes, read by bulk readers such as the Spark data source:
+
+* ``GET /api/streams/{vhost}/{name}``: a stream's offsets and sizes (400 if the queue is no stream);
+* ``GET /api/streams/{vhost}/{name}/records?offset=&max_records=&max_bytes=[&end=]``: committed
+  records in BULK FORMAT (stream_format.py), as ``StreamStore.read_raw`` returns them.
+
+The records endpoint is the fast path of bulk readers: the octets come off the segment file
+with one ``pread`` on an executor thread (the event loop never waits for the disk) and go to
+the socket as they are, never parsed nor re-encoded; the client checks the CRCs. Where the
+range starts and ends, and where to ask next, travel in headers, so the body is nothing but
+entries. These routes need a login with a permission in the vhost, no management tag
+(auth.py): the data source uses AMQP credentials.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiohttp import web
+
+from warren.management.api.auth import check_vhost_access
+from warren.management.api.common import ApiError, bad_request, vhost_or_404
+from warren.management.api.queues import stream_figures
+from warren.store.queue_store import StoreError
+
+__all__ = ["add_routes", "RECORDS_CONTENT_TYPE", "MAX_BYTES_CAP", "MAX_RECORDS_CAP"]
+
+RECORDS_CONTENT_TYPE = "application/x-warren-stream-records"
+MAX_BYTES_CAP = 16 * 1024 * 1024   # octets one records answer carries at most (one entry may exceed it)
+MAX_RECORDS_CAP = 1_000_000
+DEFAULT_MAX_BYTES = 4 * 1024 * 1024
+DEFAULT_MAX_RECORDS = 100_000
+
+
+def _stream(request: web.Request):
+    vhost = vhost_or_404(request)
+    check_vhost_access(request, vhost.name, monitor_ok=False)
+    name = request.match_info["name"]
+    queue = vhost.queues.get(name)
+    if queue is None:
+        raise ApiError(404, "Object Not Found", f"no queue '{name}' in vhost '{vhost.name}'")
+    if not getattr(queue, "is_stream", False):
+        raise bad_request(f"queue '{name}' in vhost '{vhost.name}' is not a stream")
+    return vhost.name, name, queue
+
+
+def _int_param(query, name: str, default: int | None, minimum: int) -> int | None:
+    raw = query.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise bad_request(f"{name} must be an integer, not {raw!r}") from None
+    if value < minimum:
+        raise bad_request(f"{name} must be at least {minimum}")
+    return value
+
+
+async def stream_info(request: web.Request) -> web.Response:
+    vhost_name, name, queue = _stream(request)
+    return web.json_response({"vhost": vhost_name, "name": name, **stream_figures(queue.store)})
+
+
+async def stream_records(request: web.Request) -> web.Response:
+    _, _, queue = _stream(request)
+    query = request.query
+    offset = _int_param(query, "offset", 0, 0)
+    max_records = min(_int_param(query, "max_records", DEFAULT_MAX_RECORDS, 1), MAX_RECORDS_CAP)
+    max_bytes = min(_int_param(query, "max_bytes", DEFAULT_MAX_BYTES, 1), MAX_BYTES_CAP)
+    end = _int_param(query, "end", None, 0)
+    store = queue.store
+    loop = asyncio.get_running_loop()
+    try:
+        # on an executor thread: a pread of up to 16 MiB must not stall every AMQP connection
+        first, count, data = await loop.run_in_executor(None, store.read_raw, offset, max_records, max_bytes, end)
+    except StoreError as e:  # closed under us (queue deleted, shutdown) or a failed disk
+        raise ApiError(503, "service_unavailable", str(e)) from None
+    headers = {
+        "X-Warren-First-Offset": str(first),
+        "X-Warren-Record-Count": str(count),
+        "X-Warren-Next-Offset": str(first + count),
+        "X-Warren-Last-Offset": str(store.committed_offset),
+    }
+    return web.Response(body=data, headers=headers, content_type=RECORDS_CONTENT_TYPE)
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_get("/api/streams/{vhost}/{name}", stream_info)
+    app.router.add_get("/api/streams/{vhost}/{name}/records", stream_records)

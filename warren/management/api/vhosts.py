@@ -1,0 +1,5 @@
+"""(being written)"""
+
+
+def add_routes(app) -> None:
+    pass
