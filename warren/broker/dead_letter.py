@@ -31,7 +31,7 @@ import struct
 from warren.codec.fields import Long, RawValue, decode_shortstr, decode_value
 from warren.spec.amqp0_9_1 import BasicProperties
 
-__all__ = ["dead_letter", "make_dead_letter", "with_header"]
+__all__ = ["dead_letter", "dead_letter_targets", "make_dead_letter", "with_header"]
 
 log = logging.getLogger("warren.dead_letter")
 
@@ -53,13 +53,21 @@ def dead_letter(queue, messages, reason: str) -> None:
             log.exception("cannot dead-letter a message from queue %r", queue.name)
             continue
         dl = Message(exchange.name, keys[0], properties, msg.body)
-        # the keys already hold CC: route with them exactly (RabbitMQ routes a dead letter
-        # with the message's routing keys, alternate exchanges and e2e bindings included)
-        for q in exchange.route_keys(dl, keys):
-            if reason != REJECTED and _is_cycle(getattr(q, "name", None), deaths):
-                log.debug("dead-letter cycle through queue %r dropped a message (%s)", q.name, reason)
-                continue
+        for q in dead_letter_targets(exchange, dl, keys, deaths, reason):
             q.publish(dl)  # not confirmed to anyone; a queue that refuses it (REFUSED) drops it
+
+
+def dead_letter_targets(exchange, dl, keys: list, deaths: list, reason: str) -> list:
+    """The queues a dead letter goes to, without those that would close a cycle."""
+    # the keys already hold CC: route with them exactly (RabbitMQ routes a dead letter
+    # with the message's routing keys, alternate exchanges and e2e bindings included)
+    out = []
+    for q in exchange.route_keys(dl, keys):
+        if reason != REJECTED and _is_cycle(getattr(q, "name", None), deaths):
+            log.debug("dead-letter cycle through queue %r dropped a message (%s)", q.name, reason)
+            continue
+        out.append(q)
+    return out
 
 
 def make_dead_letter(msg, reason: str, queue_name: str, routing_key: str | None):
@@ -120,6 +128,7 @@ def with_header(msg, name: str, value):
     props.headers = headers
     out = Message(msg.exchange, msg.routing_key, props.encode(), msg.body)
     out.ttl = msg.ttl
+    out.persistent = msg.persistent  # a quorum queue stores every message, whatever its delivery mode
     return out
 
 

@@ -19,6 +19,9 @@ from warren.broker.policies import effective_arguments, pick
 from warren.broker.queue import OVERFLOW_MODES, PAGE_KEEP, Queue
 from warren.broker.queues import new_queue
 from warren.broker.queues.stream_args import check_stream_declare, is_stream_declare
+from warren.broker.queues.quorum_args import (
+    QUORUM_GENERIC_SKIPPED, check_classic_declare, check_queue_type, check_quorum_declare, is_quorum_declare,
+)
 from warren.store.message import decode_message
 from warren.errors import AccessRefused, CommandInvalid, NotFound, PreconditionFailed, ResourceLocked
 
@@ -201,12 +204,15 @@ class VirtualHost:
         if passive:
             return self.queue(name, session)
         stream = is_stream_declare(arguments)
+        quorum = is_quorum_declare(arguments)
         if not name:
-            if stream:
-                raise PreconditionFailed("Cannot declare a server-named queue for type rabbit_stream_queue")
+            if stream or quorum:
+                raise PreconditionFailed("Cannot declare a server-named queue for type "
+                                         f"rabbit_{'stream' if stream else 'quorum'}_queue")
             name = "amq.gen-" + base64.urlsafe_b64encode(os.urandom(16)).rstrip(b"=").decode()
         elif name.startswith("amq."):
             raise AccessRefused(f"{self._describe('queue', name)} contains reserved prefix 'amq.*'")
+        check_queue_type(self._describe("queue", name), arguments)  # queues/quorum_args.py
         q = self.queues.get(name)
         if q is not None:
             # The exclusive flag is a lock, checked before equivalence (RabbitMQ's strict
@@ -223,8 +229,13 @@ class VirtualHost:
             check_stream_declare(self._describe("queue", name), durable, exclusive, auto_delete, arguments)
             if self.durability is None:
                 raise PreconditionFailed(f"{self._describe('queue', name)}: stream queues need a data directory")
+        elif quorum:  # RabbitMQ's order: values, other types' arguments, properties (quorum_args.py)
+            self._validate_queue_arguments({k: v for k, v in arguments.items() if k not in QUORUM_GENERIC_SKIPPED},
+                                           name)
+            check_quorum_declare(self._describe("queue", name), durable, exclusive, auto_delete, arguments)
         else:
             self._validate_queue_arguments(arguments, name)
+            check_classic_declare(self._describe("queue", name), arguments)
         check_dedup_arguments(arguments, "queue", name)  # warren/broker/dedup.py
         if exclusive:
             durable = False  # exclusive queues never survive their connection (ERR §30)
@@ -351,7 +362,13 @@ class VirtualHost:
                     f"received '{_show(received)}' but current is '{_show(current)}'")
         # x- arguments must match (RabbitMQ checks the ones it knows; we check all of them)
         for key in sorted(set(old_args) | set(new_args)):
-            if old_args.get(key) != new_args.get(key):
+            old, new = old_args.get(key), new_args.get(key)
+            if key == "x-queue-type" and kind == "queue":  # classic is the default: named or not, the same
+                if (old or "classic") != (new or "classic") and old is not None and new is not None:
+                    raise PreconditionFailed(f"inequivalent arg 'x-queue-type' for {self._describe(kind, name)}: "
+                                             f"received '{new}' but current is '{old}'")  # RabbitMQ's words
+                old, new = old or "classic", new or "classic"
+            if old != new:
                 raise PreconditionFailed(
                     f"inequivalent arg '{key}' for {self._describe(kind, name)}: "
                     f"received {_show_arg(new_args.get(key))} but current is {_show_arg(old_args.get(key))}")
@@ -387,8 +404,7 @@ class VirtualHost:
                 raise PreconditionFailed(f"invalid type '{_arg_type(arguments[key])}' for arg '{key}' in "
                                          f"{self._describe('queue', name)}")
         if "x-dead-letter-routing-key" in arguments and "x-dead-letter-exchange" not in arguments:
-            raise PreconditionFailed("invalid arg 'x-dead-letter-routing-key': "
-                                     "x-dead-letter-exchange is required as well")
+            raise PreconditionFailed(f"invalid arg 'x-dead-letter-routing-key' {where}: routing_key_but_no_dlx_defined")
 
 
 def _arg_type(v) -> str:
@@ -407,4 +423,5 @@ def _show(v) -> str:
 
 
 def _show_arg(v) -> str:
-    return "none" if v is None else f"the value '{v}'"
+    """An argument as RabbitMQ shows it in an inequivalence: "the value '5' of type 'signedint'"."""
+    return "none" if v is None else f"the value '{_show(v)}' of type '{_arg_type(v)}'"

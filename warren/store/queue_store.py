@@ -1,7 +1,7 @@
 """The message store of one durable queue: segment files plus per-segment ack logs.
 
 Files: ``msgs.N`` holds T_MESSAGE records (uint64 seq + the caller's record), ``acks.N`` the
-T_ACK / T_DELIVERED records (uint64 seq) of the messages in ``msgs.N``. A message is written
+T_ACK / T_DELIVERED / T_RETURNED records (uint64 seq) of the messages in ``msgs.N``. A message is written
 once and stays until its whole segment is acked; then the segment and its ack log are deleted,
 which is how disk space comes back (never the write segment, which still takes appends). Acks
 and delivered marks are 17-octet records, so no data file is ever rewritten.
@@ -45,7 +45,7 @@ from contextlib import suppress
 from operator import attrgetter
 
 from warren.store.message import decode_message, encode_message
-from warren.store.record import HEADER_SIZE, KIND_ACKS, T_ACK, T_DELIVERED
+from warren.store.record import HEADER_SIZE, KIND_ACKS, T_ACK, T_DELIVERED, T_RETURNED
 from warren.store.recovery import RecoveryStats, recover_directory
 from warren.store.segment import (
     ACKED, DEFAULT_SEGMENT_SIZE, DELIVERED, LogFile, Segment, fsync_dir, segment_name,
@@ -87,6 +87,7 @@ class QueueStore:
         self._unsynced: set[LogFile] = set()    # files written since the last sync
         self._doomed: list[Segment] = []        # fully acked, to be closed by the next flush
         self._marks: set[int] = set()           # delivered, mark not logged yet (_apply_marks)
+        self._returns: dict[int, int] = {}      # seq -> returned marks (quorum queues' delivery counts)
         self._keep: Segment | None = None       # fully acked, but holds last_seq: goes at the next append
         self._unlink_msgs: list[str] = []       # closed; unlinked by the next sync after its fsyncs
         self._unlink_acks: list[str] = []       # unlinked after the directory fsync that follows those
@@ -113,6 +114,7 @@ class QueueStore:
     def _open(self) -> RecoveryStats:
         r = recover_directory(self.directory, self._dir_fd, self.fsync)
         self._segments, self._keep, self._next_id = r.segments, r.keep, r.next_id
+        self._returns = r.returns
         if not self._segments:
             self._segments.append(Segment(self._next_id, self._path("msgs", self._next_id), 1))
             self._next_id += 1
@@ -197,6 +199,8 @@ class QueueStore:
         with self._lock:
             self._check()
             self._marks.discard(seq)  # acked before its delivered mark was logged: never log it
+            if self._returns:
+                self._returns.pop(seq, None)
             seg, i = self._find(seq)
             if i < 0 or seg.flags[i] & ACKED:
                 return
@@ -217,6 +221,25 @@ class QueueStore:
         with self._lock:
             self._check()
             self._marks.add(seq)
+
+    def mark_returned(self, seq: int) -> None:
+        """The message came back to its queue (a quorum queue's delivery count + 1), kept across
+        restarts: logged at once, with the delivered flag cleared, so that a delivered mark after
+        it means the message was out again (recovery replays the log in order). A delivered mark
+        still waiting is dropped: the return says the delivery happened."""
+        with self._lock:
+            self._check()
+            self._marks.discard(seq)
+            seg, i = self._find(seq)
+            if i < 0 or seg.flags[i] & ACKED:
+                return
+            seg.flags[i] &= ~DELIVERED
+            self._returns[seq] = self._returns.get(seq, 0) + 1
+            self._log_ack(seg, T_RETURNED, seq)
+
+    def returned(self, seq: int) -> int:
+        """How many returned marks the message has (0 if none, or unknown)."""
+        return self._returns.get(seq, 0)
 
     def _apply_marks(self) -> None:
         """Log the delivered marks still waiting and set their flags (``_lock`` held)."""

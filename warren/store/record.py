@@ -29,7 +29,7 @@ from array import array
 
 __all__ = [
     "MAGIC", "VERSION", "FILE_HEADER_SIZE", "HEADER", "HEADER_SIZE", "KIND_MESSAGES", "KIND_ACKS",
-    "KIND_DEFINITIONS", "T_MESSAGE", "T_ACK", "T_DELIVERED", "T_DEFINITION", "FormatError",
+    "KIND_DEFINITIONS", "T_MESSAGE", "T_ACK", "T_DELIVERED", "T_RETURNED", "T_DEFINITION", "FormatError",
     "file_header", "check_file_header", "encode_record", "append_record", "append_seq_record", "Scan", "SeqScan",
     "verify",
 ]
@@ -46,6 +46,7 @@ KIND_DEFINITIONS = b"D"
 T_MESSAGE = 0x4D     # "M": uint64 seq + the caller's record
 T_ACK = 0x41         # "A": uint64 seq
 T_DELIVERED = 0x44   # "D": uint64 seq
+T_RETURNED = 0x52    # "R": uint64 seq; the message came back (a quorum queue's delivery count + 1)
 T_DEFINITION = 0x4A  # "J": a JSON definition record
 
 HEADER = struct.Struct(">BII")  # type, payload length, crc

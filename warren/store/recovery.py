@@ -5,9 +5,10 @@ Steps, in this order:
 1. list ``msgs.N`` and ``acks.N``; an ``acks.N`` without its ``msgs.N`` is an orphan (the
    segment was deleted and the crash came before its ack log went) and is deleted;
 2. load every segment in id order (segment.py): index its valid records, truncate a torn tail;
-3. replay each segment's ack log over it: acks clear messages, delivered marks set the flag;
-   a torn tail is truncated. An ack for a seq the segment does not hold (its record was lost,
-   the ack was not) is ignored, but counts towards ``last_seq``;
+3. replay each segment's ack log over it, in order: acks clear messages, delivered marks set
+   the flag, returned marks (quorum queues) add one to the message's return count and clear the
+   flag (it is back in the queue); a torn tail is truncated. An ack for a seq the segment does
+   not hold (its record was lost, the ack was not) is ignored, but counts towards ``last_seq``;
 4. delete segments whose messages are all acked (a crash came before their deletion), except
    the newest, which stays the write segment, and except the one holding ``last_seq`` when
    the newest is empty (the seq must not go back); ``msgs.N`` first, then a directory fsync,
@@ -24,14 +25,14 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from warren.store.record import KIND_ACKS, T_ACK, T_DELIVERED
+from warren.store.record import KIND_ACKS, T_ACK, T_DELIVERED, T_RETURNED
 from warren.store.segment import ACKED, DELIVERED, LogFile, Segment, segment_name
 
 __all__ = ["RecoveryStats", "Recovered", "recover_directory"]
 
 log = logging.getLogger("warren.store")
 
-_ACK_TYPES = frozenset((T_ACK, T_DELIVERED))
+_ACK_TYPES = frozenset((T_ACK, T_DELIVERED, T_RETURNED))
 
 
 @dataclass
@@ -52,6 +53,7 @@ class Recovered:
     keep: Segment | None = None  # fully acked, kept only because it holds last_seq
     last_seq: int = 0
     next_id: int = 1
+    returns: dict = field(default_factory=dict)  # seq -> returned marks, for messages not acked
     stats: RecoveryStats = field(default_factory=RecoveryStats)
 
 
@@ -84,7 +86,7 @@ def recover_directory(directory: str, dir_fd: int, fsync: bool) -> Recovered:
             seg.first = prev_last + 1  # keeps the segments sorted for lookups
         prev_last = max(prev_last, seg.last)
         if sid in ids["acks"]:
-            max_ack = max(max_ack, _load_acks(seg, path("acks", sid), stats))
+            max_ack = max(max_ack, _load_acks(seg, path("acks", sid), stats, r.returns))
         r.segments.append(seg)
     r.last_seq = max(prev_last, max_ack)
 
@@ -117,11 +119,13 @@ def _count_truncation(stats: RecoveryStats, dropped: int) -> None:
         stats.truncated_bytes += dropped
 
 
-def _load_acks(seg: Segment, path: str, stats: RecoveryStats) -> int:
-    """Replay ``acks.N`` over its segment; returns the highest acked seq."""
+def _load_acks(seg: Segment, path: str, stats: RecoveryStats, returns: dict) -> int:
+    """Replay ``acks.N`` over its segment; returns the highest acked seq. Return counts of
+    messages still live go into ``returns``."""
     lf, scan, dropped = LogFile.open_existing(path, KIND_ACKS, _ACK_TYPES)
     flags, lengths, index = seg.flags, seg.lengths, seg.index
     max_ack = acks = acked = acked_bytes = 0
+    counts: dict[int, int] = {}
     for k, (rtype, seq, extra) in enumerate(zip(scan.types, scan.seqs, scan.lengths)):
         if extra:
             scan.end, scan.error = scan.offsets[k], "ack record of the wrong size"
@@ -135,8 +139,17 @@ def _load_acks(seg: Segment, path: str, stats: RecoveryStats) -> int:
                 flags[i] |= ACKED
                 acked += 1
                 acked_bytes += lengths[i]
-        elif i >= 0:
+        elif i < 0:
+            continue
+        elif rtype == T_RETURNED:
+            flags[i] &= ~DELIVERED
+            counts[seq] = counts.get(seq, 0) + 1
+        else:
             flags[i] |= DELIVERED
+    for seq, n in counts.items():
+        i = index(seq)
+        if not flags[i] & ACKED:
+            returns[seq] = n
     seg.live -= acked
     seg.live_bytes -= acked_bytes
     stats.acks += acks
