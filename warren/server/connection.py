@@ -160,9 +160,15 @@ class AMQPConnection(asyncio.Protocol):
             else:
                 reason = "closed by the broker"
         who = str(session) if session is not None else f"{peer_name(self.peer)} user=- vhost=-"
-        client = json.dumps(session.client_name if session is not None else "-", ensure_ascii=False)
+        name = session.client_name if session is not None else "-"
+        client = json.dumps(name, ensure_ascii=False)
         lived = time.monotonic() - self._started
-        log.info("connection closed: %s client=%s lived %.2fs: %s", who, client, lived, reason)
+        peer = peer_name(self.peer)
+        log.info("connection closed: %s client=%s lived %.2fs: %s", who, client, lived, reason,
+                 extra={"event": "connection.closed", "peer": peer,  # the fields of --log-format json
+                        "user": session.username if session is not None else None,
+                        "vhost": session.vhost.name if session is not None and session.vhost else None,
+                        "client": name, "lived_s": round(lived, 3), "reason": reason})
 
     def pause_writing(self) -> None:
         if self.session is not None:
