@@ -15,8 +15,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from warren.codec.fields import (
-    TableValueError, decode_array, decode_longstr, decode_shortstr, decode_table, decode_value,
-    encode_array, encode_longstr, encode_shortstr, encode_table, encode_value,
+    MAX_TABLE_DEPTH, TIMESTAMP_MAX, FieldDecodeError, FieldTruncated, TableValueError, decode_array,
+    decode_longstr, decode_shortstr, decode_table, decode_value, encode_array, encode_longstr, encode_shortstr,
+    encode_table, encode_value,
 )
 
 UTC = datetime.timezone.utc
@@ -318,9 +319,14 @@ def test_a_long_string_method_argument_stays_bytes():
     assert encode_longstr(bytearray(b"ab")) == b"\x00\x00\x00\x02ab"
 
 
-def test_a_huge_timestamp_raises_overflow_error_which_the_method_decoder_maps_to_502():
-    with pytest.raises(OverflowError):
+def test_a_timestamp_past_the_year_9999_is_a_decode_error_not_an_overflow():
+    # pika turns a T value into a datetime: past 9999 it cannot, and its connection dies
+    with pytest.raises(FieldDecodeError, match="9999"):
         decode_value(b"T\xff\xff\xff\xff\xff\xff\xff\xff", 0)
+    with pytest.raises(FieldDecodeError):
+        decode_value(b"T" + struct.pack(">Q", TIMESTAMP_MAX + 1), 0)
+    last, _ = decode_value(b"T" + struct.pack(">Q", TIMESTAMP_MAX), 0)
+    assert last == datetime.datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)
 
 
 # --- shortstr ---------------------------------------------------------------------------------
@@ -345,16 +351,16 @@ def test_a_field_name_over_255_octets_refuses_to_encode():
         encode_table({"n" * 256: 1})
 
 
-def test_a_shortstr_that_runs_past_the_buffer_raises_index_error():
-    with pytest.raises(IndexError):
-        decode_shortstr(b"\x05abc", 0)
-    with pytest.raises(IndexError):
-        decode_shortstr(b"", 0)
+def test_a_shortstr_or_longstr_that_runs_past_the_buffer_is_truncated():
+    for fn, data in ((decode_shortstr, b"\x05abc"), (decode_shortstr, b""), (decode_longstr, b"\x00\x00"),
+                     (decode_longstr, b"\x00\x00\x00\x09abc")):
+        with pytest.raises(FieldTruncated):
+            fn(data, 0)
 
 
 # --- malformed input --------------------------------------------------------------------------
 
-DECODE_FAILURES = (IndexError, struct.error, TableValueError)
+DECODE_FAILURES = FieldDecodeError  # the only error a decoder raises (fields.py docstring)
 
 
 @settings(max_examples=100)
@@ -411,7 +417,7 @@ def test_every_known_tag_with_no_value_octets_fails(tag):
 def test_random_octets_decode_or_raise_only_decode_failures(data):
     try:
         decode_table(data, 0)
-    except DECODE_FAILURES + (OverflowError,):
+    except DECODE_FAILURES:
         pass
 
 
@@ -426,3 +432,133 @@ def test_a_raw_value_is_written_back_as_it_came():
     from warren.codec.fields import RawValue
     raw = b"b\xfe"  # an int8 that a Python int would re-encode as I
     assert encode_table({"k": RawValue(raw)}) == struct.pack(">I", 4) + b"\x01k" + raw
+
+
+# --- hostile input (issue 16): bounded nesting, bounded reads, one error type ----------------------
+
+def nested_table(depth: int) -> bytes:
+    """A table nested ``depth`` deep (the outermost counts as 1), built without recursion."""
+    inner = b"\x00\x00\x00\x00"
+    for _ in range(depth - 1):
+        entry = b"\x01aF" + inner
+        inner = struct.pack(">I", len(entry)) + entry
+    return inner
+
+
+def nested_array(depth: int) -> bytes:
+    inner = b"\x00\x00\x00\x00"
+    for _ in range(depth - 1):
+        item = b"A" + inner
+        inner = struct.pack(">I", len(item)) + item
+    return inner
+
+
+def test_tables_nested_max_table_depth_deep_decode():
+    table, end = decode_table(nested_table(MAX_TABLE_DEPTH), 0)
+    depth = 1
+    while table:
+        table = table["a"]
+        depth += 1
+    assert depth == MAX_TABLE_DEPTH and MAX_TABLE_DEPTH == 100
+
+
+@pytest.mark.parametrize("depth", [MAX_TABLE_DEPTH + 1, 5000, 100_000])
+def test_deeper_tables_are_a_decode_error_not_a_recursion_error(depth):
+    with pytest.raises(FieldDecodeError, match="nested more than 100 deep") as ei:
+        decode_table(nested_table(depth), 0)
+    assert not isinstance(ei.value, FieldTruncated)
+
+
+def test_arrays_count_towards_the_nesting_depth():
+    decode_array(nested_array(MAX_TABLE_DEPTH), 0)
+    with pytest.raises(FieldDecodeError, match="deep"):
+        decode_array(nested_array(MAX_TABLE_DEPTH + 1), 0)
+    # tables and arrays alternating, 101 levels, the outermost a table
+    body, tag = b"", b"F"  # the innermost: an empty table
+    for level in range(MAX_TABLE_DEPTH):
+        child = tag + struct.pack(">I", len(body)) + body
+        if level % 2:  # this level is a table holding the child under "k"
+            body, tag = b"\x01k" + child, b"F"
+        else:  # an array holding the child
+            body, tag = child, b"A"
+    entry = b"\x01k" + tag + struct.pack(">I", len(body)) + body  # 101 levels under the outermost table
+    with pytest.raises(FieldDecodeError, match="deep"):
+        decode_table(struct.pack(">I", len(entry)) + entry, 0)
+
+
+def test_a_table_running_past_the_buffer_is_truncated_but_a_bad_entry_inside_it_is_not():
+    with pytest.raises(FieldTruncated):
+        decode_table(b"\x00\x00\x00\x09\x01aI\x00", 0)
+    with pytest.raises(FieldTruncated):
+        decode_table(b"\x00\x00", 0)
+    # the value needs 4 octets, its table holds 2 more: malformed, whatever follows the table
+    for after in (b"", b"\x00\x00\x00\x00\x00\x00"):
+        with pytest.raises(FieldDecodeError) as ei:
+            decode_table(b"\x00\x00\x00\x05\x01aI\x00\x00" + after, 0)
+        assert not isinstance(ei.value, FieldTruncated)
+
+
+def test_a_value_never_reads_the_octets_after_its_table():
+    # the S length (3) fits the buffer but not the table: the next octets are not the string's
+    data = b"\x00\x00\x00\x07\x01aS\x00\x00\x00\x03" + b"xyz"
+    with pytest.raises(FieldDecodeError, match="past the end of its table"):
+        decode_table(data, 0)
+    with pytest.raises(FieldDecodeError):
+        decode_array(b"\x00\x00\x00\x05S\x00\x00\x00\x01" + b"z", 0)
+
+
+def test_decode_value_with_an_end_bounds_the_value():
+    data = b"I\x00\x00\x00\x01"
+    assert decode_value(data, 0) == (1, 5)
+    with pytest.raises(FieldDecodeError) as ei:
+        decode_value(data, 0, 3)
+    assert not isinstance(ei.value, FieldTruncated)
+    with pytest.raises(FieldTruncated):
+        decode_value(data[:3], 0)
+
+
+def mutations(encoded: bytes):
+    """Octet strings near a valid encoding: cut, extended, flipped, spliced."""
+    n = len(encoded)
+    return st.one_of(
+        st.integers(0, n).map(lambda i: encoded[:i]),
+        st.binary(min_size=1, max_size=8).map(lambda extra: encoded + extra),
+        st.tuples(st.integers(0, max(n - 1, 0)), st.integers(0, 255)).map(
+            lambda t: encoded[:t[0]] + bytes([t[1]]) + encoded[t[0] + 1:] if n else bytes([t[1]])),
+        st.tuples(st.integers(0, n), st.binary(max_size=6)).map(lambda t: encoded[:t[0]] + t[1] + encoded[t[0]:]),
+        st.tuples(st.integers(0, n), st.integers(0, 6)).map(lambda t: encoded[:t[0]] + encoded[t[0] + t[1]:]),
+    )
+
+
+hostile_tables = tables.map(encode_table).flatmap(mutations)
+
+
+@settings(max_examples=500)
+@given(st.one_of(hostile_tables, st.binary(max_size=80)), st.sampled_from([bytes, bytearray, memoryview]))
+def test_decode_table_of_hostile_octets_returns_or_raises_only_field_decode_error(data, kind):
+    buf = kind(data)
+    try:
+        table, end = decode_table(buf, 0)
+    except FieldDecodeError:
+        return
+    assert 4 <= end <= len(data)
+    assert isinstance(table, dict)
+
+
+@settings(max_examples=300)
+@given(st.one_of(values.map(encode_value).flatmap(mutations), st.binary(max_size=40)))
+def test_decode_value_and_array_of_hostile_octets_raise_only_field_decode_error(data):
+    for fn in (decode_value, decode_array):
+        try:
+            _, end = fn(data, 0)
+        except FieldDecodeError:
+            continue
+        assert end <= len(data)
+
+
+@settings(max_examples=100)
+@given(tables, st.binary(max_size=16))
+def test_a_valid_table_decodes_the_same_whatever_follows_it(table, after):
+    encoded = encode_table(table)
+    got, end = decode_table(encoded + after, 0)
+    assert end == len(encoded) and same(got, decode_table(encoded, 0)[0])

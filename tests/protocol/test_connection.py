@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from warren.codec.frames import FRAME_BODY, FRAME_HEADER, FRAME_HEARTBEAT, FRAME_METHOD, HEARTBEAT_FRAME, \
     FrameBuffer, content_frames, header_payload, method_frame
 from warren.errors import (
-    AMQPError, ChannelError, CommandInvalid, FrameError, NotAllowed, NotImplemented_, PreconditionFailed,
-    SyntaxError_, UnexpectedFrame,
+    AMQPError, ChannelError, CommandInvalid, FrameError, InternalError, NotAllowed, NotImplemented_,
+    PreconditionFailed, SyntaxError_, UnexpectedFrame,
 )
 from warren.protocol.amqp0_9_1 import connection as connection_module
 from warren.protocol.amqp0_9_1.connection import ServerConnection
@@ -447,9 +447,15 @@ def test_a_header_of_another_class_is_an_unexpected_frame(open_peer):
     raises(UnexpectedFrame, 505, open_peer.feed, header_frame(1, 1, class_id=50))
 
 
-def test_a_header_shorter_than_14_octets_is_a_frame_error(open_peer):
+def test_a_header_shorter_than_its_12_fixed_octets_is_a_frame_error(open_peer):
     open_peer.send(1, spec.BasicPublish())
-    raises(FrameError, 501, open_peer.feed, frame(FRAME_HEADER, 1, struct.pack(">HHQ", 60, 0, 1)))
+    raises(FrameError, 501, open_peer.feed, frame(FRAME_HEADER, 1, struct.pack(">HHI", 60, 0, 1)))
+
+
+def test_a_header_without_its_property_flags_is_refused_541_as_rabbitmq_does(open_peer):
+    # RabbitMQ 3.10 with raw frames: a 12- or 13-octet header payload is connection.close 541
+    open_peer.send(1, spec.BasicPublish())
+    raises(InternalError, 541, open_peer.feed, frame(FRAME_HEADER, 1, struct.pack(">HHQ", 60, 0, 1)))
 
 
 def test_a_body_longer_than_declared_is_a_frame_error(open_peer):

@@ -35,13 +35,15 @@ from __future__ import annotations
 
 import struct
 
+from warren.codec.fields import FieldTruncated
 from warren.codec.frames import (
     FRAME_BODY, FRAME_HEADER, FRAME_HEARTBEAT, FRAME_METHOD, FRAME_MIN_SIZE, HEARTBEAT_FRAME,
     FrameBuffer, content_frames, method_frame,
 )
+from warren.codec.properties import properties_error
 from warren.errors import (
-    AMQPError, ChannelError, CommandInvalid, FrameError, NotAllowed, NotImplemented_, PreconditionFailed,
-    SyntaxError_, UnexpectedFrame,
+    AMQPError, ChannelError, CommandInvalid, FrameError, InternalError, NotAllowed, NotImplemented_,
+    PreconditionFailed, SyntaxError_, UnexpectedFrame,
 )
 from warren.protocol.amqp0_9_1.state import ConnectionState, State
 from warren.protocol.dialects import DIALECT_0_9_1, Dialect
@@ -50,8 +52,10 @@ from warren.spec import amqp0_9_1 as spec
 
 try:  # the compiled fast paths (setup.py); _publish and send_deliver below are their Python twins
     from warren.codec._speedups import deliver_frames as _deliver_frames, take_publish as _take_publish
+    from warren.codec._speedups import properties_error as _properties_error
 except ImportError:
     _take_publish = _deliver_frames = None
+    _properties_error = properties_error
 
 __all__ = ["ServerConnection", "FRAME_MAX_DEFAULT", "CHANNEL_MAX_DEFAULT", "MAX_MESSAGE_SIZE"]
 
@@ -69,7 +73,7 @@ _deliver_fixed = struct.Struct(">QB")
 _deliver_header = struct.Struct(">BBHIHHQ")  # end of the method frame, header frame up to the properties
 _deliver_body = struct.Struct(">BBHI")  # end of the header frame, body frame header
 _JOIN_BODY_MAX = 16384  # larger bodies are not copied into the frames around them
-_TRUNCATED = (IndexError, struct.error)
+_TRUNCATED = (IndexError, struct.error, FieldTruncated)  # FieldTruncated before ValueError: it is one
 _MALFORMED = (ValueError, UnicodeDecodeError, OverflowError, RecursionError)  # RecursionError: absurdly nested tables
 _METHODS = spec.METHODS
 _CHANNEL_OPEN = spec.ChannelOpen.INDEX
@@ -227,17 +231,24 @@ class ServerConnection:
 
     def _decode_args(self, cls, decode, start: int, end: int):
         # Arguments that run out of octets are a frame error (501), as RabbitMQ answers; values
-        # that cannot be what they claim (an unknown field-table type, say) are 502.
+        # that cannot be what they claim (an unknown field-table type, say) are 502. The decoders
+        # read the receive buffer, which may hold the next frames too: a failure is diagnosed
+        # again on the buffer cut at this frame's end, so what follows cannot change the answer.
+        buf = self.frames.buf
         try:
-            method, off = decode(self.frames.buf, start + 4)
+            method, off = decode(buf, start + 4)
+            if off <= end:
+                return method
+        except (_TRUNCATED + _MALFORMED):
+            pass
+        try:
+            decode(bytes(buf[:end]), start + 4)
         except _TRUNCATED as e:
             raise FrameError(f"cannot decode {cls.NAME}: {e}", cls.CLASS_ID, cls.METHOD_ID) from None
         except _MALFORMED as e:
             raise SyntaxError_(f"cannot decode {cls.NAME}: {e}", cls.CLASS_ID, cls.METHOD_ID) from None
-        if off > end:
-            raise FrameError(f"cannot decode {cls.NAME}: arguments run past the end of the frame",
-                             cls.CLASS_ID, cls.METHOD_ID)
-        return method
+        raise FrameError(f"cannot decode {cls.NAME}: arguments run past the end of the frame",
+                         cls.CLASS_ID, cls.METHOD_ID)
 
     def _decode_method(self, start: int, end: int, channel: int = 0):
         _, cls = self._lookup(_METHODS, start, end)
@@ -407,6 +418,9 @@ class ServerConnection:
                     if len(last) == size - 12 and buf.startswith(last, pos + 19, hend):
                         properties = last
                     else:
+                        if _properties_error(buf, pos + 19, hend) is not None:
+                            frames.pos = hend + 1
+                            raise _malformed_properties(channel, buf, pos + 19, hend)
                         properties = self._last_properties = bytes(buf[pos + 19:hend])
                     if body_size == 0:
                         frames.pos = hend + 1
@@ -427,12 +441,9 @@ class ServerConnection:
         if asm is None or asm.properties is not None:
             return self._stray_content(channel, "content header")
         buf = self.frames.buf
-        try:
-            class_id, _weight, size = _header_fields.unpack_from(buf, start)
-        except struct.error:
-            raise FrameError("content header shorter than 14 octets") from None
-        if end - start < 14:
+        if end - start < 12:
             raise FrameError("content header shorter than 14 octets")
+        class_id, _weight, size = _header_fields.unpack_from(buf, start)
         method = asm.method
         if class_id != method.CLASS_ID:
             # the spec asks for 501; RabbitMQ answers 505, and so do we
@@ -443,10 +454,13 @@ class ServerConnection:
                                      f"{self.max_message_size}", method.CLASS_ID, method.METHOD_ID)
             err.channel = channel
             raise err
-        last = self._last_properties
-        if len(last) == end - start - 12 and buf.startswith(last, start + 12, end):
+        last = self._last_properties  # b"" at first: never a valid list, always checked
+        if last and len(last) == end - start - 12 and buf.startswith(last, start + 12, end):
             asm.properties = last
         else:
+            if _properties_error(buf, start + 12, end) is not None:
+                del self._assembling[channel]
+                raise _malformed_properties(channel, buf, start + 12, end)
             asm.properties = self._last_properties = bytes(buf[start + 12:end])
         asm.size = size
         if size == 0:
@@ -641,6 +655,14 @@ class ServerConnection:
     @property
     def has_output(self) -> bool:
         return bool(self._out)
+
+
+def _malformed_properties(channel: int, buf, start: int, end: int) -> InternalError:
+    """The refusal of a content header whose property list does not decode: connection.close
+    541 INTERNAL_ERROR with class and method 0, as RabbitMQ answers (its channel process fails
+    decoding the list), so nothing malformed is stored (warren/codec/properties.py)."""
+    why = properties_error(buf, start, end) or "malformed"  # the Python twin words the reason
+    return InternalError(f"malformed property list in the content header on channel {channel}: {why}")
 
 
 def _text(text: str) -> str:
