@@ -181,7 +181,7 @@ class Server:
         if c.http_port >= 0:
             self.http = HttpServer(self.broker, info=lambda: {
                 "amqp_port": port, "http_port": http_port, "connections": len(self.connections),
-                "gc": self.collector.stats()}, limits=HttpLimits(
+                "gc": self.collector.stats()}, server=self, limits=HttpLimits(
                     c.http_header_timeout, c.http_body_timeout, c.http_max_header_size, c.http_max_body_size))
             try:
                 http_port = await self.http.start(c.http_host or c.host, c.http_port)
