@@ -404,14 +404,19 @@ class QueueStore:
                 dir_dirty, self._dir_dirty = self._dir_dirty, False
                 unlink_msgs, self._unlink_msgs = self._unlink_msgs, []
                 unlink_acks, self._unlink_acks = self._unlink_acks, []
+                # the directory's too: a delete on the loop may close it while we fsync (EBADF
+                # here stopped the broker when a queue went during the sync of its new files)
+                if self.fsync and (dir_dirty or unlink_msgs):
+                    fds.append(os.dup(self._dir_fd))
             try:
-                for fd in fds:
+                # only after the files, with the higher seqs durable, may fully acked segments
+                # go; then the directory (the last fd) makes the creations and unlinks durable
+                for fd in fds[:len(files) if self.fsync else 0]:
                     os.fsync(fd)
-                # only now, with the higher seqs durable, may fully acked segments go
                 for path in unlink_msgs:
                     _unlink(path)
-                if self.fsync and (dir_dirty or unlink_msgs):
-                    os.fsync(self._dir_fd)
+                if len(fds) > len(files):
+                    os.fsync(fds[-1])
             except BaseException as e:
                 # after a failed fsync the kernel may have dropped the dirty pages: nothing is safe
                 self._failed = e
