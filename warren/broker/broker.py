@@ -27,6 +27,16 @@ log = logging.getLogger("warren.broker")
 POLICY_CHECK = 0.5  # seconds between two looks at policies.json for changes
 TICK = 0.02  # seconds between two Broker.tick calls: the precision of timed work (delayed messages)
 
+# The product and version Warren announces (docs/compatibility.md, "What Warren announces").
+# kombu, and so Celery, choose their QoS mode from these two alone (qos_semantics_matches_spec):
+# "RabbitMQ" 3.3 to 3.x gets basic.qos global=true for a worker's prefetch, a per-channel limit
+# that takes effect at once (RabbitMQ's semantics, which Warren implements), so Celery's prefetch
+# bumps for ETA tasks work; any other product (or RabbitMQ 4+) gets per-consumer prefetch fixed
+# at basic.consume, and a worker holding ETA tasks starves. So Warren names the RabbitMQ it is
+# checked against; clients that gate tests or features on the version see the same as there.
+ANNOUNCED_PRODUCT = "RabbitMQ"
+ANNOUNCED_VERSION = "3.10.8"
+
 # INVENTORY.md §10.7: what RabbitMQ advertises in server-properties.capabilities
 SERVER_CAPABILITIES = {
     "publisher_confirms": True,
@@ -158,12 +168,15 @@ class Broker:
             self.connections.get(session.vhost.name, set()).discard(session)
 
     def server_properties(self) -> dict:
+        """What connection.start tells a client it talks to: RabbitMQ's product and version on
+        purpose (``ANNOUNCED_PRODUCT``), Warren's name and version in platform and information."""
         return {
-            "product": "Warren",
-            "version": __version__,
-            "platform": f"Python {platform.python_version()}",
+            "product": ANNOUNCED_PRODUCT,
+            "version": ANNOUNCED_VERSION,
+            "platform": f"Warren {__version__} on Python {platform.python_version()}",
             "cluster_name": self.cluster_name,
             "copyright": "Warren authors",
-            "information": "Licensed under the Apache License 2.0",
+            "information": f"Warren {__version__}, an AMQP 0-9-1 broker that behaves as RabbitMQ "
+                           f"{ANNOUNCED_VERSION}. Licensed under the Apache License 2.0",
             "capabilities": dict(SERVER_CAPABILITIES),
         }
