@@ -5,7 +5,9 @@ errors; for basic.deliver (ServerConnection.send_deliver) the same octets go out
 tests/protocol/test_connection.py also runs every test with each path; here Hypothesis feeds
 both connections streams of publishes mixed with everything the C code must leave alone
 (frames cut short, wrong frame-end octets, other channels, oversize frames, other methods,
-heartbeats, headers of another class) and compares what comes out."""
+heartbeats, headers of another class, malformed property lists) and compares what comes out.
+The property-list check itself (properties_error) is compared with its Python twin on hostile
+octets: both must give the same verdict (issue 16: nothing malformed may be stored)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,9 @@ import struct
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from tests.codec.test_properties import REFUSED, TAKEN, hostile_lists
 from tests.protocol.test_connection import Peer, body_frame, frame, header_frame, mframe
+from warren.codec.properties import properties_error as py_properties_error
 from warren.codec.frames import FRAME_HEARTBEAT, FRAME_METHOD
 from warren.errors import AMQPError
 from warren.protocol.amqp0_9_1 import connection as connection_module
@@ -23,6 +27,7 @@ from warren.protocol.events import Content
 from warren.spec import amqp0_9_1 as spec
 
 take_publish = connection_module._take_publish
+c_properties_error = connection_module._properties_error if take_publish is not None else None
 needs_speedups = pytest.mark.skipif(take_publish is None, reason="warren.codec._speedups is not built (setup.py)")
 FRAME_MAX = 4096
 
@@ -60,6 +65,7 @@ def test_take_publish_returns_the_parts_and_reuses_equal_objects():
 PUBLISHES = [spec.BasicPublish(exchange="ex", routing_key="rk"), spec.BasicPublish(exchange="", routing_key="q"),
              spec.BasicPublish(exchange="ex", routing_key="rk", mandatory=True)]
 PROPERTIES = [b"\x00\x00", b"\x10\x00\x02", b"\x90\x00\x0atext/plain\x01"]
+MALFORMED_PROPERTIES = list(REFUSED.values())
 
 
 @st.composite
@@ -67,7 +73,8 @@ def pieces(draw) -> bytes:
     """One piece of a stream: mostly whole publishes, sometimes something the C path must refuse."""
     channel = draw(st.sampled_from([1, 1, 1, 2, 3]))  # 3 is never opened
     method = draw(st.sampled_from(PUBLISHES))
-    props = draw(st.sampled_from(PROPERTIES))
+    props = draw(st.one_of(st.sampled_from(PROPERTIES), st.sampled_from(MALFORMED_PROPERTIES + list(TAKEN.values())),
+                           hostile_lists))
     body = draw(st.binary(max_size=40))
     kind = draw(st.sampled_from(["publish"] * 6 + ["split-body", "bad-end", "cut", "other-channel-header",
                                                     "heartbeat", "qos", "header-class", "oversize", "garbage",
@@ -105,7 +112,9 @@ def pieces(draw) -> bytes:
 
 def run(data: bytes, chunks: list[int], compiled: bool):
     saved = connection_module._take_publish
+    saved_check = connection_module._properties_error
     connection_module._take_publish = saved if compiled else None
+    connection_module._properties_error = saved_check if compiled else py_properties_error
     try:
         p = Peer(frame_max=FRAME_MAX, channel_max=16)
         p.handshake(channel_max=16, frame_max=FRAME_MAX)
@@ -134,6 +143,7 @@ def run(data: bytes, chunks: list[int], compiled: bool):
         return out
     finally:
         connection_module._take_publish = saved
+        connection_module._properties_error = saved_check
 
 
 @needs_speedups
@@ -142,6 +152,31 @@ def run(data: bytes, chunks: list[int], compiled: bool):
 def test_compiled_and_pure_python_paths_give_the_same_events(parts, chunks):
     data = b"".join(parts)
     assert run(data, chunks, compiled=True) == run(data, chunks, compiled=False)
+
+
+@needs_speedups
+@settings(max_examples=1000, deadline=None)
+@given(hostile_lists, st.binary(max_size=6), st.binary(max_size=6))
+def test_compiled_and_pure_python_property_checks_give_the_same_verdict(props, before, after):
+    buf = bytearray(before + props + after)
+    start, end = len(before), len(before) + len(props)
+    assert (c_properties_error(buf, start, end) is None) == (py_properties_error(buf, start, end) is None)
+    assert (c_properties_error(props, 0, len(props)) is None) == (py_properties_error(props) is None)
+
+
+@needs_speedups
+@pytest.mark.parametrize("props", list(REFUSED.values()), ids=list(REFUSED))
+def test_take_publish_leaves_a_malformed_property_list_to_the_python_path(props):
+    data = mframe(1, spec.BasicPublish()) + header_frame(1, 2, props) + body_frame(1, b"hi")
+    assert take_publish(data, 0, FRAME_MAX, 100, None, b"") is None
+    assert c_properties_error(props, 0, len(props)) is not None
+
+
+@needs_speedups
+def test_the_compiled_check_refuses_bounds_outside_the_buffer():
+    for start, end in ((-1, 2), (0, 9), (3, 2)):
+        with pytest.raises(ValueError):
+            c_properties_error(b"\x00\x00", start, end)
 
 
 @needs_speedups
