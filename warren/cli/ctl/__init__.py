@@ -17,18 +17,22 @@ permissions, limits), `objects.py` (queues, connections, policies), `definitions
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
 import click
 
-from warren.cli.ctl.client import EX_USAGE, Api, ApiError, CtlError, exit_code_for_status
+from warren.cli.ctl.client import EX_SOFTWARE, EX_USAGE, Api, ApiError, CtlError, exit_code_for_status
 from warren.cli.ctl.output import FORMATTERS
 
 __all__ = ["ctl", "Settings", "settings", "api", "common_options", "vhost_option", "CtlCommand"]
 
 DEFAULT_URL = "http://127.0.0.1:15672"
 DEFAULT_TIMEOUT_S = 60.0
+# Field tables nest (a queue argument may hold tables in tables) deeper than Python's default
+# recursion limit of 1000 lets json decode; 10000 levels stay well within the C stack.
+RECURSION_LIMIT = 10000
 
 
 @dataclass(frozen=True)
@@ -46,22 +50,24 @@ class Settings:
 def _remember(ctx: click.Context, param: click.Parameter, value):
     """Keep a general option given on the group or on the command (the later one wins)."""
     if value is not None and value is not False:
-        ctx.ensure_object(dict)[param.name] = value
+        # kept as "url", "quiet", ...: the parameter names carry a prefix so that they never
+        # clash with a command's own arguments (add_user's USERNAME and PASSWORD)
+        ctx.ensure_object(dict)[param.name.removeprefix("opt_")] = value
     return value
 
 
 def common_options(f):
     """The general options, accepted before and after the command name."""
     options = [
-        click.option("--url", help=f"The broker's HTTP API [env WARREN_CTL_URL; default {DEFAULT_URL}]."),
-        click.option("--username", "-u", help="User [env WARREN_CTL_USER; default guest]."),
-        click.option("--password", help="Password [env WARREN_CTL_PASS; default guest]."),
-        click.option("--formatter", type=click.Choice(FORMATTERS), help="Output format [default table]."),
-        click.option("--quiet", "-q", is_flag=True, default=False, help="No informational messages."),
-        click.option("--silent", "-s", is_flag=True, default=False,
+        click.option("--url", "opt_url", help=f"The broker's HTTP API [env WARREN_CTL_URL; default {DEFAULT_URL}]."),
+        click.option("--username", "opt_username", help="User [env WARREN_CTL_USER; default guest]."),
+        click.option("--password", "opt_password", help="Password [env WARREN_CTL_PASS; default guest]."),
+        click.option("--formatter", "opt_formatter", type=click.Choice(FORMATTERS), help="Output format [default table]."),
+        click.option("--quiet", "-q", "opt_quiet", is_flag=True, default=False, help="No informational messages."),
+        click.option("--silent", "-s", "opt_silent", is_flag=True, default=False,
                      help="No informational messages and no table header row."),
-        click.option("--no-table-headers", is_flag=True, default=False, help="No table header row."),
-        click.option("--timeout", "-t", type=click.FloatRange(min=0, min_open=True),
+        click.option("--no-table-headers", "opt_no_table_headers", is_flag=True, default=False, help="No table header row."),
+        click.option("--timeout", "-t", "opt_timeout", type=click.FloatRange(min=0, min_open=True),
                      help=f"Seconds to wait for the broker's answer [default {DEFAULT_TIMEOUT_S:g}]."),
     ]
     for option in reversed(options):
@@ -122,6 +128,8 @@ class CtlCommand(click.Command):
             return super().invoke(ctx)
         except ApiError as e:
             raise CtlError(exit_code_for_status(e.status), e.describe()) from None
+        except RecursionError:
+            raise CtlError(EX_SOFTWARE, "a value in the broker's answer is nested too deeply to print") from None
 
 
 class CtlGroup(click.Group):
@@ -147,6 +155,7 @@ def ctl() -> None:
     HTTP API. Exit codes: 0 ok, 64 usage, 65 data error or unknown vhost, 66 no input file,
     67 unknown user, 69 broker unreachable or object not found, 70 software error, 73 cannot
     write, 75 timed out, 77 access refused (docs/ctl.md)."""
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), RECURSION_LIMIT))
 
 
 # the commands register themselves on `ctl`

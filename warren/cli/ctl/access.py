@@ -136,7 +136,10 @@ def set_user_tags(username: str, tags: tuple[str, ...]) -> None:
 def add_vhost(vhost: str, description: str | None, tags: str | None, default_queue_type: str | None) -> None:
     """Creates a virtual host (nothing happens if it exists)."""
     s = settings()
+    client = api(s)
     info(s, f'Adding vhost "{vhost}" ...')
+    if client.exists("vhosts", vhost):
+        return  # as rabbitmqctl: done, and the existing one keeps its description and tags
     body = {}
     if description is not None:
         body["description"] = description
@@ -144,7 +147,7 @@ def add_vhost(vhost: str, description: str | None, tags: str | None, default_que
         body["tags"] = tags
     if default_queue_type is not None:
         body["default_queue_type"] = default_queue_type
-    api(s).put("vhosts", vhost, body=body)
+    client.put("vhosts", vhost, body=body)
 
 
 @ctl.command("delete_vhost")

@@ -98,12 +98,14 @@ class Api:
         return "/api/" + "/".join(quote(s, safe="") for s in segments)
 
     def request(self, method: str, *segments: str, query: dict | None = None, body: Any = None,
-                data: bytes | None = None, headers: dict | None = None, timeout: float | None = None) -> Any:
-        """The decoded JSON answer (None when empty); ApiError on a non-2xx status, CtlError
-        when the broker cannot be reached (69) or does not answer in time (75)."""
+                data: bytes | None = None, headers: dict | None = None, timeout: float | None = None,
+                raw: bool = False) -> Any:
+        """The decoded JSON answer (None when empty; the octets as they came with `raw`);
+        ApiError on a non-2xx status, CtlError when the broker cannot be reached (69) or does
+        not answer in time (75)."""
         path = self.path(*segments)
         url = self.base + path + (f"?{urlencode(query)}" if query else "")
-        sent_headers = {"Authorization": self._auth, "Accept": "application/json"}
+        sent_headers = {"Authorization": self._auth}  # no Accept: RabbitMQ answers 406 to some DELETEs with one
         if body is not None:
             data = json.dumps(body).encode()
         if data is not None:
@@ -124,10 +126,14 @@ class Api:
             raise CtlError(EX_UNAVAILABLE, f"unable to reach the broker at {self.base}: {e.reason}") from None
         except (ConnectionError, OSError) as e:
             raise CtlError(EX_UNAVAILABLE, f"unable to reach the broker at {self.base}: {e}") from None
+        if raw:
+            return payload
         if not payload.strip():
             return None
         try:
             return json.loads(payload)
+        except RecursionError:
+            raise CtlError(EX_SOFTWARE, f"{method} {path} answered JSON nested too deeply to decode") from None
         except ValueError:
             raise CtlError(EX_SOFTWARE, f"{method} {path} answered something that is not JSON: "
                                         f"{payload[:200]!r}") from None

@@ -73,22 +73,24 @@ def export_definitions(path: str, vhost: str | None) -> None:
     where = "standard output" if path == "-" else f'a file at "{path}"'
     info(s, f"Exporting definitions in JSON to {where} ...")
     try:
-        document = api(s).get(*(("definitions", vhost) if vhost is not None else ("definitions",)))
+        # written as the broker sent it: never decoded, so nothing is lost or reordered
+        document = api(s).get(*(("definitions", vhost) if vhost is not None else ("definitions",)), raw=True)
     except ApiError as e:
         if _vhost_missing(e, vhost):
             raise no_such_vhost(vhost) from None
         raise
-    text = json.dumps(document, indent=2) + "\n"
+    if not document.endswith(b"\n"):
+        document += b"\n"
     if path == "-":
-        click.echo(text, nl=False)
+        click.get_binary_stream("stdout").write(document)
         return
     target = Path(path)
     if not target.parent.is_dir():
         raise CtlError(EX_CANTCREAT, f"directory {target.parent} does not exist")
     try:  # a half-written file never replaces a good one
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(document)
         os.replace(tmp, target)
     except OSError as e:
         raise CtlError(EX_CANTCREAT, f"cannot write {path}: {e}") from None
@@ -111,21 +113,28 @@ def import_definitions(path: str, vhost: str | None, batch_size: int) -> None:
         raise CtlError(EX_NOINPUT, f"cannot read {path}: {e.strerror or e}") from None
     try:
         document = json.loads(raw)
+    except RecursionError:
+        document = None  # too deep for us to cut into batches: the broker gets it whole
     except ValueError as e:
         raise CtlError(EX_DATAERR, f"{source} is not valid JSON: {e}") from None
-    if not isinstance(document, dict):
+    if document is not None and not isinstance(document, dict):
         raise CtlError(EX_DATAERR, f"{source} is not a definitions document (a JSON object)")
     info(s, f"Importing definitions in JSON from {source} ...")
     client = api(s)
     segments = ("definitions", vhost) if vhost is not None else ("definitions",)
-    pieces = batches(document, batch_size)
+    if document is None:
+        pieces = [(None, 0)]
+    else:
+        pieces = batches(document, batch_size)
     total = sum(n for _, n in pieces)
     bar = progress(s, "Importing definitions")
     started = time.monotonic()
     done = 0
-    for piece, count in (pieces if len(pieces) > 1 else [(document, total)]):
+    for piece, count in pieces:
+        # one piece: the file's own octets, as they are
+        body = raw if len(pieces) == 1 else json.dumps(piece).encode()
         try:
-            client.request("POST", *segments, data=json.dumps(piece).encode())
+            client.request("POST", *segments, data=body)
         except ApiError as e:
             bar.done()
             if _vhost_missing(e, vhost):
@@ -137,4 +146,5 @@ def import_definitions(path: str, vhost: str | None, batch_size: int) -> None:
             sections = ", ".join(k for k in SECTIONS if k in piece)
             bar.update(f"{done}/{total} objects ({100 * done // max(total, 1)}%, {sections})")
     bar.done()
-    info(s, f"Imported {total} objects in {time.monotonic() - started:.1f} s.")
+    elapsed = time.monotonic() - started
+    info(s, f"Imported {total} objects in {elapsed:.1f} s." if total else f"Imported in {elapsed:.1f} s.")
