@@ -10,7 +10,7 @@ import hmac
 import ipaddress
 from dataclasses import dataclass
 
-from warren.codec.fields import decode_value, decode_shortstr
+from warren.codec.fields import FieldDecodeError, decode_shortstr, decode_value
 
 __all__ = ["User", "UserDB", "parse_response", "MECHANISMS"]
 
@@ -49,7 +49,12 @@ def _is_loopback(host: str | None) -> bool:
 
 
 def parse_response(mechanism: str, response: bytes) -> tuple[str, str]:
-    """(username, password) from a start-ok response; ValueError if malformed or unknown."""
+    """(username, password) from a start-ok response; ValueError if malformed or unknown.
+
+    Nothing else escapes, whatever the octets (a hostile client chooses them before any login):
+    an AMQPLAIN table cut short, an integer cut short or nested 5,000 deep is a ValueError
+    (``FieldDecodeError``: decoding is bounded, warren/codec/fields.py), which the session
+    answers 403 ACCESS_REFUSED as a failed login, the reason in the log only."""
     if mechanism == "PLAIN":
         parts = response.split(b"\x00")
         if len(parts) != 3:
@@ -59,10 +64,13 @@ def parse_response(mechanism: str, response: bytes) -> tuple[str, str]:
         # a field table's entries without the table's own length prefix (INVENTORY.md §3.5)
         fields: dict = {}
         off = 0
-        while off < len(response):
-            name, off = decode_shortstr(response, off)
-            value, off = decode_value(response, off)
-            fields[name] = value
+        try:
+            while off < len(response):
+                name, off = decode_shortstr(response, off)
+                value, off = decode_value(response, off)
+                fields[name] = value
+        except FieldDecodeError as e:
+            raise ValueError(f"malformed AMQPLAIN response: {e}") from None
         login, password = fields.get("LOGIN"), fields.get("PASSWORD")
         if not isinstance(login, str) or not isinstance(password, str):
             raise ValueError("AMQPLAIN response lacks LOGIN or PASSWORD")

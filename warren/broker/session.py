@@ -46,8 +46,8 @@ class Session:
         self.client_properties: dict = {}
         self.channels: dict[int, Channel] = {}
         self.exclusive_queues: set = set()
-        self.writable = True
         self.held_cancels: list | None = None  # a queue.delete of ours holds its consumers' basic.cancel (channel.py)
+        self.writable = True
         self.published = False  # resource alarms block only connections that publish
         self._confirming: set[Channel] = set()
         self.closed = False
@@ -140,8 +140,12 @@ class Session:
             self.capabilities = caps if isinstance(caps, dict) else {}
             try:
                 username, password = parse_response(m.mechanism, m.response)
-            except ValueError as e:
-                raise ConnectionAccessRefused(f"{m.mechanism} login refused: {e}", 10, 11) from None
+            except ValueError as e:  # a malformed response is a failed login; the reason is logged only
+                error = ConnectionAccessRefused(
+                    f"Login was refused using authentication mechanism {m.mechanism}. For details see the "
+                    "broker logfile.", 10, 11)
+                error.log_detail = f"unreadable {m.mechanism} response: {e}"
+                raise error from None
             host = self.peer[0] if self.peer else None
             try:
                 user = self.broker.users.authenticate(username, password, host)

@@ -146,8 +146,10 @@ class Greeter(asyncio.Protocol):
     def _login(self, m) -> None:
         try:
             username, password = parse_response(m.mechanism, m.response)
-        except ValueError as e:
-            raise ConnectionAccessRefused(f"{m.mechanism} login refused: {e}", 10, 11) from None
+        except ValueError as e:  # a malformed response is a failed login; the reason is logged only
+            log.warning("login refused from %s: unreadable %s response: %s", self.peer, m.mechanism, e)
+            raise ConnectionAccessRefused(f"Login was refused using authentication mechanism {m.mechanism}. "
+                                          "For details see the broker logfile.", 10, 11) from None
         try:
             self.sup.access.authenticate(username, password, self.peer[0] if self.peer else None)
         except LoginRefused as e:
@@ -264,7 +266,7 @@ class Supervisor:
                 "--heartbeat", str(c.heartbeat), "--handshake-timeout", str(c.handshake_timeout),
                 "--frame-max", str(c.frame_max),
                 "--channel-max", str(c.channel_max), "--fsync" if c.fsync else "--no-fsync",
-                "--memory-budget", str(c.memory_budget // n),
+                "--memory-budget", str(c.paging_budget() // n),
                 "--memory-high-watermark", str(c.memory_high_watermark / n if c.memory_high_watermark < 1
                                                else c.memory_high_watermark // n),
                 "--disk-free-limit", str(c.disk_free_limit),
