@@ -160,7 +160,7 @@ async def delete_binding(request: web.Request) -> web.Response:
     check_permission(request, vhost.name, "read", "exchange", source.name)
     try:
         if kind == "queue":
-            vhost.unbind_queue(destination, source.name, b.routing_key, b.arguments)
+            vhost.unbind_queue(None, destination.name, source.name, b.routing_key, b.arguments)
         else:
             vhost.unbind_exchange(destination.name, source.name, b.routing_key, b.arguments)
     except AMQPError as e:

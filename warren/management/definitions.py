@@ -1,0 +1,380 @@
+"""Definitions in RabbitMQ's JSON format: export the broker's, import a file exported by
+RabbitMQ 3.x or by Warren. Used by ``GET/POST /api/definitions[/{vhost}]`` and by
+``warren serve --definitions FILE`` (RabbitMQ's ``load_definitions``) at start-up.
+
+What travels: ``users`` (with their password hashes and ``hashing_algorithm``, tags),
+``vhosts``, ``permissions``, ``topic_permissions``, ``parameters`` (runtime parameters and
+the ``vhost-limits`` component), ``global_parameters``, ``policies``, and the durable
+``queues`` (with arguments), ``exchanges`` (not the ``amq.*`` nor the default one) and
+``bindings`` between them. Transient and exclusive objects are left out, as RabbitMQ does.
+
+An import applies the sections in dependency order (users, vhosts, permissions, limits and
+parameters, policies, exchanges, queues, bindings); each change is durable as it is made.
+An existing object with other properties is an error (RabbitMQ's equivalence check), an
+equal one is left alone, so importing the same file twice changes nothing. The first error
+stops the import (``DefinitionsError`` names the object), as in RabbitMQ. A per-vhost import
+(``POST /api/definitions/{vhost}``) takes only the vhost's sections and puts everything in
+that vhost, whatever the file says.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from warren import __version__
+from warren.broker.policies import PolicyError, validate_policy
+from warren.errors import AMQPError
+from warren.management import policy_store
+
+__all__ = ["DefinitionsError", "export_definitions", "import_definitions", "load_definitions_file",
+           "RABBIT_VERSION"]
+
+log = logging.getLogger("warren.management")
+
+RABBIT_VERSION = "3.10.8"  # the format version written: RabbitMQ 3.10's
+VHOST_LIMITS = "vhost-limits"
+
+
+class DefinitionsError(ValueError):
+    """A definitions document that cannot be imported (the message says which object and why)."""
+
+
+def _jsonable(value):
+    from warren.management.api.common import jsonable
+    return jsonable(value)
+
+
+def _exported_exchange(ex) -> bool:
+    return bool(ex.name) and not ex.name.startswith("amq.") and ex.durable
+
+
+def _exported_queue(q) -> bool:
+    return q.durable and getattr(q, "exclusive_owner", None) is None
+
+
+def _bindings(vhost) -> list:
+    out = []
+    for ex in vhost.exchanges.values():
+        if not _exported_exchange(ex):
+            continue
+        for b in ex.bindings.values():
+            d = b.destination
+            is_queue = hasattr(d, "consumers")
+            if (is_queue and not _exported_queue(d)) or (not is_queue and not _exported_exchange(d)):
+                continue
+            out.append({"source": ex.name, "vhost": vhost.name, "destination": d.name,
+                        "destination_type": "queue" if is_queue else "exchange", "routing_key": b.routing_key,
+                        "arguments": _jsonable(b.arguments or {})})
+    return sorted(out, key=lambda b: (b["source"], b["destination_type"], b["destination"], b["routing_key"]))
+
+
+def _vhost_objects(broker, vhost_names) -> dict:
+    queues, exchanges, bindings = [], [], []
+    for name in vhost_names:
+        vhost = broker.vhosts.get(name)
+        if vhost is None:
+            continue
+        for qname in sorted(vhost.queues):
+            q = vhost.queues[qname]
+            if _exported_queue(q):
+                queues.append({"name": q.name, "vhost": name, "durable": True, "auto_delete": q.auto_delete,
+                               "arguments": _jsonable(q.arguments)})
+        for ename in sorted(vhost.exchanges):
+            ex = vhost.exchanges[ename]
+            if _exported_exchange(ex):
+                exchanges.append({"name": ex.name, "vhost": name, "type": ex.TYPE, "durable": True,
+                                  "auto_delete": ex.auto_delete, "internal": ex.internal,
+                                  "arguments": _jsonable(ex.arguments)})
+        bindings.extend(_bindings(vhost))
+    return {"queues": queues, "exchanges": exchanges, "bindings": bindings}
+
+
+def _policies(broker, vhost_names) -> list:
+    names = set(vhost_names)
+    return [{"vhost": p.vhost, "name": p.name, "pattern": p.pattern, "apply-to": p.apply_to,
+             "definition": p.definition, "priority": p.priority}
+            for p in sorted(policy_store.all_policies(broker), key=lambda p: (p.vhost, p.name)) if p.vhost in names]
+
+
+def _parameters(broker, parameters, vhost_names) -> list:
+    names = set(vhost_names)
+    out = [p for p in (parameters.list() if parameters is not None else []) if p["vhost"] in names]
+    access = getattr(broker, "access", None)
+    if access is not None:
+        for name, limits in sorted(access.vhost_limits().items()):
+            if name in names:
+                out.append({"value": limits, "vhost": name, "component": VHOST_LIMITS, "name": "limits"})
+    return out
+
+
+def export_definitions(broker, parameters=None, vhost: str | None = None) -> dict:
+    """The broker's definitions (all of them, or one vhost's in RabbitMQ's per-vhost form)."""
+    access = getattr(broker, "access", None)
+    if vhost is not None:
+        objects = _vhost_objects(broker, [vhost])
+        for section in objects.values():
+            for item in section:
+                item.pop("vhost", None)
+        params = _parameters(broker, parameters, [vhost])
+        for p in params:
+            p.pop("vhost", None)
+        policies = _policies(broker, [vhost])
+        for p in policies:
+            p.pop("vhost", None)
+        return {"rabbit_version": RABBIT_VERSION, "parameters": params, "policies": policies, **objects}
+    names = sorted(broker.vhosts)
+    if access is not None:
+        names = sorted(set(names) | {v.name for v in access.vhosts()})
+    users, vhosts, permissions, topic_permissions = [], [{"name": n} for n in names], [], []
+    if access is not None:
+        users = [{"name": u.name, "password_hash": u.password_hash, "hashing_algorithm": u.hashing_algorithm,
+                  "tags": list(u.tags), "limits": {}} for u in sorted(access.users(), key=lambda u: u.name)]
+        vhosts = []
+        for n in names:
+            info = access.vhost(n)
+            entry = {"name": n}
+            if info is not None and (info.description or info.tags):
+                entry.update(description=info.description, tags=list(info.tags),
+                             metadata={"description": info.description, "tags": list(info.tags)})
+            if info is not None and getattr(info, "default_queue_type", None):
+                entry["default_queue_type"] = info.default_queue_type
+            vhosts.append(entry)
+        permissions = [p.to_json() for p in sorted(access.permissions(), key=lambda p: (p.user, p.vhost))]
+        topic_permissions = [t.to_json() for t in sorted(access.topic_permissions(),
+                                                         key=lambda t: (t.user, t.vhost, t.exchange))]
+    global_parameters = parameters.list_global() if parameters is not None else []
+    if not any(g["name"] == "cluster_name" for g in global_parameters):
+        global_parameters.append({"name": "cluster_name", "value": getattr(broker, "cluster_name", "warren")})
+    return {
+        "rabbit_version": RABBIT_VERSION,
+        "rabbitmq_version": RABBIT_VERSION,
+        "product_name": "Warren",
+        "product_version": __version__,
+        "users": users,
+        "vhosts": vhosts,
+        "permissions": permissions,
+        "topic_permissions": topic_permissions,
+        "parameters": _parameters(broker, parameters, names),
+        "global_parameters": global_parameters,
+        "policies": _policies(broker, names),
+        **_vhost_objects(broker, names),
+    }
+
+
+# --- import ------------------------------------------------------------------------------------------
+
+
+def _section(doc: dict, key: str) -> list:
+    value = doc.get(key, [])
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise DefinitionsError(f"'{key}' must be a list")
+    for item in value:
+        if not isinstance(item, dict):
+            raise DefinitionsError(f"every entry of '{key}' must be an object")
+    return value
+
+
+def _str(item: dict, key: str, what: str, default=None) -> str:
+    value = item.get(key, default)
+    if not isinstance(value, str):
+        raise DefinitionsError(f"{what}: '{key}' must be a string")
+    return value
+
+
+def _flag(item: dict, key: str, default: bool = False) -> bool:
+    value = item.get(key, default)
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    if not isinstance(value, bool):
+        raise DefinitionsError(f"'{key}' must be true or false")
+    return value
+
+
+def _vhost_of(broker, item: dict, forced: str | None, what: str):
+    name = forced if forced is not None else item.get("vhost", "/")
+    vhost = broker.vhosts.get(name) if isinstance(name, str) else None
+    if vhost is None:
+        raise DefinitionsError(f"{what}: vhost '{name}' does not exist")
+    return vhost
+
+
+def _access_call(what: str, fn, *args, **kw):
+    from warren.access import AccessModelError
+    try:
+        return fn(*args, **kw)
+    except (AccessModelError, ValueError) as e:
+        raise DefinitionsError(f"{what}: {e}") from None
+
+
+def _import_access(broker, doc: dict) -> None:
+    access = getattr(broker, "access", None)
+    users = _section(doc, "users")
+    vhosts = _section(doc, "vhosts")
+    permissions = _section(doc, "permissions")
+    topic_permissions = _section(doc, "topic_permissions")
+    if access is None:
+        if users or permissions or topic_permissions:
+            raise DefinitionsError("this broker keeps no users or permissions")
+        for v in vhosts:
+            if v.get("name") not in broker.vhosts:
+                raise DefinitionsError(f"vhost '{v.get('name')}': this broker's vhosts are fixed at start-up")
+        return
+    for u in users:
+        name = _str(u, "name", "a user")
+        what = f"user '{name}'"
+        tags = u.get("tags", [])
+        if not isinstance(tags, (list, str)):
+            raise DefinitionsError(f"{what}: tags must be a list or a comma-separated string")
+        if "password" in u and "password_hash" not in u:
+            _access_call(what, access.put_user, name, password=_str(u, "password", what), tags=tags)
+            continue
+        algorithm = u.get("hashing_algorithm") or "rabbit_password_hashing_sha256"
+        _access_call(what, access.put_user, name, password_hash=u.get("password_hash") or "",
+                     hashing_algorithm=algorithm, tags=tags)
+    for v in vhosts:
+        name = _str(v, "name", "a vhost")
+        kw = {}
+        meta = v.get("metadata") if isinstance(v.get("metadata"), dict) else {}
+        description = v.get("description", meta.get("description"))
+        if isinstance(description, str):
+            kw["description"] = description
+        tags = v.get("tags", meta.get("tags"))
+        if isinstance(tags, (list, str)):
+            kw["tags"] = tags
+        dqt = v.get("default_queue_type", meta.get("default_queue_type"))
+        if isinstance(dqt, str) and dqt != "undefined":
+            kw["default_queue_type"] = dqt
+        _access_call(f"vhost '{name}'", access.put_vhost, name, **kw)
+    for p in permissions:
+        user, vhost = _str(p, "user", "a permission"), _str(p, "vhost", "a permission")
+        what = f"permissions of '{user}' in vhost '{vhost}'"
+        _access_call(what, access.set_permissions, user, vhost, _str(p, "configure", what),
+                     _str(p, "write", what), _str(p, "read", what))
+    for t in topic_permissions:
+        user, vhost = _str(t, "user", "a topic permission"), _str(t, "vhost", "a topic permission")
+        what = f"topic permissions of '{user}' in vhost '{vhost}'"
+        _access_call(what, access.set_topic_permissions, user, vhost, _str(t, "exchange", what),
+                     _str(t, "write", what, ".*"), _str(t, "read", what, ".*"))
+
+
+def _import_parameters(broker, parameters, doc: dict, forced: str | None) -> None:
+    access = getattr(broker, "access", None)
+    for p in _section(doc, "parameters"):
+        what = f"parameter {p.get('component')}/{p.get('name')}"
+        component = _str(p, "component", what)
+        name = _str(p, "name", what)
+        vhost = _vhost_of(broker, p, forced, what)
+        if "value" not in p:
+            raise DefinitionsError(f"{what}: no value")
+        if component == VHOST_LIMITS:
+            if access is None or not isinstance(p["value"], dict):
+                raise DefinitionsError(f"{what}: vhost limits need a JSON object and an access model")
+            _access_call(what, access.set_vhost_limits, vhost.name, p["value"])
+        elif parameters is not None:
+            parameters.put(component, vhost.name, name, p["value"])
+    if forced is None and parameters is not None:
+        for g in _section(doc, "global_parameters"):
+            name = _str(g, "name", "a global parameter")
+            if name in ("internal_cluster_id",):
+                continue  # another node's identity, not ours
+            parameters.put_global(name, g.get("value"))
+
+
+def _import_policies(broker, doc: dict, forced: str | None) -> None:
+    for p in _section(doc, "policies"):
+        what = f"policy '{p.get('name')}'"
+        vhost = _vhost_of(broker, p, forced, what)
+        priority = p.get("priority", 0)
+        if isinstance(priority, str) and priority.lstrip("-").isdigit():
+            priority = int(priority)
+        try:
+            policy = validate_policy(vhost.name, p.get("name"), p.get("pattern"), p.get("apply-to") or "all",
+                                     priority, p.get("definition"))
+        except PolicyError as e:
+            raise DefinitionsError(f"{what}: {e}") from None
+        policy_store.replace_policy(broker, policy)
+
+
+def _import_objects(broker, doc: dict, forced: str | None) -> None:
+    for e in _section(doc, "exchanges"):
+        name = _str(e, "name", "an exchange")
+        what = f"exchange '{name}'"
+        vhost = _vhost_of(broker, e, forced, what)
+        arguments = e.get("arguments") or {}
+        if not isinstance(arguments, dict):
+            raise DefinitionsError(f"{what}: arguments must be an object")
+        if name == "" or (name.startswith("amq.") and name in vhost.exchanges):
+            continue  # the predeclared ones exist already
+        try:
+            vhost.declare_exchange(name, _str(e, "type", what, "direct"), False, _flag(e, "durable", True),
+                                   _flag(e, "auto_delete"), _flag(e, "internal"), arguments)
+        except AMQPError as err:
+            raise DefinitionsError(f"{what} in vhost '{vhost.name}': {err.text}") from None
+    for q in _section(doc, "queues"):
+        name = _str(q, "name", "a queue")
+        what = f"queue '{name}'"
+        vhost = _vhost_of(broker, q, forced, what)
+        arguments = q.get("arguments") or {}
+        if not isinstance(arguments, dict):
+            raise DefinitionsError(f"{what}: arguments must be an object")
+        try:
+            vhost.declare_queue(None, name, False, _flag(q, "durable", True), False, _flag(q, "auto_delete"),
+                                arguments)
+        except AMQPError as err:
+            raise DefinitionsError(f"{what} in vhost '{vhost.name}': {err.text}") from None
+    for b in _section(doc, "bindings"):
+        source = _str(b, "source", "a binding")
+        destination = _str(b, "destination", "a binding")
+        what = f"binding of '{destination}' to '{source}'"
+        vhost = _vhost_of(broker, b, forced, what)
+        routing_key = _str(b, "routing_key", what, "")
+        arguments = b.get("arguments") or {}
+        if not isinstance(arguments, dict):
+            raise DefinitionsError(f"{what}: arguments must be an object")
+        kind = b.get("destination_type", "queue")
+        try:
+            if kind == "queue":
+                q = vhost.queues.get(destination)
+                if q is None:
+                    raise DefinitionsError(f"{what} in vhost '{vhost.name}': no queue '{destination}'")
+                vhost.bind_queue(q, source, routing_key, arguments)
+            elif kind == "exchange":
+                vhost.bind_exchange(destination, source, routing_key, arguments)
+            else:
+                raise DefinitionsError(f"{what}: destination_type must be queue or exchange")
+        except AMQPError as err:
+            raise DefinitionsError(f"{what} in vhost '{vhost.name}': {err.text}") from None
+
+
+def import_definitions(broker, doc, parameters=None, vhost: str | None = None) -> None:
+    """Apply a definitions document (see the module docstring); DefinitionsError on the first
+    object that cannot be imported."""
+    if not isinstance(doc, dict):
+        raise DefinitionsError("definitions must be a JSON object")
+    if vhost is not None:
+        if vhost not in broker.vhosts:
+            raise DefinitionsError(f"vhost '{vhost}' does not exist")
+    else:
+        _import_access(broker, doc)
+    _import_parameters(broker, parameters, doc, vhost)
+    _import_policies(broker, doc, vhost)
+    _import_objects(broker, doc, vhost)
+
+
+def load_definitions_file(broker, path, parameters=None) -> None:
+    """``--definitions FILE`` at start-up: the whole file or a DefinitionsError naming it."""
+    try:
+        with open(path, "rb") as f:
+            doc = json.loads(f.read())
+    except OSError as e:
+        raise DefinitionsError(f"{path}: {e.strerror or e}") from None
+    except ValueError as e:
+        raise DefinitionsError(f"{path}: not JSON: {e}") from None
+    try:
+        import_definitions(broker, doc, parameters)
+    except DefinitionsError as e:
+        raise DefinitionsError(f"{path}: {e}") from None
+    log.info("definitions loaded from %s", path)
