@@ -64,6 +64,8 @@ class Config:
     handoff_socket: Path | None = None  # take connections from the supervisor here, no TCP listener
     policy_file: Path | None = None  # None: policies.json in the data folder
     access_file: Path | None = None  # None: access.json in the data folder (workers: the supervisor's)
+    # a definitions file (RabbitMQ's JSON) imported at start-up, as RabbitMQ's load_definitions
+    definitions: Path | None = None
 
     def memory_limit(self) -> int:
         w = self.memory_high_watermark

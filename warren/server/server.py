@@ -162,6 +162,13 @@ class Server:
     async def startup(self) -> None:
         c = self.config
         c.data_dir.mkdir(parents=True, exist_ok=True)
+        if c.definitions is not None and c.handoff_socket is None:  # before any client (load_definitions)
+            from warren.management.definitions import DefinitionsError, load_definitions_file
+            from warren.management.parameters import ParameterStore
+            try:
+                load_definitions_file(self.broker, c.definitions, ParameterStore.in_data_dir(c.data_dir))
+            except DefinitionsError as e:
+                raise StartupError(f"cannot load definitions: {e}") from None
         if c.handoff_socket is not None:  # a worker: connections come from the supervisor (workers.py)
             self.handoff = HandoffReceiver(self)
             await self.handoff.start(c.handoff_socket)
