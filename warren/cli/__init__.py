@@ -33,6 +33,7 @@ LAZY_COMMANDS: dict[str, LazyCommand] = {
                             "Spark jobs: archive a stream to Parquet, replay Parquet into an exchange.",
                             needs="pyspark", extra="spark"),
     "ctl": LazyCommand("warren.cli.ctl", "ctl", "rabbitmqctl's everyday commands against a running broker."),
+    "policy": LazyCommand("warren.cli.policy", "policy", "Policies through the running broker (ctl's set_policy...)."),
 }
 
 
@@ -89,7 +90,5 @@ def main() -> None:
 
 
 from warren.cli.serve import serve  # noqa: E402
-from warren.cli.policy import policy  # noqa: E402
 
 main.add_command(serve)
-main.add_command(policy)

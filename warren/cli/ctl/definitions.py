@@ -82,7 +82,9 @@ def export_definitions(path: str, vhost: str | None) -> None:
     if not document.endswith(b"\n"):
         document += b"\n"
     if path == "-":
-        click.get_binary_stream("stdout").write(document)
+        sys.stdout.flush()
+        sys.stdout.buffer.write(document)
+        sys.stdout.buffer.flush()
         return
     target = Path(path)
     if not target.parent.is_dir():
