@@ -256,7 +256,7 @@ def test_json_log_lines(start_broker, tmp_path):
     log = tmp_path / "warren.jsonl"
     b = start_broker("--log-file", str(log), "--log-format", "json")
     connect_and_close(b, "json-client")
-    wait_for(lambda: "json-client" in read(log))
+    wait_for(lambda: '"event": "connection.closed"' in read(log))  # the opened line comes first
     records = [json.loads(line) for line in read(log).splitlines()]
     for r in records:
         assert {"time", "level", "logger", "message"} <= set(r)
@@ -274,3 +274,20 @@ def test_a_start_up_failure_is_in_the_log_file_too(tmp_path):
                   "--log-file", str(log))
     assert "port already in use" in one_line_error(r)
     assert "cannot start: cannot listen for AMQP" in read(log)
+
+
+def test_the_default_user_comes_from_the_environment(tmp_path):
+    from tests.conftest import launch_broker
+
+    os.environ["WARREN_DEFAULT_USER"], os.environ["WARREN_DEFAULT_PASS"] = "ops-h3", "pw-h3"
+    try:
+        b = launch_broker(tmp_path)
+    finally:
+        del os.environ["WARREN_DEFAULT_USER"], os.environ["WARREN_DEFAULT_PASS"]
+    try:
+        creds = pika.PlainCredentials("ops-h3", "pw-h3")
+        pika.BlockingConnection(pika.ConnectionParameters(b.host, b.port, credentials=creds)).close()
+        with pytest.raises(pika.exceptions.ProbableAuthenticationError):
+            pika.BlockingConnection(pika.ConnectionParameters(b.host, b.port))  # no guest in a new folder
+    finally:
+        b.stop()
