@@ -137,7 +137,7 @@ class Broker:
             return
         sessions = self.connections.pop(name, set())
         for session in list(sessions):
-            session.shutdown(f"vhost '{name}' is down")
+            session.shutdown(f"vhost '{name}' is deleted")
         for q in list(vhost.queues.values()):
             vhost.delete_queue(q)
         for ex in list(vhost.exchanges.values()):
