@@ -195,7 +195,9 @@ def node_info(request: web.Request) -> dict:
         "fd_used": fd_used,
         "fd_used_details": st.details(0.0),
         "fd_total": fd_total,
-        "sockets_used": len(sampler.connections()),
+        # the listening sockets count too (RabbitMQ counts connections only): an idle node is
+        # not "0 sockets", which nagios' check_rabbitmq_server reads as "unable to get values"
+        "sockets_used": len(sampler.connections()) + len(listeners(request)),
         "sockets_used_details": st.details(0.0),
         "sockets_total": int(fd_total * 0.9),
         "proc_used": threading.active_count(),
