@@ -127,3 +127,50 @@ def test_reject_publish_returns_refused_and_dlx_variant_dead_letters():
                         {"x-dead-letter-exchange": "dlx", "x-max-length": 0, "x-overflow": "reject-publish-dlx"})
     assert q.publish(message()) == REFUSED
     assert catch.message_count == 1 and q.message_count == 0
+
+
+# --------------------------------------------------------------------------- malformed property lists (issue 16)
+
+def poisoned(**props) -> bytes:
+    """An encoded property list whose headers table holds an unknown type letter (same length):
+    what an older Warren stored, since it did not check lists at the edge."""
+    good = BasicProperties(headers={"k": 1}, **props).encode()
+    at = good.index(b"\x01kI")
+    return good[:at + 2] + b"Z" + good[at + 3:]
+
+
+def test_a_message_whose_headers_do_not_decode_is_dead_lettered_with_a_fresh_table(caplog):
+    from warren.codec.properties import properties_error
+    msg = Message("ex", "rk", poisoned(content_type="text/plain", delivery_mode=2, expiration="10"), b"body")
+    with caplog.at_level("WARNING", logger="warren.dead_letter"):
+        props, keys, deaths = make_dead_letter(msg, "expired", "q", None)
+    assert properties_error(props) is None
+    p = decode(props)
+    assert (p.content_type, p.delivery_mode, p.expiration) == ("text/plain", 2, None)
+    assert "k" not in p.headers and p.headers["x-death"][0]["reason"] == "expired"
+    assert keys == ["rk"] and deaths[0]["queue"] == "q"
+    assert "malformed property list" in caplog.text and "'q'" in caplog.text
+
+
+def test_a_property_list_cut_short_is_dead_lettered_with_what_precedes_the_cut(caplog):
+    msg = Message("ex", "rk", b"\x00\x00", b"body")
+    msg.properties = b"\x90\x00\x03abc"  # content-type, then delivery-mode missing (Message() refuses it)
+    with caplog.at_level("WARNING", logger="warren.dead_letter"):
+        props, _, _ = make_dead_letter(msg, "rejected", "q", None)
+    p = decode(props)
+    assert p.content_type == "abc" and p.headers["x-death"][0]["count"] == 1
+    assert "delivery-mode" in caplog.text
+
+
+def test_no_malformed_message_vanishes_when_it_is_rejected_expired_or_dropped_through_the_vhost():
+    v, catch = vhost_with_dlx()
+    q = v.declare_queue(None, "src", False, False, False, False,
+                        {"x-dead-letter-exchange": "dlx", "x-max-length": 1})
+    q.publish(Message("", "src", poisoned(), b"one"))
+    q.publish(Message("", "src", b"\x00\x00trailing", b"two"))  # drop-head: "one" goes (maxlen)
+    seq, msg, _, _ = q.take()
+    q.reject(seq, msg)  # "two" goes (rejected)
+    got = []
+    while (entry := catch.take(no_ack=True)) is not None:
+        got.append((bytes(entry[1].body), entry[1].decoded.headers["x-death"][0]["reason"]))
+    assert got == [(b"one", "maxlen"), (b"two", "rejected")]

@@ -29,6 +29,7 @@ import logging
 import struct
 
 from warren.codec.fields import Long, RawValue, decode_shortstr, decode_value
+from warren.codec.properties import salvage_properties, well_formed
 from warren.spec.amqp0_9_1 import BasicProperties
 
 __all__ = ["dead_letter", "dead_letter_targets", "make_dead_letter", "with_header"]
@@ -49,7 +50,7 @@ def dead_letter(queue, messages, reason: str) -> None:
     for msg in messages:
         try:
             properties, keys, deaths = make_dead_letter(msg, reason, queue.name, queue.dead_letter_routing_key)
-        except Exception:  # a property list we cannot rewrite: drop rather than fail the queue
+        except Exception:  # not for its content (make_dead_letter salvages that): our bug, logged
             log.exception("cannot dead-letter a message from queue %r", queue.name)
             continue
         dl = Message(exchange.name, keys[0], properties, msg.body)
@@ -71,8 +72,28 @@ def dead_letter_targets(exchange, dl, keys: list, deaths: list, reason: str) -> 
 
 
 def make_dead_letter(msg, reason: str, queue_name: str, routing_key: str | None):
-    """(encoded properties, routing keys, new x-death list) of ``msg`` dead-lettered from a queue."""
-    props, raw = _decode_with_raw_headers(msg.properties)
+    """(encoded properties, routing keys, new x-death list) of ``msg`` dead-lettered from a queue.
+
+    Never fails because of what the message holds (issue 16: a message whose headers did not
+    decode vanished from its queue and its DLX alike): a malformed property list, which only a
+    data folder from before the edge checked them can hold, is salvaged first (a bad headers
+    table becomes an empty one, warren/codec/properties.py) and the loss logged; should the
+    rewrite fail all the same, the message goes on with fresh properties, also logged."""
+    properties = msg.properties
+    if not well_formed(properties):
+        properties, dropped = salvage_properties(properties)
+        log.warning("a message dead-lettered (%s) from queue %r had a malformed property list; dropped: %s",
+                    reason, queue_name, dropped)
+    try:
+        return _rewrite(msg, properties, reason, queue_name, routing_key)
+    except Exception:
+        log.exception("cannot rewrite the properties of a message dead-lettered (%s) from queue %r; it goes on "
+                      "with fresh properties", reason, queue_name)
+        return _rewrite(msg, b"\x00\x00", reason, queue_name, routing_key)
+
+
+def _rewrite(msg, properties: bytes, reason: str, queue_name: str, routing_key: str | None):
+    props, raw = _decode_with_raw_headers(properties)
     decoded = props.headers or {}
     # x-death routing-keys: the publish key, then CC and BCC as the message still has them
     keys = [msg.routing_key]

@@ -54,7 +54,7 @@ from warren.broker.dedup import queue_duplicate
 from warren.broker.memory import MESSAGE_OVERHEAD
 from warren.broker.message import Message
 from warren.codec.fields import Long
-from warren.store.message import decode_message
+from warren.store.message import decode_restored
 
 if TYPE_CHECKING:
     from warren.broker.message import Message
@@ -389,7 +389,7 @@ class Queue:
         merged = sorted([(s, d, self.store) for s, d in durable] + [(s, d, self.spill) for s, d in spilled])
         now = time.monotonic()
         for seq, delivered, store in merged[:PAGE_BATCH]:
-            exchange, routing_key, properties, body = decode_message(store.read(seq))
+            exchange, routing_key, properties, body = decode_restored(store.read(seq))
             msg = Message(exchange, routing_key, properties, body)
             if store is self.spill:
                 store.ack(seq)  # in memory again; the spill copy is not needed any more

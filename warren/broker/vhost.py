@@ -22,7 +22,7 @@ from warren.broker.queues.stream_args import check_stream_declare, is_stream_dec
 from warren.broker.queues.quorum_args import (
     QUORUM_GENERIC_SKIPPED, check_classic_declare, check_queue_type, check_quorum_declare, is_quorum_declare,
 )
-from warren.store.message import decode_message
+from warren.store.message import decode_restored
 from warren.errors import AccessRefused, CommandInvalid, NotFound, PreconditionFailed, ResourceLocked
 
 __all__ = ["VirtualHost"]
@@ -260,7 +260,7 @@ class VirtualHost:
         for seq, delivered in head:
             record = store.read(seq)
             head_record_bytes += len(record)
-            exchange, routing_key, properties, body = decode_message(record)
+            exchange, routing_key, properties, body = decode_restored(record)
             msg = Message(exchange, routing_key, properties, body)
             try:
                 msg.check_expiration()

@@ -33,7 +33,12 @@ from __future__ import annotations
 
 from warren.codec.fields import MAX_TABLE_DEPTH, TIMESTAMP_MAX
 
-__all__ = ["properties_error", "salvage_properties"]
+__all__ = ["properties_error", "well_formed", "salvage_properties"]
+
+try:  # the compiled twin (setup.py), for callers that only need the verdict
+    from warren.codec._speedups import properties_error as _compiled_error
+except ImportError:
+    _compiled_error = None
 
 # the basic properties in wire order: (flag bit, kind) with kind "s" shortstr, "t" table,
 # 1 an octet, 8 a timestamp
@@ -129,6 +134,13 @@ def properties_error(buf, start: int = 0, end: int | None = None) -> str | None:
     return None
 
 
+def well_formed(properties) -> bool:
+    """Whether a whole property list passes ``properties_error`` (in C when it is built)."""
+    if _compiled_error is not None:
+        return _compiled_error(properties, 0, len(properties)) is None
+    return properties_error(properties) is None
+
+
 def salvage_properties(properties: bytes) -> tuple[bytes, str | None]:
     """A well-formed property list made from ``properties``, and what was dropped (None if nothing).
 
@@ -137,7 +149,7 @@ def salvage_properties(properties: bytes) -> tuple[bytes, str | None]:
     inside a length that fits is replaced by an empty one and the properties after it are kept
     too; anything after a property whose length cannot be trusted is dropped.
     """
-    if properties_error(properties) is None:
+    if well_formed(properties):
         return properties, None
     end = len(properties)
     if end < 2:

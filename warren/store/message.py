@@ -7,11 +7,17 @@ encoded as the codec decodes them (UTF-8 with surrogateescape), so any wire octe
 
 from __future__ import annotations
 
+import logging
 import struct
 
-__all__ = ["encode_message", "encode_message_ss", "decode_message"]
+from warren.codec.properties import salvage_properties, well_formed
+
+__all__ = ["encode_message", "encode_message_ss", "decode_message", "decode_restored"]
+
+log = logging.getLogger("warren.store")
 
 _U32 = struct.Struct(">I")
+_last_good = b"\x00\x00"  # the last property list found well formed: most messages share theirs
 
 
 def encode_message(exchange: str, routing_key: str, properties: bytes, body: bytes) -> bytes:
@@ -44,3 +50,21 @@ def decode_message(data) -> tuple[str, str, bytes, bytes]:
     if off + n > len(data):
         raise ValueError("message record cut short")
     return ex, rk, bytes(data[off:off + n]), bytes(data[off + n:])
+
+
+def decode_restored(data) -> tuple[str, str, bytes, bytes]:
+    """``decode_message`` for a message coming back into a queue (recovery, paging in, a delayed
+    message falling due). A property list that is not well formed, which only a data folder
+    written before Warren checked lists at the edge can hold (issue 16), is salvaged (a bad
+    headers table becomes an empty one, ``warren/codec/properties.py``) and the loss logged: the
+    message is kept, and no consumer receives a list it cannot decode."""
+    global _last_good
+    exchange, routing_key, properties, body = decode_message(data)
+    if properties != _last_good:
+        if well_formed(properties):
+            _last_good = properties
+        else:
+            properties, dropped = salvage_properties(properties)
+            log.warning("a stored message (exchange %r, routing key %r) had a malformed property list, kept "
+                        "without: %s", exchange, routing_key, dropped)
+    return exchange, routing_key, properties, body

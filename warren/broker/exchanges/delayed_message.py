@@ -39,7 +39,7 @@ from warren.broker.message import Message
 from warren.broker.properties import replace_header
 from warren.codec.fields import encode_value
 from warren.errors import CommandInvalid, PreconditionFailed
-from warren.store.message import decode_message
+from warren.store.message import decode_restored
 
 __all__ = ["DelayedMessageExchange", "MAX_DELAY_MS"]
 
@@ -91,7 +91,7 @@ def _decode(data) -> tuple[int, tuple, Message]:
         off += 2
         keys.append(bytes(data[off:off + size]).decode("utf-8", "surrogateescape"))
         off += size
-    exchange, routing_key, properties, body = decode_message(data[off:])
+    exchange, routing_key, properties, body = decode_restored(data[off:])
     return due_ms, tuple(keys), Message(exchange, routing_key, properties, body)
 
 
