@@ -315,7 +315,7 @@ def test_list_queues_columns_purge_and_delete(ctl, vhost, target):
         ctl.ok("purge_queue", "-p", vhost, "work")
         assert channel.queue_declare("work", passive=True).method.message_count == 0
         r = ctl("delete_queue", "-p", vhost, "idle", "--if-unused")
-        assert r.exit_code != 0  # it has a consumer
+        assert r.exit_code == 65 and "in use" in r.stderr  # it has a consumer: the broker says 400
         ctl.ok("delete_queue", "-p", vhost, "work")
         assert eventually(lambda: "work" not in [row[0] for row in ctl.table("list_queues", "-p", vhost)])
     finally:
@@ -548,3 +548,27 @@ def test_await_startup_waits_for_a_broker_and_times_out(start_broker):
         if waiter.poll() is None:
             waiter.kill()
             waiter.wait()
+
+
+def test_what_ctl_changed_survives_kill_9(start_broker, tmp_path):
+    """Definitions changed through ctl are durable before ctl returns (issue 13's rule)."""
+    data = tmp_path / "durable-data"
+    b = start_broker(data_dir=data)
+    ctl = Ctl(Target("warren", b.http_url, b.port))
+    ctl.ok("add_vhost", "kept")
+    ctl.ok("add_user", "keeper", "pw")
+    ctl.ok("set_user_tags", "keeper", "policymaker")
+    ctl.ok("set_permissions", "-p", "kept", "keeper", "^k-", "^k-", "^k-")
+    ctl.ok("set_vhost_limits", "-p", "kept", '{"max-queues": 9}')
+    ctl.ok("set_policy", "-p", "kept", "cap", "^k-", '{"max-length": 3}')
+    b.proc.kill()  # SIGKILL: no shutdown, no flush
+    b.proc.wait(timeout=10)
+
+    b2 = start_broker(data_dir=data)
+    ctl = Ctl(Target("warren", b2.http_url, b2.port))
+    assert "kept" in [row[0] for row in ctl.table("list_vhosts")]
+    assert {"user": "keeper", "tags": ["policymaker"]} in ctl.json("list_users")
+    assert ["keeper", "^k-", "^k-", "^k-"] in ctl.table("list_permissions", "-p", "kept")
+    assert ctl.json("list_vhost_limits", "-p", "kept") == {"max-queues": 9}
+    assert [p["name"] for p in ctl.json("list_policies", "-p", "kept")] == ["cap"]
+    assert ctl("ping", "--username", "keeper", "--password", "pw").exit_code == 0
