@@ -254,3 +254,33 @@ def test_permission_changes_apply_to_open_connections(env):
         finally:
             env.admin.set_permissions(env.user, env.vhost, "^c", "^w", "^r|^cr")
             env.admin.settle()
+
+
+@pytest.mark.parametrize("dialect", ["0-8", "0-9"])
+def test_0_8_and_0_9_connections_are_checked_the_same_way(env, dialect):
+    if env.name != "warren":
+        pytest.skip("Warren's own 0-8/0-9 client mode is run against Warren only")
+    from warren.spec import amqp0_9_1 as spec
+    from warren.protocol.client import Closed
+    from tests.e2e.clientmode import SocketClient
+
+    broker = env.admin.broker
+    with SocketClient(broker, dialect, username=env.user, password=PASSWORD, virtual_host=env.vhost) as c:
+        ch = c.channel(1)
+        c.send(ch, spec.QueueDeclare(0, "x-new"))
+        close = c.wait(spec.ChannelClose, ch).method
+        assert (close.reply_code, close.reply_text) == (403, "ACCESS_REFUSED - " + env.q("x-new"))
+        ch = c.channel(2)
+        c.publish(ch, "r-x", "k", b"m")
+        close = c.wait(spec.ChannelClose, ch).method
+        assert (close.reply_code, close.reply_text) == (403, "ACCESS_REFUSED - " + env.x("r-x"))
+        ch = c.channel(3)
+        c.call(ch, spec.QueuePurge(0, "r-q"), spec.QueuePurgeOk)  # read on r-q: allowed
+    c = SocketClient(broker, dialect, handshake=False, username=env.stranger, password=PASSWORD,
+                     virtual_host=env.vhost)
+    try:
+        closed = c.wait(Closed)
+        assert (closed.reply_code, closed.reply_text) == (
+            530, f"NOT_ALLOWED - access to vhost '{env.vhost}' refused for user '{env.stranger}'")
+    finally:
+        c.close_socket()
