@@ -306,6 +306,8 @@ class AMQPConnection(asyncio.Protocol):
         if blocked:
             if not session.published or self._blocked:
                 return  # only publishers are blocked, as RabbitMQ does
+            if not self.conn.is_open:
+                return  # closing: what it still sends is read and dropped (_read_until_closed)
             self._blocked = True
             self.transport.pause_reading()
             if session.capabilities.get("connection.blocked") and self.conn.is_open:
