@@ -54,8 +54,9 @@ def test_unbind_after_the_queue_was_deleted_is_unbind_ok_and_the_binding_is_gone
     ch.queue_delete(q)
     ch.queue_unbind(q, x, "k")
     ch.queue_declare(q)  # a new queue of that name is not bound
-    ch.basic_publish(x, "k", b"routed?")
-    assert ch.queue_declare(q, passive=True).method.message_count == 0
+    ch.confirm_delivery()
+    with pytest.raises(pika.exceptions.UnroutableError):
+        ch.basic_publish(x, "k", b"routed?", mandatory=True)
 
 
 def test_an_existing_binding_is_still_removed(conn, names):
@@ -96,8 +97,8 @@ def test_another_connections_exclusive_queue_unbinds_only_what_it_does_not_have(
         assert ei.value.reply_code == RESOURCE_LOCKED
         assert ei.value.reply_text.startswith(f"RESOURCE_LOCKED - cannot obtain exclusive access to locked "
                                               f"queue '{q}' in vhost '/'")
-        och.basic_publish(names["x"], "k", b"still bound")
-        assert och.queue_declare(q, passive=True).method.message_count == 1
+        och.confirm_delivery()
+        och.basic_publish(names["x"], "k", b"still bound", mandatory=True)  # routed: no UnroutableError
     finally:
         owner.close()
 
