@@ -29,6 +29,9 @@ class Config:
     channel_max: int = CHANNEL_MAX_DEFAULT
     max_message_size: int = MAX_MESSAGE_SIZE
     handshake_timeout: float = 10.0  # seconds from accept to connection.open-ok (RabbitMQ: 10)
+    # milliseconds a delivery may stay unacked before its channel is closed with 406 (RabbitMQ's
+    # consumer_timeout, default 30 min; 0 = off; warren/broker/consumer_timeout.py)
+    consumer_timeout: int = 1_800_000
     shutdown_timeout: float = 5.0  # seconds to wait for close-ok from clients on shutdown
     loop: str = "auto"
     # fsync before confirming persistent messages (group commit). False trades the power-cut
@@ -92,6 +95,8 @@ class Config:
             raise ValueError("http-max-header-size must be at least 1024 and http-max-body-size at least 1")
         if not 0 < self.handshake_timeout <= 3600:
             raise ValueError("handshake-timeout must be more than 0 and at most 3600 seconds")
+        if self.consumer_timeout < 0:
+            raise ValueError("consumer-timeout must be 0 (off) or a number of milliseconds")
         if self.log_level not in LOG_LEVELS:
             raise ValueError(f"log-level must be one of {', '.join(LOG_LEVELS)}, not {self.log_level!r}")
         if self.log_format not in LOG_FORMATS:

@@ -15,6 +15,7 @@ from pathlib import Path
 from warren import __version__
 from warren.access import FILE_NAME as ACCESS_FILE_NAME, AccessControl
 from warren.access.vhosts import MAX_CONNECTIONS
+from warren.broker.consumer_timeout import DEFAULT_CONSUMER_TIMEOUT_MS, ConsumerTimeout
 from warren.broker.memory import MemoryBudget
 from warren.broker.policies import FILE_NAME, PolicyFile
 from warren.broker.vhost import VirtualHost
@@ -70,6 +71,7 @@ class Broker:
             access.ensure_vhost(name)
         self.vhosts = {v.name: VirtualHost(v.name, durability, self.memory) for v in access.vhosts()}
         self.connections: dict[str, set] = {}  # vhost name -> its open sessions
+        self.consumer_timeout: ConsumerTimeout | None = ConsumerTimeout(DEFAULT_CONSUMER_TIMEOUT_MS)
         self._policies: list = []
         access.listeners.append(self)
         self.cluster_name = cluster_name
@@ -118,6 +120,13 @@ class Broker:
                 for t in list(vhost.timers):
                     if not t.tick(now):
                         vhost.timers.discard(t)
+        timeout = self.consumer_timeout
+        if timeout is not None and now >= timeout.next_check:  # warren/broker/consumer_timeout.py
+            timeout.check([s for sessions in self.connections.values() for s in sessions], now)
+
+    def set_consumer_timeout(self, timeout_ms: int) -> None:
+        """RabbitMQ's consumer_timeout in milliseconds (0 = off), checked from ``tick``."""
+        self.consumer_timeout = ConsumerTimeout(timeout_ms) if timeout_ms > 0 else None
 
     # --- vhosts at run time, connections --------------------------------------------------------
 

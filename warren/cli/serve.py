@@ -53,6 +53,9 @@ class OneLineErrors(click.Command):
 @click.option("--heartbeat", default=60, show_default=True, type=int, help="Heartbeat seconds offered to clients.")
 @click.option("--handshake-timeout", default=10.0, show_default=True, type=float,
               help="Seconds a client has from connecting to connection.open-ok (RabbitMQ's handshake_timeout).")
+@click.option("--consumer-timeout", default=1_800_000, show_default=True, type=int,
+              help="Milliseconds a delivery may stay unacknowledged before its channel is closed with 406 "
+                   "(RabbitMQ's consumer_timeout; 0 = off).")
 @click.option("--frame-max", default=131072, show_default=True, type=int, help="Largest frame in octets.")
 @click.option("--channel-max", default=2047, show_default=True, type=int, help="Most channels per connection.")
 @click.option("--fsync/--no-fsync", default=True, show_default=True,

@@ -113,6 +113,7 @@ class Server:
         Queue.flow_high_bytes = config.queue_flow_high_bytes or sys.maxsize
         self.broker = Broker(config.vhosts, durability=self.durability, memory_budget=config.memory_budget,
                              policy_file=config.policy_file, access=AccessControl.for_config(config))
+        self.broker.set_consumer_timeout(config.consumer_timeout)
         self.alarms = ResourceAlarms(self, config.data_dir, config.disk_free_limit, config.memory_limit())
         self.connections: set[AMQPConnection] = set()
         self._listener: asyncio.AbstractServer | None = None
