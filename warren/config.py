@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from warren.broker.memory import default_budget
@@ -37,8 +37,10 @@ class Config:
     # fsync before confirming persistent messages (group commit). False trades the power-cut
     # guarantee for speed: a killed process still loses nothing that was confirmed.
     fsync: bool = True
-    memory_budget: int = field(default_factory=default_budget)  # octets of queued messages before paging
-    # block publishers when resident memory passes this: a fraction of RAM (< 1) or octets
+    # octets of queued messages in memory before queues page to disk (0 = never page); None:
+    # half the memory watermark, at most a fifth of RAM (paging_budget, docs/flow-control.md)
+    memory_budget: int | None = None
+    # block publishers when Warren's memory passes this: a fraction of RAM (< 1) or octets
     memory_high_watermark: float = 0.4
     disk_free_limit: int = 50 * 1024 * 1024  # block publishers below this many free octets (0 = off)
     # flow control (warren/broker/queue.py): publishers of a consumed queue over these marks
@@ -69,6 +71,12 @@ class Config:
     access_file: Path | None = None  # None: access.json in the data folder (workers: the supervisor's)
     # a definitions file (RabbitMQ's JSON) imported at start-up, as RabbitMQ's load_definitions
     definitions: Path | None = None
+
+    def paging_budget(self) -> int:
+        """The memory budget in octets: as given, or below the watermark so queues page first."""
+        if self.memory_budget is not None:
+            return self.memory_budget
+        return default_budget(self.memory_limit())
 
     def memory_limit(self) -> int:
         w = self.memory_high_watermark

@@ -79,3 +79,107 @@ def test_memory_alarm_blocks_a_publishing_connection(start_broker, uid):
     assert "memory alarm raised" in b.log()
     _stop_with_blocked_client(b, pub)
 
+
+
+# --- the memory alarm measures what Warren holds (warren/broker/memory.py, docs/flow-control.md)
+
+MiB = 1 << 20
+BODY = b"m" * (64 * 1024)
+
+
+def _watch_blocking(conn) -> dict:
+    seen = {"blocked": 0, "unblocked": 0}
+    conn.add_on_connection_blocked_callback(lambda c, f: seen.__setitem__("blocked", seen["blocked"] + 1))
+    conn.add_on_connection_unblocked_callback(lambda c, f: seen.__setitem__("unblocked", seen["unblocked"] + 1))
+    return seen
+
+
+def _flood_until_blocked(conn, ch, queue: str, seen: dict, most: int) -> int:
+    """Publish 64 KiB messages until the broker says blocked (or ``most`` octets); returns octets sent."""
+    sent = 0
+    start = seen["blocked"]
+    while seen["blocked"] == start and sent < most:
+        ch.basic_publish("", queue, BODY)
+        sent += len(BODY)
+        conn.process_data_events(time_limit=0)
+    deadline = time.monotonic() + TIMEOUT
+    while seen["blocked"] == start and time.monotonic() < deadline:
+        conn.process_data_events(time_limit=0.1)
+    return sent
+
+
+def _wait_for(conn, seen: dict, key: str, count: int) -> None:
+    deadline = time.monotonic() + TIMEOUT
+    while seen[key] < count and time.monotonic() < deadline:
+        conn.process_data_events(time_limit=0.1)
+    assert seen[key] >= count, f"no connection.{key} ({seen})"
+
+
+def test_memory_alarm_fires_within_the_flood_and_clears_when_the_queue_is_deleted(start_broker, uid):
+    """Paging off: the queue's bytes raise the alarm during the flood (not a second later: the
+    queue holds no more than the watermark), and deleting the queue clears it, cycle after
+    cycle (it used to latch, as the process kept its resident memory)."""
+    watermark = 32 * MiB
+    b = start_broker("--memory-high-watermark", str(watermark), "--memory-budget", "0")
+    pub = _connect(b)
+    seen = _watch_blocking(pub)
+    ch = pub.channel()
+    other = _connect(b)  # never publishes: never blocked
+    och = other.channel()
+    for cycle in range(1, 4):
+        queue = f"memflood-{uid}-{cycle}"
+        och.queue_declare(queue)
+        sent = _flood_until_blocked(pub, ch, queue, seen, 20 * watermark)
+        assert seen["blocked"] == cycle, f"cycle {cycle}: not blocked after {sent} octets"
+        held = och.queue_declare(queue, passive=True).method.message_count * len(BODY)
+        assert held <= watermark, f"cycle {cycle}: {held} octets queued before the alarm"
+        och.queue_delete(queue)
+        _wait_for(pub, seen, "unblocked", cycle)
+    log = b.log()
+    assert log.count("memory alarm raised") == 3 and log.count("memory alarm cleared") == 3
+    other.close()
+    pub.close()
+
+
+def test_memory_alarm_clears_when_a_consumer_catches_up(start_broker, uid):
+    watermark = 32 * MiB
+    b = start_broker("--memory-high-watermark", str(watermark), "--memory-budget", "0")
+    pub = _connect(b)
+    seen = _watch_blocking(pub)
+    ch = pub.channel()
+    queue = f"memdrain-{uid}"
+    ch.queue_declare(queue)
+    _flood_until_blocked(pub, ch, queue, seen, 20 * watermark)
+    assert seen["blocked"] == 1
+    consumer = _connect(b)
+    cch = consumer.channel()
+    deadline = time.monotonic() + TIMEOUT
+    while seen["unblocked"] == 0 and time.monotonic() < deadline:
+        method, _, _ = cch.basic_get(queue, auto_ack=True)
+        if method is None:
+            consumer.process_data_events(time_limit=0.05)
+        pub.process_data_events(time_limit=0)
+    assert seen["unblocked"] == 1
+    consumer.close()
+    pub.close()
+
+
+def test_queues_page_to_disk_before_the_memory_alarm(start_broker, uid):
+    """The default memory budget is half the watermark: a flood with no consumer pages out and
+    the alarm never fires; every message is kept."""
+    watermark = 96 * MiB
+    b = start_broker("--memory-high-watermark", str(watermark))
+    pub = _connect(b)
+    seen = _watch_blocking(pub)
+    ch = pub.channel()
+    ch.confirm_delivery()
+    queue = f"mempage-{uid}"
+    ch.queue_declare(queue)
+    n = (2 * watermark) // len(BODY)
+    for _ in range(n):
+        ch.basic_publish("", queue, BODY)
+    assert seen["blocked"] == 0
+    assert ch.queue_declare(queue, passive=True).method.message_count == n
+    assert "memory alarm raised" not in b.log()
+    ch.queue_delete(queue)
+    pub.close()

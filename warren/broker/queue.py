@@ -12,7 +12,9 @@ that is taking messages in moves its tail out of memory and enters paging mode: 
 new messages go to disk only, and ``paged`` counts them. Every message with a seq above
 ``page_boundary`` that is not acked is on disk: persistent messages of a durable queue in its
 durable store, all others in a spill store that does not survive a restart. When fewer than
-``PAGE_LOW`` messages remain in memory, the next ``PAGE_BATCH`` are read back, in order.
+``PAGE_LOW`` messages remain in memory, the next ``PAGE_BATCH`` are read back, in order. The
+same marks in octets (``PAGE_*_BYTES``) bound a queue of large messages: 2048 messages of
+64 KiB would be 128 MiB kept "at the head" (the memory alarm's accounting, memory.py).
 
 Delivery is push: ``publish`` and every event that adds capacity (ack, qos, consume, flow on,
 a writable transport) call ``dispatch``, which hands ready messages to consumers with capacity,
@@ -64,7 +66,8 @@ __all__ = ["Queue", "PAGE_BATCH", "PAGE_KEEP", "REFUSED", "OVERFLOW_MODES"]
 PAGE_KEEP = 2048  # messages a paging queue keeps in memory at its head
 PAGE_LOW = 1024  # read more back from disk below this many in memory
 PAGE_BATCH = 4096  # messages read back at a time
-CHECK_EVERY = 1 << 20  # octets taken in between two memory-budget checks
+PAGE_KEEP_BYTES = 4 << 20  # ... and at most this many body octets kept, and read back at a time
+PAGE_LOW_BYTES = 2 << 20  # ... and read more back only below this many in memory
 
 # Flow control (docs/performance.md): a queue with consumers whose backlog passes either high
 # mark is "congested"; the connections that publish to it stop being read until it drains to
@@ -120,7 +123,6 @@ class Queue:
         self.spill = None  # a non-durable QueueStore for paged-out transient messages
         self.paged = 0  # messages on disk only, all with a seq above page_boundary
         self.page_boundary = 0
-        self._unchecked = 0
         self.deleted = False
         self._seq = 0
         self._rr = 0  # round-robin position in self.consumers
@@ -249,7 +251,7 @@ class Queue:
         """x-overflow drop-head: drop (dead-letter) from the head until within the limits."""
         gone = []
         while self._over_limit():
-            if self.paged and len(self.ready) < PAGE_LOW:
+            if self.paged and len(self.ready) < PAGE_LOW and self.ready_bytes < PAGE_LOW_BYTES:
                 self.page_in()
             if not self.ready:
                 break
@@ -300,12 +302,11 @@ class Queue:
             deadline = 0  # the dispatch below delivers it
         self.ready.append((self._seq, message, False, deadline))
         self.ready_bytes += len(message.body)
-        if self.memory is not None:
-            self._unchecked += len(message.body) + MESSAGE_OVERHEAD
-            if self._unchecked > CHECK_EVERY:
-                self._unchecked = 0
-                if self.memory.over():
-                    self.page_out()
+        memory = self.memory
+        if memory is not None:  # the broker-wide intake counter (memory.py): page out, memory alarm
+            memory.unchecked += len(message.body) + MESSAGE_OVERHEAD
+            if memory.unchecked > memory.check_every:
+                memory.check(self)
         if self.consumers:
             self.dispatch()
             if not self.congested and (len(self.ready) > self.flow_high or self.ready_bytes > self.flow_high_bytes):
@@ -360,7 +361,7 @@ class Queue:
         spilled_up_to = spill.last_seq if spill is not None else 0
         ready = self.ready
         moved = []
-        while len(ready) > PAGE_KEEP:
+        while len(ready) > PAGE_KEEP or (self.ready_bytes > PAGE_KEEP_BYTES and len(ready) > 1):
             seq, msg, redelivered, deadline = ready[-1]
             if redelivered:
                 break  # requeued messages stay in memory (they are few and at the head)
@@ -369,12 +370,13 @@ class Queue:
             ready.pop()
             moved.append((seq, msg))
             self.ready_bytes -= len(msg.body)
-        for seq, msg in reversed(moved):  # stores take seqs in increasing order
-            self._page_write(seq, msg)
-            self.paged_bytes += len(msg.body)
         if moved:
             self.page_boundary = moved[-1][0] - 1
         self.paged += len(moved)
+        while moved:  # stores take seqs in increasing order; each message (and the store record
+            seq, msg = moved.pop()  # it caches) is freed once written, not after the whole tail
+            self._page_write(seq, msg)
+            self.paged_bytes += len(msg.body)
         if self.spill is not None:
             self.spill.flush()  # out of our memory, into the OS (no fsync: not durable)
 
@@ -388,7 +390,10 @@ class Queue:
             return
         merged = sorted([(s, d, self.store) for s, d in durable] + [(s, d, self.spill) for s, d in spilled])
         now = time.monotonic()
+        read = 0
         for seq, delivered, store in merged[:PAGE_BATCH]:
+            if read >= PAGE_KEEP_BYTES:
+                break  # large messages: the rest comes back with the next batch
             exchange, routing_key, properties, body = decode_restored(store.read(seq))
             msg = Message(exchange, routing_key, properties, body)
             if store is self.spill:
@@ -396,6 +401,7 @@ class Queue:
             ttl = self._ttl_of(msg)
             self.ready.append((seq, msg, delivered, now + ttl if ttl is not None else 0))
             self.ready_bytes += len(body)
+            read += len(body)
             self.paged_bytes -= len(body)
             self.page_boundary = seq
             self.paged -= 1
@@ -506,7 +512,7 @@ class Queue:
         """The next ready (seq, message, redelivered, deadline), or None (basic.get); the message
         is marked delivered (``delivered``) and is the one to send."""
         self.last_used = time.monotonic()
-        if self.paged and len(self.ready) < PAGE_LOW:
+        if self.paged and len(self.ready) < PAGE_LOW and self.ready_bytes < PAGE_LOW_BYTES:
             self.page_in()
         self.expire()
         if not self.ready:
@@ -637,7 +643,7 @@ class Queue:
             if ready and ready[0][3]:
                 self.expire()
             while consumers and (ready or self.paged):
-                if self.paged and len(ready) < PAGE_LOW:
+                if self.paged and len(ready) < PAGE_LOW and self.ready_bytes < PAGE_LOW_BYTES:
                     self.page_in()
                     ready = self.ready
                     if not ready:

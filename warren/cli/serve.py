@@ -61,12 +61,13 @@ class OneLineErrors(click.Command):
 @click.option("--fsync/--no-fsync", default=True, show_default=True,
               help="fsync persistent messages before confirming them (group commit).")
 @click.option("--memory-high-watermark", default=0.4, show_default=True, type=float,
-              help="Block publishers above this resident memory: a fraction of RAM (<1) or octets (0 = off).")
+              help="Block publishers when Warren's memory passes this: a fraction of RAM (<1) or octets "
+                   "(0 = off; docs/flow-control.md).")
 @click.option("--disk-free-limit", default=50 * 1024 * 1024, show_default=True, type=int,
               help="Block publishers while the data folder's disk has less free space (octets; 0 = off).")
 @click.option("--memory-budget", default=None, type=int,
               help="Octets of queued messages kept in memory before queues page to disk "
-                   "(default: a fifth of physical memory; 0 = never page).")
+                   "(default: half the memory watermark, at most a fifth of physical memory; 0 = never page).")
 @click.option("--queue-flow-high", default=Config.queue_flow_high, show_default=True, type=int,
               help="Flow control: stop reading from publishers of a consumed queue holding more ready "
                    "messages than this, until it drains to half (0 = off).")

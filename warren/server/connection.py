@@ -227,8 +227,9 @@ class AMQPConnection(asyncio.Protocol):
             budget -= 1
             if self._throttled:
                 break  # a congested queue paused us (throttle): the rest waits
-            if alarms.raised and session.published and not self._blocked:
-                self.set_blocked(True, alarms.reason())
+            if alarms.raised and session.published:
+                if not self._blocked:  # else the alarm blocked us during this event (memory.py)
+                    self.set_blocked(True, alarms.reason())
                 break
         else:
             self._more_events = True  # budget spent: the rest waits for the next turn

@@ -9,10 +9,17 @@ connection.unblocked is sent when the last alarm clears.
 The alarms are the last line. Before them, a queue whose consumers fall behind pauses its own
 publishers (flow control: ``Queue.congested``, ``AMQPConnection.throttle``), and a queue
 without consumers pages to disk past the memory budget (``warren/broker/memory.py``).
+
+The memory alarm (docs/flow-control.md) is decided by the broker's ``MemoryBudget``, where
+messages are queued, so it fires within a flood; once a second this module gives it what only
+the process can measure: the connections' buffers and the resident size (after handing free
+heap back to the OS with ``malloc_trim``, so allocator retention is not mistaken for use).
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import logging
 import os
 
@@ -23,6 +30,21 @@ log = logging.getLogger("warren.alarms")
 DISK_FREE_LIMIT_DEFAULT = 50 * 1024 * 1024  # RabbitMQ's default disk_free_limit (50 MB)
 MEMORY_HIGH_WATERMARK_DEFAULT = 0.4  # RabbitMQ's vm_memory_high_watermark: 40 % of RAM
 CHECK_INTERVAL_S = 1.0
+TRIM_RATIO = 0.8  # resident size above this share of the watermark: give free heap back first
+
+
+def _malloc_trim():
+    """glibc's malloc_trim, or None (another libc: resident size is read as it is)."""
+    try:
+        trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
+    trim.argtypes = [ctypes.c_size_t]
+    trim.restype = ctypes.c_int
+    return trim
+
+
+_trim = _malloc_trim()
 
 
 class ResourceAlarms:
@@ -30,9 +52,12 @@ class ResourceAlarms:
         self.server = server
         self.data_dir = data_dir
         self.disk_free_limit = disk_free_limit
-        self.memory_limit = memory_limit  # octets of resident memory (0 = no memory alarm)
+        self.memory_limit = memory_limit  # octets (0 = no memory alarm)
         self.raised: set[str] = set()
         self._timer = None
+        self.memory = server.broker.memory  # the accounting and the alarm's decisions (memory.py)
+        self.memory.set_watermark(memory_limit, on_alarm=self._memory_alarm)
+        self.resident = 0  # the process's resident size at the last check
 
     def start(self) -> None:
         self.check()
@@ -50,16 +75,37 @@ class ResourceAlarms:
         with open("/proc/self/statm") as f:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
+    def buffers(self) -> int:
+        """Octets in the connections' output buffers and unparsed input."""
+        total = 0
+        for c in self.server.connections:
+            if c.transport is not None:
+                total += c.transport.get_write_buffer_size()
+            if c.conn is not None:
+                frames = c.conn.frames
+                total += len(frames.buf) - frames.pos
+        return total
+
     def check(self) -> None:
         if self.memory_limit:
+            memory = self.memory
+            memory.buffers = self.buffers()
             rss = self.rss()
-            self.set_alarm("memory", rss > self.memory_limit,
-                           f"resident memory {rss} is above the limit {self.memory_limit}")
+            if rss > self.memory_limit * TRIM_RATIO and _trim is not None:
+                _trim(0)
+                rss = self.rss()
+            memory.note_resident(rss)
+            memory.check()
+            self.resident = rss
         if self.disk_free_limit:
             free = self.disk_free()
             self.set_alarm("disk", free < self.disk_free_limit,
                            f"free disk space {free} is below the limit {self.disk_free_limit}")
         self._timer = self.server.loop.call_later(CHECK_INTERVAL_S, self.check)
+
+    def _memory_alarm(self, raised: bool, detail: str) -> None:
+        """MemoryBudget.check decided (in a publish, or in ``check``)."""
+        self.set_alarm("memory", raised, detail)
 
     def set_alarm(self, name: str, on: bool, detail: str = "") -> None:
         was_blocked = bool(self.raised)

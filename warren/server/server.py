@@ -111,7 +111,7 @@ class Server:
         # the flow-control marks of every queue (warren/broker/queue.py); 0 turns a mark off
         Queue.flow_high = config.queue_flow_high or sys.maxsize
         Queue.flow_high_bytes = config.queue_flow_high_bytes or sys.maxsize
-        self.broker = Broker(config.vhosts, durability=self.durability, memory_budget=config.memory_budget,
+        self.broker = Broker(config.vhosts, durability=self.durability, memory_budget=config.paging_budget(),
                              policy_file=config.policy_file, access=AccessControl.for_config(config))
         self.broker.set_consumer_timeout(config.consumer_timeout)
         self.alarms = ResourceAlarms(self, config.data_dir, config.disk_free_limit, config.memory_limit())
