@@ -41,8 +41,9 @@ _CHECKED_FLAGS_HI = _EXPIRATION_FLAG_HI | _REPLY_TO_FLAG_HI
 
 
 class Channel:
-    # the HTTP API's message_stats (warren/management/api/stats.py): a plain increment per
-    # settle; the deliveries and gets are ``next_tag - 1``, confirmed publishes ``publish_seq``
+    # the HTTP API's message_stats (warren/management/api/stats.py, also read by warren/metrics):
+    # plain increments; the deliveries and gets are ``next_tag - 1``
+    stats_publish = 0
     stats_ack = 0
 
     def __init__(self, session, number: int) -> None:
