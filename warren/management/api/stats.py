@@ -3,9 +3,8 @@
 The counts are plain integers the broker keeps anyway or increments once per event (the only
 cost on the publish path): a queue's enqueued messages are its ``_seq`` (a stream's offsets),
 its deliveries, gets, acks and redeliveries ``Queue.stats_*`` (incremented by the channel), an
-exchange's ``stats_publish_in`` (the one increment on the publish path), a channel's
-``stats_ack``, deliveries ``next_tag - 1`` and confirmed publishes ``publish_seq``, a
-connection's octets ``recv_oct``/``send_oct``.
+exchange's ``stats_publish_in``, a channel's ``stats_publish``/``stats_ack`` and its
+deliveries ``next_tag - 1``, a connection's octets ``recv_oct``/``send_oct``.
 
 Rates are what RabbitMQ shows in its default ``basic`` mode: every ``INTERVAL`` seconds (5, its
 ``collect_statistics_interval``) ``Sampler.sample`` records every object's counts; a rate is
@@ -63,10 +62,8 @@ def exchange_counts(exchange) -> dict:
 
 
 def channel_counts(channel) -> dict:
-    """A channel's counts. Its publishes are counted only in confirm mode (``publish_seq``): the
-    publish path pays one increment, on the exchange, and a channel without confirms shows none."""
     delivered = channel.next_tag - 1
-    return {"publish": channel.publish_seq, "confirm": channel.confirmed_upto, "return_unroutable": 0,
+    return {"publish": channel.stats_publish, "confirm": channel.confirmed_upto, "return_unroutable": 0,
             "drop_unroutable": 0, "deliver": delivered, "deliver_no_ack": 0, "get": 0, "get_no_ack": 0,
             "get_empty": 0, "deliver_get": delivered, "ack": channel.stats_ack, "redeliver": 0}
 
