@@ -50,6 +50,10 @@ class Config:
     ready_file: Path | None = None  # written (JSON with the port) once listening; for tests
     http_port: int = 15672  # the HTTP API (warren/management): 0 = ephemeral, -1 = off
     http_host: str | None = None  # None: the same address as the AMQP listener
+    # Prometheus metrics (warren/metrics, docs/metrics.md): RabbitMQ's port is 15692; off unless
+    # given, as RabbitMQ's rabbitmq_prometheus plugin is (0 = ephemeral, -1 = off)
+    prometheus_port: int = -1
+    prometheus_host: str | None = None  # None: the HTTP API's address
     # limits of the HTTP port (warren/management/limits.py)
     http_header_timeout: float = 10.0  # seconds for a request's line and headers
     http_body_timeout: float = 30.0  # seconds for a request's body
@@ -91,6 +95,8 @@ class Config:
             raise ValueError(f"port {self.port} out of range")
         if not -1 <= self.http_port <= 65535:
             raise ValueError(f"http port {self.http_port} out of range (-1 = off)")
+        if not -1 <= self.prometheus_port <= 65535:
+            raise ValueError(f"prometheus port {self.prometheus_port} out of range (-1 = off)")
         if self.frame_max and self.frame_max < 4096:
             raise ValueError("frame-max must be 0 or at least 4096 (frame-min-size)")
         if not 0 <= self.channel_max <= 65535:

@@ -26,6 +26,7 @@ from warren.broker.queue import REFUSED
 from warren.errors import (
     AccessRefused, NotAllowed, NotFound, NotImplemented_, PreconditionFailed,
 )
+from warren.metrics.totals import TOTALS
 from warren.protocol.dialects import EXCHANGE_BOUND
 from warren.spec import amqp0_9_1 as spec
 
@@ -45,6 +46,9 @@ class Channel:
     # plain increments; the deliveries and gets are ``next_tag - 1``
     stats_publish = 0
     stats_ack = 0
+    # unroutable publishes (off the routed path; Prometheus' rabbitmq_global_messages_unroutable_*)
+    stats_unroutable_dropped = 0
+    stats_unroutable_returned = 0
 
     def __init__(self, session, number: int) -> None:
         self.session = session
@@ -78,10 +82,10 @@ class Channel:
         self.tx_settles: list[tuple] = []
         self.reply_consumer = None  # direct reply-to (warren/broker/reply_to.py)
         self.closed = False
-        # exchanges this channel may publish to, while the access model's version is unchanged (authz.py)
-        self.access_control = session.broker.access
+        # the exchanges this channel may publish to (authz.py): the last one, then by name; the
+        # broker empties both on any change of users, vhosts or permissions
+        self.publish_allowed = authz.UNCHECKED
         self.publish_checked: dict = {}
-        self.publish_checked_version = -1
 
     # --- dispatch ------------------------------------------------------------------------
 
@@ -298,8 +302,7 @@ class Channel:
         if m.immediate:
             raise NotImplemented_("immediate=true", m.CLASS_ID, m.METHOD_ID)
         ex = self.vhost.exchanges.get(m.exchange)
-        if (ex is None or self.publish_checked.get(m.exchange) is not ex
-                or self.publish_checked_version != self.access_control.version):
+        if ex is not self.publish_allowed and self.publish_checked.get(m.exchange, authz.UNCHECKED) is not ex:
             authz.publish(self, m)  # write permission (and topic permission), then cached
         if ex is None:
             raise NotFound(f"no exchange '{m.exchange}' in vhost '{self.vhost.name}'", m.CLASS_ID, m.METHOD_ID)
@@ -343,9 +346,12 @@ class Channel:
         queues = ex.route(msg, (msg.routing_key,))
         if not queues:
             if mandatory:
+                self.stats_unroutable_returned += 1
                 self.conn.send_content(self.number, spec.BasicReturn(312, "NO_ROUTE", msg.exchange, msg.routing_key),
                                        msg.properties, msg.body)
                 self.session.want_flush()
+            else:
+                self.stats_unroutable_dropped += 1
             return 0
         need = 0
         refused = False
@@ -550,6 +556,7 @@ class Channel:
         if self.closed:
             return
         self.closed = True
+        TOTALS.channel_closed(self)  # its counts outlive it (warren/metrics/totals.py)
         reply_to.release(self)
         for c in list(self.consumers.values()):
             c.queue.remove_consumer(c)

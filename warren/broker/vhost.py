@@ -24,6 +24,7 @@ from warren.broker.queues.quorum_args import (
 )
 from warren.store.message import decode_restored
 from warren.errors import AccessRefused, CommandInvalid, NotFound, PreconditionFailed, ResourceLocked
+from warren.metrics.totals import TOTALS
 
 __all__ = ["VirtualHost"]
 
@@ -305,6 +306,7 @@ class VirtualHost:
     def _detach(self, q) -> None:
         """A deleted queue (classic or stream) leaves its bindings and cancels its consumers."""
         q.deleted = True
+        TOTALS.queue_deleted(q)  # its counts outlive it (warren/metrics/totals.py)
         for b in list(q.bound_to):
             self._unbind(b.source, b)
         for c in list(q.consumers):

@@ -79,6 +79,11 @@ class OneLineErrors(click.Command):
 @click.option("--http-port", default=15672, show_default=True, type=int,
               help="HTTP API port (stream records in bulk; 0 = ephemeral, -1 = off).")
 @click.option("--http-host", default=None, help="Address of the HTTP API (default: the same as --host).")
+@click.option("--prometheus-port", default=Config.prometheus_port, show_default=True, type=int,
+              help="Prometheus metrics port, /metrics and /metrics/per-object (RabbitMQ's is 15692; "
+                   "0 = ephemeral, -1 = off; docs/metrics.md).")
+@click.option("--prometheus-host", default=None,
+              help="Address of the Prometheus metrics (default: the HTTP API's address).")
 @click.option("--http-header-timeout", default=Config.http_header_timeout, show_default=True, type=float,
               help="Seconds an HTTP client has to send a request's line and headers (408 and close after).")
 @click.option("--http-body-timeout", default=Config.http_body_timeout, show_default=True, type=float,

@@ -25,6 +25,7 @@ from warren.broker.auth import MECHANISMS
 from warren.broker.channel import OUTPUT_BATCH
 from warren.broker.session import Session
 from warren.errors import AMQPError
+from warren.metrics.totals import TOTALS
 from warren.protocol.amqp0_9_1.connection import ServerConnection
 from warren.protocol.events import Method
 from warren.protocol.header import HEADER_SIZE, NEED_MORE, PREFERRED_HEADER, read_header
@@ -134,6 +135,7 @@ class AMQPConnection(asyncio.Protocol):
         self._log_close(exc)
         self.server.connections.discard(self)
         self.server.collector.connection_closed()
+        TOTALS.connections_closed += 1
         if self._timer is not None:
             self._timer.cancel()
         if self._handshake_timer is not None:
@@ -274,6 +276,7 @@ class AMQPConnection(asyncio.Protocol):
         self._throttled.add(queue)
         queue.throttled.add(self)
         if len(self._throttled) == 1:
+            TOTALS.queue_flow_pauses += 1
             self.transport.pause_reading()
             self._flow_timer = self.loop.call_later(FLOW_MAX_PAUSE_S, self._flow_timeout)
 
@@ -310,6 +313,7 @@ class AMQPConnection(asyncio.Protocol):
             if not self.conn.is_open:
                 return  # closing: what it still sends is read and dropped (_read_until_closed)
             self._blocked = True
+            TOTALS.alarm_flow_pauses += 1
             self.transport.pause_reading()
             if session.capabilities.get("connection.blocked") and self.conn.is_open:
                 self.conn.send_method(0, spec.ConnectionBlocked(reason))

@@ -23,6 +23,7 @@ from warren.broker.queue import Queue
 from warren.config import Config
 from warren.management import HttpServer
 from warren.management.limits import HttpLimits
+from warren.metrics.probes import SYNC_BUCKETS, Histogram
 from warren.server.collector import Collector, tune_young_collections
 from warren.server.connection import AMQPConnection
 from warren.server.flow_control import ResourceAlarms
@@ -123,6 +124,8 @@ class Server:
         self.http: HttpServer | None = None  # the HTTP API (warren/management), unless --http-port -1
         self.collector = Collector()  # full garbage collections (warren/server/collector.py)
         self.handoff: HandoffReceiver | None = None  # a worker's connections from the supervisor
+        self.metrics = None  # the Prometheus endpoint (warren/metrics), unless --prometheus-port -1
+        self.sync_latency = Histogram(SYNC_BUCKETS)  # seconds per group commit (warren_store_sync_seconds)
 
     # --- group commit -----------------------------------------------------------------------
 
@@ -139,10 +142,12 @@ class Server:
         if job is None:
             return
         number, stores = job
+        started = time.perf_counter()
         fut = self.loop.run_in_executor(self._sync_pool, self.durability.sync, stores)
-        fut.add_done_callback(lambda f: self._sync_done(f, number))
+        fut.add_done_callback(lambda f: self._sync_done(f, number, started))
 
-    def _sync_done(self, fut, number: int) -> None:
+    def _sync_done(self, fut, number: int, started: float = 0.0) -> None:
+        self.sync_latency.observe(time.perf_counter() - started)
         exc = fut.exception()
         if exc is not None:
             # the disk refused: nothing more may be confirmed; stop rather than lie
@@ -195,10 +200,24 @@ class Server:
                 http_port = await self.http.start(c.http_host or c.host, c.http_port)
             except OSError as e:
                 raise _listen_error("HTTP", c.http_host or c.host, c.http_port, e) from None
+        prometheus_port = await self._start_metrics() if c.prometheus_port >= 0 else None
         if c.ready_file:
             tmp = c.ready_file.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"host": c.host, "port": port, "pid": os.getpid(), "http_port": http_port}))
+            tmp.write_text(json.dumps({"host": c.host, "port": port, "pid": os.getpid(), "http_port": http_port,
+                                       "prometheus_port": prometheus_port}))
             tmp.replace(c.ready_file)
+
+    async def _start_metrics(self) -> int:
+        """The Prometheus endpoint (warren/metrics), imported only when it is on."""
+        from warren.metrics.server import MetricsServer
+        c = self.config
+        host = c.prometheus_host or c.http_host or c.host
+        self.metrics = MetricsServer(self, HttpLimits(c.http_header_timeout, c.http_body_timeout,
+                                                      c.http_max_header_size, c.http_max_body_size))
+        try:
+            return await self.metrics.start(host, c.prometheus_port)
+        except OSError as e:
+            raise _listen_error("Prometheus metrics", host, c.prometheus_port, e) from None
 
     async def serve(self) -> None:
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -235,6 +254,8 @@ class Server:
             self.handoff.close()
         if self.http is not None:  # before the stores close: no stream read may start after that
             await self.http.stop()
+        if self.metrics is not None:
+            await self.metrics.stop()
         # 2. connection.close 320 CONNECTION_FORCED to every client
         for conn in list(self.connections):
             conn.shutdown()
@@ -264,6 +285,9 @@ def run(config: Config) -> None:
         check_port("AMQP", config.host, config.port)
     if config.http_port > 0:
         check_port("HTTP", config.http_host or config.host, config.http_port)
+    if config.prometheus_port > 0:  # with --workers, worker i listens on port + i (workers.py)
+        check_port("Prometheus metrics", config.prometheus_host or config.http_host or config.host,
+                   config.prometheus_port)
     if config.workers > 1:
         from warren.server.workers import Supervisor
         try:

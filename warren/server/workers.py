@@ -77,6 +77,7 @@ class Worker:
         self.proc: subprocess.Popen | None = None
         self.channel: socket.socket | None = None
         self.http_port: int | None = None
+        self.prometheus_port: int | None = None
 
     def hand_over(self, sock, received: bytes, peer) -> None:
         fd = os.dup(sock.fileno())
@@ -276,6 +277,9 @@ class Supervisor:
                 "--http-max-body-size", str(c.http_max_body_size)]
         if c.http_host:
             args += ["--http-host", c.http_host]
+        # Prometheus metrics: each worker is a node of its own, on port + i (as the HTTP API)
+        prometheus = -1 if c.prometheus_port < 0 else (0 if c.prometheus_port == 0 else c.prometheus_port + w.index)
+        args += ["--prometheus-port", str(prometheus)]
         for v in w.vhosts:
             args += ["--vhost", v]
         return args
@@ -291,7 +295,9 @@ class Supervisor:
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"worker {w.index} did not start in {WORKER_START_TIMEOUT_S:.0f}s")
                 time.sleep(0.02)
-            w.http_port = json.loads(w.ready_file.read_text()).get("http_port")
+            ready = json.loads(w.ready_file.read_text())
+            w.http_port = ready.get("http_port")
+            w.prometheus_port = ready.get("prometheus_port")
             w.channel = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             w.channel.connect(str(w.socket_path))
             w.channel.settimeout(5.0)  # a hand-over is a few KB to a local worker; never block for long
@@ -340,9 +346,10 @@ class Supervisor:
             tmp = c.ready_file.with_suffix(".tmp")
             tmp.write_text(json.dumps({
                 "host": c.host, "port": port, "pid": os.getpid(),
-                "http_port": self.workers[0].http_port,
+                "http_port": self.workers[0].http_port, "prometheus_port": self.workers[0].prometheus_port,
                 "workers": [{"index": w.index, "pid": w.proc.pid, "vhosts": list(w.vhosts),
-                             "http_port": w.http_port} for w in self.workers]}))
+                             "http_port": w.http_port, "prometheus_port": w.prometheus_port}
+                            for w in self.workers]}))
             tmp.replace(c.ready_file)
         self._watch_workers()
         await self._stop.wait()

@@ -1,0 +1,238 @@
+"""Read the broker's counters for one scrape, on the loop, a slice at a time.
+
+Nothing is counted for the metrics on the message path: a scrape reads what the broker keeps
+anyway (queue lengths and octets, consumers, the channels' unacked maps) and the plain counters
+of warren/management/api/stats.py, plus what closed channels and deleted queues left in
+``TOTALS`` (totals.py). The broker's objects live on the event loop, so they are read there;
+after every ``SLICE`` objects the reader yields (``await asyncio.sleep(0)``), so a scrape of
+100,000 queues is many short steps between the broker's own callbacks, not one long stall.
+Objects created or deleted during a scrape are seen or not, as with RabbitMQ's own tables.
+
+The snapshot holds plain tuples; ``render.py`` turns them into text, again in slices.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import resource
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from operator import itemgetter
+
+from warren.broker.queue import Queue
+from warren.metrics.totals import QUEUE_TYPES, TOTALS
+
+__all__ = ["Snapshot", "read_snapshot", "SLICE", "QUEUE_FIELDS", "CHANNEL_FIELDS", "CONNECTION_FIELDS"]
+
+SLICE = 1000  # objects read between two yields to the loop (about a millisecond)
+
+# the fields of a queue row, a channel row, a connection row (render.py names them)
+QUEUE_FIELDS = ("vhost", "queue", "type", "ready", "unacked", "messages", "ready_ram", "ready_bytes", "consumers",
+                "paged_out", "paged_out_bytes", "published", "delivered", "acked", "redelivered")
+CHANNEL_FIELDS = ("name", "consumers", "unacked", "unconfirmed", "published", "confirmed", "dropped", "returned",
+                  "acked", "delivered")
+CONNECTION_FIELDS = ("name", "incoming_bytes", "outgoing_bytes", "channels")
+
+_Q = {name: i for i, name in enumerate(QUEUE_FIELDS)}
+_CH = {name: i for i, name in enumerate(CHANNEL_FIELDS)}
+_queue_of = itemgetter(0)  # a channel's unacked entry: (queue, seq, message, consumer, tag)
+_plain_count = Queue.message_count  # the property of classic queues (quorum and stream count their own way)
+
+
+@dataclass
+class Snapshot:
+    per_object: bool
+    started: float = 0.0  # time.perf_counter() when the read began
+    read_seconds: float = 0.0  # time spent reading on the loop (not counting the yields)
+    queue_rows: list = field(default_factory=list)  # per_object only
+    queue_sums: list = field(default_factory=lambda: [0] * len(QUEUE_FIELDS))
+    channel_rows: list = field(default_factory=list)  # per_object only
+    channel_sums: list = field(default_factory=lambda: [0] * len(CHANNEL_FIELDS))
+    connection_rows: list = field(default_factory=list)  # per_object only
+    connection_sums: list = field(default_factory=lambda: [0] * len(CONNECTION_FIELDS))
+    queues: int = 0
+    channels: int = 0
+    connections: int = 0
+    consumers: int = 0
+    publishers: int = 0  # channels that have published
+    # per queue type: [delivered, got, acknowledged, redelivered] of live queues plus deleted ones
+    by_queue_type: dict = field(default_factory=dict)
+    # channel counts of live channels plus closed ones
+    received: int = 0
+    received_confirm: int = 0
+    confirmed: int = 0
+    unroutable_dropped: int = 0
+    unroutable_returned: int = 0
+    paused_by_queue: int = 0  # connections not read now because a queue they publish to is congested
+    paused_by_alarm: int = 0  # connections not read now because a resource alarm blocks publishers
+    node: dict = field(default_factory=dict)
+
+
+def _connection_name(conn) -> str:
+    """The HTTP API's connection name (``peer -> local``), worked out once per connection."""
+    name = getattr(conn, "_api_name", None)
+    if name is None:
+        transport = conn.transport
+        peer = conn.peer or ("?", 0)
+        local = (transport.get_extra_info("sockname") if transport is not None else None) or ("?", 0)
+        name = f"{peer[0]}:{peer[1]} -> {local[0]}:{local[1]}"
+        try:
+            conn._api_name = name
+        except AttributeError:
+            pass
+    return name
+
+
+def _queue_type(q) -> str:
+    return "stream" if getattr(q, "is_stream", False) else getattr(q, "queue_type", "classic")
+
+
+def _published(q) -> int:
+    if getattr(q, "is_stream", False):
+        store = getattr(q, "store", None)
+        return store.next_offset if store is not None else 0
+    return q._seq
+
+
+def _queue_row(vhost: str, q, unacked: int) -> tuple:
+    if type(q).message_count is _plain_count:  # no side effect: expiry runs on its own timer
+        in_memory = len(q.ready)
+        ready = in_memory + q.paged
+    else:
+        ready = q.message_count
+        in_memory = ready - getattr(q, "paged", 0)
+    paged_bytes = getattr(q, "paged_bytes", 0)
+    return (vhost, q.name, _queue_type(q), ready, unacked, ready + unacked, in_memory,
+            q.ready_bytes + paged_bytes, len(q.consumers), getattr(q, "paged", 0), paged_bytes,
+            _published(q), q.stats_deliver + q.stats_get, q.stats_ack, q.stats_redeliver)
+
+
+async def read_snapshot(server, per_object: bool, slice_size: int = SLICE) -> Snapshot:
+    """Everything one scrape reports, read on the loop ``slice_size`` objects at a time."""
+    snap = Snapshot(per_object, started=time.perf_counter())
+    busy = 0.0
+    step = time.perf_counter()
+    done = 0
+
+    async def pause() -> None:
+        nonlocal busy, step
+        busy += time.perf_counter() - step
+        await asyncio.sleep(0)
+        step = time.perf_counter()
+
+    # --- connections and channels (and, per object, which queue each unacked message is from)
+    unacked_by_queue: Counter = Counter()
+    received_confirm = 0
+    ch_sums = snap.channel_sums
+    conn_sums = snap.connection_sums
+    for conn in list(server.connections):
+        snap.connections += 1
+        if conn._throttled:
+            snap.paused_by_queue += 1
+        if conn._blocked:
+            snap.paused_by_alarm += 1
+        session = conn.session
+        channels = list(session.channels.values()) if session is not None else []
+        row = (_connection_name(conn), conn.recv_oct, conn.send_oct, len(channels))
+        for i in range(1, len(row)):
+            conn_sums[i] += row[i]
+        if per_object:
+            snap.connection_rows.append(row)
+        for ch in channels:
+            snap.channels += 1
+            unconfirmed = ch.publish_seq - ch.confirmed_upto if ch.confirm_mode else 0
+            crow = (f"{row[0]} ({ch.number})", len(ch.consumers), len(ch.unacked), unconfirmed, ch.stats_publish,
+                    ch.confirmed_upto, ch.stats_unroutable_dropped, ch.stats_unroutable_returned, ch.stats_ack,
+                    ch.next_tag - 1)
+            for i in range(1, len(crow)):
+                ch_sums[i] += crow[i]
+            if per_object:
+                snap.channel_rows.append(crow)
+                if ch.unacked:
+                    unacked_by_queue.update(map(_queue_of, list(ch.unacked.values())))
+                    done += len(ch.unacked) // 100  # counting 100 entries costs about one object's read
+            if ch.stats_publish:
+                snap.publishers += 1
+            if ch.confirm_mode:
+                received_confirm += ch.publish_seq
+            done += 1
+        done += 1
+        if done >= slice_size:
+            done = 0
+            await pause()
+    received, confirmed = ch_sums[_CH["published"]], ch_sums[_CH["confirmed"]]
+    dropped, returned = ch_sums[_CH["dropped"]], ch_sums[_CH["returned"]]
+
+    # --- queues
+    by_type = {t: list(counts) for t, counts in TOTALS.by_queue_type.items()}
+    for t in QUEUE_TYPES:
+        by_type.setdefault(t, [0, 0, 0, 0])
+    q_sums = snap.queue_sums
+    rows = snap.queue_rows
+    numeric = range(3, len(QUEUE_FIELDS))
+    i_type = _Q["type"]
+    broker = server.broker
+    for vhost in list(broker.vhosts.values()):
+        queues = list(vhost.queues.values())
+        for start in range(0, len(queues), slice_size):
+            for q in queues[start:start + slice_size]:
+                row = _queue_row(vhost.name, q, unacked_by_queue.get(q, 0))
+                if per_object:
+                    rows.append(row)
+                for i in numeric:
+                    q_sums[i] += row[i]
+                counts = by_type.setdefault(row[i_type], [0, 0, 0, 0])
+                counts[0] += q.stats_deliver
+                counts[1] += q.stats_get
+                counts[2] += q.stats_ack
+                counts[3] += q.stats_redeliver
+            snap.queues += len(queues[start:start + slice_size])
+            await pause()
+    if not per_object:
+        # the aggregated unacked count comes from the channels (exact, and cheaper than per queue)
+        q_sums[_Q["unacked"]] = ch_sums[_CH["unacked"]]
+        q_sums[_Q["messages"]] = q_sums[_Q["ready"]] + q_sums[_Q["unacked"]]
+    snap.consumers = q_sums[_Q["consumers"]]
+    snap.by_queue_type = by_type
+    snap.received = TOTALS.received + received
+    snap.received_confirm = TOTALS.received_confirm + received_confirm
+    snap.confirmed = TOTALS.confirmed + confirmed
+    snap.unroutable_dropped = TOTALS.unroutable_dropped + dropped
+    snap.unroutable_returned = TOTALS.unroutable_returned + returned
+    snap.node = _node(server)
+    busy += time.perf_counter() - step
+    snap.read_seconds = busy
+    return snap
+
+
+def _node(server) -> dict:
+    """The process and its alarms (a few system calls)."""
+    alarms = server.alarms
+    memory = server.broker.memory
+    try:
+        open_fds = len(os.listdir("/proc/self/fd"))
+    except OSError:
+        open_fds = 0
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        disk_free = alarms.disk_free()
+    except OSError:
+        disk_free = 0
+    try:
+        resident = alarms.rss()
+    except OSError:
+        resident = 0
+    return {
+        "resident": resident,
+        "memory_limit": alarms.memory_limit,
+        "memory_alarm": int("memory" in alarms.raised),
+        "disk_alarm": int("disk" in alarms.raised),
+        "disk_free": disk_free,
+        "disk_free_limit": alarms.disk_free_limit,
+        "open_fds": open_fds,
+        "max_fds": soft if soft != resource.RLIM_INFINITY else 1 << 20,
+        "paging_budget": memory.limit,
+        "held": memory.held,
+    }

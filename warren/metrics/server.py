@@ -1,0 +1,161 @@
+"""The Prometheus endpoint: ``/metrics`` and ``/metrics/per-object`` on their own port.
+
+As RabbitMQ's ``rabbitmq_prometheus`` (port 15692): ``/metrics`` sums the queue, channel and
+connection families over the node, so its size does not grow with the number of queues;
+``/metrics/per-object`` has one sample per queue, channel and connection. Both carry the node's
+and Warren's own families (render.py, docs/metrics.md).
+
+Served by aiohttp on the broker's event loop, behind the HTTP API's guard (time and size limits,
+warren/management/limits.py). A scrape must not stall the broker: the snapshot is read a slice of
+objects at a time (collect.py) and the text is formatted and written a chunk at a time (render.py),
+with a turn of the loop between slices, so clients are served throughout. The response is
+streamed (chunked), gzip-compressed when the scraper accepts it, as Prometheus does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import logging
+import platform
+import time
+import zlib
+
+from aiohttp import web
+
+from warren import __version__
+from warren.management.limits import HttpGuard, HttpLimits, limits_middleware, quiet_parse_errors
+from warren.metrics.collect import read_snapshot
+from warren.metrics.probes import GcPauseProbe, Histogram, LoopLagProbe, SYNC_BUCKETS
+from warren.metrics.render import render
+from warren.metrics.text import CONTENT_TYPE
+from warren.metrics.totals import TOTALS
+
+__all__ = ["MetricsServer", "PROMETHEUS_PORT_DEFAULT"]
+
+log = logging.getLogger("warren.metrics")
+
+PROMETHEUS_PORT_DEFAULT = 15692  # RabbitMQ's rabbitmq_prometheus port
+RABBITMQ_API_LEVEL = "3.10.8"  # the RabbitMQ this follows (the HTTP API's rabbitmq_version)
+SHUTDOWN_TIMEOUT_S = 2.0
+GZIP_LEVEL = 1  # the text compresses about 10:1 even at the fastest level
+WRITE_SIZE = 65536  # octets gathered before a write to the socket
+
+
+class MetricsServer:
+    """Prometheus metrics of ``server`` (a warren.server.Server)."""
+
+    def __init__(self, server, limits: HttpLimits | None = None) -> None:
+        self.server = server
+        self.totals = TOTALS
+        self.limits = limits or HttpLimits()
+        self.started_at = time.time()
+        self.loop_lag = LoopLagProbe(server.loop)
+        self.gc_pauses = GcPauseProbe()
+        self.sync_latency: Histogram = getattr(server, "sync_latency", None) or Histogram(SYNC_BUCKETS)
+        self.last_duration: dict[str, float] = {}  # endpoint -> seconds of its previous scrape
+        self.last_busy: dict[str, float] = {}  # endpoint -> loop seconds its previous scrape used
+        self.port: int | None = None
+        self._runner: web.AppRunner | None = None
+        self._listener: asyncio.AbstractServer | None = None
+        from warren.management.api.common import node_name
+        node = node_name()
+        cluster = getattr(server.broker, "cluster_name", None) or node
+        # RabbitMQ draws a random id once per cluster and stores it; Warren's is derived from the
+        # node name and the data folder, so it is the same across restarts with no extra file
+        digest = hashlib.sha256(f"{node}|{server.config.data_dir.resolve()}".encode()).digest()
+        cluster_id = "rabbitmq-cluster-id-" + base64.urlsafe_b64encode(digest[:16]).decode().rstrip("=")
+        self.identity_labels = (("rabbitmq_node", node), ("rabbitmq_cluster", cluster),
+                                ("rabbitmq_cluster_permanent_id", cluster_id))
+        self.build_labels = (("rabbitmq_version", RABBITMQ_API_LEVEL), ("prometheus_plugin_version", __version__),
+                             ("prometheus_client_version", "warren-text-0.0.4"),
+                             ("erlang_version", f"Python {platform.python_version()}"),
+                             ("product", "Warren"), ("product_version", __version__))
+
+    def build_app(self) -> web.Application:
+        app = web.Application(middlewares=[limits_middleware(self.limits)])
+        app.router.add_get("/metrics", self.aggregated)
+        app.router.add_get("/metrics/per-object", self.per_object)
+        return app
+
+    async def aggregated(self, request: web.Request) -> web.StreamResponse:
+        return await self.scrape(request, per_object=False)
+
+    async def per_object(self, request: web.Request) -> web.StreamResponse:
+        return await self.scrape(request, per_object=True)
+
+    async def scrape(self, request: web.Request, per_object: bool) -> web.StreamResponse:
+        endpoint = "/metrics/per-object" if per_object else "/metrics"
+        started = time.perf_counter()
+        snap = await read_snapshot(self.server, per_object)
+        busy = snap.read_seconds
+        response = web.StreamResponse(headers={"Content-Type": CONTENT_TYPE})
+        gzip = "gzip" in request.headers.get("Accept-Encoding", "")
+        compressor = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 31) if gzip else None
+        if gzip:
+            response.headers["Content-Encoding"] = "gzip"
+        await response.prepare(request)
+        step = time.perf_counter()
+        pending: list[bytes] = []
+        size = 0
+        for chunk in render(snap, self):
+            if chunk:
+                data = chunk.encode()
+                if compressor is not None:
+                    data = compressor.compress(data)
+                pending.append(data)
+                size += len(data)
+            busy += time.perf_counter() - step
+            if size >= WRITE_SIZE:
+                await response.write(b"".join(pending))
+                pending, size = [], 0
+            await asyncio.sleep(0)  # a turn for the broker between chunks
+            step = time.perf_counter()
+        if compressor is not None:
+            pending.append(compressor.flush())
+        busy += time.perf_counter() - step
+        if pending:
+            await response.write(b"".join(pending))
+        await response.write_eof()
+        self.last_duration[endpoint] = time.perf_counter() - started
+        self.last_busy[endpoint] = busy
+        return response
+
+    # --- life cycle ------------------------------------------------------------------------------
+
+    async def start(self, host: str, port: int) -> int:
+        """Listen on host:port (0 = ephemeral) and start the probes; returns the port bound."""
+        quiet_parse_errors()
+        limits = self.limits
+        runner = web.AppRunner(self.build_app(), handle_signals=False, access_log=None,
+                               shutdown_timeout=SHUTDOWN_TIMEOUT_S, keepalive_timeout=limits.keepalive_timeout,
+                               max_line_size=limits.max_header_size, max_field_size=limits.max_header_size)
+        await runner.setup()
+        loop = asyncio.get_running_loop()
+        handlers = runner.server
+        try:
+            self._listener = await loop.create_server(lambda: HttpGuard(handlers(), limits, loop), host, port,
+                                                      reuse_address=True, backlog=128)
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        self.port = self._listener.sockets[0].getsockname()[1]
+        self.loop_lag.start()
+        self.gc_pauses.start()
+        log.info("Prometheus metrics on http://%s:%d/metrics (and /metrics/per-object)", host, self.port)
+        return self.port
+
+    async def stop(self) -> None:
+        """Stop listening and the probes (idempotent)."""
+        self.loop_lag.stop()
+        self.gc_pauses.stop()
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.close()
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
+        if listener is not None:
+            await listener.wait_closed()
