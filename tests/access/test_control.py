@@ -103,6 +103,9 @@ def test_listeners_hear_of_vhosts_including_other_processes_changes(tmp_path):
         def vhost_deleted(self, name):
             heard.append(("deleted", name))
 
+        def access_changed(self):
+            pass
+
     a = AccessControl.in_data_dir(tmp_path)
     a.listeners.append(Listener())
     a.add_vhost("mine")

@@ -19,7 +19,8 @@ An existing file is never re-seeded: deleting guest stays deleted.
 
 Every change bumps ``version`` (``ConnectionAccess`` caches drop their answers then) and vhost
 additions and deletions are announced to ``listeners`` (the broker creates or tears down the
-running vhost); a listener is any object with ``vhost_added(info)`` and ``vhost_deleted(name)``.
+running vhost); a listener is any object with ``vhost_added(info)``, ``vhost_deleted(name)`` and
+``access_changed()`` (called after every change, after the vhost calls).
 """
 
 from __future__ import annotations
@@ -451,6 +452,7 @@ class AccessControl:
                 listener.vhost_deleted(name)
             for info in added:
                 listener.vhost_added(info)
+            listener.access_changed()
 
     @contextmanager
     def _locked(self):

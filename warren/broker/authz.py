@@ -32,8 +32,10 @@ refused for user 'u'``; ``access to topic 'k' in exchange 'x' in vhost 'v' refus
 'u'``). ``max-queues`` is checked when a declare would create a queue (406, RabbitMQ's text).
 
 Each function takes the channel and the method; the channel handler calls one at its top.
-Publishing goes through ``may_publish``: the channel keeps the exchanges it may publish to in a
-dict, valid while the access model's version is unchanged, so a publish costs a dict lookup.
+Publishing goes through ``publish`` only when the channel's cache misses: the channel keeps
+the exchange it last published to and the others it may publish to, by name; the broker empties
+both (``forget_publish_checks``) whenever the access model changes. A publish to the same
+exchange as before costs one identity comparison.
 """
 
 from __future__ import annotations
@@ -46,8 +48,17 @@ from warren.access.vhosts import MAX_QUEUES
 from warren.broker import reply_to
 from warren.errors import AccessRefused, PreconditionFailed
 
-__all__ = ["exchange_declare", "exchange_delete", "exchange_bind", "queue_declare", "queue_delete", "queue_bind",
+__all__ = ["UNCHECKED", "forget_publish_checks", "exchange_declare", "exchange_delete", "exchange_bind", "queue_declare", "queue_delete", "queue_bind",
            "queue_read", "publish", "may_impersonate"]
+
+
+UNCHECKED = object()  # a channel's publish cache before (or after forgetting) its checks
+
+
+def forget_publish_checks(channel) -> None:
+    """Users, vhosts or permissions changed: the channel checks its next publishes again."""
+    channel.publish_allowed = UNCHECKED
+    channel.publish_checked.clear()
 
 
 def _refuse(ch, kind: str, name: str):
@@ -155,9 +166,6 @@ def publish(ch, m) -> None:
     cache unless a topic permission covers the exchange (then every routing key is checked,
     from the connection's own cache)."""
     access = ch.session.access
-    if ch.publish_checked_version != access.control.version:
-        ch.publish_checked.clear()
-        ch.publish_checked_version = access.control.version
     _require(ch, WRITE, "exchange", m.exchange)
     ex = ch.vhost.exchanges.get(m.exchange)
     if ex is None or ex.internal:
@@ -166,6 +174,7 @@ def publish(ch, m) -> None:
         _require_topic(ch, WRITE, ex, m.routing_key)
         return
     ch.publish_checked[m.exchange] = ex
+    ch.publish_allowed = ex
 
 
 def may_impersonate(ch) -> bool:

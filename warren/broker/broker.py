@@ -16,6 +16,7 @@ from warren import __version__
 from warren.access import FILE_NAME as ACCESS_FILE_NAME, AccessControl
 from warren.access.vhosts import MAX_CONNECTIONS
 from warren.broker.consumer_timeout import DEFAULT_CONSUMER_TIMEOUT_MS, ConsumerTimeout
+from warren.broker.authz import forget_publish_checks
 from warren.broker.memory import MemoryBudget
 from warren.broker.policies import FILE_NAME, PolicyFile
 from warren.broker.vhost import VirtualHost
@@ -154,6 +155,14 @@ class Broker:
                 vhost._remove_exchange(ex)
         vhost.timers.clear()
         log.info("vhost '%s' deleted (%d connections closed)", name, len(sessions))
+
+    def access_changed(self) -> None:
+        """Users, vhosts or permissions changed: every channel checks its next publish again
+        (the other checks ask the connection's ConnectionAccess, which follows by itself)."""
+        for sessions in self.connections.values():
+            for session in sessions:
+                for channel in session.channels.values():
+                    forget_publish_checks(channel)
 
     def admit(self, session, vhost: VirtualHost):
         """connection.open of ``session`` to ``vhost``, as RabbitMQ checks it: the vhost's
