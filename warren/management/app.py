@@ -31,6 +31,7 @@ from warren.management.api.auth import auth_middleware
 from warren.management.api.common import BROKER, INFO, SERVER, STATS, ApiError, not_found
 from warren.management.api.stats import Sampler
 from warren.management.api.streams import MAX_BYTES_CAP, MAX_RECORDS_CAP, RECORDS_CONTENT_TYPE
+from warren.management import ui
 
 __all__ = ["build_app", "BROKER", "INFO", "SERVER", "STATS", "RECORDS_CONTENT_TYPE", "MAX_BYTES_CAP",
            "MAX_RECORDS_CAP"]
@@ -89,4 +90,5 @@ def build_app(broker, info=None, server=None) -> web.Application:
     app.on_cleanup.append(_stop_sampler)
     for resource in RESOURCES:
         resource.add_routes(app)
+    ui.add_routes(app)  # the web UI at / (warren/management/ui): its own middleware, before errors and auth
     return app
