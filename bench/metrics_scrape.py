@@ -1,0 +1,205 @@
+"""Scrape cost of the Prometheus endpoint with many queues, and what it does to the event loop.
+
+Starts a Warren (``--prometheus-port 0``), declares N queues (default 10,000) over AMQP with a
+message in every tenth, then scrapes ``/metrics`` and ``/metrics/per-object`` several times each
+while a probe client measures the broker's responsiveness: an AMQP round trip (``basic.get`` on
+an empty queue; a reply comes only when the loop is free) every 5 ms during the scrape. Prints
+per endpoint: the scrape time, its size, the broker's loop time used (``warren_scrape_loop_busy_seconds``),
+the worst and median AMQP round trip during the scrapes and without any scrape, and the worst
+event-loop lag the broker recorded (``warren_event_loop_lag_seconds``).
+
+Then, in this process, the formatting alone: the same per-object families written by
+``warren/metrics/text.py``'s way and by ``prometheus_client.generate_latest`` (when installed),
+which is why the exporter is hand-written.
+
+    .venv/bin/python bench/metrics_scrape.py [--queues 10000] [--scrapes 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pika
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def start_broker(tmp: Path) -> tuple[subprocess.Popen, int, int]:
+    ready = tmp / "ready.json"
+    proc = subprocess.Popen([sys.executable, "-m", "warren", "serve", "--port", "0", "--http-port", "-1",
+                             "--prometheus-port", "0", "--data-dir", str(tmp / "data"), "--ready-file", str(ready),
+                             "--log-level", "warning"], cwd=ROOT, stdin=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while not ready.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise SystemExit("broker did not start")
+        time.sleep(0.05)
+    info = json.loads(ready.read_text())
+    return proc, info["port"], info["prometheus_port"]
+
+
+def declare_queues(port: int, n: int) -> None:
+    conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", port))
+    ch = conn.channel()
+    started = time.perf_counter()
+    for i in range(n):
+        ch.queue_declare(f"bench-q-{i:06d}")
+        if i % 10 == 0:
+            ch.basic_publish("", f"bench-q-{i:06d}", b"x" * 100)
+    conn.close()
+    print(f"declared {n} queues in {time.perf_counter() - started:.1f} s")
+
+
+class RoundTrips(threading.Thread):
+    """An AMQP round trip every ``interval`` s: how long the broker takes to answer."""
+
+    def __init__(self, port: int, interval: float = 0.005) -> None:
+        super().__init__(daemon=True)
+        self.conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", port))
+        self.ch = self.conn.channel()
+        self.queue = self.ch.queue_declare("", exclusive=True).method.queue
+        self.interval = interval
+        self.samples: list[tuple[float, float]] = []  # (when, seconds)
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            t = time.perf_counter()
+            self.ch.basic_get(self.queue, auto_ack=True)
+            self.samples.append((t, time.perf_counter() - t))
+            time.sleep(self.interval)
+
+    def between(self, start: float, end: float) -> list[float]:
+        return [d for t, d in self.samples if start <= t <= end]
+
+
+def scrape(url: str) -> tuple[float, int]:
+    started = time.perf_counter()
+    with urllib.request.urlopen(url, timeout=120) as r:
+        size = len(r.read())
+    return time.perf_counter() - started, size
+
+
+def metric(base: str, name: str, **labels) -> float:
+    text = urllib.request.urlopen(base + "/metrics", timeout=60).read().decode()
+    want = name + ("{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}" if labels else "")
+    for line in text.splitlines():
+        if line.startswith(want + " "):
+            return float(line.rsplit(" ", 1)[1])
+    return float("nan")
+
+
+def worst_lag(base: str) -> float:
+    """The highest bucket bound of warren_event_loop_lag_seconds that has observations above the one before."""
+    text = urllib.request.urlopen(base + "/metrics", timeout=60).read().decode()
+    buckets = []
+    for line in text.splitlines():
+        if line.startswith("warren_event_loop_lag_seconds_bucket"):
+            le = line.split('le="', 1)[1].split('"', 1)[0]
+            buckets.append((float(le), float(line.rsplit(" ", 1)[1])))
+    worst, previous = 0.0, 0.0
+    for bound, count in buckets:
+        if count > previous:
+            worst = bound
+        previous = count
+    return worst
+
+
+def formatting_alone(n: int) -> None:
+    """The per-object queue families for n queues: hand-written lines against prometheus_client."""
+    sys.path.insert(0, str(ROOT))
+    from warren.metrics.render import QUEUE_COUNTER_FAMILIES, QUEUE_FAMILIES
+    from warren.metrics.text import escape_label, header
+    families = QUEUE_FAMILIES + QUEUE_COUNTER_FAMILIES
+    rows = [("/", f"bench-q-{i:06d}") + tuple(range(13)) for i in range(n)]
+    started = time.perf_counter()
+    labels = [f'{{vhost="{escape_label(r[0])}",queue="{escape_label(r[1])}"}}' for r in rows]
+    parts = []
+    for k, (name, kind, _, text) in enumerate(families):
+        parts.append(header(name, kind, text))
+        parts.append("".join([f"{name}{lab} {row[3 + k]}\n" for lab, row in zip(labels, rows)]))
+    ours = "".join(parts).encode()
+    ours_s = time.perf_counter() - started
+    samples = n * len(families)
+    print(f"formatting {samples} samples ({n} queues x {len(families)} families): "
+          f"hand-written {ours_s * 1000:.0f} ms ({ours_s / samples * 1e6:.2f} us/sample, {len(ours)} octets)")
+    try:
+        from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily
+        from prometheus_client.exposition import generate_latest
+    except ImportError:
+        print("prometheus_client not installed: no comparison")
+        return
+
+    class Families:
+        def collect(self):
+            for k, (name, kind, _, text) in enumerate(families):
+                cls = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
+                family = cls(name[:-6] if kind == "counter" else name, text, labels=["vhost", "queue"])
+                for row in rows:
+                    family.add_metric([row[0], row[1]], row[3 + k])
+                yield family
+
+    registry = CollectorRegistry()
+    registry.register(Families())
+    started = time.perf_counter()
+    theirs = generate_latest(registry)
+    theirs_s = time.perf_counter() - started
+    print(f"  prometheus_client.generate_latest {theirs_s * 1000:.0f} ms ({theirs_s / samples * 1e6:.2f} us/sample,"
+          f" {len(theirs)} octets): {theirs_s / ours_s:.0f}x the hand-written time")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--queues", type=int, default=10_000)
+    ap.add_argument("--scrapes", type=int, default=5)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="warren-metrics-bench-") as tmp:
+        proc, port, prom = start_broker(Path(tmp))
+        base = f"http://127.0.0.1:{prom}"
+        try:
+            declare_queues(port, args.queues)
+            probe = RoundTrips(port)
+            probe.start()
+            time.sleep(1.0)
+            idle_start = time.perf_counter()
+            time.sleep(2.0)
+            idle = probe.between(idle_start, time.perf_counter())
+            print(f"AMQP round trip without scrapes: median {statistics.median(idle) * 1000:.2f} ms, "
+                  f"max {max(idle) * 1000:.2f} ms ({len(idle)} samples)")
+            for path in ("/metrics", "/metrics/per-object"):
+                times, sizes, trips = [], [], []
+                for _ in range(args.scrapes):
+                    t0 = time.perf_counter()
+                    seconds, size = scrape(base + path)
+                    trips += probe.between(t0, time.perf_counter())
+                    times.append(seconds)
+                    sizes.append(size)
+                    time.sleep(0.2)
+                busy = metric(base, "warren_scrape_loop_busy_seconds", endpoint=path)
+                print(f"{path}: {args.queues} queues, {sizes[-1] / 1e6:.2f} MB, scrape median "
+                      f"{statistics.median(times) * 1000:.0f} ms (max {max(times) * 1000:.0f}), loop busy "
+                      f"{busy * 1000:.0f} ms; AMQP round trip during scrapes: median "
+                      f"{statistics.median(trips) * 1000:.2f} ms, max {max(trips) * 1000:.2f} ms ({len(trips)} samples)")
+            print(f"worst event-loop lag bucket recorded by the broker: <= {worst_lag(base) * 1000:.0f} ms")
+            probe.stop.set()
+            probe.join(5)
+        finally:
+            proc.terminate()
+            proc.wait(30)
+    formatting_alone(args.queues)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    main()
