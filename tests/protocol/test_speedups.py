@@ -155,7 +155,7 @@ def test_compiled_and_pure_python_paths_give_the_same_events(parts, chunks):
 
 
 @needs_speedups
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(hostile_lists, st.binary(max_size=6), st.binary(max_size=6))
 def test_compiled_and_pure_python_property_checks_give_the_same_verdict(props, before, after):
     buf = bytearray(before + props + after)
