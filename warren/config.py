@@ -75,6 +75,52 @@ class Config:
     access_file: Path | None = None  # None: access.json in the data folder (workers: the supervisor's)
     # a definitions file (RabbitMQ's JSON) imported at start-up, as RabbitMQ's load_definitions
     definitions: Path | None = None
+    # TLS (warren/server/tls.py, docs/security.md). AMQP over TLS listens on tls_port (RabbitMQ's
+    # amqps port is 5671; -1 = off, 0 = ephemeral), beside the plain port (port -1 turns it off).
+    tls_port: int = -1
+    tls_cert: Path | None = None  # the server's PEM certificate (chain: leaf first)
+    tls_key: Path | None = None  # its PEM private key, unencrypted (None: in tls_cert)
+    tls_ca: Path | None = None  # PEM CA certificates that client certificates must chain to
+    # none: no client certificate asked; peer: verify_peer (a certificate, if sent, must verify);
+    # require: verify_peer + fail_if_no_peer_cert (no certificate, no connection)
+    tls_verify: str = "none"
+    tls_versions: tuple[str, ...] = ("tlsv1.2", "tlsv1.3")  # TLS 1.2 and 1.3 only
+    tls_ciphers: str | None = None  # OpenSSL cipher list for TLS 1.2 (None: Python's secure default)
+    http_tls: bool = False  # HTTPS on the HTTP API (and metrics) port, with tls_cert/tls_key
+    # the SASL EXTERNAL login (certificate login): which part of the client certificate is the
+    # user name, with RabbitMQ's ssl_cert_login_from / _san_type / _san_index values
+    tls_login_from: str = "common_name"
+    tls_login_san_type: str = "dns"
+    tls_login_san_index: int = 0
+
+    def _validate_tls(self) -> None:
+        from warren.server.tls import LOGIN_FROM, SAN_TYPES, VERIFY_MODES, parse_versions
+        if not -1 <= self.tls_port <= 65535:
+            raise ValueError(f"tls port {self.tls_port} out of range (-1 = off)")
+        if self.port < 0 and self.tls_port < 0 and self.handoff_socket is None:
+            raise ValueError("no AMQP listener: port -1 turns plain AMQP off, so give a tls-port")
+        if (self.tls_port >= 0 or self.http_tls) and self.tls_cert is None:
+            raise ValueError("tls-port and http-tls need tls-cert (and tls-key, unless the key is in that file)")
+        if self.tls_verify not in VERIFY_MODES:
+            raise ValueError(f"tls-verify must be one of {', '.join(VERIFY_MODES)}, not {self.tls_verify!r}")
+        if self.tls_verify != "none" and self.tls_ca is None:
+            raise ValueError(f"tls-verify {self.tls_verify} needs tls-ca (the CA that signs client certificates)")
+        if isinstance(self.tls_versions, str):  # the command line's "tlsv1.2,tlsv1.3"
+            self.tls_versions = tuple(v.strip() for v in self.tls_versions.split(",") if v.strip())
+        self.tls_versions = tuple(self.tls_versions)
+        parse_versions(self.tls_versions)  # ValueError names what is not allowed
+        if self.tls_login_from not in LOGIN_FROM:
+            raise ValueError(f"tls-login-from must be one of {', '.join(LOGIN_FROM)}, not {self.tls_login_from!r}")
+        if self.tls_login_san_type not in SAN_TYPES:
+            raise ValueError(f"tls-login-san-type must be one of {', '.join(SAN_TYPES)}, "
+                             f"not {self.tls_login_san_type!r}")
+        if self.tls_login_san_index < 0:
+            raise ValueError("tls-login-san-index must be 0 or more")
+        if self.tls_port >= 0 and self.workers > 1:
+            # the supervisor hands plain sockets to its workers; a TLS session cannot follow
+            # (warren/server/tls.py, docs/security.md "TLS and --workers")
+            raise ValueError("tls-port cannot be used with workers > 1: a TLS session cannot be handed "
+                             "to a worker process (docs/security.md, 'TLS and --workers')")
 
     def paging_budget(self) -> int:
         """The memory budget in octets: as given, or below the watermark so queues page first."""
@@ -91,8 +137,9 @@ class Config:
         return int(w)
 
     def validate(self) -> "Config":
-        if not 0 <= self.port <= 65535:
-            raise ValueError(f"port {self.port} out of range")
+        if not -1 <= self.port <= 65535:
+            raise ValueError(f"port {self.port} out of range (-1 = off)")
+        self._validate_tls()
         if not -1 <= self.http_port <= 65535:
             raise ValueError(f"http port {self.http_port} out of range (-1 = off)")
         if not -1 <= self.prometheus_port <= 65535:
@@ -125,6 +172,9 @@ class Config:
             raise ValueError("vhosts must be given once each")
         self.vhosts = tuple(self.vhosts)
         self.data_dir = Path(self.data_dir)
+        for name in ("tls_cert", "tls_key", "tls_ca"):
+            if getattr(self, name) is not None:
+                setattr(self, name, Path(getattr(self, name)))
         if self.log_file is not None:
             self.log_file = Path(self.log_file)
         return self

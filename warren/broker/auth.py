@@ -10,11 +10,18 @@ import hmac
 import ipaddress
 from dataclasses import dataclass
 
+from warren.access.errors import LoginRefused
+from warren.access.users import is_loopback
 from warren.codec.fields import FieldDecodeError, decode_shortstr, decode_value
 
-__all__ = ["User", "UserDB", "parse_response", "MECHANISMS"]
+__all__ = ["User", "UserDB", "parse_response", "check_certificate_login", "MECHANISMS",
+           "MECHANISMS_WITH_EXTERNAL"]
 
 MECHANISMS = b"PLAIN AMQPLAIN"
+# on a TLS connection whose client certificate verified (warren/server/tls.py): the certificate
+# login, RabbitMQ's rabbitmq_auth_mechanism_ssl; last, so a client choosing the first it knows
+# still picks a password mechanism
+MECHANISMS_WITH_EXTERNAL = MECHANISMS + b" EXTERNAL"
 
 
 @dataclass
@@ -76,3 +83,17 @@ def parse_response(mechanism: str, response: bytes) -> tuple[str, str]:
             raise ValueError("AMQPLAIN response lacks LOGIN or PASSWORD")
         return login, password
     raise ValueError(f"unsupported mechanism {mechanism!r}")
+
+
+def check_certificate_login(access, username: str, peer_host: str | None):
+    """The user an EXTERNAL (certificate) login names, from the user store ``access``
+    (warren/access), else ``LoginRefused`` with the reason. The certificate has been verified
+    already; no password is checked, so users without a password log in this way only. A
+    loopback-only user (``loopback_users``) is refused from a remote address, as RabbitMQ
+    checks that rule for every mechanism."""
+    user = access.user(username)
+    if user is None:
+        raise LoginRefused(username, LoginRefused.UNKNOWN_USER)
+    if username in getattr(access, "loopback_users", ()) and not is_loopback(peer_host):
+        raise LoginRefused(username, LoginRefused.LOOPBACK_ONLY)
+    return user

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 
 from warren.access.errors import LoginRefused
-from warren.broker.auth import parse_response
+from warren.broker.auth import check_certificate_login, parse_response
 from warren.broker.channel import Channel
 from warren.errors import (
     AMQPError, ConnectionAccessRefused, HardError, InternalError, NotAllowed, SoftError,
@@ -138,6 +138,11 @@ class Session:
             self.client_properties = m.client_properties
             caps = m.client_properties.get("capabilities")
             self.capabilities = caps if isinstance(caps, dict) else {}
+            if m.mechanism == "EXTERNAL":  # the certificate login: no password (warren/server/tls.py)
+                self.username = self._certificate_login()
+                self.conn.accept_login()
+                self.io.want_flush()
+                return
             try:
                 username, password = parse_response(m.mechanism, m.response)
             except ValueError as e:  # a malformed response is a failed login; the reason is logged only
@@ -175,6 +180,27 @@ class Session:
         elif index == _UPDATE_SECRET:
             self.conn.send_method(0, spec.ConnectionUpdateSecretOk())
         self.io.want_flush()
+
+    def _certificate_login(self) -> str:
+        """The user of an EXTERNAL login: named by the client's verified TLS certificate (the
+        glue's ``certificate_login``, set only on such connections), and known to the user
+        store. A refusal is RabbitMQ's generic 403; the reason goes to the log only."""
+        refused = ConnectionAccessRefused(
+            "Login was refused using authentication mechanism EXTERNAL. For details see the broker logfile.", 10, 11)
+        login = getattr(self.io, "certificate_login", None)
+        if login is None:
+            refused.log_detail = ("EXTERNAL login without a verified client certificate "
+                                  "(a plain connection, or TLS without a client certificate)")
+            raise refused
+        if login.name is None:
+            refused.log_detail = f"EXTERNAL login refused: {login.error}"
+            raise refused
+        try:
+            check_certificate_login(self.broker.users, login.name, self.peer[0] if self.peer else None)
+        except LoginRefused as e:
+            refused.log_detail = f"certificate login refused for user '{login.name}': {e.reason}"
+            raise refused from None
+        return login.name
 
     # --- glue callbacks ------------------------------------------------------------------
 

@@ -47,7 +47,34 @@ class OneLineErrors(click.Command):
 @click.option("--print-config", is_flag=True, default=False,
               help="Print the effective settings and where each came from (as TOML), then exit.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", default=5672, show_default=True, type=int, help="AMQP port (0 = ephemeral).")
+@click.option("--port", default=5672, show_default=True, type=int,
+              help="AMQP port (0 = ephemeral, -1 = no plain AMQP: TLS only).")
+@click.option("--tls-port", default=-1, show_default=True, type=int,
+              help="AMQP over TLS (amqps) port, RabbitMQ's is 5671 (0 = ephemeral, -1 = off; docs/security.md).")
+@click.option("--tls-cert", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="The server's PEM certificate (chain, leaf first), for --tls-port and --http-tls.")
+@click.option("--tls-key", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Its PEM private key, unencrypted (default: in the --tls-cert file).")
+@click.option("--tls-ca", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="PEM CA certificates that client certificates must chain to (--tls-verify peer/require).")
+@click.option("--tls-verify", default="none", show_default=True, type=click.Choice(["none", "peer", "require"]),
+              help="Client certificates: none (not asked), peer (verified if sent: RabbitMQ's verify_peer), "
+                   "require (verify_peer + fail_if_no_peer_cert).")
+@click.option("--tls-versions", default="tlsv1.2,tlsv1.3", show_default=True,
+              help="TLS versions allowed (tlsv1.2, tlsv1.3, comma-separated).")
+@click.option("--tls-ciphers", default=None,
+              help="OpenSSL cipher list for TLS 1.2 (default: Python's; TLS 1.3 suites are OpenSSL's).")
+@click.option("--http-tls/--no-http-tls", default=False, show_default=True,
+              help="Serve the HTTP API port (and the Prometheus port) over TLS with --tls-cert/--tls-key.")
+@click.option("--tls-login-from", default="common_name", show_default=True,
+              type=click.Choice(["common_name", "distinguished_name", "subject_alternative_name", "subject_alt_name"]),
+              help="Certificate login (SASL EXTERNAL): the part of the client certificate that names the user "
+                   "(RabbitMQ's ssl_cert_login_from).")
+@click.option("--tls-login-san-type", default="dns", show_default=True,
+              type=click.Choice(["dns", "email", "uri", "ip"]),
+              help="With subject_alternative_name: which kind of SAN (ssl_cert_login_san_type).")
+@click.option("--tls-login-san-index", default=0, show_default=True, type=int,
+              help="With subject_alternative_name: which SAN of that kind, from 0 (ssl_cert_login_san_index).")
 @click.option("--data-dir", default="data", show_default=True, type=click.Path(path_type=Path),
               help="Folder for durable state.")
 @click.option("--heartbeat", default=60, show_default=True, type=int, help="Heartbeat seconds offered to clients.")

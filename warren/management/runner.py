@@ -38,8 +38,9 @@ class HttpServer:
         self._runner: web.AppRunner | None = None
         self._listener: asyncio.AbstractServer | None = None
 
-    async def start(self, host: str, port: int) -> int:
-        """Listen on host:port (0 = ephemeral); returns the port bound."""
+    async def start(self, host: str, port: int, ssl_context=None) -> int:
+        """Listen on host:port (0 = ephemeral), over TLS with ``ssl_context`` (HTTPS, --http-tls);
+        returns the port bound."""
         limits = self.limits
         quiet_parse_errors()
         # aiohttp's own line limits at the guard's total, so the total is the one that applies;
@@ -53,14 +54,16 @@ class HttpServer:
         loop = asyncio.get_running_loop()
         handlers = runner.server  # aiohttp's protocol factory: one request handler per connection
         try:
+            # HTTPS: the TLS handshake gets the header time limit too (asyncio's default is 60 s)
+            tls = {"ssl": ssl_context, "ssl_handshake_timeout": limits.header_timeout} if ssl_context else {}
             self._listener = await loop.create_server(lambda: HttpGuard(handlers(), limits, loop), host, port,
-                                                      reuse_address=True, backlog=128)
+                                                      reuse_address=True, backlog=128, **tls)
         except BaseException:
             await runner.cleanup()
             raise
         self._runner = runner
         self.port = self._listener.sockets[0].getsockname()[1]
-        log.info("HTTP API listening on %s:%d", host, self.port)
+        log.info("HTTP API listening on %s:%d%s", host, self.port, " (HTTPS)" if ssl_context else "")
         return self.port
 
     async def stop(self) -> None:

@@ -56,6 +56,7 @@ class MetricsServer:
         self.sync_latency: Histogram = getattr(server, "sync_latency", None) or Histogram(SYNC_BUCKETS)
         self.last_duration: dict[str, float] = {}  # endpoint -> seconds of its previous scrape
         self.last_busy: dict[str, float] = {}  # endpoint -> loop seconds its previous scrape used
+        self.last_longest_step: dict[str, float] = {}  # endpoint -> the longest it held the loop at once
         self.port: int | None = None
         self._runner: web.AppRunner | None = None
         self._listener: asyncio.AbstractServer | None = None
@@ -97,6 +98,7 @@ class MetricsServer:
             response.headers["Content-Encoding"] = "gzip"
         await response.prepare(request)
         step = time.perf_counter()
+        longest = snap.longest_step
         pending: list[bytes] = []
         size = 0
         for chunk in render(snap, self):
@@ -106,7 +108,9 @@ class MetricsServer:
                     data = compressor.compress(data)
                 pending.append(data)
                 size += len(data)
-            busy += time.perf_counter() - step
+            held = time.perf_counter() - step
+            busy += held
+            longest = max(longest, held)
             if size >= WRITE_SIZE:
                 await response.write(b"".join(pending))
                 pending, size = [], 0
@@ -120,12 +124,14 @@ class MetricsServer:
         await response.write_eof()
         self.last_duration[endpoint] = time.perf_counter() - started
         self.last_busy[endpoint] = busy
+        self.last_longest_step[endpoint] = longest
         return response
 
     # --- life cycle ------------------------------------------------------------------------------
 
-    async def start(self, host: str, port: int) -> int:
-        """Listen on host:port (0 = ephemeral) and start the probes; returns the port bound."""
+    async def start(self, host: str, port: int, ssl_context=None) -> int:
+        """Listen on host:port (0 = ephemeral), over TLS with ``ssl_context`` (--http-tls), and start
+        the probes; returns the port bound."""
         quiet_parse_errors()
         limits = self.limits
         runner = web.AppRunner(self.build_app(), handle_signals=False, access_log=None,
@@ -135,8 +141,9 @@ class MetricsServer:
         loop = asyncio.get_running_loop()
         handlers = runner.server
         try:
+            tls = {"ssl": ssl_context, "ssl_handshake_timeout": limits.header_timeout} if ssl_context else {}
             self._listener = await loop.create_server(lambda: HttpGuard(handlers(), limits, loop), host, port,
-                                                      reuse_address=True, backlog=128)
+                                                      reuse_address=True, backlog=128, **tls)
         except BaseException:
             await runner.cleanup()
             raise
@@ -144,7 +151,8 @@ class MetricsServer:
         self.port = self._listener.sockets[0].getsockname()[1]
         self.loop_lag.start()
         self.gc_pauses.start()
-        log.info("Prometheus metrics on http://%s:%d/metrics (and /metrics/per-object)", host, self.port)
+        log.info("Prometheus metrics on %s://%s:%d/metrics (and /metrics/per-object)",
+                 "https" if ssl_context else "http", host, self.port)
         return self.port
 
     async def stop(self) -> None:

@@ -21,7 +21,6 @@ import json
 import logging
 import time
 
-from warren.broker.auth import MECHANISMS
 from warren.broker.channel import OUTPUT_BATCH
 from warren.broker.session import Session
 from warren.errors import AMQPError
@@ -31,6 +30,7 @@ from warren.protocol.events import Method
 from warren.protocol.header import HEADER_SIZE, NEED_MORE, PREFERRED_HEADER, read_header
 from warren.server.handshake import handshake_pending, peer_name
 from warren.server.handshake import stage as handshake_stage
+from warren.server.tls import mechanisms_for
 from warren.spec import amqp0_9_1 as spec
 
 __all__ = ["AMQPConnection"]
@@ -62,6 +62,7 @@ class AMQPConnection(asyncio.Protocol):
     recv_oct = 0
     send_oct = 0
     connected_at = 0.0  # time.time() of the accept (the HTTP API's connected_at)
+    certificate_login = None  # TLS with a verified client certificate: its tls.CertificateLogin
 
     def __init__(self, server, replay: bytes | None = None) -> None:
         # shared server state
@@ -193,7 +194,9 @@ class AMQPConnection(asyncio.Protocol):
             return b""
         rest = self._header[HEADER_SIZE:]
         c = self.config
-        self.conn = ServerConnection(self.server.broker.server_properties(), MECHANISMS, c.frame_max,
+        # EXTERNAL too on TLS with a verified client certificate (tls.py); the session reads certificate_login
+        mechanisms, self.certificate_login = mechanisms_for(self.transport, c)
+        self.conn = ServerConnection(self.server.broker.server_properties(), mechanisms, c.frame_max,
                                      c.channel_max, c.heartbeat, c.max_message_size, dialect=dialect)
         self.session = Session(self.server.broker, self.conn, self.peer, self)
         self.flush()
@@ -202,6 +205,8 @@ class AMQPConnection(asyncio.Protocol):
     def _refuse_header(self) -> None:
         log.info("refused protocol header %r from %s", self._header[:8], self.peer)
         self._close_reason = f"not an AMQP protocol header: {bytes(self._header[:8])!r}"
+        if self._header[:1] == b"\x16":  # a TLS handshake record (ClientHello)
+            self._close_reason += " (a TLS client on the plain AMQP port: use the TLS port, --tls-port)"
         self.transport.write(PREFERRED_HEADER)
         self.transport.close()
         self._closing = True

@@ -29,6 +29,7 @@ from warren.server.connection import AMQPConnection
 from warren.server.flow_control import ResourceAlarms
 from warren.server.handoff import HandoffReceiver
 from warren.server.loops import new_event_loop
+from warren.server.tls import TlsAmqpListener, TlsContexts, TlsError
 from warren.server import logs
 
 __all__ = ["Server", "StartupError", "lock_data_dir", "run"]
@@ -124,6 +125,8 @@ class Server:
         self.http: HttpServer | None = None  # the HTTP API (warren/management), unless --http-port -1
         self.collector = Collector()  # full garbage collections (warren/server/collector.py)
         self.handoff: HandoffReceiver | None = None  # a worker's connections from the supervisor
+        self.tls: TlsContexts | None = None  # TLS contexts (tls.py), when a TLS port or HTTPS is on
+        self.tls_listener: TlsAmqpListener | None = None  # AMQP over TLS (--tls-port)
         self.metrics = None  # the Prometheus endpoint (warren/metrics), unless --prometheus-port -1
         self.sync_latency = Histogram(SYNC_BUCKETS)  # seconds per group commit (warren_store_sync_seconds)
 
@@ -175,11 +178,19 @@ class Server:
                 load_definitions_file(self.broker, c.definitions, ParameterStore.in_data_dir(c.data_dir))
             except DefinitionsError as e:
                 raise StartupError(f"cannot load definitions: {e}") from None
+        if c.tls_port >= 0 or c.http_tls:
+            try:
+                self.tls = TlsContexts(c)
+            except TlsError as e:
+                raise StartupError(str(e)) from None
+        tls_port = None
         if c.handoff_socket is not None:  # a worker: connections come from the supervisor (workers.py)
             self.handoff = HandoffReceiver(self)
             await self.handoff.start(c.handoff_socket)
             port = c.port
             log.info("Warren worker %d serving vhosts %s (data in %s)", os.getpid(), ", ".join(c.vhosts), c.data_dir)
+        elif c.port < 0:  # plain AMQP off (--port -1): TLS only
+            port = None
         else:
             try:
                 self._listener = await self.loop.create_server(
@@ -188,6 +199,14 @@ class Server:
                 raise _listen_error("AMQP", c.host, c.port, e) from None
             port = self._listener.sockets[0].getsockname()[1]
             log.info("Warren listening on %s:%d (data in %s)", c.host, port, c.data_dir)
+        if c.tls_port >= 0 and c.handoff_socket is None:
+            self.tls_listener = TlsAmqpListener(self.loop, self.tls, lambda: AMQPConnection(self), c.handshake_timeout)
+            try:
+                tls_port = await self.tls_listener.start(c.host, c.tls_port)
+            except OSError as e:
+                raise _listen_error("AMQP over TLS", c.host, c.tls_port, e) from None
+            log.info("Warren listening for AMQP over TLS on %s:%d (client certificates: %s)", c.host, tls_port,
+                     {"none": "not asked", "peer": "verified if sent", "require": "required"}[c.tls_verify])
         self.alarms.start()
         self._tick_handle = self.loop.call_later(TICK, self._tick)
         http_port = None
@@ -197,14 +216,15 @@ class Server:
                 "gc": self.collector.stats()}, server=self, limits=HttpLimits(
                     c.http_header_timeout, c.http_body_timeout, c.http_max_header_size, c.http_max_body_size))
             try:
-                http_port = await self.http.start(c.http_host or c.host, c.http_port)
+                http_port = await self.http.start(c.http_host or c.host, c.http_port,
+                                                  ssl_context=self.tls.http_server_context() if c.http_tls else None)
             except OSError as e:
                 raise _listen_error("HTTP", c.http_host or c.host, c.http_port, e) from None
         prometheus_port = await self._start_metrics() if c.prometheus_port >= 0 else None
         if c.ready_file:
             tmp = c.ready_file.with_suffix(".tmp")
             tmp.write_text(json.dumps({"host": c.host, "port": port, "pid": os.getpid(), "http_port": http_port,
-                                       "prometheus_port": prometheus_port}))
+                                       "prometheus_port": prometheus_port, "tls_port": tls_port}))
             tmp.replace(c.ready_file)
 
     async def _start_metrics(self) -> int:
@@ -215,14 +235,15 @@ class Server:
         self.metrics = MetricsServer(self, HttpLimits(c.http_header_timeout, c.http_body_timeout,
                                                       c.http_max_header_size, c.http_max_body_size))
         try:
-            return await self.metrics.start(host, c.prometheus_port)
+            return await self.metrics.start(host, c.prometheus_port,  # HTTPS with --http-tls too
+                                            ssl_context=self.tls.http_server_context() if c.http_tls else None)
         except OSError as e:
             raise _listen_error("Prometheus metrics", host, c.prometheus_port, e) from None
 
     async def serve(self) -> None:
         for sig in (signal.SIGTERM, signal.SIGINT):
             self.loop.add_signal_handler(sig, self._on_signal, sig)
-        self.loop.add_signal_handler(signal.SIGHUP, logs.reopen)  # logrotate renamed the file
+        self.loop.add_signal_handler(signal.SIGHUP, self._on_hangup)
         try:
             await self.startup()
         except StartupError:
@@ -230,6 +251,12 @@ class Server:
             raise
         await self._stop.wait()
         await self.shutdown()
+
+    def _on_hangup(self) -> None:
+        """SIGHUP: reopen the log file (logrotate renamed it) and reload the TLS certificates."""
+        logs.reopen()
+        if self.tls is not None:
+            self.tls.reload()
 
     def request_stop(self) -> None:
         """Shut down as on SIGTERM (a worker whose supervisor has gone)."""
@@ -250,6 +277,8 @@ class Server:
             self._tick_handle.cancel()
         if self._listener is not None:
             self._listener.close()
+        if self.tls_listener is not None:
+            self.tls_listener.close()
         if self.handoff is not None:
             self.handoff.close()
         if self.http is not None:  # before the stores close: no stream read may start after that
@@ -271,6 +300,8 @@ class Server:
                     conn.transport.abort()
         if self._listener is not None:
             await self._listener.wait_closed()
+        if self.tls_listener is not None:
+            await self.tls_listener.wait_closed()
         # 5. flush and close the stores (no group commit may start after this)
         self._stores_closed = True
         self.durability.close(list(self.broker.all_queues()))
@@ -283,6 +314,7 @@ def run(config: Config) -> None:
     lock_data_dir(config.data_dir)  # the supervisor holds it; each worker locks its own sub-folder
     if config.handoff_socket is None:  # a worker listens on no AMQP port
         check_port("AMQP", config.host, config.port)
+        check_port("AMQP over TLS", config.host, config.tls_port)
     if config.http_port > 0:
         check_port("HTTP", config.http_host or config.host, config.http_port)
     if config.prometheus_port > 0:  # with --workers, worker i listens on port + i (workers.py)
