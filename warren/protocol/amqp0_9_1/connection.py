@@ -28,7 +28,9 @@ socket) or we (on its close-ok) end the connection.
 What this layer does on its own, because no broker decision is involved: it answers
 connection.close, channel.open and channel.close; enforces frame-max, channel-max and the
 channel states; negotiates tune-ok (RabbitMQ's rules; for 0-8/0-9 their spec's); and assembles
-content (method → header → body frames) into one ``Content`` event.
+content (method → header → body frames) into one ``Content`` event, after checking the header's
+property list (``warren/codec/properties.py``; one that does not decode is refused 541 as RabbitMQ
+refuses it, in the compiled fast path too, so nothing malformed is ever stored).
 """
 
 from __future__ import annotations
