@@ -46,6 +46,7 @@ import os
 from warren.access.permissions import CONFIGURE, READ, WRITE
 from warren.access.vhosts import MAX_QUEUES
 from warren.broker import reply_to
+from warren.broker.exchanges import EXCHANGE_TYPES
 from warren.errors import AccessRefused, PreconditionFailed
 
 __all__ = ["UNCHECKED", "forget_publish_checks", "exchange_declare", "exchange_delete", "exchange_bind", "queue_declare", "queue_delete", "queue_bind",
@@ -85,8 +86,8 @@ def _require_topic(ch, permission: str, exchange, routing_key: str) -> None:
 
 def exchange_declare(ch, m) -> None:
     name = m.exchange
-    if m.passive or name == "":
-        return  # passive needs nothing; the default exchange is refused by the vhost
+    if m.passive or name == "" or m.type not in EXCHANGE_TYPES:
+        return  # passive needs nothing; the default exchange (403) and unknown types (503) come first
     _require(ch, CONFIGURE, "exchange", name)
     if name in ch.vhost.exchanges:
         return
