@@ -11,7 +11,10 @@ identically by an earlier module is imported from it instead of written again.
 
 Inputs are read by a loader per format into one model (``Spec``): RabbitMQ's codegen JSON
 (ids, types, defaults, synchronous flags) and the AMQP XML (``<class>/<method>/<field>`` with
-domains). A new version is one line in ``TARGETS``. ``--check`` regenerates in memory and exits 1
+domains). A new version is one line in ``TARGETS``. AMQP 0-10 (``TARGETS_0_10``, another family)
+has its own loader and emitter: a declarative module (controls, commands, structs with their
+codes, size/pack widths and typed fields, enums, the type table) that warren/codec/amqp0_10
+interprets. ``--check`` regenerates in memory and exits 1
 if a committed module differs (tests/spec/test_generated.py runs it).
 """
 
@@ -441,6 +444,298 @@ def generate(module: str, spec: Spec, title: str | None = None, shared: dict | N
     return "\n".join(out)
 
 
+# --- AMQP 0-10 ---------------------------------------------------------------------------------
+#
+# 0-10 is another family (INVENTORY.md §11): typed fields in packed structs, controls and
+# commands coded by class and op code, structs with size/pack widths. Its module holds tables only
+# (classes with FIELDS and codes, enums, the type table); warren/codec/amqp0_10 encodes and
+# decodes them, so the generated code stays declarative and the codec is written once.
+
+# module -> (source, the official text it is compared with). Qpid's errata file is what Qpid's
+# clients are generated from (qpid-python loads it); where it differs from the official XML the
+# difference is listed in the module's docstring.
+TARGETS_0_10 = {"amqp0_10": ("amqp0-10.qpid-errata.xml", "amqp0-10.xml")}
+
+_NS = "{http://www.amqp.org/schema/amqp.xsd}"
+
+
+@dataclass
+class Field010:
+    name: str
+    type: str  # a type name, or the NAME of a struct ("message.reply-to")
+    required: bool
+    default: object = None
+    domain: str | None = None  # the enum domain it takes its values from, if any
+
+
+@dataclass
+class Struct010:
+    cls: str
+    name: str
+    class_code: int
+    size: int
+    pack: int
+    code: int | None
+    fields: list = field(default_factory=list)
+
+
+@dataclass
+class Op010:
+    kind: str  # control | command
+    cls: str
+    name: str
+    class_code: int
+    code: int
+    fields: list = field(default_factory=list)
+    implement: list = field(default_factory=list)
+    responses: list = field(default_factory=list)
+    result: str | None = None
+    header: list | None = None  # struct NAMEs the header segment may hold; None: no header
+    body: bool = False
+
+
+@dataclass
+class Spec010:
+    source: str
+    version: tuple
+    types: list  # (name, code, fixed width, size-prefix width)
+    constants: list
+    enums: list  # (qualified domain, type, [(choice, value)])
+    structs: list
+    ops: list
+
+
+def load_0_10(path: Path) -> Spec010:
+    root = ET.parse(path).getroot()
+    for el in root.iter():
+        el.tag = el.tag.replace(_NS, "")
+    types = []
+    for t in root.findall("type"):
+        code = t.get("code")
+        fixed, var = t.get("fixed-width"), t.get("variable-width")
+        types.append((t.get("name"), int(code, 16) if code else None, int(fixed) if fixed else None,
+                      int(var) if var else None))
+    type_names = {t[0] for t in types}
+    domains: dict[str, str] = {}  # qualified name -> type (a type, domain or struct name)
+    enums = []
+
+    def domain(el, prefix: str) -> None:
+        qual = prefix + el.get("name")
+        domains[qual] = el.get("type")
+        enum = el.find("enum")
+        if enum is not None:
+            enums.append((qual, el.get("type"), [(c.get("name"), int(c.get("value"), 0)) for c in enum.findall("choice")]))
+
+    for d in root.findall("domain"):
+        domain(d, "")
+    struct_names: set[str] = set()
+    for c in root.findall("class"):
+        for d in c.findall("domain"):
+            domain(d, c.get("name") + ".")
+        for s in c.iter("struct"):
+            struct_names.add(c.get("name") + "." + s.get("name"))
+
+    def resolve(t: str, cls: str, where: str) -> tuple[str, str | None]:
+        """(wire type or struct NAME, enum domain or None) of a type reference made in class ``cls``."""
+        enum_domain = None
+        seen = set()
+        while True:
+            candidates = [t] if "." in t else [f"{cls}.{t}", t]
+            for cand in candidates:
+                if cand in struct_names:
+                    return cand, enum_domain
+                if cand in domains:
+                    if cand in seen:
+                        raise SystemExit(f"{path.name}: domain loop at {cand}")
+                    seen.add(cand)
+                    if enum_domain is None and any(e[0] == cand for e in enums):
+                        enum_domain = cand
+                    cls = cand.split(".")[0] if "." in cand else cls
+                    t = domains[cand]
+                    break
+                if cand in type_names:
+                    return cand, enum_domain
+            else:
+                raise SystemExit(f"{path.name}: cannot resolve type {t!r} of {where}")
+
+    def fields_of(el, cls: str, where: str) -> list:
+        out = []
+        for f in el.findall("field"):
+            t, dom = resolve(f.get("type"), cls, f"{where}.{f.get('name')}")
+            default = f.get("default")
+            if default is not None:
+                default = bool(int(default)) if t == "bit" else int(default, 0)
+            out.append(Field010(f.get("name"), t, f.get("required") == "true", default, dom))
+        return out
+
+    structs, ops = [], []
+    for c in root.findall("class"):
+        cname, ccode = c.get("name"), int(c.get("code"), 16)
+
+        def struct(s, cname=cname, ccode=ccode) -> str:
+            code = s.get("code")
+            structs.append(Struct010(cname, s.get("name"), ccode, int(s.get("size")), int(s.get("pack")),
+                                     int(code, 16) if code else None,
+                                     fields_of(s, cname, f"{cname}.{s.get('name')}")))
+            return f"{cname}.{s.get('name')}"
+
+        for s in c.findall("struct"):
+            struct(s)
+        for kind in ("control", "command"):
+            for o in c.findall(kind):
+                op = Op010(kind, cname, o.get("name"), ccode, int(o.get("code"), 16),
+                           fields_of(o, cname, f"{cname}.{o.get('name')}"),
+                           [(i.get("role"), i.get("handle", "MUST").lower()) for i in o.findall("implement")],
+                           [r.get("name") for r in o.findall("response")])
+                result = o.find("result")
+                if result is not None:
+                    inner = result.find("struct")
+                    op.result = struct(inner) if inner is not None else resolve(result.get("type"), cname,
+                                                                                  f"result of {op.name}")[0]
+                segments = o.find("segments")
+                if segments is not None:
+                    header = segments.find("header")
+                    if header is not None:
+                        op.header = [resolve(e.get("type"), cname, f"header of {op.name}")[0]
+                                     for e in header.findall("entry")]
+                    op.body = segments.find("body") is not None
+                ops.append(op)
+    consts = [(k.get("name"), int(k.get("value"))) for k in root.findall("constant")]
+    version = (int(root.get("major")), int(root.get("minor")), 0)
+    structs.sort(key=lambda s: (s.class_code, s.code is None, s.code or 0))
+    return Spec010(path.name, version, types, consts, enums, structs, ops)
+
+
+def _errata(spec: Spec010, official: Spec010) -> list[str]:
+    """What the source changes against the official text, in words, for the module docstring."""
+    out = []
+    theirs = {(s.cls, s.name): s for s in official.structs}
+    for s in spec.structs:
+        o = theirs.get((s.cls, s.name))
+        if o is None:
+            out.append(f"struct {s.cls}.{s.name} is added")
+            continue
+        for attr in ("size", "pack", "code"):
+            if getattr(s, attr) != getattr(o, attr):
+                out.append(f"struct {s.cls}.{s.name}: {attr} {getattr(s, attr)} (official: {getattr(o, attr)})")
+        if s.fields != o.fields:
+            out.append(f"struct {s.cls}.{s.name}: fields differ")
+    ops = {(o.cls, o.name): o for o in official.ops}
+    for op in spec.ops:
+        o = ops.get((op.cls, op.name))
+        if o is None:
+            out.append(f"{op.kind} {op.cls}.{op.name} is added")
+            continue
+        for attr in ("code", "fields", "implement", "responses", "result", "header", "body"):
+            if getattr(op, attr) != getattr(o, attr):
+                out.append(f"{op.kind} {op.cls}.{op.name}: {attr} {getattr(op, attr)!r} (official: {getattr(o, attr)!r})")
+    for what in ("types", "constants", "enums"):
+        if getattr(spec, what) != getattr(official, what):
+            out.append(f"{what} differ")
+    return out
+
+
+def _fields_tuple(fields: list) -> str:
+    return "(" + "".join(f"({pyname(f.name)!r}, {f.type!r}, {f.required}), " for f in fields) + ")"
+
+
+def _init(fields: list, out: list[str]) -> None:
+    if not fields:
+        return
+    params = ", ".join(f"{pyname(f.name)}={(False if f.type == 'bit' else None) if f.default is None else f.default!r}"
+                       for f in fields)
+    out.append(f"    def __init__(self, {params}):")
+    for f in fields:
+        out.append(f"        self.{pyname(f.name)} = {pyname(f.name)}")
+    out.append("")
+
+
+def _slots(fields: list) -> str:
+    return "(" + "".join(repr(pyname(f.name)) + ", " for f in fields) + ")"
+
+
+def generate_0_10(spec: Spec010, official: Spec010) -> str:
+    errata = _errata(spec, official)
+    out = [
+        '"""AMQP 0-10 protocol tables.',
+        "",
+        f"Generated from {spec.source} by tools/gen_spec.py; do not edit, run the tool. Classes and",
+        "their meaning: warren/spec/base010.py; wire forms: warren/codec/amqp0_10.",
+        "",
+        f"Where {spec.source} differs from {official.source} (Qpid's corrections, which Qpid's",
+        "clients follow):",
+        "",
+    ]
+    out.extend(f"* {line}" for line in errata)
+    out += ['"""', "", "# fmt: off", "import enum", "", "from warren.spec.base010 import Command, Control, Struct, tables",
+            "", f"VERSION = {spec.version!r}", ""]
+    for name, value in spec.constants:
+        out.append(f"{pyname(name).upper()} = {value}")
+    out.append("")
+    out.append("# type name -> (type code or None, fixed width or None, size-prefix width or None)")
+    out.append("TYPES = {")
+    for name, code, fixed, var in spec.types:
+        out.append(f"    {name!r}: ({'None' if code is None else f'0x{code:02X}'}, {fixed}, {var}),")
+    out.append("}")
+    out.append("")
+    out.append("")
+    for qual, typ, choices in spec.enums:
+        out.append(f"class {camel(*qual.split('.'))}(enum.IntEnum):")
+        out.append(f"    \"\"\"{qual} ({typ})\"\"\"")
+        for cname, value in choices:
+            out.append(f"    {pyname(cname).upper()} = {value}")
+        out.append("")
+        out.append("")
+    for s in spec.structs:
+        out.append(f"class {camel(s.cls, s.name)}(Struct):")
+        out.append(f"    __slots__ = {_slots(s.fields)}")
+        out.append(f"    NAME = {s.cls + '.' + s.name!r}")
+        out.append(f"    CLASS_CODE = {s.class_code}")
+        out.append(f"    CODE = {s.code}")
+        out.append(f"    INDEX = {'None' if s.code is None else f'0x{s.class_code << 8 | s.code:04X}'}")
+        out.append(f"    SIZE = {s.size}")
+        out.append(f"    PACK = {s.pack}")
+        out.append(f"    FIELDS = {_fields_tuple(s.fields)}")
+        out.append("")
+        _init(s.fields, out)
+        out.append("")
+    for op in spec.ops:
+        base = "Control" if op.kind == "control" else "Command"
+        out.append(f"class {camel(op.cls, op.name)}({base}):")
+        out.append(f"    __slots__ = {_slots(op.fields)}")
+        out.append(f"    NAME = {op.cls + '.' + op.name!r}")
+        out.append(f"    CLASS_CODE = {op.class_code}")
+        out.append(f"    CODE = {op.code}")
+        out.append(f"    INDEX = 0x{op.class_code << 8 | op.code:04X}")
+        out.append(f"    FIELDS = {_fields_tuple(op.fields)}")
+        out.append(f"    IMPLEMENT = {tuple(op.implement)!r}")
+        if op.responses:
+            out.append(f"    RESPONSES = {tuple(op.cls + '.' + r for r in op.responses)!r}")
+        if op.result:
+            out.append(f"    RESULT = {op.result!r}")
+        if op.header is not None:
+            out.append("    HEADER = True")
+            out.append(f"    HEADER_STRUCTS = {tuple(op.header)!r}")
+        if op.body:
+            out.append("    BODY = True")
+        out.append("")
+        _init(op.fields, out)
+        out.append("")
+    out.append("# CONTROLS, COMMANDS: class code << 8 | op code -> class; STRUCTS: the same for coded structs;")
+    out.append("# BY_NAME: NAME -> class (every control, command and struct)")
+    out.append("CONTROLS, COMMANDS, STRUCTS, BY_NAME = tables(globals())")
+    out.append("# enum domain of a field: (NAME of the control/command/struct, field) -> enum class")
+    out.append("FIELD_ENUMS = {")
+    for owner in [*((f"{s.cls}.{s.name}", s.fields) for s in spec.structs), *((f"{o.cls}.{o.name}", o.fields) for o in spec.ops)]:
+        name, fields = owner
+        for f in fields:
+            if f.domain:
+                out.append(f"    ({name!r}, {pyname(f.name)!r}): {camel(*f.domain.split('.'))},")
+    out.append("}")
+    out.append("")
+    return "\n".join(out)
+
+
 def build(spec_dir: Path) -> dict[str, str]:
     result = {}
     shared: dict[str, str] = {}  # class text -> module, among the versions other than 0-9-1
@@ -448,6 +743,8 @@ def build(spec_dir: Path) -> dict[str, str]:
         spec = LOADERS[loader](spec_dir / filename, version)
         # 0-9-1 stays whole: it is the broker's own table and the hot path's
         result[module] = generate(module, spec, title, None if module == "amqp0_9_1" else shared)
+    for module, (filename, official) in TARGETS_0_10.items():
+        result[module] = generate_0_10(load_0_10(spec_dir / filename), load_0_10(spec_dir / official))
     return result
 
 

@@ -18,8 +18,37 @@ def test_generated_modules_match_a_fresh_generation():
 
 
 @pytest.mark.parametrize("module", ["amqp0_9_1", "amqp0_8", "amqp0_8_qpid", "amqp0_9", "amqp0_9_qpid",
-                                    "amqp0_91_qpid"])
+                                    "amqp0_91_qpid", "amqp0_10"])
 def test_generated_module_holds_no_prose(module):
     text = (ROOT / "warren" / "spec" / f"{module}.py").read_text()
     assert "do not edit" in text
     assert "MUST" not in text and "<doc" not in text
+
+
+def test_amqp0_10_tables_hold_the_spec_counts_and_codes():
+    from warren.spec import amqp0_10 as spec
+
+    # INVENTORY.md §11.5: 12 connection + 13 session controls; the commands of the other 8 classes
+    assert len(spec.CONTROLS) == 25
+    assert len(spec.COMMANDS) == 3 + 12 + 3 + 10 + 6 + 4 + 13 + 8
+    assert spec.CONTROLS[0x0101] is spec.ConnectionStart and spec.CONTROLS[0x020A] is spec.SessionCompleted
+    assert spec.COMMANDS[0x0401] is spec.MessageTransfer
+    assert spec.MessageTransfer.HEADER and spec.MessageTransfer.BODY
+    assert spec.MessageTransfer.HEADER_STRUCTS == (
+        "message.delivery-properties", "message.fragment-properties", "message.message-properties")
+    assert spec.QueueQuery.RESULT == "queue.queue-query-result"
+    assert spec.DtxStart.RESULT == "dtx.xa-result"
+    # structs: code, size and pack widths (§11.7); Qpid's errata makes dtx.xid coded, size 4
+    props = spec.STRUCTS[0x0403]
+    assert props is spec.MessageMessageProperties and (props.SIZE, props.PACK) == (4, 2)
+    assert (spec.SessionHeader.SIZE, spec.SessionHeader.PACK, spec.SessionHeader.INDEX) == (1, 1, None)
+    assert (spec.DtxXid.SIZE, spec.DtxXid.INDEX) == (4, 0x0604)
+    assert ("reply_to", "message.reply-to", False) in props.FIELDS
+    assert spec.MessageFragmentProperties().first is True  # default="1" in the XML
+    # field types resolve through domains; enums keep their domain
+    assert spec.SessionAttach.FIELDS == (("name", "vbin16", True), ("force", "bit", False))
+    assert spec.FIELD_ENUMS[("session.detached", "code")] is spec.SessionDetachCode
+    assert spec.ExecutionErrorCode.NOT_FOUND == 404 and spec.ExecutionErrorCode.INVALID_ARGUMENT == 542
+    assert spec.SegmentType.BODY == 3 and spec.Track.COMMAND == 1
+    assert spec.TYPES["sequence-set"] == (None, None, 2) and spec.TYPES["struct32"] == (0xAB, None, 4)
+    assert spec.MIN_MAX_FRAME_SIZE == 4096
