@@ -266,12 +266,18 @@ static PyObject *take_publish(PyObject *self, PyObject *const *args, Py_ssize_t 
     /* a property list seen last time was checked then; any other is checked now */
     PyObject *last_props = args[5];
     Py_ssize_t props_len = he - hs - 12;
-    if (!(PyBytes_CheckExact(last_props) && PyBytes_GET_SIZE(last_props) == props_len &&
-          memcmp(PyBytes_AS_STRING(last_props), b + hs + 12, props_len) == 0) &&
-        props_error(b, hs + 12, he) != NULL)
+    int same_props = PyBytes_CheckExact(last_props) && PyBytes_GET_SIZE(last_props) == props_len &&
+                     memcmp(PyBytes_AS_STRING(last_props), b + hs + 12, props_len) == 0;
+    if (!same_props && props_error(b, hs + 12, he) != NULL)
         goto none;
     PyObject *margs = same_or_new(args[4], b, ms + 4, me);
-    PyObject *props = margs ? same_or_new(last_props, b, hs + 12, he) : NULL;
+    PyObject *props = NULL;
+    if (margs && same_props) {
+        Py_INCREF(last_props);
+        props = last_props;
+    }
+    else if (margs)
+        props = PyBytes_FromStringAndSize((const char *)b + hs + 12, props_len);
     PyObject *body = props ? PyBytes_FromStringAndSize((const char *)b + bs, be - bs) : NULL;
     if (body)
         result = Py_BuildValue("(INNNn)", channel, margs, props, body, next);
