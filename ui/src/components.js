@@ -138,7 +138,7 @@ export function Field({ label, name, value, onInput, as = 'text', options, requi
     control = html`<input id=${id} name=${name} type=${as} value=${value} onInput=${(e) => onInput(e.target.value)}
       required=${required} aria-describedby=${hintId} ...${rest} />`;
   }
-  return html`<div class="field"><label for=${id}>${label}${required ? html`<span aria-hidden="true"> *</span>` : ''}</label>
+  return html`<div class=${required ? 'field required' : 'field'}><label for=${id}>${label}</label>
     ${control}${hint ? html`<small id=${hintId} class="hint">${hint}</small>` : null}</div>`;
 }
 

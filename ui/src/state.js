@@ -49,7 +49,7 @@ export function useAction() {
     try {
       const out = await fn();
       if (success) notify('ok', typeof success === 'function' ? success(out) : success);
-      return out === undefined ? true : out;
+      return out === undefined || out === null ? true : out;
     } catch (e) {
       notify('error', e.message || String(e));
       return null;

@@ -1,0 +1,272 @@
+"""The web management UI in a real browser: Debian's chromium, headless, driven by Playwright
+(launched with ``executable_path``; Playwright's own browser downloads are never used).
+
+Against a private broker, with pika on the AMQP side: log in (a wrong password first: the page's
+own message, no browser dialog), watch a queue declared over AMQP appear with its depth, publish
+and get a message through the UI, declare an exchange and bind it, create a user and a virtual
+host, close a connection. Each step is checked through the API or the AMQP client too, not only
+on the page. Bounded: one chromium for the module, a 10 s limit on every wait.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import pika
+import pytest
+
+from tests.conftest import EXTERNAL_URL
+from tests.management.api_client import call, q
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(90)]
+
+CHROMIUM = os.environ.get("WARREN_TEST_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
+WAIT_MS = 10_000
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    """(playwright, browser context) with a new empty profile; closed (browser process ended) after the module."""
+    if EXTERNAL_URL:
+        pytest.skip("needs a private Warren broker (WARREN_TEST_BROKER_URL is set)")
+    if not Path(CHROMIUM).is_file():
+        pytest.skip("no chromium installed (Debian: apt-get install chromium; tools/install-test-deps does it)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("playwright is not installed (pip install playwright; it is in the test extra)")
+    profile = tempfile.mkdtemp(prefix="warren-ui-chromium-")
+    with sync_playwright() as pw:
+        context = pw.chromium.launch_persistent_context(
+            profile, executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS,
+            viewport={"width": 1366, "height": 900}, timeout=30_000)
+        try:
+            yield context
+        finally:
+            context.close()
+    shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def ui_broker(tmp_path_factory):
+    from tests.conftest import launch_broker
+    b = launch_broker(tmp_path_factory.mktemp("ui-broker"))
+    try:
+        yield b
+    finally:
+        b.stop()
+
+
+@pytest.fixture
+def page(chromium, ui_broker):
+    p = chromium.new_page()
+    p.set_default_timeout(WAIT_MS)
+    errors: list[str] = []
+    p.on("pageerror", lambda e: errors.append(str(e)))
+    p.on("dialog", lambda d: d.accept())  # the confirm() before a close or delete
+    yield p
+    p.close()
+    assert not errors, f"JavaScript errors on the page: {errors}"
+
+
+def login(page, broker, user="guest", password="guest"):
+    page.goto(f"{broker.http_url}/")
+    page.get_by_label("Username", exact=True).fill(user)
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Log in").click()
+    page.get_by_role("navigation", name="Main").wait_for()
+
+
+def open_section(page, section_id):
+    """Open a closed section (a <details>) by its summary, as a user would."""
+    page.locator(f"#{section_id} > summary").click()
+
+
+def flash(page, text):
+    page.locator(".flash-item", has_text=text).first.wait_for()
+
+
+def wait_for(fn, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = fn()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError("condition not met in time")
+
+
+def test_login_refusals_then_overview(page, ui_broker):
+    page.goto(f"{ui_broker.http_url}/")
+    page.get_by_label("Username", exact=True).fill("guest")
+    page.get_by_label("Password").fill("wrong")
+    page.get_by_role("button", name="Log in").click()
+    # the page's own message: the API's 401 reached the page (no browser login dialog in between)
+    assert "Login failed" in page.get_by_role("alert").inner_text()
+    page.get_by_label("Password").fill("guest")
+    page.get_by_role("button", name="Log in").click()
+    page.get_by_role("heading", name="Overview").wait_for()
+    assert page.get_by_role("link", name="Admin").is_visible()  # administrator sees the admin pages
+    page.locator(".chart-plot canvas").first.wait_for()  # uPlot drew the charts
+    listeners = page.locator("#listeners").inner_text()
+    assert str(ui_broker.port) in listeners and str(ui_broker.http_port) in listeners
+    # a user without a management tag is refused by the page, a management user sees no Admin tab
+    for name, tags in (("ui-none", ""), ("ui-mgmt", "management")):
+        assert call(ui_broker.http_url, "PUT", f"/api/users/{name}", {"password": "pw", "tags": tags})[0] in (201, 204)
+        assert call(ui_broker.http_url, "PUT", f"/api/permissions/%2F/{name}",
+                    {"configure": ".*", "write": ".*", "read": ".*"})[0] in (201, 204)
+    page.get_by_role("button", name="Log out").click()
+    page.get_by_label("Username", exact=True).fill("ui-none")
+    page.get_by_label("Password").fill("pw")
+    page.get_by_role("button", name="Log in").click()
+    assert "Not management user" in page.get_by_role("alert").inner_text()
+    page.get_by_label("Password").fill("pw")
+    page.get_by_label("Username", exact=True).fill("ui-mgmt")
+    page.get_by_role("button", name="Log in").click()
+    page.get_by_role("heading", name="Overview").wait_for()
+    assert page.get_by_role("link", name="Admin").count() == 0
+    page.goto(f"{ui_broker.http_url}/#/users")
+    page.get_by_role("heading", name="Not found").wait_for()
+
+
+def test_queue_appears_publish_and_get(page, ui_broker, uid):
+    name = f"ui-q-{uid}"
+    login(page, ui_broker)
+    page.goto(f"{ui_broker.http_url}/#/queues?name={name}")
+    page.get_by_label("Refresh").select_option("2")  # the refresh interval is the user's choice
+    page.get_by_text("No queues match.").wait_for()
+    conn = pika.BlockingConnection(pika.URLParameters(ui_broker.url))
+    try:
+        ch = conn.channel()
+        ch.queue_declare(name, durable=True)
+        for i in range(3):
+            ch.basic_publish("", name, f"amqp {i}".encode())
+        # the list refreshes by itself: the queue shows up with its depth
+        row = page.get_by_role("row").filter(has=page.get_by_role("link", name=name))
+        row.wait_for()
+        wait_for(lambda: [c.strip() for c in row.locator("td").all_inner_texts()][6:9] == ["3", "0", "3"])
+
+        row.get_by_role("link", name=name).click()
+        page.get_by_role("heading", name=f"Queue {name}").wait_for()
+        open_section(page, "publish")
+        form = page.get_by_role("form", name="Publish message")
+        form.get_by_label("Payload", exact=True).fill("hello from the browser")
+        form.get_by_role("button", name="Publish message").click()
+        flash(page, "Message published.")
+        assert wait_for(lambda: call(ui_broker.http_url, "GET", f"/api/queues/%2F/{name}")[1]["messages"] == 4)
+
+        open_section(page, "get")
+        form = page.get_by_role("form", name="Get messages")
+        form.get_by_label("Messages", exact=True).fill("4")
+        form.get_by_role("button", name="Get message(s)").click()
+        got = page.get_by_role("region", name="Messages got")
+        got.get_by_text("hello from the browser").wait_for()
+        assert got.get_by_text("amqp 0").is_visible()
+        # the default ack mode requeues: the messages are still there for the AMQP consumer
+        bodies = []
+        for _ in range(4):
+            method, _, body = ch.basic_get(name, auto_ack=True)
+            assert method is not None
+            bodies.append(body)
+        assert sorted(bodies) == [b"amqp 0", b"amqp 1", b"amqp 2", b"hello from the browser"]
+    finally:
+        conn.close()
+
+
+def test_exchange_declare_bind_and_publish(page, ui_broker, uid):
+    ex, queue = f"ui-x-{uid}", f"ui-bq-{uid}"
+    assert call(ui_broker.http_url, "PUT", f"/api/queues/%2F/{queue}", {"durable": False})[0] in (201, 204)
+    login(page, ui_broker)
+    page.goto(f"{ui_broker.http_url}/#/exchanges")
+    open_section(page, "add-exchange")
+    section = page.locator("#add-exchange")
+    section.get_by_label("Name", exact=True).fill(ex)
+    section.get_by_label("Type", exact=True).select_option("topic")
+    section.get_by_role("button", name="Add exchange").click()
+    flash(page, f"Exchange {ex} declared")
+    assert call(ui_broker.http_url, "GET", f"/api/exchanges/%2F/{ex}")[1]["type"] == "topic"
+
+    page.get_by_role("link", name=ex, exact=True).click()
+    page.get_by_role("heading", name=f"Exchange {ex}").wait_for()
+    page.get_by_label("Queue name", exact=True).fill(queue)
+    page.get_by_label("Routing key", exact=True).first.fill("orders.#")
+    page.get_by_role("button", name="Bind").click()
+    flash(page, "Binding added")
+    page.get_by_role("link", name=queue).wait_for()
+
+    open_section(page, "publish")
+    form = page.get_by_role("form", name="Publish message")
+    form.get_by_label("Routing key", exact=True).fill("orders.new")
+    form.get_by_label("Payload", exact=True).fill("routed through the topic exchange")
+    form.get_by_role("button", name="Publish message").click()
+    flash(page, "Message published.")
+    assert wait_for(lambda: call(ui_broker.http_url, "GET", f"/api/queues/%2F/{queue}")[1]["messages"] == 1)
+
+
+def test_create_user_and_vhost(page, ui_broker, uid):
+    user, vhost = f"ui-user-{uid}", f"ui-vh-{uid}"
+    login(page, ui_broker)
+    page.get_by_role("link", name="Admin").click()
+    page.get_by_role("heading", name="Users").wait_for()
+    open_section(page, "add-user")
+    section = page.locator("#add-user")
+    section.get_by_label("Username", exact=True).fill(user)
+    section.get_by_label("Password", exact=True).fill("s3cret")
+    section.get_by_label("Password (again)").fill("s3cret")
+    section.get_by_role("button", name="monitoring").click()
+    section.get_by_role("button", name="Add user").click()
+    flash(page, f"User {user} added")
+    status, body, _ = call(ui_broker.http_url, "GET", f"/api/users/{user}")
+    assert status == 200 and body["tags"] == ["monitoring"]
+
+    page.get_by_role("navigation", name="Admin").get_by_role("link", name="Virtual hosts").click()
+    page.get_by_role("heading", name="Virtual hosts").wait_for()
+    open_section(page, "add-vhost")
+    section = page.locator("#add-vhost")
+    section.get_by_label("Name", exact=True).fill(vhost)
+    section.get_by_label("Description", exact=True).fill("made in the browser")
+    section.get_by_role("button", name="Add virtual host").click()
+    flash(page, f"Virtual host {vhost} added")
+    assert call(ui_broker.http_url, "GET", f"/api/vhosts/{q(vhost)}")[1]["description"] == "made in the browser"
+
+    # give the new user access to the new vhost from the vhost's page, then log in with it over AMQP
+    page.get_by_role("link", name=vhost).click()
+    page.get_by_role("heading", name=f"Virtual host {vhost}").wait_for()
+    form = page.get_by_role("form", name="Set permission")
+    form.get_by_label("User", exact=True).select_option(user)
+    form.get_by_role("button", name="Set permission").click()
+    flash(page, f"Permissions of {user} in {vhost} set")
+    params = pika.ConnectionParameters(ui_broker.host, ui_broker.port, vhost, pika.PlainCredentials(user, "s3cret"))
+    conn = pika.BlockingConnection(params)
+    conn.close()
+
+
+def test_close_connection(page, ui_broker):
+    conn = pika.BlockingConnection(pika.URLParameters(ui_broker.url))
+    try:
+        local_port = conn._impl._transport._sock.getsockname()[1]
+        name = wait_for(lambda: next((c["name"] for c in call(ui_broker.http_url, "GET", "/api/connections")[1]
+                                      if c["peer_port"] == local_port), None))
+        login(page, ui_broker)
+        page.get_by_role("navigation", name="Main").get_by_role("link", name="Connections").click()
+        page.get_by_role("link", name=name).click()
+        page.get_by_role("heading", name=f"Connection {name}").wait_for()
+        open_section(page, "close-connection")
+        page.get_by_label("Reason", exact=True).fill("closed by the UI test")
+        page.get_by_role("button", name="Force close").click()
+        flash(page, f"Connection {name} closed")
+        page.get_by_role("heading", name="Connections").wait_for()  # back to the list
+        with pytest.raises(pika.exceptions.ConnectionClosedByBroker) as closed:
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                conn.process_data_events(0.2)
+        assert closed.value.reply_code == 320 and "closed by the UI test" in closed.value.reply_text
+    finally:
+        if conn.is_open:
+            conn.close()
