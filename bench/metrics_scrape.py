@@ -100,20 +100,25 @@ def metric(base: str, name: str, **labels) -> float:
     return float("nan")
 
 
-def worst_lag(base: str) -> float:
-    """The highest bucket bound of warren_event_loop_lag_seconds that has observations above the one before."""
+def lag_buckets(base: str, family: str = "warren_event_loop_lag_seconds_bucket{") -> list[tuple[float, float]]:
+    """A histogram's cumulative buckets: [(le, count)] (by default the event-loop lag's)."""
     text = urllib.request.urlopen(base + "/metrics", timeout=60).read().decode()
     buckets = []
     for line in text.splitlines():
-        if line.startswith("warren_event_loop_lag_seconds_bucket"):
+        if line.startswith(family):
             le = line.split('le="', 1)[1].split('"', 1)[0]
             buckets.append((float(le), float(line.rsplit(" ", 1)[1])))
+    return buckets
+
+
+def worst_lag(before: list, after: list) -> tuple[float, int]:
+    """The bucket bound of the worst lag observed between two readings, and the ticks observed."""
     worst, previous = 0.0, 0.0
-    for bound, count in buckets:
-        if count > previous:
+    for (bound, b), (_, a) in zip(before, after):
+        if a - b > previous:
             worst = bound
-        previous = count
-    return worst
+        previous = a - b
+    return worst, int(after[-1][1] - before[-1][1])
 
 
 def formatting_alone(n: int) -> None:
@@ -175,10 +180,13 @@ def main() -> None:
             idle_start = time.perf_counter()
             time.sleep(2.0)
             idle = probe.between(idle_start, time.perf_counter())
+            print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
             print(f"AMQP round trip without scrapes: median {statistics.median(idle) * 1000:.2f} ms, "
                   f"max {max(idle) * 1000:.2f} ms ({len(idle)} samples)")
             for path in ("/metrics", "/metrics/per-object"):
                 times, sizes, trips = [], [], []
+                lags_before = lag_buckets(base)
+                full_gc_before = lag_buckets(base, 'warren_gc_pause_seconds_bucket{generation="2",')
                 for _ in range(args.scrapes):
                     t0 = time.perf_counter()
                     seconds, size = scrape(base + path)
@@ -186,12 +194,17 @@ def main() -> None:
                     times.append(seconds)
                     sizes.append(size)
                     time.sleep(0.2)
+                lag, ticks = worst_lag(lags_before, lag_buckets(base))
+                gc_worst, gc_passes = worst_lag(full_gc_before, lag_buckets(base, 'warren_gc_pause_seconds_bucket{generation="2",'))
                 busy = metric(base, "warren_scrape_loop_busy_seconds", endpoint=path)
+                longest = metric(base, "warren_scrape_longest_step_seconds", endpoint=path)
                 print(f"{path}: {args.queues} queues, {sizes[-1] / 1e6:.2f} MB, scrape median "
                       f"{statistics.median(times) * 1000:.0f} ms (max {max(times) * 1000:.0f}), loop busy "
-                      f"{busy * 1000:.0f} ms; AMQP round trip during scrapes: median "
-                      f"{statistics.median(trips) * 1000:.2f} ms, max {max(trips) * 1000:.2f} ms ({len(trips)} samples)")
-            print(f"worst event-loop lag bucket recorded by the broker: <= {worst_lag(base) * 1000:.0f} ms")
+                      f"{busy * 1000:.0f} ms in steps of at most {longest * 1000:.1f} ms; AMQP round trip during "
+                      f"scrapes: median {statistics.median(trips) * 1000:.2f} ms, max {max(trips) * 1000:.2f} ms "
+                      f"({len(trips)} samples); event-loop lag during them <= {lag * 1000:g} ms ({ticks} ticks); "
+                      f"full GC passes (the broker's own, collector.py) meanwhile: {gc_passes}"
+                      + (f", the longest <= {gc_worst * 1000:g} ms" if gc_passes else ""))
             probe.stop.set()
             probe.join(5)
         finally:

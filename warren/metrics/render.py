@@ -237,9 +237,13 @@ def _warren_families(snap: Snapshot, ctx) -> str:
                   "Wall-clock time of the previous scrape of each endpoint, from request to the last octet",
                   [((("endpoint", e),), v) for e, v in sorted(ctx.last_duration.items())]),
         _labelled("warren_scrape_loop_busy_seconds", "gauge",
-                  "Event-loop time the previous scrape of each endpoint used, reading and formatting (the rest "
-                  "of its duration the loop served clients)",
+                  "CPU time of the event loop's thread the previous scrape of each endpoint used, reading and "
+                  "formatting (between its slices the loop served clients)",
                   [((("endpoint", e),), v) for e, v in sorted(ctx.last_busy.items())]),
+        _labelled("warren_scrape_longest_step_seconds", "gauge",
+                  "CPU time of the longest slice of the previous scrape of each endpoint: the longest it held "
+                  "the event loop at once",
+                  [((("endpoint", e),), v) for e, v in sorted(ctx.last_longest_step.items())]),
         _simple("warren_uptime_seconds", "gauge", "Seconds since the broker started", time.time() - ctx.started_at),
     ]
     return "".join(out)
