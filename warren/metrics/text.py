@@ -1,10 +1,10 @@
 """The Prometheus text exposition format (version 0.0.4), written by hand.
 
 Why not ``prometheus_client``'s ``generate_latest``: it formats each sample through several
-function calls (label sorting, escaping, float formatting), about 23 µs a sample here; a
-per-object scrape of 10,000 queues is 150,000 samples or more, 3.5 s of the broker's only
+function calls (label sorting, escaping, float formatting), 17–24 µs a sample here; a
+per-object scrape of 10,000 queues is 130,000 samples or more, 2–3 s of the broker's only
 thread. Here a family's samples are one f-string each over label strings escaped once per
-scrape: 25 times faster (``bench/metrics_scrape.py`` measures both on the same data).
+scrape: 18 to 34 times faster over runs (``bench/metrics_scrape.py`` measures both on the same data).
 ``prometheus_client``'s parser and ``promtool check metrics`` check this output in the tests.
 
 The format: ``# HELP name text`` and ``# TYPE name type`` before a family's samples, every
