@@ -49,6 +49,7 @@ class BrokerProc:
     log_path: Path | None = None
     args: list[str] = field(default_factory=list)
     http_port: int | None = None  # the HTTP API (None against an external broker)
+    tls_port: int | None = None  # AMQP over TLS, when started with --tls-port
 
     @property
     def http_url(self) -> str:
@@ -103,7 +104,7 @@ def launch_broker(tmp: Path, *extra: str, data_dir: Path | None = None) -> Broke
         if ready.exists():
             info = json.loads(ready.read_text())
             return BrokerProc("127.0.0.1", info["port"], data_dir, proc, log_path, args,
-                              http_port=info.get("http_port"))
+                              http_port=info.get("http_port"), tls_port=info.get("tls_port"))
         time.sleep(0.02)
     proc.kill()
     proc.wait()
