@@ -101,12 +101,12 @@ def main() -> None:
 
     import pika
 
-    from warren.spark.amqp_read import read_range_amqp
-    from warren.spark.http_api import StreamApi
-    from warren.spark.http_read import read_range_http
+    from warren.spark.read.amqp import read_range_amqp
+    from warren.spark.read.http_api import StreamApi
+    from warren.spark.read.http import read_range_http
     from warren.spark.options import parse_read_options
-    from warren.spark.planning import StreamRange
-    from warren.spark.records import parse_bulk
+    from warren.spark.read.planning import StreamRange
+    from warren.spark.read.records import parse_bulk
 
     tmp = Path(tempfile.mkdtemp(prefix="warren-spark-bench-"))
     proc = None
@@ -148,7 +148,7 @@ def main() -> None:
             timed("amqp read (1 task)", args.count, lambda: sum(b.num_rows for b in read_range_amqp(opts, whole)),
                   results)
 
-        from warren.spark.session import build_session
+        from warren.spark.jobs.session import build_session
 
         spark = build_session("warren-read-bench", args.master, {"spark.ui.enabled": "false"})
         spark.sparkContext.setLogLevel("ERROR")

@@ -41,7 +41,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from warren.spark.publisher import ConfirmPublisher  # noqa: E402
+from warren.spark.write.publisher import ConfirmPublisher  # noqa: E402
 from warren.spec import amqp0_9_1 as spec  # noqa: E402
 
 

@@ -24,3 +24,16 @@ def _imports(path: Path):
 def test_sans_io_module_imports_no_io_and_no_upper_layer(path):
     bad = [m for m in _imports(path) if any(m == f or m.startswith(f + ".") for f in FORBIDDEN)]
     assert not bad, f"{path.name} imports {bad}"
+
+
+# The Spark data source runs in Spark's Python workers, far from any broker: it may use the
+# sans-IO codec and protocol layers, never the broker's internals (what it needs from there,
+# property-list edits and header names, lives in warren/codec).
+SPARK_FORBIDDEN = ("warren.broker", "warren.server", "warren.management")
+
+
+@pytest.mark.parametrize("path", sorted([*(ROOT / "spark").rglob("*.py"), *(ROOT.parent / "pyspark_warren").rglob("*.py")]),
+                         ids=lambda p: str(p.relative_to(ROOT.parent)))
+def test_spark_imports_nothing_from_the_broker(path):
+    bad = [m for m in _imports(path) if any(m == f or m.startswith(f + ".") for f in SPARK_FORBIDDEN)]
+    assert not bad, f"{path.name} imports {bad}"

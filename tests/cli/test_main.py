@@ -28,7 +28,7 @@ def test_the_broker_path_imports_no_spark():
 def test_help_lists_pipeline_without_importing_it():
     probe = ("import sys; from click.testing import CliRunner; from warren.cli import main; "
              "r = CliRunner().invoke(main, ['--help']); print(r.output); "
-             "print('loaded', 'warren.spark.pipeline' in sys.modules, 'pyspark' in sys.modules)")
+             "print('loaded', 'warren.spark.jobs.pipeline' in sys.modules, 'pyspark' in sys.modules)")
     r = run(code=probe)
     assert r.returncode == 0, r.stderr
     assert "pipeline" in r.stdout and "serve" in r.stdout and "policy" in r.stdout

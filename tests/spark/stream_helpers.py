@@ -14,7 +14,7 @@ import time
 import pika
 
 from tests.e2e import rawamqp
-from warren.spark.http_api import StreamApi
+from warren.spark.read.http_api import StreamApi
 
 EXCHANGE = "amq.topic"  # streams are bound with "<name>.#", so routing keys vary
 STAMP = datetime.datetime(2024, 5, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)

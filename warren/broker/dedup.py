@@ -21,12 +21,13 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 
+from warren.codec.properties import DEDUPLICATION_HEADER
 from warren.errors import PreconditionFailed
 
 __all__ = ["DedupCache", "DEFAULT_HEADER", "DEFAULT_SIZE", "check_arguments", "from_arguments",
            "queue_duplicate"]
 
-DEFAULT_HEADER = "x-deduplication-header"
+DEFAULT_HEADER = DEDUPLICATION_HEADER
 DEFAULT_SIZE = 128
 
 

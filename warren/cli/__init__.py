@@ -29,7 +29,7 @@ class LazyCommand:
 
 # command name -> where it is; register further commands with one line here
 LAZY_COMMANDS: dict[str, LazyCommand] = {
-    "pipeline": LazyCommand("warren.spark.pipeline", "pipeline",
+    "pipeline": LazyCommand("warren.spark.jobs.pipeline", "pipeline",
                             "Spark jobs: archive a stream to Parquet, replay Parquet into an exchange.",
                             needs="pyspark", extra="spark"),
     "ctl": LazyCommand("warren.cli.ctl", "ctl", "rabbitmqctl's everyday commands against a running broker."),

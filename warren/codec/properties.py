@@ -33,7 +33,8 @@ from __future__ import annotations
 
 from warren.codec.fields import MAX_TABLE_DEPTH, TIMESTAMP_MAX
 
-__all__ = ["properties_error", "well_formed", "salvage_properties"]
+__all__ = ["properties_error", "well_formed", "salvage_properties", "BASIC_PROPERTIES", "HEADERS_FLAG",
+           "STREAM_OFFSET_HEADER", "DEDUPLICATION_HEADER"]
 
 try:  # the compiled twin (setup.py), for callers that only need the verdict
     from warren.codec._speedups import properties_error as _compiled_error
@@ -52,6 +53,14 @@ _NAMES = {
     0x0080: "message-id", 0x0040: "timestamp", 0x0020: "type", 0x0010: "user-id", 0x0008: "app-id",
     0x0004: "cluster-id",
 }
+# the same layout, public, for readers that find fields without decoding (warren/spark):
+# (flag bit, BasicProperties attribute name, kind) in wire order
+BASIC_PROPERTIES = tuple((flag, _NAMES[flag].replace("-", "_"), kind) for flag, kind in _LAYOUT)
+HEADERS_FLAG = 0x2000
+# headers the broker gives a meaning to: the offset it adds to stream deliveries, and the
+# default key of message deduplication (warren/broker/dedup.py)
+STREAM_OFFSET_HEADER = "x-stream-offset"
+DEDUPLICATION_HEADER = "x-deduplication-header"
 # field value types a headers table may hold: fixed sizes, then the length-prefixed ones
 _FIXED_SIZE = {ord(t): n for t, n in (("t", 1), ("b", 1), ("B", 1), ("s", 2), ("u", 2), ("I", 4), ("i", 4),
                                       ("l", 8), ("L", 8), ("f", 4), ("d", 8), ("D", 5))}

@@ -1,8 +1,9 @@
 """The ``warren`` data source: which reader or writer serves a DataFrame operation.
 
-Readers (``reader.py``, ``stream_reader.py``) read stream queues by offset; ``mode=drain``
-(``drain.py``) empties a classic queue. Writers (``writer.py``) publish rows to an exchange
-with publisher confirms. Options arrive from Spark with lower-cased keys (``options.py``).
+The package is laid out by direction: ``read/`` (``batch.py`` and ``stream.py`` read stream
+queues by offset, ``drain.py`` empties a classic queue with ``mode=drain``), ``write/``
+(``writer.py`` publishes rows to an exchange with publisher confirms) and ``jobs/`` (the
+``warren pipeline`` commands). Every option is parsed in ``options.py``.
 """
 
 from __future__ import annotations
@@ -24,19 +25,19 @@ class WarrenDataSource(DataSource):
 
     def reader(self, schema):
         if str(self.options.get("mode", "")).lower() == "drain":
-            from warren.spark.drain import DrainReader
+            from warren.spark.read.drain import DrainReader
             return DrainReader(schema, self.options)
-        from warren.spark.reader import StreamBatchReader
+        from warren.spark.read.batch import StreamBatchReader
         return StreamBatchReader(schema, self.options)
 
     def streamReader(self, schema):
-        from warren.spark.stream_reader import WarrenStreamReader
+        from warren.spark.read.stream import WarrenStreamReader
         return WarrenStreamReader(schema, self.options)
 
     def writer(self, schema, overwrite: bool):
-        from warren.spark.writer import WarrenBatchWriter
+        from warren.spark.write.writer import WarrenBatchWriter
         return WarrenBatchWriter(schema, self.options)
 
     def streamWriter(self, schema, overwrite: bool):
-        from warren.spark.writer import WarrenStreamWriter
+        from warren.spark.write.writer import WarrenStreamWriter
         return WarrenStreamWriter(schema, self.options)

@@ -1,10 +1,15 @@
-"""Options of the ``warren`` stream readers, parsed once in the driver.
+"""Every option of the ``warren`` data source, parsed once on the driver: reads, drain, writes.
 
-Values are parsed by ``option_values`` (keys case-insensitive, as Spark lower-cases them). The parsed
-``ReadOptions`` is a plain frozen dataclass: it is pickled to the executors with the reader.
+Spark hands a Python data source its options with lower-cased keys (``maxRecordsPerTrigger``
+arrives as ``maxrecordspertrigger``), so every key is looked up lower-cased while messages name
+it as documented. An empty value counts as not given. A bad value is an ``OptionError`` (a
+``ValueError``) that names the option and what it got, raised on the driver before any task.
+
+The parsed options (``ReadOptions``, ``DrainOptions``, ``WriteOptions``) are plain frozen
+dataclasses: they are pickled to the executors with the reader or writer.
 
 Where the broker is: ``url`` is the AMQP URL (``amqp://user:password@host:5672/%2F``; the path
-is the URL-encoded vhost, ``/`` when empty). The bulk path talks to the HTTP API at
+is the URL-encoded vhost, ``/`` when empty). The bulk read path talks to the HTTP API at
 ``httpUrl``, by default the same host on port 15672, with the same user and password.
 """
 
@@ -14,12 +19,73 @@ import json
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
 
-from warren.spark.option_values import OptionError, bool_option, float_option, int_option, option_map
+from warren.codec.properties import DEDUPLICATION_HEADER
+from warren.spark.amqp_link import DEFAULT_URL, parse_url
 
 __all__ = [
-    "ReadOptions", "parse_read_options", "parse_offsets", "OptionError", "EARLIEST", "LATEST",
-    "DEFAULT_HTTP_PORT",
+    "OptionError", "option_map", "int_option", "float_option", "bool_option",
+    "ReadOptions", "parse_read_options", "parse_offsets", "EARLIEST", "LATEST", "DEFAULT_HTTP_PORT",
+    "DrainOptions", "WriteOptions", "DEFAULT_URL",
 ]
+
+# --- option values --------------------------------------------------------------------------
+
+_TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
+
+
+class OptionError(ValueError):
+    """An option of the ``warren`` data source is missing or malformed."""
+
+
+def option_map(options) -> dict[str, str]:
+    """Spark's options as a plain dict with lower-cased keys and text values."""
+    return {str(k).lower(): str(v) for k, v in dict(options or {}).items()}
+
+
+def _given(opts: dict, key: str) -> str | None:
+    raw = opts.get(key.lower())
+    return None if raw is None or raw == "" else raw
+
+
+def int_option(opts: dict, key: str, default: int | None, minimum: int = 1) -> int | None:
+    raw = _given(opts, key)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except (TypeError, ValueError):
+        raise OptionError(f"option {key} must be an integer, not {raw!r}") from None
+    if value < minimum:
+        raise OptionError(f"option {key} must be at least {minimum}, not {value}")
+    return value
+
+
+def float_option(opts: dict, key: str, default: float, minimum: float = 0.001) -> float:
+    raw = _given(opts, key)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise OptionError(f"option {key} must be a number, not {raw!r}") from None
+    if not value >= minimum:  # NaN too
+        raise OptionError(f"option {key} must be at least {minimum}, not {value}")
+    return value
+
+
+def bool_option(opts: dict, key: str, default: bool) -> bool:
+    raw = _given(opts, key)
+    if raw is None:
+        return default
+    text = str(raw).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise OptionError(f"option {key} must be true or false, not {raw!r}")
+
+
+# --- reading streams ------------------------------------------------------------------------
 
 EARLIEST = "earliest"
 LATEST = "latest"
@@ -150,3 +216,79 @@ def parse_read_options(options, batch: bool) -> ReadOptions:
         timeout_s=float_option(opts, "timeout", DEFAULT_TIMEOUT_S),
         prefetch=int_option(opts, "prefetch", DEFAULT_PREFETCH),
     )
+
+
+# --- draining a classic queue ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DrainOptions:
+    queue: str
+    url: str = DEFAULT_URL
+    partitions: int = 1
+    max_records: int | None = None  # all partitions together
+    batch_size: int = 1000
+    idle_timeout: float = 10.0
+    connect_timeout: float = 10.0
+
+    @classmethod
+    def from_options(cls, options) -> DrainOptions:
+        o = option_map(options)
+        queue = o.get("queue")
+        if not queue:
+            raise OptionError("mode=drain needs the queue option (the classic queue to empty)")
+        if o.get("stream"):
+            raise OptionError("mode=drain empties a classic queue (option queue); streams are read by offset")
+        url = o.get("url", DEFAULT_URL)
+        parse_url(url)
+        return cls(
+            queue=queue, url=url,
+            partitions=int_option(o, "numPartitions", 1),
+            max_records=int_option(o, "maxRecords", None),
+            batch_size=int_option(o, "batchSize", 1000),
+            idle_timeout=float_option(o, "idleTimeout", 10.0),
+            connect_timeout=float_option(o, "connectTimeout", 10.0),
+        )
+
+
+# --- writing --------------------------------------------------------------------------------
+
+DEFAULT_CONFIRM_WINDOW = 1000
+DEFAULT_CONFIRM_TIMEOUT = 30.0
+MAX_WRITE_ID = 200
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    url: str = DEFAULT_URL
+    exchange: str | None = None  # None: every row's exchange column
+    routing_key: str | None = None  # None: every row's routing_key column
+    mandatory: bool = False
+    confirm_window: int = DEFAULT_CONFIRM_WINDOW
+    confirm_timeout: float = DEFAULT_CONFIRM_TIMEOUT
+    connect_timeout: float = 10.0
+    write_id: str | None = None
+    dedup_header: str | None = DEDUPLICATION_HEADER  # None: no deduplication header
+
+    @classmethod
+    def from_options(cls, options) -> WriteOptions:
+        o = option_map(options)
+        url = o.get("url", DEFAULT_URL)
+        parse_url(url)  # a bad URL fails here, on the driver
+        dedup = o.get("dedupheader", DEDUPLICATION_HEADER)
+        write_id = o.get("writeid") or None
+        if write_id is not None and len(write_id.encode()) > MAX_WRITE_ID:
+            # the id (write id, batch, partition, row) must fit the message-id shortstr
+            raise OptionError(f"option writeId: at most {MAX_WRITE_ID} octets, got {len(write_id.encode())}")
+        return cls(
+            url=url,
+            exchange=o.get("exchange"),
+            routing_key=o.get("routingkey"),
+            mandatory=bool_option(o, "mandatory", False),
+            confirm_window=int_option(o, "confirmWindow", DEFAULT_CONFIRM_WINDOW),
+            confirm_timeout=float_option(o, "confirmTimeout", DEFAULT_CONFIRM_TIMEOUT),
+            connect_timeout=float_option(o, "connectTimeout", 10.0),
+            write_id=write_id,
+            # "" or "none" turns the header off (message_id is still set)
+            dedup_header=None if dedup.lower() in ("", "none") else dedup,
+        )

@@ -100,7 +100,7 @@ def archive_command(stream, path, checkpoint, url, http_url, trigger, interval, 
     """Archive a stream queue to Parquet, exactly once across restarts (Spark streaming)."""
     from pyspark.errors import StreamingQueryException
 
-    from warren.spark.session import JavaMissingError, build_session
+    from warren.spark.jobs.session import JavaMissingError, build_session
 
     try:
         spark = build_session("warren-archive", master)
@@ -126,5 +126,5 @@ def archive_command(stream, path, checkpoint, url, http_url, trigger, interval, 
         spark.stop()
 
 
-if __name__ == "__main__":  # python -m warren.spark.archive (as `warren pipeline archive`)
+if __name__ == "__main__":  # python -m warren.spark.jobs.archive (as `warren pipeline archive`)
     sys.exit(archive_command())

@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import EXTERNAL_URL
 from tests.spark.stream_helpers import declare_stream, publish_raw, wait_committed
-from warren.spark.archive import run_archive
+from warren.spark.jobs.archive import run_archive
 from warren.spec.amqp0_9_1 import BasicProperties
 
 pytestmark = pytest.mark.skipif(EXTERNAL_URL is not None, reason="reads streams through Warren's HTTP API")
@@ -86,7 +86,7 @@ def test_archive_killed_mid_way_resumes_exactly_once(spark, broker, tmp_path, ui
 def test_archive_without_java_says_what_is_missing(tmp_path):
     from click.testing import CliRunner
 
-    from warren.spark.archive import archive_command
+    from warren.spark.jobs.archive import archive_command
 
     env = {"PATH": str(tmp_path), "JAVA_HOME": None, "PYSPARK_GATEWAY_PORT": None}
     result = CliRunner(env=env).invoke(archive_command, ["--stream", "s", "--to", str(tmp_path / "out")])

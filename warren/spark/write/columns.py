@@ -1,64 +1,23 @@
-"""The writer's options and the columns it uses, checked once on the driver.
+"""Which columns of the data source schema a DataFrame to write has, checked once on the driver.
 
-Spark hands options over with lower-cased keys (``routingKey`` arrives as ``routingkey``), so
-every key is looked up lower-cased (``option_values``). The checks run when Spark creates the writer, before any
-task starts: a misspelt column or a bad option fails the query at once with a message naming
-it, instead of failing every task later.
+The checks run when Spark creates the writer, before any task starts: a misspelt column or a
+column of the wrong type fails the query at once with a message naming it, instead of failing
+every task later.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from warren.broker.dedup import DEFAULT_HEADER
-from warren.spark.amqp_link import DEFAULT_URL, parse_url
-from warren.spark.option_values import OptionError, bool_option, float_option, int_option, option_map
-from warren.spark.publisher import DEFAULT_CONFIRM_TIMEOUT, DEFAULT_WINDOW
+from warren.spark.options import WriteOptions
 from warren.spark.schema import PROPERTY_FIELDS
 
-__all__ = ["WriteOptions", "RowLayout"]
+__all__ = ["RowLayout", "IGNORED_COLUMNS"]
 
 # columns of the data source schema the writer ignores: where a message sat in a stream
 IGNORED_COLUMNS = ("offset", "stream")
 PROPERTY_TYPES = dict(PROPERTY_FIELDS)
-MAX_WRITE_ID = 200
 _INTEGRAL = ("byte", "short", "integer", "long")
-
-
-@dataclass(frozen=True)
-class WriteOptions:
-    url: str = DEFAULT_URL
-    exchange: str | None = None  # None: every row's exchange column
-    routing_key: str | None = None  # None: every row's routing_key column
-    mandatory: bool = False
-    confirm_window: int = DEFAULT_WINDOW
-    confirm_timeout: float = DEFAULT_CONFIRM_TIMEOUT
-    connect_timeout: float = 10.0
-    write_id: str | None = None
-    dedup_header: str | None = DEFAULT_HEADER  # None: no deduplication header
-
-    @classmethod
-    def from_options(cls, options) -> WriteOptions:
-        o = option_map(options)
-        url = o.get("url", DEFAULT_URL)
-        parse_url(url)  # a bad URL fails here, on the driver
-        dedup = o.get("dedupheader", DEFAULT_HEADER)
-        write_id = o.get("writeid") or None
-        if write_id is not None and len(write_id.encode()) > MAX_WRITE_ID:
-            # the id (write id, batch, partition, row) must fit the message-id shortstr
-            raise OptionError(f"option writeId: at most {MAX_WRITE_ID} octets, got {len(write_id.encode())}")
-        return cls(
-            url=url,
-            exchange=o.get("exchange"),
-            routing_key=o.get("routingkey"),
-            mandatory=bool_option(o, "mandatory", False),
-            confirm_window=int_option(o, "confirmWindow", DEFAULT_WINDOW),
-            confirm_timeout=float_option(o, "confirmTimeout", DEFAULT_CONFIRM_TIMEOUT),
-            connect_timeout=float_option(o, "connectTimeout", 10.0),
-            write_id=write_id,
-            # "" or "none" turns the header off (message_id is still set)
-            dedup_header=None if dedup.lower() in ("", "none") else dedup,
-        )
 
 
 @dataclass(frozen=True)

@@ -30,8 +30,8 @@ import zlib
 import numpy as np
 import pyarrow as pa
 
-from warren.spark.gather import be_uint, padded, views
-from warren.spark.property_columns import HEADERS_TYPE, PROPERTIES_TYPE, text_column, property_columns
+from warren.spark.read.gather import be_uint, padded, views
+from warren.spark.read.property_columns import HEADERS_TYPE, PROPERTIES_TYPE, text_column, property_columns
 from warren.store.stream_format import ENTRY_HEADER_SIZE
 
 __all__ = [

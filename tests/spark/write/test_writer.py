@@ -189,8 +189,8 @@ def test_write_stream_and_a_replayed_micro_batch(spark, broker, uid, tmp_path):
 def _encode(batch, **options):
     import pyspark.sql.types as T
 
-    from warren.spark.row_messages import MessageEncoder
-    from warren.spark.write_options import RowLayout, WriteOptions
+    from warren.spark.write.messages import MessageEncoder
+    from warren.spark.write.columns import RowLayout, WriteOptions
 
     spark_types = {"body": T.BinaryType(), "routing_key": T.StringType(),
                    "headers": T.MapType(T.StringType(), T.StringType()),

@@ -14,7 +14,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader
 
 from warren.spark.options import parse_read_options
-from warren.spark.planning import StreamRange, resolve_offset, retained_start, split_range
+from warren.spark.read.planning import StreamRange, resolve_offset, retained_start, split_range
 
 __all__ = ["StreamBatchReader", "read_range"]
 
@@ -22,9 +22,9 @@ __all__ = ["StreamBatchReader", "read_range"]
 def read_range(options, rng: StreamRange) -> Iterator[pa.RecordBatch]:
     """The rows of one planned range, over the transport the options name."""
     if options.transport == "amqp":
-        from warren.spark.amqp_read import read_range_amqp
+        from warren.spark.read.amqp import read_range_amqp
         return read_range_amqp(options, rng)
-    from warren.spark.http_read import read_range_http
+    from warren.spark.read.http import read_range_http
     return read_range_http(options, rng)
 
 
@@ -33,7 +33,7 @@ class StreamBatchReader(DataSourceReader):
         self.options = parse_read_options(options, batch=True)
 
     def partitions(self) -> list[StreamRange]:
-        from warren.spark.http_read import api_for
+        from warren.spark.read.http import api_for
 
         opts = self.options
         ranges: list[StreamRange] = []

@@ -28,9 +28,10 @@ from dataclasses import dataclass
 
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
-from warren.spark.publisher import ConfirmPublisher
-from warren.spark.row_messages import MessageEncoder
-from warren.spark.write_options import RowLayout, WriteOptions
+from warren.spark.write.publisher import ConfirmPublisher
+from warren.spark.write.messages import MessageEncoder
+from warren.spark.options import WriteOptions
+from warren.spark.write.columns import RowLayout
 
 __all__ = ["WarrenBatchWriter", "WarrenStreamWriter", "WriteReport", "publish_task"]
 

@@ -28,7 +28,7 @@ __all__ = ["replay_command", "replay"]
 
 WRITER_COLUMNS = ("body", "routing_key", "exchange", "headers", "properties")
 # the exceptions a task raises, as Spark's error text shows them (``module.Class: message``)
-_WARREN_ERROR = re.compile(r"warren\.spark\.\w+\.\w+: (.*)")
+_WARREN_ERROR = re.compile(r"warren\.spark(?:\.\w+)+: (.*)")
 JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"  # quicker start for short jobs
 
 

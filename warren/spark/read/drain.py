@@ -41,9 +41,9 @@ import uuid
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from warren.protocol.events import Content, Method
-from warren.spark.amqp_link import DEFAULT_URL, AmqpLink, LinkTimeout, parse_url
-from warren.spark.delivery_rows import DeliveryBatchBuilder
-from warren.spark.option_values import float_option, int_option, option_map
+from warren.spark.amqp_link import AmqpLink, LinkTimeout
+from warren.spark.options import DrainOptions
+from warren.spark.read.records import batch_from_parts
 from warren.spec import amqp0_9_1 as spec
 
 __all__ = ["DrainReader", "DrainPartition", "drain_queue"]
@@ -63,40 +63,30 @@ class DrainReader(DataSourceReader):
     """Reads (and removes) every message of a classic queue; see the module docstring."""
 
     def __init__(self, schema, options) -> None:
-        o = option_map(options)
-        self.queue = o.get("queue")
-        if not self.queue:
-            raise ValueError("mode=drain needs the queue option (the classic queue to empty)")
-        if o.get("stream"):
-            raise ValueError("mode=drain empties a classic queue (option queue); streams are read by offset")
-        self.url = o.get("url", DEFAULT_URL)
-        parse_url(self.url)
-        self.partition_count = int_option(o, "numPartitions", 1)
-        self.max_records = int_option(o, "maxRecords", None)
-        self.batch_size = int_option(o, "batchSize", 1000)
-        self.idle_timeout = float_option(o, "idleTimeout", 10.0)
-        self.connect_timeout = float_option(o, "connectTimeout", 10.0)
+        self.options = DrainOptions.from_options(options)
         unknown = [f.name for f in schema.fields if f.name not in KNOWN_COLUMNS]
         if unknown:
             raise ValueError(f"mode=drain produces {', '.join(KNOWN_COLUMNS)}; unknown column(s) {', '.join(unknown)}")
         self.schema = schema
 
     def partitions(self):
-        n = self.partition_count
-        if self.max_records is None:
+        n, total = self.options.partitions, self.options.max_records
+        if total is None:
             return [DrainPartition(i, None) for i in range(n)]
-        base, extra = divmod(self.max_records, n)
+        base, extra = divmod(total, n)
         return [DrainPartition(i, base + (1 if i < extra else 0)) for i in range(n)]
 
     def read(self, partition: DrainPartition):
-        from pyspark.sql.pandas.types import to_arrow_schema
-
+        o = self.options
         if partition.limit == 0:
             return
-        builder = DeliveryBatchBuilder(to_arrow_schema(self.schema, timezone="UTC"))
-        for deliveries in drain_queue(self.url, self.queue, partition.limit, self.batch_size,
-                                      self.idle_timeout, self.connect_timeout):
-            yield builder.build(deliveries)
+        for deliveries in drain_queue(o.url, o.queue, partition.limit, o.batch_size, o.idle_timeout,
+                                      o.connect_timeout):
+            # the same rows as the stream readers give (offset and stream null)
+            yield batch_from_parts([bytes(d.body) for d in deliveries],
+                                   [d.method.routing_key for d in deliveries],
+                                   [d.method.exchange for d in deliveries],
+                                   [bytes(d.properties) for d in deliveries], None, None)
 
 
 def drain_queue(url: str, queue: str, limit: int | None, batch_size: int, idle_timeout: float,

@@ -28,7 +28,8 @@ import decimal
 import json
 import struct
 
-from warren.broker.properties import headers_span, remove_header
+from warren.codec.properties import STREAM_OFFSET_HEADER
+from warren.codec.property_edits import headers_span, remove_header
 from warren.codec.fields import decode_table
 from warren.spark.schema import PROPERTY_FIELDS
 from warren.spec.amqp0_9_1 import BasicProperties
@@ -38,7 +39,7 @@ __all__ = [
     "strip_offset_header", "clear_cache",
 ]
 
-OFFSET_HEADER = "x-stream-offset"
+OFFSET_HEADER = STREAM_OFFSET_HEADER
 CACHE_LIMIT = 4096  # distinct property lists remembered; cleared when full (see decode)
 
 _OFFSET_ENTRY_HEAD = b"\x0f" + OFFSET_HEADER.encode() + b"l"  # key shortstr + the int64 tag

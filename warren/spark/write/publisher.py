@@ -24,13 +24,13 @@ from collections import deque
 from warren.codec.frames import FRAME_OVERHEAD
 from warren.protocol.events import Content, Method
 from warren.spark.amqp_link import AmqpLink, LinkError
+from warren.spark.options import DEFAULT_CONFIRM_TIMEOUT, DEFAULT_CONFIRM_WINDOW
 from warren.spec import amqp0_9_1 as spec
 
 __all__ = ["ConfirmPublisher", "PublishError", "PublishNacked", "PublishReturned", "PublishTimeout",
            "DEFAULT_WINDOW", "DEFAULT_CONFIRM_TIMEOUT"]
 
-DEFAULT_WINDOW = 1000
-DEFAULT_CONFIRM_TIMEOUT = 30.0
+DEFAULT_WINDOW = DEFAULT_CONFIRM_WINDOW
 FLUSH_BYTES = 1 << 18  # send once this much is buffered, even with room in the window
 
 _frame_header = struct.Struct(">BHI")

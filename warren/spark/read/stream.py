@@ -28,8 +28,8 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from warren.spark.options import parse_read_options
-from warren.spark.planning import StreamRange, admit, resolve_offset, retained_start, split_range
-from warren.spark.reader import read_range
+from warren.spark.read.planning import StreamRange, admit, resolve_offset, retained_start, split_range
+from warren.spark.read.batch import read_range
 
 __all__ = ["WarrenStreamReader"]
 
@@ -49,7 +49,7 @@ class WarrenStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _client(self):
         if self._api is None:
-            from warren.spark.http_read import api_for
+            from warren.spark.read.http import api_for
             self._api = api_for(self.options)
         return self._api
 

@@ -21,9 +21,9 @@ from typing import Iterator
 import pyarrow as pa
 
 from warren.spark.options import ReadOptions
-from warren.spark.planning import StreamRange, retained_start
-from warren.spark.properties import strip_offset_header
-from warren.spark.records import batch_from_parts
+from warren.spark.read.planning import StreamRange, retained_start
+from warren.spark.read.properties import strip_offset_header
+from warren.spark.read.records import batch_from_parts
 
 __all__ = ["read_range_amqp", "BATCH_ROWS"]
 

@@ -20,8 +20,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from warren.spark import properties
-from warren.spark.gather import be_uint, gather, views
+from warren.codec.properties import BASIC_PROPERTIES
+from warren.spark.read import properties
+from warren.spark.read.gather import be_uint, gather, views
 from warren.spark.schema import PROPERTY_FIELDS
 
 __all__ = ["PROPERTIES_TYPE", "HEADERS_TYPE", "property_columns", "text_column", "DISTINCT_SHARE"]
@@ -33,15 +34,10 @@ HEADERS_TYPE = pa.map_(pa.string(), pa.string())
 DISTINCT_SHARE = 0.25
 DISTINCT_FEW = 256
 
-# the basic properties in wire order: (flag, name, kind); s = shortstr, t = table, o = octet,
-# q = 64-bit timestamp. cluster-id is read past but not kept (deprecated, not in the schema)
-_WIRE = (
-    (0x8000, "content_type", "s"), (0x4000, "content_encoding", "s"), (0x2000, "headers", "t"),
-    (0x1000, "delivery_mode", "o"), (0x0800, "priority", "o"), (0x0400, "correlation_id", "s"),
-    (0x0200, "reply_to", "s"), (0x0100, "expiration", "s"), (0x0080, "message_id", "s"),
-    (0x0040, "timestamp", "q"), (0x0020, "type", "s"), (0x0010, "user_id", "s"), (0x0008, "app_id", "s"),
-    (0x0004, "cluster_id", "s"),
-)
+# the basic properties in wire order, from the codec: (flag, name, kind) with kind "s" shortstr,
+# "t" table, 1 an octet, 8 a 64-bit timestamp. cluster-id is read past but not kept (deprecated,
+# not in the schema)
+_WIRE = BASIC_PROPERTIES
 
 
 def text_column(column: pa.Array) -> pa.Array:
@@ -91,7 +87,7 @@ def _field_by_field(u8, buffer, starts, lengths, n) -> tuple[pa.Array, pa.Array]
             length = np.where(present, 4 + be_uint(u8, at, 4), 0)
             found[name] = (at, length, present)
             cursor = cursor + length
-        elif kind == "o":
+        elif kind == 1:
             found[name] = (u8[at].astype(np.int32), present)
             cursor = cursor + present
         else:

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.spark.pika_admin import NO_DEDUP, NO_DEDUP_REASON, admin, get_all, message_count
-from warren.spark.replay import replay_command
+from warren.spark.jobs.replay import replay_command
 from warren.spark.schema import SCHEMA_DDL
 
 pytestmark = pytest.mark.timeout(180)  # may be the first Spark test of the process

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from warren.broker.queues.stream_header import with_stream_offset
-from warren.spark import properties
-from warren.spark.records import ARROW_SCHEMA, entry_positions, parse_bulk
+from warren.spark.read import properties
+from warren.spark.read.records import ARROW_SCHEMA, entry_positions, parse_bulk
 from warren.spec.amqp0_9_1 import BasicProperties
 
 
@@ -200,8 +200,8 @@ def test_field_by_field_decoding_equals_decoding_by_distinct_list(lists):
     import numpy as np
     import pyarrow as pa
 
-    from warren.spark.gather import padded
-    from warren.spark.property_columns import property_columns
+    from warren.spark.read.gather import padded
+    from warren.spark.read.property_columns import property_columns
 
     joined = b"".join(lists)
     lengths = np.array([len(p) for p in lists], dtype=np.int64)

@@ -18,7 +18,8 @@ from __future__ import annotations
 import struct
 
 from warren.codec.fields import encode_shortstr
-from warren.spark.write_options import RowLayout, WriteOptions
+from warren.spark.options import WriteOptions
+from warren.spark.write.columns import RowLayout
 from warren.spec.amqp0_9_1 import BasicProperties
 
 __all__ = ["MessageEncoder"]

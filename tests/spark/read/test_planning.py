@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from warren.spark.http_api import StreamInfo
+from warren.spark.read.http_api import StreamInfo
 from warren.spark.options import OptionError, parse_read_options
-from warren.spark.planning import DataLossError, admit, resolve_offset, retained_start, split_range
+from warren.spark.read.planning import DataLossError, admit, resolve_offset, retained_start, split_range
 
 URL = "amqp://bob:s%40cret@broker.example:5673/my%2Fvhost"
 

@@ -52,7 +52,7 @@ def test_drain_returns_every_message_and_empties_the_queue(spark, broker, uid):
             assert p.timestamp == datetime.datetime.fromtimestamp(1_700_000_000 + i, datetime.timezone.utc) \
                 .replace(tzinfo=None)  # the session time zone is UTC; Spark hands back naive datetimes
             assert r.headers == {"n": str(i), "flag": "true" if i % 2 == 0 else "false", "text": "t",
-                                 "raw": "\ufffdz", "nested": '{"a": [1, "b"]}'}
+                                 "raw": "\ufffdz", "nested": '{"a":[1,"b"]}'}  # as the stream readers render it
         ch.queue_delete(queue)
         ch.exchange_delete(f"sd-x-{uid}")
 

@@ -14,10 +14,10 @@ from typing import Iterator
 
 import pyarrow as pa
 
-from warren.spark.http_api import RecordRange, StreamApi, StreamApiError
+from warren.spark.read.http_api import RecordRange, StreamApi, StreamApiError
 from warren.spark.options import ReadOptions
-from warren.spark.planning import StreamRange, retained_start
-from warren.spark.records import parse_bulk
+from warren.spark.read.planning import StreamRange, retained_start
+from warren.spark.read.records import parse_bulk
 
 __all__ = ["read_range_http", "api_for"]
 

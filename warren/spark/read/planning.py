@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from pyspark.sql.datasource import InputPartition
 
-from warren.spark.http_api import StreamInfo
+from warren.spark.read.http_api import StreamInfo
 from warren.spark.options import EARLIEST, LATEST
 
 __all__ = ["StreamRange", "DataLossError", "resolve_offset", "admit", "split_range", "retained_start"]

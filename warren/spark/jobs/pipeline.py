@@ -13,8 +13,8 @@ def pipeline() -> None:
 
 
 def _add_commands() -> None:
-    from warren.spark.archive import archive_command
-    from warren.spark.replay import replay_command
+    from warren.spark.jobs.archive import archive_command
+    from warren.spark.jobs.replay import replay_command
 
     pipeline.add_command(archive_command, "archive")
     pipeline.add_command(replay_command, "replay")

@@ -12,7 +12,7 @@ import pytest
 from tests.spark.fake_broker import FakeBroker
 from tests.spark.pika_admin import admin, message_count
 from warren.spark.amqp_link import parse_url
-from warren.spark.publisher import ConfirmPublisher, PublishError, PublishNacked, PublishTimeout
+from warren.spark.write.publisher import ConfirmPublisher, PublishError, PublishNacked, PublishTimeout
 from warren.spec import amqp0_9_1 as spec
 
 PROPS = spec.BasicProperties(message_id="m").encode()

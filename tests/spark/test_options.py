@@ -1,11 +1,13 @@
-"""The one option parser of the readers, the writer and the drain (warren/spark/option_values.py)."""
+"""The one options module of the readers, the drain and the writer (warren/spark/options.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from warren.spark.option_values import OptionError, bool_option, float_option, int_option, option_map
-from warren.spark.write_options import WriteOptions
+from warren.broker.dedup import DEFAULT_HEADER
+from warren.spark.options import (
+    DrainOptions, OptionError, WriteOptions, bool_option, float_option, int_option, option_map,
+)
 
 
 def test_keys_are_case_insensitive_and_empty_means_not_given():
@@ -32,3 +34,17 @@ def test_the_writer_uses_it():
     with pytest.raises(OptionError, match="option confirmWindow must be at least 1"):
         WriteOptions.from_options({"confirmwindow": "0"})
     assert WriteOptions.from_options({"confirmWindow": "3", "mandatory": "yes"}).confirm_window == 3
+
+
+def test_the_drain_uses_it():
+    with pytest.raises(OptionError, match="needs the queue option"):
+        DrainOptions.from_options({})
+    with pytest.raises(OptionError, match="option numPartitions must be an integer"):
+        DrainOptions.from_options({"queue": "q", "numpartitions": "two"})
+    o = DrainOptions.from_options({"QUEUE": "q", "maxRecords": "10", "numPartitions": "3"})
+    assert (o.queue, o.max_records, o.partitions, o.batch_size) == ("q", 10, 3, 1000)
+
+
+def test_the_writer_marks_messages_with_the_brokers_deduplication_header():
+    # the constant comes from warren.codec (spark must not import the broker): same value
+    assert WriteOptions().dedup_header == DEFAULT_HEADER

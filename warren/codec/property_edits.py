@@ -1,0 +1,113 @@
+"""Edits of an encoded basic property list, in place of decode + re-encode.
+
+A message keeps its property list exactly as the publisher encoded it (``message.py``). A few
+features must change it: sender-selected distribution drops the ``BCC`` header, the delayed
+exchange negates ``x-delay``, direct reply-to rewrites ``reply-to``. Decoding and re-encoding
+would change the type tags of values nobody touched (a field table keeps ``b``/``s``/``B``...
+that Python ints cannot remember), so these helpers cut and splice octets instead: everything
+outside the edited field is copied unchanged, as RabbitMQ does. The Spark reader uses them too
+(cutting the broker's ``x-stream-offset`` from a stream delivery), so they live in the sans-IO
+codec layer; ``warren.broker.properties`` re-exports them for the broker's features.
+
+Layout (INVENTORY.md §8.1): a 16-bit flag word (bit 15 = first property), then the present
+properties in order. Further flag words (continuation bit set) are skipped, as the decoder
+does: no basic property needs one.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from warren.codec.fields import decode_shortstr, decode_value, encode_shortstr
+
+__all__ = ["headers_span", "remove_header", "replace_header", "replace_reply_to", "REPLY_TO_FLAG"]
+
+_U32 = struct.Struct(">I")
+
+# (flag, kind) of every basic property before reply-to, in wire order
+_BEFORE_REPLY_TO = (
+    (0x8000, "s"), (0x4000, "s"), (0x2000, "t"), (0x1000, 1), (0x0800, 1), (0x0400, "s"),
+)
+HEADERS_FLAG = 0x2000
+REPLY_TO_FLAG = 0x0200
+
+
+def _skip(props, off: int, kind) -> int:
+    if kind == "s":
+        return off + 1 + props[off]
+    if kind == "t":
+        return off + 4 + _U32.unpack_from(props, off)[0]
+    return off + kind
+
+
+def _flags(props) -> tuple[int, int]:
+    """(first flag word, offset of the first property)."""
+    if len(props) < 2:
+        return 0, 2
+    off = 2
+    while props[off - 1] & 1:
+        off += 2
+    return (props[0] << 8) | props[1], off
+
+
+def headers_span(props) -> tuple[int, int] | None:
+    """(start, end) of the encoded headers table (its 4-octet length included), or None."""
+    flags, off = _flags(props)
+    if not flags & HEADERS_FLAG:
+        return None
+    for flag, kind in _BEFORE_REPLY_TO[:2]:
+        if flags & flag:
+            off = _skip(props, off, kind)
+    return off, _skip(props, off, "t")
+
+
+def _entry(props, name: str) -> tuple[int, int, int, int] | None:
+    """(table start, table end, entry start, entry end) of header ``name``, or None."""
+    span = headers_span(props)
+    if span is None:
+        return None
+    start, end = span
+    off = start + 4
+    while off < end:
+        entry = off
+        key, off = decode_shortstr(props, off)
+        _, off = decode_value(props, off)
+        if key == name:
+            return start, end, entry, off
+    return None
+
+
+def remove_header(props: bytes, name: str) -> bytes:
+    """The property list without header ``name`` (unchanged if it is absent)."""
+    found = _entry(props, name)
+    if found is None:
+        return props
+    start, end, e0, e1 = found
+    size = end - start - 4 - (e1 - e0)
+    return b"".join((props[:start], _U32.pack(size), props[start + 4:e0], props[e1:]))
+
+
+def replace_header(props: bytes, name: str, encoded_value: bytes) -> bytes:
+    """The property list with header ``name`` set to ``encoded_value`` (a tagged field value).
+
+    The header must be present (callers replace a value they found).
+    """
+    found = _entry(props, name)
+    if found is None:
+        raise KeyError(name)
+    start, end, e0, e1 = found
+    entry = encode_shortstr(name) + encoded_value
+    size = end - start - 4 - (e1 - e0) + len(entry)
+    return b"".join((props[:start], _U32.pack(size), props[start + 4:e0], entry, props[e1:]))
+
+
+def replace_reply_to(props: bytes, reply_to: str) -> bytes:
+    """The property list with ``reply-to`` set to ``reply_to`` (it must be present)."""
+    flags, off = _flags(props)
+    if not flags & REPLY_TO_FLAG:
+        raise KeyError("reply-to")
+    for flag, kind in _BEFORE_REPLY_TO:
+        if flags & flag:
+            off = _skip(props, off, kind)
+    end = _skip(props, off, "s")
+    return b"".join((props[:off], encode_shortstr(reply_to), props[end:]))

@@ -1,0 +1,1 @@
+"""``warren pipeline``: Spark jobs between Warren and files (archive, replay, stats)."""

@@ -1,0 +1,1 @@
+"""Writing with the ``warren`` source: DataFrame rows published to an exchange with publisher confirms."""
