@@ -90,6 +90,12 @@ POLICY_KEYS: dict[str, tuple[str, tuple[str, ...], object]] = {
     "cache-ttl": ("x-cache-ttl", (QUEUE, EXCHANGE), _int_at_least(0)),
     "deduplication-header": ("x-deduplication-header", (QUEUE, EXCHANGE), _string),
 }
+# keys that are not arguments but name what acts on the entity (warren/federation): checked, never
+# turned into arguments
+PLUGIN_KEYS: dict[str, object] = {
+    "federation-upstream": _string,
+    "federation-upstream-set": _string,
+}
 # arguments where the lower of the declared value and the policy's applies (RabbitMQ)
 LOWEST_WINS = frozenset({"x-message-ttl", "x-expires", "x-max-length", "x-max-length-bytes",
                          "x-delivery-limit"})
@@ -138,9 +144,14 @@ def validate_definition(definition) -> dict:
     for key, value in definition.items():
         if key in FORBIDDEN_KEYS:
             raise PolicyError(f"'{key}' cannot be set by a policy (declare it with the queue)")
+        if key in PLUGIN_KEYS:
+            problem = PLUGIN_KEYS[key](value)
+            if problem:
+                raise PolicyError(f"'{key}' {problem}, got {json.dumps(value)}")
+            continue
         spec = POLICY_KEYS.get(key)
         if spec is None:
-            raise PolicyError(f"unknown policy key '{key}' (known: {', '.join(POLICY_KEYS)})")
+            raise PolicyError(f"unknown policy key '{key}' (known: {', '.join((*POLICY_KEYS, *PLUGIN_KEYS))})")
         problem = spec[2](value)
         if problem:
             raise PolicyError(f"'{key}' {problem}, got {json.dumps(value)}")

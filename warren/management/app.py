@@ -28,6 +28,7 @@ from warren.management.api import (
     bindings, connections, definitions, exchanges, health, overview, policies, queues, streams, users, vhosts,
 )
 from warren.management.api.auth import auth_middleware
+from warren.federation import api as federation_api  # /api/shovels, /api/federation-links
 from warren.management.api.common import BROKER, INFO, SERVER, STATS, ApiError, not_found
 from warren.management.api.stats import Sampler
 from warren.management.api.streams import MAX_BYTES_CAP, MAX_RECORDS_CAP, RECORDS_CONTENT_TYPE
@@ -39,7 +40,7 @@ __all__ = ["build_app", "BROKER", "INFO", "SERVER", "STATS", "RECORDS_CONTENT_TY
 log = logging.getLogger("warren.management")
 
 RESOURCES = (overview, health, connections, queues, exchanges, bindings, vhosts, users, policies, definitions,
-             streams)
+             streams, federation_api)
 
 
 @web.middleware

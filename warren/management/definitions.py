@@ -274,7 +274,10 @@ def _import_parameters(broker, parameters, doc: dict, forced: str | None) -> Non
                 raise DefinitionsError(f"{what}: vhost limits need a JSON object and an access model")
             _access_call(what, access.set_vhost_limits, vhost.name, p["value"])
         elif parameters is not None:
-            parameters.put(component, vhost.name, name, p["value"])
+            try:
+                parameters.put(component, vhost.name, name, p["value"])
+            except ValueError as e:  # refused by its component (warren/federation: shovels, upstreams)
+                raise DefinitionsError(f"{what}: {e}") from None
     if forced is None and parameters is not None:
         for g in _section(doc, "global_parameters"):
             name = _str(g, "name", "a global parameter")

@@ -7,6 +7,12 @@ temporary file, fsync, rename, fsync of the folder) before the change is answere
 answered change survives kill -9. Without a data folder they are kept in memory.
 Vhost limits are not stored here: they are the access model's (``warren.access``), and the
 API shows them as the ``vhost-limits`` component, as RabbitMQ does.
+
+Components that act on their parameters (shovels and federation, ``warren/federation``) plug
+in here: ``validators[component](vhost, name, value)`` raises ValueError to refuse a value
+before it is stored (the API answers 400 with the reason), and every object in ``listeners``
+hears of each change once it is durable: ``parameter_changed(component, vhost, name, value)``
+(value None when cleared) and ``global_parameter_changed(name, value)``.
 """
 
 from __future__ import annotations
@@ -28,6 +34,8 @@ class ParameterStore:
         self.path = Path(path) if path is not None else None
         self.parameters: dict[tuple[str, str, str], object] = {}
         self.global_parameters: dict[str, object] = {}
+        self.validators: dict = {}  # component -> callable(vhost, name, value), raises ValueError
+        self.listeners: list = []  # see the module docstring
         if self.path is not None and self.path.exists():
             try:
                 data = json.loads(self.path.read_text(encoding="utf-8"))
@@ -59,16 +67,21 @@ class ParameterStore:
 
     def put(self, component: str, vhost: str, name: str, value) -> bool:
         """Set a parameter; True if it is new."""
+        check = self.validators.get(component)
+        if check is not None:
+            check(vhost, name, value)  # ValueError: refused, nothing stored
         key = (component, vhost, name)
         new = key not in self.parameters
         self.parameters[key] = value
         self._save()
+        self._notify(component, vhost, name, value)
         return new
 
     def delete(self, component: str, vhost: str, name: str) -> bool:
         if self.parameters.pop((component, vhost, name), _MISSING) is _MISSING:
             return False
         self._save()
+        self._notify(component, vhost, name, None)
         return True
 
     def delete_vhost(self, vhost: str) -> None:
@@ -77,18 +90,36 @@ class ParameterStore:
             del self.parameters[k]
         if keys:
             self._save()
+        for k in keys:
+            self._notify(*k, None)
 
     def put_global(self, name: str, value) -> bool:
         new = name not in self.global_parameters
         self.global_parameters[name] = value
         self._save()
+        self._notify_global(name, value)
         return new
 
     def delete_global(self, name: str) -> bool:
         if self.global_parameters.pop(name, _MISSING) is _MISSING:
             return False
         self._save()
+        self._notify_global(name, None)
         return True
+
+    def _notify(self, component: str, vhost: str, name: str, value) -> None:
+        for listener in list(self.listeners):
+            try:
+                listener.parameter_changed(component, vhost, name, value)
+            except Exception:  # a listener's bug must not undo a change that is already durable
+                log.exception("runtime parameter listener failed on %s/%s/%s", component, vhost, name)
+
+    def _notify_global(self, name: str, value) -> None:
+        for listener in list(self.listeners):
+            try:
+                listener.global_parameter_changed(name, value)
+            except Exception:
+                log.exception("runtime parameter listener failed on global parameter %s", name)
 
     def _save(self) -> None:
         if self.path is None:

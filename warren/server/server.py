@@ -128,6 +128,8 @@ class Server:
         self.tls: TlsContexts | None = None  # TLS contexts (tls.py), when a TLS port or HTTPS is on
         self.tls_listener: TlsAmqpListener | None = None  # AMQP over TLS (--tls-port)
         self.metrics = None  # the Prometheus endpoint (warren/metrics), unless --prometheus-port -1
+        self.parameters = None  # runtime parameters (warren/management/parameters.py), set in startup
+        self.federation = None  # shovels and federation links (warren/federation/manager.py)
         self.sync_latency = Histogram(SYNC_BUCKETS)  # seconds per group commit (warren_store_sync_seconds)
 
     # --- group commit -----------------------------------------------------------------------
@@ -171,11 +173,14 @@ class Server:
     async def startup(self) -> None:
         c = self.config
         c.data_dir.mkdir(parents=True, exist_ok=True)
+        from warren.federation.manager import FederationManager
+        from warren.management.parameters import ParameterStore
+        self.parameters = ParameterStore.in_data_dir(c.data_dir)  # one store: the HTTP API's too
+        self.federation = FederationManager(self.broker, self.parameters)  # validates shovels from now on
         if c.definitions is not None and c.handoff_socket is None:  # before any client (load_definitions)
             from warren.management.definitions import DefinitionsError, load_definitions_file
-            from warren.management.parameters import ParameterStore
             try:
-                load_definitions_file(self.broker, c.definitions, ParameterStore.in_data_dir(c.data_dir))
+                load_definitions_file(self.broker, c.definitions, self.parameters)
             except DefinitionsError as e:
                 raise StartupError(f"cannot load definitions: {e}") from None
         if c.tls_port >= 0 or c.http_tls:
@@ -208,6 +213,8 @@ class Server:
             log.info("Warren listening for AMQP over TLS on %s:%d (client certificates: %s)", c.host, tls_port,
                      {"none": "not asked", "peer": "verified if sent", "require": "required"}[c.tls_verify])
         self.alarms.start()
+        # shovels and federation links: a URI with an empty host is this broker, over loopback
+        self.federation.start(port, c.default_user, c.default_pass)
         self._tick_handle = self.loop.call_later(TICK, self._tick)
         http_port = None
         if c.http_port >= 0:
@@ -285,6 +292,8 @@ class Server:
             await self.http.stop()
         if self.metrics is not None:
             await self.metrics.stop()
+        if self.federation is not None:  # shovels and links close their connections (to us too)
+            await self.federation.stop()
         # 2. connection.close 320 CONNECTION_FORCED to every client
         for conn in list(self.connections):
             conn.shutdown()

@@ -5,13 +5,14 @@ from warren.broker.exchanges.consistent_hash import ConsistentHashExchange
 from warren.broker.exchanges.delayed_message import DelayedMessageExchange
 from warren.broker.exchanges.direct import DirectExchange
 from warren.broker.exchanges.fanout import FanoutExchange
+from warren.broker.exchanges.federation_upstream import FederationUpstreamExchange
 from warren.broker.exchanges.headers import HeadersExchange
 from warren.broker.exchanges.topic import TopicExchange
 
 __all__ = ["Binding", "Exchange", "DirectExchange", "FanoutExchange", "HeadersExchange", "TopicExchange",
-           "ConsistentHashExchange", "DelayedMessageExchange", "EXCHANGE_TYPES"]
+           "ConsistentHashExchange", "DelayedMessageExchange", "FederationUpstreamExchange", "EXCHANGE_TYPES"]
 
 EXCHANGE_TYPES: dict[str, type[Exchange]] = {
     cls.TYPE: cls for cls in (DirectExchange, FanoutExchange, TopicExchange, HeadersExchange,
-                              ConsistentHashExchange, DelayedMessageExchange)
+                              ConsistentHashExchange, DelayedMessageExchange, FederationUpstreamExchange)
 }

@@ -221,7 +221,10 @@ async def put_parameter(request: web.Request) -> web.Response:
             raise bad_request("vhost-limits needs a JSON object of limits")
         _access_call(access.set_vhost_limits, vhost.name, body["value"])
         return no_content()
-    new = request.app[PARAMETERS].put(component, vhost.name, name, body["value"])
+    try:
+        new = request.app[PARAMETERS].put(component, vhost.name, name, body["value"])
+    except ValueError as e:  # a component's validator refused it (warren/federation: shovels, upstreams)
+        raise bad_request(f"Validation failed\n\n{e}\n") from None
     return created() if new else no_content()
 
 
@@ -285,7 +288,8 @@ def add_routes(app: web.Application) -> None:
     broker = app[BROKER]
     data_dir = server.config.data_dir if server is not None else (
         broker.durability.data_dir if getattr(broker, "durability", None) is not None else None)
-    app[PARAMETERS] = ParameterStore.in_data_dir(data_dir)
+    # the server's own store when there is one (shovels and federation listen to it)
+    app[PARAMETERS] = getattr(server, "parameters", None) or ParameterStore.in_data_dir(data_dir)
     r = app.router
     r.add_get("/api/policies", list_policies)
     r.add_get("/api/policies/{vhost}", vhost_policies)

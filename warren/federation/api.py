@@ -1,0 +1,86 @@
+"""The HTTP routes of shovels and federation links (RabbitMQ's rabbitmq_shovel_management and
+rabbitmq_federation_management paths and fields):
+
+* ``GET /api/shovels``, ``/api/shovels/{vhost}``: each dynamic shovel's state;
+* ``GET /api/shovels/vhost/{vhost}/{name}``: one shovel;
+* ``DELETE /api/shovels/vhost/{vhost}/{name}/restart``: restart it (its definition again);
+* ``GET /api/federation-links``, ``/api/federation-links/{vhost}``: each link's status.
+
+Users see the vhosts they may see (as every list of the API). Without a running server (the
+API over a bare broker in tests) the lists are empty.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from warren.management.api.auth import check_vhost_access, visible_vhosts
+from warren.management.api.common import SERVER, no_content, not_found, reply_list, reply_object, vhost_or_404
+
+__all__ = ["add_routes"]
+
+
+def _manager(request: web.Request):
+    return getattr(request.app[SERVER], "federation", None) if request.app[SERVER] is not None else None
+
+
+def _visible(request: web.Request, items: list[dict]) -> list[dict]:
+    names = set(visible_vhosts(request))
+    return [i for i in items if i["vhost"] in names]
+
+
+async def list_shovels(request: web.Request) -> web.Response:
+    m = _manager(request)
+    return reply_list(request, _visible(request, m.shovel_status() if m else []))
+
+
+async def vhost_shovels(request: web.Request) -> web.Response:
+    vhost = vhost_or_404(request, request.match_info["vhost"])
+    check_vhost_access(request, vhost.name)
+    m = _manager(request)
+    return reply_list(request, m.shovel_status(vhost.name) if m else [])
+
+
+async def get_shovel(request: web.Request) -> web.Response:
+    vhost = vhost_or_404(request, request.match_info["vhost"])
+    check_vhost_access(request, vhost.name)
+    m = _manager(request)
+    for item in (m.shovel_status(vhost.name) if m else []):
+        if item["name"] == request.match_info["name"]:
+            return reply_object(request, item)
+    raise not_found()
+
+
+async def restart_shovel(request: web.Request) -> web.Response:
+    from warren.management.api.policies import _may_change
+    vhost = vhost_or_404(request, request.match_info["vhost"])
+    _may_change(request, vhost.name)
+    m = _manager(request)
+    name = request.match_info["name"]
+    value = m.parameters.get("shovel", vhost.name, name) if m else None
+    if m is None or value is m.parameters.MISSING:
+        raise not_found()
+    m.parameter_changed("shovel", vhost.name, name, value)
+    return no_content()
+
+
+async def list_links(request: web.Request) -> web.Response:
+    m = _manager(request)
+    return reply_list(request, _visible(request, m.link_status() if m else []))
+
+
+async def vhost_links(request: web.Request) -> web.Response:
+    vhost = vhost_or_404(request, request.match_info["vhost"])
+    check_vhost_access(request, vhost.name)
+    m = _manager(request)
+    return reply_list(request, m.link_status(vhost.name) if m else [])
+
+
+def add_routes(app: web.Application) -> None:
+    r = app.router
+    r.add_get("/api/shovels", list_shovels)
+    r.add_get("/api/shovels/{vhost}", vhost_shovels)
+    r.add_get("/api/shovels/vhost/{vhost}/{name}", get_shovel)
+    r.add_delete("/api/shovels/vhost/{vhost}/{name}/restart", restart_shovel)
+    r.add_get("/api/federation-links", list_links)
+    r.add_get("/api/federation-links/{vhost}", vhost_links)

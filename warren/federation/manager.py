@@ -1,0 +1,137 @@
+"""``FederationManager``: runs the shovels and federation links that the runtime parameters and
+policies define, on the broker's loop.
+
+It plugs into the parameter store (``warren/management/parameters.py``): validators refuse a
+bad ``shovel``, ``federation-upstream`` or ``federation-upstream-set`` value before it is
+stored (HTTP 400, a definitions import that fails), and as a listener it starts a shovel when
+its parameter is set, restarts it when it changes and stops it when it is cleared (or its vhost
+deleted). The global parameter ``cluster_name`` (RabbitMQ's ``set_cluster_name``) renames the
+node: federation's loop detection needs every node's name to differ.
+
+Federation (``warren/federation/federation.py``) is driven by policies; the manager re-reads
+which exchanges and queues are federated when an upstream changes and every
+``RECONCILE_S`` (a cheap scan, and none at all in vhosts without a federation policy).
+
+Only vhosts this process serves are run (with ``--workers`` each worker runs its own vhosts'
+shovels and links).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+
+from warren.federation.federation import Federation, validate_upstream, validate_upstream_set
+from warren.federation.links import Credentials
+from warren.federation.shovel import Shovel, validate
+
+__all__ = ["FederationManager", "RECONCILE_S"]
+
+log = logging.getLogger("warren.federation")
+
+RECONCILE_S = 1.0
+SHOVEL = "shovel"
+UPSTREAM = "federation-upstream"
+UPSTREAM_SET = "federation-upstream-set"
+
+
+class FederationManager:
+    def __init__(self, broker, parameters) -> None:
+        self.broker = broker
+        self.parameters = parameters
+        self.shovels: dict[tuple[str, str], Shovel] = {}
+        self.creds = Credentials(None, "guest", "guest")
+        self.federation = Federation(self)
+        self.started = False
+        self._reconcile_task: asyncio.Task | None = None
+        parameters.validators[SHOVEL] = self._validate_shovel
+        parameters.validators[UPSTREAM] = lambda vhost, name, value: validate_upstream(value)
+        parameters.validators[UPSTREAM_SET] = lambda vhost, name, value: validate_upstream_set(value)
+        parameters.listeners.append(self)
+
+    @property
+    def node(self) -> str:
+        """This node's name as shovel headers and status show it (RabbitMQ: ``rabbit@host``)."""
+        return getattr(self.broker, "cluster_name", None) or "warren@" + socket.gethostname().split(".")[0]
+
+    # --- start and stop ---------------------------------------------------------------------
+
+    def start(self, local_port: int | None, default_user: str | None, default_pass: str | None) -> None:
+        """Run what the stored parameters define; ``local_port`` serves URIs with an empty host."""
+        self.creds = Credentials(local_port, default_user or "guest", default_pass or "guest")
+        self.started = True
+        cluster_name = self.parameters.global_parameters.get("cluster_name")
+        if isinstance(cluster_name, str) and cluster_name:
+            self.broker.cluster_name = cluster_name
+        for p in self.parameters.list(SHOVEL):
+            self._start_shovel(p["vhost"], p["name"], p["value"])
+        self._reconcile_task = asyncio.get_running_loop().create_task(self._reconcile_loop(),
+                                                                      name="federation reconcile")
+
+    async def stop(self) -> None:
+        self.started = False
+        if self._reconcile_task is not None:
+            self._reconcile_task.cancel()
+            try:
+                await self._reconcile_task
+            except (asyncio.CancelledError, Exception):
+                pass
+        shovels, self.shovels = list(self.shovels.values()), {}
+        await asyncio.gather(*(s.stop() for s in shovels), return_exceptions=True)
+        await self.federation.stop()
+
+    # --- the parameter store's listener -----------------------------------------------------
+
+    def _validate_shovel(self, vhost: str, name: str, value) -> None:
+        validate(value)
+
+    def parameter_changed(self, component: str, vhost: str, name: str, value) -> None:
+        if not self.started:
+            return
+        if component == SHOVEL:
+            old = self.shovels.pop((vhost, name), None)
+            if old is not None:
+                asyncio.get_running_loop().create_task(old.stop())
+            if value is not None:
+                self._start_shovel(vhost, name, value)
+        elif component in (UPSTREAM, UPSTREAM_SET):
+            self.federation.reconcile(force=True)
+
+    def global_parameter_changed(self, name: str, value) -> None:
+        if name == "cluster_name" and isinstance(value, str) and value:
+            self.broker.cluster_name = value
+
+    def _start_shovel(self, vhost: str, name: str, value) -> None:
+        if vhost not in self.broker.vhosts:
+            return  # another worker's vhost (or a vhost being deleted)
+        try:
+            definition = validate(value)
+        except ValueError as e:  # stored before validation existed, or by hand: say so, run nothing
+            log.error("shovel '%s' in vhost '%s' cannot run: %s", name, vhost, e)
+            return
+        shovel = Shovel(vhost, name, definition, self.creds, self.node, self._shovel_finished)
+        self.shovels[(vhost, name)] = shovel
+        shovel.start()
+
+    def _shovel_finished(self, vhost: str, name: str) -> None:
+        """src-delete-after reached: the shovel deletes its parameter, as RabbitMQ's does."""
+        self.parameters.delete(SHOVEL, vhost, name)
+
+    # --- federation -------------------------------------------------------------------------
+
+    async def _reconcile_loop(self) -> None:
+        while True:
+            try:
+                self.federation.reconcile()
+            except Exception:
+                log.exception("federation: applying policies failed")
+            await asyncio.sleep(RECONCILE_S)
+
+    # --- status -----------------------------------------------------------------------------
+
+    def shovel_status(self, vhost: str | None = None) -> list[dict]:
+        return [s.status() for (v, _), s in sorted(self.shovels.items()) if vhost is None or v == vhost]
+
+    def link_status(self, vhost: str | None = None) -> list[dict]:
+        return self.federation.status(vhost)
