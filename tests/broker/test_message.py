@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
+from tests.codec.test_properties import hostile_lists
 from warren.broker.message import Message
+from warren.codec.properties import properties_error
 from warren.errors import SyntaxError_
 from warren.spec.amqp0_9_1 import BasicProperties
 from warren.store.message import decode_message, encode_message
@@ -69,3 +71,20 @@ def test_the_store_record_of_names_with_escaped_octets():
     name = b"caf\xc3\xa9-\xff".decode("utf-8", "surrogateescape")  # valid UTF-8 and a stray octet
     m = Message(name, name, b"\x00\x00", b"x")
     assert m.record == encode_message(name, name, b"\x00\x00", b"x")
+
+
+# --- hostile property lists (issue 16) ----------------------------------------------------------
+
+
+@settings(max_examples=300)
+@given(hostile_lists)
+def test_decoding_any_property_list_gives_properties_or_a_502_nothing_else(props):
+    """The edge refuses malformed lists (541); what decodes them later (headers routing, TTL,
+    dead-lettering) must still fail cleanly, never with an IndexError or a RecursionError."""
+    try:
+        msg = Message("ex", "rk", props, b"")
+        decoded = msg.decoded
+    except SyntaxError_:
+        assert properties_error(props) is not None  # whatever the edge lets through decodes
+        return
+    assert decoded.headers is None or isinstance(decoded.headers, dict)
