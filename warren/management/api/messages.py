@@ -19,6 +19,7 @@ import base64
 import datetime
 
 from warren.broker.message import Message
+from warren.codec.properties import properties_error
 from warren.errors import AMQPError
 from warren.management.api.common import amqp_error, bad_request, jsonable
 from warren.spec.amqp0_9_1 import BasicProperties
@@ -59,9 +60,13 @@ def properties_from_json(props) -> bytes:
         else:
             raise bad_request(f"unknown message property '{key}'")
     try:
-        return p.encode()
-    except (ValueError, OverflowError, TypeError) as e:
+        encoded = p.encode()
+    except (ValueError, OverflowError, TypeError, RecursionError) as e:
         raise bad_request(f"properties cannot be encoded: {e}") from None
+    why = properties_error(encoded)  # what AMQP publishers are held to (too deep, a date past 9999)
+    if why is not None:
+        raise bad_request(f"properties cannot be encoded: {why}")
+    return encoded
 
 
 def properties_to_json(message: Message) -> dict:
