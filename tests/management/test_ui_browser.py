@@ -270,3 +270,36 @@ def test_close_connection(page, ui_broker):
     finally:
         if conn.is_open:
             conn.close()
+
+
+def test_keyboard_only(page, ui_broker):
+    """Log in and reach a page with the keyboard alone; focus is visible on the way."""
+    page.goto(f"{ui_broker.http_url}/")
+    page.get_by_label("Username").wait_for()
+    assert page.evaluate("document.activeElement.id") == "username"  # the form starts focused
+    page.keyboard.type("guest")
+    page.keyboard.press("Tab")
+    page.keyboard.type("guest")
+    page.keyboard.press("Enter")
+    page.get_by_role("heading", name="Overview").wait_for()
+    page.keyboard.press("Tab")
+    skip = page.get_by_role("link", name="Skip to content")
+    assert page.evaluate("document.activeElement.textContent") == "Skip to content"
+    assert skip.bounding_box()["x"] >= 0  # shown on screen once focused
+    for _ in range(30):
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.textContent") == "Queues and Streams":
+            break
+    else:
+        raise AssertionError("Tab never reached the Queues and Streams link")
+    outline = page.evaluate("getComputedStyle(document.activeElement).outlineStyle")
+    assert outline not in ("", "none"), "keyboard focus has no visible outline"
+    page.keyboard.press("Enter")
+    page.get_by_role("heading", name="Queues and Streams").wait_for()
+    # the new page's heading takes the focus, as a page load would put the reader at its top
+    page.wait_for_function("document.activeElement.tagName === 'H1'")
+    # sorting is a real button in the column header
+    page.get_by_role("columnheader", name="Total").get_by_role("button").focus()
+    page.keyboard.press("Enter")
+    page.wait_for_function("location.hash.includes('sort=messages')")
+    assert page.get_by_role("columnheader", name="Total").get_attribute("aria-sort") == "ascending"

@@ -77,14 +77,17 @@ export function Chart({ title, hist, series, kind = 'count', height = 180, forma
       width, height,
       legend: { show: false },
       cursor: { drag: { x: false, y: false } },
-      scales: { x: { time: true, range: (u, min, max) => [Math.min(min, max - 60), max] }, y: { range: (u, min, max) => [0, Math.max(kind === 'rate' ? 1 : 5, max * 1.1)] } },
+      scales: {
+        // the window is the history kept, at least a minute (uPlot would make one sample a day wide)
+        x: { time: true, range: () => { const hi = hist.t[hist.t.length - 1] || Date.now() / 1000; return [Math.min(hist.t[0] || hi, hi - 60), hi]; } },
+        y: { range: (u, min, max) => [0, Math.max(kind === 'rate' ? 1 : 5, max * 1.1)] } },
       axes: [
         { stroke: '#4b5563', grid: { stroke: '#e5e7eb' }, ticks: { stroke: '#e5e7eb' } },
         { stroke: '#4b5563', grid: { stroke: '#e5e7eb' }, ticks: { stroke: '#e5e7eb' }, size: 60,
           values: (u, vals) => vals.map((v) => (kind === 'rate' ? fmtRate(v) : fmtNum(v))) },
       ],
-      series: [{}, ...shown.map((s) => ({ label: s.label, stroke: s.color, width: 2, points: { show: false },
-        fill: s.color + '14' }))],
+      series: [{}, ...shown.map((s) => ({ label: s.label, stroke: s.color, width: s.key === 'total' ? 1.5 : 2, points: { show: false },
+        dash: s.key === 'total' ? [6, 4] : undefined, fill: s.key === 'total' ? undefined : s.color + '14' }))],
     };
     plot.current = new uPlot(opts, [hist.t, ...shown.map((s) => hist.series[s.key])], box.current);
     const resize = new ResizeObserver(() => {

@@ -19,6 +19,8 @@ function Login({ onLogin, message }) {
   const [password, setPassword] = useState('');
   const [error, setError] = useState(message || '');
   const [busy, setBusy] = useState(false);
+  const first = useRef(null);
+  useEffect(() => { if (first.current) first.current.focus(); }, []);
   const submit = async (e) => {
     e.preventDefault();
     setBusy(true);
@@ -44,7 +46,7 @@ function Login({ onLogin, message }) {
         <p class="muted">Log in with a broker user (tag management or above).</p>
         ${error ? html`<p class="error" role="alert">${error}</p>` : null}
         <div class="field"><label for="username">Username</label>
-          <input id="username" name="username" autocomplete="username" value=${username} onInput=${(e) => setUsername(e.target.value)} required autofocus /></div>
+          <input id="username" name="username" ref=${first} autocomplete="username" value=${username} onInput=${(e) => setUsername(e.target.value)} required /></div>
         <div class="field"><label for="password">Password</label>
           <input id="password" name="password" type="password" autocomplete="current-password" value=${password} onInput=${(e) => setPassword(e.target.value)} /></div>
         <button type="submit" disabled=${busy}>Log in</button>

@@ -9,16 +9,24 @@ export const useApp = () => useContext(AppContext);
 
 // GET path (null: nothing) now, at every refresh tick and on reload(); the previous answer stays
 // on screen while the next one is on its way, and a tick never starts a second call for the same page.
+// A call that takes the broker long (a list over 10,000 queues on a busy machine) is repeated at
+// most every BACKOFF times its duration, so a page left open never keeps the broker busy.
+const BACKOFF = 10;
+
 export function useApi(path, { refresh = true } = {}) {
   const { tick } = useApp();
   const [state, setState] = useState({ data: null, error: null, loading: !!path, path });
   const inFlight = useRef(false);
+  const timing = useRef({ start: 0, took: 0 });
   const current = useRef(path);
   current.current = path;
 
   const load = useCallback(async (force) => {
     if (!path || (inFlight.current && !force)) return;
+    const start = performance.now();
+    if (!force && start - timing.current.start < timing.current.took * BACKOFF) return;
     inFlight.current = true;
+    timing.current.start = start;
     try {
       const data = await api.get(path);
       if (current.current === path) setState({ data, error: null, loading: false, path });
@@ -26,6 +34,7 @@ export function useApi(path, { refresh = true } = {}) {
       if (current.current === path) setState((s) => ({ data: s.path === path ? s.data : null, error: e, loading: false, path }));
     } finally {
       inFlight.current = false;
+      timing.current.took = performance.now() - start;
     }
   }, [path]);
 

@@ -22,7 +22,7 @@ export function Connections({ route }) {
   const list = useApi(`${scoped('connections', vhost)}?${listQuery(route)}`);
   const q = route.query;
   const columns = [
-    { key: 'name', label: 'Name', sort: 'name', render: (c) => connLink(c.name) },
+    { key: 'name', label: 'Name', sort: 'name', render: (c) => html`${connLink(c.name)}${c.client_properties && c.client_properties.connection_name ? html`<br /><span class="muted small">${c.client_properties.connection_name}</span>` : null}` },
     { key: 'vhost', label: 'Virtual host', sort: 'vhost' },
     { key: 'user', label: 'User', sort: 'user' },
     { key: 'state', label: 'State', sort: 'state', render: (c) => html`<span class=${`state ${c.state}`}>${c.state}</span>` },
