@@ -29,6 +29,28 @@ class Config:
     channel_max: int = CHANNEL_MAX_DEFAULT
     max_message_size: int = MAX_MESSAGE_SIZE
     handshake_timeout: float = 10.0  # seconds from accept to connection.open-ok (RabbitMQ: 10)
+    # Limits and abuse (warren/server/limits.py, warren/broker/limits.py,
+    # warren/access/login_throttle.py; the table in docs/security.md). 0 = no limit where
+    # RabbitMQ's default is infinity.
+    connection_max: int = 0  # open connections on this node (RabbitMQ's connection_max)
+    consumer_max_per_channel: int = 0  # consumers on one channel (RabbitMQ's consumer_max_per_channel)
+    # sockets at once that have not reached connection.open-ok; more are closed at accept.
+    # None: a quarter of the open-file limit, at most 4096 (RabbitMQ has no such limit); 0 = off
+    max_unauthenticated_connections: int | None = None
+    # octets written to one client and not yet taken by it; past this the client is closed
+    # (a consumer or a reader of returns that stopped reading); never less than one message
+    # of max_message_size plus 1 MiB (warren/server/limits.py, output_bound)
+    max_output_buffer: int = 256 * 1024 * 1024
+    # users that may only log in from a loopback address (RabbitMQ's loopback_users; () = none)
+    loopback_users: tuple[str, ...] = ("guest",)
+    # failed logins per source address: after a few, each answer waits login_failure_delay
+    # seconds; at login_failure_limit failures within login_block_time seconds the address is
+    # refused for login_block_time seconds (0 turns each off); loopback addresses are exempt
+    # unless login_throttle_loopback (as fail2ban's ignoreip)
+    login_failure_delay: float = 1.0
+    login_failure_limit: int = 10
+    login_block_time: float = 60.0
+    login_throttle_loopback: bool = False
     # milliseconds a delivery may stay unacked before its channel is closed with 406 (RabbitMQ's
     # consumer_timeout, default 30 min; 0 = off; warren/broker/consumer_timeout.py)
     consumer_timeout: int = 1_800_000
@@ -122,6 +144,21 @@ class Config:
             raise ValueError("tls-port cannot be used with workers > 1: a TLS session cannot be handed "
                              "to a worker process (docs/security.md, 'TLS and --workers')")
 
+    def _validate_limits(self) -> None:
+        if self.connection_max < 0 or self.consumer_max_per_channel < 0:
+            raise ValueError("connection-max and consumer-max-per-channel must be 0 (no limit) or more")
+        if self.max_unauthenticated_connections is not None and self.max_unauthenticated_connections < 0:
+            raise ValueError("max-unauthenticated-connections must be 0 (off) or more")
+        if self.max_output_buffer < 1024 * 1024:
+            raise ValueError("max-output-buffer must be at least 1 MiB (1048576)")
+        if isinstance(self.loopback_users, str):  # the command line's "guest,admin"
+            self.loopback_users = tuple(u.strip() for u in self.loopback_users.split(",") if u.strip())
+        self.loopback_users = tuple(self.loopback_users)
+        if self.login_failure_delay < 0 or self.login_failure_limit < 0 or self.login_block_time < 0:
+            raise ValueError("login-failure-delay, login-failure-limit and login-block-time must be 0 (off) or more")
+        if self.login_failure_delay >= self.handshake_timeout:
+            raise ValueError("login-failure-delay must be shorter than handshake-timeout")
+
     def paging_budget(self) -> int:
         """The memory budget in octets: as given, or below the watermark so queues page first."""
         if self.memory_budget is not None:
@@ -156,6 +193,7 @@ class Config:
             raise ValueError("http-max-header-size must be at least 1024 and http-max-body-size at least 1")
         if not 0 < self.handshake_timeout <= 3600:
             raise ValueError("handshake-timeout must be more than 0 and at most 3600 seconds")
+        self._validate_limits()
         if self.consumer_timeout < 0:
             raise ValueError("consumer-timeout must be 0 (off) or a number of milliseconds")
         if self.log_level not in LOG_LEVELS:

@@ -35,6 +35,7 @@ from pathlib import Path
 from warren.access import passwords
 from warren.access.errors import AlreadyExists, Invalid, LoginRefused, NotFound
 from warren.access.permissions import ConnectionAccess, Permission, TopicPermission, validate_regex
+from warren.access.user_limits import validate_user_limits
 from warren.access.users import ADMINISTRATOR, DEFAULT_LOOPBACK_USERS, User, check_login, normalize_tags
 from warren.access.vhosts import (
     DEFAULT_VHOST_DESCRIPTION, QUEUE_TYPES, VhostInfo, validate_limits, validate_vhost_name,
@@ -52,13 +53,15 @@ _UNSET = object()
 class _State:
     """The model's content: plain dicts of immutable records, copied (shallowly) per change."""
 
-    __slots__ = ("users", "vhosts", "permissions", "topic_permissions")
+    __slots__ = ("users", "vhosts", "permissions", "topic_permissions", "user_limits")
 
     def __init__(self) -> None:
         self.users: dict[str, User] = {}
         self.vhosts: dict[str, VhostInfo] = {}
         self.permissions: dict[tuple[str, str], Permission] = {}
         self.topic_permissions: dict[tuple[str, str, str], TopicPermission] = {}
+        # RabbitMQ's user limits: {user: {"max-connections": n, "max-channels": n}} (user_limits.py)
+        self.user_limits: dict[str, dict] = {}
 
     def copy(self) -> "_State":
         s = _State()
@@ -66,6 +69,7 @@ class _State:
         s.vhosts = dict(self.vhosts)
         s.permissions = dict(self.permissions)
         s.topic_permissions = dict(self.topic_permissions)
+        s.user_limits = dict(self.user_limits)
         return s
 
     def to_json(self) -> dict:
@@ -77,6 +81,7 @@ class _State:
                        for v in self.vhosts.values()],
             "permissions": [p.to_json() for p in self.permissions.values()],
             "topic_permissions": [t.to_json() for t in self.topic_permissions.values()],
+            "user_limits": {name: dict(limits) for name, limits in self.user_limits.items()},
         }
 
     @classmethod
@@ -96,6 +101,8 @@ class _State:
         for t in d.get("topic_permissions", ()):
             tp = TopicPermission(t["user"], t["vhost"], t["exchange"], t["write"], t["read"])
             s.topic_permissions[(tp.user, tp.vhost, tp.exchange)] = tp
+        for name, limits in (d.get("user_limits") or {}).items():
+            s.user_limits[name] = validate_user_limits(limits)
         return s
 
 
@@ -225,6 +232,7 @@ class AccessControl:
                 del s.permissions[key]
             for key in [k for k in s.topic_permissions if k[0] == name]:
                 del s.topic_permissions[key]
+            s.user_limits.pop(name, None)
 
     def change_password(self, name: str, password: str) -> User:
         with self._change() as s:
@@ -323,6 +331,40 @@ class AccessControl:
                 raise NotFound(f"vhost '{vhost}' has no limit {name}")
             s.vhosts[vhost] = info.with_(limits={k: v for k, v in info.limits.items() if k != name})
         return s.vhosts[vhost]
+
+    # --- user limits (RabbitMQ's set_user_limits; warren/access/user_limits.py) ----------------
+
+    def user_limits(self, user: str | None = None) -> dict[str, dict]:
+        """{user: its limits} for users that have any (or just ``user``'s)."""
+        return {name: dict(limits) for name, limits in self._state.user_limits.items()
+                if limits and (user is None or name == user)}
+
+    def user_limit(self, user: str, name: str) -> int | None:
+        """One limit's value, None when unlimited (absent or negative). Cheap: a dict lookup."""
+        limits = self._state.user_limits.get(user)
+        v = limits.get(name) if limits else None
+        return None if v is None or v < 0 else v
+
+    def set_user_limit(self, user: str, name: str, value) -> dict:
+        """Set one limit (HTTP PUT /api/user-limits/{user}/{name} with ``{"value": n}``);
+        ``NotFound`` for an unknown user, ``Invalid`` for an unknown limit or a non-integer."""
+        one = validate_user_limits({name: value})
+        with self._change() as s:
+            self._existing(s, user)
+            s.user_limits[user] = {**s.user_limits.get(user, {}), **one}
+        return dict(s.user_limits[user])
+
+    def clear_user_limit(self, user: str, name: str) -> None:
+        """Remove one limit (HTTP DELETE /api/user-limits/{user}/{name}); absent is no error,
+        as RabbitMQ answers 204 either way."""
+        if name not in self._state.user_limits.get(user, {}):
+            return
+        with self._change() as s:
+            rest = {k: v for k, v in s.user_limits.get(user, {}).items() if k != name}
+            if rest:
+                s.user_limits[user] = rest
+            else:
+                s.user_limits.pop(user, None)
 
     # --- permissions ---------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ import base64
 from collections import defaultdict, deque
 
 from warren.broker import authz, reply_to
+from warren.broker.limits import NAMED_METHODS, NO_LIMITS, check_names
 from warren.broker.consumer import OUTPUT_BATCH, Consumer
 from warren.broker.message import Message
 from warren.broker.queue import REFUSED
@@ -93,6 +94,8 @@ class Channel:
         handler = HANDLERS.get(method.INDEX)
         if handler is None:
             raise NotImplemented_(f"{method.NAME} is not supported", method.CLASS_ID, method.METHOD_ID)
+        if method.INDEX in NAMED_METHODS:
+            check_names(method)  # names that are not UTF-8: 501 as RabbitMQ (broker/limits.py)
         handler(self, method)
 
     def _reply(self, method) -> None:
@@ -257,6 +260,7 @@ class Channel:
         tag = m.consumer_tag or "amq.ctag-" + base64.urlsafe_b64encode(os.urandom(16)).rstrip(b"=").decode()
         if tag in self.consumers:
             raise NotAllowed(f"attempt to reuse consumer tag '{tag}'", m.CLASS_ID, m.METHOD_ID)
+        getattr(self.session.broker, "limits", NO_LIMITS).check_consumer(self, m)  # consumer_max_per_channel
         priority = m.arguments.get("x-priority") if m.arguments else None
         if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
             raise PreconditionFailed(f"invalid arg 'x-priority' for queue '{q.name}' in vhost '{self.vhost.name}': "

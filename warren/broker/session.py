@@ -16,6 +16,7 @@ import logging
 from warren.access.errors import LoginRefused
 from warren.broker.auth import check_certificate_login, parse_response
 from warren.broker.channel import Channel
+from warren.broker.limits import NO_LIMITS
 from warren.errors import (
     AMQPError, ConnectionAccessRefused, HardError, InternalError, NotAllowed, SoftError,
 )
@@ -54,6 +55,9 @@ class Session:
         # why the connection ends, for its one close line in the log (connection.py); the
         # first cause wins: an error we answered, the client's connection.close, a shutdown
         self.close_reason: str | None = None
+        # node and user limits (warren/broker/limits.py); the server sets broker.limits
+        self.limits = getattr(broker, "limits", NO_LIMITS)
+        conn.channel_admit = self._admit_channel  # the user's max-channels, before open-ok
 
     def __str__(self) -> str:
         host, port = self.peer[:2] if self.peer else ("?", 0)
@@ -152,6 +156,15 @@ class Session:
                 error.log_detail = f"unreadable {m.mechanism} response: {e}"
                 raise error from None
             host = self.peer[0] if self.peer else None
+            throttle = getattr(self.broker, "login_throttle", None)  # warren/access/login_throttle.py
+            blocked = throttle.blocked_for(host) if throttle is not None else 0.0
+            if blocked:  # refused without a password check; the client sees the usual 403
+                error = ConnectionAccessRefused(
+                    f"Login was refused using authentication mechanism {m.mechanism}. For details see the "
+                    "broker logfile.", 10, 11)
+                error.log_detail = (f"login refused for user '{username}': too many failed logins from {host}, "
+                                    f"refused for {blocked:.0f}s more (login throttle)")
+                raise error
             try:
                 user = self.broker.users.authenticate(username, password, host)
                 reason = "unknown user, wrong password or a loopback-only user from a remote address"
@@ -162,6 +175,15 @@ class Session:
                     f"Login was refused using authentication mechanism {m.mechanism}. For details see the "
                     "broker logfile.", 10, 11)
                 error.log_detail = f"login refused for user '{username}': {reason}"
+                verdict = throttle.failed(host) if throttle is not None else None
+                if verdict is not None and verdict.blocked:
+                    error.log_detail += (f"; {verdict.failures} failed logins from {host}: its logins are refused "
+                                         f"for {throttle.block_time:g}s (login throttle)")
+                elif verdict is not None and verdict.delay:
+                    error.log_detail += (f"; failed login {verdict.failures} from {host}: answered after "
+                                         f"{verdict.delay:g}s (login throttle)")
+                    self.io.refuse_later(verdict.delay, error)  # the answer waits; nothing else does
+                    return
                 raise error
             self.username = username
             self.conn.accept_login()
@@ -173,9 +195,15 @@ class Session:
                 error = NotAllowed(f"vhost {m.virtual_host} not found", 10, 40)
                 error.log_detail = f"user '{self.username}' asked for unknown vhost '{m.virtual_host}'"
                 raise error
-            self.access = self.broker.admit(self, vhost)  # max-connections, permission in the vhost: 530
+            self.limits.admit(self, self.broker.access)  # node and user connection limits: 530
+            try:
+                self.access = self.broker.admit(self, vhost)  # max-connections, permission in the vhost: 530
+            except BaseException:
+                self.limits.release(self)
+                raise
             self.vhost = vhost
             self.conn.accept_open()
+            self.io.opened()  # no longer an unauthenticated connection (warren/server/limits.py)
             log.info("connection %s opened (client %s)", self, self.client_name)
         elif index == _UPDATE_SECRET:
             self.conn.send_method(0, spec.ConnectionUpdateSecretOk())
@@ -201,6 +229,10 @@ class Session:
             refused.log_detail = f"certificate login refused for user '{login.name}': {e.reason}"
             raise refused from None
         return login.name
+
+    def _admit_channel(self, channel: int) -> None:
+        """channel.open (the protocol core asks before open-ok): the user's max-channels."""
+        self.limits.admit_channel(self, self.broker.access)
 
     # --- glue callbacks ------------------------------------------------------------------
 
@@ -253,6 +285,7 @@ class Session:
         self.closed = True
         if self.access is not None:
             self.broker.release(self)
+        self.limits.release(self)
         for ch in list(self.channels.values()):
             ch.close()
         self.channels.clear()

@@ -80,6 +80,30 @@ class OneLineErrors(click.Command):
 @click.option("--heartbeat", default=60, show_default=True, type=int, help="Heartbeat seconds offered to clients.")
 @click.option("--handshake-timeout", default=10.0, show_default=True, type=float,
               help="Seconds a client has from connecting to connection.open-ok (RabbitMQ's handshake_timeout).")
+@click.option("--connection-max", default=Config.connection_max, show_default=True, type=int,
+              help="Open connections on this node; more are refused at connection.open with 530 "
+                   "(RabbitMQ's connection_max; 0 = no limit; docs/security.md).")
+@click.option("--consumer-max-per-channel", default=Config.consumer_max_per_channel, show_default=True, type=int,
+              help="Consumers on one channel; one more is refused with 530 (RabbitMQ's consumer_max_per_channel; "
+                   "0 = no limit).")
+@click.option("--max-unauthenticated-connections", default=None, type=int,
+              help="Sockets at once that have not completed the handshake; more are closed at accept "
+                   "(default: a quarter of the open-file limit, at most 4096; 0 = no limit).")
+@click.option("--max-output-buffer", default=Config.max_output_buffer, show_default=True, type=int,
+              help="Octets of output a client may leave unread before it is closed (at least one "
+                   "max-message-size message plus 1 MiB).")
+@click.option("--loopback-users", default="guest", show_default=True,
+              help="Users who may only log in from a loopback address, comma-separated "
+                   "(RabbitMQ's loopback_users; '' = none).")
+@click.option("--login-failure-delay", default=Config.login_failure_delay, show_default=True, type=float,
+              help="Seconds a failed login's answer waits after a few failures from its address (0 = off).")
+@click.option("--login-failure-limit", default=Config.login_failure_limit, show_default=True, type=int,
+              help="Failed logins from one address within --login-block-time before its logins are "
+                   "refused for that long (0 = off).")
+@click.option("--login-block-time", default=Config.login_block_time, show_default=True, type=float,
+              help="Seconds of the failed-login window and of the refusals that follow it.")
+@click.option("--login-throttle-loopback/--no-login-throttle-loopback", default=False, show_default=True,
+              help="Throttle failed logins from loopback addresses too (exempt by default).")
 @click.option("--consumer-timeout", default=1_800_000, show_default=True, type=int,
               help="Milliseconds a delivery may stay unacknowledged before its channel is closed with 406 "
                    "(RabbitMQ's consumer_timeout; 0 = off).")

@@ -27,6 +27,7 @@ from aiohttp import hdrs, web
 from warren.management.api import (
     bindings, connections, definitions, exchanges, health, overview, policies, queues, streams, users, vhosts,
 )
+from warren.management.api import user_limits
 from warren.management.api.auth import auth_middleware
 from warren.federation import api as federation_api  # /api/shovels, /api/federation-links
 from warren.management.api.common import BROKER, INFO, SERVER, STATS, ApiError, not_found
@@ -41,6 +42,7 @@ log = logging.getLogger("warren.management")
 
 RESOURCES = (overview, health, connections, queues, exchanges, bindings, vhosts, users, policies, definitions,
              streams, federation_api)
+RESOURCES += (user_limits,)  # /api/user-limits (warren/management/api/user_limits.py)
 
 
 @web.middleware

@@ -104,6 +104,10 @@ class AMQPConnection(asyncio.Protocol):
         self._started = time.monotonic()
         self._eof = False
         self._close_reason: str | None = None
+        # limits (limits.py): counted as unauthenticated until open-ok; unread output bound
+        self._gated = False
+        self._output_max = server.output_max
+        self._refused_at_accept = False
 
     # --- asyncio callbacks ---------------------------------------------------------------
 
@@ -112,6 +116,12 @@ class AMQPConnection(asyncio.Protocol):
         self.peer = transport.get_extra_info("peername")
         self._started = time.monotonic()
         self.connected_at = time.time()
+        if not self.server.handshake_gate.admit(peer_name(self.peer)):
+            # too many sockets short of open-ok: closed at once, nothing read (limits.py logs it)
+            self._closing = self._refused_at_accept = True
+            transport.abort()
+            return
+        self._gated = True
         self.server.connections.add(self)
         self._handshake_timer = self.loop.call_later(self.config.handshake_timeout, self._handshake_timeout)
         if self._replay is not None:
@@ -133,6 +143,9 @@ class AMQPConnection(asyncio.Protocol):
         self._eof = True  # returning None lets the transport close itself
 
     def connection_lost(self, exc) -> None:
+        if self._refused_at_accept:
+            return  # never counted, logged by the gate (limits.py)
+        self.opened()
         self._log_close(exc)
         self.server.connections.discard(self)
         self.server.collector.connection_closed()
@@ -172,6 +185,24 @@ class AMQPConnection(asyncio.Protocol):
                         "user": session.username if session is not None else None,
                         "vhost": session.vhost.name if session is not None and session.vhost else None,
                         "client": name, "lived_s": round(lived, 3), "reason": reason})
+
+    def opened(self) -> None:
+        """open-ok went out (or the socket closed): no longer counted as unauthenticated."""
+        if self._gated:
+            self._gated = False
+            self.server.handshake_gate.done()
+
+    def refuse_later(self, delay: float, error) -> None:
+        """Answer a failed login after ``delay`` seconds (login throttle): nothing is read from
+        this client meanwhile, and nothing else waits."""
+        self.transport.pause_reading()
+        self.loop.call_later(delay, self._refuse_now, error)
+
+    def _refuse_now(self, error) -> None:
+        if self.transport is None or self.transport.is_closing() or self.session is None or self.session.closed:
+            return
+        self.session.fail(error)
+        self.flush()
 
     def pause_writing(self) -> None:
         if self.session is not None:
@@ -358,8 +389,23 @@ class AMQPConnection(asyncio.Protocol):
             out = b"".join(data)
             self.send_oct += len(out)
             self.transport.write(out)
+            if self.transport.get_write_buffer_size() > self._output_max:
+                self._drop_unread_output()
+                return
         if batch_full and session.writable:
             self.loop.call_soon(session.resume_delivery)  # dispatch stopped at the batch limit
+
+    def _drop_unread_output(self) -> None:
+        """The client left more than the bound unread (limits.py): close it rather than grow."""
+        size = self.transport.get_write_buffer_size()
+        log.warning("closing connection %s: %d octets of output not read by the client (limit %d, "
+                    "--max-output-buffer)", self.session or peer_name(self.peer), size, self._output_max)
+        self._close_reason = (f"client did not read its output: {size} octets unsent "
+                              f"(limit {self._output_max}, --max-output-buffer)")
+        if self.session is not None:
+            self.session.note_close(self._close_reason)
+            self.session.connection_lost()  # channels closed, unacked messages requeued
+        self.transport.abort()
 
     def close_after_flush(self) -> None:
         """The close handshake is over: write what is queued; if the peer's close-ok ended our

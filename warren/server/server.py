@@ -17,6 +17,8 @@ from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
 
 from warren.access import AccessControl
+from warren.access.login_throttle import LoginThrottle
+from warren.broker.limits import BrokerLimits
 from warren.broker.broker import TICK, Broker
 from warren.broker.durability import Durability
 from warren.broker.queue import Queue
@@ -28,6 +30,7 @@ from warren.server.collector import Collector, tune_young_collections
 from warren.server.connection import AMQPConnection
 from warren.server.flow_control import ResourceAlarms
 from warren.server.handoff import HandoffReceiver
+from warren.server.limits import HandshakeGate, output_bound, raise_open_file_limit
 from warren.server.loops import new_event_loop
 from warren.server.tls import TlsAmqpListener, TlsContexts, TlsError
 from warren.server import logs
@@ -116,6 +119,15 @@ class Server:
         self.broker = Broker(config.vhosts, durability=self.durability, memory_budget=config.paging_budget(),
                              policy_file=config.policy_file, access=AccessControl.for_config(config))
         self.broker.set_consumer_timeout(config.consumer_timeout)
+        # limits and abuse (limits.py, warren/broker/limits.py, warren/access/login_throttle.py)
+        open_files = raise_open_file_limit()
+        self.handshake_gate = HandshakeGate.for_config(config, open_files)
+        self.output_max = output_bound(config)
+        self.broker.limits = BrokerLimits.for_config(config)
+        self.broker.login_throttle = LoginThrottle.for_config(config)
+        log.info("limits: %d open files, %s unauthenticated connections at once, connections %s, output "
+                 "per client %d octets (docs/security.md)", open_files, self.handshake_gate.limit or "any",
+                 config.connection_max or "unlimited", self.output_max)
         self.alarms = ResourceAlarms(self, config.data_dir, config.disk_free_limit, config.memory_limit())
         self.connections: set[AMQPConnection] = set()
         self._listener: asyncio.AbstractServer | None = None

@@ -130,11 +130,6 @@ async def user_topic_permissions(request: web.Request) -> web.Response:
     return reply_list(request, _permissions(_access(request).topic_permissions(user=u.name)))
 
 
-async def user_limits(request: web.Request) -> web.Response:
-    require(request, ADMINISTRATOR)
-    return reply_list(request, [])  # per-user limits are not kept
-
-
 # --- permissions -------------------------------------------------------------------------------------
 
 
@@ -231,7 +226,6 @@ def add_routes(app: web.Application) -> None:
     r.add_delete("/api/users/{name}", delete_user)
     r.add_get("/api/users/{name}/permissions", user_permissions)
     r.add_get("/api/users/{name}/topic-permissions", user_topic_permissions)
-    r.add_get("/api/user-limits", user_limits)
     r.add_get("/api/permissions", list_permissions)
     r.add_get("/api/permissions/{vhost}/{user}", get_permission)
     r.add_put("/api/permissions/{vhost}/{user}", put_permission)

@@ -118,6 +118,9 @@ class ServerConnection:
         self.state = ConnectionState()
         self.frames = FrameBuffer(frame_max)
         self.channels: dict[int, int] = {}
+        # called with the channel number on channel.open before open-ok is queued; it raises an
+        # AMQPError to refuse (the broker's per-user max-channels, warren/broker/limits.py)
+        self.channel_admit = None
         self._assembling: dict[int, _Assembly] = {}
         # the property list of the last content header: a publisher usually sends the same one
         # every time, and its messages then share one bytes object (less memory per queued
@@ -311,6 +314,8 @@ class ServerConnection:
                 if self.channel_max and len(self.channels) >= self.channel_max:
                     raise NotAllowed(f"number of channels opened ({len(self.channels)}) has reached the "
                                      f"negotiated channel_max ({self.channel_max})")
+                if self.channel_admit is not None:
+                    self.channel_admit(channel)
                 self.channels[channel] = _OPEN
                 self.send_method(channel, spec.ChannelOpenOk())
                 return ChannelOpened(channel)

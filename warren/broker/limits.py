@@ -1,0 +1,133 @@
+"""Broker-side limits: connections on the node and per user, channels per user, consumers per
+channel, and names that are not UTF-8. Each refusal with RabbitMQ's reply code and text.
+
+* ``connection_max`` (RabbitMQ's, default infinity; 0 here): connections open on this node
+  (this process: with ``--workers`` each worker counts its own). Checked at connection.open
+  (530 ``connection refused: node connection limit (N) is reached``, as RabbitMQ 3.12+ says
+  it; 3.10 stops accepting instead).
+* user limits (``warren/access/user_limits.py``): ``max-connections`` at connection.open (530
+  ``connection refused for user 'U': user connection limit (N) is reached``) and
+  ``max-channels`` at channel.open, before channel.open-ok goes out (530 ``number of channels
+  opened for user 'U' has reached the maximum allowed user limit of (N)``).
+* ``consumer_max_per_channel`` (RabbitMQ's, default infinity; 0 here): at basic.consume
+  (530 ``reached maximum (N) of consumers per channel``; a connection error, as RabbitMQ).
+* names: a queue, exchange, routing key or consumer tag whose octets are not UTF-8 is refused
+  as RabbitMQ's parser refuses it, 501 ``FRAME_ERROR - Malformed UTF-8 in shortstr``. The
+  codec keeps such octets (``surrogateescape``) so property lists round-trip; the check is
+  here, on the methods that name things, not on basic.publish (RabbitMQ does not check its
+  routing key either). Length needs no check: a shortstr holds at most 255 octets.
+
+The session and channel call these; the log line of each refusal is the session's usual one
+(who and what). Nothing here runs on the publish or delivery path.
+"""
+
+from __future__ import annotations
+
+from warren.access.user_limits import USER_MAX_CHANNELS, USER_MAX_CONNECTIONS
+from warren.errors import FrameError, NotAllowed
+from warren.spec import amqp0_9_1 as spec
+
+__all__ = ["BrokerLimits", "NO_LIMITS", "check_names"]
+
+
+class BrokerLimits:
+    def __init__(self, connection_max: int = 0, consumer_max_per_channel: int = 0) -> None:
+        self.connection_max = connection_max
+        self.consumer_max_per_channel = consumer_max_per_channel
+        self.open = 0  # connections past connection.open on this node
+        self.by_user: dict[str, set] = {}  # user -> its open sessions
+
+    @classmethod
+    def for_config(cls, config) -> "BrokerLimits":
+        return cls(config.connection_max, config.consumer_max_per_channel)
+
+    # --- connections -------------------------------------------------------------------------
+
+    def admit(self, session, access) -> None:
+        """connection.open: the node's and the user's connection limits (530), then counted;
+        ``release`` undoes it."""
+        user = session.username
+        if self.connection_max and self.open >= self.connection_max:
+            raise NotAllowed(f"connection refused: node connection limit ({self.connection_max}) is reached", 10, 40)
+        limit = access.user_limit(user, USER_MAX_CONNECTIONS) if access is not None else None
+        sessions = self.by_user.get(user)
+        if limit is not None and len(sessions or ()) >= limit:
+            raise NotAllowed(f"connection refused for user '{user}': user connection limit ({limit}) is reached",
+                             10, 40)
+        self.open += 1
+        if sessions is None:
+            sessions = self.by_user[user] = set()
+        sessions.add(session)
+
+    def release(self, session) -> None:
+        sessions = self.by_user.get(session.username)
+        if sessions is None or session not in sessions:
+            return
+        sessions.discard(session)
+        if not sessions:
+            del self.by_user[session.username]
+        self.open -= 1
+
+    # --- channels ------------------------------------------------------------------------------
+
+    def admit_channel(self, session, access) -> None:
+        """channel.open of ``session``: the user's ``max-channels`` over all its connections."""
+        user = session.username
+        limit = access.user_limit(user, USER_MAX_CHANNELS) if access is not None else None
+        if limit is None:
+            return
+        opened = sum(len(s.conn.channels) for s in self.by_user.get(user, ()))
+        if opened >= limit:
+            raise NotAllowed(f"number of channels opened for user '{user}' has reached the maximum allowed "
+                             f"user limit of ({limit})")
+
+    # --- consumers -----------------------------------------------------------------------------
+
+    def check_consumer(self, channel, method) -> None:
+        """basic.consume on ``channel``: RabbitMQ's consumer_max_per_channel (a new tag only)."""
+        limit = self.consumer_max_per_channel
+        if limit and len(channel.consumers) >= limit and method.consumer_tag not in channel.consumers:
+            raise NotAllowed(f"reached maximum ({limit}) of consumers per channel",
+                             method.CLASS_ID, method.METHOD_ID)
+
+
+NO_LIMITS = BrokerLimits()  # a Broker built without a server (unit tests, tools)
+
+
+# --- names -------------------------------------------------------------------------------------
+
+def _shortstr_fields() -> dict[int, tuple[str, ...]]:
+    """{method INDEX: its shortstr fields} for the channel methods that name queues, exchanges,
+    routing keys or consumer tags (basic.publish excepted: its fast path stays as it is)."""
+    out = {}
+    for name in dir(spec):
+        cls = getattr(spec, name)
+        fields = getattr(cls, "FIELDS", None)
+        index = getattr(cls, "INDEX", None)
+        if not fields or index is None or getattr(cls, "CLASS_ID", 0) in (10, 20):
+            continue  # connection and channel class: no names of the broker's objects
+        if cls is spec.BasicPublish:
+            continue
+        names = tuple(f for f, kind in fields if kind == "shortstr")
+        if names:
+            out[index] = names
+    return out
+
+
+NAMED_METHODS = _shortstr_fields()
+
+
+def check_names(method) -> None:
+    """501 if a name argument of ``method`` is not UTF-8 (RabbitMQ's parser's answer). A name
+    decoded from bad octets holds lone surrogates (``surrogateescape``): ASCII, the usual
+    case, is one ``isascii`` per name."""
+    fields = NAMED_METHODS.get(method.INDEX)
+    if fields is None:
+        return
+    for f in fields:
+        value = getattr(method, f)
+        if value.__class__ is str and not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise FrameError("Malformed UTF-8 in shortstr") from None
