@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from warren.protocol.dialects import Dialect, get_dialect
 
-__all__ = ["HEADER_SIZE", "PREFERRED_HEADER", "HEADERS", "NEED_MORE", "match_header", "read_header"]
+__all__ = ["HEADER_SIZE", "PREFERRED_HEADER", "HEADERS", "NEED_MORE", "match_header", "read_header",
+           "HEADER_0_10", "AMQP_0_10", "SERVE_0_10", "is_0_10"]
 
 HEADER_SIZE = 8
 PREFERRED_HEADER = b"AMQP\x00\x00\x09\x01"
@@ -21,6 +22,19 @@ HEADERS = {
     b"AMQP\x01\x01\x00\x09": "0-9",
     b"AMQP\x01\x01\x00\x5b": "0-91-qpid",  # Qpid's "0-91" (minor 91)
 }
+
+
+# AMQP 0-10 (issue 14): another protocol family, served by warren.protocol.amqp0_10, not a
+# Dialect. Until the broker has its 0-10 adapter, SERVE_0_10 stays False and read_header answers
+# the 0-10 header as any other unsupported one (our preferred header, then close); is_0_10 lets
+# a caller recognise it meanwhile.
+HEADER_0_10 = b"AMQP\x01\x01\x00\x0a"
+AMQP_0_10 = "0-10"  # read_header's answer for the 0-10 header once SERVE_0_10 is True
+SERVE_0_10 = False
+
+
+def is_0_10(header) -> bool:
+    return bytes(header[:HEADER_SIZE]) == HEADER_0_10
 
 
 def match_header(header: bytes) -> Dialect | None:
@@ -37,4 +51,6 @@ def read_header(received) -> Dialect | str | None:
     not a header we speak (not AMQP at all is known from the first octets, without waiting for 8)."""
     if len(received) < HEADER_SIZE:
         return NEED_MORE if b"AMQP".startswith(bytes(received[:4])) else None
+    if SERVE_0_10 and is_0_10(received):
+        return AMQP_0_10
     return match_header(received)
