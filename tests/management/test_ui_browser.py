@@ -10,6 +10,7 @@ on the page. Bounded: one chromium for the module, a 10 s limit on every wait.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -303,3 +304,93 @@ def test_keyboard_only(page, ui_broker):
     page.keyboard.press("Enter")
     page.wait_for_function("location.hash.includes('sort=messages')")
     assert page.get_by_role("columnheader", name="Total").get_attribute("aria-sort") == "ascending"
+
+
+def test_move_messages(page, ui_broker, uid):
+    """Move is done by the page (get with automatic ack, publish to the destination, in batches):
+    the moved messages keep their properties, headers and binary payloads, the rest stay."""
+    src, dst = f"ui-src-{uid}", f"ui-dst-{uid}"
+    conn = pika.BlockingConnection(pika.URLParameters(ui_broker.url))
+    try:
+        ch = conn.channel()
+        ch.queue_declare(src)
+        ch.queue_declare(dst)
+        for i in range(30):
+            ch.basic_publish("", src, bytes([0xFF, i]) + b"payload",
+                             pika.BasicProperties(headers={"n": i}, content_type="application/octet-stream",
+                                                  correlation_id=f"c{i}", delivery_mode=2))
+        login(page, ui_broker)
+        page.goto(f"{ui_broker.http_url}/#/queues/%2F/{src}")
+        page.get_by_role("heading", name=f"Queue {src}").wait_for()
+        open_section(page, "move")
+        form = page.get_by_role("form", name="Move messages")
+        form.get_by_label("Destination queue").fill(f"no-such-{uid}")
+        form.get_by_role("button", name="Move messages").click()
+        flash(page, f"No queue no-such-{uid}")
+        form.get_by_label("Destination queue").fill(dst)
+        form.get_by_label("How many (empty: all)").fill("25")  # more than one batch
+        form.get_by_role("button", name="Move messages").click()
+        flash(page, f"Moved 25 message(s) to {dst}.")
+        assert call(ui_broker.http_url, "GET", f"/api/queues/%2F/{src}")[1]["messages"] == 5
+        moved = []
+        for _ in range(25):
+            _, props, body = ch.basic_get(dst, auto_ack=True)
+            moved.append((props, body))
+        assert [p.headers["n"] for p, _ in moved] == list(range(25))  # in order
+        props, body = moved[7]
+        assert body == bytes([0xFF, 7]) + b"payload"
+        assert (props.content_type, props.correlation_id, props.delivery_mode) == ("application/octet-stream", "c7", 2)
+    finally:
+        conn.close()
+
+
+def test_definitions_export_and_import(page, ui_broker, uid, tmp_path):
+    login(page, ui_broker)
+    page.goto(f"{ui_broker.http_url}/#/definitions")
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Download definitions").click()
+    exported = json.loads(Path(download.value.path()).read_text())
+    assert {"users", "vhosts", "permissions", "queues", "exchanges", "bindings"} <= set(exported)
+    assert any(u["name"] == "guest" for u in exported["users"])
+
+    queue = f"ui-imported-{uid}"
+    file = tmp_path / "defs.json"
+    file.write_text(json.dumps({"queues": [{"name": queue, "vhost": "/", "durable": True, "auto_delete": False,
+                                            "arguments": {"x-max-length": 10}}]}))
+    page.get_by_label("Definitions file").set_input_files(str(file))
+    page.get_by_role("button", name="Upload definitions").click()
+    flash(page, "Definitions imported from defs.json.")
+    status, body, _ = call(ui_broker.http_url, "GET", f"/api/queues/%2F/{queue}")
+    assert status == 200 and body["arguments"] == {"x-max-length": 10}
+    # a file that is not JSON is refused by the page with the reason
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    page.get_by_label("Definitions file").set_input_files(str(bad))
+    page.get_by_role("button", name="Upload definitions").click()
+    flash(page, "bad.json is not JSON")
+
+
+def test_policy_and_limit(page, ui_broker, uid):
+    name = f"ui-policy-{uid}"
+    login(page, ui_broker)
+    page.goto(f"{ui_broker.http_url}/#/policies")
+    open_section(page, "add-policy")
+    section = page.locator("#add-policy")
+    section.get_by_label("Name", exact=True).fill(name)
+    section.get_by_label("Pattern").fill(f"^ui-pol-{uid}")
+    section.get_by_label("Apply to").select_option("queues")
+    section.get_by_role("button", name="max-length", exact=True).click()
+    section.get_by_label("Definition 1 value").fill("42")
+    section.get_by_role("button", name="Add / update policy").click()
+    flash(page, f"Policy {name} set")
+    status, body, _ = call(ui_broker.http_url, "GET", f"/api/policies/%2F/{name}")
+    assert status == 200 and body["definition"] == {"max-length": 42} and body["apply-to"] == "queues"
+
+    page.get_by_role("navigation", name="Admin").get_by_role("link", name="Limits").click()
+    form = page.get_by_role("form", name="Set limit")
+    form.get_by_label("Limit", exact=True).select_option("max-queues")
+    form.get_by_label("Value").fill("5000")
+    form.get_by_role("button", name="Set limit").click()
+    flash(page, "Limit max-queues set")
+    assert call(ui_broker.http_url, "GET", "/api/vhost-limits/%2F")[1][0]["value"]["max-queues"] == 5000
+    assert call(ui_broker.http_url, "DELETE", "/api/vhost-limits/%2F/max-queues")[0] == 204

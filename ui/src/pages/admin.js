@@ -372,7 +372,8 @@ export function Definitions() {
   const upload = async (e) => {
     e.preventDefault();
     if (!file) { notify('error', 'Choose a definitions file first.'); return; }
-    const text = await file.text();
+    let text;
+    try { text = await file.text(); } catch (err) { notify('error', `${file.name} cannot be read: ${err.message}`); return; }
     try { JSON.parse(text); } catch (err) { notify('error', `${file.name} is not JSON: ${err.message}`); return; }
     await run(() => api.post(importVh ? `/definitions/${enc(importVh)}` : '/definitions', text), `Definitions imported from ${file.name}.`);
   };
