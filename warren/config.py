@@ -149,6 +149,8 @@ class Config:
             raise ValueError("connection-max and consumer-max-per-channel must be 0 (no limit) or more")
         if self.max_unauthenticated_connections is not None and self.max_unauthenticated_connections < 0:
             raise ValueError("max-unauthenticated-connections must be 0 (off) or more")
+        if not 1 <= self.max_message_size <= 512 * 1024 * 1024:
+            raise ValueError("max-message-size must be 1..536870912 octets (512 MiB, RabbitMQ's ceiling)")
         if self.max_output_buffer < 1024 * 1024:
             raise ValueError("max-output-buffer must be at least 1 MiB (1048576)")
         if isinstance(self.loopback_users, str):  # the command line's "guest,admin"

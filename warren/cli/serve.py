@@ -80,6 +80,9 @@ class OneLineErrors(click.Command):
 @click.option("--heartbeat", default=60, show_default=True, type=int, help="Heartbeat seconds offered to clients.")
 @click.option("--handshake-timeout", default=10.0, show_default=True, type=float,
               help="Seconds a client has from connecting to connection.open-ok (RabbitMQ's handshake_timeout).")
+@click.option("--max-message-size", default=Config.max_message_size, show_default=True, type=int,
+              help="Largest message body in octets; a larger publish closes its channel with 406 "
+                   "(RabbitMQ's max_message_size: 128 MiB, at most 512 MiB).")
 @click.option("--connection-max", default=Config.connection_max, show_default=True, type=int,
               help="Open connections on this node; more are refused at connection.open with 530 "
                    "(RabbitMQ's connection_max; 0 = no limit; docs/security.md).")
