@@ -22,6 +22,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from pathlib import Path
 
 import aio_pika
 import kombu
@@ -330,6 +331,21 @@ def test_https_api_with_the_ca_and_reloaded_on_sighup(start_broker, pki, tmp_pat
     assert _get(url, pki.client_context(cafile=new_ca_file))[0] == 200
     with pytest.raises(urllib.error.URLError):
         _get(url, pki.client_context())
+
+
+def test_https_on_the_prometheus_port_and_with_workers(start_broker, pki, tmp_path):
+    b = start_broker(*pki.broker_args("none", "--http-tls", "--prometheus-port", "0"))
+    ready = json.loads(Path(b.args[b.args.index("--ready-file") + 1]).read_text())
+    with urllib.request.urlopen(f"https://{SERVER_NAME}:{ready['prometheus_port']}/metrics", timeout=10,
+                                context=pki.client_context()) as r:
+        assert r.status == 200 and b"rabbitmq_" in r.read()
+    # --workers: each worker's HTTP port is HTTPS (AMQP stays plain there: see the start-up refusal)
+    w = start_broker("--workers", "2", "--http-tls", "--tls-cert", str(pki.server_cert), "--tls-key",
+                     str(pki.server_key), data_dir=tmp_path / "d2")
+    assert w.tls_port is None
+    assert _get(f"https://{SERVER_NAME}:{w.http_port}", pki.client_context())[0] == 200
+    with pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", w.port)) as c:
+        round_trip(c)
 
 
 # --- certificate login (SASL EXTERNAL) ----------------------------------------------------------
