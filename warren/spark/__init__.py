@@ -3,16 +3,62 @@
 ``register(spark)`` makes the ``warren`` format known to a SparkSession; where the distribution
 is installed, pyspark also finds it by itself through the top-level package ``pyspark_warren``
 (docs/spark.md). Importing this package does not import pyspark; the data source classes live
-in ``datasource.py``.
+in ``datasource.py``, the readers in ``read/``, the writers in ``write/``, the ``warren
+pipeline`` jobs in ``jobs/`` and every option in ``options.py``.
+
+Which Python runs the data source: Spark starts its Python workers with ``PYSPARK_PYTHON`` or
+the ``spark.pyspark.python`` setting, else with whatever ``python3`` is first on the PATH, not
+with the interpreter of the driver. A script run as ``/path/to/venv/bin/python job.py`` without
+activating the venv would then have its workers fail with ``No module named 'warren'`` (or
+``'pyspark'``). ``register`` therefore points the session's workers at the driver's own
+interpreter when neither is set (a classic session only; a Spark Connect server decides for
+itself), and the sessions of ``warren pipeline`` set ``spark.pyspark.python`` when they are
+built. On a cluster whose machines keep Python elsewhere, set ``PYSPARK_PYTHON`` (or
+``spark.pyspark.python``) yourself: what you set is never replaced.
 """
 
 from __future__ import annotations
 
-__all__ = ["register"]
+import logging
+import os
+import sys
+
+__all__ = ["register", "use_driver_python"]
+
+log = logging.getLogger("warren.spark")
+
+PYTHON_SETTINGS = ("spark.pyspark.python", "spark.pyspark.driver.python")
+
+
+def use_driver_python(spark) -> bool:
+    """Make ``spark``'s Python workers run this interpreter unless a Python was chosen.
+
+    Returns whether it changed anything. Spark reads ``spark.pyspark.python`` each time it
+    starts a Python worker, from the context's live configuration, so setting it there works on
+    a running session (``spark.conf.set`` refuses it: it is not a SQL setting).
+    """
+    if os.environ.get("PYSPARK_PYTHON"):
+        return False
+    context = getattr(spark, "sparkContext", None)
+    try:
+        jconf = context._jsc.sc().conf()  # the SparkContext's own SparkConf, not a copy
+    except Exception:  # a Spark Connect session (no context here), or no JVM reachable
+        return False
+    changed = False
+    for key in PYTHON_SETTINGS:
+        if not jconf.contains(key):
+            jconf.set(key, sys.executable)
+            changed = True
+    if changed:
+        context.pythonExec = sys.executable  # RDD and UDF workers started from this process
+        log.info("warren: Spark's Python workers will run %s (set PYSPARK_PYTHON to choose another)",
+                 sys.executable)
+    return changed
 
 
 def register(spark) -> None:
     """Register the ``warren`` data source with ``spark`` (idempotent)."""
     from warren.spark.datasource import WarrenDataSource
 
+    use_driver_python(spark)
     spark.dataSource.register(WarrenDataSource)

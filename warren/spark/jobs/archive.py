@@ -94,36 +94,34 @@ def run_archive(spark, *, stream: str, path: str, checkpoint: str, url: str, htt
               help="Fail when retention removed records not archived yet (else skip them, with a warning).")
 @click.option("--transport", type=click.Choice(["http", "amqp"]), default="http", show_default=True)
 @click.option("--master", default=None, help="Spark master [default: local[*], or spark-submit's].")
+@click.option("--ship-package", is_flag=True,
+              help="Ship the warren package to the executors with the job (for clusters where it is not installed).")
 def archive_command(stream, path, checkpoint, url, http_url, trigger, interval, max_records_per_trigger,
                     max_bytes_per_trigger, starting_offsets, records_per_partition, fail_on_data_loss,
-                    transport, master) -> None:
+                    transport, master, ship_package) -> None:
     """Archive a stream queue to Parquet, exactly once across restarts (Spark streaming)."""
     from pyspark.errors import StreamingQueryException
 
-    from warren.spark.jobs.session import JavaMissingError, build_session
-
-    try:
-        spark = build_session("warren-archive", master)
-    except JavaMissingError as e:
-        raise click.ClickException(str(e)) from None
+    from warren.spark.jobs.session import JavaMissingError, job_session
 
     def report(line: str) -> None:
         click.echo(line, err=True)
 
     checkpoint = checkpoint or _default_checkpoint(path)
-    report(f"archiving {stream} to {path} (checkpoint {checkpoint}, trigger {trigger})")
     try:
-        query = run_archive(
-            spark, stream=stream, path=path, checkpoint=checkpoint, url=url, http_url=http_url, trigger=trigger,
-            interval=interval, max_records_per_trigger=max_records_per_trigger,
-            max_bytes_per_trigger=max_bytes_per_trigger, starting_offsets=starting_offsets,
-            records_per_partition=records_per_partition, fail_on_data_loss=fail_on_data_loss,
-            transport=transport, report=report)
-        report("done" if query.exception() is None else f"failed: {query.exception()}")
+        with job_session("warren-archive", master, ship_package) as spark:
+            report(f"archiving {stream} to {path} (checkpoint {checkpoint}, trigger {trigger})")
+            query = run_archive(
+                spark, stream=stream, path=path, checkpoint=checkpoint, url=url, http_url=http_url,
+                trigger=trigger, interval=interval, max_records_per_trigger=max_records_per_trigger,
+                max_bytes_per_trigger=max_bytes_per_trigger, starting_offsets=starting_offsets,
+                records_per_partition=records_per_partition, fail_on_data_loss=fail_on_data_loss,
+                transport=transport, report=report)
+            report("done" if query.exception() is None else f"failed: {query.exception()}")
+    except JavaMissingError as e:
+        raise click.ClickException(str(e)) from None
     except StreamingQueryException as e:
         raise click.ClickException(f"the archive query failed: {e.getMessage() if hasattr(e, 'getMessage') else e}")
-    finally:
-        spark.stop()
 
 
 if __name__ == "__main__":  # python -m warren.spark.jobs.archive (as `warren pipeline archive`)

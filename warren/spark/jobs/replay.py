@@ -15,10 +15,7 @@ message ids are ``<write id>:0:<partition>:<row>`` and repeat for the same files
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import sys
 
 import click
 
@@ -29,7 +26,6 @@ __all__ = ["replay_command", "replay"]
 WRITER_COLUMNS = ("body", "routing_key", "exchange", "headers", "properties")
 # the exceptions a task raises, as Spark's error text shows them (``module.Class: message``)
 _WARREN_ERROR = re.compile(r"warren\.spark(?:\.\w+)+: (.*)")
-JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"  # quicker start for short jobs
 
 
 def replay(spark, source: str, exchange: str, url: str = DEFAULT_URL, routing_key: str | None = None,
@@ -71,25 +67,6 @@ def _cause(text: str) -> str | None:
     return lines[0] if lines else None
 
 
-def _session(master: str):
-    """The active SparkSession (``spark-submit``, tests), or a new local one on ``master``."""
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        raise click.ClickException("Spark needs Java 17 or later: no java on PATH and JAVA_HOME is not set")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers import this same warren
-    from pyspark.sql import SparkSession
-
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        return active, False
-    session = (SparkSession.builder.master(master).appName("warren pipeline replay")
-               .config("spark.ui.enabled", "false")
-               .config("spark.driver.extraJavaOptions", JVM_OPTIONS)
-               .config("spark.sql.session.timeZone", "UTC")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("WARN")
-    return session, True
-
-
 @click.command("replay")
 @click.option("--from", "source", required=True, type=click.Path(exists=True),
               help="Parquet file or directory of rows in the warren schema (as archived).")
@@ -101,17 +78,21 @@ def _session(master: str):
 @click.option("--ordered", is_flag=True, help="Publish from one task in (stream, offset) order.")
 @click.option("--mandatory", is_flag=True, help="Fail if a message cannot be routed to any queue.")
 @click.option("--confirm-window", type=click.IntRange(1), default=None, help="Unconfirmed publishes per task.")
-@click.option("--master", default="local[*]", show_default=True, help="Spark master when not under spark-submit.")
-def replay_command(source, exchange, url, routing_key, write_id, ordered, mandatory, confirm_window, master) -> None:
+@click.option("--master", default=None, help="Spark master [default: local[*], or spark-submit's].")
+@click.option("--ship-package", is_flag=True,
+              help="Ship the warren package to the executors with the job (for clusters where it is not installed).")
+def replay_command(source, exchange, url, routing_key, write_id, ordered, mandatory, confirm_window, master,
+                   ship_package) -> None:
     """Publish archived Parquet rows to an exchange, with publisher confirms."""
-    spark, owned = _session(master)
+    from warren.spark.jobs.session import JavaMissingError, job_session
+
     try:
-        rows = replay(spark, source, exchange, url, routing_key, write_id, ordered, mandatory, confirm_window)
+        with job_session("warren pipeline replay", master, ship_package) as spark:
+            rows = replay(spark, source, exchange, url, routing_key, write_id, ordered, mandatory, confirm_window)
+    except JavaMissingError as e:
+        raise click.ClickException(str(e)) from None
     except click.ClickException:
         raise
     except Exception as e:
         raise click.ClickException(f"replay failed: {_cause(str(e)) or repr(e)}") from e
-    finally:
-        if owned:
-            spark.stop()
     click.echo(f"published {rows} messages from {source} to exchange {exchange!r} (all confirmed)")

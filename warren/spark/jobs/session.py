@@ -1,12 +1,20 @@
-"""A SparkSession for Warren's Spark jobs (``warren pipeline ...``), local by default.
+"""The SparkSession of Warren's Spark jobs (``warren pipeline ...``), local by default.
 
 Spark needs Java; without it pyspark fails late with a gateway error that says little, so
 ``require_java`` checks first and says what to install. A local session's JVM is tuned for
 short jobs on small machines (``-XX:TieredStopAtLevel=1``: quick JIT; ``-XX:+UseSerialGC``: one
-GC thread). Python workers run this interpreter, so they import the same ``warren``.
+GC thread).
 
-Under ``spark-submit`` the master and the JVM are already chosen: only ``--master`` given
-explicitly overrides the master, and the JVM options are left to spark-submit's.
+Python workers run this interpreter (``spark.pyspark.python``, unless ``PYSPARK_PYTHON`` says
+otherwise), so they import the same ``warren`` even when the venv is not activated. On a
+cluster, executors need ``warren`` importable too: installed in the Python their workers run,
+or shipped with the job: ``ship_package=True`` (``--ship-package``) zips the installed
+``warren`` and ``pyspark_warren`` packages (``package_zip``) and hands the zip to Spark as
+``spark.submit.pyFiles``, which puts it on every Python worker's path.
+
+Under ``spark-submit`` (or when a session is already active) the master and the JVM are already
+chosen: only ``--master`` given explicitly overrides the master, the JVM options are left to
+spark-submit's, and the session is not stopped by the job.
 """
 
 from __future__ import annotations
@@ -14,10 +22,17 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import tempfile
+import zipfile
+from contextlib import contextmanager
+from pathlib import Path
 
-__all__ = ["JVM_OPTIONS", "JavaMissingError", "require_java", "build_session"]
+__all__ = ["JVM_OPTIONS", "JavaMissingError", "require_java", "build_session", "job_session", "package_zip"]
 
 JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# the Python data source's filter pushdown (offset and timestamp ranges, read/batch.py) is off
+# unless this is set; a reader that implements pushFilters fails to plan without it
+PUSHDOWN_SETTING = "spark.sql.python.filterPushdown.enabled"
 
 
 class JavaMissingError(RuntimeError):
@@ -39,13 +54,27 @@ def _under_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ  # spark-submit started the JVM and hands it to us
 
 
-def build_session(app_name: str, master: str | None = None, conf: dict | None = None):
+def package_zip(folder: str | os.PathLike) -> str:
+    """A zip of the installed ``warren`` and ``pyspark_warren`` packages (Python sources only,
+    no compiled extensions: each has a pure-Python fallback), for ``spark.submit.pyFiles``."""
+    import pyspark_warren
+
+    import warren
+
+    target = Path(folder) / "warren-package.zip"
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
+        for package in (warren, pyspark_warren):
+            root = Path(package.__file__).resolve().parent
+            for path in sorted(root.rglob("*.py")):
+                zf.write(path, Path(root.name) / path.relative_to(root))
+    return str(target)
+
+
+def build_session(app_name: str, master: str | None = None, conf: dict | None = None, ship_package: bool = False):
     """The active SparkSession or a new one; ``master`` defaults to local[*] outside spark-submit."""
     submitted = _under_spark_submit()
     if not submitted:
         require_java()
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
     from warren.spark import register
@@ -56,9 +85,42 @@ def build_session(app_name: str, master: str | None = None, conf: dict | None = 
     if not submitted:
         builder = (builder.config("spark.driver.extraJavaOptions", JVM_OPTIONS)
                    .config("spark.executor.extraJavaOptions", JVM_OPTIONS))
-    builder = builder.config("spark.ui.showConsoleProgress", "false").config("spark.sql.session.timeZone", "UTC")
+    python = os.environ.get("PYSPARK_PYTHON") or sys.executable
+    builder = (builder.config("spark.ui.showConsoleProgress", "false").config("spark.sql.session.timeZone", "UTC")
+               .config("spark.pyspark.python", python).config("spark.pyspark.driver.python", sys.executable)
+               .config(PUSHDOWN_SETTING, "true"))
+    if ship_package:
+        folder = tempfile.mkdtemp(prefix="warren-ship-")
+        builder = builder.config("spark.submit.pyFiles", package_zip(folder))
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
+    spark.conf.set(PUSHDOWN_SETTING, "true")  # a session that existed already keeps its builder's settings
     register(spark)
     return spark
+
+
+@contextmanager
+def job_session(app_name: str, master: str | None = None, ship_package: bool = False, conf: dict | None = None):
+    """``build_session`` for a command: the session is stopped at the end only if the command
+    started it (not the active session of a test or of spark-submit's driver)."""
+    if not _under_spark_submit():
+        require_java()
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        if ship_package:
+            active.sparkContext.addPyFile(package_zip(tempfile.mkdtemp(prefix="warren-ship-")))
+        active.conf.set(PUSHDOWN_SETTING, "true")
+        from warren.spark import register
+
+        register(active)
+        yield active
+        return
+    spark = build_session(app_name, master, conf, ship_package)
+    try:
+        yield spark
+    finally:
+        spark.stop()
+
