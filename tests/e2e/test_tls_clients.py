@@ -317,7 +317,10 @@ def test_https_api_with_the_ca_and_reloaded_on_sighup(start_broker, pki, tmp_pat
     b = start_broker(*pki.broker_args("none", "--http-tls"))
     url = f"https://{SERVER_NAME}:{b.http_port}"
     status, body = _get(url, pki.client_context())
-    assert status == 200 and "listeners" in body
+    assert status == 200
+    listeners = {(x["protocol"], x["port"]) for x in body["listeners"]}
+    assert {("amqp", b.port), ("amqp/ssl", b.tls_port), ("https", b.http_port)} <= listeners
+    assert _get(url, pki.client_context(), "/api/health/checks/protocol-listener/amqps")[1]["status"] == "ok"
     with pytest.raises(urllib.error.URLError):  # a client that does not trust our CA
         _get(url, ssl.create_default_context())
     with pytest.raises((urllib.error.URLError, ConnectionError, OSError)):  # plain HTTP on the HTTPS port

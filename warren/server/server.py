@@ -232,6 +232,7 @@ class Server:
         if c.http_port >= 0:
             self.http = HttpServer(self.broker, info=lambda: {
                 "amqp_port": port, "http_port": http_port, "connections": len(self.connections),
+                "amqps_port": tls_port, "http_tls": c.http_tls,  # the listeners' list (TLS: tls.py)
                 "gc": self.collector.stats()}, server=self, limits=HttpLimits(
                     c.http_header_timeout, c.http_body_timeout, c.http_max_header_size, c.http_max_body_size))
             try:

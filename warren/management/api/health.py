@@ -55,8 +55,10 @@ def _listening(request: web.Request) -> dict[str, int]:
     out = {}
     if info.get("amqp_port") is not None:
         out["amqp"] = info["amqp_port"]
+    if info.get("amqps_port") is not None:
+        out["amqp/ssl"] = info["amqps_port"]
     if info.get("http_port") is not None:
-        out["http"] = info["http_port"]
+        out["https" if info.get("http_tls") else "http"] = info["http_port"]
     return out
 
 
@@ -75,7 +77,8 @@ async def port_listener(request: web.Request) -> web.Response:
 async def protocol_listener(request: web.Request) -> web.Response:
     protocol = request.match_info["protocol"].lower()
     listening = _listening(request)
-    aliases = {"amqp091": "amqp", "amqp0-9-1": "amqp", "amqp": "amqp", "http": "http"}
+    aliases = {"amqp091": "amqp", "amqp0-9-1": "amqp", "amqp": "amqp", "http": "http",
+               "amqps": "amqp/ssl", "amqp/ssl": "amqp/ssl", "https": "https"}  # TLS (warren/server/tls.py)
     if aliases.get(protocol) in listening:
         return _ok(protocol=protocol)
     return _failed("No active listener", missing=protocol, protocols=sorted(listening))

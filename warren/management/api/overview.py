@@ -55,8 +55,12 @@ def listeners(request: web.Request) -> list[dict]:
     if amqp_port is not None:
         out.append({"node": node, "protocol": "amqp", "ip_address": host, "port": amqp_port,
                     "socket_opts": {"backlog": 1024, "nodelay": True}})
+    if info.get("amqps_port") is not None:  # AMQP over TLS (warren/server/tls.py), as RabbitMQ names it
+        out.append({"node": node, "protocol": "amqp/ssl", "ip_address": host, "port": info["amqps_port"],
+                    "socket_opts": {"backlog": 1024, "nodelay": True}})
     if http_port is not None:
-        out.append({"node": node, "protocol": "http", "ip_address": http_host, "port": http_port,
+        out.append({"node": node, "protocol": "https" if info.get("http_tls") else "http",
+                    "ip_address": http_host, "port": http_port,
                     "socket_opts": {"port": http_port}})
     return out
 
