@@ -84,7 +84,7 @@ export function Chart({ title, hist, series, kind = 'count', height = 180, forma
       axes: [
         { stroke: '#4b5563', grid: { stroke: '#e5e7eb' }, ticks: { stroke: '#e5e7eb' } },
         { stroke: '#4b5563', grid: { stroke: '#e5e7eb' }, ticks: { stroke: '#e5e7eb' }, size: 60,
-          values: (u, vals) => vals.map((v) => (kind === 'rate' ? fmtRate(v) : fmtNum(v))) },
+          values: (u, vals) => vals.map((v) => fmt(v)) },
       ],
       series: [{}, ...shown.map((s) => ({ label: s.label, stroke: s.color, width: s.key === 'total' ? 1.5 : 2, points: { show: false },
         dash: s.key === 'total' ? [6, 4] : undefined, fill: s.key === 'total' ? undefined : s.color + '14' }))],

@@ -225,7 +225,9 @@ function LimitsEditor({ vhost, onChange }) {
     }
   };
   const clear = async (name) => {
-    if (await run(() => api.del(`/vhost-limits/${enc(vhost)}/${name}`), `Limit ${name} cleared`)) limits.reload();
+    if (await run(() => api.del(`/vhost-limits/${enc(vhost)}/${name}`), `Limit ${name} cleared`)) {
+      limits.reload(); if (onChange) onChange();
+    }
   };
   return html`
     <${Table} caption="Limits" rows=${Object.entries(current)} rowKey=${(r) => r[0]} empty="No limits." columns=${[
@@ -255,7 +257,7 @@ export function VhostDetail({ name }) {
     ${!v.data ? (v.error ? null : html`<${Loading} />`) : html`
       <${Section} title="Overview"><${Facts} items=${[['Description', v.data.description || ''],
         ['Tags', (Array.isArray(v.data.tags) ? v.data.tags.join(', ') : v.data.tags) || ''],
-        ['Default queue type', v.data.default_queue_type || 'classic'], ['Messages', fmtNum(v.data.messages || 0)],
+        ['Default queue type', !v.data.default_queue_type || v.data.default_queue_type === 'undefined' ? 'classic' : v.data.default_queue_type], ['Messages', fmtNum(v.data.messages || 0)],
         ['Queues', html`<a href=${`#/queues`}>list</a>`]]} /><//>
       <${Section} title="Permissions">
         ${perms.data ? html`<${PermissionsTable} rows=${perms.data} by="vhost" onChange=${perms.reload} />` : html`<${Loading} />`}
