@@ -145,3 +145,18 @@ def start_broker(tmp_path):
 def uid() -> str:
     """A short unique suffix for queue and exchange names."""
     return uuid.uuid4().hex[:10]
+
+
+@pytest.fixture(scope="session")
+def rabbitmq_node(tmp_path_factory):
+    """A private RabbitMQ node (tests/rabbitmq_node.py) with the management, shovel and
+    federation plugins, shared by the session; skipped where rabbitmq-server is not installed."""
+    from tests.rabbitmq_node import rabbitmq_missing, start_rabbitmq_node
+    why = rabbitmq_missing()
+    if why:
+        pytest.skip(why)
+    node = start_rabbitmq_node(tmp_path_factory.mktemp("rabbitmq"))
+    try:
+        yield node
+    finally:
+        node.stop()

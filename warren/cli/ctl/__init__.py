@@ -11,7 +11,8 @@ or the URL's ``user:pass@``, default guest/guest). The general options (those, `
 
 Modules: `client.py` (HTTP and exit codes), `output.py` (formatters), `listing.py` (the
 ``list_*`` commands), `node.py` (status, ping, await_startup), `access.py` (users, vhosts,
-permissions, limits), `objects.py` (queues, connections, policies), `definitions.py`.
+permissions, limits), `objects.py` (queues, connections, policies), `definitions.py`,
+`parameters.py` (runtime parameters, shovels, federation links).
 """
 
 from __future__ import annotations
@@ -162,4 +163,4 @@ def ctl() -> None:
 
 
 # the commands register themselves on `ctl`
-from warren.cli.ctl import access, definitions, listing, node, objects  # noqa: E402,F401
+from warren.cli.ctl import access, definitions, listing, node, objects, parameters  # noqa: E402,F401
