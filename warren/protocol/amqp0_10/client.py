@@ -132,6 +132,13 @@ class ClientConnection(Endpoint):
     def flush(self, channel: int, expected: bool = False, confirmed: bool = False, completed: bool = True) -> None:
         self._send_control(channel, spec.SessionFlush(expected=expected, confirmed=confirmed, completed=completed))
 
+    def send_raw(self, data: bytes, command_on: int | None = None) -> None:
+        """Octets as they are (frames a well-behaved client would not send). ``command_on``: the
+        channel whose session counts them as one command (so our numbering stays in step)."""
+        self._out.append(data)
+        if command_on is not None:
+            self.sessions[command_on].out_next += 1
+
     def close(self, code: int = CLOSE.NORMAL, text: str = "") -> None:
         self.close_connection(code, text)
 

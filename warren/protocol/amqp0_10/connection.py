@@ -134,7 +134,7 @@ class ServerConnection(Endpoint):
 
     def _refuse_connection(self, code: int, text: str) -> None:
         self.close_connection(code, text)
-        self._events.append(PeerError(0, text, "close", code))
+        self._events.append(PeerError(None, text, "close", code))
 
     def _negotiate(self, tune_ok) -> None:
         # Lenient where the spec says "must not exceed": the lower of both values is used

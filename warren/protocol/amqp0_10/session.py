@@ -148,7 +148,8 @@ class Session:
 
     def known_completed(self, commands: SequenceSet) -> None:
         for lo, hi in commands.ranges:
-            a, b = self.incoming(lo), self.incoming(hi)
+            a = self.incoming(lo)
+            b = a + (hi - lo) % SEQ_MOD
             if a <= self.in_known <= b + 1:
                 self.in_known = max(self.in_known, min(b + 1, self.in_low))
             for i in [i for i in self.in_done if a <= i <= b]:
@@ -158,7 +159,8 @@ class Session:
         """Record the peer's completion of our commands; the newly completed wire ids."""
         new = []
         for lo, hi in commands.ranges:
-            a, b = max(self.outgoing(lo), self.out_low), min(self.outgoing(hi), self.out_next - 1)
+            start = self.outgoing(lo)  # a range runs forward from lo to hi (it may wrap)
+            a, b = max(start, self.out_low), min(start + (hi - lo) % SEQ_MOD, self.out_next - 1)
             for i in range(a, b + 1):
                 if i not in self.out_done:
                     self.out_done.add(i)
@@ -227,8 +229,15 @@ class Endpoint:
         return events.popleft()
 
     def _framing_error(self, text: str) -> None:
+        """A frame or segment that breaks the framing: close, and parse nothing more (frame
+        boundaries can no longer be trusted; the caller closes the socket after a grace time)."""
+        self._protocol_error(text)
+        self._broken = True
+
+    def _protocol_error(self, text: str) -> None:
+        """A control out of place or undecodable inside sound frames: connection.close with
+        framing-error (0-10's close codes have nothing closer), input read until close-ok."""
         self.close_connection(CLOSE.FRAMING_ERROR, text)
-        self._broken = True  # frame boundaries can no longer be trusted
         self._events.append(PeerError(None, text, "close", CLOSE.FRAMING_ERROR))
 
     def _too_large(self, e: AssemblyTooLarge) -> None:
@@ -243,10 +252,10 @@ class Endpoint:
         try:
             ctl = decode_control(payload)
         except UnknownOp as e:
-            self._framing_error(f"{e} on channel {channel}")
+            self._protocol_error(f"{e} on channel {channel}")
             return
         except DecodeError as e:
-            self._framing_error(f"malformed control on channel {channel}: {e}")
+            self._protocol_error(f"malformed control on channel {channel}: {e}")
             return
         if self.closing:
             if ctl.INDEX in (spec.ConnectionClose.INDEX, spec.ConnectionCloseOk.INDEX):
@@ -254,11 +263,11 @@ class Endpoint:
             return
         if ctl.CLASS_CODE == _CONNECTION_CLASS:
             if channel != 0:
-                self._framing_error(f"{ctl.NAME} on channel {channel} (connection controls use channel 0)")
+                self._protocol_error(f"{ctl.NAME} on channel {channel} (connection controls use channel 0)")
                 return
             self._connection_control(channel, ctl)
         elif not self._sessions_allowed():
-            self._framing_error(f"{ctl.NAME} before the connection is open")
+            self._protocol_error(f"{ctl.NAME} before the connection is open")
         else:
             self._session_control(channel, ctl)
 
@@ -288,7 +297,9 @@ class Endpoint:
                 self._events.append(SessionDetached(channel, session.name, DETACH.NORMAL, True))
             return
         if kind is spec.SessionDetached:
-            if session is not None:
+            # about our session on the channel: its name, or none when the peer says the channel
+            # has no session (not-attached); a refusal of another attach leaves ours alone
+            if session is not None and (ctl.name == session.name or not ctl.name):
                 self._drop_session(session)
                 self._events.append(SessionDetached(channel, session.name,
                                                     DETACH.NORMAL if ctl.code is None else ctl.code,
@@ -321,8 +332,8 @@ class Endpoint:
                 self._send_completed(session)
         elif kind is spec.SessionGap:
             for lo, hi in (ctl.commands.ranges if ctl.commands else ()):
-                a, b = session.incoming(lo), session.incoming(hi)
-                b = min(b, a + _GAP_MAX)
+                a = session.incoming(lo)
+                b = a + min((hi - lo) % SEQ_MOD, _GAP_MAX)
                 while a <= session.in_next <= b:  # ids that will never come: complete, move on
                     session.in_next += 1
                     session.complete(session.in_next - 1)
@@ -386,7 +397,7 @@ class Endpoint:
     def _command(self, assembly) -> None:
         channel = assembly.channel
         if not self._sessions_allowed():
-            self._framing_error(f"command on channel {channel} before the connection is open")
+            self._protocol_error(f"command on channel {channel} before the connection is open")
             return
         session = self.sessions.get(channel)
         if session is None:
