@@ -118,6 +118,14 @@ def test_a_connection_control_off_channel_0_closes_the_connection():
     assert pair.server.is_closed  # the client answered with close-ok
 
 
+def test_a_session_above_channel_max_closes_the_connection():
+    pair = opened(channel_max=10)
+    pair.client.attach(11, b"s")
+    pair.pump()
+    [err] = pair.take("server", ev.PeerError)
+    assert err.code == 501 and "channel-max 10" in err.text
+
+
 def test_heartbeats_pass_silently():
     pair = opened()
     pair.client.send_heartbeat()

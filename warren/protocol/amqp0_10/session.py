@@ -345,6 +345,10 @@ class Endpoint:
 
     def _on_attach(self, channel: int, ctl) -> None:
         name = ctl.name or b""
+        channel_max = getattr(self, "channel_max", 0) or 0xFFFF
+        if channel > channel_max:
+            self._protocol_error(f"session.attach on channel {channel}, above channel-max {channel_max}")
+            return
         current = self.sessions.get(channel)
         if current is not None:
             if current.name == name and current.state == ATTACHED:
