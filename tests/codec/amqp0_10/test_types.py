@@ -244,7 +244,7 @@ ALL_STRUCTS = sorted((c for c in spec.BY_NAME.values() if issubclass(c, spec.Str
 
 
 @pytest.mark.parametrize("cls", ALL_CONTROLS, ids=lambda c: c.NAME)
-@settings(max_examples=25, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=12, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_every_control_round_trips(cls, data):
     ctl = data.draw(compounds(cls))
@@ -254,7 +254,7 @@ def test_every_control_round_trips(cls, data):
 
 
 @pytest.mark.parametrize("cls", ALL_COMMANDS, ids=lambda c: c.NAME)
-@settings(max_examples=15, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=8, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), sync=st.booleans())
 def test_every_command_round_trips_with_its_sync_flag(cls, data, sync):
     cmd = data.draw(compounds(cls))
@@ -264,7 +264,7 @@ def test_every_command_round_trips_with_its_sync_flag(cls, data, sync):
 
 
 @pytest.mark.parametrize("cls", ALL_STRUCTS, ids=lambda c: c.NAME)
-@settings(max_examples=15, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=10, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_every_struct_round_trips_with_its_size_and_code(cls, data):
     obj = data.draw(compounds(cls))
