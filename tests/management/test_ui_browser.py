@@ -1,11 +1,11 @@
 """The web management UI in a real browser: Debian's chromium, headless, driven by Playwright
 (launched with ``executable_path``; Playwright's own browser downloads are never used).
 
-Against a private broker, with pika on the AMQP side: log in (a wrong password first: the page's
+Against the session's broker (unique names), with pika on the AMQP side: log in (a wrong password first: the page's
 own message, no browser dialog), watch a queue declared over AMQP appear with its depth, publish
 and get a message through the UI, declare an exchange and bind it, create a user and a virtual
 host, close a connection. Each step is checked through the API or the AMQP client too, not only
-on the page. Bounded: one chromium for the module, a 10 s limit on every wait.
+on the page. Bounded: one chromium for the module, a 10 s limit on every wait; the users made here are deleted.
 """
 
 from __future__ import annotations
@@ -54,14 +54,12 @@ def chromium():
     shutil.rmtree(profile, ignore_errors=True)
 
 
-@pytest.fixture(scope="module")
-def ui_broker(tmp_path_factory):
-    from tests.conftest import launch_broker
-    b = launch_broker(tmp_path_factory.mktemp("ui-broker"))
-    try:
-        yield b
-    finally:
-        b.stop()
+@pytest.fixture
+def ui_broker(broker):
+    """The session's broker (every name here is unique): no start-up of its own to pay."""
+    if broker.http_port is None:
+        pytest.skip("needs a Warren broker with its HTTP port")
+    return broker
 
 
 @pytest.fixture
@@ -103,7 +101,7 @@ def wait_for(fn, timeout=10.0):
     raise AssertionError("condition not met in time")
 
 
-def test_login_refusals_then_overview(page, ui_broker):
+def test_login_refusals_then_overview(page, ui_broker, uid):
     page.goto(f"{ui_broker.http_url}/")
     page.get_by_label("Username", exact=True).fill("guest")
     page.get_by_label("Password").fill("wrong")
@@ -118,22 +116,25 @@ def test_login_refusals_then_overview(page, ui_broker):
     listeners = page.locator("#listeners").inner_text()
     assert str(ui_broker.port) in listeners and str(ui_broker.http_port) in listeners
     # a user without a management tag is refused by the page, a management user sees no Admin tab
-    for name, tags in (("ui-none", ""), ("ui-mgmt", "management")):
+    nobody, manager = f"ui-none-{uid}", f"ui-mgmt-{uid}"
+    for name, tags in ((nobody, ""), (manager, "management")):
         assert call(ui_broker.http_url, "PUT", f"/api/users/{name}", {"password": "pw", "tags": tags})[0] in (201, 204)
         assert call(ui_broker.http_url, "PUT", f"/api/permissions/%2F/{name}",
                     {"configure": ".*", "write": ".*", "read": ".*"})[0] in (201, 204)
     page.get_by_role("button", name="Log out").click()
-    page.get_by_label("Username", exact=True).fill("ui-none")
+    page.get_by_label("Username", exact=True).fill(nobody)
     page.get_by_label("Password").fill("pw")
     page.get_by_role("button", name="Log in").click()
     assert "Not management user" in page.get_by_role("alert").inner_text()
     page.get_by_label("Password").fill("pw")
-    page.get_by_label("Username", exact=True).fill("ui-mgmt")
+    page.get_by_label("Username", exact=True).fill(manager)
     page.get_by_role("button", name="Log in").click()
     page.get_by_role("heading", name="Overview").wait_for()
     assert page.get_by_role("link", name="Admin").count() == 0
     page.goto(f"{ui_broker.http_url}/#/users")
     page.get_by_role("heading", name="Not found").wait_for()
+    for name in (nobody, manager):
+        assert call(ui_broker.http_url, "DELETE", f"/api/users/{name}")[0] == 204
 
 
 def test_queue_appears_publish_and_get(page, ui_broker, uid):
@@ -246,6 +247,8 @@ def test_create_user_and_vhost(page, ui_broker, uid):
     params = pika.ConnectionParameters(ui_broker.host, ui_broker.port, vhost, pika.PlainCredentials(user, "s3cret"))
     conn = pika.BlockingConnection(params)
     conn.close()
+    assert call(ui_broker.http_url, "DELETE", f"/api/vhosts/{q(vhost)}")[0] == 204
+    assert call(ui_broker.http_url, "DELETE", f"/api/users/{q(user)}")[0] == 204
 
 
 def test_close_connection(page, ui_broker):
@@ -394,3 +397,30 @@ def test_policy_and_limit(page, ui_broker, uid):
     flash(page, "Limit max-queues set")
     assert call(ui_broker.http_url, "GET", "/api/vhost-limits/%2F")[1][0]["value"]["max-queues"] == 5000
     assert call(ui_broker.http_url, "DELETE", "/api/vhost-limits/%2F/max-queues")[0] == 204
+    assert call(ui_broker.http_url, "DELETE", f"/api/policies/%2F/{name}")[0] == 204
+
+
+def test_purge_and_delete(page, ui_broker, uid):
+    queue, ex = f"ui-del-q-{uid}", f"ui-del-x-{uid}"
+    base = ui_broker.http_url
+    assert call(base, "PUT", f"/api/queues/%2F/{queue}", {"durable": False})[0] in (201, 204)
+    assert call(base, "PUT", f"/api/exchanges/%2F/{ex}", {"type": "fanout"})[0] in (201, 204)
+    for i in range(4):
+        call(base, "POST", "/api/exchanges/%2F/amq.default/publish",
+             {"routing_key": queue, "payload": str(i), "payload_encoding": "string", "properties": {}})
+    login(page, ui_broker)
+    page.goto(f"{base}/#/queues/%2F/{queue}")
+    open_section(page, "purge")
+    page.get_by_role("button", name="Purge messages").click()
+    flash(page, f"Queue {queue} purged")
+    assert call(base, "GET", f"/api/queues/%2F/{queue}")[1]["messages"] == 0
+    open_section(page, "delete")
+    page.get_by_role("button", name="Delete").click()
+    flash(page, f"Queue {queue} deleted")
+    page.get_by_role("heading", name="Queues and Streams").wait_for()
+    assert call(base, "GET", f"/api/queues/%2F/{queue}")[0] == 404
+    page.goto(f"{base}/#/exchanges/%2F/{ex}")
+    open_section(page, "delete")
+    page.get_by_role("button", name="Delete").click()
+    flash(page, f"Exchange {ex} deleted")
+    assert call(base, "GET", f"/api/exchanges/%2F/{ex}")[0] == 404

@@ -33,14 +33,12 @@ def fetch(url: str, headers: dict | None = None):
         return e.code, e.headers, e.read()
 
 
-@pytest.fixture(scope="module")
-def http(tmp_path_factory):
-    from tests.conftest import launch_broker
-    b = launch_broker(tmp_path_factory.mktemp("ui-static"))
-    try:
-        yield b.http_url
-    finally:
-        b.stop()
+@pytest.fixture
+def http(broker):
+    """The session's broker: these tests only read."""
+    if broker.http_port is None:
+        pytest.skip("needs a Warren broker with its HTTP port")
+    return broker.http_url
 
 
 def asset_urls(page: str) -> list[str]:
