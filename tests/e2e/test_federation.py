@@ -137,6 +137,8 @@ def count(node: Node, queue: str, vhost: str = "/") -> int:
 def drain(node: Node, queue: str, vhost: str = "/", expect: int | None = None, idle: float = 1.0,
           timeout: float = 60.0) -> list:
     """Every message of ``queue`` (acked): (body, headers) until ``expect`` came or it stayed idle."""
+    if expect is not None:  # the queue may not exist before the first message is moved
+        wait_until(lambda: count(node, queue, vhost) >= expect, timeout, 0.1, f"{expect} messages in {queue}")
     conn = node.connect(vhost)
     out = []
     try:

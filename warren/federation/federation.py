@@ -42,6 +42,7 @@ import time
 from urllib.parse import quote
 
 from warren.broker.policies import pick
+from warren.codec.fields import Long  # RabbitMQ insists on type long for these arguments
 from warren.federation.client import Channel, Client, LinkError
 from warren.federation.links import Backoff, connect, connect_any, ensure_queue, sleep_or_stop, status_time
 from warren.federation.uri import UriError, parse_uri, parse_uris
@@ -345,7 +346,7 @@ def _received_from(properties: bytes, entry: dict, replace_same: tuple | None = 
         key, value = replace_same
         for i, hop in enumerate(hops):
             if isinstance(hop, dict) and hop.get("uri") == entry["uri"] and hop.get(key) == value:
-                entry["visit-count"] = (hop.get("visit-count") or 0) + 1
+                entry["visit-count"] = Long((hop.get("visit-count") or 0) + 1)
                 del hops[i]
                 break
     headers["x-received-from"] = [entry] + hops
@@ -392,7 +393,7 @@ class ExchangeLink(_Link):
             else:
                 came = []
             bound_from = [{"cluster-name": node, "vhost": self.vhost, "exchange": f"{self.vhost}:{self.name} B",
-                           "hops": hops}] + list(came)
+                           "hops": Long(hops)}] + list(came)
             args[BOUND_FROM] = bound_from
             out[(b.routing_key, _freeze(args))] = (b.routing_key, args)
         return out
@@ -415,12 +416,12 @@ class ExchangeLink(_Link):
                                   internal=True, arguments={"x-downstream-name": node,
                                                             "x-downstream-vhost": self.vhost,
                                                             "x-internal-purpose": "federation",
-                                                            "x-max-hops": self.max_hops})
+                                                            "x-max-hops": Long(self.max_hops)})
         qargs = {"x-internal-purpose": "federation"}
         if "expires" in self.config:
-            qargs["x-expires"] = self.config["expires"]
+            qargs["x-expires"] = Long(self.config["expires"])
         if "message-ttl" in self.config:
-            qargs["x-message-ttl"] = self.config["message-ttl"]
+            qargs["x-message-ttl"] = Long(self.config["message-ttl"])
         await ch.declare_queue(self.queue_name, durable=True, arguments=qargs)
         await ch.bind_queue(self.queue_name, self.helper_name, "")
         self._bound = {}
@@ -502,7 +503,7 @@ class QueueLink(_Link):
 
         def on_deliver(up_ch: Channel, m, properties: bytes, body: bytes) -> None:
             p = _received_from(properties, {"uri": uri, "queue": queue, "redelivered": m.redelivered,
-                                            "visit-count": 1}, replace_same=("queue", queue))
+                                            "visit-count": Long(1)}, replace_same=("queue", queue))
             p.headers.setdefault("x-original-exchange", m.exchange)
             p.headers.setdefault("x-original-routing-key", m.routing_key)
             self._forward(up_ch, lch, m, "", queue, p.encode(), body)

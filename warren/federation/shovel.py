@@ -34,6 +34,7 @@ import time
 from warren.federation.client import Channel, Client, LinkError
 from warren.federation.links import Backoff, Credentials, connect_any, ensure_queue, sleep_or_stop, status_time
 from warren.federation.uri import UriError, parse_uris
+from warren.codec.fields import Long
 from warren.spec.amqp0_9_1 import BasicProperties
 
 __all__ = ["ShovelDefinition", "Shovel", "validate", "ShovelError"]
@@ -348,7 +349,7 @@ class Shovel:
         if d.forward_headers:
             headers["x-shovelled"] = [self._forward_table()] + list(headers.get("x-shovelled") or [])
         if d.timestamp_header:
-            headers["x-shovelled-timestamp"] = int(time.time())
+            headers["x-shovelled-timestamp"] = Long(int(time.time()))  # RabbitMQ sends a long
         p.headers = headers
         return p.encode()
 
