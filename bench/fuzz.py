@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""The fuzzing harness, for as long as asked (nightly): hostile frame sequences against Warren.
+
+    python bench/fuzz.py [--minutes 30] [--batch 200] [--listen 0.3] [--rss-limit-mib 300]
+                         [--broker-arg=--frame-max=65536 ...]
+
+The same cases as the suite's bounded run (tests/e2e/fuzzframes.py, tests/e2e/test_fuzz.py):
+after a valid handshake, mutated and truncated frames, huge declared sizes, wrong frame-end
+octets, random class/method ids, bad field-table types, tables nested thousands deep, bad
+property lists, random octets instead of a protocol header. A fresh broker is started with a
+temporary data folder; a pika control client publishes and consumes throughout; the broker's
+resident memory is sampled after every batch.
+
+Hypothesis runs in batches of ``--batch`` examples, each batch with a fresh random seed, until
+the time is up. A failing example is shrunk and printed, and the run stops with status 1; so
+do a dead broker, a traceback in its log, a control-client failure, or RSS past the limit.
+At the end: examples run, answers by kind and reply code, RSS at start/peak/end, the control
+client's round trips and slowest latency.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+
+from tests.conftest import launch_broker  # noqa: E402
+from tests.e2e.fuzzframes import ControlClient, cases, check_outcome, ensure_queue, rss_kib, run_case  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--minutes", type=float, default=10.0, help="how long to fuzz (default 10)")
+    ap.add_argument("--batch", type=int, default=200, help="examples per Hypothesis run (a fresh seed each)")
+    ap.add_argument("--listen", type=float, default=0.3, help="seconds to wait for the broker's answer per case")
+    ap.add_argument("--rss-limit-mib", type=float, default=300.0, help="fail if the broker's RSS grows past this")
+    ap.add_argument("--broker-arg", action="append", default=[], help="extra `warren serve` argument (repeatable)")
+    args = ap.parse_args()
+
+    tmp = Path(tempfile.mkdtemp(prefix="warren-fuzz-"))
+    b = launch_broker(tmp, *args.broker_arg)
+    queue = f"fuzz-{uuid.uuid4().hex[:8]}"
+    stats: collections.Counter = collections.Counter()
+    examples = 0
+    status = 0
+    control = None
+    try:
+        ensure_queue(b.host, b.port, queue)
+        control = ControlClient(b.host, b.port)
+        control.start()
+        start_rss = peak = rss_kib(b.proc.pid)
+        deadline = time.monotonic() + args.minutes * 60
+        print(f"fuzzing {b.host}:{b.port} (pid {b.proc.pid}, log {b.log_path}) for {args.minutes:g} min", flush=True)
+
+        @settings(max_examples=args.batch, deadline=None, database=None, print_blob=True,
+                  suppress_health_check=list(HealthCheck))
+        @given(case=cases(queue))
+        def batch(case):
+            nonlocal examples
+            out = run_case(b.host, b.port, case, listen_s=args.listen)
+            examples += 1
+            answer = ",".join(f"{'ch' if scope == 'channel' else 'conn'}{code}" for scope, code, _ in out.codes) or ("closed" if out.closed else "-")
+            stats[(case.kind, answer)] += 1
+            check_outcome(case, out)
+            assert b.proc.poll() is None, "the broker died"
+
+        while time.monotonic() < deadline:
+            batch()
+            rss = rss_kib(b.proc.pid)
+            peak = max(peak, rss)
+            log = b.log()
+            if "Traceback" in log or "internal error on connection" in log:
+                print("FAIL: a traceback in the broker's log:\n" + log[log.find("Traceback") - 2000:][:6000])
+                status = 1
+                break
+            if (rss - start_rss) / 1024 > args.rss_limit_mib:
+                print(f"FAIL: RSS grew {(rss - start_rss) / 1024:.0f} MiB (limit {args.rss_limit_mib:g})")
+                status = 1
+                break
+            if control.failures:
+                print(f"FAIL: the control client: {control.failures}")
+                status = 1
+                break
+            left = max(0.0, deadline - time.monotonic())
+            print(f"  {examples} examples, RSS {rss / 1024:.0f} MiB, {len(control.latencies)} control round trips, "
+                  f"{left / 60:.1f} min left", flush=True)
+    except Exception as e:  # noqa: BLE001 - a failing example (shrunk by Hypothesis) or a dead broker
+        print(f"FAIL: {type(e).__name__}: {e}")
+        status = 1
+    finally:
+        if control is not None:
+            control.stop()
+        end_rss = rss_kib(b.proc.pid) if b.proc.poll() is None else 0
+        b.stop()
+    print(f"\n{examples} examples; answers by kind:")
+    for (kind, answer), n in sorted(stats.items()):
+        print(f"  {kind:20s} {answer:24s} {n}")
+    if control is not None and control.latencies:
+        print(f"control client: {len(control.latencies)} round trips, slowest {max(control.latencies) * 1000:.0f} ms, "
+              f"failures {control.failures or 'none'}")
+    if examples:
+        print(f"broker RSS: start {start_rss / 1024:.0f} MiB, peak {peak / 1024:.0f} MiB, end {end_rss / 1024:.0f} MiB")
+    print("PASS" if status == 0 else "FAIL")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
