@@ -478,10 +478,10 @@ class QueueLink(_Link):
     def __init__(self, *args) -> None:
         super().__init__(*args)
         self.upstream_queue = self.config.get("queue", self.name)
-        self.consumer_tag = self.config.get("consumer-tag")
+        self.consumer_tag = self.config.get("consumer-tag") or f"federation-link-{self.upstream}"  # RabbitMQ's
 
     def _names(self) -> dict:
-        return {"queue": self.name, "upstream_queue": self.upstream_queue}
+        return {"queue": self.name, "upstream_queue": self.upstream_queue, "consumer_tag": self.consumer_tag}
 
     def _downstream_wants(self) -> bool:
         """Consumers with credit downstream and nothing of its own to give them."""
@@ -523,7 +523,7 @@ class QueueLink(_Link):
             wants = self._downstream_wants()
             if wants and tag is None:
                 tag = await ch.consume(self.upstream_queue, on_deliver, no_ack=self.ack_mode == "no-ack",
-                                       arguments={"x-priority": -1}, tag=self.consumer_tag or "")
+                                       arguments={"x-priority": -1}, tag=self.consumer_tag)
             elif not wants and tag is not None:
                 await ch.cancel(tag)
                 tag = None

@@ -90,8 +90,10 @@ async def ensure_queue(client: Client, name: str, arguments: dict | None = None)
 
 
 def status_time(wall: float | None = None) -> str:
-    """RabbitMQ's shovel/federation status timestamp: ``2024-01-31 12:34:56`` (local time)."""
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(time.time() if wall is None else wall))
+    """RabbitMQ 3.10's shovel/federation status timestamp, local time, the hour unpadded as it
+    prints it: ``2024-01-31 4:05:06``."""
+    t = time.localtime(time.time() if wall is None else wall)
+    return time.strftime("%Y-%m-%d ", t) + f"{t.tm_hour}:" + time.strftime("%M:%S", t)
 
 
 async def sleep_or_stop(stop: asyncio.Event, delay: float) -> bool:

@@ -393,8 +393,6 @@ class Shovel:
             item["dest_exchange"] = d.dest_exchange
             if d.dest_exchange_key is not None:
                 item["dest_exchange_key"] = d.dest_exchange_key
-        if self.state == "running":
-            item["blocked_status"] = "running"
         item["forwarded"] = self.forwarded  # Warren's own count (not in RabbitMQ 3.10)
         return item
 
