@@ -310,8 +310,9 @@ def test_keyboard_only(page, ui_broker):
 
 
 def test_move_messages(page, ui_broker, uid):
-    """Move is done by the page (get with automatic ack, publish to the destination, in batches):
-    the moved messages keep their properties, headers and binary payloads, the rest stay."""
+    """Move by a dynamic shovel (as RabbitMQ's UI: "Move from <queue>", deleted when done) and by
+    the page itself (get with automatic ack, publish, in batches): the moved messages keep their
+    order, properties, headers and binary payloads, the rest stay."""
     src, dst = f"ui-src-{uid}", f"ui-dst-{uid}"
     conn = pika.BlockingConnection(pika.URLParameters(ui_broker.url))
     try:
@@ -330,19 +331,29 @@ def test_move_messages(page, ui_broker, uid):
         form.get_by_label("Destination queue").fill(f"no-such-{uid}")
         form.get_by_role("button", name="Move messages").click()
         flash(page, f"No queue no-such-{uid}")
+
         form.get_by_label("Destination queue").fill(dst)
-        form.get_by_label("How many (empty: all)").fill("25")  # more than one batch
+        form.get_by_label("How many (empty: all)").fill("10")
+        form.get_by_role("button", name="Move messages").click()  # by a shovel, the default
+        flash(page, f'Shovel "Move from {src}" finished')
+        assert call(ui_broker.http_url, "GET", f"/api/queues/%2F/{src}")[1]["messages"] == 20
+        assert call(ui_broker.http_url, "GET", f"/api/parameters/shovel/%2F/{q('Move from ' + src)}")[0] == 404
+
+        form.get_by_label("How many (empty: all)").fill("15")  # more than one batch of the page's
+        form.get_by_label("Moved by").select_option("page")
         form.get_by_role("button", name="Move messages").click()
-        flash(page, f"Moved 25 message(s) to {dst}.")
+        flash(page, f"Moved 15 message(s) to {dst}.")
         assert call(ui_broker.http_url, "GET", f"/api/queues/%2F/{src}")[1]["messages"] == 5
         moved = []
         for _ in range(25):
             _, props, body = ch.basic_get(dst, auto_ack=True)
             moved.append((props, body))
         assert [p.headers["n"] for p, _ in moved] == list(range(25))  # in order
-        props, body = moved[7]
-        assert body == bytes([0xFF, 7]) + b"payload"
-        assert (props.content_type, props.correlation_id, props.delivery_mode) == ("application/octet-stream", "c7", 2)
+        for i in (3, 17):  # one moved by the shovel, one by the page
+            props, body = moved[i]
+            assert body == bytes([0xFF, i]) + b"payload"
+            assert (props.content_type, props.correlation_id, props.delivery_mode) == ("application/octet-stream",
+                                                                                       f"c{i}", 2)
     finally:
         conn.close()
 

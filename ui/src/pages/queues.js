@@ -115,14 +115,71 @@ function GetMessages({ vhost, name, onDone }) {
     </div>` : null}`;
 }
 
-// Move: the API has no shovel yet, so the page moves messages itself, in batches: take up to
-// BATCH with automatic ack, publish each to the destination through the default exchange (same
-// properties and payload, base64 so binary survives), and put a message that the destination
-// does not take back into the source. Not atomic: a tab closed mid-batch loses that batch.
+// Move, two ways. By default as RabbitMQ's UI does it: a dynamic shovel "Move from <queue>"
+// (server-side, acks the source only once the destination confirmed, deletes itself after the
+// messages the queue held, or after N); the page only watches it. Or from the page itself, for a
+// broker whose shovel cannot log in locally: take up to BATCH with automatic ack, publish each to
+// the destination through the default exchange (same properties and payload, base64 so binary
+// survives), and put a message the destination does not take back into the source. Not atomic:
+// a tab closed mid-batch loses that batch.
 const BATCH = 20;
+const SHOVEL_WATCH_S = 600;
+
+async function moveByShovel(vhost, name, dest, limit, report) {
+  const shovel = `Move from ${name}`;
+  const param = `/parameters/shovel/${enc(vhost)}/${enc(shovel)}`;
+  const uri = `amqp:///${enc(vhost)}`;
+  await api.put(param, { component: 'shovel', vhost, name: shovel, value: {
+    'src-uri': uri, 'src-queue': name, 'src-protocol': 'amqp091', 'src-prefetch-count': 1000,
+    'src-delete-after': limit === Infinity ? 'queue-length' : limit,
+    'dest-uri': uri, 'dest-queue': dest, 'dest-protocol': 'amqp091', 'dest-add-forward-headers': false, 'ack-mode': 'on-confirm',
+  } });
+  report(`Shovel "${shovel}" started…`);
+  const deadline = Date.now() + SHOVEL_WATCH_S * 1000;
+  while (Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 1000));
+    try {
+      await api.get(param);
+    } catch (err) {
+      if (err.status === 404) return `Shovel "${shovel}" finished: messages moved to ${dest}.`; // it deletes itself when done
+      throw err;
+    }
+    const states = await api.get(`/shovels/${enc(vhost)}`).catch(() => []);
+    const mine = states.find((x) => x.name === shovel);
+    if (mine && mine.state === 'terminated') {
+      throw new Error(`shovel "${shovel}" stopped: ${mine.reason || 'no reason given'} (its parameter is kept: Admin, or DELETE ${param})`);
+    }
+    report(`Shovel "${shovel}" ${mine ? mine.state : 'starting'}…`);
+  }
+  return `Shovel "${shovel}" still running after ${SHOVEL_WATCH_S} s; it goes on in the broker.`;
+}
+
+async function moveFromPage(vhost, name, dest, limit, report, stop) {
+  let moved = 0;
+  try {
+    while (moved < limit && !stop.current) {
+      const batch = await api.post(`/queues/${enc(vhost)}/${enc(name)}/get`,
+        { count: Math.min(BATCH, limit - moved), ackmode: 'ack_requeue_false', encoding: 'base64' });
+      if (!batch.length) break;
+      for (const m of batch) {
+        const body = { payload: m.payload, payload_encoding: 'base64', properties: m.properties };
+        const out = await api.post(`/exchanges/${enc(vhost)}/amq.default/publish`, { ...body, routing_key: dest });
+        if (!out.routed) {
+          await api.post(`/exchanges/${enc(vhost)}/amq.default/publish`, { ...body, routing_key: name });
+          throw new Error(`${dest} did not take a message (a length limit?); it was put back into ${name}`);
+        }
+        moved++;
+      }
+      report(`Moving… ${fmtNum(moved)} moved.`);
+    }
+  } catch (err) {
+    throw new Error(`Moved ${fmtNum(moved)} message(s), then: ${err.message}`);
+  }
+  return `Moved ${fmtNum(moved)} message(s) to ${dest}.`;
+}
 
 function MoveMessages({ vhost, name, onDone }) {
-  const [f, set] = useForm({ destination: '', count: '', });
+  const [f, set] = useForm({ destination: '', count: '', method: 'shovel' });
   const [progress, setProgress] = useState(null);
   const stop = useRef(false);
   const { notify } = useApp();
@@ -137,44 +194,34 @@ function MoveMessages({ vhost, name, onDone }) {
       return;
     }
     const limit = f.count === '' ? Infinity : Number(f.count);
-    let moved = 0;
     stop.current = false;
-    setProgress({ moved: 0, running: true });
+    const report = (text) => setProgress({ text, running: true });
+    report('Starting…');
     try {
-      while (moved < limit && !stop.current) {
-        const batch = await api.post(`/queues/${enc(vhost)}/${enc(name)}/get`,
-          { count: Math.min(BATCH, limit - moved), ackmode: 'ack_requeue_false', encoding: 'base64' });
-        if (!batch.length) break;
-        for (const m of batch) {
-          const body = { payload: m.payload, payload_encoding: 'base64', properties: m.properties };
-          const out = await api.post(`/exchanges/${enc(vhost)}/amq.default/publish`, { ...body, routing_key: dest });
-          if (!out.routed) {
-            await api.post(`/exchanges/${enc(vhost)}/amq.default/publish`, { ...body, routing_key: name });
-            throw new Error(`${dest} did not take a message (a length limit?); it was put back into ${name}`);
-          }
-          moved++;
-        }
-        setProgress({ moved, running: true });
-      }
-      notify('ok', `Moved ${fmtNum(moved)} message(s) to ${dest}.`);
+      const done = f.method === 'shovel' ? await moveByShovel(vhost, name, dest, limit, report)
+        : await moveFromPage(vhost, name, dest, limit, report, stop);
+      notify('ok', done);
+      setProgress({ text: done, running: false });
     } catch (err) {
-      notify('error', `Moved ${fmtNum(moved)} message(s), then: ${err.message}`);
+      notify('error', err.message);
+      setProgress({ text: err.message, running: false });
     }
-    setProgress({ moved, running: false });
     onDone();
   };
   return html`
-    <p class="hint">Moves messages to another queue of this virtual host through the default exchange, ${BATCH} at a time,
-      from this page (keep it open until it is done). Properties, headers and payload are kept; messages come out of the head of the queue.</p>
     <form onSubmit=${submit} class="grid-form" aria-label="Move messages">
-      <${Field} label="Destination queue" name="destination" value=${f.destination} onInput=${set('destination')} required />
-      <${Field} label="How many (empty: all)" name="count" as="number" min="1" value=${f.count} onInput=${set('count')} />
+      <${Field} label="Destination queue" name="destination" value=${f.destination} onInput=${set('destination')} required
+        hint=${`A queue of virtual host ${vhost}`} />
+      <${Field} label="How many (empty: all)" name="count" as="number" min="1" value=${f.count} onInput=${set('count')}
+        hint="Empty: the messages the queue holds now" />
+      <${Field} label="Moved by" name="method" as="select" value=${f.method} onInput=${set('method')}
+        options=${[['shovel', 'A shovel in the broker (acks after confirms)'], ['page', `This page (batches of ${BATCH}; keep it open)`]]} />
       <div class="form-actions">
         <button type="submit" disabled=${progress && progress.running}>Move messages</button>
-        ${progress && progress.running ? html`<button type="button" onClick=${() => { stop.current = true; }}>Stop</button>` : null}
+        ${progress && progress.running && f.method === 'page' ? html`<button type="button" onClick=${() => { stop.current = true; }}>Stop</button>` : null}
       </div>
     </form>
-    ${progress ? html`<p role="status">${progress.running ? 'Moving… ' : 'Done: '}${fmtNum(progress.moved)} moved.</p>` : null}`;
+    ${progress ? html`<p role="status">${progress.text}</p>` : null}`;
 }
 
 function Consumers({ q }) {
