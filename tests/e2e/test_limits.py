@@ -266,8 +266,9 @@ def _closed_at_once(s: socket.socket, timeout: float = 3.0) -> bool:
         return False
 
 
-def test_unauthenticated_connections_past_the_limit_are_closed_at_accept(start_broker):
-    b = start_broker("--max-unauthenticated-connections", "20")
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_unauthenticated_connections_past_the_limit_are_closed_at_accept(start_broker, workers):
+    b = start_broker("--max-unauthenticated-connections", "20", "--workers", workers)
     inside = connect(b.host, b.port)  # an open connection does not count
     idle = _idle_sockets(b, 20)
     try:
@@ -333,9 +334,10 @@ def _login(b, user: str, password: str, source: str = "127.0.0.1") -> tuple[obje
         return parse_close(f), elapsed
 
 
-def test_failed_logins_are_delayed_then_refused_per_address(start_broker):
+@pytest.mark.parametrize("workers", ["1", "2"])  # with --workers the supervisor does the login
+def test_failed_logins_are_delayed_then_refused_per_address(start_broker, workers):
     b = start_broker("--login-throttle-loopback", "--login-failure-limit", "6", "--login-failure-delay", "0.5",
-                     "--login-block-time", "30")
+                     "--login-block-time", "30", "--workers", workers)
     attacker = "127.0.0.2"
     timings = []
     for _ in range(5):

@@ -40,6 +40,7 @@ from pathlib import Path
 
 from warren.access import AccessControl, LoginRefused
 from warren.access import FILE_NAME as ACCESS_FILE_NAME
+from warren.access.login_throttle import LoginThrottle
 from warren.broker.auth import MECHANISMS, parse_response
 from warren.broker.broker import Broker
 from warren.broker.policies import FILE_NAME
@@ -51,6 +52,7 @@ from warren.protocol.header import HEADER_SIZE, NEED_MORE, PREFERRED_HEADER, rea
 from warren.server.handoff import RECORD_MAX, pack_handoff
 from warren.server.handshake import handshake_pending, peer_name
 from warren.server.handshake import stage as handshake_stage
+from warren.server.limits import HandshakeGate, raise_open_file_limit
 from warren.server.loops import new_event_loop
 from warren.spec import amqp0_9_1 as spec
 
@@ -97,16 +99,27 @@ class Greeter(asyncio.Protocol):
         self.conn: ServerConnection | None = None
         self.received = bytearray()
         self._timer = None
+        self._gated = False  # counted by the supervisor's HandshakeGate (limits.py) until handed over
 
     def connection_made(self, transport) -> None:
         self.transport = transport
         self.peer = transport.get_extra_info("peername")
+        if not self.sup.handshake_gate.admit(peer_name(self.peer)):
+            transport.abort()  # too many sockets short of open: closed at accept (limits.py)
+            return
+        self._gated = True
         self._timer = self.sup.loop.call_later(self.sup.config.handshake_timeout, self._timeout)
 
     def connection_lost(self, exc) -> None:
+        self._ungate()
         if self._timer is not None:
             self._timer.cancel()
         self.transport = None
+
+    def _ungate(self) -> None:
+        if self._gated:
+            self._gated = False
+            self.sup.handshake_gate.done()
 
     def data_received(self, data: bytes) -> None:
         self.received += data
@@ -140,6 +153,11 @@ class Greeter(asyncio.Protocol):
                         self._open(event.method.virtual_host)
                         return
         except AMQPError as e:
+            delay = getattr(e, "throttle_delay", 0.0)
+            if delay:  # a throttled failed login (login_throttle.py): the answer waits
+                self.transport.pause_reading()
+                self.sup.loop.call_later(delay, self._refuse, e)
+                return
             self._refuse(e)
             return
         self._write()
@@ -151,12 +169,27 @@ class Greeter(asyncio.Protocol):
             log.warning("login refused from %s: unreadable %s response: %s", self.peer, m.mechanism, e)
             raise ConnectionAccessRefused(f"Login was refused using authentication mechanism {m.mechanism}. "
                                           "For details see the broker logfile.", 10, 11) from None
-        try:
-            self.sup.access.authenticate(username, password, self.peer[0] if self.peer else None)
-        except LoginRefused as e:
-            log.warning("login refused for user '%s' from %s: %s", username, self.peer, e.reason)
+        host = self.peer[0] if self.peer else None
+        throttle = self.sup.login_throttle
+        blocked = throttle.blocked_for(host)
+        if blocked:
+            log.warning("login refused for user '%s' from %s: too many failed logins from %s, refused for %.0fs "
+                        "more (login throttle)", username, self.peer, host, blocked)
             raise ConnectionAccessRefused(f"Login was refused using authentication mechanism {m.mechanism}. "
-                                          "For details see the broker logfile.", 10, 11) from None
+                                          "For details see the broker logfile.", 10, 11)
+        try:
+            self.sup.access.authenticate(username, password, host)
+        except LoginRefused as e:
+            verdict = throttle.failed(host)
+            note = (f"; {verdict.failures} failed logins from {host}: refused for {throttle.block_time:g}s "
+                    "(login throttle)" if verdict.blocked else
+                    f"; failed login {verdict.failures} from {host}: answered after {verdict.delay:g}s (login throttle)"
+                    if verdict.delay else "")
+            log.warning("login refused for user '%s' from %s: %s%s", username, self.peer, e.reason, note)
+            error = ConnectionAccessRefused(f"Login was refused using authentication mechanism {m.mechanism}. "
+                                            "For details see the broker logfile.", 10, 11)
+            error.throttle_delay = verdict.delay
+            raise error from None
         self.conn.accept_login()
 
     def _open(self, vhost: str) -> None:
@@ -176,9 +209,12 @@ class Greeter(asyncio.Protocol):
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        self._ungate()  # the worker counts it from here until its open-ok
         self.transport.abort()  # closes our descriptor only: the worker holds the connection now
 
     def _refuse(self, error: AMQPError) -> None:
+        if self.transport is None:
+            return  # gone while a throttled answer waited
         log.warning("connection error on %s (before its vhost was known): %d %s", self.peer,
                     error.reply_code, error.reply_text)
         self.conn.close_connection(error.reply_code, error.reply_text, error.class_id, error.method_id)
@@ -228,6 +264,9 @@ class Supervisor:
         # every worker is started: a vhost created at run time goes to its owner by name
         self.workers = [Worker(i, tuple(owned[i]), self.run_dir) for i in range(n)]
         self.server_properties = Broker((), access=AccessControl()).server_properties()
+        # the handshake happens here: its limits too (limits.py, login_throttle.py)
+        self.handshake_gate = HandshakeGate.for_config(config, raise_open_file_limit())
+        self.login_throttle = LoginThrottle.for_config(config)
         self._stop: asyncio.Event | None = None
 
     def owner(self, vhost: str) -> Worker | None:
