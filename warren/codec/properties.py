@@ -31,9 +31,14 @@ checks that both give the same verdict on any octets.
 
 from __future__ import annotations
 
+import struct
+
 from warren.codec.fields import MAX_TABLE_DEPTH, TIMESTAMP_MAX
 
-__all__ = ["properties_error", "well_formed", "salvage_properties", "BASIC_PROPERTIES", "HEADERS_FLAG",
+__all__ = ["properties_error", "well_formed", "salvage_properties", "BASIC_PROPERTIES",
+           "CONTENT_TYPE_FLAG", "CONTENT_ENCODING_FLAG", "HEADERS_FLAG", "DELIVERY_MODE_FLAG", "PRIORITY_FLAG",
+           "CORRELATION_ID_FLAG", "REPLY_TO_FLAG", "EXPIRATION_FLAG", "MESSAGE_ID_FLAG", "TIMESTAMP_FLAG",
+           "TYPE_FLAG", "USER_ID_FLAG", "APP_ID_FLAG", "CLUSTER_ID_FLAG",
            "STREAM_OFFSET_HEADER", "DEDUPLICATION_HEADER"]
 
 try:  # the compiled twin (setup.py), for callers that only need the verdict
@@ -41,22 +46,42 @@ try:  # the compiled twin (setup.py), for callers that only need the verdict
 except ImportError:
     _compiled_error = None
 
+# The basic property flags (INVENTORY.md §8.1), bit 15 of the first flag word being the first
+# property. Defined here only: every module that tests a flag imports it from here. The hot
+# paths test one octet of the word: ``FLAG >> 8`` in the high octet, ``FLAG & 0xFF`` in the low.
+CONTENT_TYPE_FLAG = 0x8000
+CONTENT_ENCODING_FLAG = 0x4000
+HEADERS_FLAG = 0x2000
+DELIVERY_MODE_FLAG = 0x1000
+PRIORITY_FLAG = 0x0800
+CORRELATION_ID_FLAG = 0x0400
+REPLY_TO_FLAG = 0x0200
+EXPIRATION_FLAG = 0x0100
+MESSAGE_ID_FLAG = 0x0080
+TIMESTAMP_FLAG = 0x0040
+TYPE_FLAG = 0x0020
+USER_ID_FLAG = 0x0010
+APP_ID_FLAG = 0x0008
+CLUSTER_ID_FLAG = 0x0004
+
 # the basic properties in wire order: (flag bit, kind) with kind "s" shortstr, "t" table,
 # 1 an octet, 8 a timestamp
 _LAYOUT = (
-    (0x8000, "s"), (0x4000, "s"), (0x2000, "t"), (0x1000, 1), (0x0800, 1), (0x0400, "s"), (0x0200, "s"),
-    (0x0100, "s"), (0x0080, "s"), (0x0040, 8), (0x0020, "s"), (0x0010, "s"), (0x0008, "s"), (0x0004, "s"),
+    (CONTENT_TYPE_FLAG, "s"), (CONTENT_ENCODING_FLAG, "s"), (HEADERS_FLAG, "t"), (DELIVERY_MODE_FLAG, 1),
+    (PRIORITY_FLAG, 1), (CORRELATION_ID_FLAG, "s"), (REPLY_TO_FLAG, "s"), (EXPIRATION_FLAG, "s"),
+    (MESSAGE_ID_FLAG, "s"), (TIMESTAMP_FLAG, 8), (TYPE_FLAG, "s"), (USER_ID_FLAG, "s"), (APP_ID_FLAG, "s"),
+    (CLUSTER_ID_FLAG, "s"),
 )
 _NAMES = {
-    0x8000: "content-type", 0x4000: "content-encoding", 0x2000: "headers", 0x1000: "delivery-mode",
-    0x0800: "priority", 0x0400: "correlation-id", 0x0200: "reply-to", 0x0100: "expiration",
-    0x0080: "message-id", 0x0040: "timestamp", 0x0020: "type", 0x0010: "user-id", 0x0008: "app-id",
-    0x0004: "cluster-id",
+    CONTENT_TYPE_FLAG: "content-type", CONTENT_ENCODING_FLAG: "content-encoding", HEADERS_FLAG: "headers",
+    DELIVERY_MODE_FLAG: "delivery-mode", PRIORITY_FLAG: "priority", CORRELATION_ID_FLAG: "correlation-id",
+    REPLY_TO_FLAG: "reply-to", EXPIRATION_FLAG: "expiration", MESSAGE_ID_FLAG: "message-id",
+    TIMESTAMP_FLAG: "timestamp", TYPE_FLAG: "type", USER_ID_FLAG: "user-id", APP_ID_FLAG: "app-id",
+    CLUSTER_ID_FLAG: "cluster-id",
 }
 # the same layout, public, for readers that find fields without decoding (warren/spark):
 # (flag bit, BasicProperties attribute name, kind) in wire order
 BASIC_PROPERTIES = tuple((flag, _NAMES[flag].replace("-", "_"), kind) for flag, kind in _LAYOUT)
-HEADERS_FLAG = 0x2000
 # headers the broker gives a meaning to: the offset it adds to stream deliveries, and the
 # default key of message deduplication (warren/broker/dedup.py)
 STREAM_OFFSET_HEADER = "x-stream-offset"
@@ -65,12 +90,19 @@ DEDUPLICATION_HEADER = "x-deduplication-header"
 _FIXED_SIZE = {ord(t): n for t, n in (("t", 1), ("b", 1), ("B", 1), ("s", 2), ("u", 2), ("I", 4), ("i", 4),
                                       ("l", 8), ("L", 8), ("f", 4), ("d", 8), ("D", 5))}
 _T, _V, _S, _x, _F, _A = b"TVSxFA"
+_LENGTH_PREFIXED = frozenset((_S, _x, _F, _A))
+_u32 = struct.Struct(">I").unpack_from
+_u64 = struct.Struct(">Q").unpack_from
+# flag word -> the (flag, kind) of the properties it says are present: a publisher sends few
+# distinct words, so the 14-step walk is done once per word (at most 2**14 entries)
+_present: dict[int, tuple] = {}
 
 
 def _table_error(buf, off: int, end: int, depth: int, array: bool) -> str | None:
     """Why the entries buf[off:end] of a table (or array) are malformed, or None."""
     if depth > MAX_TABLE_DEPTH:
         return f"field tables nested more than {MAX_TABLE_DEPTH} deep"
+    fixed = _FIXED_SIZE
     while off < end:
         if not array:
             off += 1 + buf[off]  # the name
@@ -78,23 +110,15 @@ def _table_error(buf, off: int, end: int, depth: int, array: bool) -> str | None
                 return "a table entry runs past the end of its table"
         tag = buf[off]
         off += 1
-        size = _FIXED_SIZE.get(tag)
+        size = fixed.get(tag)
         if size is not None:
             off += size
             if off > end:
                 return f"a {chr(tag)!r} value runs past the end of its table"
-        elif tag == _T:
-            if off + 8 > end:
-                return "a 'T' value runs past the end of its table"
-            if int.from_bytes(buf[off:off + 8], "big") > TIMESTAMP_MAX:
-                return "a timestamp past the year 9999"
-            off += 8
-        elif tag == _V:
-            pass
-        elif tag == _S or tag == _x or tag == _F or tag == _A:
+        elif tag in _LENGTH_PREFIXED:
             if off + 4 > end:
                 return f"a {chr(tag)!r} length runs past the end of its table"
-            inner = off + 4 + int.from_bytes(buf[off:off + 4], "big")
+            inner = off + 4 + _u32(buf, off)[0]
             if inner > end:
                 return f"a {chr(tag)!r} value runs past the end of its table"
             if tag == _F or tag == _A:
@@ -102,7 +126,13 @@ def _table_error(buf, off: int, end: int, depth: int, array: bool) -> str | None
                 if why is not None:
                     return why
             off = inner
-        else:
+        elif tag == _T:
+            if off + 8 > end:
+                return "a 'T' value runs past the end of its table"
+            if _u64(buf, off)[0] > TIMESTAMP_MAX:
+                return "a timestamp past the year 9999"
+            off += 8
+        elif tag != _V:
             return f"unknown field type {chr(tag)!r} in the headers table"
     return None
 
@@ -116,10 +146,11 @@ def properties_error(buf, start: int = 0, end: int | None = None) -> str | None:
     flags = buf[start] << 8 | buf[start + 1]
     if flags & 1:
         return "a second property flag word (no basic property needs one)"
+    present = _present.get(flags)
+    if present is None:
+        present = _present[flags] = tuple((flag, kind) for flag, kind in _LAYOUT if flags & flag)
     off = start + 2
-    for flag, kind in _LAYOUT:
-        if not flags & flag:
-            continue
+    for flag, kind in present:
         if kind == "s":
             if off >= end or off + 1 + buf[off] > end:
                 return f"{_NAMES[flag]} runs past the end of the property list"
@@ -127,7 +158,7 @@ def properties_error(buf, start: int = 0, end: int | None = None) -> str | None:
         elif kind == "t":
             if off + 4 > end:
                 return "the headers table length runs past the end of the property list"
-            table_end = off + 4 + int.from_bytes(buf[off:off + 4], "big")
+            table_end = off + 4 + _u32(buf, off)[0]
             if table_end > end:
                 return "the headers table runs past the end of the property list"
             why = _table_error(buf, off + 4, table_end, 1, False)
