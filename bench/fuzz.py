@@ -67,7 +67,8 @@ def main() -> int:
             nonlocal examples
             out = run_case(b.host, b.port, case, listen_s=args.listen)
             examples += 1
-            answer = ",".join(f"{'ch' if scope == 'channel' else 'conn'}{code}" for scope, code, _ in out.codes) or ("closed" if out.closed else "-")
+            answer = ",".join(f"{'ch' if scope == 'channel' else 'conn'}{code}" for scope, code, _ in out.codes)
+            answer = answer or ("closed" if out.closed else "-")
             stats[(case.kind, answer)] += 1
             check_outcome(case, out)
             assert b.proc.poll() is None, "the broker died"

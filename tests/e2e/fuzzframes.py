@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from hypothesis import strategies as st
 
 from tests.e2e.rawamqp import (
-    CONNECTION_CLOSE, FRAME_BODY, FRAME_END, FRAME_HEADER, FRAME_HEARTBEAT, FRAME_METHOD, ConnectionLost, RawConnection, basic_ack, basic_consume, basic_get, basic_publish, channel_close, channel_flow,
-    channel_open, exchange_declare, frame, method_frame, parse_close, queue_bind, queue_declare, queue_delete,
+    CONNECTION_CLOSE, FRAME_BODY, FRAME_END, FRAME_HEADER, FRAME_HEARTBEAT, FRAME_METHOD, ConnectionLost,
+    RawConnection, basic_ack, basic_consume, basic_get, basic_publish, channel_close, channel_flow, channel_open,
+    exchange_declare, frame, method_frame, parse_close, queue_bind, queue_declare, queue_delete,
 )
 
 FRAME_MAX = 131072

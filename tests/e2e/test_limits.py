@@ -94,7 +94,8 @@ def test_user_limits_refuse_connections_and_channels_as_rabbitmq(target):
         assert api.call("PUT", f"/api/user-limits/{user}/max-channels", {"value": 2})[0] == 204
         status, rows = api.call("GET", f"/api/user-limits/{user}")
         assert status == 200 and rows == [{"user": user, "value": {"max-connections": 1, "max-channels": 2}}]
-        assert {"user": user, "value": {"max-connections": 1, "max-channels": 2}} in api.call("GET", "/api/user-limits")[1]
+        everyone = api.call("GET", "/api/user-limits")[1]
+        assert {"user": user, "value": {"max-connections": 1, "max-channels": 2}} in everyone
         # refusals of the API, as RabbitMQ words them
         status, err = api.call("PUT", f"/api/user-limits/{user}/max-foo", {"value": 2})
         assert status == 400 and "max-foo" in err["reason"]
@@ -121,7 +122,7 @@ def test_user_limits_refuse_connections_and_channels_as_rabbitmq(target):
             if first.is_open:
                 first.close()
         if b is not None:
-            assert f"user connection limit (1) is reached" in b.log()
+            assert "user connection limit (1) is reached" in b.log()
         # cleared (twice: 204 either way); the user connects twice again
         for _ in range(2):
             assert api.call("DELETE", f"/api/user-limits/{user}/max-connections")[0] == 204

@@ -99,7 +99,8 @@ def test_consumers_per_channel():
 def test_names_that_are_not_utf8_are_a_frame_error():
     bad = b"q\xff".decode("utf-8", "surrogateescape")  # what the codec makes of such octets
     for method in (spec.QueueDeclare(queue=bad), spec.ExchangeDeclare(exchange=bad, type="direct"),
-                   spec.QueueBind(queue="q", exchange="x", routing_key=bad), spec.BasicConsume(queue="q", consumer_tag=bad)):
+                   spec.QueueBind(queue="q", exchange="x", routing_key=bad),
+                   spec.BasicConsume(queue="q", consumer_tag=bad)):
         with pytest.raises(FrameError, match="Malformed UTF-8 in shortstr"):
             check_names(method)
     check_names(spec.QueueDeclare(queue="café-\x00"))  # UTF-8 (and NUL) is fine, as RabbitMQ
