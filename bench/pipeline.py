@@ -62,6 +62,9 @@ class NullIO:
     def throttle(self, queue) -> None:
         pass
 
+    def opened(self) -> None:
+        pass
+
 
 def exchange_declare(name: str, kind: str) -> bytes:
     return method(1, 40, 10, b"\x00\x00" + shortstr(name) + shortstr(kind) + b"\x00" + EMPTY_TABLE)
