@@ -1,10 +1,10 @@
-"""Byte-level edits of an encoded basic property list (warren/broker/properties.py)."""
+"""Byte-level edits of an encoded basic property list (warren/codec/property_edits.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from warren.broker.properties import headers_span, remove_header, replace_header, replace_reply_to
+from warren.codec.property_edits import headers_span, remove_header, replace_header, replace_reply_to
 from warren.codec.fields import encode_value
 from warren.spec.amqp0_9_1 import BasicProperties
 

@@ -24,6 +24,7 @@ from warren.broker.limits import NAMED_METHODS, NO_LIMITS, check_names
 from warren.broker.consumer import OUTPUT_BATCH, Consumer
 from warren.broker.message import Message
 from warren.broker.queue import REFUSED
+from warren.codec.properties import EXPIRATION_FLAG, REPLY_TO_FLAG, USER_ID_FLAG
 from warren.errors import (
     AccessRefused, NotAllowed, NotFound, NotImplemented_, PreconditionFailed,
 )
@@ -36,9 +37,10 @@ __all__ = ["Channel", "HANDLERS"]
 log = logging.getLogger("warren.channel")
 
 
-_USER_ID_FLAG = 0x0010  # basic property user-id, low octet of the flags (INVENTORY.md §8.1)
-_EXPIRATION_FLAG_HI = 0x01  # basic property expiration (mask 0x0100), high octet of the flags
-_REPLY_TO_FLAG_HI = 0x02  # basic property reply-to (mask 0x0200), high octet of the flags
+# the properties acted on at publish time, tested one octet of the flag word at a time
+_USER_ID_FLAG = USER_ID_FLAG & 0xFF  # low octet
+_EXPIRATION_FLAG_HI = EXPIRATION_FLAG >> 8  # high octet
+_REPLY_TO_FLAG_HI = REPLY_TO_FLAG >> 8
 _CHECKED_FLAGS_HI = _EXPIRATION_FLAG_HI | _REPLY_TO_FLAG_HI
 
 

@@ -29,7 +29,7 @@ import logging
 import struct
 
 from warren.codec.fields import Long, RawValue, decode_shortstr, decode_value
-from warren.codec.properties import salvage_properties, well_formed
+from warren.codec.properties import CONTENT_ENCODING_FLAG, CONTENT_TYPE_FLAG, HEADERS_FLAG, salvage_properties, well_formed
 from warren.spec.amqp0_9_1 import BasicProperties
 
 __all__ = ["dead_letter", "dead_letter_targets", "make_dead_letter", "with_header"]
@@ -179,13 +179,13 @@ def _decode_with_raw_headers(properties: bytes):
     props, _ = BasicProperties.decode(properties, 0)
     raw = {}
     flags = properties[0] << 8 | properties[1]
-    if flags & 0x2000:
+    if flags & HEADERS_FLAG:
         off = 2
         while properties[off - 1] & 1:  # continuation flag words
             off += 2
-        if flags & 0x8000:
+        if flags & CONTENT_TYPE_FLAG:
             _, off = decode_shortstr(properties, off)
-        if flags & 0x4000:
+        if flags & CONTENT_ENCODING_FLAG:
             _, off = decode_shortstr(properties, off)
         (size,) = _u32.unpack_from(properties, off)
         off += 4

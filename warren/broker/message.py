@@ -16,6 +16,7 @@ from __future__ import annotations
 import struct
 
 from warren.codec.fields import encode_shortstr
+from warren.codec.properties import CONTENT_ENCODING_FLAG, CONTENT_TYPE_FLAG, DELIVERY_MODE_FLAG, HEADERS_FLAG
 from warren.errors import PreconditionFailed, SyntaxError_
 from warren.spec.amqp0_9_1 import BasicProperties
 from warren.store.message import encode_message_ss
@@ -28,7 +29,9 @@ __all__ = ["Message", "shared_name"]
 _names: dict[str, tuple[str, bytes]] = {}
 _NAMES_MAX = 10_000
 
-_DELIVERY_MODE_FLAG = 0x10  # high octet of the property flags (0x1000)
+# the flags tested here, in the high octet of the flag word
+_DELIVERY_MODE_HI = DELIVERY_MODE_FLAG >> 8
+_CONTENT_TYPE_HI, _CONTENT_ENCODING_HI, _HEADERS_HI = CONTENT_TYPE_FLAG >> 8, CONTENT_ENCODING_FLAG >> 8, HEADERS_FLAG >> 8
 
 
 def shared_name(name: str) -> tuple[str, bytes]:
@@ -46,14 +49,14 @@ def _delivery_mode(properties: bytes) -> int | None:
     content-encoding, headers) by their lengths, without decoding anything. IndexError if the
     list is cut short (the caller then decodes it properly, which reports the error)."""
     hi = properties[0]
-    if not hi & _DELIVERY_MODE_FLAG:
+    if not hi & _DELIVERY_MODE_HI:
         return None
     off = 2
-    if hi & 0x80:  # content-type, shortstr
+    if hi & _CONTENT_TYPE_HI:  # shortstr
         off += 1 + properties[off]
-    if hi & 0x40:  # content-encoding, shortstr
+    if hi & _CONTENT_ENCODING_HI:  # shortstr
         off += 1 + properties[off]
-    if hi & 0x20:  # headers, table: a long size, then that many octets
+    if hi & _HEADERS_HI:  # table: a long size, then that many octets
         off += 4 + int.from_bytes(properties[off:off + 4], "big")
     return properties[off]
 
@@ -73,7 +76,7 @@ class Message:
         self.routing_key, self.routing_key_ss = hit if hit is not None else shared_name(routing_key)
         self.ttl: float | None = None  # seconds, from the expiration property (check_expiration)
         persistent = False
-        if len(properties) >= 2 and properties[0] & _DELIVERY_MODE_FLAG:
+        if len(properties) >= 2 and properties[0] & _DELIVERY_MODE_HI:
             try:
                 persistent = _delivery_mode(properties) == 2
             except IndexError:

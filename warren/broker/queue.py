@@ -56,6 +56,7 @@ from warren.broker.dedup import queue_duplicate
 from warren.broker.memory import MESSAGE_OVERHEAD
 from warren.broker.message import Message
 from warren.codec.fields import Long
+from warren.codec.properties import EXPIRATION_FLAG
 from warren.store.message import decode_restored
 
 if TYPE_CHECKING:
@@ -78,6 +79,8 @@ PAGE_LOW_BYTES = 2 << 20  # ... and read more back only below this many in memor
 FLOW_HIGH = 5000  # ready (+ paged) messages
 FLOW_HIGH_BYTES = 2 << 20  # octets of ready message bodies in memory
 FLOW_LOW_RATIO = 0.5  # drained to half of the high marks: the publishers are read again
+
+_EXPIRATION_HI = EXPIRATION_FLAG >> 8  # tested in the high octet of the flag word
 
 REFUSED = -1  # Queue.publish: a length limit with x-overflow reject-publish(-dlx) refused it
 DROP_HEAD, REJECT_PUBLISH, REJECT_PUBLISH_DLX = "drop-head", "reject-publish", "reject-publish-dlx"
@@ -416,7 +419,7 @@ class Queue:
     def _ttl_of(self, message: "Message") -> float | None:
         """The TTL of a message read back from disk: the lower of queue and message TTL."""
         props = message.properties
-        if len(props) >= 2 and props[0] & 0x01:  # the expiration flag (0x0100): decode only then
+        if len(props) >= 2 and props[0] & _EXPIRATION_HI:  # decode only then
             try:
                 message.check_expiration()
             except Exception:

@@ -25,8 +25,8 @@ from __future__ import annotations
 import base64
 import os
 
-from warren.broker.properties import replace_reply_to
 from warren.codec.fields import encode_shortstr
+from warren.codec.property_edits import replace_reply_to
 from warren.errors import NotAllowed, NotFound, PreconditionFailed
 from warren.spec import amqp0_9_1 as spec
 

@@ -7,7 +7,7 @@ would change the type tags of values nobody touched (a field table keeps ``b``/`
 that Python ints cannot remember), so these helpers cut and splice octets instead: everything
 outside the edited field is copied unchanged, as RabbitMQ does. The Spark reader uses them too
 (cutting the broker's ``x-stream-offset`` from a stream delivery), so they live in the sans-IO
-codec layer; ``warren.broker.properties`` re-exports them for the broker's features.
+codec layer, beside the property flags (``properties.py``).
 
 Layout (INVENTORY.md §8.1): a 16-bit flag word (bit 15 = first property), then the present
 properties in order. Further flag words (continuation bit set) are skipped, as the decoder
@@ -19,17 +19,20 @@ from __future__ import annotations
 import struct
 
 from warren.codec.fields import decode_shortstr, decode_value, encode_shortstr
+from warren.codec.properties import (
+    CONTENT_ENCODING_FLAG, CONTENT_TYPE_FLAG, CORRELATION_ID_FLAG, DELIVERY_MODE_FLAG, HEADERS_FLAG, PRIORITY_FLAG,
+    REPLY_TO_FLAG,
+)
 
-__all__ = ["headers_span", "remove_header", "replace_header", "replace_reply_to", "REPLY_TO_FLAG"]
+__all__ = ["headers_span", "remove_header", "replace_header", "replace_reply_to"]
 
 _U32 = struct.Struct(">I")
 
 # (flag, kind) of every basic property before reply-to, in wire order
 _BEFORE_REPLY_TO = (
-    (0x8000, "s"), (0x4000, "s"), (0x2000, "t"), (0x1000, 1), (0x0800, 1), (0x0400, "s"),
+    (CONTENT_TYPE_FLAG, "s"), (CONTENT_ENCODING_FLAG, "s"), (HEADERS_FLAG, "t"), (DELIVERY_MODE_FLAG, 1),
+    (PRIORITY_FLAG, 1), (CORRELATION_ID_FLAG, "s"),
 )
-HEADERS_FLAG = 0x2000
-REPLY_TO_FLAG = 0x0200
 
 
 def _skip(props, off: int, kind) -> int:

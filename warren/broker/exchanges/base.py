@@ -9,7 +9,7 @@ first three with RabbitMQ's semantics (``rabbit_exchange:route``), the last with
   delivers once and terminates.
 * **Sender-selected distribution**: the ``CC`` and ``BCC`` headers (arrays; their longstr
   elements count) add routing keys for the whole route; ``BCC`` is then cut out of the
-  property list (``warren/broker/properties.py``), so no consumer sees it. Any other type of
+  property list (``warren/codec/property_edits.py``), so no consumer sees it. Any other type of
   value is 406 "invalid message".
 * **Alternate exchange** (argument ``alternate-exchange``): an exchange whose own ``match``
   found no destination at all hands the message to its AE, which may have an AE of its own;
@@ -25,7 +25,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Collection, Iterable
 
 from warren.broker.dedup import check_arguments, from_arguments
-from warren.broker.properties import remove_header
+from warren.codec.properties import HEADERS_FLAG
+from warren.codec.property_edits import remove_header
 from warren.errors import PreconditionFailed
 
 if TYPE_CHECKING:
@@ -227,7 +228,7 @@ class Exchange:
 
 _NO_QUEUES: frozenset = frozenset()
 _DEDUP_ARGS = ("x-message-deduplication", "x-cache-size", "x-cache-ttl", "x-deduplication-header")
-_HEADERS_FLAG_HI = 0x20  # the headers property (mask 0x2000), high octet of the flag word
+_HEADERS_FLAG_HI = HEADERS_FLAG >> 8  # tested in the high octet of the flag word
 _SENDER_SELECTED = ("CC", "BCC")
 
 

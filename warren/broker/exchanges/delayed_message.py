@@ -36,8 +36,9 @@ import time
 
 from warren.broker.exchanges.base import Exchange
 from warren.broker.message import Message
-from warren.broker.properties import replace_header
 from warren.codec.fields import encode_value
+from warren.codec.properties import HEADERS_FLAG
+from warren.codec.property_edits import replace_header
 from warren.errors import CommandInvalid, PreconditionFailed
 from warren.store.message import decode_restored
 
@@ -46,7 +47,7 @@ __all__ = ["DelayedMessageExchange", "MAX_DELAY_MS"]
 log = logging.getLogger("warren.delayed")
 
 MAX_DELAY_MS = 2**32 - 1  # the plugin's limit (Erlang's longest timer); longer: not delayed
-_HEADERS_FLAG_HI = 0x20
+_HEADERS_FLAG_HI = HEADERS_FLAG >> 8  # tested in the high octet of the flag word
 _X_DELAY = b"\x07x-delay"  # the header's name as a shortstr, for a cheap first look
 _HEAD = struct.Struct(">QH")  # due (ms since the epoch), number of routing keys
 _KEY = struct.Struct(">H")

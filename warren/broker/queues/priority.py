@@ -19,15 +19,16 @@ from __future__ import annotations
 from collections import deque
 
 from warren.broker.queue import Queue
+from warren.codec.properties import PRIORITY_FLAG
 
 __all__ = ["PriorityQueue", "PriorityReady", "message_priority"]
 
-_PRIORITY_FLAG_HI = 0x08  # basic property priority (mask 0x0800), high octet of the flags
+_PRIORITY_HI = PRIORITY_FLAG >> 8  # tested in the high octet of the flag word
 
 
 def message_priority(msg, max_priority: int) -> int:
     props = msg.properties
-    if len(props) < 2 or not props[0] & _PRIORITY_FLAG_HI:
+    if len(props) < 2 or not props[0] & _PRIORITY_HI:
         return 0
     p = msg.decoded.priority or 0
     return p if p <= max_priority else max_priority

@@ -3,7 +3,7 @@
 A stream queue delivers each message with its offset in the header ``x-stream-offset`` (a
 signed 64-bit ``l``, as RabbitMQ). Decoding the property list and encoding it again for every
 delivery would cost more than the rest of the delivery, and would change the type tags of the
-publisher's other headers; so this cuts and splices octets (as ``warren/broker/properties.py``):
+publisher's other headers; so this cuts and splices octets (as ``warren/codec/property_edits.py``):
 
 * no headers table: set the headers flag and insert a table holding only the entry, after
   content-type and content-encoding (the only properties before it);
@@ -18,17 +18,19 @@ from __future__ import annotations
 
 import struct
 
-from warren.broker.properties import replace_header
+from warren.codec.properties import CONTENT_ENCODING_FLAG, CONTENT_TYPE_FLAG, HEADERS_FLAG, STREAM_OFFSET_HEADER
+from warren.codec.property_edits import replace_header
 
 __all__ = ["with_stream_offset", "OFFSET_HEADER"]
 
-OFFSET_HEADER = "x-stream-offset"
+OFFSET_HEADER = STREAM_OFFSET_HEADER
 _KEY = b"\x0f" + OFFSET_HEADER.encode()  # the key as a shortstr
 _ENTRY_SIZE = len(_KEY) + 1 + 8  # key, the 'l' tag, the int64
 _I64 = struct.Struct(">q")
 _U32 = struct.Struct(">I")
-_HEADERS_HI = 0x20  # the headers flag (0x2000), high octet of the first flag word
-_CONTENT_TYPE_HI, _CONTENT_ENCODING_HI = 0x80, 0x40
+# the flags tested here, in the high octet of the first flag word
+_HEADERS_HI = HEADERS_FLAG >> 8
+_CONTENT_TYPE_HI, _CONTENT_ENCODING_HI = CONTENT_TYPE_FLAG >> 8, CONTENT_ENCODING_FLAG >> 8
 
 
 def with_stream_offset(props: bytes, offset: int) -> bytes:
