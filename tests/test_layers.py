@@ -1,13 +1,27 @@
-"""The protocol core stays sans-IO: warren.codec, warren.protocol and warren.spec import no
-asyncio, socket or ssl, and nothing from the broker, server or store layers above them."""
+"""The layers import only downwards. Each rule names a set of modules and what they must never
+import (a module or any module below it):
+
+* the protocol core stays sans-IO: ``warren.codec``, ``warren.protocol`` and ``warren.spec``
+  import no asyncio, socket or ssl, and nothing from the broker, server or store layers;
+* the broker is protocol-neutral: ``warren.broker`` imports nothing from ``warren.protocol``
+  (each protocol adapts itself to the broker's operations, not the reverse) nor from the
+  asyncio glue in ``warren.server``;
+* the store keeps bytes: ``warren.store`` imports nothing from the broker, server or protocol;
+* the Spark data source runs in Spark's Python workers, far from any broker: it may use the
+  sans-IO codec and protocol layers, never the broker's internals (what it needs from there,
+  property-list edits, flags and header names, lives in ``warren/codec``).
+
+A rule that the code does not keep yet is marked ``xfail(strict=True)`` with the step of
+issue 14's seam that fixes it; once fixed, the strict mark fails until it is removed.
+"""
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "warren"
-FORBIDDEN = ("asyncio", "socket", "ssl", "selectors", "warren.server", "warren.broker", "warren.store")
 
 
 def _imports(path: Path):
@@ -19,21 +33,81 @@ def _imports(path: Path):
             yield node.module
 
 
-@pytest.mark.parametrize("path", sorted(p for d in ("codec", "protocol", "spec") for p in (ROOT / d).rglob("*.py")),
-                         ids=lambda p: str(p.relative_to(ROOT)))
+def _forbidden(path: Path, forbidden) -> list[str]:
+    return [m for m in _imports(path) if any(m == f or m.startswith(f + ".") for f in forbidden)]
+
+
+def _modules(*dirs: str, extra=()) -> list[Path]:
+    return sorted([*(p for d in dirs for p in (ROOT / d).rglob("*.py")), *extra])
+
+
+def _ids(path: Path) -> str:
+    return str(path.relative_to(ROOT.parent))
+
+
+def _cases(paths, pending: dict[str, str]):
+    """``paths`` as pytest params, those in ``pending`` (path relative to warren/ -> why) xfail."""
+    out = []
+    for p in paths:
+        why = pending.get(str(p.relative_to(ROOT)))
+        marks = [pytest.mark.xfail(strict=True, reason=why)] if why else []
+        out.append(pytest.param(p, marks=marks, id=_ids(p)))
+    return out
+
+
+SANS_IO_FORBIDDEN = ("asyncio", "socket", "ssl", "selectors", "warren.server", "warren.broker", "warren.store")
+
+
+@pytest.mark.parametrize("path", _modules("codec", "protocol", "spec"), ids=_ids)
 def test_sans_io_module_imports_no_io_and_no_upper_layer(path):
-    bad = [m for m in _imports(path) if any(m == f or m.startswith(f + ".") for f in FORBIDDEN)]
+    bad = _forbidden(path, SANS_IO_FORBIDDEN)
     assert not bad, f"{path.name} imports {bad}"
 
 
-# The Spark data source runs in Spark's Python workers, far from any broker: it may use the
-# sans-IO codec and protocol layers, never the broker's internals (what it needs from there,
-# property-list edits and header names, lives in warren/codec).
+BROKER_FORBIDDEN = ("warren.protocol", "warren.server")
+# modules that still hold 0-9-1 method handling (issue 14, the seam: step 7 moves it to
+# warren/protocol/amqp0_9_1 and removes these marks)
+BROKER_PENDING = {
+    "broker/channel.py": "the 0-9-1 channel handlers still live in the broker (Qpid's exchange.bound index)",
+    "broker/session.py": "the 0-9-1 connection handler still lives in the broker (protocol events)",
+}
+
+
+@pytest.mark.parametrize("path", _cases(_modules("broker"), BROKER_PENDING))
+def test_broker_imports_no_protocol_and_no_server(path):
+    bad = _forbidden(path, BROKER_FORBIDDEN)
+    assert not bad, f"{path.name} imports {bad}"
+
+
+STORE_FORBIDDEN = ("warren.broker", "warren.server", "warren.protocol", "warren.management", "asyncio")
+
+
+@pytest.mark.parametrize("path", _modules("store"), ids=_ids)
+def test_store_imports_nothing_from_the_layers_above(path):
+    bad = _forbidden(path, STORE_FORBIDDEN)
+    assert not bad, f"{path.name} imports {bad}"
+
+
 SPARK_FORBIDDEN = ("warren.broker", "warren.server", "warren.management")
 
 
-@pytest.mark.parametrize("path", sorted([*(ROOT / "spark").rglob("*.py"), *(ROOT.parent / "pyspark_warren").rglob("*.py")]),
-                         ids=lambda p: str(p.relative_to(ROOT.parent)))
+@pytest.mark.parametrize("path", _modules("spark", extra=(ROOT.parent / "pyspark_warren").rglob("*.py")), ids=_ids)
 def test_spark_imports_nothing_from_the_broker(path):
-    bad = [m for m in _imports(path) if any(m == f or m.startswith(f + ".") for f in SPARK_FORBIDDEN)]
+    bad = _forbidden(path, SPARK_FORBIDDEN)
     assert not bad, f"{path.name} imports {bad}"
+
+
+FLAG_CONSTANT = re.compile(r"^_?[A-Z_]*FLAGS?(_HI)?\s*=\s*(0x[0-9a-fA-F]+|b['\"])", re.M)
+FLAGS_PENDING = {
+    "spark/write/messages.py": "Spark's writer spells its two flag words as bytes; warren/spark has another "
+                               "engineer's uncommitted work, switched to warren.codec.properties after it",
+}
+
+
+@pytest.mark.parametrize("path", _cases(_modules("broker", "store", "server", "spark", "protocol", "federation",
+                                                 "management"), FLAGS_PENDING))
+def test_property_flags_are_defined_once_in_the_codec(path):
+    """The basic property flags live in ``warren/codec/properties.py``: no module above the
+    codec spells one as a literal constant of its own (it imports the codec's)."""
+    offenders = [m.group(0) for m in FLAG_CONSTANT.finditer(path.read_text())]
+    assert not offenders, offenders
