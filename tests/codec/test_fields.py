@@ -437,12 +437,14 @@ def test_a_raw_value_is_written_back_as_it_came():
 # --- hostile input (issue 16): bounded nesting, bounded reads, one error type ----------------------
 
 def nested_table(depth: int) -> bytes:
-    """A table nested ``depth`` deep (the outermost counts as 1), built without recursion."""
-    inner = b"\x00\x00\x00\x00"
+    """A table nested ``depth`` deep (the outermost counts as 1), built in linear time: each
+    level is its length and the entry ``a`` of type F, the innermost an empty table."""
+    prefixes = []
+    size = 4  # the innermost table, its length included
     for _ in range(depth - 1):
-        entry = b"\x01aF" + inner
-        inner = struct.pack(">I", len(entry)) + entry
-    return inner
+        prefixes.append(struct.pack(">I", 3 + size) + b"\x01aF")
+        size += 7
+    return b"".join(reversed(prefixes)) + b"\x00\x00\x00\x00"
 
 
 def nested_array(depth: int) -> bytes:
