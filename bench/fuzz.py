@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import shutil
 import sys
 import tempfile
 import time
@@ -109,6 +110,10 @@ def main() -> int:
               f"failures {control.failures or 'none'}")
     if examples:
         print(f"broker RSS: start {start_rss / 1024:.0f} MiB, peak {peak / 1024:.0f} MiB, end {end_rss / 1024:.0f} MiB")
+    if status == 0:
+        shutil.rmtree(tmp, ignore_errors=True)  # a failed run keeps its data folder and log
+    else:
+        print(f"the broker's log and data folder: {tmp}")
     print("PASS" if status == 0 else "FAIL")
     return status
 
