@@ -61,6 +61,7 @@ USER_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.timeout(400)  # a Spark start of its own: a minute on a loaded 2-core machine
 @pytest.mark.skipif(EXTERNAL_URL is not None, reason="needs Warren's HTTP stream API")
 def test_a_script_run_with_the_venv_python_without_activating_it_works(broker, tmp_path, uid):
     """Spark starts Python workers with PYSPARK_PYTHON or else the first python3 on the PATH;

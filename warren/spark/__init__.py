@@ -33,9 +33,12 @@ PYTHON_SETTINGS = ("spark.pyspark.python", "spark.pyspark.driver.python")
 def use_driver_python(spark) -> bool:
     """Make ``spark``'s Python workers run this interpreter unless a Python was chosen.
 
-    Returns whether it changed anything. Spark reads ``spark.pyspark.python`` each time it
-    starts a Python worker, from the context's live configuration, so setting it there works on
-    a running session (``spark.conf.set`` refuses it: it is not a SQL setting).
+    Returns whether it changed anything. Two places decide: the JVM reads
+    ``spark.pyspark.python`` from the context's live configuration each time it starts a worker
+    (``spark.conf.set`` refuses it: not a SQL setting), and pyspark's ``SparkContext.pythonExec``
+    (``PYSPARK_PYTHON`` or else ``python3``, whatever the configuration says) is what a Python
+    data source or UDF registered from this process carries to the workers. Both are pointed at
+    the configured Python, or at this interpreter when none is configured.
     """
     if os.environ.get("PYSPARK_PYTHON"):
         return False
@@ -49,10 +52,12 @@ def use_driver_python(spark) -> bool:
         if not jconf.contains(key):
             jconf.set(key, sys.executable)
             changed = True
+    chosen = jconf.get("spark.pyspark.python")
+    if context.pythonExec != chosen:
+        context.pythonExec = chosen
+        changed = True
     if changed:
-        context.pythonExec = sys.executable  # RDD and UDF workers started from this process
-        log.info("warren: Spark's Python workers will run %s (set PYSPARK_PYTHON to choose another)",
-                 sys.executable)
+        log.info("warren: Spark's Python workers will run %s (set PYSPARK_PYTHON to choose another)", chosen)
     return changed
 
 

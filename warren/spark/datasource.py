@@ -8,11 +8,35 @@ queues by offset, ``drain.py`` empties a classic queue with ``mode=drain``), ``w
 
 from __future__ import annotations
 
+import sys
+
 from pyspark.sql.datasource import DataSource
 
-from warren.spark.schema import SCHEMA_DDL
+from warren.spark.options import bool_option, option_map
+from warren.spark.schema import read_schema_ddl
 
 __all__ = ["WarrenDataSource"]
+
+
+def _pushdown_enabled() -> bool:
+    """Whether Spark will accept ``pushFilters`` from the reader being created.
+
+    With ``spark.sql.python.filterPushdown.enabled`` off (Spark's default), Spark refuses to plan
+    a read whose reader implements ``pushFilters`` (DATA_SOURCE_PUSHDOWN_DISABLED) instead of
+    ignoring it, and the data source is not told the setting. The planner that makes that
+    check (pyspark/sql/worker/plan_data_source_read.py) holds it in its local
+    ``enable_pushdown`` while it asks for the reader, so look there; the other planner
+    (data_source_pushdown_filters.py) runs only when pushdown is on and has no such local.
+    """
+    frame = sys._getframe(1)
+    for _ in range(8):
+        frame = frame.f_back
+        if frame is None:
+            break
+        flag = frame.f_locals.get("enable_pushdown")
+        if isinstance(flag, bool):
+            return flag
+    return True
 
 
 class WarrenDataSource(DataSource):
@@ -21,13 +45,16 @@ class WarrenDataSource(DataSource):
         return "warren"
 
     def schema(self) -> str:
-        return SCHEMA_DDL
+        o = option_map(self.options)
+        return read_schema_ddl(bool_option(o, "includeHeaders", False), bool_option(o, "includeProperties", False))
 
     def reader(self, schema):
         if str(self.options.get("mode", "")).lower() == "drain":
             from warren.spark.read.drain import DrainReader
             return DrainReader(schema, self.options)
-        from warren.spark.read.batch import StreamBatchReader
+        from warren.spark.read.batch import PushdownBatchReader, StreamBatchReader
+        if _pushdown_enabled():
+            return PushdownBatchReader(schema, self.options)
         return StreamBatchReader(schema, self.options)
 
     def streamReader(self, schema):

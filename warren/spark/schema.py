@@ -1,13 +1,28 @@
-"""The one row schema of the ``warren`` data source, for reading and writing.
+"""The columns of the ``warren`` data source, for reading and writing.
 
-body: the message body; routing_key and exchange as published; headers: the AMQP headers table
-with every value rendered as a string; properties: the other basic properties; offset and
-stream: where a stream message sits (null for messages not read from a stream).
+Reading gives, by default, flat columns only (``DEFAULT_COLUMNS``): Spark turns an Arrow batch
+of flat columns into rows several times faster than one holding a map and a 12-field struct, and
+most jobs want only these. The full ``headers`` map and ``properties`` struct are opt-in: the
+options ``includeHeaders`` / ``includeProperties``, or a schema given with
+``spark.read.schema(...)``, which may name any of ``COLUMNS`` in any order; the reader then
+builds only those (a column nobody asked for is never built).
+
+* ``body``: the message body; ``routing_key``, ``exchange``: as published;
+* ``offset``, ``stream``: where a stream message sits (null for a drained classic queue);
+* ``timestamp``: when the broker appended the message to the stream (millisecond precision;
+  null for a drained queue, and over ``transport=amqp``, whose deliveries do not carry it);
+* ``message_id``, ``content_type``: the two basic properties most jobs use, flat;
+* ``headers``: the AMQP headers table, every value rendered as a string;
+* ``properties``: every other basic property (``PROPERTY_FIELDS``; its ``timestamp`` is the
+  publisher's AMQP timestamp property, not the broker's).
 """
 
 from __future__ import annotations
 
-__all__ = ["SCHEMA_DDL", "PROPERTY_FIELDS"]
+__all__ = [
+    "PROPERTY_FIELDS", "COLUMN_TYPES", "COLUMNS", "DEFAULT_COLUMNS", "SCHEMA_DDL", "FULL_SCHEMA_DDL",
+    "read_schema_ddl", "check_read_schema", "spark_type",
+]
 
 # basic properties other than headers, in the order of the AMQP property list
 PROPERTY_FIELDS = (
@@ -16,9 +31,57 @@ PROPERTY_FIELDS = (
     ("expiration", "string"), ("message_id", "string"), ("timestamp", "timestamp"),
     ("type", "string"), ("user_id", "string"), ("app_id", "string"),
 )
+PROPERTIES_DDL = "struct<" + ", ".join(f"{n}: {t}" for n, t in PROPERTY_FIELDS) + ">"
 
-SCHEMA_DDL = (
-    "body binary, routing_key string, exchange string, headers map<string,string>, "
-    "properties struct<" + ", ".join(f"{n}: {t}" for n, t in PROPERTY_FIELDS) + ">, "
-    "offset bigint, stream string"
-)
+# every column a reader can give, in the default order, with its Spark SQL type
+COLUMN_TYPES = {
+    "body": "binary", "routing_key": "string", "exchange": "string", "offset": "bigint", "stream": "string",
+    "timestamp": "timestamp", "message_id": "string", "content_type": "string",
+    "headers": "map<string,string>", "properties": PROPERTIES_DDL,
+}
+COLUMNS = tuple(COLUMN_TYPES)
+DEFAULT_COLUMNS = COLUMNS[:8]
+OPT_IN_COLUMNS = ("headers", "properties")
+
+
+def _ddl(columns) -> str:
+    return ", ".join(f"{c} {COLUMN_TYPES[c]}" for c in columns)
+
+
+SCHEMA_DDL = _ddl(DEFAULT_COLUMNS)
+FULL_SCHEMA_DDL = _ddl(COLUMNS)
+
+
+def read_schema_ddl(include_headers: bool = False, include_properties: bool = False) -> str:
+    """The default read schema, with the opt-in columns asked for."""
+    return _ddl([*DEFAULT_COLUMNS, *(["headers"] if include_headers else []),
+                 *(["properties"] if include_properties else [])])
+
+
+def spark_type(column: str):
+    """The pyspark DataType of a column (built in Python: the worker that plans a read has no JVM
+    to parse DDL with)."""
+    from pyspark.sql import types as t
+
+    simple = {"binary": t.BinaryType(), "string": t.StringType(), "bigint": t.LongType(), "int": t.IntegerType(),
+              "timestamp": t.TimestampType()}
+    kind = COLUMN_TYPES[column]
+    if column == "headers":
+        return t.MapType(t.StringType(), t.StringType(), True)
+    if column == "properties":
+        return t.StructType([t.StructField(n, simple[k], True) for n, k in PROPERTY_FIELDS])
+    return simple[kind]
+
+
+def check_read_schema(schema) -> tuple[str, ...]:
+    """The column names of a read schema (Spark's StructType); ValueError naming a column the
+    source cannot give, or a type it cannot give it as."""
+    names = []
+    for field in schema.fields:
+        if field.name not in COLUMN_TYPES:
+            raise ValueError(f"the warren source has no column {field.name!r}; it gives {', '.join(COLUMNS)}")
+        if field.dataType != spark_type(field.name):
+            raise ValueError(f"column {field.name} is {COLUMN_TYPES[field.name]} in the warren source, not "
+                             f"{field.dataType.simpleString()}")
+        names.append(field.name)
+    return tuple(names)

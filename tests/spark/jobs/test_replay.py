@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from tests.spark.pika_admin import NO_DEDUP, NO_DEDUP_REASON, admin, get_all, message_count
 from warren.spark.jobs.replay import replay_command
-from warren.spark.schema import SCHEMA_DDL
+from warren.spark.schema import FULL_SCHEMA_DDL
 
 pytestmark = pytest.mark.timeout(180)  # may be the first Spark test of the process
 
@@ -25,17 +25,20 @@ def _archive(spark, path, rows: int = ROWS) -> None:
         "cast(concat('e-', cast(id as string)) as binary) as body",
         "if(id % 2 = 0, 'even', 'odd') as routing_key",
         "'original-exchange' as exchange",
+        "id as offset",
+        "'events' as stream",
+        "timestamp_millis(1700000000000 + id) as timestamp",
+        "concat('orig-', cast(id as string)) as message_id",
+        "'text/plain' as content_type",
         "map('n', cast(id as string)) as headers",
         "named_struct('content_type', 'text/plain', 'content_encoding', cast(null as string), "
         "'delivery_mode', 2, 'priority', cast(null as int), 'correlation_id', cast(null as string), "
         "'reply_to', cast(null as string), 'expiration', cast(null as string), "
         "'message_id', concat('orig-', cast(id as string)), 'timestamp', timestamp_seconds(1700000000), "
         "'type', cast(null as string), 'user_id', cast(null as string), 'app_id', 'archiver') as properties",
-        "id as offset",
-        "'events' as stream",
     )
-    # the archive's column names and types (nullability aside)
-    assert df.schema.simpleString() == spark.createDataFrame([], SCHEMA_DDL).schema.simpleString()
+    # the archive's column names and types (nullability aside): every column the source reads
+    assert df.schema.simpleString() == spark.createDataFrame([], FULL_SCHEMA_DDL).schema.simpleString()
     df.write.mode("overwrite").parquet(str(path))
 
 

@@ -39,13 +39,15 @@ def test_drain_returns_every_message_and_empties_the_queue(spark, broker, uid):
             ch.basic_publish(f"sd-x-{uid}", "k", f"m-{i}".encode(), props)
         assert wait_for_count(ch, queue, count) == count
 
-        rows = _drain(spark, broker, queue, numPartitions=2, batchSize=700).collect()
+        rows = _drain(spark, broker, queue, numPartitions=2, batchSize=700, includeHeaders="true",
+                      includeProperties="true").collect()
         assert message_count(ch, queue) == 0
         assert len(rows) == count
         assert sorted(int(r.body.decode()[2:]) for r in rows) == list(range(count))
         for r in rows:
             i = int(r.body.decode()[2:])
-            assert (r.exchange, r.routing_key, r.offset, r.stream) == (f"sd-x-{uid}", "k", None, None)
+            assert (r.exchange, r.routing_key, r.offset, r.stream, r.timestamp) == (f"sd-x-{uid}", "k", None, None, None)
+            assert (r.message_id, r.content_type) == (f"id-{i}", "text/plain")
             p = r.properties
             assert (p.content_type, p.delivery_mode, p.priority, p.message_id) == ("text/plain", 2, i % 10, f"id-{i}")
             assert p.correlation_id == ("c" if i % 2 else None) and p.reply_to is None

@@ -93,3 +93,30 @@ def test_pyspark_can_find_the_source_by_its_module_name():
     assert "pyspark_warren" in {m.name for m in iter_modules() if m.name.startswith("pyspark_")}
     assert issubclass(pyspark_warren.DefaultSource, DataSource)
     assert pyspark_warren.DefaultSource.name() == "warren"
+
+
+def test_push_filters_turns_comparisons_into_ranges():
+    import datetime
+
+    from pyspark.sql.datasource import EqualTo, GreaterThan, GreaterThanOrEqual, In, IsNotNull, LessThan, LessThanOrEqual
+
+    from warren.spark.read.planning import push_filters
+
+    utc = datetime.timezone.utc
+    t = datetime.datetime(2024, 5, 1, 12, 0, 0, 500, tzinfo=utc)  # 0.5 ms past a millisecond
+    filters = [GreaterThanOrEqual(("offset",), 10), LessThan(("offset",), 20), LessThanOrEqual(("offset",), 30),
+               GreaterThan(("timestamp",), t), LessThanOrEqual(("timestamp",), t + datetime.timedelta(seconds=1)),
+               In(("stream",), ("a", "b")), EqualTo(("stream",), "b"), IsNotNull(("offset",)),
+               EqualTo(("body",), b"x")]
+    pushed, remaining = push_filters(filters)
+    ms = int(datetime.datetime(2024, 5, 1, 12, tzinfo=utc).timestamp() * 1000)
+    assert (pushed.offset_from, pushed.offset_to) == (10, 20)
+    assert (pushed.time_from_ms, pushed.time_to_ms) == (ms + 1, ms + 1001)
+    assert pushed.streams == frozenset({"b"})
+    # offsets and streams are exact; timestamps are checked again by Spark; the rest is Spark's
+    assert remaining == [filters[3], filters[4], filters[7], filters[8]]
+    assert pushed.clip(0, 100) == (10, 20) and pushed.clip(15, 17) == (15, 17)
+    exact, _ = push_filters([EqualTo(("offset",), 5), GreaterThanOrEqual(("timestamp",), t)])
+    assert (exact.offset_from, exact.offset_to, exact.time_from_ms) == (5, 6, ms + 1)
+    some, left = push_filters([In(("offset",), (3, 9, 4))])
+    assert (some.offset_from, some.offset_to) == (3, 10) and len(left) == 1

@@ -13,7 +13,8 @@ from hypothesis import given, settings, strategies as st
 
 from warren.broker.queues.stream_header import with_stream_offset
 from warren.spark.read import properties
-from warren.spark.read.records import ARROW_SCHEMA, entry_positions, parse_bulk
+from warren.spark.read.records import ARROW_SCHEMA, FULL_ARROW_SCHEMA, arrow_schema, entry_positions, parse_bulk
+from warren.spark.schema import COLUMNS
 from warren.spec.amqp0_9_1 import BasicProperties
 
 
@@ -49,11 +50,13 @@ def render(v) -> str:
     return str(v)
 
 
-def expected(m: dict, offset: int, stream: str) -> dict:
+def expected(m: dict, offset: int, stream: str, stored_ms: int) -> dict:
     headers = [(k, render(v)) for k, v in m["headers"].items()] if m["headers"] else None
     ts = m["timestamp"]
     return {
-        "body": m["body"], "routing_key": m["routing_key"], "exchange": m["exchange"], "headers": headers,
+        "body": m["body"], "routing_key": m["routing_key"], "exchange": m["exchange"], "offset": offset,
+        "stream": stream, "timestamp": datetime.datetime.fromtimestamp(stored_ms / 1000, datetime.timezone.utc),
+        "message_id": m["message_id"], "content_type": m["content_type"], "headers": headers,
         "properties": {
             "content_type": m["content_type"], "content_encoding": None, "delivery_mode": m["delivery_mode"],
             "priority": m["priority"], "correlation_id": None, "reply_to": None, "expiration": None,
@@ -61,7 +64,6 @@ def expected(m: dict, offset: int, stream: str) -> dict:
             "timestamp": None if ts is None else datetime.datetime.fromtimestamp(ts, datetime.timezone.utc),
             "type": None, "user_id": None, "app_id": None,
         },
-        "offset": offset, "stream": stream,
     }
 
 
@@ -75,9 +77,46 @@ def encode(m: dict) -> bytes:
 @given(st.lists(messages, max_size=30), st.integers(0, 2**40), st.booleans())
 def test_parse_round_trips_against_the_reference_encoder(msgs, first, verify):
     data = b"".join(ref_entry(first + i, 1_700_000_000_000 + i, encode(m)) for i, m in enumerate(msgs))
-    batch = parse_bulk(data, "events", verify=verify)
-    assert batch.schema == ARROW_SCHEMA
-    assert batch.to_pylist() == [expected(m, first + i, "events") for i, m in enumerate(msgs)]
+    batch = parse_bulk(data, "events", verify=verify, schema=FULL_ARROW_SCHEMA)
+    assert batch.schema == FULL_ARROW_SCHEMA
+    rows = [expected(m, first + i, "events", 1_700_000_000_000 + i) for i, m in enumerate(msgs)]
+    assert _plain(batch.to_pylist()) == rows
+    # the default schema is the flat columns, the same values
+    flat = parse_bulk(data, "events", verify=verify)
+    assert flat.schema == ARROW_SCHEMA
+    assert _plain(flat.to_pylist()) == [{k: r[k] for k in ARROW_SCHEMA.names} for r in rows]
+
+
+def _plain(rows: list) -> list:
+    """Arrow's UTC datetimes (zoneinfo) as datetime.timezone.utc ones, to compare with =="""
+    return [{k: (v.astimezone(datetime.timezone.utc) if isinstance(v, datetime.datetime) else v)
+             for k, v in r.items()} for r in rows]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(messages, min_size=1, max_size=20), st.permutations(COLUMNS), st.integers(1, len(COLUMNS)),
+       st.booleans())
+def test_any_projection_gives_the_full_rows_columns(msgs, order, keep, same_props):
+    """A read schema naming some columns in any order builds exactly those, with the values the
+    full schema has (whichever way the property lists are decoded)."""
+    if same_props:
+        msgs = [{**m, **{k: msgs[0][k] for k in ("content_type", "delivery_mode", "priority", "message_id",
+                                                   "timestamp", "headers")}} for m in msgs]
+    data = b"".join(ref_entry(i, 1_700_000_000_000 + 7 * i, encode(m)) for i, m in enumerate(msgs))
+    full = parse_bulk(data, "s", schema=FULL_ARROW_SCHEMA).to_pylist()
+    columns = order[:keep]
+    part = parse_bulk(data, "s", schema=arrow_schema(columns))
+    assert part.schema.names == list(columns)
+    assert part.to_pylist() == [{c: r[c] for c in columns} for r in full]
+
+
+def test_broker_timestamps_outside_sparks_range_are_null():
+    data = ref_entry(0, 1_700_000_000_123, ref_record(b"", b"", b"", b"")) + \
+        ref_entry(1, 2**62, ref_record(b"", b"", b"", b"")) + ref_entry(2, -1, ref_record(b"", b"", b"", b""))
+    stamps = parse_bulk(data, "s", schema=arrow_schema(("timestamp",))).column(0).to_pylist()
+    assert stamps[0] == datetime.datetime(2023, 11, 14, 22, 13, 20, 123000, tzinfo=datetime.timezone.utc)
+    assert stamps[1] is None
+    assert stamps[2] == datetime.datetime(1969, 12, 31, 23, 59, 59, 999000, tzinfo=datetime.timezone.utc)
 
 
 @settings(max_examples=50, deadline=None)
@@ -175,9 +214,17 @@ def test_arrow_schema_is_the_one_spark_derives(spark):
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import StructType
 
-    from warren.spark.schema import SCHEMA_DDL
+    from warren.spark.schema import FULL_SCHEMA_DDL, SCHEMA_DDL, check_read_schema, read_schema_ddl
 
     assert to_arrow_schema(StructType.fromDDL(SCHEMA_DDL), timezone="UTC").equals(ARROW_SCHEMA)
+    assert to_arrow_schema(StructType.fromDDL(FULL_SCHEMA_DDL), timezone="UTC").equals(FULL_ARROW_SCHEMA)
+    assert read_schema_ddl(True, True) == FULL_SCHEMA_DDL
+    # the types the planner checks without a JVM are the ones Spark parses from the DDL
+    assert check_read_schema(StructType.fromDDL(FULL_SCHEMA_DDL)) == COLUMNS
+    with pytest.raises(ValueError, match="column offset is bigint in the warren source, not int"):
+        check_read_schema(StructType.fromDDL("body binary, offset int"))
+    with pytest.raises(ValueError, match="no column 'nope'"):
+        check_read_schema(StructType.fromDDL("nope string"))
 
 
 wire_text = st.binary(max_size=14).map(lambda b: b.decode("utf-8", "surrogateescape"))  # invalid UTF-8 too
@@ -209,6 +256,13 @@ def test_field_by_field_decoding_equals_decoding_by_distinct_list(lists):
     args = (padded(joined), pa.py_buffer(joined), starts, lengths)
     by_list = property_columns(*args, way="distinct")
     by_field = property_columns(*args, way="fields")
-    assert by_field[0].to_pylist() == by_list[0].to_pylist()
-    assert by_field[1].to_pylist() == by_list[1].to_pylist()
-    assert by_field[1].type == by_list[1].type and by_field[0].type == by_list[0].type
+    assert set(by_list) == set(by_field) == {"headers", "properties", "message_id", "content_type"}
+    for name, column in by_list.items():
+        assert by_field[name].type == column.type
+        assert by_field[name].to_pylist() == column.to_pylist()
+    if len(set(lists)) == 1:  # every row the same list: decoded once, the same columns
+        by_one = property_columns(*args, way="one")
+        assert {k: v.to_pylist() for k, v in by_one.items()} == {k: v.to_pylist() for k, v in by_list.items()}
+    # the flat fields alone, by the walk, are the struct's fields
+    flat = property_columns(*args, wanted=("message_id",))
+    assert list(flat) == ["message_id"] and flat["message_id"].to_pylist() == by_list["message_id"].to_pylist()

@@ -2,7 +2,10 @@
 
 * ``GET /api/streams/{vhost}/{name}``: a stream's offsets and sizes (400 if the queue is no stream);
 * ``GET /api/streams/{vhost}/{name}/records?offset=&max_records=&max_bytes=[&end=]``: committed
-  records in BULK FORMAT (stream_format.py), as ``StreamStore.read_raw`` returns them.
+  records in BULK FORMAT (stream_format.py), as ``StreamStore.read_raw`` returns them;
+* ``GET /api/streams/{vhost}/{name}/offset?timestamp=MS``: ``{"offset": N}``, the first offset
+  stored at that time (milliseconds since the epoch) or later, the next offset if none is
+  (``StreamStore.offset_for_timestamp``): readers turn a time window into an offset range.
 
 The records endpoint is the fast path of bulk readers: the octets come off the segment file
 with one ``pread`` on an executor thread (the event loop never waits for the disk) and go to
@@ -85,6 +88,24 @@ async def stream_records(request: web.Request) -> web.Response:
     return web.Response(body=data, headers=headers, content_type=RECORDS_CONTENT_TYPE)
 
 
+async def stream_offset(request: web.Request) -> web.Response:
+    _, _, queue = _stream(request)
+    raw = request.query.get("timestamp")
+    if raw is None:
+        raise bad_request("timestamp (milliseconds since the epoch) is required")
+    try:
+        timestamp_ms = int(raw)
+    except ValueError:
+        raise bad_request(f"timestamp must be an integer, not {raw!r}") from None
+    loop = asyncio.get_running_loop()
+    try:  # may read a block of a segment file: on an executor thread
+        offset = await loop.run_in_executor(None, queue.store.offset_for_timestamp, timestamp_ms)
+    except StoreError as e:
+        raise ApiError(503, "service_unavailable", str(e)) from None
+    return web.json_response({"offset": offset, "timestamp": timestamp_ms})
+
+
 def add_routes(app: web.Application) -> None:
     app.router.add_get("/api/streams/{vhost}/{name}", stream_info)
     app.router.add_get("/api/streams/{vhost}/{name}/records", stream_records)
+    app.router.add_get("/api/streams/{vhost}/{name}/offset", stream_offset)

@@ -23,7 +23,7 @@ from warren.spark.amqp_link import DEFAULT_URL
 
 __all__ = ["replay_command", "replay"]
 
-WRITER_COLUMNS = ("body", "routing_key", "exchange", "headers", "properties")
+WRITER_COLUMNS = ("body", "routing_key", "exchange", "message_id", "content_type", "headers", "properties")
 # the exceptions a task raises, as Spark's error text shows them (``module.Class: message``)
 _WARREN_ERROR = re.compile(r"warren\.spark(?:\.\w+)+: (.*)")
 

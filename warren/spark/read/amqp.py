@@ -23,7 +23,7 @@ import pyarrow as pa
 from warren.spark.options import ReadOptions
 from warren.spark.read.planning import StreamRange, retained_start
 from warren.spark.read.properties import strip_offset_header
-from warren.spark.read.records import batch_from_parts
+from warren.spark.read.records import ARROW_SCHEMA, batch_from_parts
 
 __all__ = ["read_range_amqp", "BATCH_ROWS"]
 
@@ -58,13 +58,14 @@ class _Rows:
     def __len__(self) -> int:
         return len(self.offsets)
 
-    def batch(self, stream: str) -> pa.RecordBatch:
-        batch = batch_from_parts(self.bodies, self.routing_keys, self.exchanges, self.props, self.offsets, stream)
+    def batch(self, stream: str, schema: pa.Schema) -> pa.RecordBatch:
+        batch = batch_from_parts(self.bodies, self.routing_keys, self.exchanges, self.props, self.offsets, stream,
+                                 schema)
         self.__init__()
         return batch
 
 
-def read_range_amqp(options: ReadOptions, rng: StreamRange) -> Iterator[pa.RecordBatch]:
+def read_range_amqp(options: ReadOptions, rng: StreamRange, schema: pa.Schema = ARROW_SCHEMA) -> Iterator[pa.RecordBatch]:
     """Arrow batches of the records [rng.start, rng.end) of ``rng.stream``, consumed over AMQP."""
     if rng.end <= rng.start:
         return
@@ -115,11 +116,11 @@ def read_range_amqp(options: ReadOptions, rng: StreamRange) -> Iterator[pa.Recor
                 channel.basic_ack(method.delivery_tag, multiple=True)
                 unacked = 0
             if len(rows) >= BATCH_ROWS or (last and len(rows)):
-                yield rows.batch(stream)
+                yield rows.batch(stream, schema)
             if last:
                 break
         if len(rows):
-            yield rows.batch(stream)
+            yield rows.batch(stream, schema)
         channel.cancel()
     finally:
         if connection.is_open:

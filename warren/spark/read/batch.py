@@ -2,8 +2,15 @@
 
 The range is fixed when Spark plans the read (``partitions``, in the driver's planner): for each
 stream, ``startingOffsets`` (default earliest) up to ``endingOffsets`` (default latest: the
-committed end at that moment), cut into ``recordsPerPartition`` ranges, one Spark task each.
-``read`` runs in the executors and moves the records with the configured transport.
+committed end at that moment), narrowed by the filters Spark pushed down (``pushFilters``:
+``offset`` and ``timestamp`` ranges, ``stream`` names; ``planning.push_filters``), cut into
+``recordsPerPartition`` ranges, one Spark task each. ``read`` runs in the executors and moves
+the records with the configured transport, building only the columns of the read schema.
+
+Filter pushdown of Python data sources is off unless ``spark.sql.python.filterPushdown.enabled``
+is true, and a reader that offers ``pushFilters`` then fails to plan; so ``pushFilters`` exists
+only on ``PushdownBatchReader``, which the data source hands out when that setting is on
+(``datasource.py``).
 """
 
 from __future__ import annotations
@@ -14,34 +21,57 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader
 
 from warren.spark.options import parse_read_options
-from warren.spark.read.planning import StreamRange, resolve_offset, retained_start, split_range
+from warren.spark.read.planning import PushedRange, StreamRange, push_filters, resolve_offset, retained_start, split_range
+from warren.spark.read.records import arrow_schema
+from warren.spark.schema import check_read_schema
 
-__all__ = ["StreamBatchReader", "read_range"]
+__all__ = ["StreamBatchReader", "PushdownBatchReader", "read_range", "ReadLayout"]
 
 
-def read_range(options, rng: StreamRange) -> Iterator[pa.RecordBatch]:
+class ReadLayout:
+    """The columns a read gives (names and nullability, from Spark's read schema); picklable,
+    turned into the Arrow schema where the batches are built."""
+
+    def __init__(self, schema) -> None:
+        self.columns = check_read_schema(schema)
+        self.nullable = tuple(f.nullable for f in schema.fields)
+
+    def arrow(self) -> pa.Schema:
+        return arrow_schema(self.columns, self.nullable)
+
+
+def read_range(options, rng: StreamRange, layout: ReadLayout) -> Iterator[pa.RecordBatch]:
     """The rows of one planned range, over the transport the options name."""
     if options.transport == "amqp":
         from warren.spark.read.amqp import read_range_amqp
-        return read_range_amqp(options, rng)
+        return read_range_amqp(options, rng, layout.arrow())
     from warren.spark.read.http import read_range_http
-    return read_range_http(options, rng)
+    return read_range_http(options, rng, layout.arrow())
 
 
 class StreamBatchReader(DataSourceReader):
     def __init__(self, schema, options) -> None:
         self.options = parse_read_options(options, batch=True)
+        self.layout = ReadLayout(schema)
+        self.pushed = PushedRange()
 
     def partitions(self) -> list[StreamRange]:
         from warren.spark.read.http import api_for
 
-        opts = self.options
+        opts, pushed = self.options, self.pushed
         ranges: list[StreamRange] = []
         with api_for(opts) as api:
             for stream in opts.streams:
+                if pushed.streams is not None and stream not in pushed.streams:
+                    continue
                 info = api.info(stream)
                 start = resolve_offset(opts.starting[stream], info)
                 end = min(resolve_offset(opts.ending[stream], info), info.end)
+                start, end = pushed.clip(start, end)
+                if end > start and pushed.time_from_ms is not None:
+                    start = max(start, api.offset_for_timestamp(stream, pushed.time_from_ms))
+                if end > start and pushed.time_to_ms is not None:
+                    end = min(end, api.offset_for_timestamp(stream, pushed.time_to_ms))
                 if end <= start:
                     continue
                 start = retained_start(stream, start, info.first_offset, opts.fail_on_data_loss)
@@ -50,4 +80,10 @@ class StreamBatchReader(DataSourceReader):
         return ranges or [StreamRange(opts.streams[0], 0, 0)]
 
     def read(self, partition: StreamRange) -> Iterator[pa.RecordBatch]:
-        return read_range(self.options, partition)
+        return read_range(self.options, partition, self.layout)
+
+
+class PushdownBatchReader(StreamBatchReader):
+    def pushFilters(self, filters):
+        self.pushed, remaining = push_filters(filters)
+        return remaining

@@ -43,13 +43,13 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from warren.protocol.events import Content, Method
 from warren.spark.amqp_link import AmqpLink, LinkTimeout
 from warren.spark.options import DrainOptions
+from warren.spark.read.batch import ReadLayout
 from warren.spark.read.records import batch_from_parts
 from warren.spec import amqp0_9_1 as spec
 
 __all__ = ["DrainReader", "DrainPartition", "drain_queue"]
 
 EMPTY_CHECK_S = 0.1  # no delivery for this long: ask whether the queue is empty
-KNOWN_COLUMNS = ("body", "routing_key", "exchange", "headers", "properties", "offset", "stream")
 
 
 class DrainPartition(InputPartition):
@@ -64,10 +64,7 @@ class DrainReader(DataSourceReader):
 
     def __init__(self, schema, options) -> None:
         self.options = DrainOptions.from_options(options)
-        unknown = [f.name for f in schema.fields if f.name not in KNOWN_COLUMNS]
-        if unknown:
-            raise ValueError(f"mode=drain produces {', '.join(KNOWN_COLUMNS)}; unknown column(s) {', '.join(unknown)}")
-        self.schema = schema
+        self.layout = ReadLayout(schema)  # the same columns as a stream read (offset, stream, timestamp null)
 
     def partitions(self):
         n, total = self.options.partitions, self.options.max_records
@@ -80,13 +77,14 @@ class DrainReader(DataSourceReader):
         o = self.options
         if partition.limit == 0:
             return
+        schema = self.layout.arrow()
         for deliveries in drain_queue(o.url, o.queue, partition.limit, o.batch_size, o.idle_timeout,
                                       o.connect_timeout):
             # the same rows as the stream readers give (offset and stream null)
             yield batch_from_parts([bytes(d.body) for d in deliveries],
                                    [d.method.routing_key for d in deliveries],
                                    [d.method.exchange for d in deliveries],
-                                   [bytes(d.properties) for d in deliveries], None, None)
+                                   [bytes(d.properties) for d in deliveries], None, None, schema)
 
 
 def drain_queue(url: str, queue: str, limit: int | None, batch_size: int, idle_timeout: float,

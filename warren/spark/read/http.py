@@ -1,7 +1,8 @@
 """The bulk read path (``transport=http``): one partition's offset range over the HTTP API.
 
 The broker answers a records request with committed entries exactly as they lie in the
-segment file (BULK FORMAT); ``records.parse_bulk`` turns each answer into one Arrow batch. The
+segment file (BULK FORMAT), read from the socket straight into a padded buffer;
+``records.parse_padded`` turns each answer into one Arrow batch of the read schema. The
 next range is requested on a helper thread while the current one is parsed, so the broker's
 read, the transfer and the parse overlap (the socket read and most of numpy/Arrow's work run
 without the GIL).
@@ -17,7 +18,7 @@ import pyarrow as pa
 from warren.spark.read.http_api import RecordRange, StreamApi, StreamApiError
 from warren.spark.options import ReadOptions
 from warren.spark.read.planning import StreamRange, retained_start
-from warren.spark.read.records import parse_bulk
+from warren.spark.read.records import ARROW_SCHEMA, parse_padded
 
 __all__ = ["read_range_http", "api_for"]
 
@@ -26,8 +27,8 @@ def api_for(options: ReadOptions) -> StreamApi:
     return StreamApi(options.http_url, options.user, options.password, options.vhost, options.timeout_s)
 
 
-def read_range_http(options: ReadOptions, rng: StreamRange) -> Iterator[pa.RecordBatch]:
-    """Arrow batches of the records [rng.start, rng.end) of ``rng.stream``, in offset order."""
+def read_range_http(options: ReadOptions, rng: StreamRange, schema: pa.Schema = ARROW_SCHEMA) -> Iterator[pa.RecordBatch]:
+    """Arrow batches (of ``schema``) of the records [rng.start, rng.end) of ``rng.stream``, in offset order."""
     if rng.end <= rng.start:
         return
     stream = rng.stream
@@ -35,7 +36,7 @@ def read_range_http(options: ReadOptions, rng: StreamRange) -> Iterator[pa.Recor
 
     def fetch(offset: int) -> RecordRange:
         return api.records(stream, offset, rng.end, min(options.fetch_max_records, rng.end - offset),
-                           options.fetch_max_bytes)
+                           options.fetch_max_bytes, padded=True)
 
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="warren-fetch")
     try:
@@ -55,7 +56,7 @@ def read_range_http(options: ReadOptions, rng: StreamRange) -> Iterator[pa.Recor
             following = answer.next_offset
             if following < rng.end:
                 pending = pool.submit(fetch, following)
-            batch = parse_bulk(answer.data, stream, options.verify_crc)
+            batch = parse_padded(answer.data, answer.size, stream, options.verify_crc, schema)
             if batch.num_rows != answer.count:
                 raise StreamApiError(f"stream {stream!r}: the answer from offset {answer.first_offset} announced "
                                      f"{answer.count} records and holds {batch.num_rows}")

@@ -15,9 +15,29 @@ import socket
 from dataclasses import dataclass
 from urllib.parse import quote, urlencode, urlsplit
 
+import numpy as np
+
+from warren.spark.read.gather import PAD
+
 __all__ = ["StreamApi", "StreamApiError", "StreamInfo", "RecordRange"]
 
 RECORDS_CONTENT_TYPE = "application/x-warren-stream-records"
+
+
+def _read_padded(response) -> np.ndarray:
+    """The body of ``response`` (its length known) in a uint8 array with ``PAD`` zero octets
+    after it, read into place with ``readinto``."""
+    size = response.length
+    out = np.empty(size + PAD, dtype=np.uint8)
+    out[size:] = 0
+    view = memoryview(out)
+    got = 0
+    while got < size:
+        n = response.readinto(view[got:size])
+        if not n:
+            raise http.client.IncompleteRead(bytes(view[:got]), size - got)
+        got += n
+    return out
 
 
 class StreamApiError(RuntimeError):
@@ -36,6 +56,8 @@ class StreamInfo:
     next_offset: int
     messages: int
     bytes: int
+    first_timestamp_ms: int | None = None  # when the oldest retained record was stored
+    last_timestamp_ms: int | None = None   # when the newest was
 
     @property
     def end(self) -> int:
@@ -54,7 +76,12 @@ class RecordRange:
     count: int
     next_offset: int    # where to ask next
     last_offset: int    # the stream's highest committed offset when answered
-    data: bytes         # BULK FORMAT
+    data: bytes         # BULK FORMAT (or a padded numpy buffer, see StreamApi.records)
+    size: int = -1      # octets of entries in data
+
+    def __post_init__(self) -> None:
+        if self.size < 0:
+            object.__setattr__(self, "size", len(self.data))
 
 
 class StreamApi:
@@ -91,14 +118,19 @@ class StreamApi:
             self._conn = cls(self._host, self._port, timeout=self._timeout)
         return self._conn
 
-    def _get(self, path: str) -> tuple[int, dict, bytes]:
+    def _get(self, path: str, padded: bool = False) -> tuple[int, dict, bytes]:
+        """(status, headers, body); ``padded``: a 200 answer's body comes as a numpy uint8
+        array with ``PAD`` spare octets after it, read straight from the socket (no copy)."""
         headers = {"Authorization": self._auth, "Connection": "keep-alive"}
         for attempt in (1, 2):
             conn = self._connection()
             try:
                 conn.request("GET", self._prefix + path, headers=headers)
                 response = conn.getresponse()
-                body = response.read()
+                if padded and response.status == 200 and response.length is not None:
+                    body = _read_padded(response)
+                else:
+                    body = response.read()
                 if response.will_close:
                     self.close()
                 return response.status, {k.lower(): v for k, v in response.getheaders()}, body
@@ -123,19 +155,31 @@ class StreamApi:
     def _stream_path(self, name: str) -> str:
         return f"/api/streams/{self._vhost_path}/{quote(name, safe='')}"
 
+    def offset_for_timestamp(self, name: str, timestamp_ms: int) -> int:
+        """The first offset of ``name`` stored at ``timestamp_ms`` or later (the stream's next
+        offset when none is)."""
+        status, _, body = self._get(self._stream_path(name) + "/offset?" + urlencode({"timestamp": timestamp_ms}))
+        if status != 200:
+            raise StreamApiError(f"stream {name!r}: {self._error_text(status, body)}", status)
+        return int(json.loads(body)["offset"])
+
     def info(self, name: str) -> StreamInfo:
         status, _, body = self._get(self._stream_path(name))
         if status != 200:
             raise StreamApiError(f"stream {name!r}: {self._error_text(status, body)}", status)
         d = json.loads(body)
         return StreamInfo(name=name, first_offset=int(d["first_offset"]), last_offset=int(d["last_offset"]),
-                          next_offset=int(d["next_offset"]), messages=int(d["messages"]), bytes=int(d["bytes"]))
+                          next_offset=int(d["next_offset"]), messages=int(d["messages"]), bytes=int(d["bytes"]),
+                          first_timestamp_ms=d.get("first_timestamp"), last_timestamp_ms=d.get("last_timestamp"))
 
-    def records(self, name: str, offset: int, end: int | None, max_records: int, max_bytes: int) -> RecordRange:
+    def records(self, name: str, offset: int, end: int | None, max_records: int, max_bytes: int,
+                padded: bool = False) -> RecordRange:
+        """Committed records from ``offset`` (BULK FORMAT); ``padded``: ``data`` is a numpy
+        buffer with ``PAD`` spare octets after the ``size`` octets of entries (``parse_padded``)."""
         query = {"offset": offset, "max_records": max_records, "max_bytes": max_bytes}
         if end is not None:
             query["end"] = end
-        status, headers, body = self._get(self._stream_path(name) + "/records?" + urlencode(query))
+        status, headers, body = self._get(self._stream_path(name) + "/records?" + urlencode(query), padded)
         if status != 200:
             raise StreamApiError(f"stream {name!r}: {self._error_text(status, body)}", status)
         try:
@@ -145,6 +189,7 @@ class StreamApi:
                 next_offset=int(headers["x-warren-next-offset"]),
                 last_offset=int(headers["x-warren-last-offset"]),
                 data=body,
+                size=len(body) - PAD if padded else len(body),
             )
         except (KeyError, ValueError) as e:
             raise StreamApiError(f"stream {name!r}: records answer without valid X-Warren headers ({e})") from None

@@ -11,6 +11,7 @@ Pure functions over ``StreamInfo`` figures, so they are tested without Spark or 
 
 from __future__ import annotations
 
+import datetime
 import logging
 from dataclasses import dataclass
 
@@ -19,7 +20,10 @@ from pyspark.sql.datasource import InputPartition
 from warren.spark.read.http_api import StreamInfo
 from warren.spark.options import EARLIEST, LATEST
 
-__all__ = ["StreamRange", "DataLossError", "resolve_offset", "admit", "split_range", "retained_start"]
+__all__ = [
+    "StreamRange", "DataLossError", "resolve_offset", "admit", "split_range", "retained_start", "PushedRange",
+    "push_filters",
+]
 
 log = logging.getLogger("warren.spark")
 
@@ -110,3 +114,113 @@ def admit(start: dict[str, int], available_end: dict[str, int], max_records: int
 def split_range(stream: str, start: int, end: int, per_partition: int) -> list[StreamRange]:
     """[start, end) of one stream cut into ranges of at most ``per_partition`` records."""
     return [StreamRange(stream, a, min(a + per_partition, end)) for a in range(start, end, per_partition)]
+
+
+# --- filter pushdown (batch reads) ------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PushedRange:
+    """What the filters Spark pushed down say about the rows to read, before any is read.
+
+    ``offset`` bounds are exact (a stream's offsets are its rows' positions); ``stream`` names
+    are exact; time bounds (milliseconds, when the broker stored the record) become offset
+    bounds through the broker's index (``StreamApi.offset_for_timestamp``) and are checked by
+    Spark again (``push_filters`` hands them back), so a clock that stepped back never loses
+    a row.
+    """
+
+    offset_from: int = 0
+    offset_to: int | None = None  # exclusive
+    time_from_ms: int | None = None
+    time_to_ms: int | None = None  # exclusive
+    streams: frozenset | None = None  # None: every stream of the option
+
+    def clip(self, start: int, end: int) -> tuple[int, int]:
+        """[start, end) narrowed by the offset bounds."""
+        start = max(start, self.offset_from)
+        if self.offset_to is not None:
+            end = min(end, self.offset_to)
+        return start, end
+
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+
+
+def _micros(value) -> int | None:
+    """A pushed timestamp literal (an aware datetime, UTC when naive) in microseconds."""
+    if not isinstance(value, datetime.datetime):
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=datetime.timezone.utc)
+    return (value - _EPOCH) // datetime.timedelta(microseconds=1)
+
+
+def _integer(value) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def push_filters(filters) -> tuple[PushedRange, list]:
+    """(what the filters allow, the filters Spark must still evaluate).
+
+    Understood: comparisons and ``=`` / ``IN`` on ``offset``, on ``timestamp`` and on
+    ``stream`` (``=`` / ``IN``); a filter is handed back when it is not understood, or when
+    reading the narrowed range does not make it true of every row (timestamps, ``offset IN``).
+    """
+    from pyspark.sql.datasource import (
+        EqualTo, GreaterThan, GreaterThanOrEqual, In, LessThan, LessThanOrEqual,
+    )
+
+    lo, hi, t_lo, t_hi, streams = 0, None, None, None, None
+    remaining = []
+
+    def upper(a, b):
+        return b if a is None else min(a, b)
+
+    def later(a, b):
+        return b if a is None else max(a, b)
+
+    for f in filters:
+        column = getattr(f, "attribute", None)
+        kind = type(f)
+        if column == ("offset",):
+            if kind is In:
+                values = [_integer(v) for v in f.value]
+                if values and None not in values:
+                    lo, hi = max(lo, min(values)), upper(hi, max(values) + 1)
+                remaining.append(f)
+                continue
+            v = _integer(getattr(f, "value", None))
+            if v is None or kind not in (EqualTo, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual):
+                remaining.append(f)
+                continue
+            if kind in (EqualTo, GreaterThanOrEqual):
+                lo = max(lo, v)
+            if kind is GreaterThan:
+                lo = max(lo, v + 1)
+            if kind in (EqualTo, LessThanOrEqual):
+                hi = upper(hi, v + 1)
+            if kind is LessThan:
+                hi = upper(hi, v)
+        elif column == ("timestamp",):
+            remaining.append(f)  # Spark checks it again (see PushedRange)
+            us = _micros(getattr(f, "value", None))
+            if us is None or kind not in (EqualTo, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual):
+                continue
+            floor_ms, ceil_ms = us // 1000, -(-us // 1000)
+            if kind in (EqualTo, GreaterThanOrEqual):
+                t_lo = later(t_lo, ceil_ms)
+            if kind is GreaterThan:
+                t_lo = later(t_lo, floor_ms + 1)
+            if kind in (EqualTo, LessThanOrEqual):
+                t_hi = upper(t_hi, floor_ms + 1)
+            if kind is LessThan:
+                t_hi = upper(t_hi, ceil_ms)
+        elif column == ("stream",) and kind in (EqualTo, In):
+            names = {f.value} if kind is EqualTo else set(f.value)
+            if not all(isinstance(n, str) for n in names):
+                remaining.append(f)
+                continue
+            streams = frozenset(names) if streams is None else streams & names
+        else:
+            remaining.append(f)
+    return PushedRange(lo, hi, t_lo, t_hi, streams), remaining

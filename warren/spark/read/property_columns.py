@@ -1,6 +1,11 @@
-"""The ``headers`` and ``properties`` columns of a batch, from the encoded property lists.
+"""The property columns of a batch (``headers``, ``properties``, and the flat ``message_id`` and
+``content_type``), from the encoded property lists; only the columns asked for are built.
 
-Two ways, chosen per batch, with the same result (tests/spark/test_records.py checks it):
+Three ways, chosen per batch, with the same result (tests/spark/read/test_records.py checks it):
+
+* **one list** (a stream whose messages all carry the same properties): when every list has the
+  same length and the same octets (one vectorised comparison), it is decoded once and each
+  column asked for is that value repeated;
 
 * **by distinct list** (most streams): Arrow dictionary-encodes the property lists; each
   distinct one is decoded once by Warren's own decoder (``properties.decode``, cached) and
@@ -25,11 +30,13 @@ from warren.spark.read import properties
 from warren.spark.read.gather import be_uint, gather, views
 from warren.spark.schema import PROPERTY_FIELDS
 
-__all__ = ["PROPERTIES_TYPE", "HEADERS_TYPE", "property_columns", "text_column", "DISTINCT_SHARE"]
+__all__ = ["PROPERTIES_TYPE", "HEADERS_TYPE", "PROPERTY_COLUMNS", "property_columns", "text_column", "DISTINCT_SHARE"]
 
 _ARROW_TYPES = {"string": pa.string(), "int": pa.int32(), "timestamp": pa.timestamp("us", tz="UTC")}
 PROPERTIES_TYPE = pa.struct([pa.field(name, _ARROW_TYPES[kind]) for name, kind in PROPERTY_FIELDS])
 HEADERS_TYPE = pa.map_(pa.string(), pa.string())
+_COLUMN_TYPES = {"headers": HEADERS_TYPE, "properties": PROPERTIES_TYPE, "message_id": pa.string(),
+                 "content_type": pa.string()}
 # decode by distinct list while there are at most this share of distinct lists (or very few)
 DISTINCT_SHARE = 0.25
 DISTINCT_FEW = 256
@@ -49,13 +56,49 @@ def text_column(column: pa.Array) -> pa.Array:
                         type=pa.string())
 
 
-def _by_distinct_list(encoded: pa.DictionaryArray) -> tuple[pa.Array, pa.Array]:
-    decoded = [properties.decode(raw) for raw in encoded.dictionary.to_pylist()]
-    headers = pa.array([h for h, _ in decoded], type=HEADERS_TYPE)
-    children = [pa.array([values[i] for _, values in decoded], type=field.type)
-                for i, field in enumerate(PROPERTIES_TYPE)]
-    structs = pa.StructArray.from_arrays(children, fields=list(PROPERTIES_TYPE))
-    return headers.take(encoded.indices), structs.take(encoded.indices)
+FLAT_FIELDS = ("message_id", "content_type")  # basic properties that are also columns of their own
+PROPERTY_COLUMNS = ("headers", "properties", *FLAT_FIELDS)
+SAME_CHECK_MAX = 256  # lists up to this long are compared octet by octet for the one-list way
+
+
+def _decoded_columns(raws: list, wanted) -> dict[str, pa.Array]:
+    """The columns asked for, one row per encoded list of ``raws`` (decoded by ``properties``)."""
+    decoded = [properties.decode(raw) for raw in raws]
+    out = {}
+    if "headers" in wanted:
+        out["headers"] = pa.array([h for h, _ in decoded], type=HEADERS_TYPE)
+    for i, field in enumerate(PROPERTIES_TYPE):
+        if field.name in wanted:
+            out[field.name] = pa.array([values[i] for _, values in decoded], type=field.type)
+    if "properties" in wanted:
+        children = [pa.array([values[i] for _, values in decoded], type=field.type)
+                    for i, field in enumerate(PROPERTIES_TYPE)]
+        out["properties"] = pa.StructArray.from_arrays(children, fields=list(PROPERTIES_TYPE))
+    return out
+
+
+def _by_distinct_list(encoded: pa.DictionaryArray, wanted) -> dict[str, pa.Array]:
+    columns = _decoded_columns(encoded.dictionary.to_pylist(), wanted)
+    return {name: column.take(encoded.indices) for name, column in columns.items()}
+
+
+def _one_list(u8, starts, lengths) -> bytes | None:
+    """The property list every row has, when they all have the same one (else None)."""
+    n = len(starts)
+    size = int(lengths[0])
+    if size > SAME_CHECK_MAX or (lengths != size).any():
+        return None
+    if size == 0:
+        return b""
+    octets = gather(u8, starts, size)
+    if n > 1 and not (octets[1:] == octets[0]).all():
+        return None
+    return octets[0].tobytes()
+
+
+def _repeated(column: pa.Array, n: int) -> pa.Array:
+    """A one-row array repeated ``n`` times."""
+    return column.take(pa.array(np.zeros(n, dtype=np.int32)))
 
 
 def _headers_column(u8, buffer, at, size, present) -> pa.Array:
@@ -65,7 +108,7 @@ def _headers_column(u8, buffer, at, size, present) -> pa.Array:
     return decoded.take(encoded.indices)  # a null index (no table) gives a null map
 
 
-def _field_by_field(u8, buffer, starts, lengths, n) -> tuple[pa.Array, pa.Array] | None:
+def _field_by_field(u8, buffer, starts, lengths, n, wanted) -> dict[str, pa.Array] | None:
     size = len(u8) - 16
     ends = starts + lengths
     has_flags = lengths >= 2
@@ -96,45 +139,64 @@ def _field_by_field(u8, buffer, starts, lengths, n) -> tuple[pa.Array, pa.Array]
     damaged = has_flags & (cursor > ends)
     if damaged.any():
         raise ValueError(f"damaged property list in row {int(damaged.argmax())}")
-    children = []
-    for field in PROPERTIES_TYPE:
+    def child(field) -> pa.Array:
         got = found.get(field.name)
         if got is None:
-            children.append(pa.nulls(n, type=field.type))
-        elif field.type == pa.string():
+            return pa.nulls(n, type=field.type)
+        if field.type == pa.string():
             at, length, present = got
-            children.append(text_column(views(u8, buffer, at, length, present=present)))
-        elif field.type == pa.int32():
+            return text_column(views(u8, buffer, at, length, present=present))
+        if field.type == pa.int32():
             values, present = got
-            children.append(pa.array(values, mask=~present, type=pa.int32()))
-        else:  # the timestamp, seconds -> microseconds; after year 9999: null, as properties.py
-            secs, present = got
-            ok = present & (secs <= properties.MAX_TIMESTAMP_S)
-            micros = np.where(ok, secs, 0).astype(np.int64) * 1_000_000
-            children.append(pa.array(micros, mask=~ok, type=field.type))
-    structs = pa.StructArray.from_arrays(children, fields=list(PROPERTIES_TYPE))
-    if "headers" in found:
-        at, length, present = found["headers"]
-        headers = _headers_column(u8, buffer, at, length, present)
-    else:
-        headers = pa.nulls(n, type=HEADERS_TYPE)
-    return headers, structs
+            return pa.array(values, mask=~present, type=pa.int32())
+        # the timestamp, seconds -> microseconds; after year 9999: null, as properties.py
+        secs, present = got
+        ok = present & (secs <= properties.MAX_TIMESTAMP_S)
+        micros = np.where(ok, secs, 0).astype(np.int64) * 1_000_000
+        return pa.array(micros, mask=~ok, type=field.type)
+
+    out = {}
+    children = {}
+    for field in PROPERTIES_TYPE:
+        if "properties" in wanted or field.name in wanted:
+            children[field.name] = child(field)
+            if field.name in wanted:
+                out[field.name] = children[field.name]
+    if "properties" in wanted:
+        out["properties"] = pa.StructArray.from_arrays([children[f.name] for f in PROPERTIES_TYPE],
+                                                       fields=list(PROPERTIES_TYPE))
+    if "headers" in wanted:
+        if "headers" in found:
+            at, length, present = found["headers"]
+            out["headers"] = _headers_column(u8, buffer, at, length, present)
+        else:
+            out["headers"] = pa.nulls(n, type=HEADERS_TYPE)
+    return out
 
 
 def property_columns(u8: np.ndarray, buffer: pa.Buffer, starts: np.ndarray, lengths: np.ndarray,
-                     way: str | None = None) -> tuple[pa.Array, pa.Array]:
-    """(headers, properties) of the property lists at [starts, starts + lengths) of ``buffer``
-    (``u8``: the same octets, padded). ``way`` forces "distinct" or "fields" (tests)."""
+                     wanted=PROPERTY_COLUMNS, way: str | None = None) -> dict[str, pa.Array]:
+    """The columns named in ``wanted`` (of ``PROPERTY_COLUMNS``) of the property lists at
+    [starts, starts + lengths) of ``buffer`` (``u8``: the same octets, padded). ``way`` forces
+    "one", "distinct" or "fields" (tests)."""
+    wanted = frozenset(wanted) & frozenset(PROPERTY_COLUMNS)
     n = len(starts)
+    if not wanted or n == 0:
+        return {name: pa.array([], type=_COLUMN_TYPES[name]) for name in wanted}
+    if way in (None, "one"):
+        raw = _one_list(u8, starts, lengths)
+        if raw is not None:
+            return {name: _repeated(column, n) for name, column in _decoded_columns([raw], wanted).items()}
     encoded = None
-    if way != "fields":
+    if way in (None, "distinct") and (way == "distinct" or not wanted <= frozenset(FLAT_FIELDS)):
+        # (flat fields alone: the vectorised walk costs less than hashing every list)
         encoded = pc.dictionary_encode(views(u8, buffer, starts, lengths).cast(pa.binary()))
         few = len(encoded.dictionary) <= max(DISTINCT_FEW, n * DISTINCT_SHARE)
         if few or way == "distinct":
-            return _by_distinct_list(encoded)
-    columns = _field_by_field(u8, buffer, starts, lengths, n)
+            return _by_distinct_list(encoded, wanted)
+    columns = _field_by_field(u8, buffer, starts, lengths, n, wanted)
     if columns is not None:
         return columns
     if encoded is None:
         encoded = pc.dictionary_encode(views(u8, buffer, starts, lengths).cast(pa.binary()))
-    return _by_distinct_list(encoded)
+    return _by_distinct_list(encoded, wanted)

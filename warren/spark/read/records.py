@@ -15,8 +15,13 @@ parser never builds a Python object per message:
 3. string and binary columns are Arrow *binary views* over the response buffer (16 octets per
    row: length, and the value inline when it is short, else a prefix and its position), cast
    by Arrow in C++ into the plain ``binary``/``string`` arrays the schema has;
-4. property lists become the ``headers`` and ``properties`` columns in ``property_columns.py``
-   (decoded once per distinct list, or field by field with numpy when most lists differ).
+4. property lists become the property columns in ``property_columns.py`` (decoded once when
+   all rows share one list, once per distinct list, or field by field with numpy when most
+   lists differ).
+
+Only the columns of the read schema are built (``columns``), in its order: a job that reads
+``body`` and ``offset`` pays for nothing else. The HTTP reader hands over the answer already
+in a padded numpy buffer (``parse_padded``), so the octets are copied once, from the socket.
 
 CRCs are checked only when asked (``verify=True``): the broker checked them when it wrote and
 recovered its segments, TCP checks the transfer, and checking costs a Python call per entry.
@@ -30,22 +35,37 @@ import zlib
 import numpy as np
 import pyarrow as pa
 
-from warren.spark.read.gather import be_uint, padded, views
-from warren.spark.read.property_columns import HEADERS_TYPE, PROPERTIES_TYPE, text_column, property_columns
+from warren.spark.read.gather import PAD, be_uint, padded, views
+from warren.spark.read.property_columns import (
+    HEADERS_TYPE, PROPERTIES_TYPE, PROPERTY_COLUMNS, property_columns, text_column,
+)
+from warren.spark.schema import COLUMNS, DEFAULT_COLUMNS
 from warren.store.stream_format import ENTRY_HEADER_SIZE
 
 __all__ = [
-    "ARROW_SCHEMA", "PROPERTIES_TYPE", "HEADERS_TYPE", "entry_positions", "parse_bulk", "build_batch",
-    "empty_batch", "batch_from_parts",
+    "ARROW_TYPES", "ARROW_SCHEMA", "FULL_ARROW_SCHEMA", "PROPERTIES_TYPE", "HEADERS_TYPE", "arrow_schema",
+    "entry_positions", "parse_bulk", "parse_padded", "empty_batch", "batch_from_parts",
 ]
 
-# exactly what pyspark derives from SCHEMA_DDL (to_arrow_schema, timezone UTC): it refuses a
-# batch whose schema differs in anything, nullability included (tests/spark/test_records.py)
-ARROW_SCHEMA = pa.schema([
-    ("body", pa.binary()), ("routing_key", pa.string()), ("exchange", pa.string()),
-    ("headers", HEADERS_TYPE), ("properties", PROPERTIES_TYPE), ("offset", pa.int64()),
-    ("stream", pa.string()),
-])
+# exactly what pyspark derives from the schema's DDL (to_arrow_schema, timezone UTC): it refuses
+# a batch whose schema differs in anything, nullability included (tests/spark/read/test_records.py)
+ARROW_TYPES = {
+    "body": pa.binary(), "routing_key": pa.string(), "exchange": pa.string(), "offset": pa.int64(),
+    "stream": pa.string(), "timestamp": pa.timestamp("us", tz="UTC"), "message_id": pa.string(),
+    "content_type": pa.string(), "headers": HEADERS_TYPE, "properties": PROPERTIES_TYPE,
+}
+
+
+def arrow_schema(columns=DEFAULT_COLUMNS, nullable=None) -> pa.Schema:
+    """The Arrow schema of a batch of ``columns`` (``nullable``: one flag per column, default all)."""
+    flags = nullable or (True,) * len(columns)
+    return pa.schema([pa.field(c, ARROW_TYPES[c], flag) for c, flag in zip(columns, flags)])
+
+
+ARROW_SCHEMA = arrow_schema(DEFAULT_COLUMNS)
+FULL_ARROW_SCHEMA = arrow_schema(COLUMNS)
+# the broker's timestamps (ms) that Spark can hold: years 1 to 9999
+_MIN_MS, _MAX_MS = -62_135_596_800_000, 253_402_300_799_999
 
 _U32 = struct.Struct(">I")
 
@@ -94,21 +114,21 @@ def _constant_string(value: str, n: int) -> pa.Array:
     return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(octets * n)])
 
 
-def build_batch(bodies: pa.Array, routing_keys: pa.Array, exchanges: pa.Array, headers: pa.Array,
-                structs: pa.Array, offsets, stream: str | None) -> pa.RecordBatch:
-    """A record batch of the schema from its columns (the stream name once; offsets and
-    stream None for messages that are not from a stream: null columns)."""
-    n = len(bodies)
-    return pa.RecordBatch.from_arrays(
-        [bodies, routing_keys, exchanges, headers, structs,
-         pa.nulls(n, pa.int64()) if offsets is None else pa.array(offsets, type=pa.int64()),
-         pa.nulls(n, pa.string()) if stream is None else _constant_string(stream, n)],
-        schema=ARROW_SCHEMA,
-    )
+def _timestamps(ms: np.ndarray) -> pa.Array:
+    """Broker timestamps in milliseconds as a UTC timestamp column (outside years 1-9999: null)."""
+    ok = (ms >= _MIN_MS) & (ms <= _MAX_MS)
+    micros = np.where(ok, ms, 0) * 1000
+    return pa.array(micros, type=ARROW_TYPES["timestamp"], mask=None if ok.all() else ~ok)
 
 
-def empty_batch() -> pa.RecordBatch:
-    return pa.RecordBatch.from_pylist([], schema=ARROW_SCHEMA)
+def _assemble(built: dict, schema: pa.Schema, n: int) -> pa.RecordBatch:
+    """The batch of ``schema`` from the columns built (a column missing there is null)."""
+    arrays = [built[f.name] if built.get(f.name) is not None else pa.nulls(n, f.type) for f in schema]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def empty_batch(schema: pa.Schema = ARROW_SCHEMA) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pylist([], schema=schema)
 
 
 def _check_crcs(data, positions: np.ndarray, ends: np.ndarray, offsets: np.ndarray) -> None:
@@ -123,18 +143,26 @@ def _check_crcs(data, positions: np.ndarray, ends: np.ndarray, offsets: np.ndarr
         mv.release()
 
 
-def parse_bulk(data: bytes, stream: str, verify: bool = False) -> pa.RecordBatch:
-    """The rows of ``data`` (BULK FORMAT, whole entries) read from stream ``stream``.
+def parse_bulk(data, stream: str, verify: bool = False, schema: pa.Schema = ARROW_SCHEMA) -> pa.RecordBatch:
+    """The rows of ``data`` (BULK FORMAT, whole entries) read from stream ``stream``, with the
+    columns of ``schema`` (an ``arrow_schema``).
 
     ValueError if an entry is cut short, a record inside it is malformed, or (``verify``) a
     CRC does not match.
     """
+    return parse_padded(padded(data), len(data), stream, verify, schema)
+
+
+def parse_padded(u8: np.ndarray, size: int, stream: str, verify: bool = False,
+                 schema: pa.Schema = ARROW_SCHEMA) -> pa.RecordBatch:
+    """``parse_bulk`` of the ``size`` octets at the start of ``u8``, which has at least ``PAD``
+    octets after them (their values do not matter)."""
+    data = memoryview(u8)[:size]
     positions = entry_positions(data)
     n = len(positions)
     if n == 0:
-        return empty_batch()
-    size = len(data)
-    u8 = padded(data)
+        return empty_batch(schema)
+    wanted = set(schema.names)
     offsets = be_uint(u8, positions + 4, 8)
     record = positions + ENTRY_HEADER_SIZE
     ends = record + be_uint(u8, positions + 20, 4)
@@ -151,24 +179,47 @@ def parse_bulk(data: bytes, stream: str, verify: bool = False) -> pa.RecordBatch
     bad = body_at > ends
     if bad.any():
         raise ValueError(f"malformed message record at offset {int(offsets[bad.argmax()])}")
-    buffer = pa.py_buffer(data)
-    bodies = views(u8, buffer, body_at, ends - body_at).cast(pa.binary())
-    exchanges = _names(views(u8, buffer, record + 1, ex_len))
-    routing_keys = _names(views(u8, buffer, rk_at + 1, rk_len))
-    headers, structs = property_columns(u8, buffer, props_at + 4, props_len)
-    return build_batch(bodies, routing_keys, exchanges, headers, structs, offsets, stream)
+    buffer = pa.py_buffer(u8)
+    built: dict = {"offset": pa.array(offsets, type=pa.int64())}
+    if "body" in wanted:
+        built["body"] = views(u8, buffer, body_at, ends - body_at).cast(pa.binary())
+    if "exchange" in wanted:
+        built["exchange"] = text_column(views(u8, buffer, record + 1, ex_len))
+    if "routing_key" in wanted:
+        built["routing_key"] = text_column(views(u8, buffer, rk_at + 1, rk_len))
+    if "timestamp" in wanted:
+        built["timestamp"] = _timestamps(be_uint(u8, positions + 12, 8))
+    if "stream" in wanted:
+        built["stream"] = _constant_string(stream, n)
+    if wanted & set(PROPERTY_COLUMNS):
+        built.update(property_columns(u8, buffer, props_at + 4, props_len, wanted))
+    return _assemble(built, schema, n)
 
 
 def batch_from_parts(bodies: list, routing_keys: list, exchanges: list, props: list, offsets: list | None,
-                     stream: str | None) -> pa.RecordBatch:
+                     stream: str | None, schema: pa.Schema = ARROW_SCHEMA) -> pa.RecordBatch:
     """A batch from per-message values (the AMQP path; a classic queue's deliveries with
-    offsets and stream None): property lists as encoded octets, decoded as the bulk path does."""
-    joined = b"".join(props)
-    lengths = np.fromiter((len(p) for p in props), dtype=np.int64, count=len(props))
-    starts = np.cumsum(lengths) - lengths
-    headers, structs = property_columns(padded(joined), pa.py_buffer(joined), starts, lengths)
-    return build_batch(pa.array(bodies, type=pa.binary()), _text_array(routing_keys), _text_array(exchanges),
-                       headers, structs, offsets, stream)
+    offsets and stream None): property lists as encoded octets, decoded as the bulk path does.
+    The broker's timestamp is not in an AMQP delivery: that column is null."""
+    n = len(bodies)
+    wanted = set(schema.names)
+    built: dict = {}
+    if "body" in wanted:
+        built["body"] = pa.array(bodies, type=pa.binary())
+    if "routing_key" in wanted:
+        built["routing_key"] = _text_array(routing_keys)
+    if "exchange" in wanted:
+        built["exchange"] = _text_array(exchanges)
+    if offsets is not None:
+        built["offset"] = pa.array(offsets, type=pa.int64())
+    if stream is not None and "stream" in wanted:
+        built["stream"] = _constant_string(stream, n)
+    if wanted & set(PROPERTY_COLUMNS):
+        joined = b"".join(props)
+        lengths = np.fromiter((len(p) for p in props), dtype=np.int64, count=n)
+        starts = np.cumsum(lengths) - lengths
+        built.update(property_columns(padded(joined), pa.py_buffer(joined), starts, lengths, wanted))
+    return _assemble(built, schema, n)
 
 
 def _text_array(values: list) -> pa.Array:

@@ -29,7 +29,7 @@ from pyspark.sql.streaming.datasource import (
 
 from warren.spark.options import parse_read_options
 from warren.spark.read.planning import StreamRange, admit, resolve_offset, retained_start, split_range
-from warren.spark.read.batch import read_range
+from warren.spark.read.batch import ReadLayout, read_range
 
 __all__ = ["WarrenStreamReader"]
 
@@ -39,6 +39,7 @@ log = logging.getLogger("warren.spark")
 class WarrenStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, schema, options) -> None:
         self.options = parse_read_options(options, batch=False)
+        self.layout = ReadLayout(schema)
         self._api = None
         self._target: dict[str, int] | None = None  # AvailableNow: never plan past these ends
 
@@ -128,7 +129,7 @@ class WarrenStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ranges
 
     def read(self, partition: StreamRange) -> Iterator[pa.RecordBatch]:
-        return read_range(self.options, partition)
+        return read_range(self.options, partition, self.layout)
 
     def commit(self, end: dict) -> None:
         log.debug("warren: committed %s", end)

@@ -14,8 +14,11 @@ from warren.spark.schema import PROPERTY_FIELDS
 
 __all__ = ["RowLayout", "IGNORED_COLUMNS"]
 
-# columns of the data source schema the writer ignores: where a message sat in a stream
-IGNORED_COLUMNS = ("offset", "stream")
+# columns of the read schema the writer ignores: where and when a message sat in a stream (the
+# broker stamps a new one with its own)
+IGNORED_COLUMNS = ("offset", "stream", "timestamp")
+# flat columns that set one basic property each (over the properties struct's field)
+FLAT_PROPERTIES = ("message_id", "content_type")
 PROPERTY_TYPES = dict(PROPERTY_FIELDS)
 _INTEGRAL = ("byte", "short", "integer", "long")
 
@@ -32,17 +35,18 @@ class RowLayout:
     def from_schema(cls, schema, options: WriteOptions) -> RowLayout:
         fields = {f.name: f.dataType for f in schema.fields}
         unknown = [n for n in fields if n not in
-                   ("body", "routing_key", "exchange", "headers", "properties", *IGNORED_COLUMNS)]
+                   ("body", "routing_key", "exchange", "headers", "properties", *FLAT_PROPERTIES, *IGNORED_COLUMNS)]
         if unknown:
             raise ValueError(f"the warren writer does not know the column(s) {', '.join(unknown)}: it uses body, "
-                             "routing_key, exchange, headers and properties (offset and stream are ignored); "
+                             "routing_key, exchange, message_id, content_type, headers and properties (offset, stream "
+                             "and timestamp are ignored); "
                              "drop or rename the others")
         if "body" not in fields:
             raise ValueError("the warren writer needs a body column (binary, or string sent as UTF-8)")
         body = fields["body"].typeName()
         if body not in ("binary", "string"):
             raise ValueError(f"the body column must be binary or string, not {body}")
-        for name in ("routing_key", "exchange"):
+        for name in ("routing_key", "exchange", *FLAT_PROPERTIES):
             if name in fields and fields[name].typeName() != "string":
                 raise ValueError(f"the {name} column must be a string, not {fields[name].typeName()}")
         if options.exchange is None and "exchange" not in fields:

@@ -19,7 +19,7 @@ import struct
 
 from warren.codec.fields import encode_shortstr
 from warren.spark.options import WriteOptions
-from warren.spark.write.columns import RowLayout
+from warren.spark.write.columns import FLAT_PROPERTIES, RowLayout
 from warren.spec.amqp0_9_1 import BasicProperties
 
 __all__ = ["MessageEncoder"]
@@ -53,7 +53,8 @@ class MessageEncoder:
         routing_keys = _fixed_or_column(self.options.routing_key, columns.get("routing_key"), n)
         first = self.rows
         self.rows += n
-        if "headers" not in columns and "properties" not in columns:
+        flat = [(name, columns[name].to_pylist()) for name in FLAT_PROPERTIES if name in columns]
+        if "headers" not in columns and "properties" not in columns and not flat:
             yield from self._id_only(bodies, exchanges, routing_keys, first)
             return
         headers = columns["headers"].to_pylist() if "headers" in columns else None
@@ -65,6 +66,9 @@ class MessageEncoder:
             p = BasicProperties()
             for name, values in props:
                 setattr(p, name, values[i])
+            for name, values in flat:  # a flat column's value wins over the struct's
+                if values[i] is not None:
+                    setattr(p, name, values[i])
             table = dict(headers[i]) if headers is not None and headers[i] else {}
             if dedup is not None:
                 table[dedup] = message_id
