@@ -17,10 +17,11 @@ import logging
 import os
 import sys
 import base64
-from collections import defaultdict, deque
+from collections import defaultdict
 
 from warren.broker import authz, reply_to
 from warren.broker.limits import NAMED_METHODS, NO_LIMITS, check_names
+from warren.broker.confirms import Confirms
 from warren.broker.consumer import OUTPUT_BATCH, Consumer
 from warren.broker.message import Message
 from warren.broker.queue import REFUSED
@@ -71,13 +72,7 @@ class Channel:
         self.consumer_unacked_bytes = 0
         self.flow_active = True
         self.last_queue = ""  # 0-9-1: an empty queue name means the last one declared here
-        # publisher confirms
-        self.confirm_mode = False
-        self.publish_seq = 0
-        self.confirmed_upto = 0
-        self.nacks: deque[int] = deque()  # publish seqs a queue refused (x-overflow reject-publish)
-        # (publish seq, sync number) of persistent publishes whose confirm waits for the disk
-        self.unsynced: deque[tuple[int, int]] = deque()
+        self.confirms: Confirms | None = None  # publisher confirms (confirm.select): all their state
         self.commit_waits_for = 0  # tx.commit-ok held until this sync completes
         # transactions
         self.tx_mode = False
@@ -91,6 +86,19 @@ class Channel:
         self.publish_checked: dict = {}
 
     # --- dispatch ------------------------------------------------------------------------
+
+    # the confirm counts the HTTP API and the metrics read
+    @property
+    def confirm_mode(self) -> bool:
+        return self.confirms is not None
+
+    @property
+    def publish_seq(self) -> int:
+        return self.confirms.published_upto if self.confirms is not None else 0
+
+    @property
+    def confirmed_upto(self) -> int:
+        return self.confirms.confirmed_upto if self.confirms is not None else 0
 
     def handle_method(self, method) -> None:
         handler = HANDLERS.get(method.INDEX)
@@ -324,14 +332,9 @@ class Channel:
             self.tx_publishes.append((ex, msg, m.mandatory))
             return
         need = self._publish(ex, msg, m.mandatory)
-        if self.confirm_mode:
-            self.publish_seq += 1
-            if need == REFUSED:  # a queue turned it away (x-overflow reject-publish): basic.nack
-                self.nacks.append(self.publish_seq)
-            elif need:
-                self.unsynced.append((self.publish_seq, need))
-                self.session.durability.waiting.add(self)
-            self.session.want_confirm_flush(self)
+        confirms = self.confirms
+        if confirms is not None:  # a queue that turned it away (x-overflow reject-publish): basic.nack
+            confirms.published(need, need == REFUSED)
 
     def _check_properties(self, m, msg: Message) -> None:
         """The properties the broker acts on at publish time: reply-to, expiration, user-id."""
@@ -374,45 +377,27 @@ class Channel:
         return REFUSED if refused else need  # REFUSED by any queue: the publisher gets a nack
 
     def synced(self, number: int) -> None:
-        """A sync completed (called by Durability): release what waited for it."""
+        """A sync completed (called by Durability): a tx.commit-ok that waited for it goes out."""
         if self.closed:
             return
-        if self.unsynced:
-            self.session.want_confirm_flush(self)
         if self.commit_waits_for and number >= self.commit_waits_for:
             self.commit_waits_for = 0
             self._reply(spec.TxCommitOk())
-        if self.unsynced or self.commit_waits_for:
+        if self.commit_waits_for:
             self.session.durability.waiting.add(self)
 
-    def flush_confirms(self) -> None:
-        """Acknowledge every publish up to now in one basic.ack (multiple when more than one).
+    def _confirms_ready(self, confirms: Confirms) -> None:
+        self.session.want_confirm_flush(self)
 
-        Persistent publishes to durable queues are acknowledged only once their sync is done;
-        the ack then covers everything before the first publish still waiting for the disk.
-        """
-        upto = self.publish_seq
-        unsynced = self.unsynced
-        if unsynced:
-            synced = self.session.durability.synced
-            while unsynced and unsynced[0][1] <= synced:
-                unsynced.popleft()
-            if unsynced:
-                upto = unsynced[0][0] - 1
-        if upto <= self.confirmed_upto or not self.conn.channel_is_open(self.number):
+    def flush_confirms(self) -> None:
+        """Tell the client what its confirms allow now: one basic.ack (multiple when it covers
+        more than one publish), a basic.nack for each refused publish (``Confirms.settle``)."""
+        confirms = self.confirms
+        if confirms is None or self.closed or not self.conn.channel_is_open(self.number):
             return
-        nacks = self.nacks
-        while nacks and nacks[0] <= upto:  # in order: the acks before a nack, then the nack
-            n = nacks.popleft()
-            if n - 1 > self.confirmed_upto:
-                self.conn.send_method(self.number, spec.BasicAck(n - 1, n - 1 - self.confirmed_upto > 1))
-            self.conn.send_method(self.number, spec.BasicNack(n, False, False))
-            self.confirmed_upto = n
-        if upto <= self.confirmed_upto:
-            return
-        multiple = upto - self.confirmed_upto > 1
-        self.confirmed_upto = upto
-        self.conn.send_method(self.number, spec.BasicAck(upto, multiple))
+        send, number = self.conn.send_method, self.number
+        for n, multiple, ack in confirms.settle():
+            send(number, spec.BasicAck(n, multiple) if ack else spec.BasicNack(n, False, False))
 
     # --- basic class: get, ack, reject, recover ------------------------------------------------
 
@@ -514,7 +499,8 @@ class Channel:
     def handle_confirm_select(self, m) -> None:
         if self.tx_mode:
             raise PreconditionFailed("cannot switch from tx to confirm mode", m.CLASS_ID, m.METHOD_ID)
-        self.confirm_mode = True
+        if self.confirms is None:
+            self.confirms = Confirms(self.session.durability, self._confirms_ready)
         if not m.nowait:
             self._reply(spec.ConfirmSelectOk())
 

@@ -4,11 +4,12 @@
 ``QueueStore`` per durable queue (``warren/store``). It knows nothing of asyncio: the server
 runs ``sync`` on a worker thread, around ``begin_sync``/``end_sync``.
 
-Group commit. Every persistent message written to a durable queue needs the *next* sync: the
-channel records ``(publish seq, next_sync)`` and holds the confirm (or tx.commit-ok) until
-``synced`` reaches that number. One sync covers every append made before it started, however
-many, so confirms for many publishes share one fsync. A sync starts as soon as the previous one
-finished and something is dirty (no timer: latency is one fsync at best, two at worst).
+Group commit. Every persistent message written to a durable queue needs the *next* sync: a
+channel's ``Confirms`` (``confirms.py``) records ``(publish number, next_sync)`` and holds the
+confirm (the channel its tx.commit-ok) until ``synced`` reaches that number. One sync covers
+every append made before it started, however many, so confirms for many publishes share one
+fsync. A sync starts as soon as the previous one finished and something is dirty (no timer:
+latency is one fsync at best, two at worst).
 
 Definitions are fsynced inside the declare/bind call, before the -ok reply is queued.
 
@@ -55,7 +56,9 @@ class Durability:
         # once every queue store is synced (a delayed exchange acks what it routed)
         self.side_stores: dict[QueueStore, object] = {}
         self.dirty: set[QueueStore] = set()
-        self.waiting: set = set()  # channels holding confirms or a commit-ok for a sync
+        # what waits for the next sync: each one's synced(number) runs after it (a channel's
+        # Confirms, a channel holding tx.commit-ok, a quorum queue)
+        self.waiting: set = set()
         self.next_sync = 1  # the number of the sync that will cover an append made now
         self.synced = 0  # the number of the last sync that completed
         self.syncing = False
