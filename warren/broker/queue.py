@@ -72,8 +72,9 @@ PAGE_LOW_BYTES = 2 << 20  # ... and read more back only below this many in memor
 
 # Flow control (docs/performance.md): a queue with consumers whose backlog passes either high
 # mark is "congested"; the connections that publish to it stop being read until it drains to
-# the low marks (server/connection.py ``throttle``). Without this a flat-out publisher built a
-# backlog of 600k messages (seconds of latency) beside a slower consumer.
+# the low marks (the server's ``QueueFlow``, which the queue tells: ``flow_listener``). Without
+# this a flat-out publisher built a backlog of 600k messages (seconds of latency) beside a
+# slower consumer.
 # The marks trade latency for slack: at 5000 messages (2 MiB of bodies), shared/perf's
 # 1p1c-1KiB-confirm kept a p99 of about 80 ms instead of 400 ms (docs/performance.md).
 FLOW_HIGH = 5000  # ready (+ paged) messages
@@ -97,9 +98,20 @@ def _int_arg(arguments: dict, key: str) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
+class _NoFlowListener:
+    """Where a queue reports that it drained when no server holds publishers (tools, tests)."""
+
+    @staticmethod
+    def drained(queue) -> None:
+        pass
+
+
 class Queue:
     flow_high = FLOW_HIGH  # class attributes: the server may set other marks (Config)
     flow_high_bytes = FLOW_HIGH_BYTES
+    # told when a congested queue drained (``drained(queue)``): the server's QueueFlow
+    # (warren/server/queue_flow.py), which resumes the publishers it held for this queue
+    flow_listener = _NoFlowListener()
     # message counts for the HTTP API's message_stats (warren/management/api/stats.py), plain
     # increments by the channel; what was published is ``_seq`` (one per enqueued message)
     stats_deliver = 0  # deliveries to consumers
@@ -141,7 +153,6 @@ class Queue:
         self._priority_rr: dict[int, int] = {}  # x-priority -> round-robin position in its group
         self._ticking = False
         self.congested = False  # over a flow mark with consumers: its publishers are paused
-        self.throttled: set = set()  # connections paused because of this queue (their .unthrottle)
         self.effective: dict = {}
         # the declared arguments plus those of the policy that applies (warren/broker/policies.py)
         effective = getattr(vhost, "effective_arguments", None)
@@ -335,12 +346,9 @@ class Queue:
             self.release_flow()
 
     def release_flow(self) -> None:
-        """Resume every connection this queue paused."""
+        """No longer congested: the publishers held for this queue are resumed."""
         self.congested = False
-        if self.throttled:
-            throttled, self.throttled = self.throttled, set()
-            for conn in throttled:
-                conn.unthrottle(self)
+        self.flow_listener.drained(self)
 
     # --- paging --------------------------------------------------------------------------
 
@@ -563,7 +571,7 @@ class Queue:
         self.paged_bytes = 0
         self.ready.clear()
         self.ready_bytes = 0
-        if self.congested or self.throttled:
+        if self.congested:
             self.release_flow()
         return n
 
@@ -593,7 +601,7 @@ class Queue:
         self._plain = not self.single_active and (not consumers or consumers[0].priority == consumers[-1].priority)
         if not consumers:
             self.last_used = time.monotonic()  # x-expires counts from the last consumer's going
-            if self.congested or self.throttled:
+            if self.congested:
                 self.release_flow()  # nobody drains it now: paging bounds its memory instead
         if self.auto_delete and not consumers and self.had_consumer:
             self.vhost.delete_queue(self)

@@ -7,7 +7,8 @@ Flow control, outgoing: ``pause_writing``/``resume_writing`` stop and restart de
 this client. Incoming: we stop reading from a connection (TCP then pushes back on the client)
 while a resource alarm is raised (flow_control.py) or while a queue it published to is
 congested (``throttle``: the queue's backlog passed its flow mark, queue.py), and read again
-when the alarm clears or the queue drains. A throttled connection is read again after
+when the alarm clears or the queue drains (the server's ``QueueFlow``, queue_flow.py, keeps
+which connection waits for which queue and calls ``flow_released``). A throttled connection is read again after
 ``FLOW_MAX_PAUSE_S`` anyway, for one publish: a consumer that never acks, or two connections
 each consuming what the other publishes, slow publishers down to a trickle but never deadlock.
 Heartbeats: we send one when we have been silent for half the interval, and drop a client
@@ -81,7 +82,7 @@ class AMQPConnection(asyncio.Protocol):
         # publisher, or a congested queue throttles it; ``_resume_input`` restarts it.
         self._turn_scheduled = False  # a _next_turn call is pending (input may be buffered)
         self._blocked = False  # a resource alarm stopped reading from this publisher
-        self._throttled: set = set()  # congested queues this connection published to
+        self._throttled = False  # held by the server's QueueFlow: a queue it published to is congested
         self._flow_timer: asyncio.TimerHandle | None = None
         self._more_events = False  # the last turn stopped at EVENTS_PER_TURN
         self._told_blocked = False  # we sent connection.blocked
@@ -306,24 +307,22 @@ class AMQPConnection(asyncio.Protocol):
     # --- flow control: congested queues (queue.py) ----------------------------------------
 
     def throttle(self, queue) -> None:
-        """We published to a congested queue: stop reading until it calls ``unthrottle``."""
-        if queue in self._throttled or self.transport is None or self.transport.is_closing():
+        """We published to a congested queue: stop reading until ``flow_released``."""
+        if self.transport is None or self.transport.is_closing():
             return
-        self._throttled.add(queue)
-        queue.throttled.add(self)
-        if len(self._throttled) == 1:
+        if self.server.queue_flow.hold(self, queue):  # the first queue we wait for
+            self._throttled = True
             TOTALS.queue_flow_pauses += 1
             self.transport.pause_reading()
             self._flow_timer = self.loop.call_later(FLOW_MAX_PAUSE_S, self._flow_timeout)
 
-    def unthrottle(self, queue) -> None:
-        """The queue drained below its low mark (it forgot us already)."""
-        self._throttled.discard(queue)
-        if not self._throttled:
-            if self._flow_timer is not None:
-                self._flow_timer.cancel()
-                self._flow_timer = None
-            self._resume_input()
+    def flow_released(self) -> None:
+        """Every queue we waited for drained below its low mark (called by the QueueFlow)."""
+        self._throttled = False
+        if self._flow_timer is not None:
+            self._flow_timer.cancel()
+            self._flow_timer = None
+        self._resume_input()
 
     def _flow_timeout(self) -> None:
         self._flow_timer = None
@@ -331,9 +330,9 @@ class AMQPConnection(asyncio.Protocol):
         self._resume_input()
 
     def _drop_throttles(self) -> None:
-        for q in self._throttled:
-            q.throttled.discard(self)
-        self._throttled.clear()
+        if self._throttled:
+            self.server.queue_flow.release(self)
+            self._throttled = False
         if self._flow_timer is not None:
             self._flow_timer.cancel()
             self._flow_timer = None

@@ -32,6 +32,7 @@ from warren.server.flow_control import ResourceAlarms
 from warren.server.handoff import HandoffReceiver
 from warren.server.limits import HandshakeGate, output_bound, raise_open_file_limit
 from warren.server.loops import new_event_loop
+from warren.server.queue_flow import QueueFlow
 from warren.server.tls import TlsAmqpListener, TlsContexts, TlsError
 from warren.server import logs
 
@@ -116,6 +117,9 @@ class Server:
         # the flow-control marks of every queue (warren/broker/queue.py); 0 turns a mark off
         Queue.flow_high = config.queue_flow_high or sys.maxsize
         Queue.flow_high_bytes = config.queue_flow_high_bytes or sys.maxsize
+        # the publishers congested queues hold back; the queues tell it when they drain
+        self.queue_flow = QueueFlow()
+        Queue.flow_listener = self.queue_flow
         self.broker = Broker(config.vhosts, durability=self.durability, memory_budget=config.paging_budget(),
                              policy_file=config.policy_file, access=AccessControl.for_config(config))
         self.broker.set_consumer_timeout(config.consumer_timeout)
