@@ -110,13 +110,13 @@ def test_a_slice_of_a_larger_buffer_is_checked_within_its_bounds():
     assert properties_error(buf, 4, 11) is not None
 
 
-@settings(max_examples=300)
+@settings(max_examples=100)
 @given(valid_lists)
 def test_every_list_our_encoder_writes_is_well_formed(props):
     assert properties_error(props) is None
 
 
-@settings(max_examples=300)
+@settings(max_examples=200)
 @given(hostile_lists)
 def test_whatever_passes_decodes_exactly_in_warren_and_in_pika(props):
     if properties_error(props) is not None:
@@ -145,7 +145,7 @@ def has_non_finite_float(value) -> bool:
     return False
 
 
-@settings(max_examples=300)
+@settings(max_examples=150)
 @given(hostile_lists)
 def test_salvage_always_gives_a_well_formed_list_and_keeps_a_good_one(props):
     fixed, dropped = salvage_properties(props)
