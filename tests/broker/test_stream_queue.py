@@ -25,14 +25,16 @@ STREAM = {"x-queue-type": "stream"}
 
 
 class FakeChannel:
-    """What Consumer and StreamQueue use of a channel: capacity checks and deliver."""
+    """What Consumer and StreamQueue use of a channel: capacity checks and deliver; it is its
+    own DeliverySink (warren/broker/delivery.py) whose transport always has room."""
 
     def __init__(self) -> None:
+        self.sink = self
         self.closed = False
         self.deliveries: list[tuple] = []  # (consumer tag, offset, message)
         self.cancelled: list[str] = []
 
-    def can_deliver(self) -> bool:
+    def can_accept(self) -> bool:
         return True
 
     def can_deliver_acked(self) -> bool:

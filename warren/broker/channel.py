@@ -22,7 +22,7 @@ from collections import defaultdict
 from warren.broker import authz, reply_to
 from warren.broker.limits import NAMED_METHODS, NO_LIMITS, check_names
 from warren.broker.confirms import Confirms
-from warren.broker.consumer import OUTPUT_BATCH, Consumer
+from warren.broker.consumer import Consumer
 from warren.broker.message import Message
 from warren.broker.queue import REFUSED
 from warren.codec.properties import EXPIRATION_FLAG, REPLY_TO_FLAG, USER_ID_FLAG
@@ -54,11 +54,12 @@ class Channel:
     stats_unroutable_dropped = 0
     stats_unroutable_returned = 0
 
-    def __init__(self, session, number: int) -> None:
+    def __init__(self, session, number: int, sink) -> None:
         self.session = session
         self.conn = session.conn  # the sans-IO protocol connection
         self.vhost = session.vhost
         self.number = number
+        self.sink = sink  # where deliveries go (a DeliverySink, warren/broker/delivery.py)
         self.consumers: dict[str, Consumer] = {}
         # delivery tag -> (queue, seq, message, consumer or None for basic.get, delivery tag)
         self.unacked: dict[int, tuple] = {}
@@ -70,7 +71,6 @@ class Channel:
         self.prefetch_size = 0
         self.consumer_unacked = 0  # deliveries to consumers (not basic.get) awaiting ack
         self.consumer_unacked_bytes = 0
-        self.flow_active = True
         self.last_queue = ""  # 0-9-1: an empty queue name means the last one declared here
         self.confirms: Confirms | None = None  # publisher confirms (confirm.select): all their state
         self.commit_waits_for = 0  # tx.commit-ok held until this sync completes
@@ -86,6 +86,11 @@ class Channel:
         self.publish_checked: dict = {}
 
     # --- dispatch ------------------------------------------------------------------------
+
+    @property
+    def flow_active(self) -> bool:
+        """Whether the client lets deliveries flow (channel.flow; the HTTP API's channel state)."""
+        return self.sink.flow_active
 
     # the confirm counts the HTTP API and the metrics read
     @property
@@ -114,11 +119,10 @@ class Channel:
 
     # --- delivery (called by Queue.dispatch) ----------------------------------------------
 
-    def can_deliver(self) -> bool:
-        return self.flow_active and self.session.writable and self.conn.out_bytes < OUTPUT_BATCH
-
     def can_deliver_acked(self) -> bool:
-        if not (self.flow_active and self.session.writable and self.conn.out_bytes < OUTPUT_BATCH):
+        """Room for one more delivery that will wait for an ack: the transport's, then the
+        channel's prefetch (basic.qos global)."""
+        if not self.sink.can_accept():
             return False
         if self.prefetch_count and self.consumer_unacked >= self.prefetch_count:
             return False
@@ -139,9 +143,7 @@ class Channel:
             consumer.unacked_bytes += size
             self.consumer_unacked += 1
             self.consumer_unacked_bytes += size
-        self.conn.send_deliver(self.number, consumer.tag_ss, tag, redelivered, msg.exchange_ss,
-                               msg.routing_key_ss, msg.properties, msg.body)
-        self.session.io.want_flush()
+        self.sink.deliver(consumer, tag, redelivered, msg)
 
     def resume_delivery(self) -> None:
         """Capacity may have appeared (ack, qos, flow, writable transport): offer it to queues."""
@@ -151,7 +153,7 @@ class Channel:
     # --- channel class ---------------------------------------------------------------------
 
     def handle_channel_flow(self, m) -> None:
-        self.flow_active = m.active
+        self.sink.flow_active = m.active
         self._reply(spec.ChannelFlowOk(m.active))
         if m.active:
             self.resume_delivery()

@@ -1,4 +1,8 @@
-"""A consumer: one basic.consume on one channel, reading from one queue."""
+"""A consumer: one basic.consume on one channel, reading from one queue.
+
+Its deliveries go out through its channel's ``DeliverySink`` (``delivery.py``): the consumer
+only knows whether the transport can take more (``sink.can_accept``), never a connection.
+"""
 
 from __future__ import annotations
 
@@ -6,20 +10,15 @@ from typing import TYPE_CHECKING
 
 from warren.codec.fields import encode_shortstr
 
-# Deliveries queued for one connection before it must flush; dispatch resumes after the write.
-# Bounds the memory of a no-ack consumer's burst and keeps each write one sane buffer
-# (bench/throughput.py, no-ack flat out: one unbounded batch stalled the loop for seconds).
-OUTPUT_BATCH = 1 << 20
-
 if TYPE_CHECKING:
     from warren.broker.channel import Channel
     from warren.broker.queue import Queue
 
-__all__ = ["Consumer", "OUTPUT_BATCH"]
+__all__ = ["Consumer"]
 
 
 class Consumer:
-    __slots__ = ("tag", "tag_ss", "channel", "queue", "no_ack", "exclusive", "arguments", "priority",
+    __slots__ = ("tag", "tag_ss", "channel", "sink", "queue", "no_ack", "exclusive", "arguments", "priority",
                  "prefetch_count", "prefetch_size", "unacked", "unacked_bytes")
 
     def __init__(self, tag: str, channel: "Channel", queue: "Queue", no_ack: bool, exclusive: bool,
@@ -27,6 +26,7 @@ class Consumer:
         self.tag = tag
         self.tag_ss = encode_shortstr(tag)  # ready for basic.deliver
         self.channel = channel
+        self.sink = channel.sink  # the protocol's DeliverySink of the channel
         self.queue = queue
         self.no_ack = no_ack
         self.exclusive = exclusive
@@ -45,8 +45,8 @@ class Consumer:
         ch = self.channel
         if ch.closed:
             return False  # its channel is closing: a queue dispatching meanwhile must skip it
-        if self.no_ack:  # Channel.can_deliver, inline: this runs for every delivery
-            return ch.flow_active and ch.session.writable and ch.conn.out_bytes < OUTPUT_BATCH
+        if self.no_ack:  # only the transport limits a no-ack consumer
+            return self.sink.can_accept()
         if self.prefetch_count and self.unacked >= self.prefetch_count:
             return False
         if self.prefetch_size and self.unacked_bytes >= self.prefetch_size:

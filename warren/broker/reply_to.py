@@ -56,9 +56,7 @@ class ReplyConsumer:
             return 0
         tag = ch.next_tag
         ch.next_tag = tag + 1
-        ch.conn.send_deliver(ch.number, self.tag_ss, tag, False, msg.exchange_ss, msg.routing_key_ss,
-                             msg.properties, msg.body)
-        ch.session.want_flush()
+        ch.sink.deliver(self, tag, False, msg)
         return 0
 
 

@@ -20,6 +20,7 @@ from warren.broker.limits import NO_LIMITS
 from warren.errors import (
     AMQPError, ConnectionAccessRefused, HardError, InternalError, NotAllowed, SoftError,
 )
+from warren.protocol.amqp0_9_1.delivery import ChannelSink
 from warren.protocol.events import ChannelClosed, ChannelOpened, Content, ConnectionClosed, Method
 from warren.spec import amqp0_9_1 as spec
 
@@ -93,7 +94,7 @@ class Session:
                 else:
                     self.channels[event.channel].handle_method(event.method)
             elif kind is ChannelOpened:
-                self.channels[event.channel] = Channel(self, event.channel)
+                self.channels[event.channel] = Channel(self, event.channel, ChannelSink(self, event.channel))
             elif kind is ChannelClosed:
                 ch = self.channels.pop(event.channel, None)
                 if ch is not None:

@@ -22,11 +22,11 @@ import json
 import logging
 import time
 
-from warren.broker.channel import OUTPUT_BATCH
 from warren.broker.session import Session
 from warren.errors import AMQPError
 from warren.metrics.totals import TOTALS
 from warren.protocol.amqp0_9_1.connection import ServerConnection
+from warren.protocol.amqp0_9_1.delivery import OUTPUT_BATCH
 from warren.protocol.events import Method
 from warren.protocol.header import HEADER_SIZE, NEED_MORE, PREFERRED_HEADER, read_header
 from warren.server.handshake import handshake_pending, peer_name

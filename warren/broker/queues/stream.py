@@ -13,7 +13,7 @@ requeues, recovers) only give the consumer its prefetch credit back, which is wh
 count is required. A consumer behind the tail reads from the store in batches of at most
 ``READ_BATCH`` records and its free credit, so a consumer far behind never loads the stream
 into memory, and one turn of ``dispatch`` is bounded by the prefetch and by the connection's
-output batch (``channel.OUTPUT_BATCH``), as for classic queues. Every delivery carries the
+output batch (the 0-9-1 sink's ``OUTPUT_BATCH``), as for classic queues. Every delivery carries the
 header ``x-stream-offset`` (``stream_header.py``).
 
 Retention (``x-max-length-bytes``, ``x-max-age``, or a policy's ``max-length-bytes``/``max-age``)

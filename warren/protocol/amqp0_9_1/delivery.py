@@ -1,0 +1,35 @@
+"""The 0-9-1 ``DeliverySink`` of one channel (``warren/broker/delivery.py``): basic.deliver frames.
+
+The broker's channel numbers a delivery and keeps its unacked record; this writes it into the
+sans-IO connection with the compiled fast path (``ServerConnection.send_deliver``) and asks the
+glue for a flush. What stops deliveries at the transport is here too: the client's channel.flow,
+a socket that is not writable (the session's ``writable``, set by the glue), and ``OUTPUT_BATCH``
+octets already queued for one write.
+"""
+
+from __future__ import annotations
+
+__all__ = ["ChannelSink", "OUTPUT_BATCH"]
+
+# Deliveries queued for one connection before it must flush; dispatch resumes after the write.
+# Bounds the memory of a no-ack consumer's burst and keeps each write one sane buffer
+# (bench/throughput.py, no-ack flat out: one unbounded batch stalled the loop for seconds).
+OUTPUT_BATCH = 1 << 20
+
+
+class ChannelSink:
+    __slots__ = ("session", "conn", "number", "flow_active")
+
+    def __init__(self, session, number: int) -> None:
+        self.session = session  # the connection's handler: its ``writable`` and ``io``
+        self.conn = session.conn  # the sans-IO ServerConnection
+        self.number = number
+        self.flow_active = True  # channel.flow from the client
+
+    def can_accept(self) -> bool:
+        return self.flow_active and self.session.writable and self.conn.out_bytes < OUTPUT_BATCH
+
+    def deliver(self, consumer, tag: int, redelivered: bool, message) -> None:
+        self.conn.send_deliver(self.number, consumer.tag_ss, tag, redelivered, message.exchange_ss,
+                               message.routing_key_ss, message.properties, message.body)
+        self.session.io.want_flush()
