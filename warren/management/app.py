@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 
 from aiohttp import hdrs, web
 
@@ -31,7 +32,7 @@ from warren.management.api import user_limits
 from warren.management.api.auth import auth_middleware
 from warren.federation import api as federation_api  # /api/shovels, /api/federation-links
 from warren.management.api.common import BROKER, INFO, SERVER, STATS, ApiError, not_found
-from warren.management.api.stats import Sampler
+from warren.management.api.stats import INTERVAL, Sampler
 from warren.management.api.streams import MAX_BYTES_CAP, MAX_RECORDS_CAP, RECORDS_CONTENT_TYPE
 from warren.management import ui
 
@@ -78,6 +79,18 @@ async def _stop_sampler(app: web.Application) -> None:
     app[STATS].stop()
 
 
+def statistics_interval() -> float:
+    """Seconds between two samples of the rates: RabbitMQ's ``collect_statistics_interval``
+    (milliseconds) from ``$WARREN_COLLECT_STATISTICS_INTERVAL``, 5000 by default (the tests
+    shorten it; at least 100)."""
+    raw = os.environ.get("WARREN_COLLECT_STATISTICS_INTERVAL", "")
+    try:
+        return max(100, int(raw)) / 1000 if raw.strip() else INTERVAL
+    except ValueError:
+        log.warning("WARREN_COLLECT_STATISTICS_INTERVAL=%r is not a number of milliseconds: 5000 used", raw)
+        return INTERVAL
+
+
 def build_app(broker, info=None, server=None) -> web.Application:
     """The application over ``broker`` (``vhosts``: name -> VirtualHost; ``access`` or ``users``).
 
@@ -88,7 +101,7 @@ def build_app(broker, info=None, server=None) -> web.Application:
     app[BROKER] = broker
     app[INFO] = info or dict
     app[SERVER] = server
-    app[STATS] = Sampler(broker, server)
+    app[STATS] = Sampler(broker, server, statistics_interval())
     app.on_startup.append(_start_sampler)
     app.on_cleanup.append(_stop_sampler)
     for resource in RESOURCES:

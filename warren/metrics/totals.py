@@ -10,13 +10,18 @@ connections closed, flow-control pauses.
 Nothing here is on the publish path: a channel is retired when it closes, a queue when it is
 deleted. This module imports nothing, so the broker can use it without the metrics server.
 One instance per process (``TOTALS``), as one Warren process is one node.
+
+The same counts are also kept per vhost (``by_vhost``), for the HTTP API's vhost and overview
+``message_stats`` (warren/management/api/stats.py), so those never go back either.
 """
 
 from __future__ import annotations
 
-__all__ = ["NodeTotals", "TOTALS", "QUEUE_TYPES"]
+__all__ = ["NodeTotals", "TOTALS", "QUEUE_TYPES", "VHOST_COUNTS"]
 
 QUEUE_TYPES = ("classic", "quorum", "stream")
+# the per-vhost counts of closed channels and deleted queues (``NodeTotals.by_vhost``), in order
+VHOST_COUNTS = ("publish", "confirm", "return_unroutable", "drop_unroutable", "deliver", "get", "ack", "redeliver")
 
 
 class NodeTotals:
@@ -35,6 +40,18 @@ class NodeTotals:
         # flow control: a connection stopped being read (connection.py)
         self.queue_flow_pauses = 0  # a queue it published to passed its flow mark
         self.alarm_flow_pauses = 0  # a resource alarm blocked it as a publisher
+        # vhost name -> counts of its closed channels and deleted queues, VHOST_COUNTS order
+        self.by_vhost: dict[str, list[int]] = {}
+
+    def vhost_counts(self, name: str) -> list[int]:
+        counts = self.by_vhost.get(name)
+        if counts is None:
+            counts = self.by_vhost[name] = [0] * len(VHOST_COUNTS)
+        return counts
+
+    def forget_vhost(self, name: str) -> None:
+        """A deleted vhost's counts go with it (a new vhost of that name starts at 0)."""
+        self.by_vhost.pop(name, None)
 
     def channel_closed(self, ch) -> None:
         """Channel.close: its counts join the node's."""
@@ -45,6 +62,13 @@ class NodeTotals:
         self.confirmed += ch.confirmed_upto
         if ch.confirm_mode:
             self.received_confirm += ch.publish_seq
+        vhost = getattr(ch, "vhost", None)
+        if vhost is not None:
+            counts = self.vhost_counts(vhost.name)
+            counts[0] += ch.stats_publish
+            counts[1] += ch.confirmed_upto
+            counts[2] += ch.stats_unroutable_returned
+            counts[3] += ch.stats_unroutable_dropped
 
     def queue_deleted(self, q) -> None:
         """A queue left its vhost (deleted, expired, auto-deleted, its vhost deleted)."""
@@ -55,6 +79,13 @@ class NodeTotals:
         counts[1] += q.stats_get
         counts[2] += q.stats_ack
         counts[3] += q.stats_redeliver
+        vhost = getattr(q, "vhost", None)
+        if vhost is not None:
+            counts = self.vhost_counts(vhost.name)
+            counts[4] += q.stats_deliver
+            counts[5] += q.stats_get
+            counts[6] += q.stats_ack
+            counts[7] += q.stats_redeliver
 
 
 TOTALS = NodeTotals()

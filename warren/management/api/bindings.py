@@ -21,7 +21,7 @@ from warren.errors import AMQPError
 from warren.management.api.auth import check_permission, check_vhost_access, visible_vhosts
 from warren.management.api.common import (
     BROKER, ApiError, amqp_error, bad_request, jsonable, no_content, not_found, read_json, reply_list, reply_object,
-    vhost_or_404,
+    reply_objects, vhost_or_404,
 )
 
 __all__ = ["add_routes", "binding_json", "properties_key", "queue_bindings", "vhost_bindings", "exchange_name"]
@@ -71,22 +71,45 @@ def queue_bindings(vhost, q) -> list:
     return [q] + _sorted(getattr(q, "bound_to", ()))
 
 
+def _field(getter_of_queue, getter_of_binding):
+    def get(pair):
+        b = pair[1]
+        return getter_of_queue(b) if hasattr(b, "consumers") else getter_of_binding(b)
+    return get
+
+
+# cheap getters of a binding's fields, on (vhost, binding or queue) pairs (common.reply_objects)
+BINDING_FIELDS = {
+    "vhost": lambda pair: pair[0].name,
+    "source": _field(lambda q: "", lambda b: b.source.name),
+    "destination": _field(lambda q: q.name, lambda b: b.destination.name),
+    "destination_type": _field(lambda q: "queue", lambda b: _kind(b.destination)),
+    "routing_key": _field(lambda q: q.name, lambda b: b.routing_key),
+}
+
+
+async def reply_bindings(request: web.Request, pairs: list) -> web.Response:
+    """(vhost, binding or queue) pairs through the list query parameters, JSON for the answer only."""
+    return await reply_objects(request, pairs, lambda pair: binding_json(pair[0], pair[1]),
+                               name=lambda pair: "", fields=BINDING_FIELDS)
+
+
 # --- handlers --------------------------------------------------------------------------------------
 
 
 async def list_bindings(request: web.Request) -> web.Response:
     broker = request.app[BROKER]
-    items = []
+    pairs = []
     for name in visible_vhosts(request):
         vhost = broker.vhosts[name]
-        items.extend(binding_json(vhost, b) for b in vhost_bindings(vhost))
-    return reply_list(request, items)
+        pairs.extend((vhost, b) for b in vhost_bindings(vhost))
+    return await reply_bindings(request, pairs)
 
 
 async def list_vhost_bindings(request: web.Request) -> web.Response:
     vhost = vhost_or_404(request)
     check_vhost_access(request, vhost.name)
-    return reply_list(request, [binding_json(vhost, b) for b in vhost_bindings(vhost)])
+    return await reply_bindings(request, [(vhost, b) for b in vhost_bindings(vhost)])
 
 
 def _ends(request: web.Request):

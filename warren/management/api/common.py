@@ -14,10 +14,21 @@ is RabbitMQ's pagination object (``items``, ``page``, ``page_count``, ``page_siz
 ``item_count``, ``filtered_count``, ``total_count``). As in RabbitMQ, ``name`` without ``page``
 is ignored; the name filter is a case-insensitive substring, or a case-insensitive regular
 expression with ``use_regex=true``.
+
+Lists of broker objects that may number tens of thousands (queues, exchanges, bindings,
+connections, channels) go through ``reply_objects`` instead: it filters the objects by name and
+sorts them on cheap per-field values (``fields``: the value the object's JSON would carry,
+read straight from the object), and builds the JSON of the returned page only (of the
+requested ``columns`` only, when every one has a cheap value). A sort on a field without a
+cheap value builds every object's JSON first, as before. Everything over ``SLICE`` objects
+(reading sort keys, building and encoding JSON) is done ``SLICE`` objects at a time with a
+yield to the loop in between, so a list of 10,000 queues never holds the broker's loop for
+long (bench/api_lists.py; docs/management.md has the figures).
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import json
 import math
@@ -28,8 +39,8 @@ import time
 from aiohttp import hdrs, web
 
 __all__ = ["BROKER", "INFO", "SERVER", "STATS", "REALM", "ApiError", "bad_request", "not_found",
-           "not_authorised", "read_json", "as_bool", "reply_list", "node_name", "iso_time",
-           "vhost_or_404", "no_content", "created"]
+           "not_authorised", "read_json", "as_bool", "reply_list", "reply_objects", "node_name", "iso_time",
+           "vhost_or_404", "no_content", "created", "MISSING", "SLICE"]
 
 BROKER = web.AppKey("broker", object)   # vhosts + users, as warren.broker.broker.Broker
 INFO = web.AppKey("info", object)       # a callable: extra fields of /api/overview (ports, connections)
@@ -39,6 +50,7 @@ STATS = web.AppKey("stats", object)     # the rate sampler (stats.py)
 REALM = 'Basic realm="RabbitMQ Management"'  # LWP-based tools (nagios checks) answer only this realm
 MAX_PAGE_SIZE = 500
 DEFAULT_PAGE_SIZE = 100
+SLICE = 500  # objects handled between two yields to the loop in reply_objects
 
 
 class ApiError(web.HTTPException):
@@ -137,6 +149,7 @@ def _lookup(item: dict, dotted: str):
 
 
 _MISSING = object()
+MISSING = _MISSING  # what a cheap field getter returns for a field the object's JSON leaves out
 
 
 def _sort_key(value):
@@ -180,49 +193,181 @@ def _positive(raw: str | None, default: int | None) -> int | None:
         raise bad_request("Pagination parameters are invalid") from None
 
 
-def reply_list(request: web.Request, items: list[dict]) -> web.Response:
-    """``items`` (already in their default order) through RabbitMQ's list query parameters."""
-    query = request.query
-    total = len(items)
+def _page_params(query) -> tuple[int | None, int]:
     page = _positive(query.get("page"), None)
+    page_size = DEFAULT_PAGE_SIZE
     if page is not None:
         page_size = _positive(query.get("page_size"), DEFAULT_PAGE_SIZE)
         if page < 1 or not 1 <= page_size <= MAX_PAGE_SIZE:
             raise ApiError(400, "invalid_pagination_parameters",
                            f"Invalid pagination parameters: page number {page}, page size {page_size}")
-        name = query.get("name")
-        if name:
-            if query.get("use_regex", "").lower() == "true":
-                try:
-                    regex = re.compile(name, re.IGNORECASE)
-                except re.error:
-                    raise bad_request("Pagination parameters are invalid") from None
-                items = [i for i in items if regex.search(str(i.get("name", "")))]
-            else:
-                lowered = name.lower()
-                items = [i for i in items if lowered in str(i.get("name", "")).lower()]
-    sort = query.get("sort")
-    if sort:
-        keys = [k for k in sort.split(",") if k]
-        items = sorted(items, key=lambda i: [_sort_key(_lookup(i, k)) for k in keys])
-    if query.get("sort_reverse", "").lower() == "true":
-        items = list(reversed(items))
-    columns = [c for c in query.get("columns", "").split(",") if c]
-    if page is None:
-        if columns:
-            items = [_project(i, columns) for i in items]
-        return web.json_response(items)
+    return page, page_size
+
+
+def _name_filter(query):
+    """The page's name filter as a predicate on a name, or None (RabbitMQ: only with ``page``)."""
+    name = query.get("name")
+    if not name:
+        return None
+    if query.get("use_regex", "").lower() == "true":
+        try:
+            regex = re.compile(name, re.IGNORECASE)
+        except re.error:
+            raise bad_request("Pagination parameters are invalid") from None
+        return lambda n: regex.search(n) is not None
+    lowered = name.lower()
+    return lambda n: lowered in n.lower()
+
+
+def _columns(query) -> list[str]:
+    return [c for c in query.get("columns", "").split(",") if c]
+
+
+def _paged(items: list, page: int, page_size: int, total: int) -> tuple[list, dict]:
     filtered = len(items)
     page_count = math.ceil(filtered / page_size)
     if page > max(page_count, 1):
         raise ApiError(400, "page_out_of_range",
                        f"Page out of range, page: {page} page size: {page_size}, len: {filtered}")
     chunk = items[(page - 1) * page_size:page * page_size]
+    return chunk, {"filtered_count": filtered, "page": page, "page_count": page_count, "page_size": page_size,
+                   "total_count": total}
+
+
+def reply_list(request: web.Request, items: list[dict]) -> web.Response:
+    """``items`` (already in their default order) through RabbitMQ's list query parameters."""
+    query = request.query
+    total = len(items)
+    page, page_size = _page_params(query)
+    if page is not None:
+        matches = _name_filter(query)
+        if matches is not None:
+            items = [i for i in items if matches(str(i.get("name", "")))]
+    sort = query.get("sort")
+    if sort:
+        keys = [k for k in sort.split(",") if k]
+        items = sorted(items, key=lambda i: [_sort_key(_lookup(i, k)) for k in keys])
+    if query.get("sort_reverse", "").lower() == "true":
+        items = list(reversed(items))
+    columns = _columns(query)
+    if page is None:
+        if columns:
+            items = [_project(i, columns) for i in items]
+        return web.json_response(items)
+    chunk, info = _paged(items, page, page_size, total)
     if columns:
         chunk = [_project(i, columns) for i in chunk]
-    return web.json_response({"filtered_count": filtered, "item_count": len(chunk), "items": chunk,
-                              "page": page, "page_count": page_count, "page_size": page_size,
+    return web.json_response({"filtered_count": info["filtered_count"], "item_count": len(chunk), "items": chunk,
+                              "page": page, "page_count": info["page_count"], "page_size": page_size,
                               "total_count": total})
+
+
+def _project_fields(obj, columns: list[str], fields: dict) -> dict:
+    out: dict = {}
+    for col in columns:
+        value = fields[col](obj)
+        if value is _MISSING:
+            continue
+        parts = col.split(".")
+        node = out
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = value
+    return out
+
+
+class _Slicer:
+    """Counts work done on the loop and yields to it every SLICE units."""
+
+    __slots__ = ("done",)
+
+    def __init__(self) -> None:
+        self.done = 0
+
+    async def tick(self, n: int = 1) -> None:
+        self.done += n
+        if self.done >= SLICE:
+            self.done = 0
+            await asyncio.sleep(0)
+
+
+async def reply_objects(request: web.Request, objects: list, build, name=None, fields: dict | None = None
+                        ) -> web.Response:
+    """Broker objects (in their default order) through RabbitMQ's list query parameters, the
+    JSON built (by ``build(obj)``) only for the objects answered.
+
+    ``name(obj)`` is the name the page filter matches (default: ``obj.name``); ``fields`` maps a
+    dotted field to a getter of the value ``build(obj)`` would give it (or ``MISSING``), used to
+    sort and to answer ``columns`` without building the whole JSON."""
+    query = request.query
+    fields = fields or {}
+    name = name or (lambda o: o.name)
+    total = len(objects)
+    page, page_size = _page_params(query)
+    slicer = _Slicer()
+    built: dict = {}  # id(obj) -> its JSON, when a sort needed it
+
+    async def full_json(objs) -> None:
+        for o in objs:
+            if id(o) not in built:
+                built[id(o)] = build(o)
+                await slicer.tick()
+
+    if page is not None:
+        matches = _name_filter(query)
+        if matches is not None:
+            kept = []
+            for o in objects:
+                if matches(str(name(o))):
+                    kept.append(o)
+            objects = kept
+    sort = query.get("sort")
+    if sort:
+        keys = [k for k in sort.split(",") if k]
+        getters = [fields.get(k) for k in keys]
+        keyed = []
+        if all(getters):
+            for o in objects:
+                keyed.append(([_sort_key(g(o)) for g in getters], o))
+                await slicer.tick()
+        else:  # a field without a cheap value: from the full JSON of every object
+            await full_json(objects)
+            for o in objects:
+                item = built[id(o)]
+                keyed.append(([_sort_key(_lookup(item, k)) for k in keys], o))
+        keyed.sort(key=lambda pair: pair[0])
+        objects = [o for _, o in keyed]
+    if query.get("sort_reverse", "").lower() == "true":
+        objects = objects[::-1]
+    info = None
+    if page is not None:
+        objects, info = _paged(objects, page, page_size, total)
+    columns = _columns(query)
+    if columns and all(c in fields for c in columns):
+        def render(o):
+            return _project_fields(o, columns, fields)
+    else:
+        def render(o):
+            item = built.get(id(o))
+            if item is None:
+                item = build(o)
+            return _project(item, columns) if columns else item
+    if len(objects) <= SLICE:
+        items_text = json.dumps([render(o) for o in objects])
+    else:  # encoded a slice at a time, between the broker's own work
+        parts = []
+        for i in range(0, len(objects), SLICE):
+            await asyncio.sleep(0)
+            text = json.dumps([render(o) for o in objects[i:i + SLICE]])
+            if len(text) > 2:
+                parts.append(text[1:-1])
+        items_text = "[" + ", ".join(parts) + "]"
+    if info is None:
+        return web.Response(text=items_text, content_type="application/json")
+    head = json.dumps({"filtered_count": info["filtered_count"], "item_count": len(objects)})
+    tail = json.dumps({"page": page, "page_count": info["page_count"], "page_size": page_size,
+                       "total_count": total})
+    return web.Response(text=f'{head[:-1]}, "items": {items_text}, {tail[1:]}', content_type="application/json")
 
 
 def reply_object(request: web.Request, item: dict) -> web.Response:

@@ -17,7 +17,8 @@ from warren.management.api.auth import (
     ADMINISTRATOR, check_vhost_access, principal, visible_vhosts,
 )
 from warren.management.api.common import (
-    STATS, jsonable, no_content, node_name, not_authorised, not_found, reply_list, reply_object, vhost_or_404,
+    STATS, bad_request, jsonable, no_content, node_name, not_authorised, not_found, reply_list, reply_object,
+    reply_objects, vhost_or_404,
 )
 
 __all__ = ["add_routes", "connection_name", "channel_name", "channel_details", "open_connections",
@@ -86,13 +87,11 @@ def _protocol(conn) -> str:
     return getattr(dialect, "title", None) or "AMQP 0-9-1"
 
 
-def connection_json(conn, sampler) -> dict:
+def connection_json(conn, sampler, ranges=st.NO_RANGES) -> dict:
     session = conn.session
     amqp = conn.conn
     (ph, pp), (lh, lp) = _peer(conn), _local(conn)
-    counts = st.connection_counts(conn)
-    rates = sampler.rates(conn)
-    return {
+    body = {
         "auth_mechanism": getattr(session, "mechanism", None) or "PLAIN",
         "channel_max": amqp.channel_max,
         "channels": len(session.channels),
@@ -110,11 +109,7 @@ def connection_json(conn, sampler) -> dict:
         "port": lp,
         "protocol": _protocol(conn),
         "recv_cnt": 0,
-        "recv_oct": counts["recv_oct"],
-        "recv_oct_details": st.details(rates.get("recv_oct", 0.0)),
         "send_cnt": 0,
-        "send_oct": counts["send_oct"],
-        "send_oct_details": st.details(rates.get("send_oct", 0.0)),
         "send_pend": 0,
         "ssl": False,
         "ssl_cipher": None,
@@ -128,6 +123,29 @@ def connection_json(conn, sampler) -> dict:
         "user_who_performed_action": session.username,
         "vhost": session.vhost.name,
     }
+    sampler.details_of(conn, st.CONNECTION, sampler.connection_vector(conn), st.DATA, ranges, out=body)
+    return body
+
+
+def connection_fields(sampler) -> dict:
+    """Cheap getters of a connection's list fields, for sorting and ``columns``."""
+    fields = {
+        "name": connection_name,
+        "vhost": lambda c: c.session.vhost.name,
+        "user": lambda c: c.session.username,
+        "channels": lambda c: len(c.session.channels),
+        "peer_host": lambda c: _peer(c)[0],
+        "peer_port": lambda c: _peer(c)[1],
+        "state": lambda c: "blocked" if getattr(c, "_blocked", False) else "running",
+        "connected_at": lambda c: int(c.connected_at * 1000),
+        "protocol": _protocol,
+        "node": lambda c: node_name(),
+        "recv_oct": lambda c: c.recv_oct,
+        "send_oct": lambda c: c.send_oct,
+    }
+    for key in st.DATA:
+        fields[key + "_details.rate"] = lambda c, k=key: round(sampler.rate(c, st.CONNECTION, k), 1)
+    return fields
 
 
 def channel_details(ch) -> dict:
@@ -137,7 +155,7 @@ def channel_details(ch) -> dict:
             "number": ch.number, "peer_host": ph, "peer_port": pp, "user": ch.session.username}
 
 
-def channel_json(ch, sampler) -> dict:
+def channel_json(ch, sampler, ranges=st.NO_RANGES) -> dict:
     conn = ch.session.io
     ph, pp = _peer(conn)
     body = {
@@ -159,9 +177,33 @@ def channel_json(ch, sampler) -> dict:
         "user": ch.session.username,
         "user_who_performed_action": ch.session.username,
         "vhost": ch.vhost.name,
-        "message_stats": st.message_stats(st.channel_counts(ch), sampler.rates(ch), st.CHANNEL_STATS),
+        "message_stats": sampler.message_stats(ch, st.CHANNEL, sampler.channel_vector(ch), st.CHANNEL_STATS, ranges),
     }
     return body
+
+
+def channel_fields(sampler) -> dict:
+    """Cheap getters of a channel's list fields, for sorting and ``columns``."""
+    fields = {
+        "name": channel_name,
+        "number": lambda ch: ch.number,
+        "vhost": lambda ch: ch.vhost.name,
+        "user": lambda ch: ch.session.username,
+        "node": lambda ch: node_name(),
+        "connection_details.name": lambda ch: connection_name(ch.session.io),
+        "consumer_count": lambda ch: len(ch.consumers),
+        "messages_unacknowledged": lambda ch: len(ch.unacked),
+        "messages_unconfirmed": lambda ch: max(0, ch.publish_seq - ch.confirmed_upto),
+        "prefetch_count": lambda ch: ch.consumer_prefetch_count,
+        "global_prefetch_count": lambda ch: ch.prefetch_count,
+        "confirm": lambda ch: ch.confirm_mode,
+        "transactional": lambda ch: ch.tx_mode,
+        "state": lambda ch: "running" if ch.flow_active else "flow",
+    }
+    for key in st.CHANNEL_STATS:
+        fields["message_stats." + key] = lambda ch, k=key: st.CHANNEL.value(sampler.channel_vector(ch), k)
+        fields[f"message_stats.{key}_details.rate"] = lambda ch, k=key: round(sampler.rate(ch, st.CHANNEL, k), 1)
+    return fields
 
 
 def consumer_json(c) -> dict:
@@ -195,24 +237,28 @@ def _check_own(request: web.Request, conn) -> None:
 # --- handlers --------------------------------------------------------------------------------------
 
 
-async def list_connections(request: web.Request) -> web.Response:
+async def _reply_connections(request: web.Request, conns: list) -> web.Response:
     sampler = request.app[STATS]
-    items = [connection_json(c, sampler) for c in _visible_connections(request)]
-    return reply_list(request, sorted(items, key=lambda i: i["name"]))
+    ranges = st.parse_ranges(request.query, bad_request)
+    conns = sorted(conns, key=connection_name)
+    return await reply_objects(request, conns, lambda c: connection_json(c, sampler, ranges), name=connection_name,
+                               fields=connection_fields(sampler))
+
+
+async def list_connections(request: web.Request) -> web.Response:
+    return await _reply_connections(request, _visible_connections(request))
 
 
 async def vhost_connections(request: web.Request) -> web.Response:
     vhost = vhost_or_404(request)
     check_vhost_access(request, vhost.name)
-    sampler = request.app[STATS]
-    items = [connection_json(c, sampler) for c in _visible_connections(request, vhost.name)]
-    return reply_list(request, sorted(items, key=lambda i: i["name"]))
+    return await _reply_connections(request, _visible_connections(request, vhost.name))
 
 
 async def get_connection(request: web.Request) -> web.Response:
     conn = _find_connection(request)
     _check_own(request, conn)
-    return reply_object(request, connection_json(conn, request.app[STATS]))
+    return reply_object(request, connection_json(conn, request.app[STATS], st.parse_ranges(request.query, bad_request)))
 
 
 async def close_connection(request: web.Request) -> web.Response:
@@ -230,26 +276,28 @@ def _channels(conns) -> list:
     return [ch for conn in conns for ch in list(conn.session.channels.values())]
 
 
-async def list_channels(request: web.Request) -> web.Response:
+async def _reply_channels(request: web.Request, conns: list) -> web.Response:
     sampler = request.app[STATS]
-    items = [channel_json(ch, sampler) for ch in _channels(_visible_connections(request))]
-    return reply_list(request, sorted(items, key=lambda i: (i["connection_details"]["name"], i["number"])))
+    ranges = st.parse_ranges(request.query, bad_request)
+    channels = sorted(_channels(conns), key=lambda ch: (connection_name(ch.session.io), ch.number))
+    return await reply_objects(request, channels, lambda ch: channel_json(ch, sampler, ranges), name=channel_name,
+                               fields=channel_fields(sampler))
+
+
+async def list_channels(request: web.Request) -> web.Response:
+    return await _reply_channels(request, _visible_connections(request))
 
 
 async def vhost_channels(request: web.Request) -> web.Response:
     vhost = vhost_or_404(request)
     check_vhost_access(request, vhost.name)
-    sampler = request.app[STATS]
-    items = [channel_json(ch, sampler) for ch in _channels(_visible_connections(request, vhost.name))]
-    return reply_list(request, sorted(items, key=lambda i: (i["connection_details"]["name"], i["number"])))
+    return await _reply_channels(request, _visible_connections(request, vhost.name))
 
 
 async def connection_channels(request: web.Request) -> web.Response:
     conn = _find_connection(request)
     _check_own(request, conn)
-    sampler = request.app[STATS]
-    items = [channel_json(ch, sampler) for ch in _channels([conn])]
-    return reply_list(request, sorted(items, key=lambda i: i["number"]))
+    return await _reply_channels(request, [conn])
 
 
 async def get_channel(request: web.Request) -> web.Response:
@@ -257,7 +305,7 @@ async def get_channel(request: web.Request) -> web.Response:
     for conn in _visible_connections(request):
         for ch in list(conn.session.channels.values()):
             if channel_name(ch) == name:
-                body = channel_json(ch, request.app[STATS])
+                body = channel_json(ch, request.app[STATS], st.parse_ranges(request.query, bad_request))
                 body["consumer_details"] = [consumer_json(c) for c in ch.consumers.values()]
                 return reply_object(request, body)
     raise not_found()

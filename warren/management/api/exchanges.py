@@ -12,17 +12,17 @@ from warren.broker.policies import pick
 from warren.errors import AMQPError
 from warren.management.api import stats as st
 from warren.management.api.auth import check_permission, check_vhost_access, principal, visible_vhosts
-from warren.management.api.bindings import binding_json, exchange_name, _sorted
+from warren.management.api.bindings import binding_json, exchange_name, reply_bindings, _sorted
 from warren.management.api.common import (
     BROKER, STATS, amqp_error, as_bool, bad_request, created, jsonable, no_content, not_found, read_json,
-    reply_list, reply_object, vhost_or_404,
+    reply_list, reply_object, reply_objects, vhost_or_404,
 )
 from warren.management.api.messages import publish
 
 __all__ = ["add_routes", "exchange_json"]
 
 
-def exchange_json(ex, vhost, sampler) -> dict:
+def exchange_json(ex, vhost, sampler, ranges=st.NO_RANGES) -> dict:
     policy = pick(getattr(vhost, "policies", ()), vhost.name, "exchange", ex.name) if ex.name else None
     body = {
         "arguments": jsonable(ex.arguments),
@@ -33,7 +33,8 @@ def exchange_json(ex, vhost, sampler) -> dict:
         "type": ex.TYPE or "direct",
         "user_who_performed_action": "",
         "vhost": vhost.name,
-        "message_stats": st.message_stats(st.exchange_counts(ex), sampler.rates(ex), st.EXCHANGE_STATS),
+        "message_stats": sampler.message_stats(ex, st.EXCHANGE, sampler.exchange_vector(ex), st.EXCHANGE_STATS,
+                                               ranges),
     }
     if policy is not None:
         body["policy"] = policy.name
@@ -49,29 +50,51 @@ def _exchange(request: web.Request):
     return vhost, ex
 
 
-def _list(request: web.Request, vhosts) -> web.Response:
+def exchange_fields(sampler, vhost_of: dict) -> dict:
+    """Cheap getters of an exchange's list fields, for sorting and ``columns``."""
+    fields = {
+        "name": lambda ex: ex.name,
+        "vhost": lambda ex: vhost_of[ex].name,
+        "type": lambda ex: ex.TYPE or "direct",
+        "durable": lambda ex: ex.durable if ex.name else True,
+        "auto_delete": lambda ex: ex.auto_delete,
+        "internal": lambda ex: ex.internal,
+    }
+    for key in st.EXCHANGE_STATS:
+        fields["message_stats." + key] = lambda ex, k=key: st.EXCHANGE.value(sampler.exchange_vector(ex), k)
+        fields[f"message_stats.{key}_details.rate"] = lambda ex, k=key: round(sampler.rate(ex, st.EXCHANGE, k), 1)
+    return fields
+
+
+async def _list(request: web.Request, vhosts) -> web.Response:
     sampler = request.app[STATS]
-    items = []
+    ranges = st.parse_ranges(request.query, bad_request)
+    vhost_of: dict = {}
+    objects = []
     for vhost in vhosts:
-        for name in sorted(vhost.exchanges):
-            items.append(exchange_json(vhost.exchanges[name], vhost, sampler))
-    return reply_list(request, items)
+        exchanges = vhost.exchanges
+        for name in sorted(exchanges):
+            ex = exchanges[name]
+            vhost_of[ex] = vhost
+            objects.append(ex)
+    return await reply_objects(request, objects, lambda ex: exchange_json(ex, vhost_of[ex], sampler, ranges),
+                               fields=exchange_fields(sampler, vhost_of))
 
 
 async def list_exchanges(request: web.Request) -> web.Response:
     broker = request.app[BROKER]
-    return _list(request, [broker.vhosts[n] for n in visible_vhosts(request)])
+    return await _list(request, [broker.vhosts[n] for n in visible_vhosts(request)])
 
 
 async def vhost_exchanges(request: web.Request) -> web.Response:
     vhost = vhost_or_404(request)
     check_vhost_access(request, vhost.name)
-    return _list(request, [vhost])
+    return await _list(request, [vhost])
 
 
 async def get_exchange(request: web.Request) -> web.Response:
     vhost, ex = _exchange(request)
-    body = exchange_json(ex, vhost, request.app[STATS])
+    body = exchange_json(ex, vhost, request.app[STATS], st.parse_ranges(request.query, bad_request))
     body["incoming"] = []
     body["outgoing"] = []
     return reply_object(request, body)
@@ -115,11 +138,9 @@ async def delete_exchange(request: web.Request) -> web.Response:
 
 async def source_bindings(request: web.Request) -> web.Response:
     vhost, ex = _exchange(request)
-    if ex.name == "":
-        items = [binding_json(vhost, vhost.queues[n]) for n in sorted(vhost.queues)]
-    else:
-        items = [binding_json(vhost, b) for b in _sorted(ex.bindings.values())]
-    return reply_list(request, items)
+    if ex.name == "":  # every queue: many
+        return await reply_bindings(request, [(vhost, vhost.queues[n]) for n in sorted(vhost.queues)])
+    return reply_list(request, [binding_json(vhost, b) for b in _sorted(ex.bindings.values())])
 
 
 async def destination_bindings(request: web.Request) -> web.Response:
@@ -133,6 +154,7 @@ async def publish_message(request: web.Request) -> web.Response:
     body = await read_json(request)
     check_permission(request, vhost.name, "write", "exchange", ex.name)
     routed = publish(vhost, ex, body, principal(request).name)
+    request.app[STATS].published_over_http(vhost.name)  # the vhost's publish count (no channel counts it)
     return web.json_response({"routed": routed})
 
 

@@ -22,7 +22,7 @@ from warren import __version__
 from warren.management.api import stats as st
 from warren.management.api.auth import MONITORING, principal, require, visible_vhosts
 from warren.management.api.common import (
-    BROKER, INFO, SERVER, STATS, not_found, node_name, reply_list, reply_object,
+    BROKER, INFO, SERVER, STATS, bad_request, not_found, node_name, reply_list, reply_object,
 )
 
 __all__ = ["add_routes", "API_VERSION", "EXCHANGE_TYPES"]
@@ -65,44 +65,26 @@ def listeners(request: web.Request) -> list[dict]:
     return out
 
 
-def _queue_totals(request, sampler, vhosts) -> dict:
-    totals = {"messages": 0, "messages_ready": 0, "messages_unacknowledged": 0}
-    rates = {"messages": 0.0, "messages_ready": 0.0, "messages_unacknowledged": 0.0}
-    unacked = st.unacked_by_queue(sampler.connections())
-    for vhost in vhosts:
-        ready = sum(q.message_count for q in vhost.queues.values())
-        n_unacked = sum(unacked[q][0] for q in vhost.queues.values() if q in unacked)
-        totals["messages_ready"] += ready
-        totals["messages_unacknowledged"] += n_unacked
-        totals["messages"] += ready + n_unacked
-        r = sampler.rates(vhost)
-        for k in rates:
-            rates[k] += r.get(k, 0.0)
-    out = {}
-    for k in ("messages", "messages_ready", "messages_unacknowledged"):
-        out[k] = totals[k]
-        out[k + "_details"] = st.details(rates[k])
-    return out
-
-
 async def overview(request: web.Request) -> web.Response:
     broker = request.app[BROKER]
     sampler = request.app[STATS]
     who = principal(request)
+    ranges = st.parse_ranges(request.query, bad_request)
     names = visible_vhosts(request)
     vhosts = [broker.vhosts[n] for n in names]
     connections = [c for c in sampler.connections() if _conn_vhost(c) in names]
     channels = sum(len(c.session.channels) for c in connections if getattr(c, "session", None) is not None)
     queues = [q for v in vhosts for q in v.queues.values()]
+    unacked = st.unacked_by_queue(connections)
+    vectors = [sampler.vhost_vector(v, unacked, connections) for v in vhosts]
+    vec = sampler.overview_vector(vectors, who.sees_all)
+    # the overview's rates and history are the node's (sampled with every vhost); a management
+    # user's come from the vhosts it sees
     if who.sees_all:
-        counts, rates = sampler.overview(), sampler.rates(sampler)
-    else:  # a management user's overview covers its own vhosts
-        counts, rates = {}, {}
-        for v in vhosts:
-            for k, n in sampler.vhost(v).items():
-                counts[k] = counts.get(k, 0) + n
-            for k, r in sampler.rates(v).items():
-                rates[k] = rates.get(k, 0.0) + r
+        message_stats = sampler.message_stats(sampler, st.VHOST, vec, st.VHOST_STATS, ranges)
+        queue_totals = sampler.details_of(sampler, st.VHOST, vec, st.LENGTHS, ranges)
+    else:
+        message_stats, queue_totals = _summed(sampler, vhosts, vectors, vec, ranges)
     node = node_name()
     info = _ports(request)
     body = {
@@ -118,8 +100,8 @@ async def overview(request: web.Request) -> web.Response:
         "erlang_full_version": f"Python {platform.python_version()} ({platform.python_implementation()})",
         "disable_stats": False,
         "enable_queue_totals": False,
-        "message_stats": st.message_stats(counts, rates, st.VHOST_STATS),
-        "queue_totals": _queue_totals(request, sampler, vhosts),
+        "message_stats": message_stats,
+        "queue_totals": queue_totals,
         "object_totals": {
             "channels": channels,
             "connections": len(connections),
@@ -142,6 +124,35 @@ async def overview(request: web.Request) -> web.Response:
     for k, v in info.items():
         body.setdefault(k, v)
     return reply_object(request, body)
+
+
+def _summed(sampler, vhosts, vectors, vec, ranges) -> tuple[dict, dict]:
+    """message_stats and queue_totals over ``vhosts`` (a management user's overview): the
+    rates summed, the history of each vhost's summed point by point."""
+    keys = st.VHOST_STATS + st.LENGTHS
+    rates: dict = {}
+    for v in vhosts:
+        for k, r in sampler.rates(v, st.VHOST, keys).items():
+            rates[k] = rates.get(k, 0.0) + r
+    out: dict = {}
+    for k in keys:
+        d = {"rate": round(rates.get(k, 0.0), 1)}
+        rng = ranges.for_key(k) if ranges else None
+        if rng is not None:
+            parts = [sampler.details_of(v, st.VHOST, one, (k,), ranges)[k + "_details"]
+                     for v, one in zip(vhosts, vectors)]
+            if parts:
+                samples = [{"sample": sum(p["samples"][i]["sample"] for p in parts),
+                            "timestamp": parts[0]["samples"][i]["timestamp"]} for i in range(len(parts[0]["samples"]))]
+                d["samples"] = samples
+                if len(samples) > 1:
+                    d["avg_rate"] = sum(p["avg_rate"] for p in parts)
+                    d["avg"] = sum(p["avg"] for p in parts)
+        out[k] = st.VHOST.value(vec, k)
+        out[k + "_details"] = d
+    message_stats = {k: out[k] for key in st.VHOST_STATS for k in (key, key + "_details")}
+    queue_totals = {k: out[k] for key in st.LENGTHS for k in (key, key + "_details")}
+    return message_stats, queue_totals
 
 
 def _conn_vhost(conn) -> str | None:

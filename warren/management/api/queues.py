@@ -19,7 +19,7 @@ from warren.management.api.auth import check_permission, check_vhost_access, vis
 from warren.management.api.bindings import binding_json, queue_bindings
 from warren.management.api.common import (
     BROKER, STATS, amqp_error, as_bool, bad_request, created, iso_time, jsonable, monotonic_to_wall,
-    no_content, node_name, not_found, read_json, reply_list, reply_object, vhost_or_404,
+    no_content, node_name, not_found, read_json, reply_list, reply_object, reply_objects, vhost_or_404,
 )
 from warren.management.api.connections import consumer_json
 from warren.management.api.messages import get_messages
@@ -59,7 +59,18 @@ def _utilisation(q) -> float:
     return able / len(consumers)
 
 
-def queue_json(q, vhost, sampler, unacked: dict, detailed: bool = False) -> dict:
+def _lengths(q, unacked: dict) -> tuple[int, int, int]:
+    """(messages, ready, unacknowledged) as the queue's JSON shows them (a stream: its
+    retained messages, none unacknowledged)."""
+    n_unacked = unacked[q][0] if q in unacked else 0
+    if getattr(q, "is_stream", False) and getattr(q, "store", None) is not None:
+        n = q.store.message_count
+        return n, n, n_unacked
+    ready = q.message_count
+    return ready + n_unacked, ready, n_unacked
+
+
+def queue_json(q, vhost, sampler, unacked: dict, detailed: bool = False, ranges=st.NO_RANGES) -> dict:
     n_unacked, unacked_bytes = unacked.get(q, (0, 0))
     ready = q.message_count
     stream = getattr(q, "is_stream", False)
@@ -68,7 +79,7 @@ def queue_json(q, vhost, sampler, unacked: dict, detailed: bool = False) -> dict
     in_ram = len(getattr(q, "ready", ()) or ())
     store = getattr(q, "store", None)
     policy = pick(getattr(vhost, "policies", ()), vhost.name, "queue", q.name)
-    rates = sampler.rates(q)
+    vec = sampler.queue_vector(q, unacked)
     exclusive_tag = next((c.tag for c in q.consumers if c.exclusive), None)
     single_active = None
     if getattr(q, "single_active", False) and q.consumers:
@@ -94,17 +105,14 @@ def queue_json(q, vhost, sampler, unacked: dict, detailed: bool = False) -> dict
         "message_bytes_ram": ready_bytes - getattr(q, "paged_bytes", 0) + unacked_bytes,
         "message_bytes_ready": ready_bytes,
         "message_bytes_unacknowledged": unacked_bytes,
-        "message_stats": st.message_stats(sampler.queue(q), rates, st.QUEUE_STATS),
+        "message_stats": sampler.message_stats(q, st.QUEUE, vec, st.QUEUE_STATS, ranges),
         "messages": ready + n_unacked,
-        "messages_details": st.details(rates.get("messages", 0.0)),
         "messages_paged_out": paged,
         "messages_persistent": len(store) if store is not None and not stream else 0,
         "messages_ram": in_ram + n_unacked,
         "messages_ready": ready,
-        "messages_ready_details": st.details(rates.get("messages_ready", 0.0)),
         "messages_ready_ram": in_ram,
         "messages_unacknowledged": n_unacked,
-        "messages_unacknowledged_details": st.details(rates.get("messages_unacknowledged", 0.0)),
         "messages_unacknowledged_ram": n_unacked,
         "name": q.name,
         "node": node_name(),
@@ -118,6 +126,7 @@ def queue_json(q, vhost, sampler, unacked: dict, detailed: bool = False) -> dict
         "type": queue_type(q),
         "vhost": vhost.name,
     }
+    sampler.details_of(q, st.QUEUE, vec, st.LENGTHS, ranges, out=body, suffix_only=True)
     if stream and store is not None:
         body.update(stream_figures(store))
         body["messages"] = body["messages_ready"] = store.message_count
@@ -132,6 +141,31 @@ def _unacked(request: web.Request) -> dict:
     return st.unacked_by_queue(request.app[STATS].connections())
 
 
+def queue_fields(sampler, unacked: dict) -> dict:
+    """Cheap getters of a queue's list fields (the values queue_json gives them), for sorting
+    and ``columns`` (common.reply_objects)."""
+    fields = {
+        "name": lambda q: q.name,
+        "vhost": lambda q: q.vhost.name,
+        "type": queue_type,
+        "durable": lambda q: q.durable,
+        "auto_delete": lambda q: q.auto_delete,
+        "exclusive": lambda q: getattr(q, "exclusive_owner", None) is not None,
+        "consumers": lambda q: len(q.consumers),
+        "state": lambda q: "running",
+        "node": lambda q: node_name(),
+        "messages": lambda q: _lengths(q, unacked)[0],
+        "messages_ready": lambda q: _lengths(q, unacked)[1],
+        "messages_unacknowledged": lambda q: _lengths(q, unacked)[2],
+    }
+    for key in st.LENGTHS:
+        fields[key + "_details.rate"] = lambda q, k=key: round(sampler.rate(q, st.QUEUE, k), 1)
+    for key in st.QUEUE_STATS:
+        fields["message_stats." + key] = lambda q, k=key: st.QUEUE.value(sampler.queue_vector(q, unacked), k)
+        fields[f"message_stats.{key}_details.rate"] = lambda q, k=key: round(sampler.rate(q, st.QUEUE, k), 1)
+    return fields
+
+
 def _queue(request: web.Request):
     vhost = vhost_or_404(request)
     check_vhost_access(request, vhost.name)
@@ -144,30 +178,34 @@ def _queue(request: web.Request):
 # --- handlers --------------------------------------------------------------------------------------
 
 
-def _list(request: web.Request, vhosts) -> web.Response:
+async def _list(request: web.Request, vhosts) -> web.Response:
     sampler = request.app[STATS]
+    ranges = st.parse_ranges(request.query, bad_request)
     unacked = _unacked(request)
-    items = []
+    objects = []
     for vhost in vhosts:
-        for name in sorted(vhost.queues):
-            items.append(queue_json(vhost.queues[name], vhost, sampler, unacked))
-    return reply_list(request, items)
+        queues = vhost.queues
+        objects.extend(queues[name] for name in sorted(queues))
+    return await reply_objects(request, objects, lambda q: queue_json(q, q.vhost, sampler, unacked, ranges=ranges),
+                               fields=queue_fields(sampler, unacked))
 
 
 async def list_queues(request: web.Request) -> web.Response:
     broker = request.app[BROKER]
-    return _list(request, [broker.vhosts[n] for n in visible_vhosts(request)])
+    return await _list(request, [broker.vhosts[n] for n in visible_vhosts(request)])
 
 
 async def vhost_queues(request: web.Request) -> web.Response:
     vhost = vhost_or_404(request)
     check_vhost_access(request, vhost.name)
-    return _list(request, [vhost])
+    return await _list(request, [vhost])
 
 
 async def get_queue(request: web.Request) -> web.Response:
     vhost, q = _queue(request)
-    return reply_object(request, queue_json(q, vhost, request.app[STATS], _unacked(request), detailed=True))
+    ranges = st.parse_ranges(request.query, bad_request)
+    return reply_object(request, queue_json(q, vhost, request.app[STATS], _unacked(request), detailed=True,
+                                            ranges=ranges))
 
 
 async def put_queue(request: web.Request) -> web.Response:

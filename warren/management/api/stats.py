@@ -1,42 +1,114 @@
-"""Message counts and rates for the HTTP API (RabbitMQ's ``message_stats`` and ``*_details``).
+"""Message counts, rates and rate history for the HTTP API (RabbitMQ's ``message_stats``,
+``*_details`` and their ``samples``).
 
-The counts are plain integers the broker keeps anyway or increments once per event (the only
+**Counts** are plain integers the broker keeps anyway or increments once per event (the only
 cost on the publish path): a queue's enqueued messages are its ``_seq`` (a stream's offsets),
 its deliveries, gets, acks and redeliveries ``Queue.stats_*`` (incremented by the channel), an
-exchange's ``stats_publish_in``, a channel's ``stats_publish``/``stats_ack`` and its
-deliveries ``next_tag - 1``, a connection's octets ``recv_oct``/``send_oct``.
+exchange's ``stats_publish_in``, a channel's ``stats_publish``, ``stats_ack``,
+``stats_unroutable_*``, its confirms ``confirmed_upto`` and its deliveries ``next_tag - 1``, a
+connection's octets ``recv_oct``/``send_oct``. Counts are read live at request time.
 
-Rates are what RabbitMQ shows in its default ``basic`` mode: every ``INTERVAL`` seconds (5, its
-``collect_statistics_interval``) ``Sampler.sample`` records every object's counts; a rate is
-the change between the last two samples over the time between them (messages per second).
-Counts are read live at request time; rates change only at a sample.
+**Vhost and overview counts** are RabbitMQ's: the channel-level counts (publish, confirm,
+return_unroutable, drop_unroutable) of the vhost's channels, the queue-level ones (deliver,
+get, ack, redeliver) of its queues, plus what closed channels and deleted queues left in
+warren/metrics/totals.py (``TOTALS.by_vhost``, added once when they went), plus the messages
+published through the HTTP API. So they never go back when a channel closes or a queue goes.
+The overview of a user who sees every vhost adds the node-wide totals (``TOTALS``), which also
+keep what deleted vhosts counted. ``deliver_no_ack``, ``get_no_ack`` and ``get_empty`` are 0:
+the broker keeps no counter they could be derived from (see docs/management.md).
 
-Vhost and overview counts add up their queues and exchanges; the counts of queues and
-exchanges deleted since are kept per vhost (``retired``), so the totals never go back.
+**Rates** are RabbitMQ's default ``basic`` mode: every ``INTERVAL`` seconds (5, its
+``collect_statistics_interval``) ``Sampler`` records every object's counts as a tuple (a
+"vector", one per kind of object, ``Kind``); a rate is the change between the last two
+samples over the time between them, computed when an answer needs it. The sampling runs in
+slices of ``SLICE`` objects with a yield to the loop between them, so 100,000 queues never
+hold the loop for long.
+
+**History** (``msg_rates_age``/``msg_rates_incr``, ``lengths_age``/``lengths_incr``,
+``data_rates_age``/``data_rates_incr``): the samples of the overview, of every vhost, and of
+the objects someone asked about with those parameters are kept in a ``History``: one sample
+every ``INTERVAL`` for ``FINE_SPAN`` (10 min), one a minute for ``COARSE_SPAN`` (1 h), as
+RabbitMQ's ``basic`` retention policy, in flat arrays of 64-bit integers (8 octets per value:
+a queue's 182 samples of 9 values are 13 KB). At most ``MAX_TRACKED`` objects besides the
+overview and ``MAX_VHOSTS`` vhosts have one; the least recently asked goes first, and one not
+asked for ``FORGET_AFTER`` seconds is dropped. Answers follow RabbitMQ 3.10: the points are
+``age // incr + 1`` times ``incr`` apart ending at now rounded down to ``incr``, newest first,
+each ``{"sample", "timestamp"}`` (ms), with ``avg`` and ``avg_rate``; more than 500 points or
+a non-positive age or increment is 400 ``Invalid range parameters``. A point before the
+history begins repeats its oldest sample (RabbitMQ has all of an object's history and pads
+with 0 before its creation; Warren starts an object's history when first asked, and a flat
+line is what it knows).
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import logging
 import time
-from collections import Counter, defaultdict
+from array import array
+from collections import Counter
 
-__all__ = ["Sampler", "INTERVAL", "queue_counts", "exchange_counts", "channel_counts", "connection_counts",
-           "message_stats", "details", "unacked_by_queue", "QUEUE_STATS", "VHOST_STATS", "CHANNEL_STATS"]
+from warren.metrics.totals import TOTALS, VHOST_COUNTS
+
+__all__ = ["Sampler", "Kind", "History", "INTERVAL", "QUEUE", "EXCHANGE", "CHANNEL", "CONNECTION", "VHOST",
+           "QUEUE_STATS", "VHOST_STATS", "CHANNEL_STATS", "EXCHANGE_STATS", "message_stats", "details",
+           "unacked_by_queue", "published_count", "parse_ranges", "Ranges"]
 
 log = logging.getLogger("warren.management")
 
 INTERVAL = 5.0  # seconds between samples (RabbitMQ's collect_statistics_interval)
+SLICE = 500  # objects sampled between two yields to the loop
+FINE_SPAN = 600  # seconds of history at every sample (RabbitMQ's basic policy: 5 s samples for 10 min)
+COARSE_STEP = 60  # then one sample a minute
+COARSE_SPAN = 3600  # for an hour
+MAX_FINE = 3000  # a short test interval must not make the fine ring unbounded
+MAX_TRACKED = 200  # objects (queues, exchanges, channels, connections) with a history at once
+MAX_VHOSTS = 100  # vhosts with a history from the start (beyond: when asked, as other objects)
+FORGET_AFTER = 3600.0  # an object's history is dropped when nobody asked for it this long
+MAX_POINTS = 500  # RabbitMQ's limit on age // incr
 
+# the fields of message_stats, per object kind, in RabbitMQ's order
 QUEUE_STATS = ("publish", "deliver", "deliver_no_ack", "get", "get_no_ack", "get_empty", "deliver_get",
                "ack", "redeliver")
 CHANNEL_STATS = ("publish", "confirm", "return_unroutable", "drop_unroutable", "deliver", "deliver_no_ack",
                  "get", "get_no_ack", "get_empty", "deliver_get", "ack", "redeliver")
 VHOST_STATS = CHANNEL_STATS
 EXCHANGE_STATS = ("publish_in", "publish_out")
-QUEUE_GAUGES = ("messages", "messages_ready", "messages_unacknowledged")
-CONNECTION_GAUGES = ("recv_oct", "send_oct")
+LENGTHS = ("messages", "messages_ready", "messages_unacknowledged")
+DATA = ("recv_oct", "send_oct")
+
+
+class Kind:
+    """The sampled vector of one kind of object: its fields in order, the fields derived from
+    them (sums), and which fields are gauges (their rate may be negative)."""
+
+    def __init__(self, name: str, fields: tuple, derived: dict | None = None) -> None:
+        self.name = name
+        self.fields = fields
+        self.index = {f: i for i, f in enumerate(fields)}
+        self.derived = {k: tuple(self.index[p] for p in parts) for k, parts in (derived or {}).items()}
+        self.width = len(fields)
+
+    def value(self, vec, key: str) -> int:
+        i = self.index.get(key)
+        if i is not None:
+            return vec[i]
+        parts = self.derived.get(key)
+        if parts is None:
+            return 0
+        return sum(vec[p] for p in parts)
+
+
+QUEUE = Kind("queue", ("publish", "deliver", "get", "ack", "redeliver") + LENGTHS,
+             {"deliver_get": ("deliver", "get")})
+EXCHANGE = Kind("exchange", ("publish_in",), {"publish_out": ("publish_in",)})
+# a channel knows its deliveries and gets together (next_tag - 1): shown as deliver
+CHANNEL = Kind("channel", ("publish", "confirm", "return_unroutable", "drop_unroutable", "deliver", "ack"),
+               {"deliver_get": ("deliver",)})
+CONNECTION = Kind("connection", DATA)
+VHOST = Kind("vhost", VHOST_COUNTS + LENGTHS + DATA, {"deliver_get": ("deliver", "get")})
+GAUGES = frozenset(LENGTHS)
 
 
 def published_count(queue, base: int = 0) -> int:
@@ -48,42 +120,8 @@ def published_count(queue, base: int = 0) -> int:
     return getattr(queue, "_seq", 0) - base
 
 
-def queue_counts(queue, base: int = 0) -> dict:
-    deliver = getattr(queue, "stats_deliver", 0)
-    get = getattr(queue, "stats_get", 0)
-    return {"publish": max(0, published_count(queue, base)), "deliver": deliver, "deliver_no_ack": 0,
-            "get": get, "get_no_ack": 0, "get_empty": 0, "deliver_get": deliver + get,
-            "ack": getattr(queue, "stats_ack", 0), "redeliver": getattr(queue, "stats_redeliver", 0)}
-
-
-def exchange_counts(exchange) -> dict:
-    n = getattr(exchange, "stats_publish_in", 0)
-    return {"publish_in": n, "publish_out": n}
-
-
-def channel_counts(channel) -> dict:
-    delivered = channel.next_tag - 1
-    return {"publish": channel.stats_publish, "confirm": channel.confirmed_upto, "return_unroutable": 0,
-            "drop_unroutable": 0, "deliver": delivered, "deliver_no_ack": 0, "get": 0, "get_no_ack": 0,
-            "get_empty": 0, "deliver_get": delivered, "ack": channel.stats_ack, "redeliver": 0}
-
-
-def connection_counts(conn) -> dict:
-    return {"recv_oct": conn.recv_oct, "send_oct": conn.send_oct}
-
-
 def details(rate: float) -> dict:
     return {"rate": round(rate, 1)}
-
-
-def message_stats(counts: dict, rates: dict | None, keys) -> dict:
-    """RabbitMQ's ``message_stats``: every count with its ``<key>_details.rate``."""
-    rates = rates or {}
-    out = {}
-    for k in keys:
-        out[k] = counts.get(k, 0)
-        out[k + "_details"] = details(rates.get(k, 0.0))
-    return out
 
 
 def unacked_by_queue(connections) -> dict:
@@ -104,8 +142,187 @@ def unacked_by_queue(connections) -> dict:
     return out
 
 
+def _live_channels(conn):
+    session = getattr(conn, "session", None)
+    if session is None:
+        return ()
+    return [ch for ch in list(session.channels.values()) if not ch.closed]
+
+
+def _conn_vhost(conn):
+    session = getattr(conn, "session", None)
+    return getattr(session, "vhost", None)
+
+
+# --- history -------------------------------------------------------------------------------------
+
+
+class Ring:
+    """Up to ``capacity`` (timestamp ms, vector) samples in one flat array of 64-bit integers."""
+
+    __slots__ = ("width", "capacity", "data", "start", "size")
+
+    def __init__(self, width: int, capacity: int) -> None:
+        self.width = width + 1
+        self.capacity = capacity
+        self.data = array("q", bytes(8 * self.width * capacity))
+        self.start = 0
+        self.size = 0
+
+    def append(self, ms: int, vec) -> None:
+        if self.size == self.capacity:
+            slot = self.start
+            self.start = (self.start + 1) % self.capacity
+        else:
+            slot = (self.start + self.size) % self.capacity
+            self.size += 1
+        at = slot * self.width
+        data = self.data
+        data[at] = ms
+        data[at + 1:at + self.width] = array("q", vec)
+
+    def ms(self, i: int) -> int:
+        """The timestamp of the i-th oldest sample."""
+        return self.data[((self.start + i) % self.capacity) * self.width]
+
+    def vector(self, i: int):
+        at = ((self.start + i) % self.capacity) * self.width
+        return self.data[at + 1:at + self.width]
+
+    def last_ms(self) -> int | None:
+        return self.ms(self.size - 1) if self.size else None
+
+    def at_or_before(self, ms: int) -> int:
+        """The index of the newest sample taken at or before ``ms``, -1 if none."""
+        lo, hi = 0, self.size
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.ms(mid) <= ms:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo - 1
+
+    def nbytes(self) -> int:
+        return self.data.itemsize * len(self.data)
+
+
+class History:
+    """An object's samples: every sample for FINE_SPAN, one a minute for COARSE_SPAN."""
+
+    __slots__ = ("kind", "fine", "coarse", "asked", "pinned")
+
+    def __init__(self, kind: Kind, interval: float, pinned: bool = False) -> None:
+        self.kind = kind
+        self.fine = Ring(kind.width, min(MAX_FINE, int(FINE_SPAN / interval) + 1))
+        self.coarse = Ring(kind.width, COARSE_SPAN // COARSE_STEP + 1)
+        self.asked = time.monotonic()
+        self.pinned = pinned  # the overview and vhosts: kept from the start, never for lack of asking
+
+    def add(self, ms: int, vec) -> None:
+        self.fine.append(ms, vec)
+        last = self.coarse.last_ms()
+        if last is None or ms // (COARSE_STEP * 1000) != last // (COARSE_STEP * 1000):
+            self.coarse.append(ms, vec)
+
+    def vector_at(self, ms: int):
+        """The vector as sampled at ``ms`` (the last sample at or before it); before the history
+        begins, its oldest sample."""
+        fine, coarse = self.fine, self.coarse
+        if fine.size and fine.ms(0) <= ms:
+            return fine.vector(fine.at_or_before(ms))
+        i = coarse.at_or_before(ms)
+        if i >= 0:
+            return coarse.vector(i)
+        if coarse.size and (not fine.size or coarse.ms(0) <= fine.ms(0)):
+            return coarse.vector(0)
+        return fine.vector(0) if fine.size else None
+
+    def nbytes(self) -> int:
+        return self.fine.nbytes() + self.coarse.nbytes()
+
+
+class Ranges:
+    """The history asked for by a request: (age ms, increment ms) per group, or None."""
+
+    __slots__ = ("msg_rates", "lengths", "data_rates")
+
+    def __init__(self, msg_rates=None, lengths=None, data_rates=None) -> None:
+        self.msg_rates = msg_rates
+        self.lengths = lengths
+        self.data_rates = data_rates
+
+    def __bool__(self) -> bool:
+        return bool(self.msg_rates or self.lengths or self.data_rates)
+
+    def for_key(self, key: str):
+        if key in GAUGES:
+            return self.lengths
+        if key in DATA:
+            return self.data_rates
+        return self.msg_rates
+
+
+NO_RANGES = Ranges()
+
+
+def _int_param(raw: str | None) -> int | None:
+    if raw is None:
+        return None
+    raw = raw.strip()
+    if raw.lstrip("-").isdigit():
+        return int(raw)
+    return None  # RabbitMQ ignores a value that is not an integer
+
+
+def parse_ranges(query, bad_request) -> Ranges:
+    """``{prefix}_age``/``{prefix}_incr`` (seconds) as RabbitMQ reads them: both integers or
+    the pair is ignored; a non-positive value or more than MAX_POINTS points is 400."""
+    out = []
+    for prefix in ("msg_rates", "lengths", "data_rates"):
+        age, incr = _int_param(query.get(prefix + "_age")), _int_param(query.get(prefix + "_incr"))
+        if age is None or incr is None:
+            out.append(None)
+            continue
+        if age <= 0 or incr <= 0 or age // incr > MAX_POINTS:
+            raise bad_request(f"Invalid range parameters: age {age}, incr {incr}")
+        out.append((age * 1000, incr * 1000))
+    return Ranges(*out)
+
+
+def _ranged(history: History | None, key: str, rng, now_ms: int, current: int) -> dict:
+    """``samples``, ``avg`` and ``avg_rate`` of one field over ``rng`` (age, incr in ms)."""
+    age, incr = rng
+    last = now_ms - now_ms % incr
+    points = age // incr + 1
+    samples = []
+    kind = history.kind if history is not None else None
+    cache: dict = {}
+    for k in range(points):
+        ts = last - k * incr
+        value = current
+        if history is not None:
+            vec = history.vector_at(ts)
+            if vec is not None:
+                ident = id(vec)
+                value = cache.get(ident)
+                if value is None:
+                    value = kind.value(vec, key)
+                    cache[ident] = value
+        samples.append({"sample": value, "timestamp": ts})
+    out = {"samples": samples}
+    if points > 1:
+        out["avg_rate"] = (samples[0]["sample"] - samples[-1]["sample"]) * 1000 / ((points - 1) * incr)
+        out["avg"] = sum(s["sample"] for s in samples) / points
+    return out
+
+
+# --- the sampler -----------------------------------------------------------------------------------
+
+
 class Sampler:
-    """Samples every object's counts every ``INTERVAL`` seconds and keeps the rates."""
+    """Samples every object's counts every ``interval`` seconds; keeps the rates' two last
+    samples and the histories."""
 
     def __init__(self, broker, server=None, interval: float = INTERVAL) -> None:
         self.broker = broker
@@ -117,118 +334,273 @@ class Sampler:
         for vhost in broker.vhosts.values():
             for q in vhost.queues.values():
                 self.publish_base[q] = published_count(q)
-        self._last: dict = {}  # object -> (time, counts) of the last sample
-        self._rates: dict = {}  # object -> {key: rate}
-        self._owner: dict = {}  # queue/exchange -> vhost name, for retiring its counts
-        self.retired: defaultdict = defaultdict(Counter)  # vhost name -> counts of deleted objects
-        self._handle: asyncio.TimerHandle | None = None
+        self._prev: dict = {}  # object -> vector, the sample before the last
+        self._cur: dict = {}  # object -> vector, the last sample
+        self._dt: dict = {}  # object -> seconds between its two last samples
+        self._seen: dict = {}  # object -> monotonic time of its last sample
+        self.histories: dict = {}  # object (or the sampler itself: the overview) -> History
+        self.http_published: Counter = Counter()  # vhost name -> messages published through the API
+        self.http_published_total = 0
+        self._task: asyncio.Task | None = None
+        self.longest_slice = 0.0  # seconds: the longest the sampling held the loop (bench, tests)
+        self.histories[self] = History(VHOST, interval, pinned=True)
 
     def connections(self) -> list:
         server = self.server
         return list(server.connections) if server is not None else []
 
-    # --- counts ------------------------------------------------------------------------------
+    # --- vectors (read live) -------------------------------------------------------------------
 
-    def queue(self, q) -> dict:
-        return queue_counts(q, self.publish_base.get(q, 0))
+    def queue_vector(self, q, unacked: dict):
+        ready = q.message_count
+        n_unacked = unacked[q][0] if q in unacked else 0
+        # getattr: queue-like objects of other kinds (and the unit tests' stand-ins) count nothing
+        return (max(0, published_count(q, self.publish_base.get(q, 0))), getattr(q, "stats_deliver", 0),
+                getattr(q, "stats_get", 0), getattr(q, "stats_ack", 0), getattr(q, "stats_redeliver", 0),
+                ready + n_unacked, ready, n_unacked)
 
-    def vhost(self, vhost) -> dict:
-        total = Counter(self.retired.get(vhost.name, ()))
-        for q in vhost.queues.values():
-            c = self.queue(q)
-            for k in ("deliver", "deliver_no_ack", "get", "get_no_ack", "get_empty", "deliver_get", "ack",
-                      "redeliver"):
-                total[k] += c[k]
-        for ex in vhost.exchanges.values():
-            total["publish"] += getattr(ex, "stats_publish_in", 0)
-        return dict(total)
+    @staticmethod
+    def exchange_vector(ex):
+        return (getattr(ex, "stats_publish_in", 0),)
 
-    def overview(self) -> dict:
-        total = Counter()
-        for vhost in self.broker.vhosts.values():
-            total.update(self.vhost(vhost))
-        return dict(total)
+    @staticmethod
+    def channel_vector(ch):
+        return (ch.stats_publish, ch.confirmed_upto, ch.stats_unroutable_returned, ch.stats_unroutable_dropped,
+                ch.next_tag - 1, ch.stats_ack)
 
-    def rates(self, obj) -> dict:
-        return self._rates.get(obj, {})
+    @staticmethod
+    def connection_vector(conn):
+        return (conn.recv_oct, conn.send_oct)
 
-    # --- sampling ----------------------------------------------------------------------------
+    def vhost_vector(self, vhost, unacked: dict, connections: list | None = None):
+        """The vhost's counts now: its live queues and channels, plus what closed channels and
+        deleted queues of it left in TOTALS, plus publishes through this API."""
+        retired = TOTALS.by_vhost.get(vhost.name)
+        c = list(retired) if retired is not None else [0] * len(VHOST_COUNTS)
+        c[0] += self.http_published.get(vhost.name, 0)
+        ready = n_unacked = 0
+        for q in list(vhost.queues.values()):
+            if getattr(q, "deleted", False):
+                continue
+            c[4] += getattr(q, "stats_deliver", 0)
+            c[5] += getattr(q, "stats_get", 0)
+            c[6] += getattr(q, "stats_ack", 0)
+            c[7] += getattr(q, "stats_redeliver", 0)
+            ready += q.message_count
+            if q in unacked:
+                n_unacked += unacked[q][0]
+        recv = send = 0
+        for conn in (self.connections() if connections is None else connections):
+            if _conn_vhost(conn) is not vhost:
+                continue
+            recv += conn.recv_oct
+            send += conn.send_oct
+            for ch in _live_channels(conn):
+                c[0] += ch.stats_publish
+                c[1] += ch.confirmed_upto
+                c[2] += ch.stats_unroutable_returned
+                c[3] += ch.stats_unroutable_dropped
+        return tuple(c) + (ready + n_unacked, ready, n_unacked, recv, send)
+
+    def overview_vector(self, vhost_vectors: list, all_vhosts: bool):
+        """The sum of ``vhost_vectors``; for a user who sees every vhost the retired counts are
+        the node's (TOTALS), which keep those of deleted vhosts too."""
+        total = [0] * VHOST.width
+        for vec in vhost_vectors:
+            for i, v in enumerate(vec):
+                total[i] += v
+        if all_vhosts:
+            n = len(VHOST_COUNTS)
+            retired = [0] * n
+            for counts in TOTALS.by_vhost.values():
+                for i in range(n):
+                    retired[i] += counts[i]
+            by_type = TOTALS.by_queue_type.values()
+            node = [TOTALS.received, TOTALS.confirmed, TOTALS.unroutable_returned, TOTALS.unroutable_dropped,
+                    sum(t[0] for t in by_type), sum(t[1] for t in by_type), sum(t[2] for t in by_type),
+                    sum(t[3] for t in by_type)]
+            for i in range(n):
+                total[i] += node[i] - retired[i]  # retired of live vhosts is in vhost_vectors already
+            total[0] += self.http_published_total - sum(self.http_published.values())
+        return tuple(total)
+
+    def published_over_http(self, vhost_name: str) -> None:
+        self.http_published[vhost_name] += 1
+        self.http_published_total += 1
+
+    def forget_vhost(self, name: str) -> None:
+        """A deleted vhost: its own totals go (the node's keep them)."""
+        TOTALS.forget_vhost(name)
+        self.http_published.pop(name, None)
+
+    # --- rates ---------------------------------------------------------------------------------
+
+    def rates(self, obj, kind: Kind, keys) -> dict:
+        """{key: per second} between the two last samples of ``obj`` (empty before two)."""
+        cur = self._cur.get(obj)
+        prev = self._prev.get(obj)
+        if cur is None or prev is None:
+            return {}
+        dt = self._dt.get(obj, 0.0)
+        if dt <= 0:
+            return {}
+        out = {}
+        value = kind.value
+        for k in keys:
+            r = (value(cur, k) - value(prev, k)) / dt
+            out[k] = r if k in GAUGES else max(0.0, r)  # counters only grow (a negative step: a restart)
+        return out
+
+    def rate(self, obj, kind: Kind, key: str) -> float:
+        cur = self._cur.get(obj)
+        prev = self._prev.get(obj)
+        dt = self._dt.get(obj, 0.0)
+        if cur is None or prev is None or dt <= 0:
+            return 0.0
+        r = (kind.value(cur, key) - kind.value(prev, key)) / dt
+        return r if key in GAUGES else max(0.0, r)
+
+    # --- answers -------------------------------------------------------------------------------
+
+    def track(self, obj, kind: Kind, vec) -> History:
+        """The history of ``obj``, started now (with ``vec``, its current counts) if it had none."""
+        h = self.histories.get(obj)
+        if h is None:
+            unpinned = [o for o, hist in self.histories.items() if not hist.pinned]
+            if len(unpinned) >= MAX_TRACKED:
+                oldest = min(unpinned, key=lambda o: self.histories[o].asked)
+                del self.histories[oldest]
+            h = self.histories[obj] = History(kind, self.interval)
+            h.add(int(time.time() * 1000), vec)
+        h.asked = time.monotonic()
+        return h
+
+    def details_of(self, obj, kind: Kind, vec, keys, ranges: Ranges = NO_RANGES, out: dict | None = None,
+                   suffix_only: bool = False) -> dict:
+        """``{key: count, key_details: {rate[, samples, avg, avg_rate]}}`` for ``keys`` of ``obj``
+        whose counts now are ``vec``."""
+        out = {} if out is None else out
+        rates = self.rates(obj, kind, keys)
+        history = None
+        now_ms = 0
+        if ranges:
+            history = self.track(obj, kind, vec)
+            now_ms = int(time.time() * 1000)
+        for k in keys:
+            current = kind.value(vec, k)
+            if not suffix_only:
+                out[k] = current
+            d = {"rate": round(rates.get(k, 0.0), 1)}
+            rng = ranges.for_key(k) if ranges else None
+            if rng is not None:
+                d.update(_ranged(history, k, rng, now_ms, current))
+            out[k + "_details"] = d
+        return out
+
+    def message_stats(self, obj, kind: Kind, vec, keys, ranges: Ranges = NO_RANGES) -> dict:
+        return self.details_of(obj, kind, vec, keys, ranges)
+
+    # --- sampling ------------------------------------------------------------------------------
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.sample()
-        self._handle = loop.call_later(self.interval, self._tick, loop)
+        self._task = loop.create_task(self._run())
 
     def stop(self) -> None:
-        if self._handle is not None:
-            self._handle.cancel()
-            self._handle = None
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
 
-    def _tick(self, loop) -> None:
-        try:
-            self.sample()
-        except Exception:
-            log.exception("sampling the HTTP API's statistics failed")
-        self._handle = loop.call_later(self.interval, self._tick, loop)
+    async def _run(self) -> None:
+        while True:
+            started = time.monotonic()
+            try:
+                await self.sample()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("sampling the HTTP API's statistics failed")
+            await asyncio.sleep(max(0.0, self.interval - (time.monotonic() - started)))
 
-    def _record(self, now: float, current: dict, obj, counts: dict) -> None:
-        current[obj] = (now, counts)
-        last = self._last.get(obj)
-        if last is None:
-            self._rates[obj] = {}
-            return
-        dt = now - last[0]
-        if dt <= 0:
-            return
-        prev = last[1]
-        # counters only grow (a negative step is a restart of the count); gauges go both ways
-        self._rates[obj] = {k: (v - prev.get(k, 0)) / dt if k in QUEUE_GAUGES else max(0.0, (v - prev.get(k, 0)) / dt)
-                            for k, v in counts.items()}
+    async def sample(self) -> None:
+        """Record every object's counts now, ``SLICE`` objects between yields to the loop."""
+        now_ms = int(time.time() * 1000)
+        cur: dict = {}
+        seen = self._seen
+        histories = self.histories
+        step = time.thread_time()
+        longest = 0.0
+        done = 0
 
-    def sample(self, now: float | None = None) -> None:
-        """Record every object's counts now and compute the rates since the last sample."""
-        now = time.monotonic() if now is None else now
-        current: dict = {}
-        owner: dict = {}
+        async def pause() -> None:
+            nonlocal step, longest
+            held = time.thread_time() - step
+            longest = max(longest, held)
+            await asyncio.sleep(0)
+            step = time.thread_time()
+
+        def record(obj, vec) -> None:
+            cur[obj] = vec
+            h = histories.get(obj)
+            if h is not None:
+                h.add(now_ms, vec)
+
         connections = self.connections()
         unacked = unacked_by_queue(connections)
-        for vhost in self.broker.vhosts.values():
+        vhosts = list(self.broker.vhosts.values())
+        for conn in connections:
+            record(conn, self.connection_vector(conn))
+            for ch in _live_channels(conn):
+                record(ch, self.channel_vector(ch))
+                done += 1
+            done += 1
+            if done >= SLICE:
+                done = 0
+                await pause()
+        vhost_vectors = []
+        for vhost in vhosts:
             for q in list(vhost.queues.values()):
-                counts = self.queue(q)
-                ready = q.message_count
-                n_unacked = unacked.get(q, (0, 0))[0]
-                counts.update(messages=ready + n_unacked, messages_ready=ready, messages_unacknowledged=n_unacked)
-                self._record(now, current, q, counts)
-                owner[q] = vhost.name
+                if not getattr(q, "deleted", False):
+                    record(q, self.queue_vector(q, unacked))
+                done += 1
+                if done >= SLICE:
+                    done = 0
+                    await pause()
             for ex in list(vhost.exchanges.values()):
-                self._record(now, current, ex, exchange_counts(ex))
-                owner[ex] = vhost.name
-        # objects gone since the last sample: their counts stay in their vhost's totals
-        for obj, (_, counts) in self._last.items():
-            if obj not in current and obj in self._owner:
-                retired = self.retired[self._owner[obj]]
-                if "publish_in" in counts:
-                    retired["publish"] += counts["publish_in"]
-                else:
-                    for k in ("deliver", "get", "deliver_get", "ack", "redeliver"):
-                        retired[k] += counts.get(k, 0)
-        for vhost in self.broker.vhosts.values():
-            counts = self.vhost(vhost)
-            ready = sum(q.message_count for q in vhost.queues.values())
-            n_unacked = sum(unacked[q][0] for q in vhost.queues.values() if q in unacked)
-            counts.update(messages=ready + n_unacked, messages_ready=ready, messages_unacknowledged=n_unacked)
-            self._record(now, current, vhost, counts)
-        for conn in connections:
-            self._record(now, current, conn, connection_counts(conn))
-            session = getattr(conn, "session", None)
-            if session is not None:
-                for ch in list(session.channels.values()):
-                    self._record(now, current, ch, channel_counts(ch))
-        totals = Counter()
-        for vhost in self.broker.vhosts.values():
-            totals.update(current[vhost][1])
-        for conn in connections:
-            totals.update(connection_counts(conn))
-        self._record(now, current, self, dict(totals))
-        self._last = current
-        self._owner = owner
-        self._rates = {obj: self._rates[obj] for obj in current if obj in self._rates}
+                record(ex, self.exchange_vector(ex))
+                done += 1
+                if done >= SLICE:
+                    done = 0
+                    await pause()
+            if vhost not in histories and sum(1 for h in histories.values() if h.kind is VHOST) <= MAX_VHOSTS:
+                histories[vhost] = History(VHOST, self.interval, pinned=True)
+            vec = self.vhost_vector(vhost, unacked, connections)
+            record(vhost, vec)
+            vhost_vectors.append(vec)
+            await pause()
+        record(self, self.overview_vector(vhost_vectors, True))
+        # the rates: between each object's last sample and this one
+        now = time.monotonic()
+        prev = self._cur
+        self._prev = prev
+        self._cur = cur
+        self._dt = {obj: now - seen[obj] for obj in cur if obj in prev and obj in seen}
+        self._seen = {obj: now for obj in cur}
+        # histories of objects gone, or nobody asked about for a long time
+        live_vhosts = {v.name for v in vhosts}
+        for obj in list(histories):
+            h = histories[obj]
+            if obj is self:
+                continue
+            if obj not in cur or (not h.pinned and now - h.asked > FORGET_AFTER):
+                del histories[obj]
+        for name in list(TOTALS.by_vhost):
+            if name not in live_vhosts:
+                self.forget_vhost(name)
+        for name in list(self.http_published):
+            if name not in live_vhosts:
+                self.http_published.pop(name, None)
+        longest = max(longest, time.thread_time() - step)
+        self.longest_slice = max(self.longest_slice, longest)
+
+    def history_bytes(self) -> int:
+        return sum(h.nbytes() for h in self.histories.values())

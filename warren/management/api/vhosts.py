@@ -24,25 +24,14 @@ from warren.management.api.connections import open_connections
 __all__ = ["add_routes", "vhost_json"]
 
 
-def vhost_json(request: web.Request, vhost, unacked: dict) -> dict:
+def vhost_json(request: web.Request, vhost, unacked: dict, ranges=st.NO_RANGES, connections=None) -> dict:
     access = getattr(request.app[BROKER], "access", None)
     info = access.vhost(vhost.name) if access is not None else None
     description = info.description if info is not None else ""
     tags = list(info.tags) if info is not None else []
     sampler = request.app[STATS]
-    rates = sampler.rates(vhost)
-    ready = sum(q.message_count for q in vhost.queues.values())
-    n_unacked = sum(unacked[q][0] for q in vhost.queues.values() if q in unacked)
-    recv = send = 0
-    conn_rates = {"recv_oct": 0.0, "send_oct": 0.0}
-    for conn in open_connections(request):
-        if conn.session.vhost is vhost:
-            recv += conn.recv_oct
-            send += conn.send_oct
-            r = sampler.rates(conn)
-            for k in conn_rates:
-                conn_rates[k] += r.get(k, 0.0)
-    return {
+    vec = sampler.vhost_vector(vhost, unacked, connections)
+    body = {
         "name": vhost.name,
         "description": description,
         "tags": tags,
@@ -50,24 +39,19 @@ def vhost_json(request: web.Request, vhost, unacked: dict) -> dict:
         "metadata": {"description": description, "tags": tags},
         "tracing": False,
         "cluster_state": {node_name(): "running"},
-        "send_oct": send,
-        "send_oct_details": st.details(conn_rates["send_oct"]),
-        "recv_oct": recv,
-        "recv_oct_details": st.details(conn_rates["recv_oct"]),
-        "messages_ready": ready,
-        "messages_ready_details": st.details(rates.get("messages_ready", 0.0)),
-        "messages_unacknowledged": n_unacked,
-        "messages_unacknowledged_details": st.details(rates.get("messages_unacknowledged", 0.0)),
-        "messages": ready + n_unacked,
-        "messages_details": st.details(rates.get("messages", 0.0)),
-        "message_stats": st.message_stats(sampler.vhost(vhost), rates, st.VHOST_STATS),
     }
+    sampler.details_of(vhost, st.VHOST, vec, st.DATA + st.LENGTHS, ranges, out=body)
+    body["message_stats"] = sampler.message_stats(vhost, st.VHOST, vec, st.VHOST_STATS, ranges)
+    return body
 
 
 async def list_vhosts(request: web.Request) -> web.Response:
     broker = request.app[BROKER]
-    unacked = st.unacked_by_queue(request.app[STATS].connections())
-    return reply_list(request, [vhost_json(request, broker.vhosts[n], unacked) for n in visible_vhosts(request)])
+    ranges = st.parse_ranges(request.query, bad_request)
+    connections = open_connections(request)
+    unacked = st.unacked_by_queue(connections)
+    return reply_list(request, [vhost_json(request, broker.vhosts[n], unacked, ranges, connections)
+                                for n in visible_vhosts(request)])
 
 
 def _vhost(request: web.Request):
@@ -80,8 +64,9 @@ def _vhost(request: web.Request):
 
 async def get_vhost(request: web.Request) -> web.Response:
     vhost = _vhost(request)
-    unacked = st.unacked_by_queue(request.app[STATS].connections())
-    return reply_object(request, vhost_json(request, vhost, unacked))
+    ranges = st.parse_ranges(request.query, bad_request)
+    connections = open_connections(request)
+    return reply_object(request, vhost_json(request, vhost, st.unacked_by_queue(connections), ranges, connections))
 
 
 def _access(request: web.Request):
@@ -126,6 +111,7 @@ async def delete_vhost(request: web.Request) -> web.Response:
     except NotFound:
         raise not_found() from None
     broker = request.app[BROKER]
+    request.app[STATS].forget_vhost(name)  # its message_stats start again at 0 if it comes back
     policy_store.remove_vhost_policies(broker, name)
     from warren.management.api.policies import PARAMETERS
     request.app[PARAMETERS].delete_vhost(name)

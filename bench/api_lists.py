@@ -1,0 +1,161 @@
+"""What the management API's list endpoints cost with many queues, and what they do to the loop.
+
+Starts a Warren, declares N queues (default 10,000) over AMQP with a message in every tenth and
+a consumer-less exchange bound to every hundredth, then asks the HTTP API for lists while a
+probe client measures the broker's responsiveness: an AMQP round trip (``basic.get`` on an
+empty queue, answered only when the loop is free) every 5 ms. The HTTP API shares the broker's
+loop, so the longest round trip during a request is the longest the request kept the loop
+from AMQP clients. Prints per request: the answer's time (median and worst of ``--requests``),
+its size, and the median and worst AMQP round trip while it ran; first the round trip with no
+request (the 5 s statistics sample included).
+
+    .venv/bin/python bench/api_lists.py [--queues 10000] [--requests 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pika
+
+ROOT = Path(__file__).resolve().parent.parent
+
+REQUESTS = [
+    # (label, path)
+    ("queues page 100, substring filter, sort by messages",
+     "/api/queues?page=1&page_size=100&name=q-0001&sort=messages&sort_reverse=true"),
+    ("queues page 100, regex filter, sort by name", "/api/queues?page=2&page_size=100&name=%5Ebench-q-00&use_regex=true"
+     "&sort=name"),
+    ("queues page 100, sort by publish rate (the UI's list)",
+     "/api/queues?page=1&page_size=100&sort=message_stats.publish_details.rate&sort_reverse=true"
+     "&columns=name,vhost,type,state,consumers,messages_ready,messages_unacknowledged,messages,"
+     "message_stats.publish_details.rate,message_stats.deliver_get_details.rate,message_stats.ack_details.rate"),
+    ("queues page 500, sort by arguments (a field without a cheap key)",
+     "/api/queues?page=1&page_size=500&sort=arguments"),
+    ("queues, all (no page)", "/api/queues"),
+    ("queues, all, columns=name,messages (rabbitmqadmin's form)", "/api/queues?columns=name,messages"),
+    ("exchanges page 100", "/api/exchanges?page=1&page_size=100&sort=name"),
+    ("bindings, all", "/api/bindings"),
+    ("overview", "/api/overview"),
+    ("vhosts", "/api/vhosts"),
+]
+
+
+def start_broker(tmp: Path) -> tuple[subprocess.Popen, int, int]:
+    ready = tmp / "ready.json"
+    proc = subprocess.Popen([sys.executable, "-m", "warren", "serve", "--port", "0", "--http-port", "0",
+                             "--data-dir", str(tmp / "data"), "--ready-file", str(ready), "--log-level", "warning"],
+                            cwd=ROOT, stdin=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while not ready.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise SystemExit("broker did not start")
+        time.sleep(0.05)
+    time.sleep(0.1)
+    info = json.loads(ready.read_text())
+    return proc, info["port"], info["http_port"]
+
+
+def populate(port: int, n: int) -> None:
+    conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", port))
+    ch = conn.channel()
+    started = time.perf_counter()
+    for i in range(n):
+        ch.queue_declare(f"bench-q-{i:06d}")
+        if i % 10 == 0:
+            ch.basic_publish("", f"bench-q-{i:06d}", b"x" * 100)
+        if i % 100 == 0:
+            ch.exchange_declare(f"bench-x-{i:06d}", "direct")
+            ch.queue_bind(f"bench-q-{i:06d}", f"bench-x-{i:06d}", "k")
+    conn.close()
+    print(f"declared {n} queues in {time.perf_counter() - started:.1f} s")
+
+
+class RoundTrips(threading.Thread):
+    """An AMQP round trip every ``interval`` s: how long the broker takes to answer."""
+
+    def __init__(self, port: int, interval: float = 0.005) -> None:
+        super().__init__(daemon=True)
+        self.conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", port))
+        self.ch = self.conn.channel()
+        self.queue = self.ch.queue_declare("", exclusive=True).method.queue
+        self.interval = interval
+        self.samples: list[tuple[float, float]] = []  # (when it started, seconds)
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            t = time.perf_counter()
+            self.ch.basic_get(self.queue, auto_ack=True)
+            self.samples.append((t, time.perf_counter() - t))
+            time.sleep(self.interval)
+
+    def between(self, start: float, end: float) -> list[float]:
+        # a round trip that started before the window but ended in it counts too
+        return [d for t, d in self.samples if start <= t + d and t <= end]
+
+
+def get(base: str, path: str) -> tuple[float, int]:
+    req = urllib.request.Request(base + path, headers={
+        "Authorization": "Basic " + base64.b64encode(b"guest:guest").decode()})
+    started = time.perf_counter()
+    with urllib.request.urlopen(req, timeout=300) as r:
+        size = len(r.read())
+    return time.perf_counter() - started, size
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--queues", type=int, default=10_000)
+    ap.add_argument("--requests", type=int, default=5)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="warren-api-lists-bench-") as tmp:
+        proc, port, http_port = start_broker(Path(tmp))
+        base = f"http://127.0.0.1:{http_port}"
+        try:
+            populate(port, args.queues)
+            probe = RoundTrips(port)
+            probe.start()
+            time.sleep(1.0)
+            idle_start = time.perf_counter()
+            time.sleep(11.0)  # two statistics samples at least
+            idle = probe.between(idle_start, time.perf_counter())
+            print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+            print(f"AMQP round trip without requests (11 s, 5 s samples included): median "
+                  f"{statistics.median(idle) * 1000:.1f} ms, max {max(idle) * 1000:.1f} ms ({len(idle)} samples)")
+            print(f"{'request':<62} {'median':>8} {'worst':>8} {'size':>10} {'rt med':>7} {'rt max':>7}")
+            for label, path in REQUESTS:
+                times, trips, size = [], [], 0
+                for _ in range(args.requests):
+                    start = time.perf_counter()
+                    took, size = get(base, path)
+                    trips += probe.between(start, time.perf_counter())
+                    times.append(took)
+                    time.sleep(0.2)
+                print(f"{label[:62]:<62} {statistics.median(times) * 1000:6.0f}ms {max(times) * 1000:6.0f}ms "
+                      f"{size:>10} {statistics.median(trips) * 1000:5.1f}ms {max(trips) * 1000:5.0f}ms")
+            probe.stop.set()
+            probe.join(timeout=5)
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+if __name__ == "__main__":
+    main()
