@@ -38,7 +38,7 @@ from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from warren.broker.auth import UserDB  # noqa: E402
+from warren.access import AccessControl  # noqa: E402
 from warren.management import HttpServer  # noqa: E402
 from warren.store.stream_format import parse_entries  # noqa: E402
 from warren.store.stream_store import StreamStore  # noqa: E402
@@ -93,6 +93,12 @@ def bench_read(store: StreamStore) -> None:
     rate(f"read (batches of {READ_BATCH}, records only)", records, octets, time.perf_counter() - t0)
 
 
+class _StandIn(SimpleNamespace):
+    """A queue or vhost as the HTTP API sees it; hashable, as its statistics key objects by identity."""
+
+    __hash__ = object.__hash__
+
+
 def serve_in_thread(store: StreamStore):
     """An HttpServer over a stand-in broker holding ``store``, on its own loop thread; (port, stop)."""
     try:
@@ -100,8 +106,11 @@ def serve_in_thread(store: StreamStore):
         loop = uvloop.new_event_loop()
     except ImportError:
         loop = asyncio.new_event_loop()
-    queue = SimpleNamespace(is_stream=True, store=store, durable=True, consumers=[], message_count=0)
-    broker = SimpleNamespace(vhosts={"/": SimpleNamespace(queues={"bench": queue})}, users=UserDB())
+    queue = _StandIn(name="bench", is_stream=True, store=store, durable=True, auto_delete=False, arguments={},
+                     consumers=[], message_count=0)
+    vhost = _StandIn(name="/", queues={"bench": queue}, exchanges={})
+    # the access store in memory: guest/guest on "/", as a new data folder has
+    broker = SimpleNamespace(vhosts={"/": vhost}, access=AccessControl())
     server = HttpServer(broker)
     started = threading.Event()
 

@@ -95,6 +95,7 @@ def setup_reference_vhost(vh: str, user: str, made: list) -> None:
     rabbit("PUT", f"/api/policies/{vh}/ttl", {"pattern": "^q2$", "definition": {"message-ttl": 60000},
                                              "apply-to": "queues", "priority": 2})
     rabbit("PUT", f"/api/vhost-limits/{vh}/max-queues", {"value": 50})
+    rabbit("PUT", f"/api/user-limits/{user}/max-connections", {"value": 7})  # exported as users[].limits
 
 
 def test_rabbitmq_export_imports_into_warren(reference, start_broker, uid):
@@ -117,6 +118,11 @@ def test_rabbitmq_export_imports_into_warren(reference, start_broker, uid):
     assert pub[1] == {"routed": True}
     assert call(b.http_url, "GET", f"/api/queues/{q(vh)}/q2")[1]["policy"] == "ttl"
     assert call(b.http_url, "GET", f"/api/vhost-limits/{q(vh)}")[1] == [{"vhost": vh, "value": {"max-queues": 50}}]
+    # the user's limits came in users[].limits, and go out the same way
+    assert doc["users"][0]["limits"] == {"max-connections": 7}
+    assert call(b.http_url, "GET", f"/api/user-limits/{q(user)}")[1] == [{"user": user,
+                                                                           "value": {"max-connections": 7}}]
+    assert only(ours, vh, user)["users"][0]["limits"] == {"max-connections": 7}
 
 
 def test_warren_export_imports_into_rabbitmq(reference, start_broker, uid):
@@ -130,7 +136,9 @@ def test_warren_export_imports_into_rabbitmq(reference, start_broker, uid):
     api("PUT", f"/api/exchanges/{q(vh)}/wx", {"type": "headers", "durable": True})
     api("POST", f"/api/bindings/{q(vh)}/e/wx/q/wq", {"routing_key": "", "arguments": {"x-match": "any", "k": "v"}})
     api("PUT", f"/api/policies/{q(vh)}/cap", {"pattern": "^w", "definition": {"max-length": 9}, "apply-to": "queues"})
+    assert api("PUT", f"/api/user-limits/{user}/max-channels", {"value": 11})[0] == 204
     doc = only(api("GET", "/api/definitions")[1], vh, user)
+    assert doc["users"][0]["limits"] == {"max-channels": 11}
     reference.append(f"/api/vhosts/{vh}")
     reference.insert(0, f"/api/users/{user}")
     status, err, _ = rabbit("POST", "/api/definitions", doc)
@@ -138,6 +146,7 @@ def test_warren_export_imports_into_rabbitmq(reference, start_broker, uid):
     theirs = reference_doc(vh, user)
     assert objects(theirs) == objects(doc)
     assert theirs["users"][0]["password_hash"] == doc["users"][0]["password_hash"]
+    assert theirs["users"][0]["limits"] == {"max-channels": 11}  # RabbitMQ took users[].limits
     # Warren's password hash works for a login to RabbitMQ
     assert rabbit("GET", "/api/whoami")[0] == 200
     assert call(RABBIT, "GET", "/api/whoami", user=user, password="pw2")[1]["name"] == user

@@ -1,6 +1,7 @@
 """The HTTP API (warren.management) over a stand-in broker holding real StreamStores.
 
-The app only needs ``broker.vhosts[name].queues[name]`` and ``broker.users``, so these tests
+The app only needs ``broker.vhosts[name].queues[name]`` and ``broker.access`` (the real access
+store, in memory: warren/access), so these tests
 serve it on an ephemeral port without an AMQP server, and request it with aiohttp's client.
 """
 
@@ -15,7 +16,7 @@ from urllib.parse import quote
 import aiohttp
 import pytest
 
-from warren.broker.auth import User, UserDB
+from warren.access import AccessControl
 from warren.management import RECORDS_CONTENT_TYPE, HttpServer
 from warren.management.app import MAX_BYTES_CAP
 from warren.store.stream_format import ENTRY_HEADER_SIZE, parse_entries
@@ -56,11 +57,21 @@ class StandInVhost:
             q.name = name
 
 
+def users() -> AccessControl:
+    """guest/guest (administrator, loopback only: a new store's default) and alice, an administrator."""
+    access = AccessControl()
+    access.add_user("alice", "secret", tags=("administrator",))
+    return access
+
+
 @dataclass
 class StandInBroker:
     vhosts: dict
-    users: UserDB = field(default_factory=lambda: UserDB([User("guest", "guest", loopback_only=True),
-                                                          User("alice", "secret")]))
+    access: AccessControl = field(default_factory=users)
+
+    def __post_init__(self):
+        for name in self.vhosts:  # as the real broker's vhosts, the access store's (guest has .* .* .*)
+            self.access.ensure_vhost(name)
 
 
 def rec(offset: int, size: int = 50) -> bytes:

@@ -213,13 +213,20 @@ class AccessControl:
         return user
 
     def put_user(self, name: str, password: str | None = None, *, password_hash: str | None = None,
-                 hashing_algorithm: str = passwords.DEFAULT_ALGORITHM, tags=()) -> tuple[User, bool]:
+                 hashing_algorithm: str = passwords.DEFAULT_ALGORITHM, tags=(),
+                 limits: dict | None = None) -> tuple[User, bool]:
         """Create or replace a user (the HTTP API's PUT /api/users/{name}, definitions import):
-        (user, created). A replaced user keeps its permissions."""
+        (user, created). A replaced user keeps its permissions and limits; ``limits`` given
+        (``{"max-connections": n, ...}``, as RabbitMQ's ``users[].limits``) are set over them,
+        each one named replacing its old value, in the same durable change, as RabbitMQ's
+        import and PUT do. ``Invalid`` (nothing changed) for a malformed user or limit."""
         user = self._make_user(name, password, password_hash, hashing_algorithm, tags)
+        limits = validate_user_limits(limits) if limits is not None else {}
         with self._change() as s:
             created = name not in s.users
             s.users[name] = user
+            if limits:
+                s.user_limits[name] = {**s.user_limits.get(name, {}), **limits}
         return user, created
 
     def delete_user(self, name: str) -> None:

@@ -1,58 +1,25 @@
-"""Users and SASL mechanisms (PLAIN and AMQPLAIN, as RabbitMQ enables by default).
+"""SASL at connection.start-ok: the mechanisms offered (PLAIN and AMQPLAIN, as RabbitMQ enables
+by default; EXTERNAL on verified TLS connections), reading a response into its user name and
+password, and the user an EXTERNAL login names.
 
-The embedded default is RabbitMQ's: user ``guest``/``guest``, who may only log in from a
-loopback address.
+Users, their passwords and the login check itself are the access store's (``warren/access``:
+``AccessControl.authenticate``, which the session, the ``--workers`` supervisor and the HTTP
+API all ask).
 """
 
 from __future__ import annotations
-
-import hmac
-import ipaddress
-from dataclasses import dataclass
 
 from warren.access.errors import LoginRefused
 from warren.access.users import is_loopback
 from warren.codec.fields import FieldDecodeError, decode_shortstr, decode_value
 
-__all__ = ["User", "UserDB", "parse_response", "check_certificate_login", "MECHANISMS",
-           "MECHANISMS_WITH_EXTERNAL"]
+__all__ = ["parse_response", "check_certificate_login", "MECHANISMS", "MECHANISMS_WITH_EXTERNAL"]
 
 MECHANISMS = b"PLAIN AMQPLAIN"
 # on a TLS connection whose client certificate verified (warren/server/tls.py): the certificate
 # login, RabbitMQ's rabbitmq_auth_mechanism_ssl; last, so a client choosing the first it knows
 # still picks a password mechanism
 MECHANISMS_WITH_EXTERNAL = MECHANISMS + b" EXTERNAL"
-
-
-@dataclass
-class User:
-    name: str
-    password: str
-    loopback_only: bool = False
-
-
-class UserDB:
-    def __init__(self, users: list[User] | None = None) -> None:
-        users = users if users is not None else [User("guest", "guest", loopback_only=True)]
-        self._users = {u.name: u for u in users}
-
-    def authenticate(self, username: str, password: str, peer_host: str | None) -> User | None:
-        """The user, or None if the name, the password or the peer address is refused."""
-        user = self._users.get(username)
-        if user is None or not hmac.compare_digest(user.password.encode(), password.encode()):
-            return None
-        if user.loopback_only and not _is_loopback(peer_host):
-            return None
-        return user
-
-
-def _is_loopback(host: str | None) -> bool:
-    if not host:
-        return False
-    try:
-        return ipaddress.ip_address(host.split("%")[0]).is_loopback
-    except ValueError:
-        return host == "localhost"
 
 
 def parse_response(mechanism: str, response: bytes) -> tuple[str, str]:

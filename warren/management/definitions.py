@@ -2,9 +2,10 @@
 RabbitMQ 3.x or by Warren. Used by ``GET/POST /api/definitions[/{vhost}]`` and by
 ``warren serve --definitions FILE`` (RabbitMQ's ``load_definitions``) at start-up.
 
-What travels: ``users`` (with their password hashes and ``hashing_algorithm``, tags),
-``vhosts``, ``permissions``, ``topic_permissions``, ``parameters`` (runtime parameters and
-the ``vhost-limits`` component), ``global_parameters``, ``policies``, and the durable
+What travels: ``users`` (with their password hashes and ``hashing_algorithm``, tags, and
+their user limits as ``limits``), ``vhosts``, ``permissions``, ``topic_permissions``,
+``parameters`` (runtime parameters and the ``vhost-limits`` component),
+``global_parameters``, ``policies``, and the durable
 ``queues`` (with arguments), ``exchanges`` (not the ``amq.*`` nor the default one) and
 ``bindings`` between them. Transient and exclusive objects are left out, as RabbitMQ does.
 
@@ -128,8 +129,10 @@ def export_definitions(broker, parameters=None, vhost: str | None = None) -> dic
         names = sorted(set(names) | {v.name for v in access.vhosts()})
     users, vhosts, permissions, topic_permissions = [], [{"name": n} for n in names], [], []
     if access is not None:
+        user_limits = access.user_limits()  # RabbitMQ 3.10 exports them as users[].limits
         users = [{"name": u.name, "password_hash": u.password_hash, "hashing_algorithm": u.hashing_algorithm,
-                  "tags": list(u.tags), "limits": {}} for u in sorted(access.users(), key=lambda u: u.name)]
+                  "tags": list(u.tags), "limits": dict(sorted(user_limits.get(u.name, {}).items()))}
+                 for u in sorted(access.users(), key=lambda u: u.name)]
         vhosts = []
         for n in names:
             info = access.vhost(n)
@@ -228,12 +231,15 @@ def _import_access(broker, doc: dict) -> None:
         tags = u.get("tags", [])
         if not isinstance(tags, (list, str)):
             raise DefinitionsError(f"{what}: tags must be a list or a comma-separated string")
+        # users[].limits (RabbitMQ 3.10's place for user limits): each one given is set over the
+        # user's old value; absent or {} leaves them as they are, as RabbitMQ's import does
+        limits = u.get("limits") or None
         if "password" in u and "password_hash" not in u:
-            _access_call(what, access.put_user, name, password=_str(u, "password", what), tags=tags)
+            _access_call(what, access.put_user, name, password=_str(u, "password", what), tags=tags, limits=limits)
             continue
         algorithm = u.get("hashing_algorithm") or "rabbit_password_hashing_sha256"
         _access_call(what, access.put_user, name, password_hash=u.get("password_hash") or "",
-                     hashing_algorithm=algorithm, tags=tags)
+                     hashing_algorithm=algorithm, tags=tags, limits=limits)
     for v in vhosts:
         name = _str(v, "name", "a vhost")
         kw = {}

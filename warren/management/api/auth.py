@@ -16,14 +16,21 @@ Refusals are 401 ``not_authorised`` with RabbitMQ's reasons. Warren's own stream
 (``/api/streams/...``, read by the Spark data source with AMQP credentials) need a login and
 a permission in the vhost, but no tag.
 
-A broker without an access model (unit tests' stand-ins with a plain ``users`` table) treats
-every user who logs in as an administrator.
+Failed logins go through the broker's login throttle (``Broker.login_throttle``,
+warren/access/login_throttle.py), the same one AMQP logins use, so guessing passwords over
+HTTP is slowed as over AMQP: past a few failures from an address each 401 waits, then the
+address is refused for a while without a password check. The client only ever sees
+RabbitMQ's 401 "Login failed"; the user, the address and the reason go to the log. A request
+without credentials is not a failed login (browsers and tools send one first).
+A broker without an access model logs nobody in.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
+import logging
 from dataclasses import dataclass
 
 from aiohttp import hdrs, web
@@ -48,6 +55,8 @@ REFUSALS = {
     MONITORING: "Not monitor user",
     ADMINISTRATOR: "Not administrator user",
 }
+log = logging.getLogger("warren.management")
+
 _PRINCIPAL = web.RequestKey("principal", object) if hasattr(web, "RequestKey") else "warren.principal"
 
 
@@ -78,23 +87,39 @@ def _basic_credentials(header: str) -> tuple[str, str] | None:
     return (user, password) if colon else None
 
 
-def _authenticate(broker, username: str, password: str, peer: str | None) -> Principal | None:
+def _authenticate(broker, username: str, password: str, peer: str | None) -> Principal | str:
+    """The principal, or the reason the login is refused (for the log only)."""
     access = getattr(broker, "access", None)
-    if access is not None:
-        from warren.access import LoginRefused
-        try:
-            user = access.authenticate(username, password, peer)
-        except LoginRefused:
-            return None
-        return Principal(user.name, tuple(user.tags))
-    user = broker.users.authenticate(username, password, peer)
-    if user is None:
-        return None
-    return Principal(user.name, tuple(getattr(user, "tags", (ADMINISTRATOR,))))
+    if access is None:
+        return "this broker keeps no users"
+    from warren.access import LoginRefused
+    try:
+        user = access.authenticate(username, password, peer)
+    except LoginRefused as e:
+        return e.reason
+    return Principal(user.name, tuple(user.tags))
 
 
 def _login_failed() -> ApiError:
     return ApiError(401, "not_authorized", "Login failed", {hdrs.WWW_AUTHENTICATE: REALM})
+
+
+async def _refuse_login(request: web.Request, username: str, reason: str) -> ApiError:
+    """Count a failed login against its address (the login throttle), log why, and wait the
+    throttle's delay before the 401 (this request only: the loop serves everyone else)."""
+    host = request.remote
+    throttle = getattr(request.app[BROKER], "login_throttle", None)
+    verdict = throttle.failed(host) if throttle is not None else None
+    note = ""
+    if verdict is not None and verdict.blocked:
+        note = f"; {verdict.failures} failed logins from {host}: refused for {throttle.block_time:g}s (login throttle)"
+    elif verdict is not None and verdict.delay:
+        note = f"; failed login {verdict.failures} from {host}: answered after {verdict.delay:g}s (login throttle)"
+    log.warning("HTTP API login refused for user '%s' from %s (%s %s): %s%s", username, host, request.method,
+                request.path, reason, note)
+    if verdict is not None and verdict.delay:
+        await asyncio.sleep(verdict.delay)
+    return _login_failed()
 
 
 @web.middleware
@@ -102,9 +127,16 @@ async def auth_middleware(request: web.Request, handler):
     creds = _basic_credentials(request.headers.get(hdrs.AUTHORIZATION, ""))
     if creds is None:
         raise _login_failed()
-    who = _authenticate(request.app[BROKER], creds[0], creds[1], request.remote)
-    if who is None:
+    broker = request.app[BROKER]
+    throttle = getattr(broker, "login_throttle", None)
+    blocked = throttle.blocked_for(request.remote) if throttle is not None else 0.0
+    if blocked:  # refused without a password check: a flood costs no hashing
+        log.warning("HTTP API login refused for user '%s' from %s: too many failed logins from %s, refused for "
+                    "%.0fs more (login throttle)", creds[0], request.remote, request.remote, blocked)
         raise _login_failed()
+    who = _authenticate(broker, creds[0], creds[1], request.remote)
+    if not isinstance(who, Principal):
+        raise await _refuse_login(request, creds[0], who)
     request[_PRINCIPAL] = who
     if not request.path.startswith("/api/streams/") and not who.has_level(MANAGEMENT):
         raise not_authorised(REFUSALS[MANAGEMENT])

@@ -5,7 +5,8 @@ All of them are the access model's (``Broker.access``, warren/access), which mak
 change durable before it returns; administrators only, as in RabbitMQ. As RabbitMQ 3.10:
 a PUT of a user needs ``tags`` (a list or a comma-separated string) and takes ``password`` or
 ``password_hash`` (+ ``hashing_algorithm``); with neither the user has no password (it may
-log in only by certificate). Permissions on a user or vhost that does not exist are 400
+log in only by certificate). A user is shown with its user limits (``"limits"``, as
+``/api/user-limits`` sets them), and a PUT may carry ``limits`` too, set over the old ones. Permissions on a user or vhost that does not exist are 400
 ``vhost_or_user_not_found``.
 """
 
@@ -39,9 +40,16 @@ def _call(fn, *args, **kw):
         raise bad_request(str(e)) from None
 
 
-def user_json(u) -> dict:
+def user_json(u, limits: dict | None = None) -> dict:
+    """A user as RabbitMQ 3.10 shows it, with its user limits (``{}`` without any), keys sorted
+    as RabbitMQ prints them: ``{"max-channels": -1, "max-connections": 5}``."""
     return {"name": u.name, "password_hash": u.password_hash, "hashing_algorithm": u.hashing_algorithm,
-            "tags": list(u.tags), "limits": {}}
+            "tags": list(u.tags), "limits": dict(sorted((limits or {}).items()))}
+
+
+def _users_json(access, users) -> list[dict]:
+    limits = access.user_limits()  # {user: its limits}, one look for the whole list
+    return sorted((user_json(u, limits.get(u.name)) for u in users), key=lambda i: i["name"])
 
 
 # --- users -------------------------------------------------------------------------------------------
@@ -49,13 +57,14 @@ def user_json(u) -> dict:
 
 async def list_users(request: web.Request) -> web.Response:
     require(request, ADMINISTRATOR)
-    return reply_list(request, sorted((user_json(u) for u in _access(request).users()), key=lambda i: i["name"]))
+    access = _access(request)
+    return reply_list(request, _users_json(access, access.users()))
 
 
 async def users_without_permissions(request: web.Request) -> web.Response:
     require(request, ADMINISTRATOR)
-    users = _access(request).users_without_permissions()
-    return reply_list(request, sorted((user_json(u) for u in users), key=lambda i: i["name"]))
+    access = _access(request)
+    return reply_list(request, _users_json(access, access.users_without_permissions()))
 
 
 def _user(request: web.Request):
@@ -67,7 +76,8 @@ def _user(request: web.Request):
 
 async def get_user(request: web.Request) -> web.Response:
     require(request, ADMINISTRATOR)
-    return reply_object(request, user_json(_user(request)))
+    u = _user(request)
+    return reply_object(request, user_json(u, _access(request).user_limits(u.name).get(u.name)))
 
 
 async def put_user(request: web.Request) -> web.Response:
@@ -88,6 +98,8 @@ async def put_user(request: web.Request) -> web.Response:
         raise bad_request("give password or password_hash, not both")
     algorithm = body.get("hashing_algorithm") or "rabbit_password_hashing_sha256"
     kw = {"tags": tags, "hashing_algorithm": algorithm}
+    if body.get("limits") is not None:  # RabbitMQ 3.10 sets these user limits too (over the old ones)
+        kw["limits"] = body["limits"]
     if password is not None:
         kw["password"] = password
     elif password_hash is not None:
