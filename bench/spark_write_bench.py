@@ -16,6 +16,12 @@ For each message size (``--sizes``, default 100 and 1000 bytes):
   connection, for each ``--windows`` value: what one task can do at most.
 * **pika**: pika's BlockingConnection with confirms, one publish at a time (``--pika-rows``
   messages): the baseline the confirm window replaces.
+* **ceiling** (``--perf``): the broker's own publish ceiling under confirms, measured with the
+  shared C load generator (``/work/shared/perf/amqp-perf.c``, built into a temporary folder
+  with ``cc`` and librabbitmq): ``--partitions`` publishers, no consumer, window
+  ``--perf-window``, same body size. With ``--rounds N`` the Spark write and the ceiling run
+  alternately N times and the medians are printed with the load average (the machine is
+  shared: only figures from the same run compare).
 
 The broker is ``--url``, or with ``--start-warren`` a Warren started here on an ephemeral port
 (its data in a temporary directory, stopped at the end). Queues are named
@@ -32,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -138,17 +145,37 @@ def bench_pika(url: str, queues: Queues, rows: int, size: int) -> float:
     return rows / elapsed
 
 
+def build_perf(tmp: Path) -> str | None:
+    """The shared load generator, compiled here (None when it cannot be)."""
+    source = Path("/work/shared/perf/amqp-perf.c")
+    binary = tmp / "amqp-perf"
+    if not source.exists():
+        return None
+    r = subprocess.run(["cc", "-O2", "-o", str(binary), str(source), "-lrabbitmq", "-pthread"],
+                       capture_output=True, text=True)
+    return str(binary) if r.returncode == 0 else None
+
+
+def bench_ceiling(perf: str, url: str, size: int, publishers: int, window: int, seconds: int) -> float:
+    """Messages/s the broker confirms from ``publishers`` C publishers (amqp-perf, no consumer)."""
+    import pika
+
+    params = pika.URLParameters(url)
+    queue = f"warren-spark-bench-perf-{uuid.uuid4().hex[:8]}"
+    r = subprocess.run([perf, "-H", params.host, "-p", str(params.port), "-x", str(publishers), "-y", "0",
+                        "-s", str(size), "-c", str(window), "-d", str(seconds), "-W", "1", "-q", queue],
+                       capture_output=True, text=True, timeout=seconds + 120)
+    if r.returncode != 0:
+        raise SystemExit(f"amqp-perf failed: {r.stderr or r.stdout}")
+    result = json.loads(r.stdout.strip().splitlines()[-1])
+    return result["confirmed_per_s"]
+
+
 def spark_session(master: str):
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
+    from warren.spark.jobs.session import build_session
 
-    from warren.spark import register
-
-    spark = (SparkSession.builder.master(master).appName("warren spark write bench")
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.driver.extraJavaOptions", "-XX:+UseSerialGC").getOrCreate())
+    spark = build_session("warren spark write bench", master, {"spark.ui.enabled": "false"})
     spark.sparkContext.setLogLevel("ERROR")
-    register(spark)
     return spark
 
 
@@ -164,6 +191,10 @@ def main() -> None:
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--skip-spark", action="store_true")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--perf", action="store_true", help="alternate the Spark write with the broker's ceiling")
+    ap.add_argument("--perf-window", type=int, default=1000)
+    ap.add_argument("--perf-seconds", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=1)
     args = ap.parse_args()
 
     proc = None
@@ -174,15 +205,36 @@ def main() -> None:
     results = []
     try:
         queues = Queues(url)
+        perf = build_perf(Path(tmp.name)) if args.perf else None
+        if args.perf and perf is None:
+            print("amqp-perf could not be built (cc and librabbitmq-dev needed): no ceiling", flush=True)
         spark = None if args.skip_spark else spark_session(args.master)
         for size in (int(s) for s in args.sizes.split(",")):
             if spark is not None:
                 bench_spark(spark, url, queues, min(args.rows, 20_000), size, args.partitions)  # warm-up
-                rate, drain_rate = bench_spark(spark, url, queues, args.rows, size, args.partitions)
+                writes, drains, ceilings, loads = [], [], [], []
+                for i in range(args.rounds):
+                    order = ["spark", "perf"] if i % 2 == 0 else ["perf", "spark"]
+                    for what in order:
+                        loads.append(os.getloadavg()[0])
+                        if what == "spark":
+                            rate, drain_rate = bench_spark(spark, url, queues, args.rows, size, args.partitions)
+                            writes.append(rate)
+                            drains.append(drain_rate)
+                            print(f"spark write {size} B: {rate:,.0f} rows/s (load {loads[-1]:.1f})", flush=True)
+                        elif perf is not None:
+                            ceilings.append(bench_ceiling(perf, url, size, args.partitions, args.perf_window,
+                                                          args.perf_seconds))
+                            print(f"ceiling {size} B: {ceilings[-1]:,.0f} msg/s (load {loads[-1]:.1f})", flush=True)
+                med = statistics.median
                 results.append({"what": f"spark write ({args.partitions} tasks)", "size": size, "rows": args.rows,
-                                "per_s": rate})
+                                "per_s": med(writes), "runs": writes, "load": med(loads)})
                 results.append({"what": f"spark drain ({args.partitions} tasks)", "size": size, "rows": args.rows,
-                                "per_s": drain_rate})
+                                "per_s": med(drains), "runs": drains})
+                if ceilings:
+                    results.append({"what": f"ceiling: amqp-perf x{args.partitions} w{args.perf_window}",
+                                    "size": size, "rows": 0, "per_s": med(ceilings), "runs": ceilings,
+                                    "load": med(loads)})
             for window in (int(w) for w in args.windows.split(",")):
                 rate = bench_publisher(url, queues, args.rows, size, window)
                 results.append({"what": f"publisher window={window}", "size": size, "rows": args.rows, "per_s": rate})
@@ -199,9 +251,13 @@ def main() -> None:
     if args.json:
         print(json.dumps(results, indent=2))
         return
-    print(f"{'what':32} {'size B':>7} {'rows':>8} {'msg/s':>9}")
+    print(f"{'what':32} {'size B':>7} {'rows':>8} {'msg/s':>9}  runs / load")
     for r in results:
-        print(f"{r['what']:32} {r['size']:>7} {r['rows']:>8} {r['per_s']:>9.0f}")
+        extra = ""
+        if "runs" in r:
+            extra = " ".join(f"{x:,.0f}" for x in r["runs"]) + (f"  load {r['load']:.1f}" if "load" in r else "")
+        print(f"{r['what']:32} {r['size']:>7} {r['rows']:>8} {r['per_s']:>9.0f}  {extra}")
+    print(f"(medians; {os.cpu_count()} cores)")
 
 
 if __name__ == "__main__":

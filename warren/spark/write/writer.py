@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
+from warren.spark.write.frames import batch_publishes, octets_of
 from warren.spark.write.publisher import ConfirmPublisher
 from warren.spark.write.messages import MessageEncoder
 from warren.spark.options import WriteOptions
@@ -61,7 +62,16 @@ def publish_task(batches, layout: RowLayout, options: WriteOptions, query: str, 
     with ConfirmPublisher(options.url, options.confirm_window, options.confirm_timeout,
                           options.connect_timeout) as publisher:
         publish = publisher.publish
+        chunk = max(1, options.confirm_window // 4)  # several chunks in flight keep the pipe full
         for batch in batches:
+            frames = batch_publishes(batch, options.exchange, options.routing_key, mandatory, prefix,
+                                     encoder.rows, options.dedup_header, publisher.body_max)
+            if frames is not None:  # the whole batch encoded at once (frames.py)
+                encoder.rows += batch.num_rows
+                for start in range(0, len(frames), chunk):
+                    part = frames.slice(start, chunk)
+                    publisher.publish_frames(octets_of(part), len(part))
+                continue
             for exchange, routing_key, properties, body in encoder.messages(batch):
                 publish(exchange, routing_key, properties, body, mandatory)
         confirmed = publisher.finish()
