@@ -93,6 +93,21 @@ def test_put_vhost_keeps_what_it_is_not_told(tmp_path):
     assert info.default_queue_type == "stream"
 
 
+def test_put_user_sets_limits_over_the_old_ones_in_one_durable_change(tmp_path):
+    a = AccessControl.in_data_dir(tmp_path)
+    a.put_user("u", "pw", limits={"max-connections": 3})
+    a.put_user("u", "pw2", limits={"max-channels": 7})  # merged, as RabbitMQ's import and PUT
+    a.put_user("u", "pw3")  # no limits given: kept
+    assert a.user_limits("u") == {"u": {"max-connections": 3, "max-channels": 7}}
+    before, version = (tmp_path / FILE_NAME).read_bytes(), a.version
+    for bad in ({"bogus": 1}, {"max-channels": "3"}, 5):
+        with pytest.raises(Invalid):
+            a.put_user("u", "other", tags="administrator", limits=bad)
+    assert (tmp_path / FILE_NAME).read_bytes() == before and a.version == version  # nothing changed
+    assert a.user("u").tags == () and a.authenticate("u", "pw3", "127.0.0.1").name == "u"
+    assert AccessControl.in_data_dir(tmp_path).user_limits("u") == {"u": {"max-connections": 3, "max-channels": 7}}
+
+
 def test_listeners_hear_of_vhosts_including_other_processes_changes(tmp_path):
     heard = []
 
