@@ -31,7 +31,8 @@ Refusals are 403 ACCESS_REFUSED with RabbitMQ's texts (``access to queue 'q' in 
 refused for user 'u'``; ``access to topic 'k' in exchange 'x' in vhost 'v' refused for user
 'u'``). ``max-queues`` is checked when a declare would create a queue (406, RabbitMQ's text).
 
-Each function takes the channel and the method; the channel handler calls one at its top.
+Each function takes the channel and the operation's arguments; the channel's operation
+(``channel.py``) calls one at its top, whatever protocol asked for it.
 Publishing goes through ``publish`` only when the channel's cache misses: the channel keeps
 the exchange it last published to and the others it may publish to, by name; the broker empties
 both (``forget_publish_checks``) whenever the access model changes. A publish to the same
@@ -84,40 +85,38 @@ def _require_topic(ch, permission: str, exchange, routing_key: str) -> None:
 
 # --- exchanges ---------------------------------------------------------------------------------
 
-def exchange_declare(ch, m) -> None:
-    name = m.exchange
-    if m.passive or name == "" or m.type not in EXCHANGE_TYPES:
+def exchange_declare(ch, name: str, type_: str, passive: bool, arguments: dict) -> None:
+    if passive or name == "" or type_ not in EXCHANGE_TYPES:
         return  # passive needs nothing; the default exchange (403) and unknown types (503) come first
     _require(ch, CONFIGURE, "exchange", name)
     if name in ch.vhost.exchanges:
         return
-    ae = m.arguments.get("alternate-exchange") if m.arguments else None
+    ae = arguments.get("alternate-exchange") if arguments else None
     if isinstance(ae, str):
         _require(ch, READ, "exchange", name)
         _require(ch, WRITE, "exchange", ae)
 
 
-def exchange_delete(ch, m) -> None:
-    if m.exchange == "" or m.exchange.startswith("amq."):
+def exchange_delete(ch, name: str) -> None:
+    if name == "" or name.startswith("amq."):
         return  # refused by the vhost whatever the permissions, as RabbitMQ does first
-    _require(ch, CONFIGURE, "exchange", m.exchange)
+    _require(ch, CONFIGURE, "exchange", name)
 
 
-def exchange_bind(ch, m) -> None:
+def exchange_bind(ch, destination: str, source: str, routing_key: str) -> None:
     """exchange.bind and exchange.unbind."""
-    _require(ch, WRITE, "exchange", m.destination)
-    if m.destination == "" or m.source == "":
+    _require(ch, WRITE, "exchange", destination)
+    if destination == "" or source == "":
         return  # "operation not permitted on the default exchange" (vhost.py)
-    _require(ch, READ, "exchange", m.source)
-    _require_topic(ch, READ, ch.vhost.exchanges.get(m.source), m.routing_key)
+    _require(ch, READ, "exchange", source)
+    _require_topic(ch, READ, ch.vhost.exchanges.get(source), routing_key)
 
 
 # --- queues ------------------------------------------------------------------------------------
 
-def queue_declare(ch, m) -> None:
-    if m.passive:
+def queue_declare(ch, name: str, passive: bool, arguments: dict) -> None:
+    if passive:
         return
-    name = m.queue
     if not name:
         # configure on the generated name, as RabbitMQ; its random part never decides a pattern
         name = "amq.gen-" + base64.urlsafe_b64encode(os.urandom(16)).rstrip(b"=").decode()
@@ -132,28 +131,28 @@ def queue_declare(ch, m) -> None:
     if limit is not None and len(vhost.queues) >= limit:
         raise PreconditionFailed(f"cannot declare queue '{name}': queue limit in vhost '{vhost.name}' "
                                  f"({limit}) is reached")
-    dlx = m.arguments.get("x-dead-letter-exchange") if m.arguments else None
+    dlx = arguments.get("x-dead-letter-exchange") if arguments else None
     if isinstance(dlx, str):
         _require(ch, READ, "queue", name)
         _require(ch, WRITE, "exchange", dlx)
 
 
-def queue_delete(ch, m) -> None:
-    _require(ch, CONFIGURE, "queue", m.queue or ch.last_queue)
+def queue_delete(ch, queue: str) -> None:
+    _require(ch, CONFIGURE, "queue", queue or ch.last_queue)
 
 
-def queue_bind(ch, m) -> None:
+def queue_bind(ch, queue: str, exchange: str, routing_key: str) -> None:
     """queue.bind and queue.unbind."""
-    _require(ch, WRITE, "queue", m.queue or ch.last_queue)
-    if m.exchange == "":
+    _require(ch, WRITE, "queue", queue or ch.last_queue)
+    if exchange == "":
         return  # "operation not permitted on the default exchange" (vhost.py)
-    _require(ch, READ, "exchange", m.exchange)
-    _require_topic(ch, READ, ch.vhost.exchanges.get(m.exchange), m.routing_key)
+    _require(ch, READ, "exchange", exchange)
+    _require_topic(ch, READ, ch.vhost.exchanges.get(exchange), routing_key)
 
 
-def queue_read(ch, m) -> None:
+def queue_read(ch, queue: str) -> None:
     """basic.get, basic.consume and queue.purge: read on the queue."""
-    name = m.queue or ch.last_queue
+    name = queue or ch.last_queue
     if name.startswith(reply_to.REPLY_TO):
         return  # direct reply-to is a pseudo-queue of the connection itself
     _require(ch, READ, "queue", name)
@@ -161,20 +160,20 @@ def queue_read(ch, m) -> None:
 
 # --- publishing --------------------------------------------------------------------------------
 
-def publish(ch, m) -> None:
+def publish(ch, exchange: str, routing_key: str) -> None:
     """The slow path of the publish check, taken when the exchange is not in the channel's cache
     (or the access model changed): write on the exchange, then the topic permission. Fills the
     cache unless a topic permission covers the exchange (then every routing key is checked,
     from the connection's own cache)."""
     access = ch.session.access
-    _require(ch, WRITE, "exchange", m.exchange)
-    ex = ch.vhost.exchanges.get(m.exchange)
+    _require(ch, WRITE, "exchange", exchange)
+    ex = ch.vhost.exchanges.get(exchange)
     if ex is None or ex.internal:
-        return  # 404 / internal refused by the handler; nothing cached
-    if ex.TYPE == "topic" and access.has_topic_permission(m.exchange):
-        _require_topic(ch, WRITE, ex, m.routing_key)
+        return  # 404 / internal refused by the channel; nothing cached
+    if ex.TYPE == "topic" and access.has_topic_permission(exchange):
+        _require_topic(ch, WRITE, ex, routing_key)
         return
-    ch.publish_checked[m.exchange] = ex
+    ch.publish_checked[exchange] = ex
     ch.publish_allowed = ex
 
 

@@ -1,42 +1,58 @@
-"""One AMQP channel on the broker side: the handler of every channel-level method.
+"""One channel on the broker side, protocol-neutral: the operations a client may ask for.
 
-``handle_<class>_<method>(m)`` handles one method; ``HANDLERS`` maps method ids to them, built
-from the names below. Handlers raise ``warren.errors`` exceptions to refuse; the session turns
-them into channel.close (soft) or connection.close (hard). Entity rules (what may be declared,
-bound, deleted) live in ``vhost.py``; this file owns what belongs to the channel: consumers,
-deliveries and their tags, prefetch, publisher confirms and transactions.
+Every protocol adapts itself to these operations (0-9-1 and the 0-8 family in
+``warren/protocol/amqp0_9_1/channel.py``): declare, delete, bind and unbind exchanges and
+queues, purge, publish, consume, cancel, get, settle (ack, reject with or without requeue,
+recover), prefetch, publisher confirms and transactions. They take plain arguments, return
+results (``PublishOutcome`` for a publish) and raise the errors of ``warren/errors.py``; the
+adapter adds the class and method ids of the request and answers in its protocol. Entity rules
+(what may be declared, bound, deleted) live in ``vhost.py``, permissions in ``authz.py``; this
+file owns what belongs to the channel: consumers, deliveries and their tags, prefetch,
+confirms (``confirms.py``) and transactions.
 
-Prefetch follows RabbitMQ (INVENTORY.md §10.6): basic.qos with global=0 sets the limits of
-consumers created afterwards, global=1 a limit shared by the channel's consumers; both apply.
-prefetch-size is honoured as the spec's byte window (RabbitMQ refuses it with 540).
+What leaves the broker goes through the channel's ``DeliverySink`` (``delivery.py``):
+deliveries, returned messages, cancel notifications. A subclass (the adapter) implements the
+replies that wait for something: ``tx_committed`` when a commit's messages are on disk.
+
+Prefetch follows RabbitMQ (INVENTORY.md §10.6): a non-global limit applies to consumers created
+afterwards, a global one is shared by the channel's consumers; both apply. The size limit is
+honoured as the spec's byte window (RabbitMQ refuses it with 540).
 """
 
 from __future__ import annotations
 
-import logging
-import os
-import sys
 import base64
+import enum
+import os
 from collections import defaultdict
 
 from warren.broker import authz, reply_to
-from warren.broker.limits import NAMED_METHODS, NO_LIMITS, check_names
 from warren.broker.confirms import Confirms
 from warren.broker.consumer import Consumer
+from warren.broker.limits import NO_LIMITS
 from warren.broker.message import Message
 from warren.broker.queue import REFUSED
 from warren.codec.properties import EXPIRATION_FLAG, REPLY_TO_FLAG, USER_ID_FLAG
-from warren.errors import (
-    AccessRefused, NotAllowed, NotFound, NotImplemented_, PreconditionFailed,
-)
+from warren.errors import AccessRefused, NotAllowed, NotFound, NotImplemented_, PreconditionFailed
 from warren.metrics.totals import TOTALS
-from warren.protocol.dialects import EXCHANGE_BOUND
-from warren.spec import amqp0_9_1 as spec
 
-__all__ = ["Channel", "HANDLERS"]
+__all__ = ["BrokerChannel", "PublishOutcome"]
 
-log = logging.getLogger("warren.channel")
 
+class PublishOutcome(enum.Enum):
+    """What became of one publish (``BrokerChannel.publish``)."""
+
+    ROUTED = "routed"  # enqueued; nothing to wait for (a confirm may go out now)
+    PERSISTING = "persisting"  # enqueued; safe once the group commit that covers it completed
+    REFUSED = "refused"  # a queue turned it away (x-overflow reject-publish): a negative confirm
+    RETURNED = "returned"  # no queue took it and it was mandatory: the sink returned it
+    DROPPED = "dropped"  # no queue took it
+    HELD = "held"  # inside a transaction: routed at commit
+
+
+_ROUTED, _PERSISTING, _REFUSED = PublishOutcome.ROUTED, PublishOutcome.PERSISTING, PublishOutcome.REFUSED
+_RETURNED, _DROPPED, _HELD = PublishOutcome.RETURNED, PublishOutcome.DROPPED, PublishOutcome.HELD
+_UNROUTED = -2  # _route: no queue took it (REFUSED, -1, is a queue's refusal)
 
 # the properties acted on at publish time, tested one octet of the flag word at a time
 _USER_ID_FLAG = USER_ID_FLAG & 0xFF  # low octet
@@ -45,7 +61,7 @@ _REPLY_TO_FLAG_HI = REPLY_TO_FLAG >> 8
 _CHECKED_FLAGS_HI = _EXPIRATION_FLAG_HI | _REPLY_TO_FLAG_HI
 
 
-class Channel:
+class BrokerChannel:
     # the HTTP API's message_stats (warren/management/api/stats.py, also read by warren/metrics):
     # plain increments; the deliveries and gets are ``next_tag - 1``
     stats_publish = 0
@@ -55,25 +71,24 @@ class Channel:
     stats_unroutable_returned = 0
 
     def __init__(self, session, number: int, sink) -> None:
-        self.session = session
-        self.conn = session.conn  # the sans-IO protocol connection
+        self.session = session  # the client connection: user, vhost, access, exclusive queues
         self.vhost = session.vhost
         self.number = number
         self.sink = sink  # where deliveries go (a DeliverySink, warren/broker/delivery.py)
         self.consumers: dict[str, Consumer] = {}
-        # delivery tag -> (queue, seq, message, consumer or None for basic.get, delivery tag)
+        # delivery tag -> (queue, seq, message, consumer or None for get, delivery tag)
         self.unacked: dict[int, tuple] = {}
         self.next_tag = 1
-        # basic.qos: limits for consumers created from now on, and the channel-wide limits
+        # prefetch: limits for consumers created from now on, and the channel-wide limits
         self.consumer_prefetch_count = 0
         self.consumer_prefetch_size = 0
         self.prefetch_count = 0
         self.prefetch_size = 0
-        self.consumer_unacked = 0  # deliveries to consumers (not basic.get) awaiting ack
+        self.consumer_unacked = 0  # deliveries to consumers (not get) awaiting ack
         self.consumer_unacked_bytes = 0
         self.last_queue = ""  # 0-9-1: an empty queue name means the last one declared here
-        self.confirms: Confirms | None = None  # publisher confirms (confirm.select): all their state
-        self.commit_waits_for = 0  # tx.commit-ok held until this sync completes
+        self.confirms: Confirms | None = None  # publisher confirms (select_confirms): all their state
+        self.commit_waits_for = 0  # a commit's completion held until this sync completes
         # transactions
         self.tx_mode = False
         self.tx_publishes: list[tuple] = []
@@ -85,11 +100,9 @@ class Channel:
         self.publish_allowed = authz.UNCHECKED
         self.publish_checked: dict = {}
 
-    # --- dispatch ------------------------------------------------------------------------
-
     @property
     def flow_active(self) -> bool:
-        """Whether the client lets deliveries flow (channel.flow; the HTTP API's channel state)."""
+        """Whether the client lets deliveries flow (0-9-1 channel.flow; the HTTP API's state)."""
         return self.sink.flow_active
 
     # the confirm counts the HTTP API and the metrics read
@@ -105,23 +118,11 @@ class Channel:
     def confirmed_upto(self) -> int:
         return self.confirms.confirmed_upto if self.confirms is not None else 0
 
-    def handle_method(self, method) -> None:
-        handler = HANDLERS.get(method.INDEX)
-        if handler is None:
-            raise NotImplemented_(f"{method.NAME} is not supported", method.CLASS_ID, method.METHOD_ID)
-        if method.INDEX in NAMED_METHODS:
-            check_names(method)  # names that are not UTF-8: 501 as RabbitMQ (broker/limits.py)
-        handler(self, method)
-
-    def _reply(self, method) -> None:
-        self.conn.send_method(self.number, method)
-        self.session.want_flush()
-
     # --- delivery (called by Queue.dispatch) ----------------------------------------------
 
     def can_deliver_acked(self) -> bool:
         """Room for one more delivery that will wait for an ack: the transport's, then the
-        channel's prefetch (basic.qos global)."""
+        channel's prefetch (global)."""
         if not self.sink.can_accept():
             return False
         if self.prefetch_count and self.consumer_unacked >= self.prefetch_count:
@@ -150,98 +151,71 @@ class Channel:
         for q in {c.queue for c in self.consumers.values()}:
             q.dispatch()
 
-    # --- channel class ---------------------------------------------------------------------
+    # --- exchanges -----------------------------------------------------------------------------
 
-    def handle_channel_flow(self, m) -> None:
-        self.sink.flow_active = m.active
-        self._reply(spec.ChannelFlowOk(m.active))
-        if m.active:
-            self.resume_delivery()
+    def declare_exchange(self, name: str, type_: str, passive: bool, durable: bool, auto_delete: bool,
+                         internal: bool, arguments: dict) -> None:
+        authz.exchange_declare(self, name, type_, passive, arguments)
+        self.vhost.declare_exchange(name, type_, passive, durable, auto_delete, internal, arguments)
 
-    def handle_channel_flow_ok(self, m) -> None:
-        pass  # we never send channel.flow; a stray flow-ok is harmless
+    def delete_exchange(self, name: str, if_unused: bool) -> None:
+        authz.exchange_delete(self, name)
+        self.vhost.delete_exchange(name, if_unused)
 
-    def handle_access_request(self, m) -> None:
-        # 0-8/0-9 clients ask for a ticket; RabbitMQ grants ticket 1 and ignores it afterwards
-        self._reply(spec.AccessRequestOk(1))
+    def bind_exchange(self, destination: str, source: str, routing_key: str, arguments: dict) -> None:
+        authz.exchange_bind(self, destination, source, routing_key)
+        self.vhost.bind_exchange(destination, source, routing_key, arguments)
 
-    # --- exchange class --------------------------------------------------------------------
+    def unbind_exchange(self, destination: str, source: str, routing_key: str, arguments: dict) -> None:
+        authz.exchange_bind(self, destination, source, routing_key)
+        self.vhost.unbind_exchange(destination, source, routing_key, arguments)
 
-    def handle_exchange_declare(self, m) -> None:
-        authz.exchange_declare(self, m)
-        self.vhost.declare_exchange(m.exchange, m.type, m.passive, m.durable, m.auto_delete,
-                                    m.internal, m.arguments)
-        if not m.nowait:
-            self._reply(spec.ExchangeDeclareOk())
-
-    def handle_exchange_delete(self, m) -> None:
-        authz.exchange_delete(self, m)
-        self.vhost.delete_exchange(m.exchange, m.if_unused)
-        if not m.nowait:
-            self._reply(spec.ExchangeDeleteOk())
-
-    def handle_exchange_bind(self, m) -> None:
-        authz.exchange_bind(self, m)
-        self.vhost.bind_exchange(m.destination, m.source, m.routing_key, m.arguments)
-        if not m.nowait:
-            self._reply(spec.ExchangeBindOk())
-
-    def handle_exchange_unbind(self, m) -> None:
-        authz.exchange_bind(self, m)
-        self.vhost.unbind_exchange(m.destination, m.source, m.routing_key, m.arguments)
-        if not m.nowait:
-            self._reply(spec.ExchangeUnbindOk())
-
-    # --- queue class -----------------------------------------------------------------------
+    # --- queues --------------------------------------------------------------------------------
 
     def _queue(self, name: str):
         return self.vhost.queue(name or self.last_queue, self.session)
 
-    def handle_queue_declare(self, m) -> None:
-        if m.queue.startswith(reply_to.REPLY_TO):
-            return reply_to.declare(self, m)
-        authz.queue_declare(self, m)
-        q = self.vhost.declare_queue(self.session, m.queue, m.passive, m.durable, m.exclusive,
-                                     m.auto_delete, m.arguments)
-        if q.exclusive_owner is self.session:
-            self.session.exclusive_queues.add(q)
+    def declare_queue(self, name: str, passive: bool, durable: bool, exclusive: bool, auto_delete: bool,
+                      arguments: dict) -> tuple[str, int, int]:
+        """(queue name, ready messages, consumers); an empty name makes a server-named queue."""
+        if name.startswith(reply_to.REPLY_TO):
+            return reply_to.declare(self, name)
+        authz.queue_declare(self, name, passive, arguments)
+        session = self.session
+        q = self.vhost.declare_queue(session, name, passive, durable, exclusive, auto_delete, arguments)
+        if q.exclusive_owner is session:
+            session.exclusive_queues.add(q)
         q.touch()  # x-expires: a declare (passive too) is a use
         self.last_queue = q.name
-        if not m.nowait:
-            self._reply(spec.QueueDeclareOk(q.name, q.message_count, len(q.consumers)))
+        return q.name, q.message_count, len(q.consumers)
 
-    def handle_queue_bind(self, m) -> None:
-        authz.queue_bind(self, m)
-        self.vhost.bind_queue(self._queue(m.queue), m.exchange, m.routing_key, m.arguments)
-        if not m.nowait:
-            self._reply(spec.QueueBindOk())
+    def bind_queue(self, queue: str, exchange: str, routing_key: str, arguments: dict) -> None:
+        authz.queue_bind(self, queue, exchange, routing_key)
+        self.vhost.bind_queue(self._queue(queue), exchange, routing_key, arguments)
 
-    def handle_queue_unbind(self, m) -> None:
-        authz.queue_bind(self, m)
-        self.vhost.unbind_queue(self.session, m.queue or self.last_queue, m.exchange, m.routing_key, m.arguments)
-        self._reply(spec.QueueUnbindOk())
+    def unbind_queue(self, queue: str, exchange: str, routing_key: str, arguments: dict) -> None:
+        authz.queue_bind(self, queue, exchange, routing_key)
+        self.vhost.unbind_queue(self.session, queue or self.last_queue, exchange, routing_key, arguments)
 
-    def handle_queue_purge(self, m) -> None:
-        authz.queue_read(self, m)
-        n = self._queue(m.queue).purge()
-        if not m.nowait:
-            self._reply(spec.QueuePurgeOk(n))
+    def purge_queue(self, queue: str) -> int:
+        """Drop the ready messages; returns how many."""
+        authz.queue_read(self, queue)
+        return self._queue(queue).purge()
 
-    def handle_queue_delete(self, m) -> None:
-        authz.queue_delete(self, m)
-        name = m.queue or self.last_queue
+    def delete_queue(self, queue: str, if_unused: bool, if_empty: bool) -> tuple[int, list]:
+        """(messages deleted, held cancel notifications). The consumers of this connection on
+        the queue are told after the answer, as RabbitMQ does (py-amqp/kombu raise
+        ConsumerCancelled inside queue_delete otherwise): the caller answers, then calls
+        ``notify_cancel`` of each (channel, tag) held."""
+        authz.queue_delete(self, queue)
+        name = queue or self.last_queue
         if name not in self.vhost.queues:
-            # idempotent, as RabbitMQ 3.x: deleting a missing queue succeeds with 0 messages
-            if not m.nowait:
-                self._reply(spec.QueueDeleteOk(0))
-            return
+            return 0, []  # idempotent, as RabbitMQ 3.x: deleting a missing queue succeeds with 0
         q = self._queue(name)
-        if m.if_unused and q.consumers:
+        if if_unused and q.consumers:
             raise PreconditionFailed(f"queue '{q.name}' in vhost '{self.vhost.name}' in use")
-        if m.if_empty and q.message_count:
+        if if_empty and q.message_count:
             raise PreconditionFailed(f"queue '{q.name}' in vhost '{self.vhost.name}' is not empty")
-        # delete-ok goes before the basic.cancel of this connection's consumers of the queue,
-        # as RabbitMQ sends them: py-amqp/kombu raise ConsumerCancelled inside queue_delete otherwise
         session = self.session
         session.held_cancels = held = []
         try:
@@ -249,96 +223,107 @@ class Channel:
         finally:
             session.held_cancels = None
         session.exclusive_queues.discard(q)
-        if not m.nowait:
-            self._reply(spec.QueueDeleteOk(n))
-        for ch, tag in held:
-            ch.notify_cancel(tag)
+        return n, held
 
-    # --- basic class: consumers --------------------------------------------------------------
+    # --- consumers -----------------------------------------------------------------------------
 
-    def handle_basic_qos(self, m) -> None:
-        if m.global_:
-            self.prefetch_count, self.prefetch_size = m.prefetch_count, m.prefetch_size
+    def set_prefetch(self, count: int, size: int, global_: bool) -> None:
+        """Global: the channel's shared limit; else the limit of consumers created from now on.
+        The caller offers the new room to the queues (``resume_delivery``) after its answer."""
+        if global_:
+            self.prefetch_count, self.prefetch_size = count, size
         else:
-            self.consumer_prefetch_count, self.consumer_prefetch_size = m.prefetch_count, m.prefetch_size
-        self._reply(spec.BasicQosOk())
-        self.resume_delivery()
+            self.consumer_prefetch_count, self.consumer_prefetch_size = count, size
 
-    def handle_basic_consume(self, m) -> None:
-        if m.queue == reply_to.REPLY_TO:
-            return reply_to.consume(self, m)
-        authz.queue_read(self, m)
-        q = self._queue(m.queue)
-        tag = m.consumer_tag or "amq.ctag-" + base64.urlsafe_b64encode(os.urandom(16)).rstrip(b"=").decode()
+    def consume(self, queue: str, tag: str, no_ack: bool, exclusive: bool, arguments: dict):
+        """A new consumer (an empty tag: the broker names it); returns it (its ``tag``). The
+        caller answers, then ``start_consumer`` hands it what is ready."""
+        if queue == reply_to.REPLY_TO:
+            return reply_to.consume(self, tag, no_ack)
+        authz.queue_read(self, queue)
+        q = self._queue(queue)
+        tag = tag or "amq.ctag-" + base64.urlsafe_b64encode(os.urandom(16)).rstrip(b"=").decode()
         if tag in self.consumers:
-            raise NotAllowed(f"attempt to reuse consumer tag '{tag}'", m.CLASS_ID, m.METHOD_ID)
-        getattr(self.session.broker, "limits", NO_LIMITS).check_consumer(self, m)  # consumer_max_per_channel
-        priority = m.arguments.get("x-priority") if m.arguments else None
+            raise NotAllowed(f"attempt to reuse consumer tag '{tag}'")
+        getattr(self.session.broker, "limits", NO_LIMITS).check_consumer(self, tag)  # consumer_max_per_channel
+        priority = arguments.get("x-priority") if arguments else None
         if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
             raise PreconditionFailed(f"invalid arg 'x-priority' for queue '{q.name}' in vhost '{self.vhost.name}': "
-                                     f"\"expected integer, got {_type_name(priority)}\"", m.CLASS_ID, m.METHOD_ID)
-        if q.has_exclusive_consumer() or (m.exclusive and q.consumers):
+                                     f"\"expected integer, got {_type_name(priority)}\"")
+        if q.has_exclusive_consumer() or (exclusive and q.consumers):
             raise AccessRefused(f"queue '{q.name}' in vhost '{self.vhost.name}' in exclusive use")
-        c = Consumer(tag, self, q, m.no_ack, m.exclusive, m.arguments,
+        c = Consumer(tag, self, q, no_ack, exclusive, arguments,
                      self.consumer_prefetch_count, self.consumer_prefetch_size)
         self.consumers[tag] = c
         q.add_consumer(c)
-        if not m.nowait:
-            self._reply(spec.BasicConsumeOk(tag))
-        q.dispatch()
+        return c
 
-    def handle_basic_cancel(self, m) -> None:
-        if self.reply_consumer is not None and m.consumer_tag == self.reply_consumer.tag:
-            return reply_to.cancel(self, m)
-        c = self.consumers.pop(m.consumer_tag, None)
-        if not m.nowait:
-            self._reply(spec.BasicCancelOk(m.consumer_tag))
+    def start_consumer(self, consumer) -> None:
+        """Deliver what the consumer's queue has ready (after the consume was answered)."""
+        queue = getattr(consumer, "queue", None)  # a reply consumer has none
+        if queue is not None:
+            queue.dispatch()
+
+    def cancel(self, tag: str) -> None:
+        """End a consumer (an unknown tag is not an error)."""
+        if self.reply_consumer is not None and tag == self.reply_consumer.tag:
+            reply_to.release(self)
+            return
+        c = self.consumers.pop(tag, None)
         if c is not None:
             c.queue.remove_consumer(c)
 
     def consumer_cancelled_by_broker(self, c: Consumer) -> None:
-        """The queue went away under a consumer: tell the client if it asked to be told."""
+        """The queue went away under a consumer: tell the client (the sink decides how)."""
         if self.consumers.pop(c.tag, None) is None or self.closed:
             return
         held = self.session.held_cancels
-        if held is not None:  # this connection is deleting the queue: after its delete-ok
+        if held is not None:  # this connection is deleting the queue: after its answer
             held.append((self, c.tag))
         else:
             self.notify_cancel(c.tag)
 
     def notify_cancel(self, tag: str) -> None:
-        if (self.session.capabilities.get("consumer_cancel_notify") and not self.closed
-                and self.conn.channel_is_open(self.number)):
-            self._reply(spec.BasicCancel(tag, True))
+        if not self.closed:
+            self.sink.cancelled(tag)
 
-    # --- basic class: publish ----------------------------------------------------------------
+    # --- publish -------------------------------------------------------------------------------
 
-    def handle_content(self, m, properties: bytes, body) -> None:
-        """basic.publish with its content: route, enqueue, return, confirm."""
-        if m.immediate:
-            raise NotImplemented_("immediate=true", m.CLASS_ID, m.METHOD_ID)
-        ex = self.vhost.exchanges.get(m.exchange)
-        if ex is not self.publish_allowed and self.publish_checked.get(m.exchange, authz.UNCHECKED) is not ex:
-            authz.publish(self, m)  # write permission (and topic permission), then cached
+    def publish(self, exchange: str, routing_key: str, properties: bytes, body, mandatory: bool,
+                immediate: bool = False) -> PublishOutcome:
+        """Route and enqueue one message; the confirm (if selected) is recorded here."""
+        if immediate:
+            raise NotImplemented_("immediate=true")
+        ex = self.vhost.exchanges.get(exchange)
+        if ex is not self.publish_allowed and self.publish_checked.get(exchange, authz.UNCHECKED) is not ex:
+            authz.publish(self, exchange, routing_key)  # write permission (and topic permission), then cached
         if ex is None:
-            raise NotFound(f"no exchange '{m.exchange}' in vhost '{self.vhost.name}'", m.CLASS_ID, m.METHOD_ID)
+            raise NotFound(f"no exchange '{exchange}' in vhost '{self.vhost.name}'")
         if ex.internal:
-            raise AccessRefused(f"cannot publish to internal exchange '{m.exchange}' in vhost "
-                                f"'{self.vhost.name}'", m.CLASS_ID, m.METHOD_ID)
+            raise AccessRefused(f"cannot publish to internal exchange '{exchange}' in vhost '{self.vhost.name}'")
         self.stats_publish += 1
         ex.stats_publish_in += 1
-        msg = Message(m.exchange, m.routing_key, properties, body)
+        msg = Message(exchange, routing_key, properties, body)
         if len(properties) >= 2 and (properties[0] & _CHECKED_FLAGS_HI or properties[1] & _USER_ID_FLAG):
-            self._check_properties(m, msg)
+            self._check_properties(msg)
         if self.tx_mode:
-            self.tx_publishes.append((ex, msg, m.mandatory))
-            return
-        need = self._publish(ex, msg, m.mandatory)
+            self.tx_publishes.append((ex, msg, mandatory))
+            return _HELD
+        need = self._route(ex, msg, mandatory)
         confirms = self.confirms
-        if confirms is not None:  # a queue that turned it away (x-overflow reject-publish): basic.nack
-            confirms.published(need, need == REFUSED)
+        if need > 0:
+            if confirms is not None:
+                confirms.published(need)
+            return _PERSISTING
+        if confirms is not None:  # refused by a queue (x-overflow reject-publish): a negative confirm
+            confirms.published(0, need == REFUSED)
+        if not need:
+            return _ROUTED
+        if need == REFUSED:
+            return _REFUSED
+        return _RETURNED if mandatory else _DROPPED
 
-    def _check_properties(self, m, msg: Message) -> None:
+    def _check_properties(self, msg: Message) -> None:
         """The properties the broker acts on at publish time: reply-to, expiration, user-id."""
         properties = msg.properties
         if properties[0] & _REPLY_TO_FLAG_HI:
@@ -349,21 +334,20 @@ class Channel:
             user_id = msg.decoded.user_id
             if user_id is not None and user_id != self.session.username and not authz.may_impersonate(self):
                 raise PreconditionFailed(f"user_id property set to '{user_id}' but authenticated user was "
-                                         f"'{self.session.username}'", m.CLASS_ID, m.METHOD_ID)
+                                         f"'{self.session.username}'")
 
-    def _publish(self, ex, msg: Message, mandatory: bool) -> int:
+    def _route(self, ex, msg: Message, mandatory: bool) -> int:
         """Route and enqueue; returns the sync number the message's durability waits for (or 0),
-        or REFUSED when a queue turned it away (``Queue.publish``, x-overflow reject-publish)."""
+        REFUSED when a queue turned it away (``Queue.publish``, x-overflow reject-publish), or
+        _UNROUTED when no queue took it (returned to the sink if mandatory)."""
         queues = ex.route(msg, (msg.routing_key,))
         if not queues:
             if mandatory:
                 self.stats_unroutable_returned += 1
-                self.conn.send_content(self.number, spec.BasicReturn(312, "NO_ROUTE", msg.exchange, msg.routing_key),
-                                       msg.properties, msg.body)
-                self.session.want_flush()
+                self.sink.returned(msg)
             else:
                 self.stats_unroutable_dropped += 1
-            return 0
+            return _UNROUTED
         need = 0
         refused = False
         for q in queues:
@@ -378,58 +362,47 @@ class Channel:
             msg.routed()
         return REFUSED if refused else need  # REFUSED by any queue: the publisher gets a nack
 
-    def synced(self, number: int) -> None:
-        """A sync completed (called by Durability): a tx.commit-ok that waited for it goes out."""
-        if self.closed:
-            return
-        if self.commit_waits_for and number >= self.commit_waits_for:
-            self.commit_waits_for = 0
-            self._reply(spec.TxCommitOk())
-        if self.commit_waits_for:
-            self.session.durability.waiting.add(self)
+    # --- confirms ------------------------------------------------------------------------------
+
+    def select_confirms(self) -> None:
+        if self.tx_mode:
+            raise PreconditionFailed("cannot switch from tx to confirm mode")
+        if self.confirms is None:
+            self.confirms = Confirms(self.session.durability, self._confirms_ready)
 
     def _confirms_ready(self, confirms: Confirms) -> None:
-        self.session.want_confirm_flush(self)
+        """Something can be confirmed (``Confirms.settle``): the adapter settles it when it
+        writes next (0-9-1: one basic.ack per channel per write batch)."""
+        raise NotImplementedError
 
-    def flush_confirms(self) -> None:
-        """Tell the client what its confirms allow now: one basic.ack (multiple when it covers
-        more than one publish), a basic.nack for each refused publish (``Confirms.settle``)."""
-        confirms = self.confirms
-        if confirms is None or self.closed or not self.conn.channel_is_open(self.number):
-            return
-        send, number = self.conn.send_method, self.number
-        for n, multiple, ack in confirms.settle():
-            send(number, spec.BasicAck(n, multiple) if ack else spec.BasicNack(n, False, False))
+    # --- get, settle ---------------------------------------------------------------------------
 
-    # --- basic class: get, ack, reject, recover ------------------------------------------------
-
-    def handle_basic_get(self, m) -> None:
-        authz.queue_read(self, m)
-        q = self._queue(m.queue)
-        entry = q.take(m.no_ack)  # marks it delivered
+    def get(self, queue: str, no_ack: bool):
+        """One message taken from a queue: (delivery tag, redelivered, message, messages left),
+        or None when it is empty."""
+        authz.queue_read(self, queue)
+        q = self._queue(queue)
+        entry = q.take(no_ack)  # marks it delivered
         if entry is None:
-            self._reply(spec.BasicGetEmpty())
-            return
+            return None
         seq, msg, redelivered, _ = entry
         q.stats_get += 1
         if redelivered:
             q.stats_redeliver += 1
         tag = self.next_tag
         self.next_tag = tag + 1
-        if not m.no_ack:
+        if not no_ack:
             self.unacked[tag] = (q, seq, msg, None, tag)
-        self.conn.send_content(self.number, spec.BasicGetOk(tag, redelivered, msg.exchange, msg.routing_key,
-                                                            q.message_count), msg.properties, msg.body)
-        self.session.want_flush()
+        return tag, redelivered, msg, q.message_count
 
-    def _take_unacked(self, tag: int, multiple: bool, m) -> list[tuple]:
+    def _take_unacked(self, tag: int, multiple: bool) -> list[tuple]:
         unacked = self.unacked
         if multiple:
             if tag == 0:
                 tags = list(unacked)
             else:
                 if tag not in unacked and (not unacked or tag >= self.next_tag):
-                    raise PreconditionFailed(f"unknown delivery tag {tag}", m.CLASS_ID, m.METHOD_ID)
+                    raise PreconditionFailed(f"unknown delivery tag {tag}")
                 tags = []
                 for t in unacked:  # insertion order is tag order
                     if t > tag:
@@ -438,7 +411,7 @@ class Channel:
             return [unacked.pop(t) for t in tags]
         entry = unacked.pop(tag, None)
         if entry is None:
-            raise PreconditionFailed(f"unknown delivery tag {tag}", m.CLASS_ID, m.METHOD_ID)
+            raise PreconditionFailed(f"unknown delivery tag {tag}")
         return [entry]
 
     def _settle(self, entries: list[tuple], requeue: bool | None) -> None:
@@ -468,73 +441,73 @@ class Channel:
         for q in touched:
             q.dispatch()
 
-    def _ack_like(self, m, multiple: bool, requeue: bool | None) -> None:
-        entries = self._take_unacked(m.delivery_tag, multiple, m)
+    def _settle_tags(self, tag: int, multiple: bool, requeue: bool | None) -> None:
+        entries = self._take_unacked(tag, multiple)
         if self.tx_mode:
             self.tx_settles.append((entries, requeue))
             return
         self._settle(entries, requeue)
 
-    def handle_basic_ack(self, m) -> None:
-        self._ack_like(m, m.multiple, None)
+    def ack(self, tag: int, multiple: bool) -> None:
+        """The deliveries are done with (``multiple``: every one up to ``tag``; tag 0: all)."""
+        self._settle_tags(tag, multiple, None)
 
-    def handle_basic_nack(self, m) -> None:
-        self._ack_like(m, m.multiple, m.requeue)
+    def reject(self, tag: int, multiple: bool, requeue: bool) -> None:
+        """Requeue the deliveries (release), or let them die (dead-lettered if the queue says so)."""
+        self._settle_tags(tag, multiple, requeue)
 
-    def handle_basic_reject(self, m) -> None:
-        self._ack_like(m, False, m.requeue)
-
-    def _recover(self) -> None:
+    def recover(self) -> None:
+        """Every unacked delivery back to its queue."""
         entries = list(self.unacked.values())
         self.unacked.clear()
         self._settle(entries, True)
 
-    def handle_basic_recover(self, m) -> None:
-        self._recover()  # requeue=false (redeliver to the same consumer) is served as requeue
-        self._reply(spec.BasicRecoverOk())
+    # --- transactions --------------------------------------------------------------------------
 
-    def handle_basic_recover_async(self, m) -> None:
-        self._recover()
-
-    # --- confirm and tx ----------------------------------------------------------------------
-
-    def handle_confirm_select(self, m) -> None:
-        if self.tx_mode:
-            raise PreconditionFailed("cannot switch from tx to confirm mode", m.CLASS_ID, m.METHOD_ID)
-        if self.confirms is None:
-            self.confirms = Confirms(self.session.durability, self._confirms_ready)
-        if not m.nowait:
-            self._reply(spec.ConfirmSelectOk())
-
-    def handle_tx_select(self, m) -> None:
-        if self.confirm_mode:
-            raise PreconditionFailed("cannot switch from confirm to tx mode", m.CLASS_ID, m.METHOD_ID)
+    def select_tx(self) -> None:
+        if self.confirms is not None:
+            raise PreconditionFailed("cannot switch from confirm to tx mode")
         self.tx_mode = True
-        self._reply(spec.TxSelectOk())
 
-    def handle_tx_commit(self, m) -> None:
+    def commit(self) -> bool:
+        """Publish and settle what the transaction holds. True when it is complete now; False
+        when its persistent messages wait for the disk: ``tx_committed`` is called then."""
         if not self.tx_mode:
-            raise PreconditionFailed("channel is not transactional", m.CLASS_ID, m.METHOD_ID)
+            raise PreconditionFailed("channel is not transactional")
         publishes, settles = self.tx_publishes, self.tx_settles
         self.tx_publishes, self.tx_settles = [], []
         need = 0
         for ex, msg, mandatory in publishes:
-            need = max(need, self._publish(ex, msg, mandatory))
+            need = max(need, self._route(ex, msg, mandatory))
         for entries, requeue in settles:
             self._settle(entries, requeue)
-        if need and need > self.session.durability.synced:
-            self.commit_waits_for = need  # commit-ok once the messages are on disk
-            self.session.durability.waiting.add(self)
-            return
-        self._reply(spec.TxCommitOk())
+        durability = self.session.durability
+        if need and need > durability.synced:
+            self.commit_waits_for = need  # complete once the messages are on disk
+            durability.waiting.add(self)
+            return False
+        return True
 
-    def handle_tx_rollback(self, m) -> None:
+    def tx_committed(self) -> None:
+        """A commit that waited for the disk is complete (the adapter answers it)."""
+        raise NotImplementedError
+
+    def synced(self, number: int) -> None:
+        """A sync completed (called by Durability): a commit that waited for it completes."""
+        if self.closed:
+            return
+        if self.commit_waits_for and number >= self.commit_waits_for:
+            self.commit_waits_for = 0
+            self.tx_committed()
+        if self.commit_waits_for:
+            self.session.durability.waiting.add(self)
+
+    def rollback(self) -> None:
         if not self.tx_mode:
-            raise PreconditionFailed("channel is not transactional", m.CLASS_ID, m.METHOD_ID)
+            raise PreconditionFailed("channel is not transactional")
         self.tx_publishes = []
         # acks inside the rolled-back transaction are undone: the messages stay unacked
         self._restore_tx_settles()
-        self._reply(spec.TxRollbackOk())
 
     def _restore_tx_settles(self) -> None:
         for entries, _ in self.tx_settles:
@@ -570,54 +543,3 @@ def _type_name(value) -> str:
         if isinstance(value, kind):
             return name
     return "void" if value is None else type(value).__name__
-
-
-# Qpid's exchange.bound-ok reply codes (INVENTORY.md §7.1.1, the Qpid Java broker's ExchangeBoundHandler)
-BOUND_OK, BOUND_NO_EXCHANGE, BOUND_NO_QUEUE, BOUND_NO_BINDINGS = 0, 1, 2, 3
-BOUND_QUEUE_NOT_BOUND, BOUND_NO_QUEUE_WITH_KEY, BOUND_QUEUE_NOT_BOUND_WITH_KEY = 4, 5, 6
-
-
-def handle_exchange_bound(ch: Channel, m) -> None:
-    """Qpid 0-8/0-9/0-91 exchange.bound: is anything (this queue, this key) bound to the exchange?
-
-    ``m`` is the native method of the client's table (no 0-9-1 twin exists); the answer is the
-    bound-ok of that same table.
-    """
-    reply_cls = sys.modules[type(m).__module__].ExchangeBoundOk
-    ex = ch.vhost.exchanges.get(m.exchange)
-    queue = ch.vhost.queues.get(m.queue) if m.queue else None
-    if ex is None:
-        code, text = BOUND_NO_EXCHANGE, f"Exchange '{m.exchange}' not found"
-    elif m.queue and queue is None:
-        code, text = BOUND_NO_QUEUE, f"Queue '{m.queue}' not found"
-    else:
-        bindings = list(ex.bindings.values())
-        if queue is not None:
-            bindings = [b for b in bindings if b.destination is queue]
-        if m.routing_key:
-            bindings = [b for b in bindings if b.routing_key == m.routing_key]
-        if bindings:
-            code, text = BOUND_OK, ""
-        elif not m.queue and not m.routing_key:
-            code, text = BOUND_NO_BINDINGS, "no bindings"
-        elif not m.routing_key:
-            code, text = BOUND_QUEUE_NOT_BOUND, f"Queue '{m.queue}' not bound to exchange '{m.exchange}'"
-        elif not m.queue:
-            code, text = BOUND_NO_QUEUE_WITH_KEY, f"No queue bound with routing key '{m.routing_key}'"
-        else:
-            code, text = (BOUND_QUEUE_NOT_BOUND_WITH_KEY,
-                          f"Queue '{m.queue}' not bound with routing key '{m.routing_key}' to exchange '{m.exchange}'")
-    ch._reply(reply_cls(code, text))
-
-
-def _build_handlers() -> dict:
-    table = {EXCHANGE_BOUND: handle_exchange_bound}
-    for index, cls in spec.METHODS.items():
-        name = "handle_" + cls.NAME.replace(".", "_").replace("-", "_")
-        fn = getattr(Channel, name, None)
-        if fn is not None:
-            table[index] = fn
-    return table
-
-
-HANDLERS = _build_handlers()

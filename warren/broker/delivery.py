@@ -14,6 +14,9 @@ A sink answers two questions, both asked for every delivery (keep them cheap):
 * ``deliver(consumer, tag, redelivered, message)``: send it. ``tag`` is the channel's delivery
   tag, ``consumer`` the broker's ``Consumer`` (or direct reply-to's ``ReplyConsumer``), whose
   ``tag`` names the subscription.
+
+Two rarer messages go the same way: ``returned(message)``, a mandatory publish no queue took,
+and ``cancelled(consumer_tag)``, a consumer whose queue went away.
 """
 
 from __future__ import annotations
@@ -28,4 +31,10 @@ class DeliverySink(Protocol):
         ...
 
     def deliver(self, consumer, tag: int, redelivered: bool, message) -> None:
+        ...
+
+    def returned(self, message) -> None:
+        ...
+
+    def cancelled(self, consumer_tag: str) -> None:
         ...

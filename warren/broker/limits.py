@@ -83,12 +83,11 @@ class BrokerLimits:
 
     # --- consumers -----------------------------------------------------------------------------
 
-    def check_consumer(self, channel, method) -> None:
-        """basic.consume on ``channel``: RabbitMQ's consumer_max_per_channel (a new tag only)."""
+    def check_consumer(self, channel, tag: str) -> None:
+        """A new consumer on ``channel``: RabbitMQ's consumer_max_per_channel (a new tag only)."""
         limit = self.consumer_max_per_channel
-        if limit and len(channel.consumers) >= limit and method.consumer_tag not in channel.consumers:
-            raise NotAllowed(f"reached maximum ({limit}) of consumers per channel",
-                             method.CLASS_ID, method.METHOD_ID)
+        if limit and len(channel.consumers) >= limit and tag not in channel.consumers:
+            raise NotAllowed(f"reached maximum ({limit}) of consumers per channel")
 
 
 NO_LIMITS = BrokerLimits()  # a Broker built without a server (unit tests, tools)

@@ -28,9 +28,8 @@ import os
 from warren.codec.fields import encode_shortstr
 from warren.codec.property_edits import replace_reply_to
 from warren.errors import NotAllowed, NotFound, PreconditionFailed
-from warren.spec import amqp0_9_1 as spec
 
-__all__ = ["REPLY_TO", "PREFIX", "ReplyConsumer", "declare", "consume", "cancel", "release", "rewrite"]
+__all__ = ["REPLY_TO", "PREFIX", "ReplyConsumer", "declare", "consume", "release", "rewrite"]
 
 REPLY_TO = "amq.rabbitmq.reply-to"
 PREFIX = REPLY_TO + "."
@@ -67,36 +66,27 @@ def lookup(vhost, routing_key: str) -> ReplyConsumer | None:
     return None
 
 
-def declare(channel, m) -> None:
-    """queue.declare of the pseudo-queue or of a reply address."""
-    name = m.queue
+def declare(channel, name: str) -> tuple[str, int, int]:
+    """queue.declare of the pseudo-queue or of a reply address: (name, 0 messages, 1 consumer)."""
     if name != REPLY_TO and lookup(channel.vhost, name) is None:
         raise NotFound(f"no queue '{name}' in vhost '{channel.vhost.name}'")
     channel.last_queue = name
-    if not m.nowait:
-        channel._reply(spec.QueueDeclareOk(name, 0, 1))
+    return name, 0, 1
 
 
-def consume(channel, m) -> None:
-    """basic.consume from the pseudo-queue: becomes the channel's reply consumer."""
-    if m.consumer_tag and m.consumer_tag in channel.consumers:
-        raise NotAllowed(f"attempt to reuse consumer tag '{m.consumer_tag}'", m.CLASS_ID, m.METHOD_ID)
-    if not m.no_ack:
-        raise PreconditionFailed("reply consumer cannot acknowledge", m.CLASS_ID, m.METHOD_ID)
+def consume(channel, tag: str, no_ack: bool) -> ReplyConsumer:
+    """A consumer of the pseudo-queue: becomes the channel's reply consumer."""
+    if tag and tag in channel.consumers:
+        raise NotAllowed(f"attempt to reuse consumer tag '{tag}'")
+    if not no_ack:
+        raise PreconditionFailed("reply consumer cannot acknowledge")
     if channel.reply_consumer is not None:
-        raise PreconditionFailed("reply consumer already set", m.CLASS_ID, m.METHOD_ID)
-    tag = m.consumer_tag or "amq.ctag-" + _random()
+        raise PreconditionFailed("reply consumer already set")
+    tag = tag or "amq.ctag-" + _random()
     token = _random()
     rc = channel.reply_consumer = ReplyConsumer(tag, token, channel)
     channel.vhost.reply_channels[token] = rc
-    if not m.nowait:
-        channel._reply(spec.BasicConsumeOk(tag))
-
-
-def cancel(channel, m) -> None:
-    release(channel)
-    if not m.nowait:
-        channel._reply(spec.BasicCancelOk(m.consumer_tag))
+    return rc
 
 
 def release(channel) -> None:

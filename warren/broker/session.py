@@ -15,11 +15,11 @@ import logging
 
 from warren.access.errors import LoginRefused
 from warren.broker.auth import check_certificate_login, parse_response
-from warren.broker.channel import Channel
 from warren.broker.limits import NO_LIMITS
 from warren.errors import (
     AMQPError, ConnectionAccessRefused, HardError, InternalError, NotAllowed, SoftError,
 )
+from warren.protocol.amqp0_9_1.channel import Channel
 from warren.protocol.amqp0_9_1.delivery import ChannelSink
 from warren.protocol.events import ChannelClosed, ChannelOpened, Content, ConnectionClosed, Method
 from warren.spec import amqp0_9_1 as spec
@@ -86,8 +86,9 @@ class Session:
             kind = type(event)
             if kind is Content:
                 self.published = True
-                ch = self.channels[event.channel]
-                ch.handle_content(event.method, event.properties, event.body)
+                m = event.method  # basic.publish: straight to the operation (the hot path)
+                self.channels[event.channel].publish(m.exchange, m.routing_key, event.properties, event.body,
+                                                     m.mandatory, m.immediate)
             elif kind is Method:
                 if event.channel == 0:
                     self._connection_method(event.method)

@@ -2,12 +2,15 @@
 
 The broker's channel numbers a delivery and keeps its unacked record; this writes it into the
 sans-IO connection with the compiled fast path (``ServerConnection.send_deliver``) and asks the
-glue for a flush. What stops deliveries at the transport is here too: the client's channel.flow,
+glue for a flush. A mandatory message no queue took goes back as basic.return, and a consumer
+whose queue went away gets basic.cancel when its client announced consumer_cancel_notify. What stops deliveries at the transport is here too: the client's channel.flow,
 a socket that is not writable (the session's ``writable``, set by the glue), and ``OUTPUT_BATCH``
 octets already queued for one write.
 """
 
 from __future__ import annotations
+
+from warren.spec import amqp0_9_1 as spec
 
 __all__ = ["ChannelSink", "OUTPUT_BATCH"]
 
@@ -33,3 +36,13 @@ class ChannelSink:
         self.conn.send_deliver(self.number, consumer.tag_ss, tag, redelivered, message.exchange_ss,
                                message.routing_key_ss, message.properties, message.body)
         self.session.io.want_flush()
+
+    def returned(self, message) -> None:
+        self.conn.send_content(self.number, spec.BasicReturn(312, "NO_ROUTE", message.exchange, message.routing_key),
+                               message.properties, message.body)
+        self.session.want_flush()
+
+    def cancelled(self, consumer_tag: str) -> None:
+        if self.session.capabilities.get("consumer_cancel_notify") and self.conn.channel_is_open(self.number):
+            self.conn.send_method(self.number, spec.BasicCancel(consumer_tag, True))
+            self.session.want_flush()
