@@ -57,6 +57,7 @@ def test_replay_publishes_every_row(spark, broker, uid, tmp_path):
         result = _replay("--from", tmp_path / "archive", "--exchange", exchange, "--url", broker.url)
         assert result.exit_code == 0, result.output
         assert f"published {ROWS} messages" in result.output
+        assert f"published {ROWS:,} rows in " in result.output  # the progress summary (stderr)
         assert message_count(ch, f"sr-even-{uid}") == message_count(ch, f"sr-odd-{uid}") == ROWS // 2
         seen = set()
         for key in ("even", "odd"):

@@ -16,26 +16,52 @@ flight is done again, with the same offsets, by the next run).
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 import threading
+import time
 
 import click
+
+from warren.spark.jobs.progress import Progress
+from warren.spark.options import parse_read_options
+from warren.spark.read.http import api_for
 
 __all__ = ["archive_command", "run_archive"]
 
 DEFAULT_URL = "amqp://guest:guest@localhost:5672/%2F"
+DEFAULT_PER_TRIGGER = 1_000_000  # records per batch: progress is known batch by batch
 
 
 def _default_checkpoint(path: str) -> str:
     return path.rstrip("/") + ".checkpoint"
 
 
+def _ends(progress: dict) -> dict[str, int]:
+    """stream -> next offset to archive, from a batch's progress (its source's end offset)."""
+    ends: dict[str, int] = {}
+    for source in progress.get("sources") or []:
+        end = source.get("endOffset")
+        if isinstance(end, str):
+            try:
+                end = json.loads(end)
+            except ValueError:
+                continue
+        if isinstance(end, dict):
+            ends.update({s: int(o) for s, o in end.items()})
+    return ends
+
+
 def run_archive(spark, *, stream: str, path: str, checkpoint: str, url: str, http_url: str | None,
                 trigger: str, interval: str, max_records_per_trigger: int | None,
                 max_bytes_per_trigger: int | None, starting_offsets: str, records_per_partition: int | None,
-                fail_on_data_loss: bool, transport: str, report=print):
-    """Start the query and wait for it; returns it once it ends (stopped or done)."""
+                fail_on_data_loss: bool, transport: str, report=print, progress: Progress | None = None):
+    """Start the query and wait for it; returns it once it ends (stopped or done).
+
+    ``progress`` is told the rows archived by this run after every batch and the lag: records
+    committed in the stream(s) and not archived yet (asked from the HTTP API every second).
+    """
     reader = (spark.readStream.format("warren").option("url", url).option("stream", stream)
               .option("startingOffsets", starting_offsets).option("failOnDataLoss", str(fail_on_data_loss).lower())
               .option("transport", transport))
@@ -46,6 +72,8 @@ def run_archive(spark, *, stream: str, path: str, checkpoint: str, url: str, htt
     writer = (reader.load().writeStream.format("parquet").option("path", path)
               .option("checkpointLocation", checkpoint).queryName("warren-archive"))
     writer = writer.trigger(availableNow=True) if trigger == "availableNow" else writer.trigger(processingTime=interval)
+    options = parse_read_options({"url": url, "stream": stream, **({"httpUrl": http_url} if http_url else {})},
+                                 batch=False)
     query = writer.start()
     stop = threading.Event()
 
@@ -55,22 +83,48 @@ def run_archive(spark, *, stream: str, path: str, checkpoint: str, url: str, htt
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     seen = -1
+    rows = 0
+    archived: dict[str, int] = {}  # stream -> next offset to archive (known after a first batch)
+    api = api_for(options)
+    next_look = 0.0
     try:
         while query.isActive and not stop.is_set():
             query.awaitTermination(0.5)
-            for progress in query.recentProgress:
-                if progress["batchId"] > seen:
-                    seen = progress["batchId"]
-                    source = progress["sources"][0] if progress["sources"] else {}
-                    report(f"batch {seen}: {progress['numInputRows']} rows, offsets {source.get('startOffset')} "
-                           f"-> {source.get('endOffset')}")
+            for p in query.recentProgress:
+                if p["batchId"] > seen:
+                    seen = p["batchId"]
+                    rows += int(p["numInputRows"])
+                    archived.update(_ends(p))
+            if progress is not None and time.monotonic() >= next_look:
+                next_look = time.monotonic() + 1.0
+                progress.update(rows, _lag(api, options.streams, archived))
         if stop.is_set() and query.isActive:
             query.stop()
         query.awaitTermination()
+        for p in query.recentProgress:  # the last batches, finished after the loop's last look
+            if p["batchId"] > seen:
+                seen = p["batchId"]
+                rows += int(p["numInputRows"])
+                archived.update(_ends(p))
+        if progress is not None:
+            progress.update(rows, _lag(api, options.streams, archived))
     finally:
+        api.close()
         for s, handler in previous.items():
             signal.signal(s, handler)
+    query.archived_rows = rows
     return query
+
+
+def _lag(api, streams, archived: dict) -> int | None:
+    """Records committed and not archived yet (None until a batch said where archiving is, or
+    when the HTTP API does not answer: progress is no reason to fail the job)."""
+    if not archived:
+        return None
+    try:
+        return sum(max(0, api.info(s).end - archived.get(s, 0)) for s in streams)
+    except Exception:
+        return None
 
 
 @click.command("archive")
@@ -82,8 +136,8 @@ def run_archive(spark, *, stream: str, path: str, checkpoint: str, url: str, htt
 @click.option("--trigger", type=click.Choice(["availableNow", "continuous"]), default="availableNow",
               show_default=True, help="availableNow: archive what is there and exit; continuous: run until stopped.")
 @click.option("--interval", default="10 seconds", show_default=True, help="Batch interval of --trigger continuous.")
-@click.option("--max-records-per-trigger", type=click.IntRange(min=1), default=None,
-              help="At most this many records per batch.")
+@click.option("--max-records-per-trigger", type=click.IntRange(min=1), default=DEFAULT_PER_TRIGGER,
+              show_default=True, help="At most this many records per batch (progress is reported per batch).")
 @click.option("--max-bytes-per-trigger", type=click.IntRange(min=1), default=None,
               help="About this many octets per batch at most (estimated from the stream's average record size).")
 @click.option("--starting-offsets", default="earliest", show_default=True,
@@ -111,13 +165,19 @@ def archive_command(stream, path, checkpoint, url, http_url, trigger, interval, 
     try:
         with job_session("warren-archive", master, ship_package) as spark:
             report(f"archiving {stream} to {path} (checkpoint {checkpoint}, trigger {trigger})")
+            progress = Progress("archived", "lag")
             query = run_archive(
                 spark, stream=stream, path=path, checkpoint=checkpoint, url=url, http_url=http_url,
                 trigger=trigger, interval=interval, max_records_per_trigger=max_records_per_trigger,
                 max_bytes_per_trigger=max_bytes_per_trigger, starting_offsets=starting_offsets,
                 records_per_partition=records_per_partition, fail_on_data_loss=fail_on_data_loss,
-                transport=transport, report=report)
-            report("done" if query.exception() is None else f"failed: {query.exception()}")
+                transport=transport, report=report, progress=progress)
+            if query.exception() is None:
+                lag = progress.left
+                progress.finish(f"archived {query.archived_rows:,} rows of {stream} to {path}"
+                                + ("" if lag is None else f", {lag:,} left behind the tail"))
+            else:
+                report(f"failed: {query.exception()}")
     except JavaMissingError as e:
         raise click.ClickException(str(e)) from None
     except StreamingQueryException as e:

@@ -16,10 +16,12 @@ message ids are ``<write id>:0:<partition>:<row>`` and repeat for the same files
 from __future__ import annotations
 
 import re
+import threading
 
 import click
 
 from warren.spark.amqp_link import DEFAULT_URL
+from warren.spark.jobs.progress import Progress
 
 __all__ = ["replay_command", "replay"]
 
@@ -30,8 +32,12 @@ _WARREN_ERROR = re.compile(r"warren\.spark(?:\.\w+)+: (.*)")
 
 def replay(spark, source: str, exchange: str, url: str = DEFAULT_URL, routing_key: str | None = None,
            write_id: str | None = None, ordered: bool = False, mandatory: bool = False,
-           confirm_window: int | None = None) -> int:
-    """Publish every row of the Parquet file(s) at ``source``; returns how many were published."""
+           confirm_window: int | None = None, progress: Progress | None = None) -> int:
+    """Publish every row of the Parquet file(s) at ``source``; returns how many were published.
+
+    ``progress`` hears, about every second, the rows published so far, estimated from the
+    write's finished tasks (Spark's status tracker: tasks, not rows, are what Spark reports
+    while a job runs), and how many are left."""
     from warren.spark import register
 
     register(spark)
@@ -54,8 +60,40 @@ def replay(spark, source: str, exchange: str, url: str = DEFAULT_URL, routing_ke
         writer = writer.option("mandatory", "true")
     if confirm_window:
         writer = writer.option("confirmWindow", str(confirm_window))
-    writer.save()
+    if progress is None or getattr(spark, "sparkContext", None) is None:
+        writer.save()
+        return rows
+    # the save runs here (a Python data source is looked up in the session of the calling
+    # thread); a helper thread reads Spark's status tracker meanwhile
+    tracker = spark.sparkContext.statusTracker()
+    finished = threading.Event()
+
+    def watch() -> None:
+        while not finished.wait(1.0):
+            done = _published_estimate(tracker, rows)
+            if done is not None:
+                progress.update(done, rows - done)
+
+    watcher = threading.Thread(target=watch, name="warren-replay-progress", daemon=True)
+    watcher.start()
+    try:
+        writer.save()
+    finally:
+        finished.set()
+        watcher.join(5.0)
+    progress.update(rows, 0)
     return rows
+
+
+def _published_estimate(tracker, rows: int) -> int | None:
+    """Rows of the running write's finished tasks, assuming rows spread evenly over its tasks."""
+    total = completed = 0
+    for stage_id in tracker.getActiveStageIds():
+        info = tracker.getStageInfo(stage_id)
+        if info is not None:
+            total += info.numTasks
+            completed += info.numCompletedTasks
+    return rows * completed // total if total else None
 
 
 def _cause(text: str) -> str | None:
@@ -88,7 +126,10 @@ def replay_command(source, exchange, url, routing_key, write_id, ordered, mandat
 
     try:
         with job_session("warren pipeline replay", master, ship_package) as spark:
-            rows = replay(spark, source, exchange, url, routing_key, write_id, ordered, mandatory, confirm_window)
+            progress = Progress("published", "left")
+            rows = replay(spark, source, exchange, url, routing_key, write_id, ordered, mandatory, confirm_window,
+                          progress)
+            progress.finish(f"published {rows:,} rows")
     except JavaMissingError as e:
         raise click.ClickException(str(e)) from None
     except click.ClickException:
