@@ -20,9 +20,8 @@ connections, channels) go through ``reply_objects`` instead: it filters the obje
 sorts them on cheap per-field values (``fields``: the value the object's JSON would carry,
 read straight from the object), and builds the JSON of the returned page only (of the
 requested ``columns`` only, when every one has a cheap value). A sort on a field without a
-cheap value builds every object's JSON first, as before. Everything over ``SLICE`` objects
-(reading sort keys, building and encoding JSON) is done ``SLICE`` objects at a time with a
-yield to the loop in between, so a list of 10,000 queues never holds the broker's loop for
+cheap value builds every object's JSON first, as before. The work (reading sort keys, building and
+encoding JSON) yields to the loop every ``SLICE_SECONDS`` (5 ms), so a list of 10,000 queues never holds the broker's loop for
 long (bench/api_lists.py; docs/management.md has the figures).
 """
 
@@ -40,7 +39,7 @@ from aiohttp import hdrs, web
 
 __all__ = ["BROKER", "INFO", "SERVER", "STATS", "REALM", "ApiError", "bad_request", "not_found",
            "not_authorised", "read_json", "as_bool", "reply_list", "reply_objects", "node_name", "iso_time",
-           "vhost_or_404", "no_content", "created", "MISSING", "SLICE"]
+           "vhost_or_404", "no_content", "created", "MISSING", "SLICE_SECONDS"]
 
 BROKER = web.AppKey("broker", object)   # vhosts + users, as warren.broker.broker.Broker
 INFO = web.AppKey("info", object)       # a callable: extra fields of /api/overview (ports, connections)
@@ -50,7 +49,7 @@ STATS = web.AppKey("stats", object)     # the rate sampler (stats.py)
 REALM = 'Basic realm="RabbitMQ Management"'  # LWP-based tools (nagios checks) answer only this realm
 MAX_PAGE_SIZE = 500
 DEFAULT_PAGE_SIZE = 100
-SLICE = 500  # objects handled between two yields to the loop in reply_objects
+SLICE_SECONDS = 0.005  # reply_objects yields to the loop after this much work (JSON of ~50 queues)
 
 
 class ApiError(web.HTTPException):
@@ -277,18 +276,23 @@ def _project_fields(obj, columns: list[str], fields: dict) -> dict:
 
 
 class _Slicer:
-    """Counts work done on the loop and yields to it every SLICE units."""
+    """Yields to the loop once the work since the last yield took ``SLICE_SECONDS``."""
 
-    __slots__ = ("done",)
+    __slots__ = ("since",)
 
     def __init__(self) -> None:
-        self.done = 0
+        self.since = time.perf_counter()
 
-    async def tick(self, n: int = 1) -> None:
-        self.done += n
-        if self.done >= SLICE:
-            self.done = 0
-            await asyncio.sleep(0)
+    def due(self) -> bool:
+        return time.perf_counter() - self.since >= SLICE_SECONDS
+
+    async def pause(self) -> None:
+        await asyncio.sleep(0)
+        self.since = time.perf_counter()
+
+    async def tick(self) -> None:
+        if time.perf_counter() - self.since >= SLICE_SECONDS:
+            await self.pause()
 
 
 async def reply_objects(request: web.Request, objects: list, build, name=None, fields: dict | None = None
@@ -352,16 +356,17 @@ async def reply_objects(request: web.Request, objects: list, build, name=None, f
             if item is None:
                 item = build(o)
             return _project(item, columns) if columns else item
-    if len(objects) <= SLICE:
-        items_text = json.dumps([render(o) for o in objects])
-    else:  # encoded a slice at a time, between the broker's own work
-        parts = []
-        for i in range(0, len(objects), SLICE):
-            await asyncio.sleep(0)
-            text = json.dumps([render(o) for o in objects[i:i + SLICE]])
-            if len(text) > 2:
-                parts.append(text[1:-1])
-        items_text = "[" + ", ".join(parts) + "]"
+    # built and encoded a slice at a time, between the broker's own work
+    parts, chunk = [], []
+    for o in objects:
+        chunk.append(render(o))
+        if slicer.due():
+            parts.append(json.dumps(chunk)[1:-1])
+            chunk = []
+            await slicer.pause()
+    if chunk or not parts:
+        parts.append(json.dumps(chunk)[1:-1])
+    items_text = "[" + ", ".join(p for p in parts if p) + "]"
     if info is None:
         return web.Response(text=items_text, content_type="application/json")
     head = json.dumps({"filtered_count": info["filtered_count"], "item_count": len(objects)})

@@ -20,9 +20,8 @@ the broker keeps no counter they could be derived from (see docs/management.md).
 **Rates** are RabbitMQ's default ``basic`` mode: every ``INTERVAL`` seconds (5, its
 ``collect_statistics_interval``) ``Sampler`` records every object's counts as a tuple (a
 "vector", one per kind of object, ``Kind``); a rate is the change between the last two
-samples over the time between them, computed when an answer needs it. The sampling runs in
-slices of ``SLICE`` objects with a yield to the loop between them, so 100,000 queues never
-hold the loop for long.
+samples over the time between them, computed when an answer needs it. The sampling yields
+to the loop every ``SLICE_SECONDS`` (5 ms), so 100,000 queues never hold the loop for long.
 
 **History** (``msg_rates_age``/``msg_rates_incr``, ``lengths_age``/``lengths_incr``,
 ``data_rates_age``/``data_rates_incr``): the samples of the overview, of every vhost, and of
@@ -58,7 +57,7 @@ __all__ = ["Sampler", "Kind", "History", "INTERVAL", "QUEUE", "EXCHANGE", "CHANN
 log = logging.getLogger("warren.management")
 
 INTERVAL = 5.0  # seconds between samples (RabbitMQ's collect_statistics_interval)
-SLICE = 500  # objects sampled between two yields to the loop
+SLICE_SECONDS = 0.005  # the sampling yields to the loop after this much work
 FINE_SPAN = 600  # seconds of history at every sample (RabbitMQ's basic policy: 5 s samples for 10 min)
 COARSE_STEP = 60  # then one sample a minute
 COARSE_SPAN = 3600  # for an hour
@@ -297,18 +296,13 @@ def _ranged(history: History | None, key: str, rng, now_ms: int, current: int) -
     points = age // incr + 1
     samples = []
     kind = history.kind if history is not None else None
-    cache: dict = {}
     for k in range(points):
         ts = last - k * incr
         value = current
         if history is not None:
             vec = history.vector_at(ts)
             if vec is not None:
-                ident = id(vec)
-                value = cache.get(ident)
-                if value is None:
-                    value = kind.value(vec, key)
-                    cache[ident] = value
+                value = kind.value(vec, key)
         samples.append({"sample": value, "timestamp": ts})
     out = {"samples": samples}
     if points > 1:
@@ -336,8 +330,8 @@ class Sampler:
                 self.publish_base[q] = published_count(q)
         self._prev: dict = {}  # object -> vector, the sample before the last
         self._cur: dict = {}  # object -> vector, the last sample
-        self._dt: dict = {}  # object -> seconds between its two last samples
-        self._seen: dict = {}  # object -> monotonic time of its last sample
+        self._dt_round = 0.0  # seconds between the two last samples
+        self._last_round: float | None = None
         self.histories: dict = {}  # object (or the sampler itself: the overview) -> History
         self.http_published: Counter = Counter()  # vhost name -> messages published through the API
         self.http_published_total = 0
@@ -439,10 +433,8 @@ class Sampler:
         """{key: per second} between the two last samples of ``obj`` (empty before two)."""
         cur = self._cur.get(obj)
         prev = self._prev.get(obj)
-        if cur is None or prev is None:
-            return {}
-        dt = self._dt.get(obj, 0.0)
-        if dt <= 0:
+        dt = self._dt_round
+        if cur is None or prev is None or dt <= 0:
             return {}
         out = {}
         value = kind.value
@@ -454,7 +446,7 @@ class Sampler:
     def rate(self, obj, kind: Kind, key: str) -> float:
         cur = self._cur.get(obj)
         prev = self._prev.get(obj)
-        dt = self._dt.get(obj, 0.0)
+        dt = self._dt_round
         if cur is None or prev is None or dt <= 0:
             return 0.0
         r = (kind.value(cur, key) - kind.value(prev, key)) / dt
@@ -522,21 +514,13 @@ class Sampler:
             await asyncio.sleep(max(0.0, self.interval - (time.monotonic() - started)))
 
     async def sample(self) -> None:
-        """Record every object's counts now, ``SLICE`` objects between yields to the loop."""
+        """Record every object's counts now, yielding to the loop every ``SLICE_SECONDS``."""
         now_ms = int(time.time() * 1000)
         cur: dict = {}
-        seen = self._seen
         histories = self.histories
-        step = time.thread_time()
+        clock = time.perf_counter
+        since = clock()
         longest = 0.0
-        done = 0
-
-        async def pause() -> None:
-            nonlocal step, longest
-            held = time.thread_time() - step
-            longest = max(longest, held)
-            await asyncio.sleep(0)
-            step = time.thread_time()
 
         def record(obj, vec) -> None:
             cur[obj] = vec
@@ -547,44 +531,64 @@ class Sampler:
         connections = self.connections()
         unacked = unacked_by_queue(connections)
         vhosts = list(self.broker.vhosts.values())
+        # channel counts and octets per vhost, from the live channels and connections
+        by_vhost: dict = {}
         for conn in connections:
-            record(conn, self.connection_vector(conn))
+            vec = self.connection_vector(conn)
+            record(conn, vec)
+            vhost = _conn_vhost(conn)
+            sums = by_vhost.get(vhost)
+            if sums is None:
+                sums = by_vhost[vhost] = [0] * 6  # publish, confirm, returned, dropped, recv, send
+            sums[4] += vec[0]
+            sums[5] += vec[1]
             for ch in _live_channels(conn):
-                record(ch, self.channel_vector(ch))
-                done += 1
-            done += 1
-            if done >= SLICE:
-                done = 0
-                await pause()
+                cvec = self.channel_vector(ch)
+                record(ch, cvec)
+                for i in range(4):
+                    sums[i] += cvec[i]
+            if clock() - since >= SLICE_SECONDS:
+                longest = max(longest, clock() - since)
+                await asyncio.sleep(0)
+                since = clock()
         vhost_vectors = []
+        queue_vector = self.queue_vector
         for vhost in vhosts:
+            # the vhost's queue counts, summed in the same pass
+            deliver = get = ack = redeliver = ready = n_unacked = 0
             for q in list(vhost.queues.values()):
-                if not getattr(q, "deleted", False):
-                    record(q, self.queue_vector(q, unacked))
-                done += 1
-                if done >= SLICE:
-                    done = 0
-                    await pause()
+                if getattr(q, "deleted", False):
+                    continue
+                vec = queue_vector(q, unacked)
+                record(q, vec)
+                deliver += vec[1]
+                get += vec[2]
+                ack += vec[3]
+                redeliver += vec[4]
+                ready += vec[6]
+                n_unacked += vec[7]
+                if clock() - since >= SLICE_SECONDS:
+                    longest = max(longest, clock() - since)
+                    await asyncio.sleep(0)
+                    since = clock()
             for ex in list(vhost.exchanges.values()):
                 record(ex, self.exchange_vector(ex))
-                done += 1
-                if done >= SLICE:
-                    done = 0
-                    await pause()
             if vhost not in histories and sum(1 for h in histories.values() if h.kind is VHOST) <= MAX_VHOSTS:
                 histories[vhost] = History(VHOST, self.interval, pinned=True)
-            vec = self.vhost_vector(vhost, unacked, connections)
+            retired = TOTALS.by_vhost.get(vhost.name) or (0,) * len(VHOST_COUNTS)
+            sums = by_vhost.get(vhost) or (0,) * 6
+            vec = (retired[0] + sums[0] + self.http_published.get(vhost.name, 0), retired[1] + sums[1],
+                   retired[2] + sums[2], retired[3] + sums[3], retired[4] + deliver, retired[5] + get,
+                   retired[6] + ack, retired[7] + redeliver, ready + n_unacked, ready, n_unacked, sums[4], sums[5])
             record(vhost, vec)
             vhost_vectors.append(vec)
-            await pause()
         record(self, self.overview_vector(vhost_vectors, True))
         # the rates: between each object's last sample and this one
         now = time.monotonic()
-        prev = self._cur
-        self._prev = prev
+        self._prev = self._cur
         self._cur = cur
-        self._dt = {obj: now - seen[obj] for obj in cur if obj in prev and obj in seen}
-        self._seen = {obj: now for obj in cur}
+        self._dt_round = now - self._last_round if self._last_round is not None else 0.0
+        self._last_round = now
         # histories of objects gone, or nobody asked about for a long time
         live_vhosts = {v.name for v in vhosts}
         for obj in list(histories):
@@ -599,8 +603,7 @@ class Sampler:
         for name in list(self.http_published):
             if name not in live_vhosts:
                 self.http_published.pop(name, None)
-        longest = max(longest, time.thread_time() - step)
-        self.longest_slice = max(self.longest_slice, longest)
+        self.longest_slice = max(self.longest_slice, longest, clock() - since)
 
     def history_bytes(self) -> int:
         return sum(h.nbytes() for h in self.histories.values())
