@@ -155,3 +155,139 @@ def _state(pid: int) -> str:
             return next(line for line in f if line.startswith("State:")).lower()
     except (OSError, StopIteration):
         return "zombie"
+
+
+# --- --definitions FILE and policies with --workers -----------------------------------------------
+
+
+def definitions_doc() -> dict:
+    """A definitions file touching both workers: a user with limits, vhost "a" (worker 1) with a
+    limit, a policy, an exchange, queues and a binding, and a queue in "/" (worker 0)."""
+    return {
+        "users": [{"name": "h18-app", "password": "app-pw", "tags": ["management"],
+                   "limits": {"max-connections": 2}}],
+        "vhosts": [{"name": "/"}, {"name": "a"}],
+        "permissions": [{"user": "h18-app", "vhost": v, "configure": ".*", "write": ".*", "read": ".*"}
+                        for v in VHOSTS],
+        "parameters": [{"component": "vhost-limits", "vhost": "a", "name": "limits", "value": {"max-queues": 10}}],
+        "policies": [{"vhost": "a", "name": "cap", "pattern": "^capped$", "apply-to": "queues", "priority": 0,
+                      "definition": {"max-length": 1}}],
+        "exchanges": [{"name": "events", "vhost": "a", "type": "topic", "durable": True, "auto_delete": False,
+                       "internal": False, "arguments": {}}],
+        "queues": [{"name": "capped", "vhost": "a", "durable": True, "auto_delete": False, "arguments": {}},
+                   {"name": "root-q", "vhost": "/", "durable": True, "auto_delete": False,
+                    "arguments": {"x-max-length": 5}}],
+        "bindings": [{"source": "events", "vhost": "a", "destination": "capped", "destination_type": "queue",
+                      "routing_key": "e.#", "arguments": {}}],
+    }
+
+
+def app_connect(b, vhost: str) -> pika.BlockingConnection:
+    return pika.BlockingConnection(pika.ConnectionParameters(
+        b.host, b.port, vhost, pika.PlainCredentials("h18-app", "app-pw"), connection_attempts=1, socket_timeout=5))
+
+
+def test_a_definitions_file_is_loaded_with_workers(tmp_path):
+    """The supervisor loads users, vhosts, permissions, limits and policies; each worker its own
+    vhosts' exchanges, queues and bindings: everything in force as a single process loads it."""
+    from tests.management.api_client import call
+    defs = tmp_path / "defs.json"
+    defs.write_text(json.dumps(definitions_doc()))
+    b = launch_broker(tmp_path, "--workers", "2", "--definitions", str(defs))
+    try:
+        assert "definitions loaded from" in b.log()
+        with app_connect(b, "a") as c:  # the user of the file logs in through the supervisor
+            ch = c.channel()
+            for i in range(3):
+                ch.basic_publish("events", "e.x", b"m%d" % i)
+            # the binding routes, and the policy (max-length 1) is in force in worker 1
+            deadline = time.monotonic() + 10
+            while ch.queue_declare("capped", passive=True).method.message_count != 1:
+                assert time.monotonic() < deadline, "the policy is not in force"
+                time.sleep(0.05)
+            assert ch.basic_get("capped", auto_ack=True)[2] == b"m2"
+        with app_connect(b, "/") as c:
+            assert c.channel().queue_declare("root-q", passive=True).method.message_count == 0
+            # max-connections 2 from the file: a third is refused (user limits count per
+            # process with --workers, so all three go to the worker of "/")
+            with app_connect(b, "/"):
+                with pytest.raises(pika.exceptions.ProbableAccessDeniedError, match="530"):
+                    app_connect(b, "/")
+        info = ready(b)
+        for w in info["workers"]:  # every worker's API sees the shared part
+            base = f"http://127.0.0.1:{w['http_port']}"
+            assert call(base, "GET", "/api/users/h18-app")[1]["limits"] == {"max-connections": 2}
+            assert call(base, "GET", "/api/vhost-limits/a")[1] == [{"vhost": "a", "value": {"max-queues": 10}}]
+            assert [p["name"] for p in call(base, "GET", "/api/policies/a")[1]] == ["cap"]
+    finally:
+        b.stop()
+    assert b.proc.returncode == 0
+    # a restart with the same file changes nothing (equal objects are left alone)
+    b = launch_broker(tmp_path, "--workers", "2", "--definitions", str(defs), data_dir=b.data_dir)
+    try:
+        with app_connect(b, "a") as c:
+            ch = c.channel()
+            for i in range(3):  # the queue, its binding and the policy are there as before
+                ch.basic_publish("events", "e.y", b"n%d" % i)
+            assert ch.queue_declare("capped", passive=True).method.message_count == 1
+            assert ch.basic_get("capped", auto_ack=True)[2] == b"n2"
+    finally:
+        b.stop()
+
+
+@pytest.mark.parametrize("broken, says", [
+    ({"policies": [{"vhost": "nope", "name": "p", "pattern": ".*", "definition": {}}]},
+     "policy 'p': vhost 'nope' does not exist"),  # the supervisor's part
+    ({"queues": [{"name": "q", "vhost": "a", "durable": True, "arguments": {"x-max-length": "many"}}]},
+     "queue 'q'"),  # a worker's part
+])
+def test_a_definitions_file_that_cannot_load_stops_the_start_with_workers(tmp_path, broken, says):
+    defs = tmp_path / "defs.json"
+    defs.write_text(json.dumps({"vhosts": [{"name": "/"}, {"name": "a"}], **broken}))
+    with pytest.raises(RuntimeError) as e:
+        launch_broker(tmp_path, "--workers", "2", "--definitions", str(defs))
+    assert "cannot load definitions" in str(e.value) and says in str(e.value)
+
+
+def test_a_policy_set_through_one_workers_api_reaches_the_other_worker(two_workers):
+    """One policies.json for all workers: a policy set on worker 0's API is in force in worker 1's
+    vhost within the policy check interval, and concurrent changes through both APIs all stay."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.management.api_client import call
+    b = two_workers
+    workers = ready(b)["workers"]
+    owner_of_a = next(w for w in workers if "a" in w["vhosts"])
+    other = next(w for w in workers if w is not owner_of_a)
+    base = f"http://127.0.0.1:{other['http_port']}"
+    status = call(base, "PUT", "/api/policies/a/h18-cap", {"pattern": "^h18-capped$", "apply-to": "queues",
+                                                            "definition": {"max-length": 1}})[0]
+    assert status == 201
+    # the owner's API lists it at once (it reads the file), which must not keep the owner's
+    # queues from getting it at its next look at the file
+    owner_base = f"http://127.0.0.1:{owner_of_a['http_port']}"
+    assert [p["name"] for p in call(owner_base, "GET", "/api/policies/a")[1]] == ["h18-cap"]
+    with connect(b, "a") as c:  # served by the other worker
+        ch = c.channel()
+        ch.queue_declare("h18-capped")
+        deadline = time.monotonic() + 10
+        while True:
+            ch.queue_purge("h18-capped")
+            for i in range(3):
+                ch.basic_publish("", "h18-capped", b"%d" % i)
+            if ch.queue_declare("h18-capped", passive=True).method.message_count == 1:
+                break
+            assert time.monotonic() < deadline, "the policy never reached the worker that owns vhost a"
+            time.sleep(0.1)
+    assert call(owner_base, "GET", "/api/queues/a/h18-capped")[1]["policy"] == "h18-cap"
+
+    # policies set at the same moment through both workers' APIs: none lost
+    def put(i: int) -> int:
+        url = (base, owner_base)[i % 2]
+        return call(url, "PUT", f"/api/policies/a/h18-p{i}", {"pattern": f"^p{i}$", "definition": {"max-length": i}})[0]
+
+    with ThreadPoolExecutor(8) as pool:
+        assert set(pool.map(put, range(24))) == {201}
+    for url in (base, owner_base):
+        names = {p["name"] for p in call(url, "GET", "/api/policies/a")[1]}
+        assert names == {"h18-cap"} | {f"h18-p{i}" for i in range(24)}

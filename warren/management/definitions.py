@@ -29,7 +29,7 @@ from warren.errors import AMQPError
 from warren.management import policy_store
 
 __all__ = ["DefinitionsError", "export_definitions", "import_definitions", "load_definitions_file",
-           "RABBIT_VERSION"]
+           "read_definitions_file", "import_shared_definitions", "vhosts_part", "RABBIT_VERSION"]
 
 log = logging.getLogger("warren.management")
 
@@ -373,8 +373,8 @@ def import_definitions(broker, doc, parameters=None, vhost: str | None = None) -
     _import_objects(broker, doc, vhost)
 
 
-def load_definitions_file(broker, path, parameters=None) -> None:
-    """``--definitions FILE`` at start-up: the whole file or a DefinitionsError naming it."""
+def read_definitions_file(path) -> dict:
+    """The JSON document of a definitions file, or a DefinitionsError naming it."""
     try:
         with open(path, "rb") as f:
             doc = json.loads(f.read())
@@ -382,8 +382,76 @@ def load_definitions_file(broker, path, parameters=None) -> None:
         raise DefinitionsError(f"{path}: {e.strerror or e}") from None
     except ValueError as e:
         raise DefinitionsError(f"{path}: not JSON: {e}") from None
+    if not isinstance(doc, dict):
+        raise DefinitionsError(f"{path}: definitions must be a JSON object")
+    return doc
+
+
+def load_definitions_file(broker, path, parameters=None) -> None:
+    """``--definitions FILE`` at start-up: the whole file or a DefinitionsError naming it."""
+    doc = read_definitions_file(path)
     try:
         import_definitions(broker, doc, parameters)
     except DefinitionsError as e:
         raise DefinitionsError(f"{path}: {e}") from None
     log.info("definitions loaded from %s", path)
+
+
+# --- --workers N: the shared part in the supervisor, each vhost's objects in its worker -----------
+#
+# With --workers the supervisor imports what every process shares (users, vhosts, permissions,
+# topic permissions, user and vhost limits into access.json; policies into the one
+# policies.json) before it starts the workers, and gives each worker a document with the
+# runtime parameters, exchanges, queues and bindings of the vhosts it owns (global parameters
+# to every worker: each is a node of its own), which the worker imports as a single process
+# imports a whole file. The result is the same objects as a single-process import.
+
+
+def import_shared_definitions(access, policy_path, doc: dict) -> None:
+    """The shared part of ``doc`` (see above) into the access store and the policies file;
+    DefinitionsError on the first object that cannot be imported, as ``import_definitions``."""
+    from types import SimpleNamespace
+    _import_access(SimpleNamespace(access=access), doc)
+    known = {v.name for v in access.vhosts()}
+
+    def vhost_of(item: dict, what: str) -> str:
+        name = item.get("vhost", "/")
+        if name not in known:
+            raise DefinitionsError(f"{what}: vhost '{name}' does not exist")
+        return name
+
+    for p in _section(doc, "parameters"):
+        if p.get("component") == VHOST_LIMITS:
+            what = f"parameter {VHOST_LIMITS}/{p.get('name')}"
+            if not isinstance(p.get("value"), dict):
+                raise DefinitionsError(f"{what}: vhost limits need a JSON object")
+            _access_call(what, access.set_vhost_limits, vhost_of(p, what), p["value"])
+    policies = []
+    for p in _section(doc, "policies"):
+        what = f"policy '{p.get('name')}'"
+        priority = p.get("priority", 0)
+        if isinstance(priority, str) and priority.lstrip("-").isdigit():
+            priority = int(priority)
+        try:
+            policies.append(validate_policy(vhost_of(p, what), p.get("name"), p.get("pattern"),
+                                            p.get("apply-to") or "all", priority, p.get("definition")))
+        except PolicyError as e:
+            raise DefinitionsError(f"{what}: {e}") from None
+    try:
+        policy_store.replace_policies_in_file(policy_path, policies)
+    except PolicyError as e:
+        raise DefinitionsError(str(e)) from None
+
+
+def vhosts_part(doc: dict, vhosts) -> dict:
+    """What a worker owning ``vhosts`` imports of ``doc``: their runtime parameters (not the
+    vhost limits: shared), exchanges, queues and bindings, and the global parameters."""
+    names = set(vhosts)
+    mine = lambda key: [i for i in _section(doc, key) if i.get("vhost", "/") in names]  # noqa: E731
+    return {
+        "parameters": [p for p in mine("parameters") if p.get("component") != VHOST_LIMITS],
+        "global_parameters": _section(doc, "global_parameters"),
+        "exchanges": mine("exchanges"),
+        "queues": mine("queues"),
+        "bindings": mine("bindings"),
+    }

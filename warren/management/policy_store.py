@@ -2,54 +2,109 @@
 written to ``policies.json`` (temporary file, fsync, rename, fsync of the folder) before the
 change is answered, then applied to every matching queue and exchange at once.
 
+With ``--workers N`` every worker and the supervisor share one ``policies.json`` (the
+supervisor passes its path as ``--policy-file``), and each worker's HTTP API may change it. So
+a change is a read-modify-write of the file under an exclusive ``flock`` on
+``policies.json.lock``: the file is read again inside the lock, so two processes changing
+policies at the same moment both keep their change (without the lock, the later rename would
+drop the other's). The other workers see the new file at their next look (``Broker.tick``,
+every ``POLICY_CHECK`` = 0.5 s) and apply it to their vhosts' queues and exchanges.
+
 Without a data folder (tests of the model alone) the policies live only in the vhosts.
 """
 
 from __future__ import annotations
 
-from warren.broker.policies import Policy, save_policies
+import fcntl
+import logging
+import os
+from contextlib import contextmanager
+from pathlib import Path
 
-__all__ = ["all_policies", "replace_policy", "remove_policy", "remove_vhost_policies"]
+from warren.broker.policies import Policy, PolicyError, load_policies, save_policies
+
+__all__ = ["all_policies", "replace_policy", "remove_policy", "remove_vhost_policies", "replace_policies_in_file"]
+
+log = logging.getLogger("warren.management")
 
 
 def all_policies(broker) -> list[Policy]:
-    """Every policy of every vhost, as in force (the file's content when there is one)."""
+    """Every policy of every vhost, as in force (the file's content when there is one).
+
+    The file is read without ``PolicyFile.load``, which would take its stamp: a change another
+    worker made would then look already applied to this process's ``Broker.tick`` and never
+    reach its queues and exchanges."""
     pf = getattr(broker, "policy_file", None)
     if pf is not None and pf.path is not None:
-        loaded = pf.load()
-        if loaded is not None:
-            return loaded
+        try:
+            return load_policies(pf.path)
+        except (PolicyError, OSError) as e:
+            log.error("cannot read the policies: %s", e)
     return [p for v in broker.vhosts.values() for p in getattr(v, "policies", ())]
 
 
-def _commit(broker, policies: list[Policy]) -> None:
+@contextmanager
+def _file_locked(path: Path):
+    """Exclusive among processes sharing ``path`` (the supervisor and its workers)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(str(path) + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+@contextmanager
+def _change(broker):
+    """Yield the current policies (a list to edit in place); what is in it afterwards is made
+    durable, then in force. Under the file's lock, read inside it."""
     pf = getattr(broker, "policy_file", None)
-    if pf is not None and pf.path is not None:
-        save_policies(pf.path, policies)  # durable first
-        broker.reload_policies()  # then in force, and the file's stamp taken (no second reload)
-    else:
-        broker.set_policies(policies)
+    if pf is None or pf.path is None:
+        policies = all_policies(broker)
+        before = list(policies)
+        yield policies
+        if policies != before:
+            broker.set_policies(policies)
+        return
+    with _file_locked(pf.path):
+        policies = all_policies(broker)  # the file as it is now, whoever wrote it last
+        before = list(policies)
+        yield policies
+        if policies != before:
+            save_policies(pf.path, policies)  # durable first
+            broker.reload_policies()  # then in force, and the file's stamp taken (no second reload)
 
 
 def replace_policy(broker, policy: Policy) -> bool:
     """Add or replace ``policy`` (same vhost and name); True if it is new."""
-    policies = all_policies(broker)
-    kept = [p for p in policies if (p.vhost, p.name) != (policy.vhost, policy.name)]
-    _commit(broker, kept + [policy])
-    return len(kept) == len(policies)
+    with _change(broker) as policies:
+        kept = [p for p in policies if (p.vhost, p.name) != (policy.vhost, policy.name)]
+        new = len(kept) == len(policies)
+        policies[:] = kept + [policy]
+    return new
 
 
 def remove_policy(broker, vhost: str, name: str) -> bool:
-    policies = all_policies(broker)
-    kept = [p for p in policies if (p.vhost, p.name) != (vhost, name)]
-    if len(kept) == len(policies):
-        return False
-    _commit(broker, kept)
-    return True
+    with _change(broker) as policies:
+        kept = [p for p in policies if (p.vhost, p.name) != (vhost, name)]
+        found = len(kept) != len(policies)
+        policies[:] = kept
+    return found
 
 
 def remove_vhost_policies(broker, vhost: str) -> None:
-    policies = all_policies(broker)
-    kept = [p for p in policies if p.vhost != vhost]
-    if len(kept) != len(policies):
-        _commit(broker, kept)
+    with _change(broker) as policies:
+        policies[:] = [p for p in policies if p.vhost != vhost]
+
+
+def replace_policies_in_file(path: Path, new: list[Policy]) -> None:
+    """Add or replace each of ``new`` (by vhost and name) in the policies file ``path``, under
+    its lock, with no broker (the ``--workers`` supervisor loading a definitions file before
+    its workers start). ``PolicyError`` if the file cannot be read."""
+    if not new:
+        return
+    with _file_locked(path):
+        keys = {(p.vhost, p.name) for p in new}
+        save_policies(path, [p for p in load_policies(path) if (p.vhost, p.name) not in keys] + list(new))

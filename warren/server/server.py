@@ -193,7 +193,9 @@ class Server:
         from warren.management.parameters import ParameterStore
         self.parameters = ParameterStore.in_data_dir(c.data_dir)  # one store: the HTTP API's too
         self.federation = FederationManager(self.broker, self.parameters)  # validates shovels from now on
-        if c.definitions is not None and c.handoff_socket is None:  # before any client (load_definitions)
+        # before any client (load_definitions); a --workers worker gets the part of the file with
+        # its own vhosts' objects, the supervisor has loaded the rest (warren/server/workers.py)
+        if c.definitions is not None:
             from warren.management.definitions import DefinitionsError, load_definitions_file
             try:
                 load_definitions_file(self.broker, c.definitions, self.parameters)

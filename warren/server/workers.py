@@ -258,6 +258,13 @@ class Supervisor:
         self.access = AccessControl.for_config(config)
         for v in config.vhosts:
             self.access.ensure_vhost(v)
+        # --definitions FILE: users, vhosts, permissions, limits and policies here, before any
+        # worker starts (they are shared); each vhost's objects by the worker that owns it
+        try:
+            self.definitions = self._load_shared_definitions() if config.definitions is not None else None
+        except RuntimeError:
+            self.run_dir.rmdir()
+            raise
         owned: list[list[str]] = [[] for _ in range(n)]
         for info in self.access.vhosts():
             owned[owner_of(info.name, n)].append(info.name)
@@ -268,6 +275,30 @@ class Supervisor:
         self.handshake_gate = HandshakeGate.for_config(config, raise_open_file_limit())
         self.login_throttle = LoginThrottle.for_config(config)
         self._stop: asyncio.Event | None = None
+
+    def _load_shared_definitions(self) -> dict:
+        """Import the shared part of the definitions file (warren/management/definitions.py);
+        the document, for the workers' parts. RuntimeError (a start-up error) if it fails."""
+        from warren.management.definitions import DefinitionsError, import_shared_definitions, read_definitions_file
+        c = self.config
+        try:
+            doc = read_definitions_file(c.definitions)
+        except DefinitionsError as e:
+            raise RuntimeError(f"cannot load definitions: {e}") from None
+        try:
+            import_shared_definitions(self.access, c.policy_file or c.data_dir / FILE_NAME, doc)
+        except DefinitionsError as e:
+            raise RuntimeError(f"cannot load definitions: {c.definitions}: {e}") from None
+        log.info("definitions loaded from %s: users, vhosts, permissions, limits and policies; each vhost's "
+                 "parameters, exchanges, queues and bindings go to its worker", c.definitions)
+        return doc
+
+    def _worker_definitions(self, w: Worker) -> Path:
+        """The part of the definitions file worker ``w`` imports at its start: its vhosts' objects."""
+        from warren.management.definitions import vhosts_part
+        path = self.run_dir / f"worker-{w.index}-definitions.json"
+        path.write_text(json.dumps(vhosts_part(self.definitions, w.vhosts)))
+        return path
 
     def owner(self, vhost: str) -> Worker | None:
         """The worker serving ``vhost``, None if no such vhost exists (the access store's)."""
@@ -321,6 +352,8 @@ class Supervisor:
         args += ["--prometheus-port", str(prometheus)]
         for v in w.vhosts:
             args += ["--vhost", v]
+        if self.definitions is not None:  # its vhosts' part of --definitions (the shared part is loaded)
+            args += ["--definitions", str(self._worker_definitions(w))]
         return args
 
     def _start_workers(self) -> None:
@@ -406,8 +439,9 @@ class Supervisor:
         finally:
             self._stop_workers()
             self.loop.close()
+            (self.run_dir / "worker-settings.toml").unlink(missing_ok=True)
             for w in self.workers:
-                for p in (w.socket_path, w.ready_file):
+                for p in (w.socket_path, w.ready_file, self.run_dir / f"worker-{w.index}-definitions.json"):
                     p.unlink(missing_ok=True)
             try:
                 self.run_dir.rmdir()
