@@ -435,3 +435,23 @@ def test_purge_and_delete(page, ui_broker, uid):
     page.get_by_role("button", name="Delete").click()
     flash(page, f"Exchange {ex} deleted")
     assert call(base, "GET", f"/api/exchanges/%2F/{ex}")[0] == 404
+
+
+def test_charts_open_with_the_brokers_history(page, ui_broker, uid):
+    """The overview and a queue's page ask the API once for its samples of the last ten minutes
+    (msg_rates_age/lengths_age), so their charts start with a history instead of one point."""
+    asked = []
+    page.on("response", lambda r: asked.append((r.url, r.status)) if "msg_rates_age=600" in r.url else None)
+    login(page, ui_broker)
+    page.goto(f"{ui_broker.http_url}/#/")
+    chart = page.locator("figure.chart", has_text="Message rates").first
+    wait_for(lambda: int(chart.get_attribute("data-points") or 0) > 100)
+    assert any("/api/overview?" in url and status == 200 for url, status in asked)
+    name = f"chart-{uid}"
+    status, _, _ = call(ui_broker.http_url, "PUT", f"/api/queues/%2F/{name}", {"durable": False})
+    assert status == 201
+    page.goto(f"{ui_broker.http_url}/#/queues/%2F/{name}")
+    queued = page.locator("figure.chart", has_text="Queued messages").first
+    wait_for(lambda: int(queued.get_attribute("data-points") or 0) > 100)
+    assert any(f"/api/queues/%2F/{name}?" in url and status == 200 for url, status in asked)
+    assert call(ui_broker.http_url, "DELETE", f"/api/queues/%2F/{name}")[0] == 204

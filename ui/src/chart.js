@@ -1,6 +1,7 @@
-// Live charts: the API answers only current counts and rates, so the page keeps the history
-// itself (one point per refresh, the last MAX_POINTS per object, kept while the tab is open) and
-// draws it with uPlot.
+// Live charts: the page keeps a history per object (one point per refresh, the last MAX_POINTS,
+// kept while the tab is open), seeded when a page opens with the broker's own samples of the
+// last ten minutes (HISTORY_QUERY: RabbitMQ's msg_rates_age/lengths_age parameters), and draws
+// it with uPlot.
 import { useEffect, useRef } from 'preact/hooks';
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
@@ -8,6 +9,74 @@ import { html, fmtNum, fmtRate } from './util.js';
 
 const MAX_POINTS = 720; // an hour at the default 5 s
 const histories = new Map();
+
+// the broker's samples asked for once when a page with charts opens: 10 minutes, every 5 s
+export const HISTORY_QUERY = 'msg_rates_age=600&msg_rates_incr=5&lengths_age=600&lengths_incr=5';
+
+// the samples of a `*_details` (newest first) as [[seconds, value]] oldest first: counts as they
+// are, counters as the rate between two samples
+function points(details, asRate) {
+  const s = details && details.samples;
+  if (!s || s.length < 2) return [];
+  const out = [];
+  for (let i = s.length - 1; i >= 0; i--) {
+    if (!asRate) out.push([s[i].timestamp / 1000, s[i].sample]);
+    else if (i < s.length - 1) {
+      const dt = (s[i].timestamp - s[i + 1].timestamp) / 1000;
+      out.push([s[i].timestamp / 1000, dt > 0 ? Math.max(0, (s[i].sample - s[i + 1].sample) / dt) : 0]);
+    }
+  }
+  return out;
+}
+
+// put the broker's history before the points the page recorded itself (once per history key).
+// sources: {seriesKey: [[details, asRate], ...]} (several details add up: deliver + deliver_no_ack)
+export function seed(key, sources) {
+  let hist = histories.get(key);
+  if (hist && hist.seeded) return hist;
+  const byTime = new Map();
+  for (const [name, parts] of Object.entries(sources)) {
+    for (const [details, asRate] of parts) {
+      for (const [t, v] of points(details, asRate)) {
+        const row = byTime.get(t) || {};
+        row[name] = (row[name] || 0) + v;
+        byTime.set(t, row);
+      }
+    }
+  }
+  if (!hist) { hist = { t: [], series: {} }; histories.set(key, hist); }
+  hist.seeded = true;
+  const first = hist.t.length ? hist.t[0] : Infinity;
+  const times = [...byTime.keys()].filter((t) => t < first - 1).sort((a, b) => a - b);
+  if (!times.length) return hist;
+  const names = new Set([...Object.keys(sources), ...Object.keys(hist.series)]);
+  for (const name of names) {
+    const before = times.map((t) => (byTime.get(t)[name] ?? null));
+    hist.series[name] = before.concat(hist.series[name] || new Array(hist.t.length).fill(null));
+  }
+  hist.t = times.concat(hist.t);
+  if (hist.t.length > MAX_POINTS) {
+    hist.t.splice(0, hist.t.length - MAX_POINTS);
+    for (const v of Object.values(hist.series)) v.splice(0, v.length - MAX_POINTS);
+  }
+  return hist;
+}
+
+// seed sources of RATE_SERIES from a message_stats object with samples
+export function rateSources(stats) {
+  const d = (k) => [(stats || {})[`${k}_details`], true];
+  return {
+    publish: [d('publish')], confirm: [d('confirm')], deliver: [d('deliver'), d('deliver_no_ack')],
+    get: [d('get'), d('get_no_ack')], ack: [d('ack')], redeliver: [d('redeliver')],
+    unroutable: [d('return_unroutable'), d('drop_unroutable')],
+  };
+}
+
+// seed sources of QUEUED_SERIES from an object with messages*_details samples
+export function queuedSources(o) {
+  const d = (k) => [(o || {})[`${k}_details`], false];
+  return { ready: [d('messages_ready')], unacked: [d('messages_unacknowledged')], total: [d('messages')] };
+}
 
 // append one sample (values: {seriesKey: number}) to the history named key, at most once per
 // second (a page re-rendering without new data adds nothing)
@@ -103,7 +172,7 @@ export function Chart({ title, hist, series, kind = 'count', height = 180, forma
 
   const lastIndex = hist ? hist.t.length - 1 : -1;
   return html`
-    <figure class="chart">
+    <figure class="chart" data-points=${hist ? hist.t.length : 0}>
       <figcaption>${title}</figcaption>
       <div class="chart-plot" ref=${box} role="img"
         aria-label=${`${title}: ` + shown.map((s) => `${s.label} ${fmt(lastIndex >= 0 ? hist.series[s.key][lastIndex] : 0)}`).join(', ')}></div>

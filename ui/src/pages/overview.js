@@ -3,7 +3,9 @@
 import { useMemo } from 'preact/hooks';
 import { html, fmtNum, fmtBytes, fmtDuration, hasTag } from '../util.js';
 import { useApi, useApp } from '../state.js';
-import { Chart, QUEUED_SERIES, RATE_SERIES, queuedValues, rateValues, record } from '../chart.js';
+import {
+  Chart, HISTORY_QUERY, QUEUED_SERIES, RATE_SERIES, queuedSources, queuedValues, rateSources, rateValues, record, seed,
+} from '../chart.js';
 import { ErrorBox, Facts, Loading, Section, Table } from '../components.js';
 
 function Gauge({ label, used, limit, alarm, format, invert = false }) {
@@ -22,10 +24,15 @@ export function Overview() {
   const { user } = useApp();
   const ov = useApi('/overview');
   const nodes = useApi(hasTag(user, 'monitoring', 'administrator') ? '/nodes' : null);
+  // the last ten minutes as the broker sampled them, once, so the charts start with a history
+  const past = useApi(`/overview?${HISTORY_QUERY}&columns=message_stats,queue_totals`, { refresh: false });
   const data = ov.data;
+  const seeded = useMemo(() => past.data && seed('overview', {
+    ...rateSources(past.data.message_stats), ...queuedSources(past.data.queue_totals),
+  }), [past.data]);
   const hist = useMemo(() => data && record('overview', {
     ...rateValues(data.message_stats), ...queuedValues(data.queue_totals || {}),
-  }), [data]);
+  }), [data, seeded]);
   if (!data) return html`<h1 tabindex="-1">Overview</h1>${ov.error ? html`<${ErrorBox} error=${ov.error} />` : html`<${Loading} />`}`;
   const totals = data.object_totals || {};
   const qt = data.queue_totals || {};

@@ -5,7 +5,7 @@ import { useMemo, useRef, useState } from 'preact/hooks';
 import { html, enc, fmtBytes, fmtNum, fmtRate, fmtTime, rate } from '../util.js';
 import { api } from '../api.js';
 import { useAction, useApi, useApp } from '../state.js';
-import { Chart, QUEUED_SERIES, queuedValues, record } from '../chart.js';
+import { Chart, HISTORY_QUERY, QUEUED_SERIES, queuedSources, queuedValues, record, seed } from '../chart.js';
 import {
   ArgsEditor, ErrorBox, Facts, Field, KeyValues, ListControls, Loading, Section, Table, VhostSelect, argsObject, listQuery,
   sorter, useForm,
@@ -247,10 +247,20 @@ export function QueueDetail({ vhost, name }) {
   const [del, setDel] = useForm({ if_unused: false, if_empty: false });
   const [run, busy] = useAction();
   const q = qa.data;
+  // the broker's samples of the last ten minutes, once (it keeps them from the first question on)
+  const past = useApi(`${path}?${HISTORY_QUERY}&columns=message_stats,messages_details,messages_ready_details,`
+    + 'messages_unacknowledged_details', { refresh: false });
+  const seeded = useMemo(() => {
+    if (!past.data) return null;
+    const ms = past.data.message_stats || {};
+    const d = (k) => [ms[`${k}_details`], true];
+    return seed(`q:${vhost}/${name}`, { ...queuedSources(past.data), publish: [d('publish')],
+      deliver: [d('deliver_get')], ack: [d('ack')], redeliver: [d('redeliver')] });
+  }, [past.data]);
   const hist = useMemo(() => q && record(`q:${vhost}/${name}`, {
     ...queuedValues(q), publish: rate(q, 'publish') || 0, deliver: rate(q, 'deliver_get') || 0,
     ack: rate(q, 'ack') || 0, redeliver: rate(q, 'redeliver') || 0,
-  }), [q]);
+  }), [q, seeded]);
   const purge = async (e) => {
     e.preventDefault();
     if (!confirm(`Purge all ready messages of ${name}?`)) return;

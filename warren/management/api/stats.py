@@ -573,7 +573,7 @@ class Sampler:
                     since = clock()
             for ex in list(vhost.exchanges.values()):
                 record(ex, self.exchange_vector(ex))
-            if vhost not in histories and sum(1 for h in histories.values() if h.kind is VHOST) <= MAX_VHOSTS:
+            if vhost not in histories and sum(1 for h in histories.values() if h.kind is VHOST) < MAX_VHOSTS + 1:
                 histories[vhost] = History(VHOST, self.interval, pinned=True)
             retired = TOTALS.by_vhost.get(vhost.name) or (0,) * len(VHOST_COUNTS)
             sums = by_vhost.get(vhost) or (0,) * 6
