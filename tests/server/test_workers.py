@@ -291,3 +291,20 @@ def test_a_policy_set_through_one_workers_api_reaches_the_other_worker(two_worke
     for url in (base, owner_base):
         names = {p["name"] for p in call(url, "GET", "/api/policies/a")[1]}
         assert names == {"h18-cap"} | {f"h18-p{i}" for i in range(24)}
+
+
+def test_a_user_made_through_a_workers_api_logs_in_through_the_supervisor_at_once(two_workers):
+    """The supervisor checks logins against the shared access store as it is now (it re-reads
+    access.json when another process changed it), not as it was when it started."""
+    from tests.management.api_client import call
+    b = two_workers
+    assert call(b.http_url, "PUT", "/api/users/h18-new", {"password": "pw1", "tags": ""})[0] == 201
+    assert call(b.http_url, "PUT", "/api/permissions/a/h18-new", {"configure": ".*", "write": ".*",
+                                                                  "read": ".*"})[0] == 201
+    params = pika.ConnectionParameters(b.host, b.port, "a", pika.PlainCredentials("h18-new", "pw1"),
+                                       connection_attempts=1, socket_timeout=5)
+    with pika.BlockingConnection(params) as c:
+        c.channel().queue_declare("h18-new-q", exclusive=True)
+    assert call(b.http_url, "PUT", "/api/users/h18-new", {"password": "pw2", "tags": ""})[0] == 204
+    with pytest.raises(pika.exceptions.ProbableAuthenticationError):  # the old password at once
+        pika.BlockingConnection(params)

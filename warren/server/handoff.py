@@ -97,6 +97,10 @@ class HandoffReceiver:
             os.close(fd)
             log.error("malformed hand-over record: %s", e)
             return
+        # the supervisor checked this login against access.json as it is now; the replay checks
+        # it again here, so first take in what other processes changed since our last look
+        # (a user made through another worker's HTTP API): a stat when nothing changed
+        self.server.broker.access.refresh()
         task = self.loop.create_task(self.loop.connect_accepted_socket(
             lambda: AMQPConnection(self.server, replay=received), sock))
         task.add_done_callback(lambda t: t.cancelled() or t.exception() is None

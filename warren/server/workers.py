@@ -177,6 +177,7 @@ class Greeter(asyncio.Protocol):
                         "more (login throttle)", username, self.peer, host, blocked)
             raise ConnectionAccessRefused(f"Login was refused using authentication mechanism {m.mechanism}. "
                                           "For details see the broker logfile.", 10, 11)
+        self.sup.access.refresh()  # a user or password changed since (through a worker's HTTP API): a stat
         try:
             self.sup.access.authenticate(username, password, host)
         except LoginRefused as e:
