@@ -294,11 +294,16 @@ def test_a_policy_set_through_one_workers_api_reaches_the_other_worker(two_worke
 
 
 def test_a_user_made_through_a_workers_api_logs_in_through_the_supervisor_at_once(two_workers):
-    """The supervisor checks logins against the shared access store as it is now (it re-reads
-    access.json when another process changed it), not as it was when it started."""
+    """The supervisor, the worker a connection is handed to and every worker's HTTP API check
+    logins against the shared access store as it is now (each re-reads access.json when another
+    process changed it), not as it was at their last periodic look."""
     from tests.management.api_client import call
     b = two_workers
-    assert call(b.http_url, "PUT", "/api/users/h18-new", {"password": "pw1", "tags": ""})[0] == 201
+    assert call(b.http_url, "PUT", "/api/users/h18-new", {"password": "pw1", "tags": "management"})[0] == 201
+    for w in ready(b)["workers"]:  # every worker's HTTP API knows the user at once
+        status, me, _ = call(f"http://127.0.0.1:{w['http_port']}", "GET", "/api/whoami", user="h18-new",
+                             password="pw1")
+        assert status == 200 and me["name"] == "h18-new"
     assert call(b.http_url, "PUT", "/api/permissions/a/h18-new", {"configure": ".*", "write": ".*",
                                                                   "read": ".*"})[0] == 201
     params = pika.ConnectionParameters(b.host, b.port, "a", pika.PlainCredentials("h18-new", "pw1"),

@@ -93,6 +93,7 @@ def _authenticate(broker, username: str, password: str, peer: str | None) -> Pri
     if access is None:
         return "this broker keeps no users"
     from warren.access import LoginRefused
+    access.refresh()  # --workers: a user changed through another process's API counts at once (a stat)
     try:
         user = access.authenticate(username, password, peer)
     except LoginRefused as e:
