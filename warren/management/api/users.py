@@ -6,8 +6,8 @@ change durable before it returns; administrators only, as in RabbitMQ. As Rabbit
 a PUT of a user needs ``tags`` (a list or a comma-separated string) and takes ``password`` or
 ``password_hash`` (+ ``hashing_algorithm``); with neither the user has no password (it may
 log in only by certificate). A user is shown with its user limits (``"limits"``, as
-``/api/user-limits`` sets them), and a PUT may carry ``limits`` too, set over the old ones. Permissions on a user or vhost that does not exist are 400
-``vhost_or_user_not_found``.
+``/api/user-limits`` sets them), and a PUT may carry ``limits`` too, set over the old ones.
+Permissions on a user or vhost that does not exist are 400 ``vhost_or_user_not_found``.
 """
 
 from __future__ import annotations
