@@ -107,6 +107,12 @@ class RoundTrips(threading.Thread):
         return [d for t, d in self.samples if start <= t + d and t <= end]
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def get(base: str, path: str) -> tuple[float, int]:
     req = urllib.request.Request(base + path, headers={
         "Authorization": "Basic " + base64.b64encode(b"guest:guest").decode()})
@@ -135,17 +141,19 @@ def main() -> None:
             print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
             print(f"AMQP round trip without requests (11 s, 5 s samples included): median "
                   f"{statistics.median(idle) * 1000:.1f} ms, max {max(idle) * 1000:.1f} ms ({len(idle)} samples)")
-            print(f"{'request':<62} {'median':>8} {'worst':>8} {'size':>10} {'rt med':>7} {'rt max':>7}")
+            print(f"{'request':<62} {'median':>8} {'worst':>8} {'size':>10} {'cpu':>7} {'rt med':>7} {'rt max':>7}")
             for label, path in REQUESTS:
-                times, trips, size = [], [], 0
+                times, cpus, trips, size = [], [], [], 0
                 for _ in range(args.requests):
-                    start = time.perf_counter()
+                    start, cpu = time.perf_counter(), cpu_seconds(proc.pid)
                     took, size = get(base, path)
+                    cpus.append(cpu_seconds(proc.pid) - cpu)  # includes the probe's round trips (~0.1 ms each)
                     trips += probe.between(start, time.perf_counter())
                     times.append(took)
                     time.sleep(0.2)
                 print(f"{label[:62]:<62} {statistics.median(times) * 1000:6.0f}ms {max(times) * 1000:6.0f}ms "
-                      f"{size:>10} {statistics.median(trips) * 1000:5.1f}ms {max(trips) * 1000:5.0f}ms")
+                      f"{size:>10} {statistics.median(cpus) * 1000:5.0f}ms {statistics.median(trips) * 1000:5.1f}ms "
+                      f"{max(trips) * 1000:5.0f}ms")
             probe.stop.set()
             probe.join(timeout=5)
         finally:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import functools
 import json
 import math
 import re
@@ -118,8 +119,14 @@ def node_name() -> str:
 
 def iso_time(wall: float) -> str:
     """RabbitMQ's timestamps (idle_since): ``2026-11-25T03:18:55.872+00:00``."""
-    t = datetime.datetime.fromtimestamp(wall, datetime.timezone.utc)
-    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}+00:00"
+    second = int(wall)
+    return f"{_iso_second(second)}.{int((wall - second) * 1000):03d}+00:00"
+
+
+@functools.lru_cache(maxsize=1024)
+def _iso_second(second: int) -> str:
+    # a list of queues formats many times within a few seconds: each second once
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
 
 
 def monotonic_to_wall(mono: float) -> float:

@@ -88,6 +88,15 @@ class Kind:
         self.index = {f: i for i, f in enumerate(fields)}
         self.derived = {k: tuple(self.index[p] for p in parts) for k, parts in (derived or {}).items()}
         self.width = len(fields)
+        self._plans: dict = {}
+
+    def plan(self, keys: tuple) -> tuple:
+        """Per key: (key, key + "_details", its index or None, the indexes it sums, a gauge?)."""
+        plan = self._plans.get(keys)
+        if plan is None:
+            plan = self._plans[keys] = tuple((k, k + "_details", self.index.get(k), self.derived.get(k, ()),
+                                              k in LENGTHS) for k in keys)
+        return plan
 
     def value(self, vec, key: str) -> int:
         i = self.index.get(key)
@@ -470,23 +479,39 @@ class Sampler:
     def details_of(self, obj, kind: Kind, vec, keys, ranges: Ranges = NO_RANGES, out: dict | None = None,
                    suffix_only: bool = False) -> dict:
         """``{key: count, key_details: {rate[, samples, avg, avg_rate]}}`` for ``keys`` of ``obj``
-        whose counts now are ``vec``."""
+        whose counts now are ``vec``. (Runs for every object of a list answer: kept lean.)"""
         out = {} if out is None else out
-        rates = self.rates(obj, kind, keys)
+        cur = self._cur.get(obj)
+        prev = self._prev.get(obj)
+        dt = self._dt_round
+        if cur is None or prev is None or dt <= 0:
+            cur = None
         history = None
         now_ms = 0
         if ranges:
             history = self.track(obj, kind, vec)
             now_ms = int(time.time() * 1000)
-        for k in keys:
-            current = kind.value(vec, k)
+        for key, details_key, idx, parts, gauge in kind.plan(keys):
+            if idx is not None:
+                current = vec[idx]
+                step = cur[idx] - prev[idx] if cur is not None else 0
+            elif parts:
+                current = sum(vec[i] for i in parts)
+                step = sum(cur[i] - prev[i] for i in parts) if cur is not None else 0
+            else:  # a field Warren does not count (deliver_no_ack, get_empty...)
+                current = step = 0
             if not suffix_only:
-                out[k] = current
-            d = {"rate": round(rates.get(k, 0.0), 1)}
-            rng = ranges.for_key(k) if ranges else None
-            if rng is not None:
-                d.update(_ranged(history, k, rng, now_ms, current))
-            out[k + "_details"] = d
+                out[key] = current
+            if step == 0:
+                d = {"rate": 0.0}
+            else:
+                rate = step / dt
+                d = {"rate": round(rate if gauge or rate > 0 else 0.0, 1)}  # counters only grow
+            if history is not None:
+                rng = ranges.for_key(key)
+                if rng is not None:
+                    d.update(_ranged(history, key, rng, now_ms, current))
+            out[details_key] = d
         return out
 
     def message_stats(self, obj, kind: Kind, vec, keys, ranges: Ranges = NO_RANGES) -> dict:
