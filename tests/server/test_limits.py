@@ -92,8 +92,9 @@ def test_consumers_per_channel():
     limits = BrokerLimits(consumer_max_per_channel=2)
     channel = SimpleNamespace(consumers={"a": 1, "b": 2})
     with pytest.raises(NotAllowed, match=r"reached maximum \(2\) of consumers per channel"):
-        limits.check_consumer(channel, spec.BasicConsume(queue="q", consumer_tag="c"))
-    BrokerLimits().check_consumer(channel, spec.BasicConsume(queue="q", consumer_tag="c"))
+        limits.check_consumer(channel, "c")  # a new consumer tag
+    limits.check_consumer(channel, "a")  # a tag the channel has: not a new consumer
+    BrokerLimits().check_consumer(channel, "c")
 
 
 def test_names_that_are_not_utf8_are_a_frame_error():
