@@ -5,7 +5,7 @@
 
 Why: on this shared machine every timing moves 30–50 % with the load, too much to see a 10 %
 change. This drives a publishing and a consuming connection in process (``ServerConnection`` +
-``Session``, the layers ``warren/server/connection.py`` glues to sockets), so the same Python
+``ConnectionHandler``, the layers ``warren/server/connection.py`` glues to sockets), so the same Python
 runs as in the broker minus the system calls; and under callgrind it gives a count that does
 not depend on the load at all:
 
@@ -37,7 +37,7 @@ from memory import CHANNEL_OPEN, OPEN, START_OK, TUNE_OK, frame, method, queue_d
 from warren.broker.auth import MECHANISMS  # noqa: E402
 from warren.broker.broker import Broker  # noqa: E402
 from warren.broker.durability import Durability  # noqa: E402
-from warren.broker.session import Session  # noqa: E402
+from warren.protocol.amqp0_9_1.adapter import ConnectionHandler  # noqa: E402
 from warren.protocol.amqp0_9_1.connection import ServerConnection  # noqa: E402
 from warren.server.collector import tune_young_collections  # noqa: E402
 
@@ -105,7 +105,7 @@ class Client:
 
     def __init__(self, broker) -> None:
         self.conn = ServerConnection(broker.server_properties(), MECHANISMS)
-        self.session = Session(broker, self.conn, ("127.0.0.1", 1), NullIO())
+        self.session = ConnectionHandler(broker, self.conn, ("127.0.0.1", 1), NullIO())
         self.feed(START_OK + TUNE_OK + OPEN + CHANNEL_OPEN)
         self.conn.data_to_send()
 

@@ -48,3 +48,17 @@ def spark(tmp_path_factory):
         yield session
     finally:
         session.stop()
+
+
+CLUSTER_REASON = ("starts a Spark standalone cluster or a Spark Connect server (minutes on a loaded 2-core "
+                  "machine): run with `pytest -m spark_cluster tests/spark` or WARREN_SPARK_CLUSTER=1")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked spark_cluster run only when asked for: by a -m expression naming the
+    marker, or with WARREN_SPARK_CLUSTER=1 (the default run stays bounded)."""
+    if "spark_cluster" in (config.getoption("markexpr") or "") or os.environ.get("WARREN_SPARK_CLUSTER") == "1":
+        return
+    for item in items:
+        if item.get_closest_marker("spark_cluster") is not None:
+            item.add_marker(pytest.mark.skip(reason=CLUSTER_REASON))

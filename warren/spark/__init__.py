@@ -42,10 +42,10 @@ def use_driver_python(spark) -> bool:
     """
     if os.environ.get("PYSPARK_PYTHON"):
         return False
-    context = getattr(spark, "sparkContext", None)
     try:
+        context = spark.sparkContext
         jconf = context._jsc.sc().conf()  # the SparkContext's own SparkConf, not a copy
-    except Exception:  # a Spark Connect session (no context here), or no JVM reachable
+    except Exception:  # a Spark Connect session (no context here: its server decides), or no JVM
         return False
     changed = False
     for key in PYTHON_SETTINGS:

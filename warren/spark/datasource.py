@@ -53,7 +53,9 @@ class WarrenDataSource(DataSource):
             from warren.spark.read.drain import DrainReader
             return DrainReader(schema, self.options)
         from warren.spark.read.batch import PushdownBatchReader, StreamBatchReader
-        if _pushdown_enabled():
+        # opt-in: Spark 4.x keeps the read it planned with pushed filters on the relation and
+        # reuses it, unfiltered, for later queries of the same DataFrame (read/batch.py)
+        if bool_option(option_map(self.options), "pushFilters", False) and _pushdown_enabled():
             return PushdownBatchReader(schema, self.options)
         return StreamBatchReader(schema, self.options)
 

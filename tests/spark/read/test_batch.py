@@ -80,10 +80,20 @@ def test_a_schema_with_a_column_the_source_lacks_fails_clearly(spark, broker, tw
 
 def test_offset_ranges_are_pushed_down(spark, broker, two_streams, pushdown):
     a = two_streams["a"]
-    df = _reader(spark, broker, a, recordsPerPartition="100").load().where("offset >= 1250 and offset < 1400")
+    df = (_reader(spark, broker, a, recordsPerPartition="100", pushFilters="true").load()
+          .where("offset >= 1250 and offset < 1400"))
     assert df.rdd.getNumPartitions() == 2  # 150 records: only that range is planned (not 20 tasks)
     assert sorted(r.offset for r in df.select("offset").collect()) == list(range(1250, 1400))
-    assert _reader(spark, broker, a).load().where("offset > 5000").count() == 0
+    assert _reader(spark, broker, a, pushFilters="true").load().where("offset > 5000").count() == 0
+
+
+def test_without_the_option_a_dataframe_reused_after_a_filter_reads_everything(spark, broker, two_streams,
+                                                                                 pushdown):
+    # Spark reuses a read planned with pushed filters for the DataFrame's later queries:
+    # pushdown is therefore opt-in, and by default a filter never narrows another query
+    df = _reader(spark, broker, two_streams["b"]).load()
+    assert df.where("offset = 7").count() == 1
+    assert df.count() == 300 and df.rdd.getNumPartitions() == 1
 
 
 def test_timestamp_windows_are_pushed_down(spark, broker, two_streams, pushdown):
@@ -93,7 +103,7 @@ def test_timestamp_windows_are_pushed_down(spark, broker, two_streams, pushdown)
     assert len(stamps) >= 2, "the bursts were stored in the same millisecond"
     low, high = stamps[len(stamps) // 3], stamps[2 * len(stamps) // 3]
     want = sorted(r.offset for r in everything if low <= r.timestamp < high)
-    df = (_reader(spark, broker, a, recordsPerPartition="100").load()
+    df = (_reader(spark, broker, a, recordsPerPartition="100", pushFilters="true").load()
           .where(f"timestamp >= '{low.isoformat()}' and timestamp < '{high.isoformat()}'"))
     assert sorted(r.offset for r in df.select("offset").collect()) == want
     assert df.rdd.getNumPartitions() < 20  # not the whole stream
@@ -101,6 +111,7 @@ def test_timestamp_windows_are_pushed_down(spark, broker, two_streams, pushdown)
 
 def test_stream_names_are_pushed_down(spark, broker, two_streams, pushdown):
     a, b = two_streams["a"], two_streams["b"]
-    df = _reader(spark, broker, f"{a},{b}", recordsPerPartition="100").load().where(f"stream = '{b}'")
+    df = _reader(spark, broker, f"{a},{b}", recordsPerPartition="100", pushFilters="true").load() \
+        .where(f"stream = '{b}'")
     assert df.rdd.getNumPartitions() == 3
     assert df.count() == 300

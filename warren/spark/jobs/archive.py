@@ -25,6 +25,7 @@ import time
 import click
 
 from warren.spark.jobs.progress import Progress
+from warren.spark.jobs.session import parse_confs
 from warren.spark.options import parse_read_options
 from warren.spark.read.http import api_for
 
@@ -150,9 +151,11 @@ def _lag(api, streams, archived: dict) -> int | None:
 @click.option("--master", default=None, help="Spark master [default: local[*], or spark-submit's].")
 @click.option("--ship-package", is_flag=True,
               help="Ship the warren package to the executors with the job (for clusters where it is not installed).")
+@click.option("--conf", "confs", multiple=True, metavar="KEY=VALUE", callback=parse_confs,
+              help="A Spark setting for the job's session (repeatable), e.g. spark.executor.memory=512m.")
 def archive_command(stream, path, checkpoint, url, http_url, trigger, interval, max_records_per_trigger,
                     max_bytes_per_trigger, starting_offsets, records_per_partition, fail_on_data_loss,
-                    transport, master, ship_package) -> None:
+                    transport, master, ship_package, confs) -> None:
     """Archive a stream queue to Parquet, exactly once across restarts (Spark streaming)."""
     from pyspark.errors import StreamingQueryException
 
@@ -163,7 +166,7 @@ def archive_command(stream, path, checkpoint, url, http_url, trigger, interval, 
 
     checkpoint = checkpoint or _default_checkpoint(path)
     try:
-        with job_session("warren-archive", master, ship_package) as spark:
+        with job_session("warren-archive", master, ship_package, confs) as spark:
             report(f"archiving {stream} to {path} (checkpoint {checkpoint}, trigger {trigger})")
             progress = Progress("archived", "lag")
             query = run_archive(

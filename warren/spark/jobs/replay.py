@@ -22,6 +22,7 @@ import click
 
 from warren.spark.amqp_link import DEFAULT_URL
 from warren.spark.jobs.progress import Progress
+from warren.spark.jobs.session import parse_confs
 
 __all__ = ["replay_command", "replay"]
 
@@ -119,13 +120,15 @@ def _cause(text: str) -> str | None:
 @click.option("--master", default=None, help="Spark master [default: local[*], or spark-submit's].")
 @click.option("--ship-package", is_flag=True,
               help="Ship the warren package to the executors with the job (for clusters where it is not installed).")
+@click.option("--conf", "confs", multiple=True, metavar="KEY=VALUE", callback=parse_confs,
+              help="A Spark setting for the job's session (repeatable), e.g. spark.executor.memory=512m.")
 def replay_command(source, exchange, url, routing_key, write_id, ordered, mandatory, confirm_window, master,
-                   ship_package) -> None:
+                   ship_package, confs) -> None:
     """Publish archived Parquet rows to an exchange, with publisher confirms."""
     from warren.spark.jobs.session import JavaMissingError, job_session
 
     try:
-        with job_session("warren pipeline replay", master, ship_package) as spark:
+        with job_session("warren pipeline replay", master, ship_package, confs) as spark:
             progress = Progress("published", "left")
             rows = replay(spark, source, exchange, url, routing_key, write_id, ordered, mandatory, confirm_window,
                           progress)

@@ -27,7 +27,9 @@ import zipfile
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["JVM_OPTIONS", "JavaMissingError", "require_java", "build_session", "job_session", "package_zip"]
+__all__ = [
+    "JVM_OPTIONS", "JavaMissingError", "require_java", "build_session", "job_session", "package_zip", "parse_confs",
+]
 
 JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 # the Python data source's filter pushdown (offset and timestamp ranges, read/batch.py) is off
@@ -98,6 +100,19 @@ def build_session(app_name: str, master: str | None = None, conf: dict | None = 
     spark.conf.set(PUSHDOWN_SETTING, "true")  # a session that existed already keeps its builder's settings
     register(spark)
     return spark
+
+
+def parse_confs(ctx, param, values) -> dict:
+    """``--conf KEY=VALUE`` options (click callback) as a dict."""
+    confs = {}
+    for item in values or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            import click
+
+            raise click.BadParameter(f"expected KEY=VALUE, not {item!r}", ctx, param)
+        confs[key.strip()] = value
+    return confs
 
 
 @contextmanager

@@ -7,10 +7,16 @@ committed end at that moment), narrowed by the filters Spark pushed down (``push
 ``recordsPerPartition`` ranges, one Spark task each. ``read`` runs in the executors and moves
 the records with the configured transport, building only the columns of the read schema.
 
-Filter pushdown of Python data sources is off unless ``spark.sql.python.filterPushdown.enabled``
-is true, and a reader that offers ``pushFilters`` then fails to plan; so ``pushFilters`` exists
-only on ``PushdownBatchReader``, which the data source hands out when that setting is on
-(``datasource.py``).
+Filter pushdown is opt-in (option ``pushFilters=true``), for two reasons found on pyspark 4.3:
+
+* it is off unless ``spark.sql.python.filterPushdown.enabled`` is true, and a reader that
+  offers ``pushFilters`` then fails to plan; so ``pushFilters`` exists only on
+  ``PushdownBatchReader``, which the data source hands out when that setting is on;
+* Spark keeps the read planned with pushed filters (partitions and reader) on the DataFrame's
+  relation and reuses it for later queries of the same DataFrame without asking the source
+  again: ``df.where("offset = 7").count()`` then ``df.count()`` gives 1 for both. With the
+  option, load the DataFrame once per filtered query (tests/spark/read/test_batch.py shows
+  the default is safe).
 """
 
 from __future__ import annotations
