@@ -59,7 +59,7 @@ def _cases(paths, pending: dict[str, str]):
 
 SANS_IO_FORBIDDEN = ("asyncio", "socket", "ssl", "selectors", "warren.server", "warren.store")
 # the modules of warren/protocol that adapt a protocol to the broker's operations
-ADAPTERS = {"protocol/amqp0_9_1/channel.py", "protocol/amqp0_9_1/delivery.py"}
+ADAPTERS = {"protocol/amqp0_9_1/adapter.py", "protocol/amqp0_9_1/channel.py", "protocol/amqp0_9_1/delivery.py"}
 
 
 @pytest.mark.parametrize("path", _modules("codec", "protocol", "spec"), ids=_ids)
@@ -72,14 +72,9 @@ def test_sans_io_module_imports_no_io_and_no_upper_layer(path):
 
 
 BROKER_FORBIDDEN = ("warren.protocol", "warren.server")
-# modules that still hold 0-9-1 method handling (issue 14, the seam: step 7 moves it to
-# warren/protocol/amqp0_9_1 and removes these marks)
-BROKER_PENDING = {
-    "broker/session.py": "the 0-9-1 connection handler still lives in the broker (protocol events)",
-}
 
 
-@pytest.mark.parametrize("path", _cases(_modules("broker"), BROKER_PENDING))
+@pytest.mark.parametrize("path", _modules("broker"), ids=_ids)
 def test_broker_imports_no_protocol_and_no_server(path):
     bad = _forbidden(path, BROKER_FORBIDDEN)
     assert not bad, f"{path.name} imports {bad}"

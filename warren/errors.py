@@ -13,8 +13,9 @@ The tree::
         ├── NotImplemented_ 540    ├── InternalError 541
         └── ConnectionAccessRefused 403 (a refused login or vhost: 403 sent on the connection)
 
-Handlers raise these; one place per layer catches them (the broker session turns SoftError into
-channel.close and HardError into connection.close). Anything that is not an AMQPError is our
+The broker's operations raise these; one place per protocol catches them (the 0-9-1 connection
+handler, ``warren/protocol/amqp0_9_1/adapter.py``, turns SoftError into channel.close and
+HardError into connection.close). Anything that is not an AMQPError is our
 own bug and becomes 541 INTERNAL_ERROR with a traceback in the log. Reply codes: INVENTORY.md §4.
 """
 

@@ -124,7 +124,7 @@ class Queue:
         self.vhost = vhost
         self.name = name
         self.durable = durable
-        self.exclusive_owner = exclusive_owner  # the Session that owns an exclusive queue, else None
+        self.exclusive_owner = exclusive_owner  # the ClientConnection that owns an exclusive queue, else None
         self.auto_delete = auto_delete
         self.arguments = arguments or {}
         self.ready: deque = deque()  # (seq, message, redelivered, deadline)
@@ -333,7 +333,7 @@ class Queue:
 
     def _check_congestion(self) -> None:
         """Publishers outrun the consumers: mark the queue congested (the channel then pauses
-        the connection that published, ``Session.throttled_by``)."""
+        the connection that published, ``ClientConnection.throttled_by``)."""
         if (len(self.ready) + self.paged > self.flow_high or self.ready_bytes > self.flow_high_bytes) \
                 and self.consumers:
             self.congested = True

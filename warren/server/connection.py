@@ -1,6 +1,6 @@
 """asyncio glue for one client connection: bytes from the socket to the sans-IO core and back.
 
-``data_received`` feeds the protocol core, hands each event to the broker ``Session`` and
+``data_received`` feeds the protocol core, hands each event to the 0-9-1 ``ConnectionHandler`` and
 writes what the core queued in one ``writelines``. Deliveries caused by other connections
 schedule one flush per loop iteration (``want_flush``), so frames leave in batches.
 Flow control, outgoing: ``pause_writing``/``resume_writing`` stop and restart deliveries to
@@ -22,9 +22,9 @@ import json
 import logging
 import time
 
-from warren.broker.session import Session
 from warren.errors import AMQPError
 from warren.metrics.totals import TOTALS
+from warren.protocol.amqp0_9_1.adapter import ConnectionHandler
 from warren.protocol.amqp0_9_1.connection import ServerConnection
 from warren.protocol.amqp0_9_1.delivery import OUTPUT_BATCH
 from warren.protocol.events import Method
@@ -74,7 +74,7 @@ class AMQPConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.peer = None
         self.conn: ServerConnection | None = None
-        self.session: Session | None = None
+        self.session: ConnectionHandler | None = None  # the broker side of this connection
         self._header = b""
         self._flush_scheduled = False
         self._closing = False
@@ -230,7 +230,7 @@ class AMQPConnection(asyncio.Protocol):
         mechanisms, self.certificate_login = mechanisms_for(self.transport, c)
         self.conn = ServerConnection(self.server.broker.server_properties(), mechanisms, c.frame_max,
                                      c.channel_max, c.heartbeat, c.max_message_size, dialect=dialect)
-        self.session = Session(self.server.broker, self.conn, self.peer, self)
+        self.session = ConnectionHandler(self.server.broker, self.conn, self.peer, self)
         self.flush()
         return rest
 

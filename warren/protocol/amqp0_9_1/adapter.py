@@ -1,12 +1,18 @@
-"""The broker side of one client connection: login, virtual host, channels, and errors.
+"""The 0-9-1 connection handler (and the 0-8 family's, through its dialects): protocol events
+in, broker operations and 0-9-1 answers out.
 
-The asyncio glue feeds every protocol event to ``handle`` and every protocol error to
-``fail``; the session calls back into the glue through ``io`` (``want_flush``,
-``close_after_flush``, ``start_heartbeat``) and never touches a socket.
+The asyncio glue (``warren/server/connection.py``) feeds every event of the sans-IO
+``ServerConnection`` to ``handle`` and every protocol error to ``fail``; the handler calls back
+into the glue through ``io`` (``want_flush``, ``close_after_flush``, ``start_heartbeat``) and
+never touches a socket. It is the broker's ``ClientConnection`` (``warren/broker/client.py``:
+user, vhost, channels, limits, end of life) plus the connection class (login, tune, open), the
+channels' 0-9-1 handlers (``channel.py``) and publisher confirms written once per write batch.
+basic.publish goes straight to ``BrokerChannel.publish``: that is the hot path.
 
 Error policy (one place): a ``SoftError`` closes its channel, a ``HardError`` closes the
-connection, anything else is our bug: 541 INTERNAL_ERROR and a traceback. Each refusal is
-logged with who (peer, user, vhost, channel) and what.
+connection, anything else is our bug: 541 INTERNAL_ERROR and a traceback. An error raised
+without class and method ids gets those of the method being handled. Each refusal is logged
+with who (peer, user, vhost, channel) and what.
 """
 
 from __future__ import annotations
@@ -15,16 +21,14 @@ import logging
 
 from warren.access.errors import LoginRefused
 from warren.broker.auth import check_certificate_login, parse_response
-from warren.broker.limits import NO_LIMITS
-from warren.errors import (
-    AMQPError, ConnectionAccessRefused, HardError, InternalError, NotAllowed, SoftError,
-)
+from warren.broker.client import ClientConnection
+from warren.errors import AMQPError, ConnectionAccessRefused, HardError, InternalError, SoftError
 from warren.protocol.amqp0_9_1.channel import Channel
 from warren.protocol.amqp0_9_1.delivery import ChannelSink
 from warren.protocol.events import ChannelClosed, ChannelOpened, Content, ConnectionClosed, Method
 from warren.spec import amqp0_9_1 as spec
 
-__all__ = ["Session"]
+__all__ = ["ConnectionHandler"]
 
 log = logging.getLogger("warren.session")
 
@@ -34,49 +38,12 @@ _OPEN = spec.ConnectionOpen.INDEX
 _UPDATE_SECRET = spec.ConnectionUpdateSecret.INDEX
 
 
-class Session:
+class ConnectionHandler(ClientConnection):
     def __init__(self, broker, conn, peer: tuple, io) -> None:
-        self.broker = broker
-        self.durability = broker.durability
-        self.conn = conn
-        self.peer = peer
-        self.io = io
-        self.vhost = None
-        self.username = ""
-        self.access = None  # the connection's ConnectionAccess (warren/access), from connection.open
-        self.capabilities: dict = {}
-        self.client_properties: dict = {}
-        self.channels: dict[int, Channel] = {}
-        self.exclusive_queues: set = set()
-        self.held_cancels: list | None = None  # a queue.delete of ours holds its consumers' basic.cancel (channel.py)
-        self.writable = True
-        self.published = False  # resource alarms block only connections that publish
+        super().__init__(broker, peer, io)
+        self.conn = conn  # the sans-IO ServerConnection
         self._confirming: set[Channel] = set()
-        self.closed = False
-        # why the connection ends, for its one close line in the log (connection.py); the
-        # first cause wins: an error we answered, the client's connection.close, a shutdown
-        self.close_reason: str | None = None
-        # node and user limits (warren/broker/limits.py); the server sets broker.limits
-        self.limits = getattr(broker, "limits", NO_LIMITS)
         conn.channel_admit = self._admit_channel  # the user's max-channels, before open-ok
-
-    def __str__(self) -> str:
-        host, port = self.peer[:2] if self.peer else ("?", 0)
-        return f"{host}:{port} user={self.username or '-'} vhost={self.vhost.name if self.vhost else '-'}"
-
-    @property
-    def client_name(self) -> str:
-        """What the client calls itself: client_properties' connection_name, else its product."""
-        props = self.client_properties
-        name = props.get("connection_name") or props.get("product")
-        if isinstance(name, (bytes, bytearray)):
-            name = bytes(name).decode("utf-8", "replace")
-        return str(name) if name else "-"
-
-    def note_close(self, reason: str) -> None:
-        """Record why the connection ends (the first cause is kept)."""
-        if self.close_reason is None:
-            self.close_reason = reason
 
     # --- events --------------------------------------------------------------------------
 
@@ -192,18 +159,7 @@ class Session:
         elif index == _TUNE_OK:
             self.io.start_heartbeat(self.conn.heartbeat)
         elif index == _OPEN:
-            vhost = self.broker.vhosts.get(m.virtual_host)
-            if vhost is None:
-                error = NotAllowed(f"vhost {m.virtual_host} not found", 10, 40)
-                error.log_detail = f"user '{self.username}' asked for unknown vhost '{m.virtual_host}'"
-                raise error
-            self.limits.admit(self, self.broker.access)  # node and user connection limits: 530
-            try:
-                self.access = self.broker.admit(self, vhost)  # max-connections, permission in the vhost: 530
-            except BaseException:
-                self.limits.release(self)
-                raise
-            self.vhost = vhost
+            self.open_vhost(m.virtual_host)  # 530 when refused (warren/broker/client.py)
             self.conn.accept_open()
             self.io.opened()  # no longer an unauthenticated connection (warren/server/limits.py)
             log.info("connection %s opened (client %s)", self, self.client_name)
@@ -234,7 +190,8 @@ class Session:
 
     def _admit_channel(self, channel: int) -> None:
         """channel.open (the protocol core asks before open-ok): the user's max-channels."""
-        self.limits.admit_channel(self, self.broker.access)
+        self.admit_channel()
+
 
     # --- glue callbacks ------------------------------------------------------------------
 
@@ -252,46 +209,9 @@ class Session:
                 ch.flush_confirms()
             self._confirming.clear()
 
-    def throttled_by(self, queue) -> None:
-        """We published to a congested queue (flow control, queue.py): the glue stops reading
-        from this connection until the queue drains. Not when this connection consumes from
-        that queue itself: pausing it would also stop the acks that drain the queue."""
-        for c in queue.consumers:
-            if c.channel.session is self:
-                return
-        self.io.throttle(queue)
-
-    def set_writable(self, writable: bool) -> None:
-        self.writable = writable
-        if writable:
-            self.resume_delivery()
-
-    def resume_delivery(self) -> None:
-        for ch in list(self.channels.values()):
-            ch.resume_delivery()
-
-    def connection_lost(self) -> None:
-        self._release()
-
     def shutdown(self, reply_text: str = "broker shutdown") -> None:
         """Server-initiated close (320 CONNECTION_FORCED), e.g. on SIGTERM."""
         self.note_close(f"{reply_text} (320 CONNECTION_FORCED)")
         self.conn.close_connection(320, f"CONNECTION_FORCED - {reply_text}")
         self._release()
         self.io.want_flush()
-
-    def _release(self) -> None:
-        """Close every channel (requeueing their unacked messages) and drop exclusive queues."""
-        if self.closed:
-            return
-        self.closed = True
-        if self.access is not None:
-            self.broker.release(self)
-        self.limits.release(self)
-        for ch in list(self.channels.values()):
-            ch.close()
-        self.channels.clear()
-        for q in list(self.exclusive_queues):
-            if self.vhost is not None:
-                self.vhost.delete_queue(q)
-        self.exclusive_queues.clear()

@@ -1,0 +1,134 @@
+"""One client connection on the broker side, whatever its protocol.
+
+``ClientConnection`` holds what the broker knows of a connection: who logged in, the virtual
+host it opened (with the node, user and vhost limits that admitted it), its channels
+(``BrokerChannel``, ``channel.py``), its exclusive queues, whether its transport can take more
+deliveries, and why it ends (its one close line in the log). Each protocol's connection
+handler subclasses it (0-9-1 and the 0-8 family: ``warren/protocol/amqp0_9_1/adapter.py``)
+and adds what is protocol business: reading events, the login exchange, answering refusals,
+writing frames. The asyncio glue (``warren/server/connection.py``) calls back into it through
+``io`` and the methods below; the broker never sees a socket.
+
+(This was ``warren.broker.session.Session``; 0-10 uses "session" for its own layer.)
+"""
+
+from __future__ import annotations
+
+import logging
+
+from warren.broker.limits import NO_LIMITS
+from warren.errors import NotAllowed
+
+__all__ = ["ClientConnection"]
+
+log = logging.getLogger("warren.session")
+
+
+class ClientConnection:
+    def __init__(self, broker, peer: tuple, io) -> None:
+        self.broker = broker
+        self.durability = broker.durability
+        self.peer = peer
+        self.io = io
+        self.vhost = None
+        self.username = ""
+        self.access = None  # the connection's ConnectionAccess (warren/access), once a vhost is open
+        self.capabilities: dict = {}
+        self.client_properties: dict = {}
+        self.channels: dict = {}  # channel number -> the protocol's BrokerChannel
+        self.exclusive_queues: set = set()
+        self.held_cancels: list | None = None  # a queue delete of ours holds its consumers' cancels (channel.py)
+        self.writable = True
+        self.published = False  # resource alarms block only connections that publish
+        self.closed = False
+        # why the connection ends, for its one close line in the log (connection.py); the
+        # first cause wins: an error we answered, the client's close, a shutdown
+        self.close_reason: str | None = None
+        # node and user limits (warren/broker/limits.py); the server sets broker.limits
+        self.limits = getattr(broker, "limits", NO_LIMITS)
+
+    def __str__(self) -> str:
+        host, port = self.peer[:2] if self.peer else ("?", 0)
+        return f"{host}:{port} user={self.username or '-'} vhost={self.vhost.name if self.vhost else '-'}"
+
+    @property
+    def client_name(self) -> str:
+        """What the client calls itself: client_properties' connection_name, else its product."""
+        props = self.client_properties
+        name = props.get("connection_name") or props.get("product")
+        if isinstance(name, (bytes, bytearray)):
+            name = bytes(name).decode("utf-8", "replace")
+        return str(name) if name else "-"
+
+    def note_close(self, reason: str) -> None:
+        """Record why the connection ends (the first cause is kept)."""
+        if self.close_reason is None:
+            self.close_reason = reason
+
+    # --- the virtual host ----------------------------------------------------------------------
+
+    def open_vhost(self, name: str) -> None:
+        """Open virtual host ``name`` for the logged-in user: 530 NOT_ALLOWED when it does not
+        exist, the node, user or vhost connection limits refuse, or the user has no permission."""
+        vhost = self.broker.vhosts.get(name)
+        if vhost is None:
+            error = NotAllowed(f"vhost {name} not found")
+            error.log_detail = f"user '{self.username}' asked for unknown vhost '{name}'"
+            raise error
+        self.limits.admit(self, self.broker.access)  # node and user connection limits: 530
+        try:
+            self.access = self.broker.admit(self, vhost)  # max-connections, permission in the vhost: 530
+        except BaseException:
+            self.limits.release(self)
+            raise
+        self.vhost = vhost
+
+    def admit_channel(self) -> None:
+        """A new channel: the user's max-channels over all its connections (530)."""
+        self.limits.admit_channel(self, self.broker.access)
+
+    # --- flow ----------------------------------------------------------------------------------
+
+    def throttled_by(self, queue) -> None:
+        """We published to a congested queue (flow control, queue.py): the glue stops reading
+        from this connection until the queue drains. Not when this connection consumes from
+        that queue itself: pausing it would also stop the acks that drain the queue."""
+        for c in queue.consumers:
+            if c.channel.session is self:
+                return
+        self.io.throttle(queue)
+
+    def set_writable(self, writable: bool) -> None:
+        self.writable = writable
+        if writable:
+            self.resume_delivery()
+
+    def resume_delivery(self) -> None:
+        for ch in list(self.channels.values()):
+            ch.resume_delivery()
+
+    # --- end of life ---------------------------------------------------------------------------
+
+    def shutdown(self, reply_text: str = "broker shutdown") -> None:
+        """Server-initiated close (320 CONNECTION_FORCED), e.g. on SIGTERM or a vhost deleted:
+        the protocol's handler tells the client."""
+        raise NotImplementedError
+
+    def connection_lost(self) -> None:
+        self._release()
+
+    def _release(self) -> None:
+        """Close every channel (requeueing their unacked messages) and drop exclusive queues."""
+        if self.closed:
+            return
+        self.closed = True
+        if self.access is not None:
+            self.broker.release(self)
+        self.limits.release(self)
+        for ch in list(self.channels.values()):
+            ch.close()
+        self.channels.clear()
+        for q in list(self.exclusive_queues):
+            if self.vhost is not None:
+                self.vhost.delete_queue(q)
+        self.exclusive_queues.clear()
