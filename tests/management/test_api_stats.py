@@ -331,6 +331,20 @@ def test_queue_history_starts_when_asked_and_grows(fast_stats, uid):
     # the list of queues answers the history of the page's queues too
     page = get(b, f"/api/queues/%2F?page=1&name={name}&msg_rates_age=4&msg_rates_incr=1")
     assert page["items"][0]["message_stats"]["publish_details"]["samples"][0]["sample"] == 5
+    # a whole list starts no history: a queue nobody asked about shows its current value only
+    other = f"hq2-{uid}"
+    ch.queue_declare(other)
+    ch.basic_publish("", other, b"x")
+    everything = get(b, "/api/queues?msg_rates_age=8&msg_rates_incr=1")
+    ours = next(i for i in everything if i["name"] == name)["message_stats"]["publish_details"]["samples"]
+    assert ours[0]["sample"] == 5 and len(ours) == 9
+    theirs = next(i for i in everything if i["name"] == other)["message_stats"]["publish_details"]["samples"]
+    assert [s["sample"] for s in theirs] == [1] * 9
+    ch.basic_publish("", other, b"x")
+    wait_for(lambda: get(b, f"/api/queues/%2F/{other}")["messages"] == 2)
+    time.sleep(1.5)  # samples were taken with 1 and with 2: a history would show both
+    theirs = next(i for i in get(b, "/api/queues?msg_rates_age=8&msg_rates_incr=1") if i["name"] == other)
+    assert [s["sample"] for s in theirs["message_stats"]["publish_details"]["samples"]] == [2] * 9
     conn.close()
 
 

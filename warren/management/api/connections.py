@@ -239,7 +239,7 @@ def _check_own(request: web.Request, conn) -> None:
 
 async def _reply_connections(request: web.Request, conns: list) -> web.Response:
     sampler = request.app[STATS]
-    ranges = st.parse_ranges(request.query, bad_request)
+    ranges = st.parse_ranges(request.query, bad_request, listing=True)
     conns = sorted(conns, key=connection_name)
     return await reply_objects(request, conns, lambda c: connection_json(c, sampler, ranges), name=connection_name,
                                fields=connection_fields(sampler))
@@ -278,7 +278,7 @@ def _channels(conns) -> list:
 
 async def _reply_channels(request: web.Request, conns: list) -> web.Response:
     sampler = request.app[STATS]
-    ranges = st.parse_ranges(request.query, bad_request)
+    ranges = st.parse_ranges(request.query, bad_request, listing=True)
     channels = sorted(_channels(conns), key=lambda ch: (connection_name(ch.session.io), ch.number))
     return await reply_objects(request, channels, lambda ch: channel_json(ch, sampler, ranges), name=channel_name,
                                fields=channel_fields(sampler))

@@ -68,7 +68,7 @@ def exchange_fields(sampler, vhost_of: dict) -> dict:
 
 async def _list(request: web.Request, vhosts) -> web.Response:
     sampler = request.app[STATS]
-    ranges = st.parse_ranges(request.query, bad_request)
+    ranges = st.parse_ranges(request.query, bad_request, listing=True)
     vhost_of: dict = {}
     objects = []
     for vhost in vhosts:

@@ -180,7 +180,7 @@ def _queue(request: web.Request):
 
 async def _list(request: web.Request, vhosts) -> web.Response:
     sampler = request.app[STATS]
-    ranges = st.parse_ranges(request.query, bad_request)
+    ranges = st.parse_ranges(request.query, bad_request, listing=True)
     unacked = _unacked(request)
     objects = []
     for vhost in vhosts:

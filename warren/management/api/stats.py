@@ -253,12 +253,15 @@ class History:
 class Ranges:
     """The history asked for by a request: (age ms, increment ms) per group, or None."""
 
-    __slots__ = ("msg_rates", "lengths", "data_rates")
+    __slots__ = ("msg_rates", "lengths", "data_rates", "start")
 
-    def __init__(self, msg_rates=None, lengths=None, data_rates=None) -> None:
+    def __init__(self, msg_rates=None, lengths=None, data_rates=None, start: bool = True) -> None:
         self.msg_rates = msg_rates
         self.lengths = lengths
         self.data_rates = data_rates
+        # whether an object without a history starts one (not for a whole unpaged list: 10,000
+        # queues would only push each other out of the MAX_TRACKED histories)
+        self.start = start
 
     def __bool__(self) -> bool:
         return bool(self.msg_rates or self.lengths or self.data_rates)
@@ -283,9 +286,10 @@ def _int_param(raw: str | None) -> int | None:
     return None  # RabbitMQ ignores a value that is not an integer
 
 
-def parse_ranges(query, bad_request) -> Ranges:
+def parse_ranges(query, bad_request, listing: bool = False) -> Ranges:
     """``{prefix}_age``/``{prefix}_incr`` (seconds) as RabbitMQ reads them: both integers or
-    the pair is ignored; a non-positive value or more than MAX_POINTS points is 400."""
+    the pair is ignored; a non-positive value or more than MAX_POINTS points is 400. For a list
+    (``listing``), objects start a history only when the list is paged."""
     out = []
     for prefix in ("msg_rates", "lengths", "data_rates"):
         age, incr = _int_param(query.get(prefix + "_age")), _int_param(query.get(prefix + "_incr"))
@@ -295,7 +299,7 @@ def parse_ranges(query, bad_request) -> Ranges:
         if age <= 0 or incr <= 0 or age // incr > MAX_POINTS:
             raise bad_request(f"Invalid range parameters: age {age}, incr {incr}")
         out.append((age * 1000, incr * 1000))
-    return Ranges(*out)
+    return Ranges(*out, start=not listing or query.get("page") is not None)
 
 
 def _ranged(history: History | None, key: str, rng, now_ms: int, current: int) -> dict:
@@ -489,7 +493,12 @@ class Sampler:
         history = None
         now_ms = 0
         if ranges:
-            history = self.track(obj, kind, vec)
+            if ranges.start:
+                history = self.track(obj, kind, vec)
+            else:
+                history = self.histories.get(obj)
+                if history is not None:
+                    history.asked = time.monotonic()
             now_ms = int(time.time() * 1000)
         for key, details_key, idx, parts, gauge in kind.plan(keys):
             if idx is not None:
@@ -507,7 +516,7 @@ class Sampler:
             else:
                 rate = step / dt
                 d = {"rate": round(rate if gauge or rate > 0 else 0.0, 1)}  # counters only grow
-            if history is not None:
+            if ranges:
                 rng = ranges.for_key(key)
                 if rng is not None:
                     d.update(_ranged(history, key, rng, now_ms, current))
