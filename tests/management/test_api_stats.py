@@ -23,7 +23,7 @@ import pika
 import pytest
 
 from tests.conftest import EXTERNAL_URL
-from tests.management.api_client import call, q
+from tests.management.api_client import call
 
 pytestmark = pytest.mark.skipif(bool(EXTERNAL_URL), reason="needs a private Warren broker")
 

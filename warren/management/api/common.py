@@ -20,9 +20,10 @@ connections, channels) go through ``reply_objects`` instead: it filters the obje
 sorts them on cheap per-field values (``fields``: the value the object's JSON would carry,
 read straight from the object), and builds the JSON of the returned page only (of the
 requested ``columns`` only, when every one has a cheap value). A sort on a field without a
-cheap value builds every object's JSON first, as before. The work (reading sort keys, building and
-encoding JSON) yields to the loop every ``SLICE_SECONDS`` (5 ms), so a list of 10,000 queues never holds the broker's loop for
-long (bench/api_lists.py; docs/management.md has the figures).
+cheap value builds every object's JSON first, as before. The work (reading sort keys, building
+and encoding JSON) yields to the loop every ``SLICE_SECONDS`` (5 ms), so a list of 10,000
+queues never holds the broker's loop for long (bench/api_lists.py; docs/management.md has the
+figures).
 """
 
 from __future__ import annotations

@@ -42,7 +42,6 @@ line is what it knows).
 from __future__ import annotations
 
 import asyncio
-import bisect
 import logging
 import time
 from array import array
@@ -51,7 +50,7 @@ from collections import Counter
 from warren.metrics.totals import TOTALS, VHOST_COUNTS
 
 __all__ = ["Sampler", "Kind", "History", "INTERVAL", "QUEUE", "EXCHANGE", "CHANNEL", "CONNECTION", "VHOST",
-           "QUEUE_STATS", "VHOST_STATS", "CHANNEL_STATS", "EXCHANGE_STATS", "message_stats", "details",
+           "QUEUE_STATS", "VHOST_STATS", "CHANNEL_STATS", "EXCHANGE_STATS", "details",
            "unacked_by_queue", "published_count", "parse_ranges", "Ranges"]
 
 log = logging.getLogger("warren.management")
