@@ -178,8 +178,12 @@ def test_cheap_columns_and_sorts_answer_as_the_full_json(fast_stats, uid, path, 
     b = fast_stats()
     conn, ch = _populate(b, uid)
     try:
-        time.sleep(0.6)  # three samples since the publishes: the rates stay as they are now
-        full = get(b, path)
+        def settled():  # the rates no longer move (two answers a sample apart agree)
+            first = get(b, path)
+            time.sleep(0.3)
+            return first == get(b, path) and first
+
+        full = wait_for(settled, what="the rates to settle")
         # columns answered from cheap values are the full JSON's values
         assert get(b, path + "?columns=" + ",".join(columns)) == [_project(i, columns) for i in full]
         # each cheap sort key orders as the full JSON does (RabbitMQ's term order, stable); a
@@ -297,7 +301,9 @@ def test_overview_and_vhost_history(fast_stats, uid):
     assert values[0] == 5 and values[-1] == 0  # the broker started less than 10 s ago
     assert _check_series(ov["message_stats"]["confirm_details"], 11, 1000)[0] == 5
     assert _check_series(ov["queue_totals"]["messages_details"], 11, 1000)[0] == 5
-    vh = get(b, "/api/vhosts/%2F?" + query)
+    # the octets' points are 2 s apart: the newest may be from before the connection opened
+    vh = wait_for(lambda: (body := get(b, "/api/vhosts/%2F?" + query))["recv_oct_details"]["samples"][0]["sample"]
+                  and body, what="the connection's octets in the newest sample")
     assert _check_series(vh["message_stats"]["publish_details"], 11, 1000)[0] == 5
     assert _check_series(vh["messages_ready_details"], 11, 1000)[0] == 5
     recv = _check_series(vh["recv_oct_details"], 6, 2000)
