@@ -37,8 +37,10 @@ class FakeChannel:
     def can_accept(self) -> bool:
         return True
 
-    def can_deliver_acked(self) -> bool:
-        return True
+    def stop(self) -> None:
+        pass
+
+    prefetch_count = prefetch_size = 0  # no global prefetch
 
     def deliver(self, consumer, queue, seq, msg, redelivered) -> None:
         consumer.unacked += 1

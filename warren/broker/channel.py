@@ -33,7 +33,7 @@ from warren.broker.limits import NO_LIMITS
 from warren.broker.message import Message
 from warren.broker.queue import REFUSED
 from warren.codec.properties import EXPIRATION_FLAG, REPLY_TO_FLAG, USER_ID_FLAG
-from warren.errors import AccessRefused, NotAllowed, NotFound, NotImplemented_, PreconditionFailed
+from warren.errors import AccessRefused, NotAllowed, NotFound, PreconditionFailed
 from warren.metrics.totals import TOTALS
 
 __all__ = ["BrokerChannel", "PublishOutcome"]
@@ -119,17 +119,6 @@ class BrokerChannel:
         return self.confirms.confirmed_upto if self.confirms is not None else 0
 
     # --- delivery (called by Queue.dispatch) ----------------------------------------------
-
-    def can_deliver_acked(self) -> bool:
-        """Room for one more delivery that will wait for an ack: the transport's, then the
-        channel's prefetch (global)."""
-        if not self.sink.can_accept():
-            return False
-        if self.prefetch_count and self.consumer_unacked >= self.prefetch_count:
-            return False
-        if self.prefetch_size and self.consumer_unacked_bytes >= self.prefetch_size:
-            return False
-        return True
 
     def deliver(self, consumer: Consumer, queue, seq: int, msg: Message, redelivered: bool) -> None:
         tag = self.next_tag
@@ -289,11 +278,8 @@ class BrokerChannel:
 
     # --- publish -------------------------------------------------------------------------------
 
-    def publish(self, exchange: str, routing_key: str, properties: bytes, body, mandatory: bool,
-                immediate: bool = False) -> PublishOutcome:
+    def publish(self, exchange: str, routing_key: str, properties: bytes, body, mandatory: bool) -> PublishOutcome:
         """Route and enqueue one message; the confirm (if selected) is recorded here."""
-        if immediate:
-            raise NotImplemented_("immediate=true")
         ex = self.vhost.exchanges.get(exchange)
         if ex is not self.publish_allowed and self.publish_checked.get(exchange, authz.UNCHECKED) is not ex:
             authz.publish(self, exchange, routing_key)  # write permission (and topic permission), then cached
@@ -311,14 +297,12 @@ class BrokerChannel:
             return _HELD
         need = self._route(ex, msg, mandatory)
         confirms = self.confirms
-        if need > 0:
-            if confirms is not None:
-                confirms.published(need)
-            return _PERSISTING
         if confirms is not None:  # refused by a queue (x-overflow reject-publish): a negative confirm
-            confirms.published(0, need == REFUSED)
-        if not need:
+            confirms.published(need if need > 0 else 0, need == REFUSED)
+        if need == 0:
             return _ROUTED
+        if need > 0:
+            return _PERSISTING
         if need == REFUSED:
             return _REFUSED
         return _RETURNED if mandatory else _DROPPED
@@ -523,6 +507,7 @@ class BrokerChannel:
         if self.closed:
             return
         self.closed = True
+        self.sink.stop()  # nothing more goes out: a queue dispatching meanwhile skips its consumers
         TOTALS.channel_closed(self)  # its counts outlive it (warren/metrics/totals.py)
         reply_to.release(self)
         for c in list(self.consumers.values()):

@@ -19,7 +19,7 @@ __all__ = ["Consumer"]
 
 class Consumer:
     __slots__ = ("tag", "tag_ss", "channel", "sink", "queue", "no_ack", "exclusive", "arguments", "priority",
-                 "prefetch_count", "prefetch_size", "unacked", "unacked_bytes")
+                 "prefetch_count", "prefetch_size", "unacked", "unacked_bytes", "has_capacity")
 
     def __init__(self, tag: str, channel: "Channel", queue: "Queue", no_ack: bool, exclusive: bool,
                  arguments: dict, prefetch_count: int, prefetch_size: int) -> None:
@@ -39,19 +39,25 @@ class Consumer:
         self.prefetch_size = prefetch_size
         self.unacked = 0
         self.unacked_bytes = 0
+        # has_capacity(): whether a delivery may go to this consumer now. It runs for every
+        # delivery, so it is the sink's own check for a no-ack consumer (only the transport
+        # limits it; a closed channel's sink is stopped), else _capacity_acked.
+        self.has_capacity = self.sink.can_accept if no_ack else self._capacity_acked
 
-    def has_capacity(self) -> bool:
-        """Whether a delivery may go to this consumer now (its own and its channel's limits)."""
+    def _capacity_acked(self) -> bool:
+        """Its own prefetch, its channel's (global) prefetch, then the transport (the sink)."""
         ch = self.channel
         if ch.closed:
             return False  # its channel is closing: a queue dispatching meanwhile must skip it
-        if self.no_ack:  # only the transport limits a no-ack consumer
-            return self.sink.can_accept()
         if self.prefetch_count and self.unacked >= self.prefetch_count:
             return False
         if self.prefetch_size and self.unacked_bytes >= self.prefetch_size:
             return False
-        return self.channel.can_deliver_acked()
+        if ch.prefetch_count and ch.consumer_unacked >= ch.prefetch_count:
+            return False
+        if ch.prefetch_size and ch.consumer_unacked_bytes >= ch.prefetch_size:
+            return False
+        return self.sink.can_accept()
 
     def __repr__(self) -> str:
         return f"<Consumer {self.tag!r} on {self.queue.name!r}>"

@@ -16,7 +16,8 @@ A sink answers two questions, both asked for every delivery (keep them cheap):
   ``tag`` names the subscription.
 
 Two rarer messages go the same way: ``returned(message)``, a mandatory publish no queue took,
-and ``cancelled(consumer_tag)``, a consumer whose queue went away.
+and ``cancelled(consumer_tag)``, a consumer whose queue went away. ``stop()``: the channel is
+closed; ``can_accept`` answers False from then on.
 """
 
 from __future__ import annotations
@@ -37,4 +38,7 @@ class DeliverySink(Protocol):
         ...
 
     def cancelled(self, consumer_tag: str) -> None:
+        ...
+
+    def stop(self) -> None:
         ...

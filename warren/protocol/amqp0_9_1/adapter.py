@@ -22,7 +22,7 @@ import logging
 from warren.access.errors import LoginRefused
 from warren.broker.auth import check_certificate_login, parse_response
 from warren.broker.client import ClientConnection
-from warren.errors import AMQPError, ConnectionAccessRefused, HardError, InternalError, SoftError
+from warren.errors import AMQPError, ConnectionAccessRefused, InternalError, NotImplemented_, SoftError
 from warren.protocol.amqp0_9_1.channel import Channel
 from warren.protocol.amqp0_9_1.delivery import ChannelSink
 from warren.protocol.events import ChannelClosed, ChannelOpened, Content, ConnectionClosed, Method
@@ -54,8 +54,10 @@ class ConnectionHandler(ClientConnection):
             if kind is Content:
                 self.published = True
                 m = event.method  # basic.publish: straight to the operation (the hot path)
+                if m.immediate:  # RabbitMQ 3.x refuses it the same way
+                    raise NotImplemented_("immediate=true")
                 self.channels[event.channel].publish(m.exchange, m.routing_key, event.properties, event.body,
-                                                     m.mandatory, m.immediate)
+                                                     m.mandatory)
             elif kind is Method:
                 if event.channel == 0:
                     self._connection_method(event.method)

@@ -21,11 +21,12 @@ OUTPUT_BATCH = 1 << 20
 
 
 class ChannelSink:
-    __slots__ = ("session", "conn", "number", "flow_active")
+    __slots__ = ("session", "conn", "io", "number", "flow_active")
 
     def __init__(self, session, number: int) -> None:
-        self.session = session  # the connection's handler: its ``writable`` and ``io``
+        self.session = session  # the connection's handler: its ``writable``
         self.conn = session.conn  # the sans-IO ServerConnection
+        self.io = session.io  # the glue: want_flush
         self.number = number
         self.flow_active = True  # channel.flow from the client
 
@@ -35,7 +36,10 @@ class ChannelSink:
     def deliver(self, consumer, tag: int, redelivered: bool, message) -> None:
         self.conn.send_deliver(self.number, consumer.tag_ss, tag, redelivered, message.exchange_ss,
                                message.routing_key_ss, message.properties, message.body)
-        self.session.io.want_flush()
+        self.io.want_flush()
+
+    def stop(self) -> None:
+        self.flow_active = False  # the channel is closed
 
     def returned(self, message) -> None:
         self.conn.send_content(self.number, spec.BasicReturn(312, "NO_ROUTE", message.exchange, message.routing_key),
