@@ -114,6 +114,9 @@ def main() -> None:
                     help="default: the count split over the master's cores")
     ap.add_argument("--skip-amqp", action="store_true")
     ap.add_argument("--skip-parts", action="store_true", help="only the Spark jobs")
+    ap.add_argument("--jvm-options", default=None,
+                    help="driver JVM options instead of warren pipeline's (warren/spark/jobs/session.py), e.g. "
+                         "--jvm-options='-XX:TieredStopAtLevel=1 -XX:+UseSerialGC' (the tests' quick-start JIT)")
     args = ap.parse_args()
 
     import pika
@@ -168,8 +171,10 @@ def main() -> None:
 
         from warren.spark.jobs.session import build_session
 
-        spark = build_session("warren-read-bench", args.master,
-                              {"spark.ui.enabled": "false", "spark.local.dir": str(tmp / "spark")})
+        conf = {"spark.ui.enabled": "false", "spark.local.dir": str(tmp / "spark")}
+        if args.jvm_options is not None:
+            conf["spark.driver.extraJavaOptions"] = args.jvm_options
+        spark = build_session("warren-read-bench", args.master, conf)
         spark.sparkContext.setLogLevel("ERROR")
         spark.dataSource.register(ToySource)
         cores = spark.sparkContext.defaultParallelism

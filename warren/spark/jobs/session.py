@@ -1,9 +1,10 @@
 """The SparkSession of Warren's Spark jobs (``warren pipeline ...``), local by default.
 
 Spark needs Java; without it pyspark fails late with a gateway error that says little, so
-``require_java`` checks first and says what to install. A local session's JVM is tuned for
-short jobs on small machines (``-XX:TieredStopAtLevel=1``: quick JIT; ``-XX:+UseSerialGC``: one
-GC thread).
+``require_java`` checks first and says what to install. A local session's JVMs keep the full
+JIT: ``-XX:TieredStopAtLevel=1`` (C1 only) starts a second faster but made a 1M-row archive
+3-4 times slower (bench/spark_read_bench.py ``--jvm-options``), so only the tests use it;
+``-XX:+UseParallelGC`` for throughput.
 
 Python workers run this interpreter (``spark.pyspark.python``, unless ``PYSPARK_PYTHON`` says
 otherwise), so they import the same ``warren`` even when the venv is not activated. On a
@@ -31,7 +32,7 @@ __all__ = [
     "JVM_OPTIONS", "JavaMissingError", "require_java", "build_session", "job_session", "package_zip", "parse_confs",
 ]
 
-JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+JVM_OPTIONS = "-XX:+UseParallelGC"
 # the Python data source's filter pushdown (offset and timestamp ranges, read/batch.py) is off
 # unless this is set; a reader that implements pushFilters fails to plan without it
 PUSHDOWN_SETTING = "spark.sql.python.filterPushdown.enabled"
