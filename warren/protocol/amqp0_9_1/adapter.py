@@ -43,6 +43,7 @@ class ConnectionHandler(ClientConnection):
         super().__init__(broker, peer, io)
         self.conn = conn  # the sans-IO ServerConnection
         self._confirming: set[Channel] = set()
+        self.sinks_flushing: list[ChannelSink] = []  # sinks that asked for the next flush (delivery.py)
         conn.channel_admit = self._admit_channel  # the user's max-channels, before open-ok
 
     # --- events --------------------------------------------------------------------------
@@ -205,7 +206,12 @@ class ConnectionHandler(ClientConnection):
         self.io.want_flush()
 
     def before_flush(self) -> None:
-        """Coalesce publisher confirms: one basic.ack per channel per write batch."""
+        """Coalesce publisher confirms: one basic.ack per channel per write batch. The sinks
+        that asked for this flush ask again for the next one."""
+        if self.sinks_flushing:
+            for sink in self.sinks_flushing:
+                sink.flush_asked = False
+            self.sinks_flushing.clear()
         if self._confirming:
             for ch in self._confirming:
                 ch.flush_confirms()

@@ -21,7 +21,7 @@ OUTPUT_BATCH = 1 << 20
 
 
 class ChannelSink:
-    __slots__ = ("session", "conn", "io", "number", "flow_active")
+    __slots__ = ("session", "conn", "io", "number", "flow_active", "flush_asked")
 
     def __init__(self, session, number: int) -> None:
         self.session = session  # the connection's handler: its ``writable``
@@ -29,6 +29,9 @@ class ChannelSink:
         self.io = session.io  # the glue: want_flush
         self.number = number
         self.flow_active = True  # channel.flow from the client
+        # a flush was asked for since the last one (the handler's before_flush clears it): one
+        # want_flush per channel per write batch instead of one per delivery
+        self.flush_asked = False
 
     def can_accept(self) -> bool:
         return self.flow_active and self.session.writable and self.conn.out_bytes < OUTPUT_BATCH
@@ -36,7 +39,10 @@ class ChannelSink:
     def deliver(self, consumer, tag: int, redelivered: bool, message) -> None:
         self.conn.send_deliver(self.number, consumer.tag_ss, tag, redelivered, message.exchange_ss,
                                message.routing_key_ss, message.properties, message.body)
-        self.io.want_flush()
+        if not self.flush_asked:
+            self.flush_asked = True
+            self.session.sinks_flushing.append(self)
+            self.io.want_flush()
 
     def stop(self) -> None:
         self.flow_active = False  # the channel is closed
