@@ -99,10 +99,7 @@ def test_spark_imports_nothing_from_the_broker(path):
 
 
 FLAG_CONSTANT = re.compile(r"^_?[A-Z_]*FLAGS?(_HI)?\s*=\s*(0x[0-9a-fA-F]+|b['\"])", re.M)
-FLAGS_PENDING = {
-    "spark/write/messages.py": "Spark's writer spells its two flag words as bytes; warren/spark has another "
-                               "engineer's uncommitted work, switched to warren.codec.properties after it",
-}
+FLAGS_PENDING: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("path", _cases(_modules("broker", "store", "server", "spark", "protocol", "federation",

@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from warren.codec.fields import encode_shortstr
+from warren.codec.properties import HEADERS_FLAG, MESSAGE_ID_FLAG
 
 __all__ = ["batch_publishes", "octets_of", "FAST_COLUMNS"]
 
@@ -82,12 +83,12 @@ def batch_publishes(batch: pa.RecordBatch, exchange: str | None, routing_key: st
         return None
     id_short = [_be(id_len, 1), ids]
     if dedup_header is None:
-        props = [pa.scalar(b"\x00\x80", pa.binary()), *id_short]  # message-id only
+        props = [pa.scalar(MESSAGE_ID_FLAG.to_bytes(2, "big"), pa.binary()), *id_short]  # message-id only
         props_len = 2 + 1 + id_len
     else:
         name = encode_shortstr(dedup_header)
         table_len = len(name) + 1 + 4 + id_len
-        props = [pa.scalar(b"\x20\x80", pa.binary()), _be(table_len, 4), pa.scalar(name + b"S", pa.binary()),
+        props = [pa.scalar((HEADERS_FLAG | MESSAGE_ID_FLAG).to_bytes(2, "big"), pa.binary()), _be(table_len, 4), pa.scalar(name + b"S", pa.binary()),
                  _be(id_len, 4), ids, *id_short]  # headers {dedup: id} and message-id
         props_len = 2 + 4 + table_len + 1 + id_len
     method_len = 9 + ex_len + rk_len

@@ -18,6 +18,7 @@ from __future__ import annotations
 import struct
 
 from warren.codec.fields import encode_shortstr
+from warren.codec.properties import HEADERS_FLAG, MESSAGE_ID_FLAG
 from warren.spark.options import WriteOptions
 from warren.spark.write.columns import FLAT_PROPERTIES, RowLayout
 from warren.spec.amqp0_9_1 import BasicProperties
@@ -25,8 +26,9 @@ from warren.spec.amqp0_9_1 import BasicProperties
 __all__ = ["MessageEncoder"]
 
 _U32 = struct.Struct(">I")
-_MESSAGE_ID_FLAG = b"\x00\x80"  # property flags: message-id only
-_HEADERS_AND_MESSAGE_ID_FLAGS = b"\x20\x80"  # headers and message-id
+# the property flag words of the two lists spliced here: message-id only; headers and message-id
+_ID_ONLY_WORD = MESSAGE_ID_FLAG.to_bytes(2, "big")
+_HEADERS_AND_ID_WORD = (HEADERS_FLAG | MESSAGE_ID_FLAG).to_bytes(2, "big")
 _TIMESTAMP_DIVISORS = {"s": 1, "ms": 1000, "us": 1_000_000, "ns": 1_000_000_000}
 
 
@@ -86,9 +88,9 @@ class MessageEncoder:
         prefix = self.id_prefix
         dedup = self.options.dedup_header
         if dedup is None:
-            flags, name = _MESSAGE_ID_FLAG, b""
+            flags, name = _ID_ONLY_WORD, b""
         else:
-            flags, name = _HEADERS_AND_MESSAGE_ID_FLAGS, encode_shortstr(dedup)
+            flags, name = _HEADERS_AND_ID_WORD, encode_shortstr(dedup)
         for i, body in enumerate(bodies):
             mid = f"{prefix}{first + i}".encode("utf-8", "surrogateescape")
             size = len(mid)  # below 256: WriteOptions bounds the writeId
