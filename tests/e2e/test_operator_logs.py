@@ -19,8 +19,21 @@ from tests.e2e import rawamqp
 
 pytestmark = pytest.mark.skipif(bool(EXTERNAL_URL), reason="reads the Warren broker's own log")
 
+# Where the log stood when the running test began: an earlier test's connection may have had the
+# same local port (the kernel reuses them), so each test reads only the lines written since.
+# A test's own broker is read from its start.
+_log_start: dict[object, int] = {}
+
+
+@pytest.fixture(autouse=True)
+def _only_this_tests_lines(broker):
+    _log_start.clear()
+    _log_start[broker.log_path] = len(broker.log())
+
+
 def lines_for(b, port: int, needle: str) -> list[str]:
-    return [ln for ln in b.log().splitlines() if f"127.0.0.1:{port} " in ln and needle in ln]
+    return [ln for ln in b.log()[_log_start.get(b.log_path, 0):].splitlines()
+            if f"127.0.0.1:{port} " in ln and needle in ln]
 
 
 def wait_lines(b, port: int, needle: str, timeout: float = 10.0) -> list[str]:

@@ -42,6 +42,7 @@ connection.start only on a TLS connection whose client sent a certificate that v
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import socket
 import ssl
@@ -330,7 +331,13 @@ class TlsAmqpListener:
                 continue
             task = self.loop.create_task(self._handshake(conn, peer))
             self.pending.add(task)
-            task.add_done_callback(self.pending.discard)
+            task.add_done_callback(functools.partial(self._settled, conn))
+
+    def _settled(self, sock: socket.socket, task: asyncio.Task) -> None:
+        self.pending.discard(task)
+        # a task cancelled before its first step never ran _handshake's own clean-up
+        if task.cancelled():
+            sock.close()
 
     async def _handshake(self, sock: socket.socket, peer) -> None:
         try:
