@@ -16,20 +16,14 @@ from __future__ import annotations
 
 import argparse
 import base64
-import json
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
-import threading
 import time
 import urllib.request
 from pathlib import Path
 
-import pika
-
-ROOT = Path(__file__).resolve().parent.parent
+from loop_probe import RoundTrips, declare_queues, start_broker, stop_broker
 
 REQUESTS = [
     # (label, path)
@@ -50,61 +44,6 @@ REQUESTS = [
     ("overview", "/api/overview"),
     ("vhosts", "/api/vhosts"),
 ]
-
-
-def start_broker(tmp: Path) -> tuple[subprocess.Popen, int, int]:
-    ready = tmp / "ready.json"
-    proc = subprocess.Popen([sys.executable, "-m", "warren", "serve", "--port", "0", "--http-port", "0",
-                             "--data-dir", str(tmp / "data"), "--ready-file", str(ready), "--log-level", "warning"],
-                            cwd=ROOT, stdin=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while not ready.exists():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise SystemExit("broker did not start")
-        time.sleep(0.05)
-    time.sleep(0.1)
-    info = json.loads(ready.read_text())
-    return proc, info["port"], info["http_port"]
-
-
-def populate(port: int, n: int) -> None:
-    conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", port))
-    ch = conn.channel()
-    started = time.perf_counter()
-    for i in range(n):
-        ch.queue_declare(f"bench-q-{i:06d}")
-        if i % 10 == 0:
-            ch.basic_publish("", f"bench-q-{i:06d}", b"x" * 100)
-        if i % 100 == 0:
-            ch.exchange_declare(f"bench-x-{i:06d}", "direct")
-            ch.queue_bind(f"bench-q-{i:06d}", f"bench-x-{i:06d}", "k")
-    conn.close()
-    print(f"declared {n} queues in {time.perf_counter() - started:.1f} s")
-
-
-class RoundTrips(threading.Thread):
-    """An AMQP round trip every ``interval`` s: how long the broker takes to answer."""
-
-    def __init__(self, port: int, interval: float = 0.005) -> None:
-        super().__init__(daemon=True)
-        self.conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", port))
-        self.ch = self.conn.channel()
-        self.queue = self.ch.queue_declare("", exclusive=True).method.queue
-        self.interval = interval
-        self.samples: list[tuple[float, float]] = []  # (when it started, seconds)
-        self.stop = threading.Event()
-
-    def run(self) -> None:
-        while not self.stop.is_set():
-            t = time.perf_counter()
-            self.ch.basic_get(self.queue, auto_ack=True)
-            self.samples.append((t, time.perf_counter() - t))
-            time.sleep(self.interval)
-
-    def between(self, start: float, end: float) -> list[float]:
-        # a round trip that started before the window but ended in it counts too
-        return [d for t, d in self.samples if start <= t + d and t <= end]
 
 
 def cpu_seconds(pid: int) -> float:
@@ -128,16 +67,16 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=5)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="warren-api-lists-bench-") as tmp:
-        proc, port, http_port = start_broker(Path(tmp))
-        base = f"http://127.0.0.1:{http_port}"
+        proc, ports = start_broker(Path(tmp), ["--http-port", "0"], settle=0.1)
+        port, base = ports["port"], f"http://127.0.0.1:{ports['http_port']}"
         try:
-            populate(port, args.queues)
+            declare_queues(port, args.queues, bind_every=100)
             probe = RoundTrips(port)
             probe.start()
             time.sleep(1.0)
             idle_start = time.perf_counter()
             time.sleep(11.0)  # two statistics samples at least
-            idle = probe.between(idle_start, time.perf_counter())
+            idle = probe.between(idle_start, time.perf_counter(), overlapping=True)
             print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
             print(f"AMQP round trip without requests (11 s, 5 s samples included): median "
                   f"{statistics.median(idle) * 1000:.1f} ms, max {max(idle) * 1000:.1f} ms ({len(idle)} samples)")
@@ -148,7 +87,7 @@ def main() -> None:
                     start, cpu = time.perf_counter(), cpu_seconds(proc.pid)
                     took, size = get(base, path)
                     cpus.append(cpu_seconds(proc.pid) - cpu)  # includes the probe's round trips (~0.1 ms each)
-                    trips += probe.between(start, time.perf_counter())
+                    trips += probe.between(start, time.perf_counter(), overlapping=True)
                     times.append(took)
                     time.sleep(0.2)
                 print(f"{label[:62]:<62} {statistics.median(times) * 1000:6.0f}ms {max(times) * 1000:6.0f}ms "
@@ -157,12 +96,7 @@ def main() -> None:
             probe.stop.set()
             probe.join(timeout=5)
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop_broker(proc, timeout=10)
 
 
 if __name__ == "__main__":

@@ -18,70 +18,15 @@ which is why the exporter is hand-written.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 from pathlib import Path
 
-import pika
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def start_broker(tmp: Path) -> tuple[subprocess.Popen, int, int]:
-    ready = tmp / "ready.json"
-    proc = subprocess.Popen([sys.executable, "-m", "warren", "serve", "--port", "0", "--http-port", "-1",
-                             "--prometheus-port", "0", "--data-dir", str(tmp / "data"), "--ready-file", str(ready),
-                             "--log-level", "warning"], cwd=ROOT, stdin=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while not ready.exists():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise SystemExit("broker did not start")
-        time.sleep(0.05)
-    info = json.loads(ready.read_text())
-    return proc, info["port"], info["prometheus_port"]
-
-
-def declare_queues(port: int, n: int) -> None:
-    conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", port))
-    ch = conn.channel()
-    started = time.perf_counter()
-    for i in range(n):
-        ch.queue_declare(f"bench-q-{i:06d}")
-        if i % 10 == 0:
-            ch.basic_publish("", f"bench-q-{i:06d}", b"x" * 100)
-    conn.close()
-    print(f"declared {n} queues in {time.perf_counter() - started:.1f} s")
-
-
-class RoundTrips(threading.Thread):
-    """An AMQP round trip every ``interval`` s: how long the broker takes to answer."""
-
-    def __init__(self, port: int, interval: float = 0.005) -> None:
-        super().__init__(daemon=True)
-        self.conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", port))
-        self.ch = self.conn.channel()
-        self.queue = self.ch.queue_declare("", exclusive=True).method.queue
-        self.interval = interval
-        self.samples: list[tuple[float, float]] = []  # (when, seconds)
-        self.stop = threading.Event()
-
-    def run(self) -> None:
-        while not self.stop.is_set():
-            t = time.perf_counter()
-            self.ch.basic_get(self.queue, auto_ack=True)
-            self.samples.append((t, time.perf_counter() - t))
-            time.sleep(self.interval)
-
-    def between(self, start: float, end: float) -> list[float]:
-        return [d for t, d in self.samples if start <= t <= end]
+from loop_probe import ROOT, RoundTrips, declare_queues, start_broker, stop_broker
 
 
 def scrape(url: str) -> tuple[float, int]:
@@ -180,8 +125,8 @@ def main() -> None:
     ap.add_argument("--scrapes", type=int, default=5)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="warren-metrics-bench-") as tmp:
-        proc, port, prom = start_broker(Path(tmp))
-        base = f"http://127.0.0.1:{prom}"
+        proc, ports = start_broker(Path(tmp), ["--http-port", "-1", "--prometheus-port", "0"])
+        port, base = ports["port"], f"http://127.0.0.1:{ports['prometheus_port']}"
         try:
             declare_queues(port, args.queues)
             probe = RoundTrips(port)
@@ -221,8 +166,7 @@ def main() -> None:
             probe.stop.set()
             probe.join(5)
         finally:
-            proc.terminate()
-            proc.wait(30)
+            stop_broker(proc, timeout=30)
     formatting_alone(args.queues)
 
 
