@@ -38,17 +38,16 @@ gone (both deleted on open, recovery.py). Ordering rules make the rest impossibl
 from __future__ import annotations
 
 import os
-import shutil
-import threading
 from bisect import bisect_right
 from contextlib import suppress
 from operator import attrgetter
 
+from warren.store.group_commit import GroupCommitStore, StoreError
 from warren.store.message import decode_message, encode_message
 from warren.store.record import HEADER_SIZE, KIND_ACKS, T_ACK, T_DELIVERED, T_RETURNED
 from warren.store.recovery import RecoveryStats, recover_directory
 from warren.store.segment import (
-    ACKED, DEFAULT_SEGMENT_SIZE, DELIVERED, LogFile, Segment, fsync_dir, segment_name,
+    ACKED, DEFAULT_SEGMENT_SIZE, DELIVERED, LogFile, Segment, segment_name,
 )
 
 __all__ = ["QueueStore", "RecoveryStats", "StoreError", "encode_message", "decode_message"]
@@ -57,11 +56,7 @@ _FIRST = attrgetter("first")
 DEFAULT_FLUSH_THRESHOLD = 4 * 1024 * 1024
 
 
-class StoreError(Exception):
-    """The store is closed, has failed (a write or fsync error), or found data it cannot read."""
-
-
-class QueueStore:
+class QueueStore(GroupCommitStore):
     """The messages of one durable queue, in ``directory`` (created if missing).
 
     Opening recovers the directory (recovery.py); ``recovery_stats`` says what it found.
@@ -72,16 +67,8 @@ class QueueStore:
 
     def __init__(self, directory, segment_size: int = DEFAULT_SEGMENT_SIZE, fsync: bool = True,
                  flush_threshold: int = DEFAULT_FLUSH_THRESHOLD) -> None:
-        if not 64 <= segment_size < 2**32:
-            raise ValueError("segment_size must be at least 64 and below 4 GiB")
-        self.directory = os.fspath(directory)
-        self.segment_size = segment_size
-        self.fsync = fsync
-        self.flush_threshold = flush_threshold  # append flushes by itself past this many buffered octets
+        super().__init__(directory, segment_size, fsync, flush_threshold)
         self.last_seq = 0                       # the highest seq ever appended (or acked) here
-        self._lock = threading.Lock()
-        self._io_lock = threading.Lock()
-        self._sync_lock = threading.Lock()
         self._segments: list[Segment] = []      # ordered by seq; the last is the write segment
         self._dirty: dict[LogFile, None] = {}   # files with buffered octets (a dict keeps the order)
         self._unsynced: set[LogFile] = set()    # files written since the last sync
@@ -91,20 +78,8 @@ class QueueStore:
         self._keep: Segment | None = None       # fully acked, but holds last_seq: goes at the next append
         self._unlink_msgs: list[str] = []       # closed; unlinked by the next sync after its fsyncs
         self._unlink_acks: list[str] = []       # unlinked after the directory fsync that follows those
-        self._dir_dirty = False
-        self._buffered = 0
         self._flushed_seq = 0
-        self._count = 0
-        self._bytes = 0
-        self._failed: BaseException | None = None
-        self._closed = False
-        os.makedirs(self.directory, exist_ok=True)
-        self._dir_fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            self.recovery_stats = self._open()
-        except BaseException:
-            os.close(self._dir_fd)
-            raise
+        self._open_directory()
 
     # --- opening ---------------------------------------------------------------------------
 
@@ -127,11 +102,6 @@ class QueueStore:
         return r.stats
 
     # --- the loop-thread side: memory only ---------------------------------------------------
-
-    def _check(self) -> None:
-        if self._failed is not None or self._closed:
-            raise StoreError(f"store {self.directory} " + (
-                f"failed earlier: {self._failed!r}" if self._failed is not None else "is closed"))
 
     def _find(self, seq: int) -> tuple[Segment | None, int]:
         segs = self._segments
@@ -341,11 +311,6 @@ class QueueStore:
 
     # --- I/O: flush, sync, close ---------------------------------------------------------------
 
-    def flush(self) -> None:
-        """Hand every buffered octet to the OS (one write() per file); no fsync."""
-        with self._io_lock:
-            self._flush_locked()
-
     def _flush_locked(self) -> None:
         with self._lock:
             self._check()
@@ -428,16 +393,6 @@ class QueueStore:
                 _unlink(path)
             return covered
 
-    def close(self) -> None:
-        """Sync (unless the store failed) and release every file descriptor."""
-        if self._closed:
-            return
-        try:
-            if self._failed is None:
-                self.sync()
-        finally:
-            self._release()
-
     def _release(self) -> None:
         with self._io_lock:
             self._closed = True
@@ -446,20 +401,6 @@ class QueueStore:
                 if seg.acks is not None:
                     seg.acks.close()
             os.close(self._dir_fd)
-
-    def delete(self) -> None:
-        """Close without syncing and remove the directory with everything in it."""
-        if not self._closed:
-            self._release()
-        shutil.rmtree(self.directory, ignore_errors=True)
-        if self.fsync:
-            fsync_dir(os.path.dirname(os.path.abspath(self.directory)))
-
-    def __enter__(self) -> "QueueStore":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"<QueueStore {self.directory!r} messages={self._count} segments={len(self._segments)}>"

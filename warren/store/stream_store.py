@@ -50,9 +50,7 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import struct
-import threading
 import time
 from array import array
 from bisect import bisect_left, bisect_right
@@ -61,9 +59,9 @@ from contextlib import suppress
 from dataclasses import dataclass
 from operator import attrgetter
 
-from warren.store.queue_store import StoreError
+from warren.store.group_commit import GroupCommitStore, StoreError
 from warren.store.record import FILE_HEADER_SIZE, FormatError, check_file_header
-from warren.store.segment import LogFile, fsync_dir, read_file
+from warren.store.segment import LogFile, read_file
 from warren.store.stream_format import ENTRY_HEADER_SIZE, KIND_STREAM, EntryScan, append_entry, parse_entries
 
 __all__ = ["StreamStore", "StreamRecoveryStats", "DEFAULT_STREAM_SEGMENT", "TS_BLOCK", "segment_file_name"]
@@ -148,7 +146,7 @@ class _Segment:
         return positions[i + 1] if i + 1 < len(positions) else self.file.size
 
 
-class StreamStore:
+class StreamStore(GroupCommitStore):
     """The entries of one stream, in ``directory`` (created if missing).
 
     ``fsync=False`` skips every fsync (a killed process loses nothing flushed either way);
@@ -157,16 +155,13 @@ class StreamStore:
     ``flush_threshold`` bounds the octets buffered between flushes.
     """
 
+    _label = "stream store"
+
     def __init__(self, directory, fsync: bool = True, segment_size: int = DEFAULT_STREAM_SEGMENT,
                  max_bytes: int | None = None, max_age_s: float | None = None,
                  tail_cache: int = DEFAULT_TAIL_CACHE, flush_threshold: int = DEFAULT_FLUSH_THRESHOLD) -> None:
-        if not 64 <= segment_size < 2**32:
-            raise ValueError("segment_size must be at least 64 and below 4 GiB")
-        self.directory = os.fspath(directory)
-        self.fsync = fsync
-        self.segment_size = segment_size
+        super().__init__(directory, segment_size, fsync, flush_threshold)
         self.tail_cache = tail_cache
-        self.flush_threshold = flush_threshold
         self.max_bytes: int | None = None
         self.max_age_s: float | None = None
         self.set_retention(max_bytes, max_age_s)
@@ -174,26 +169,11 @@ class StreamStore:
         self.next_offset = 0
         self.committed_offset = -1
         self.last_timestamp_ms: int | None = None
-        self._lock = threading.Lock()
-        self._io_lock = threading.Lock()
-        self._sync_lock = threading.Lock()
         self._segments: list[_Segment] = []        # by base; the last takes appends
         self._dirty: dict[_Segment, None] = {}      # segments with buffered octets
         self._unsynced: dict[_Segment, None] = {}   # written since the last sync
         self._sealed_open: OrderedDict[_Segment, None] = OrderedDict()  # older segments with a descriptor, LRU
-        self._dir_dirty = False
-        self._buffered = 0
-        self._count = 0
-        self._bytes = 0
-        self._failed: BaseException | None = None
-        self._closed = False
-        os.makedirs(self.directory, exist_ok=True)
-        self._dir_fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            self.recovery_stats = self._open()
-        except BaseException:
-            os.close(self._dir_fd)
-            raise
+        self._open_directory()
 
     # --- opening ---------------------------------------------------------------------------
 
@@ -300,11 +280,6 @@ class StreamStore:
 
     # --- appending (the loop thread): memory only --------------------------------------------
 
-    def _check(self) -> None:
-        if self._failed is not None or self._closed:
-            raise StoreError(f"stream store {self.directory} " + (
-                f"failed earlier: {self._failed!r}" if self._failed is not None else "is closed"))
-
     def append(self, record, timestamp_ms: int) -> int:
         """Buffer one record; returns its offset. No system call (unless ``flush_threshold`` is reached)."""
         size = ENTRY_HEADER_SIZE + len(record)
@@ -337,11 +312,6 @@ class StreamStore:
         return seg
 
     # --- I/O: flush, sync ----------------------------------------------------------------------
-
-    def flush(self) -> None:
-        """Hand every buffered octet to the OS (one write() per segment file); no fsync."""
-        with self._io_lock:
-            self._flush_locked()
 
     def _flush_locked(self) -> int:
         """Write what is buffered (I/O lock held); returns the offset after the last entry written."""
@@ -670,16 +640,6 @@ class StreamStore:
 
     # --- closing --------------------------------------------------------------------------------
 
-    def close(self) -> None:
-        """Sync (unless the store failed) and release every descriptor."""
-        if self._closed:
-            return
-        try:
-            if self._failed is None:
-                self.sync()
-        finally:
-            self._release()
-
     def _release(self) -> None:
         with self._sync_lock, self._io_lock, self._lock:
             if self._closed:
@@ -691,19 +651,6 @@ class StreamStore:
                     seg.file.close()
             self._sealed_open.clear()
             os.close(self._dir_fd)
-
-    def delete(self) -> None:
-        """Close without syncing and remove the directory with everything in it."""
-        self._release()
-        shutil.rmtree(self.directory, ignore_errors=True)
-        if self.fsync:
-            fsync_dir(os.path.dirname(os.path.abspath(self.directory)))
-
-    def __enter__(self) -> "StreamStore":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return (f"<StreamStore {self.directory!r} offsets={self.first_offset}..{self.next_offset - 1} "

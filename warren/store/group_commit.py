@@ -1,0 +1,106 @@
+"""What the two segment-file stores share: a directory written by group commit.
+
+``QueueStore`` (queue_store.py) and ``StreamStore`` (stream_store.py) differ in their files and
+their records, but not in how they live: a folder with a descriptor held on it (fsynced when
+files come and go), recovered when opened; appends that only touch memory; ``flush`` handing
+the buffered octets to the OS and ``sync`` fsyncing them, possibly on a worker thread while the
+loop appends; a write or fsync error that fails the store for good; closing that syncs first.
+This base keeps that life cycle in one place; each store brings its recovery (``_open``), its
+writing (``_flush_locked``, ``sync``) and what it releases (``_release``).
+
+Locks (the stores' docstrings say what each guards for them): ``_lock`` for memory, held only
+for memory work; ``_io_lock`` orders writes and closes; ``_sync_lock`` runs one sync at a time.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+
+from warren.store.segment import fsync_dir
+
+__all__ = ["GroupCommitStore", "StoreError"]
+
+
+class StoreError(Exception):
+    """The store is closed, has failed (a write or fsync error), or found data it cannot read."""
+
+
+class GroupCommitStore:
+    """The shared state and life cycle; a subclass's ``__init__`` calls ``_open_directory`` last."""
+
+    _label = "store"  # how errors name the store ("store …", "stream store …")
+
+    def __init__(self, directory, segment_size: int, fsync: bool, flush_threshold: int) -> None:
+        if not 64 <= segment_size < 2**32:
+            raise ValueError("segment_size must be at least 64 and below 4 GiB")
+        self.directory = os.fspath(directory)
+        self.segment_size = segment_size
+        self.fsync = fsync
+        self.flush_threshold = flush_threshold  # append flushes by itself past this many buffered octets
+        self._lock = threading.Lock()
+        self._io_lock = threading.Lock()
+        self._sync_lock = threading.Lock()
+        self._dir_dirty = False                 # files created or deleted since the last sync
+        self._buffered = 0
+        self._count = 0
+        self._bytes = 0
+        self._failed: BaseException | None = None
+        self._closed = False
+
+    def _open_directory(self) -> None:
+        """Create the folder if missing, hold a descriptor on it and recover what it holds."""
+        os.makedirs(self.directory, exist_ok=True)
+        self._dir_fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            self.recovery_stats = self._open()
+        except BaseException:
+            os.close(self._dir_fd)
+            raise
+
+    def _open(self):
+        raise NotImplementedError
+
+    def _check(self) -> None:
+        if self._failed is not None or self._closed:
+            raise StoreError(f"{self._label} {self.directory} " + (
+                f"failed earlier: {self._failed!r}" if self._failed is not None else "is closed"))
+
+    def flush(self) -> None:
+        """Hand every buffered octet to the OS (one write() per file); no fsync."""
+        with self._io_lock:
+            self._flush_locked()
+
+    def _flush_locked(self):
+        raise NotImplementedError
+
+    def sync(self) -> int:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Sync (unless the store failed) and release every file descriptor."""
+        if self._closed:
+            return
+        try:
+            if self._failed is None:
+                self.sync()
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        raise NotImplementedError
+
+    def delete(self) -> None:
+        """Close without syncing and remove the directory with everything in it."""
+        if not self._closed:
+            self._release()
+        shutil.rmtree(self.directory, ignore_errors=True)
+        if self.fsync:
+            fsync_dir(os.path.dirname(os.path.abspath(self.directory)))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
