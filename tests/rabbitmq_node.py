@@ -2,9 +2,9 @@
 
 ``rabbitmq_node`` (session-scoped, in tests/conftest.py) starts Debian's ``rabbitmq-server`` as
 a node of its own: name ``warren-test-<uuid>@localhost``, ephemeral AMQP, distribution and
-management ports, its database, logs, Erlang cookie (``HOME``) and enabled-plugins file in a
-temporary folder, with rabbitmq_management, rabbitmq_shovel(_management) and
-rabbitmq_federation(_management) enabled. It never touches the machine's shared node: it is
+management and Prometheus ports, its database, logs, Erlang cookie (``HOME``) and
+enabled-plugins file in a temporary folder, with rabbitmq_management, rabbitmq_prometheus,
+rabbitmq_shovel(_management) and rabbitmq_federation(_management) enabled. It never touches the machine's shared node: it is
 stopped with ``rabbitmqctl -n <its name> stop`` and, if it does not go, its own PIDs are killed.
 Starting it costs about 10 s, so one node serves the whole session. Tests that need it are
 skipped, with the reason, where rabbitmq-server is not installed (``RABBITMQ_SERVER``
@@ -13,6 +13,8 @@ overrides where it is looked for).
     def test_x(rabbitmq_node):
         rabbitmq_node.amqp_url      # amqp://guest:guest@127.0.0.1:PORT/%2F
         rabbitmq_node.http_url      # http://127.0.0.1:PORT (guest/guest)
+        rabbitmq_node.prometheus_url  # http://127.0.0.1:PORT (/metrics, /metrics/per-object)
+        rabbitmq_node.host, rabbitmq_node.amqp_port
         rabbitmq_node.add_vhost(name); rabbitmq_node.ctl("list_queues", "-p", name)
 """
 
@@ -40,7 +42,7 @@ RABBITMQ_SERVER = os.environ.get("RABBITMQ_SERVER", "/usr/lib/rabbitmq/bin/rabbi
 RABBITMQCTL = os.path.join(os.path.dirname(RABBITMQ_SERVER), "rabbitmqctl")
 START_TIMEOUT_S = 90.0  # ~10 s on an idle machine; the shared machine is often loaded
 STOP_TIMEOUT_S = 30.0
-PLUGINS = ("rabbitmq_management", "rabbitmq_shovel", "rabbitmq_shovel_management", "rabbitmq_federation",
+PLUGINS = ("rabbitmq_management", "rabbitmq_prometheus", "rabbitmq_shovel", "rabbitmq_shovel_management", "rabbitmq_federation",
            "rabbitmq_federation_management")
 
 
@@ -62,9 +64,11 @@ class RabbitNode:
     name: str
     amqp_port: int
     http_port: int
+    prometheus_port: int
     base: Path
     env: dict
     proc: subprocess.Popen
+    host = "127.0.0.1"  # a class attribute (not a field): every listener is on loopback
 
     @property
     def amqp_url(self) -> str:
@@ -76,6 +80,10 @@ class RabbitNode:
     @property
     def http_url(self) -> str:
         return f"http://127.0.0.1:{self.http_port}"
+
+    @property
+    def prometheus_url(self) -> str:
+        return f"http://127.0.0.1:{self.prometheus_port}"
 
     def ctl(self, *args: str, timeout: float = 60.0, check: bool = True) -> str:
         r = subprocess.run([RABBITMQCTL, "-n", self.name, *args], env=self.env, capture_output=True,
@@ -164,11 +172,12 @@ def start_rabbitmq_node(base: Path | None = None) -> RabbitNode:
     (base / "mnesia").mkdir(parents=True, exist_ok=True)
     (base / "log").mkdir(exist_ok=True)
     name = f"warren-test-{uuid.uuid4().hex[:12]}@localhost"
-    amqp_port, dist_port, http_port = _free_port(), _free_port(), _free_port()
+    amqp_port, dist_port, http_port, prometheus_port = _free_port(), _free_port(), _free_port(), _free_port()
     (base / "enabled_plugins").write_text("[" + ",".join(PLUGINS) + "].\n")
     (base / "rabbitmq.conf").write_text(
         f"listeners.tcp.1 = 127.0.0.1:{amqp_port}\n"
         f"management.tcp.port = {http_port}\nmanagement.tcp.ip = 127.0.0.1\n"
+        f"prometheus.tcp.port = {prometheus_port}\nprometheus.tcp.ip = 127.0.0.1\n"
         "log.console = false\nlog.file.level = info\n")
     (base / "rabbitmq-env.conf").write_text("")
     env = {k: v for k, v in os.environ.items() if not k.startswith("RABBITMQ_")}
@@ -189,7 +198,7 @@ def start_rabbitmq_node(base: Path | None = None) -> RabbitNode:
     with open(base / "server.out", "wb") as out:
         proc = subprocess.Popen([RABBITMQ_SERVER], env=env, stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, cwd=base, start_new_session=True)
-    node = RabbitNode(name, amqp_port, http_port, base, env, proc)
+    node = RabbitNode(name, amqp_port, http_port, prometheus_port, base, env, proc)
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -198,7 +207,8 @@ def start_rabbitmq_node(base: Path | None = None) -> RabbitNode:
         try:
             status, _ = node.api("GET", "/api/overview", timeout=2)
             if status == 200:
-                return node
+                with urllib.request.urlopen(node.prometheus_url + "/metrics", timeout=5):
+                    return node  # both plugins' listeners answer
         except OSError:
             pass
         time.sleep(0.3)

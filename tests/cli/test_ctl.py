@@ -1,11 +1,11 @@
 """`warren ctl` against real brokers over their HTTP API: the same scenarios run against a Warren
-this module starts and against the reference RabbitMQ at 127.0.0.1:15672 (skipped, with the
-reason, when that one does not answer). Commands run through click's CliRunner in this process
+this module starts and against the session's private RabbitMQ node (the ``rabbitmq_node``
+fixture, tests/rabbitmq_node.py; skipped, with the reason, where rabbitmq-server is not installed). Commands run through click's CliRunner in this process
 (the HTTP side is real: urllib to the broker's port); the exit-code, environment and
 await_startup tests run `python -m warren ctl` as a subprocess.
 
 Each test works in a vhost of its own (`h8ctl-<uid>`) and with throw-away users, deleted at the
-end, so the shared RabbitMQ keeps nothing. RabbitMQ's management API samples queue and
+end, so the session's RabbitMQ node keeps nothing. RabbitMQ's management API samples queue and
 connection statistics every 5 s, so checks of counts poll with a deadline.
 """
 
@@ -33,8 +33,6 @@ from warren.cli import main
 
 pytestmark = pytest.mark.timeout(90)
 
-RABBITMQ_HTTP = "http://127.0.0.1:15672"
-RABBITMQ_AMQP_PORT = 5672
 STATS_DEADLINE_S = 15.0  # RabbitMQ's statistics interval is 5 s
 
 
@@ -62,22 +60,11 @@ class Target:
             return e.code
 
 
-def _rabbitmq_reachable() -> str | None:
-    """None when the reference RabbitMQ's API answers, else why not."""
-    try:
-        status = Target("rabbitmq", RABBITMQ_HTTP, RABBITMQ_AMQP_PORT).http("GET", "/api/overview")
-    except OSError as e:
-        return f"the reference RabbitMQ's HTTP API at {RABBITMQ_HTTP} does not answer ({e})"
-    return None if status == 200 else f"the reference RabbitMQ's HTTP API answered {status} to guest"
-
-
 @pytest.fixture(scope="module", params=["warren", "rabbitmq"])
 def target(request, tmp_path_factory):
     if request.param == "rabbitmq":
-        why = _rabbitmq_reachable()
-        if why:
-            pytest.skip(why)
-        yield Target("rabbitmq", RABBITMQ_HTTP, RABBITMQ_AMQP_PORT)
+        node = request.getfixturevalue("rabbitmq_node")
+        yield Target("rabbitmq", node.http_url, node.amqp_port)
         return
     if os.environ.get("WARREN_TEST_BROKER_URL"):
         pytest.skip("needs a private Warren broker (WARREN_TEST_BROKER_URL is set)")

@@ -1,11 +1,11 @@
 """`warren ctl set_parameter`, `list_parameters`, `clear_parameter`, `shovel_status`,
-`delete_shovel` against a Warren and the reference RabbitMQ (same commands, same outcome)."""
+`delete_shovel` against a Warren and the session's private RabbitMQ node (``rabbitmq_node``,
+with rabbitmq_shovel_management): the same commands, the same outcome."""
 
 from __future__ import annotations
 
 import json
 import time
-import urllib.request
 import uuid
 
 import pytest
@@ -14,25 +14,12 @@ from click.testing import CliRunner
 from tests.management.api_client import call
 from warren.cli import main
 
-RABBITMQ_HTTP = "http://127.0.0.1:15672"
-
-
-def _rabbitmq_reachable() -> bool:
-    try:
-        with urllib.request.urlopen(RABBITMQ_HTTP + "/api/overview", timeout=3):
-            return True
-    except urllib.error.HTTPError:
-        return True  # it answers (401 without credentials)
-    except OSError:
-        return False
-
-
 @pytest.fixture(params=["warren", "rabbitmq"])
 def target(request, broker):
+    """(HTTP API base URL, AMQP port) of the session's Warren or RabbitMQ node."""
     if request.param == "rabbitmq":
-        if not _rabbitmq_reachable():
-            pytest.skip(f"the reference RabbitMQ's HTTP API at {RABBITMQ_HTTP} does not answer")
-        return RABBITMQ_HTTP, 5672
+        node = request.getfixturevalue("rabbitmq_node")
+        return node.http_url, node.amqp_port
     if broker.http_port is None:
         pytest.skip("needs a private Warren broker (WARREN_TEST_BROKER_URL is set)")
     return broker.http_url, broker.port
@@ -65,10 +52,9 @@ def test_parameters_and_shovels_through_ctl(target, vhost):
     rows = json.loads(r.stdout)
     assert [(p["component"], p["name"]) for p in rows] == [("shovel", "s1")]
     assert json.loads(rows[0]["value"]) == value
-    # the reference RabbitMQ runs without rabbitmq_shovel_management: no /api/shovels to read there
-    has_status = call(url, "GET", "/api/shovels")[0] == 200
-    deadline = time.monotonic() + (30 if has_status else 0)
-    mine = [{"name": "s1", "state": "running", "source": ""}]
+    assert call(url, "GET", "/api/shovels")[0] == 200  # both run the shovel status API
+    deadline = time.monotonic() + 30
+    mine = []
     while time.monotonic() < deadline:
         r = ctl(url, "shovel_status", "--formatter", "json")
         mine = [s for s in json.loads(r.stdout) if s["vhost"] == vhost]

@@ -1,47 +1,60 @@
 """Setting up users, vhosts and permissions on the broker under test, the same calls for both:
 
-* ``RabbitAdmin``: the reference RabbitMQ (127.0.0.1:5672), through its management HTTP API;
+* ``RabbitAdmin``: the session's private RabbitMQ node (the ``rabbitmq_node`` fixture,
+  tests/rabbitmq_node.py), through its management HTTP API;
 * ``WarrenAdmin``: a private Warren, through its access store (``warren.access.AccessControl``
   on the broker's ``access.json``). The broker re-reads the file within ``POLICY_CHECK``
   seconds (the way ``--workers`` processes share it), so ``settle()`` waits for that.
 
-Names are unique per test module; RabbitMQ's objects are deleted afterwards (``cleanup``).
+Names are unique per test module; RabbitMQ's objects are deleted afterwards (``cleanup``): the
+node serves the whole session.
+
+The ``admin`` fixture (params ``warren`` and ``rabbitmq``) gives either, for tests that run the
+same steps against both; a test module takes it with ``from tests.e2e.access_admin import admin``.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import socket
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 
+import pytest
+
+from tests.conftest import launch_broker
 from warren.access import AccessControl
 
-RABBITMQ_HOST, RABBITMQ_PORT, RABBITMQ_API = "127.0.0.1", 5672, "http://127.0.0.1:15672"
 
-
-def rabbitmq_available() -> bool:
+@pytest.fixture(params=["warren", "rabbitmq"])
+def admin(request, tmp_path):
+    """A ``WarrenAdmin`` of a private Warren (stopped after the test) or a ``RabbitAdmin`` of the
+    session's RabbitMQ node (what the test made there is deleted after it)."""
+    if request.param == "rabbitmq":
+        a = RabbitAdmin(request.getfixturevalue("rabbitmq_node"))
+        try:
+            yield a
+        finally:
+            a.cleanup()
+        return
+    b = launch_broker(tmp_path)
     try:
-        with socket.create_connection((RABBITMQ_HOST, RABBITMQ_PORT), timeout=1):
-            pass
-        RabbitAdmin()._call("GET", "/api/overview")
-        return True
-    except (OSError, urllib.error.URLError):
-        return False
+        yield WarrenAdmin(b)
+    finally:
+        b.stop()
 
 
 class RabbitAdmin:
-    host, port = RABBITMQ_HOST, RABBITMQ_PORT
-
-    def __init__(self) -> None:
+    def __init__(self, node) -> None:
+        self.node = node
+        self.host, self.port, self.api = node.host, node.amqp_port, node.http_url
         self.users: list[str] = []
         self.vhosts: list[str] = []
 
     def _call(self, method: str, path: str, body=None):
-        req = urllib.request.Request(RABBITMQ_API + path, method=method,
+        req = urllib.request.Request(self.api + path, method=method,
                                      data=json.dumps(body).encode() if body is not None else None)
         req.add_header("Authorization", "Basic " + base64.b64encode(b"guest:guest").decode())
         req.add_header("Content-Type", "application/json")

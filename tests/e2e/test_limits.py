@@ -2,7 +2,8 @@
 
 Each limit is set low on a private broker, passed, and refused with RabbitMQ's reply code and
 text, the broker's log saying what and who, and everyone else still served. The user limits
-run against the reference RabbitMQ too (the same HTTP calls and AMQP refusals).
+run against the session's private RabbitMQ node too (``rabbitmq_node``: the same HTTP calls
+and AMQP refusals).
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ import pytest
 from pika.exceptions import ConnectionClosedByBroker, ProbableAccessDeniedError, ProbableAuthenticationError
 
 from tests.conftest import EXTERNAL_URL
-from tests.e2e.access_admin import RABBITMQ_API, rabbitmq_available
 from tests.e2e.helpers import wait_until
 from tests.e2e.rawamqp import (
     CONNECTION_CLOSE, CONNECTION_START, CONNECTION_TUNE, FRAME_BODY, FRAME_HEADER, PROTOCOL_HEADER,
@@ -73,13 +73,13 @@ class Api:
 
 
 @pytest.fixture(params=["warren", "rabbitmq"])
-def target(request, start_broker):
-    """(amqp host, amqp port, Api) of a private Warren or of the reference RabbitMQ."""
+def target(request):
+    """(amqp host, amqp port, Api, Warren's BrokerProc or None) of a private Warren or of the
+    session's RabbitMQ node."""
     if request.param == "rabbitmq":
-        if not rabbitmq_available():
-            pytest.skip("the reference RabbitMQ (127.0.0.1:5672 with its management API) is not running")
-        return "127.0.0.1", 5672, Api(RABBITMQ_API), None
-    b = start_broker()
+        node = request.getfixturevalue("rabbitmq_node")
+        return node.host, node.amqp_port, Api(node.http_url), None
+    b = request.getfixturevalue("start_broker")()
     return b.host, b.port, Api(b.http_url), b
 
 

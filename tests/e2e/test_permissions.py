@@ -1,6 +1,7 @@
 """Permissions on every AMQP operation, RabbitMQ's access-control table, row by row, allowed
-and refused, against a private Warren and the reference RabbitMQ 3.10 with the same
-expectations (codes and texts), so each row is a side-by-side comparison.
+and refused, against a private Warren and the session's private RabbitMQ 3.10 node
+(``rabbitmq_node``, tests/rabbitmq_node.py) with the same expectations (codes and texts), so
+each row is a side-by-side comparison.
 
 The user under test has configure ``^c``, write ``^w``, read ``^r|^cr`` in a vhost of its own,
 topic permissions on ``w-topic`` (write ``^{username}\\.``) and ``r-topic`` (read ``^public\\.``);
@@ -16,7 +17,7 @@ import pytest
 from pika.exceptions import ChannelClosedByBroker, ConnectionClosedByBroker, ProbableAccessDeniedError
 
 from tests.conftest import launch_broker
-from tests.e2e.access_admin import RabbitAdmin, WarrenAdmin, rabbitmq_available
+from tests.e2e.access_admin import RabbitAdmin, WarrenAdmin
 from tests.e2e.helpers import wait_until
 
 PASSWORD = "pw-h6"
@@ -57,9 +58,7 @@ class Env:
 @pytest.fixture(scope="module", params=["warren", "rabbitmq"])
 def env(request, tmp_path_factory):
     if request.param == "rabbitmq":
-        if not rabbitmq_available():
-            pytest.skip("the reference RabbitMQ (127.0.0.1:5672 with its management API) is not running")
-        admin, broker = RabbitAdmin(), None
+        admin, broker = RabbitAdmin(request.getfixturevalue("rabbitmq_node")), None
     else:
         broker = launch_broker(tmp_path_factory.mktemp("perm"))
         admin = WarrenAdmin(broker)

@@ -1,6 +1,7 @@
 """Users: password logins and their refusals (same texts as RabbitMQ 3.10), passwordless
 users, RabbitMQ's imported hashes, the loopback-only guest, the default user of a new data
-folder, and a user change that survives kill -9 of the broker. pika and aio-pika."""
+folder, and a user change that survives kill -9 of the broker. pika and aio-pika. The login
+tests run against a private Warren and the session's private RabbitMQ node (``rabbitmq_node``)."""
 
 from __future__ import annotations
 
@@ -14,27 +15,11 @@ import pytest
 from pika.exceptions import ProbableAuthenticationError
 
 from tests.conftest import launch_broker
-from tests.e2e.access_admin import RabbitAdmin, WarrenAdmin, rabbitmq_available
+from tests.e2e.access_admin import WarrenAdmin, admin  # noqa: F401 (admin: a fixture)
 from warren.access import passwords
 
 LOGIN_REFUSED = ("ACCESS_REFUSED - Login was refused using authentication mechanism PLAIN. "
                  "For details see the broker logfile.")
-
-
-@pytest.fixture(params=["warren", "rabbitmq"])
-def admin(request, tmp_path):
-    if request.param == "rabbitmq":
-        if not rabbitmq_available():
-            pytest.skip("the reference RabbitMQ (127.0.0.1:5672 with its management API) is not running")
-        a = RabbitAdmin()
-        yield a
-        a.cleanup()
-        return
-    b = launch_broker(tmp_path)
-    try:
-        yield WarrenAdmin(b)
-    finally:
-        b.stop()
 
 
 def connect(host, port, user, password, vhost="/") -> pika.BlockingConnection:

@@ -1,6 +1,6 @@
 """Virtual hosts at run time: created and used, deleted with their connections (320) and
 objects, limits max-connections (530) and max-queues (406); against a private Warren and the
-reference RabbitMQ with the same expectations. Warren only: ``--vhost`` across restarts and a
+session's private RabbitMQ node (``rabbitmq_node``) with the same expectations. Warren only: ``--vhost`` across restarts and a
 vhost created at run time under ``--workers``."""
 
 from __future__ import annotations
@@ -13,24 +13,8 @@ import pytest
 from pika.exceptions import ChannelClosedByBroker, ConnectionClosedByBroker, ProbableAccessDeniedError
 
 from tests.conftest import launch_broker
-from tests.e2e.access_admin import RabbitAdmin, WarrenAdmin, rabbitmq_available
+from tests.e2e.access_admin import WarrenAdmin, admin  # noqa: F401 (admin: a fixture)
 from tests.e2e.helpers import wait_until
-
-
-@pytest.fixture(params=["warren", "rabbitmq"])
-def admin(request, tmp_path):
-    if request.param == "rabbitmq":
-        if not rabbitmq_available():
-            pytest.skip("the reference RabbitMQ (127.0.0.1:5672 with its management API) is not running")
-        a = RabbitAdmin()
-        yield a
-        a.cleanup()
-        return
-    b = launch_broker(tmp_path)
-    try:
-        yield WarrenAdmin(b)
-    finally:
-        b.stop()
 
 
 def guest(admin, vhost: str) -> pika.BlockingConnection:
