@@ -15,6 +15,7 @@ from pathlib import Path
 from warren import __version__
 from warren.access import FILE_NAME as ACCESS_FILE_NAME, AccessControl
 from warren.access.vhosts import MAX_CONNECTIONS
+from warren.broker.dtx import manager as dtx_manager
 from warren.broker.consumer_timeout import DEFAULT_CONSUMER_TIMEOUT_MS, ConsumerTimeout
 from warren.broker.authz import forget_publish_checks
 from warren.broker.memory import MemoryBudget
@@ -85,6 +86,8 @@ class Broker:
         self.reload_policies()
         if durability is not None:
             durability.restore(self)
+            # prepared dtx branches hold the messages they consumed again (warren/broker/dtx.py)
+            dtx_manager(self).recover_prepared()
 
     def reload_policies(self) -> None:
         """Read policies.json and apply it to every vhost (kept as is if it cannot be read)."""
