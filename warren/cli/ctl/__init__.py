@@ -118,14 +118,18 @@ def _as_usage(e: click.UsageError) -> click.UsageError:
     return e
 
 
-class CtlCommand(click.Command):
-    """A ctl command: usage errors exit 64, API errors exit with their mapped code."""
+class _UsageExits64:
+    """Mixed into ctl's command and group: a bad command line exits 64 (rabbitmqctl), not click's 2."""
 
     def make_context(self, *args, **kwargs):
         try:
             return super().make_context(*args, **kwargs)
         except click.UsageError as e:
             raise _as_usage(e) from None
+
+
+class CtlCommand(_UsageExits64, click.Command):
+    """A ctl command: usage errors exit 64, API errors exit with their mapped code."""
 
     def invoke(self, ctx: click.Context):
         try:
@@ -136,14 +140,8 @@ class CtlCommand(click.Command):
             raise CtlError(EX_SOFTWARE, "a value in the broker's answer is nested too deeply to print") from None
 
 
-class CtlGroup(click.Group):
+class CtlGroup(_UsageExits64, click.Group):
     command_class = CtlCommand
-
-    def make_context(self, *args, **kwargs):
-        try:
-            return super().make_context(*args, **kwargs)
-        except click.UsageError as e:
-            raise _as_usage(e) from None
 
     def invoke(self, ctx: click.Context):
         try:

@@ -14,10 +14,10 @@ import json
 import click
 
 from warren.cli.ctl import api, common_options, ctl, settings, vhost_option
-from warren.cli.ctl.client import EX_DATAERR, EX_NOUSER, EX_SOFTWARE, ApiError, CtlError
+from warren.cli.ctl.client import EX_DATAERR, EX_NOUSER, EX_SOFTWARE, EX_UNAVAILABLE, ApiError, CtlError, not_found_as
 from warren.cli.ctl.output import emit_value, info
 
-__all__ = ["no_such_user", "no_such_vhost", "parse_json_argument"]
+__all__ = ["no_such_user", "no_such_vhost", "missing_in_vhost", "parse_json_argument"]
 
 
 def no_such_user(user: str) -> CtlError:
@@ -26,6 +26,13 @@ def no_such_user(user: str) -> CtlError:
 
 def no_such_vhost(vhost: str) -> CtlError:
     return CtlError(EX_DATAERR, f"Virtual host '{vhost}' does not exist")
+
+
+def missing_in_vhost(client, vhost: str, what: str) -> CtlError:
+    """A 404 on an object in a vhost: the vhost (65) or the object (69) is missing."""
+    if not client.exists("vhosts", vhost):
+        return no_such_vhost(vhost)
+    return CtlError(EX_UNAVAILABLE, f"{what} not found")
 
 
 def parse_json_argument(text: str, what: str) -> dict:
@@ -39,12 +46,8 @@ def parse_json_argument(text: str, what: str) -> dict:
 
 
 def _user(client, name: str) -> dict:
-    try:
+    with not_found_as(lambda: no_such_user(name)):
         return client.get("users", name)
-    except ApiError as e:
-        if e.status == 404:
-            raise no_such_user(name) from None
-        raise
 
 
 def _vhost_or_user_missing(client, vhost: str, user: str, e: ApiError) -> CtlError | ApiError:
@@ -82,12 +85,8 @@ def delete_user(username: str) -> None:
     """Deletes a user (and its permissions)."""
     s = settings()
     info(s, f'Deleting user "{username}" ...')
-    try:
+    with not_found_as(lambda: no_such_user(username)):
         api(s).delete("users", username)
-    except ApiError as e:
-        if e.status == 404:
-            raise no_such_user(username) from None
-        raise
 
 
 @ctl.command("change_password")
@@ -157,12 +156,8 @@ def delete_vhost(vhost: str) -> None:
     """Deletes a virtual host with its queues, exchanges and permissions; its connections are closed."""
     s = settings()
     info(s, f'Deleting vhost "{vhost}" ...')
-    try:
+    with not_found_as(lambda: no_such_vhost(vhost)):
         api(s).delete("vhosts", vhost)
-    except ApiError as e:
-        if e.status == 404:
-            raise no_such_vhost(vhost) from None
-        raise
 
 
 # --- permissions -------------------------------------------------------------------------------
@@ -206,12 +201,8 @@ def clear_permissions(username: str, vhost: str) -> None:
 # --- vhost limits ------------------------------------------------------------------------------
 
 def _limits(client, vhost: str) -> dict:
-    try:
+    with not_found_as(lambda: no_such_vhost(vhost)):
         answer = client.get("vhost-limits", vhost)
-    except ApiError as e:
-        if e.status == 404:
-            raise no_such_vhost(vhost) from None
-        raise
     if isinstance(answer, list):
         merged: dict = {}
         for entry in answer:

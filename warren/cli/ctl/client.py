@@ -19,12 +19,13 @@ import json
 import socket
 import urllib.error
 import urllib.request
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 
 import click
 
-__all__ = ["Api", "ApiError", "CtlError", "exit_code_for_status",
+__all__ = ["Api", "ApiError", "CtlError", "exit_code_for_status", "not_found_as",
            "EX_OK", "EX_USAGE", "EX_DATAERR", "EX_NOINPUT", "EX_NOUSER", "EX_UNAVAILABLE",
            "EX_SOFTWARE", "EX_CANTCREAT", "EX_TEMPFAIL", "EX_NOPERM"]
 
@@ -61,6 +62,19 @@ class ApiError(Exception):
         error = self.error or "error"
         text = f"{error}: {reason}" if reason and reason != error else error
         return f"{text} (HTTP {self.status} from {self.method} {self.path})"
+
+
+@contextmanager
+def not_found_as(error: Callable[[], Exception]) -> Iterator[None]:
+    """Within the block, an API answer 404 raises ``error()`` instead: the command's own message
+    and exit code for what is missing. ``error`` is called only then, so it may ask the API
+    which of several objects is the missing one; other failures pass unchanged."""
+    try:
+        yield
+    except ApiError as e:
+        if e.status == 404:
+            raise error() from None
+        raise
 
 
 def exit_code_for_status(status: int) -> int:

@@ -12,19 +12,12 @@ from __future__ import annotations
 import click
 
 from warren.cli.ctl import api, common_options, ctl, settings, vhost_option
-from warren.cli.ctl.access import no_such_vhost, parse_json_argument
-from warren.cli.ctl.client import EX_UNAVAILABLE, ApiError, CtlError
+from warren.cli.ctl.access import missing_in_vhost, no_such_vhost, parse_json_argument
+from warren.cli.ctl.client import EX_UNAVAILABLE, CtlError, not_found_as
 from warren.cli.ctl.listing import LISTINGS, fetch
 from warren.cli.ctl.output import emit_rows, info
 
 __all__ = ["do_set_policy", "do_clear_policy", "do_list_policies"]
-
-
-def _missing(client, vhost: str, what: str) -> CtlError:
-    """A 404 on an object in a vhost: the vhost (65) or the object (69) is missing."""
-    if not client.exists("vhosts", vhost):
-        return no_such_vhost(vhost)
-    return CtlError(EX_UNAVAILABLE, f"{what} not found")
 
 
 @ctl.command("purge_queue")
@@ -36,12 +29,8 @@ def purge_queue(queue: str, vhost: str) -> None:
     s = settings()
     client = api(s)
     info(s, f"Purging queue '{queue}' in vhost '{vhost}' ...")
-    try:
+    with not_found_as(lambda: missing_in_vhost(client, vhost, f"Queue '{queue}' in vhost '{vhost}'")):
         client.delete("queues", vhost, queue, "contents")
-    except ApiError as e:
-        if e.status == 404:
-            raise _missing(client, vhost, f"Queue '{queue}' in vhost '{vhost}'") from None
-        raise
 
 
 @ctl.command("delete_queue")
@@ -60,12 +49,8 @@ def delete_queue(queue: str, if_empty: bool, if_unused: bool, vhost: str) -> Non
         query["if-empty"] = "true"
     if if_unused:
         query["if-unused"] = "true"
-    try:
+    with not_found_as(lambda: missing_in_vhost(client, vhost, f"Queue '{queue}' in vhost '{vhost}'")):
         client.delete("queues", vhost, queue, query=query or None)
-    except ApiError as e:
-        if e.status == 404:
-            raise _missing(client, vhost, f"Queue '{queue}' in vhost '{vhost}'") from None
-        raise
 
 
 @ctl.command("close_connection")
@@ -77,12 +62,8 @@ def close_connection(connection: str, explanation: str) -> None:
     and EXPLANATION as the reply text."""
     s = settings()
     info(s, f"Closing connection {connection}, reason: {explanation}...")
-    try:
+    with not_found_as(lambda: CtlError(EX_UNAVAILABLE, f"Connection '{connection}' not found")):
         api(s).delete("connections", connection, headers={"X-Reason": explanation})
-    except ApiError as e:
-        if e.status == 404:
-            raise CtlError(EX_UNAVAILABLE, f"Connection '{connection}' not found") from None
-        raise
 
 
 # --- policies (also `warren policy set|clear|list`) --------------------------------------------
@@ -93,25 +74,17 @@ def do_set_policy(name: str, pattern: str, definition: str, vhost: str, priority
     client = api(s)
     info(s, f'Setting policy "{name}" for pattern "{pattern}" to "{definition}" with priority "{priority}" '
             f'for vhost "{vhost}" ...')
-    try:
+    with not_found_as(lambda: no_such_vhost(vhost)):
         client.put("policies", vhost, name,
                    body={"pattern": pattern, "definition": parsed, "priority": priority, "apply-to": apply_to})
-    except ApiError as e:
-        if e.status == 404:
-            raise no_such_vhost(vhost) from None
-        raise
 
 
 def do_clear_policy(name: str, vhost: str) -> None:
     s = settings()
     client = api(s)
     info(s, f'Clearing policy "{name}" on vhost "{vhost}" ...')
-    try:
+    with not_found_as(lambda: missing_in_vhost(client, vhost, f"Policy '{name}' in vhost '{vhost}'")):
         client.delete("policies", vhost, name)
-    except ApiError as e:
-        if e.status == 404:
-            raise _missing(client, vhost, f"Policy '{name}' in vhost '{vhost}'") from None
-        raise
 
 
 def do_list_policies(vhost: str | None) -> None:

@@ -13,8 +13,8 @@ import json
 import click
 
 from warren.cli.ctl import api, common_options, ctl, settings, vhost_option
-from warren.cli.ctl.access import no_such_vhost
-from warren.cli.ctl.client import EX_DATAERR, EX_UNAVAILABLE, ApiError, CtlError
+from warren.cli.ctl.access import missing_in_vhost, no_such_vhost
+from warren.cli.ctl.client import EX_DATAERR, ApiError, CtlError, not_found_as
 from warren.cli.ctl.output import emit_rows, info
 
 __all__ = []
@@ -26,12 +26,6 @@ FEDERATION_COLUMNS = (("id", "id"), ("type", "type"), ("vhost", "vhost"), ("upst
                       ("exchange", "exchange"), ("queue", "queue"), ("upstream_exchange", "upstream_exchange"),
                       ("upstream_queue", "upstream_queue"), ("status", "status"), ("error", "error"),
                       ("uri", "uri"), ("last_changed", "timestamp"))
-
-
-def _missing(client, vhost: str, what: str) -> CtlError:
-    if not client.exists("vhosts", vhost):
-        return no_such_vhost(vhost)
-    return CtlError(EX_UNAVAILABLE, f"{what} not found")
 
 
 @ctl.command("set_parameter")
@@ -50,13 +44,9 @@ def set_parameter(component: str, name: str, value: str, vhost: str) -> None:
         raise CtlError(EX_DATAERR, f"the parameter value is not valid JSON ({e}): {value}") from None
     client = api(s)
     info(s, f'Setting runtime parameter "{name}" for component "{component}" to "{value}" in vhost "{vhost}" ...')
-    try:
+    with not_found_as(lambda: no_such_vhost(vhost)):
         client.put("parameters", component, vhost, name, body={"component": component, "vhost": vhost,
                                                               "name": name, "value": parsed})
-    except ApiError as e:
-        if e.status == 404:
-            raise no_such_vhost(vhost) from None
-        raise
 
 
 @ctl.command("clear_parameter")
@@ -69,12 +59,8 @@ def clear_parameter(component: str, name: str, vhost: str) -> None:
     s = settings()
     client = api(s)
     info(s, f'Clearing runtime parameter "{name}" for component "{component}" on vhost "{vhost}" ...')
-    try:
+    with not_found_as(lambda: missing_in_vhost(client, vhost, f"Parameter {component} '{name}' in vhost '{vhost}'")):
         client.delete("parameters", component, vhost, name)
-    except ApiError as e:
-        if e.status == 404:
-            raise _missing(client, vhost, f"Parameter {component} '{name}' in vhost '{vhost}'") from None
-        raise
 
 
 @ctl.command("list_parameters")
@@ -115,12 +101,8 @@ def delete_shovel(name: str, vhost: str) -> None:
     s = settings()
     client = api(s)
     info(s, f'Deleting shovel {name} in vhost {vhost}')
-    try:
+    with not_found_as(lambda: missing_in_vhost(client, vhost, f"Shovel '{name}' in vhost '{vhost}'")):
         client.delete("parameters", "shovel", vhost, name)
-    except ApiError as e:
-        if e.status == 404:
-            raise _missing(client, vhost, f"Shovel '{name}' in vhost '{vhost}'") from None
-        raise
 
 
 @ctl.command("federation_status")
