@@ -55,11 +55,10 @@ def test_server_proposes_default_tuning_values(broker):
         assert (tune.channel_max, tune.frame_max, tune.heartbeat) == (2047, 131072, 60)
 
 
-@pytest.mark.parametrize("header", [
-    b"AMQP\x01\x01\x00\x0a",              # AMQP 0-10
+@pytest.mark.parametrize("header", [  # AMQP 0-10 is served: tests/e2e/amqp0_10/test_connection.py
     b"HTTP/1.1",
     b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
-], ids=["amqp-0-10", "http-version", "http-request"])
+], ids=["http-version", "http-request"])
 def test_server_answers_unsupported_protocol_header_with_its_own_and_closes(broker, header):
     with raw.RawConnection(broker.host, broker.port) as c:
         c.send(header)

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import logging
 
+from warren.access.errors import LoginRefused
+from warren.broker.auth import parse_response
 from warren.broker.limits import NO_LIMITS
-from warren.errors import NotAllowed
+from warren.errors import ConnectionAccessRefused, NotAllowed
 
 __all__ = ["ClientConnection"]
 
@@ -64,6 +66,47 @@ class ClientConnection:
         """Record why the connection ends (the first cause is kept)."""
         if self.close_reason is None:
             self.close_reason = reason
+
+    # --- login (every protocol's password mechanisms) -------------------------------------------
+
+    def login(self, mechanism: str, response: bytes) -> str:
+        """Check a PLAIN or AMQPLAIN login against the user store and the failed-login throttle
+        (``warren/access``): the user name, else ``ConnectionAccessRefused`` (RabbitMQ's
+        generic text; the reason in ``log_detail``, for the log only). When the throttle delays
+        the answer to a failed login, ``throttle_delay`` holds the seconds to wait."""
+        def refused(detail: str) -> ConnectionAccessRefused:
+            error = ConnectionAccessRefused(f"Login was refused using authentication mechanism {mechanism}. "
+                                            "For details see the broker logfile.")
+            error.log_detail = detail
+            error.throttle_delay = 0.0
+            return error
+        try:
+            username, password = parse_response(mechanism, response)
+        except ValueError as e:  # a malformed response is a failed login; the reason is logged only
+            raise refused(f"unreadable {mechanism} response: {e}") from None
+        host = self.peer[0] if self.peer else None
+        throttle = getattr(self.broker, "login_throttle", None)  # warren/access/login_throttle.py
+        blocked = throttle.blocked_for(host) if throttle is not None else 0.0
+        if blocked:  # refused without a password check; the client sees the usual refusal
+            raise refused(f"login refused for user '{username}': too many failed logins from {host}, "
+                          f"refused for {blocked:.0f}s more (login throttle)")
+        try:
+            user = self.broker.users.authenticate(username, password, host)
+            reason = "unknown user, wrong password or a loopback-only user from a remote address"
+        except LoginRefused as e:  # the user store says why (warren/access): for the log only
+            user, reason = None, e.reason
+        if user is None:
+            error = refused(f"login refused for user '{username}': {reason}")
+            verdict = throttle.failed(host) if throttle is not None else None
+            if verdict is not None and verdict.blocked:
+                error.log_detail += (f"; {verdict.failures} failed logins from {host}: its logins are refused "
+                                     f"for {throttle.block_time:g}s (login throttle)")
+            elif verdict is not None and verdict.delay:
+                error.log_detail += (f"; failed login {verdict.failures} from {host}: answered after "
+                                     f"{verdict.delay:g}s (login throttle)")
+                error.throttle_delay = verdict.delay
+            raise error
+        return username
 
     # --- the virtual host ----------------------------------------------------------------------
 

@@ -537,6 +537,28 @@ class Queue:
             self._check_drained()
         return seq, msg, redelivered, deadline
 
+    def take_seq(self, seq: int):
+        """Take the ready message numbered ``seq`` (a browsed message acquired, 0-10's
+        message.acquire) as ``take`` does: (message, redelivered), or None when it is no
+        longer ready (taken by another consumer, expired, purged)."""
+        for i, entry in enumerate(self.ready):
+            if entry[0] == seq:
+                break
+            if entry[0] > seq:
+                return None
+        else:
+            return None
+        del self.ready[i]
+        _, msg, redelivered, deadline = entry
+        self.ready_bytes -= len(msg.body)
+        self.last_used = time.monotonic()
+        if deadline or self.delivery_limit is not None:
+            msg = self._taking(seq, msg, deadline, False, True)
+        self.delivered(seq, msg, False)
+        if self.congested:
+            self._check_drained()
+        return msg, redelivered
+
     def _taking(self, seq: int, msg: "Message", deadline: float, no_ack: bool, get: bool = False) -> "Message":
         """A message with a deadline or a delivery limit leaves for a consumer: remember what a
         requeue needs, and with a delivery limit give it its x-delivery-count header (as RabbitMQ

@@ -1,6 +1,7 @@
 """Protocol-header dispatch: the first 8 octets a client sends choose the AMQP dialect.
 
-INVENTORY.md §2. An unsupported header (0-10, HTTP, ...) is answered with the header of the best
+INVENTORY.md §2. AMQP 0-10's header is recognised as its own protocol (``AMQP_0_10``). An
+unsupported header (HTTP, ...) is answered with the header of the best
 version we speak (0-9-1, as RabbitMQ does) and the socket is closed (0-8/0-9/0-9-1 §4.2.2).
 """
 
@@ -24,13 +25,13 @@ HEADERS = {
 }
 
 
-# AMQP 0-10 (issue 14): another protocol family, served by warren.protocol.amqp0_10, not a
-# Dialect. Until the broker has its 0-10 adapter, SERVE_0_10 stays False and read_header answers
-# the 0-10 header as any other unsupported one (our preferred header, then close); is_0_10 lets
-# a caller recognise it meanwhile.
+# AMQP 0-10 (issue 14): another protocol family, served by warren.protocol.amqp0_10 (its own
+# connection and broker adapter), not a Dialect: read_header answers AMQP_0_10 for its header.
+# With SERVE_0_10 False it would be refused as any unsupported header (our preferred header,
+# then close).
 HEADER_0_10 = b"AMQP\x01\x01\x00\x0a"
-AMQP_0_10 = "0-10"  # read_header's answer for the 0-10 header once SERVE_0_10 is True
-SERVE_0_10 = False
+AMQP_0_10 = "0-10"  # read_header's answer for the 0-10 header
+SERVE_0_10 = True
 
 
 def is_0_10(header) -> bool:

@@ -28,7 +28,9 @@ from warren.protocol.amqp0_9_1.adapter import ConnectionHandler
 from warren.protocol.amqp0_9_1.connection import ServerConnection
 from warren.protocol.amqp0_9_1.delivery import OUTPUT_BATCH
 from warren.protocol.events import Method
-from warren.protocol.header import HEADER_SIZE, NEED_MORE, PREFERRED_HEADER, read_header
+from warren.protocol.amqp0_10.adapter import ConnectionHandler as ConnectionHandler0_10
+from warren.protocol.amqp0_10.connection import ServerConnection as ServerConnection0_10
+from warren.protocol.header import AMQP_0_10, HEADER_SIZE, NEED_MORE, PREFERRED_HEADER, read_header
 from warren.server.handshake import handshake_pending, peer_name
 from warren.server.handshake import stage as handshake_stage
 from warren.server.tls import mechanisms_for
@@ -226,6 +228,9 @@ class AMQPConnection(asyncio.Protocol):
             return b""
         rest = self._header[HEADER_SIZE:]
         c = self.config
+        if dialect is AMQP_0_10:  # another protocol family over the same broker (warren/protocol/amqp0_10)
+            self._start_0_10()
+            return rest
         # EXTERNAL too on TLS with a verified client certificate (tls.py); the session reads certificate_login
         mechanisms, self.certificate_login = mechanisms_for(self.transport, c)
         self.conn = ServerConnection(self.server.broker.server_properties(), mechanisms, c.frame_max,
@@ -233,6 +238,18 @@ class AMQPConnection(asyncio.Protocol):
         self.session = ConnectionHandler(self.server.broker, self.conn, self.peer, self)
         self.flush()
         return rest
+
+    def _start_0_10(self) -> None:
+        """AMQP 0-10: its own sans-IO connection and adapter; the glue below serves both."""
+        c = self.config
+        anonymous = getattr(c, "anonymous_user", None)
+        default_vhost = "/" if "/" in c.vhosts else c.vhosts[0]
+        self.conn = ServerConnection0_10(self.server.broker.server_properties(), ("PLAIN", "AMQPLAIN"),
+                                         allow_anonymous=bool(anonymous), default_vhost=default_vhost,
+                                         channel_max=c.channel_max or 0xFFFF, max_frame_size=min(c.frame_max or 0xFFFF, 0xFFFF),
+                                         max_message_size=c.max_message_size)
+        self.session = ConnectionHandler0_10(self.server.broker, self.conn, self.peer, self, anonymous)
+        self.flush()
 
     def _refuse_header(self) -> None:
         log.info("refused protocol header %r from %s", self._header[:8], self.peer)

@@ -28,7 +28,12 @@ _WAITING = {
 
 def handshake_pending(conn) -> bool:
     """True while the handshake has not reached open-ok (and is not being closed already)."""
-    return conn is None or conn.state.state in _WAITING
+    if conn is None:
+        return True
+    pending = getattr(conn, "handshake_pending", None)  # AMQP 0-10's connection says it itself
+    if pending is not None:
+        return pending
+    return conn.state.state in _WAITING
 
 
 def stage(header: bytes | bytearray, conn) -> str:
@@ -38,6 +43,9 @@ def stage(header: bytes | bytearray, conn) -> str:
         if not header:
             return "nothing received"
         return f"protocol header incomplete ({min(len(header), HEADER_SIZE)} of {HEADER_SIZE} octets)"
+    stage_0_10 = getattr(conn, "handshake_stage", None)
+    if stage_0_10 is not None:
+        return stage_0_10
     return _WAITING.get(conn.state.state, conn.state.state.value)
 
 

@@ -48,7 +48,7 @@ from warren.config import Config
 from warren.errors import AMQPError, ConnectionAccessRefused, NotAllowed
 from warren.protocol.amqp0_9_1.connection import ServerConnection
 from warren.protocol.events import ConnectionClosed, Method
-from warren.protocol.header import HEADER_SIZE, NEED_MORE, PREFERRED_HEADER, read_header
+from warren.protocol.header import AMQP_0_10, HEADER_SIZE, NEED_MORE, PREFERRED_HEADER, read_header
 from warren.server.handoff import RECORD_MAX, pack_handoff
 from warren.server.handshake import handshake_pending, peer_name
 from warren.server.handshake import stage as handshake_stage
@@ -131,7 +131,7 @@ class Greeter(asyncio.Protocol):
             dialect = read_header(self.received)
             if dialect is NEED_MORE:
                 return
-            if dialect is None:
+            if dialect is None or dialect is AMQP_0_10:  # 0-10 is served by single-process brokers only
                 self._refuse_header()
                 return
             c = self.sup.config

@@ -64,10 +64,18 @@ class State(enum.Enum):
     OPEN = "open"
 
 
+class _Protocol:
+    """What the HTTP API and the logs call this protocol (the 0-9-1 side's ``dialect.title``)."""
+
+    title = "AMQP 0-10"
+    key = "0-10"
+
+
 class ServerConnection(Endpoint):
     """One server-side 0-10 connection (see module docstring)."""
 
     role = "server"
+    dialect = _Protocol()
 
     def __init__(self, server_properties: dict | None = None, mechanisms=("PLAIN", "AMQPLAIN"),
                  allow_anonymous: bool = False, default_vhost: str = "/", channel_max: int = 2047,
@@ -172,6 +180,24 @@ class ServerConnection(Endpoint):
             return
         self.state = State.OPEN
         self._send_control(0, spec.ConnectionOpenOk(known_hosts=[]))
+
+    @property
+    def frames(self):
+        """The frame reader (its unparsed input counts toward the memory alarm's buffers)."""
+        return self.reader
+
+    @property
+    def handshake_pending(self) -> bool:
+        """open-ok not sent yet (the glue's handshake deadline, warren/server/handshake.py)."""
+        return self.state is not State.OPEN and not self.closed
+
+    @property
+    def handshake_stage(self) -> str:
+        return {State.AWAIT_START_OK: "sent connection.start, waiting for start-ok",
+                State.LOGIN: "checking the login", State.AWAIT_SECURE_OK: "sent connection.secure, waiting",
+                State.AWAIT_TUNE_OK: "sent connection.tune, waiting for tune-ok",
+                State.AWAIT_OPEN: "got tune-ok, waiting for connection.open",
+                State.OPENING: "opening the virtual host"}.get(self.state, self.state.value) + " (AMQP 0-10)"
 
     @property
     def is_open(self) -> bool:

@@ -190,6 +190,8 @@ class Endpoint:
         self._not_attached_told: set[int] = set()
         self.closing = False  # we sent connection.close and wait for close-ok
         self.closed = False
+        self.sent_close_ok = False  # the peer closed and we answered (the glue then waits for its EOF)
+        self.out_bytes = 0  # octets queued since the last data_to_send (a sink's batch limit)
 
     # --- input -----------------------------------------------------------------------------
 
@@ -554,6 +556,7 @@ class Endpoint:
                 self._send_completed(session)
         out = self._out
         self._out = []
+        self.out_bytes = 0
         return out
 
     @property
@@ -571,7 +574,11 @@ class Endpoint:
         self._send_control(session.channel, spec.SessionCompleted(commands=session.completed_set()))
 
     def _send_control(self, channel: int, ctl) -> None:
-        self._out.extend(assembly_frames(channel, [(SEGMENT_CONTROL, encode_control(ctl))], self.frame_max))
+        frames = assembly_frames(channel, [(SEGMENT_CONTROL, encode_control(ctl))], self.frame_max)
+        self._out.extend(frames)
+        self.out_bytes += sum(map(len, frames))
+        if type(ctl) is spec.ConnectionCloseOk:
+            self.sent_close_ok = True
 
     def _send_command(self, session: Session, command, sync: bool = False, header=None, body=None) -> int:
         segments = [(SEGMENT_COMMAND, encode_command(command, sync))]
@@ -579,7 +586,9 @@ class Endpoint:
             segments.append((SEGMENT_HEADER, encode_header(header)))
         if body is not None:
             segments.append((SEGMENT_BODY, body))
-        self._out.extend(assembly_frames(session.channel, segments, self.frame_max))
+        frames = assembly_frames(session.channel, segments, self.frame_max)
+        self._out.extend(frames)
+        self.out_bytes += sum(map(len, frames))
         command_id = session.out_next
         session.out_next += 1
         return command_id % SEQ_MOD

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 
 from warren.access.errors import LoginRefused
-from warren.broker.auth import check_certificate_login, parse_response
+from warren.broker.auth import check_certificate_login
 from warren.broker.client import ClientConnection
 from warren.errors import AMQPError, ConnectionAccessRefused, InternalError, NotImplemented_, SoftError
 from warren.protocol.amqp0_9_1.channel import Channel
@@ -120,43 +120,13 @@ class ConnectionHandler(ClientConnection):
                 self.io.want_flush()
                 return
             try:
-                username, password = parse_response(m.mechanism, m.response)
-            except ValueError as e:  # a malformed response is a failed login; the reason is logged only
-                error = ConnectionAccessRefused(
-                    f"Login was refused using authentication mechanism {m.mechanism}. For details see the "
-                    "broker logfile.", 10, 11)
-                error.log_detail = f"unreadable {m.mechanism} response: {e}"
-                raise error from None
-            host = self.peer[0] if self.peer else None
-            throttle = getattr(self.broker, "login_throttle", None)  # warren/access/login_throttle.py
-            blocked = throttle.blocked_for(host) if throttle is not None else 0.0
-            if blocked:  # refused without a password check; the client sees the usual 403
-                error = ConnectionAccessRefused(
-                    f"Login was refused using authentication mechanism {m.mechanism}. For details see the "
-                    "broker logfile.", 10, 11)
-                error.log_detail = (f"login refused for user '{username}': too many failed logins from {host}, "
-                                    f"refused for {blocked:.0f}s more (login throttle)")
-                raise error
-            try:
-                user = self.broker.users.authenticate(username, password, host)
-                reason = "unknown user, wrong password or a loopback-only user from a remote address"
-            except LoginRefused as e:  # the user store says why (warren/access): for the log only
-                user, reason = None, e.reason
-            if user is None:
-                error = ConnectionAccessRefused(
-                    f"Login was refused using authentication mechanism {m.mechanism}. For details see the "
-                    "broker logfile.", 10, 11)
-                error.log_detail = f"login refused for user '{username}': {reason}"
-                verdict = throttle.failed(host) if throttle is not None else None
-                if verdict is not None and verdict.blocked:
-                    error.log_detail += (f"; {verdict.failures} failed logins from {host}: its logins are refused "
-                                         f"for {throttle.block_time:g}s (login throttle)")
-                elif verdict is not None and verdict.delay:
-                    error.log_detail += (f"; failed login {verdict.failures} from {host}: answered after "
-                                         f"{verdict.delay:g}s (login throttle)")
-                    self.io.refuse_later(verdict.delay, error)  # the answer waits; nothing else does
+                username = self.login(m.mechanism, m.response)  # shared by every protocol (broker/client.py)
+            except ConnectionAccessRefused as error:
+                error.class_id, error.method_id = m.CLASS_ID, m.METHOD_ID
+                if error.throttle_delay:
+                    self.io.refuse_later(error.throttle_delay, error)  # the answer waits; nothing else does
                     return
-                raise error
+                raise
             self.username = username
             self.conn.accept_login()
         elif index == _TUNE_OK:

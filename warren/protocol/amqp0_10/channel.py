@@ -1,0 +1,286 @@
+"""One 0-10 session over the broker: the ``exchange``, ``queue``, ``tx`` and ``dtx`` commands.
+
+A session attached to a channel is one ``BrokerChannel`` (``warren/broker/channel.py``); its
+commands become the broker's protocol-neutral operations. A handler returns None when the
+command is complete once it returns, a struct for a command with a result (``execution.result``,
+then completion), or ``LATER`` when something completes it afterwards (a persistent transfer on
+disk, a commit). A refusal is a ``warren.errors`` exception (the adapter maps its reply code,
+``error_code_for``) or an ``ExecutionError`` with a 0-10 error code of its own; either way the
+adapter answers ``execution.exception`` and the session ends.
+
+The ``message`` class is in ``message.py``; ``dtx`` goes to ``dtx.py`` when that module exists
+(else 540 not-implemented).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections import deque
+
+from warren.broker.channel import BrokerChannel
+from warren.errors import CommandInvalid, NotFound
+from warren.protocol.amqp0_10.properties import plain_arguments
+from warren.spec import amqp0_10 as spec
+
+__all__ = ["SessionChannel", "ExecutionError", "LATER", "HANDLERS"]
+
+E = spec.ExecutionErrorCode
+LATER = object()  # a handler's answer: the command completes later
+
+
+class ExecutionError(Exception):
+    """A refusal with a 0-10 error code that no ``warren.errors`` class carries."""
+
+    def __init__(self, code: int, text: str) -> None:
+        super().__init__(text)
+        self.code, self.text = code, text
+
+
+class SessionChannel(BrokerChannel):
+    def __init__(self, handler, number: int, sink) -> None:
+        super().__init__(handler, number, sink)
+        sink.channel = self
+        self.conn = handler.conn  # the sans-IO 0-10 ServerConnection
+        self.transfers: dict[int, int] = {}  # our transfer id -> delivery tag (acquired, accept pending)
+        self.browsed: dict[int, tuple] = {}  # transfer id -> (queue, seq) of a not-acquired transfer
+        self.window: dict[int, tuple] = {}  # transfer id -> (subscription, cost): window-mode credit
+        self.persisting: deque = deque()  # (publish number, command id) of transfers waiting for the disk
+        self.commit_id: int | None = None  # a tx.commit waiting for the disk
+        self.dtx = None  # the dtx handler's state for this session (dtx.py)
+        self.current = 0  # the id of the command being executed (set by the adapter)
+        self.select_confirms()  # every transfer is numbered: persistent ones complete once on disk
+
+    @property
+    def subscriptions(self) -> dict:
+        return self.sink.subscriptions
+
+    def execute(self, command):
+        if not HANDLERS:
+            HANDLERS.update(_build_handlers())
+        handler = HANDLERS.get(command.INDEX)
+        if handler is None:
+            if command.CLASS_CODE == spec.DtxSelect.CLASS_CODE:
+                return _dtx(self, command)
+            raise ExecutionError(E.NOT_IMPLEMENTED, f"{command.NAME} is not implemented")
+        return handler(self, command)
+
+    # --- completions that wait (hooks of BrokerChannel) ---------------------------------------
+
+    def _confirms_ready(self, confirms) -> None:
+        self.session.want_confirm_flush(self)
+
+    def flush_confirms(self) -> None:
+        """Complete the transfers whose messages are safe now (``Confirms.settle``)."""
+        confirms = self.confirms
+        if confirms is None or self.closed:
+            return
+        settled = confirms.settle()
+        if not settled or not self.persisting:
+            return
+        upto = max(n for n, _, ack in settled)
+        pending, complete, number = self.persisting, self.conn.complete, self.number
+        while pending and pending[0][0] <= upto:
+            complete(number, pending.popleft()[1])
+
+    def tx_committed(self) -> None:
+        if self.commit_id is not None and not self.closed:
+            self.conn.complete(self.number, self.commit_id)
+            self.commit_id = None
+            self.session.want_flush()
+
+    # --- exchange class --------------------------------------------------------------------
+
+    def handle_exchange_declare(self, c):
+        arguments = plain_arguments(c.arguments)
+        if c.alternate_exchange:
+            arguments["alternate-exchange"] = c.alternate_exchange
+        name = c.exchange or ""
+        if c.passive:
+            if name not in self.vhost.exchanges:
+                raise NotFound(f"no exchange '{name}' in vhost '{self.vhost.name}'")
+            return None
+        existing = self.vhost.exchanges.get(name)
+        if existing is not None and c.type and existing.TYPE != c.type:
+            raise ExecutionError(E.NOT_ALLOWED, f"exchange '{name}' exists with type {existing.TYPE}, not {c.type}")
+        try:
+            self.declare_exchange(name, c.type or "", False, bool(c.durable), bool(c.auto_delete), False,
+                                  arguments)
+        except CommandInvalid as e:  # an exchange type we do not know: Qpid's brokers say not-found
+            raise ExecutionError(E.NOT_FOUND, e.text) from None
+        return None
+
+    def handle_exchange_delete(self, c):
+        name = c.exchange or ""
+        if not name:
+            raise ExecutionError(E.INVALID_ARGUMENT, "the default exchange cannot be deleted")
+        if name not in self.vhost.exchanges:
+            raise NotFound(f"no exchange '{name}' in vhost '{self.vhost.name}'")
+        used_by = [q.name for q in self.vhost.queues.values()
+                   if q.arguments.get("x-dead-letter-exchange") == name and q.arguments.get(_AE_MARK)]
+        if used_by or any(ex.alternate == name for ex in self.vhost.exchanges.values() if ex.name != name):
+            raise ExecutionError(E.NOT_ALLOWED, f"exchange '{name}' is in use as an alternate exchange")
+        self.delete_exchange(name, bool(c.if_unused))
+        return None
+
+    def handle_exchange_query(self, c):
+        ex = self.vhost.exchanges.get(c.name or "")
+        if ex is None:
+            return spec.ExchangeExchangeQueryResult(not_found=True)
+        arguments = dict(ex.arguments)
+        return spec.ExchangeExchangeQueryResult(type=ex.TYPE, durable=ex.durable, not_found=False,
+                                                arguments=arguments or None)
+
+    def handle_exchange_bind(self, c):
+        exchange = c.exchange or ""
+        if not exchange:
+            raise ExecutionError(E.INVALID_ARGUMENT, "queues cannot be bound to the default exchange")
+        if not c.queue:
+            raise ExecutionError(E.ILLEGAL_ARGUMENT, "exchange.bind names no queue")
+        self.bind_queue(c.queue, exchange, c.binding_key or "", plain_arguments(c.arguments))
+        return None
+
+    def handle_exchange_unbind(self, c):
+        exchange = c.exchange or ""
+        if not exchange:
+            raise ExecutionError(E.INVALID_ARGUMENT, "queues cannot be unbound from the default exchange")
+        if exchange not in self.vhost.exchanges:
+            raise NotFound(f"no exchange '{exchange}' in vhost '{self.vhost.name}'")
+        if (c.queue or "") not in self.vhost.queues:
+            raise NotFound(f"no queue '{c.queue}' in vhost '{self.vhost.name}'")
+        self.unbind_queue(c.queue, exchange, c.binding_key or "", {})
+        return None
+
+    def handle_exchange_bound(self, c):
+        vhost = self.vhost
+        ex = vhost.exchanges.get(c.exchange or "")
+        queue = vhost.queues.get(c.queue or "") if c.queue else None
+        result = spec.ExchangeExchangeBoundResult(exchange_not_found=ex is None,
+                                                  queue_not_found=bool(c.queue) and queue is None)
+        if ex is None:
+            return result
+        bindings = list(ex.bindings.values())
+        if queue is not None:
+            result.queue_not_matched = not any(b.destination is queue for b in bindings)
+            bindings = [b for b in bindings if b.destination is queue]
+        if c.binding_key is not None:
+            result.key_not_matched = not any(b.routing_key == c.binding_key for b in bindings)
+            bindings = [b for b in bindings if b.routing_key == c.binding_key]
+        if c.arguments is not None:
+            wanted = plain_arguments(c.arguments)
+            result.args_not_matched = not any((b.arguments or {}) == wanted for b in bindings)
+        return result
+
+    # --- queue class -----------------------------------------------------------------------
+
+    def handle_queue_declare(self, c):
+        name = c.queue or ""
+        if not name:
+            raise ExecutionError(E.ILLEGAL_ARGUMENT, "queue.declare needs a queue name")
+        arguments = _queue_arguments(c.arguments)
+        if c.alternate_exchange:
+            if not c.passive and c.alternate_exchange not in self.vhost.exchanges:
+                raise NotFound(f"alternate exchange '{c.alternate_exchange}' not found")
+            # rejected (and expired) messages go to it: the queue's dead-letter exchange
+            arguments["x-dead-letter-exchange"] = c.alternate_exchange
+            arguments[_AE_MARK] = True
+        self.declare_queue(name, bool(c.passive), bool(c.durable), bool(c.exclusive), bool(c.auto_delete),
+                           arguments)
+        return None
+
+    def handle_queue_delete(self, c):
+        name = c.queue or ""
+        if not name:
+            raise ExecutionError(E.ILLEGAL_ARGUMENT, "queue.delete needs a queue name")
+        if name not in self.vhost.queues:
+            raise NotFound(f"no queue '{name}' in vhost '{self.vhost.name}'")  # 0-10: the queue must exist
+        _, held = self.delete_queue(name, bool(c.if_unused), bool(c.if_empty))
+        for ch, tag in held:
+            ch.notify_cancel(tag)
+        return None
+
+    def handle_queue_purge(self, c):
+        if not c.queue:
+            raise ExecutionError(E.ILLEGAL_ARGUMENT, "queue.purge needs a queue name")
+        self.purge_queue(c.queue)
+        return None
+
+    def handle_queue_query(self, c):
+        q = self.vhost.queues.get(c.queue or "")
+        if q is None:
+            return spec.QueueQueueQueryResult(queue="", message_count=0, subscriber_count=0)
+        arguments = {k: v for k, v in q.arguments.items() if k != _AE_MARK}
+        alternate = arguments.pop("x-dead-letter-exchange", None) if q.arguments.get(_AE_MARK) else None
+        return spec.QueueQueueQueryResult(
+            queue=q.name, alternate_exchange=alternate, durable=q.durable, exclusive=q.exclusive_owner is not None,
+            auto_delete=q.auto_delete, arguments=arguments or None, message_count=q.message_count,
+            subscriber_count=len(q.consumers))
+
+    # --- tx class ----------------------------------------------------------------------------
+
+    def handle_tx_select(self, c):
+        self.tx_mode = True  # confirms stay selected: transfers before the select still complete on disk
+        return None
+
+    def handle_tx_commit(self, c):
+        if not self.tx_mode:
+            raise ExecutionError(E.ILLEGAL_STATE, "tx.commit on a session that did not select tx")
+        if self.commit():
+            return None
+        self.commit_id = self.current
+        return LATER  # tx_committed completes it once the messages are on disk
+
+    def handle_tx_rollback(self, c):
+        if not self.tx_mode:
+            raise ExecutionError(E.ILLEGAL_STATE, "tx.rollback on a session that did not select tx")
+        self.rollback()
+        return None
+
+
+# marks a dead-letter exchange that came from a 0-10 alternate-exchange (for queue.query)
+_AE_MARK = "x-qpid-alternate-exchange"
+
+# Qpid's queue arguments and the broker features they map onto
+_QPID_ARGUMENTS = {
+    "qpid.max_count": "x-max-length",
+    "qpid.max_size": "x-max-length-bytes",
+}
+
+
+def _queue_arguments(arguments) -> dict:
+    args = plain_arguments(arguments)
+    for qpid_name, ours in _QPID_ARGUMENTS.items():
+        value = args.get(qpid_name)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0 and ours not in args:
+            args[ours] = value
+    priorities = args.get("qpid.priorities", args.get("x-qpid-priorities"))
+    if isinstance(priorities, int) and not isinstance(priorities, bool) and "x-max-priority" not in args:
+        args["x-max-priority"] = max(1, min(priorities, 255))
+    policy = args.get("qpid.policy_type")
+    if policy in ("reject", "ring") and "x-overflow" not in args and (
+            "x-max-length" in args or "x-max-length-bytes" in args):
+        args["x-overflow"] = "reject-publish" if policy == "reject" else "drop-head"
+    return args
+
+
+def _dtx(channel: SessionChannel, command):
+    """dtx.*: the dtx module's handler when it exists (issue 14, H3), else not-implemented."""
+    try:
+        module = importlib.import_module("warren.protocol.amqp0_10.dtx")
+    except ImportError:
+        raise ExecutionError(E.NOT_IMPLEMENTED, f"{command.NAME}: distributed transactions are not implemented") \
+            from None
+    return module.handle(channel, command)
+
+
+def _build_handlers() -> dict:
+    from warren.protocol.amqp0_10 import message
+    table = {}
+    for index, cls in spec.COMMANDS.items():
+        name = "handle_" + cls.NAME.replace(".", "_").replace("-", "_")
+        fn = getattr(SessionChannel, name, None) or getattr(message, name, None)
+        if fn is not None:
+            table[index] = fn
+    return table
+
+
+HANDLERS: dict = {}  # command INDEX -> handler, filled at the first command (message.py imports this module)

@@ -1,0 +1,192 @@
+"""The 0-10 ``DeliverySink`` of one session, and its subscriptions' credit (INVENTORY.md §11.10).
+
+A ``message.subscribe`` is a broker ``Consumer`` (tag = the destination) plus a
+``Subscription``: its accept and acquire modes and its credit. The consumer's ``has_capacity``
+(asked by the queue before each delivery) becomes the subscription's: message credit, byte
+credit (the message at the head of the queue must fit), then the consumer's own check
+(``Consumer.has_capacity``: the transport, via ``SessionSink.can_accept``). Credit is zero after
+subscribe and after ``set-flow-mode``; ``message.flow`` adds to it, 0xFFFFFFFF meaning unlimited;
+``stop`` zeroes it; ``flush`` delivers what the credit allows now, then zeroes it. In window
+mode a transfer the client completes (``session.completed``) gives its message and octets back.
+
+A transfer costs one message and, in octets, its header segment plus its body (what Qpid's
+brokers count; a transfer of 8 octets with routing key ``q`` costs 19).
+
+Browsing (acquire-mode not-acquired): the subscription's ``has_capacity`` never takes a message
+from the queue; it sends copies of the ready messages it has not sent yet (by queue sequence
+number, so each once), as far as the credit goes, and answers False. ``message.acquire`` takes
+one of them later (``Queue.take_seq``). Messages paged out to disk are not browsed.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from itertools import islice
+
+from warren.codec.amqp0_10.types import encode_header
+from warren.protocol.amqp0_10.properties import from_basic
+
+__all__ = ["SessionSink", "Subscription", "OUTPUT_BATCH", "UNLIMITED"]
+
+OUTPUT_BATCH = 1 << 20  # octets queued for one write before deliveries wait (as 0-9-1's sink)
+UNLIMITED = 0xFFFFFFFF
+CREDIT, WINDOW = 0, 1
+ACCEPT_EXPLICIT, ACCEPT_NONE = 0, 1
+PRE_ACQUIRED, NOT_ACQUIRED = 0, 1
+
+
+def _seq_of(entry) -> int:
+    return entry[0]
+
+
+class Subscription:
+    __slots__ = ("destination", "sink", "consumer", "queue", "accept_mode", "acquire_mode", "mode", "messages",
+                 "octets", "command_id", "base_capacity", "browsed_upto")
+
+    def __init__(self, destination: str, sink: "SessionSink", consumer, accept_mode: int, acquire_mode: int,
+                 command_id: int) -> None:
+        self.destination = destination
+        self.sink = sink
+        self.consumer = consumer
+        self.queue = consumer.queue
+        self.accept_mode = accept_mode
+        self.acquire_mode = acquire_mode
+        self.mode = WINDOW  # the default before any set-flow-mode (§11.10)
+        self.messages: int | None = 0  # credit left; None = unlimited
+        self.octets: int | None = 0
+        self.command_id = command_id  # the subscribe's id (an exception about it names it)
+        self.base_capacity = consumer.has_capacity
+        self.browsed_upto = 0  # queue seq of the last message browsed
+        consumer.has_capacity = self.browse if acquire_mode == NOT_ACQUIRED else self.has_capacity
+
+    # --- credit ------------------------------------------------------------------------------
+
+    def has_capacity(self) -> bool:
+        m = self.messages
+        if m is not None and m <= 0:
+            return False
+        if self.octets is not None:
+            ready = self.queue.ready
+            if ready and self.sink.cost(ready[0][1], self.destination) > self.octets:
+                return False
+        return self.base_capacity()
+
+    def _fits(self, msg) -> bool:
+        m = self.messages
+        if m is not None and m <= 0:
+            return False
+        return self.octets is None or self.sink.cost(msg, self.destination) <= self.octets
+
+    def charge(self, cost: int) -> None:
+        if self.messages is not None:
+            self.messages -= 1
+        if self.octets is not None:
+            self.octets = max(0, self.octets - cost)
+
+    def give_back(self, cost: int) -> None:
+        """Window mode: a transfer the client completed returns its credit."""
+        if self.messages is not None:
+            self.messages += 1
+        if self.octets is not None:
+            self.octets += cost
+
+    def add(self, unit: int, value: int | None) -> None:
+        """message.flow: unit 0 messages, 1 octets; None or 0xFFFFFFFF = unlimited."""
+        attr = "messages" if unit == 0 else "octets"
+        if value is None or value == UNLIMITED:
+            setattr(self, attr, None)
+        else:
+            current = getattr(self, attr)
+            if current is not None:
+                setattr(self, attr, min(current + value, UNLIMITED - 1))
+
+    def zero(self) -> None:
+        self.messages = self.octets = 0
+
+    def set_mode(self, mode: int) -> None:
+        self.mode = mode
+        self.zero()
+
+    # --- browsing ----------------------------------------------------------------------------
+
+    def browse(self) -> bool:
+        """has_capacity of a not-acquired subscription: send copies, take nothing."""
+        sink = self.sink
+        if not sink.can_accept():
+            return False
+        ready = self.queue.ready
+        start = bisect_right(ready, self.browsed_upto, key=_seq_of) if ready else 0
+        for seq, msg, redelivered, _ in islice(ready, start, None):
+            if not self._fits(msg) or not sink.can_accept():
+                break
+            self.browsed_upto = seq
+            sink.browse(self, seq, msg, redelivered)
+        return False
+
+
+class SessionSink:
+    """Deliveries of one session's ``BrokerChannel`` as message.transfer commands."""
+
+    __slots__ = ("handler", "conn", "io", "number", "channel", "subscriptions", "flow_active", "_cost_of")
+
+    def __init__(self, handler, number: int) -> None:
+        self.handler = handler  # the connection handler: its ``writable``
+        self.conn = handler.conn  # the sans-IO 0-10 ServerConnection
+        self.io = handler.io
+        self.number = number
+        self.channel = None  # the session's channel (set by it)
+        self.subscriptions: dict[str, Subscription] = {}  # destination -> subscription
+        self.flow_active = True  # False once the session is gone (0-10 has no channel.flow)
+        self._cost_of = (None, None, 0)  # (message, destination, cost): the last cost computed
+
+    def can_accept(self) -> bool:
+        return self.flow_active and self.handler.writable and self.conn.out_bytes < OUTPUT_BATCH
+
+    def _header(self, msg, redelivered: bool):
+        return from_basic(msg.decoded, msg.exchange, msg.routing_key, redelivered)
+
+    def cost(self, msg, destination: str) -> int:
+        """Octets of credit a transfer of ``msg`` takes: its header segment and body."""
+        cached = self._cost_of
+        if cached[0] is msg and cached[1] == destination:
+            return cached[2]
+        dp, mp = self._header(msg, False)
+        cost = len(encode_header([s for s in (dp, mp) if s is not None])) + len(msg.body)
+        self._cost_of = (msg, destination, cost)
+        return cost
+
+    def _send(self, sub: Subscription, msg, redelivered: bool, acquire_mode: int) -> int:
+        dp, mp = self._header(msg, redelivered)
+        transfer_id = self.conn.send_transfer(self.number, sub.destination, msg.body, dp, mp,
+                                              accept_mode=sub.accept_mode, acquire_mode=acquire_mode)
+        cost = self.cost(msg, sub.destination) if sub.octets is not None or sub.mode == WINDOW else 0
+        sub.charge(cost)
+        if sub.mode == WINDOW:
+            self.channel.window[transfer_id] = (sub, cost)
+        self.io.want_flush()
+        return transfer_id
+
+    def deliver(self, consumer, tag: int, redelivered: bool, message) -> None:
+        sub = self.subscriptions.get(consumer.tag)
+        if sub is None:  # cannot happen: a consumer of this channel always has its subscription
+            return
+        transfer_id = self._send(sub, message, redelivered, PRE_ACQUIRED)
+        if not consumer.no_ack:
+            self.channel.transfers[transfer_id] = tag
+
+    def browse(self, sub: Subscription, seq: int, message, redelivered: bool) -> None:
+        transfer_id = self._send(sub, message, redelivered, NOT_ACQUIRED)
+        self.channel.browsed[transfer_id] = (sub.queue, seq)
+
+    def returned(self, message) -> None:
+        pass  # 0-10 transfers are never mandatory: an unroutable message is dropped
+
+    def cancelled(self, consumer_tag: str) -> None:
+        """The queue went away under a subscription: Qpid's resource-deleted exception."""
+        sub = self.subscriptions.pop(consumer_tag, None)
+        if sub is not None and self.flow_active:
+            self.handler.session_exception(self.number, sub.command_id, 408,
+                                           f"queue '{sub.queue.name}' of subscription '{consumer_tag}' was deleted")
+
+    def stop(self) -> None:
+        self.flow_active = False

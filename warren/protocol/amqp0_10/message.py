@@ -1,0 +1,186 @@
+"""The 0-10 ``message`` class over the broker's operations (INVENTORY.md §11.10, §12.1).
+
+``transfer`` publishes (properties mapped by ``properties.py``); the other handlers take the
+session's ``SessionChannel`` and the command, as those of ``channel.py``:
+
+* dispositions name our transfers by id: ``accept`` acks (inside a transaction when one is
+  selected), ``release`` requeues (the message comes back marked redelivered, whatever
+  ``set-redelivered`` says: the broker marks every requeued message so), ``reject`` drops it
+  (dead-lettered when the queue has a dead-letter or alternate exchange), ``acquire`` takes a
+  browsed message (result ``acquired``). Ids we do not know are ignored, as Qpid's brokers do.
+  Release and reject act at once even inside a transaction (qpid.messaging releases what it
+  prefetched after a rollback).
+* ``subscribe`` is a consumer plus a ``Subscription`` (``delivery.py``: credit, window, browse);
+  ``cancel``, ``set-flow-mode``, ``flow``, ``flush``, ``stop`` act on it. ``resume`` is refused
+  (not-implemented): Warren keeps no partial messages.
+"""
+
+from __future__ import annotations
+
+from warren.broker.channel import PublishOutcome
+from warren.codec.amqp0_10.sets import SEQ_MOD, SequenceSet
+from warren.errors import AccessRefused
+from warren.protocol.amqp0_10.channel import LATER, ExecutionError
+from warren.protocol.amqp0_10.delivery import NOT_ACQUIRED, Subscription
+from warren.protocol.amqp0_10.properties import plain_arguments, to_basic
+from warren.spec import amqp0_10 as spec
+
+__all__ = ["transfer"]
+
+E = spec.ExecutionErrorCode
+_DELIVERY, _MESSAGE = spec.MessageDeliveryProperties, spec.MessageMessageProperties
+_PERSISTING, _REFUSED = PublishOutcome.PERSISTING, PublishOutcome.REFUSED
+
+
+def transfer(ch, event):
+    """message.transfer from the client: publish to the exchange named by ``destination``."""
+    delivery = message = None
+    for s in event.header or ():
+        kind = type(s)
+        if kind is _DELIVERY:
+            delivery = s
+        elif kind is _MESSAGE:
+            message = s
+    properties = to_basic(delivery, message)
+    routing_key = (delivery.routing_key if delivery is not None else None) or ""
+    body = event.body if event.body is not None else b""
+    outcome = ch.publish(event.command.destination or "", routing_key, properties, body, False)
+    if outcome is _PERSISTING:
+        ch.persisting.append((ch.confirms.published_upto, ch.current))
+        return LATER  # complete once on disk (flush_confirms)
+    if outcome is _REFUSED:
+        raise ExecutionError(E.RESOURCE_LIMIT_EXCEEDED, "a queue refused the message (x-overflow reject-publish)")
+    return None
+
+
+def _ids(transfers: SequenceSet | None, known: dict) -> list[int]:
+    """The ids of ``known`` (our transfer ids) inside the set, in the set's order."""
+    if not transfers or not known:
+        return []
+    out = []
+    for lo, hi in transfers.ranges:
+        span = (hi - lo) % SEQ_MOD
+        if span < len(known):
+            out.extend(i for i in ((lo + k) % SEQ_MOD for k in range(span + 1)) if i in known)
+        else:  # a wide range (qpid.messaging's cumulative sets): walk what we know instead
+            out.extend(sorted(i for i in known if (i - lo) % SEQ_MOD <= span))
+    return out
+
+
+# --- dispositions -----------------------------------------------------------------------------
+
+def handle_message_accept(ch, c):
+    transfers, unacked = ch.transfers, ch.unacked
+    for i in _ids(c.transfers, transfers):
+        tag = transfers[i] if ch.tx_mode else transfers.pop(i)  # a rollback may give it back
+        if tag in unacked:
+            ch.ack(tag, False)
+    for i in _ids(c.transfers, ch.browsed):
+        del ch.browsed[i]
+    return None
+
+
+def _settle_now(ch, c, requeue: bool) -> None:
+    transfers, unacked = ch.transfers, ch.unacked
+    entries = []
+    for i in _ids(c.transfers, transfers):
+        tag = transfers.pop(i)
+        entry = unacked.pop(tag, None)
+        if entry is not None:
+            entries.append(entry)
+    if entries:
+        ch._settle(entries, requeue)
+    for i in _ids(c.transfers, ch.browsed):
+        del ch.browsed[i]
+
+
+def handle_message_release(ch, c):
+    _settle_now(ch, c, True)
+    return None
+
+
+def handle_message_reject(ch, c):
+    _settle_now(ch, c, False)
+    return None
+
+
+def handle_message_acquire(ch, c):
+    acquired = []
+    for i in _ids(c.transfers, ch.browsed):
+        queue, seq = ch.browsed.pop(i)
+        got = None if queue.deleted else queue.take_seq(seq)
+        if got is None:
+            continue
+        msg, _ = got
+        tag = ch.next_tag
+        ch.next_tag = tag + 1
+        ch.unacked[tag] = (queue, seq, msg, None, tag)
+        ch.transfers[i] = tag
+        acquired.append(i)
+    return spec.MessageAcquired(transfers=SequenceSet.of(acquired) if acquired else SequenceSet())
+
+
+def handle_message_resume(ch, c):
+    raise ExecutionError(E.NOT_IMPLEMENTED, "message.resume: Warren keeps no partial messages")
+
+
+# --- subscriptions ----------------------------------------------------------------------------
+
+def _subscription(ch, destination) -> Subscription:
+    sub = ch.subscriptions.get(destination or "")
+    if sub is None:
+        raise ExecutionError(E.NOT_FOUND, f"no subscription '{destination}' on this session")
+    return sub
+
+
+def handle_message_subscribe(ch, c):
+    destination = c.destination or ""
+    if destination in ch.subscriptions:
+        raise ExecutionError(E.NOT_ALLOWED, f"subscription '{destination}' exists on this session")
+    if not c.queue:
+        raise ExecutionError(E.ILLEGAL_ARGUMENT, "message.subscribe names no queue")
+    accept_mode = c.accept_mode or 0
+    acquire_mode = c.acquire_mode or 0
+    no_ack = accept_mode == 1 or acquire_mode == NOT_ACQUIRED  # nothing to settle later
+    try:
+        consumer = ch.consume(c.queue, destination or "amq.0-10." + str(ch.current), no_ack, bool(c.exclusive),
+                              plain_arguments(c.arguments))
+    except AccessRefused as e:  # in exclusive use: 0-10's resource-locked
+        raise ExecutionError(E.RESOURCE_LOCKED, e.text) from None
+    sub = Subscription(destination, ch.sink, consumer, accept_mode, acquire_mode, ch.current)
+    ch.subscriptions[consumer.tag] = sub
+    if consumer.tag != destination:
+        ch.subscriptions[destination] = sub
+    return None
+
+
+def handle_message_cancel(ch, c):
+    sub = _subscription(ch, c.destination)
+    for key in [k for k, v in ch.subscriptions.items() if v is sub]:
+        del ch.subscriptions[key]
+    ch.cancel(sub.consumer.tag)
+    return None
+
+
+def handle_message_set_flow_mode(ch, c):
+    _subscription(ch, c.destination).set_mode(c.flow_mode or 0)
+    return None
+
+
+def handle_message_flow(ch, c):
+    sub = _subscription(ch, c.destination)
+    sub.add(c.unit or 0, c.value)
+    sub.queue.dispatch()
+    return None
+
+
+def handle_message_flush(ch, c):
+    sub = _subscription(ch, c.destination)
+    sub.queue.dispatch()  # use the credit on what is there now, then none is left
+    sub.zero()
+    return None
+
+
+def handle_message_stop(ch, c):
+    _subscription(ch, c.destination).zero()
+    return None
