@@ -12,7 +12,12 @@ reason in ``why_missing()``; ``require_qpid_python()`` skips the calling test wi
     out = qp.run("from qpid.messaging import Connection; ...", timeout=30)
 
 The same installation carries ``qpid-python-test`` and ``qpid_tests.broker_0_10`` (Qpid's
-conformance suite) for the later broker tests: ``qp.path`` is on ``PYTHONPATH``.
+conformance suite). Importing that suite also needs ``qmf.console`` (PyPI ``qpid-qmf``) and
+``qpidtoollibs`` (PyPI ``qpid-tools``), pure-Python packages of the same Qpid release:
+``qpid_suite()`` / ``require_qpid_suite()`` install them once beside it (``--no-deps``, into
+``$WARREN_QPID_CACHE``'s sibling ``qpid-suite-deps``) and return a ``QpidPython`` whose
+``PYTHONPATH`` holds both, with ``test_runner`` the path of ``qpid-python-test``
+(tests/interop_0_10).
 """
 
 from __future__ import annotations
@@ -23,17 +28,22 @@ import shutil
 import subprocess
 from pathlib import Path
 
-__all__ = ["QpidPython", "qpid_python", "require_qpid_python", "why_missing", "QPID_PYTHON_VERSION"]
+__all__ = ["QpidPython", "qpid_python", "require_qpid_python", "why_missing", "QPID_PYTHON_VERSION",
+           "qpid_suite", "require_qpid_suite", "why_suite_missing"]
 
 QPID_PYTHON_VERSION = "1.36.0.post1"
 _CACHE = Path(os.environ.get("WARREN_QPID_CACHE", Path.home() / ".cache" / "warren-tests" / "qpid-python-1.36"))
 _found: list = []  # [QpidPython | None, reason]
+SUITE_PACKAGES = ("qpid-qmf==0.28", "qpid-tools==1.36.0.post1")  # what qpid_tests imports besides qpid
+_SUITE_CACHE = _CACHE.parent / "qpid-suite-deps"
+_suite_found: list = []  # [QpidPython | None, reason]
 
 
 class QpidPython:
     def __init__(self, python: str, path: str | None) -> None:
         self.python = python  # the Python 2.7 interpreter
-        self.path = path  # folder to put on PYTHONPATH (None: installed for that interpreter)
+        self.path = path  # folders to put on PYTHONPATH (None: installed for that interpreter)
+        self.test_runner: str | None = None  # qpid-python-test (qpid_suite only)
 
     @property
     def env(self) -> dict:
@@ -116,4 +126,66 @@ def require_qpid_python() -> QpidPython:
     qp = qpid_python()
     if qp is None:
         pytest.skip(why_missing())
+    return qp
+
+
+def _runner(qp: QpidPython) -> str | None:
+    """The ``qpid-python-test`` script of this installation."""
+    folders = [p for p in (qp.path or "").split(os.pathsep) if p]
+    folders.append(os.path.dirname(qp.python))  # installed for the interpreter: next to it
+    for folder in folders:
+        script = os.path.join(folder, "bin", "qpid-python-test") if folder != os.path.dirname(qp.python) \
+            else os.path.join(folder, "qpid-python-test")
+        if os.path.isfile(script):
+            return script
+    return None
+
+
+def _find_suite():
+    qp = qpid_python()
+    if qp is None:
+        return None, why_missing()
+    check = "import qmf.console, qpidtoollibs, qpid_tests.broker_0_10, qpid.tests.messaging"
+    suite = QpidPython(qp.python, os.pathsep.join(p for p in (qp.path, str(_SUITE_CACHE)) if p))
+    ok = False
+    try:
+        ok = suite.run(check, timeout=60).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        pass
+    if not ok:
+        try:
+            result = subprocess.run([qp.python, "-m", "pip", "install", "--disable-pip-version-check", "--no-cache-dir",
+                                     "--no-deps", "--upgrade", "--target", str(_SUITE_CACHE), *SUITE_PACKAGES],
+                                    capture_output=True, text=True, timeout=300)
+        except (OSError, subprocess.SubprocessError) as e:
+            return None, f"cannot install {' '.join(SUITE_PACKAGES)} for {qp.python}: {e}"
+        last = suite.run(check, timeout=60)
+        if result.returncode != 0 or last.returncode != 0:
+            tail = (result.stderr or last.stderr or result.stdout).strip().splitlines()[-1:] or ["?"]
+            return None, f"cannot install {' '.join(SUITE_PACKAGES)} for {qp.python}: {tail[0]}"
+    suite.test_runner = _runner(suite)
+    if suite.test_runner is None:
+        return None, f"qpid-python-test not found beside {suite.path}"
+    return suite, ""
+
+
+def qpid_suite() -> QpidPython | None:
+    """qpid-python with what its conformance suites import (qmf.console, qpidtoollibs); None if
+    it cannot be had (``why_suite_missing``)."""
+    if not _suite_found:
+        _suite_found.extend(_find_suite())
+    return _suite_found[0]
+
+
+def why_suite_missing() -> str:
+    qpid_suite()
+    return _suite_found[1]
+
+
+def require_qpid_suite() -> QpidPython:
+    import pytest
+
+    qp = qpid_suite()
+    if qp is None:
+        pytest.skip(why_suite_missing())
     return qp
