@@ -48,6 +48,7 @@ class SessionChannel(BrokerChannel):
         self.commit_id: int | None = None  # a tx.commit waiting for the disk
         self.dtx = None  # the dtx handler's state for this session (dtx.py)
         self.current = 0  # the id of the command being executed (set by the adapter)
+        self.session_queues: set = set()  # exclusive auto-delete queues: deleted with the session
         self.select_confirms()  # every transfer is numbered: persistent ones complete once on disk
 
     @property
@@ -87,6 +88,16 @@ class SessionChannel(BrokerChannel):
             self.conn.complete(self.number, self.commit_id)
             self.commit_id = None
             self.session.want_flush()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        super().close()
+        for q in self.session_queues:
+            if self.vhost.queues.get(q.name) is q:
+                self.vhost.delete_queue(q)
+                self.session.exclusive_queues.discard(q)
+        self.session_queues.clear()
 
     # --- exchange class --------------------------------------------------------------------
 
@@ -183,8 +194,15 @@ class SessionChannel(BrokerChannel):
             # rejected (and expired) messages go to it: the queue's dead-letter exchange
             arguments["x-dead-letter-exchange"] = c.alternate_exchange
             arguments[_AE_MARK] = True
-        self.declare_queue(name, bool(c.passive), bool(c.durable), bool(c.exclusive), bool(c.auto_delete),
-                           arguments)
+        # Qpid: an exclusive auto-delete queue lives as long as its session (qpid.messaging
+        # cancels its topic subscription, then deletes the queue itself: no deletion in between)
+        session_scoped = bool(c.exclusive and c.auto_delete and not c.passive)
+        self.declare_queue(name, bool(c.passive), bool(c.durable), bool(c.exclusive),
+                           bool(c.auto_delete) and not session_scoped, arguments)
+        if session_scoped:
+            q = self.vhost.queues.get(name)
+            if q is not None and q.exclusive_owner is self.session:
+                self.session_queues.add(q)
         return None
 
     def handle_queue_delete(self, c):
@@ -195,7 +213,10 @@ class SessionChannel(BrokerChannel):
             raise NotFound(f"no queue '{name}' in vhost '{self.vhost.name}'")  # 0-10: the queue must exist
         _, held = self.delete_queue(name, bool(c.if_unused), bool(c.if_empty))
         for ch, tag in held:
-            ch.notify_cancel(tag)
+            if ch is self:  # our own subscription on it just ends: the client asked for this
+                self.sink.subscriptions.pop(tag, None)
+            else:  # another session of this connection: resource-deleted, after our completion
+                ch.notify_cancel(tag)
         return None
 
     def handle_queue_purge(self, c):
