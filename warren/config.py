@@ -51,6 +51,9 @@ class Config:
     login_failure_limit: int = 10
     login_block_time: float = 60.0
     login_throttle_loopback: bool = False
+    # AMQP 0-10's ANONYMOUS login (Qpid's clients offer it): off unless this names the user it
+    # logs in as (docs/versions.md)
+    anonymous_user: str | None = None
     # milliseconds a delivery may stay unacked before its channel is closed with 406 (RabbitMQ's
     # consumer_timeout, default 30 min; 0 = off; warren/broker/consumer_timeout.py)
     consumer_timeout: int = 1_800_000

@@ -98,6 +98,8 @@ class OneLineErrors(click.Command):
 @click.option("--loopback-users", default="guest", show_default=True,
               help="Users who may only log in from a loopback address, comma-separated "
                    "(RabbitMQ's loopback_users; '' = none).")
+@click.option("--anonymous-user", default=None,
+              help="AMQP 0-10 clients may log in with SASL ANONYMOUS, as this user (off by default).")
 @click.option("--login-failure-delay", default=Config.login_failure_delay, show_default=True, type=float,
               help="Seconds a failed login's answer waits after a few failures from its address (0 = off).")
 @click.option("--login-failure-limit", default=Config.login_failure_limit, show_default=True, type=int,
