@@ -1,7 +1,8 @@
-"""Definitions round trips with the reference RabbitMQ 3.10 (127.0.0.1:15672, guest/guest):
+"""Definitions round trips with RabbitMQ 3.10 (the session's private node, ``rabbitmq_node``):
 its export imports into Warren (users keep their password hashes and can log in), and
 Warren's export imports into RabbitMQ. Everything made on RabbitMQ has a unique name and is
-deleted at the end. Skipped where no RabbitMQ answers."""
+deleted at the end (the node serves the whole session). Skipped where rabbitmq-server is not
+installed."""
 
 from __future__ import annotations
 
@@ -13,26 +14,27 @@ import pytest
 from tests.conftest import EXTERNAL_URL
 from tests.management.api_client import call, q
 
-RABBIT = "http://127.0.0.1:15672"
 pytestmark = pytest.mark.skipif(bool(EXTERNAL_URL), reason="needs a private Warren broker")
 
 
-def rabbit(method, path, body=None):
-    return call(RABBIT, method, path, body, timeout=10)
+class Reference:
+    """The session's RabbitMQ node's API: ``reference(method, path, body)`` -> (status, JSON,
+    headers); the paths in ``made`` are deleted after the test."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+        self.made: list[str] = []
+
+    def __call__(self, method, path, body=None, **kw):
+        return call(self.base, method, path, body, timeout=10, **kw)
 
 
 @pytest.fixture
-def reference():
-    try:
-        status = rabbit("GET", "/api/overview")[0]
-    except OSError:
-        status = None
-    if status != 200:
-        pytest.skip("no reference RabbitMQ management API on 127.0.0.1:15672")
-    made: list[str] = []
-    yield made
-    for path in reversed(made):
-        rabbit("DELETE", path)
+def reference(rabbitmq_node):
+    ref = Reference(rabbitmq_node.http_url)
+    yield ref
+    for path in reversed(ref.made):
+        ref("DELETE", path)
 
 
 def only(doc: dict, vhost: str, user: str) -> dict:
@@ -51,7 +53,7 @@ def only(doc: dict, vhost: str, user: str) -> dict:
     }
 
 
-def reference_doc(vh: str, user: str) -> dict:
+def reference_doc(rabbit: Reference, vh: str, user: str) -> dict:
     """RabbitMQ's definitions of one vhost and one user, in the whole-broker form (built from the
     per-vhost export: the whole export of a shared broker may hold anything, even JSON nested
     deeper than Python's decoder goes)."""
@@ -76,7 +78,8 @@ def objects(doc: dict) -> dict:
             for section in ("permissions", "topic_permissions", "policies", "queues", "exchanges", "bindings")}
 
 
-def setup_reference_vhost(vh: str, user: str, made: list) -> None:
+def setup_reference_vhost(rabbit: Reference, vh: str, user: str) -> None:
+    made = rabbit.made
     assert rabbit("PUT", f"/api/vhosts/{vh}", {})[0] == 201
     made.append(f"/api/vhosts/{vh}")
     assert rabbit("PUT", f"/api/users/{user}", {"password": "s3cret", "tags": "management"})[0] == 201
@@ -100,8 +103,8 @@ def setup_reference_vhost(vh: str, user: str, made: list) -> None:
 
 def test_rabbitmq_export_imports_into_warren(reference, start_broker, uid):
     vh, user = f"h7-defs-{uid}", f"h7-user-{uid}"
-    setup_reference_vhost(vh, user, reference)
-    doc = reference_doc(vh, user)
+    setup_reference_vhost(reference, vh, user)
+    doc = reference_doc(reference, vh, user)
     b = start_broker()
     status, err, _ = call(b.http_url, "POST", "/api/definitions", doc)
     assert status == 204, err
@@ -139,14 +142,14 @@ def test_warren_export_imports_into_rabbitmq(reference, start_broker, uid):
     assert api("PUT", f"/api/user-limits/{user}/max-channels", {"value": 11})[0] == 204
     doc = only(api("GET", "/api/definitions")[1], vh, user)
     assert doc["users"][0]["limits"] == {"max-channels": 11}
-    reference.append(f"/api/vhosts/{vh}")
-    reference.insert(0, f"/api/users/{user}")
-    status, err, _ = rabbit("POST", "/api/definitions", doc)
+    reference.made.append(f"/api/vhosts/{vh}")
+    reference.made.insert(0, f"/api/users/{user}")
+    status, err, _ = reference("POST", "/api/definitions", doc)
     assert status in (201, 204), err
-    theirs = reference_doc(vh, user)
+    theirs = reference_doc(reference, vh, user)
     assert objects(theirs) == objects(doc)
     assert theirs["users"][0]["password_hash"] == doc["users"][0]["password_hash"]
     assert theirs["users"][0]["limits"] == {"max-channels": 11}  # RabbitMQ took users[].limits
     # Warren's password hash works for a login to RabbitMQ
-    assert rabbit("GET", "/api/whoami")[0] == 200
-    assert call(RABBIT, "GET", "/api/whoami", user=user, password="pw2")[1]["name"] == user
+    assert reference("GET", "/api/whoami")[0] == 200
+    assert reference("GET", "/api/whoami", user=user, password="pw2")[1]["name"] == user

@@ -8,8 +8,8 @@ AMQP clients against private brokers (statistics sampled every 200 ms instead of
 - lists filter, sort and page on cheap per-object values and build JSON for the page only:
   the answers must be those of building every object's JSON (checked field by field);
 - ``msg_rates_age``/``_incr``, ``lengths_age``/``_incr``, ``data_rates_age``/``_incr`` answer
-  ``samples``, ``avg`` and ``avg_rate`` as RabbitMQ 3.10 does (its shape compared with the
-  reference RabbitMQ's when it runs on 127.0.0.1:15672).
+  ``samples``, ``avg`` and ``avg_rate`` as RabbitMQ 3.10 does (its shape compared with that of
+  the session's private RabbitMQ node, ``rabbitmq_node``).
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from tests.management.api_client import call
 pytestmark = pytest.mark.skipif(bool(EXTERNAL_URL), reason="needs a private Warren broker")
 
 SAMPLE_MS = "200"  # the statistics interval of these brokers
-REFERENCE = "http://127.0.0.1:15672"  # RabbitMQ 3.10, when it runs (guest/guest)
 
 
 @pytest.fixture
@@ -374,16 +373,6 @@ def test_incomplete_or_non_integer_ranges_are_ignored(broker):
     assert len(body["message_stats"]["publish_details"]["samples"]) == 501
 
 
-def _reference_up() -> bool:
-    try:
-        req = urllib.request.Request(REFERENCE + "/api/overview", headers={
-            "Authorization": "Basic " + base64.b64encode(b"guest:guest").decode()})
-        with urllib.request.urlopen(req, timeout=3):
-            return True
-    except OSError:
-        return False
-
-
 def _shape(value):
     """Keys and list lengths, not values."""
     if isinstance(value, dict):
@@ -393,16 +382,31 @@ def _shape(value):
     return type(value).__name__ if not isinstance(value, (int, float)) or isinstance(value, bool) else "number"
 
 
-def test_history_shape_matches_the_reference_rabbitmq(fast_stats):
-    if not _reference_up():
-        pytest.skip("the reference RabbitMQ's management API is not running on 127.0.0.1:15672")
+HISTORY_KEYS = ("publish", "confirm", "deliver_get", "ack", "return_unroutable", "get_empty")
+
+
+def test_history_shape_matches_the_reference_rabbitmq(fast_stats, rabbitmq_node):
     b = fast_stats()
     query = "msg_rates_age=60&msg_rates_incr=5&lengths_age=30&lengths_incr=10"
-    req = urllib.request.Request(f"{REFERENCE}/api/overview?{query}", headers={
-        "Authorization": "Basic " + base64.b64encode(b"guest:guest").decode()})
-    with urllib.request.urlopen(req, timeout=10) as r:
-        theirs = json.loads(r.read())
+    # RabbitMQ shows message_stats and queue_totals once it has sampled some traffic (every 1 s
+    # on the private node): a confirmed publish, a get and its ack, a queue
+    conn = pika.BlockingConnection(pika.URLParameters(rabbitmq_node.amqp_url))
+    try:
+        ch = conn.channel()
+        ch.confirm_delivery()
+        queue = ch.queue_declare("", exclusive=True).method.queue
+        ch.basic_publish("", queue, b"m")
+        tag = ch.basic_get(queue)[0].delivery_tag
+        ch.basic_ack(tag)
+
+        def sampled():
+            status, body = rabbitmq_node.api("GET", f"/api/overview?{query}")
+            stats = body.get("message_stats", {}) if status == 200 else {}
+            return body if all(k + "_details" in stats for k in HISTORY_KEYS) and body["queue_totals"] else None
+        theirs = wait_for(sampled, timeout=30, what="RabbitMQ's overview message_stats")
+    finally:
+        conn.close()
     ours = get(b, f"/api/overview?{query}")
-    for key in ("publish", "confirm", "deliver_get", "ack", "return_unroutable", "get_empty"):
+    for key in HISTORY_KEYS:
         assert _shape(ours["message_stats"][key + "_details"]) == _shape(theirs["message_stats"][key + "_details"])
     assert _shape(ours["queue_totals"]) == _shape(theirs["queue_totals"])

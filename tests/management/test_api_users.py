@@ -3,8 +3,9 @@ shown on every user as RabbitMQ 3.10 shows them, set by PUT /api/users and by a 
 import (``users[].limits``), and failed HTTP logins slowed and then refused per address by the
 login throttle (warren/access/login_throttle.py), through real HTTP and AMQP clients.
 
-The user-limit tests run the same steps against the reference RabbitMQ (127.0.0.1:15672) where
-one answers, with throw-away users that are deleted afterwards, and compare."""
+The user-limit tests run the same steps against the session's private RabbitMQ node
+(``rabbitmq_node``; Warren alone where rabbitmq-server is not installed), with throw-away users
+that are deleted afterwards, and compare."""
 
 from __future__ import annotations
 
@@ -19,25 +20,20 @@ import pytest
 from tests.conftest import EXTERNAL_URL
 from tests.e2e.test_limits import _login as amqp_login  # a raw AMQP login from a chosen source address
 from tests.management.api_client import call, q
+from tests.rabbitmq_node import rabbitmq_missing
 
 pytestmark = pytest.mark.skipif(bool(EXTERNAL_URL), reason="needs a private Warren broker")
 
-RABBIT = "http://127.0.0.1:15672"
 HASH = "3ejaiHBKbOgqKTyq4Y4JtKDcgCI8g24aDnw2MBDVEhGZZkrB"  # a valid rabbit_password_hashing_sha256 hash
 
 
-def reference_up() -> bool:
-    try:
-        return call(RABBIT, "GET", "/api/overview", timeout=5)[0] == 200
-    except OSError:
-        return False
-
-
 @pytest.fixture
-def users(broker, uid):
-    """(base URL, made) for Warren and, where it answers, for RabbitMQ: the users named in
-    ``made`` are deleted on both at the end."""
-    bases = [broker.http_url] + ([RABBIT] if reference_up() else [])
+def users(request, broker, uid):
+    """(base URLs, made): Warren's API first, then the session's RabbitMQ node's where
+    rabbitmq-server is installed; the users named in ``made`` are deleted on both at the end."""
+    bases = [broker.http_url]
+    if rabbitmq_missing() is None:
+        bases.append(request.getfixturevalue("rabbitmq_node").http_url)
     made: list[str] = []
     yield bases, made
     for base in bases:
@@ -90,8 +86,8 @@ def test_user_limits_are_shown_on_the_user_as_rabbitmq_shows_them(users, uid):
         ("put without", {"max-channels": -1, "max-connections": 1}),
         ("cleared", {}),
     ]
-    if RABBIT in answers:  # the reference answered the same steps the same way
-        assert answers[RABBIT] == ours
+    for base in bases[1:]:  # RabbitMQ answered the same steps the same way
+        assert answers[base] == ours, base
 
 
 def test_a_put_with_bad_limits_is_refused_and_changes_nothing(broker, users, uid):
@@ -127,8 +123,8 @@ def test_definitions_import_sets_users_limits_over_the_old_ones(broker, users, u
                                      (204, {"max-channels": 7, "max-connections": 3}),
                                      (204, {"max-channels": 7, "max-connections": 3}),
                                      (204, {"max-channels": 7, "max-connections": 3})]
-    if RABBIT in seen:
-        assert seen[RABBIT] == seen[broker.http_url]
+    for base in bases[1:]:  # and RabbitMQ the same
+        assert seen[base] == seen[broker.http_url], base
     # a bad limit in a file is refused with the user named (RabbitMQ: 500), the old ones stay
     status, body, _ = call(broker.http_url, "POST", "/api/definitions", {"users": [
         {"name": name, "password_hash": HASH, "tags": [], "limits": {"max-channels": "x"}}]})

@@ -11,8 +11,6 @@ from pathlib import Path
 
 from tests.conftest import launch_broker
 
-REFERENCE = "http://127.0.0.1:15692"  # the reference RabbitMQ's rabbitmq_prometheus (preamble)
-
 
 def launch_with_metrics(tmp: Path, *extra: str):
     """A private Warren with Prometheus metrics on an ephemeral port: (BrokerProc, metrics base URL)."""
