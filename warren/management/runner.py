@@ -6,7 +6,8 @@ the loop's default executor (app.py).
 
 Every connection goes through ``HttpGuard`` and every request through ``limits_middleware``
 (limits.py): time and size limits on request headers and bodies, and no traceback for a
-request aiohttp cannot parse.
+request aiohttp cannot parse. ``GuardedSite`` does that serving for any aiohttp application:
+the Prometheus endpoint (warren/metrics/server.py) listens through it too.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from aiohttp import web
 from warren.management.app import build_app
 from warren.management.limits import HttpGuard, HttpLimits, limits_middleware, quiet_parse_errors
 
-__all__ = ["HttpServer", "SHUTDOWN_TIMEOUT_S"]
+__all__ = ["GuardedSite", "HttpServer", "SHUTDOWN_TIMEOUT_S"]
 
 log = logging.getLogger("warren.management")
 
@@ -27,29 +28,30 @@ SHUTDOWN_TIMEOUT_S = 2.0  # requests still running at shutdown get this long to 
 LINGER_S = 1.0  # how long the unread rest of a refused request body is drained before closing
 
 
-class HttpServer:
-    """The HTTP API of ``broker``; ``info`` and ``server`` as for ``build_app``."""
+class GuardedSite:
+    """An aiohttp application served on the running loop, every connection behind ``HttpGuard``.
 
-    def __init__(self, broker, info=None, limits: HttpLimits | None = None, server=None) -> None:
-        self.limits = limits or HttpLimits()
-        self.app = build_app(broker, info, server)
-        self.app.middlewares.insert(0, limits_middleware(self.limits))  # outermost: before any route reads
+    The caller puts ``limits_middleware(limits)`` in the application (outermost); this sets
+    aiohttp's own limits from the same ``limits`` and owns the listening socket.
+    """
+
+    def __init__(self, app: web.Application, limits: HttpLimits) -> None:
+        self.app = app
+        self.limits = limits
         self.port: int | None = None
         self._runner: web.AppRunner | None = None
         self._listener: asyncio.AbstractServer | None = None
 
-    async def start(self, host: str, port: int, ssl_context=None) -> int:
-        """Listen on host:port (0 = ephemeral), over TLS with ``ssl_context`` (HTTPS, --http-tls);
-        returns the port bound."""
+    async def start(self, host: str, port: int, ssl_context=None, **runner_options) -> int:
+        """Listen on host:port (0 = ephemeral), over TLS with ``ssl_context``; ``runner_options``
+        go to aiohttp's AppRunner (``lingering_time``). Returns the port bound."""
         limits = self.limits
         quiet_parse_errors()
-        # aiohttp's own line limits at the guard's total, so the total is the one that applies;
-        # after a refused body, the rest of it is read and dropped for LINGER_S at most (so the
-        # client reads our answer instead of a reset), not aiohttp's 10 s
+        # aiohttp's own line limits at the guard's total, so the total is the one that applies
         runner = web.AppRunner(self.app, handle_signals=False, access_log=None,
                                shutdown_timeout=SHUTDOWN_TIMEOUT_S, keepalive_timeout=limits.keepalive_timeout,
                                max_line_size=limits.max_header_size, max_field_size=limits.max_header_size,
-                               lingering_time=LINGER_S)
+                               **runner_options)
         await runner.setup()
         loop = asyncio.get_running_loop()
         handlers = runner.server  # aiohttp's protocol factory: one request handler per connection
@@ -63,7 +65,6 @@ class HttpServer:
             raise
         self._runner = runner
         self.port = self._listener.sockets[0].getsockname()[1]
-        log.info("HTTP API listening on %s:%d%s", host, self.port, " (HTTPS)" if ssl_context else "")
         return self.port
 
     async def stop(self) -> None:
@@ -76,3 +77,27 @@ class HttpServer:
             await runner.cleanup()
         if listener is not None:
             await listener.wait_closed()
+
+
+class HttpServer:
+    """The HTTP API of ``broker``; ``info`` and ``server`` as for ``build_app``."""
+
+    def __init__(self, broker, info=None, limits: HttpLimits | None = None, server=None) -> None:
+        self.limits = limits or HttpLimits()
+        self.app = build_app(broker, info, server)
+        self.app.middlewares.insert(0, limits_middleware(self.limits))  # outermost: before any route reads
+        self.port: int | None = None
+        self._site = GuardedSite(self.app, self.limits)
+
+    async def start(self, host: str, port: int, ssl_context=None) -> int:
+        """Listen on host:port (0 = ephemeral), over TLS with ``ssl_context`` (HTTPS, --http-tls);
+        returns the port bound."""
+        # after a refused body, the rest of it is read and dropped for LINGER_S at most (so the
+        # client reads our answer instead of a reset), not aiohttp's 10 s
+        self.port = await self._site.start(host, port, ssl_context, lingering_time=LINGER_S)
+        log.info("HTTP API listening on %s:%d%s", host, self.port, " (HTTPS)" if ssl_context else "")
+        return self.port
+
+    async def stop(self) -> None:
+        """Stop listening and close every HTTP connection (idempotent)."""
+        await self._site.stop()

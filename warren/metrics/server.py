@@ -25,7 +25,8 @@ import zlib
 from aiohttp import web
 
 from warren import __version__
-from warren.management.limits import HttpGuard, HttpLimits, limits_middleware, quiet_parse_errors
+from warren.management.limits import HttpLimits, limits_middleware
+from warren.management.runner import GuardedSite
 from warren.metrics.collect import read_snapshot
 from warren.metrics.probes import GcPauseProbe, Histogram, LoopLagProbe, SYNC_BUCKETS
 from warren.metrics.render import render
@@ -38,7 +39,6 @@ log = logging.getLogger("warren.metrics")
 
 PROMETHEUS_PORT_DEFAULT = 15692  # RabbitMQ's rabbitmq_prometheus port
 RABBITMQ_API_LEVEL = "3.10.8"  # the RabbitMQ this follows (the HTTP API's rabbitmq_version)
-SHUTDOWN_TIMEOUT_S = 2.0
 GZIP_LEVEL = 1  # the text compresses about 10:1 even at the fastest level
 WRITE_SIZE = 65536  # octets gathered before a write to the socket
 
@@ -58,8 +58,7 @@ class MetricsServer:
         self.last_busy: dict[str, float] = {}  # endpoint -> loop seconds its previous scrape used
         self.last_longest_step: dict[str, float] = {}  # endpoint -> the longest it held the loop at once
         self.port: int | None = None
-        self._runner: web.AppRunner | None = None
-        self._listener: asyncio.AbstractServer | None = None
+        self._site = GuardedSite(self.build_app(), self.limits)
         from warren.management.api.common import node_name
         node = node_name()
         cluster = getattr(server.broker, "cluster_name", None) or node
@@ -132,23 +131,7 @@ class MetricsServer:
     async def start(self, host: str, port: int, ssl_context=None) -> int:
         """Listen on host:port (0 = ephemeral), over TLS with ``ssl_context`` (--http-tls), and start
         the probes; returns the port bound."""
-        quiet_parse_errors()
-        limits = self.limits
-        runner = web.AppRunner(self.build_app(), handle_signals=False, access_log=None,
-                               shutdown_timeout=SHUTDOWN_TIMEOUT_S, keepalive_timeout=limits.keepalive_timeout,
-                               max_line_size=limits.max_header_size, max_field_size=limits.max_header_size)
-        await runner.setup()
-        loop = asyncio.get_running_loop()
-        handlers = runner.server
-        try:
-            tls = {"ssl": ssl_context, "ssl_handshake_timeout": limits.header_timeout} if ssl_context else {}
-            self._listener = await loop.create_server(lambda: HttpGuard(handlers(), limits, loop), host, port,
-                                                      reuse_address=True, backlog=128, **tls)
-        except BaseException:
-            await runner.cleanup()
-            raise
-        self._runner = runner
-        self.port = self._listener.sockets[0].getsockname()[1]
+        self.port = await self._site.start(host, port, ssl_context)
         self.loop_lag.start()
         self.gc_pauses.start()
         log.info("Prometheus metrics on %s://%s:%d/metrics (and /metrics/per-object)",
@@ -159,11 +142,4 @@ class MetricsServer:
         """Stop listening and the probes (idempotent)."""
         self.loop_lag.stop()
         self.gc_pauses.stop()
-        listener, self._listener = self._listener, None
-        if listener is not None:
-            listener.close()
-        runner, self._runner = self._runner, None
-        if runner is not None:
-            await runner.cleanup()
-        if listener is not None:
-            await listener.wait_closed()
+        await self._site.stop()
