@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 
 from warren.broker.client import ClientConnection
-from warren.errors import AMQPError, ConnectionAccessRefused, NotAllowed
+from warren.errors import AMQPError, ConnectionAccessRefused, NotAllowed, SoftError
 from warren.protocol.amqp0_10 import events as ev
 from warren.protocol.amqp0_10.channel import LATER, ExecutionError, SessionChannel
 from warren.protocol.amqp0_10.delivery import SessionSink
@@ -191,14 +191,20 @@ class ConnectionHandler(ClientConnection):
             self.open_vhost(event.virtual_host)
         except AMQPError as error:
             missing = isinstance(error, NotAllowed) and event.virtual_host not in self.broker.vhosts
-            self.fail(error, CLOSE.INVALID_PATH if missing else CLOSE.CONNECTION_FORCED)
+            self.fail(error, close_code=CLOSE.INVALID_PATH if missing else CLOSE.CONNECTION_FORCED)
             return
         self.conn.accept_open()
         self.io.opened()
         log.info("connection %s opened (client %s)", self, self.client_name)
 
-    def fail(self, error: AMQPError, code: int | None = None) -> None:
-        """Close the connection for ``error`` (the glue calls this for a throttled failed login)."""
+    def fail(self, error: AMQPError, channel: int | None = None, close_code: int | None = None) -> None:
+        """Answer a refusal that no command of the moment caused: a soft error with a session's
+        channel (a consumer timeout) ends that session with execution.exception; anything else
+        closes the connection (a throttled failed login: 320 after its delay)."""
+        if isinstance(error, SoftError) and channel is not None and channel in self.channels:
+            self.session_exception(channel, self.channels[channel].current, error_code_for(error.reply_code),
+                                   error.text)
+            return
         if isinstance(error, ConnectionAccessRefused):
             self._refuse_login(getattr(error, "log_detail", None) or error.text)
             self.io.want_flush()
@@ -207,7 +213,7 @@ class ConnectionHandler(ClientConnection):
         text = error.text
         log.warning("connection error on %s: %d %s%s", self, error.reply_code, text, f" ({detail})" if detail else "")
         self.note_close(f"{detail or text} (connection.close)")
-        self.conn.close_connection(code or CLOSE.CONNECTION_FORCED, text)
+        self.conn.close_connection(close_code or CLOSE.CONNECTION_FORCED, text)
         self._release()
         self.io.close_soon()
         self.io.want_flush()
