@@ -18,6 +18,9 @@ session. Tests that need it are skipped, with the reason, where rabbitmq-server 
         rabbitmq_node.prometheus_url  # http://127.0.0.1:PORT (/metrics, /metrics/per-object)
         rabbitmq_node.host, rabbitmq_node.amqp_port
         rabbitmq_node.add_vhost(name); rabbitmq_node.ctl("list_queues", "-p", name)
+
+``python -m tests.rabbitmq_node`` starts one by hand (its URLs printed; Ctrl-C stops it), e.g.
+for ``WARREN_TEST_BROKER_URL``.
 """
 
 from __future__ import annotations
@@ -225,3 +228,26 @@ def start_rabbitmq_node(base: Path | None = None) -> RabbitNode:
 
 def remove_node_files(node: RabbitNode) -> None:
     shutil.rmtree(node.base, ignore_errors=True)
+
+
+def main() -> None:
+    """``python -m tests.rabbitmq_node``: start a private node, print its URLs, stop it on
+    Ctrl-C or SIGTERM. For the client tests' other mode, on a machine with no RabbitMQ running:
+    ``WARREN_TEST_BROKER_URL=<its amqp URL> pytest tests/e2e/test_x.py``."""
+    import sys
+    node = start_rabbitmq_node()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        print(f"amqp:       {node.amqp_url}\nhttp:       {node.http_url} (guest/guest)\n"
+              f"prometheus: {node.prometheus_url}\nnode:       {node.name} (files in {node.base})", flush=True)
+        while node.proc.poll() is None:
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        node.stop()
+        remove_node_files(node)
+
+
+if __name__ == "__main__":
+    main()
