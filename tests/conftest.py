@@ -149,8 +149,10 @@ def uid() -> str:
 
 @pytest.fixture(scope="session")
 def rabbitmq_node(tmp_path_factory):
-    """A private RabbitMQ node (tests/rabbitmq_node.py) with the management, shovel and
-    federation plugins, shared by the session; skipped where rabbitmq-server is not installed."""
+    """A private RabbitMQ node (tests/rabbitmq_node.py) with the management, prometheus, shovel
+    and federation plugins on ephemeral ports, shared by the session (tests that make users or
+    vhosts there give them unique names and delete them); skipped where rabbitmq-server is not
+    installed. Tests never use a RabbitMQ they did not start."""
     from tests.rabbitmq_node import rabbitmq_missing, start_rabbitmq_node
     why = rabbitmq_missing()
     if why:
