@@ -24,28 +24,34 @@ def _manager(request: web.Request):
     return getattr(request.app[SERVER], "federation", None) if request.app[SERVER] is not None else None
 
 
-def _visible(request: web.Request, items: list[dict]) -> list[dict]:
+def _status(request: web.Request, of: str, vhost: str | None = None) -> list[dict]:
+    """The manager's ``shovel_status`` or ``link_status`` (``of``), of one vhost or all; none without a server."""
+    m = _manager(request)
+    return getattr(m, of)(vhost) if m else []
+
+
+def _all_visible(request: web.Request, of: str) -> web.Response:
     names = set(visible_vhosts(request))
-    return [i for i in items if i["vhost"] in names]
+    return reply_list(request, [i for i in _status(request, of) if i["vhost"] in names])
+
+
+def _readable_vhost(request: web.Request) -> str:
+    """The path's vhost: 404 if it does not exist, refused if the user may not see it."""
+    vhost = vhost_or_404(request, request.match_info["vhost"])
+    check_vhost_access(request, vhost.name)
+    return vhost.name
 
 
 async def list_shovels(request: web.Request) -> web.Response:
-    m = _manager(request)
-    return reply_list(request, _visible(request, m.shovel_status() if m else []))
+    return _all_visible(request, "shovel_status")
 
 
 async def vhost_shovels(request: web.Request) -> web.Response:
-    vhost = vhost_or_404(request, request.match_info["vhost"])
-    check_vhost_access(request, vhost.name)
-    m = _manager(request)
-    return reply_list(request, m.shovel_status(vhost.name) if m else [])
+    return reply_list(request, _status(request, "shovel_status", _readable_vhost(request)))
 
 
 async def get_shovel(request: web.Request) -> web.Response:
-    vhost = vhost_or_404(request, request.match_info["vhost"])
-    check_vhost_access(request, vhost.name)
-    m = _manager(request)
-    for item in (m.shovel_status(vhost.name) if m else []):
+    for item in _status(request, "shovel_status", _readable_vhost(request)):
         if item["name"] == request.match_info["name"]:
             return reply_object(request, item)
     raise not_found()
@@ -65,15 +71,11 @@ async def restart_shovel(request: web.Request) -> web.Response:
 
 
 async def list_links(request: web.Request) -> web.Response:
-    m = _manager(request)
-    return reply_list(request, _visible(request, m.link_status() if m else []))
+    return _all_visible(request, "link_status")
 
 
 async def vhost_links(request: web.Request) -> web.Response:
-    vhost = vhost_or_404(request, request.match_info["vhost"])
-    check_vhost_access(request, vhost.name)
-    m = _manager(request)
-    return reply_list(request, m.link_status(vhost.name) if m else [])
+    return reply_list(request, _status(request, "link_status", _readable_vhost(request)))
 
 
 def add_routes(app: web.Application) -> None:

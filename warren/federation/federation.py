@@ -41,6 +41,8 @@ import logging
 import time
 from urllib.parse import quote
 
+from warren.broker.exchanges.base import freeze
+from warren.broker.exchanges.federation_upstream import as_text
 from warren.broker.policies import pick
 from warren.codec.fields import Long  # RabbitMQ insists on type long for these arguments
 from warren.federation.client import Channel, Client, LinkError
@@ -395,7 +397,7 @@ class ExchangeLink(_Link):
             bound_from = [{"cluster-name": node, "vhost": self.vhost, "exchange": f"{self.vhost}:{self.name} B",
                            "hops": Long(hops)}] + list(came)
             args[BOUND_FROM] = bound_from
-            out[(b.routing_key, _freeze(args))] = (b.routing_key, args)
+            out[(b.routing_key, freeze(args))] = (b.routing_key, args)
         return out
 
     async def _transfer(self, upstream: Client, local: Client) -> None:
@@ -430,7 +432,7 @@ class ExchangeLink(_Link):
         if self.ack_mode == "on-confirm":
             await lch.confirm_select()
         await ch.qos(self.prefetch)
-        upstream_cluster = _text(upstream.server_properties.get("cluster_name")) or ""
+        upstream_cluster = as_text(upstream.server_properties.get("cluster_name")) or ""
         upstream_vhost = self.uris[self._uri_index].vhost
         uri = self.uri
         downstream = self.name
@@ -528,17 +530,3 @@ class QueueLink(_Link):
                 await ch.cancel(tag)
                 tag = None
             await asyncio.sleep(QUEUE_CHECK_S)
-
-
-def _text(value):
-    if isinstance(value, (bytes, bytearray)):
-        return bytes(value).decode("utf-8", "replace")
-    return value
-
-
-def _freeze(value):
-    if isinstance(value, dict):
-        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
-    if isinstance(value, list):
-        return tuple(_freeze(v) for v in value)
-    return value

@@ -354,27 +354,33 @@ class Shovel:
         return p.encode()
 
     def _forward_table(self) -> dict:
-        d = self.d
         t = {"shovelled-by": self.node, "shovel-type": "dynamic", "shovel-name": self.name,
              "shovel-vhost": self.vhost, "src-uri": self.src_uri, "dest-uri": self.dest_uri}
+        t.update(self._ends("-"))
+        return t
+
+    def _ends(self, sep: str) -> dict:
+        """The source's and destination's queue or exchange (and key), RabbitMQ's names with
+        ``sep`` between words: "-" in the x-shovelled header, "_" in the HTTP status."""
+        d = self.d
+        t = {}
         if d.src_queue is not None:
-            t["src-queue"] = d.src_queue
+            t[f"src{sep}queue"] = d.src_queue
         else:
-            t["src-exchange"] = d.src_exchange
-            t["src-exchange-key"] = d.src_exchange_key
+            t[f"src{sep}exchange"] = d.src_exchange
+            t[f"src{sep}exchange{sep}key"] = d.src_exchange_key
         if d.dest_queue is not None:
-            t["dest-queue"] = d.dest_queue
+            t[f"dest{sep}queue"] = d.dest_queue
         elif d.dest_exchange is not None:
-            t["dest-exchange"] = d.dest_exchange
+            t[f"dest{sep}exchange"] = d.dest_exchange
             if d.dest_exchange_key is not None:
-                t["dest-exchange-key"] = d.dest_exchange_key
+                t[f"dest{sep}exchange{sep}key"] = d.dest_exchange_key
         return t
 
     # --- status ---------------------------------------------------------------------------
 
     def status(self) -> dict:
         """RabbitMQ's /api/shovels item for a dynamic shovel."""
-        d = self.d
         item = {"node": self.node, "timestamp": status_time(self.changed_at), "name": self.name,
                 "vhost": self.vhost, "type": "dynamic", "state": self.state}
         if self.state == "terminated":
@@ -382,17 +388,7 @@ class Shovel:
             return item
         item.update({"src_uri": self.src_uri, "src_protocol": "amqp091", "dest_protocol": "amqp091",
                      "dest_uri": self.dest_uri})
-        if d.src_queue is not None:
-            item["src_queue"] = d.src_queue
-        else:
-            item["src_exchange"] = d.src_exchange
-            item["src_exchange_key"] = d.src_exchange_key
-        if d.dest_queue is not None:
-            item["dest_queue"] = d.dest_queue
-        elif d.dest_exchange is not None:
-            item["dest_exchange"] = d.dest_exchange
-            if d.dest_exchange_key is not None:
-                item["dest_exchange_key"] = d.dest_exchange_key
+        item.update(self._ends("_"))
         item["forwarded"] = self.forwarded  # Warren's own count (not in RabbitMQ 3.10)
         return item
 

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from warren.broker.message import Message
     from warren.broker.queue import Queue
 
-__all__ = ["Binding", "Exchange"]
+__all__ = ["Binding", "Exchange", "freeze"]
 
 
 class Binding:
@@ -49,14 +49,15 @@ class Binding:
 
     @property
     def key(self) -> tuple:
-        return (id(self.destination), self.routing_key, _freeze(self.arguments))
+        return (id(self.destination), self.routing_key, freeze(self.arguments))
 
 
-def _freeze(value):
+def freeze(value):
+    """A JSON-like value (arguments) as nested tuples: hashable, equal when the values are equal."""
     if isinstance(value, dict):
-        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
+        return tuple(sorted((k, freeze(v)) for k, v in value.items()))
     if isinstance(value, list):
-        return tuple(_freeze(v) for v in value)
+        return tuple(freeze(v) for v in value)
     return value
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from warren.broker.exchanges.fanout import FanoutExchange
 
-__all__ = ["FederationUpstreamExchange", "should_forward"]
+__all__ = ["FederationUpstreamExchange", "should_forward", "as_text"]
 
 ROUTING_HEADER = "x-received-from"
 
@@ -29,13 +29,14 @@ def should_forward(headers: dict | None, max_hops: int, downstream: str | None, 
     if len(hops) >= max_hops:
         return False
     for hop in hops:
-        if isinstance(hop, dict) and _text(hop.get("cluster-name")) == downstream \
-                and _text(hop.get("vhost")) == downstream_vhost:
+        if isinstance(hop, dict) and as_text(hop.get("cluster-name")) == downstream \
+                and as_text(hop.get("vhost")) == downstream_vhost:
             return False
     return True
 
 
-def _text(value):
+def as_text(value):
+    """A table value that may come as octets (a longstr) as text."""
     if isinstance(value, (bytes, bytearray)):
         return bytes(value).decode("utf-8", "replace")
     return value
@@ -49,8 +50,8 @@ class FederationUpstreamExchange(FanoutExchange):
         args = self.arguments
         hops = args.get("x-max-hops", 1)
         self.max_hops = hops if isinstance(hops, int) and not isinstance(hops, bool) else 1
-        self.downstream = _text(args.get("x-downstream-name"))
-        self.downstream_vhost = _text(args.get("x-downstream-vhost"))
+        self.downstream = as_text(args.get("x-downstream-name"))
+        self.downstream_vhost = as_text(args.get("x-downstream-vhost"))
 
     def match(self, routing_key, message):
         if not should_forward(message.headers, self.max_hops, self.downstream, self.downstream_vhost):
