@@ -247,6 +247,7 @@ class Server:
             except OSError as e:
                 raise _listen_error("HTTP", c.http_host or c.host, c.http_port, e) from None
         prometheus_port = await self._start_metrics() if c.prometheus_port >= 0 else None
+        self.collector.freeze_startup()  # full passes skip what starting made (collector.py)
         if c.ready_file:
             tmp = c.ready_file.with_suffix(".tmp")
             tmp.write_text(json.dumps({"host": c.host, "port": port, "pid": os.getpid(), "http_port": http_port,
