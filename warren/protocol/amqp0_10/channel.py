@@ -113,6 +113,9 @@ class SessionChannel(BrokerChannel):
         existing = self.vhost.exchanges.get(name)
         if existing is not None and c.type and existing.TYPE != c.type:
             raise ExecutionError(E.NOT_ALLOWED, f"exchange '{name}' exists with type {existing.TYPE}, not {c.type}")
+        if existing is not None:  # as for queues: the existing exchange, whatever the other flags
+            self.declare_exchange(name, existing.TYPE, True, existing.durable, existing.auto_delete, False, {})
+            return None
         try:
             self.declare_exchange(name, c.type or "", False, bool(c.durable), bool(c.auto_delete), False,
                                   arguments)
@@ -169,13 +172,15 @@ class SessionChannel(BrokerChannel):
                                                   queue_not_found=bool(c.queue) and queue is None)
         if ex is None:
             return result
+        # each criterion on its own, as Qpid's brokers answer: a key bound to another queue
+        # matches the key even when the queue named is not bound
         bindings = list(ex.bindings.values())
         if queue is not None:
             result.queue_not_matched = not any(b.destination is queue for b in bindings)
-            bindings = [b for b in bindings if b.destination is queue]
+            if not result.queue_not_matched:
+                bindings = [b for b in bindings if b.destination is queue]
         if c.binding_key is not None:
             result.key_not_matched = not any(b.routing_key == c.binding_key for b in bindings)
-            bindings = [b for b in bindings if b.routing_key == c.binding_key]
         if c.arguments is not None:
             wanted = plain_arguments(c.arguments)
             result.args_not_matched = not any((b.arguments or {}) == wanted for b in bindings)
@@ -196,8 +201,11 @@ class SessionChannel(BrokerChannel):
             arguments[_AE_MARK] = True
         # Qpid: an exclusive auto-delete queue lives as long as its session (qpid.messaging
         # cancels its topic subscription, then deletes the queue itself: no deletion in between)
-        session_scoped = bool(c.exclusive and c.auto_delete and not c.passive)
-        self.declare_queue(name, bool(c.passive), bool(c.durable), bool(c.exclusive),
+        session_scoped = bool(c.exclusive and c.auto_delete and not c.passive) and name not in self.vhost.queues
+        # Qpid's brokers answer a declare of an existing queue with that queue, whatever its
+        # flags and arguments say (a queue another connection holds exclusively stays locked)
+        passive = bool(c.passive) or name in self.vhost.queues
+        self.declare_queue(name, passive, bool(c.durable), bool(c.exclusive),
                            bool(c.auto_delete) and not session_scoped, arguments)
         if session_scoped:
             q = self.vhost.queues.get(name)

@@ -162,8 +162,16 @@ def handle_message_cancel(ch, c):
     return None
 
 
+def _forget_window(ch, sub) -> None:
+    """Transfers sent before a stop, flush or new flow mode give no credit back when completed."""
+    if ch.window:
+        ch.window = {i: e for i, e in ch.window.items() if e[0] is not sub}
+
+
 def handle_message_set_flow_mode(ch, c):
-    _subscription(ch, c.destination).set_mode(c.flow_mode or 0)
+    sub = _subscription(ch, c.destination)
+    sub.set_mode(c.flow_mode or 0)
+    _forget_window(ch, sub)
     return None
 
 
@@ -178,9 +186,12 @@ def handle_message_flush(ch, c):
     sub = _subscription(ch, c.destination)
     sub.queue.dispatch()  # use the credit on what is there now, then none is left
     sub.zero()
+    _forget_window(ch, sub)
     return None
 
 
 def handle_message_stop(ch, c):
-    _subscription(ch, c.destination).zero()
+    sub = _subscription(ch, c.destination)
+    sub.zero()
+    _forget_window(ch, sub)
     return None
