@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from warren.management.api.auth import check_vhost_access, visible_vhosts
+from warren.management.api.auth import readable_vhost, visible_vhosts
 from warren.management.api.common import SERVER, no_content, not_found, reply_list, reply_object, vhost_or_404
 
 __all__ = ["add_routes"]
@@ -35,23 +35,16 @@ def _all_visible(request: web.Request, of: str) -> web.Response:
     return reply_list(request, [i for i in _status(request, of) if i["vhost"] in names])
 
 
-def _readable_vhost(request: web.Request) -> str:
-    """The path's vhost: 404 if it does not exist, refused if the user may not see it."""
-    vhost = vhost_or_404(request, request.match_info["vhost"])
-    check_vhost_access(request, vhost.name)
-    return vhost.name
-
-
 async def list_shovels(request: web.Request) -> web.Response:
     return _all_visible(request, "shovel_status")
 
 
 async def vhost_shovels(request: web.Request) -> web.Response:
-    return reply_list(request, _status(request, "shovel_status", _readable_vhost(request)))
+    return reply_list(request, _status(request, "shovel_status", readable_vhost(request).name))
 
 
 async def get_shovel(request: web.Request) -> web.Response:
-    for item in _status(request, "shovel_status", _readable_vhost(request)):
+    for item in _status(request, "shovel_status", readable_vhost(request).name):
         if item["name"] == request.match_info["name"]:
             return reply_object(request, item)
     raise not_found()
@@ -75,7 +68,7 @@ async def list_links(request: web.Request) -> web.Response:
 
 
 async def vhost_links(request: web.Request) -> web.Response:
-    return reply_list(request, _status(request, "link_status", _readable_vhost(request)))
+    return reply_list(request, _status(request, "link_status", readable_vhost(request).name))
 
 
 def add_routes(app: web.Application) -> None:

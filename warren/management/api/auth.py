@@ -35,10 +35,10 @@ from dataclasses import dataclass
 
 from aiohttp import hdrs, web
 
-from warren.management.api.common import BROKER, REALM, ApiError, not_authorised
+from warren.management.api.common import BROKER, REALM, ApiError, not_authorised, vhost_or_404
 
 __all__ = ["Principal", "auth_middleware", "principal", "require", "visible_vhosts", "check_vhost_access",
-           "check_permission", "MANAGEMENT_TAGS"]
+           "readable_vhost", "check_permission", "MANAGEMENT_TAGS"]
 
 ADMINISTRATOR, MONITORING, POLICYMAKER, MANAGEMENT = "administrator", "monitoring", "policymaker", "management"
 MANAGEMENT_TAGS = frozenset({ADMINISTRATOR, MONITORING, POLICYMAKER, MANAGEMENT})
@@ -181,6 +181,13 @@ def check_vhost_access(request: web.Request, vhost: str, monitor_ok: bool = True
         return
     if not _has_vhost_permission(request.app[BROKER], who.name, vhost):
         raise not_authorised("User not authorised to access virtual host")
+
+
+def readable_vhost(request: web.Request, monitor_ok: bool = True):
+    """The VirtualHost named in the path: 404 if missing, then 401 as ``check_vhost_access``."""
+    vhost = vhost_or_404(request)
+    check_vhost_access(request, vhost.name, monitor_ok)
+    return vhost
 
 
 def check_permission(request: web.Request, vhost: str, permission: str, kind: str, name: str) -> None:

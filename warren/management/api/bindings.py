@@ -18,10 +18,10 @@ from urllib.parse import quote
 from aiohttp import web
 
 from warren.errors import AMQPError
-from warren.management.api.auth import check_permission, check_vhost_access, visible_vhosts
+from warren.management.api.auth import check_permission, check_vhost_access, readable_vhost, visible_vhosts
 from warren.management.api.common import (
     BROKER, ApiError, amqp_error, bad_request, jsonable, no_content, not_found, read_json, reply_list, reply_object,
-    reply_objects, vhost_or_404,
+    reply_objects,
 )
 
 __all__ = ["add_routes", "binding_json", "properties_key", "queue_bindings", "vhost_bindings", "exchange_name"]
@@ -107,15 +107,13 @@ async def list_bindings(request: web.Request) -> web.Response:
 
 
 async def list_vhost_bindings(request: web.Request) -> web.Response:
-    vhost = vhost_or_404(request)
-    check_vhost_access(request, vhost.name)
+    vhost = readable_vhost(request)
     return await reply_bindings(request, [(vhost, b) for b in vhost_bindings(vhost)])
 
 
 def _ends(request: web.Request):
     """(vhost, source exchange, destination, its kind) of a binding path; 404 if any is missing."""
-    vhost = vhost_or_404(request)
-    check_vhost_access(request, vhost.name)
+    vhost = readable_vhost(request)
     source = vhost.exchanges.get(exchange_name(request.match_info["source"]))
     kind = "queue" if request.match_info["dtype"] == "q" else "exchange"
     pool = vhost.queues if kind == "queue" else vhost.exchanges

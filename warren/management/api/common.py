@@ -178,9 +178,13 @@ def _sort_key(value):
 
 
 def _project(item: dict, columns: list[str]) -> dict:
+    return _projected(columns, (_lookup(item, col) for col in columns))
+
+
+def _projected(columns: list[str], values) -> dict:
+    """``columns`` (dotted: nested objects) with their ``values``, those _MISSING left out."""
     out: dict = {}
-    for col in columns:
-        value = _lookup(item, col)
+    for col, value in zip(columns, values):
         if value is _MISSING:
             continue
         parts = col.split(".")
@@ -270,17 +274,7 @@ def reply_list(request: web.Request, items: list[dict]) -> web.Response:
 
 
 def _project_fields(obj, columns: list[str], fields: dict) -> dict:
-    out: dict = {}
-    for col in columns:
-        value = fields[col](obj)
-        if value is _MISSING:
-            continue
-        parts = col.split(".")
-        node = out
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-        node[parts[-1]] = value
-    return out
+    return _projected(columns, (fields[col](obj) for col in columns))
 
 
 class _Slicer:

@@ -14,11 +14,11 @@ from aiohttp import web
 
 from warren.management.api import stats as st
 from warren.management.api.auth import (
-    ADMINISTRATOR, check_vhost_access, principal, visible_vhosts,
+    ADMINISTRATOR, principal, readable_vhost, visible_vhosts,
 )
 from warren.management.api.common import (
     STATS, bad_request, jsonable, no_content, node_name, not_authorised, not_found, reply_list, reply_object,
-    reply_objects, vhost_or_404,
+    reply_objects,
 )
 
 __all__ = ["add_routes", "connection_name", "channel_name", "channel_details", "open_connections",
@@ -250,8 +250,7 @@ async def list_connections(request: web.Request) -> web.Response:
 
 
 async def vhost_connections(request: web.Request) -> web.Response:
-    vhost = vhost_or_404(request)
-    check_vhost_access(request, vhost.name)
+    vhost = readable_vhost(request)
     return await _reply_connections(request, _visible_connections(request, vhost.name))
 
 
@@ -289,8 +288,7 @@ async def list_channels(request: web.Request) -> web.Response:
 
 
 async def vhost_channels(request: web.Request) -> web.Response:
-    vhost = vhost_or_404(request)
-    check_vhost_access(request, vhost.name)
+    vhost = readable_vhost(request)
     return await _reply_channels(request, _visible_connections(request, vhost.name))
 
 
@@ -328,8 +326,7 @@ async def list_consumers(request: web.Request) -> web.Response:
 
 
 async def vhost_consumers(request: web.Request) -> web.Response:
-    vhost = vhost_or_404(request)
-    check_vhost_access(request, vhost.name)
+    vhost = readable_vhost(request)
     return reply_list(request, _consumers(request, vhost.name))
 
 

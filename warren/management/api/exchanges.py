@@ -11,11 +11,11 @@ from aiohttp import web
 from warren.broker.policies import pick
 from warren.errors import AMQPError
 from warren.management.api import stats as st
-from warren.management.api.auth import check_permission, check_vhost_access, principal, visible_vhosts
+from warren.management.api.auth import check_permission, check_vhost_access, principal, readable_vhost, visible_vhosts
 from warren.management.api.bindings import binding_json, exchange_name, reply_bindings, _sorted
 from warren.management.api.common import (
     BROKER, STATS, amqp_error, as_bool, bad_request, created, jsonable, no_content, not_found, read_json,
-    reply_list, reply_object, reply_objects, vhost_or_404,
+    reply_list, reply_object, reply_objects,
 )
 from warren.management.api.messages import publish
 
@@ -42,8 +42,7 @@ def exchange_json(ex, vhost, sampler, ranges=st.NO_RANGES) -> dict:
 
 
 def _exchange(request: web.Request):
-    vhost = vhost_or_404(request)
-    check_vhost_access(request, vhost.name)
+    vhost = readable_vhost(request)
     ex = vhost.exchanges.get(exchange_name(request.match_info["name"]))
     if ex is None:
         raise not_found()
@@ -87,8 +86,7 @@ async def list_exchanges(request: web.Request) -> web.Response:
 
 
 async def vhost_exchanges(request: web.Request) -> web.Response:
-    vhost = vhost_or_404(request)
-    check_vhost_access(request, vhost.name)
+    vhost = readable_vhost(request)
     return await _list(request, [vhost])
 
 
@@ -101,8 +99,7 @@ async def get_exchange(request: web.Request) -> web.Response:
 
 
 async def put_exchange(request: web.Request) -> web.Response:
-    vhost = vhost_or_404(request)
-    check_vhost_access(request, vhost.name, monitor_ok=False)
+    vhost = readable_vhost(request, monitor_ok=False)
     name = exchange_name(request.match_info["name"])
     body = await read_json(request)
     check_permission(request, vhost.name, "configure", "exchange", name)

@@ -12,8 +12,8 @@ from aiohttp import web
 
 from warren.broker.message import Message
 from warren.errors import AMQPError
-from warren.management.api.auth import check_vhost_access
-from warren.management.api.common import BROKER, INFO, SERVER, bad_request, node_name, vhost_or_404
+from warren.management.api.auth import readable_vhost
+from warren.management.api.common import BROKER, INFO, SERVER, bad_request, node_name
 from warren.management.api.messages import properties_from_json
 
 __all__ = ["add_routes"]
@@ -93,8 +93,7 @@ async def always_ok(request: web.Request) -> web.Response:
 
 
 async def aliveness(request: web.Request) -> web.Response:
-    vhost = vhost_or_404(request)
-    check_vhost_access(request, vhost.name, monitor_ok=False)
+    vhost = readable_vhost(request, monitor_ok=False)
     try:
         q = vhost.declare_queue(None, ALIVENESS_QUEUE, False, False, False, False, {})
         msg = Message("", ALIVENESS_QUEUE, properties_from_json({}), ALIVENESS_BODY)

@@ -15,11 +15,11 @@ from aiohttp import web
 from warren.broker.policies import pick
 from warren.errors import AMQPError
 from warren.management.api import stats as st
-from warren.management.api.auth import check_permission, check_vhost_access, visible_vhosts
+from warren.management.api.auth import check_permission, check_vhost_access, readable_vhost, visible_vhosts
 from warren.management.api.bindings import binding_json, queue_bindings
 from warren.management.api.common import (
     BROKER, STATS, amqp_error, as_bool, bad_request, created, iso_time, jsonable, monotonic_to_wall,
-    no_content, node_name, not_found, read_json, reply_list, reply_object, reply_objects, vhost_or_404,
+    no_content, node_name, not_found, read_json, reply_list, reply_object, reply_objects,
 )
 from warren.management.api.connections import consumer_json
 from warren.management.api.messages import get_messages
@@ -167,8 +167,7 @@ def queue_fields(sampler, unacked: dict) -> dict:
 
 
 def _queue(request: web.Request):
-    vhost = vhost_or_404(request)
-    check_vhost_access(request, vhost.name)
+    vhost = readable_vhost(request)
     q = vhost.queues.get(request.match_info["name"])
     if q is None or getattr(q, "deleted", False):
         raise not_found()
@@ -196,8 +195,7 @@ async def list_queues(request: web.Request) -> web.Response:
 
 
 async def vhost_queues(request: web.Request) -> web.Response:
-    vhost = vhost_or_404(request)
-    check_vhost_access(request, vhost.name)
+    vhost = readable_vhost(request)
     return await _list(request, [vhost])
 
 
@@ -209,8 +207,7 @@ async def get_queue(request: web.Request) -> web.Response:
 
 
 async def put_queue(request: web.Request) -> web.Response:
-    vhost = vhost_or_404(request)
-    check_vhost_access(request, vhost.name, monitor_ok=False)
+    vhost = readable_vhost(request, monitor_ok=False)
     name = request.match_info["name"]
     body = await read_json(request)
     check_permission(request, vhost.name, "configure", "queue", name)

@@ -21,8 +21,8 @@ import asyncio
 
 from aiohttp import web
 
-from warren.management.api.auth import check_vhost_access
-from warren.management.api.common import ApiError, bad_request, vhost_or_404
+from warren.management.api.auth import readable_vhost
+from warren.management.api.common import ApiError, bad_request
 from warren.management.api.queues import stream_figures
 from warren.store.queue_store import StoreError
 
@@ -36,8 +36,7 @@ DEFAULT_MAX_RECORDS = 100_000
 
 
 def _stream(request: web.Request):
-    vhost = vhost_or_404(request)
-    check_vhost_access(request, vhost.name, monitor_ok=False)
+    vhost = readable_vhost(request, monitor_ok=False)
     name = request.match_info["name"]
     queue = vhost.queues.get(name)
     if queue is None:
