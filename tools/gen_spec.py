@@ -181,67 +181,65 @@ def st(fmt: str) -> str:
     return _STRUCTS.setdefault(fmt, "_" + fmt[1:])
 
 
-def emit_decode(fields: list[Field], out: list[str], target: str, indent: str) -> None:
-    """Straight-line decoding of a field list into attributes of `target`."""
+def field_runs(fields: list[Field]):
+    """The field list in the pieces a codec handles at once: ``("bits", up to 8 bit fields sharing
+    one octet)``, ``("fixed", a run of fixed-size fields: one struct)``, ``("one", [a field])``."""
     i = 0
     while i < len(fields):
         f = fields[i]
-        attr = f"{target}.{pyname(f.name)}"
         if f.type == "bit":
             group = []
             while i < len(fields) and fields[i].type == "bit":
                 group.append(fields[i])
                 i += 1
             for start in range(0, len(group), 8):
-                out.append(f"{indent}bits = buf[off]")
-                out.append(f"{indent}off += 1")
-                for j, b in enumerate(group[start:start + 8]):
-                    out.append(f"{indent}{target}.{pyname(b.name)} = bool(bits & {1 << j})")
-            continue
-        if f.type in FIXED:
-            # merge a run of fixed-size fields into one unpack
+                yield "bits", group[start:start + 8]
+        elif f.type in FIXED:
             run = []
             while i < len(fields) and fields[i].type in FIXED:
                 run.append(fields[i])
                 i += 1
+            yield "fixed", run
+        else:
+            yield "one", [f]
+            i += 1
+
+
+def emit_decode(fields: list[Field], out: list[str], target: str, indent: str) -> None:
+    """Straight-line decoding of a field list into attributes of `target`."""
+    for kind, run in field_runs(fields):
+        if kind == "bits":
+            out.append(f"{indent}bits = buf[off]")
+            out.append(f"{indent}off += 1")
+            for j, b in enumerate(run):
+                out.append(f"{indent}{target}.{pyname(b.name)} = bool(bits & {1 << j})")
+        elif kind == "fixed":
+            # a run of fixed-size fields is one unpack
             fmt = ">" + "".join(FIXED[r.type][0] for r in run)
             size = sum(FIXED[r.type][1] for r in run)
             names = ", ".join(f"{target}.{pyname(r.name)}" for r in run)
             out.append(f"{indent}({names},) = {st(fmt)}.unpack_from(buf, off)")
             out.append(f"{indent}off += {size}")
-            continue
-        fn = _use("decode_" + CODECS[f.type])
-        out.append(f"{indent}{attr}, off = {fn}(buf, off)")
-        i += 1
+        else:
+            f = run[0]
+            fn = _use("decode_" + CODECS[f.type])
+            out.append(f"{indent}{target}.{pyname(f.name)}, off = {fn}(buf, off)")
 
 
 def emit_encode(fields: list[Field], out: list[str], target: str, indent: str, head: str) -> None:
     parts = [head] if head else []
-    i = 0
-    while i < len(fields):
-        f = fields[i]
-        if f.type == "bit":
-            group = []
-            while i < len(fields) and fields[i].type == "bit":
-                group.append(fields[i])
-                i += 1
-            for start in range(0, len(group), 8):
-                terms = " | ".join(f"({1 << j} if {target}.{pyname(b.name)} else 0)"
-                                   for j, b in enumerate(group[start:start + 8]))
-                parts.append(f"bytes(({terms},))")
-            continue
-        if f.type in FIXED:
-            run = []
-            while i < len(fields) and fields[i].type in FIXED:
-                run.append(fields[i])
-                i += 1
+    for kind, run in field_runs(fields):
+        if kind == "bits":
+            terms = " | ".join(f"({1 << j} if {target}.{pyname(b.name)} else 0)" for j, b in enumerate(run))
+            parts.append(f"bytes(({terms},))")
+        elif kind == "fixed":
             fmt = ">" + "".join(FIXED[r.type][0] for r in run)
             args = ", ".join(f"{target}.{pyname(r.name)}" for r in run)
             parts.append(f"{st(fmt)}.pack({args})")
-            continue
-        fn = _use("encode_" + CODECS[f.type])
-        parts.append(f"{fn}({target}.{pyname(f.name)})")
-        i += 1
+        else:
+            f = run[0]
+            fn = _use("encode_" + CODECS[f.type])
+            parts.append(f"{fn}({target}.{pyname(f.name)})")
     if not parts:
         out.append(f"{indent}return b''")
     elif len(parts) == 1:
