@@ -107,3 +107,17 @@ def test_topic_exchange_routes_0_10_to_pika_and_pika_to_0_10(session, ch, qname,
     msg = session.get("w")
     assert msg.body == b"by pika" and msg.delivery.exchange == "amq.topic"
     assert msg.delivery.routing_key == "weather.today"
+
+
+def test_large_messages_cross_both_ways_in_many_frames(session, ch, qname, cleanup):
+    cleanup["queues"].append(qname)
+    ch.queue_declare(qname, arguments={"x-queue-type": "quorum"}, durable=True)
+    big = bytes(range(256)) * 1200  # 307,200 octets: five 0-10 frames, three 0-9-1 frames
+    session.transfer("", big, routing_key=qname, delivery=spec.MessageDeliveryProperties(delivery_mode=2))
+    _, props, body = get(ch, qname, auto_ack=True)
+    assert body == big and props.delivery_mode == 2
+    ch.basic_publish("", qname, big[::-1])
+    session.subscribe(qname, "big")
+    msg = session.get("big")
+    assert msg.body == big[::-1]
+    session.accept(msg.id)
