@@ -167,9 +167,30 @@ def _write_buffer_size(conn) -> int:
 # consumer process
 
 
-def consumer_main(cfg: dict, sh: dict, out) -> None:
+def _select_connection(url: str, res: dict, sh: dict, on_channel_open, closing_is_error, where=lambda: ""):
+    """A pika SelectConnection that opens one channel (``on_channel_open``); a failed connect, or a
+    close while ``closing_is_error()``, is the side's error (``res``) and aborts the scenario."""
     from pika.adapters.select_connection import SelectConnection
 
+    def on_open(conn):
+        conn.channel(on_open_callback=on_channel_open)
+
+    def on_open_error(conn, err):
+        res["error"] = f"connect failed: {err!r}"
+        sh["abort"].set()
+        conn.ioloop.stop()
+
+    def on_closed(conn, reason):
+        if closing_is_error() and res["error"] is None:
+            res["error"] = f"connection closed: {reason!r}" + where()
+            sh["abort"].set()
+        conn.ioloop.stop()
+
+    return SelectConnection(_params(url), on_open_callback=on_open, on_open_error_callback=on_open_error,
+                            on_close_callback=on_closed)
+
+
+def consumer_main(cfg: dict, sh: dict, out) -> None:
     res = {"role": "cons", "consumed": 0, "error": None, "deleted": False}
     lat = array.array("q")
     lat_append = lat.append
@@ -270,27 +291,8 @@ def consumer_main(cfg: dict, sh: dict, out) -> None:
         ch.add_on_close_callback(on_channel_closed)
         ch.queue_declare(qname, durable=False, exclusive=False, auto_delete=True, callback=on_declare_ok)
 
-    def on_open(conn):
-        conn.channel(on_open_callback=on_channel_open)
-
-    def on_open_error(conn, err):
-        res["error"] = f"connect failed: {err!r}"
-        sh["abort"].set()
-        conn.ioloop.stop()
-
-    def on_closed(conn, reason):
-        if not stopping and res["error"] is None:
-            res["error"] = f"connection closed: {reason!r}" + where()
-            sh["abort"].set()
-        conn.ioloop.stop()
-
     try:
-        conn = SelectConnection(
-            _params(cfg["url"]),
-            on_open_callback=on_open,
-            on_open_error_callback=on_open_error,
-            on_close_callback=on_closed,
-        )
+        conn = _select_connection(cfg["url"], res, sh, on_channel_open, lambda: not stopping, where)
         state["conn"] = conn
 
         def on_setup_timeout():
@@ -322,8 +324,6 @@ def consumer_main(cfg: dict, sh: dict, out) -> None:
 
 
 def publisher_main(cfg: dict, sh: dict, out) -> None:
-    from pika.adapters.select_connection import SelectConnection
-
     res = {"role": "pub", "published": 0, "error": None}
     qname = cfg["queue"]
     size = cfg["size"]
@@ -424,27 +424,8 @@ def publisher_main(cfg: dict, sh: dict, out) -> None:
             if state["conn"].is_open:
                 state["conn"].close()
 
-    def on_open(conn):
-        conn.channel(on_open_callback=on_channel_open)
-
-    def on_open_error(conn, err):
-        res["error"] = f"connect failed: {err!r}"
-        sh["abort"].set()
-        conn.ioloop.stop()
-
-    def on_closed(conn, reason):
-        if sh["pub_total"].value < 0 and res["error"] is None:
-            res["error"] = f"connection closed: {reason!r}"
-            sh["abort"].set()
-        conn.ioloop.stop()
-
     try:
-        conn = SelectConnection(
-            _params(cfg["url"]),
-            on_open_callback=on_open,
-            on_open_error_callback=on_open_error,
-            on_close_callback=on_closed,
-        )
+        conn = _select_connection(cfg["url"], res, sh, on_channel_open, lambda: sh["pub_total"].value < 0)
         state["conn"] = conn
         conn.ioloop.call_later(2 * SETUP_TIMEOUT + seconds + 15, conn.ioloop.stop)
         conn.ioloop.start()
