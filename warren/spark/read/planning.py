@@ -179,6 +179,19 @@ def push_filters(filters) -> tuple[PushedRange, list]:
     def later(a, b):
         return b if a is None else max(a, b)
 
+    def narrowed(kind, low, high, floor, ceil):
+        """[low, high) narrowed by a comparison with a value between floor and ceil (equal for an
+        integer; a timestamp's microseconds fall between two milliseconds)."""
+        if kind in (EqualTo, GreaterThanOrEqual):
+            low = later(low, ceil)
+        if kind is GreaterThan:
+            low = later(low, floor + 1)
+        if kind in (EqualTo, LessThanOrEqual):
+            high = upper(high, floor + 1)
+        if kind is LessThan:
+            high = upper(high, ceil)
+        return low, high
+
     for f in filters:
         column = getattr(f, "attribute", None)
         kind = type(f)
@@ -193,28 +206,13 @@ def push_filters(filters) -> tuple[PushedRange, list]:
             if v is None or kind not in (EqualTo, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual):
                 remaining.append(f)
                 continue
-            if kind in (EqualTo, GreaterThanOrEqual):
-                lo = max(lo, v)
-            if kind is GreaterThan:
-                lo = max(lo, v + 1)
-            if kind in (EqualTo, LessThanOrEqual):
-                hi = upper(hi, v + 1)
-            if kind is LessThan:
-                hi = upper(hi, v)
+            lo, hi = narrowed(kind, lo, hi, v, v)
         elif column == ("timestamp",):
             remaining.append(f)  # Spark checks it again (see PushedRange)
             us = _micros(getattr(f, "value", None))
             if us is None or kind not in (EqualTo, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual):
                 continue
-            floor_ms, ceil_ms = us // 1000, -(-us // 1000)
-            if kind in (EqualTo, GreaterThanOrEqual):
-                t_lo = later(t_lo, ceil_ms)
-            if kind is GreaterThan:
-                t_lo = later(t_lo, floor_ms + 1)
-            if kind in (EqualTo, LessThanOrEqual):
-                t_hi = upper(t_hi, floor_ms + 1)
-            if kind is LessThan:
-                t_hi = upper(t_hi, ceil_ms)
+            t_lo, t_hi = narrowed(kind, t_lo, t_hi, us // 1000, -(-us // 1000))
         elif column == ("stream",) and kind in (EqualTo, In):
             names = {f.value} if kind is EqualTo else set(f.value)
             if not all(isinstance(n, str) for n in names):
