@@ -385,7 +385,11 @@ class AMQPConnection(asyncio.Protocol):
     def want_flush(self) -> None:
         if not self._flush_scheduled:
             self._flush_scheduled = True
-            self.loop.call_soon(self.flush)
+            held = self.server.sync_flushes
+            if held is None:
+                self.loop.call_soon(self.flush)
+            else:  # asked by a group commit's completion: flushed at its end (Server._sync_done)
+                held.append(self)
 
     def flush(self) -> None:
         self._flush_scheduled = False

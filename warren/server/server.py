@@ -112,6 +112,8 @@ class Server:
         self.durability.request_sync = self._request_sync
         self._sync_pending = False
         self._stores_closed = False
+        # while a group commit's completion runs (_sync_done): the connections to flush at its end
+        self.sync_flushes: list | None = None
         # one worker: syncs run one after another, each covering everything written before it
         self._sync_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="warren-sync")
         # the flow-control marks of every queue (warren/broker/queue.py); 0 turns a mark off
@@ -164,8 +166,19 @@ class Server:
             return
         number, stores = job
         started = time.perf_counter()
-        fut = self.loop.run_in_executor(self._sync_pool, self.durability.sync, stores)
-        fut.add_done_callback(lambda f: self._sync_done(f, number, started))
+        # The worker thread hands the outcome straight to the loop: one loop turn after the
+        # fsync, where run_in_executor's asyncio future took two (its state copied in one turn,
+        # its callbacks run in the next), each behind whatever else was ready (a publisher's
+        # turn of persistent messages is milliseconds).
+        fut = self._sync_pool.submit(self.durability.sync, stores)
+        fut.add_done_callback(lambda f: self._sync_finished(f, number, started))
+
+    def _sync_finished(self, fut, number: int, started: float) -> None:
+        """On the sync's worker thread: the rest happens on the loop."""
+        try:
+            self.loop.call_soon_threadsafe(self._sync_done, fut, number, started)
+        except RuntimeError:
+            pass  # the loop is closed: the process is ending, the stores were synced by shutdown
 
     def _sync_done(self, fut, number: int, started: float = 0.0) -> None:
         self.sync_latency.observe(time.perf_counter() - started)
@@ -175,7 +188,16 @@ class Server:
             log.critical("message store sync failed, shutting down: %r", exc)
             self._stop.set()
             return
-        self.durability.end_sync(number)
+        # What the sync released (confirms, tx.commit-ok) is written now, not one more loop turn
+        # later: the connections that ask for a flush meanwhile (connection.py ``want_flush``)
+        # are flushed when end_sync is done.
+        self.sync_flushes = flushes = []
+        try:
+            self.durability.end_sync(number)
+        finally:
+            self.sync_flushes = None
+        for conn in flushes:
+            conn.flush()
 
     def _tick(self) -> None:
         """Timed work of the broker (delayed messages, expiries), every TICK seconds."""
