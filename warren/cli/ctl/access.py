@@ -61,6 +61,14 @@ def _vhost_or_user_missing(client, vhost: str, user: str, e: ApiError) -> CtlErr
     return e
 
 
+def _delete(announce: str, missing, *path: str) -> None:
+    """DELETE ``path``; a 404 is ``missing()`` (the user's or vhost's own message and code)."""
+    s = settings()
+    info(s, announce)
+    with not_found_as(missing):
+        api(s).delete(*path)
+
+
 # --- users -------------------------------------------------------------------------------------
 
 @ctl.command("add_user")
@@ -83,10 +91,7 @@ def add_user(username: str, password: str) -> None:
 @common_options
 def delete_user(username: str) -> None:
     """Deletes a user (and its permissions)."""
-    s = settings()
-    info(s, f'Deleting user "{username}" ...')
-    with not_found_as(lambda: no_such_user(username)):
-        api(s).delete("users", username)
+    _delete(f'Deleting user "{username}" ...', lambda: no_such_user(username), "users", username)
 
 
 @ctl.command("change_password")
@@ -154,10 +159,7 @@ def add_vhost(vhost: str, description: str | None, tags: str | None, default_que
 @common_options
 def delete_vhost(vhost: str) -> None:
     """Deletes a virtual host with its queues, exchanges and permissions; its connections are closed."""
-    s = settings()
-    info(s, f'Deleting vhost "{vhost}" ...')
-    with not_found_as(lambda: no_such_vhost(vhost)):
-        api(s).delete("vhosts", vhost)
+    _delete(f'Deleting vhost "{vhost}" ...', lambda: no_such_vhost(vhost), "vhosts", vhost)
 
 
 # --- permissions -------------------------------------------------------------------------------
