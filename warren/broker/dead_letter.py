@@ -41,12 +41,22 @@ _u32 = struct.Struct(">I")
 REJECTED = "rejected"
 
 
+# a queue argument (True): its dead-letter exchange is an AMQP 0-10 alternate exchange, to
+# which messages go unchanged (no x-death), with their own routing key
+REROUTE_ARGUMENT = "x-qpid-alternate-exchange"
+
+
 def dead_letter(queue, messages, reason: str) -> None:
     """Publish ``messages`` (which have left ``queue`` for good) to the queue's DLX."""
     exchange = queue.vhost.exchanges.get(queue.dead_letter_exchange)
     if exchange is None:
         return  # RabbitMQ drops the message when the DLX does not exist
     from warren.broker.message import Message
+    if queue.arguments.get(REROUTE_ARGUMENT) is True:
+        for msg in messages:
+            for q in exchange.route_keys(msg, [msg.routing_key]):
+                q.publish(msg)
+        return
     for msg in messages:
         try:
             properties, keys, deaths = make_dead_letter(msg, reason, queue.name, queue.dead_letter_routing_key)

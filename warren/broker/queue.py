@@ -477,9 +477,10 @@ class Queue:
         self.forget(seq, message)
         self._dead_letter((message,), REJECTED)
 
-    def requeue(self, entries) -> None:
-        """Put taken messages back in their original order, marked redelivered, each with the
-        deadline it had; with x-delivery-limit, one returned once too often dies instead."""
+    def requeue(self, entries, redelivered: bool = True) -> None:
+        """Put taken messages back in their original order, marked redelivered (unless a 0-10
+        release says not to), each with the deadline it had; with x-delivery-limit, one
+        returned once too often dies instead."""
         if self.deleted:
             return
         back = []
@@ -501,7 +502,7 @@ class Queue:
                     gone.append(msg)
                     continue
                 self._returns[seq] = n
-            back.append((seq, msg, True, deadline))
+            back.append((seq, msg, redelivered, deadline))
         if back:
             back.sort(key=lambda e: e[0])
             self._put_back(back)

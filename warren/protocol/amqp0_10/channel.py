@@ -18,6 +18,7 @@ import importlib
 from collections import deque
 
 from warren.broker.channel import BrokerChannel
+from warren.broker.dead_letter import REROUTE_ARGUMENT
 from warren.errors import CommandInvalid, NotFound
 from warren.protocol.amqp0_10.properties import plain_arguments
 from warren.spec import amqp0_10 as spec
@@ -49,6 +50,9 @@ class SessionChannel(BrokerChannel):
         self.dtx = None  # the dtx handler's state for this session (dtx.py)
         self.current = 0  # the id of the command being executed (set by the adapter)
         self.session_queues: set = set()  # exclusive auto-delete queues: deleted with the session
+        # delivery tags accepted in the open transaction and then released (qpid.messaging
+        # releases before its tx.rollback): requeued if the transaction rolls back
+        self.release_on_rollback: set = set()
         self.select_confirms()  # every transfer is numbered: persistent ones complete once on disk
 
     @property
@@ -253,6 +257,7 @@ class SessionChannel(BrokerChannel):
     def handle_tx_commit(self, c):
         if not self.tx_mode:
             raise ExecutionError(E.ILLEGAL_STATE, "tx.commit on a session that did not select tx")
+        self.release_on_rollback.clear()
         if self.commit():
             return None
         self.commit_id = self.current
@@ -262,11 +267,17 @@ class SessionChannel(BrokerChannel):
         if not self.tx_mode:
             raise ExecutionError(E.ILLEGAL_STATE, "tx.rollback on a session that did not select tx")
         self.rollback()
+        if self.release_on_rollback:
+            entries = [self.unacked.pop(t) for t in sorted(self.release_on_rollback) if t in self.unacked]
+            self.release_on_rollback.clear()
+            if entries:
+                self._settle(entries, True)
         return None
 
 
-# marks a dead-letter exchange that came from a 0-10 alternate-exchange (for queue.query)
-_AE_MARK = "x-qpid-alternate-exchange"
+# marks a dead-letter exchange that came from a 0-10 alternate-exchange (queue.query reports
+# it; dead-lettering reroutes unchanged, without x-death)
+_AE_MARK = REROUTE_ARGUMENT
 
 # Qpid's queue arguments and the broker features they map onto
 _QPID_ARGUMENTS = {

@@ -80,7 +80,7 @@ def handle_message_accept(ch, c):
     return None
 
 
-def _settle_now(ch, c, requeue: bool) -> None:
+def _settle_now(ch, c, requeue: bool, redelivered: bool = True) -> None:
     transfers, unacked = ch.transfers, ch.unacked
     entries = []
     for i in _ids(c.transfers, transfers):
@@ -88,14 +88,35 @@ def _settle_now(ch, c, requeue: bool) -> None:
         entry = unacked.pop(tag, None)
         if entry is not None:
             entries.append(entry)
+        elif ch.tx_mode:  # accepted in the open transaction: requeued if it rolls back
+            ch.release_on_rollback.add(tag)
     if entries:
-        ch._settle(entries, requeue)
+        if requeue and not redelivered:
+            _requeue_unmarked(ch, entries)
+        else:
+            ch._settle(entries, requeue)
     for i in _ids(c.transfers, ch.browsed):
         del ch.browsed[i]
 
 
+def _requeue_unmarked(ch, entries) -> None:
+    """BrokerChannel._settle's requeue, with the messages not marked redelivered (a release
+    without set-redelivered)."""
+    by_queue: dict = {}
+    for q, seq, msg, consumer, _ in entries:
+        if consumer is not None:
+            size = len(msg.body)
+            consumer.unacked -= 1
+            consumer.unacked_bytes -= size
+            ch.consumer_unacked -= 1
+            ch.consumer_unacked_bytes -= size
+        by_queue.setdefault(q, []).append((seq, msg))
+    for q, items in by_queue.items():
+        q.requeue(items, redelivered=False)
+
+
 def handle_message_release(ch, c):
-    _settle_now(ch, c, True)
+    _settle_now(ch, c, True, bool(c.set_redelivered))
     return None
 
 
