@@ -542,14 +542,20 @@ class Queue:
         """Take the ready message numbered ``seq`` (a browsed message acquired, 0-10's
         message.acquire) as ``take`` does: (message, redelivered), or None when it is no
         longer ready (taken by another consumer, expired, purged)."""
-        for i, entry in enumerate(self.ready):
-            if entry[0] == seq:
-                break
-            if entry[0] > seq:
+        ready = self.ready
+        if type(ready) is not deque:  # a priority queue's levels (queues/priority.py)
+            entry = ready.remove_seq(seq)
+            if entry is None:
                 return None
         else:
-            return None
-        del self.ready[i]
+            for i, entry in enumerate(ready):
+                if entry[0] == seq:
+                    break
+                if entry[0] > seq:
+                    return None
+            else:
+                return None
+            del ready[i]
         _, msg, redelivered, deadline = entry
         self.ready_bytes -= len(msg.body)
         self.last_used = time.monotonic()

@@ -172,3 +172,30 @@ def test_transactions_commit_and_rollback(client, qname):
     session.accept(again.id)
     session.send(spec.TxCommit())
     assert _count(session, qname) == 0
+
+
+def test_browsing_a_priority_queue_sees_every_message_once_and_acquire_takes_one(session, qname):
+    session.send(spec.QueueDeclare(queue=qname, exclusive=True, auto_delete=True,
+                                   arguments={"x-qpid-priorities": 10}))
+    priorities = [4, 5, 3, 6, 0, 1, 2, 8, 2, 0, 9]
+    for i, p in enumerate(priorities):
+        session.transfer("", f"p{i}".encode(), routing_key=qname, sync=False,
+                         delivery=spec.MessageDeliveryProperties(priority=p))
+    session.sync()
+    session.subscribe(qname, "b", acquire_mode=1)
+    browsed = [session.get("b") for _ in priorities]
+    assert sorted(m.body for m in browsed) == sorted(f"p{i}".encode() for i in range(len(priorities)))
+    assert browsed[0].body == b"p10"  # highest priority first
+    assert session.nothing("b")  # each once
+    assert _count(session, qname) == len(priorities)
+    low = next(m for m in browsed if m.body == b"p4")  # priority 0, in the middle of its level
+    acquired = session.send(spec.MessageAcquire(transfers=SequenceSet.of([low.id])))
+    assert list(acquired.transfers) == [low.id]
+    session.accept(low.id)
+    assert _count(session, qname) == len(priorities) - 1
+    session.transfer("", b"late", routing_key=qname, delivery=spec.MessageDeliveryProperties(priority=7))
+    assert session.get("b").body == b"late"
+    session.send(spec.MessageCancel(destination="b"))
+    session.subscribe(qname, "c", accept_mode=1)
+    got = [session.get("c").body for _ in range(len(priorities))]
+    assert b"p4" not in got and got[:2] == [b"p10", b"p7"] and got[2] == b"late"

@@ -88,6 +88,19 @@ class PriorityReady:
         self.n = 0
         self.top = 0
 
+    def remove_seq(self, seq: int):
+        """Take the entry numbered ``seq`` out wherever it is (a browsed message acquired by
+        0-10's message.acquire, ``Queue.take_seq``); None when it is not ready."""
+        for level in self.levels:
+            for i, entry in enumerate(level):
+                if entry[0] == seq:
+                    del level[i]
+                    self.n -= 1
+                    return entry
+                if entry[0] > seq:
+                    break
+        return None
+
     def put_back(self, entries: list) -> None:
         """Requeued entries (in seq order) back in their places within their priorities."""
         by_level: dict[int, list] = {}

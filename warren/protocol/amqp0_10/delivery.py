@@ -15,12 +15,15 @@ brokers count; a transfer of 8 octets with routing key ``q`` costs 19).
 Browsing (acquire-mode not-acquired): the subscription's ``has_capacity`` never takes a message
 from the queue; it sends copies of the ready messages it has not sent yet (by queue sequence
 number, so each once), as far as the credit goes, and answers False. ``message.acquire`` takes
-one of them later (``Queue.take_seq``). Messages paged out to disk are not browsed.
+one of them later (``Queue.take_seq``). Messages paged out to disk are not browsed. A priority
+queue's ready messages are not in sequence order (highest priority first): its browser walks
+them all and remembers the sequence numbers it has sent instead.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections import deque
 from itertools import islice
 
 from warren.codec.amqp0_10.types import encode_header
@@ -41,7 +44,7 @@ def _seq_of(entry) -> int:
 
 class Subscription:
     __slots__ = ("destination", "sink", "consumer", "queue", "accept_mode", "acquire_mode", "mode", "messages",
-                 "octets", "command_id", "base_capacity", "browsed_upto")
+                 "octets", "command_id", "base_capacity", "browsed_upto", "browsed_seqs")
 
     def __init__(self, destination: str, sink: "SessionSink", consumer, accept_mode: int, acquire_mode: int,
                  command_id: int) -> None:
@@ -57,6 +60,7 @@ class Subscription:
         self.command_id = command_id  # the subscribe's id (an exception about it names it)
         self.base_capacity = consumer.has_capacity
         self.browsed_upto = 0  # queue seq of the last message browsed
+        self.browsed_seqs: set | None = None  # a priority queue's browser: the seqs sent
         consumer.has_capacity = self.browse if acquire_mode == NOT_ACQUIRED else self.has_capacity
 
     # --- credit ------------------------------------------------------------------------------
@@ -115,11 +119,30 @@ class Subscription:
         if not sink.can_accept():
             return False
         ready = self.queue.ready
+        if type(ready) is not deque:
+            return self._browse_unordered(ready)
         start = bisect_right(ready, self.browsed_upto, key=_seq_of) if ready else 0
         for seq, msg, redelivered, _ in islice(ready, start, None):
             if not self._fits(msg) or not sink.can_accept():
                 break
             self.browsed_upto = seq
+            sink.browse(self, seq, msg, redelivered)
+        return False
+
+    def _browse_unordered(self, ready) -> bool:
+        """browse() over ready messages not in seq order (a priority queue's, highest first)."""
+        seen = self.browsed_seqs
+        if seen is None:
+            seen = self.browsed_seqs = set()
+        elif len(seen) > 2 * len(ready) + 64:  # forget what has left the queue
+            seen.intersection_update(e[0] for e in ready)
+        sink = self.sink
+        for seq, msg, redelivered, _ in ready:  # browse() sends copies: nothing leaves ready meanwhile
+            if seq in seen:
+                continue
+            if not self._fits(msg) or not sink.can_accept():
+                break
+            seen.add(seq)
             sink.browse(self, seq, msg, redelivered)
         return False
 
