@@ -51,7 +51,7 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from warren.broker.consumer import Consumer
-from warren.broker.dead_letter import dead_letter, with_header
+from warren.broker.dead_letter import REROUTE_ARGUMENT, dead_letter, with_header
 from warren.broker.dedup import queue_duplicate
 from warren.broker.memory import MESSAGE_OVERHEAD
 from warren.broker.message import Message
@@ -482,6 +482,8 @@ class Queue:
         release says not to), each with the deadline it had; with x-delivery-limit, one
         returned once too often dies instead."""
         if self.deleted:
+            if self.arguments.get(REROUTE_ARGUMENT) is True and self.dead_letter_exchange is not None:
+                dead_letter(self, [m for _, m in entries], "queue deleted")  # 0-10: to its alternate exchange
             return
         back = []
         gone = []

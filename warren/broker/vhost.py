@@ -13,6 +13,7 @@ import os
 from warren.broker.exchanges import EXCHANGE_TYPES, Exchange
 from warren.broker.exchanges.base import Binding
 from warren.broker.exchanges.default import DefaultExchange
+from warren.broker.dead_letter import REROUTE_ARGUMENT, dead_letter
 from warren.broker.dedup import check_arguments as check_dedup_arguments
 from warren.broker.message import Message
 from warren.broker.policies import effective_arguments, pick
@@ -286,6 +287,15 @@ class VirtualHost:
         self.queues.pop(q.name, None)
         if getattr(q, "is_stream", False):
             return self._delete_stream(q)
+        # an AMQP 0-10 alternate exchange also takes what is left in a deleted queue (Qpid)
+        reroute = q.arguments.get(REROUTE_ARGUMENT) is True and q.dead_letter_exchange is not None
+        if reroute:
+            while q.paged:  # into memory first: the store goes next
+                before = q.paged
+                q.page_in()
+                if q.paged == before:
+                    break
+            remaining = [e[1] for e in q.ready]
         if q.store is not None:
             self.durability.definitions.delete_queue(self.name, q.name)
             q.store.delete()
@@ -293,8 +303,11 @@ class VirtualHost:
             q.spill.delete()
             q.spill = None
         q.paged = 0
-        self._detach(q)
-        return q.purge()
+        self._detach(q)  # unbound first: a queue bound to its own alternate does not get them back
+        n = q.purge()
+        if reroute and remaining:
+            dead_letter(q, remaining, "queue deleted")
+        return n
 
     def _delete_stream(self, q) -> int:
         """delete_queue for a stream queue: its files go; returns the messages it held."""

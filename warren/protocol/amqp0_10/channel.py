@@ -96,6 +96,15 @@ class SessionChannel(BrokerChannel):
     def close(self) -> None:
         if self.closed:
             return
+        # unsettled messages go back before the subscriptions end, as in Qpid's brokers: an
+        # auto-delete queue that its last subscription's end deletes then hands them, in order
+        # with the rest, to its alternate exchange
+        self.sink.stop()
+        self._restore_tx_settles()
+        entries = list(self.unacked.values())
+        self.unacked.clear()
+        if entries:
+            self._settle(entries, True)
         super().close()
         for q in self.session_queues:
             if self.vhost.queues.get(q.name) is q:
@@ -117,6 +126,11 @@ class SessionChannel(BrokerChannel):
         existing = self.vhost.exchanges.get(name)
         if existing is not None and c.type and existing.TYPE != c.type:
             raise ExecutionError(E.NOT_ALLOWED, f"exchange '{name}' exists with type {existing.TYPE}, not {c.type}")
+        if existing is not None and c.alternate_exchange and c.alternate_exchange != existing.alternate:
+            # Qpid: an exchange's alternate is set when it is made, never added or changed after
+            # (declaring it again without one leaves it as it is)
+            raise ExecutionError(E.NOT_ALLOWED, f"exchange '{name}' exists with alternate exchange "
+                                                f"'{existing.alternate or ''}', not '{c.alternate_exchange}'")
         if existing is not None:  # as for queues: the existing exchange, whatever the other flags
             self.declare_exchange(name, existing.TYPE, True, existing.durable, existing.auto_delete, False, {})
             return None
