@@ -12,16 +12,25 @@ higher-priority ones until they are gone (RabbitMQ documents the same).
 Priority queues do not page: their ready messages stay in memory (``page_out`` does nothing).
 A durable priority queue recovered at start-up reads its first 2048 messages in priority order
 and the rest, as before, in batches: the order by priority then holds within each batch.
+
+Qpid's priority queues (``qpid.priorities`` / ``x-qpid-priorities``: N levels, 1 to 10) are
+``QpidPriorityQueue``: a message without a priority has Qpid's default, 4, and priorities map
+onto the N levels centred on 4-5, as Qpid's brokers do: ``level = clamp(p - (5 - ceil(N/2)),
+0, N - 1)`` (with 5 levels: 0-2, 3, 4, 5, 6 and above; with 10: 0..9, higher ones as 9). A
+length limit (``qpid.policy_type`` ``ring``, or any drop-head) drops the oldest message of the
+lowest level first, where RabbitMQ's drop-head takes the head (the highest).
 """
 
 from __future__ import annotations
 
 from collections import deque
 
-from warren.broker.queue import Queue
+from warren.broker.queue import MAXLEN, Queue
+from warren.broker.queues.qpid_args import priority_levels
 from warren.codec.properties import PRIORITY_FLAG
 
-__all__ = ["PriorityQueue", "PriorityReady", "message_priority"]
+__all__ = ["PriorityQueue", "PriorityReady", "message_priority", "QpidPriorityQueue", "QpidPriorityReady",
+           "qpid_level"]
 
 _PRIORITY_HI = PRIORITY_FLAG >> 8  # tested in the high octet of the flag word
 
@@ -71,8 +80,12 @@ class PriorityReady:
         self.n -= 1
         return entry
 
+    def level(self, msg) -> int:
+        """The level a message waits at (its priority, capped at the maximum)."""
+        return message_priority(msg, self.max)
+
     def append(self, entry) -> None:
-        p = message_priority(entry[1], self.max)
+        p = self.level(entry[1])
         self.levels[p].append(entry)
         self.n += 1
         if p > self.top:
@@ -105,7 +118,7 @@ class PriorityReady:
         """Requeued entries (in seq order) back in their places within their priorities."""
         by_level: dict[int, list] = {}
         for e in entries:
-            by_level.setdefault(message_priority(e[1], self.max), []).append(e)
+            by_level.setdefault(self.level(e[1]), []).append(e)
         for p, group in by_level.items():
             level = self.levels[p]
             if not level or group[-1][0] < level[0][0]:
@@ -117,12 +130,51 @@ class PriorityReady:
         self.n += len(entries)
 
 
+QPID_DEFAULT_PRIORITY = 4  # a message without a priority (0-10's and AMQP 1.0's "medium")
+
+
+def qpid_level(msg, levels: int) -> int:
+    """The level (0 = lowest) of a message among a Qpid priority queue's ``levels``."""
+    props = msg.properties
+    if len(props) < 2 or not props[0] & _PRIORITY_HI:
+        p = QPID_DEFAULT_PRIORITY
+    else:
+        p = msg.decoded.priority
+        if p is None:
+            p = QPID_DEFAULT_PRIORITY
+    p -= 5 - (levels + 1) // 2  # Qpid centres the levels on 4-5: offset 5 - ceil(levels / 2)
+    return 0 if p < 0 else levels - 1 if p >= levels else p
+
+
+class QpidPriorityReady(PriorityReady):
+    """``PriorityReady`` with Qpid's levels, and the lowest level's oldest entry on request."""
+
+    __slots__ = ()
+
+    def __init__(self, levels: int) -> None:
+        super().__init__(levels - 1)
+
+    def level(self, msg) -> int:
+        return qpid_level(msg, self.max + 1)
+
+    def pop_lowest(self):
+        """The oldest entry of the lowest level that holds one (a ring queue's victim)."""
+        for level in self.levels:
+            if level:
+                self.n -= 1
+                return level.popleft()
+        raise IndexError("pop from an empty priority queue")
+
+
 class PriorityQueue(Queue):
     def __init__(self, vhost, name: str, durable: bool = False, exclusive_owner=None,
                  auto_delete: bool = False, arguments: dict | None = None) -> None:
         super().__init__(vhost, name, durable, exclusive_owner, auto_delete, arguments)
+        self.ready = self.new_ready()
+
+    def new_ready(self) -> PriorityReady:
         self.max_priority: int = self.arguments["x-max-priority"]
-        self.ready = PriorityReady(self.max_priority)
+        return PriorityReady(self.max_priority)
 
     def page_out(self) -> None:
         pass  # priority queues stay in memory (module docstring)
@@ -133,3 +185,26 @@ class PriorityQueue(Queue):
 
     def __repr__(self) -> str:
         return f"<PriorityQueue {self.name!r} ready={len(self.ready)} consumers={len(self.consumers)}>"
+
+
+class QpidPriorityQueue(PriorityQueue):
+    """A priority queue declared with Qpid's ``qpid.priorities`` / ``x-qpid-priorities``."""
+
+    def new_ready(self) -> PriorityReady:
+        self.levels = priority_levels(self.arguments)
+        self.max_priority = self.levels - 1
+        return QpidPriorityReady(self.levels)
+
+    def _drop_over_limit(self) -> None:
+        """A full queue drops the lowest priorities first, oldest first (Qpid's ring queues)."""
+        gone = []
+        ready = self.ready
+        while ready and self._over_limit():
+            seq, msg, _, _ = ready.pop_lowest()
+            self.ready_bytes -= len(msg.body)
+            self.forget(seq, msg)
+            gone.append(msg)
+        self._dead_letter(gone, MAXLEN)
+
+    def __repr__(self) -> str:
+        return f"<QpidPriorityQueue {self.name!r} levels={self.levels} ready={len(self.ready)}>"
