@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """CPU per message of the broker's own code, without sockets or an event loop.
 
-    python bench/pipeline.py [pubonly|autoack|ack|fanout] [N] [--default-gc]
+    python bench/pipeline.py [pubonly|autoack|ack|fanout|persist|pubconfirm] [N] [--size B] [--default-gc]
 
 Why: on this shared machine every timing moves 30–50 % with the load, too much to see a 10 %
 change. This drives a publishing and a consuming connection in process (``ServerConnection`` +
@@ -17,7 +17,9 @@ Modes: ``pubonly`` (messages stay queued), ``autoack`` (a no-ack consumer), ``ac
 100, one multiple ack per batch of 100 publishes), ``fanout`` (a fanout exchange to 10 queues,
 a no-ack consumer on each), 16 B bodies; ``persist`` (shared/perf's persist-confirm: a durable
 queue, persistent 1 KiB messages under publisher confirms, prefetch 100 and one ack per
-message, a group commit after every batch of 100, fsync off). Prints the CPU time (``time.process_time``) per
+message, a group commit after every batch of 100, fsync off); ``pubconfirm`` (shared/perf's
+``-y0 -c1000``, the Spark writer's load: publish only under confirms, transient, ``--size`` octets,
+1000 by default; the confirms written per batch of 100 as the server's flush writes them). Prints the CPU time (``time.process_time``) per
 message, which still varies with the machine's load, only less than wall time.
 """
 
@@ -118,7 +120,8 @@ class Client:
 
 def main() -> None:
     mode = sys.argv[1] if len(sys.argv) > 1 else "autoack"
-    n = int(sys.argv[2]) if len(sys.argv) > 2 else 200_000
+    n = int(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[2].isdigit() else 200_000
+    size = int(sys.argv[sys.argv.index("--size") + 1]) if "--size" in sys.argv else None
     if "--default-gc" not in sys.argv:
         tune_young_collections()  # as the server does (warren/server/collector.py)
     with tempfile.TemporaryDirectory() as d:
@@ -128,27 +131,31 @@ def main() -> None:
         queues = [f"pipeline-{i}" for i in range(10 if mode == "fanout" else 1)]
         persist = mode == "persist"
         setup = b"".join(queue_declare(q, durable=persist) for q in queues)
-        if persist:
+        if persist or mode == "pubconfirm":
             setup += confirm_select()
         if mode == "fanout":
             setup += exchange_declare("pipeline-fanout", "fanout")
             setup += b"".join(queue_bind(q, "pipeline-fanout") for q in queues)
         publisher.feed(setup)
         publisher.conn.data_to_send()
-        if mode != "pubonly":
+        if mode not in ("pubonly", "pubconfirm"):
             acking = mode in ("ack", "persist")
             subscribe = basic_qos(100) if acking else b""
             subscribe += b"".join(basic_consume(q, f"ctag-{q}", no_ack=not acking) for q in queues)
             consumer.feed(subscribe)
             consumer.conn.data_to_send()
-        batch = (publish("pipeline-fanout", "", b"x" * 16) if mode == "fanout"
-                 else publish("", queues[0], b"x" * (1024 if persist else 16), persist)) * 100
+        if size is None:
+            size = 1024 if persist else 1000 if mode == "pubconfirm" else 16
+        batch = (publish("pipeline-fanout", "", b"x" * size) if mode == "fanout"
+                 else publish("", queues[0], b"x" * size, persist)) * 100
         channel = consumer.session.channels[1]
         started = time.process_time()
         for _ in range(n // 100):
             publisher.feed(batch)
+            if mode == "pubconfirm":
+                publisher.session.before_flush()  # the server's flush: one basic.ack per batch
             publisher.conn.data_to_send()
-            if mode != "pubonly":
+            if mode not in ("pubonly", "pubconfirm"):
                 if mode == "ack" and channel.unacked:
                     consumer.feed(basic_ack(next(reversed(channel.unacked))))
                 elif persist:

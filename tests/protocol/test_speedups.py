@@ -23,10 +23,11 @@ from warren.codec.properties import properties_error as py_properties_error
 from warren.codec.frames import FRAME_HEARTBEAT, FRAME_METHOD
 from warren.errors import AMQPError
 from warren.protocol.amqp0_9_1 import connection as connection_module
-from warren.protocol.events import Content
+from warren.protocol.events import Content, Publishes
 from warren.spec import amqp0_9_1 as spec
 
 take_publish = connection_module._take_publish
+take_publishes = connection_module._take_publishes
 c_properties_error = connection_module._properties_error if take_publish is not None else None
 needs_speedups = pytest.mark.skipif(take_publish is None, reason="warren.codec._speedups is not built (setup.py)")
 FRAME_MAX = 4096
@@ -60,6 +61,42 @@ def test_take_publish_returns_the_parts_and_reuses_equal_objects():
     assert take_publish(empty, 0, 0, 100, None, b"")[3] == b""
 
 
+@needs_speedups
+def test_take_publishes_takes_a_run_with_the_same_method_on_one_channel():
+    ex_rk = spec.BasicPublish(exchange="ex", routing_key="rk")
+    args = ex_rk.encode()[4:]
+    plain, persistent = b"\x00\x00", b"\x10\x00\x02"
+    run = [(plain, b"a"), (plain, b"bb"), (persistent, b""), (persistent, b"dddd"), (plain, b"e")]
+    data = b"".join(mframe(1, ex_rk) + header_frame(1, len(body), props) + (body_frame(1, body) if body else b"")
+                    for props, body in run)
+    channel, a, props, bodies, after = take_publishes(bytearray(data), 0, FRAME_MAX, 100, None, b"", 50)
+    assert (channel, a, props, bodies, after) == (1, args, [p for p, _ in run], [b for _, b in run], len(data))
+    assert props[0] is props[1] and props[2] is props[3] and props[0] is not props[4]  # equal neighbours shared
+    last_props = bytes(plain)
+    _, a2, props2, _, _ = take_publishes(data, 0, FRAME_MAX, 100, args, last_props, 50)
+    assert a2 is args and props2[0] is last_props
+    # the limit, and a cut anywhere: the whole publishes before the cut, or None
+    for limit in range(1, 7):
+        assert take_publishes(data, 0, FRAME_MAX, 100, None, b"", limit)[3] == [b for _, b in run][:limit]
+    ends = [0]
+    for props_, body in run:
+        ends.append(ends[-1] + len(mframe(1, ex_rk) + header_frame(1, len(body), props_)) + (8 + len(body) if body else 0))
+    for cut in range(len(data)):
+        got = take_publishes(data[:cut], 0, FRAME_MAX, 100, None, b"", 50)
+        whole = sum(1 for e in ends[1:] if e <= cut)
+        assert (got is None) if whole == 0 else (got[3] == [b for _, b in run][:whole] and got[4] == ends[whole])
+    # it stops before another channel, other method arguments, a body over max_body, a malformed list
+    tail = mframe(1, ex_rk) + header_frame(1, 1, plain) + body_frame(1, b"z")
+    for stop in (mframe(2, ex_rk) + header_frame(2, 1, plain) + body_frame(2, b"z"),
+                 mframe(1, spec.BasicPublish(exchange="ex", routing_key="other")) + header_frame(1, 1, plain)
+                 + body_frame(1, b"z"),
+                 mframe(1, ex_rk) + header_frame(1, 101, plain) + body_frame(1, b"z" * 101),
+                 mframe(1, ex_rk) + header_frame(1, 1, b"\x80\x00\x05ab") + body_frame(1, b"z"),
+                 mframe(1, spec.BasicQos(0, 1, False))):
+        got = take_publishes(tail + stop + tail, 0, FRAME_MAX, 100, None, b"", 50)
+        assert got[3] == [b"z"] and got[4] == len(tail)
+
+
 # --- the differential test ------------------------------------------------------------------------
 
 PUBLISHES = [spec.BasicPublish(exchange="ex", routing_key="rk"), spec.BasicPublish(exchange="", routing_key="q"),
@@ -76,7 +113,7 @@ def pieces(draw) -> bytes:
     props = draw(st.one_of(st.sampled_from(PROPERTIES), st.sampled_from(MALFORMED_PROPERTIES + list(TAKEN.values())),
                            hostile_lists))
     body = draw(st.binary(max_size=40))
-    kind = draw(st.sampled_from(["publish"] * 6 + ["split-body", "bad-end", "cut", "other-channel-header",
+    kind = draw(st.sampled_from(["publish"] * 6 + ["run"] * 3 + ["split-body", "bad-end", "cut", "other-channel-header",
                                                     "heartbeat", "qos", "header-class", "oversize", "garbage",
                                                     "long-body", "short-header"]))
     publish = mframe(channel, method)
@@ -84,6 +121,9 @@ def pieces(draw) -> bytes:
     bodyf = body_frame(channel, body) if body else b""
     if kind == "publish":
         return publish + header + bodyf
+    if kind == "run":  # a publisher streaming: the same method, several messages
+        return b"".join(publish + header_frame(channel, len(b), props) + (body_frame(channel, b) if b else b"")
+                        for b in draw(st.lists(st.binary(max_size=20), min_size=2, max_size=5)))
     if kind == "split-body" and len(body) > 1:
         return publish + header + body_frame(channel, body[:1]) + body_frame(channel, body[1:])
     if kind == "bad-end":
@@ -110,7 +150,9 @@ def pieces(draw) -> bytes:
     return draw(st.binary(max_size=12))
 
 
-def run(data: bytes, chunks: list[int], compiled: bool):
+def run(data: bytes, chunks: list[int], compiled: bool, run_max: int = 0):
+    """The events of a connection fed data in chunks; a Publishes run is written as the
+    Contents it stands for."""
     saved = connection_module._take_publish
     saved_check = connection_module._properties_error
     connection_module._take_publish = saved if compiled else None
@@ -120,6 +162,7 @@ def run(data: bytes, chunks: list[int], compiled: bool):
         p.handshake(channel_max=16, frame_max=FRAME_MAX)
         p.open_channel(1)
         p.open_channel(2)
+        p.conn.publish_run_max = run_max
         out = []
         pos = 0
         for n in chunks + [len(data)]:
@@ -135,6 +178,10 @@ def run(data: bytes, chunks: list[int], compiled: bool):
                     break
                 if isinstance(event, Content):
                     out.append(("content", event.channel, event.method, event.properties, bytes(event.body)))
+                elif isinstance(event, Publishes):
+                    assert 1 < len(event.bodies) <= run_max
+                    out.extend(("content", event.channel, event.method, props, bytes(body))
+                               for props, body in zip(event.properties, event.bodies))
                 else:
                     out.append((type(event).__name__, getattr(event, "channel", None),
                                 getattr(event, "method", None)))
@@ -152,6 +199,16 @@ def run(data: bytes, chunks: list[int], compiled: bool):
 def test_compiled_and_pure_python_paths_give_the_same_events(parts, chunks):
     data = b"".join(parts)
     assert run(data, chunks, compiled=True) == run(data, chunks, compiled=False)
+
+
+@needs_speedups
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(pieces(), max_size=12), st.lists(st.integers(1, 200), max_size=6), st.integers(1, 4))
+def test_runs_of_publishes_are_the_same_events_as_one_by_one(parts, chunks, run_max):
+    """With runs (the broker's sessions ask for them) the same publishes, errors and other
+    events come out, in the same order, as from the pure-Python path one by one."""
+    data = b"".join(parts)
+    assert run(data, chunks, compiled=True, run_max=run_max) == run(data, chunks, compiled=False)
 
 
 @needs_speedups

@@ -23,6 +23,11 @@
  *     last_props is checked (props_error, below) and a malformed one is unusual too: the
  *     Python path refuses it (541, as RabbitMQ), so nothing malformed is ever stored.
  *
+ * take_publishes(buf, pos, frame_max, max_body, last_args, last_props, limit)
+ *     The same for a run of publishes on one channel with the same method arguments (a
+ *     publisher streaming into one exchange and routing key): up to limit at once, as lists,
+ *     so the broker handles the run with one event (ServerConnection.next_event, Publishes).
+ *
  * properties_error(buf, start, end) -> None | str
  *     The compiled twin of warren.codec.properties.properties_error: None when buf[start:end]
  *     is a well-formed basic property list (every property inside the list, nothing after the
@@ -221,6 +226,76 @@ static PyObject *same_or_new(PyObject *last, const unsigned char *b, Py_ssize_t 
     return PyBytes_FromStringAndSize((const char *)b + start, n);
 }
 
+/* Where the spans of a whole basic.publish content at pos lie (method arguments, property list,
+ * body), as take_publish's doc says; 0 when there is none or anything is unusual. A property
+ * list equal to the octets at known_props (of known_len octets; NULL: none) was checked
+ * before and is not scanned again; any other is. */
+typedef struct {
+    unsigned int channel;
+    Py_ssize_t args, args_end, props, props_end, body, body_end, next;
+} publish_spans;
+
+static int publish_at(const unsigned char *b, Py_ssize_t len, Py_ssize_t pos, unsigned long long frame_max,
+                      unsigned long long max_body, const char *known_props, Py_ssize_t known_len,
+                      publish_spans *s, int *same_props)
+{
+    int type;
+    unsigned int ch;
+    Py_ssize_t ms, me, hs, he, bs, be;
+    /* the method frame: basic.publish (60.40) */
+    if (!frame_at(b, len, pos, frame_max, &type, &s->channel, &ms, &me) || type != FRAME_METHOD || me - ms < 4 ||
+        be16(b + ms) != 60 || be16(b + ms + 2) != 40)
+        return 0;
+    /* the content header: class 60, weight, body size, then the property flags and list */
+    if (!frame_at(b, len, me + 1, frame_max, &type, &ch, &hs, &he) || type != FRAME_HEADER || ch != s->channel ||
+        he - hs < 14 || be16(b + hs) != 60)
+        return 0;
+    unsigned long long body_size = be64(b + hs + 4);
+    if (body_size > max_body)
+        return 0;
+    s->next = he + 1;
+    if (body_size) {
+        if (!frame_at(b, len, he + 1, frame_max, &type, &ch, &bs, &be) || type != FRAME_BODY || ch != s->channel ||
+            (unsigned long long)(be - bs) != body_size)
+            return 0;
+        s->next = be + 1;
+    }
+    else {
+        bs = be = 0;
+    }
+    Py_ssize_t props_len = he - hs - 12;
+    *same_props = known_props != NULL && known_len == props_len && memcmp(known_props, b + hs + 12, props_len) == 0;
+    if (!*same_props && props_error(b, hs + 12, he) != NULL)
+        return 0;
+    s->args = ms + 4;
+    s->args_end = me;
+    s->props = hs + 12;
+    s->props_end = he;
+    s->body = bs;
+    s->body_end = be;
+    return 1;
+}
+
+/* A new 5-tuple, taking the references it is given (NULL if any is NULL, all released). */
+static PyObject *tuple5(PyObject *a, PyObject *b, PyObject *c, PyObject *d, PyObject *e)
+{
+    PyObject *t = (a && b && c && d && e) ? PyTuple_New(5) : NULL;
+    if (t == NULL) {
+        Py_XDECREF(a);
+        Py_XDECREF(b);
+        Py_XDECREF(c);
+        Py_XDECREF(d);
+        Py_XDECREF(e);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(t, 0, a);
+    PyTuple_SET_ITEM(t, 1, b);
+    PyTuple_SET_ITEM(t, 2, c);
+    PyTuple_SET_ITEM(t, 3, d);
+    PyTuple_SET_ITEM(t, 4, e);
+    return t;
+}
+
 static PyObject *take_publish(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 6) {
@@ -236,60 +311,107 @@ static PyObject *take_publish(PyObject *self, PyObject *const *args, Py_ssize_t 
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
         return NULL;
     const unsigned char *b = (const unsigned char *)view.buf;
-    Py_ssize_t len = view.len;
-    PyObject *result = NULL;
-
-    int type;
-    unsigned int channel, ch;
-    Py_ssize_t ms, me, hs, he, bs, be;
-    /* the method frame: basic.publish (60.40) */
-    if (!frame_at(b, len, pos, frame_max, &type, &channel, &ms, &me) || type != FRAME_METHOD || me - ms < 4 ||
-        be16(b + ms) != 60 || be16(b + ms + 2) != 40)
-        goto none;
-    /* the content header: class 60, weight, body size, then the property flags and list */
-    if (!frame_at(b, len, me + 1, frame_max, &type, &ch, &hs, &he) || type != FRAME_HEADER || ch != channel ||
-        he - hs < 14 || be16(b + hs) != 60)
-        goto none;
-    unsigned long long body_size = be64(b + hs + 4);
-    if (body_size > max_body)
-        goto none;
-    Py_ssize_t next = he + 1;
-    if (body_size) {
-        if (!frame_at(b, len, he + 1, frame_max, &type, &ch, &bs, &be) || type != FRAME_BODY || ch != channel ||
-            (unsigned long long)(be - bs) != body_size)
-            goto none;
-        next = be + 1;
-    }
-    else {
-        bs = be = 0;
-    }
-    /* a property list seen last time was checked then; any other is checked now */
     PyObject *last_props = args[5];
-    Py_ssize_t props_len = he - hs - 12;
-    int same_props = PyBytes_CheckExact(last_props) && PyBytes_GET_SIZE(last_props) == props_len &&
-                     memcmp(PyBytes_AS_STRING(last_props), b + hs + 12, props_len) == 0;
-    if (!same_props && props_error(b, hs + 12, he) != NULL)
-        goto none;
-    PyObject *margs = same_or_new(args[4], b, ms + 4, me);
-    PyObject *props = NULL;
-    if (margs && same_props) {
-        Py_INCREF(last_props);
-        props = last_props;
+    int known = PyBytes_CheckExact(last_props);
+    publish_spans s;
+    int same_props;
+    PyObject *result = Py_None;
+    if (publish_at(b, view.len, pos, frame_max, max_body, known ? PyBytes_AS_STRING(last_props) : NULL,
+                   known ? PyBytes_GET_SIZE(last_props) : 0, &s, &same_props)) {
+        PyObject *props;
+        if (same_props) {
+            Py_INCREF(last_props);
+            props = last_props;
+        }
+        else
+            props = PyBytes_FromStringAndSize((const char *)b + s.props, s.props_end - s.props);
+        result = tuple5(PyLong_FromUnsignedLong(s.channel), same_or_new(args[4], b, s.args, s.args_end), props,
+                        PyBytes_FromStringAndSize((const char *)b + s.body, s.body_end - s.body),
+                        PyLong_FromSsize_t(s.next));
     }
-    else if (margs)
-        props = PyBytes_FromStringAndSize((const char *)b + hs + 12, props_len);
-    PyObject *body = props ? PyBytes_FromStringAndSize((const char *)b + bs, be - bs) : NULL;
-    if (body)
-        result = Py_BuildValue("(INNNn)", channel, margs, props, body, next);
-    else {
-        Py_XDECREF(margs);
-        Py_XDECREF(props);
-    }
+    else
+        Py_INCREF(result);
     PyBuffer_Release(&view);
     return result;
-none:
+}
+
+/*
+ * take_publishes(buf, pos, frame_max, max_body, last_args, last_props, limit)
+ *     A run of basic.publish contents at pos: what take_publish takes, then as many more
+ *     (up to limit in all) as follow it at once on the same channel with the same method
+ *     argument octets (exchange, routing key, flags), each as take_publish would take it.
+ *     None when take_publish would return None; else (channel, args, props, bodies, next_pos)
+ *     with props and bodies lists of the same length, in order. A property list equal to the
+ *     one before it (last_props for the first) is that very object. The run stops before
+ *     anything take_publish would not take, which the next call (or the general path) gets.
+ */
+static PyObject *take_publishes(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "take_publishes expects 7 arguments");
+        return NULL;
+    }
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
+    unsigned long long frame_max = PyLong_AsUnsignedLongLong(args[2]);
+    unsigned long long max_body = PyLong_AsUnsignedLongLong(args[3]);
+    Py_ssize_t limit = PyLong_AsSsize_t(args[6]);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const unsigned char *b = (const unsigned char *)view.buf;
+    Py_ssize_t len = view.len;
+    PyObject *props = args[5];  /* the previous message's property list (borrowed) */
+    publish_spans first, s;
+    int same_props;
+    int known = PyBytes_CheckExact(props);
+    if (!publish_at(b, len, pos, frame_max, max_body, known ? PyBytes_AS_STRING(props) : NULL,
+                    known ? PyBytes_GET_SIZE(props) : 0, &first, &same_props)) {
+        PyBuffer_Release(&view);
+        Py_RETURN_NONE;
+    }
+    PyObject *props_list = PyList_New(0);
+    PyObject *bodies = PyList_New(0);
+    PyObject *margs = same_or_new(args[4], b, first.args, first.args_end);
+    if (props_list == NULL || bodies == NULL || margs == NULL)
+        goto fail;
+    Py_ssize_t args_len = first.args_end - first.args;
+    s = first;
+    for (Py_ssize_t n = 0;;) {
+        PyObject *p;
+        if (same_props) {
+            Py_INCREF(props);
+            p = props;
+        }
+        else if ((p = PyBytes_FromStringAndSize((const char *)b + s.props, s.props_end - s.props)) == NULL)
+            goto fail;
+        int failed = PyList_Append(props_list, p);
+        Py_DECREF(p);
+        props = p;  /* borrowed from props_list from here on */
+        PyObject *body = failed ? NULL : PyBytes_FromStringAndSize((const char *)b + s.body, s.body_end - s.body);
+        if (body == NULL)
+            goto fail;
+        failed = PyList_Append(bodies, body);
+        Py_DECREF(body);
+        if (failed)
+            goto fail;
+        pos = s.next;
+        if (++n >= limit)
+            break;
+        if (!publish_at(b, len, pos, frame_max, max_body, PyBytes_AS_STRING(props), PyBytes_GET_SIZE(props), &s,
+                        &same_props) || s.channel != first.channel || s.args_end - s.args != args_len ||
+            memcmp(b + s.args, b + first.args, args_len) != 0)
+            break;
+    }
     PyBuffer_Release(&view);
-    Py_RETURN_NONE;
+    return tuple5(PyLong_FromUnsignedLong(first.channel), margs, props_list, bodies, PyLong_FromSsize_t(pos));
+fail:
+    Py_XDECREF(props_list);
+    Py_XDECREF(bodies);
+    Py_XDECREF(margs);
+    PyBuffer_Release(&view);
+    return NULL;
 }
 
 static inline unsigned char *put16(unsigned char *p, unsigned int v)
@@ -476,6 +598,9 @@ static PyMethodDef methods[] = {
     {"take_publish", (PyCFunction)(void (*)(void))take_publish, METH_FASTCALL,
      "take_publish(buf, pos, frame_max, max_body, last_args, last_props) -> None | "
      "(channel, args, props, body, next_pos): a whole basic.publish content at pos."},
+    {"take_publishes", (PyCFunction)(void (*)(void))take_publishes, METH_FASTCALL,
+     "take_publishes(buf, pos, frame_max, max_body, last_args, last_props, limit) -> None | "
+     "(channel, args, props_list, bodies, next_pos): a run of basic.publish contents at pos."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -3,12 +3,13 @@
 Each is a small slotted class; the broker dispatches on its type. ``Method`` carries a decoded
 method object from ``warren.spec``; ``Content`` is a content-bearing method (basic.publish)
 together with its raw property list (encoded flags + properties, decoded lazily by whoever
-needs them) and its body.
+needs them) and its body. ``Publishes`` is a run of basic.publish contents on one channel with
+the same method (a publisher streaming to one exchange and routing key), handled as one event.
 """
 
 from __future__ import annotations
 
-__all__ = ["Method", "Content", "ChannelOpened", "ChannelClosed", "ConnectionClosed"]
+__all__ = ["Method", "Content", "Publishes", "ChannelOpened", "ChannelClosed", "ConnectionClosed"]
 
 
 class Method:
@@ -33,6 +34,24 @@ class Content:
 
     def __repr__(self) -> str:
         return f"Content({self.channel}, {self.method!r}, {len(self.body)} octets)"
+
+
+class Publishes:
+    """Consecutive basic.publish contents of one channel with the same method arguments: what
+    as many ``Content`` events would carry, in order (``properties[i]`` goes with ``bodies[i]``;
+    an equal property list is the same object). Only for a session that asked for runs
+    (``ServerConnection.publish_runs``): one event instead of many is most of what a run saves."""
+
+    __slots__ = ("channel", "method", "properties", "bodies")
+
+    def __init__(self, channel: int, method, properties: list, bodies: list) -> None:
+        self.channel = channel
+        self.method = method
+        self.properties = properties
+        self.bodies = bodies
+
+    def __repr__(self) -> str:
+        return f"Publishes({self.channel}, {self.method!r}, {len(self.bodies)} messages)"
 
 
 class ChannelOpened:

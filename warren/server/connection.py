@@ -27,7 +27,7 @@ from warren.metrics.totals import TOTALS
 from warren.protocol.amqp0_9_1.adapter import ConnectionHandler
 from warren.protocol.amqp0_9_1.connection import ServerConnection
 from warren.protocol.amqp0_9_1.delivery import OUTPUT_BATCH
-from warren.protocol.events import Method
+from warren.protocol.events import Method, Publishes
 from warren.protocol.amqp0_10.adapter import ConnectionHandler as ConnectionHandler0_10
 from warren.protocol.amqp0_10.connection import ServerConnection as ServerConnection0_10
 from warren.protocol.header import AMQP_0_10, HEADER_SIZE, NEED_MORE, PREFERRED_HEADER, read_header
@@ -266,9 +266,9 @@ class AMQPConnection(asyncio.Protocol):
         conn = self.conn
         session = self.session
         alarms = self.server.alarms
-        budget = EVENTS_PER_TURN
+        budget = EVENTS_PER_TURN  # events, a run of publishes counting as its messages
         self._more_events = False
-        while budget:
+        while budget > 0:
             try:
                 event = conn.next_event()
             except AMQPError as e:
@@ -280,7 +280,7 @@ class AMQPConnection(asyncio.Protocol):
                 conn.data_to_send()  # start and tune: the supervisor sent them to the client already
                 self._replaying = False
             session.handle(event)
-            budget -= 1
+            budget -= len(event.bodies) if type(event) is Publishes else 1
             if self._throttled:
                 break  # a congested queue paused us (throttle): the rest waits
             if alarms.raised and session.published:

@@ -25,7 +25,8 @@ from warren.broker.client import ClientConnection
 from warren.errors import AMQPError, ConnectionAccessRefused, InternalError, NotImplemented_, SoftError
 from warren.protocol.amqp0_9_1.channel import Channel
 from warren.protocol.amqp0_9_1.delivery import ChannelSink
-from warren.protocol.events import ChannelClosed, ChannelOpened, Content, ConnectionClosed, Method
+from warren.protocol.amqp0_9_1.connection import PUBLISH_RUN_MAX
+from warren.protocol.events import ChannelClosed, ChannelOpened, Content, ConnectionClosed, Method, Publishes
 from warren.spec import amqp0_9_1 as spec
 
 __all__ = ["ConnectionHandler"]
@@ -45,6 +46,7 @@ class ConnectionHandler(ClientConnection):
         self._confirming: set[Channel] = set()
         self.sinks_flushing: list[ChannelSink] = []  # sinks that asked for the next flush (delivery.py)
         conn.channel_admit = self._admit_channel  # the user's max-channels, before open-ok
+        conn.publish_run_max = PUBLISH_RUN_MAX  # consecutive publishes as one Publishes event
 
     # --- events --------------------------------------------------------------------------
 
@@ -52,7 +54,14 @@ class ConnectionHandler(ClientConnection):
         channel = getattr(event, "channel", 0)
         try:
             kind = type(event)
-            if kind is Content:
+            if kind is Publishes:  # a run of publishes with the same method (the hot path)
+                self.published = True
+                m = event.method
+                if m.immediate:
+                    raise NotImplemented_("immediate=true")
+                self.channels[event.channel].publish_run(m.exchange, m.routing_key, event.properties, event.bodies,
+                                                         m.mandatory)
+            elif kind is Content:
                 self.published = True
                 m = event.method  # basic.publish: straight to the operation (the hot path)
                 if m.immediate:  # RabbitMQ 3.x refuses it the same way

@@ -49,21 +49,24 @@ from warren.errors import (
 )
 from warren.protocol.amqp0_9_1.state import ConnectionState, State
 from warren.protocol.dialects import DIALECT_0_9_1, Dialect
-from warren.protocol.events import ChannelClosed, ChannelOpened, Content, ConnectionClosed, Method
+from warren.protocol.events import ChannelClosed, ChannelOpened, Content, ConnectionClosed, Method, Publishes
 from warren.spec import amqp0_9_1 as spec
 
 try:  # the compiled fast paths (setup.py); _publish and send_deliver below are their Python twins
     from warren.codec._speedups import deliver_frames as _deliver_frames, take_publish as _take_publish
-    from warren.codec._speedups import properties_error as _properties_error
+    from warren.codec._speedups import properties_error as _properties_error, take_publishes as _take_publishes
 except ImportError:
-    _take_publish = _deliver_frames = None
+    _take_publish = _take_publishes = _deliver_frames = None
     _properties_error = properties_error
 
-__all__ = ["ServerConnection", "FRAME_MAX_DEFAULT", "CHANNEL_MAX_DEFAULT", "MAX_MESSAGE_SIZE"]
+__all__ = ["ServerConnection", "FRAME_MAX_DEFAULT", "CHANNEL_MAX_DEFAULT", "MAX_MESSAGE_SIZE", "PUBLISH_RUN_MAX"]
 
 FRAME_MAX_DEFAULT = 131_072  # RabbitMQ's default frame_max
 CHANNEL_MAX_DEFAULT = 2047  # RabbitMQ's default channel_max
 MAX_MESSAGE_SIZE = 128 * 1024 * 1024  # RabbitMQ 3.8+'s default max_message_size
+# Publishes taken as one ``Publishes`` event at most (``publish_run_max``): enough that the
+# event's own cost is spread thin, few enough that a run is a small part of a server turn
+PUBLISH_RUN_MAX = 50
 # Before tune-ok we accept frames up to our own frame-max: the spec's 4096 is a floor, and
 # some clients send a start-ok with large client properties.
 
@@ -105,6 +108,11 @@ class _Assembly:
 
 class ServerConnection:
     """One server-side AMQP connection, 0-9-1 or another ``dialect`` (see module docstring)."""
+
+    # A session that handles ``Publishes`` events sets this to the longest run it takes
+    # (PUBLISH_RUN_MAX); 0: every publish is its own ``Content``. Runs are taken by the
+    # compiled take_publishes only; without it every publish is a ``Content`` as before.
+    publish_run_max = 0
 
     def __init__(self, server_properties: dict, mechanisms: bytes = b"PLAIN AMQPLAIN",
                  frame_max: int = FRAME_MAX_DEFAULT, channel_max: int = CHANNEL_MAX_DEFAULT,
@@ -165,14 +173,20 @@ class ServerConnection:
         """The next event, or None when more bytes are needed. Raises AMQPError (module doc)."""
         frames = self.frames
         take = _take_publish if self._fast_publish else None
+        run_max = self.publish_run_max if take is not None else 0
         while True:
             if self._broken:
                 return None
             if take is not None and self.state.state is _ST_OPEN:
                 # a whole basic.publish content at once, in C (_speedups.c); None for anything
-                # else or unusual, which the frame-by-frame path below takes (and reports)
-                got = take(frames.buf, frames.pos, frames.max_frame_size, self.max_message_size,
-                           self._last_publish_args, self._last_properties)
+                # else or unusual, which the frame-by-frame path below takes (and reports).
+                # With runs: the publishes that follow it with the same method too, as lists.
+                if run_max:
+                    got = _take_publishes(frames.buf, frames.pos, frames.max_frame_size, self.max_message_size,
+                                          self._last_publish_args, self._last_properties, run_max)
+                else:
+                    got = take(frames.buf, frames.pos, frames.max_frame_size, self.max_message_size,
+                               self._last_publish_args, self._last_properties)
                 if got is not None:
                     channel, args, properties, body, after = got
                     if self.channels.get(channel) == _OPEN and channel not in self._assembling:
@@ -186,8 +200,13 @@ class ServerConnection:
                             if method is not None:
                                 self._last_publish, self._last_publish_args = method, args
                         if method is not None:
-                            self._last_properties = properties
                             frames.pos = after
+                            if run_max:  # properties and body are lists
+                                self._last_properties = properties[-1]
+                                if len(body) > 1:
+                                    return Publishes(channel, method, properties, body)
+                                return Content(channel, method, properties[0], body[0])
+                            self._last_properties = properties
                             return Content(channel, method, properties, body)
             try:
                 frame = frames.next_frame()

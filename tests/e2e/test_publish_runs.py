@@ -1,0 +1,135 @@
+"""Publishes that arrive together: the broker takes a run of consecutive basic.publish contents
+with the same method (one channel, exchange, routing key, flags) as one event and handles it
+with one exchange lookup and permission check (``ServerConnection.publish_run_max``,
+``BrokerChannel.publish_run``). Whatever the run, each message must end as if published alone:
+in order, with its own properties, confirmed, returned, held by a transaction, and an error in
+the middle of a run stops it exactly there.
+
+The publishes are sent by the raw client in one write, so they reach the broker in one read
+and form runs; pika reads the results. RabbitMQ is the reference (WARREN_TEST_BROKER_URL).
+"""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from . import rawamqp as raw
+from .helpers import PRECONDITION_FAILED, get, make_queue, message_count, wait_until
+
+pytestmark = pytest.mark.timeout(60)
+
+CONFIRM_SELECT, CONFIRM_SELECT_OK = (85, 10), (85, 11)
+TX_SELECT, TX_SELECT_OK, TX_COMMIT, TX_COMMIT_OK = (90, 10), (90, 11), (90, 20), (90, 21)
+TX_ROLLBACK, TX_ROLLBACK_OK = (90, 30), (90, 31)
+BASIC_RETURN = (60, 50)
+MESSAGE_ID, USER_ID = 0x0080, 0x0010  # basic property flags
+
+
+def publish(channel: int, routing_key: str, body: bytes, flags: int = 0, values: bytes = b"",
+            exchange: str = "", mandatory: bool = False) -> bytes:
+    """basic.publish + a content header with these property flags and values + the body."""
+    header = raw.frame(raw.FRAME_HEADER, channel, struct.pack(">HHQH", 60, 0, len(body), flags) + values)
+    return (raw.basic_publish(channel, exchange, routing_key, mandatory) + header
+            + (raw.body_frame(channel, body) if body else b""))
+
+
+def with_message_id(channel: int, routing_key: str, i: int, **kw) -> bytes:
+    return publish(channel, routing_key, b"body-%d" % i, MESSAGE_ID, raw.shortstr(f"id-{i}"), **kw)
+
+
+def acked_upto(c: raw.RawConnection, n: int, channel: int = 1) -> int:
+    """Read confirms until publish n is covered; the highest tag acked (no nack may come)."""
+    upto = 0
+    while upto < n:
+        f = c.read_method(timeout=20)
+        assert f.method == raw.BASIC_ACK and f.channel == channel, f"expected basic.ack, got {f}"
+        tag, = struct.unpack_from(">Q", f.args)
+        assert tag > upto
+        upto = tag
+    return upto
+
+
+def test_a_run_of_publishes_with_their_own_properties_is_confirmed_and_queued_in_order(broker, ch, cleanup, uid):
+    q = make_queue(ch, cleanup, f"runs-order-{uid}")
+    n = 600
+    with raw.RawConnection(broker.host, broker.port, timeout=20) as c:
+        c.handshake(heartbeat=0)
+        c.open_channel(1)
+        c.send_method(1, *CONFIRM_SELECT, b"\x00")
+        c.expect(CONFIRM_SELECT_OK, 1)
+        c.send(b"".join(with_message_id(1, q, i) for i in range(n)))
+        assert acked_upto(c, n) == n
+        c.close_connection()
+    assert message_count(ch.connection, q) == n
+    for i in range(n):
+        method, props, body = get(ch, q)
+        assert (body, props.message_id) == (b"body-%d" % i, f"id-{i}")
+
+
+def test_an_error_in_the_middle_of_a_run_stops_it_there(broker, ch, cleanup, uid):
+    """Message 6 of 10 claims another user: 406 closes the channel; 1-5 are queued, 7-10 dropped
+    (frames after a channel error are discarded, as RabbitMQ does)."""
+    q = make_queue(ch, cleanup, f"runs-error-{uid}")
+    frames = [with_message_id(1, q, i) for i in range(5)]
+    frames.append(publish(1, q, b"impostor", USER_ID, raw.shortstr("not-guest")))
+    frames += [with_message_id(1, q, i) for i in range(6, 10)]
+    with raw.RawConnection(broker.host, broker.port, timeout=20) as c:
+        c.handshake(heartbeat=0)
+        c.open_channel(1)
+        c.send(b"".join(frames))
+        close = c.expect_channel_close(1, timeout=20)
+        assert close.reply_code == PRECONDITION_FAILED
+        c.open_channel(1)  # the connection is fine
+        c.close_connection()
+    assert wait_until(lambda: message_count(ch.connection, q) == 5, timeout=10)
+    assert [get(ch, q)[2] for _ in range(5)] == [b"body-%d" % i for i in range(5)]
+    assert message_count(ch.connection, q) == 0
+
+
+def test_a_run_of_unroutable_mandatory_publishes_returns_each_and_confirms_them_all(broker, uid):
+    n = 40
+    nowhere = f"runs-nowhere-{uid}"
+    with raw.RawConnection(broker.host, broker.port, timeout=20) as c:
+        c.handshake(heartbeat=0)
+        c.open_channel(1)
+        c.send_method(1, *CONFIRM_SELECT, b"\x00")
+        c.expect(CONFIRM_SELECT_OK, 1)
+        c.send(b"".join(with_message_id(1, nowhere, i, mandatory=True) for i in range(n)))
+        returned, upto = [], 0
+        while upto < n or len(returned) < n:
+            f = c.read_method(timeout=20)
+            if f.method == BASIC_RETURN:
+                reply_code, = struct.unpack_from(">H", f.args)
+                assert reply_code == 312
+                c.read_frame(timeout=20)  # the content header
+                returned.append(c.read_frame(timeout=20).payload)
+            else:
+                assert f.method == raw.BASIC_ACK, f"expected basic.ack or basic.return, got {f}"
+                assert len(returned) >= struct.unpack_from(">Q", f.args)[0]  # the return comes first
+                upto = struct.unpack_from(">Q", f.args)[0]
+        c.close_connection()
+    assert returned == [b"body-%d" % i for i in range(n)]
+
+
+@pytest.mark.parametrize("ending", ["commit", "rollback"])
+def test_a_run_inside_a_transaction_waits_for_the_commit(broker, ch, cleanup, uid, ending):
+    q = make_queue(ch, cleanup, f"runs-tx-{uid}")
+    with raw.RawConnection(broker.host, broker.port, timeout=20) as c:
+        c.handshake(heartbeat=0)
+        c.open_channel(1)
+        c.send_method(1, *TX_SELECT)
+        c.expect(TX_SELECT_OK, 1)
+        c.send(b"".join(with_message_id(1, q, i) for i in range(50)))
+        # the publishes are handled before the next method (one channel, in order)
+        c.declare_queue(1, q, passive=True)
+        assert message_count(ch.connection, q) == 0
+        if ending == "commit":
+            c.send_method(1, *TX_COMMIT)
+            c.expect(TX_COMMIT_OK, 1)
+        else:
+            c.send_method(1, *TX_ROLLBACK)
+            c.expect(TX_ROLLBACK_OK, 1)
+        c.close_connection()
+    assert message_count(ch.connection, q) == (50 if ending == "commit" else 0)
