@@ -18,7 +18,10 @@ Qpid's priority queues (``qpid.priorities`` / ``x-qpid-priorities``: N levels, 1
 onto the N levels centred on 4-5, as Qpid's brokers do: ``level = clamp(p - (5 - ceil(N/2)),
 0, N - 1)`` (with 5 levels: 0-2, 3, 4, 5, 6 and above; with 10: 0..9, higher ones as 9). A
 length limit (``qpid.policy_type`` ``ring``, or any drop-head) drops the oldest message of the
-lowest level first, where RabbitMQ's drop-head takes the head (the highest).
+lowest level first, where RabbitMQ's drop-head takes the head (the highest). Qpid's
+fairshare (``x-qpid-fairshare[-LEVEL]``) is ``FairshareReady``: levels are served from the top
+down in passes, each level at most its limit of messages in a row per pass; when no level at or
+below the current one may give more, a new pass starts from the top.
 """
 
 from __future__ import annotations
@@ -26,10 +29,10 @@ from __future__ import annotations
 from collections import deque
 
 from warren.broker.queue import MAXLEN, Queue
-from warren.broker.queues.qpid_args import priority_levels
+from warren.broker.queues.qpid_args import fairshare_limits, priority_levels
 from warren.codec.properties import PRIORITY_FLAG
 
-__all__ = ["PriorityQueue", "PriorityReady", "message_priority", "QpidPriorityQueue", "QpidPriorityReady",
+__all__ = ["PriorityQueue", "PriorityReady", "message_priority", "QpidPriorityQueue", "QpidPriorityReady", "FairshareReady",
            "qpid_level"]
 
 _PRIORITY_HI = PRIORITY_FLAG >> 8  # tested in the high octet of the flag word
@@ -166,6 +169,45 @@ class QpidPriorityReady(PriorityReady):
         raise IndexError("pop from an empty priority queue")
 
 
+class FairshareReady(QpidPriorityReady):
+    """``QpidPriorityReady`` whose head follows Qpid's fairshare limits (module docstring)."""
+
+    __slots__ = ("limits", "pos", "count")
+
+    def __init__(self, levels: int, limits: list[int]) -> None:
+        super().__init__(levels)
+        self.limits = limits  # per level, 0 = no limit
+        self.pos = levels - 1  # the level the current pass is at
+        self.count = 0  # messages it gave in a row
+
+    def _pick(self) -> tuple[int, int]:
+        """(level, count once taken) of the next entry."""
+        levels, limits = self.levels, self.limits
+        pos, count = self.pos, self.count
+        for _ in range(2):  # the current pass, then a new one from the top
+            for level in range(pos, -1, -1):
+                if not levels[level]:
+                    continue
+                given = count if level == pos else 0
+                limit = limits[level]
+                if limit and given >= limit:
+                    continue  # its turn in this pass is over
+                return level, given + 1
+            pos, count = self.max, 0
+        raise IndexError("pop from an empty priority queue")
+
+    def __getitem__(self, i: int):
+        if i != 0:
+            raise IndexError("a priority queue only shows its head")
+        return self.levels[self._pick()[0]][0]
+
+    def popleft(self):
+        level, self.count = self._pick()
+        self.pos = level
+        self.n -= 1
+        return self.levels[level].popleft()
+
+
 class PriorityQueue(Queue):
     def __init__(self, vhost, name: str, durable: bool = False, exclusive_owner=None,
                  auto_delete: bool = False, arguments: dict | None = None) -> None:
@@ -193,7 +235,8 @@ class QpidPriorityQueue(PriorityQueue):
     def new_ready(self) -> PriorityReady:
         self.levels = priority_levels(self.arguments)
         self.max_priority = self.levels - 1
-        return QpidPriorityReady(self.levels)
+        limits = fairshare_limits(self.arguments, self.levels)
+        return FairshareReady(self.levels, limits) if limits else QpidPriorityReady(self.levels)
 
     def _drop_over_limit(self) -> None:
         """A full queue drops the lowest priorities first, oldest first (Qpid's ring queues)."""

@@ -11,7 +11,10 @@ without them pays nothing:
   (``message_groups.py``);
 * ``qpid.priorities`` or ``x-qpid-priorities``: 1..10 priority levels, Qpid's mapping of
   message priorities onto them (``priority.py``: ``QpidPriorityQueue``); an ``x-max-priority``
-  beside them is ignored (the 0-10 adapter adds one);
+  beside them is ignored (the 0-10 adapter adds one); with ``x-qpid-fairshare`` /
+  ``qpid.fairshare`` (a limit for every level) or ``x-qpid-fairshare-N`` / ``qpid.fairshare-N``
+  (for level N), at most that many messages of a level in a row before the lower levels get
+  their turn (``fairshare_limits``);
 * ``qpid.max_count``, ``qpid.max_size`` (0 = no limit; integers or strings of digits, as Qpid
   accepts) and ``qpid.policy_type`` (``reject``, ``ring``, ``ring_strict``, ``flow_to_disk``):
   length limits, read as ``x-max-length``, ``x-max-length-bytes`` and ``x-overflow`` where those
@@ -28,7 +31,7 @@ from functools import cache
 
 from warren.errors import PreconditionFailed
 
-__all__ = ["LVQ_KEY", "GROUP_KEY", "SHARED_GROUPS", "PRIORITIES", "DEFAULT_GROUP", "LEGACY_LVQ_HEADER",
+__all__ = ["fairshare_limits", "LVQ_KEY", "GROUP_KEY", "SHARED_GROUPS", "PRIORITIES", "DEFAULT_GROUP", "LEGACY_LVQ_HEADER",
            "lvq_header", "group_header", "priority_levels", "has_limits", "check", "with_limits",
            "QpidLimits", "with_qpid_limits", "header_key"]
 
@@ -88,6 +91,32 @@ def priority_levels(arguments: dict) -> int | None:
     return None
 
 
+FAIRSHARE = ("x-qpid-fairshare", "qpid.fairshare")
+
+
+def fairshare_limits(arguments: dict, levels: int) -> list[int] | None:
+    """Each level's fairshare limit (0: none), or None when no fairshare argument is given."""
+    default = 0
+    for name in FAIRSHARE:
+        if name in arguments:
+            default = _int(arguments[name]) or 0
+            break
+    limits = [default] * levels
+    found = any(name in arguments for name in FAIRSHARE)
+    for level in range(levels):
+        for name in FAIRSHARE:
+            key = f"{name}-{level}"
+            if key in arguments:
+                limits[level] = _int(arguments[key]) or 0
+                found = True
+                break
+    return limits if found and any(limits) else None
+
+
+def _fairshare_names(arguments: dict) -> list[str]:
+    return [k for k in arguments if isinstance(k, str) and k.startswith(FAIRSHARE)]
+
+
 def has_limits(arguments: dict) -> bool:
     return POLICY in arguments or any(name in arguments for name in LIMITS)
 
@@ -125,6 +154,14 @@ def check(arguments: dict, where: str, queue_kind: str = "classic") -> None:
                                          f"levels, got {arguments[name]!r}")
             kinds.append("priorities")
             break
+    for name in _fairshare_names(arguments):
+        suffix = name.split("fairshare", 1)[1]
+        v = _int(arguments[name])
+        if v is None or v < 0 or not (suffix == "" or (suffix[0] == "-" and suffix[1:].isdigit())):
+            raise PreconditionFailed(f"invalid arg '{name}' for {where}: expected a non-negative integer "
+                                     f"(x-qpid-fairshare or x-qpid-fairshare-LEVEL), got {arguments[name]!r}")
+        if "priorities" not in kinds:
+            raise PreconditionFailed(f"invalid arg '{name}' for {where}: fairshare needs qpid.priorities")
     if kinds and queue_kind != "classic":
         raise PreconditionFailed(f"{where}: {kinds[0]} is a classic queue feature, not one of a {queue_kind} queue")
     if len(kinds) > 1:

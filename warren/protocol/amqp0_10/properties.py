@@ -207,7 +207,7 @@ def from_basic(p: BasicProperties, exchange: str, routing_key: str, redelivered:
     delivery = spec.MessageDeliveryProperties(exchange=exchange, routing_key=routing_key,
                                               redelivered=bool(redelivered))
     if p.priority is not None:
-        delivery.priority = p.priority if p.priority <= 9 else 9
+        delivery.priority = p.priority  # an octet both ways; Qpid's brokers pass 10+ through too
     if p.delivery_mode in (1, 2):
         delivery.delivery_mode = p.delivery_mode
     if p.expiration is not None and p.expiration.isdigit():
