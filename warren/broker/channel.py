@@ -69,6 +69,9 @@ class BrokerChannel:
     # unroutable publishes (off the routed path; Prometheus' rabbitmq_global_messages_unroutable_*)
     stats_unroutable_dropped = 0
     stats_unroutable_returned = 0
+    # what ``publish`` makes a message with: an adapter may give its messages more to carry
+    # (0-10: the publishing connection, for no-local queues)
+    new_message = Message
 
     def __init__(self, session, number: int, sink) -> None:
         self.session = session  # the client connection: user, vhost, access, exclusive queues
@@ -289,7 +292,7 @@ class BrokerChannel:
             raise AccessRefused(f"cannot publish to internal exchange '{exchange}' in vhost '{self.vhost.name}'")
         self.stats_publish += 1
         ex.stats_publish_in += 1
-        msg = Message(exchange, routing_key, properties, body)
+        msg = self.new_message(exchange, routing_key, properties, body)
         if len(properties) >= 2 and (properties[0] & _CHECKED_FLAGS_HI or properties[1] & _USER_ID_FLAG):
             self._check_properties(msg)
         if self.tx_mode:
@@ -307,19 +310,26 @@ class BrokerChannel:
             return _REFUSED
         return _RETURNED if mandatory else _DROPPED
 
-    def publish_run(self, exchange: str, routing_key: str, properties: list, bodies: list, mandatory: bool) -> None:
+    def publish_run(self, exchange: str, routing_key: str, properties: list, bodies: list, mandatory: bool) -> int:
         """``publish`` of each (properties[i], bodies[i]) in order, with the same exchange,
         routing key and flags (the 0-9-1 ``Publishes`` event: a publisher streaming to one
         destination). What is the same for all is done once: the exchange lookup, the checks
         of permission, internal exchange and transaction. An error stops the run where
         ``publish`` would have raised it; the rest of the run is then dropped, as the frames
-        after a channel error are."""
+        after a channel error are. Returns how many were published: fewer than all when one
+        went to a congested queue (flow control), whose publisher is read no further until it
+        drains; the caller keeps the rest for then, as unread frames would have waited."""
+        self.run_stopped = False
         ex = self.vhost.exchanges.get(exchange)
         if (self.tx_mode or ex is None or ex.internal
                 or (ex is not self.publish_allowed and self.publish_checked.get(exchange, authz.UNCHECKED) is not ex)):
+            done = 0
             for props, body in zip(properties, bodies):  # the first publish checks and reports
+                done += 1
                 self.publish(exchange, routing_key, props, body, mandatory)
-            return
+                if self.run_stopped:
+                    break
+            return done
         route = self._route
         confirms = self.confirms
         done = 0
@@ -332,9 +342,12 @@ class BrokerChannel:
                 need = route(ex, msg, mandatory)
                 if confirms is not None:
                     confirms.published(need if need > 0 else 0, need == REFUSED)
+                if self.run_stopped:
+                    break
         finally:
             self.stats_publish += done
             ex.stats_publish_in += done
+        return done
 
     def _check_properties(self, msg: Message) -> None:
         """The properties the broker acts on at publish time: reply-to, expiration, user-id."""
@@ -371,6 +384,7 @@ class BrokerChannel:
                 refused = True
             if q.congested:  # flow control: its backlog is over the mark (queue.py)
                 self.session.throttled_by(q)
+                self.run_stopped = True  # publish_run hands the rest of its run back
         if msg.persistent:
             msg.routed()
         return REFUSED if refused else need  # REFUSED by any queue: the publisher gets a nack

@@ -95,3 +95,50 @@ def test_refusals_carry_0_10_codes_and_end_only_their_session(client, qname, bro
     keeper.send(spec.QueueDeclare(queue=qname, exclusive=True, auto_delete=True))
     with Client010(broker) as other:
         assert _refused(other.session(1), spec.QueueDeclare(queue=qname, passive=True)) == E.RESOURCE_LOCKED
+
+
+@pytest.mark.parametrize("name", ["amq.", "amq.abc123", "qpid.", "qpid.mine"])
+def test_exchange_names_amq_and_qpid_are_reserved(client, name):
+    s = client.session(1)
+    assert _refused(s, spec.ExchangeDeclare(exchange=name, type="direct")) == E.NOT_ALLOWED
+    s = client.session(2)
+    s.send(spec.ExchangeDeclare(exchange="abc." + name, type="direct"))  # only as a prefix
+    s.send(spec.ExchangeDeclare(exchange="amq.direct", type="direct"))  # the standard ones: redeclared as they are
+    s.send(spec.ExchangeDelete(exchange="abc." + name))
+
+
+def test_a_headers_binding_needs_x_match(session, qname):
+    session.send(spec.QueueDeclare(queue=qname, exclusive=True, auto_delete=True))
+    session.send(spec.ExchangeBind(queue=qname, exchange="amq.match", arguments={"x-match": "any", "a": "b"}))
+    assert _refused(session, spec.ExchangeBind(queue=qname, exchange="amq.match",
+                                               arguments={"name": "fred", "age": 3})) == E.INTERNAL_ERROR
+
+
+def test_unbind_removes_a_headers_binding_made_with_arguments(session, qname):
+    session.send(spec.QueueDeclare(queue=qname, exclusive=True, auto_delete=True))
+    session.send(spec.ExchangeBind(queue=qname, exchange="amq.match", arguments={"x-match": "all", "a": "b"}))
+    headers = spec.MessageMessageProperties(application_headers={"a": "b"})
+    session.transfer("amq.match", b"one", properties=headers)
+    session.send(spec.ExchangeUnbind(queue=qname, exchange="amq.match"))  # 0-10's unbind carries no arguments
+    assert session.send(spec.ExchangeBound(exchange="amq.match", queue=qname)).queue_not_matched
+    session.transfer("amq.match", b"two", properties=headers)
+    assert session.send(spec.QueueQuery(queue=qname)).message_count == 1
+
+
+def test_exclusivity_asked_for_must_be_had(client, broker, qname):
+    s1 = client.session(1)
+    mine, shared = qname + "-mine", qname + "-shared"
+    s1.send(spec.QueueDeclare(queue=mine, exclusive=True, auto_delete=True))
+    s1.send(spec.QueueDeclare(queue=shared, auto_delete=True))
+    s1.send(spec.QueueDeclare(queue=mine, passive=True))
+    s1.send(spec.QueueDeclare(queue=mine, passive=True, exclusive=True))  # ours: granted
+    s1.send(spec.QueueDeclare(queue=shared, passive=True))
+    assert _refused(client.session(2), spec.QueueDeclare(queue=shared, passive=True, exclusive=True)) \
+        == E.RESOURCE_LOCKED
+    s1.subscribe(shared, "d")
+    assert _refused(client.session(3), spec.QueueDeclare(queue=shared, exclusive=True, auto_delete=True)) \
+        == E.RESOURCE_LOCKED  # someone consumes from it
+    with Client010(broker) as other:
+        assert _refused(other.session(1), spec.QueueDeclare(queue=mine, exclusive=True, auto_delete=True)) \
+            == E.RESOURCE_LOCKED
+    s1.send(spec.QueueQuery(queue=mine))

@@ -20,6 +20,7 @@ permissions, end of life) plus what is 0-10's own:
 
 from __future__ import annotations
 
+import itertools
 import logging
 
 from warren.broker.client import ClientConnection
@@ -38,6 +39,7 @@ log = logging.getLogger("warren.session")
 CLOSE = spec.ConnectionCloseCode
 E = spec.ExecutionErrorCode
 _TRANSFER = spec.MessageTransfer.INDEX
+_PUBLISHER_IDS = itertools.count(1)  # one per 0-10 connection, never reused
 
 
 class ConnectionHandler(ClientConnection):
@@ -48,6 +50,7 @@ class ConnectionHandler(ClientConnection):
         self.conn = conn  # the sans-IO 0-10 ServerConnection
         self.anonymous_user = anonymous_user
         self._confirming: set[SessionChannel] = set()
+        self.publisher_id = next(_PUBLISHER_IDS)  # what its messages carry (no-local queues)
 
     def __str__(self) -> str:
         return super().__str__() + " (AMQP 0-10)"
