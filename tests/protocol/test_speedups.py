@@ -21,7 +21,7 @@ from tests.codec.test_properties import REFUSED, TAKEN, hostile_lists
 from tests.protocol.test_connection import Peer, body_frame, frame, header_frame, mframe
 from warren.codec.properties import properties_error as py_properties_error
 from warren.codec.frames import FRAME_HEARTBEAT, FRAME_METHOD
-from warren.errors import AMQPError
+from warren.errors import AMQPError, PreconditionFailed
 from warren.protocol.amqp0_9_1 import connection as connection_module
 from warren.protocol.events import Content, Publishes
 from warren.spec import amqp0_9_1 as spec
@@ -95,6 +95,29 @@ def test_take_publishes_takes_a_run_with_the_same_method_on_one_channel():
                  mframe(1, spec.BasicQos(0, 1, False))):
         got = take_publishes(tail + stop + tail, 0, FRAME_MAX, 100, None, b"", 50)
         assert got[3] == [b"z"] and got[4] == len(tail)
+
+
+@needs_speedups
+def test_an_unread_run_comes_back_first_unless_its_channel_closed_meanwhile():
+    """The session hands back the rest of a run that flow control stopped (adapter.py): the
+    connection returns it before anything else, and drops it once its channel is gone."""
+    m = spec.BasicPublish(exchange="", routing_key="q")
+    one = mframe(1, m) + header_frame(1, 1) + body_frame(1, b"x")
+    p = Peer(frame_max=FRAME_MAX, channel_max=16)
+    p.handshake(channel_max=16, frame_max=FRAME_MAX)
+    p.open_channel(1)
+    p.conn.publish_run_max = 50
+    p.conn.receive_data(one * 3)
+    run = p.conn.next_event()
+    assert isinstance(run, Publishes) and run.bodies == [b"x"] * 3
+    p.conn.receive_data(one)
+    rest = Publishes(1, run.method, run.properties[1:], run.bodies[1:])
+    p.conn.unread(rest)
+    assert p.conn.next_event() is rest
+    assert isinstance(p.conn.next_event(), Content) and p.conn.next_event() is None
+    p.conn.unread(rest)
+    p.conn.close_channel(1, PreconditionFailed("gone"))
+    assert p.conn.next_event() is None
 
 
 # --- the differential test ------------------------------------------------------------------------

@@ -69,6 +69,7 @@ class BrokerChannel:
     # unroutable publishes (off the routed path; Prometheus' rabbitmq_global_messages_unroutable_*)
     stats_unroutable_dropped = 0
     stats_unroutable_returned = 0
+    run_stopped = False  # publish_run: a publish went to a congested queue, the run stops there
     # what ``publish`` makes a message with: an adapter may give its messages more to carry
     # (0-10: the publishing connection, for no-local queues)
     new_message = Message
@@ -331,12 +332,13 @@ class BrokerChannel:
                     break
             return done
         route = self._route
+        new_message = self.new_message
         confirms = self.confirms
         done = 0
         try:
             for props, body in zip(properties, bodies):
                 done += 1
-                msg = Message(exchange, routing_key, props, body)
+                msg = new_message(exchange, routing_key, props, body)
                 if len(props) >= 2 and (props[0] & _CHECKED_FLAGS_HI or props[1] & _USER_ID_FLAG):
                     self._check_properties(msg)
                 need = route(ex, msg, mandatory)

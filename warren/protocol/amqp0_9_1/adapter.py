@@ -59,8 +59,10 @@ class ConnectionHandler(ClientConnection):
                 m = event.method
                 if m.immediate:
                     raise NotImplemented_("immediate=true")
-                self.channels[event.channel].publish_run(m.exchange, m.routing_key, event.properties, event.bodies,
-                                                         m.mandatory)
+                done = self.channels[event.channel].publish_run(m.exchange, m.routing_key, event.properties,
+                                                                event.bodies, m.mandatory)
+                if done < len(event.bodies):  # flow control paused us: the rest is read later
+                    self.conn.unread(Publishes(event.channel, m, event.properties[done:], event.bodies[done:]))
             elif kind is Content:
                 self.published = True
                 m = event.method  # basic.publish: straight to the operation (the hot path)

@@ -138,6 +138,7 @@ class ServerConnection:
         # same exchange and routing key every time, and the method object is then reused
         self._last_publish_args: bytes | None = None
         self._last_publish = None
+        self._unread = None  # a Publishes event handed back (unread), returned first by next_event
         self._out: list = []
         self.out_bytes = 0  # content octets queued since the last data_to_send
         self._broken = False  # after a framing error nothing more is parsed
@@ -172,6 +173,10 @@ class ServerConnection:
     def next_event(self):
         """The next event, or None when more bytes are needed. Raises AMQPError (module doc)."""
         frames = self.frames
+        if self._unread is not None:
+            event, self._unread = self._unread, None
+            if self.state.state is _ST_OPEN and self.channels.get(event.channel) == _OPEN:
+                return event
         take = _take_publish if self._fast_publish else None
         run_max = self.publish_run_max if take is not None else 0
         while True:
@@ -554,6 +559,12 @@ class ServerConnection:
         """The virtual host is good: the connection is open."""
         self.state.advance("vhost-accepted")
         self.send_method(0, spec.ConnectionOpenOk())
+
+    def unread(self, event) -> None:
+        """Hand back the rest of a ``Publishes`` run the session could not take now (flow
+        control paused it): ``next_event`` returns it first, as if its frames were still
+        unread; dropped if its channel or the connection closed meanwhile."""
+        self._unread = event
 
     # --- output --------------------------------------------------------------------------
 
