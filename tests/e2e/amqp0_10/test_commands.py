@@ -82,7 +82,7 @@ def test_refusals_carry_0_10_codes_and_end_only_their_session(client, qname, bro
         (spec.ExchangeBind(queue=qname, exchange="", binding_key="k"), E.INVALID_ARGUMENT),
         (spec.MessageSubscribe(queue=qname + "-none", destination="d", accept_mode=0, acquire_mode=0), E.NOT_FOUND),
         (spec.MessageResume(destination="d", resume_id="r"), E.NOT_IMPLEMENTED),
-        (spec.MessageFlow(destination="nobody", unit=0, value=1), E.NOT_FOUND),
+        (spec.MessageCancel(destination="nobody"), E.NOT_FOUND),
     ]
     keeper = client.session(9)
     for i, (command, code) in enumerate(cases):

@@ -199,3 +199,21 @@ def test_browsing_a_priority_queue_sees_every_message_once_and_acquire_takes_one
     session.subscribe(qname, "c", accept_mode=1)
     got = [session.get("c").body for _ in range(len(priorities))]
     assert b"p4" not in got and got[:2] == [b"p10", b"p7"] and got[2] == b"late"
+
+
+def test_credit_commands_for_unknown_destinations_are_ignored_and_a_deleted_queues_subscription_stays(
+        session, qname):
+    for command in (spec.MessageFlow(destination="nobody", unit=0, value=1), spec.MessageStop(destination="nobody"),
+                    spec.MessageFlush(destination="nobody")):
+        session.send(command)  # completed, no exception (qpid.messaging sends them while closing)
+    session.send(spec.QueueDeclare(queue=qname))
+    session.subscribe(qname, "d", accept_mode=1)
+    session.send(spec.QueueDelete(queue=qname))  # qpid.messaging's delete: always, then the cancel
+    session.send(spec.MessageFlow(destination="d", unit=0, value=1))
+    session.send(spec.MessageStop(destination="d"))
+    session.send(spec.MessageCancel(destination="d"))
+    try:
+        session.send(spec.MessageCancel(destination="d"))
+        raise AssertionError("a second cancel was accepted")
+    except Exception as e:
+        assert getattr(e, "code", None) == spec.ExecutionErrorCode.NOT_FOUND, e

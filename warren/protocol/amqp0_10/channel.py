@@ -278,9 +278,9 @@ class SessionChannel(BrokerChannel):
             raise NotFound(f"no queue '{name}' in vhost '{self.vhost.name}'")  # 0-10: the queue must exist
         _, held = self.delete_queue(name, bool(c.if_unused), bool(c.if_empty))
         for ch, tag in held:
-            if ch is self:  # our own subscription on it just ends: the client asked for this
-                self.sink.subscriptions.pop(tag, None)
-            else:  # another session of this connection: resource-deleted, after our completion
+            # our own subscription on it stays, with nothing more to receive, until the client
+            # cancels it (qpid.messaging deletes a receiver's queue, then cancels the receiver)
+            if ch is not self:  # another session of this connection: resource-deleted, after our completion
                 ch.notify_cancel(tag)
         return None
 

@@ -11,7 +11,9 @@ session's ``SessionChannel`` and the command, as those of ``channel.py``:
   Release and reject act at once even inside a transaction (qpid.messaging releases what it
   prefetched after a rollback).
 * ``subscribe`` is a consumer plus a ``Subscription`` (``delivery.py``: credit, window, browse);
-  ``cancel``, ``set-flow-mode``, ``flow``, ``flush``, ``stop`` act on it. ``resume`` is refused
+  ``cancel``, ``set-flow-mode``, ``flow``, ``flush``, ``stop`` act on it (``cancel`` and
+  ``set-flow-mode`` of an unknown destination are 404; ``flow``, ``flush`` and ``stop`` of one
+  are ignored). A subscription whose queue its own session deletes stays until cancelled. ``resume`` is refused
   (not-implemented): Warren keeps no partial messages.
 """
 
@@ -196,23 +198,30 @@ def handle_message_set_flow_mode(ch, c):
     return None
 
 
+# flow, flush and stop for a destination the session does not have are ignored, as Qpid's
+# brokers do: qpid.messaging sends them for a receiver it is closing, after its cancel
+
+
 def handle_message_flow(ch, c):
-    sub = _subscription(ch, c.destination)
-    sub.add(c.unit or 0, c.value)
-    sub.queue.dispatch()
+    sub = ch.subscriptions.get(c.destination or "")
+    if sub is not None:
+        sub.add(c.unit or 0, c.value)
+        sub.queue.dispatch()
     return None
 
 
 def handle_message_flush(ch, c):
-    sub = _subscription(ch, c.destination)
-    sub.queue.dispatch()  # use the credit on what is there now, then none is left
-    sub.zero()
-    _forget_window(ch, sub)
+    sub = ch.subscriptions.get(c.destination or "")
+    if sub is not None:
+        sub.queue.dispatch()  # use the credit on what is there now, then none is left
+        sub.zero()
+        _forget_window(ch, sub)
     return None
 
 
 def handle_message_stop(ch, c):
-    sub = _subscription(ch, c.destination)
-    sub.zero()
-    _forget_window(ch, sub)
+    sub = ch.subscriptions.get(c.destination or "")
+    if sub is not None:
+        sub.zero()
+        _forget_window(ch, sub)
     return None
