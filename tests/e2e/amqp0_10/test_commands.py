@@ -142,3 +142,26 @@ def test_exclusivity_asked_for_must_be_had(client, broker, qname):
         assert _refused(other.session(1), spec.QueueDeclare(queue=mine, exclusive=True, auto_delete=True)) \
             == E.RESOURCE_LOCKED
     s1.send(spec.QueueQuery(queue=mine))
+
+
+def test_standard_exchanges_cannot_be_deleted(client):
+    assert _refused(client.session(1), spec.ExchangeDelete(exchange="amq.topic")) == E.NOT_ALLOWED
+    assert client.session(2).send(spec.ExchangeQuery(name="amq.topic")).type == "topic"
+
+
+def test_an_exclusive_queue_that_is_not_auto_delete_outlives_its_connection_unlocked(broker, qname):
+    with Client010(broker) as first:
+        s = first.session(1)
+        s.send(spec.QueueDeclare(queue=qname, exclusive=True))
+        s.transfer("", b"kept", routing_key=qname)
+        with Client010(broker) as other:  # locked while its owner lives
+            assert _refused(other.session(1), spec.QueueDeclare(queue=qname, passive=True)) == E.RESOURCE_LOCKED
+    with Client010(broker) as second:
+        s = second.session(1)
+        s.send(spec.QueueDeclare(queue=qname, exclusive=True))  # locked again, by us
+        assert s.send(spec.QueueQuery(queue=qname)).exclusive
+        with Client010(broker) as other:
+            assert _refused(other.session(1), spec.QueueDeclare(queue=qname, passive=True)) == E.RESOURCE_LOCKED
+        s.subscribe(qname, "d", accept_mode=1)
+        assert s.get("d").body == b"kept"
+        s.send(spec.QueueDelete(queue=qname))

@@ -217,3 +217,22 @@ def test_credit_commands_for_unknown_destinations_are_ignored_and_a_deleted_queu
         raise AssertionError("a second cancel was accepted")
     except Exception as e:
         assert getattr(e, "code", None) == spec.ExecutionErrorCode.NOT_FOUND, e
+
+
+def test_a_transfer_without_a_body_is_delivered_without_one(client, session, qname, ch, cleanup):
+    cleanup["queues"].append(qname)
+    session.send(spec.QueueDeclare(queue=qname))
+    header = [spec.MessageDeliveryProperties(routing_key=qname), spec.MessageMessageProperties(content_type="x/y")]
+    client.conn.send_command(1, spec.MessageTransfer(destination=""), False, header, None)  # no body segment
+    session.transfer("", b"", routing_key=qname)  # an empty body segment
+    session.sync()
+    session.subscribe(qname, "d", accept_mode=1, credit=1)
+    first = session.get("d")
+    assert first.body is None and first.properties.content_type == "x/y"
+    session.send(spec.MessageFlow(destination="d", unit=0, value=1))
+    assert session.get("d").body == b""
+    session.send(spec.MessageCancel(destination="d"))
+    client.conn.send_command(1, spec.MessageTransfer(destination=""), False, header, None)
+    session.sync()
+    method, props, body = ch.basic_get(qname, auto_ack=True)  # over 0-9-1: an empty body
+    assert body == b"" and props.content_type == "x/y"

@@ -51,6 +51,9 @@ class ConnectionHandler(ClientConnection):
         self.anonymous_user = anonymous_user
         self._confirming: set[SessionChannel] = set()
         self.publisher_id = next(_PUBLISHER_IDS)  # what its messages carry (no-local queues)
+        # exclusive queues that are not auto-delete: they outlive this connection, which only
+        # holds their lock (Qpid's rule; qpid.messaging's at-least-once topic receivers)
+        self.kept_exclusive: set = set()
 
     def __str__(self) -> str:
         return super().__str__() + " (AMQP 0-10)"
@@ -236,6 +239,15 @@ class ConnectionHandler(ClientConnection):
             for ch in self._confirming:
                 ch.flush_confirms()
             self._confirming.clear()
+
+    def _release(self) -> None:
+        if not self.closed:
+            for q in self.kept_exclusive:
+                if q.exclusive_owner is self:
+                    q.exclusive_owner = None  # unlocked, kept with its messages
+                    self.exclusive_queues.discard(q)
+            self.kept_exclusive.clear()
+        super()._release()
 
     def shutdown(self, reply_text: str = "broker shutdown") -> None:
         self.note_close(f"{reply_text} (320 connection-forced)")

@@ -164,6 +164,8 @@ class SessionChannel(BrokerChannel):
             raise ExecutionError(E.INVALID_ARGUMENT, "the default exchange cannot be deleted")
         if name not in self.vhost.exchanges:
             raise NotFound(f"no exchange '{name}' in vhost '{self.vhost.name}'")
+        if name.startswith(_RESERVED_EXCHANGE_PREFIXES):
+            raise ExecutionError(E.NOT_ALLOWED, f"exchange '{name}' is a standard exchange: it cannot be deleted")
         used_by = [q.name for q in self.vhost.queues.values()
                    if q.arguments.get("x-dead-letter-exchange") == name and q.arguments.get(_AE_MARK)]
         if used_by or any(ex.alternate == name for ex in self.vhost.exchanges.values() if ex.name != name):
@@ -264,6 +266,15 @@ class SessionChannel(BrokerChannel):
             q = self.vhost.queues.get(name)
             if q is not None and q.exclusive_owner is self.session:
                 self.session_queues.add(q)
+        q = self.vhost.queues.get(name)
+        if q is not None and c.exclusive and not c.auto_delete and not c.passive:
+            # Qpid: an exclusive queue that is not auto-delete outlives its owner, which holds
+            # only its lock; an unlocked one nobody consumes from is locked again by this declare
+            if q.exclusive_owner is None and not q.consumers and not q.durable:
+                q.exclusive_owner = self.session
+                self.session.exclusive_queues.add(q)
+            if q.exclusive_owner is self.session:
+                self.session.kept_exclusive.add(q)
         if existing is None and _truthy(arguments.get("no-local")):
             q = self.vhost.queues.get(name)
             if q is not None:

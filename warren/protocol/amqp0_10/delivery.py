@@ -28,8 +28,18 @@ from itertools import islice
 
 from warren.codec.amqp0_10.types import encode_header
 from warren.protocol.amqp0_10.properties import from_basic
+from warren.spec.amqp0_10 import MessageTransfer
 
-__all__ = ["SessionSink", "Subscription", "OUTPUT_BATCH", "UNLIMITED"]
+__all__ = ["SessionSink", "Subscription", "OUTPUT_BATCH", "UNLIMITED", "NO_BODY"]
+
+class _NoBody(bytes):
+    """The body of a transfer that came without a body segment: empty, and sent on without one
+    (qpid.messaging tells a message without content, None, from an empty one)."""
+
+    __slots__ = ()
+
+
+NO_BODY = _NoBody()
 
 OUTPUT_BATCH = 1 << 20  # octets queued for one write before deliveries wait (as 0-9-1's sink)
 UNLIMITED = 0xFFFFFFFF
@@ -180,8 +190,14 @@ class SessionSink:
 
     def _send(self, sub: Subscription, msg, redelivered: bool, acquire_mode: int) -> int:
         dp, mp = self._header(msg, redelivered)
-        transfer_id = self.conn.send_transfer(self.number, sub.destination, msg.body, dp, mp,
-                                              accept_mode=sub.accept_mode, acquire_mode=acquire_mode)
+        body = msg.body
+        if body is NO_BODY:
+            transfer_id = self.conn.send_command(
+                self.number, MessageTransfer(destination=sub.destination, accept_mode=sub.accept_mode,
+                                             acquire_mode=acquire_mode), False, [s for s in (dp, mp) if s is not None])
+        else:
+            transfer_id = self.conn.send_transfer(self.number, sub.destination, body, dp, mp,
+                                                  accept_mode=sub.accept_mode, acquire_mode=acquire_mode)
         cost = self.cost(msg, sub.destination) if sub.octets is not None or sub.mode == WINDOW else 0
         sub.charge(cost)
         if sub.mode == WINDOW:

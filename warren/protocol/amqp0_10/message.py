@@ -23,7 +23,7 @@ from warren.broker.channel import PublishOutcome
 from warren.codec.amqp0_10.sets import SEQ_MOD, SequenceSet
 from warren.errors import AccessRefused
 from warren.protocol.amqp0_10.channel import LATER, ExecutionError
-from warren.protocol.amqp0_10.delivery import NOT_ACQUIRED, Subscription
+from warren.protocol.amqp0_10.delivery import NO_BODY, NOT_ACQUIRED, Subscription
 from warren.protocol.amqp0_10.properties import plain_arguments, to_basic
 from warren.spec import amqp0_10 as spec
 
@@ -45,7 +45,7 @@ def transfer(ch, event):
             message = s
     properties = to_basic(delivery, message)
     routing_key = (delivery.routing_key if delivery is not None else None) or ""
-    body = event.body if event.body is not None else b""
+    body = event.body if event.body is not None else NO_BODY
     outcome = ch.publish(event.command.destination or "", routing_key, properties, body, False)
     if outcome is _PERSISTING:
         ch.persisting.append((ch.confirms.published_upto, ch.current))
