@@ -42,7 +42,8 @@ def _ready(ch, queue: str) -> int:
 
 
 def test_a_flooding_publisher_is_paused_until_a_slow_consumer_drains_the_queue(start_broker, uid):
-    b = start_broker("--queue-flow-high", str(HIGH))
+    # the message mark alone: the octet mark (256 KiB by default) would hold these at 256
+    b = start_broker("--queue-flow-high", str(HIGH), "--queue-flow-high-bytes", "0")
     q = f"flow-{uid}"
     n, size = 40_000, 1024  # 41 MB offered: far more than the socket buffers hold
     consumer = connect(b)
@@ -99,6 +100,48 @@ def test_a_flooding_publisher_is_paused_until_a_slow_consumer_drains_the_queue(s
     assert got == list(range(n))
     assert peak - rss_before < 40, f"RSS grew from {rss_before:.0f} to {peak:.0f} MiB"
     assert _ready(och, q) == 0
+    observer.close()
+    consumer.close()
+    pub.close()
+
+
+def test_the_default_octet_mark_holds_a_backlog_of_4_kib_messages_at_256_kib(start_broker, uid):
+    """The default marks: 4 KiB messages pass the octet mark (256 KiB: 64 of them) long
+    before the message mark (5,000), so a stalled consumer's queue stops growing there."""
+    b = start_broker()
+    q = f"flow-bytes-{uid}"
+    n, size = 5_000, 4096  # 20 MB offered: more than the socket buffers hold
+    consumer = connect(b)
+    cch = consumer.channel()
+    cch.queue_declare(q)
+    cch.basic_qos(prefetch_count=10)
+    got: list[int] = []
+    cch.basic_consume(q, lambda ch, m, _p, body: (got.append(int.from_bytes(body[:8], "big")),
+                                                   ch.basic_ack(m.delivery_tag)))
+    pub = RawConnection(b.host, b.port, timeout=TIMEOUT * 3)
+    pub.handshake(heartbeat=0)
+    pub.open_channel(1)
+    flood = b"".join(publish_frames(1, "", q, i.to_bytes(8, "big") + b"." * (size - 8)) for i in range(n))
+    sent = threading.Event()
+    publisher = threading.Thread(target=lambda: pub.try_send(flood) and sent.set(), daemon=True)
+    publisher.start()
+    observer = connect(b)
+    och = observer.channel()
+    mark = (256 << 10) // size
+    deadline = time.monotonic() + TIMEOUT
+    while _ready(och, q) <= mark and time.monotonic() < deadline:
+        time.sleep(0.05)
+    samples = []
+    for _ in range(10):
+        samples.append(_ready(och, q))
+        time.sleep(0.1)
+    assert mark < min(samples) and max(samples) <= mark + 10, samples  # at most one publish per second of pause
+    assert not sent.is_set(), "the publisher was never paused"
+    deadline = time.monotonic() + 60
+    while len(got) < n and time.monotonic() < deadline:
+        consumer.process_data_events(time_limit=0.2)
+    publisher.join(timeout=TIMEOUT)
+    assert sent.is_set() and got == list(range(n))
     observer.close()
     consumer.close()
     pub.close()

@@ -75,10 +75,12 @@ PAGE_LOW_BYTES = 2 << 20  # ... and read more back only below this many in memor
 # the low marks (the server's ``QueueFlow``, which the queue tells: ``flow_listener``). Without
 # this a flat-out publisher built a backlog of 600k messages (seconds of latency) beside a
 # slower consumer.
-# The marks trade latency for slack: at 5000 messages (2 MiB of bodies), shared/perf's
-# 1p1c-1KiB-confirm kept a p99 of about 80 ms instead of 400 ms (docs/performance.md).
+# The marks trade latency for slack: a congested queue's backlog sits between the low and the
+# high mark, so its messages wait about mark / consume rate. shared/perf's 1p1c-1KiB-confirm
+# (80k msg/s) held 2,049 ready messages at a 2 MiB mark (p99 31 ms, RabbitMQ 10 ms), 257 at
+# 256 KiB (docs/performance.md).
 FLOW_HIGH = 5000  # ready (+ paged) messages
-FLOW_HIGH_BYTES = 2 << 20  # octets of ready message bodies in memory
+FLOW_HIGH_BYTES = 256 << 10  # octets of ready message bodies in memory
 FLOW_LOW_RATIO = 0.5  # drained to half of the high marks: the publishers are read again
 
 _EXPIRATION_HI = EXPIRATION_FLAG >> 8  # tested in the high octet of the flag word
