@@ -587,6 +587,21 @@ done:
     return result;
 }
 
+/*
+ * untrack(obj) -> None
+ *     Takes obj out of the cyclic garbage collector's sight (PyObject_GC_UnTrack). For objects
+ *     that can never be part of a reference cycle: warren.broker.message.Message, whose fields
+ *     are strings, octets, numbers and the decoded properties (which never refer back). A
+ *     queued message is then never visited by a collection, nor is its queue entry (CPython
+ *     stops tracking a tuple of untracked items at its first pass).
+ */
+static PyObject *untrack(PyObject *self, PyObject *obj)
+{
+    if (PyObject_GC_IsTracked(obj))
+        PyObject_GC_UnTrack(obj);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"append_seq_record", (PyCFunction)(void (*)(void))append_seq_record, METH_FASTCALL,
      "append_seq_record(buf, rtype, seq, rest) -> int: one store record appended to a bytearray."},
@@ -595,6 +610,8 @@ static PyMethodDef methods[] = {
      "-> bytes: basic.deliver with its header and one body frame."},
     {"properties_error", (PyCFunction)(void (*)(void))properties_error, METH_FASTCALL,
      "properties_error(buf, start, end) -> None | str: why buf[start:end] is not a well-formed basic property list."},
+    {"untrack", (PyCFunction)untrack, METH_O,
+     "untrack(obj) -> None: the garbage collector no longer visits obj (for objects that cannot be in a cycle)."},
     {"take_publish", (PyCFunction)(void (*)(void))take_publish, METH_FASTCALL,
      "take_publish(buf, pos, frame_max, max_body, last_args, last_props) -> None | "
      "(channel, args, props, body, next_pos): a whole basic.publish content at pos."},
