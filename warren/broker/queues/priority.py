@@ -32,8 +32,8 @@ from warren.broker.queue import MAXLEN, Queue
 from warren.broker.queues.qpid_args import fairshare_limits, priority_levels
 from warren.codec.properties import PRIORITY_FLAG
 
-__all__ = ["PriorityQueue", "PriorityReady", "message_priority", "QpidPriorityQueue", "QpidPriorityReady", "FairshareReady",
-           "qpid_level"]
+__all__ = ["PriorityQueue", "PriorityReady", "message_priority", "QpidPriorityQueue", "QpidPriorityReady",
+           "FairshareReady", "qpid_level"]
 
 _PRIORITY_HI = PRIORITY_FLAG >> 8  # tested in the high octet of the flag word
 

@@ -31,8 +31,8 @@ from functools import cache
 
 from warren.errors import PreconditionFailed
 
-__all__ = ["fairshare_limits", "LVQ_KEY", "GROUP_KEY", "SHARED_GROUPS", "PRIORITIES", "DEFAULT_GROUP", "LEGACY_LVQ_HEADER",
-           "lvq_header", "group_header", "priority_levels", "has_limits", "check", "with_limits",
+__all__ = ["LVQ_KEY", "GROUP_KEY", "SHARED_GROUPS", "PRIORITIES", "DEFAULT_GROUP", "LEGACY_LVQ_HEADER",
+           "fairshare_limits", "lvq_header", "group_header", "priority_levels", "has_limits", "check", "with_limits",
            "QpidLimits", "with_qpid_limits", "header_key"]
 
 LVQ_KEY = "qpid.last_value_queue_key"
