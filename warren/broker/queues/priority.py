@@ -88,7 +88,7 @@ class PriorityReady:
         return message_priority(msg, self.max)
 
     def append(self, entry) -> None:
-        p = self.level(entry[1])
+        p = message_priority(entry[1], self.max)  # not self.level(): one call less per message
         self.levels[p].append(entry)
         self.n += 1
         if p > self.top:
@@ -159,6 +159,13 @@ class QpidPriorityReady(PriorityReady):
 
     def level(self, msg) -> int:
         return qpid_level(msg, self.max + 1)
+
+    def append(self, entry) -> None:
+        p = qpid_level(entry[1], self.max + 1)
+        self.levels[p].append(entry)
+        self.n += 1
+        if p > self.top:
+            self.top = p
 
     def pop_lowest(self):
         """The oldest entry of the lowest level that holds one (a ring queue's victim)."""
