@@ -133,3 +133,31 @@ def test_a_run_inside_a_transaction_waits_for_the_commit(broker, ch, cleanup, ui
             c.expect(TX_ROLLBACK_OK, 1)
         c.close_connection()
     assert message_count(ch.connection, q) == (50 if ending == "commit" else 0)
+
+
+def test_a_run_through_an_exchange_reaches_every_bound_queue_and_cc_headers_add_theirs(broker, ch, cleanup, uid):
+    """The run is routed once for messages that route by key alone; one whose headers name
+    more keys (CC) in the middle of it still reaches those queues too."""
+    ex = f"runs-ex-{uid}"
+    ch.exchange_declare(ex, "direct")
+    cleanup["exchanges"].append(ex)
+    a, b, c = (make_queue(ch, cleanup, f"runs-{n}-{uid}") for n in "abc")
+    ch.queue_bind(a, ex, "main")
+    ch.queue_bind(b, ex, "main")
+    ch.queue_bind(c, ex, "side")
+    array = b"S" + raw.longstr("side")
+    entries = raw.shortstr("CC") + b"A" + struct.pack(">I", len(array)) + array
+    cc = struct.pack(">I", len(entries)) + entries  # headers {"CC": ["side"]}
+    frames = [publish(1, "main", b"m%d" % i, exchange=ex) for i in range(10)]
+    frames[4] = publish(1, "main", b"cc", 0x2000, cc, exchange=ex)  # headers: CC side
+    with raw.RawConnection(broker.host, broker.port, timeout=20) as conn:
+        conn.handshake(heartbeat=0)
+        conn.open_channel(1)
+        conn.send(b"".join(frames))
+        conn.declare_queue(1, a, passive=True)  # after the publishes, on the same channel
+        conn.close_connection()
+    expected = [b"m%d" % i for i in range(10)]
+    expected[4] = b"cc"
+    for q in (a, b):
+        assert [get(ch, q)[2] for _ in range(10)] == expected
+    assert get(ch, c)[2] == b"cc" and message_count(ch.connection, c) == 0

@@ -32,7 +32,7 @@ from warren.broker.consumer import Consumer
 from warren.broker.limits import NO_LIMITS
 from warren.broker.message import Message
 from warren.broker.queue import REFUSED
-from warren.codec.properties import EXPIRATION_FLAG, REPLY_TO_FLAG, USER_ID_FLAG
+from warren.codec.properties import EXPIRATION_FLAG, HEADERS_FLAG, REPLY_TO_FLAG, USER_ID_FLAG
 from warren.errors import AccessRefused, NotAllowed, NotFound, PreconditionFailed
 from warren.metrics.totals import TOTALS
 
@@ -59,6 +59,7 @@ _USER_ID_FLAG = USER_ID_FLAG & 0xFF  # low octet
 _EXPIRATION_FLAG_HI = EXPIRATION_FLAG >> 8  # high octet
 _REPLY_TO_FLAG_HI = REPLY_TO_FLAG >> 8
 _CHECKED_FLAGS_HI = _EXPIRATION_FLAG_HI | _REPLY_TO_FLAG_HI
+_HEADERS_FLAG_HI = HEADERS_FLAG >> 8
 
 
 class BrokerChannel:
@@ -334,14 +335,35 @@ class BrokerChannel:
         route = self._route
         new_message = self.new_message
         confirms = self.confirms
+        # the queues of every message of the run that routes by its key alone: routed once
+        dests = ex.run_destinations(routing_key)
         done = 0
         try:
             for props, body in zip(properties, bodies):
                 done += 1
                 msg = new_message(exchange, routing_key, props, body)
-                if len(props) >= 2 and (props[0] & _CHECKED_FLAGS_HI or props[1] & _USER_ID_FLAG):
+                hi = props[0]  # the C path gives a run whole property lists only (2 octets or more)
+                if hi & _CHECKED_FLAGS_HI or props[1] & _USER_ID_FLAG:
                     self._check_properties(msg)
-                need = route(ex, msg, mandatory)
+                    need = route(ex, msg, mandatory)
+                elif dests is None or (hi & _HEADERS_FLAG_HI and 67 in props):  # "C": CC/BCC (Exchange.route)
+                    need = route(ex, msg, mandatory)
+                else:  # _route, inline, with the run's queues
+                    need = 0
+                    refused = False
+                    for q in dests:
+                        n = q.publish(msg)
+                        if n > need:
+                            need = n
+                        elif n == REFUSED:
+                            refused = True
+                        if q.congested:
+                            self.session.throttled_by(q)
+                            self.run_stopped = True
+                    if msg.persistent:
+                        msg.routed()
+                    if refused:
+                        need = REFUSED
                 if confirms is not None:
                     confirms.published(need if need > 0 else 0, need == REFUSED)
                 if self.run_stopped:

@@ -158,6 +158,24 @@ class Exchange:
         """Destinations (queues or exchanges) for this key and message, duplicates allowed."""
         raise NotImplementedError
 
+    # match() looks at the routing key alone, never the message (direct, fanout, topic, default)
+    KEY_ROUTED = False
+
+    def run_destinations(self, routing_key: str) -> "Collection[Queue] | None":
+        """What ``route`` gives every message published here with this one routing key and no
+        CC/BCC headers, when that depends on the key alone: a run of publishes
+        (``BrokerChannel.publish_run``) routes once. None when it depends on the message
+        (the exchange type, deduplication, exchange-to-exchange bindings) or when no queue
+        is bound (alternate exchange, mandatory returns): route each message then."""
+        if not self.KEY_ROUTED or self.dedup is not None or self.exchange_bindings:
+            return None
+        dests = self.match(routing_key, None)
+        if not dests:
+            return None
+        if len(dests) == 1:
+            return dests if type(dests) is tuple else (dests[0],)
+        return set(dests)
+
     def match_keys(self, routing_keys, message: "Message") -> Iterable:
         """Destinations for a message with several routing keys (CC/BCC): the union by default."""
         out: list = []

@@ -13,6 +13,7 @@ __all__ = ["DefaultExchange"]
 
 class DefaultExchange(Exchange):
     TYPE = "direct"
+    KEY_ROUTED = True
 
     def __init__(self, vhost) -> None:
         super().__init__("", durable=True)

@@ -9,6 +9,7 @@ __all__ = ["DirectExchange"]
 
 class DirectExchange(Exchange):
     TYPE = "direct"
+    KEY_ROUTED = True
 
     def __init__(self, *args, **kw) -> None:
         super().__init__(*args, **kw)

@@ -9,6 +9,7 @@ __all__ = ["FanoutExchange"]
 
 class FanoutExchange(Exchange):
     TYPE = "fanout"
+    KEY_ROUTED = True
 
     def __init__(self, *args, **kw) -> None:
         super().__init__(*args, **kw)

@@ -44,6 +44,7 @@ def as_text(value):
 
 class FederationUpstreamExchange(FanoutExchange):
     TYPE = "x-federation-upstream"
+    KEY_ROUTED = False  # match() reads the message's hop headers
 
     def __init__(self, *args, **kw) -> None:
         super().__init__(*args, **kw)

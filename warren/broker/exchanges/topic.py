@@ -64,6 +64,7 @@ def topic_matches(pattern: str, routing_key: str) -> bool:
 
 class TopicExchange(Exchange):
     TYPE = "topic"
+    KEY_ROUTED = True
 
     def __init__(self, *args, **kw) -> None:
         super().__init__(*args, **kw)
