@@ -24,6 +24,8 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
 
 EXTERNAL_URL = os.environ.get("WARREN_TEST_BROKER_URL")
 
@@ -38,6 +40,58 @@ if os.environ.get("PYTHONDONTWRITEBYTECODE") and not os.environ.get("PYTHONPYCAC
 
 START_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 10.0
+
+# Hypothesis' 200 ms per-example deadline measures the machine, not the code: on a loaded 2-core
+# machine running the suite in two workers an example now and then takes 300 ms and the test fails
+# as "flaky". Each test stays bounded by pytest-timeout; a property still fails on a wrong answer.
+hypothesis_settings.register_profile(
+    "warren-tests", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+hypothesis_settings.load_profile("warren-tests")
+
+
+# Parallel runs: tools/test runs pytest-xdist's `-n 2 --dist loadfile`. A file is one unit, run
+# whole on one worker, so module-scoped fixtures (a broker per module, a browser, a Celery worker)
+# start once. The Spark data source's tests (tests/spark/read, write and jobs) share the
+# session's SparkSession, so they are one unit too: one worker starts the JVM, not both. Units go
+# out in collection order, which the workers sort longest first, judged by the largest
+# pytest-timeout mark among a unit's tests (the slow tests carry one), then by the unit's size, so
+# that no minute-long file is left to run alone at the end. (xdist's own `loadgroup` cannot serve:
+# it renames node ids, which pytest 9.2 no longer lets it do: pytest-xdist issue 1386.)
+SPARK_SESSION_DIRS = ("tests/spark/read/", "tests/spark/write/", "tests/spark/jobs/")
+
+
+def xdist_unit(nodeid: str) -> str:
+    """The unit of work a test is sent out in under `--dist loadfile`: its file, or "spark"."""
+    path = nodeid.split("::", 1)[0]
+    return "spark" if path.startswith(SPARK_SESSION_DIRS) else path
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class UnitScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_unit(nodeid)
+
+    config.option.loadscopereorder = False  # keep the workers' order (below), not "most tests first"
+    return UnitScheduling(config, log)
+
+
+def pytest_collection_modifyitems(config, items):
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    units: dict[str, list] = {}
+    for item in items:
+        units.setdefault(xdist_unit(item.nodeid), []).append(item)
+
+    def longest_first(members) -> tuple:
+        timeouts = [m.args[0] for it in members for m in it.iter_markers("timeout") if m.args]
+        return (-max(timeouts, default=0), -len(members))
+
+    items[:] = [it for _, members in sorted(units.items(), key=lambda u: longest_first(u[1])) for it in members]
 
 
 @dataclass

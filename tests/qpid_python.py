@@ -22,6 +22,8 @@ conformance suite). Importing that suite also needs ``qmf.console`` (PyPI ``qpid
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import glob
 import os
 import shutil
@@ -109,9 +111,25 @@ def _find():
     return QpidPython(python, str(_CACHE)), ""
 
 
+@contextlib.contextmanager
+def _install_lock():
+    """One finder or installer at a time across processes (pytest-xdist's workers share the cache:
+    two concurrent ``pip install --target`` into one folder would leave it broken)."""
+    try:
+        _CACHE.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(_CACHE.parent / ".qpid-install.lock", "w")
+    except OSError:  # no writable cache: _find says why when it tries to install
+        yield
+        return
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def qpid_python() -> QpidPython | None:
     if not _found:
-        _found.extend(_find())
+        with _install_lock():
+            _found.extend(_find())
     return _found[0]
 
 
@@ -173,7 +191,9 @@ def qpid_suite() -> QpidPython | None:
     """qpid-python with what its conformance suites import (qmf.console, qpidtoollibs); None if
     it cannot be had (``why_suite_missing``)."""
     if not _suite_found:
-        _suite_found.extend(_find_suite())
+        qpid_python()  # outside the lock below: it takes the same one
+        with _install_lock():
+            _suite_found.extend(_find_suite())
     return _suite_found[0]
 
 

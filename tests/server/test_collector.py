@@ -90,7 +90,9 @@ def test_freeze_startup_collects_the_garbage_first_then_hides_the_rest_from_pass
     try:
         frozen = c.freeze_startup()
         assert dead() is None
-        assert frozen == gc.get_freeze_count() >= len(kept) and c.stats()["frozen_at_startup"] == frozen
+        # another thread (pytest-xdist's channel to its controller) may free frozen objects between
+        # the freeze and this line, so the count may only have fallen since
+        assert len(kept) <= gc.get_freeze_count() <= frozen == c.stats()["frozen_at_startup"]
         assert not any(o is kept[0] for o in gc.get_objects())  # out of every generation a pass visits
     finally:
         gc.unfreeze()
