@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import random
 import threading
+import time
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -167,6 +168,55 @@ def test_no_syscall_per_append(open_store, monkeypatch):
     assert len(writes) == 2  # one write() for the segment, one for its ack log
     s.sync()
     assert len(writes) == 2
+
+
+def _fsynced_names(monkeypatch) -> list[str]:
+    """Record the file names fsync is called on (through the dup()ed descriptors sync uses)."""
+    names: list[str] = []
+    real = os.fsync
+
+    def fsync(fd):
+        names.append(os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    return names
+
+
+def test_ack_logs_are_written_at_every_sync_but_fsynced_only_when_due(open_store, monkeypatch):
+    s = open_store(segment_size=8 * 1024 * 1024, ack_sync_interval=3600)
+    fill(s, range(1, 11))
+    s.sync()
+    names = _fsynced_names(monkeypatch)
+    s.ack(1)
+    s.mark_delivered(2)
+    fill(s, [11])
+    s.sync()
+    acks = [n for n in os.listdir(s.directory) if n.startswith("acks.")]
+    assert acks and os.path.getsize(os.path.join(s.directory, acks[0])) > 0  # written: kill -9 loses none
+    assert any(n.startswith("msgs.") for n in names) and not any(n.startswith("acks.") for n in names)
+    assert s.acks_owed() and not s.acks_owed(time.monotonic())  # owed, not due for an hour
+    s.close()  # the closing sync takes the ack logs
+    assert any(n.startswith("acks.") for n in names) and not s.acks_owed()
+
+
+def test_ack_logs_are_fsynced_with_every_sync_by_default_and_once_due(open_store, monkeypatch):
+    s = open_store(segment_size=8 * 1024 * 1024)  # ack_sync_interval 0: every sync
+    fill(s, range(1, 11))
+    names = _fsynced_names(monkeypatch)
+    s.ack(1)
+    s.sync()
+    assert any(n.startswith("acks.") for n in names)
+    s.ack_sync_interval = 0.05
+    names.clear()
+    s.ack(2)
+    s.sync()
+    assert not any(n.startswith("acks.") for n in names)
+    deadline = time.monotonic() + 5
+    while not s.acks_owed(time.monotonic()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    s.sync()
+    assert any(n.startswith("acks.") for n in names) and not s.acks_owed()
 
 
 def test_flush_threshold_bounds_buffering(open_store):

@@ -31,7 +31,9 @@ from warren.store.definitions import DefinitionsStore
 from warren.store.queue_store import QueueStore, StoreError
 from warren.store.stream_store import DEFAULT_STREAM_SEGMENT, StreamStore
 
-__all__ = ["Durability"]
+__all__ = ["Durability", "ACK_SYNC_INTERVAL"]
+
+ACK_SYNC_INTERVAL = 1.0  # seconds a queue's ack log may go without an fsync (QueueStore)
 
 log = logging.getLogger("warren.durability")
 
@@ -56,6 +58,9 @@ class Durability:
         # once every queue store is synced (a delayed exchange acks what it routed)
         self.side_stores: dict[QueueStore, object] = {}
         self.dirty: set[QueueStore] = set()
+        # stores whose ack logs a sync wrote but did not fsync yet (QueueStore.ack_sync_interval):
+        # ``tick`` asks for the sync that takes them when no group commit came along
+        self.lazy_acks: set[QueueStore] = set()
         # what waits for the next sync: each one's synced(number) runs after it (a channel's
         # Confirms, a channel holding tx.commit-ok, a quorum queue)
         self.waiting: set = set()
@@ -71,7 +76,8 @@ class Durability:
         return self.queue_root / digest
 
     def open_queue_store(self, vhost: str, name: str) -> QueueStore:
-        return QueueStore(self.queue_dir(vhost, name), fsync=self.fsync)
+        # ack logs fsynced at most once a second (queue_store.py): the confirms do not wait for them
+        return QueueStore(self.queue_dir(vhost, name), fsync=self.fsync, ack_sync_interval=ACK_SYNC_INTERVAL)
 
     def open_delayed_store(self, vhost: str, exchange: str, before_close=None) -> QueueStore:
         """The store of a durable x-delayed-message exchange's persistent delayed messages."""
@@ -83,6 +89,7 @@ class Durability:
     def delete_side_store(self, store: QueueStore) -> None:
         self.side_stores.pop(store, None)
         self.dirty.discard(store)
+        self.lazy_acks.discard(store)
         store.delete()
 
     def open_stream_store(self, vhost: str, name: str, segment_size: int = DEFAULT_STREAM_SEGMENT,
@@ -138,6 +145,9 @@ class Durability:
         self.syncing = False
         self.synced = number
         stores, self._syncing_stores = self._syncing_stores, []
+        for s in stores:
+            if getattr(s, "ack_sync_interval", 0) and s.acks_owed():  # ack logs left unsynced
+                self.lazy_acks.add(s)
         if self.sync_listeners:
             for s in stores:
                 listener = self.sync_listeners.get(s)
@@ -151,6 +161,16 @@ class Durability:
             ch.synced(number)
         if self.dirty:
             self.request_sync()
+
+    def tick(self, now: float) -> None:
+        """From the server's tick: ack logs left unsynced for ``ACK_SYNC_INTERVAL`` get a sync
+        of their own (a consumer's last acks, with no publisher to bring a group commit)."""
+        if self.lazy_acks and not self.syncing:
+            due = [s for s in self.lazy_acks if s.acks_owed(now)]
+            if due:
+                self.lazy_acks.difference_update(due)
+                self.dirty.update(due)
+                self.request_sync()
 
     # --- start-up and shutdown -----------------------------------------------------------
 

@@ -205,6 +205,8 @@ class Server:
             self.broker.tick(time.monotonic())
         except Exception:
             log.exception("broker tick failed")
+        if self.durability.lazy_acks and not self._stores_closed:
+            self.durability.tick(time.monotonic())  # ack logs a group commit left unsynced
         self.collector.tick(time.monotonic())
         self._tick_handle = self.loop.call_later(TICK, self._tick)
 

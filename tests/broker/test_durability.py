@@ -1,0 +1,44 @@
+"""The broker's group commit (warren/broker/durability.py) and the queue stores' lagging ack logs:
+a sync that leaves ack logs unfsynced remembers the store, and the tick asks for the sync that
+takes them once they are due. Confirms after a sync, through real clients:
+tests/e2e/test_confirms_tx.py; acks and delivered marks across kill -9: tests/e2e/test_kill9.py."""
+
+from __future__ import annotations
+
+import time
+
+from warren.broker.durability import ACK_SYNC_INTERVAL, Durability
+
+
+def run_sync(d: Durability) -> None:
+    number, stores = d.begin_sync()
+    d.sync(stores)
+    d.end_sync(number)
+
+
+def test_a_queue_store_s_unsynced_ack_log_gets_a_sync_of_its_own_once_due(tmp_path):
+    d = Durability(tmp_path)
+    requests = []
+    d.request_sync = lambda: requests.append(1)
+    store = d.open_queue_store("/", "q")
+    try:
+        assert store.ack_sync_interval == ACK_SYNC_INTERVAL > 0
+        store.append(1, b"m")
+        d.wrote(store)
+        run_sync(d)  # the message: fsynced
+        store.ack(1)
+        d.wrote(store)
+        store._acks_synced_at = time.monotonic()  # as if a sync had just taken the ack logs
+        run_sync(d)  # the ack: written, not fsynced (not due)
+        assert store in d.lazy_acks and store.acks_owed()
+        requests.clear()
+        d.tick(time.monotonic())
+        assert requests == [] and store in d.lazy_acks  # not due yet
+        d.tick(time.monotonic() + ACK_SYNC_INTERVAL + 0.1)
+        assert requests == [1] and store in d.dirty and store not in d.lazy_acks
+        store._acks_synced_at -= ACK_SYNC_INTERVAL + 0.1  # due now: this sync fsyncs the ack log
+        run_sync(d)
+        assert not store.acks_owed() and store not in d.lazy_acks
+    finally:
+        store.close()
+        d.definitions.close()
