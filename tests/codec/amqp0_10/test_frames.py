@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 from warren.codec.amqp0_10.errors import DecodeError, FramingError
 from warren.codec.amqp0_10.frames import (
     FIRST_FRAME, FIRST_SEGMENT, LAST_FRAME, LAST_SEGMENT, SEGMENT_BODY, SEGMENT_COMMAND, SEGMENT_CONTROL,
-    SEGMENT_HEADER, Assembler, AssemblyTooLarge, FrameReader, assembly_frames, encode_frame,
+    SEGMENT_HEADER, Assembler, AssemblyTooLarge, FrameReader, assembly_frames, encode_frame, transfer_frames,
 )
 
 ALL = FIRST_SEGMENT | LAST_SEGMENT | FIRST_FRAME | LAST_FRAME
@@ -153,3 +153,14 @@ def test_fuzz_well_formed_frames_in_any_order_raise_only_framing_errors(frames):
         read_all(data)
     except FramingError:
         pass
+
+
+@given(channel=st.integers(0, 0xFFFF), command=st.binary(min_size=1, max_size=64),
+       header=st.binary(max_size=64), body=st.none() | st.binary(max_size=40000),
+       max_frame=st.sampled_from([64, 1024, 0xFFFF]))
+def test_transfer_frames_are_the_octets_of_assembly_frames(channel, command, header, body, max_frame):
+    segments = [(SEGMENT_COMMAND, command), (SEGMENT_HEADER, header)]
+    if body is not None:
+        segments.append((SEGMENT_BODY, body))
+    expected = b"".join(bytes(p) for p in assembly_frames(channel, segments, max_frame))
+    assert b"".join(bytes(p) for p in transfer_frames(channel, command, header, body, max_frame)) == expected

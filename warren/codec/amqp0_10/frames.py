@@ -32,7 +32,7 @@ from warren.codec.amqp0_10.errors import DecodeError, FramingError
 __all__ = [
     "FRAME_HEADER_SIZE", "FRAME_SIZE_MAX", "FIRST_SEGMENT", "LAST_SEGMENT", "FIRST_FRAME", "LAST_FRAME",
     "SEGMENT_CONTROL", "SEGMENT_COMMAND", "SEGMENT_HEADER", "SEGMENT_BODY", "TRACK_CONTROL", "TRACK_COMMAND",
-    "FrameReader", "Assembler", "Assembly", "AssemblyTooLarge", "encode_frame", "assembly_frames",
+    "FrameReader", "Assembler", "Assembly", "AssemblyTooLarge", "encode_frame", "assembly_frames", "transfer_frames",
 ]
 
 FRAME_HEADER_SIZE = 12
@@ -243,3 +243,27 @@ def assembly_frames(channel: int, segments, max_frame_size: int = FRAME_SIZE_MAX
             out.append(_header.pack(flags, seg_type, FRAME_HEADER_SIZE + len(piece), track, channel))
             out.append(piece)
     return out
+
+
+_SMALL_TRANSFER = 16 << 10  # bodies up to this size are copied into one part with their frames
+
+
+def transfer_frames(channel: int, command: bytes, header: bytes, body, max_frame_size: int = FRAME_SIZE_MAX) -> list:
+    """``assembly_frames`` of a message transfer (command, header, then the body unless it is
+    None), for the delivery path: when every segment fits one frame and the body is small, the
+    whole assembly is one bytes object (one part to write instead of six)."""
+    chunk = min(max_frame_size, FRAME_SIZE_MAX) - FRAME_HEADER_SIZE
+    if body is None:
+        return assembly_frames(channel, ((SEGMENT_COMMAND, command), (SEGMENT_HEADER, header)), max_frame_size)
+    size = len(body)
+    if size > _SMALL_TRANSFER or size > chunk or len(command) > chunk or len(header) > chunk:
+        return assembly_frames(channel, ((SEGMENT_COMMAND, command), (SEGMENT_HEADER, header),
+                                         (SEGMENT_BODY, body)), max_frame_size)
+    pack = _header.pack
+    return [b"".join((
+        pack(FIRST_SEGMENT | FIRST_FRAME | LAST_FRAME, SEGMENT_COMMAND, FRAME_HEADER_SIZE + len(command),
+             TRACK_COMMAND, channel), command,
+        pack(FIRST_FRAME | LAST_FRAME, SEGMENT_HEADER, FRAME_HEADER_SIZE + len(header), TRACK_COMMAND, channel),
+        header,
+        pack(LAST_SEGMENT | FIRST_FRAME | LAST_FRAME, SEGMENT_BODY, FRAME_HEADER_SIZE + size, TRACK_COMMAND, channel),
+        body))]

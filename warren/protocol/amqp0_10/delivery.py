@@ -26,7 +26,7 @@ from bisect import bisect_right
 from collections import deque
 from itertools import islice
 
-from warren.codec.amqp0_10.types import encode_header
+from warren.codec.amqp0_10.types import encode_command, encode_header
 from warren.protocol.amqp0_10.properties import from_basic
 from warren.spec.amqp0_10 import MessageTransfer
 
@@ -54,7 +54,7 @@ def _seq_of(entry) -> int:
 
 class Subscription:
     __slots__ = ("destination", "sink", "consumer", "queue", "accept_mode", "acquire_mode", "mode", "messages",
-                 "octets", "command_id", "base_capacity", "browsed_upto", "browsed_seqs")
+                 "octets", "command_id", "base_capacity", "browsed_upto", "browsed_seqs", "transfer_commands")
 
     def __init__(self, destination: str, sink: "SessionSink", consumer, accept_mode: int, acquire_mode: int,
                  command_id: int) -> None:
@@ -71,6 +71,11 @@ class Subscription:
         self.base_capacity = consumer.has_capacity
         self.browsed_upto = 0  # queue seq of the last message browsed
         self.browsed_seqs: set | None = None  # a priority queue's browser: the seqs sent
+        # its message.transfer command segment, the same octets for every transfer (the ids
+        # are implicit), by acquire mode: pre-acquired, not-acquired (browsed copies)
+        self.transfer_commands = tuple(
+            encode_command(MessageTransfer(destination=destination, accept_mode=accept_mode, acquire_mode=mode))
+            for mode in (PRE_ACQUIRED, NOT_ACQUIRED))
         consumer.has_capacity = self.browse if acquire_mode == NOT_ACQUIRED else self.has_capacity
 
     # --- credit ------------------------------------------------------------------------------
@@ -157,6 +162,32 @@ class Subscription:
         return False
 
 
+# Encoded header segments by (property list, exchange, routing key, redelivered): deliveries of
+# messages published alike (the usual stream) share one instead of mapping and encoding each
+# message's properties again. Bounded in entries, and long property lists are not kept.
+_HEADERS: dict = {}
+_HEADERS_MAX = 4096
+_HEADERS_MAX_PROPERTIES = 512
+
+
+def header_segment(msg, redelivered: bool) -> bytes:
+    """The 0-10 header segment (delivery-properties, message-properties) of a delivery."""
+    properties = msg.properties
+    key = (properties, msg.exchange, msg.routing_key, redelivered)
+    cacheable = type(properties) is bytes and len(properties) <= _HEADERS_MAX_PROPERTIES
+    if cacheable:
+        segment = _HEADERS.get(key)
+        if segment is not None:
+            return segment
+    dp, mp = from_basic(msg.decoded, msg.exchange, msg.routing_key, redelivered)
+    segment = encode_header((dp,) if mp is None else (dp, mp))
+    if cacheable:
+        if len(_HEADERS) >= _HEADERS_MAX:
+            _HEADERS.clear()
+        _HEADERS[key] = segment
+    return segment
+
+
 class SessionSink:
     """Deliveries of one session's ``BrokerChannel`` as message.transfer commands."""
 
@@ -175,29 +206,20 @@ class SessionSink:
     def can_accept(self) -> bool:
         return self.flow_active and self.handler.writable and self.conn.out_bytes < OUTPUT_BATCH
 
-    def _header(self, msg, redelivered: bool):
-        return from_basic(msg.decoded, msg.exchange, msg.routing_key, redelivered)
-
     def cost(self, msg, destination: str) -> int:
         """Octets of credit a transfer of ``msg`` takes: its header segment and body."""
         cached = self._cost_of
         if cached[0] is msg and cached[1] == destination:
             return cached[2]
-        dp, mp = self._header(msg, False)
-        cost = len(encode_header([s for s in (dp, mp) if s is not None])) + len(msg.body)
+        cost = len(header_segment(msg, False)) + len(msg.body)
         self._cost_of = (msg, destination, cost)
         return cost
 
     def _send(self, sub: Subscription, msg, redelivered: bool, acquire_mode: int) -> int:
-        dp, mp = self._header(msg, redelivered)
         body = msg.body
-        if body is NO_BODY:
-            transfer_id = self.conn.send_command(
-                self.number, MessageTransfer(destination=sub.destination, accept_mode=sub.accept_mode,
-                                             acquire_mode=acquire_mode), False, [s for s in (dp, mp) if s is not None])
-        else:
-            transfer_id = self.conn.send_transfer(self.number, sub.destination, body, dp, mp,
-                                                  accept_mode=sub.accept_mode, acquire_mode=acquire_mode)
+        transfer_id = self.conn.send_encoded_transfer(self.number, sub.transfer_commands[acquire_mode],
+                                                      header_segment(msg, redelivered),
+                                                      None if body is NO_BODY else body)
         cost = self.cost(msg, sub.destination) if sub.octets is not None or sub.mode == WINDOW else 0
         sub.charge(cost)
         if sub.mode == WINDOW:

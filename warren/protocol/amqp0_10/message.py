@@ -73,10 +73,18 @@ def _ids(transfers: SequenceSet | None, known: dict) -> list[int]:
 
 def handle_message_accept(ch, c):
     transfers, unacked = ch.transfers, ch.unacked
+    tx = ch.tx_mode
+    entries = []
     for i in _ids(c.transfers, transfers):
-        tag = transfers[i] if ch.tx_mode else transfers.pop(i)  # a rollback may give it back
-        if tag in unacked:
-            ch.ack(tag, False)
+        tag = transfers[i] if tx else transfers.pop(i)  # a rollback may give it back
+        entry = unacked.pop(tag, None)
+        if entry is not None:
+            entries.append(entry)
+    if entries:  # settled together, as a 0-9-1 ack with multiple (ch.ack one by one was the cost)
+        if tx:
+            ch.tx_settles.append((entries, None))
+        else:
+            ch._settle(entries, None)
     for i in _ids(c.transfers, ch.browsed):
         del ch.browsed[i]
     return None

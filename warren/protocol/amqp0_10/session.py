@@ -37,7 +37,7 @@ from collections import deque
 from warren.codec.amqp0_10.errors import DecodeError, FramingError
 from warren.codec.amqp0_10.frames import (
     SEGMENT_BODY, SEGMENT_COMMAND, SEGMENT_CONTROL, SEGMENT_HEADER, Assembler, AssemblyTooLarge, FrameReader,
-    assembly_frames,
+    assembly_frames, transfer_frames,
 )
 from warren.codec.amqp0_10.sets import SEQ_MOD, SequenceSet, serial_diff
 from warren.codec.amqp0_10.types import (
@@ -529,6 +529,20 @@ class Endpoint:
         return self.send_command(channel, spec.MessageTransfer(destination=destination, accept_mode=accept_mode,
                                                                acquire_mode=acquire_mode),
                                  sync, header, body if body is not None else b"")
+
+    def send_encoded_transfer(self, channel: int, command: bytes, header: bytes, body) -> int:
+        """``send_transfer`` with its command and header segments already encoded (the broker's
+        delivery path: a subscription's transfer command is the same octets every time, and
+        headers are cached); a body of None sends no body segment. Its wire id."""
+        session = self.sessions.get(channel)
+        if session is None or session.state != ATTACHED:
+            raise KeyError(f"no session attached on channel {channel}")
+        frames = transfer_frames(channel, command, header, body, self.frame_max)
+        self._out.extend(frames)
+        self.out_bytes += sum(map(len, frames)) if len(frames) > 1 else len(frames[0])
+        command_id = session.out_next
+        session.out_next += 1
+        return command_id % SEQ_MOD
 
     def detach(self, channel: int) -> None:
         """Detach a session (``SessionDetached`` follows the peer's answer)."""
