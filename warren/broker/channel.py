@@ -346,7 +346,8 @@ class BrokerChannel:
                 if hi & _CHECKED_FLAGS_HI or props[1] & _USER_ID_FLAG:
                     self._check_properties(msg)
                     need = route(ex, msg, mandatory)
-                elif dests is None or (hi & _HEADERS_FLAG_HI and 67 in props):  # "C": CC/BCC (Exchange.route)
+                elif dests is None or (hi & _HEADERS_FLAG_HI and 67 in props  # CC/BCC: Exchange.route's test
+                                       and (props.find(b"\x02CC") >= 0 or props.find(b"\x03BCC") >= 0)):
                     need = route(ex, msg, mandatory)
                 else:  # _route, inline, with the run's queues
                     need = 0
