@@ -123,6 +123,7 @@ def publish_path(request, monkeypatch):
             pytest.skip("warren.codec._speedups is not built (setup.py; tests/protocol/test_speedups.py says why)")
     else:
         monkeypatch.setattr(connection_module, "_take_publish", None)
+        monkeypatch.setattr(connection_module, "_take_publishes", None)
         monkeypatch.setattr(connection_module, "_deliver_frames", None)
     return request.param
 

@@ -340,8 +340,9 @@ static PyObject *take_publish(PyObject *self, PyObject *const *args, Py_ssize_t 
  *     A run of basic.publish contents at pos: what take_publish takes, then as many more
  *     (up to limit in all) as follow it at once on the same channel with the same method
  *     argument octets (exchange, routing key, flags), each as take_publish would take it.
- *     None when take_publish would return None; else (channel, args, props, bodies, next_pos)
- *     with props and bodies lists of the same length, in order. A property list equal to the
+ *     None when take_publish would return None; a run of one is what take_publish returns;
+ *     else (channel, args, props, bodies, next_pos) with props and bodies lists of the same
+ *     length (two or more), in order. A property list equal to the
  *     one before it (last_props for the first) is that very object. The run stops before
  *     anything take_publish would not take, which the next call (or the general path) gets.
  */
@@ -405,6 +406,14 @@ static PyObject *take_publishes(PyObject *self, PyObject *const *args, Py_ssize_
             break;
     }
     PyBuffer_Release(&view);
+    if (PyList_GET_SIZE(bodies) == 1) { /* a run of one: take_publish's answer, no lists */
+        PyObject *p = PyList_GET_ITEM(props_list, 0), *body = PyList_GET_ITEM(bodies, 0);
+        Py_INCREF(p);
+        Py_INCREF(body);
+        Py_DECREF(props_list);
+        Py_DECREF(bodies);
+        return tuple5(PyLong_FromUnsignedLong(first.channel), margs, p, body, PyLong_FromSsize_t(pos));
+    }
     return tuple5(PyLong_FromUnsignedLong(first.channel), margs, props_list, bodies, PyLong_FromSsize_t(pos));
 fail:
     Py_XDECREF(props_list);

@@ -53,6 +53,7 @@ from warren.protocol.events import ChannelClosed, ChannelOpened, Content, Connec
 from warren.spec import amqp0_9_1 as spec
 
 try:  # the compiled fast paths (setup.py); _publish and send_deliver below are their Python twins
+    # (next_event calls take_publishes; take_publish, its answer for one publish, stays for tests)
     from warren.codec._speedups import deliver_frames as _deliver_frames, take_publish as _take_publish
     from warren.codec._speedups import properties_error as _properties_error, take_publishes as _take_publishes
 except ImportError:
@@ -177,8 +178,8 @@ class ServerConnection:
             event, self._unread = self._unread, None
             if self.state.state is _ST_OPEN and self.channels.get(event.channel) == _OPEN:
                 return event
-        take = _take_publish if self._fast_publish else None
-        run_max = self.publish_run_max if take is not None else 0
+        take = _take_publishes if self._fast_publish else None
+        run_max = self.publish_run_max or 1
         while True:
             if self._broken:
                 return None
@@ -186,12 +187,8 @@ class ServerConnection:
                 # a whole basic.publish content at once, in C (_speedups.c); None for anything
                 # else or unusual, which the frame-by-frame path below takes (and reports).
                 # With runs: the publishes that follow it with the same method too, as lists.
-                if run_max:
-                    got = _take_publishes(frames.buf, frames.pos, frames.max_frame_size, self.max_message_size,
-                                          self._last_publish_args, self._last_properties, run_max)
-                else:
-                    got = take(frames.buf, frames.pos, frames.max_frame_size, self.max_message_size,
-                               self._last_publish_args, self._last_properties)
+                got = take(frames.buf, frames.pos, frames.max_frame_size, self.max_message_size,
+                           self._last_publish_args, self._last_properties, run_max)
                 if got is not None:
                     channel, args, properties, body, after = got
                     if self.channels.get(channel) == _OPEN and channel not in self._assembling:
@@ -206,11 +203,9 @@ class ServerConnection:
                                 self._last_publish, self._last_publish_args = method, args
                         if method is not None:
                             frames.pos = after
-                            if run_max:  # properties and body are lists
+                            if type(body) is list:  # a run: properties and bodies as lists
                                 self._last_properties = properties[-1]
-                                if len(body) > 1:
-                                    return Publishes(channel, method, properties, body)
-                                return Content(channel, method, properties[0], body[0])
+                                return Publishes(channel, method, properties, body)
                             self._last_properties = properties
                             return Content(channel, method, properties, body)
             try:
