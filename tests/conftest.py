@@ -51,19 +51,20 @@ hypothesis_settings.load_profile("warren-tests")
 
 # Parallel runs: tools/test runs pytest-xdist's `-n 2 --dist loadfile`. A file is one unit, run
 # whole on one worker, so module-scoped fixtures (a broker per module, a browser, a Celery worker)
-# start once. The Spark data source's tests (tests/spark/read, write and jobs) share the
-# session's SparkSession, so they are one unit too: one worker starts the JVM, not both. Units go
+# start once. The Spark tests (tests/spark) are one unit too: one worker starts the session's
+# SparkSession, not both, and the JVMs of the tests that start a Spark of their own do not start
+# beside it (three at once on a loaded machine once took 90 s to start one). Units go
 # out in collection order, which the workers sort longest first, judged by the largest
 # pytest-timeout mark among a unit's tests (the slow tests carry one), then by the unit's size, so
 # that no minute-long file is left to run alone at the end. (xdist's own `loadgroup` cannot serve:
 # it renames node ids, which pytest 9.2 no longer lets it do: pytest-xdist issue 1386.)
-SPARK_SESSION_DIRS = ("tests/spark/read/", "tests/spark/write/", "tests/spark/jobs/")
+SPARK_DIR = "tests/spark/"
 
 
 def xdist_unit(nodeid: str) -> str:
     """The unit of work a test is sent out in under `--dist loadfile`: its file, or "spark"."""
     path = nodeid.split("::", 1)[0]
-    return "spark" if path.startswith(SPARK_SESSION_DIRS) else path
+    return "spark" if path.startswith(SPARK_DIR) else path
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -35,7 +35,8 @@ def _commits(cp) -> int:
     return len([f for f in os.listdir(d) if f.isdigit()]) if d.exists() else 0
 
 
-@pytest.mark.timeout(300)  # a Spark job started as a process, then resumed here: 30-60 s on a busy 2-core VM
+@pytest.mark.timeout(420)  # a Spark job started as a process, then resumed here: 30-60 s on a busy 2-core VM,
+# over 3 min when the machine is shared with the other test worker and more
 def test_archive_killed_mid_way_resumes_exactly_once(spark, broker, tmp_path, uid):
     name = f"archive-{uid}"
     declare_stream(broker, name)
@@ -50,7 +51,7 @@ def test_archive_killed_mid_way_resumes_exactly_once(spark, broker, tmp_path, ui
         proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 240  # its JVM alone once took 90 s to start on a loaded machine
         while _commits(cp) < 1:
             assert proc.poll() is None, f"archive exited early:\n{log.read_text()}"
             assert time.monotonic() < deadline, f"no committed batch in time:\n{log.read_text()}"
