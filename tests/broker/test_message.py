@@ -90,28 +90,19 @@ def test_decoding_any_property_list_gives_properties_or_a_502_nothing_else(props
     assert decoded.headers is None or isinstance(decoded.headers, dict)
 
 
-def test_a_message_is_out_of_the_collectors_sight_and_a_subclass_is_not():
-    """Messages never form cycles: with the speedups built they are untracked when made, so
-    collections do not visit queued messages; a subclass (0-10 keeps its connection) stays
-    tracked, and so does everything without the speedups."""
+def test_untrack_takes_a_message_out_of_the_collectors_sight_and_leaves_it_whole():
+    """Messages never form cycles, so the speedups' untrack may hide them from collections
+    (a run of publishes does, channel.py); an untracked message works as before."""
     import gc
-    import weakref
 
     from warren.broker import message as message_module
 
-    class Carrying(Message):
-        __slots__ = ("connection", "__weakref__")
-
     m = Message("ex", "rk", b"\x90\x00\x0atext/plain\x01", b"body")
-    assert m.decoded.content_type == "text/plain"  # fields still work untracked
-    if message_module._untrack is None:
-        assert gc.is_tracked(m)
+    assert gc.is_tracked(m)  # made tracked: a lone publish pays nothing for this
+    if message_module.untrack is None:
         pytest.skip("warren.codec._speedups is not built: messages stay tracked")
+    message_module.untrack(m)
     assert not gc.is_tracked(m)
-    c = Carrying("ex", "rk", b"\x00\x00", b"")
-    c.connection = [c]  # a cycle the collector must still find
-    assert gc.is_tracked(c)
-    probe = weakref.ref(c)
-    del c
-    gc.collect()
-    assert probe() is None
+    assert m.decoded.content_type == "text/plain" and m.record == Message("ex", "rk", m.properties, b"body").record
+    message_module.untrack(m)  # twice is harmless
+    assert not gc.is_tracked(m)

@@ -30,7 +30,7 @@ from warren.broker import authz, reply_to
 from warren.broker.confirms import Confirms
 from warren.broker.consumer import Consumer
 from warren.broker.limits import NO_LIMITS
-from warren.broker.message import Message
+from warren.broker.message import Message, untrack as _untrack
 from warren.broker.queue import REFUSED
 from warren.codec.properties import EXPIRATION_FLAG, HEADERS_FLAG, REPLY_TO_FLAG, USER_ID_FLAG
 from warren.errors import AccessRefused, NotAllowed, NotFound, PreconditionFailed
@@ -325,15 +325,24 @@ class BrokerChannel:
         ex = self.vhost.exchanges.get(exchange)
         if (self.tx_mode or ex is None or ex.internal
                 or (ex is not self.publish_allowed and self.publish_checked.get(exchange, authz.UNCHECKED) is not ex)):
-            done = 0
-            for props, body in zip(properties, bodies):  # the first publish checks and reports
-                done += 1
-                self.publish(exchange, routing_key, props, body, mandatory)
-                if self.run_stopped:
-                    break
-            return done
+            # one by one; the first publish checks the permission (and reports), and once it
+            # is known the rest of the run goes the run's way
+            self.publish(exchange, routing_key, properties[0], bodies[0], mandatory)
+            if self.run_stopped or len(bodies) == 1:
+                return 1
+            if self.tx_mode or ex is None or ex.internal:
+                done = 1
+                for props, body in zip(properties[1:], bodies[1:]):
+                    done += 1
+                    self.publish(exchange, routing_key, props, body, mandatory)
+                    if self.run_stopped:
+                        break
+                return done
+            return 1 + self.publish_run(exchange, routing_key, properties[1:], bodies[1:], mandatory)
         route = self._route
         new_message = self.new_message
+        # a plain Message is never in a cycle: out of the collector's sight (message.py)
+        untrack = _untrack if new_message is Message else None
         confirms = self.confirms
         # the queues of every message of the run that routes by its key alone: routed once
         dests = ex.run_destinations(routing_key)
@@ -342,6 +351,8 @@ class BrokerChannel:
             for props, body in zip(properties, bodies):
                 done += 1
                 msg = new_message(exchange, routing_key, props, body)
+                if untrack is not None:
+                    untrack(msg)
                 hi = props[0]  # the C path gives a run whole property lists only (2 octets or more)
                 if hi & _CHECKED_FLAGS_HI or props[1] & _USER_ID_FLAG:
                     self._check_properties(msg)

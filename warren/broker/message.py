@@ -11,12 +11,15 @@ shortstr per distinct exchange or routing key (``_names``), and no decoded prope
 store record kept once they have served (a persistent 16 B message went from 784 to … octets).
 
 Garbage collection: a ``Message`` refers to strings, octets, numbers and its decoded properties,
-none of which can refer back to it, so it is never part of a reference cycle. Where the compiled
-speedups exist it is taken out of the collector's sight when made (``untrack``): queued
-messages were a large share of what young collections visited (publish-only under confirms,
-1000-octet bodies: about 2,500 of 21,900 instructions per message, docs/performance.md) and
-nearly everything a full pass visits with a backlog. Subclasses (0-10's ``PublishedMessage``
-carries its connection) stay tracked.
+none of which can refer back to it, so it is never part of a reference cycle, and ``untrack``
+(the compiled speedups' ``untrack``, None without them) may take it out of the collector's
+sight. A run of publishes does (``BrokerChannel.publish_run``: streaming publishers are what
+builds backlogs): queued messages were a large share of what young collections visited
+(publish-only under confirms, 1000-octet bodies: about 1,800 of 21,600 instructions per
+message, docs/performance.md) and nearly everything a full pass visits. Not in ``__init__``:
+a message delivered at once never meets a collection, and the check and call cost a lone
+publish about 600 instructions. Subclasses (0-10's ``PublishedMessage`` carries its
+connection) are never untracked.
 """
 
 from __future__ import annotations
@@ -30,11 +33,11 @@ from warren.spec.amqp0_9_1 import BasicProperties
 from warren.store.message import encode_message_ss
 
 try:
-    from warren.codec._speedups import untrack as _untrack
+    from warren.codec._speedups import untrack
 except ImportError:  # the pure-Python broker: messages stay tracked, nothing else changes
-    _untrack = None
+    untrack = None
 
-__all__ = ["Message", "shared_name"]
+__all__ = ["Message", "shared_name", "untrack"]
 
 # name -> (the same name, its shortstr encoding): the first str seen stands for every equal
 # one after it, and the encoding is made once. Bounded: cleared when full (routing keys
@@ -96,8 +99,6 @@ class Message:
                 persistent = self.decoded.delivery_mode == 2  # raises the 502 for a cut list
         self.persistent = persistent
         self._record: bytes | None = None
-        if _untrack is not None and type(self) is Message:
-            _untrack(self)  # never in a cycle (module docstring)
 
     @property
     def record(self) -> bytes:

@@ -111,9 +111,9 @@ class ServerConnection:
     """One server-side AMQP connection, 0-9-1 or another ``dialect`` (see module docstring)."""
 
     # A session that handles ``Publishes`` events sets this to the longest run it takes
-    # (PUBLISH_RUN_MAX); 0: every publish is its own ``Content``. Runs are taken by the
+    # (PUBLISH_RUN_MAX); 1: every publish is its own ``Content``. Runs are taken by the
     # compiled take_publishes only; without it every publish is a ``Content`` as before.
-    publish_run_max = 0
+    publish_run_max = 1
 
     def __init__(self, server_properties: dict, mechanisms: bytes = b"PLAIN AMQPLAIN",
                  frame_max: int = FRAME_MAX_DEFAULT, channel_max: int = CHANNEL_MAX_DEFAULT,
@@ -139,7 +139,6 @@ class ServerConnection:
         # same exchange and routing key every time, and the method object is then reused
         self._last_publish_args: bytes | None = None
         self._last_publish = None
-        self._unread = None  # a Publishes event handed back (unread), returned first by next_event
         self._out: list = []
         self.out_bytes = 0  # content octets queued since the last data_to_send
         self._broken = False  # after a framing error nothing more is parsed
@@ -174,12 +173,8 @@ class ServerConnection:
     def next_event(self):
         """The next event, or None when more bytes are needed. Raises AMQPError (module doc)."""
         frames = self.frames
-        if self._unread is not None:
-            event, self._unread = self._unread, None
-            if self.state.state is _ST_OPEN and self.channels.get(event.channel) == _OPEN:
-                return event
         take = _take_publishes if self._fast_publish else None
-        run_max = self.publish_run_max or 1
+        run_max = self.publish_run_max
         while True:
             if self._broken:
                 return None
@@ -557,9 +552,15 @@ class ServerConnection:
 
     def unread(self, event) -> None:
         """Hand back the rest of a ``Publishes`` run the session could not take now (flow
-        control paused it): ``next_event`` returns it first, as if its frames were still
-        unread; dropped if its channel or the connection closed meanwhile."""
-        self._unread = event
+        control paused it): the next ``next_event`` returns it first, as if its frames were
+        still unread; dropped if its channel or the connection closed meanwhile. (An instance
+        attribute over the method for one call: the usual path tests nothing for it.)"""
+        def next_event():
+            del self.next_event
+            if self.state.state is _ST_OPEN and self.channels.get(event.channel) == _OPEN:
+                return event
+            return self.next_event()
+        self.next_event = next_event
 
     # --- output --------------------------------------------------------------------------
 

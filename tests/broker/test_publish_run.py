@@ -1,0 +1,99 @@
+"""BrokerChannel.publish_run (a run of publishes with one method, the 0-9-1 Publishes event)
+against publish one message at a time: the same queues end with the same messages in the same
+order, the same counts and confirms; and the run's plain messages are out of the garbage
+collector's sight (message.py). End-to-end behaviour through real sockets:
+tests/e2e/test_publish_runs.py."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from warren.broker import message as message_module
+from warren.broker.broker import Broker
+from warren.broker.channel import BrokerChannel
+from warren.broker.client import ClientConnection
+from warren.broker.durability import Durability
+
+PLAIN, PERSISTENT = b"\x00\x00", b"\x10\x00\x02"
+CC_SIDE = b"\x20\x00" + (lambda e: len(e).to_bytes(4, "big") + e)(
+    b"\x02CC" + b"A" + (9).to_bytes(4, "big") + b"S" + (4).to_bytes(4, "big") + b"side")
+
+
+class Sink:
+    flow_active = True
+
+    def __init__(self) -> None:
+        self.returns = []
+
+    def can_accept(self) -> bool:
+        return True
+
+    def deliver(self, consumer, tag, redelivered, message) -> None:
+        pass
+
+    def returned(self, message) -> None:
+        self.returns.append(bytes(message.body))
+
+    def cancelled(self, consumer_tag) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+
+class Channel(BrokerChannel):
+    def _confirms_ready(self, confirms) -> None:
+        pass  # the adapter would write basic.ack; the counts are compared instead
+
+
+def world(tmp_path, name: str):
+    broker = Broker(durability=Durability(tmp_path / name, fsync=False))
+    conn = ClientConnection(broker, ("127.0.0.1", 1), None)
+    conn.username = "guest"
+    conn.open_vhost("/")
+    ch = Channel(conn, 1, Sink())
+    conn.channels[1] = ch
+    ch.declare_exchange("ex", "direct", False, False, False, False, {})
+    for q, key in (("a", "main"), ("b", "main"), ("c", "side")):
+        ch.declare_queue(q, False, False, False, False, {})
+        ch.bind_queue(q, "ex", key, {})
+    ch.select_confirms()
+    return broker, ch
+
+
+def contents(broker) -> dict:
+    queues = broker.vhosts["/"].queues
+    return {name: [(bytes(e[1].properties), bytes(e[1].body)) for e in queues[name].ready] for name in "abc"}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([PLAIN, PERSISTENT, CC_SIDE]), st.binary(max_size=8)), min_size=1,
+                max_size=12),
+       st.sampled_from([("ex", "main"), ("ex", "side"), ("ex", "nowhere"), ("", "a")]), st.booleans())
+def test_a_run_ends_as_its_publishes_one_by_one(tmp_path_factory, messages, destination, mandatory):
+    tmp = tmp_path_factory.mktemp("run")
+    props, bodies = [p for p, _ in messages], [b for _, b in messages]
+    one_broker, one = world(tmp, "one")
+    for p, b in messages:
+        one.publish(*destination, p, b, mandatory)
+    run_broker, run = world(tmp, "run")
+    assert run.publish_run(*destination, props, bodies, mandatory) == len(messages)
+    assert contents(run_broker) == contents(one_broker)
+    assert run.sink.returns == one.sink.returns
+    assert (run.stats_publish, run.confirms.published_upto) == (one.stats_publish, one.confirms.published_upto)
+    ex = destination[0]
+    assert run.vhost.exchanges[ex].stats_publish_in == one.vhost.exchanges[ex].stats_publish_in
+
+
+def test_the_messages_of_a_run_are_out_of_the_collectors_sight(tmp_path):
+    if message_module.untrack is None:
+        pytest.skip("warren.codec._speedups is not built: messages stay tracked")
+    broker, ch = world(tmp_path, "gc")
+    # the first publish on a channel checks the permission one by one; the rest runs
+    ch.publish_run("ex", "main", [PLAIN, PLAIN, PERSISTENT], [b"0", b"1", b"2"], False)
+    queued = [e[1] for e in broker.vhosts["/"].queues["a"].ready][1:]
+    assert len(queued) == 2 and not any(gc.is_tracked(m) for m in queued)
+    assert queued[1].persistent and queued[0].decoded.delivery_mode is None  # untracked, still whole
