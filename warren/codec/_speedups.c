@@ -372,50 +372,58 @@ static PyObject *take_publishes(PyObject *self, PyObject *const *args, Py_ssize_
         PyBuffer_Release(&view);
         Py_RETURN_NONE;
     }
-    PyObject *props_list = PyList_New(0);
-    PyObject *bodies = PyList_New(0);
+    /* the first publish as take_publish takes it; lists only once a second one follows */
+    PyObject *props_list = NULL, *bodies = NULL;
     PyObject *margs = same_or_new(args[4], b, first.args, first.args_end);
-    if (props_list == NULL || bodies == NULL || margs == NULL)
+    PyObject *p = NULL, *body = NULL;
+    if (margs == NULL)
         goto fail;
+    if (same_props) {
+        Py_INCREF(props);
+        p = props;
+    }
+    else if ((p = PyBytes_FromStringAndSize((const char *)b + first.props, first.props_end - first.props)) == NULL)
+        goto fail;
+    if ((body = PyBytes_FromStringAndSize((const char *)b + first.body, first.body_end - first.body)) == NULL)
+        goto fail;
+    pos = first.next;
     Py_ssize_t args_len = first.args_end - first.args;
-    s = first;
-    for (Py_ssize_t n = 0;;) {
-        PyObject *p;
-        if (same_props) {
-            Py_INCREF(props);
-            p = props;
-        }
-        else if ((p = PyBytes_FromStringAndSize((const char *)b + s.props, s.props_end - s.props)) == NULL)
-            goto fail;
-        int failed = PyList_Append(props_list, p);
-        Py_DECREF(p);
-        props = p;  /* borrowed from props_list from here on */
-        PyObject *body = failed ? NULL : PyBytes_FromStringAndSize((const char *)b + s.body, s.body_end - s.body);
-        if (body == NULL)
-            goto fail;
-        failed = PyList_Append(bodies, body);
-        Py_DECREF(body);
-        if (failed)
-            goto fail;
-        pos = s.next;
-        if (++n >= limit)
-            break;
-        if (!publish_at(b, len, pos, frame_max, max_body, PyBytes_AS_STRING(props), PyBytes_GET_SIZE(props), &s,
+    for (Py_ssize_t n = 1; n < limit; n++) {
+        if (!publish_at(b, len, pos, frame_max, max_body, PyBytes_AS_STRING(p), PyBytes_GET_SIZE(p), &s,
                         &same_props) || s.channel != first.channel || s.args_end - s.args != args_len ||
             memcmp(b + s.args, b + first.args, args_len) != 0)
             break;
+        if (props_list == NULL) { /* a run: the first one goes into the lists too */
+            if ((props_list = PyList_New(0)) == NULL || (bodies = PyList_New(0)) == NULL ||
+                PyList_Append(props_list, p) < 0 || PyList_Append(bodies, body) < 0)
+                goto fail;
+            Py_DECREF(body);
+            body = NULL;
+        }
+        Py_DECREF(p);  /* the list holds it: borrowed until replaced here */
+        if (same_props)
+            Py_INCREF(p);
+        else if ((p = PyBytes_FromStringAndSize((const char *)b + s.props, s.props_end - s.props)) == NULL)
+            goto fail;
+        if (PyList_Append(props_list, p) < 0)
+            goto fail;
+        PyObject *next_body = PyBytes_FromStringAndSize((const char *)b + s.body, s.body_end - s.body);
+        if (next_body == NULL)
+            goto fail;
+        int failed = PyList_Append(bodies, next_body);
+        Py_DECREF(next_body);
+        if (failed)
+            goto fail;
+        pos = s.next;
     }
     PyBuffer_Release(&view);
-    if (PyList_GET_SIZE(bodies) == 1) { /* a run of one: take_publish's answer, no lists */
-        PyObject *p = PyList_GET_ITEM(props_list, 0), *body = PyList_GET_ITEM(bodies, 0);
-        Py_INCREF(p);
-        Py_INCREF(body);
-        Py_DECREF(props_list);
-        Py_DECREF(bodies);
+    if (props_list == NULL) /* a run of one: take_publish's answer, no lists */
         return tuple5(PyLong_FromUnsignedLong(first.channel), margs, p, body, PyLong_FromSsize_t(pos));
-    }
+    Py_DECREF(p);
     return tuple5(PyLong_FromUnsignedLong(first.channel), margs, props_list, bodies, PyLong_FromSsize_t(pos));
 fail:
+    Py_XDECREF(p);
+    Py_XDECREF(body);
     Py_XDECREF(props_list);
     Py_XDECREF(bodies);
     Py_XDECREF(margs);
