@@ -54,16 +54,7 @@ class ConnectionHandler(ClientConnection):
         channel = getattr(event, "channel", 0)
         try:
             kind = type(event)
-            if kind is Publishes:  # a run of publishes with the same method (the hot path)
-                self.published = True
-                m = event.method
-                if m.immediate:
-                    raise NotImplemented_("immediate=true")
-                done = self.channels[event.channel].publish_run(m.exchange, m.routing_key, event.properties,
-                                                                event.bodies, m.mandatory)
-                if done < len(event.bodies):  # flow control paused us: the rest is read later
-                    self.conn.unread(Publishes(event.channel, m, event.properties[done:], event.bodies[done:]))
-            elif kind is Content:
+            if kind is Content:
                 self.published = True
                 m = event.method  # basic.publish: straight to the operation (the hot path)
                 if m.immediate:  # RabbitMQ 3.x refuses it the same way
@@ -75,6 +66,16 @@ class ConnectionHandler(ClientConnection):
                     self._connection_method(event.method)
                 else:
                     self.channels[event.channel].handle_method(event.method)
+            elif kind is Publishes:  # a run of publishes with the same method (after the two
+                # above: a run is one event for many messages, the others pay no extra test)
+                self.published = True
+                m = event.method
+                if m.immediate:
+                    raise NotImplemented_("immediate=true")
+                done = self.channels[event.channel].publish_run(m.exchange, m.routing_key, event.properties,
+                                                                event.bodies, m.mandatory)
+                if done < len(event.bodies):  # flow control paused us: the rest is read later
+                    self.conn.unread(Publishes(event.channel, m, event.properties[done:], event.bodies[done:]))
             elif kind is ChannelOpened:
                 self.channels[event.channel] = Channel(self, event.channel, ChannelSink(self, event.channel))
             elif kind is ChannelClosed:
