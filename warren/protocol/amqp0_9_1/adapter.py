@@ -18,6 +18,7 @@ with who (peer, user, vhost, channel) and what.
 from __future__ import annotations
 
 import logging
+import os
 
 from warren.access.errors import LoginRefused
 from warren.broker.auth import check_certificate_login
@@ -28,6 +29,8 @@ from warren.protocol.amqp0_9_1.delivery import ChannelSink
 from warren.protocol.amqp0_9_1.connection import PUBLISH_RUN_MAX
 from warren.protocol.events import ChannelClosed, ChannelOpened, Content, ConnectionClosed, Method, Publishes
 from warren.spec import amqp0_9_1 as spec
+
+PUBLISH_RUNS = os.environ.get("WARREN_PUBLISH_RUNS") == "1"  # see ConnectionHandler.__init__
 
 __all__ = ["ConnectionHandler"]
 
@@ -46,7 +49,12 @@ class ConnectionHandler(ClientConnection):
         self._confirming: set[Channel] = set()
         self.sinks_flushing: list[ChannelSink] = []  # sinks that asked for the next flush (delivery.py)
         conn.channel_admit = self._admit_channel  # the user's max-channels, before open-ok
-        conn.publish_run_max = PUBLISH_RUN_MAX  # consecutive publishes as one Publishes event
+        # Runs of publishes (one Publishes event) stay off by default: they halve the cost of a
+        # confirmed publish but made the shared matrix's pubonly-1p row 0.59x of the tree before
+        # them (broker 8 us/msg against 4.8; py-spy: a third of the time in the event loop itself),
+        # docs/performance.md. WARREN_PUBLISH_RUNS=1 turns them on while that is found.
+        if PUBLISH_RUNS:
+            conn.publish_run_max = PUBLISH_RUN_MAX  # consecutive publishes as one Publishes event
 
     # --- events --------------------------------------------------------------------------
 
