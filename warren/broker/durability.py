@@ -146,7 +146,7 @@ class Durability:
         self.synced = number
         stores, self._syncing_stores = self._syncing_stores, []
         for s in stores:
-            if getattr(s, "ack_sync_interval", 0) and s.acks_owed():  # ack logs left unsynced
+            if s.ack_sync_interval and s.acks_owed():  # ack logs left unsynced
                 self.lazy_acks.add(s)
         if self.sync_listeners:
             for s in stores:

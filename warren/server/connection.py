@@ -242,7 +242,7 @@ class AMQPConnection(asyncio.Protocol):
     def _start_0_10(self) -> None:
         """AMQP 0-10: its own sans-IO connection and adapter; the glue below serves both."""
         c = self.config
-        anonymous = getattr(c, "anonymous_user", None)
+        anonymous = c.anonymous_user
         default_vhost = "/" if "/" in c.vhosts else c.vhosts[0]
         self.conn = ServerConnection0_10(self.server.broker.server_properties(), ("PLAIN", "AMQPLAIN"),
                                          allow_anonymous=bool(anonymous), default_vhost=default_vhost,

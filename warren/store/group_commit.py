@@ -32,6 +32,9 @@ class GroupCommitStore:
 
     _label = "store"  # how errors name the store ("store …", "stream store …")
 
+    # seconds an ack log may go without an fsync (QueueStore); 0: the store has none, or syncs them
+    ack_sync_interval = 0.0
+
     def __init__(self, directory, segment_size: int, fsync: bool, flush_threshold: int) -> None:
         if not 64 <= segment_size < 2**32:
             raise ValueError("segment_size must be at least 64 and below 4 GiB")
