@@ -42,3 +42,46 @@ def test_a_queue_store_s_unsynced_ack_log_gets_a_sync_of_its_own_once_due(tmp_pa
     finally:
         store.close()
         d.definitions.close()
+
+
+class Waiter:
+    """What a channel's Confirms does for the group commit: remembers the sync numbers it saw."""
+
+    def __init__(self) -> None:
+        self.seen: list[int] = []
+
+    def synced(self, number: int) -> None:
+        self.seen.append(number)
+
+
+def test_a_second_sync_starts_beside_the_first_only_for_someone_waiting(tmp_path):
+    d = Durability(tmp_path)
+    d.request_sync = lambda: None
+    a, b = d.open_queue_store("/", "a"), d.open_queue_store("/", "b")
+    try:
+        a.append(1, b"m")
+        d.wrote(a)
+        first = d.begin_sync()
+        assert first is not None and d.in_flight == 1
+        b.append(1, b"m")
+        d.wrote(b)
+        assert d.begin_sync() is None  # nobody waits: one sync at the disk at a time
+        waiter = Waiter()
+        d.waiting.add(waiter)
+        second = d.begin_sync()
+        assert second is not None and second[0] == first[0] + 1 and second[1] == [b]
+        a.append(2, b"m")
+        d.wrote(a)
+        assert d.begin_sync() is None  # MAX_SYNCS_IN_FLIGHT reached
+        # the second finishes first: nothing is released until the first has
+        d.sync(second[1])
+        d.end_sync(second[0])
+        assert d.synced == 0 and waiter.seen == [] and d.in_flight == 1
+        d.sync(first[1])
+        d.end_sync(first[0])
+        assert d.synced == second[0] and waiter.seen == [second[0]] and d.in_flight == 0
+        assert d.begin_sync() is not None  # what was left dirty
+    finally:
+        a.close()
+        b.close()
+        d.definitions.close()

@@ -594,3 +594,88 @@ def test_a_delivered_mark_acked_before_the_flush_is_never_written(tmp_path):
     s = QueueStore(d, fsync=False)
     assert [(q, dl) for q, _, dl in s.recover()] == [(3, True), (4, True)]
     s.close()
+
+
+# --- overlapping syncs (two group commits at the disk at once) ---------------------------------------
+
+def test_overlapping_syncs_return_in_order_and_unlink_only_after_the_earlier_fsyncs(open_store, monkeypatch):
+    """The broker starts a second group commit while one is at the disk: the second may write
+    and fsync at once, but returns (and deletes fully acked segments) only after the first."""
+    store = open_store(fsync=True)
+    fill(store, range(1, 31))  # several segments
+    store.sync()
+    first_in_fsync, release_first = threading.Event(), threading.Event()
+    real_fsync = os.fsync
+    calls = []
+
+    def slow_first_fsync(fd):
+        calls.append(threading.current_thread().name)
+        if threading.current_thread().name == "first":
+            first_in_fsync.set()
+            assert release_first.wait(30)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", slow_first_fsync)
+    results = {}
+    store.append(31, rec(31))
+    first = threading.Thread(target=lambda: results.setdefault("first", store.sync()), name="first")
+    first.start()
+    assert first_in_fsync.wait(30)
+    for s in range(1, 11):  # whole segments acked: their files go, but not before the first sync ends
+        store.ack(s)
+    store.append(32, rec(32))
+    before = files(store.directory, "msgs")
+    second = threading.Thread(target=lambda: results.setdefault("second", store.sync()), name="second")
+    second.start()
+    deadline = time.monotonic() + 30
+    while calls.count("second") == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert calls.count("second") >= 1  # its fsyncs ran while the first was at the disk
+    second.join(0.3)
+    assert second.is_alive() and "second" not in results  # but it waits for the first to finish
+    assert files(store.directory, "msgs") == before  # and has deleted nothing yet
+    release_first.set()
+    first.join(30)
+    second.join(30)
+    assert results == {"first": 31, "second": 32}
+    assert len(files(store.directory, "msgs")) < len(before)  # the acked segments went after all
+    monkeypatch.setattr(os, "fsync", real_fsync)
+    store.close()
+    reopened = open_store(fsync=True)
+    assert [seq for seq, _, _ in reopened.recover()] == list(range(11, 33))
+
+
+def test_a_sync_after_a_failed_one_fails_too(open_store, monkeypatch):
+    """A sync whose predecessor's fsync failed cannot claim what that one wrote."""
+    store = open_store(fsync=True)
+    store.append(1, rec(1))
+    first_in_fsync, release_first = threading.Event(), threading.Event()
+    real_fsync = os.fsync
+
+    def failing_first_fsync(fd):
+        if threading.current_thread().name == "first":
+            first_in_fsync.set()
+            assert release_first.wait(30)
+            raise OSError(5, "Input/output error")
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", failing_first_fsync)
+    errors = {}
+
+    def run(name):
+        try:
+            store.sync()
+        except Exception as e:  # noqa: BLE001 - the test looks at which
+            errors[name] = e
+
+    first = threading.Thread(target=run, args=("first",), name="first")
+    first.start()
+    assert first_in_fsync.wait(30)
+    store.append(2, rec(2))
+    second = threading.Thread(target=run, args=("second",), name="second")
+    second.start()
+    release_first.set()
+    first.join(30)
+    second.join(30)
+    assert isinstance(errors["first"], OSError)
+    assert isinstance(errors["second"], StoreError)

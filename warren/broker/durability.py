@@ -8,8 +8,11 @@ Group commit. Every persistent message written to a durable queue needs the *nex
 channel's ``Confirms`` (``confirms.py``) records ``(publish number, next_sync)`` and holds the
 confirm (the channel its tx.commit-ok) until ``synced`` reaches that number. One sync covers
 every append made before it started, however many, so confirms for many publishes share one
-fsync. A sync starts as soon as the previous one finished and something is dirty (no timer:
-latency is one fsync at best, two at worst).
+fsync. A sync starts as soon as something is dirty and no sync is running (no timer); while
+one is at the disk, a second may start when a publisher or a transaction waits for the disk
+(``MAX_SYNCS_IN_FLIGHT``): a confirm then waits for about one fsync instead of the rest of the
+running one plus its own. Syncs are released in the order they began (``synced`` is the
+highest number with every earlier one done): QueueStore.sync returns in that order too.
 
 Definitions are fsynced inside the declare/bind call, before the -ok reply is queued.
 
@@ -31,9 +34,12 @@ from warren.store.definitions import DefinitionsStore
 from warren.store.queue_store import QueueStore, StoreError
 from warren.store.stream_store import DEFAULT_STREAM_SEGMENT, StreamStore
 
-__all__ = ["Durability", "ACK_SYNC_INTERVAL"]
+__all__ = ["Durability", "ACK_SYNC_INTERVAL", "MAX_SYNCS_IN_FLIGHT"]
 
 ACK_SYNC_INTERVAL = 1.0  # seconds a queue's ack log may go without an fsync (QueueStore)
+# group commits at the disk at once when something waits for them (module doc); the server
+# runs as many sync threads
+MAX_SYNCS_IN_FLIGHT = 2
 
 log = logging.getLogger("warren.durability")
 
@@ -53,7 +59,7 @@ class Durability:
         # store -> callback run on the loop after a sync that covered it completed (stream
         # queues deliver what the sync committed); the stores of the sync in progress
         self.sync_listeners: dict = {}
-        self._syncing_stores: list = []
+        self._syncing_stores: dict[int, list] = {}  # sync number -> its stores, while it runs
         # open stores that no queue owns -> a callback run before the store closes at shutdown,
         # once every queue store is synced (a delayed exchange acks what it routed)
         self.side_stores: dict[QueueStore, object] = {}
@@ -65,8 +71,9 @@ class Durability:
         # Confirms, a channel holding tx.commit-ok, a quorum queue)
         self.waiting: set = set()
         self.next_sync = 1  # the number of the sync that will cover an append made now
-        self.synced = 0  # the number of the last sync that completed
-        self.syncing = False
+        self.synced = 0  # the highest sync number that completed with every one before it
+        self.in_flight = 0  # syncs begun and not ended
+        self._ended: set[int] = set()  # ended before an earlier one: released with it
         self.request_sync = lambda: None  # set by the server: schedule begin_sync on a worker
 
     # --- queue stores --------------------------------------------------------------------
@@ -113,21 +120,27 @@ class Durability:
     def wrote(self, store: QueueStore) -> int:
         """A store took an append: returns the sync number that will make it durable."""
         self.dirty.add(store)
-        if not self.syncing:
+        if not self.in_flight or (self.waiting and self.in_flight < MAX_SYNCS_IN_FLIGHT):
             self.request_sync()
         return self.next_sync
+
+    @property
+    def syncing(self) -> bool:
+        return self.in_flight > 0
 
     # --- group commit (begin on the loop, sync on a worker, end on the loop) -------------------
 
     def begin_sync(self) -> tuple[int, list[QueueStore]] | None:
-        if self.syncing or not self.dirty:
+        """The next group commit to run, or None: nothing dirty, or enough running already (a
+        second only for someone waiting: without confirms or transactions nobody is)."""
+        if not self.dirty or (self.in_flight and (not self.waiting or self.in_flight >= MAX_SYNCS_IN_FLIGHT)):
             return None
-        self.syncing = True
+        self.in_flight += 1
         number = self.next_sync
         self.next_sync += 1
         stores = list(self.dirty)
         self.dirty.clear()
-        self._syncing_stores = stores
+        self._syncing_stores[number] = stores
         return number, stores
 
     @staticmethod
@@ -142,9 +155,21 @@ class Durability:
                 raise
 
     def end_sync(self, number: int) -> None:
-        self.syncing = False
+        """Sync ``number`` finished; it and the ones it waited for are released in order."""
+        self.in_flight -= 1
+        if number != self.synced + 1:  # an earlier one is still at the disk (another store's)
+            self._ended.add(number)
+            if self.dirty:
+                self.request_sync()
+            return
+        stores = self._syncing_stores.pop(number)
+        while number + 1 in self._ended:
+            number += 1
+            self._ended.discard(number)
+            stores += self._syncing_stores.pop(number)
         self.synced = number
-        stores, self._syncing_stores = self._syncing_stores, []
+        if len(stores) > 1:
+            stores = list(dict.fromkeys(stores))  # a store in two of the syncs released
         for s in stores:
             if s.ack_sync_interval and s.acks_owed():  # ack logs left unsynced
                 self.lazy_acks.add(s)
@@ -165,7 +190,7 @@ class Durability:
     def tick(self, now: float) -> None:
         """From the server's tick: ack logs left unsynced for ``ACK_SYNC_INTERVAL`` get a sync
         of their own (a consumer's last acks, with no publisher to bring a group commit)."""
-        if self.lazy_acks and not self.syncing:
+        if self.lazy_acks and not self.in_flight:
             due = [s for s in self.lazy_acks if s.acks_owed(now)]
             if due:
                 self.lazy_acks.difference_update(due)

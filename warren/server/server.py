@@ -20,7 +20,7 @@ from warren.access import AccessControl
 from warren.access.login_throttle import LoginThrottle
 from warren.broker.limits import BrokerLimits
 from warren.broker.broker import TICK, Broker
-from warren.broker.durability import Durability
+from warren.broker.durability import MAX_SYNCS_IN_FLIGHT, Durability
 from warren.broker.queue import Queue
 from warren.config import Config
 from warren.management import HttpServer
@@ -114,8 +114,9 @@ class Server:
         self._stores_closed = False
         # while a group commit's completion runs (_sync_done): the connections to flush at its end
         self.sync_flushes: list | None = None
-        # one worker: syncs run one after another, each covering everything written before it
-        self._sync_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="warren-sync")
+        # a worker per group commit that may be at the disk at once (durability.py): each covers
+        # everything written before it, and they are released in the order they began
+        self._sync_pool = ThreadPoolExecutor(max_workers=MAX_SYNCS_IN_FLIGHT, thread_name_prefix="warren-sync")
         # the flow-control marks of every queue (warren/broker/queue.py); 0 turns a mark off
         Queue.flow_high = config.queue_flow_high or sys.maxsize
         Queue.flow_high_bytes = config.queue_flow_high_bytes or sys.maxsize

@@ -9,7 +9,8 @@ This base keeps that life cycle in one place; each store brings its recovery (``
 writing (``_flush_locked``, ``sync``) and what it releases (``_release``).
 
 Locks (the stores' docstrings say what each guards for them): ``_lock`` for memory, held only
-for memory work; ``_io_lock`` orders writes and closes; ``_sync_lock`` runs one sync at a time.
+for memory work; ``_io_lock`` orders writes and closes; ``_sync_lock`` runs one sync at a time
+(StreamStore; QueueStore lets two overlap at the disk and orders their ends itself).
 """
 
 from __future__ import annotations

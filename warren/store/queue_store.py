@@ -28,7 +28,8 @@ of a broker that has not written the ack).
 Threads: appends, acks and reads run on the event-loop thread, ``sync`` maybe on a worker at
 the same time. The loop never waits for the disk: ``_lock`` guards memory and is held only for
 memory operations; ``_io_lock`` orders writes and closes (held while writing, never during an
-fsync); ``_sync_lock`` runs one sync at a time. ``sync`` fsyncs dup()ed descriptors, so a
+fsync); two syncs may overlap, their writes in order under ``_io_lock``, their fsyncs at
+once, and each returns in that order (``_sync_order``). ``sync`` fsyncs dup()ed descriptors, so a
 segment deleted meanwhile cannot close one under it.
 
 What a crash leaves behind: torn or zero-filled file tails (cut back on open, segment.py);
@@ -47,6 +48,7 @@ gone (both deleted on open, recovery.py). Ordering rules make the rest impossibl
 from __future__ import annotations
 
 import os
+import threading
 import time
 from bisect import bisect_right
 from contextlib import suppress
@@ -92,6 +94,10 @@ class QueueStore(GroupCommitStore):
         self._unlink_msgs: list[str] = []       # closed; unlinked by the next sync after its fsyncs
         self._unlink_acks: list[str] = []       # unlinked after the directory fsync that follows those
         self._flushed_seq = 0
+        # overlapping syncs (sync): the number of the last one begun, and of the last one done
+        self._sync_tickets = 0
+        self._sync_finished = 0
+        self._sync_order = threading.Condition()
         self._open_directory()
 
     # --- opening ---------------------------------------------------------------------------
@@ -370,49 +376,66 @@ class QueueStore(GroupCommitStore):
         Every append made before the call is durable when it returns, and so is every ack and
         delivered mark when the ack logs were due (``ack_sync_interval``); the others are
         written, and fsynced by a later sync. Safe to call from a worker thread while the loop
-        thread appends.
+        thread appends, and from two at once: the broker starts the next group commit while one
+        is at the disk (durability.py). Their writes and their fsyncs may overlap, but each
+        returns only after every sync that wrote before it has finished, and unlinks nothing
+        before that: a sync's fsyncs cover its own writes only (module doc, "Ordering rules").
         """
-        with self._sync_lock:
-            with self._io_lock:
-                self._flush_locked()
-                with self._lock:
-                    now = time.monotonic()
-                    if self._closing or now - self._acks_synced_at >= self.ack_sync_interval:
-                        files = [lf for lf in self._unsynced if lf.fd is not None]
-                        self._unsynced.clear()
-                        self._acks_synced_at = now
-                    else:  # written, not fsynced yet: the ack logs wait for a later sync
-                        files = [lf for lf in self._unsynced if lf.fd is not None and lf.kind != KIND_ACKS]
-                        self._unsynced = {lf for lf in self._unsynced if lf.kind == KIND_ACKS}
-                    covered = self._flushed_seq
-                # duplicates: a segment deleted while we wait for the disk cannot close them under us
-                fds = [os.dup(lf.fd) for lf in files] if self.fsync else []
-                dir_dirty, self._dir_dirty = self._dir_dirty, False
-                unlink_msgs, self._unlink_msgs = self._unlink_msgs, []
-                unlink_acks, self._unlink_acks = self._unlink_acks, []
-                # the directory's too: a delete on the loop may close it while we fsync (EBADF
-                # here stopped the broker when a queue went during the sync of its new files)
-                if self.fsync and (dir_dirty or unlink_msgs):
-                    fds.append(os.dup(self._dir_fd))
+        with self._io_lock:
+            ticket = self._sync_tickets = self._sync_tickets + 1  # writes happen in ticket order
+            self._flush_locked()
+            with self._lock:
+                now = time.monotonic()
+                if self._closing or now - self._acks_synced_at >= self.ack_sync_interval:
+                    files = [lf for lf in self._unsynced if lf.fd is not None]
+                    self._unsynced.clear()
+                    self._acks_synced_at = now
+                else:  # written, not fsynced yet: the ack logs wait for a later sync
+                    files = [lf for lf in self._unsynced if lf.fd is not None and lf.kind != KIND_ACKS]
+                    self._unsynced = {lf for lf in self._unsynced if lf.kind == KIND_ACKS}
+                covered = self._flushed_seq
+            # duplicates: a segment deleted while we wait for the disk cannot close them under us
+            fds = [os.dup(lf.fd) for lf in files] if self.fsync else []
+            dir_dirty, self._dir_dirty = self._dir_dirty, False
+            unlink_msgs, self._unlink_msgs = self._unlink_msgs, []
+            unlink_acks, self._unlink_acks = self._unlink_acks, []
+            # the directory's too: a delete on the loop may close it while we fsync (EBADF
+            # here stopped the broker when a queue went during the sync of its new files)
+            if self.fsync and (dir_dirty or unlink_msgs):
+                fds.append(os.dup(self._dir_fd))
+        try:
             try:
-                # only after the files, with the higher seqs durable, may fully acked segments
-                # go; then the directory (the last fd) makes the creations and unlinks durable
                 for fd in fds[:len(files) if self.fsync else 0]:
                     os.fsync(fd)
-                for path in unlink_msgs:
-                    _unlink(path)
-                if len(fds) > len(files):
-                    os.fsync(fds[-1])
             except BaseException as e:
                 # after a failed fsync the kernel may have dropped the dirty pages: nothing is safe
                 self._failed = e
                 raise
-            finally:
-                for fd in fds:
-                    os.close(fd)
-            for path in unlink_acks:  # a crash before this leaves orphans, deleted on open
-                _unlink(path)
-            return covered
+            with self._sync_order:
+                # the syncs that wrote before this one must be durable before it counts, and
+                # before fully acked segments go: their higher seqs may be in those writes
+                while self._sync_finished < ticket - 1:
+                    self._sync_order.wait()
+                if self._failed is not None:
+                    raise StoreError(f"{self._label} {self.directory} failed earlier: {self._failed!r}")
+                try:
+                    # then the directory (the last fd) makes the creations and unlinks durable
+                    for path in unlink_msgs:
+                        _unlink(path)
+                    if len(fds) > len(files):
+                        os.fsync(fds[-1])
+                except BaseException as e:
+                    self._failed = e
+                    raise
+        finally:
+            for fd in fds:
+                os.close(fd)
+            with self._sync_order:  # the next sync may finish now, whatever became of this one
+                self._sync_finished = max(self._sync_finished, ticket)
+                self._sync_order.notify_all()
+        for path in unlink_acks:  # a crash before this leaves orphans, deleted on open
+            _unlink(path)
+        return covered
 
     def acks_owed(self, now: float | None = None) -> bool:
         """Files written but not fsynced (after a sync: ack logs that were not due); with ``now``,
