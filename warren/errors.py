@@ -38,6 +38,9 @@ class AMQPError(Exception):
 
     reply_code: int = 0
     hard: bool = False
+    # seconds the answer waits before it is sent: a failed login the login throttle slows down
+    # (warren/access/login_throttle.py) sets it on its 403; every other refusal goes at once
+    throttle_delay: float = 0.0
 
     def __init__(self, text: str = "", class_id: int = 0, method_id: int = 0) -> None:
         super().__init__(text)

@@ -15,6 +15,7 @@ import pytest
 
 from tests.conftest import EXTERNAL_URL, launch_broker
 from tests.e2e import rawamqp as raw
+from warren.protocol.header import HEADER_0_10
 
 pytestmark = [pytest.mark.skipif(bool(EXTERNAL_URL), reason="needs a private Warren broker"),
               pytest.mark.timeout(60)]
@@ -147,3 +148,28 @@ def test_an_opened_connection_outlives_the_handshake_limit(limited_broker):
         time.sleep(LIMIT + 1.0)
         c.open_channel(1)  # still served
         c.close_connection()
+
+
+def test_an_amqp_0_10_handshake_is_held_to_the_same_limit(limited_broker):
+    """AMQP 0-10's connection answers the deadline's questions itself (its own states): a 0-10
+    client that sends its header and then nothing is closed at the limit, and the log line
+    names the 0-10 stage. With --workers the supervisor refuses the 0-10 header at once."""
+    b = limited_broker
+    if "--workers" in b.args:
+        pytest.skip("--workers serves AMQP 0-9-1 only: the supervisor refuses a 0-10 header at once")
+    started = time.monotonic()
+    sock = _connect(b)
+    port = sock.getsockname()[1]
+    try:
+        sock.sendall(HEADER_0_10)
+        closed = _wait_closed(sock)
+    finally:
+        sock.close()
+    assert closed is not None, f"a silent 0-10 client still open {LIMIT + MARGIN}s after connecting"
+    assert closed - started >= LIMIT * 0.9
+    deadline = time.monotonic() + 5
+    pattern = (rf"closing connection from 127\.0\.0\.1:{port}: handshake not completed in {LIMIT:g}s "
+               r"\(sent connection\.start, waiting for start-ok \(AMQP 0-10\)\)")
+    while not re.search(pattern, b.log()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert re.search(pattern, b.log()), b.log()[-3000:]

@@ -11,42 +11,41 @@ supervisor (workers.py, which runs the handshake up to connection.open itself) s
 
 from __future__ import annotations
 
-from warren.protocol.amqp0_9_1.state import State
+from typing import Protocol
+
 from warren.protocol.header import HEADER_SIZE
 
-__all__ = ["handshake_pending", "peer_name", "stage"]
-
-# what the broker waits for in each pre-open state of the connection state machine
-_WAITING = {
-    State.AWAIT_START_OK: "sent connection.start, waiting for start-ok",
-    State.LOGIN: "checking the login",
-    State.AWAIT_TUNE_OK: "sent connection.tune, waiting for tune-ok",
-    State.AWAIT_OPEN: "got tune-ok, waiting for connection.open",
-    State.OPENING: "opening the virtual host",
-}
+__all__ = ["HandshakeProgress", "handshake_pending", "peer_name", "stage"]
 
 
-def handshake_pending(conn) -> bool:
-    """True while the handshake has not reached open-ok (and is not being closed already)."""
-    if conn is None:
-        return True
-    pending = getattr(conn, "handshake_pending", None)  # AMQP 0-10's connection says it itself
-    if pending is not None:
-        return pending
-    return conn.state.state in _WAITING
+class HandshakeProgress(Protocol):
+    """What the deadline asks of a protocol core: both ServerConnections (AMQP 0-9-1 and its
+    dialects, warren/protocol/amqp0_9_1/connection.py; AMQP 0-10, amqp0_10/connection.py)
+    answer it, each from its own state machine."""
+
+    @property
+    def handshake_pending(self) -> bool:
+        """open-ok not sent yet, and the connection not being closed."""
+
+    @property
+    def handshake_stage(self) -> str:
+        """What the broker waits for, in words, for the log."""
 
 
-def stage(header: bytes | bytearray, conn) -> str:
+def handshake_pending(conn: HandshakeProgress | None) -> bool:
+    """True while the handshake has not reached open-ok (and is not being closed already);
+    ``conn`` is None until a whole protocol header arrived."""
+    return conn is None or conn.handshake_pending
+
+
+def stage(header: bytes | bytearray, conn: HandshakeProgress | None) -> str:
     """The stage a handshake reached, for the log: ``header`` is what arrived before the
-    protocol core existed, ``conn`` the ServerConnection (None before a full header)."""
+    protocol core existed, ``conn`` the protocol's ServerConnection (None before a full header)."""
     if conn is None:
         if not header:
             return "nothing received"
         return f"protocol header incomplete ({min(len(header), HEADER_SIZE)} of {HEADER_SIZE} octets)"
-    stage_0_10 = getattr(conn, "handshake_stage", None)
-    if stage_0_10 is not None:
-        return stage_0_10
-    return _WAITING.get(conn.state.state, conn.state.state.value)
+    return conn.handshake_stage
 
 
 def peer_name(peer) -> str:

@@ -153,10 +153,9 @@ class Greeter(asyncio.Protocol):
                         self._open(event.method.virtual_host)
                         return
         except AMQPError as e:
-            delay = getattr(e, "throttle_delay", 0.0)
-            if delay:  # a throttled failed login (login_throttle.py): the answer waits
+            if e.throttle_delay:  # a throttled failed login (login_throttle.py): the answer waits
                 self.transport.pause_reading()
-                self.sup.loop.call_later(delay, self._refuse, e)
+                self.sup.loop.call_later(e.throttle_delay, self._refuse, e)
                 return
             self._refuse(e)
             return

@@ -47,7 +47,7 @@ from warren.errors import (
     AMQPError, ChannelError, CommandInvalid, FrameError, InternalError, NotAllowed, NotImplemented_,
     PreconditionFailed, SyntaxError_, UnexpectedFrame,
 )
-from warren.protocol.amqp0_9_1.state import ConnectionState, State
+from warren.protocol.amqp0_9_1.state import HANDSHAKE_WAITING, ConnectionState, State
 from warren.protocol.dialects import DIALECT_0_9_1, Dialect
 from warren.protocol.events import ChannelClosed, ChannelOpened, Content, ConnectionClosed, Method, Publishes
 from warren.spec import amqp0_9_1 as spec
@@ -571,6 +571,19 @@ class ServerConnection:
     @property
     def is_closed(self) -> bool:
         return self.state.state is _ST_CLOSED
+
+    # the handshake deadline asks these of either protocol's connection (warren/server/handshake.py;
+    # AMQP 0-10's ServerConnection has the same two)
+    @property
+    def handshake_pending(self) -> bool:
+        """open-ok not sent yet, and the connection not closing or closed."""
+        return self.state.state in HANDSHAKE_WAITING
+
+    @property
+    def handshake_stage(self) -> str:
+        """What the broker waits for, for the log line of a handshake that timed out."""
+        state = self.state.state
+        return HANDSHAKE_WAITING.get(state, state.value)
 
     @property
     def reads_input(self) -> bool:

@@ -24,7 +24,7 @@ import enum
 from warren.errors import CommandInvalid
 from warren.spec import amqp0_9_1 as spec
 
-__all__ = ["State", "ConnectionState", "CONNECTION_TRANSITIONS"]
+__all__ = ["State", "ConnectionState", "CONNECTION_TRANSITIONS", "HANDSHAKE_WAITING"]
 
 
 class State(enum.Enum):
@@ -59,6 +59,16 @@ CONNECTION_TRANSITIONS: dict[tuple[State, int], State] = {
 _ADVANCES = {
     (S.LOGIN, "login-accepted"): S.AWAIT_TUNE_OK,
     (S.OPENING, "vhost-accepted"): S.OPEN,
+}
+
+# the handshake's states (before open-ok) and what the broker waits for in each: the
+# handshake deadline's log line names it (warren/server/handshake.py)
+HANDSHAKE_WAITING = {
+    S.AWAIT_START_OK: "sent connection.start, waiting for start-ok",
+    S.LOGIN: "checking the login",
+    S.AWAIT_TUNE_OK: "sent connection.tune, waiting for tune-ok",
+    S.AWAIT_OPEN: "got tune-ok, waiting for connection.open",
+    S.OPENING: "opening the virtual host",
 }
 
 
