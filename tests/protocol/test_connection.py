@@ -124,6 +124,7 @@ def publish_path(request, monkeypatch):
     else:
         monkeypatch.setattr(connection_module, "_take_publish", None)
         monkeypatch.setattr(connection_module, "_take_publishes", None)
+        monkeypatch.setattr(connection_module, "_take_acks", None)
         monkeypatch.setattr(connection_module, "_deliver_frames", None)
     return request.param
 

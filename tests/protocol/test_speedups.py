@@ -293,3 +293,96 @@ def test_compiled_and_pure_python_deliveries_are_the_same_octets(channel, tag, r
     finally:
         connection_module._deliver_frames = saved
     assert out[0] == out[1]
+
+
+# --- runs of basic.ack (take_acks, warren/codec/acks.py) ------------------------------------------
+
+from warren.codec.acks import take_acks as c_take_acks, take_acks_py  # noqa: E402
+from warren.protocol.events import Acks, Method  # noqa: E402
+
+
+def ack_frame(channel: int, tag: int, multiple: bool = False) -> bytes:
+    return mframe(channel, spec.BasicAck(tag, multiple))
+
+
+@needs_speedups
+def test_take_acks_takes_a_run_of_single_acks_on_one_channel():
+    data = bytearray(ack_frame(1, 5) + ack_frame(1, 6) + ack_frame(1, 7, True) + ack_frame(2, 8) + ack_frame(2, 9))
+    n = len(ack_frame(1, 5))
+    assert c_take_acks(data, 0, FRAME_MAX, 50) == (1, [5, 6], False, 2 * n)  # stops before a multiple
+    assert c_take_acks(data, 2 * n, FRAME_MAX, 50) == (1, 7, True, 3 * n)  # a multiple ack: alone
+    assert c_take_acks(data, 3 * n, FRAME_MAX, 50) == (2, [8, 9], False, 5 * n)
+    assert c_take_acks(data, 0, FRAME_MAX, 1) == (1, 5, False, n)  # a run of one: no list
+    assert c_take_acks(data, 1, FRAME_MAX, 50) is None
+    assert c_take_acks(data, 0, n - 1, 50) is None  # over frame_max
+    for cut in range(n):
+        assert c_take_acks(data[:cut], 0, FRAME_MAX, 50) is None
+    assert c_take_acks(mframe(1, spec.BasicNack(5, False, True)), 0, FRAME_MAX, 50) is None
+
+
+def ack_pieces():
+    """Octets around acks: single and multiple acks on two channels, nacks, acks with a wrong
+    frame-end or a longer payload, frames cut short, heartbeats."""
+    tag = st.integers(0, 2**64 - 1)
+    return st.one_of(
+        st.builds(ack_frame, st.sampled_from([1, 1, 1, 2]), tag, st.booleans()),
+        st.builds(lambda c, t: frame(FRAME_METHOD, c, spec.BasicAck(t, False).encode(), end=0xCD), st.just(1), tag),
+        st.builds(lambda c, t: frame(FRAME_METHOD, c, spec.BasicAck(t, False).encode() + b"\x00"), st.just(1), tag),
+        st.builds(lambda c, t, k: frame(FRAME_METHOD, c, spec.BasicAck(t, False).encode()[:k]), st.just(1), tag,
+                  st.integers(0, 12)),
+        st.builds(lambda t: mframe(1, spec.BasicNack(t, False, True)), tag),
+        st.just(frame(FRAME_HEARTBEAT, 0, b"")),
+        st.binary(max_size=8),
+    )
+
+
+@needs_speedups
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(ack_pieces(), max_size=12), st.integers(0, 30), st.integers(0, 300), st.integers(1, 5))
+def test_take_acks_is_its_python_twin(parts, pos, frame_max, limit):
+    data = bytearray(b"".join(parts))
+    assert c_take_acks(data, pos, frame_max, limit) == take_acks_py(data, pos, frame_max, limit)
+
+
+def ack_events(data: bytes, chunks: list[int], compiled: bool) -> list:
+    """The events of a connection fed data in chunks, an Acks run written as the basic.ack
+    Methods it stands for; errors as (code, channel)."""
+    saved = connection_module._take_acks
+    connection_module._take_acks = saved if compiled else None
+    try:
+        p = Peer(frame_max=FRAME_MAX, channel_max=16)
+        p.handshake(channel_max=16, frame_max=FRAME_MAX)
+        p.open_channel(1)
+        p.open_channel(2)
+        out, pos = [], 0
+        for n in chunks + [len(data)]:
+            p.conn.receive_data(data[pos:pos + n])
+            pos += n
+            while True:
+                try:
+                    event = p.conn.next_event()
+                except AMQPError as e:
+                    out.append(("error", type(e).__name__, e.reply_code, getattr(e, "channel", None)))
+                    continue
+                if event is None:
+                    break
+                if isinstance(event, Acks):
+                    assert compiled and len(event.tags) > 1
+                    out.extend(("ack", event.channel, tag, False) for tag in event.tags)
+                elif isinstance(event, Method) and isinstance(event.method, spec.BasicAck):
+                    out.append(("ack", event.channel, event.method.delivery_tag, event.method.multiple))
+                else:
+                    out.append((type(event).__name__, getattr(event, "channel", None), getattr(event, "method", None)))
+            if pos >= len(data):
+                break
+        return out
+    finally:
+        connection_module._take_acks = saved
+
+
+@needs_speedups
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(ack_pieces(), max_size=12), st.lists(st.integers(1, 60), max_size=6))
+def test_runs_of_acks_are_the_same_events_as_one_by_one(parts, chunks):
+    data = b"".join(parts)
+    assert ack_events(data, chunks, compiled=True) == ack_events(data, chunks, compiled=False)

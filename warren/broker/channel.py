@@ -515,6 +515,27 @@ class BrokerChannel:
         """The deliveries are done with (``multiple``: every one up to ``tag``; tag 0: all)."""
         self._settle_tags(tag, multiple, None)
 
+    def ack_run(self, tags: list[int]) -> None:
+        """Consecutive single acks (``Acks``: a consumer acking one by one), as ``ack(tag, False)``
+        for each in turn would: settled together, so the queues dispatch once for all of them.
+        An unknown tag refuses the channel (406) after the acks before it are settled."""
+        unacked = self.unacked
+        entries = []
+        bad = None
+        for tag in tags:
+            entry = unacked.pop(tag, None)
+            if entry is None:
+                bad = tag
+                break
+            entries.append(entry)
+        if entries:
+            if self.tx_mode:
+                self.tx_settles.append((entries, None))
+            else:
+                self._settle(entries, None)
+        if bad is not None:
+            raise PreconditionFailed(f"unknown delivery tag {bad}", 60, 80)
+
     def reject(self, tag: int, multiple: bool, requeue: bool) -> None:
         """Requeue the deliveries (release), or let them die (dead-lettered if the queue says so)."""
         self._settle_tags(tag, multiple, requeue)

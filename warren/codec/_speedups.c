@@ -619,6 +619,8 @@ static PyObject *untrack(PyObject *self, PyObject *obj)
     Py_RETURN_NONE;
 }
 
+static PyObject *take_acks(PyObject *self, PyObject *const *args, Py_ssize_t nargs); /* at the end */
+
 static PyMethodDef methods[] = {
     {"append_seq_record", (PyCFunction)(void (*)(void))append_seq_record, METH_FASTCALL,
      "append_seq_record(buf, rtype, seq, rest) -> int: one store record appended to a bytearray."},
@@ -632,6 +634,9 @@ static PyMethodDef methods[] = {
     {"take_publish", (PyCFunction)(void (*)(void))take_publish, METH_FASTCALL,
      "take_publish(buf, pos, frame_max, max_body, last_args, last_props) -> None | "
      "(channel, args, props, body, next_pos): a whole basic.publish content at pos."},
+    {"take_acks", (PyCFunction)(void (*)(void))take_acks, METH_FASTCALL,
+     "take_acks(buf, pos, frame_max, limit) -> None | (channel, tag | [tag, ...], multiple, next_pos): "
+     "basic.ack frames at pos."},
     {"take_publishes", (PyCFunction)(void (*)(void))take_publishes, METH_FASTCALL,
      "take_publishes(buf, pos, frame_max, max_body, last_args, last_props, limit) -> None | "
      "(channel, args, props_list, bodies, next_pos): a run of basic.publish contents at pos."},
@@ -646,4 +651,96 @@ PyMODINIT_FUNC PyInit__speedups(void)
 {
     crc_init();
     return PyModule_Create(&module);
+}
+
+/*
+ * take_acks(buf, pos, frame_max, limit)
+ *     basic.ack method frames at pos, as a consumer that acks one message at a time sends them
+ *     (warren/codec/acks.py has the Python twin, the same answers). None unless the frame at pos
+ *     is a whole basic.ack with a payload of exactly 13 octets (class 60, method 80, uint64
+ *     delivery tag, the bits octet) within frame_max: anything else is the general path's. For
+ *     one: (channel, tag, multiple, next_pos). When more acks without multiple follow it at once
+ *     on the same channel: (channel, [tag, ...], False, next_pos), up to limit tags. An ack with
+ *     multiple set is always taken alone (a run stops before it).
+ */
+static int ack_at(const unsigned char *b, Py_ssize_t len, Py_ssize_t pos, unsigned long long frame_max,
+                  unsigned int *channel, unsigned long long *tag, int *multiple, Py_ssize_t *next)
+{
+    int type;
+    Py_ssize_t start, end;
+    if (!frame_at(b, len, pos, frame_max, &type, channel, &start, &end))
+        return 0;
+    if (type != FRAME_METHOD || end - start != 13 || be32(b + start) != ((60ULL << 16) | 80ULL))
+        return 0;
+    *tag = be64(b + start + 4);
+    *multiple = b[start + 12] & 1;
+    *next = end + 1;
+    return 1;
+}
+
+static PyObject *take_acks(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "take_acks expects 4 arguments");
+        return NULL;
+    }
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
+    unsigned long long frame_max = PyLong_AsUnsignedLongLong(args[2]);
+    Py_ssize_t limit = PyLong_AsSsize_t(args[3]);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const unsigned char *b = (const unsigned char *)view.buf;
+    unsigned int channel, ch2;
+    unsigned long long tag, tag2;
+    int multiple, multiple2;
+    Py_ssize_t next, next2;
+    PyObject *result = NULL, *tags = NULL, *first = NULL;
+    if (!ack_at(b, view.len, pos, frame_max, &channel, &tag, &multiple, &next)) {
+        result = Py_None;
+        Py_INCREF(result);
+        goto done;
+    }
+    if ((first = PyLong_FromUnsignedLongLong(tag)) == NULL)
+        goto done;
+    while (!multiple && ack_at(b, view.len, next, frame_max, &ch2, &tag2, &multiple2, &next2) && ch2 == channel &&
+           !multiple2) {
+        if (tags == NULL) {
+            if (limit < 2)
+                break;
+            if ((tags = PyList_New(1)) == NULL)
+                goto done;
+            Py_INCREF(first);
+            PyList_SET_ITEM(tags, 0, first);
+        }
+        else if (PyList_GET_SIZE(tags) >= limit)
+            break;
+        PyObject *t = PyLong_FromUnsignedLongLong(tag2);
+        if (t == NULL || PyList_Append(tags, t) < 0) {
+            Py_XDECREF(t);
+            goto done;
+        }
+        Py_DECREF(t);
+        next = next2;
+    }
+    PyObject *ch = PyLong_FromUnsignedLong(channel), *nx = PyLong_FromSsize_t(next);
+    if (ch == NULL || nx == NULL || (result = PyTuple_New(4)) == NULL) {
+        Py_XDECREF(ch);
+        Py_XDECREF(nx);
+        goto done;
+    }
+    PyObject *what = tags != NULL ? tags : first, *flag = multiple ? Py_True : Py_False;
+    Py_INCREF(what);
+    Py_INCREF(flag);
+    PyTuple_SET_ITEM(result, 0, ch);
+    PyTuple_SET_ITEM(result, 1, what);
+    PyTuple_SET_ITEM(result, 2, flag);
+    PyTuple_SET_ITEM(result, 3, nx);
+done:
+    Py_XDECREF(first);
+    Py_XDECREF(tags);
+    PyBuffer_Release(&view);
+    return result;
 }

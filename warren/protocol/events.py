@@ -54,6 +54,20 @@ class Publishes:
         return f"Publishes({self.channel}, {self.method!r}, {len(self.bodies)} messages)"
 
 
+class Acks:
+    """Consecutive basic.ack frames of one channel without ``multiple``: the delivery tags in
+    order, as many basic.ack ``Method`` events would carry them (``warren/codec/acks.py``)."""
+
+    __slots__ = ("channel", "tags")
+
+    def __init__(self, channel: int, tags: list) -> None:
+        self.channel = channel
+        self.tags = tags
+
+    def __repr__(self) -> str:
+        return f"Acks({self.channel}, {len(self.tags)} tags)"
+
+
 class ChannelOpened:
     __slots__ = ("channel",)
 

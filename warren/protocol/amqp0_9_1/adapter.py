@@ -27,7 +27,7 @@ from warren.errors import AMQPError, ConnectionAccessRefused, InternalError, Not
 from warren.protocol.amqp0_9_1.channel import Channel
 from warren.protocol.amqp0_9_1.delivery import ChannelSink
 from warren.protocol.amqp0_9_1.connection import PUBLISH_RUN_MAX
-from warren.protocol.events import ChannelClosed, ChannelOpened, Content, ConnectionClosed, Method, Publishes
+from warren.protocol.events import Acks, ChannelClosed, ChannelOpened, Content, ConnectionClosed, Method, Publishes
 from warren.spec import amqp0_9_1 as spec
 
 PUBLISH_RUNS = os.environ.get("WARREN_PUBLISH_RUNS") == "1"  # see ConnectionHandler.__init__
@@ -84,6 +84,8 @@ class ConnectionHandler(ClientConnection):
                                                                 event.bodies, m.mandatory)
                 if done < len(event.bodies):  # flow control paused us: the rest is read later
                     self.conn.unread(Publishes(event.channel, m, event.properties[done:], event.bodies[done:]))
+            elif kind is Acks:  # basic.ack frames taken together (warren/codec/acks.py)
+                self.channels[event.channel].ack_run(event.tags)
             elif kind is ChannelOpened:
                 self.channels[event.channel] = Channel(self, event.channel, ChannelSink(self, event.channel))
             elif kind is ChannelClosed:
@@ -132,6 +134,7 @@ class ConnectionHandler(ClientConnection):
         index = m.INDEX
         if index == _START_OK:
             self.client_properties = m.client_properties
+            self.mechanism = m.mechanism
             caps = m.client_properties.get("capabilities")
             self.capabilities = caps if isinstance(caps, dict) else {}
             if m.mechanism == "EXTERNAL":  # the certificate login: no password (warren/server/tls.py)

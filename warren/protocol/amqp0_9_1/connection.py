@@ -49,7 +49,7 @@ from warren.errors import (
 )
 from warren.protocol.amqp0_9_1.state import HANDSHAKE_WAITING, ConnectionState, State
 from warren.protocol.dialects import DIALECT_0_9_1, Dialect
-from warren.protocol.events import ChannelClosed, ChannelOpened, Content, ConnectionClosed, Method, Publishes
+from warren.protocol.events import Acks, ChannelClosed, ChannelOpened, Content, ConnectionClosed, Method, Publishes
 from warren.spec import amqp0_9_1 as spec
 
 try:  # the compiled fast paths (setup.py); _publish and send_deliver below are their Python twins
@@ -59,6 +59,10 @@ try:  # the compiled fast paths (setup.py); _publish and send_deliver below are 
 except ImportError:
     _take_publish = _take_publishes = _deliver_frames = None
     _properties_error = properties_error
+from warren.codec.acks import take_acks as _take_acks  # None without the extension
+
+# the most basic.ack frames one Acks event carries (a consumer's prefetch is often 100-1000)
+ACK_RUN_MAX = 256
 
 __all__ = ["ServerConnection", "FRAME_MAX_DEFAULT", "CHANNEL_MAX_DEFAULT", "MAX_MESSAGE_SIZE", "PUBLISH_RUN_MAX"]
 
@@ -93,6 +97,7 @@ _ST_OPEN, _ST_CLOSED = State.OPEN, State.CLOSED
 _ST_ENDING = (State.CLOSING, State.CLOSED)
 _PUBLISH_IDS = b"\x00\x3c\x00\x28"  # basic.publish, 60.40
 _BasicPublish = spec.BasicPublish
+_BasicAck = spec.BasicAck
 
 
 class _Assembly:
@@ -203,6 +208,14 @@ class ServerConnection:
                                 return Publishes(channel, method, properties, body)
                             self._last_properties = properties
                             return Content(channel, method, properties, body)
+                if _take_acks is not None:
+                    # basic.ack frames (a consumer acking one by one), a run of them as one event
+                    got = _take_acks(frames.buf, frames.pos, frames.max_frame_size, ACK_RUN_MAX)
+                    if got is not None and self.channels.get(got[0]) == _OPEN and got[0] not in self._assembling:
+                        channel, tags, multiple, frames.pos = got
+                        if type(tags) is list:
+                            return Acks(channel, tags)
+                        return Method(channel, _BasicAck(tags, multiple))
             try:
                 frame = frames.next_frame()
             except FrameError:
