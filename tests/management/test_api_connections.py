@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 
+import amqp
 import pika
 import pytest
 
@@ -53,6 +54,22 @@ def test_list_and_close_with_reason(start_broker):
     finally:
         if conn.is_open:
             conn.close()
+
+
+def test_auth_mechanism_is_the_one_the_client_logged_in_with(start_broker):
+    """/api/connections shows each connection's SASL mechanism: pika logs in with PLAIN, py-amqp
+    here with AMQPLAIN (RabbitMQ's ``auth_mechanism``)."""
+    b = start_broker()
+    plain = pika.BlockingConnection(pika.URLParameters(b.url))
+    amqplain = amqp.Connection(f"{b.host}:{b.port}", login_method="AMQPLAIN")
+    try:
+        amqplain.connect()
+        conns = wait_for(lambda: (lambda cs: cs if len(cs) == 2 else None)(call(b.http_url, "GET", "/api/connections")[1]))
+        by_client = {c["client_properties"]["product"]: c["auth_mechanism"] for c in conns}
+        assert by_client == {"Pika Python Client Library": "PLAIN", "py-amqp": "AMQPLAIN"}
+    finally:
+        plain.close()
+        amqplain.close()
 
 
 def test_definitions_at_startup(start_broker, tmp_path, uid):

@@ -1,8 +1,9 @@
-"""The HTTP API (warren.management) over a stand-in broker holding real StreamStores.
+"""The HTTP API (warren.management) over a real Broker, without an AMQP server.
 
-The app only needs ``broker.vhosts[name].queues[name]`` and ``broker.access`` (the real access
-store, in memory: warren/access), so these tests
-serve it on an ephemeral port without an AMQP server, and request it with aiohttp's client.
+The broker is the real one (``warren.broker.broker.Broker``, its data folder in tmp_path, its
+access store in memory): its stream queues' StreamStores are written directly, as the broker
+does underneath a publish, so these tests serve the API on an ephemeral port and request it
+with aiohttp's client.
 """
 
 from __future__ import annotations
@@ -10,18 +11,17 @@ from __future__ import annotations
 import asyncio
 import base64
 import threading
-from dataclasses import dataclass, field
 from urllib.parse import quote
 
 import aiohttp
 import pytest
 
 from warren.access import AccessControl
+from warren.broker.broker import Broker
+from warren.broker.durability import Durability
 from warren.management import RECORDS_CONTENT_TYPE, HttpServer
 from warren.management.app import MAX_BYTES_CAP
 from warren.store.stream_format import ENTRY_HEADER_SIZE, parse_entries
-from warren.store.stream_store import StreamStore
-
 
 
 def basic(user: str, password: str) -> dict:
@@ -29,32 +29,8 @@ def basic(user: str, password: str) -> dict:
 
 
 GUEST = basic("guest", "guest")
-
-
-@dataclass(eq=False)
-class StandInQueue:
-    store: StreamStore | None = None
-    durable: bool = True
-    consumers: list = field(default_factory=list)
-    message_count: int = 0
-    name: str = ""
-    auto_delete: bool = False
-    arguments: dict = field(default_factory=dict)
-
-    @property
-    def is_stream(self) -> bool:
-        return self.store is not None
-
-
-@dataclass(eq=False)
-class StandInVhost:
-    queues: dict = field(default_factory=dict)
-    name: str = ""
-    exchanges: dict = field(default_factory=dict)
-
-    def __post_init__(self):
-        for name, q in self.queues.items():
-            q.name = name
+# a small segment size, so that a few records fill several segments
+STREAM = {"x-queue-type": "stream", "x-stream-max-segment-size-bytes": 4096}
 
 
 def users() -> AccessControl:
@@ -64,37 +40,37 @@ def users() -> AccessControl:
     return access
 
 
-@dataclass
-class StandInBroker:
-    vhosts: dict
-    access: AccessControl = field(default_factory=users)
-
-    def __post_init__(self):
-        for name in self.vhosts:  # as the real broker's vhosts, the access store's (guest has .* .* .*)
-            self.access.ensure_vhost(name)
-
-
 def rec(offset: int, size: int = 50) -> bytes:
     return (b"%d;" % offset * size)[:size]
 
 
 @pytest.fixture
-def stream(tmp_path):
-    store = StreamStore(tmp_path / "stream", fsync=False, segment_size=4096)
-    yield store
-    store.close()
+def broker(tmp_path):
+    """vhost / with the streams "events" and "a/b c" and the classic queue "classic"; vhost "other" empty."""
+    durability = Durability(tmp_path / "data", fsync=False)
+    b = Broker(("/", "other"), access=users(), durability=durability)
+    vhost = b.vhosts["/"]
+    for name, arguments in (("events", STREAM), ("classic", {}), ("a/b c", STREAM)):
+        vhost.declare_queue(None, name, False, True, False, False, dict(arguments))
+    yield b
+    durability.close(list(b.all_queues()))
 
 
 @pytest.fixture
-async def api(stream):
-    broker = StandInBroker({
-        "/": StandInVhost({"events": StandInQueue(stream), "classic": StandInQueue(message_count=3),
-                           "a/b c": StandInQueue(stream)}, "/"),
-        "other": StandInVhost(name="other"),
-    })
+def stream(broker):
+    """The StreamStore of the stream "events"."""
+    return broker.vhosts["/"].queues["events"].store
+
+
+@pytest.fixture
+async def api(broker):
     server = HttpServer(broker, info=lambda: {"amqp_port": 5672, "http_port": server.port})
     port = await server.start("127.0.0.1", 0)
     async with aiohttp.ClientSession(f"http://127.0.0.1:{port}", headers=GUEST) as session:
+        for n in range(3):  # three messages in the classic queue, published through the API
+            async with session.post("/api/exchanges/%2F/amq.default/publish", json={
+                    "properties": {}, "routing_key": "classic", "payload": f"m{n}", "payload_encoding": "string"}) as r:
+                assert r.status == 200 and (await r.json())["routed"] is True
         yield session
     await server.stop()
 

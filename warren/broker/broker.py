@@ -77,6 +77,9 @@ class Broker:
         self._policies: list = []
         access.listeners.append(self)
         self.cluster_name = cluster_name
+        # the failed-login throttle (warren/access/login_throttle.py): the server sets its own,
+        # which the HTTP API's logins share; None counts nothing
+        self.login_throttle = None
         # policies.json in the data folder (warren/broker/policies.py): in force before the
         # durable queues and exchanges come back, re-read when the file changes
         if policy_file is None and durability is not None:

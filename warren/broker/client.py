@@ -34,6 +34,7 @@ class ClientConnection:
         self.io = io
         self.vhost = None
         self.username = ""
+        self.mechanism = ""  # the SASL mechanism of the login (PLAIN, AMQPLAIN, EXTERNAL ...): the HTTP API's
         self.access = None  # the connection's ConnectionAccess (warren/access), once a vhost is open
         self.capabilities: dict = {}
         self.client_properties: dict = {}

@@ -120,6 +120,9 @@ class Queue:
     stats_get = 0  # basic.get answered with a message
     stats_ack = 0  # deliveries acknowledged
     stats_redeliver = 0  # deliveries flagged redelivered
+    # what RabbitMQ calls its type (the HTTP API, Prometheus): subclasses say otherwise
+    queue_type = "classic"
+    is_stream = False  # StreamQueue: an append-only log read by offset
 
     def __init__(self, vhost, name: str, durable: bool = False, exclusive_owner=None,
                  auto_delete: bool = False, arguments: dict | None = None) -> None:

@@ -92,7 +92,7 @@ def statistics_interval() -> float:
 
 
 def build_app(broker, info=None, server=None) -> web.Application:
-    """The application over ``broker`` (``vhosts``: name -> VirtualHost; ``access`` or ``users``).
+    """The application over ``broker`` (a warren.broker.broker.Broker: its vhosts, access store, policies).
 
     ``info`` returns extra fields for /api/overview (the server adds its ports); ``server``
     (the running Server: its connections, config and alarms) is None where there is no AMQP side.

@@ -51,7 +51,7 @@ def _exported_exchange(ex) -> bool:
 
 
 def _exported_queue(q) -> bool:
-    return q.durable and getattr(q, "exclusive_owner", None) is None
+    return q.durable and q.exclusive_owner is None
 
 
 def _bindings(vhost) -> list:
@@ -101,17 +101,15 @@ def _policies(broker, vhost_names) -> list:
 def _parameters(broker, parameters, vhost_names) -> list:
     names = set(vhost_names)
     out = [p for p in (parameters.list() if parameters is not None else []) if p["vhost"] in names]
-    access = getattr(broker, "access", None)
-    if access is not None:
-        for name, limits in sorted(access.vhost_limits().items()):
-            if name in names:
-                out.append({"value": limits, "vhost": name, "component": VHOST_LIMITS, "name": "limits"})
+    for name, limits in sorted(broker.access.vhost_limits().items()):
+        if name in names:
+            out.append({"value": limits, "vhost": name, "component": VHOST_LIMITS, "name": "limits"})
     return out
 
 
 def export_definitions(broker, parameters=None, vhost: str | None = None) -> dict:
     """The broker's definitions (all of them, or one vhost's in RabbitMQ's per-vhost form)."""
-    access = getattr(broker, "access", None)
+    access = broker.access
     if vhost is not None:
         objects = _vhost_objects(broker, [vhost])
         for section in objects.values():
@@ -124,31 +122,27 @@ def export_definitions(broker, parameters=None, vhost: str | None = None) -> dic
         for p in policies:
             p.pop("vhost", None)
         return {"rabbit_version": RABBIT_VERSION, "parameters": params, "policies": policies, **objects}
-    names = sorted(broker.vhosts)
-    if access is not None:
-        names = sorted(set(names) | {v.name for v in access.vhosts()})
-    users, vhosts, permissions, topic_permissions = [], [{"name": n} for n in names], [], []
-    if access is not None:
-        user_limits = access.user_limits()  # RabbitMQ 3.10 exports them as users[].limits
-        users = [{"name": u.name, "password_hash": u.password_hash, "hashing_algorithm": u.hashing_algorithm,
-                  "tags": list(u.tags), "limits": dict(sorted(user_limits.get(u.name, {}).items()))}
-                 for u in sorted(access.users(), key=lambda u: u.name)]
-        vhosts = []
-        for n in names:
-            info = access.vhost(n)
-            entry = {"name": n}
-            if info is not None and (info.description or info.tags):
-                entry.update(description=info.description, tags=list(info.tags),
-                             metadata={"description": info.description, "tags": list(info.tags)})
-            if info is not None and getattr(info, "default_queue_type", None):
-                entry["default_queue_type"] = info.default_queue_type
-            vhosts.append(entry)
-        permissions = [p.to_json() for p in sorted(access.permissions(), key=lambda p: (p.user, p.vhost))]
-        topic_permissions = [t.to_json() for t in sorted(access.topic_permissions(),
-                                                         key=lambda t: (t.user, t.vhost, t.exchange))]
+    names = sorted(set(broker.vhosts) | {v.name for v in access.vhosts()})
+    user_limits = access.user_limits()  # RabbitMQ 3.10 exports them as users[].limits
+    users = [{"name": u.name, "password_hash": u.password_hash, "hashing_algorithm": u.hashing_algorithm,
+              "tags": list(u.tags), "limits": dict(sorted(user_limits.get(u.name, {}).items()))}
+             for u in sorted(access.users(), key=lambda u: u.name)]
+    vhosts = []
+    for n in names:
+        info = access.vhost(n)
+        entry = {"name": n}
+        if info is not None and (info.description or info.tags):
+            entry.update(description=info.description, tags=list(info.tags),
+                         metadata={"description": info.description, "tags": list(info.tags)})
+        if info is not None and info.default_queue_type:
+            entry["default_queue_type"] = info.default_queue_type
+        vhosts.append(entry)
+    permissions = [p.to_json() for p in sorted(access.permissions(), key=lambda p: (p.user, p.vhost))]
+    topic_permissions = [t.to_json() for t in sorted(access.topic_permissions(),
+                                                     key=lambda t: (t.user, t.vhost, t.exchange))]
     global_parameters = parameters.list_global() if parameters is not None else []
     if not any(g["name"] == "cluster_name" for g in global_parameters):
-        global_parameters.append({"name": "cluster_name", "value": getattr(broker, "cluster_name", "warren")})
+        global_parameters.append({"name": "cluster_name", "value": broker.cluster_name})
     return {
         "rabbit_version": RABBIT_VERSION,
         "rabbitmq_version": RABBIT_VERSION,
@@ -212,19 +206,12 @@ def _access_call(what: str, fn, *args, **kw):
         raise DefinitionsError(f"{what}: {e}") from None
 
 
-def _import_access(broker, doc: dict) -> None:
-    access = getattr(broker, "access", None)
+def _import_access(access, doc: dict) -> None:
+    """Users, vhosts, permissions and topic permissions into the access store (warren/access)."""
     users = _section(doc, "users")
     vhosts = _section(doc, "vhosts")
     permissions = _section(doc, "permissions")
     topic_permissions = _section(doc, "topic_permissions")
-    if access is None:
-        if users or permissions or topic_permissions:
-            raise DefinitionsError("this broker keeps no users or permissions")
-        for v in vhosts:
-            if v.get("name") not in broker.vhosts:
-                raise DefinitionsError(f"vhost '{v.get('name')}': this broker's vhosts are fixed at start-up")
-        return
     for u in users:
         name = _str(u, "name", "a user")
         what = f"user '{name}'"
@@ -267,7 +254,7 @@ def _import_access(broker, doc: dict) -> None:
 
 
 def _import_parameters(broker, parameters, doc: dict, forced: str | None) -> None:
-    access = getattr(broker, "access", None)
+    access = broker.access
     for p in _section(doc, "parameters"):
         what = f"parameter {p.get('component')}/{p.get('name')}"
         component = _str(p, "component", what)
@@ -276,8 +263,8 @@ def _import_parameters(broker, parameters, doc: dict, forced: str | None) -> Non
         if "value" not in p:
             raise DefinitionsError(f"{what}: no value")
         if component == VHOST_LIMITS:
-            if access is None or not isinstance(p["value"], dict):
-                raise DefinitionsError(f"{what}: vhost limits need a JSON object and an access model")
+            if not isinstance(p["value"], dict):
+                raise DefinitionsError(f"{what}: vhost limits need a JSON object")
             _access_call(what, access.set_vhost_limits, vhost.name, p["value"])
         elif parameters is not None:
             try:
@@ -367,7 +354,7 @@ def import_definitions(broker, doc, parameters=None, vhost: str | None = None) -
         if vhost not in broker.vhosts:
             raise DefinitionsError(f"vhost '{vhost}' does not exist")
     else:
-        _import_access(broker, doc)
+        _import_access(broker.access, doc)
     _import_parameters(broker, parameters, doc, vhost)
     _import_policies(broker, doc, vhost)
     _import_objects(broker, doc, vhost)
@@ -410,8 +397,7 @@ def load_definitions_file(broker, path, parameters=None) -> None:
 def import_shared_definitions(access, policy_path, doc: dict) -> None:
     """The shared part of ``doc`` (see above) into the access store and the policies file;
     DefinitionsError on the first object that cannot be imported, as ``import_definitions``."""
-    from types import SimpleNamespace
-    _import_access(SimpleNamespace(access=access), doc)
+    _import_access(access, doc)
     known = {v.name for v in access.vhosts()}
 
     def vhost_of(item: dict, what: str) -> str:

@@ -34,13 +34,13 @@ def all_policies(broker) -> list[Policy]:
     The file is read without ``PolicyFile.load``, which would take its stamp: a change another
     worker made would then look already applied to this process's ``Broker.tick`` and never
     reach its queues and exchanges."""
-    pf = getattr(broker, "policy_file", None)
-    if pf is not None and pf.path is not None:
+    pf = broker.policy_file
+    if pf.path is not None:
         try:
             return load_policies(pf.path)
         except (PolicyError, OSError) as e:
             log.error("cannot read the policies: %s", e)
-    return [p for v in broker.vhosts.values() for p in getattr(v, "policies", ())]
+    return [p for v in broker.vhosts.values() for p in v.policies]
 
 
 @contextmanager
@@ -60,8 +60,8 @@ def _file_locked(path: Path):
 def _change(broker):
     """Yield the current policies (a list to edit in place); what is in it afterwards is made
     durable, then in force. Under the file's lock, read inside it."""
-    pf = getattr(broker, "policy_file", None)
-    if pf is None or pf.path is None:
+    pf = broker.policy_file
+    if pf.path is None:  # a broker without a data folder: its policies live in memory only
         policies = all_policies(broker)
         before = list(policies)
         yield policies

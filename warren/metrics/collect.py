@@ -76,16 +76,12 @@ class Snapshot:
 
 def _connection_name(conn) -> str:
     """The HTTP API's connection name (``peer -> local``), worked out once per connection."""
-    name = getattr(conn, "_api_name", None)
+    name = conn.api_name
     if name is None:
         transport = conn.transport
         peer = conn.peer or ("?", 0)
         local = (transport.get_extra_info("sockname") if transport is not None else None) or ("?", 0)
-        name = f"{peer[0]}:{peer[1]} -> {local[0]}:{local[1]}"
-        try:
-            conn._api_name = name
-        except AttributeError:
-            pass
+        name = conn.api_name = f"{peer[0]}:{peer[1]} -> {local[0]}:{local[1]}"
     return name
 
 
@@ -95,8 +91,7 @@ _kinds: dict = {}  # queue class -> (RabbitMQ's queue type, counts its messages 
 def _kind(cls) -> tuple[str, bool]:
     kind = _kinds.get(cls)
     if kind is None:
-        name = "stream" if getattr(cls, "is_stream", False) else getattr(cls, "queue_type", "classic")
-        kind = _kinds[cls] = (name, cls.message_count is _plain_count)
+        kind = _kinds[cls] = (cls.queue_type, cls.message_count is _plain_count)
     return kind
 
 

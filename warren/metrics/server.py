@@ -28,7 +28,7 @@ from warren import __version__
 from warren.management.limits import HttpLimits, limits_middleware
 from warren.management.runner import GuardedSite
 from warren.metrics.collect import read_snapshot
-from warren.metrics.probes import GcPauseProbe, Histogram, LoopLagProbe, SYNC_BUCKETS
+from warren.metrics.probes import GcPauseProbe, Histogram, LoopLagProbe
 from warren.metrics.render import render
 from warren.metrics.text import CONTENT_TYPE
 from warren.metrics.totals import TOTALS
@@ -53,7 +53,7 @@ class MetricsServer:
         self.started_at = time.time()
         self.loop_lag = LoopLagProbe(server.loop)
         self.gc_pauses = GcPauseProbe()
-        self.sync_latency: Histogram = getattr(server, "sync_latency", None) or Histogram(SYNC_BUCKETS)
+        self.sync_latency: Histogram = server.sync_latency  # the group commits' (Server.sync_latency)
         self.last_duration: dict[str, float] = {}  # endpoint -> seconds of its previous scrape
         self.last_busy: dict[str, float] = {}  # endpoint -> loop seconds its previous scrape used
         self.last_longest_step: dict[str, float] = {}  # endpoint -> the longest it held the loop at once
@@ -61,7 +61,7 @@ class MetricsServer:
         self._site = GuardedSite(self.build_app(), self.limits)
         from warren.management.api.common import node_name
         node = node_name()
-        cluster = getattr(server.broker, "cluster_name", None) or node
+        cluster = server.broker.cluster_name or node
         # RabbitMQ draws a random id once per cluster and stores it; Warren's is derived from the
         # node name and the data folder, so it is the same across restarts with no extra file
         digest = hashlib.sha256(f"{node}|{server.config.data_dir.resolve()}".encode()).digest()

@@ -62,7 +62,7 @@ class NodeTotals:
         self.confirmed += ch.confirmed_upto
         if ch.confirm_mode:
             self.received_confirm += ch.publish_seq
-        vhost = getattr(ch, "vhost", None)
+        vhost = ch.vhost
         if vhost is not None:
             counts = self.vhost_counts(vhost.name)
             counts[0] += ch.stats_publish
@@ -73,19 +73,16 @@ class NodeTotals:
     def queue_deleted(self, q) -> None:
         """A queue left its vhost (deleted, expired, auto-deleted, its vhost deleted)."""
         self.queues_deleted += 1
-        kind = "stream" if getattr(q, "is_stream", False) else getattr(q, "queue_type", "classic")
-        counts = self.by_queue_type.setdefault(kind, [0, 0, 0, 0])
+        counts = self.by_queue_type.setdefault(q.queue_type, [0, 0, 0, 0])
         counts[0] += q.stats_deliver
         counts[1] += q.stats_get
         counts[2] += q.stats_ack
         counts[3] += q.stats_redeliver
-        vhost = getattr(q, "vhost", None)
-        if vhost is not None:
-            counts = self.vhost_counts(vhost.name)
-            counts[4] += q.stats_deliver
-            counts[5] += q.stats_get
-            counts[6] += q.stats_ack
-            counts[7] += q.stats_redeliver
+        counts = self.vhost_counts(q.vhost.name)
+        counts[4] += q.stats_deliver
+        counts[5] += q.stats_get
+        counts[6] += q.stats_ack
+        counts[7] += q.stats_redeliver
 
 
 TOTALS = NodeTotals()

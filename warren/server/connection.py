@@ -66,6 +66,7 @@ class AMQPConnection(asyncio.Protocol):
     send_oct = 0
     connected_at = 0.0  # time.time() of the accept (the HTTP API's connected_at)
     certificate_login = None  # TLS with a verified client certificate: its tls.CertificateLogin
+    api_name: str | None = None  # "peer -> local", the HTTP API's and Prometheus' name, worked out once
 
     def __init__(self, server, replay: bytes | None = None) -> None:
         # shared server state

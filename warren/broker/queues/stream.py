@@ -30,7 +30,7 @@ import time
 from warren.broker.message import Message
 from warren.broker.queue import DROP_HEAD, Queue
 from warren.broker.queues.stream_args import (
-    MAX_SEGMENT_SIZE, check_stream_consumer, invalid_offset, parse_duration, stream_settings,
+    MAX_SEGMENT_SIZE, STREAM_TYPE, check_stream_consumer, invalid_offset, parse_duration, stream_settings,
 )
 from warren.broker.queues.stream_header import with_stream_offset
 from warren.errors import NotImplemented_
@@ -82,6 +82,7 @@ def _segment_size(effective: dict) -> int | None:
 
 class StreamQueue(Queue):
     is_stream = True
+    queue_type = STREAM_TYPE
 
     def __init__(self, vhost, name: str, durable: bool = True, exclusive_owner=None,
                  auto_delete: bool = False, arguments: dict | None = None) -> None:

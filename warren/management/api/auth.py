@@ -22,7 +22,7 @@ HTTP is slowed as over AMQP: past a few failures from an address each 401 waits,
 address is refused for a while without a password check. The client only ever sees
 RabbitMQ's 401 "Login failed"; the user, the address and the reason go to the log. A request
 without credentials is not a failed login (browsers and tools send one first).
-A broker without an access model logs nobody in.
+Users, passwords and permissions are the broker's access store (``Broker.access``, warren/access).
 """
 
 from __future__ import annotations
@@ -89,9 +89,7 @@ def _basic_credentials(header: str) -> tuple[str, str] | None:
 
 def _authenticate(broker, username: str, password: str, peer: str | None) -> Principal | str:
     """The principal, or the reason the login is refused (for the log only)."""
-    access = getattr(broker, "access", None)
-    if access is None:
-        return "this broker keeps no users"
+    access = broker.access
     from warren.access import LoginRefused
     access.refresh()  # --workers: a user changed through another process's API counts at once (a stat)
     try:
@@ -109,7 +107,7 @@ async def _refuse_login(request: web.Request, username: str, reason: str) -> Api
     """Count a failed login against its address (the login throttle), log why, and wait the
     throttle's delay before the 401 (this request only: the loop serves everyone else)."""
     host = request.remote
-    throttle = getattr(request.app[BROKER], "login_throttle", None)
+    throttle = request.app[BROKER].login_throttle  # None: the broker counts no failed logins
     verdict = throttle.failed(host) if throttle is not None else None
     note = ""
     if verdict is not None and verdict.blocked:
@@ -129,7 +127,7 @@ async def auth_middleware(request: web.Request, handler):
     if creds is None:
         raise _login_failed()
     broker = request.app[BROKER]
-    throttle = getattr(broker, "login_throttle", None)
+    throttle = broker.login_throttle
     blocked = throttle.blocked_for(request.remote) if throttle is not None else 0.0
     if blocked:  # refused without a password check: a flood costs no hashing
         log.warning("HTTP API login refused for user '%s' from %s: too many failed logins from %s, refused for "
@@ -158,8 +156,7 @@ def require(request: web.Request, level: str) -> Principal:
 
 
 def _has_vhost_permission(broker, username: str, vhost: str) -> bool:
-    access = getattr(broker, "access", None)
-    return access is None or access.may_access_vhost(username, vhost)
+    return broker.access.may_access_vhost(username, vhost)
 
 
 def visible_vhosts(request: web.Request) -> list[str]:
@@ -193,11 +190,8 @@ def readable_vhost(request: web.Request, monitor_ok: bool = True):
 def check_permission(request: web.Request, vhost: str, permission: str, kind: str, name: str) -> None:
     """The user's AMQP permission (configure/write/read) on a queue or exchange, as RabbitMQ's
     API checks it (it acts as that user); 401 "Access refused." otherwise."""
-    access = getattr(request.app[BROKER], "access", None)
-    if access is None:
-        return
     who = request[_PRINCIPAL]
-    perm = access.permission(who.name, vhost)
+    perm = request.app[BROKER].access.permission(who.name, vhost)
     if kind == "exchange" and name == "":
         name = "amq.default"
     if perm is None or not perm.allows(permission, name):

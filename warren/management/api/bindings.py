@@ -68,7 +68,7 @@ def vhost_bindings(vhost) -> list:
 
 
 def queue_bindings(vhost, q) -> list:
-    return [q] + _sorted(getattr(q, "bound_to", ()))
+    return [q] + _sorted(q.bound_to)
 
 
 def _field(getter_of_queue, getter_of_binding):

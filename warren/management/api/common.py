@@ -39,11 +39,14 @@ import time
 
 from aiohttp import hdrs, web
 
+from warren.broker.broker import Broker
+from warren.errors import AMQPError
+
 __all__ = ["BROKER", "INFO", "SERVER", "STATS", "REALM", "ApiError", "bad_request", "not_found",
            "not_authorised", "read_json", "as_bool", "reply_list", "reply_objects", "node_name", "iso_time",
            "vhost_or_404", "no_content", "created", "MISSING", "SLICE_SECONDS"]
 
-BROKER = web.AppKey("broker", object)   # vhosts + users, as warren.broker.broker.Broker
+BROKER = web.AppKey("broker", Broker)   # its vhosts, access store (users), policies
 INFO = web.AppKey("info", object)       # a callable: extra fields of /api/overview (ports, connections)
 SERVER = web.AppKey("server", object)   # the Server (connections, config, alarms), None in unit tests
 STATS = web.AppKey("stats", object)     # the rate sampler (stats.py)
@@ -411,12 +414,11 @@ def jsonable(value):
     return str(value)
 
 
-def amqp_error(e) -> ApiError:
+def amqp_error(e: AMQPError) -> ApiError:
     """An AMQP refusal raised by the broker model, as RabbitMQ's API answers it: access refused
     401, not found 404, anything else 400 with the refusal's text."""
-    code = getattr(e, "reply_code", 0)
-    if code == 403:
+    if e.reply_code == 403:
         return ApiError(401, "not_authorised", "Access refused.")
-    if code == 404:
+    if e.reply_code == 404:
         return not_found(e.text or "Not Found")
-    return bad_request(getattr(e, "text", str(e)) or str(e))
+    return bad_request(e.text or str(e))

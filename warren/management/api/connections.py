@@ -28,14 +28,14 @@ DEFAULT_CLOSE_REASON = "Closed via management plugin"
 
 
 def _peer(conn) -> tuple[str, int]:
-    peer = getattr(conn, "peer", None)
+    peer = conn.peer  # None before the socket was accepted
     if isinstance(peer, tuple) and len(peer) >= 2:
         return str(peer[0]), int(peer[1])
     return "", 0
 
 
 def _local(conn) -> tuple[str, int]:
-    transport = getattr(conn, "transport", None)
+    transport = conn.transport
     sock = transport.get_extra_info("sockname") if transport is not None else None
     if isinstance(sock, tuple) and len(sock) >= 2:
         return str(sock[0]), int(sock[1])
@@ -43,14 +43,11 @@ def _local(conn) -> tuple[str, int]:
 
 
 def connection_name(conn) -> str:
-    name = getattr(conn, "_api_name", None)
+    """RabbitMQ's name of a connection, ``peer -> local`` (the HTTP API's and Prometheus')."""
+    name = conn.api_name
     if name is None:
         (ph, pp), (lh, lp) = _peer(conn), _local(conn)
-        name = f"{ph}:{pp} -> {lh}:{lp}"
-        try:
-            conn._api_name = name  # the socket's addresses do not change: worked out once
-        except AttributeError:
-            pass
+        name = conn.api_name = f"{ph}:{pp} -> {lh}:{lp}"  # the socket's addresses do not change: worked out once
     return name
 
 
@@ -62,7 +59,7 @@ def open_connections(request: web.Request) -> list:
     """The AMQP connections that have opened a vhost (the handshake is over)."""
     out = []
     for conn in request.app[STATS].connections():
-        session = getattr(conn, "session", None)
+        session = conn.session  # None until a protocol header arrived
         if session is not None and session.vhost is not None and not session.closed:
             out.append(conn)
     return out
@@ -83,8 +80,8 @@ def _visible_connections(request: web.Request, vhost: str | None = None) -> list
 
 
 def _protocol(conn) -> str:
-    dialect = getattr(getattr(conn, "conn", None), "dialect", None)
-    return getattr(dialect, "title", None) or "AMQP 0-9-1"
+    """AMQP 0-9-1, 0-9, 0-8, Qpid's 0-91 or 0-10: each protocol core's ``dialect.title``."""
+    return conn.conn.dialect.title
 
 
 def connection_json(conn, sampler, ranges=st.NO_RANGES) -> dict:
@@ -92,7 +89,7 @@ def connection_json(conn, sampler, ranges=st.NO_RANGES) -> dict:
     amqp = conn.conn
     (ph, pp), (lh, lp) = _peer(conn), _local(conn)
     body = {
-        "auth_mechanism": getattr(session, "mechanism", None) or "PLAIN",
+        "auth_mechanism": session.mechanism,
         "channel_max": amqp.channel_max,
         "channels": len(session.channels),
         "client_properties": jsonable(session.client_properties),
@@ -116,7 +113,7 @@ def connection_json(conn, sampler, ranges=st.NO_RANGES) -> dict:
         "ssl_hash": None,
         "ssl_key_exchange": None,
         "ssl_protocol": None,
-        "state": "blocked" if getattr(conn, "_blocked", False) else "running",
+        "state": "blocked" if conn._blocked else "running",
         "timeout": amqp.heartbeat,
         "type": "network",
         "user": session.username,
@@ -136,7 +133,7 @@ def connection_fields(sampler) -> dict:
         "channels": lambda c: len(c.session.channels),
         "peer_host": lambda c: _peer(c)[0],
         "peer_port": lambda c: _peer(c)[1],
-        "state": lambda c: "blocked" if getattr(c, "_blocked", False) else "running",
+        "state": lambda c: "blocked" if c._blocked else "running",
         "connected_at": lambda c: int(c.connected_at * 1000),
         "protocol": _protocol,
         "node": lambda c: node_name(),

@@ -23,7 +23,7 @@ __all__ = ["add_routes", "exchange_json"]
 
 
 def exchange_json(ex, vhost, sampler, ranges=st.NO_RANGES) -> dict:
-    policy = pick(getattr(vhost, "policies", ()), vhost.name, "exchange", ex.name) if ex.name else None
+    policy = pick(vhost.policies, vhost.name, "exchange", ex.name) if ex.name else None
     body = {
         "arguments": jsonable(ex.arguments),
         "auto_delete": ex.auto_delete,
@@ -116,7 +116,7 @@ async def put_exchange(request: web.Request) -> web.Response:
     try:
         vhost.declare_exchange(name, type_, False, durable, auto_delete, internal, arguments)
     except AMQPError as e:
-        if getattr(e, "reply_code", 0) == 503:  # an unknown type: RabbitMQ's API says so as 400
+        if e.reply_code == 503:  # an unknown type: RabbitMQ's API says so as 400
             raise bad_request(f"unknown exchange type '{type_}'") from None
         raise amqp_error(e) from None
     return no_content() if existed else created()
@@ -142,7 +142,7 @@ async def source_bindings(request: web.Request) -> web.Response:
 
 async def destination_bindings(request: web.Request) -> web.Response:
     vhost, ex = _exchange(request)
-    return reply_list(request, [binding_json(vhost, b) for b in _sorted(getattr(ex, "bound_to", ()))])
+    return reply_list(request, [binding_json(vhost, b) for b in _sorted(ex.bound_to)])
 
 
 async def publish_message(request: web.Request) -> web.Response:

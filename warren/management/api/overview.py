@@ -73,7 +73,7 @@ async def overview(request: web.Request) -> web.Response:
     names = visible_vhosts(request)
     vhosts = [broker.vhosts[n] for n in names]
     connections = [c for c in sampler.connections() if _conn_vhost(c) in names]
-    channels = sum(len(c.session.channels) for c in connections if getattr(c, "session", None) is not None)
+    channels = sum(len(c.session.channels) for c in connections)  # each opened a vhost: it has a session
     queues = [q for v in vhosts for q in v.queues.values()]
     unacked = st.unacked_by_queue(connections)
     vectors = [sampler.vhost_vector(v, unacked, connections) for v in vhosts]
@@ -95,7 +95,7 @@ async def overview(request: web.Request) -> web.Response:
         "product_version": __version__,
         "product_name": "Warren",
         "rabbitmq_version": API_VERSION,
-        "cluster_name": getattr(broker, "cluster_name", node),
+        "cluster_name": broker.cluster_name,
         "erlang_version": f"Python {platform.python_version()}",
         "erlang_full_version": f"Python {platform.python_version()} ({platform.python_implementation()})",
         "disable_stats": False,
@@ -119,7 +119,7 @@ async def overview(request: web.Request) -> web.Response:
         "version": __version__,
         "vhosts": names,
         "queues": len(queues),
-        "streams": sum(1 for q in queues if getattr(q, "is_stream", False)),
+        "streams": sum(1 for q in queues if q.is_stream),
     }
     for k, v in info.items():
         body.setdefault(k, v)
@@ -156,8 +156,8 @@ def _summed(sampler, vhosts, vectors, vec, ranges) -> tuple[dict, dict]:
 
 
 def _conn_vhost(conn) -> str | None:
-    session = getattr(conn, "session", None)
-    vhost = getattr(session, "vhost", None)
+    session = conn.session  # None until a protocol header arrived
+    vhost = session.vhost if session is not None else None
     return vhost.name if vhost is not None else None
 
 
@@ -256,7 +256,7 @@ async def whoami(request: web.Request) -> web.Response:
 
 
 async def cluster_name(request: web.Request) -> web.Response:
-    return web.json_response({"name": getattr(request.app[BROKER], "cluster_name", node_name())})
+    return web.json_response({"name": request.app[BROKER].cluster_name})
 
 
 async def extensions(request: web.Request) -> web.Response:

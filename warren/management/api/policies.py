@@ -36,7 +36,7 @@ def policy_json(p) -> dict:
 
 
 def _access(request: web.Request):
-    return getattr(request.app[BROKER], "access", None)
+    return request.app[BROKER].access
 
 
 def _known_vhost(request: web.Request, name: str):
@@ -114,8 +114,6 @@ async def operator_policy_refused(request: web.Request) -> web.Response:
 
 
 def vhost_limit_parameters(access, vhost: str | None = None) -> list[dict]:
-    if access is None:
-        return []
     return [{"value": limits, "vhost": name, "component": VHOST_LIMITS, "name": "limits"}
             for name, limits in sorted(access.vhost_limits(vhost).items())]
 
@@ -153,20 +151,14 @@ async def put_vhost_limit(request: web.Request) -> web.Response:
     value = body["value"]
     if isinstance(value, str) and value.lstrip("-").isdigit():
         value = int(value)
-    access = _access(request)
-    if access is None:
-        raise ApiError(405, "Method Not Allowed", "this broker keeps no vhost limits", {"Allow": "GET, HEAD"})
-    _access_call(access.set_vhost_limit, vhost.name, request.match_info["name"], value)
+    _access_call(_access(request).set_vhost_limit, vhost.name, request.match_info["name"], value)
     return no_content()
 
 
 async def delete_vhost_limit(request: web.Request) -> web.Response:
     require(request, ADMINISTRATOR)
     vhost = _known_vhost(request, request.match_info["vhost"])
-    access = _access(request)
-    if access is None:
-        raise not_found()
-    _access_call(access.clear_vhost_limit, vhost.name, request.match_info["name"])
+    _access_call(_access(request).clear_vhost_limit, vhost.name, request.match_info["name"])
     return no_content()
 
 
@@ -216,10 +208,9 @@ async def put_parameter(request: web.Request) -> web.Response:
     if "value" not in body:
         raise bad_request("value missing")
     if component == VHOST_LIMITS:
-        access = _access(request)
-        if access is None or not isinstance(body["value"], dict):
+        if not isinstance(body["value"], dict):
             raise bad_request("vhost-limits needs a JSON object of limits")
-        _access_call(access.set_vhost_limits, vhost.name, body["value"])
+        _access_call(_access(request).set_vhost_limits, vhost.name, body["value"])
         return no_content()
     try:
         new = request.app[PARAMETERS].put(component, vhost.name, name, body["value"])
@@ -234,7 +225,7 @@ async def delete_parameter(request: web.Request) -> web.Response:
     component, name = request.match_info["component"], request.match_info["name"]
     if component == VHOST_LIMITS:
         access = _access(request)
-        if access is None or not access.vhost_limits(vhost.name):
+        if not access.vhost_limits(vhost.name):
             raise not_found()
         _access_call(access.set_vhost_limits, vhost.name, {})
         return no_content()
@@ -248,7 +239,7 @@ def _global_parameters(request: web.Request) -> list[dict]:
     stored = request.app[PARAMETERS].list_global()
     names = {g["name"] for g in stored}
     if "cluster_name" not in names:
-        stored.append({"name": "cluster_name", "value": getattr(broker, "cluster_name", "warren")})
+        stored.append({"name": "cluster_name", "value": broker.cluster_name})
     return sorted(stored, key=lambda g: g["name"])
 
 
@@ -287,9 +278,11 @@ def add_routes(app: web.Application) -> None:
     server = app[SERVER]
     broker = app[BROKER]
     data_dir = server.config.data_dir if server is not None else (
-        broker.durability.data_dir if getattr(broker, "durability", None) is not None else None)
-    # the server's own store when there is one (shovels and federation listen to it)
-    app[PARAMETERS] = getattr(server, "parameters", None) or ParameterStore.in_data_dir(data_dir)
+        broker.durability.data_dir if broker.durability is not None else None)
+    # the server's own store when there is one (shovels and federation listen to it; it is
+    # None before the server's startup made it)
+    own = server.parameters if server is not None else None
+    app[PARAMETERS] = own if own is not None else ParameterStore.in_data_dir(data_dir)
     r = app.router
     r.add_get("/api/policies", list_policies)
     r.add_get("/api/policies/{vhost}", vhost_policies)

@@ -30,10 +30,8 @@ MESSAGE_OVERHEAD = 200  # octets a queued message costs beyond its body (bench/m
 
 
 def queue_type(q) -> str:
-    if getattr(q, "is_stream", False):
-        return "stream"
-    declared = (getattr(q, "arguments", None) or {}).get("x-queue-type")
-    return declared if declared in ("quorum", "classic") else "classic"
+    """``classic``, ``quorum`` or ``stream``: what the queue's class is (queue.declare chose it)."""
+    return q.queue_type
 
 
 def stream_figures(store) -> dict:
@@ -53,7 +51,7 @@ def _utilisation(q) -> float:
     consumers = q.consumers
     if not consumers:
         return 0
-    if not getattr(q, "ready", None):
+    if not q.ready:
         return 1.0  # nothing waits: every consumer keeps up
     able = sum(1 for c in consumers if c.has_capacity())
     return able / len(consumers)
@@ -63,7 +61,7 @@ def _lengths(q, unacked: dict) -> tuple[int, int, int]:
     """(messages, ready, unacknowledged) as the queue's JSON shows them (a stream: its
     retained messages, none unacknowledged)."""
     n_unacked = unacked[q][0] if q in unacked else 0
-    if getattr(q, "is_stream", False) and getattr(q, "store", None) is not None:
+    if q.is_stream and q.store is not None:
         n = q.store.message_count
         return n, n, n_unacked
     ready = q.message_count
@@ -73,18 +71,19 @@ def _lengths(q, unacked: dict) -> tuple[int, int, int]:
 def queue_json(q, vhost, sampler, unacked: dict, detailed: bool = False, ranges=st.NO_RANGES) -> dict:
     n_unacked, unacked_bytes = unacked.get(q, (0, 0))
     ready = q.message_count
-    stream = getattr(q, "is_stream", False)
-    ready_bytes = getattr(q, "ready_bytes", 0) + getattr(q, "paged_bytes", 0)
-    paged = getattr(q, "paged", 0)
-    in_ram = len(getattr(q, "ready", ()) or ())
-    store = getattr(q, "store", None)
-    policy = pick(getattr(vhost, "policies", ()), vhost.name, "queue", q.name)
+    stream = q.is_stream
+    paged_bytes = q.paged_bytes
+    ready_bytes = q.ready_bytes + paged_bytes
+    paged = q.paged
+    in_ram = len(q.ready)
+    store = q.store
+    policy = pick(vhost.policies, vhost.name, "queue", q.name)
     vec = sampler.queue_vector(q, unacked)
     exclusive_tag = next((c.tag for c in q.consumers if c.exclusive), None)
     single_active = None
-    if getattr(q, "single_active", False) and q.consumers:
+    if q.single_active and q.consumers:
         single_active = q.consumers[0].tag
-    last_used = getattr(q, "last_used", None)
+    last_used = q.last_used
     body = {
         "arguments": jsonable(q.arguments),
         "auto_delete": q.auto_delete,
@@ -94,15 +93,15 @@ def queue_json(q, vhost, sampler, unacked: dict, detailed: bool = False, ranges=
         "consumers": len(q.consumers),
         "durable": q.durable,
         "effective_policy_definition": dict(policy.definition) if policy is not None else {},
-        "exclusive": getattr(q, "exclusive_owner", None) is not None,
+        "exclusive": q.exclusive_owner is not None,
         "exclusive_consumer_tag": exclusive_tag,
         "head_message_timestamp": None,
-        "idle_since": iso_time(monotonic_to_wall(last_used)) if last_used is not None else None,
-        "memory": ready_bytes - getattr(q, "paged_bytes", 0) + in_ram * MESSAGE_OVERHEAD + 1024,
+        "idle_since": iso_time(monotonic_to_wall(last_used)),
+        "memory": ready_bytes - paged_bytes + in_ram * MESSAGE_OVERHEAD + 1024,
         "message_bytes": ready_bytes + unacked_bytes,
-        "message_bytes_paged_out": getattr(q, "paged_bytes", 0),
+        "message_bytes_paged_out": paged_bytes,
         "message_bytes_persistent": 0,
-        "message_bytes_ram": ready_bytes - getattr(q, "paged_bytes", 0) + unacked_bytes,
+        "message_bytes_ram": ready_bytes - paged_bytes + unacked_bytes,
         "message_bytes_ready": ready_bytes,
         "message_bytes_unacknowledged": unacked_bytes,
         "message_stats": sampler.message_stats(q, st.QUEUE, vec, st.QUEUE_STATS, ranges),
@@ -150,7 +149,7 @@ def queue_fields(sampler, unacked: dict) -> dict:
         "type": queue_type,
         "durable": lambda q: q.durable,
         "auto_delete": lambda q: q.auto_delete,
-        "exclusive": lambda q: getattr(q, "exclusive_owner", None) is not None,
+        "exclusive": lambda q: q.exclusive_owner is not None,
         "consumers": lambda q: len(q.consumers),
         "state": lambda q: "running",
         "node": lambda q: node_name(),
@@ -169,7 +168,7 @@ def queue_fields(sampler, unacked: dict) -> dict:
 def _queue(request: web.Request):
     vhost = readable_vhost(request)
     q = vhost.queues.get(request.match_info["name"])
-    if q is None or getattr(q, "deleted", False):
+    if q is None or q.deleted:
         raise not_found()
     return vhost, q
 
@@ -235,7 +234,7 @@ async def delete_queue(request: web.Request) -> web.Response:
         raise bad_request(f"queue '{q.name}' in vhost '{vhost.name}' in use")
     if query.get("if-empty", "").lower() == "true" and q.message_count:
         raise bad_request(f"queue '{q.name}' in vhost '{vhost.name}' is not empty")
-    owner = getattr(q, "exclusive_owner", None)
+    owner = q.exclusive_owner
     try:
         vhost.delete_queue(q)
     except AMQPError as e:

@@ -121,10 +121,10 @@ GAUGES = frozenset(LENGTHS)
 def published_count(queue, base: int = 0) -> int:
     """Messages enqueued since ``base``: a classic queue numbers each one (``_seq``), a stream
     gives each an offset."""
-    if getattr(queue, "is_stream", False):
-        store = getattr(queue, "store", None)
+    if queue.is_stream:
+        store = queue.store  # None until the stream's log is opened
         return (store.next_offset if store is not None else 0) - base
-    return getattr(queue, "_seq", 0) - base
+    return queue._seq - base
 
 
 def details(rate: float) -> dict:
@@ -135,7 +135,7 @@ def unacked_by_queue(connections) -> dict:
     """{queue: [messages, body octets]} awaiting ack on every channel of ``connections``."""
     out: dict = {}
     for conn in connections:
-        session = getattr(conn, "session", None)
+        session = conn.session  # None until a protocol header arrived
         if session is None:
             continue
         for ch in list(session.channels.values()):
@@ -150,15 +150,16 @@ def unacked_by_queue(connections) -> dict:
 
 
 def _live_channels(conn):
-    session = getattr(conn, "session", None)
+    session = conn.session
     if session is None:
         return ()
     return [ch for ch in list(session.channels.values()) if not ch.closed]
 
 
 def _conn_vhost(conn):
-    session = getattr(conn, "session", None)
-    return getattr(session, "vhost", None)
+    """The VirtualHost a connection opened, None before connection.open (or a protocol header)."""
+    session = conn.session
+    return session.vhost if session is not None else None
 
 
 # --- history -------------------------------------------------------------------------------------
@@ -360,14 +361,12 @@ class Sampler:
     def queue_vector(self, q, unacked: dict):
         ready = q.message_count
         n_unacked = unacked[q][0] if q in unacked else 0
-        # getattr: queue-like objects of other kinds (and the unit tests' stand-ins) count nothing
-        return (max(0, published_count(q, self.publish_base.get(q, 0))), getattr(q, "stats_deliver", 0),
-                getattr(q, "stats_get", 0), getattr(q, "stats_ack", 0), getattr(q, "stats_redeliver", 0),
-                ready + n_unacked, ready, n_unacked)
+        return (max(0, published_count(q, self.publish_base.get(q, 0))), q.stats_deliver, q.stats_get,
+                q.stats_ack, q.stats_redeliver, ready + n_unacked, ready, n_unacked)
 
     @staticmethod
     def exchange_vector(ex):
-        return (getattr(ex, "stats_publish_in", 0),)
+        return (ex.stats_publish_in,)
 
     @staticmethod
     def channel_vector(ch):
@@ -386,12 +385,12 @@ class Sampler:
         c[0] += self.http_published.get(vhost.name, 0)
         ready = n_unacked = 0
         for q in list(vhost.queues.values()):
-            if getattr(q, "deleted", False):
+            if q.deleted:
                 continue
-            c[4] += getattr(q, "stats_deliver", 0)
-            c[5] += getattr(q, "stats_get", 0)
-            c[6] += getattr(q, "stats_ack", 0)
-            c[7] += getattr(q, "stats_redeliver", 0)
+            c[4] += q.stats_deliver
+            c[5] += q.stats_get
+            c[6] += q.stats_ack
+            c[7] += q.stats_redeliver
             ready += q.message_count
             if q in unacked:
                 n_unacked += unacked[q][0]
@@ -590,7 +589,7 @@ class Sampler:
             # the vhost's queue counts, summed in the same pass
             deliver = get = ack = redeliver = ready = n_unacked = 0
             for q in list(vhost.queues.values()):
-                if getattr(q, "deleted", False):
+                if q.deleted:
                     continue
                 vec = queue_vector(q, unacked)
                 record(q, vec)

@@ -41,7 +41,7 @@ def _stream(request: web.Request):
     queue = vhost.queues.get(name)
     if queue is None:
         raise ApiError(404, "Object Not Found", f"no queue '{name}' in vhost '{vhost.name}'")
-    if not getattr(queue, "is_stream", False):
+    if not queue.is_stream:
         raise bad_request(f"queue '{name}' in vhost '{vhost.name}' is not a stream")
     return vhost.name, name, queue
 

@@ -17,16 +17,13 @@ from __future__ import annotations
 from aiohttp import web
 
 from warren.management.api.auth import ADMINISTRATOR, require
-from warren.management.api.common import BROKER, ApiError, bad_request, no_content, not_found, read_json, reply_list
+from warren.management.api.common import BROKER, bad_request, no_content, not_found, read_json, reply_list
 
 __all__ = ["add_routes"]
 
 
 def _access(request: web.Request):
-    access = getattr(request.app[BROKER], "access", None)
-    if access is None:
-        raise ApiError(405, "Method Not Allowed", "this broker keeps no users", {"Allow": "GET, HEAD"})
-    return access
+    return request.app[BROKER].access
 
 
 def _rows(limits: dict[str, dict]) -> list[dict]:

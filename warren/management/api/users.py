@@ -16,17 +16,14 @@ from aiohttp import web
 
 from warren.management.api.auth import ADMINISTRATOR, require
 from warren.management.api.common import (
-    BROKER, ApiError, bad_request, created, no_content, not_found, read_json, reply_list, reply_object,
+    BROKER, bad_request, created, no_content, not_found, read_json, reply_list, reply_object,
 )
 
 __all__ = ["add_routes", "user_json"]
 
 
 def _access(request: web.Request):
-    access = getattr(request.app[BROKER], "access", None)
-    if access is None:
-        raise ApiError(405, "Method Not Allowed", "this broker keeps no users", {"Allow": "GET, HEAD"})
-    return access
+    return request.app[BROKER].access
 
 
 def _call(fn, *args, **kw):

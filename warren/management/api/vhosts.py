@@ -16,7 +16,7 @@ from warren.management import policy_store
 from warren.management.api import stats as st
 from warren.management.api.auth import ADMINISTRATOR, check_vhost_access, require, visible_vhosts
 from warren.management.api.common import (
-    BROKER, STATS, ApiError, as_bool, bad_request, created, no_content, node_name, not_found, read_json,
+    BROKER, STATS, as_bool, bad_request, created, no_content, node_name, not_found, read_json,
     reply_list, reply_object,
 )
 from warren.management.api.connections import open_connections
@@ -25,8 +25,7 @@ __all__ = ["add_routes", "vhost_json"]
 
 
 def vhost_json(request: web.Request, vhost, unacked: dict, ranges=st.NO_RANGES, connections=None) -> dict:
-    access = getattr(request.app[BROKER], "access", None)
-    info = access.vhost(vhost.name) if access is not None else None
+    info = request.app[BROKER].access.vhost(vhost.name)  # None: deleted meanwhile
     description = info.description if info is not None else ""
     tags = list(info.tags) if info is not None else []
     sampler = request.app[STATS]
@@ -35,7 +34,7 @@ def vhost_json(request: web.Request, vhost, unacked: dict, ranges=st.NO_RANGES, 
         "name": vhost.name,
         "description": description,
         "tags": tags,
-        "default_queue_type": (getattr(info, "default_queue_type", None) or "undefined"),
+        "default_queue_type": (info.default_queue_type if info is not None else None) or "undefined",
         "metadata": {"description": description, "tags": tags},
         "tracing": False,
         "cluster_state": {node_name(): "running"},
@@ -70,10 +69,7 @@ async def get_vhost(request: web.Request) -> web.Response:
 
 
 def _access(request: web.Request):
-    access = getattr(request.app[BROKER], "access", None)
-    if access is None:
-        raise ApiError(405, "Method Not Allowed", "this broker's vhosts are fixed at start-up", {"Allow": "GET, HEAD"})
-    return access
+    return request.app[BROKER].access
 
 
 async def put_vhost(request: web.Request) -> web.Response:

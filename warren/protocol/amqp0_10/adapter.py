@@ -167,6 +167,7 @@ class ConnectionHandler(ClientConnection):
 
     def _login(self, event) -> None:
         self.client_properties = event.client_properties or {}
+        self.mechanism = event.mechanism
         if event.mechanism == "ANONYMOUS":
             if not self.anonymous_user:  # the layer offers it only when configured
                 self._refuse_login("ANONYMOUS login is not enabled (--anonymous-user)")
