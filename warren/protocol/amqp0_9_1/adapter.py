@@ -135,7 +135,6 @@ class ConnectionHandler(ClientConnection):
         if index == _START_OK:
             self.client_properties = m.client_properties
             self.mechanism = m.mechanism
-            self.mechanism = m.mechanism
             caps = m.client_properties.get("capabilities")
             self.capabilities = caps if isinstance(caps, dict) else {}
             if m.mechanism == "EXTERNAL":  # the certificate login: no password (warren/server/tls.py)
