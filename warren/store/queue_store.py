@@ -56,7 +56,7 @@ from operator import attrgetter
 
 from warren.store.group_commit import GroupCommitStore, StoreError
 from warren.store.message import decode_message, encode_message
-from warren.store.record import HEADER_SIZE, KIND_ACKS, T_ACK, T_DELIVERED, T_RETURNED
+from warren.store.record import HEADER_SIZE, KIND_ACKS, T_ACK, T_DELIVERED, T_MESSAGE, T_RETURNED, append_seq_record
 from warren.store.recovery import RecoveryStats, recover_directory
 from warren.store.segment import (
     ACKED, DEFAULT_SEGMENT_SIZE, DELIVERED, LogFile, Segment, segment_name,
@@ -124,6 +124,9 @@ class QueueStore(GroupCommitStore):
 
     def _find(self, seq: int) -> tuple[Segment | None, int]:
         segs = self._segments
+        seg = segs[0] if segs else None
+        if seg is not None and seg.dense and seg.seqs and seg.seqs[0] <= seq <= seg.seqs[-1]:
+            return seg, seq - seg.seqs[0]  # the oldest segment: where acks land, in order, nearly always
         k = bisect_right(segs, seq, key=_FIRST) - 1
         if k < 0:
             return None, -1
@@ -133,15 +136,30 @@ class QueueStore(GroupCommitStore):
     def append(self, seq: int, record: bytes) -> None:
         """Buffer a message record under ``seq``, which must be higher than every seq so far."""
         with self._lock:
-            self._check()
+            if self._failed is not None or self._closed:
+                self._check()
             if seq <= self.last_seq:
                 raise ValueError(f"seq {seq} is not above the last seq {self.last_seq}")
             ws = self._segments[-1]
+            lf = ws.file
             reclen = HEADER_SIZE + 8 + len(record)
-            if ws.seqs and ws.file.size + reclen > self.segment_size:
+            if ws.seqs and lf.size + reclen > self.segment_size:
                 ws = self._rotate()
-            ws.add(seq, record)
-            self._dirty[ws.file] = None
+                lf = ws.file
+            # Segment.add and LogFile.add, inline: this runs once per persistent message
+            off = lf.size
+            lf.size = off + reclen
+            append_seq_record(lf.pending, T_MESSAGE, seq, record)
+            seqs = ws.seqs
+            if seqs and seq != seqs[-1] + 1:
+                ws.dense = False
+            seqs.append(seq)
+            ws.offsets.append(off)
+            ws.lengths.append(reclen - HEADER_SIZE - 8)
+            ws.flags.append(0)
+            ws.live += 1
+            ws.live_bytes += reclen - HEADER_SIZE - 8
+            self._dirty[lf] = None
             self.last_seq = seq
             if self._keep is not None:
                 self._doom(self._keep)  # a higher seq exists now
@@ -186,18 +204,32 @@ class QueueStore(GroupCommitStore):
     def ack(self, seq: int) -> None:
         """The message is gone (acked or dropped). Unknown or already acked seqs are ignored."""
         with self._lock:
-            self._check()
+            if self._failed is not None or self._closed:
+                self._check()
             self._marks.discard(seq)  # acked before its delivered mark was logged: never log it
             if self._returns:
                 self._returns.pop(seq, None)
             seg, i = self._find(seq)
-            if i < 0 or seg.flags[i] & ACKED:
+            if i < 0:
                 return
-            seg.set_acked(i)
+            flags = seg.flags
+            if flags[i] & ACKED:
+                return
+            # Segment.set_acked, inline (once per persistent message)
+            flags[i] |= ACKED
+            n = seg.lengths[i]
+            seg.live -= 1
+            seg.live_bytes -= n
             self._count -= 1
-            self._bytes -= seg.lengths[i]
+            self._bytes -= n
             if seg.live or seg is self._segments[-1]:
-                self._log_ack(seg, T_ACK, seq)
+                lf = seg.acks
+                if lf is None:
+                    lf = seg.acks = LogFile(self._path("acks", seg.id), KIND_ACKS)
+                lf.size += HEADER_SIZE + 8  # LogFile.add and _log_ack, inline
+                append_seq_record(lf.pending, T_ACK, seq, b"")
+                self._dirty[lf] = None
+                self._buffered += HEADER_SIZE + 8
             elif seg.last >= self.last_seq:  # fully acked, but holds last_seq (the write segment is empty)
                 self._keep = seg
                 self._log_ack(seg, T_ACK, seq)
