@@ -6,12 +6,14 @@ in order, with its own properties, confirmed, returned, held by a transaction, a
 the middle of a run stops it exactly there.
 
 The publishes are sent by the raw client in one write, so they reach the broker in one read
-and form runs; pika reads the results. RabbitMQ is the reference (WARREN_TEST_BROKER_URL).
+and form runs (on a connection with a confirming channel: ``take_runs``); pika reads the results. RabbitMQ is the reference (WARREN_TEST_BROKER_URL).
 """
 
 from __future__ import annotations
 
 import struct
+import threading
+import time
 
 import pytest
 
@@ -37,6 +39,14 @@ def publish(channel: int, routing_key: str, body: bytes, flags: int = 0, values:
 
 def with_message_id(channel: int, routing_key: str, i: int, **kw) -> bytes:
     return publish(channel, routing_key, b"body-%d" % i, MESSAGE_ID, raw.shortstr(f"id-{i}"), **kw)
+
+
+def take_runs(c: raw.RawConnection) -> None:
+    """Put channel 2 in confirm mode: Warren then takes runs on every channel of the connection
+    (by default only confirming connections get runs, adapter.py); channel 1 stays plain."""
+    c.open_channel(2)
+    c.send_method(2, *CONFIRM_SELECT, b"\x00")
+    c.expect(CONFIRM_SELECT_OK, 2)
 
 
 def acked_upto(c: raw.RawConnection, n: int, channel: int = 1) -> int:
@@ -78,6 +88,7 @@ def test_an_error_in_the_middle_of_a_run_stops_it_there(broker, ch, cleanup, uid
     with raw.RawConnection(broker.host, broker.port, timeout=20) as c:
         c.handshake(heartbeat=0)
         c.open_channel(1)
+        take_runs(c)
         c.send(b"".join(frames))
         close = c.expect_channel_close(1, timeout=20)
         assert close.reply_code == PRECONDITION_FAILED
@@ -119,6 +130,7 @@ def test_a_run_inside_a_transaction_waits_for_the_commit(broker, ch, cleanup, ui
     with raw.RawConnection(broker.host, broker.port, timeout=20) as c:
         c.handshake(heartbeat=0)
         c.open_channel(1)
+        take_runs(c)
         c.send_method(1, *TX_SELECT)
         c.expect(TX_SELECT_OK, 1)
         c.send(b"".join(with_message_id(1, q, i) for i in range(50)))
@@ -153,6 +165,7 @@ def test_a_run_through_an_exchange_reaches_every_bound_queue_and_cc_headers_add_
     with raw.RawConnection(broker.host, broker.port, timeout=20) as conn:
         conn.handshake(heartbeat=0)
         conn.open_channel(1)
+        take_runs(conn)
         conn.send(b"".join(frames))
         conn.declare_queue(1, a, passive=True)  # after the publishes, on the same channel
         conn.close_connection()
@@ -161,3 +174,59 @@ def test_a_run_through_an_exchange_reaches_every_bound_queue_and_cc_headers_add_
     for q in (a, b):
         assert [get(ch, q)[2] for _ in range(10)] == expected
     assert get(ch, c)[2] == b"cc" and message_count(ch.connection, c) == 0
+
+
+def test_publishes_written_one_at_a_time_are_each_handled_before_the_next_read(broker, ch, cleanup, uid):
+    """A publisher the broker keeps up with: every read holds one publish and is handled whole,
+    and the connection reads on without yielding a turn (``SMALL_READ`` in
+    warren/server/connection.py); each publish is queued before the method that follows it."""
+    q = make_queue(ch, cleanup, f"runs-small-{uid}")
+    with raw.RawConnection(broker.host, broker.port, timeout=20) as c:
+        c.handshake(heartbeat=0)
+        c.open_channel(1)
+        take_runs(c)
+        for i in range(100):
+            c.send(with_message_id(1, q, i))
+            assert c.declare_queue(1, q, passive=True)[1] == i + 1
+        c.close_connection()
+    assert [get(ch, q)[2] for _ in range(100)] == [b"body-%d" % i for i in range(100)]
+
+
+def test_a_flooding_publisher_does_not_keep_another_connection_waiting(broker, ch, cleanup, uid):
+    """One connection writes 200,000 publishes in large writes (runs of 50, reads of up to
+    256 KB); another connection's queue.declare is answered while the flood is still being
+    read, with a count between none and all of it: fair turns hold with runs."""
+    flood_q = make_queue(ch, cleanup, f"runs-flood-{uid}")
+    n, chunk = 200_000, 2000
+    block = raw.publish_frames(1, "", flood_q, b"0123456789abcdef") * chunk
+    done = threading.Event()
+    failed: list[BaseException] = []
+
+    def flood() -> None:
+        try:
+            with raw.RawConnection(broker.host, broker.port, timeout=60) as c:
+                c.handshake(heartbeat=0)
+                c.open_channel(1)
+                take_runs(c)
+                for _ in range(n // chunk):
+                    c.send(block)
+                c.close_connection()  # answered after every publish before it was handled
+        except BaseException as e:  # reported by the assertion below
+            failed.append(e)
+        finally:
+            done.set()
+
+    seen: list[int] = []
+    with raw.RawConnection(broker.host, broker.port, timeout=20) as other:
+        other.handshake(heartbeat=0)
+        other.open_channel(1)
+        sender = threading.Thread(target=flood, daemon=True)
+        sender.start()
+        deadline = time.monotonic() + 60
+        while not done.is_set() and time.monotonic() < deadline:
+            seen.append(other.declare_queue(1, flood_q, passive=True)[1])
+        sender.join(timeout=60)
+        other.close_connection()
+    assert not failed, failed
+    assert any(0 < count < n for count in seen), f"counts seen during the flood: {seen[:20]}..."
+    assert message_count(ch.connection, flood_q) == n

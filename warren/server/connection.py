@@ -56,6 +56,13 @@ CLOSE_GRACE_S = 1.0  # after a framing error no close-ok can be read: close soon
 # consumed 150 msg/s while publishing 20k/s. 100 events per turn measured best for consumers
 # (1p1c-16B: 22k consumed/s against 14k at 250 and 2.5k at 1000), publish-only unchanged.
 EVENTS_PER_TURN = 100
+# A read shorter than this that the turn handled whole does not yield: libuv stops reading a
+# socket for the iteration after a read that did not fill its buffer (uvloop's is 256,000
+# octets; asyncio's selector loop reads once per iteration anyway), so the next read waits for
+# the next iteration already. Pausing, a call_soon and resuming cost a publisher that the
+# broker keeps up with (reads of a few messages) two io_uring_enter calls and ~11,700
+# instructions per read: docs/performance.md, "Runs of publishes".
+SMALL_READ = 65536
 _CONNECTION_OPEN = spec.ConnectionOpen.INDEX
 FLOW_MAX_PAUSE_S = 1.0  # longest pause for a congested queue before one more publish is read
 
@@ -141,7 +148,8 @@ class AMQPConnection(asyncio.Protocol):
                 return
         self.conn.receive_data(data)
         self._process()
-        self._yield_turn()
+        if self._more_events or len(data) >= SMALL_READ or self._blocked or self._throttled:
+            self._yield_turn()
 
     def eof_received(self) -> None:
         self._eof = True  # returning None lets the transport close itself

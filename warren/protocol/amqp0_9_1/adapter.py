@@ -30,7 +30,14 @@ from warren.protocol.amqp0_9_1.connection import PUBLISH_RUN_MAX
 from warren.protocol.events import Acks, ChannelClosed, ChannelOpened, Content, ConnectionClosed, Method, Publishes
 from warren.spec import amqp0_9_1 as spec
 
-PUBLISH_RUNS = os.environ.get("WARREN_PUBLISH_RUNS") == "1"  # see ConnectionHandler.__init__
+# Runs of publishes (one Publishes event for consecutive publishes, BrokerChannel.publish_run):
+# by default a connection takes them once one of its channels is in confirm mode, where they
+# halve the broker's cost per confirmed publish and the publisher waits on the broker. Without
+# confirms a lone publisher the broker keeps up with gets slower (docs/performance.md, "Runs of
+# publishes"). WARREN_PUBLISH_RUNS=1: every connection from the start; 0: none.
+_RUNS = os.environ.get("WARREN_PUBLISH_RUNS", "")
+PUBLISH_RUNS = _RUNS == "1"
+CONFIRM_RUNS = _RUNS != "0"
 
 __all__ = ["ConnectionHandler"]
 
@@ -49,11 +56,7 @@ class ConnectionHandler(ClientConnection):
         self._confirming: set[Channel] = set()
         self.sinks_flushing: list[ChannelSink] = []  # sinks that asked for the next flush (delivery.py)
         conn.channel_admit = self._admit_channel  # the user's max-channels, before open-ok
-        # Runs of publishes (one Publishes event) stay off by default: they halve the cost of a
-        # confirmed publish but made the shared matrix's pubonly-1p row 0.59x of the tree before
-        # them (broker 8 us/msg against 4.8; py-spy: a third of the time in the event loop itself),
-        # docs/performance.md. WARREN_PUBLISH_RUNS=1 turns them on while that is found.
-        if PUBLISH_RUNS:
+        if PUBLISH_RUNS:  # see PUBLISH_RUNS above
             conn.publish_run_max = PUBLISH_RUN_MAX  # consecutive publishes as one Publishes event
 
     # --- events --------------------------------------------------------------------------
@@ -105,6 +108,11 @@ class ConnectionHandler(ClientConnection):
         except Exception:
             log.exception("internal error on connection %s channel %d while handling %r", self, channel, event)
             self.fail(InternalError("internal error"), channel)
+
+    def confirms_selected(self) -> None:
+        """A channel entered confirm mode: take runs of publishes (``CONFIRM_RUNS``)."""
+        if CONFIRM_RUNS:
+            self.conn.publish_run_max = PUBLISH_RUN_MAX
 
     def fail(self, error: AMQPError, channel: int | None = None) -> None:
         """Answer a refusal: channel.close for a soft error, connection.close for a hard one."""

@@ -179,6 +179,7 @@ class Channel(BrokerChannel):
 
     def handle_confirm_select(self, m) -> None:
         self.select_confirms()
+        self.session.confirms_selected()  # runs of publishes from here on (adapter.py)
         if not m.nowait:
             self._reply(spec.ConfirmSelectOk())
 
