@@ -56,6 +56,7 @@ class ConnectServer:
                "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
                "--conf", f"spark.pyspark.python={sys.executable}",
                "--conf", "spark.ui.enabled=false",
+               "--conf", "spark.sql.shuffle.partitions=2",  # not 200 tasks for a count(distinct) of a few rows
                "--conf", "spark.sql.session.timeZone=UTC",
                "--conf", f"spark.local.dir={self.folder / 'local'}",
                "--conf", "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"]
