@@ -184,6 +184,9 @@ class Queue:
         expires = _int_arg(args, "x-expires")
         self.expires: float | None = expires / 1000 if expires else None
         self.deduplicating = "x-message-deduplication" in args
+        # publish's fast path: none of the above applies to an enqueue (length limits are
+        # tested there on their own: a subclass may set them after this)
+        self.plain_enqueue = not self.deduplicating and self.message_ttl is None
         if any(old.get(k) != args.get(k) for k in _DEDUP_ARGS):
             self.__dict__.pop("dedup", None)  # queue_duplicate builds the cache again
         if self.expires is not None:
@@ -283,6 +286,30 @@ class Queue:
     def publish(self, message: "Message") -> int:
         """Enqueue; returns the number of the sync that makes it durable, 0 if none is needed, or
         ``REFUSED`` when a length limit with x-overflow reject-publish(-dlx) turns it away."""
+        if (self.plain_enqueue and self.store is None and not self.paged and message.ttl is None
+                and not self.limited):
+            # No deduplication, length limit, TTL, store or paging (apply_arguments): the
+            # general way below, without the tests that cannot apply.
+            seq = self._seq = self._seq + 1
+            ready = self.ready
+            ready.append((seq, message, False, 0))
+            size = len(message.body)
+            self.ready_bytes += size
+            memory = self.memory
+            if memory is not None:  # the broker-wide intake counter (memory.py): page out, memory alarm
+                memory.unchecked += size + MESSAGE_OVERHEAD
+                if memory.unchecked > memory.check_every:
+                    memory.check(self)
+            consumers = self.consumers
+            if consumers:
+                # A backlogged queue's one consumer is usually full (its prefetch window): asking
+                # it here costs less than a dispatch that would ask it and stop (capacity that
+                # appears later, an ack or a qos, dispatches itself).
+                if len(consumers) != 1 or not self._plain or consumers[0].has_capacity():
+                    self.dispatch()
+                if not self.congested and (len(ready) > self.flow_high or self.ready_bytes > self.flow_high_bytes):
+                    self._check_congestion()
+            return 0
         if self.deduplicating and queue_duplicate(self, message):
             return 0  # a duplicate: dropped (warren/broker/dedup.py)
         if self.limited and self.overflow != DROP_HEAD and self._would_overflow(message):
@@ -326,8 +353,11 @@ class Queue:
             memory.unchecked += len(message.body) + MESSAGE_OVERHEAD
             if memory.unchecked > memory.check_every:
                 memory.check(self)
-        if self.consumers:
-            self.dispatch()
+        consumers = self.consumers
+        if consumers:
+            # as above; an expiring head goes through dispatch, which drops it
+            if len(consumers) != 1 or not self._plain or consumers[0].has_capacity() or self.ready[0][3]:
+                self.dispatch()
             if not self.congested and (len(self.ready) > self.flow_high or self.ready_bytes > self.flow_high_bytes):
                 self._check_congestion()
         if self.limited:
@@ -689,6 +719,31 @@ class Queue:
             consumers = self.consumers
             if ready and ready[0][3]:
                 self.expire()
+            if (len(consumers) == 1 and ready and self._plain and not self.paged
+                    and self.delivery_limit is None):
+                # One consumer on a queue held in memory (the multi-queue rows: every queue of
+                # fanout-1p-10q and 4p4c-16B-4q): no round-robin, nothing to page in, no
+                # delivery count; the loop below in its simplest form, one message per turn.
+                c = consumers[0]
+                has_capacity = c.has_capacity
+                deliver = c.channel.deliver
+                no_ack = c.no_ack
+                store = self.store
+                popleft = ready.popleft
+                while ready and has_capacity():
+                    seq, msg, redelivered, deadline = popleft()
+                    self.ready_bytes -= len(msg.body)
+                    if deadline:
+                        if deadline <= time.monotonic():
+                            self.forget(seq, msg)
+                            self._dead_letter((msg,), EXPIRED)
+                            break  # dead-lettering may have changed anything: the general loop goes on
+                        msg = self._taking(seq, msg, deadline, no_ack)
+                    if store is not None:
+                        self.delivered(seq, msg, no_ack)
+                    deliver(c, self, seq, msg, redelivered)
+                else:
+                    return
             while consumers and (ready or self.paged):
                 if self.paged and len(ready) < PAGE_LOW and self.ready_bytes < PAGE_LOW_BYTES:
                     self.page_in()
