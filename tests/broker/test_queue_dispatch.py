@@ -47,7 +47,7 @@ class Channel(BrokerChannel):
         pass
 
 
-def world(tmp_path, name: str, fast: bool, prefetch: int, dlx: bool):
+def world(tmp_path, name: str, fast: bool, prefetch: int, dlx: bool, channel_prefetch: int = 0):
     broker = Broker(durability=Durability(tmp_path / name, fsync=False))
     conn = ClientConnection(broker, ("127.0.0.1", 1), None)
     conn.username = "guest"
@@ -58,6 +58,7 @@ def world(tmp_path, name: str, fast: bool, prefetch: int, dlx: bool):
     ch.declare_queue("q", False, False, False, False, args)
     ch.declare_queue("dead", False, False, False, False, {})
     ch.set_prefetch(prefetch, 0, False)
+    ch.set_prefetch(channel_prefetch, 0, True)  # the channel's shared limit (0: none)
     q = broker.vhosts["/"].queues["q"]
     consumer = ch.consume("q", "c1", False, False, {})
     ch.start_consumer(consumer)
@@ -81,10 +82,10 @@ operations = st.lists(st.one_of(
 
 
 @settings(max_examples=80, deadline=None)
-@given(operations, st.integers(1, 4), st.booleans())
-def test_a_lone_consumer_is_served_as_the_general_paths_serve_it(tmp_path_factory, ops, prefetch, dlx):
+@given(operations, st.integers(0, 4), st.booleans(), st.sampled_from([0, 0, 2, 5]))
+def test_a_lone_consumer_is_served_as_the_general_paths_serve_it(tmp_path_factory, ops, prefetch, dlx, shared):
     tmp = tmp_path_factory.mktemp("dispatch")
-    worlds = [world(tmp, "fast", True, prefetch, dlx), world(tmp, "general", False, prefetch, dlx)]
+    worlds = [world(tmp, "fast", True, prefetch, dlx, shared), world(tmp, "general", False, prefetch, dlx, shared)]
     for n, (op, arg) in enumerate(ops):
         for broker, ch, q in worlds:
             if op == "publish":
@@ -110,3 +111,17 @@ def test_a_full_consumer_gets_the_backlog_as_it_acks(tmp_path):
         ch.ack(next(iter(ch.unacked)), False)
     assert [d[3] for d in ch.sink.delivered] == [b"0", b"1", b"2", b"3", b"4"]
     assert not q.ready and q.ready_bytes == 0
+
+
+def test_the_channel_s_shared_prefetch_bounds_a_lone_consumer_s_window(tmp_path):
+    """basic.qos global=true (the channel's limit) with no limit of the consumer's own: an ack
+    frees one delivery, not the whole backlog (Consumer.window takes the lower of the two)."""
+    broker, ch, q = world(tmp_path, "shared", True, 0, False, 2)
+    for i in range(5):
+        ch.publish("", "q", PLAIN, b"%d" % i, False)
+    assert len(ch.sink.delivered) == 2
+    ch.ack(next(iter(ch.unacked)), False)
+    assert [d[3] for d in ch.sink.delivered] == [b"0", b"1", b"2"] and len(q.ready) == 2
+    ch.set_prefetch(0, 0, True)
+    q.dispatch()  # the adapter offers new room after basic.qos-ok (resume_delivery)
+    assert len(ch.sink.delivered) == 5 and not q.ready

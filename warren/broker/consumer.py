@@ -59,5 +59,20 @@ class Consumer:
             return False
         return self.sink.can_accept()
 
+    def window(self) -> int:
+        """How many deliveries the prefetch counts let through now, for a dispatch loop that
+        counts them down instead of asking ``has_capacity`` before each (the transport is still
+        asked each time: ``sink.can_accept``); -1 when that is not a count: a no-ack consumer,
+        an octet limit, or another ``has_capacity`` (0-10's credit, warren/protocol/amqp0_10)."""
+        ch = self.channel
+        if self.no_ack or self.prefetch_size or ch.prefetch_size or self.has_capacity != self._capacity_acked:
+            return -1
+        if ch.closed:
+            return 0
+        room = self.prefetch_count - self.unacked if self.prefetch_count else 1 << 62
+        if ch.prefetch_count and ch.prefetch_count - ch.consumer_unacked < room:
+            room = ch.prefetch_count - ch.consumer_unacked
+        return room if room > 0 else 0
+
     def __repr__(self) -> str:
         return f"<Consumer {self.tag!r} on {self.queue.name!r}>"

@@ -725,12 +725,19 @@ class Queue:
                 # fanout-1p-10q and 4p4c-16B-4q): no round-robin, nothing to page in, no
                 # delivery count; the loop below in its simplest form, one message per turn.
                 c = consumers[0]
-                has_capacity = c.has_capacity
+                # the prefetch window counted down here, the transport asked each time; or,
+                # where the window is not a count (Consumer.window), has_capacity each time
+                room = c.window()
+                if room < 0:
+                    room, has_capacity = 1 << 62, c.has_capacity
+                else:
+                    has_capacity = c.sink.can_accept
                 deliver = c.channel.deliver
                 no_ack = c.no_ack
                 store = self.store
                 popleft = ready.popleft
-                while ready and has_capacity():
+                while room and ready and has_capacity():
+                    room -= 1
                     seq, msg, redelivered, deadline = popleft()
                     self.ready_bytes -= len(msg.body)
                     if deadline:
