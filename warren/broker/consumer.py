@@ -19,7 +19,7 @@ __all__ = ["Consumer"]
 
 class Consumer:
     __slots__ = ("tag", "tag_ss", "channel", "sink", "queue", "no_ack", "exclusive", "arguments", "priority",
-                 "prefetch_count", "prefetch_size", "unacked", "unacked_bytes", "has_capacity")
+                 "prefetch_count", "prefetch_size", "unacked", "unacked_bytes", "has_capacity", "counted_capacity")
 
     def __init__(self, tag: str, channel: "Channel", queue: "Queue", no_ack: bool, exclusive: bool,
                  arguments: dict, prefetch_count: int, prefetch_size: int) -> None:
@@ -43,6 +43,9 @@ class Consumer:
         # delivery, so it is the sink's own check for a no-ack consumer (only the transport
         # limits it; a closed channel's sink is stopped), else _capacity_acked.
         self.has_capacity = self.sink.can_accept if no_ack else self._capacity_acked
+        # the same bound method while has_capacity is ours and counts prefetch (window(): one
+        # identity test; 0-10's credit replaces has_capacity, a no-ack consumer never had it)
+        self.counted_capacity = None if no_ack else self.has_capacity
 
     def _capacity_acked(self) -> bool:
         """Its own prefetch, its channel's (global) prefetch, then the transport (the sink)."""
@@ -64,8 +67,10 @@ class Consumer:
         counts them down instead of asking ``has_capacity`` before each (the transport is still
         asked each time: ``sink.can_accept``); -1 when that is not a count: a no-ack consumer,
         an octet limit, or another ``has_capacity`` (0-10's credit, warren/protocol/amqp0_10)."""
+        if self.has_capacity is not self.counted_capacity:
+            return -1
         ch = self.channel
-        if self.no_ack or self.prefetch_size or ch.prefetch_size or self.has_capacity != self._capacity_acked:
+        if self.prefetch_size or ch.prefetch_size:
             return -1
         if ch.closed:
             return 0
