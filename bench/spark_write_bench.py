@@ -23,6 +23,11 @@ For each message size (``--sizes``, default 100 and 1000 bytes):
   alternately N times and the medians are printed with the load average (the machine is
   shared: only figures from the same run compare).
 
+With ``--cpu`` each Spark write also reports where the CPU went, per row: Spark's JVM (driver
+and executor are one JVM under ``local[N]``), its Python workers (the writer's tasks) and, with
+``--start-warren``, the broker (from /proc, cumulative CPU of each process before and after the
+write; a process that exits during the write is missed, none does here).
+
 The broker is ``--url``, or with ``--start-warren`` a Warren started here on an ephemeral port
 (its data in a temporary directory, stopped at the end). Queues are named
 ``warren-spark-bench-<hex>`` and deleted afterwards. Spark runs ``--master`` (default
@@ -91,19 +96,79 @@ class Queues:
         self.conn.close()
 
 
-def bench_spark(spark, url: str, queues: Queues, rows: int, size: int, partitions: int) -> float:
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU of one process so far (0 if it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _descendants(pid: int) -> list[int]:
+    found, frontier = [], [pid]
+    while frontier:
+        parent = frontier.pop()
+        kids = []
+        try:
+            for task in os.listdir(f"/proc/{parent}/task"):
+                with open(f"/proc/{parent}/task/{task}/children") as f:
+                    kids += [int(k) for k in f.read().split()]
+        except OSError:
+            pass
+        found += kids
+        frontier += kids
+    return found
+
+
+class CpuSplit:
+    """CPU of Spark's JVM, its Python workers and the broker between ``start`` and ``stop``."""
+
+    def __init__(self, spark, broker_pid: int | None) -> None:
+        self.jvm = spark.sparkContext._gateway.proc.pid  # spark-submit exec's the JVM in place
+        self.broker = broker_pid
+
+    def _snapshot(self) -> dict:
+        python = {pid: _cpu_seconds(pid) for pid in _descendants(self.jvm)}
+        return {"jvm": _cpu_seconds(self.jvm), "python": python,
+                "broker": _cpu_seconds(self.broker) if self.broker else 0.0}
+
+    def start(self) -> None:
+        self.before = self._snapshot()
+
+    def stop(self) -> dict:
+        after = self._snapshot()
+        python = sum(cpu - self.before["python"].get(pid, 0.0) for pid, cpu in after["python"].items())
+        return {"jvm": after["jvm"] - self.before["jvm"], "python": python,
+                "broker": after["broker"] - self.before["broker"]}
+
+
+def bench_spark(spark, url: str, queues: Queues, rows: int, size: int, partitions: int,
+                cpu: CpuSplit | None = None, drain: bool = True) -> tuple[float, float | None]:
     df = spark.range(0, rows, numPartitions=partitions).selectExpr(
         f"cast(repeat('x', {size}) as binary) as body").cache()
     df.count()
     queue = queues.fresh()
+    if cpu is not None:
+        cpu.start()
     started = time.perf_counter()
     df.write.format("warren").mode("append").option("url", url).option("exchange", "") \
         .option("routingKey", queue).save()
     elapsed = time.perf_counter() - started
+    if cpu is not None:
+        split = cpu.stop()
+        print(f"  CPU per row (us): JVM {split['jvm'] / rows * 1e6:.2f}, Python workers "
+              f"{split['python'] / rows * 1e6:.2f}, broker {split['broker'] / rows * 1e6:.2f}; "
+              f"wall {elapsed / rows * 1e6:.2f}", flush=True)
     df.unpersist()
     count = queues.ch.queue_declare(queue, passive=True).method.message_count
     if count != rows:
         raise SystemExit(f"queue {queue} holds {count} messages after the write, expected {rows}")
+    if not drain:
+        queues.ch.queue_purge(queue)
+        queues.finish(queue, 0)
+        return rows / elapsed, None
     started = time.perf_counter()
     drained = spark.read.format("warren").option("mode", "drain").option("url", url).option("queue", queue) \
         .option("numPartitions", str(partitions)).load().write.format("noop").mode("overwrite").save()
@@ -195,6 +260,9 @@ def main() -> None:
     ap.add_argument("--perf-window", type=int, default=1000)
     ap.add_argument("--perf-seconds", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--cpu", action="store_true", help="split each Spark write's CPU per row: JVM, Python, broker")
+    ap.add_argument("--no-extras", action="store_true", help="only the Spark write and the ceiling (no drain, "
+                    "publisher, pika)")
     args = ap.parse_args()
 
     proc = None
@@ -209,16 +277,19 @@ def main() -> None:
         if args.perf and perf is None:
             print("amqp-perf could not be built (cc and librabbitmq-dev needed): no ceiling", flush=True)
         spark = None if args.skip_spark else spark_session(args.master)
+        cpu = CpuSplit(spark, proc.pid if proc is not None else None) if args.cpu and spark is not None else None
         for size in (int(s) for s in args.sizes.split(",")):
             if spark is not None:
-                bench_spark(spark, url, queues, min(args.rows, 20_000), size, args.partitions)  # warm-up
+                bench_spark(spark, url, queues, min(args.rows, 20_000), size, args.partitions,
+                            drain=not args.no_extras)  # warm-up
                 writes, drains, ceilings, loads = [], [], [], []
                 for i in range(args.rounds):
                     order = ["spark", "perf"] if i % 2 == 0 else ["perf", "spark"]
                     for what in order:
                         loads.append(os.getloadavg()[0])
                         if what == "spark":
-                            rate, drain_rate = bench_spark(spark, url, queues, args.rows, size, args.partitions)
+                            rate, drain_rate = bench_spark(spark, url, queues, args.rows, size, args.partitions,
+                                                           cpu, drain=not args.no_extras)
                             writes.append(rate)
                             drains.append(drain_rate)
                             print(f"spark write {size} B: {rate:,.0f} rows/s (load {loads[-1]:.1f})", flush=True)
@@ -229,12 +300,15 @@ def main() -> None:
                 med = statistics.median
                 results.append({"what": f"spark write ({args.partitions} tasks)", "size": size, "rows": args.rows,
                                 "per_s": med(writes), "runs": writes, "load": med(loads)})
-                results.append({"what": f"spark drain ({args.partitions} tasks)", "size": size, "rows": args.rows,
-                                "per_s": med(drains), "runs": drains})
+                if not args.no_extras:
+                    results.append({"what": f"spark drain ({args.partitions} tasks)", "size": size,
+                                    "rows": args.rows, "per_s": med(drains), "runs": drains})
                 if ceilings:
                     results.append({"what": f"ceiling: amqp-perf x{args.partitions} w{args.perf_window}",
                                     "size": size, "rows": 0, "per_s": med(ceilings), "runs": ceilings,
                                     "load": med(loads)})
+            if args.no_extras:
+                continue
             for window in (int(w) for w in args.windows.split(",")):
                 rate = bench_publisher(url, queues, args.rows, size, window)
                 results.append({"what": f"publisher window={window}", "size": size, "rows": args.rows, "per_s": rate})

@@ -3,6 +3,8 @@ row-by-row path (MessageEncoder + ConfirmPublisher.publish) gives."""
 
 from __future__ import annotations
 
+from collections import deque
+
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -28,7 +30,7 @@ def _row_by_row(batch, options: WriteOptions, prefix: str, first: int, body_max:
     publisher = ConfirmPublisher.__new__(ConfirmPublisher)  # only its frame encoding, no socket
     publisher.link, publisher._method_frames, publisher._body_max = _Link(), {}, body_max
     publisher.failure, publisher.published, publisher.confirmed, publisher.window = None, 0, 0, 10**9
-    publisher._pending = []
+    publisher._pending = deque()
     for exchange, routing_key, properties, body in encoder.messages(batch):
         publisher.publish(exchange, routing_key, properties, body, options.mandatory)
     return bytes(publisher.link.out)

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import socket
 import time
+from collections import deque
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from tests.spark.fake_broker import FakeBroker
 from tests.spark.pika_admin import admin, message_count
@@ -25,6 +27,31 @@ def test_confirms_out_of_order_and_multiple_are_all_counted():
             p.publish("", "q", PROPS, b"x")
         assert p.finish() == 5
         assert p.unconfirmed == 0 and fake.published == 5
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(1, 40), min_size=1, max_size=8), st.lists(st.booleans(), min_size=8, max_size=8),
+       st.lists(st.tuples(st.integers(1, 200), st.booleans()), max_size=40))
+def test_runs_of_unconfirmed_tags_count_as_one_entry_per_tag_would(chunks, merge, confirms):
+    """The runs of unconfirmed tags (one entry per batch of publishes, not per publish) count
+    confirms as a set of tags would: each tag once, whatever the order, singles and multiples."""
+    p = ConfirmPublisher.__new__(ConfirmPublisher)  # only its bookkeeping, no socket
+    p.published = p.confirmed = 0
+    p._pending, p._early = deque(), set()
+    for size, same_run in zip(chunks, merge):
+        p._add_pending(p.published + 1, p.published + size)
+        p.published += size
+        if not same_run and p._pending:
+            p._pending[-1][2] -= 1.0  # an older run: the next chunk starts a run of its own
+    confirmed: set[int] = set()
+    for tag, multiple in confirms:
+        new = (set(range(1, tag + 1)) if multiple else {tag}) & set(range(1, p.published + 1))
+        assert p._confirm(tag, multiple) == len(new - confirmed)
+        confirmed |= new
+        assert p.confirmed == len(confirmed)
+        unconfirmed = sorted(set(range(1, p.published + 1)) - confirmed)
+        assert (p._pending[0][0] if p._pending else None) == (unconfirmed[0] if unconfirmed else None)
+    assert sum(run[1] - run[0] + 1 for run in p._pending) - len(p._early) == p.published - len(confirmed)
 
 
 def test_window_bounds_unconfirmed_publishes():

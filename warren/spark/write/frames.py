@@ -4,10 +4,11 @@ The common write (a ``body`` column, a routing key and an exchange from the opti
 columns, no ``headers``/``properties`` columns) needs, per row, only the frame sizes, the
 message id ``<query>:<batch>:<partition>:<row>`` (in ``message_id`` and the deduplication
 header) and the body. Building those octets row by row in Python costs microseconds per row;
-here every piece is an Arrow column (fixed-width integers from numpy, the ids from Arrow's
-integer-to-string cast) and Arrow's ``binary_join_element_wise`` concatenates them per row in
-C++: the result is one buffer holding every publish of the batch, back to back, which the
-publisher sends as it is (``ConfirmPublisher.publish_frames``).
+here the fixed-width parts of a row (frame heads, sizes, flags: constants and numpy integers)
+are numpy records, the ids come from Arrow's integer-to-string cast, and one Arrow
+``binary_join_element_wise`` concatenates the pieces per row in C++, copying each body once:
+the result is one buffer holding every publish of the batch, back to back, which the publisher
+sends as it is (``ConfirmPublisher.publish_frames``).
 
 The frames are exactly what ``MessageEncoder`` + ``ConfirmPublisher.publish`` produce for the
 same rows (tests/spark/write/test_frames.py compares them). Rows this cannot encode (a
@@ -30,30 +31,80 @@ __all__ = ["batch_publishes", "octets_of", "FAST_COLUMNS"]
 # content_type) takes the row-by-row path
 FAST_COLUMNS = frozenset({"body", "routing_key", "exchange", "offset", "stream", "timestamp"})
 
-_METHOD_HEAD = pa.scalar(b"\x01\x00\x01", pa.binary())  # frame type 1, channel 1
-_PUBLISH_HEAD = pa.scalar(b"\x00\x3c\x00\x28\x00\x00", pa.binary())  # basic.publish, ticket 0
-_HEADER_HEAD = pa.scalar(b"\x02\x00\x01", pa.binary())
-_HEADER_CLASS = pa.scalar(b"\x00\x3c\x00\x00", pa.binary())  # class basic, weight 0
-_BODY_HEAD = pa.scalar(b"\x03\x00\x01", pa.binary())
-_END = pa.scalar(b"\xce", pa.binary())
+_METHOD_HEAD = b"\x01\x00\x01"  # frame type 1, channel 1
+_PUBLISH_HEAD = b"\x00\x3c\x00\x28\x00\x00"  # basic.publish, ticket 0
+_HEADER_HEAD = b"\x02\x00\x01"
+_HEADER_CLASS = b"\x00\x3c\x00\x00"  # class basic, weight 0
+_BODY_HEAD = b"\x03\x00\x01"
+_END = b"\xce"
 _EMPTY = pa.scalar(b"", pa.binary())
+_OFFSETS_MAX = (1 << 31) - 1  # a binary array's int32 offsets: one batch's publishes stay below 2 GiB
 
 
-def _be(values: np.ndarray, width: int) -> pa.Array:
-    """Unsigned big-endian integers of ``width`` octets, one binary value per row."""
-    raw = np.ascontiguousarray(values, dtype=f">u{width}")
-    fixed = pa.FixedSizeBinaryArray.from_buffers(pa.binary(width), len(raw), [None, pa.py_buffer(raw)])
-    return fixed.cast(pa.binary())
+class _RowOctets:
+    """The pieces of every row's octets, in order, joined at the end by one
+    ``binary_join_element_wise``. Runs of fixed-width pieces (constant octets and big-endian
+    integers, one per row) become one numpy record per row, viewed as one binary column, so
+    the join copies a handful of pieces per row, not one per field; variable pieces (the ids,
+    names from columns, the body) are binary columns joined as they are, each copied once."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.pieces: list = []
+        self._fixed: list[tuple[str, object]] = []  # (numpy type, value: octets or per-row integers)
+
+    def octets(self, value: bytes) -> None:
+        if value:
+            self._fixed.append((f"S{len(value)}", value))
+
+    def uint(self, values: np.ndarray, width: int) -> None:
+        self._fixed.append((f">u{width}", values))
+
+    def column(self, values) -> None:
+        self._close_fixed()
+        self.pieces.append(values)
+
+    def _close_fixed(self) -> None:
+        fixed, self._fixed = self._fixed, []
+        if not fixed:
+            return
+        if all(kind.startswith("S") for kind, _ in fixed):  # constant octets only: one scalar
+            self.pieces.append(pa.scalar(b"".join(value for _, value in fixed), pa.binary()))
+            return
+        record = np.empty(self.n, dtype=[(f"f{i}", kind) for i, (kind, _) in enumerate(fixed)])
+        for i, (_, value) in enumerate(fixed):
+            record[f"f{i}"] = value
+        width = record.dtype.itemsize
+        offsets = np.arange(0, (self.n + 1) * width, width, dtype=np.int32)
+        self.pieces.append(pa.Array.from_buffers(pa.binary(), self.n, [None, pa.py_buffer(offsets),
+                                                                       pa.py_buffer(record.view(np.uint8))]))
+
+    def join(self) -> pa.Array:
+        self._close_fixed()
+        return pc.binary_join_element_wise(*self.pieces, _EMPTY)
 
 
 def _names(fixed: str | None, column, n: int):
-    """Exchange or routing key octets: the option's value as a scalar, else the column (null
-    = ""); with their lengths (numpy)."""
+    """Exchange or routing key octets: the option's value (octets), else the column (null =
+    ""); with their lengths (numpy)."""
     if fixed is not None or column is None:
         octets = (fixed or "").encode("utf-8", "surrogateescape")
-        return pa.scalar(octets, pa.binary()), np.full(n, len(octets), dtype=np.int64)
-    values = pc.fill_null(column.cast(pa.binary()), _EMPTY)
+        return octets, np.full(n, len(octets), dtype=np.int64)
+    values = _no_nulls(column.cast(pa.binary()))
     return values, pc.binary_length(values).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def _no_nulls(values: pa.Array) -> pa.Array:
+    return pc.fill_null(values, _EMPTY) if values.null_count else values
+
+
+def _short(rows: _RowOctets, value, lengths: np.ndarray) -> None:
+    """A shortstr: constant octets, or a column with its lengths."""
+    if isinstance(value, bytes):
+        rows.octets(bytes([len(value)]) + value)
+    else:
+        rows.uint(lengths, 1)
+        rows.column(value)
 
 
 def batch_publishes(batch: pa.RecordBatch, exchange: str | None, routing_key: str | None, mandatory: bool,
@@ -64,8 +115,7 @@ def batch_publishes(batch: pa.RecordBatch, exchange: str | None, routing_key: st
     if not names <= FAST_COLUMNS or "body" not in names:
         return None
     n = batch.num_rows
-    body = batch.column(batch.schema.get_field_index("body"))
-    body = pc.fill_null(body.cast(pa.binary()), _EMPTY)
+    body = _no_nulls(batch.column(batch.schema.get_field_index("body")).cast(pa.binary()))
     body_len = pc.binary_length(body).to_numpy(zero_copy_only=False).astype(np.int64)
     if n and int(body_len.max()) > body_max:
         return None
@@ -81,30 +131,61 @@ def batch_publishes(batch: pa.RecordBatch, exchange: str | None, routing_key: st
     id_len = pc.binary_length(ids).to_numpy(zero_copy_only=False).astype(np.int64)
     if n and int(id_len.max()) > 255:
         return None
-    id_short = [_be(id_len, 1), ids]
     if dedup_header is None:
-        props = [pa.scalar(MESSAGE_ID_FLAG.to_bytes(2, "big"), pa.binary()), *id_short]  # message-id only
-        props_len = 2 + 1 + id_len
+        props_len = 2 + 1 + id_len  # message-id only
     else:
         name = encode_shortstr(dedup_header)
         table_len = len(name) + 1 + 4 + id_len
-        props = [pa.scalar((HEADERS_FLAG | MESSAGE_ID_FLAG).to_bytes(2, "big"), pa.binary()), _be(table_len, 4), pa.scalar(name + b"S", pa.binary()),
-                 _be(id_len, 4), ids, *id_short]  # headers {dedup: id} and message-id
-        props_len = 2 + 4 + table_len + 1 + id_len
-    method_len = 9 + ex_len + rk_len
-    ex_short = [_be(ex_len, 1), ex] if not isinstance(ex, pa.Scalar) else \
-        [pa.scalar(bytes([len(ex.as_py())]) + ex.as_py(), pa.binary())]
-    rk_short = [_be(rk_len, 1), rk] if not isinstance(rk, pa.Scalar) else \
-        [pa.scalar(bytes([len(rk.as_py())]) + rk.as_py(), pa.binary())]
-    body_frame = pc.binary_join_element_wise(_BODY_HEAD, _be(body_len, 4), body, _END, _EMPTY)
-    body_frame = pc.if_else(pa.array(body_len > 0), body_frame, _EMPTY)  # an empty body has no body frame
-    pieces = [
-        _METHOD_HEAD, _be(method_len, 4), _PUBLISH_HEAD, *ex_short, *rk_short,
-        pa.scalar(b"\x01\xce" if mandatory else b"\x00\xce", pa.binary()),
-        _HEADER_HEAD, _be(12 + props_len, 4), _HEADER_CLASS, _be(body_len, 8), *props, _END,
-        body_frame,
-    ]
-    return pc.binary_join_element_wise(*pieces, _EMPTY)
+        props_len = 2 + 4 + table_len + 1 + id_len  # headers {dedup: id} and message-id
+    nonempty = body_len > 0  # an empty body has no body frame
+    frame_len = np.where(nonempty, 8 + body_len, 0)
+    total = 12 + 9 + ex_len + rk_len + 8 + 12 + props_len + frame_len
+    if n and int(total.sum()) > _OFFSETS_MAX:
+        return None
+
+    out = _RowOctets(n)
+    out.octets(_METHOD_HEAD)
+    out.uint(9 + ex_len + rk_len, 4)
+    out.octets(_PUBLISH_HEAD)
+    _short(out, ex, ex_len)
+    _short(out, rk, rk_len)
+    out.octets(b"\x01\xce" if mandatory else b"\x00\xce")
+    out.octets(_HEADER_HEAD)
+    out.uint(12 + props_len, 4)
+    out.octets(_HEADER_CLASS)
+    out.uint(body_len, 8)
+    if dedup_header is None:
+        out.uint(np.full(n, MESSAGE_ID_FLAG, dtype=np.int64), 2)
+    else:
+        out.uint(np.full(n, HEADERS_FLAG | MESSAGE_ID_FLAG, dtype=np.int64), 2)
+        out.uint(table_len, 4)
+        out.octets(name + b"S")
+        out.uint(id_len, 4)
+        out.column(ids)
+    out.uint(id_len, 1)
+    out.column(ids)
+    out.octets(_END)
+    if nonempty.all():
+        out.octets(_BODY_HEAD)
+        out.uint(body_len, 4)
+        out.column(body)
+        out.octets(_END)
+    else:  # the body frame's head and end only where there is a body (the body column is "" elsewhere)
+        head = np.empty(n, dtype=[("type", "S3"), ("size", ">u4")])
+        head["type"], head["size"] = _BODY_HEAD, body_len
+        out.column(_where(nonempty, head.view(np.uint8), 7))
+        out.column(body)
+        out.column(_where(nonempty, np.frombuffer(_END * n, dtype=np.uint8), 1))
+    return out.join()
+
+
+def _where(keep: np.ndarray, octets: np.ndarray, width: int) -> pa.Array:
+    """Rows of ``width`` octets each (``octets``, row after row), empty where ``keep`` is false."""
+    lengths = np.where(keep, width, 0).astype(np.int32)
+    offsets = np.zeros(len(keep) + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    data = octets.reshape(-1, width)[keep].reshape(-1)
+    return pa.Array.from_buffers(pa.binary(), len(keep), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
 def octets_of(values: pa.Array) -> memoryview:

@@ -9,7 +9,9 @@ buffered; otherwise it sends and reads confirms until both are below their marks
 Delivery tags are the publish sequence numbers (1, 2, ...). A confirm covers one tag or, with
 ``multiple``, every tag up to it; confirms may come out of order (RabbitMQ confirms a message
 once every queue it went to has it), so tags confirmed ahead of the oldest one wait in
-``_early`` until the oldest is confirmed. Any failure ends the publisher: the first
+``_early`` until the oldest is confirmed. Unconfirmed tags are kept as runs of consecutive tags
+(``[first, last, time of the first]``), not one entry per publish: a batch of publishes costs
+one run, and a ``multiple`` confirm releases whole runs. Any failure ends the publisher: the first
 ``basic.nack``, a ``basic.return`` (mandatory publishes the broker could not route), the broker
 closing the channel or the connection, or a publish left unconfirmed for ``confirm_timeout``
 seconds raise a ``PublishError`` naming what happened; the caller (a Spark task) fails with it.
@@ -32,6 +34,9 @@ __all__ = ["ConfirmPublisher", "PublishError", "PublishNacked", "PublishReturned
 
 DEFAULT_WINDOW = DEFAULT_CONFIRM_WINDOW
 FLUSH_BYTES = 1 << 18  # send once this much is buffered, even with room in the window
+# a run of unconfirmed tags takes further publishes for this long: its time (the first's) is
+# then at most this much older than any of its tags', so a time-out comes at most this early
+RUN_SPAN = 0.1
 
 _frame_header = struct.Struct(">BHI")
 _content_header = struct.Struct(">BHIHHQ")
@@ -66,7 +71,7 @@ class ConfirmPublisher:
         self.confirm_timeout = confirm_timeout
         self.published = 0  # = the delivery tag of the last publish
         self.confirmed = 0
-        self._pending: deque = deque()  # (tag, monotonic time of publish), oldest first
+        self._pending: deque = deque()  # runs [first tag, last tag, monotonic time of the first], oldest first
         self._early: set[int] = set()  # tags confirmed while an older one is still pending
         self._method_frames: dict = {}  # (exchange, routing key, mandatory) -> encoded basic.publish frame
         self._body_max = 0
@@ -129,7 +134,7 @@ class ConfirmPublisher:
                 out += piece
                 out += _FRAME_END
         self.published += 1
-        self._pending.append((self.published, time.monotonic()))
+        self._add_pending(self.published, self.published)
         if self.published - self.confirmed >= self.window or len(out) >= FLUSH_BYTES:
             self._drive(lambda: self.published - self.confirmed < self.window and len(self.link.out) < FLUSH_BYTES)
 
@@ -147,10 +152,19 @@ class ConfirmPublisher:
         self.link.out += frames
         first = self.published + 1
         self.published += count
-        now = time.monotonic()
-        self._pending.extend((tag, now) for tag in range(first, self.published + 1))
+        self._add_pending(first, self.published)
         if len(self.link.out) >= FLUSH_BYTES:
             self._drive(lambda: len(self.link.out) < FLUSH_BYTES)
+
+    def _add_pending(self, first: int, last: int) -> None:
+        now = time.monotonic()
+        pending = self._pending
+        if pending:
+            run = pending[-1]
+            if run[1] == first - 1 and now - run[2] < RUN_SPAN:
+                run[1] = last
+                return
+        pending.append([first, last, now])
 
     @property
     def body_max(self) -> int:
@@ -180,7 +194,7 @@ class ConfirmPublisher:
                     self._take_events()
                 if self.failure is not None:
                     raise self.failure
-                if self._pending and time.monotonic() - self._pending[0][1] > self.confirm_timeout:
+                if self._pending and time.monotonic() - self._pending[0][2] > self.confirm_timeout:
                     raise self._fail(PublishTimeout(self._timeout_text()))
         except LinkError as e:
             if self.failure is None:
@@ -191,7 +205,7 @@ class ConfirmPublisher:
                                           f"publish(es) unconfirmed: {e}")) from e
 
     def _timeout_text(self) -> str:
-        tag, _ = self._pending[0]
+        tag = self._pending[0][0]
         text = (f"publish #{tag} to {self.link.address} was not confirmed within {self.confirm_timeout:g}s "
                 f"({self.unconfirmed} unconfirmed)")
         if self.link.blocked:
@@ -228,17 +242,32 @@ class ConfirmPublisher:
         before = self.confirmed
         if multiple:
             while pending and pending[0][0] <= tag:
-                t = pending.popleft()[0]
-                if t in early:
-                    early.discard(t)
+                run = pending[0]
+                upto = min(run[1], tag)
+                count = upto - run[0] + 1
+                if early:  # confirmed already, one by one: counted then
+                    inside = [t for t in early if run[0] <= t <= upto]
+                    early.difference_update(inside)
+                    count -= len(inside)
+                self.confirmed += count
+                if upto == run[1]:
+                    pending.popleft()
                 else:
-                    self.confirmed += 1
+                    run[0] = upto + 1
         elif pending and pending[0][0] == tag:
-            pending.popleft()
+            self._release_oldest()
             self.confirmed += 1
         elif tag not in early and pending and pending[0][0] < tag <= self.published:
             early.add(tag)
             self.confirmed += 1
         while pending and pending[0][0] in early:  # the oldest is confirmed: release those behind it
-            early.discard(pending.popleft()[0])
+            early.discard(pending[0][0])
+            self._release_oldest()
         return self.confirmed - before
+
+    def _release_oldest(self) -> None:
+        run = self._pending[0]
+        if run[0] == run[1]:
+            self._pending.popleft()
+        else:
+            run[0] += 1
