@@ -3,12 +3,11 @@ paging before the alarm, the alarm within a flood, and the alarm clearing once m
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 from warren.broker.durability import Durability
 from warren.broker.memory import CLEAR_RATIO, MESSAGE_OVERHEAD, MemoryBudget
 from warren.broker.message import Message
 from warren.broker.queue import PAGE_KEEP, PAGE_KEEP_BYTES, Queue
+from warren.broker.vhost import VirtualHost
 
 MiB = 1 << 20
 BODY = b"x" * 1024
@@ -22,7 +21,7 @@ def _setup(tmp_path, budget: int, watermark: int):
     durability = Durability(tmp_path / "data", fsync=False)
 
     def new_queue(name: str) -> Queue:
-        q = Queue(SimpleNamespace(name="/"), name)
+        q = Queue(VirtualHost("/"), name)
         q.durability, q.memory = durability, memory
         queues.append(q)
         return q

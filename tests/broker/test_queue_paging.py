@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 from warren.broker.durability import Durability
 from warren.broker.message import Message
 from warren.broker.queue import PAGE_BATCH, PAGE_KEEP, Queue
+from warren.broker.vhost import VirtualHost
 
 
 class Budget:
@@ -26,7 +25,7 @@ class Budget:
 
 
 def _queue(tmp_path) -> tuple[Queue, Budget]:
-    q = Queue(SimpleNamespace(name="/"), "q")
+    q = Queue(VirtualHost("/"), "q")
     q.durability = Durability(tmp_path / "data", fsync=False)
     q.memory = budget = Budget()
     return q, budget

@@ -5,6 +5,7 @@ the pause times out) is tested with real clients in tests/e2e/test_flow.py."""
 from __future__ import annotations
 
 from warren.broker.queue import Queue
+from warren.broker.vhost import VirtualHost
 from warren.server.queue_flow import QueueFlow
 
 
@@ -54,7 +55,7 @@ def test_release_forgets_the_connection_everywhere():
 def test_a_queue_tells_its_flow_listener_when_it_stops_being_congested():
     flow = QueueFlow()
     a = Conn("a")
-    q = Queue(None, "q")
+    q = Queue(VirtualHost("/"), "q")
     old = Queue.flow_listener
     Queue.flow_listener = flow
     try:

@@ -160,8 +160,7 @@ class Queue:
         self.congested = False  # over a flow mark with consumers: its publishers are paused
         self.effective: dict = {}
         # the declared arguments plus those of the policy that applies (warren/broker/policies.py)
-        effective = getattr(vhost, "effective_arguments", None)
-        self.apply_arguments(effective("queue", name, self.arguments) if effective is not None else self.arguments)
+        self.apply_arguments(vhost.effective_arguments("queue", name, self.arguments))
 
     def apply_arguments(self, effective: dict) -> None:
         """(Re)configure the TTL, length limits, dead-lettering, delivery limit, expiry and
@@ -230,10 +229,8 @@ class Queue:
     def _timed(self) -> None:
         """Ask for ``tick`` calls (messages with a deadline, or x-expires)."""
         if not self._ticking:
-            timers = getattr(self.vhost, "timers", None)
-            if timers is not None:
-                self._ticking = True
-                timers.add(self)
+            self._ticking = True
+            self.vhost.timers.add(self)
 
     def tick(self, now: float) -> bool:
         """Expire the head and, with x-expires, delete the queue when unused for that long.

@@ -251,7 +251,7 @@ class VirtualHost:
 
     def _attach_store(self, q: Queue) -> int:
         """Open the queue's message store; put back what it holds. Returns the message count."""
-        if getattr(q, "is_stream", False):
+        if q.is_stream:
             return q.attach(self.durability)  # a stream reads its log as consumers ask
         store = self.durability.open_queue_store(self.name, q.name)
         q.store, q.durability = store, self.durability
@@ -285,7 +285,7 @@ class VirtualHost:
         if q.deleted:
             return 0
         self.queues.pop(q.name, None)
-        if getattr(q, "is_stream", False):
+        if q.is_stream:
             return self._delete_stream(q)
         # an AMQP 0-10 alternate exchange also takes what is left in a deleted queue (Qpid)
         reroute = q.arguments.get(REROUTE_ARGUMENT) is True and q.dead_letter_exchange is not None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from warren.broker.queue import REFUSED, Queue
 from warren.broker.queues import LastValueQueue, new_queue, queue_class
+from warren.broker.vhost import VirtualHost
 
 from .helpers import consumer, delivered, drain, msg
 
@@ -11,7 +12,7 @@ KEY = {"qpid.last_value_queue_key": "lvq-key"}
 
 
 def lvq(extra: dict | None = None) -> LastValueQueue:
-    return new_queue(None, "lvq", arguments={**KEY, **(extra or {})})
+    return new_queue(VirtualHost("/"), "lvq", arguments={**KEY, **(extra or {})})
 
 
 def send(q, key, body: str):
@@ -26,7 +27,7 @@ def test_the_factory_picks_a_last_value_queue_for_its_key_and_the_legacy_forms()
     assert queue_class(dict(KEY)) is LastValueQueue
     assert queue_class({"qpid.last_value_queue": 1}) is LastValueQueue
     assert lvq().key_header == "lvq-key"
-    legacy = new_queue(None, "old", arguments={"qpid.last_value_queue": True})
+    legacy = new_queue(VirtualHost("/"), "old", arguments={"qpid.last_value_queue": True})
     assert legacy.key_header == "qpid.LVQ_key"
     assert queue_class({"qpid.last_value_queue": 0}) is Queue
 

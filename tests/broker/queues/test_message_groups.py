@@ -6,6 +6,7 @@ import time
 
 from warren.broker.queue import Queue
 from warren.broker.queues import GroupQueue, queue_class
+from warren.broker.vhost import VirtualHost
 
 from .helpers import consumer, delivered, drain, msg, settle
 
@@ -13,7 +14,7 @@ ARGS = {"qpid.group_header_key": "THE-GROUP", "qpid.shared_msg_group": 1}
 
 
 def group_queue(*groups: str | None) -> GroupQueue:
-    q = GroupQueue(None, "g", arguments=dict(ARGS))
+    q = GroupQueue(VirtualHost("/"), "g", arguments=dict(ARGS))
     for i, g in enumerate(groups):
         q.publish(msg(f"{g}-{i}", headers=None if g is None else {"THE-GROUP": g}))
     return q
@@ -113,7 +114,7 @@ def test_a_consumer_without_acks_holds_no_group():
 
 
 def test_expired_messages_are_skipped_wherever_they_are():
-    q = GroupQueue(None, "g", arguments=dict(ARGS))
+    q = GroupQueue(VirtualHost("/"), "g", arguments=dict(ARGS))
     for i, (g, exp) in enumerate([("A", None), ("B", "1"), ("C", None), ("A", None), ("B", "1"), ("C", None)]):
         q.publish(msg(f"{g}-{i}", headers={"THE-GROUP": g}, expiration=exp))
     time.sleep(0.01)

@@ -6,6 +6,7 @@ from warren.broker.message import Message
 from warren.broker.queue import Queue
 from warren.broker.queues import PriorityQueue, PriorityReady, QpidPriorityQueue, new_queue, queue_class
 from warren.broker.queues.priority import qpid_level
+from warren.broker.vhost import VirtualHost
 from warren.spec.amqp0_9_1 import BasicProperties
 
 
@@ -50,7 +51,7 @@ def test_put_back_restores_places_within_each_priority():
 
 
 def test_a_priority_queue_serves_take_in_priority_order():
-    q = PriorityQueue(None, "pq", arguments={"x-max-priority": 2})
+    q = PriorityQueue(VirtualHost("/"), "pq", arguments={"x-max-priority": 2})
     for b, p in [("low", 0), ("high", 2), ("mid", 1)]:
         q.publish(msg(b, p))
     out = []
@@ -81,7 +82,7 @@ def test_the_factory_picks_qpid_levels_over_an_x_max_priority_the_0_10_adapter_a
 
 
 def test_a_qpid_priority_queue_serves_by_level_then_arrival():
-    q = QpidPriorityQueue(None, "qp", arguments={"x-qpid-priorities": 5})
+    q = QpidPriorityQueue(VirtualHost("/"), "qp", arguments={"x-qpid-priorities": 5})
     for i, p in enumerate([8, 9, 5, 1, 2, 2, 3, 4, 9, 7, 8, 9, 9, 2]):
         q.publish(msg(f"{p}-{i}", p))
     out = []
@@ -92,7 +93,7 @@ def test_a_qpid_priority_queue_serves_by_level_then_arrival():
 
 
 def test_a_full_qpid_priority_ring_drops_the_oldest_of_the_lowest_level():
-    q = new_queue(None, "ring", arguments={"x-qpid-priorities": 10, "qpid.policy_type": "ring", "qpid.max_count": 5})
+    q = new_queue(VirtualHost("/"), "ring", arguments={"x-qpid-priorities": 10, "qpid.policy_type": "ring", "qpid.max_count": 5})
     for i, p in enumerate([8, 9, 5, 1, 2, 2, 3, 4, 9, 7, 8, 9, 9, 2]):
         q.publish(msg(f"{p}-{i}", p))
     assert len(q.ready) == 5
@@ -100,7 +101,7 @@ def test_a_full_qpid_priority_ring_drops_the_oldest_of_the_lowest_level():
 
 
 def test_fairshare_gives_each_level_its_limit_in_a_row_per_pass():
-    q = new_queue(None, "fs", arguments={"x-qpid-priorities": 10, "x-qpid-fairshare": 2, "x-qpid-fairshare-3": 0})
+    q = new_queue(VirtualHost("/"), "fs", arguments={"x-qpid-priorities": 10, "x-qpid-fairshare": 2, "x-qpid-fairshare-3": 0})
     for i, p in enumerate([9, 9, 9, 9, 5, 5, 5, 3, 3, 3]):
         q.publish(msg(f"{p}-{i}", p))
     out = []

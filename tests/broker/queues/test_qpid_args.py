@@ -7,6 +7,7 @@ import pytest
 from warren.broker.queue import Queue
 from warren.broker.queues import GroupQueue, LastValueQueue, PriorityQueue, QpidPriorityQueue, new_queue, queue_class
 from warren.broker.queues.qpid_args import QpidLimits, check, fairshare_limits, with_limits
+from warren.broker.vhost import VirtualHost
 from warren.errors import PreconditionFailed
 
 from .helpers import msg
@@ -25,7 +26,7 @@ from .helpers import msg
 ])
 def test_bad_values_and_combinations_are_refused_before_the_queue_exists(args):
     with pytest.raises(PreconditionFailed) as e:
-        new_queue(None, "q", arguments=args)
+        new_queue(VirtualHost("/"), "q", arguments=args)
     assert e.value.reply_code == 406 and "queue 'q'" in str(e.value)
 
 
@@ -36,7 +37,7 @@ def test_bad_values_and_combinations_are_refused_before_the_queue_exists(args):
 ])
 def test_values_qpid_accepts_are_accepted(args):
     check(args, "queue 'q'")
-    assert new_queue(None, "q", arguments=args) is not None
+    assert new_queue(VirtualHost("/"), "q", arguments=args) is not None
 
 
 def test_limits_read_as_rabbitmq_s_with_qpid_s_default_policy():
@@ -58,7 +59,7 @@ def test_a_queue_with_qpid_limits_is_its_kind_reading_them():
     assert issubclass(queue_class({"qpid.priorities": 3, "qpid.max_count": 2}), QpidPriorityQueue)
     assert issubclass(queue_class({"x-max-priority": 3, "qpid.max_count": 2}), PriorityQueue)
     assert queue_class({"x-max-length": 2}) is Queue  # nothing of Qpid's: the plain class
-    q = new_queue(None, "ring", arguments={"qpid.max_count": 2, "qpid.policy_type": "ring"})
+    q = new_queue(VirtualHost("/"), "ring", arguments={"qpid.max_count": 2, "qpid.policy_type": "ring"})
     for i in range(4):
         q.publish(msg(f"m{i}"))
     assert [e[1].body for e in q.ready] == [b"m2", b"m3"]

@@ -101,11 +101,9 @@ class Exchange:
     def attach(self, vhost) -> None:
         """The exchange joined ``vhost`` (declared or restored): its policy applies from now."""
         self.vhost = vhost
-        effective = getattr(vhost, "effective_arguments", None)
-        if effective is not None:
-            eff = effective("exchange", self.name, self.arguments)
-            if eff != self.effective:
-                self.apply_arguments(eff)
+        eff = vhost.effective_arguments("exchange", self.name, self.arguments)
+        if eff != self.effective:
+            self.apply_arguments(eff)
 
     def detach(self) -> None:
         """The exchange was deleted."""

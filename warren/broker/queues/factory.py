@@ -49,7 +49,7 @@ def new_queue(vhost, name: str, durable: bool = False, exclusive_owner=None, aut
     arguments = arguments or {}
     if arguments and any(isinstance(k, str) and k.startswith(("qpid.", "x-qpid-")) for k in arguments):
         kind = "stream" if is_stream_declare(arguments) else "quorum" if is_quorum_declare(arguments) else "classic"
-        where = f"queue '{name}' in vhost '{getattr(vhost, 'name', '/')}'"
+        where = f"queue '{name}' in vhost '{vhost.name}'"
         qpid_args.check(arguments, where, kind)  # 406 before the queue exists
     return queue_class(arguments)(vhost, name, durable, exclusive_owner, auto_delete, arguments)
 
@@ -57,6 +57,6 @@ def new_queue(vhost, name: str, durable: bool = False, exclusive_owner=None, aut
 def queue_type(queue) -> str:
     """What RabbitMQ calls the queue's type: ``classic``, ``quorum`` or ``stream`` (the HTTP
     API's ``type``, and anything else that lists queues)."""
-    if getattr(queue, "is_stream", False):
+    if queue.is_stream:
         return "stream"
-    return getattr(queue, "queue_type", "classic")
+    return queue.queue_type

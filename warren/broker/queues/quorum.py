@@ -191,7 +191,7 @@ class QuorumQueue(Queue):
     def apply_arguments(self, effective: dict) -> None:
         if effective.get("x-overflow") == REJECT_PUBLISH_DLX:
             log.warning("queue '%s' in vhost '%s': quorum queues have no x-overflow reject-publish-dlx; "
-                        "drop-head applies (as RabbitMQ)", self.name, getattr(self.vhost, "name", "/"))
+                        "drop-head applies (as RabbitMQ)", self.name, self.vhost.name)
             effective = {**effective, "x-overflow": DROP_HEAD}
         super().apply_arguments(effective)
         limit = effective.get("x-delivery-limit")
