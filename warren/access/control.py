@@ -142,10 +142,9 @@ class AccessControl:
     def for_config(cls, config) -> "AccessControl":
         """The store a server with ``config`` (``warren.config.Config``) uses: ``access_file`` or
         the data folder's, seeded with ``default_user``/``default_pass`` when new."""
-        path = getattr(config, "access_file", None) or Path(config.data_dir) / FILE_NAME
-        return cls(path, default_user=getattr(config, "default_user", None) or "guest",
-                   default_pass=getattr(config, "default_pass", None) or "guest",
-                   loopback_users=getattr(config, "loopback_users", DEFAULT_LOOPBACK_USERS), fsync=config.fsync)
+        path = config.access_file or Path(config.data_dir) / FILE_NAME
+        return cls(path, default_user=config.default_user or "guest", default_pass=config.default_pass or "guest",
+                   loopback_users=config.loopback_users, fsync=config.fsync)
 
     # --- reading -------------------------------------------------------------------------------
 

@@ -61,6 +61,6 @@ def check_certificate_login(access, username: str, peer_host: str | None):
     user = access.user(username)
     if user is None:
         raise LoginRefused(username, LoginRefused.UNKNOWN_USER)
-    if username in getattr(access, "loopback_users", ()) and not is_loopback(peer_host):
+    if username in access.loopback_users and not is_loopback(peer_host):
         raise LoginRefused(username, LoginRefused.LOOPBACK_ONLY)
     return user

@@ -16,6 +16,7 @@ from warren import __version__
 from warren.access import FILE_NAME as ACCESS_FILE_NAME, AccessControl
 from warren.access.vhosts import MAX_CONNECTIONS
 from warren.broker.dtx import manager as dtx_manager
+from warren.broker.limits import NO_LIMITS
 from warren.broker.consumer_timeout import DEFAULT_CONSUMER_TIMEOUT_MS, ConsumerTimeout
 from warren.broker.authz import forget_publish_checks
 from warren.broker.memory import MemoryBudget
@@ -80,6 +81,9 @@ class Broker:
         # the failed-login throttle (warren/access/login_throttle.py): the server sets its own,
         # which the HTTP API's logins share; None counts nothing
         self.login_throttle = None
+        # node and user limits (warren/broker/limits.py): the server sets its configured ones
+        self.limits = NO_LIMITS
+        self.dtx = None  # the DtxManager, made on first use (warren/broker/dtx.py ``manager``)
         # policies.json in the data folder (warren/broker/policies.py): in force before the
         # durable queues and exchanges come back, re-read when the file changes
         if policy_file is None and durability is not None:

@@ -29,7 +29,6 @@ from collections import defaultdict
 from warren.broker import authz, reply_to
 from warren.broker.confirms import Confirms
 from warren.broker.consumer import Consumer
-from warren.broker.limits import NO_LIMITS
 from warren.broker.message import Message, untrack as _untrack
 from warren.broker.queue import REFUSED
 from warren.codec.properties import EXPIRATION_FLAG, HEADERS_FLAG, REPLY_TO_FLAG, USER_ID_FLAG
@@ -239,7 +238,7 @@ class BrokerChannel:
         tag = tag or "amq.ctag-" + base64.urlsafe_b64encode(os.urandom(16)).rstrip(b"=").decode()
         if tag in self.consumers:
             raise NotAllowed(f"attempt to reuse consumer tag '{tag}'")
-        getattr(self.session.broker, "limits", NO_LIMITS).check_consumer(self, tag)  # consumer_max_per_channel
+        self.session.broker.limits.check_consumer(self, tag)  # consumer_max_per_channel
         priority = arguments.get("x-priority") if arguments else None
         if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
             raise PreconditionFailed(f"invalid arg 'x-priority' for queue '{q.name}' in vhost '{self.vhost.name}': "
@@ -254,7 +253,7 @@ class BrokerChannel:
 
     def start_consumer(self, consumer) -> None:
         """Deliver what the consumer's queue has ready (after the consume was answered)."""
-        queue = getattr(consumer, "queue", None)  # a reply consumer has none
+        queue = consumer.queue  # None for a reply consumer (reply_to.py)
         if queue is not None:
             queue.dispatch()
 

@@ -18,7 +18,6 @@ import logging
 
 from warren.access.errors import LoginRefused
 from warren.broker.auth import parse_response
-from warren.broker.limits import NO_LIMITS
 from warren.errors import ConnectionAccessRefused, NotAllowed
 
 __all__ = ["ClientConnection"]
@@ -48,7 +47,7 @@ class ClientConnection:
         # first cause wins: an error we answered, the client's close, a shutdown
         self.close_reason: str | None = None
         # node and user limits (warren/broker/limits.py); the server sets broker.limits
-        self.limits = getattr(broker, "limits", NO_LIMITS)
+        self.limits = broker.limits
 
     def __str__(self) -> str:
         host, port = self.peer[:2] if self.peer else ("?", 0)
@@ -86,7 +85,7 @@ class ClientConnection:
         except ValueError as e:  # a malformed response is a failed login; the reason is logged only
             raise refused(f"unreadable {mechanism} response: {e}") from None
         host = self.peer[0] if self.peer else None
-        throttle = getattr(self.broker, "login_throttle", None)  # warren/access/login_throttle.py
+        throttle = self.broker.login_throttle  # warren/access/login_throttle.py
         blocked = throttle.blocked_for(host) if throttle is not None else 0.0
         if blocked:  # refused without a password check; the client sees the usual refusal
             raise refused(f"login refused for user '{username}': too many failed logins from {host}, "

@@ -74,7 +74,7 @@ def dead_letter_targets(exchange, dl, keys: list, deaths: list, reason: str) -> 
     # with the message's routing keys, alternate exchanges and e2e bindings included)
     out = []
     for q in exchange.route_keys(dl, keys):
-        if reason != REJECTED and _is_cycle(getattr(q, "name", None), deaths):
+        if reason != REJECTED and _is_cycle(q.name, deaths):
             log.debug("dead-letter cycle through queue %r dropped a message (%s)", q.name, reason)
             continue
         out.append(q)

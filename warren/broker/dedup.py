@@ -119,7 +119,7 @@ def queue_duplicate(queue, message) -> bool:
     """Queue.publish's hook: whether ``message`` is a duplicate for this deduplicating queue."""
     cache = queue.__dict__.get("dedup", _UNSET)
     if cache is _UNSET:
-        cache = queue.dedup = from_arguments(getattr(queue, "effective", queue.arguments))
+        cache = queue.dedup = from_arguments(queue.effective)
     return cache is not None and cache.duplicate(message)
 
 

@@ -149,7 +149,7 @@ class _SyncWaiter:
 
 def manager(broker) -> "DtxManager":
     """The broker's DtxManager (made on first use)."""
-    m = getattr(broker, "dtx", None)
+    m = broker.dtx
     if m is None:
         m = broker.dtx = DtxManager(broker)
     return m

@@ -41,6 +41,10 @@ class ReplyConsumer:
 
     __slots__ = ("tag", "tag_ss", "token", "channel")
     congested = False  # replies go straight to a socket: no backlog, no flow control (queue.py)
+    # what code handling queues and consumers reads of a route destination or a consumer:
+    # a reply consumer is neither a named queue (dead_letter.py's cycle check) nor reads one
+    name = None
+    queue = None  # BrokerChannel.start_consumer: nothing to dispatch
 
     def __init__(self, tag: str, token: str, channel) -> None:
         self.tag = tag

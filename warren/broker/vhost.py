@@ -159,7 +159,7 @@ class VirtualHost:
     def _stored_binding(self, source: Exchange, destination) -> bool:
         """Bindings between durable entities survive restarts (never to an exclusive queue)."""
         return (self.durability is not None and source.durable and destination.durable
-                and getattr(destination, "exclusive_owner", None) is None)
+                and (isinstance(destination, Exchange) or destination.exclusive_owner is None))
 
     def _bind(self, source: Exchange, destination, routing_key: str, arguments: dict) -> None:
         if source.bind(destination, routing_key, arguments) and self._stored_binding(source, destination):
