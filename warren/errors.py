@@ -41,6 +41,11 @@ class AMQPError(Exception):
     # seconds the answer waits before it is sent: a failed login the login throttle slows down
     # (warren/access/login_throttle.py) sets it on its 403; every other refusal goes at once
     throttle_delay: float = 0.0
+    # what the log is told and the client is not (why a login failed); set where it is known
+    log_detail: str | None = None
+    # the channel an error raised inside a sans-IO connection belongs to, where that
+    # connection knows it (an oversized content header); 0 otherwise
+    channel: int = 0
 
     def __init__(self, text: str = "", class_id: int = 0, method_id: int = 0) -> None:
         super().__init__(text)

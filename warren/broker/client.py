@@ -26,6 +26,10 @@ log = logging.getLogger("warren.session")
 
 
 class ClientConnection:
+    # the number an AMQP 0-10 connection stamps on what it publishes, for Qpid's no-local
+    # queues (warren/protocol/amqp0_10/channel.py ``no_local``); None: other protocols stamp none
+    publisher_id = None
+
     def __init__(self, broker, peer: tuple, io) -> None:
         self.broker = broker
         self.durability = broker.durability

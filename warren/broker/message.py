@@ -80,6 +80,9 @@ def _delivery_mode(properties: bytes) -> int | None:
 class Message:
     __slots__ = ("exchange", "routing_key", "properties", "body", "_decoded", "exchange_ss", "routing_key_ss",
                  "ttl", "persistent", "_record")
+    # the connection a message came from, for Qpid's no-local queues: only a message published
+    # over 0-10 (its PublishedMessage subclass, a slot) records one
+    publisher = None
 
     def __init__(self, exchange: str, routing_key: str, properties: bytes, body) -> None:
         self.properties = properties  # encoded flags + property list

@@ -159,7 +159,7 @@ class ClientConnection:
         method = self._decode(channel, start, end)
         if channel in self._assembling:
             raise UnexpectedFrame(f"{method.NAME} on channel {channel} while a content is incomplete")
-        if getattr(method, "CONTENT", False):
+        if method.CONTENT:
             self._assembling[channel] = _Assembly(method)
             return None
         kind = type(method)

@@ -90,6 +90,7 @@ class ConnectionClosed:
     """The close handshake is over (either side started it): flush output, then close the socket."""
 
     __slots__ = ("reply_code", "reply_text")
+    channel = 0  # the connection's own: what the handler reads of every event
 
     def __init__(self, reply_code: int = 200, reply_text: str = "") -> None:
         self.reply_code = reply_code

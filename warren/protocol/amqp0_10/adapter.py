@@ -213,10 +213,10 @@ class ConnectionHandler(ClientConnection):
                                    error.text)
             return
         if isinstance(error, ConnectionAccessRefused):
-            self._refuse_login(getattr(error, "log_detail", None) or error.text)
+            self._refuse_login(error.log_detail or error.text)
             self.io.want_flush()
             return
-        detail = getattr(error, "log_detail", None)
+        detail = error.log_detail
         text = error.text
         log.warning("connection error on %s: %d %s%s", self, error.reply_code, text, f" ({detail})" if detail else "")
         self.note_close(f"{detail or text} (connection.close)")

@@ -385,12 +385,11 @@ def no_local(queue) -> None:
     enqueue = queue.publish
 
     def publish(message) -> int:
-        publisher = getattr(message, "publisher", None)
+        publisher = message.publisher
         if publisher is not None:
             owner = queue.exclusive_owner
-            if getattr(owner, "publisher_id", None) == publisher or any(
-                    c.exclusive and getattr(c.channel.session, "publisher_id", None) == publisher
-                    for c in queue.consumers):
+            if (owner is not None and owner.publisher_id == publisher) or any(
+                    c.exclusive and c.channel.session.publisher_id == publisher for c in queue.consumers):
                 return 0  # a local message: dropped
         return enqueue(message)
     queue.publish = publish

@@ -177,6 +177,7 @@ class Endpoint:
     (``_connection_control``) and decide when sessions may exist (``_sessions_allowed``)."""
 
     role = ""  # "server" or "client"
+    channel_max = 0  # the highest channel a session may attach on; 0: none negotiated (65535)
 
     def __init__(self, max_frame_size: int = 0xFFFF, max_message_size: int = 128 << 20) -> None:
         self.reader = FrameReader()
@@ -347,7 +348,7 @@ class Endpoint:
 
     def _on_attach(self, channel: int, ctl) -> None:
         name = ctl.name or b""
-        channel_max = getattr(self, "channel_max", 0) or 0xFFFF
+        channel_max = self.channel_max or 0xFFFF
         if channel > channel_max:
             self._protocol_error(f"session.attach on channel {channel}, above channel-max {channel_max}")
             return

@@ -62,7 +62,7 @@ class ConnectionHandler(ClientConnection):
     # --- events --------------------------------------------------------------------------
 
     def handle(self, event) -> None:
-        channel = getattr(event, "channel", 0)
+        channel = event.channel  # 0 for a ConnectionClosed
         try:
             kind = type(event)
             if kind is Content:
@@ -117,7 +117,7 @@ class ConnectionHandler(ClientConnection):
     def fail(self, error: AMQPError, channel: int | None = None) -> None:
         """Answer a refusal: channel.close for a soft error, connection.close for a hard one."""
         if channel is None:
-            channel = getattr(error, "channel", 0)
+            channel = error.channel
         if isinstance(error, SoftError) and channel:
             log.warning("channel error on connection %s, channel %d: %d %s", self, channel,
                         error.reply_code, error.reply_text)
@@ -126,7 +126,7 @@ class ConnectionHandler(ClientConnection):
             if ch is not None:
                 ch.close()
         else:
-            detail = getattr(error, "log_detail", None)  # what the client is not told (why a login failed)
+            detail = error.log_detail  # what the client is not told (why a login failed)
             log.warning("connection error on %s: %d %s%s", self, error.reply_code, error.reply_text,
                         f" ({detail})" if detail else "")
             self.note_close(f"{detail} ({error.reply_code} {error.reply_text.split(' - ')[0]})" if detail
@@ -177,7 +177,7 @@ class ConnectionHandler(ClientConnection):
         store. A refusal is RabbitMQ's generic 403; the reason goes to the log only."""
         refused = ConnectionAccessRefused(
             "Login was refused using authentication mechanism EXTERNAL. For details see the broker logfile.", 10, 11)
-        login = getattr(self.io, "certificate_login", None)
+        login = self.io.certificate_login
         if login is None:
             refused.log_detail = ("EXTERNAL login without a verified client certificate "
                                   "(a plain connection, or TLS without a client certificate)")
