@@ -180,7 +180,7 @@ class Durability:
                     try:
                         listener()
                     except Exception:  # one queue's failure must not hold every confirm back
-                        log.exception("after the sync of %s", getattr(s, "directory", s))
+                        log.exception("after the sync of %s", s.directory)
         waiting, self.waiting = self.waiting, set()
         for ch in waiting:
             ch.synced(number)
