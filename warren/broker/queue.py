@@ -302,7 +302,9 @@ class Queue:
                 # A backlogged queue's one consumer is usually full (its prefetch window): asking
                 # it here costs less than a dispatch that would ask it and stop (capacity that
                 # appears later, an ack or a qos, dispatches itself).
-                if len(consumers) != 1 or not self._plain or consumers[0].has_capacity():
+                # (a no-ack consumer is not counted: dispatch at once, one has_capacity the fewer)
+                if (len(consumers) != 1 or not self._plain or consumers[0].counted_capacity is None
+                        or consumers[0].has_capacity()):
                     self.dispatch()
                 if not self.congested and (len(ready) > self.flow_high or self.ready_bytes > self.flow_high_bytes):
                     self._check_congestion()
@@ -724,7 +726,7 @@ class Queue:
                 c = consumers[0]
                 # the prefetch window counted down here, the transport asked each time; or,
                 # where the window is not a count (Consumer.window), has_capacity each time
-                room = c.window()
+                room = c.window() if c.counted_capacity is not None else -1
                 if room < 0:
                     room, has_capacity = 1 << 62, c.has_capacity
                 else:
