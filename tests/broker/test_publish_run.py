@@ -17,40 +17,14 @@ from hypothesis import given, settings, strategies as st
 
 from warren.broker import message as message_module
 from warren.broker.broker import Broker
-from warren.broker.channel import BrokerChannel
 from warren.broker.client import ClientConnection
 from warren.broker.durability import Durability
+
+from tests.broker.helpers import QuietChannel, RecordingSink
 
 PLAIN, PERSISTENT = b"\x00\x00", b"\x10\x00\x02"
 CC_SIDE = b"\x20\x00" + (lambda e: len(e).to_bytes(4, "big") + e)(
     b"\x02CC" + b"A" + (9).to_bytes(4, "big") + b"S" + (4).to_bytes(4, "big") + b"side")
-
-
-class Sink:
-    flow_active = True
-
-    def __init__(self) -> None:
-        self.returns = []
-
-    def can_accept(self) -> bool:
-        return True
-
-    def deliver(self, consumer, tag, redelivered, message) -> None:
-        pass
-
-    def returned(self, message) -> None:
-        self.returns.append(bytes(message.body))
-
-    def cancelled(self, consumer_tag) -> None:
-        pass
-
-    def stop(self) -> None:
-        pass
-
-
-class Channel(BrokerChannel):
-    def _confirms_ready(self, confirms) -> None:
-        pass  # the adapter would write basic.ack; the counts are compared instead
 
 
 def world(tmp_path, name: str):
@@ -58,7 +32,7 @@ def world(tmp_path, name: str):
     conn = ClientConnection(broker, ("127.0.0.1", 1), None)
     conn.username = "guest"
     conn.open_vhost("/")
-    ch = Channel(conn, 1, Sink())
+    ch = QuietChannel(conn, 1, RecordingSink())
     conn.channels[1] = ch
     ch.declare_exchange("ex", "direct", False, False, False, False, {})
     for q, key in (("a", "main"), ("b", "main"), ("c", "side")):

@@ -11,40 +11,14 @@ from __future__ import annotations
 from hypothesis import given, settings, strategies as st
 
 from warren.broker.broker import Broker
-from warren.broker.channel import BrokerChannel
 from warren.broker.client import ClientConnection
 from warren.broker.durability import Durability
+
+from tests.broker.helpers import QuietChannel, RecordingSink
 
 PLAIN = b"\x00\x00"
 EXPIRES_NOW = b"\x01\x00\x010"  # expiration "0": dropped unless a consumer can take it at once
 EXPIRES_LATER = b"\x01\x00\x06600000"  # ten minutes: still there when the test ends
-
-
-class Sink:
-    flow_active = True
-
-    def __init__(self) -> None:
-        self.delivered: list[tuple] = []
-
-    def can_accept(self) -> bool:
-        return True
-
-    def deliver(self, consumer, tag, redelivered, message) -> None:
-        self.delivered.append((consumer.tag, tag, redelivered, bytes(message.body)))
-
-    def returned(self, message) -> None:
-        pass
-
-    def cancelled(self, consumer_tag) -> None:
-        pass
-
-    def stop(self) -> None:
-        pass
-
-
-class Channel(BrokerChannel):
-    def _confirms_ready(self, confirms) -> None:
-        pass
 
 
 def world(tmp_path, name: str, fast: bool, prefetch: int, dlx: bool, channel_prefetch: int = 0):
@@ -52,7 +26,7 @@ def world(tmp_path, name: str, fast: bool, prefetch: int, dlx: bool, channel_pre
     conn = ClientConnection(broker, ("127.0.0.1", 1), None)
     conn.username = "guest"
     conn.open_vhost("/")
-    ch = Channel(conn, 1, Sink())
+    ch = QuietChannel(conn, 1, RecordingSink())
     conn.channels[1] = ch
     args = {"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dead"} if dlx else {}
     ch.declare_queue("q", False, False, False, False, args)
