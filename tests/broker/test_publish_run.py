@@ -20,7 +20,7 @@ from warren.broker.broker import Broker
 from warren.broker.client import ClientConnection
 from warren.broker.durability import Durability
 
-from tests.broker.helpers import QuietChannel, RecordingSink
+from .helpers import QuietChannel, RecordingSink
 
 PLAIN, PERSISTENT = b"\x00\x00", b"\x10\x00\x02"
 CC_SIDE = b"\x20\x00" + (lambda e: len(e).to_bytes(4, "big") + e)(

@@ -14,7 +14,7 @@ from warren.broker.broker import Broker
 from warren.broker.client import ClientConnection
 from warren.broker.durability import Durability
 
-from tests.broker.helpers import QuietChannel, RecordingSink
+from .helpers import QuietChannel, RecordingSink
 
 PLAIN = b"\x00\x00"
 EXPIRES_NOW = b"\x01\x00\x010"  # expiration "0": dropped unless a consumer can take it at once
