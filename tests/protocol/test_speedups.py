@@ -180,6 +180,37 @@ def pieces(draw) -> bytes:
     return draw(st.binary(max_size=12))
 
 
+def fed_in_chunks(data: bytes, chunks: list[int], run_max: int = 0):
+    """The events of a connection (channels 1 and 2 open) fed data in chunks, one by one as
+    next_event gives them; an AMQPError as ("error", name, code, channel)."""
+    p = Peer(frame_max=FRAME_MAX, channel_max=16)
+    p.handshake(channel_max=16, frame_max=FRAME_MAX)
+    p.open_channel(1)
+    p.open_channel(2)
+    if run_max:
+        p.conn.publish_run_max = run_max
+    pos = 0
+    for n in chunks + [len(data)]:
+        p.conn.receive_data(data[pos:pos + n])
+        pos += n
+        while True:
+            try:
+                event = p.conn.next_event()
+            except AMQPError as e:
+                yield ("error", type(e).__name__, e.reply_code, e.channel)
+                continue
+            if event is None:
+                break
+            yield event
+        if pos >= len(data):
+            break
+
+
+def other(event) -> tuple:
+    return event if isinstance(event, tuple) else (type(event).__name__, getattr(event, "channel", None),
+                                                   getattr(event, "method", None))
+
+
 def run(data: bytes, chunks: list[int], compiled: bool, run_max: int = 0):
     """The events of a connection fed data in chunks; a Publishes run is written as the
     Contents it stands for."""
@@ -190,35 +221,16 @@ def run(data: bytes, chunks: list[int], compiled: bool, run_max: int = 0):
     connection_module._take_publishes = saved_run if compiled else None
     connection_module._properties_error = saved_check if compiled else py_properties_error
     try:
-        p = Peer(frame_max=FRAME_MAX, channel_max=16)
-        p.handshake(channel_max=16, frame_max=FRAME_MAX)
-        p.open_channel(1)
-        p.open_channel(2)
-        p.conn.publish_run_max = run_max
         out = []
-        pos = 0
-        for n in chunks + [len(data)]:
-            p.conn.receive_data(data[pos:pos + n])
-            pos += n
-            while True:
-                try:
-                    event = p.conn.next_event()
-                except AMQPError as e:
-                    out.append(("error", type(e).__name__, e.reply_code, getattr(e, "channel", None)))
-                    continue
-                if event is None:
-                    break
-                if isinstance(event, Content):
-                    out.append(("content", event.channel, event.method, event.properties, bytes(event.body)))
-                elif isinstance(event, Publishes):
-                    assert 1 < len(event.bodies) <= run_max
-                    out.extend(("content", event.channel, event.method, props, bytes(body))
-                               for props, body in zip(event.properties, event.bodies))
-                else:
-                    out.append((type(event).__name__, getattr(event, "channel", None),
-                                getattr(event, "method", None)))
-            if pos >= len(data):
-                break
+        for event in fed_in_chunks(data, chunks, run_max):
+            if isinstance(event, Content):
+                out.append(("content", event.channel, event.method, event.properties, bytes(event.body)))
+            elif isinstance(event, Publishes):
+                assert 1 < len(event.bodies) <= run_max
+                out.extend(("content", event.channel, event.method, props, bytes(body))
+                           for props, body in zip(event.properties, event.bodies))
+            else:
+                out.append(other(event))
         return out
     finally:
         connection_module._take_publish = saved
@@ -350,31 +362,15 @@ def ack_events(data: bytes, chunks: list[int], compiled: bool) -> list:
     saved = connection_module._take_acks
     connection_module._take_acks = saved if compiled else None
     try:
-        p = Peer(frame_max=FRAME_MAX, channel_max=16)
-        p.handshake(channel_max=16, frame_max=FRAME_MAX)
-        p.open_channel(1)
-        p.open_channel(2)
-        out, pos = [], 0
-        for n in chunks + [len(data)]:
-            p.conn.receive_data(data[pos:pos + n])
-            pos += n
-            while True:
-                try:
-                    event = p.conn.next_event()
-                except AMQPError as e:
-                    out.append(("error", type(e).__name__, e.reply_code, getattr(e, "channel", None)))
-                    continue
-                if event is None:
-                    break
-                if isinstance(event, Acks):
-                    assert compiled and len(event.tags) > 1
-                    out.extend(("ack", event.channel, tag, False) for tag in event.tags)
-                elif isinstance(event, Method) and isinstance(event.method, spec.BasicAck):
-                    out.append(("ack", event.channel, event.method.delivery_tag, event.method.multiple))
-                else:
-                    out.append((type(event).__name__, getattr(event, "channel", None), getattr(event, "method", None)))
-            if pos >= len(data):
-                break
+        out = []
+        for event in fed_in_chunks(data, chunks):
+            if isinstance(event, Acks):
+                assert compiled and len(event.tags) > 1
+                out.extend(("ack", event.channel, tag, False) for tag in event.tags)
+            elif isinstance(event, Method) and isinstance(event.method, spec.BasicAck):
+                out.append(("ack", event.channel, event.method.delivery_tag, event.method.multiple))
+            else:
+                out.append(other(event))
         return out
     finally:
         connection_module._take_acks = saved
