@@ -296,27 +296,47 @@ static PyObject *tuple5(PyObject *a, PyObject *b, PyObject *c, PyObject *d, PyOb
     return t;
 }
 
+/* The arguments the frame takers (take_publish, take_publishes, take_acks) share: exactly
+ * `want` of them, the buffer first, then pos and frame_max, and where the taker has them (an
+ * index, or -1) max_body and limit. 0 with the buffer's view held (the caller releases it), or
+ * -1 with an exception set and nothing held. */
+typedef struct {
+    Py_buffer view;
+    Py_ssize_t pos, limit;
+    unsigned long long frame_max, max_body;
+} taker_args;
+
+static int parse_taker_args(const char *name, PyObject *const *args, Py_ssize_t nargs, Py_ssize_t want,
+                            int max_body_at, int limit_at, taker_args *a)
+{
+    if (nargs != want) {
+        PyErr_Format(PyExc_TypeError, "%s expects %zd arguments", name, want);
+        return -1;
+    }
+    a->pos = PyLong_AsSsize_t(args[1]);
+    a->frame_max = PyLong_AsUnsignedLongLong(args[2]);
+    a->max_body = max_body_at >= 0 ? PyLong_AsUnsignedLongLong(args[max_body_at]) : 0;
+    a->limit = limit_at >= 0 ? PyLong_AsSsize_t(args[limit_at]) : 0;
+    if (PyErr_Occurred())
+        return -1;
+    return PyObject_GetBuffer(args[0], &a->view, PyBUF_SIMPLE) < 0 ? -1 : 0;
+}
+
 static PyObject *take_publish(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "take_publish expects 6 arguments");
+    taker_args a;
+    if (parse_taker_args("take_publish", args, nargs, 6, 3, -1, &a) < 0)
         return NULL;
-    }
-    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
-    unsigned long long frame_max = PyLong_AsUnsignedLongLong(args[2]);
-    unsigned long long max_body = PyLong_AsUnsignedLongLong(args[3]);
-    if (PyErr_Occurred())
-        return NULL;
-    Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
-        return NULL;
-    const unsigned char *b = (const unsigned char *)view.buf;
+    Py_buffer *view = &a.view;
+    Py_ssize_t pos = a.pos;
+    unsigned long long frame_max = a.frame_max, max_body = a.max_body;
+    const unsigned char *b = (const unsigned char *)view->buf;
     PyObject *last_props = args[5];
     int known = PyBytes_CheckExact(last_props);
     publish_spans s;
     int same_props;
     PyObject *result = Py_None;
-    if (publish_at(b, view.len, pos, frame_max, max_body, known ? PyBytes_AS_STRING(last_props) : NULL,
+    if (publish_at(b, view->len, pos, frame_max, max_body, known ? PyBytes_AS_STRING(last_props) : NULL,
                    known ? PyBytes_GET_SIZE(last_props) : 0, &s, &same_props)) {
         PyObject *props;
         if (same_props) {
@@ -331,7 +351,7 @@ static PyObject *take_publish(PyObject *self, PyObject *const *args, Py_ssize_t 
     }
     else
         Py_INCREF(result);
-    PyBuffer_Release(&view);
+    PyBuffer_Release(view);
     return result;
 }
 
@@ -348,28 +368,21 @@ static PyObject *take_publish(PyObject *self, PyObject *const *args, Py_ssize_t 
  */
 static PyObject *take_publishes(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError, "take_publishes expects 7 arguments");
+    taker_args a;
+    if (parse_taker_args("take_publishes", args, nargs, 7, 3, 6, &a) < 0)
         return NULL;
-    }
-    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
-    unsigned long long frame_max = PyLong_AsUnsignedLongLong(args[2]);
-    unsigned long long max_body = PyLong_AsUnsignedLongLong(args[3]);
-    Py_ssize_t limit = PyLong_AsSsize_t(args[6]);
-    if (PyErr_Occurred())
-        return NULL;
-    Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
-        return NULL;
-    const unsigned char *b = (const unsigned char *)view.buf;
-    Py_ssize_t len = view.len;
+    Py_buffer *view = &a.view;
+    Py_ssize_t pos = a.pos, limit = a.limit;
+    unsigned long long frame_max = a.frame_max, max_body = a.max_body;
+    const unsigned char *b = (const unsigned char *)view->buf;
+    Py_ssize_t len = view->len;
     PyObject *props = args[5];  /* the previous message's property list (borrowed) */
     publish_spans first, s;
     int same_props;
     int known = PyBytes_CheckExact(props);
     if (!publish_at(b, len, pos, frame_max, max_body, known ? PyBytes_AS_STRING(props) : NULL,
                     known ? PyBytes_GET_SIZE(props) : 0, &first, &same_props)) {
-        PyBuffer_Release(&view);
+        PyBuffer_Release(view);
         Py_RETURN_NONE;
     }
     /* the first publish as take_publish takes it; lists only once a second one follows */
@@ -416,7 +429,7 @@ static PyObject *take_publishes(PyObject *self, PyObject *const *args, Py_ssize_
             goto fail;
         pos = s.next;
     }
-    PyBuffer_Release(&view);
+    PyBuffer_Release(view);
     if (props_list == NULL) /* a run of one: take_publish's answer, no lists */
         return tuple5(PyLong_FromUnsignedLong(first.channel), margs, p, body, PyLong_FromSsize_t(pos));
     Py_DECREF(p);
@@ -427,7 +440,7 @@ fail:
     Py_XDECREF(props_list);
     Py_XDECREF(bodies);
     Py_XDECREF(margs);
-    PyBuffer_Release(&view);
+    PyBuffer_Release(view);
     return NULL;
 }
 
@@ -680,32 +693,26 @@ static int ack_at(const unsigned char *b, Py_ssize_t len, Py_ssize_t pos, unsign
 
 static PyObject *take_acks(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "take_acks expects 4 arguments");
+    taker_args a;
+    if (parse_taker_args("take_acks", args, nargs, 4, -1, 3, &a) < 0)
         return NULL;
-    }
-    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
-    unsigned long long frame_max = PyLong_AsUnsignedLongLong(args[2]);
-    Py_ssize_t limit = PyLong_AsSsize_t(args[3]);
-    if (PyErr_Occurred())
-        return NULL;
-    Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
-        return NULL;
-    const unsigned char *b = (const unsigned char *)view.buf;
+    Py_buffer *view = &a.view;
+    Py_ssize_t pos = a.pos, limit = a.limit;
+    unsigned long long frame_max = a.frame_max;
+    const unsigned char *b = (const unsigned char *)view->buf;
     unsigned int channel, ch2;
     unsigned long long tag, tag2;
     int multiple, multiple2;
     Py_ssize_t next, next2;
     PyObject *result = NULL, *tags = NULL, *first = NULL;
-    if (!ack_at(b, view.len, pos, frame_max, &channel, &tag, &multiple, &next)) {
+    if (!ack_at(b, view->len, pos, frame_max, &channel, &tag, &multiple, &next)) {
         result = Py_None;
         Py_INCREF(result);
         goto done;
     }
     if ((first = PyLong_FromUnsignedLongLong(tag)) == NULL)
         goto done;
-    while (!multiple && ack_at(b, view.len, next, frame_max, &ch2, &tag2, &multiple2, &next2) && ch2 == channel &&
+    while (!multiple && ack_at(b, view->len, next, frame_max, &ch2, &tag2, &multiple2, &next2) && ch2 == channel &&
            !multiple2) {
         if (tags == NULL) {
             if (limit < 2)
@@ -741,6 +748,6 @@ static PyObject *take_acks(PyObject *self, PyObject *const *args, Py_ssize_t nar
 done:
     Py_XDECREF(first);
     Py_XDECREF(tags);
-    PyBuffer_Release(&view);
+    PyBuffer_Release(view);
     return result;
 }
