@@ -36,6 +36,8 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -632,7 +634,709 @@ static PyObject *untrack(PyObject *self, PyObject *obj)
     Py_RETURN_NONE;
 }
 
+/* ---- hand-over batches between worker processes (warren/codec/handover.py) ----------------
+ *
+ * take_handover(buf, pos, cls, defaults, resolve_name, resolve_destination, untrack)
+ *     The compiled twin of handover.take_batch_py, the same answers and errors: None while the
+ *     batch at pos is incomplete, ValueError for a complete one that is malformed (every read
+ *     is checked against the batch's own end), else (items, destinations, flags, first_ticket,
+ *     next_pos). Items of cls are made by cls's tp_new without __init__, and their slots
+ *     (MESSAGE_SLOTS, then defaults) stored straight into the object where the class attribute
+ *     is a plain object slot (a member descriptor), else set with setattr: building a Message
+ *     this way costs a fraction of calling Message(...) (bench/worker_transfer.py).
+ *
+ * encode_handover(first_ticket, messages, destinations, mandatory)
+ *     The compiled twin of handover.encode_batch_py: the same octets from the same arguments.
+ */
+#define HANDOVER_VERSION 1
+#define HANDOVER_PERSISTENT 0x01
+#define HANDOVER_MANDATORY 0x02
+#define HANDOVER_TTL 0x04
+#define HANDOVER_HEAD 20        /* version .. first ticket, after the u32 size */
+#define HANDOVER_MESSAGE_MIN 13 /* flags, four indexes, body length */
+#define HANDOVER_TABLE_MAX 0xFFFF
+#define HANDOVER_SLOTS 8
+
+/* Message's slot names, in handover.MESSAGE_SLOTS's order (interned once) */
+static const char *const handover_slot_names[HANDOVER_SLOTS] = {
+    "exchange", "exchange_ss", "routing_key", "routing_key_ss", "properties", "body", "persistent", "ttl"};
+static PyObject *handover_slots[HANDOVER_SLOTS];
+/* the attributes encode_handover reads from each message */
+static PyObject *str_persistent, *str_ttl;
+
+static int handover_names_ready(void)
+{
+    if (handover_slots[0] != NULL)
+        return 0;
+    for (int i = 0; i < HANDOVER_SLOTS; i++)
+        if ((handover_slots[i] = PyUnicode_InternFromString(handover_slot_names[i])) == NULL)
+            return -1;
+    str_persistent = handover_slots[6];
+    str_ttl = handover_slots[7];
+    return 0;
+}
+
+static PyObject *handover_error(const char *why)
+{
+    PyErr_Format(PyExc_ValueError, "handover batch: %s", why);
+    return NULL;
+}
+
+/* Where one attribute of tp's instances is stored: the offset of a writable object slot, or -1
+ * (then it is set through setattr: a property, or a class without that slot). */
+typedef struct {
+    PyObject *name; /* borrowed */
+    Py_ssize_t offset;
+} slot_target;
+
+static Py_ssize_t slot_offset(PyTypeObject *tp, PyObject *name)
+{
+    PyObject *d = PyObject_GetAttr((PyObject *)tp, name); /* a slot's class attribute: its descriptor */
+    if (d == NULL) {
+        PyErr_Clear();
+        return -1;
+    }
+    Py_ssize_t offset = -1;
+    if (Py_IS_TYPE(d, &PyMemberDescr_Type)) {
+        PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+        if (m->type == T_OBJECT_EX && !(m->flags & READONLY) && PyType_IsSubtype(tp, PyDescr_TYPE(d)))
+            offset = m->offset;
+    }
+    Py_DECREF(d);
+    return offset;
+}
+
+static int set_slot(PyObject *obj, const slot_target *t, PyObject *value)
+{
+    if (t->offset < 0)
+        return PyObject_SetAttr(obj, t->name, value);
+    PyObject **p = (PyObject **)((char *)obj + t->offset);
+    PyObject *old = *p;
+    Py_INCREF(value);
+    *p = value;
+    Py_XDECREF(old);
+    return 0;
+}
+
+/* resolve_name's answer for one shortstr, checked: a new reference to a (str, shortstr) tuple */
+static PyObject *resolve_one_name(PyObject *resolve, const unsigned char *p)
+{
+    PyObject *ss = PyBytes_FromStringAndSize((const char *)p, 1 + (Py_ssize_t)p[0]);
+    if (ss == NULL)
+        return NULL;
+    PyObject *pair;
+    if (resolve == Py_None) {
+        PyObject *s = PyUnicode_DecodeUTF8((const char *)p + 1, p[0], "surrogateescape");
+        pair = s != NULL ? PyTuple_Pack(2, s, ss) : NULL;
+        Py_XDECREF(s);
+    }
+    else
+        pair = PyObject_CallOneArg(resolve, ss);
+    Py_DECREF(ss);
+    if (pair != NULL && (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2 ||
+                         !PyUnicode_CheckExact(PyTuple_GET_ITEM(pair, 0)))) {
+        Py_DECREF(pair);
+        PyErr_SetString(PyExc_TypeError, "resolve_name must return a (str, shortstr) tuple");
+        return NULL;
+    }
+    return pair;
+}
+
+/* A message's TTL in seconds from its milliseconds, as Python's ms / 1000 gives it */
+static PyObject *ttl_seconds(unsigned long long ms)
+{
+    if (ms < (1ULL << 53))
+        return PyFloat_FromDouble((double)ms / 1000.0);
+    PyObject *n = PyLong_FromUnsignedLongLong(ms), *k = PyLong_FromLong(1000);
+    PyObject *r = (n && k) ? PyNumber_TrueDivide(n, k) : NULL;
+    Py_XDECREF(n);
+    Py_XDECREF(k);
+    return r;
+}
+
+static PyObject *take_handover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "take_handover expects 7 arguments");
+        return NULL;
+    }
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
+    if (pos == -1 && PyErr_Occurred())
+        return NULL;
+    PyObject *cls = args[2], *defaults = args[3], *resolve_name = args[4], *resolve_dest = args[5];
+    int untrack_items = PyObject_IsTrue(args[6]);
+    if (untrack_items < 0 || handover_names_ready() < 0)
+        return NULL;
+    if (cls != Py_None && !PyType_Check(cls)) {
+        PyErr_SetString(PyExc_TypeError, "cls must be a class or None");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const unsigned char *b = (const unsigned char *)view.buf;
+    PyObject *result = NULL, *items = NULL, *item_dests = NULL, *flags = NULL, *fast_defaults = NULL;
+    PyObject *empty = NULL;
+    PyObject **names = NULL, **props = NULL, **dests = NULL;
+    slot_target *targets = NULL;
+    Py_ssize_t n_names = 0, n_props = 0, n_dests = 0, n_defaults = 0;
+    if (pos < 0 || view.len - pos < 4) {
+        result = Py_None;
+        Py_INCREF(result);
+        goto done;
+    }
+    unsigned long long size = be32(b + pos);
+    if ((unsigned long long)(view.len - pos - 4) < size) {
+        result = Py_None;
+        Py_INCREF(result);
+        goto done;
+    }
+    Py_ssize_t off = pos + 4, end = pos + 4 + (Py_ssize_t)size;
+    if (end - off < HANDOVER_HEAD) {
+        handover_error("a table or message runs past the end of its batch");
+        goto done;
+    }
+    if (b[off] != HANDOVER_VERSION || b[off + 1] != 0) {
+        PyErr_Format(PyExc_ValueError, "handover batch: version %d (reserved %d), this worker reads version %d",
+                     b[off], b[off + 1], HANDOVER_VERSION);
+        goto done;
+    }
+    Py_ssize_t want_names = be16(b + off + 2), want_props = be16(b + off + 4), want_dests = be16(b + off + 6);
+    unsigned long long n_messages = be32(b + off + 8), first_ticket = be64(b + off + 12);
+    off += HANDOVER_HEAD;
+    /* the tables: what the messages refer to, made once per batch */
+    if ((names = PyMem_Calloc(want_names + 1, sizeof(PyObject *))) == NULL ||
+        (props = PyMem_Calloc(want_props + 1, sizeof(PyObject *))) == NULL ||
+        (dests = PyMem_Calloc(want_dests + 1, sizeof(PyObject *))) == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (; n_names < want_names; n_names++) {
+        if (end - off < 1 || end - off - 1 < (Py_ssize_t)b[off]) {
+            handover_error("a table or message runs past the end of its batch");
+            goto done;
+        }
+        if ((names[n_names] = resolve_one_name(resolve_name, b + off)) == NULL)
+            goto done;
+        off += 1 + (Py_ssize_t)b[off];
+    }
+    for (; n_props < want_props; n_props++) {
+        if (end - off < 4 || (unsigned long long)(end - off - 4) < be32(b + off)) {
+            handover_error("a table or message runs past the end of its batch");
+            goto done;
+        }
+        Py_ssize_t n = (Py_ssize_t)be32(b + off);
+        if ((props[n_props] = PyBytes_FromStringAndSize((const char *)b + off + 4, n)) == NULL)
+            goto done;
+        off += 4 + n;
+    }
+    for (; n_dests < want_dests; n_dests++) {
+        if (end - off < 4) {
+            handover_error("a table or message runs past the end of its batch");
+            goto done;
+        }
+        Py_ssize_t vhost = be16(b + off), count = be16(b + off + 2);
+        off += 4;
+        if (count == 0) {
+            handover_error("a destination names no queue");
+            goto done;
+        }
+        if (end - off < 2 * count) {
+            handover_error("a table or message runs past the end of its batch");
+            goto done;
+        }
+        int past = vhost >= n_names;
+        for (Py_ssize_t q = 0; q < count; q++)
+            past |= (Py_ssize_t)be16(b + off + 2 * q) >= n_names;
+        if (past) {
+            handover_error("a destination refers past the name table");
+            goto done;
+        }
+        PyObject *queues = PyTuple_New(count);
+        if (queues == NULL)
+            goto done;
+        for (Py_ssize_t q = 0; q < count; q++) {
+            PyObject *name = PyTuple_GET_ITEM(names[be16(b + off + 2 * q)], 0);
+            Py_INCREF(name);
+            PyTuple_SET_ITEM(queues, q, name);
+        }
+        off += 2 * count;
+        PyObject *vhost_name = PyTuple_GET_ITEM(names[vhost], 0);
+        if (resolve_dest == Py_None)
+            dests[n_dests] = PyTuple_Pack(2, vhost_name, queues);
+        else {
+            PyObject *call_args[2] = {vhost_name, queues};
+            dests[n_dests] = PyObject_Vectorcall(resolve_dest, call_args, 2, NULL);
+        }
+        Py_DECREF(queues);
+        if (dests[n_dests] == NULL)
+            goto done;
+    }
+    /* the messages */
+    if (n_messages > (unsigned long long)(end - off) / HANDOVER_MESSAGE_MIN) {
+        handover_error("a table or message runs past the end of its batch");
+        goto done;
+    }
+    PyTypeObject *tp = cls != Py_None ? (PyTypeObject *)cls : NULL;
+    if (tp != NULL) {
+        if ((fast_defaults = PySequence_Fast(defaults, "defaults must be a sequence of (slot, value) pairs")) == NULL)
+            goto done;
+        n_defaults = PySequence_Fast_GET_SIZE(fast_defaults);
+        if ((targets = PyMem_Calloc(HANDOVER_SLOTS + n_defaults, sizeof(slot_target))) == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        for (int i = 0; i < HANDOVER_SLOTS; i++) {
+            targets[i].name = handover_slots[i];
+            targets[i].offset = slot_offset(tp, handover_slots[i]);
+        }
+        for (Py_ssize_t i = 0; i < n_defaults; i++) {
+            PyObject *pair = PySequence_Fast_GET_ITEM(fast_defaults, i);
+            if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2 || !PyUnicode_Check(PyTuple_GET_ITEM(pair, 0))) {
+                PyErr_SetString(PyExc_TypeError, "defaults must be a sequence of (slot, value) pairs");
+                goto done;
+            }
+            targets[HANDOVER_SLOTS + i].name = PyTuple_GET_ITEM(pair, 0);
+            targets[HANDOVER_SLOTS + i].offset = slot_offset(tp, PyTuple_GET_ITEM(pair, 0));
+        }
+        if ((empty = PyTuple_New(0)) == NULL)
+            goto done;
+    }
+    if ((items = PyList_New((Py_ssize_t)n_messages)) == NULL ||
+        (item_dests = PyList_New((Py_ssize_t)n_messages)) == NULL ||
+        (flags = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)n_messages)) == NULL)
+        goto done;
+    unsigned char *flag_out = (unsigned char *)PyBytes_AS_STRING(flags);
+    for (Py_ssize_t i = 0; i < (Py_ssize_t)n_messages; i++) {
+        if (end - off < HANDOVER_MESSAGE_MIN - 4) {
+            handover_error("a table or message runs past the end of its batch");
+            goto done;
+        }
+        unsigned int f = b[off];
+        Py_ssize_t ex = be16(b + off + 1), rk = be16(b + off + 3), p = be16(b + off + 5), d = be16(b + off + 7);
+        off += 9;
+        if (f & ~(HANDOVER_PERSISTENT | HANDOVER_MANDATORY | HANDOVER_TTL)) {
+            PyErr_Format(PyExc_ValueError, "handover batch: unknown message flags 0x%02x", f);
+            goto done;
+        }
+        if (ex >= n_names || rk >= n_names || p >= n_props || d >= n_dests) {
+            handover_error("a message refers past its batch's tables");
+            goto done;
+        }
+        unsigned long long ttl_ms = 0;
+        if (f & HANDOVER_TTL) {
+            if (end - off < 8) {
+                handover_error("a table or message runs past the end of its batch");
+                goto done;
+            }
+            ttl_ms = be64(b + off);
+            off += 8;
+        }
+        if (end - off < 4 || (unsigned long long)(end - off - 4) < be32(b + off)) {
+            handover_error("a table or message runs past the end of its batch");
+            goto done;
+        }
+        Py_ssize_t body_len = (Py_ssize_t)be32(b + off);
+        PyObject *body = PyBytes_FromStringAndSize((const char *)b + off + 4, body_len);
+        if (body == NULL)
+            goto done;
+        off += 4 + body_len;
+        PyObject *ttl = Py_None;
+        if (f & HANDOVER_TTL) {
+            if ((ttl = ttl_seconds(ttl_ms)) == NULL) {
+                Py_DECREF(body);
+                goto done;
+            }
+        }
+        else
+            Py_INCREF(ttl);
+        PyObject *item;
+        if (tp == NULL)
+            item = PyTuple_Pack(5, PyTuple_GET_ITEM(names[ex], 0), PyTuple_GET_ITEM(names[rk], 0), props[p], body,
+                                ttl);
+        else if ((item = tp->tp_new(tp, empty, NULL)) != NULL) {
+            if (!PyObject_TypeCheck(item, tp)) {
+                PyErr_SetString(PyExc_TypeError, "cls's __new__ made an object of another class");
+                Py_CLEAR(item);
+            }
+            else {
+                PyObject *values[HANDOVER_SLOTS] = {
+                    PyTuple_GET_ITEM(names[ex], 0), PyTuple_GET_ITEM(names[ex], 1), PyTuple_GET_ITEM(names[rk], 0),
+                    PyTuple_GET_ITEM(names[rk], 1), props[p], body, (f & HANDOVER_PERSISTENT) ? Py_True : Py_False,
+                    ttl};
+                for (Py_ssize_t k = 0; item != NULL && k < HANDOVER_SLOTS + n_defaults; k++) {
+                    PyObject *v = k < HANDOVER_SLOTS ? values[k]
+                                                     : PyTuple_GET_ITEM(
+                                                           PySequence_Fast_GET_ITEM(fast_defaults, k - HANDOVER_SLOTS), 1);
+                    if (set_slot(item, &targets[k], v) < 0)
+                        Py_CLEAR(item);
+                }
+                if (item != NULL && untrack_items && PyObject_GC_IsTracked(item))
+                    PyObject_GC_UnTrack(item);
+            }
+        }
+        Py_DECREF(body);
+        Py_DECREF(ttl);
+        if (item == NULL)
+            goto done;
+        PyList_SET_ITEM(items, i, item);
+        Py_INCREF(dests[d]);
+        PyList_SET_ITEM(item_dests, i, dests[d]);
+        flag_out[i] = (unsigned char)f;
+    }
+    if (off != end) {
+        PyErr_Format(PyExc_ValueError, "handover batch: %zd octets after the last message", end - off);
+        goto done;
+    }
+    result = Py_BuildValue("(OOOKn)", items, item_dests, flags, first_ticket, end);
+done:
+    for (Py_ssize_t i = 0; i < n_names; i++)
+        Py_XDECREF(names[i]);
+    for (Py_ssize_t i = 0; i < n_props; i++)
+        Py_XDECREF(props[i]);
+    for (Py_ssize_t i = 0; i < n_dests; i++)
+        Py_XDECREF(dests[i]);
+    PyMem_Free(names);
+    PyMem_Free(props);
+    PyMem_Free(dests);
+    PyMem_Free(targets);
+    Py_XDECREF(empty);
+    Py_XDECREF(fast_defaults);
+    Py_XDECREF(items);
+    Py_XDECREF(item_dests);
+    Py_XDECREF(flags);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* encode_handover's tables: a dict from key to index and the entries' octets in index order */
+typedef struct {
+    PyObject *index; /* key -> int */
+    PyObject *last_key; /* the key looked up last (most messages repeat their neighbour's); held, so
+                         * that no other object can take its address while it is compared with */
+    Py_ssize_t last, count, octets;
+} handover_table;
+
+/* key's index in t; a new entry (of `octets` octets in the batch) when it is not there yet;
+ * -1 with an exception on error, -2 when the entry is new (the caller then writes it down and
+ * its index is count - 1). */
+static Py_ssize_t table_index(handover_table *t, PyObject *key, Py_ssize_t octets)
+{
+    if (key == t->last_key)
+        return t->last;
+    PyObject *got = PyDict_GetItemWithError(t->index, key);
+    if (got != NULL) {
+        Py_INCREF(key);
+        Py_XSETREF(t->last_key, key);
+        return t->last = PyLong_AsSsize_t(got);
+    }
+    if (PyErr_Occurred())
+        return -1;
+    if (t->count >= HANDOVER_TABLE_MAX) {
+        PyErr_SetString(PyExc_ValueError,
+                        "more than 65535 distinct names, property lists or destinations in one batch");
+        return -1;
+    }
+    PyObject *i = PyLong_FromSsize_t(t->count);
+    if (i == NULL || PyDict_SetItem(t->index, key, i) < 0) {
+        Py_XDECREF(i);
+        return -1;
+    }
+    Py_DECREF(i);
+    Py_INCREF(key);
+    Py_XSETREF(t->last_key, key);
+    t->last = t->count++;
+    t->octets += octets;
+    return -2;
+}
+
+/* the index of a name given as shortstr octets (bytes), appended to `order` when new */
+static Py_ssize_t name_index(handover_table *t, PyObject *order, PyObject *ss)
+{
+    if (!PyBytes_Check(ss) || PyBytes_GET_SIZE(ss) < 1 ||
+        PyBytes_GET_SIZE(ss) != 1 + (Py_ssize_t)(unsigned char)PyBytes_AS_STRING(ss)[0]) {
+        PyErr_SetString(PyExc_ValueError, "a name must be a shortstr (its length octet first)");
+        return -1;
+    }
+    Py_ssize_t i = table_index(t, ss, PyBytes_GET_SIZE(ss));
+    if (i == -2) {
+        if (PyList_Append(order, ss) < 0)
+            return -1;
+        i = t->count - 1;
+    }
+    return i;
+}
+
+/* a str name's shortstr octets (new bytes) */
+static PyObject *shortstr_of(PyObject *name)
+{
+    PyObject *u = PyUnicode_Check(name) ? PyUnicode_AsEncodedString(name, "utf-8", "surrogateescape") : NULL;
+    if (u == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "vhost and queue names must be str");
+        return NULL;
+    }
+    Py_ssize_t n = PyBytes_GET_SIZE(u);
+    if (n > 255) {
+        Py_DECREF(u);
+        PyErr_SetString(PyExc_ValueError, "name longer than 255 octets");
+        return NULL;
+    }
+    PyObject *ss = PyBytes_FromStringAndSize(NULL, 1 + n);
+    if (ss != NULL) {
+        PyBytes_AS_STRING(ss)[0] = (char)n;
+        memcpy(PyBytes_AS_STRING(ss) + 1, PyBytes_AS_STRING(u), n);
+    }
+    Py_DECREF(u);
+    return ss;
+}
+
+/* what encode_handover keeps of each message between its two passes */
+typedef struct {
+    unsigned char flags;
+    unsigned int exchange, routing_key, props, dest;
+    unsigned long long ttl_ms;
+    PyObject *body; /* owned */
+    Py_ssize_t body_len;
+} handover_entry;
+
+/* a Message's ttl (seconds) as milliseconds, as round(ttl * 1000) gives it */
+static int ttl_millis(PyObject *ttl, unsigned long long *ms)
+{
+    double v = PyFloat_AsDouble(ttl);
+    if (v == -1.0 && PyErr_Occurred())
+        return -1;
+    double r = nearbyint(v * 1000.0); /* round half to even, as round() */
+    if (!(r >= 0.0 && r < 18446744073709551616.0)) {
+        PyErr_SetString(PyExc_ValueError, "ttl out of range");
+        return -1;
+    }
+    *ms = (unsigned long long)r;
+    return 0;
+}
+
+static PyObject *encode_handover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "encode_handover expects 4 arguments");
+        return NULL;
+    }
+    unsigned long long first_ticket = PyLong_AsUnsignedLongLong(args[0]);
+    if (PyErr_Occurred() || handover_names_ready() < 0)
+        return NULL;
+    PyObject *out = NULL, *msgs = NULL, *dsts = NULL, *mand = NULL;
+    handover_table names = {0}, props = {0}, dests = {0};
+    PyObject *name_order = NULL, *prop_order = NULL, *dest_parts = NULL;
+    handover_entry *entries = NULL;
+    Py_ssize_t n = 0, filled = 0;
+    if ((msgs = PySequence_Fast(args[1], "messages must be a sequence")) == NULL ||
+        (dsts = PySequence_Fast(args[2], "destinations must be a sequence")) == NULL ||
+        (args[3] != Py_None && (mand = PySequence_Fast(args[3], "mandatory must be a sequence")) == NULL))
+        goto done;
+    n = PySequence_Fast_GET_SIZE(msgs);
+    if (PySequence_Fast_GET_SIZE(dsts) != n || (mand != NULL && PySequence_Fast_GET_SIZE(mand) != n)) {
+        PyErr_SetString(PyExc_ValueError, "messages, destinations and mandatory must have the same length");
+        goto done;
+    }
+    if ((names.index = PyDict_New()) == NULL || (props.index = PyDict_New()) == NULL ||
+        (dests.index = PyDict_New()) == NULL || (name_order = PyList_New(0)) == NULL ||
+        (prop_order = PyList_New(0)) == NULL || (dest_parts = PyList_New(0)) == NULL)
+        goto done;
+    if ((entries = PyMem_Calloc(n + 1, sizeof(handover_entry))) == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    unsigned long long total = 4 + HANDOVER_HEAD;
+    /* pass 1: the tables (in the order the Python twin makes them) and each message's indexes */
+    for (; filled < n; filled++) {
+        PyObject *msg = PySequence_Fast_GET_ITEM(msgs, filled), *dest = PySequence_Fast_GET_ITEM(dsts, filled);
+        handover_entry *e = &entries[filled];
+        Py_ssize_t d = table_index(&dests, dest, 0);
+        if (d == -1)
+            goto done;
+        if (d == -2) { /* a new destination: (vhost, (queue, ...)) */
+            PyObject *vhost, *queues, *fast_queues = NULL;
+            if (!PyTuple_Check(dest) || PyTuple_GET_SIZE(dest) != 2) {
+                PyErr_SetString(PyExc_TypeError, "a destination is (vhost, (queue name, ...))");
+                goto done;
+            }
+            vhost = PyTuple_GET_ITEM(dest, 0);
+            queues = PyTuple_GET_ITEM(dest, 1);
+            if ((fast_queues = PySequence_Fast(queues, "a destination's queues must be a sequence")) == NULL)
+                goto done;
+            Py_ssize_t count = PySequence_Fast_GET_SIZE(fast_queues);
+            PyObject *part = NULL;
+            if (count < 1 || count > HANDOVER_TABLE_MAX)
+                PyErr_SetString(PyExc_ValueError, "a destination names 1 to 65535 queues");
+            else if ((part = PyBytes_FromStringAndSize(NULL, 4 + 2 * count)) != NULL) {
+                unsigned char *w = (unsigned char *)PyBytes_AS_STRING(part);
+                for (Py_ssize_t q = -1; q < count; q++) { /* the vhost first, then the queues */
+                    PyObject *ss = shortstr_of(q < 0 ? vhost : PySequence_Fast_GET_ITEM(fast_queues, q));
+                    Py_ssize_t i = ss != NULL ? name_index(&names, name_order, ss) : -1;
+                    Py_XDECREF(ss);
+                    if (i < 0) {
+                        Py_CLEAR(part);
+                        break;
+                    }
+                    put16(q < 0 ? w : w + 4 + 2 * q, (unsigned int)i);
+                }
+                if (part != NULL)
+                    put16(w + 2, (unsigned int)count);
+            }
+            Py_DECREF(fast_queues);
+            if (part == NULL)
+                goto done;
+            int failed = PyList_Append(dest_parts, part);
+            dests.octets += PyBytes_GET_SIZE(part);
+            Py_DECREF(part);
+            if (failed)
+                goto done;
+            d = dests.count - 1;
+        }
+        e->dest = (unsigned int)d;
+        PyObject *p = PyObject_GetAttr(msg, handover_slots[4]);
+        if (p == NULL)
+            goto done;
+        if (!PyBytes_Check(p)) {
+            Py_DECREF(p);
+            PyErr_SetString(PyExc_TypeError, "a message's properties must be bytes");
+            goto done;
+        }
+        Py_ssize_t pi = table_index(&props, p, 4 + PyBytes_GET_SIZE(p));
+        if (pi == -2) {
+            pi = PyList_Append(prop_order, p) < 0 ? -1 : props.count - 1;
+        }
+        Py_DECREF(p);
+        if (pi < 0)
+            goto done;
+        e->props = (unsigned int)pi;
+        PyObject *v = PyObject_GetAttr(msg, str_persistent);
+        int persistent = v != NULL ? PyObject_IsTrue(v) : -1;
+        Py_XDECREF(v);
+        if (persistent < 0)
+            goto done;
+        e->flags = persistent ? HANDOVER_PERSISTENT : 0;
+        if (mand != NULL) {
+            int m = PyObject_IsTrue(PySequence_Fast_GET_ITEM(mand, filled));
+            if (m < 0)
+                goto done;
+            if (m)
+                e->flags |= HANDOVER_MANDATORY;
+        }
+        if ((v = PyObject_GetAttr(msg, str_ttl)) == NULL)
+            goto done;
+        if (v != Py_None) {
+            e->flags |= HANDOVER_TTL;
+            if (ttl_millis(v, &e->ttl_ms) < 0) {
+                Py_DECREF(v);
+                goto done;
+            }
+            total += 8;
+        }
+        Py_DECREF(v);
+        for (int k = 0; k < 2; k++) { /* exchange_ss, routing_key_ss */
+            if ((v = PyObject_GetAttr(msg, handover_slots[k ? 3 : 1])) == NULL)
+                goto done;
+            Py_ssize_t i = name_index(&names, name_order, v);
+            Py_DECREF(v);
+            if (i < 0)
+                goto done;
+            if (k)
+                e->routing_key = (unsigned int)i;
+            else
+                e->exchange = (unsigned int)i;
+        }
+        if ((e->body = PyObject_GetAttr(msg, handover_slots[5])) == NULL)
+            goto done;
+        Py_buffer body;
+        if (PyObject_GetBuffer(e->body, &body, PyBUF_SIMPLE) < 0)
+            goto done;
+        e->body_len = body.len;
+        PyBuffer_Release(&body);
+        total += HANDOVER_MESSAGE_MIN + (unsigned long long)e->body_len;
+    }
+    total += names.octets + props.octets + dests.octets;
+    if (total - 4 > 0xFFFFFFFFULL) {
+        PyErr_SetString(PyExc_ValueError, "a batch over 4 GiB");
+        goto done;
+    }
+    /* pass 2: the octets */
+    if ((out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total)) == NULL)
+        goto done;
+    unsigned char *w = (unsigned char *)PyBytes_AS_STRING(out);
+    w = put32(w, total - 4);
+    *w++ = HANDOVER_VERSION;
+    *w++ = 0;
+    w = put16(w, (unsigned int)names.count);
+    w = put16(w, (unsigned int)props.count);
+    w = put16(w, (unsigned int)dests.count);
+    w = put32(w, (unsigned long long)n);
+    w = put64(w, first_ticket);
+    for (Py_ssize_t i = 0; i < names.count; i++) {
+        PyObject *ss = PyList_GET_ITEM(name_order, i);
+        memcpy(w, PyBytes_AS_STRING(ss), PyBytes_GET_SIZE(ss));
+        w += PyBytes_GET_SIZE(ss);
+    }
+    for (Py_ssize_t i = 0; i < props.count; i++) {
+        PyObject *p = PyList_GET_ITEM(prop_order, i);
+        w = put32(w, (unsigned long long)PyBytes_GET_SIZE(p));
+        memcpy(w, PyBytes_AS_STRING(p), PyBytes_GET_SIZE(p));
+        w += PyBytes_GET_SIZE(p);
+    }
+    for (Py_ssize_t i = 0; i < dests.count; i++) {
+        PyObject *part = PyList_GET_ITEM(dest_parts, i);
+        memcpy(w, PyBytes_AS_STRING(part), PyBytes_GET_SIZE(part));
+        w += PyBytes_GET_SIZE(part);
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        handover_entry *e = &entries[i];
+        Py_buffer body;
+        if (PyObject_GetBuffer(e->body, &body, PyBUF_SIMPLE) < 0) {
+            Py_CLEAR(out);
+            goto done;
+        }
+        if (body.len != e->body_len) { /* a bytearray body changed by an attribute read since pass 1 */
+            PyBuffer_Release(&body);
+            Py_CLEAR(out);
+            PyErr_SetString(PyExc_ValueError, "a message body changed while the batch was encoded");
+            goto done;
+        }
+        *w++ = e->flags;
+        w = put16(w, e->exchange);
+        w = put16(w, e->routing_key);
+        w = put16(w, e->props);
+        w = put16(w, e->dest);
+        if (e->flags & HANDOVER_TTL)
+            w = put64(w, e->ttl_ms);
+        w = put32(w, (unsigned long long)body.len);
+        memcpy(w, body.buf, body.len);
+        w += body.len;
+        PyBuffer_Release(&body);
+    }
+done:
+    if (entries != NULL)
+        for (Py_ssize_t i = 0; i <= filled && i < n; i++)
+            Py_XDECREF(entries[i].body);
+    PyMem_Free(entries);
+    Py_XDECREF(names.index);
+    Py_XDECREF(props.index);
+    Py_XDECREF(dests.index);
+    Py_XDECREF(names.last_key);
+    Py_XDECREF(props.last_key);
+    Py_XDECREF(dests.last_key);
+    Py_XDECREF(name_order);
+    Py_XDECREF(prop_order);
+    Py_XDECREF(dest_parts);
+    Py_XDECREF(msgs);
+    Py_XDECREF(dsts);
+    Py_XDECREF(mand);
+    return out;
+}
+
 static PyObject *take_acks(PyObject *self, PyObject *const *args, Py_ssize_t nargs); /* at the end */
+/* the group commit's file I/O, at the end */
+static PyObject *write_and_dup(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+static PyObject *fsync_and_close(PyObject *self, PyObject *fds_list);
 
 static PyMethodDef methods[] = {
     {"append_seq_record", (PyCFunction)(void (*)(void))append_seq_record, METH_FASTCALL,
@@ -650,9 +1354,19 @@ static PyMethodDef methods[] = {
     {"take_acks", (PyCFunction)(void (*)(void))take_acks, METH_FASTCALL,
      "take_acks(buf, pos, frame_max, limit) -> None | (channel, tag | [tag, ...], multiple, next_pos): "
      "basic.ack frames at pos."},
+    {"take_handover", (PyCFunction)(void (*)(void))take_handover, METH_FASTCALL,
+     "take_handover(buf, pos, cls, defaults, resolve_name, resolve_destination, untrack) -> None | "
+     "(items, destinations, flags, first_ticket, next_pos): a hand-over batch (warren/codec/handover.py)."},
+    {"encode_handover", (PyCFunction)(void (*)(void))encode_handover, METH_FASTCALL,
+     "encode_handover(first_ticket, messages, destinations, mandatory) -> bytes: a hand-over batch."},
     {"take_publishes", (PyCFunction)(void (*)(void))take_publishes, METH_FASTCALL,
      "take_publishes(buf, pos, frame_max, max_body, last_args, last_props, limit) -> None | "
      "(channel, args, props_list, bodies, next_pos): a run of basic.publish contents at pos."},
+    {"write_and_dup", (PyCFunction)(void (*)(void))write_and_dup, METH_FASTCALL,
+     "write_and_dup(writes, dup_fds) -> [fd, ...]: every (fd, octets) written whole, then the fds duplicated; "
+     "the GIL let go once."},
+    {"fsync_and_close", (PyCFunction)fsync_and_close, METH_O,
+     "fsync_and_close(fds) -> None: fsync and close every fd; the GIL let go once."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -750,4 +1464,171 @@ done:
     Py_XDECREF(tags);
     PyBuffer_Release(view);
     return result;
+}
+
+/* ---- The group commit's file I/O (warren/store/fileio.py has the Python twins) ------------------
+ *
+ * A sync runs on a worker thread while the event loop's thread holds the GIL nearly all the time
+ * (a busy broker). Every os.write, os.dup, os.fsync and os.close lets the GIL go and must win it
+ * back, and winning it back from a busy loop takes up to a switch interval (5 ms) each time: a
+ * sync of one queue made 6-9 such trips, 1.9 ms of Python around a 0.6 ms fsync. These two
+ * functions do a sync's writes and dups, then its fsyncs and closes, each with the GIL let go
+ * once.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+/* A file descriptor from a Python int (-1 with an exception set when it is not one). */
+static int fd_of(PyObject *v)
+{
+    long fd = PyLong_AsLong(v);
+    if (fd == -1 && PyErr_Occurred())
+        return -1;
+    if (fd < 0 || fd > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "not a file descriptor");
+        return -1;
+    }
+    return (int)fd;
+}
+
+/*
+ * write_and_dup(writes, dup_fds) -> [fd, ...]
+ *     writes: a list of (fd, octets) pairs, each written whole in order (write() again after a
+ *     short write or EINTR); then every fd of the list dup_fds is duplicated (close-on-exec).
+ *     Returns the new descriptors, in order. On an error nothing more is written, the
+ *     duplicates made are closed and OSError is raised (the octets already written stay).
+ */
+static PyObject *write_and_dup(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyList_Check(args[0]) || !PyList_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "write_and_dup expects (list of (fd, octets), list of fds)");
+        return NULL;
+    }
+    PyObject *writes = args[0], *dup_list = args[1];
+    Py_ssize_t nw = PyList_GET_SIZE(writes), nd = PyList_GET_SIZE(dup_list), got = 0, i;
+    Py_buffer *views = PyMem_Calloc(nw ? nw : 1, sizeof(Py_buffer));
+    int *wfds = PyMem_Calloc(nw ? nw : 1, sizeof(int));
+    int *dfds = PyMem_Calloc(nd ? nd : 1, sizeof(int));
+    PyObject *result = NULL;
+    if (views == NULL || wfds == NULL || dfds == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (i = 0; i < nw; i++) {
+        PyObject *item = PyList_GET_ITEM(writes, i);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2) {
+            PyErr_SetString(PyExc_TypeError, "write_and_dup: each write is a (fd, octets) pair");
+            goto done;
+        }
+        int fd = fd_of(PyTuple_GET_ITEM(item, 0));
+        if (fd == -1 && PyErr_Occurred())
+            goto done;
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(item, 1), &views[got], PyBUF_SIMPLE) < 0)
+            goto done;
+        wfds[got++] = fd;
+    }
+    for (i = 0; i < nd; i++) {
+        int fd = fd_of(PyList_GET_ITEM(dup_list, i));
+        if (fd == -1 && PyErr_Occurred())
+            goto done;
+        dfds[i] = fd;
+    }
+    int err = 0;
+    Py_ssize_t duped = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (i = 0; i < nw && !err; i++) {
+        const char *p = views[i].buf;
+        Py_ssize_t left = views[i].len;
+        while (left > 0) {
+            ssize_t n = write(wfds[i], p, (size_t)left);
+            if (n < 0) {
+                if (errno == EINTR)
+                    continue;
+                err = errno;
+                break;
+            }
+            p += n;
+            left -= n;
+        }
+    }
+    for (i = 0; i < nd && !err; i++) {
+        int fd = fcntl(dfds[i], F_DUPFD_CLOEXEC, 0);
+        if (fd < 0) {
+            err = errno;
+            break;
+        }
+        dfds[duped++] = fd;
+    }
+    if (err)
+        while (duped > 0)
+            close(dfds[--duped]);
+    Py_END_ALLOW_THREADS
+    if (err) {
+        errno = err;
+        PyErr_SetFromErrno(PyExc_OSError);
+        goto done;
+    }
+    if ((result = PyList_New(duped)) == NULL) {
+        for (i = 0; i < duped; i++)
+            close(dfds[i]);
+        goto done;
+    }
+    for (i = 0; i < duped; i++) {
+        PyObject *v = PyLong_FromLong(dfds[i]);
+        if (v == NULL) {
+            for (Py_ssize_t k = i; k < duped; k++)
+                close(dfds[k]);
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyList_SET_ITEM(result, i, v);
+    }
+done:
+    for (i = 0; i < got; i++)
+        PyBuffer_Release(&views[i]);
+    PyMem_Free(views);
+    PyMem_Free(wfds);
+    PyMem_Free(dfds);
+    return result;
+}
+
+/*
+ * fsync_and_close(fds) -> None
+ *     fsync() every descriptor of the list fds, in order, then close it. Every one is closed
+ *     whatever happens; the first failed fsync (or close) raises OSError after all are closed,
+ *     and no fsync is tried after a failed one (the kernel may have dropped dirty pages).
+ */
+static PyObject *fsync_and_close(PyObject *self, PyObject *fds_list)
+{
+    if (!PyList_Check(fds_list)) {
+        PyErr_SetString(PyExc_TypeError, "fsync_and_close expects a list of fds");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(fds_list), i;
+    int *fds = PyMem_Calloc(n ? n : 1, sizeof(int));
+    if (fds == NULL)
+        return PyErr_NoMemory();
+    for (i = 0; i < n; i++) {
+        fds[i] = fd_of(PyList_GET_ITEM(fds_list, i));
+        if (fds[i] == -1 && PyErr_Occurred()) {
+            PyMem_Free(fds);
+            return NULL;
+        }
+    }
+    int err = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (i = 0; i < n; i++) {
+        if (!err && fsync(fds[i]) < 0)
+            err = errno;
+        if (close(fds[i]) < 0 && !err && errno != EINTR)
+            err = errno;
+    }
+    Py_END_ALLOW_THREADS
+    PyMem_Free(fds);
+    if (err) {
+        errno = err;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    Py_RETURN_NONE;
 }
