@@ -72,6 +72,10 @@ class Config:
     # are not read until it drains to half of them (0 = that mark is off)
     queue_flow_high: int = FLOW_HIGH  # ready messages
     queue_flow_high_bytes: int = FLOW_HIGH_BYTES  # octets of ready message bodies
+    # runs of publishes (warren/protocol/amqp0_9_1/adapter.py; docs/performance.md, "Runs of
+    # publishes"): None takes consecutive publishes as one run once a channel of the connection
+    # selects confirms; True on every connection from the start; False never
+    publish_runs: bool | None = None
     ready_file: Path | None = None  # written (JSON with the port) once listening; for tests
     http_port: int = 15672  # the HTTP API (warren/management): 0 = ephemeral, -1 = off
     http_host: str | None = None  # None: the same address as the AMQP listener

@@ -26,6 +26,8 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Mapping
 
 from warren.access.errors import Invalid
 
@@ -121,6 +123,9 @@ def topic_matches(pattern: str, routing_key: str, username: str, vhost: str) -> 
         return False
 
 
+NO_TOPICS: Mapping = MappingProxyType({})  # a connection whose user has no topic permission
+
+
 class ConnectionAccess:
     """The access answers of one connection (``username`` in ``vhost``), cached until the
     access model's version changes.
@@ -137,10 +142,12 @@ class ConnectionAccess:
         self.control = control
         self.username = username
         self.vhost = vhost
+        # Filled by the first question (the version never matches -1), not here: an idle
+        # connection asks nothing, and two empty dicts were 128 B of it.
         self._version = -1
-        self._cache: dict = {}
+        self._cache: dict | None = None
         self._perm: Permission | None = None
-        self._topics: dict[str, TopicPermission] = {}
+        self._topics: Mapping[str, TopicPermission] = NO_TOPICS
         self._user = None
 
     def _refresh(self) -> None:
@@ -148,7 +155,8 @@ class ConnectionAccess:
         self._version = c.version
         self._cache = {}
         self._perm = c.permission(self.username, self.vhost)
-        self._topics = {t.exchange: t for t in c.topic_permissions(user=self.username, vhost=self.vhost)}
+        topics = {t.exchange: t for t in c.topic_permissions(user=self.username, vhost=self.vhost)}
+        self._topics = topics or NO_TOPICS  # most users have none: one shared empty mapping
         self._user = c.user(self.username)
 
     def allowed(self, permission: str, kind: str, name: str) -> bool:

@@ -129,6 +129,9 @@ class OneLineErrors(click.Command):
                    "messages than this, until it drains to half (0 = off).")
 @click.option("--queue-flow-high-bytes", default=Config.queue_flow_high_bytes, show_default=True, type=int,
               help="The same mark in octets of ready message bodies (0 = off).")
+@click.option("--publish-runs/--no-publish-runs", default=None,
+              help="Take consecutive publishes as one run on every connection, or on none (default: on a "
+                   "connection once one of its channels selects confirms; docs/configuration.md).")
 @click.option("--loop", default="auto", show_default=True, type=click.Choice(["auto", "uvloop", "asyncio"]))
 @click.option("--ready-file", type=click.Path(path_type=Path), default=None,
               help="Write the bound port as JSON here once listening (for tests and scripts).")

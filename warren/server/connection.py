@@ -30,6 +30,7 @@ from warren.protocol.amqp0_9_1.delivery import OUTPUT_BATCH
 from warren.protocol.events import Method, Publishes
 from warren.protocol.amqp0_10.adapter import ConnectionHandler as ConnectionHandler0_10
 from warren.protocol.amqp0_10.connection import ServerConnection as ServerConnection0_10
+from warren.protocol.amqp0_10.events import OpenRequested as OpenRequested0_10
 from warren.protocol.header import AMQP_0_10, HEADER_SIZE, NEED_MORE, PREFERRED_HEADER, read_header
 from warren.server.handshake import handshake_pending, peer_name
 from warren.server.handshake import stage as handshake_stage
@@ -175,9 +176,6 @@ class AMQPConnection(asyncio.Protocol):
         TOTALS.connections_closed += 1
         if self._timer is not None:
             self._timer.cancel()
-        if self._handshake_timer is not None:
-            self._handshake_timer.cancel()
-            self._handshake_timer = None
         if self._close_timer is not None:
             self._close_timer.cancel()
             self._close_timer = None
@@ -210,10 +208,15 @@ class AMQPConnection(asyncio.Protocol):
                         "client": name, "lived_s": round(lived, 3), "reason": reason})
 
     def opened(self) -> None:
-        """open-ok went out (or the socket closed): no longer counted as unauthenticated."""
+        """open-ok went out (or the socket closed): no longer counted as unauthenticated, and
+        the handshake deadline is dropped at once rather than left to fire for nothing (its
+        timer is ~290 B of an idle connection for the rest of handshake_timeout)."""
         if self._gated:
             self._gated = False
             self.server.handshake_gate.done()
+        if self._handshake_timer is not None:
+            self._handshake_timer.cancel()
+            self._handshake_timer = None
 
     def refuse_later(self, delay: float, error) -> None:
         """Answer a failed login after ``delay`` seconds (login throttle): nothing is read from
@@ -255,7 +258,7 @@ class AMQPConnection(asyncio.Protocol):
         mechanisms, self.certificate_login = mechanisms_for(self.transport, c)
         self.conn = ServerConnection(self.server.broker.server_properties(), mechanisms, c.frame_max,
                                      c.channel_max, c.heartbeat, c.max_message_size, dialect=dialect)
-        self.session = ConnectionHandler(self.server.broker, self.conn, self.peer, self)
+        self.session = ConnectionHandler(self.server.broker, self.conn, self.peer, self, c.publish_runs)
         self.flush()
         return rest
 
@@ -296,7 +299,8 @@ class AMQPConnection(asyncio.Protocol):
                 continue
             if event is None:
                 break
-            if self._replaying and type(event) is Method and event.method.INDEX == _CONNECTION_OPEN:
+            if self._replaying and (type(event) is Method and event.method.INDEX == _CONNECTION_OPEN
+                                    or type(event) is OpenRequested0_10):
                 conn.data_to_send()  # start and tune: the supervisor sent them to the client already
                 self._replaying = False
             session.handle(event)

@@ -18,7 +18,7 @@ with who (peer, user, vhost, channel) and what.
 from __future__ import annotations
 
 import logging
-import os
+import sys
 
 from warren.access.errors import LoginRefused
 from warren.broker.auth import check_certificate_login
@@ -30,15 +30,6 @@ from warren.protocol.amqp0_9_1.connection import PUBLISH_RUN_MAX
 from warren.protocol.events import Acks, ChannelClosed, ChannelOpened, Content, ConnectionClosed, Method, Publishes
 from warren.spec import amqp0_9_1 as spec
 
-# Runs of publishes (one Publishes event for consecutive publishes, BrokerChannel.publish_run):
-# by default a connection takes them once one of its channels is in confirm mode, where they
-# halve the broker's cost per confirmed publish and the publisher waits on the broker. Without
-# confirms a lone publisher the broker keeps up with gets slower (docs/performance.md, "Runs of
-# publishes"). WARREN_PUBLISH_RUNS=1: every connection from the start; 0: none.
-_RUNS = os.environ.get("WARREN_PUBLISH_RUNS", "")
-PUBLISH_RUNS = _RUNS == "1"
-CONFIRM_RUNS = _RUNS != "0"
-
 __all__ = ["ConnectionHandler"]
 
 log = logging.getLogger("warren.session")
@@ -47,16 +38,30 @@ _START_OK = spec.ConnectionStartOk.INDEX
 _TUNE_OK = spec.ConnectionTuneOk.INDEX
 _OPEN = spec.ConnectionOpen.INDEX
 _UPDATE_SECRET = spec.ConnectionUpdateSecret.INDEX
+# The events that carry the method being handled: an error raised without class and method ids
+# gets theirs. The others (Acks, channel and connection ends) have no method; ack_run names
+# basic.ack in its own errors.
+_METHOD_EVENTS = frozenset((Method, Content, Publishes))
 
 
 class ConnectionHandler(ClientConnection):
-    def __init__(self, broker, conn, peer: tuple, io) -> None:
+    """``publish_runs`` (``Config.publish_runs``, docs/configuration.md): when consecutive
+    publishes are taken as one run (one Publishes event, ``BrokerChannel.publish_run``). None,
+    the default: once one of the connection's channels is in confirm mode, where runs halve the
+    broker's cost per confirmed publish and the publisher waits on the broker; without confirms
+    a lone publisher the broker keeps up with gets slower (docs/performance.md, "Runs of
+    publishes"). True: from the start; False: never."""
+
+    def __init__(self, broker, conn, peer: tuple, io, publish_runs: bool | None = None) -> None:
         super().__init__(broker, peer, io)
         self.conn = conn  # the sans-IO ServerConnection
-        self._confirming: set[Channel] = set()
+        # channels with confirms to write at the next flush; made by the first confirm.select
+        # (confirms_selected), as only confirming channels ask: 216 B less per idle connection
+        self._confirming: set[Channel] | None = None
+        self._confirm_runs = publish_runs is not False
         self.sinks_flushing: list[ChannelSink] = []  # sinks that asked for the next flush (delivery.py)
         conn.channel_admit = self._admit_channel  # the user's max-channels, before open-ok
-        if PUBLISH_RUNS:  # see PUBLISH_RUNS above
+        if publish_runs:
             conn.publish_run_max = PUBLISH_RUN_MAX  # consecutive publishes as one Publishes event
 
     # --- events --------------------------------------------------------------------------
@@ -102,7 +107,7 @@ class ConnectionHandler(ClientConnection):
                 self._release()
                 self.io.close_after_flush()
         except AMQPError as e:
-            if not (e.class_id or e.method_id) and hasattr(event, "method"):
+            if not (e.class_id or e.method_id) and type(event) in _METHOD_EVENTS:
                 e.class_id, e.method_id = event.method.CLASS_ID, event.method.METHOD_ID
             self.fail(e, channel)
         except Exception:
@@ -110,8 +115,11 @@ class ConnectionHandler(ClientConnection):
             self.fail(InternalError("internal error"), channel)
 
     def confirms_selected(self) -> None:
-        """A channel entered confirm mode: take runs of publishes (``CONFIRM_RUNS``)."""
-        if CONFIRM_RUNS:
+        """A channel entered confirm mode: its confirms are coalesced per flush from now on,
+        and runs of publishes are taken unless ``publish_runs`` is False."""
+        if self._confirming is None:
+            self._confirming = set()
+        if self._confirm_runs:
             self.conn.publish_run_max = PUBLISH_RUN_MAX
 
     def fail(self, error: AMQPError, channel: int | None = None) -> None:
@@ -142,7 +150,7 @@ class ConnectionHandler(ClientConnection):
         index = m.INDEX
         if index == _START_OK:
             self.client_properties = m.client_properties
-            self.mechanism = m.mechanism
+            self.mechanism = sys.intern(m.mechanism)  # one "PLAIN" for every connection, not one each
             caps = m.client_properties.get("capabilities")
             self.capabilities = caps if isinstance(caps, dict) else {}
             if m.mechanism == "EXTERNAL":  # the certificate login: no password (warren/server/tls.py)
