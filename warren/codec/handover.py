@@ -58,6 +58,8 @@ _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
 _TABLE_MAX = 0xFFFF
+_MESSAGE_MIN = _MESSAGE.size + 4  # a message without TTL and body
+_INF = float("inf")
 
 # the slots take_batch sets on each item of cls, in this order (Message's names)
 MESSAGE_SLOTS = ("exchange", "exchange_ss", "routing_key", "routing_key_ss", "properties", "body", "persistent",
@@ -72,7 +74,10 @@ def plain_name(shortstr: bytes) -> tuple[str, bytes]:
 
 def _ttl_ms(ttl: float) -> int:
     """A Message's ttl (seconds, ``int(expiration) / 1000``) as the expiration's milliseconds."""
-    return round(ttl * 1000)
+    ms = float(ttl) * 1000
+    if ms != ms or ms in (_INF, -_INF) or not 0 <= round(ms) < 2 ** 64:
+        raise ValueError("ttl out of range")
+    return round(ms)
 
 
 def encode_batch_py(first_ticket: int, messages, destinations, mandatory=None) -> bytes:
@@ -144,7 +149,7 @@ def _next_index(table: dict) -> int:
 def _shortstr(name: str) -> bytes:
     b = name.encode("utf-8", "surrogateescape")
     if len(b) > 255:
-        raise ValueError(f"name longer than 255 octets: {name[:40]!r}...")
+        raise ValueError("name longer than 255 octets")
     return bytes((len(b),)) + b
 
 
@@ -210,6 +215,8 @@ def take_batch_py(buf, pos: int, cls=None, defaults=(), resolve_name=None, resol
             vhost_name, queue_names = names[vhost][0], tuple(names[q][0] for q in queues)
             dests.append(resolve_destination(vhost_name, queue_names) if resolve_destination is not None
                          else (vhost_name, queue_names))
+        if n_messages > (end - off) // _MESSAGE_MIN:
+            raise _Cut
         items, item_dests, flags = [], [], bytearray()
         for _ in range(n_messages):
             _need(end, off, _MESSAGE.size)
