@@ -7,6 +7,11 @@ heartbeat or shutdown tests) and stops it at the end of the test.
 Set WARREN_TEST_BROKER_URL (e.g. amqp://guest:guest@127.0.0.1:5672/) to run the client tests
 against another broker, such as RabbitMQ, as a differential check; tests that need a private
 broker are then skipped.
+
+Set WARREN_TEST_BROKER_WORKERS=2 to start every Warren these fixtures start as `warren serve
+--workers 2` (a supervisor handing each connection to the worker process owning its vhost,
+warren/server/workers.py); tests that cannot apply to a multi-process broker skip themselves
+with `skip_under_workers("why")`.
 """
 
 from __future__ import annotations
@@ -38,7 +43,11 @@ if os.environ.get("PYTHONDONTWRITEBYTECODE") and not os.environ.get("PYTHONPYCAC
     del os.environ["PYTHONDONTWRITEBYTECODE"]
     os.environ["PYTHONPYCACHEPREFIX"] = os.path.join(tempfile.gettempdir(), f"warren-tests-pycache-{os.getuid()}")
 
-START_TIMEOUT_S = 20.0
+# --workers N for every broker the fixtures start (1: the ordinary single process). A test that
+# passes its own --workers keeps it.
+BROKER_WORKERS = int(os.environ.get("WARREN_TEST_BROKER_WORKERS") or 1)
+
+START_TIMEOUT_S = 20.0 if BROKER_WORKERS == 1 else 40.0  # three processes start under --workers 2
 STOP_TIMEOUT_S = 10.0
 
 # Hypothesis' 200 ms per-example deadline measures the machine, not the code: on a loaded 2-core
@@ -105,6 +114,16 @@ class BrokerProc:
     args: list[str] = field(default_factory=list)
     http_port: int | None = None  # the HTTP API (None against an external broker)
     tls_port: int | None = None  # AMQP over TLS, when started with --tls-port
+    # with --workers N: the ready file's list of workers ({"index", "pid", "vhosts", "http_port",
+    # "prometheus_port"}); http_port is then the API of the worker that owns "/"
+    workers: list[dict] = field(default_factory=list)
+
+    def http_url_for(self, vhost: str) -> str:
+        """The HTTP API that sees ``vhost``'s queues: with --workers, its owning worker's."""
+        if not self.workers:
+            return self.http_url
+        from warren.server.workers import owner_of
+        return f"http://{self.host}:{self.workers[owner_of(vhost, len(self.workers))]['http_port']}"
 
     @property
     def http_url(self) -> str:
@@ -139,6 +158,23 @@ class BrokerProc:
             self.proc.wait(timeout=STOP_TIMEOUT_S)
 
 
+class WorkersNode(subprocess.Popen):
+    """A `warren serve --workers N` the switch (WARREN_TEST_BROKER_WORKERS) started, in a process
+    group of its own: a SIGKILL (``kill()``) kills the supervisor and its workers together, as a
+    crash of the node would. Killed alone, the supervisor's workers would notice it gone and shut
+    down cleanly (flushing what a kill -9 test means to cut off), and a restart on the same data
+    folder would race them for its lock. tests/server/test_workers.py kills the supervisor alone."""
+
+    def send_signal(self, sig: int) -> None:
+        if sig == signal.SIGKILL and self.poll() is None:
+            try:
+                os.killpg(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            return
+        super().send_signal(sig)
+
+
 def launch_broker(tmp: Path, *extra: str, data_dir: Path | None = None) -> BrokerProc:
     """Start `python -m warren serve` on an ephemeral port and wait until it listens."""
     data_dir = data_dir or tmp / "data"
@@ -149,8 +185,13 @@ def launch_broker(tmp: Path, *extra: str, data_dir: Path | None = None) -> Broke
         "--host", "127.0.0.1", "--port", "0",
         "--data-dir", str(data_dir), "--ready-file", str(ready), "--http-port", "0", *extra,
     ]
+    node = subprocess.Popen
+    if BROKER_WORKERS > 1 and "--workers" not in extra:
+        args += ["--workers", str(BROKER_WORKERS)]
+        node = WorkersNode
     log = open(log_path, "wb")
-    proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    proc = node(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=node is WorkersNode)
     log.close()
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
@@ -158,12 +199,24 @@ def launch_broker(tmp: Path, *extra: str, data_dir: Path | None = None) -> Broke
             raise RuntimeError(f"broker exited with {proc.returncode}:\n{log_path.read_text()}")
         if ready.exists():
             info = json.loads(ready.read_text())
+            workers = info.get("workers") or []
+            http_port = info.get("http_port")
+            if workers:  # the API that sees the fixtures' vhost "/" (each worker's sees its own vhosts)
+                from warren.server.workers import owner_of
+                http_port = workers[owner_of("/", len(workers))]["http_port"]
             return BrokerProc("127.0.0.1", info["port"], data_dir, proc, log_path, args,
-                              http_port=info.get("http_port"), tls_port=info.get("tls_port"))
+                              http_port=http_port, tls_port=info.get("tls_port"), workers=workers)
         time.sleep(0.02)
     proc.kill()
     proc.wait()
     raise RuntimeError(f"broker did not start in {START_TIMEOUT_S}s:\n{log_path.read_text()}")
+
+
+def skip_under_workers(why: str) -> None:
+    """Skip the calling test when the fixtures start brokers with --workers N > 1
+    (WARREN_TEST_BROKER_WORKERS): ``why`` says what cannot apply to a multi-process broker."""
+    if BROKER_WORKERS > 1 and not EXTERNAL_URL:
+        pytest.skip(f"not under --workers {BROKER_WORKERS}: {why}")
 
 
 @pytest.fixture(scope="session")

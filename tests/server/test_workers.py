@@ -313,3 +313,34 @@ def test_a_user_made_through_a_workers_api_logs_in_through_the_supervisor_at_onc
     assert call(b.http_url, "PUT", "/api/users/h18-new", {"password": "pw2", "tags": ""})[0] == 204
     with pytest.raises(pika.exceptions.ProbableAuthenticationError):  # the old password at once
         pika.BlockingConnection(params)
+
+
+# --- AMQP 0-10 through the supervisor ----------------------------------------------------------
+
+def test_a_handoff_record_carries_peer_vhost_and_octets():
+    from warren.server.handoff import pack_handoff, unpack_handoff
+    record = pack_handoff("::1", 5999, b"AMQP\x00\x00\x09\x01rest", "vh/é")
+    assert unpack_handoff(record) == (("::1", 5999), "vh/é", b"AMQP\x00\x00\x09\x01rest")
+    with pytest.raises(ValueError):  # a vhost length past the end of a truncated record
+        unpack_handoff(record[:10])
+
+
+def test_amqp_0_10_clients_are_handed_to_the_worker_of_their_vhost(two_workers):
+    """qpid.messaging's protocol: the supervisor runs the 0-10 handshake to connection.open and
+    hands the socket over as for 0-9-1; a client naming no vhost opens the default, "/"."""
+    from tests.e2e.amqp0_10.client010 import Client010
+    from warren.protocol.amqp0_10 import events as ev
+    from warren.spec import amqp0_10 as spec010
+    b = two_workers
+    for vhost, named in (("a", "a"), ("/", None)):
+        with Client010(b, virtual_host=named) as c:
+            s = c.session(1)
+            s.send(spec010.QueueDeclare(queue="q010", durable=False))
+            s.transfer("", f"from 0-10 to {vhost}".encode(), routing_key="q010")
+        with connect(b, vhost) as c:  # the same vhost through pika: the message is there
+            assert c.channel().basic_get("q010", auto_ack=True)[2] == f"from 0-10 to {vhost}".encode()
+    with Client010(b, virtual_host="nope", handshake=False) as c:
+        assert c.wait(ev.ConnectionClosed).code == spec010.ConnectionCloseCode.INVALID_PATH
+    with Client010(b, password="wrong", handshake=False) as c:
+        assert c.wait(ev.ConnectionClosed).code == spec010.ConnectionCloseCode.CONNECTION_FORCED
+    assert "vhost nope not found" in b.log()

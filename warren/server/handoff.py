@@ -9,6 +9,10 @@ users and settings, they come out the same), everything the replay would send be
 connection.open-ok is dropped because the supervisor sent it already, and open-ok and all
 after it go to the client. Whatever the client sent after connection.open is in the record
 or still in the socket, and is read by the worker in order.
+
+The record also names the vhost the supervisor resolved connection.open to: an AMQP 0-10
+client may name none (qpid.messaging does not), and the worker's replay must then open the
+vhost the supervisor chose a worker for, whatever the worker's own default would be.
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ import os
 import socket
 import struct
 
-__all__ = ["HandoffReceiver", "pack_handoff", "unpack_handoff", "RECORD_MAX"]
+from warren.server.connection import AMQPConnection
+
+__all__ = ["HandedOverConnection", "HandoffReceiver", "pack_handoff", "unpack_handoff", "RECORD_MAX"]
 
 log = logging.getLogger("warren.handoff")
 
@@ -27,16 +33,23 @@ RECORD_MAX = 1 << 20  # the handshake octets a hand-over carries at most (start-
 _PEER = struct.Struct(">H")
 
 
-def pack_handoff(peer_host: str, peer_port: int, received: bytes) -> bytes:
+def pack_handoff(peer_host: str, peer_port: int, received: bytes, vhost: str = "/") -> bytes:
+    """host length, host, port, vhost length, vhost (UTF-8, 16-bit lengths), then the octets."""
     host = peer_host.encode()
-    return _PEER.pack(len(host)) + host + _PEER.pack(peer_port) + received
+    name = vhost.encode("utf-8", "surrogateescape")
+    return _PEER.pack(len(host)) + host + _PEER.pack(peer_port) + _PEER.pack(len(name)) + name + received
 
 
-def unpack_handoff(record: bytes) -> tuple[tuple[str, int], bytes]:
+def unpack_handoff(record: bytes) -> tuple[tuple[str, int], str, bytes]:
+    """((peer host, peer port), vhost, received octets); ValueError/struct.error if malformed."""
     (n,) = _PEER.unpack_from(record, 0)
     host = record[2:2 + n].decode()
     (port,) = _PEER.unpack_from(record, 2 + n)
-    return (host, port), record[4 + n:]
+    (v,) = _PEER.unpack_from(record, 4 + n)
+    if 6 + n + v > len(record):
+        raise ValueError("vhost name runs past the record")
+    vhost = record[6 + n:6 + n + v].decode("utf-8", "surrogateescape")
+    return (host, port), vhost, record[6 + n + v:]
 
 
 class HandoffReceiver:
@@ -88,10 +101,8 @@ class HandoffReceiver:
             self._adopt(record, fds[0])
 
     def _adopt(self, record: bytes, fd: int) -> None:
-        from warren.server.connection import AMQPConnection
-
         try:
-            peer, received = unpack_handoff(record)
+            peer, vhost, received = unpack_handoff(record)
             sock = socket.socket(fileno=fd)
         except (ValueError, UnicodeDecodeError, struct.error, OSError) as e:
             os.close(fd)
@@ -102,7 +113,7 @@ class HandoffReceiver:
         # (a user made through another worker's HTTP API): a stat when nothing changed
         self.server.broker.access.refresh()
         task = self.loop.create_task(self.loop.connect_accepted_socket(
-            lambda: AMQPConnection(self.server, replay=received), sock))
+            lambda: HandedOverConnection(self.server, received, vhost), sock))
         task.add_done_callback(lambda t: t.cancelled() or t.exception() is None
                                or log.error("adopting a connection from %s failed: %r", peer, t.exception()))
 
@@ -124,3 +135,19 @@ class HandoffReceiver:
                     pass
                 s.close()
         self._listener = self._channel = None
+
+
+class HandedOverConnection(AMQPConnection):
+    """The worker's connection for a hand-over: an ``AMQPConnection`` replaying what the client
+    sent the supervisor, whose AMQP 0-10 default vhost is the one the supervisor resolved
+    (a 0-9-1 connection.open always names its vhost)."""
+
+    __slots__ = ("handoff_vhost",)
+
+    def __init__(self, server, received: bytes, vhost: str) -> None:
+        super().__init__(server, replay=received)
+        self.handoff_vhost = vhost
+
+    def _start_0_10(self) -> None:
+        super()._start_0_10()
+        self.conn.default_vhost = self.handoff_vhost

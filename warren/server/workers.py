@@ -13,6 +13,11 @@ sans-IO core up to connection.open, which names the vhost; then it hands the soc
 octets received so far to the owning worker (handoff.py) and forgets the connection. From
 then on the client talks to the worker directly: the supervisor carries no traffic.
 
+AMQP 0-10 (Qpid's qpid.messaging) is handed over the same way: the supervisor runs its own
+handshake (warren/protocol/amqp0_10/connection.py) to connection.open, and a client that names no
+vhost (qpid.messaging names none) gets the supervisor's default, which the record carries so the
+worker's replay opens the same one. TLS is not served with workers (docs/security.md).
+
 What it does not do (docs/performance.md, "Both cores"): one vhost still runs on one core;
 spreading the queues of one vhost over processes is the queue-owner design described there.
 Each worker has its own HTTP API port (``--http-port`` + i; all ephemeral with 0), listed in
@@ -47,6 +52,9 @@ from warren.broker.policies import FILE_NAME
 from warren.config import Config
 from warren.errors import AMQPError, ConnectionAccessRefused, NotAllowed
 from warren.protocol.amqp0_9_1.connection import ServerConnection
+from warren.protocol.amqp0_10 import events as events_0_10
+from warren.protocol.amqp0_10.connection import ServerConnection as ServerConnection0_10
+from warren.protocol.amqp0_10.session import CLOSE as CLOSE_0_10
 from warren.protocol.events import ConnectionClosed, Method
 from warren.protocol.header import AMQP_0_10, HEADER_SIZE, NEED_MORE, PREFERRED_HEADER, read_header
 from warren.server.handoff import RECORD_MAX, pack_handoff
@@ -81,10 +89,10 @@ class Worker:
         self.http_port: int | None = None
         self.prometheus_port: int | None = None
 
-    def hand_over(self, sock, received: bytes, peer) -> None:
+    def hand_over(self, sock, received: bytes, peer, vhost: str) -> None:
         fd = os.dup(sock.fileno())
         try:
-            socket.send_fds(self.channel, [pack_handoff(str(peer[0]), int(peer[1]), received)], [fd])
+            socket.send_fds(self.channel, [pack_handoff(str(peer[0]), int(peer[1]), received, vhost)], [fd])
         finally:
             os.close(fd)  # the worker has its own descriptor now
 
@@ -96,7 +104,7 @@ class Greeter(asyncio.Protocol):
         self.sup = supervisor
         self.transport = None
         self.peer = None
-        self.conn: ServerConnection | None = None
+        self.conn: ServerConnection | ServerConnection0_10 | None = None
         self.received = bytearray()
         self._timer = None
         self._gated = False  # counted by the supervisor's HandshakeGate (limits.py) until handed over
@@ -131,14 +139,23 @@ class Greeter(asyncio.Protocol):
             dialect = read_header(self.received)
             if dialect is NEED_MORE:
                 return
-            if dialect is None or dialect is AMQP_0_10:  # 0-10 is served by single-process brokers only
+            if dialect is None:
                 self._refuse_header()
                 return
             c = self.sup.config
-            self.conn = ServerConnection(self.sup.server_properties, MECHANISMS, c.frame_max, c.channel_max,
-                                         c.heartbeat, c.max_message_size, dialect=dialect)
+            if dialect is AMQP_0_10:  # the same settings as the single-process server (connection.py)
+                self.conn = ServerConnection0_10(
+                    self.sup.server_properties, ("PLAIN", "AMQPLAIN"), allow_anonymous=bool(c.anonymous_user),
+                    default_vhost=self.sup.default_vhost, channel_max=c.channel_max or 0xFFFF,
+                    max_frame_size=min(c.frame_max or 0xFFFF, 0xFFFF), max_message_size=c.max_message_size)
+            else:
+                self.conn = ServerConnection(self.sup.server_properties, MECHANISMS, c.frame_max, c.channel_max,
+                                             c.heartbeat, c.max_message_size, dialect=dialect)
             data = bytes(self.received[HEADER_SIZE:])
         self.conn.receive_data(data)
+        if type(self.conn) is ServerConnection0_10:
+            self._events_0_10()
+            return
         try:
             while (event := self.conn.next_event()) is not None:
                 if type(event) is ConnectionClosed:
@@ -152,6 +169,37 @@ class Greeter(asyncio.Protocol):
                     elif index == _OPEN:
                         self._open(event.method.virtual_host)
                         return
+        except AMQPError as e:
+            if e.throttle_delay:  # a throttled failed login (login_throttle.py): the answer waits
+                self.transport.pause_reading()
+                self.sup.loop.call_later(e.throttle_delay, self._refuse, e)
+                return
+            self._refuse(e)
+            return
+        self._write()
+
+    def _events_0_10(self) -> None:
+        """An AMQP 0-10 handshake up to connection.open (the 0-9-1 one is in data_received)."""
+        try:
+            while (event := self.conn.next_event()) is not None:
+                kind = type(event)
+                if kind is events_0_10.LoginRequested:
+                    if event.mechanism == "ANONYMOUS":  # offered only with --anonymous-user
+                        self.conn.accept_login()
+                    else:
+                        self._login(event)
+                elif kind is events_0_10.OpenRequested:
+                    self._open(event.virtual_host)
+                    return
+                elif kind is events_0_10.PeerError:  # answered by the protocol core already
+                    log.warning("connection error on %s (before its vhost was known): %s", self.peer, event.text)
+                    self._write()
+                    self.sup.loop.call_later(1.0, self._close)
+                    return
+                elif kind is events_0_10.ConnectionClosed:
+                    self._write()
+                    self.transport.close()
+                    return
         except AMQPError as e:
             if e.throttle_delay:  # a throttled failed login (login_throttle.py): the answer waits
                 self.transport.pause_reading()
@@ -201,7 +249,7 @@ class Greeter(asyncio.Protocol):
         self.transport.pause_reading()  # what follows stays in the socket for the worker
         sock = self.transport.get_extra_info("socket")
         try:
-            worker.hand_over(sock, bytes(self.received), self.peer)
+            worker.hand_over(sock, bytes(self.received), self.peer, vhost)
         except OSError as e:
             log.error("could not hand the connection from %s to worker %d: %s", self.peer, worker.index, e)
             self.transport.abort()
@@ -217,7 +265,14 @@ class Greeter(asyncio.Protocol):
             return  # gone while a throttled answer waited
         log.warning("connection error on %s (before its vhost was known): %d %s", self.peer,
                     error.reply_code, error.reply_text)
-        self.conn.close_connection(error.reply_code, error.reply_text, error.class_id, error.method_id)
+        if type(self.conn) is ServerConnection0_10:  # as the 0-10 adapter answers (amqp0_10/adapter.py)
+            if isinstance(error, ConnectionAccessRefused):
+                self.conn.refuse_login("Authentication failed")
+            else:
+                self.conn.close_connection(CLOSE_0_10.INVALID_PATH if isinstance(error, NotAllowed)
+                                           else CLOSE_0_10.CONNECTION_FORCED, error.reply_text)
+        else:
+            self.conn.close_connection(error.reply_code, error.reply_text, error.class_id, error.method_id)
         self._write()
         self.sup.loop.call_later(1.0, self._close)
 
@@ -271,6 +326,8 @@ class Supervisor:
         # every worker is started: a vhost created at run time goes to its owner by name
         self.workers = [Worker(i, tuple(owned[i]), self.run_dir) for i in range(n)]
         self.server_properties = Broker((), access=AccessControl()).server_properties()
+        # the vhost of a 0-10 connection.open that names none, as the single-process server's
+        self.default_vhost = "/" if "/" in config.vhosts else config.vhosts[0]
         # the handshake happens here: its limits too (limits.py, login_throttle.py)
         self.handshake_gate = HandshakeGate.for_config(config, raise_open_file_limit())
         self.login_throttle = LoginThrottle.for_config(config)
