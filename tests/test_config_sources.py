@@ -54,3 +54,22 @@ def test_both_spellings_of_one_key_is_an_error(tmp_path):
 
 def test_unknown_warren_variables_are_ignored():
     assert read_environment({"WARREN_TEST_BROKER_URL": "amqp://x", "WARREN_NO_EXTENSIONS": "1"}) == {}
+
+
+@pytest.mark.parametrize("value, expected", [(None, None), ("1", True), ("0", False), ("true", True), ("off", False)])
+def test_publish_runs_keeps_its_environment_variable(value, expected):
+    """WARREN_PUBLISH_RUNS, read at import by the adapter until session 7, is Config.publish_runs
+    now: 1 and 0 keep their meaning, unset is the default (runs under confirms)."""
+    config, sources = resolve({}, environ={} if value is None else {"WARREN_PUBLISH_RUNS": value})
+    assert config.publish_runs is expected
+    assert sources["publish_runs"].kind == ("default" if value is None else "environment")
+
+
+def test_publish_runs_from_the_file_and_the_command_line(tmp_path):
+    f = tmp_path / "w.toml"
+    f.write_text("publish-runs = true\n")
+    assert resolve({}, config_file=f, environ={})[0].publish_runs is True
+    assert resolve({"publish_runs": False}, config_file=f, environ={})[0].publish_runs is False
+    f.write_text("publish_runs = 1\n")
+    with pytest.raises(SettingsError, match="publish_runs.*boolean"):
+        resolve({}, config_file=f, environ={})

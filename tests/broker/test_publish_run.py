@@ -7,10 +7,6 @@ tests/e2e/test_publish_runs.py."""
 from __future__ import annotations
 
 import gc
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -75,18 +71,3 @@ def test_the_messages_of_a_run_are_out_of_the_collectors_sight(tmp_path):
     queued = [e[1] for e in broker.vhosts["/"].queues["a"].ready][1:]
     assert len(queued) == 2 and not any(gc.is_tracked(m) for m in queued)
     assert queued[1].persistent and queued[0].decoded.delivery_mode is None  # untracked, still whole
-
-
-@pytest.mark.parametrize("value, always, with_confirms", [(None, False, True), ("1", True, True), ("0", False, False)])
-def test_runs_are_taken_under_confirms_unless_the_environment_says_otherwise(value, always, with_confirms):
-    """WARREN_PUBLISH_RUNS (docs/configuration.md), read once at import: by default a connection
-    takes runs once a channel selects confirms; 1: from the start; 0: never."""
-    env = {k: v for k, v in os.environ.items() if k != "WARREN_PUBLISH_RUNS"}
-    if value is not None:
-        env["WARREN_PUBLISH_RUNS"] = value
-    probe = ("from warren.protocol.amqp0_9_1 import adapter, connection; "
-             "print(adapter.PUBLISH_RUNS, adapter.CONFIRM_RUNS, connection.PUBLISH_RUN_MAX)")
-    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60,
-                         cwd=Path(__file__).resolve().parents[2])
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == [str(always), str(with_confirms), "50"]

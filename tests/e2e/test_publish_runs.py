@@ -18,7 +18,7 @@ import time
 import pytest
 
 from . import rawamqp as raw
-from .helpers import PRECONDITION_FAILED, get, make_queue, message_count, wait_until
+from .helpers import PRECONDITION_FAILED, connect, get, make_queue, message_count, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -230,3 +230,41 @@ def test_a_flooding_publisher_does_not_keep_another_connection_waiting(broker, c
     assert not failed, failed
     assert any(0 < count < n for count in seen), f"counts seen during the flood: {seen[:20]}..."
     assert message_count(ch.connection, flood_q) == n
+
+
+@pytest.mark.parametrize("options, environment", [
+    (("--publish-runs",), None),  # every connection takes runs from the start
+    (("--no-publish-runs",), None),  # none does, confirms or not
+    ((), "1"),  # WARREN_PUBLISH_RUNS, the environment spelling of the same setting
+])
+def test_a_broker_started_with_a_publish_runs_setting_serves_publishes_in_order(start_broker, monkeypatch, uid,
+                                                                                options, environment):
+    """Config.publish_runs (docs/configuration.md) only changes how the broker takes consecutive
+    publishes; a client sees the same queue, order and confirms on a plain and a confirming
+    channel whatever it says."""
+    if environment is not None:
+        monkeypatch.setenv("WARREN_PUBLISH_RUNS", environment)
+    b = start_broker(*options)
+    q = f"runs-setting-{uid}"
+    n = 300
+    with raw.RawConnection(b.host, b.port, timeout=20) as c:
+        c.handshake(heartbeat=0)
+        c.open_channel(1)
+        c.send_method(1, *raw.QUEUE_DECLARE, b"\x00\x00" + raw.shortstr(q) + b"\x00" + raw.table())
+        c.expect(raw.QUEUE_DECLARE_OK, 1)
+        c.send(b"".join(with_message_id(1, q, i) for i in range(n)))  # plain channel
+        c.open_channel(2)
+        c.send_method(2, *CONFIRM_SELECT, b"\x00")
+        c.expect(CONFIRM_SELECT_OK, 2)
+        c.send(b"".join(with_message_id(2, q, i) for i in range(n, 2 * n)))  # confirming channel
+        assert acked_upto(c, n, channel=2) == n
+        c.close_connection()
+    conn = connect(b)
+    try:
+        ch = conn.channel()
+        assert wait_until(lambda: message_count(conn, q) == 2 * n, timeout=10)
+        for i in range(2 * n):
+            _, props, body = get(ch, q)
+            assert (body, props.message_id) == (b"body-%d" % i, f"id-{i}")
+    finally:
+        conn.close()
