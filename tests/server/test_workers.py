@@ -344,3 +344,26 @@ def test_amqp_0_10_clients_are_handed_to_the_worker_of_their_vhost(two_workers):
     with Client010(b, password="wrong", handshake=False) as c:
         assert c.wait(ev.ConnectionClosed).code == spec010.ConnectionCloseCode.CONNECTION_FORCED
     assert "vhost nope not found" in b.log()
+
+
+def test_a_shovel_to_amqp_localhost_reaches_the_ephemeral_port_the_supervisor_listens_on(two_workers):
+    """With --port 0 the workers are told the port the supervisor bound, so a shovel whose URI
+    is "amqp://" (this broker) connects there (before, they were told 0 and the link failed)."""
+    from tests.management.api_client import call
+    b = two_workers
+    base = f"http://127.0.0.1:{ready(b)['workers'][owner_of('a', 2)]['http_port']}"
+    with connect(b, "a") as c:
+        ch = c.channel()
+        ch.queue_declare("shovel-src")
+        ch.queue_declare("shovel-dst")
+        for i in range(5):
+            ch.basic_publish("", "shovel-src", b"s%d" % i)
+    value = {"src-uri": "amqp:///a", "src-queue": "shovel-src", "dest-uri": "amqp:///a", "dest-queue": "shovel-dst"}
+    assert call(base, "PUT", "/api/parameters/shovel/a/local", {"value": value})[0] in (201, 204)
+    deadline = time.monotonic() + 30
+    with connect(b, "a") as c:
+        ch = c.channel()
+        while ch.queue_declare("shovel-dst", passive=True).method.message_count < 5:
+            assert time.monotonic() < deadline, f"nothing shovelled: {call(base, 'GET', '/api/shovels/a')[1]}"
+            time.sleep(0.1)
+    assert ready(b)["http_port"] == ready(b)["workers"][owner_of("/", 2)]["http_port"]

@@ -332,6 +332,8 @@ class Supervisor:
         self.handshake_gate = HandshakeGate.for_config(config, raise_open_file_limit())
         self.login_throttle = LoginThrottle.for_config(config)
         self._stop: asyncio.Event | None = None
+        self._listener: asyncio.AbstractServer | None = None  # the AMQP port, bound in run()
+        self.port = config.port  # the AMQP port it listens on (the ephemeral one with --port 0)
 
     def _load_shared_definitions(self) -> dict:
         """Import the shared part of the definitions file (warren/management/definitions.py);
@@ -386,7 +388,7 @@ class Supervisor:
         n = c.workers
         http = -1 if c.http_port < 0 else (0 if c.http_port == 0 else c.http_port + w.index)
         args = [sys.executable, "-m", "warren", "serve", "--config", str(self._worker_settings()),
-                "--host", c.host, "--port", str(c.port),
+                "--host", c.host, "--port", str(self.port),
                 "--data-dir", str(c.data_dir / "workers" / str(w.index)),
                 "--handoff-socket", str(w.socket_path), "--ready-file", str(w.ready_file),
                 "--policy-file", str(c.policy_file or c.data_dir / FILE_NAME),
@@ -466,16 +468,18 @@ class Supervisor:
         for sig in (signal.SIGTERM, signal.SIGINT):
             self.loop.add_signal_handler(sig, self._stop.set)
         self.loop.add_signal_handler(signal.SIGHUP, self._reopen_logs)
-        listener = await self.loop.create_server(lambda: Greeter(self), c.host, c.port, backlog=1024,
-                                                 reuse_address=True)
-        port = listener.sockets[0].getsockname()[1]
+        listener = self._listener
+        await listener.start_serving()
+        port = self.port
         log.info("Warren listening on %s:%d with %d workers: %s", c.host, port, len(self.workers),
                  "; ".join(f"{w.index} (pid {w.proc.pid}): {', '.join(w.vhosts) or '-'}" for w in self.workers))
         if c.ready_file:
+            home = self.workers[owner_of(self.default_vhost, len(self.workers))]
             tmp = c.ready_file.with_suffix(".tmp")
             tmp.write_text(json.dumps({
                 "host": c.host, "port": port, "pid": os.getpid(),
-                "http_port": self.workers[0].http_port, "prometheus_port": self.workers[0].prometheus_port,
+                # the API of the worker that owns the default vhost: the one that sees its queues
+                "http_port": home.http_port, "prometheus_port": home.prometheus_port,
                 "workers": [{"index": w.index, "pid": w.proc.pid, "vhosts": list(w.vhosts),
                              "http_port": w.http_port, "prometheus_port": w.prometheus_port}
                             for w in self.workers]}))
@@ -491,10 +495,17 @@ class Supervisor:
         self.loop = new_event_loop(c.loop)
         asyncio.set_event_loop(self.loop)
         try:
+            # the AMQP port is bound before the workers start, so that they know it with --port 0:
+            # a shovel or federation link to "amqp://" (this broker) connects to it (federation/)
+            self._listener = self.loop.run_until_complete(self.loop.create_server(
+                lambda: Greeter(self), c.host, c.port, backlog=1024, reuse_address=True, start_serving=False))
+            self.port = self._listener.sockets[0].getsockname()[1]
             self._start_workers()
             self.loop.run_until_complete(self._serve())
         finally:
             self._stop_workers()
+            if self._listener is not None:
+                self._listener.close()  # closed already, unless the workers failed to start
             self.loop.close()
             (self.run_dir / "worker-settings.toml").unlink(missing_ok=True)
             for w in self.workers:
