@@ -382,3 +382,115 @@ def ack_events(data: bytes, chunks: list[int], compiled: bool) -> list:
 def test_runs_of_acks_are_the_same_events_as_one_by_one(parts, chunks):
     data = b"".join(parts)
     assert ack_events(data, chunks, compiled=True) == ack_events(data, chunks, compiled=False)
+
+
+# --- hand-over batches between worker processes (warren/codec/handover.py) ----------------------
+
+from warren.broker.message import Message  # noqa: E402
+from warren.codec import handover  # noqa: E402
+
+HANDOVER_DEFAULTS = (("_decoded", None), ("_record", None))
+
+
+class Routed:
+    """What the sending worker hands to encode_batch: a Message's attributes, any property octets."""
+    __slots__ = ("exchange_ss", "routing_key_ss", "properties", "body", "persistent", "ttl")
+
+    def __init__(self, exchange: str, routing_key: str, properties: bytes, body: bytes, persistent: bool, ttl):
+        self.exchange_ss = _ss(exchange)
+        self.routing_key_ss = _ss(routing_key)
+        self.properties, self.body, self.persistent, self.ttl = properties, body, persistent, ttl
+
+
+def _ss(name: str) -> bytes:
+    b = name.encode("utf-8", "surrogateescape")
+    return bytes((len(b),)) + b
+
+
+# names as the codec decodes them from the wire: any octets (surrogateescape), up to 40 of them
+handover_names = st.one_of(st.sampled_from(["", "amq.direct", "q", "caf\u00e9"]),
+                           st.binary(max_size=40).map(lambda b: b.decode("utf-8", "surrogateescape")))
+routed_messages = st.builds(
+    Routed, handover_names, handover_names,
+    st.one_of(st.sampled_from([b"\x00\x00", b"\x10\x00\x02"]), st.binary(max_size=30)),
+    st.binary(max_size=200), st.booleans(),
+    st.one_of(st.none(), st.integers(0, 2**40).map(lambda ms: ms / 1000), st.floats(0, 1e16)))
+handover_dests = st.tuples(handover_names, st.lists(handover_names, min_size=1, max_size=3).map(tuple))
+
+
+@st.composite
+def handover_batches(draw):
+    msgs = draw(st.lists(routed_messages, max_size=8))
+    pool = draw(st.lists(handover_dests, min_size=1, max_size=3))
+    dests = [draw(st.sampled_from(pool)) for _ in msgs]
+    mandatory = draw(st.one_of(st.none(), st.lists(st.booleans(), min_size=len(msgs), max_size=len(msgs))))
+    return draw(st.integers(0, 2**64 - 1)), msgs, dests, mandatory
+
+
+def handover_outcome(take, data, pos: int, cls):
+    """What a taker makes of data, comparable across the twins: items as their slot values, or
+    the exception's type and text; and the names it asked resolve_name for, in order."""
+    asked = []
+
+    def resolve_name(shortstr):
+        asked.append(shortstr)
+        return handover.plain_name(shortstr)
+    try:
+        got = take(data, pos, cls, HANDOVER_DEFAULTS, resolve_name, lambda vhost, queues: ("dest", vhost, queues))
+    except (ValueError, TypeError) as e:
+        return ("error", type(e).__name__, str(e)), asked
+    if got is None:
+        return None, asked
+    items, dests, flags, ticket, after = got
+    if cls is not None:
+        items = [tuple(getattr(m, s) for s in Message.__slots__) for m in items]
+    return (items, dests, flags, ticket, after), asked
+
+
+@needs_speedups
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(handover_batches())
+def test_compiled_and_python_hand_over_batches_are_the_same_octets_and_messages(batch):
+    ticket, msgs, dests, mandatory = batch
+    data = handover.encode_batch(ticket, msgs, dests, mandatory)
+    assert data == handover.encode_batch_py(ticket, msgs, dests, mandatory)
+    for cls in (None, Message):
+        c = handover_outcome(handover.take_batch, data, 0, cls)
+        assert c == handover_outcome(handover.take_batch_py, data, 0, cls)
+    items, got_dests, flags, first, after = handover.take_batch(data, 0, Message, HANDOVER_DEFAULTS)
+    assert (first, after, got_dests) == (ticket, len(data), dests)
+    for msg, sent, f in zip(items, msgs, flags):
+        assert (msg.exchange_ss, msg.routing_key_ss, msg.properties, msg.body, msg.persistent) == \
+            (sent.exchange_ss, sent.routing_key_ss, sent.properties, sent.body, sent.persistent)
+        assert msg.ttl == (None if sent.ttl is None else round(sent.ttl * 1000) / 1000)
+        assert bool(f & handover.MANDATORY) == bool(mandatory and mandatory[msgs.index(sent)])
+
+
+@needs_speedups
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(handover_batches(), st.binary(max_size=6), st.binary(max_size=6),
+       st.lists(st.tuples(st.integers(0, 400), st.integers(0, 255)), max_size=4), st.integers(-1, 400),
+       st.sampled_from([None, Message]))
+def test_compiled_and_python_hand_over_takers_agree_on_damaged_batches(batch, before, after, flips, cut, cls):
+    """Octets changed, a batch cut anywhere, junk on either side: both twins give the same items,
+    None, or the same error; had the compiled one read past its batch into the junk after it,
+    or anywhere it should not, it would disagree with the Python one (which cannot)."""
+    data = bytearray(handover.encode_batch_py(*batch))
+    for at, octet in flips:
+        if at < len(data):
+            data[at] = octet
+    if 0 <= cut < len(data):
+        del data[cut:]
+    stream = bytes(before + data + after)
+    assert handover_outcome(handover.take_batch, stream, len(before), cls) == \
+        handover_outcome(handover.take_batch_py, stream, len(before), cls)
+
+
+@needs_speedups
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=60), st.integers(0, 4))
+def test_compiled_and_python_hand_over_takers_agree_on_any_octets(data, pos):
+    framed = len(data).to_bytes(4, "big") + b"\x01\x00" + data  # past the size and version checks
+    for octets in (data, framed):
+        assert handover_outcome(handover.take_batch, octets, pos, Message) == \
+            handover_outcome(handover.take_batch_py, octets, pos, Message)

@@ -1,6 +1,7 @@
 /*
  * warren.codec._speedups: the compiled halves of the basic.publish and basic.deliver fast paths,
- * and of the store's record framing (append_seq_record, below).
+ * of the store's record framing (append_seq_record, below), and of the hand-over batches between
+ * worker processes (take_handover, encode_handover: warren/codec/handover.py).
  *
  * Why: with a publish's three frames in the receive buffer (nearly always), finding them,
  * checking them and slicing out the arguments, properties and body was about half of the
