@@ -19,7 +19,7 @@ from warren.errors import (
 )
 from warren.protocol.amqp0_9_1 import connection as connection_module
 from warren.protocol.amqp0_9_1.connection import ServerConnection
-from warren.protocol.events import ChannelClosed, ChannelOpened, ConnectionClosed, Content, Method
+from warren.protocol.events import ChannelClosed, ChannelOpened, ConnectionClosed, Content, Method, Publishes
 from warren.spec import amqp0_9_1 as spec
 
 SERVER_PROPERTIES = {"product": "warren", "capabilities": {"publisher_confirms": True}}
@@ -780,3 +780,55 @@ def test_arbitrary_octets_after_the_handshake_raise_only_amqp_errors(data):
 def test_arbitrary_input_during_the_handshake_raises_only_amqp_errors(pieces):
     p = Peer()
     drive_until_error(p.conn, [b"".join(pieces)])
+
+
+# --- runs taken from a read that found the broker behind (backlog_read) -----------------------
+
+def _backlog_publishes(n: int) -> bytes:
+    """n publishes to one queue, each with its own message-id: about 60 octets each."""
+    m = spec.BasicPublish(exchange="", routing_key="q")
+    return b"".join(mframe(1, m) + header_frame(1, 2, b"\x00\x80" + bytes((len(b"%d" % i),)) + b"%d" % i)
+                    + body_frame(1, b"%02d" % (i % 100)) for i in range(n))
+
+
+def _as_contents(events: list) -> list:
+    """(channel, method, properties, body) of each message, whether it came alone or in a run."""
+    out = []
+    for e in events:
+        if isinstance(e, Publishes):
+            out += [(e.channel, e.method, p, bytes(b)) for p, b in zip(e.properties, e.bodies)]
+        else:
+            assert isinstance(e, Content)
+            out.append((e.channel, e.method, e.properties, bytes(e.body)))
+    return out
+
+
+@pytest.mark.parametrize("backlog_read", [connection_module.BACKLOG_READ, 0])
+def test_a_read_that_found_the_broker_behind_is_taken_in_runs(publish_path, backlog_read):
+    """A connection that never asked for runs (publish_run_max 1: no confirms) gets them for the
+    publishes of a read of BACKLOG_READ octets or more, where the broker is behind its publisher;
+    a short read after it is taken one by one again, and backlog_read 0 (--no-publish-runs)
+    turns it off. The messages are the same either way."""
+    p = Peer()
+    p.handshake()
+    p.open_channel(1)
+    p.conn.backlog_read = backlog_read
+    big = _backlog_publishes(1500)
+    assert len(big) >= connection_module.BACKLOG_READ
+    events = p.feed(big)
+    runs = publish_path == "compiled" and backlog_read > 0
+    assert any(isinstance(e, Publishes) for e in events) == runs
+    if runs:  # a run is never longer than PUBLISH_RUN_MAX
+        assert max(len(e.bodies) for e in events) == connection_module.PUBLISH_RUN_MAX
+    assert _as_contents(events) == _as_contents(_one_by_one(big))
+    small = p.feed(_backlog_publishes(20))
+    assert [type(e) for e in small] == [Content] * 20
+
+
+def _one_by_one(data: bytes) -> list:
+    """The events of a connection with runs off, fed data whole."""
+    p = Peer()
+    p.handshake()
+    p.open_channel(1)
+    p.conn.backlog_read = 0
+    return p.feed(data)

@@ -48,8 +48,9 @@ class ConnectionHandler(ClientConnection):
     """``publish_runs`` (``Config.publish_runs``, docs/configuration.md): when consecutive
     publishes are taken as one run (one Publishes event, ``BrokerChannel.publish_run``). None,
     the default: once one of the connection's channels is in confirm mode, where runs halve the
-    broker's cost per confirmed publish and the publisher waits on the broker; without confirms
-    a lone publisher the broker keeps up with gets slower (docs/performance.md, "Runs of
+    broker's cost per confirmed publish and the publisher waits on the broker, and for the
+    publishes of a read that found the broker behind (``ServerConnection.backlog_read``); without
+    confirms a lone publisher the broker keeps up with gets slower (docs/performance.md, "Runs of
     publishes"). True: from the start; False: never."""
 
     def __init__(self, broker, conn, peer: tuple, io, publish_runs: bool | None = None) -> None:
@@ -63,6 +64,8 @@ class ConnectionHandler(ClientConnection):
         conn.channel_admit = self._admit_channel  # the user's max-channels, before open-ok
         if publish_runs:
             conn.publish_run_max = PUBLISH_RUN_MAX  # consecutive publishes as one Publishes event
+        elif publish_runs is False:
+            conn.backlog_read = 0  # not even the publishes of a read that found the broker behind
 
     # --- events --------------------------------------------------------------------------
 

@@ -72,6 +72,12 @@ MAX_MESSAGE_SIZE = 128 * 1024 * 1024  # RabbitMQ 3.8+'s default max_message_size
 # Publishes taken as one ``Publishes`` event at most (``publish_run_max``): enough that the
 # event's own cost is spread thin, few enough that a run is a small part of a server turn
 PUBLISH_RUN_MAX = 50
+# A read at least this long means the broker is behind this publisher (the transport's buffer,
+# 256 KiB in uvloop and asyncio, came back full or nearly): the publishes of that read are
+# taken as runs whatever ``publish_run_max`` says (``backlog_read``). A broker that keeps up
+# gets short reads and lone publishes, which keep a lone publisher's writes coalesced:
+# docs/performance.md, "Runs of publishes" and "The two-publisher rows".
+BACKLOG_READ = 65536
 # Before tune-ok we accept frames up to our own frame-max: the spec's 4096 is a floor, and
 # some clients send a start-ok with large client properties.
 
@@ -119,6 +125,9 @@ class ServerConnection:
     # (PUBLISH_RUN_MAX); 1: every publish is its own ``Content``. Runs are taken by the
     # compiled take_publishes only; without it every publish is a ``Content`` as before.
     publish_run_max = 1
+    # a read of at least this many octets is taken in runs too (BACKLOG_READ); 0: never
+    backlog_read = BACKLOG_READ
+    _backlog_run_max = 0  # PUBLISH_RUN_MAX after a backlog read, else 0
 
     def __init__(self, server_properties: dict, mechanisms: bytes = b"PLAIN AMQPLAIN",
                  frame_max: int = FRAME_MAX_DEFAULT, channel_max: int = CHANNEL_MAX_DEFAULT,
@@ -174,12 +183,16 @@ class ServerConnection:
         self.frames.compact()
         if not self._broken:
             self.frames.feed(data)
+        if len(data) >= self.backlog_read > 0:
+            self._backlog_run_max = PUBLISH_RUN_MAX
+        elif self._backlog_run_max:  # set only once needed: idle connections keep no such key
+            self._backlog_run_max = 0
 
     def next_event(self):
         """The next event, or None when more bytes are needed. Raises AMQPError (module doc)."""
         frames = self.frames
         take = _take_publishes if self._fast_publish else None
-        run_max = self.publish_run_max
+        run_max = self._backlog_run_max or self.publish_run_max
         while True:
             if self._broken:
                 return None
