@@ -195,3 +195,25 @@ def test_more_distinct_names_than_a_batch_can_index_is_an_error(encode):
     with pytest.raises(ValueError, match="65535"):
         encode(1, [one] * len(dests), dests)
     assert len(encode(1, [one] * 1000, dests[:1000])) > 1000
+
+
+class Plain:
+    """Attributes in a __dict__, one a property: the compiled encoder reads them with getattr."""
+
+    def __init__(self, msg: Message):
+        self.exchange_ss, self.routing_key_ss, self.body = msg.exchange_ss, msg.routing_key_ss, msg.body
+        self.persistent, self.ttl, self._props = msg.persistent, msg.ttl, msg.properties
+
+    @property
+    def properties(self):
+        return self._props
+
+
+@pytest.mark.parametrize("encode", ENCODERS)
+def test_the_encoder_reads_any_object_with_the_attributes(encode):
+    msgs, dests, mandatory = sample()
+    mixed = [Plain(msgs[0]), msgs[1], Plain(msgs[2])]  # the class changes from message to message
+    assert encode(1, mixed, dests, mandatory) == handover.encode_batch_py(1, msgs, dests, mandatory)
+    empty = Message.__new__(Message)  # a slot never set
+    with pytest.raises(AttributeError):
+        encode(1, [msgs[0], empty], dests[:2])

@@ -662,8 +662,6 @@ static PyObject *untrack(PyObject *self, PyObject *obj)
 static const char *const handover_slot_names[HANDOVER_SLOTS] = {
     "exchange", "exchange_ss", "routing_key", "routing_key_ss", "properties", "body", "persistent", "ttl"};
 static PyObject *handover_slots[HANDOVER_SLOTS];
-/* the attributes encode_handover reads from each message */
-static PyObject *str_persistent, *str_ttl;
 
 static int handover_names_ready(void)
 {
@@ -672,8 +670,6 @@ static int handover_names_ready(void)
     for (int i = 0; i < HANDOVER_SLOTS; i++)
         if ((handover_slots[i] = PyUnicode_InternFromString(handover_slot_names[i])) == NULL)
             return -1;
-    str_persistent = handover_slots[6];
-    str_ttl = handover_slots[7];
     return 0;
 }
 
@@ -1092,6 +1088,32 @@ static PyObject *shortstr_of(PyObject *name)
     return ss;
 }
 
+/* Reads a message's attribute straight from its slot when the message is of the class the
+ * offsets were found for and the slot is a plain object slot (a Message), else with getattr:
+ * six getattrs were most of encode_handover's cost per message. */
+typedef struct {
+    PyTypeObject *type; /* held */
+    Py_ssize_t offset[HANDOVER_SLOTS];
+} slot_reader;
+
+static PyObject *read_slot(slot_reader *r, PyObject *obj, int i)
+{
+    if (Py_TYPE(obj) != r->type) {
+        Py_INCREF(Py_TYPE(obj));
+        Py_XSETREF(r->type, Py_TYPE(obj));
+        for (int k = 0; k < HANDOVER_SLOTS; k++)
+            r->offset[k] = slot_offset(r->type, handover_slots[k]);
+    }
+    if (r->offset[i] >= 0) {
+        PyObject *v = *(PyObject **)((char *)obj + r->offset[i]);
+        if (v != NULL) {
+            Py_INCREF(v);
+            return v;
+        }
+    }
+    return PyObject_GetAttr(obj, handover_slots[i]); /* also raises AttributeError for an empty slot */
+}
+
 /* what encode_handover keeps of each message between its two passes */
 typedef struct {
     unsigned char flags;
@@ -1129,6 +1151,7 @@ static PyObject *encode_handover(PyObject *self, PyObject *const *args, Py_ssize
     handover_table names = {0}, props = {0}, dests = {0};
     PyObject *name_order = NULL, *prop_order = NULL, *dest_parts = NULL;
     handover_entry *entries = NULL;
+    slot_reader reader = {NULL};
     Py_ssize_t n = 0, filled = 0;
     if ((msgs = PySequence_Fast(args[1], "messages must be a sequence")) == NULL ||
         (dsts = PySequence_Fast(args[2], "destinations must be a sequence")) == NULL ||
@@ -1195,7 +1218,7 @@ static PyObject *encode_handover(PyObject *self, PyObject *const *args, Py_ssize
             d = dests.count - 1;
         }
         e->dest = (unsigned int)d;
-        PyObject *p = PyObject_GetAttr(msg, handover_slots[4]);
+        PyObject *p = read_slot(&reader, msg, 4);
         if (p == NULL)
             goto done;
         if (!PyBytes_Check(p)) {
@@ -1211,7 +1234,7 @@ static PyObject *encode_handover(PyObject *self, PyObject *const *args, Py_ssize
         if (pi < 0)
             goto done;
         e->props = (unsigned int)pi;
-        PyObject *v = PyObject_GetAttr(msg, str_persistent);
+        PyObject *v = read_slot(&reader, msg, 6);
         int persistent = v != NULL ? PyObject_IsTrue(v) : -1;
         Py_XDECREF(v);
         if (persistent < 0)
@@ -1224,7 +1247,7 @@ static PyObject *encode_handover(PyObject *self, PyObject *const *args, Py_ssize
             if (m)
                 e->flags |= HANDOVER_MANDATORY;
         }
-        if ((v = PyObject_GetAttr(msg, str_ttl)) == NULL)
+        if ((v = read_slot(&reader, msg, 7)) == NULL)
             goto done;
         if (v != Py_None) {
             e->flags |= HANDOVER_TTL;
@@ -1236,7 +1259,7 @@ static PyObject *encode_handover(PyObject *self, PyObject *const *args, Py_ssize
         }
         Py_DECREF(v);
         for (int k = 0; k < 2; k++) { /* exchange_ss, routing_key_ss */
-            if ((v = PyObject_GetAttr(msg, handover_slots[k ? 3 : 1])) == NULL)
+            if ((v = read_slot(&reader, msg, k ? 3 : 1)) == NULL)
                 goto done;
             Py_ssize_t i = name_index(&names, name_order, v);
             Py_DECREF(v);
@@ -1247,7 +1270,7 @@ static PyObject *encode_handover(PyObject *self, PyObject *const *args, Py_ssize
             else
                 e->exchange = (unsigned int)i;
         }
-        if ((e->body = PyObject_GetAttr(msg, handover_slots[5])) == NULL)
+        if ((e->body = read_slot(&reader, msg, 5)) == NULL)
             goto done;
         Py_buffer body;
         if (PyObject_GetBuffer(e->body, &body, PyBUF_SIMPLE) < 0)
@@ -1322,6 +1345,7 @@ done:
     Py_XDECREF(names.index);
     Py_XDECREF(props.index);
     Py_XDECREF(dests.index);
+    Py_XDECREF(reader.type);
     Py_XDECREF(names.last_key);
     Py_XDECREF(props.last_key);
     Py_XDECREF(dests.last_key);
