@@ -11,6 +11,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from warren.store import QueueStore, StoreError, decode_message, encode_message
+from warren.store import fileio
+from warren.store import queue_store as queue_store_mod
 from warren.store import segment as segment_mod
 from warren.store.record import T_ACK, encode_record
 
@@ -28,6 +30,15 @@ def files(d, prefix=""):
 def fill(store, seqs, size=100):
     for s in seqs:
         store.append(s, rec(s, size))
+
+
+@pytest.fixture
+def python_file_io(monkeypatch):
+    """The store's file I/O one os call at a time (fileio.py's Python twins), so that a test can
+    watch or fail os.write and os.fsync; the compiled calls do the same steps in C
+    (tests/protocol/test_speedups.py compares them)."""
+    monkeypatch.setattr(queue_store_mod, "write_and_dup", fileio.write_and_dup_py)
+    monkeypatch.setattr(queue_store_mod, "fsync_and_close", fileio.fsync_and_close_py)
 
 
 @pytest.fixture
@@ -155,7 +166,7 @@ def test_context_manager_and_delete(tmp_path):
     assert not (tmp_path / "q").exists()
 
 
-def test_no_syscall_per_append(open_store, monkeypatch):
+def test_no_syscall_per_append(open_store, monkeypatch, python_file_io):
     writes = []
     real = os.write
     monkeypatch.setattr(segment_mod.os, "write", lambda fd, b: writes.append(len(b)) or real(fd, b))
@@ -183,7 +194,7 @@ def _fsynced_names(monkeypatch) -> list[str]:
     return names
 
 
-def test_ack_logs_are_written_at_every_sync_but_fsynced_only_when_due(open_store, monkeypatch):
+def test_ack_logs_are_written_at_every_sync_but_fsynced_only_when_due(open_store, monkeypatch, python_file_io):
     s = open_store(segment_size=8 * 1024 * 1024, ack_sync_interval=3600)
     fill(s, range(1, 11))
     s.sync()
@@ -200,7 +211,7 @@ def test_ack_logs_are_written_at_every_sync_but_fsynced_only_when_due(open_store
     assert any(n.startswith("acks.") for n in names) and not s.acks_owed()
 
 
-def test_ack_logs_are_fsynced_with_every_sync_by_default_and_once_due(open_store, monkeypatch):
+def test_ack_logs_are_fsynced_with_every_sync_by_default_and_once_due(open_store, monkeypatch, python_file_io):
     s = open_store(segment_size=8 * 1024 * 1024)  # ack_sync_interval 0: every sync
     fill(s, range(1, 11))
     names = _fsynced_names(monkeypatch)
@@ -498,7 +509,9 @@ def test_sync_on_another_thread(open_store):
         stop.set()
         t.join()
     assert not errors and synced == sorted(synced) and synced[-1] <= 20000
-    assert len(synced) > 10  # the two threads did overlap
+    # the two threads did overlap (a sync lets the GIL go twice, fileio.py: a worker starved by
+    # the appending thread gets a few turns, not one per switch interval per system call)
+    assert len(synced) > 2
     s.close()
     s = open_store(segment_size=64 * 1024)
     got = s.recover()
@@ -506,7 +519,7 @@ def test_sync_on_another_thread(open_store):
     assert all(r.startswith(b"%d:" % q) for q, r, _ in got)
 
 
-def test_failed_write_poisons_the_store(open_store, monkeypatch):
+def test_failed_write_poisons_the_store(open_store, monkeypatch, python_file_io):
     s = open_store()
     s.append(1, b"x")
 
@@ -598,7 +611,7 @@ def test_a_delivered_mark_acked_before_the_flush_is_never_written(tmp_path):
 
 # --- overlapping syncs (two group commits at the disk at once) ---------------------------------------
 
-def test_overlapping_syncs_return_in_order_and_unlink_only_after_the_earlier_fsyncs(open_store, monkeypatch):
+def test_overlapping_syncs_return_in_order_and_unlink_only_after_the_earlier_fsyncs(open_store, monkeypatch, python_file_io):
     """The broker starts a second group commit while one is at the disk: the second may write
     and fsync at once, but returns (and deletes fully acked segments) only after the first."""
     store = open_store(fsync=True)
@@ -645,7 +658,7 @@ def test_overlapping_syncs_return_in_order_and_unlink_only_after_the_earlier_fsy
     assert [seq for seq, _, _ in reopened.recover()] == list(range(11, 33))
 
 
-def test_a_sync_after_a_failed_one_fails_too(open_store, monkeypatch):
+def test_a_sync_after_a_failed_one_fails_too(open_store, monkeypatch, python_file_io):
     """A sync whose predecessor's fsync failed cannot claim what that one wrote."""
     store = open_store(fsync=True)
     store.append(1, rec(1))

@@ -29,7 +29,7 @@ from collections import defaultdict
 from warren.broker import authz, reply_to
 from warren.broker.confirms import Confirms
 from warren.broker.consumer import Consumer
-from warren.broker.message import Message, untrack as _untrack
+from warren.broker.message import Message, clone_messages, untrack as _untrack
 from warren.broker.queue import REFUSED
 from warren.codec.properties import EXPIRATION_FLAG, HEADERS_FLAG, REPLY_TO_FLAG, USER_ID_FLAG
 from warren.errors import AccessRefused, NotAllowed, NotFound, PreconditionFailed
@@ -340,18 +340,27 @@ class BrokerChannel:
             return 1 + self.publish_run(exchange, routing_key, properties[1:], bodies[1:], mandatory)
         route = self._route
         new_message = self.new_message
-        # a plain Message is never in a cycle: out of the collector's sight (message.py)
-        untrack = _untrack if new_message is Message else None
         confirms = self.confirms
         # the queues of every message of the run that routes by its key alone: routed once
         dests = ex.run_destinations(routing_key)
+        # A plain Message is never in a cycle: the run's are made untracked (message.py), all at
+        # once: one Message(...) for the first, the rest copies of it with their own octets.
+        msgs = None
+        if new_message is Message and len(bodies) > 1:
+            msgs = clone_messages(Message(exchange, routing_key, properties[0], bodies[0]), properties, bodies)
+            if msgs is not None and dests is not None and self._enqueue_run(ex, dests, msgs, properties, bodies):
+                return len(msgs)
+        untrack = _untrack if new_message is Message and msgs is None else None
         done = 0
         try:
             for props, body in zip(properties, bodies):
+                if msgs is not None:
+                    msg = msgs[done]
+                else:
+                    msg = new_message(exchange, routing_key, props, body)
+                    if untrack is not None:
+                        untrack(msg)
                 done += 1
-                msg = new_message(exchange, routing_key, props, body)
-                if untrack is not None:
-                    untrack(msg)
                 hi = props[0]  # the C path gives a run whole property lists only (2 octets or more)
                 if hi & _CHECKED_FLAGS_HI or props[1] & _USER_ID_FLAG:
                     self._check_properties(msg)
@@ -383,6 +392,37 @@ class BrokerChannel:
             self.stats_publish += done
             ex.stats_publish_in += done
         return done
+
+    def _enqueue_run(self, ex, dests, msgs: list, properties: list, bodies: list) -> bool:
+        """The whole run into its queues at once (``Queue.enqueue_run``) when nothing can differ
+        from one by one: every queue takes runs now (no consumer, no limit, store or TTL) and no
+        property list asks for a check or routing of its own (reply-to, expiration, user-id,
+        CC/BCC headers). False, with nothing done, otherwise. A publish-only flood (the
+        shared matrix's pubonly rows) is this case; docs/performance.md, "The two-publisher rows"."""
+        for q in dests:
+            if not q.takes_runs():
+                return False
+        last = None
+        for props in properties:  # the C path hands equal lists as one object: tested once
+            if props is not last:
+                hi = props[0]
+                if (hi & _CHECKED_FLAGS_HI or props[1] & _USER_ID_FLAG
+                        or (hi & _HEADERS_FLAG_HI and 67 in props
+                            and (props.find(b"\x02CC") >= 0 or props.find(b"\x03BCC") >= 0))):
+                    return False
+                last = props
+        size = sum(map(len, bodies))
+        for q in dests:
+            q.enqueue_run(msgs, size)
+        n = len(msgs)
+        confirms = self.confirms
+        if confirms is not None:  # transient messages, taken: each confirmed as it comes
+            published = confirms.published
+            for _ in msgs:
+                published(0, False)
+        self.stats_publish += n
+        ex.stats_publish_in += n
+        return True
 
     def _check_properties(self, msg: Message) -> None:
         """The properties the broker acts on at publish time: reply-to, expiration, user-id."""
@@ -482,6 +522,7 @@ class BrokerChannel:
             self.stats_ack += len(entries)
         touched = set()
         requeued = defaultdict(list)
+        acked: dict = {}  # queue -> [(seq, message)]: forgotten together (one store call per queue)
         for q, seq, msg, consumer, _tag in entries:
             if consumer is not None:
                 size = len(msg.body)
@@ -494,9 +535,14 @@ class BrokerChannel:
                 requeued[q].append((seq, msg))
             elif requeue is None:  # acked
                 q.stats_ack += 1
-                q.forget(seq, msg)
+                items = acked.get(q)
+                if items is None:
+                    items = acked[q] = []
+                items.append((seq, msg))
             else:  # rejected or nacked without requeue: dead-lettered if the queue says so
                 q.reject(seq, msg)
+        for q, items in acked.items():
+            q.forget_run(items)
         for q, items in requeued.items():
             q.requeue(items)
             touched.discard(q)

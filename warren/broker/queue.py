@@ -280,6 +280,28 @@ class Queue:
             gone.append(msg)
         self._dead_letter(gone, MAXLEN)
 
+    def takes_runs(self) -> bool:
+        """Whether ``enqueue_run`` may take a run of messages now: ``publish``'s fast path would
+        take each (no deduplication, length limit, TTL, store or paging; a classic queue's deque)
+        and nothing happens per message (no consumer to dispatch to, so none to congest either)."""
+        return (not self.consumers and self.plain_enqueue and self.store is None and not self.paged
+                and not self.limited and type(self.ready) is deque and type(self).publish is Queue.publish)
+
+    def enqueue_run(self, messages: list, size: int) -> None:
+        """``publish`` of each message of a run, at once, when ``takes_runs`` (``size``: their
+        body octets): what a publish-only flood queues without a tuple test and call per
+        message (docs/performance.md, "The two-publisher rows"). None of them has a TTL (a run
+        gives its messages with an expiration property to ``publish``)."""
+        seq = self._seq
+        self._seq = end = seq + len(messages)
+        self.ready.extend([(s, m, False, 0) for s, m in zip(range(seq + 1, end + 1), messages)])
+        self.ready_bytes += size
+        memory = self.memory
+        if memory is not None:  # the broker-wide intake counter (memory.py): page out, memory alarm
+            memory.unchecked += size + MESSAGE_OVERHEAD * len(messages)
+            if memory.unchecked > memory.check_every:
+                memory.check(self)
+
     def publish(self, message: "Message") -> int:
         """Enqueue; returns the number of the sync that makes it durable, 0 if none is needed, or
         ``REFUSED`` when a length limit with x-overflow reject-publish(-dlx) turns it away."""
@@ -494,6 +516,26 @@ class Queue:
             self.store.ack(seq)
             self.durability.wrote(self.store)
 
+    def forget_run(self, items: list) -> None:
+        """``forget`` for each (seq, message) of a run of acks (``BrokerChannel._settle``): the
+        persistent ones leave the store in one call, which asks for one group commit."""
+        if type(self).forget is not Queue.forget:  # a queue type with its own forget keeps it
+            for seq, msg in items:
+                self.forget(seq, msg)
+            return
+        taken, returns, store = self._taken, self._returns, self.store
+        seqs = []
+        for seq, msg in items:
+            if taken:
+                taken.pop(seq, None)
+            if returns:
+                returns.pop(seq, None)
+            if store is not None and msg.persistent:
+                seqs.append(seq)
+        if seqs and not self.deleted:
+            store.ack_run(seqs)
+            self.durability.wrote(store)
+
     def delivered(self, seq: int, message: "Message", no_ack: bool) -> None:
         """A message left the queue for a consumer or basic.get."""
         if self.store is not None and message.persistent:
@@ -502,6 +544,14 @@ class Queue:
             else:
                 self.store.mark_delivered(seq)  # so it comes back redelivered after a restart
             self.durability.wrote(self.store)
+
+    def _delivered_run(self, seqs: list, no_ack: bool) -> None:
+        """``delivered`` for persistent messages that left for one consumer in one dispatch."""
+        if no_ack:
+            self.store.ack_run(seqs)
+        else:
+            self.store.mark_delivered_run(seqs)  # so they come back redelivered after a restart
+        self.durability.wrote(self.store)
 
     def reject(self, seq: int, message: "Message") -> None:
         """A taken message was rejected or nacked without requeue: gone, and dead-lettered."""
@@ -734,22 +784,32 @@ class Queue:
                 deliver = c.channel.deliver
                 no_ack = c.no_ack
                 store = self.store
+                # the persistent deliveries' store marks (delivered, or acked for no-ack), made
+                # in one store call after the loop when the queue type marks as Queue does
+                marks = [] if store is not None and type(self).delivered is Queue.delivered else None
                 popleft = ready.popleft
-                while room and ready and has_capacity():
-                    room -= 1
-                    seq, msg, redelivered, deadline = popleft()
-                    self.ready_bytes -= len(msg.body)
-                    if deadline:
-                        if deadline <= time.monotonic():
-                            self.forget(seq, msg)
-                            self._dead_letter((msg,), EXPIRED)
-                            break  # dead-lettering may have changed anything: the general loop goes on
-                        msg = self._taking(seq, msg, deadline, no_ack)
-                    if store is not None:
-                        self.delivered(seq, msg, no_ack)
-                    deliver(c, self, seq, msg, redelivered)
-                else:
-                    return
+                try:
+                    while room and ready and has_capacity():
+                        room -= 1
+                        seq, msg, redelivered, deadline = popleft()
+                        self.ready_bytes -= len(msg.body)
+                        if deadline:
+                            if deadline <= time.monotonic():
+                                self.forget(seq, msg)
+                                self._dead_letter((msg,), EXPIRED)
+                                break  # dead-lettering may have changed anything: the general loop goes on
+                            msg = self._taking(seq, msg, deadline, no_ack)
+                        if marks is not None:
+                            if msg.persistent:
+                                marks.append(seq)
+                        elif store is not None:
+                            self.delivered(seq, msg, no_ack)
+                        deliver(c, self, seq, msg, redelivered)
+                    else:
+                        return
+                finally:
+                    if marks:
+                        self._delivered_run(marks, no_ack)
             while consumers and (ready or self.paged):
                 if self.paged and len(ready) < PAGE_LOW and self.ready_bytes < PAGE_LOW_BYTES:
                     self.page_in()

@@ -54,6 +54,7 @@ from bisect import bisect_right
 from contextlib import suppress
 from operator import attrgetter
 
+from warren.store.fileio import fsync_and_close, write_and_dup
 from warren.store.group_commit import GroupCommitStore, StoreError
 from warren.store.message import decode_message, encode_message
 from warren.store.record import HEADER_SIZE, KIND_ACKS, T_ACK, T_DELIVERED, T_MESSAGE, T_RETURNED, append_seq_record
@@ -236,6 +237,57 @@ class QueueStore(GroupCommitStore):
             else:
                 self._doom(seg)  # no ack record needed: the whole segment goes
 
+    def ack_run(self, seqs) -> None:
+        """``ack`` for each seq in turn, under one lock (a consumer's run of acks,
+        ``Queue.forget_run``): the same records and effects as one call per seq."""
+        with self._lock:
+            if self._failed is not None or self._closed:
+                self._check()
+            marks = self._marks
+            returns = self._returns
+            segs = self._segments
+            for seq in seqs:
+                if marks:
+                    marks.discard(seq)
+                if returns:
+                    returns.pop(seq, None)
+                # _find, inline: the oldest segment, in order, nearly always
+                seg = segs[0]
+                if seg.dense and seg.seqs and seg.seqs[0] <= seq <= seg.seqs[-1]:
+                    i = seq - seg.seqs[0]
+                else:
+                    seg, i = self._find(seq)
+                    if i < 0:
+                        continue
+                flags = seg.flags
+                if flags[i] & ACKED:
+                    continue
+                flags[i] |= ACKED
+                n = seg.lengths[i]
+                seg.live -= 1
+                seg.live_bytes -= n
+                self._count -= 1
+                self._bytes -= n
+                if seg.live or seg is segs[-1]:
+                    lf = seg.acks
+                    if lf is None:
+                        lf = seg.acks = LogFile(self._path("acks", seg.id), KIND_ACKS)
+                    lf.size += HEADER_SIZE + 8
+                    append_seq_record(lf.pending, T_ACK, seq, b"")
+                    self._dirty[lf] = None
+                    self._buffered += HEADER_SIZE + 8
+                elif seg.last >= self.last_seq:
+                    self._keep = seg
+                    self._log_ack(seg, T_ACK, seq)
+                else:
+                    self._doom(seg)
+
+    def mark_delivered_run(self, seqs) -> None:
+        """``mark_delivered`` for each seq (a dispatch's run of deliveries), under one lock."""
+        with self._lock:
+            self._check()
+            self._marks.update(seqs)
+
     def mark_delivered(self, seq: int) -> None:
         """Remember that the message was delivered (for the redelivered flag after a restart).
         Logged by the next flush unless the message is acked first (module doc)."""
@@ -362,35 +414,46 @@ class QueueStore(GroupCommitStore):
 
     # --- I/O: flush, sync, close ---------------------------------------------------------------
 
-    def _flush_locked(self) -> None:
-        with self._lock:
-            self._check()
-            if self._marks:
-                self._apply_marks()
-            for lf in self._dirty:  # opening may fail (EMFILE): then nothing has been taken yet
-                _, created = lf.ensure_fd()
-                self._dir_dirty |= created
-            work = [(lf, lf.fd, data) for lf in self._dirty if (data := lf.take()) is not None]
-            self._dirty.clear()
-            self._buffered = 0
-            self._flushed_seq = self.last_seq
-            doomed, self._doomed = self._doomed, []
-        try:
-            for lf, fd, data in work:  # without the memory lock: appends carry on meanwhile
-                lf.write_out(fd, data)
-        except BaseException as e:
-            # a short write leaves a torn record that only recovery can cut off: stop here
-            self._failed = e
-            raise
+    def _take_work(self) -> tuple[list, list]:
+        """(``_lock`` held) Take every buffer to write, as (file, fd, octets), and the doomed
+        segments their writes must precede."""
+        self._check()
+        if self._marks:
+            self._apply_marks()
+        for lf in self._dirty:  # opening may fail (EMFILE): then nothing has been taken yet
+            _, created = lf.ensure_fd()
+            self._dir_dirty |= created
+        work = [(lf, lf.fd, data) for lf in self._dirty if (data := lf.take()) is not None]
+        self._dirty.clear()
+        self._buffered = 0
+        self._flushed_seq = self.last_seq
+        doomed, self._doomed = self._doomed, []
+        return work, doomed
+
+    def _written(self, work: list, doomed: list, unsynced: bool = True) -> None:
+        """(``_io_lock`` held) The buffers of ``work`` are in their files (to be fsynced by the
+        next sync if ``unsynced``: a sync counts its own already); the doomed segments go."""
         with self._lock:
             for lf, _, data in work:
                 lf.done(len(data))
-                self._unsynced.add(lf)
+                if unsynced:
+                    self._unsynced.add(lf)
             for seg in doomed:
                 self._unsynced.discard(seg.file)
                 self._unsynced.discard(seg.acks)
         for seg in doomed:
             self._retire(seg)
+
+    def _flush_locked(self) -> None:
+        with self._lock:
+            work, doomed = self._take_work()
+        try:  # without the memory lock: appends carry on meanwhile
+            write_and_dup([(fd, data) for _, fd, data in work], [])
+        except BaseException as e:
+            # a short write leaves a torn record that only recovery can cut off: stop here
+            self._failed = e
+            raise
+        self._written(work, doomed)
 
     def _retire(self, seg: Segment) -> None:
         """Close a doomed segment's files (I/O lock held); delete them, or queue that for sync."""
@@ -412,33 +475,54 @@ class QueueStore(GroupCommitStore):
         is at the disk (durability.py). Their writes and their fsyncs may overlap, but each
         returns only after every sync that wrote before it has finished, and unlinks nothing
         before that: a sync's fsyncs cover its own writes only (module doc, "Ordering rules").
+
+        The file I/O is two calls (fileio.py), each letting the GIL go once: the writes with
+        the duplicates of what to fsync, then the fsyncs with the closes.
         """
         with self._io_lock:
             ticket = self._sync_tickets = self._sync_tickets + 1  # writes happen in ticket order
-            self._flush_locked()
             with self._lock:
+                work, doomed = self._take_work()
+                # what this sync fsyncs: every file written since the last sync, these writes too
+                unsynced = self._unsynced
+                for lf, _, _ in work:
+                    unsynced.add(lf)
+                for seg in doomed:  # deleted by this sync: never fsynced
+                    unsynced.discard(seg.file)
+                    unsynced.discard(seg.acks)
                 now = time.monotonic()
                 if self._closing or now - self._acks_synced_at >= self.ack_sync_interval:
-                    files = [lf for lf in self._unsynced if lf.fd is not None]
-                    self._unsynced.clear()
+                    files = [lf for lf in unsynced if lf.fd is not None]
+                    unsynced.clear()
                     self._acks_synced_at = now
                 else:  # written, not fsynced yet: the ack logs wait for a later sync
-                    files = [lf for lf in self._unsynced if lf.fd is not None and lf.kind != KIND_ACKS]
-                    self._unsynced = {lf for lf in self._unsynced if lf.kind == KIND_ACKS}
+                    files = [lf for lf in unsynced if lf.fd is not None and lf.kind != KIND_ACKS]
+                    self._unsynced = {lf for lf in unsynced if lf.kind == KIND_ACKS}
                 covered = self._flushed_seq
-            # duplicates: a segment deleted while we wait for the disk cannot close them under us
-            fds = [os.dup(lf.fd) for lf in files] if self.fsync else []
-            dir_dirty, self._dir_dirty = self._dir_dirty, False
+            fsync = self.fsync
+            # the directory's too when files came or go: a delete on the loop may close it while
+            # we fsync (EBADF here stopped the broker when a queue went during the sync of its
+            # new files); _retire below queues the doomed segments' unlinks for this sync
+            with_dir = fsync and bool(self._dir_dirty or self._unlink_msgs
+                                      or any(seg.file.created for seg in doomed))
+            to_dup = [lf.fd for lf in files] if fsync else []
+            if with_dir:
+                to_dup.append(self._dir_fd)
+            try:
+                # duplicates: a segment deleted while we wait for the disk cannot close them under us
+                fds = write_and_dup([(fd, data) for _, fd, data in work], to_dup)
+            except BaseException as e:
+                # a short write leaves a torn record that only recovery can cut off: stop here
+                self._failed = e
+                raise
+            self._written(work, doomed, unsynced=False)
+            self._dir_dirty = False
             unlink_msgs, self._unlink_msgs = self._unlink_msgs, []
             unlink_acks, self._unlink_acks = self._unlink_acks, []
-            # the directory's too: a delete on the loop may close it while we fsync (EBADF
-            # here stopped the broker when a queue went during the sync of its new files)
-            if self.fsync and (dir_dirty or unlink_msgs):
-                fds.append(os.dup(self._dir_fd))
+        dir_fd = fds.pop() if with_dir else None
         try:
             try:
-                for fd in fds[:len(files) if self.fsync else 0]:
-                    os.fsync(fd)
+                fsync_and_close(fds)  # closes them all, whatever happens
             except BaseException as e:
                 # after a failed fsync the kernel may have dropped the dirty pages: nothing is safe
                 self._failed = e
@@ -451,17 +535,17 @@ class QueueStore(GroupCommitStore):
                 if self._failed is not None:
                     raise StoreError(f"{self._label} {self.directory} failed earlier: {self._failed!r}")
                 try:
-                    # then the directory (the last fd) makes the creations and unlinks durable
+                    # then the directory makes the creations and unlinks durable
                     for path in unlink_msgs:
                         _unlink(path)
-                    if len(fds) > len(files):
-                        os.fsync(fds[-1])
+                    if dir_fd is not None:
+                        os.fsync(dir_fd)
                 except BaseException as e:
                     self._failed = e
                     raise
         finally:
-            for fd in fds:
-                os.close(fd)
+            if dir_fd is not None:
+                os.close(dir_fd)
             with self._sync_order:  # the next sync may finish now, whatever became of this one
                 self._sync_finished = max(self._sync_finished, ticket)
                 self._sync_order.notify_all()
