@@ -557,3 +557,19 @@ def test_file_io_twins_fail_alike_and_leave_no_descriptor_open(tmp_path):
             fileio.fsync_and_close(["3"])
     finally:
         os.close(good)
+
+
+@needs_file_io
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 2**64 - 1), st.binary(max_size=256), st.binary(max_size=256), st.binary(max_size=300),
+       st.binary(max_size=3000), st.binary(max_size=20))
+def test_message_records_framed_from_parts_are_their_python_twins(seq, exchange_ss, routing_key_ss, properties,
+                                                                  body, before):
+    """A persistent message's store record from its parts (QueueStore.append): the same octets as
+    the Python twin, which frames the record encode_message_ss joins."""
+    from warren.store.message import append_message_record, append_message_record_py
+
+    compiled, python = bytearray(before), bytearray(before)
+    assert append_message_record(compiled, seq, exchange_ss, routing_key_ss, properties, memoryview(body)) == \
+        append_message_record_py(python, seq, exchange_ss, routing_key_ss, properties, body)
+    assert compiled == python

@@ -340,7 +340,9 @@ class Queue:
         self._seq += 1
         need = 0
         if self.store is not None and message.persistent:
-            self.store.append(self._seq, message.record)
+            # the record's parts, framed by the store without joining them (QueueStore.append)
+            self.store.append(self._seq, (message.exchange_ss, message.routing_key_ss, message.properties,
+                                          message.body))
             need = self.durability.wrote(self.store)
         if self.paged:
             self._page_write(self._seq, message)

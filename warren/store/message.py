@@ -11,8 +11,10 @@ import logging
 import struct
 
 from warren.codec.properties import salvage_properties, well_formed
+from warren.store.record import T_MESSAGE, append_seq_record
 
-__all__ = ["encode_message", "encode_message_ss", "decode_message", "decode_restored"]
+__all__ = ["encode_message", "encode_message_ss", "decode_message", "decode_restored", "append_message_record",
+           "append_message_record_py"]
 
 log = logging.getLogger("warren.store")
 
@@ -34,6 +36,15 @@ def encode_message_ss(exchange_ss: bytes, routing_key_ss: bytes, properties: byt
     return b"".join((exchange_ss, routing_key_ss, _U32.pack(len(properties)), properties, body))
 
 
+def append_message_record_py(buf: bytearray, seq: int, exchange_ss: bytes, routing_key_ss: bytes, properties: bytes,
+                             body) -> int:
+    """The T_MESSAGE store record of ``encode_message_ss``'s parts under ``seq``, appended to
+    ``buf`` (record.py's framing); returns the payload length. ``append_message_record`` is
+    this compiled (warren/codec/_speedups.c): the parts framed straight into ``buf``, the body
+    copied once instead of joined first and copied again."""
+    return append_seq_record(buf, T_MESSAGE, seq, encode_message_ss(exchange_ss, routing_key_ss, properties, body))
+
+
 def decode_message(data) -> tuple[str, str, bytes, bytes]:
     """(exchange, routing_key, properties, body) from ``encode_message``'s output; ValueError if cut short."""
     try:
@@ -50,6 +61,12 @@ def decode_message(data) -> tuple[str, str, bytes, bytes]:
     if off + n > len(data):
         raise ValueError("message record cut short")
     return ex, rk, bytes(data[off:off + n]), bytes(data[off + n:])
+
+
+try:
+    from warren.codec._speedups import append_message_record
+except ImportError:
+    append_message_record = append_message_record_py
 
 
 def decode_restored(data) -> tuple[str, str, bytes, bytes]:

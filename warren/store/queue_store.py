@@ -56,7 +56,7 @@ from operator import attrgetter
 
 from warren.store.fileio import fsync_and_close, write_and_dup
 from warren.store.group_commit import GroupCommitStore, StoreError
-from warren.store.message import decode_message, encode_message
+from warren.store.message import append_message_record, decode_message, encode_message
 from warren.store.record import HEADER_SIZE, KIND_ACKS, T_ACK, T_DELIVERED, T_MESSAGE, T_RETURNED, append_seq_record
 from warren.store.recovery import RecoveryStats, recover_directory
 from warren.store.segment import (
@@ -134,8 +134,14 @@ class QueueStore(GroupCommitStore):
         seg = segs[k]
         return seg, seg.index(seq)
 
-    def append(self, seq: int, record: bytes) -> None:
-        """Buffer a message record under ``seq``, which must be higher than every seq so far."""
+    def append(self, seq: int, record) -> None:
+        """Buffer a message record under ``seq``, which must be higher than every seq so far.
+
+        ``record``: its octets, or the tuple (exchange_ss, routing_key_ss, properties, body)
+        that ``encode_message_ss`` would join: the queues pass the parts, framed into the
+        segment's buffer without a joined copy of every persistent body (message.py)."""
+        parts = type(record) is tuple
+        size = len(record[0]) + len(record[1]) + 4 + len(record[2]) + len(record[3]) if parts else len(record)
         with self._lock:
             if self._failed is not None or self._closed:
                 self._check()
@@ -143,14 +149,17 @@ class QueueStore(GroupCommitStore):
                 raise ValueError(f"seq {seq} is not above the last seq {self.last_seq}")
             ws = self._segments[-1]
             lf = ws.file
-            reclen = HEADER_SIZE + 8 + len(record)
+            reclen = HEADER_SIZE + 8 + size
             if ws.seqs and lf.size + reclen > self.segment_size:
                 ws = self._rotate()
                 lf = ws.file
             # Segment.add and LogFile.add, inline: this runs once per persistent message
             off = lf.size
             lf.size = off + reclen
-            append_seq_record(lf.pending, T_MESSAGE, seq, record)
+            if parts:
+                append_message_record(lf.pending, seq, *record)
+            else:
+                append_seq_record(lf.pending, T_MESSAGE, seq, record)
             seqs = ws.seqs
             if seqs and seq != seqs[-1] + 1:
                 ws.dense = False
@@ -166,7 +175,7 @@ class QueueStore(GroupCommitStore):
                 self._doom(self._keep)  # a higher seq exists now
                 self._keep = None
             self._count += 1
-            self._bytes += len(record)
+            self._bytes += size
             self._buffered += reclen
             flush = self._buffered >= self.flush_threshold
         if flush:  # bounds the memory held by buffers when the caller syncs rarely
