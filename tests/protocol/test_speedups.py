@@ -573,3 +573,67 @@ def test_message_records_framed_from_parts_are_their_python_twins(seq, exchange_
     assert append_message_record(compiled, seq, exchange_ss, routing_key_ss, properties, memoryview(body)) == \
         append_message_record_py(python, seq, exchange_ss, routing_key_ss, properties, body)
     assert compiled == python
+
+
+# --- the messages of a run of publishes (warren/broker/message.py) ------------------------------
+
+import gc  # noqa: E402
+
+from tests.codec.test_properties import valid_lists  # noqa: E402
+from warren.broker import message as message_module  # noqa: E402
+
+run_names = st.sampled_from(["", "amq.direct", "q", "caf\u00e9"])
+
+
+@st.composite
+def runs_of_publishes(draw):
+    """(properties, bodies) of a run: property lists drawn from a small pool, so that equal
+    lists are often one object (as the compiled take_publishes hands them), whole ones with
+    and without delivery-mode and cut or odd ones among them."""
+    pool = draw(st.lists(st.one_of(valid_lists, hostile_lists, st.sampled_from(
+        [b"\x00\x00", b"\x10\x00\x02", b"\x10\x00\x01", b"\x90\x00\x03abc\x02", b"\x30\x00\x00\x00\x00\x00\x02",
+         b"\x10\x00", b"\x90\x00\x05ab", b"\x30\x00\x00\x00\x00\x09\x02"])), min_size=1, max_size=4))
+    props = draw(st.lists(st.sampled_from(pool), min_size=1, max_size=10))
+    bodies = [draw(st.binary(max_size=8)) for _ in props]
+    return props, bodies
+
+
+def cloned(clone, exchange: str, routing_key: str, props: list, bodies: list):
+    """What a clone_messages twin makes of a run: each message's slots, or None."""
+    try:
+        template = message_module.Message(exchange, routing_key, props[0], bodies[0])
+    except AMQPError:
+        return "first refused"  # the caller's Message(...) reports a cut first list
+    out = clone(template, props, bodies)
+    if out is None:
+        return None
+    assert out[0] is template and not any(gc.is_tracked(m) for m in out)
+    return [tuple(getattr(m, name, "<unset>") for name in message_module.Message.__slots__) for m in out]
+
+
+@needs_speedups
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(runs_of_publishes(), run_names, run_names)
+def test_clone_messages_is_its_python_twin(run, exchange, routing_key):
+    """The compiled clone_messages and clone_messages_py make the same Messages (every slot,
+    persistent read from each list's own delivery-mode), all untracked, or both None for a run
+    with a cut list after the first; and each equals what Message(...) makes of its publish."""
+    props, bodies = run
+    compiled = cloned(message_module._clone_messages, exchange, routing_key, props, bodies)
+    assert compiled == cloned(message_module.clone_messages_py, exchange, routing_key, props, bodies)
+    if isinstance(compiled, list):
+        alone = [message_module.Message(exchange, routing_key, p, b) for p, b in zip(props, bodies)]
+        assert compiled == [tuple(getattr(m, name) for name in message_module.Message.__slots__) for m in alone]
+
+
+@needs_speedups
+def test_clone_messages_refuses_what_it_cannot_copy():
+    class Loose:  # attributes in a __dict__: nothing to copy slot by slot
+        pass
+    with pytest.raises(TypeError):
+        message_module._clone_messages(Loose(), [b"\x00\x00"], [b""])
+    template = message_module.Message("", "q", b"\x00\x00", b"")
+    with pytest.raises(TypeError):
+        message_module._clone_messages(template, [b"\x00\x00"], [b"", b""])  # lengths differ
+    with pytest.raises(TypeError):
+        message_module._clone_messages(template, [b"\x00\x00", bytearray(b"\x00\x00")], [b"", b""])

@@ -34,10 +34,11 @@ from warren.store.message import encode_message_ss
 
 try:
     from warren.codec._speedups import untrack
+    from warren.codec._speedups import clone_messages as _clone_messages
 except ImportError:  # the pure-Python broker: messages stay tracked, nothing else changes
-    untrack = None
+    untrack = _clone_messages = None
 
-__all__ = ["Message", "shared_name", "untrack"]
+__all__ = ["Message", "clone_messages", "clone_messages_py", "shared_name", "untrack"]
 
 # name -> (the same name, its shortstr encoding): the first str seen stands for every equal
 # one after it, and the encoding is made once. Bounded: cleared when full (routing keys
@@ -149,3 +150,38 @@ class Message:
 
     def __repr__(self) -> str:
         return f"<Message {self.exchange!r}/{self.routing_key!r} {len(self.body)} octets>"
+
+
+def clone_messages_py(template: Message, properties: list, bodies: list) -> list[Message] | None:
+    """The Messages of a run of publishes with one exchange and routing key
+    (``BrokerChannel.publish_run``): ``template``, which the caller built from the first
+    publish with ``Message(...)``, then for each further (properties[i], bodies[i]) a copy of
+    template's slots with its own property list, body and ``persistent``. Every one untracked
+    when ``untrack`` exists. None when a property list after the first is cut short: the caller
+    builds them one by one then, and ``Message`` reports it where it is. One ``__init__`` per
+    run instead of per message: its name lookups are the same for all.
+
+    ``clone_messages`` is this function compiled (``_speedups.c``, the same answers; tested
+    against this one in tests/protocol/test_speedups.py), or this one without the extension."""
+    cls = type(template)
+    out = [template]
+    for props, body in zip(properties[1:], bodies[1:]):
+        try:
+            persistent = len(props) >= 2 and bool(props[0] & _DELIVERY_MODE_HI) and _delivery_mode(props) == 2
+        except IndexError:
+            return None
+        msg = cls.__new__(cls)
+        for name in cls.__slots__:
+            try:
+                setattr(msg, name, getattr(template, name))
+            except AttributeError:  # a slot the template never set
+                pass
+        msg.properties, msg.body, msg.persistent = props, body, persistent
+        out.append(msg)
+    if untrack is not None:
+        for msg in out:
+            untrack(msg)
+    return out
+
+
+clone_messages = _clone_messages or clone_messages_py
