@@ -118,6 +118,14 @@ class BrokerProc:
     # "prometheus_port"}); http_port is then the API of the worker that owns "/"
     workers: list[dict] = field(default_factory=list)
 
+    def store_dir(self, vhost: str = "/") -> Path:
+        """The data folder holding ``vhost``'s stores: with --workers, its owning worker's."""
+        assert self.data_dir is not None
+        if not self.workers:
+            return self.data_dir
+        from warren.server.workers import owner_of
+        return self.data_dir / "workers" / str(owner_of(vhost, len(self.workers)))
+
     def http_url_for(self, vhost: str) -> str:
         """The HTTP API that sees ``vhost``'s queues: with --workers, its owning worker's."""
         if not self.workers:

@@ -342,7 +342,7 @@ def test_poison_stored_by_an_older_warren_is_kept_or_dead_lettered_not_lost(star
     conn.close()
     b.stop()
 
-    durability = Durability(data, fsync=False)
+    durability = Durability(b.store_dir("/"), fsync=False)  # with --workers: the worker owning "/"
     for queue, body in (("ttl", b"expires"), ("keep", b"kept")):
         store = durability.open_queue_store("/", queue)
         props = poisoned_headers(content_type="text/plain", delivery_mode=2)

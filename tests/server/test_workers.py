@@ -367,3 +367,35 @@ def test_a_shovel_to_amqp_localhost_reaches_the_ephemeral_port_the_supervisor_li
             assert time.monotonic() < deadline, f"nothing shovelled: {call(base, 'GET', '/api/shovels/a')[1]}"
             time.sleep(0.1)
     assert ready(b)["http_port"] == ready(b)["workers"][owner_of("/", 2)]["http_port"]
+
+
+def test_a_connection_refused_by_the_supervisor_is_logged_as_a_single_process_logs_it(two_workers):
+    """One "connection error on PEER user=... vhost=-: CODE ... (why)" line and one "connection
+    closed:" line naming the peer as host:port (tests/e2e/test_operator_logs.py's format)."""
+    b = two_workers
+    ports = {}
+    for case, (user, password, vhost) in {"login": ("nobody", "x", "a"), "vhost": ("guest", "guest", "nope")}.items():
+        with raw.RawConnection(b.host, b.port) as rc:
+            ports[case] = rc.sock.getsockname()[1]
+            rc.send(raw.PROTOCOL_HEADER)
+            raw.parse_start(rc.read_method())
+            rc.send(raw.start_ok(user, password))
+            if case == "vhost":
+                tune = raw.parse_tune(rc.read_method())
+                rc.send(raw.tune_ok(tune.channel_max, tune.frame_max, 0) + raw.connection_open(vhost))
+            assert rc.read_method().method == (10, 50)  # connection.close
+    expected = {
+        "login": ("user=- vhost=-: 403 ACCESS_REFUSED", "login refused for user 'nobody': unknown user"),
+        "vhost": ("user=guest vhost=-: 530 NOT_ALLOWED", "user 'guest' asked for unknown vhost 'nope'"),
+    }
+    deadline = time.monotonic() + 10
+    for case, (error, why) in expected.items():
+        peer = f"127.0.0.1:{ports[case]} "
+        while True:
+            lines = [ln for ln in b.log().splitlines() if peer in ln]
+            errors = [ln for ln in lines if f"connection error on {peer}{error}" in ln and why in ln]
+            closes = [ln for ln in lines if f"connection closed: {peer}" in ln and why in ln]
+            if (errors and closes) or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert len(errors) == 1 and len(closes) == 1, "\n".join(lines) or b.log()[-3000:]

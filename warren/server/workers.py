@@ -98,7 +98,13 @@ class Worker:
 
 
 class Greeter(asyncio.Protocol):
-    """One new client connection, until its connection.open names the vhost."""
+    """One new client connection, until its connection.open names the vhost.
+
+    A connection that ends here (refused, timed out, gone) is logged as the single-process
+    server logs it (warren/server/connection.py ``_log_close``, the adapters' ``fail``): a
+    "connection error on PEER user=... vhost=-: CODE TEXT (why)" line for a refusal and one
+    "connection closed: ..." line, so an operator's log reads the same with or without workers.
+    A handed-over connection's close line is its worker's."""
 
     def __init__(self, supervisor: "Supervisor") -> None:
         self.sup = supervisor
@@ -108,21 +114,58 @@ class Greeter(asyncio.Protocol):
         self.received = bytearray()
         self._timer = None
         self._gated = False  # counted by the supervisor's HandshakeGate (limits.py) until handed over
+        # for the close line: who (the login's user name), the client's properties, since when, why
+        self.username: str | None = None
+        self.client_properties: dict = {}
+        self._started = time.monotonic()
+        self._close_reason: str | None = None
+        self._eof = False
+        self._handed_over = False
+        self._refused_at_accept = False
+
+    def __str__(self) -> str:
+        return f"{peer_name(self.peer)} user={self.username or '-'} vhost=-"
 
     def connection_made(self, transport) -> None:
         self.transport = transport
         self.peer = transport.get_extra_info("peername")
         if not self.sup.handshake_gate.admit(peer_name(self.peer)):
+            self._refused_at_accept = True  # logged by the gate
             transport.abort()  # too many sockets short of open: closed at accept (limits.py)
             return
         self._gated = True
         self._timer = self.sup.loop.call_later(self.sup.config.handshake_timeout, self._timeout)
+
+    def eof_received(self) -> None:
+        self._eof = True  # returning None lets the transport close itself
 
     def connection_lost(self, exc) -> None:
         self._ungate()
         if self._timer is not None:
             self._timer.cancel()
         self.transport = None
+        if not self._handed_over and not self._refused_at_accept:
+            self._log_close(exc)
+
+    def _log_close(self, exc) -> None:
+        reason = self._close_reason
+        if reason is None:
+            if exc is not None:
+                reason = f"socket error: {exc.__class__.__name__}: {exc}"
+            elif self._eof:
+                reason = "client closed the socket (EOF) without connection.close"
+            else:
+                reason = f"closed by the broker during the handshake ({handshake_stage(self.received, self.conn)})"
+        props = self.client_properties
+        name = props.get("connection_name") or props.get("product")
+        if isinstance(name, (bytes, bytearray)):
+            name = bytes(name).decode("utf-8", "replace")
+        name = str(name) if name else "-"
+        lived = time.monotonic() - self._started
+        log.info("connection closed: %s client=%s lived %.2fs: %s", self, json.dumps(name, ensure_ascii=False),
+                 lived, reason, extra={"event": "connection.closed", "peer": peer_name(self.peer),
+                                       "user": self.username, "vhost": None, "client": name,
+                                       "lived_s": round(lived, 3), "reason": reason})
 
     def _ungate(self) -> None:
         if self._gated:
@@ -132,7 +175,9 @@ class Greeter(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self.received += data
         if len(self.received) > RECORD_MAX:
-            log.warning("closing connection from %s: handshake larger than %d octets", self.peer, RECORD_MAX)
+            log.warning("closing connection from %s: handshake larger than %d octets", peer_name(self.peer),
+                        RECORD_MAX)
+            self._close_reason = f"handshake larger than {RECORD_MAX} octets"
             self.transport.abort()
             return
         if self.conn is None:
@@ -165,6 +210,7 @@ class Greeter(asyncio.Protocol):
                 if type(event) is Method and event.channel == 0:
                     index = event.method.INDEX
                     if index == _START_OK:
+                        self.client_properties = event.method.client_properties or {}
                         self._login(event.method)
                     elif index == _OPEN:
                         self._open(event.method.virtual_host)
@@ -184,6 +230,7 @@ class Greeter(asyncio.Protocol):
             while (event := self.conn.next_event()) is not None:
                 kind = type(event)
                 if kind is events_0_10.LoginRequested:
+                    self.client_properties = event.client_properties or {}
                     if event.mechanism == "ANONYMOUS":  # offered only with --anonymous-user
                         self.conn.accept_login()
                     else:
@@ -192,7 +239,8 @@ class Greeter(asyncio.Protocol):
                     self._open(event.virtual_host)
                     return
                 elif kind is events_0_10.PeerError:  # answered by the protocol core already
-                    log.warning("connection error on %s (before its vhost was known): %s", self.peer, event.text)
+                    log.warning("connection error on %s: %s", self, event.text)
+                    self._close_reason = f"{event.text} (connection.close)"
                     self._write()
                     self.sup.loop.call_later(1.0, self._close)
                     return
@@ -210,61 +258,70 @@ class Greeter(asyncio.Protocol):
         self._write()
 
     def _login(self, m) -> None:
+        """The password check the single-process server makes (warren/broker/client.py ``login``),
+        against the shared access store; the refusal's reason goes to the log only."""
+        def refused(detail: str, delay: float = 0.0) -> ConnectionAccessRefused:
+            error = ConnectionAccessRefused(f"Login was refused using authentication mechanism {m.mechanism}. "
+                                            "For details see the broker logfile.", 10, 11)
+            error.log_detail = detail
+            error.throttle_delay = delay
+            return error
+
         try:
             username, password = parse_response(m.mechanism, m.response)
         except ValueError as e:  # a malformed response is a failed login; the reason is logged only
-            log.warning("login refused from %s: unreadable %s response: %s", self.peer, m.mechanism, e)
-            raise ConnectionAccessRefused(f"Login was refused using authentication mechanism {m.mechanism}. "
-                                          "For details see the broker logfile.", 10, 11) from None
+            raise refused(f"unreadable {m.mechanism} response: {e}") from None
         host = self.peer[0] if self.peer else None
         throttle = self.sup.login_throttle
         blocked = throttle.blocked_for(host)
         if blocked:
-            log.warning("login refused for user '%s' from %s: too many failed logins from %s, refused for %.0fs "
-                        "more (login throttle)", username, self.peer, host, blocked)
-            raise ConnectionAccessRefused(f"Login was refused using authentication mechanism {m.mechanism}. "
-                                          "For details see the broker logfile.", 10, 11)
+            raise refused(f"login refused for user '{username}': too many failed logins from {host}, "
+                          f"refused for {blocked:.0f}s more (login throttle)")
         self.sup.access.refresh()  # a user or password changed since (through a worker's HTTP API): a stat
         try:
             self.sup.access.authenticate(username, password, host)
         except LoginRefused as e:
             verdict = throttle.failed(host)
-            note = (f"; {verdict.failures} failed logins from {host}: refused for {throttle.block_time:g}s "
-                    "(login throttle)" if verdict.blocked else
+            note = (f"; {verdict.failures} failed logins from {host}: its logins are refused for "
+                    f"{throttle.block_time:g}s (login throttle)" if verdict.blocked else
                     f"; failed login {verdict.failures} from {host}: answered after {verdict.delay:g}s (login throttle)"
                     if verdict.delay else "")
-            log.warning("login refused for user '%s' from %s: %s%s", username, self.peer, e.reason, note)
-            error = ConnectionAccessRefused(f"Login was refused using authentication mechanism {m.mechanism}. "
-                                            "For details see the broker logfile.", 10, 11)
-            error.throttle_delay = verdict.delay
-            raise error from None
+            raise refused(f"login refused for user '{username}': {e.reason}{note}", verdict.delay) from None
+        self.username = username
         self.conn.accept_login()
 
     def _open(self, vhost: str) -> None:
         self.sup.access.refresh()  # a vhost created since (through a worker's HTTP API)
         worker = self.sup.owner(vhost)
         if worker is None:
-            self._refuse(NotAllowed(f"vhost {vhost} not found", 10, 40))
+            error = NotAllowed(f"vhost {vhost} not found", 10, 40)
+            error.log_detail = f"user '{self.username}' asked for unknown vhost '{vhost}'"
+            self._refuse(error)
             return
         self.transport.pause_reading()  # what follows stays in the socket for the worker
         sock = self.transport.get_extra_info("socket")
         try:
             worker.hand_over(sock, bytes(self.received), self.peer, vhost)
         except OSError as e:
-            log.error("could not hand the connection from %s to worker %d: %s", self.peer, worker.index, e)
+            log.error("could not hand the connection from %s to worker %d: %s", self, worker.index, e)
+            self._close_reason = f"could not hand it to worker {worker.index}: {e}"
             self.transport.abort()
             return
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
         self._ungate()  # the worker counts it from here until its open-ok
+        self._handed_over = True  # its close line will be the worker's
         self.transport.abort()  # closes our descriptor only: the worker holds the connection now
 
     def _refuse(self, error: AMQPError) -> None:
         if self.transport is None:
             return  # gone while a throttled answer waited
-        log.warning("connection error on %s (before its vhost was known): %d %s", self.peer,
-                    error.reply_code, error.reply_text)
+        detail = error.log_detail  # what the client is not told (why a login failed)
+        log.warning("connection error on %s: %d %s%s", self, error.reply_code, error.reply_text,
+                    f" ({detail})" if detail else "")
+        self._close_reason = (f"{detail} ({error.reply_code} {error.reply_text.split(' - ')[0]})" if detail
+                              else f"connection error {error.reply_code} {error.reply_text}")
         if type(self.conn) is ServerConnection0_10:  # as the 0-10 adapter answers (amqp0_10/adapter.py)
             if isinstance(error, ConnectionAccessRefused):
                 self.conn.refuse_login("Authentication failed")
@@ -277,7 +334,10 @@ class Greeter(asyncio.Protocol):
         self.sup.loop.call_later(1.0, self._close)
 
     def _refuse_header(self) -> None:
-        log.info("refused protocol header %r from %s", bytes(self.received[:8]), self.peer)
+        log.info("refused protocol header %r from %s", bytes(self.received[:8]), peer_name(self.peer))
+        self._close_reason = f"not an AMQP protocol header: {bytes(self.received[:8])!r}"
+        if self.received[:1] == b"\x16":  # a TLS handshake record (ClientHello)
+            self._close_reason += " (a TLS client on the plain AMQP port; --workers serves no TLS)"
         self.transport.write(PREFERRED_HEADER)
         self.transport.close()
 
@@ -297,8 +357,10 @@ class Greeter(asyncio.Protocol):
         if self.transport is None:
             return
         if handshake_pending(self.conn):
+            stage = handshake_stage(self.received, self.conn)
             log.warning("closing connection from %s: handshake not completed in %gs (%s)", peer_name(self.peer),
-                        self.sup.config.handshake_timeout, handshake_stage(self.received, self.conn))
+                        self.sup.config.handshake_timeout, stage)
+            self._close_reason = f"handshake not completed in {self.sup.config.handshake_timeout:g}s ({stage})"
         self.transport.abort()  # a refused client that never answered our close goes too
 
 
