@@ -353,7 +353,7 @@ async def test_aio_pika_consumes_a_stream_from_an_offset(broker, uid):
 
 
 def stream_dirs(b) -> set[str]:
-    root = b.data_dir / "streams"
+    root = b.store_dir("/") / "streams"  # with --workers: the worker owning "/"
     return {p.name for p in root.iterdir()} if root.exists() else set()
 
 
@@ -419,7 +419,7 @@ def test_names_do_not_collide_with_classic_queues(start_broker, tmp_path):
         ch.queue_declare(name + "-classic", durable=True)
         publish_confirmed(ch, name, [b"s"])
         ch.basic_publish("", name + "-classic", b"c", pika.BasicProperties(delivery_mode=2))
-        assert len(stream_dirs(b)) == 1 and (b.data_dir / "queues").exists()
+        assert len(stream_dirs(b)) == 1 and (b.store_dir("/") / "queues").exists()
         got, _ = consume(c, name, "first", count=1)
         assert got[0][1] == b"s"
     finally:
