@@ -240,6 +240,8 @@ def test_a_definitions_file_is_loaded_with_workers(tmp_path):
      "policy 'p': vhost 'nope' does not exist"),  # the supervisor's part
     ({"queues": [{"name": "q", "vhost": "a", "durable": True, "arguments": {"x-max-length": "many"}}]},
      "queue 'q'"),  # a worker's part
+    ({"queues": [{"name": "q", "vhost": "nowhere", "durable": True}]},
+     "queue 'q': vhost 'nowhere' does not exist"),  # no worker's part: refused, not dropped
 ])
 def test_a_definitions_file_that_cannot_load_stops_the_start_with_workers(tmp_path, broken, says):
     defs = tmp_path / "defs.json"

@@ -410,6 +410,17 @@ class Supervisor:
             import_shared_definitions(self.access, c.policy_file or c.data_dir / FILE_NAME, doc)
         except DefinitionsError as e:
             raise RuntimeError(f"cannot load definitions: {c.definitions}: {e}") from None
+        # each worker imports the objects of the vhosts it owns (vhosts_part): one in a vhost that
+        # does not exist would belong to no worker and vanish, where one process refuses the file
+        known = {v.name for v in self.access.vhosts()}
+        for key, what in (("parameters", "parameter {component}/{name}"), ("exchanges", "exchange '{name}'"),
+                          ("queues", "queue '{name}'"), ("bindings", "binding of '{destination}' to '{source}'")):
+            for item in doc.get(key) or ():
+                vhost = item.get("vhost", "/") if isinstance(item, dict) else "/"
+                if vhost not in known:
+                    name = what.format_map({k: item.get(k) for k in ("component", "name", "destination", "source")})
+                    raise RuntimeError(f"cannot load definitions: {c.definitions}: {name}: vhost '{vhost}' "
+                                       "does not exist")
         log.info("definitions loaded from %s: users, vhosts, permissions, limits and policies; each vhost's "
                  "parameters, exchanges, queues and bindings go to its worker", c.definitions)
         return doc
