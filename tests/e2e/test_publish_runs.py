@@ -232,30 +232,54 @@ def test_a_flooding_publisher_does_not_keep_another_connection_waiting(broker, c
     assert message_count(ch.connection, flood_q) == n
 
 
-def test_a_flood_without_confirms_read_in_large_reads_keeps_order_and_stops_at_an_error(broker, ch, cleanup, uid):
-    """No confirms, so runs only because the broker read the flood in reads of 64 KiB or more
-    (``backlog_read``, warren/protocol/amqp0_9_1/connection.py): 5000 publishes (about 450 KB)
-    in one write, the 4500th claiming another user. Loopback hands the first 64 KB segment to
-    the broker at once; what arrives while it handles that is read in reads of 64-256 KB. As
-    one by one, 406 closes the channel at that message: the 4499 before it are queued in order
-    with their own properties, the rest dropped."""
-    q = make_queue(ch, cleanup, f"runs-backlog-{uid}")
-    frames = [with_message_id(1, q, i) for i in range(4499)]
-    frames.append(publish(1, q, b"impostor", USER_ID, raw.shortstr("not-guest")))
-    frames += [with_message_id(1, q, i) for i in range(4500, 5000)]
-    data = b"".join(frames)
-    assert len(data) >= 4 * 65536
-    with raw.RawConnection(broker.host, broker.port, timeout=20) as c:
-        c.handshake(heartbeat=0)
-        c.open_channel(1)
-        c.send(data)
-        close = c.expect_channel_close(1, timeout=20)
-        assert close.reply_code == PRECONDITION_FAILED
-        c.close_connection()
-    assert wait_until(lambda: message_count(ch.connection, q) == 4499, timeout=10)
-    for i in range(4499):
-        _, props, body = get(ch, q)
-        assert (body, props.message_id) == (b"body-%d" % i, f"id-{i}")
+def test_two_floods_without_confirms_read_in_large_reads_keep_order_and_stop_at_an_error(broker, ch, cleanup, uid):
+    """No confirms, so runs only because the broker is behind two publishers at once, each read
+    in reads of 64 KiB or more (``backlog_read`` and ``backlogged``,
+    warren/protocol/amqp0_9_1/connection.py): two connections write 5000 publishes each (about
+    450 KB) at the same time, the 4500th claiming another user. Loopback hands a first 64 KB
+    segment to the broker at once; what arrives while it handles that is read in reads of
+    64-256 KB. As one by one, 406 closes each channel at that message: the 4499 before it are
+    queued in order with their own properties, the rest dropped."""
+    queues = [make_queue(ch, cleanup, f"runs-backlog-{uid}-{k}") for k in range(2)]
+    failed: list[BaseException] = []
+
+    def flood(q: str) -> None:
+        try:
+            frames = [with_message_id(1, q, i) for i in range(4499)]
+            frames.append(publish(1, q, b"impostor", USER_ID, raw.shortstr("not-guest")))
+            frames += [with_message_id(1, q, i) for i in range(4500, 5000)]
+            data = b"".join(frames)
+            assert len(data) >= 4 * 65536
+            with raw.RawConnection(broker.host, broker.port, timeout=30) as c:
+                c.handshake(heartbeat=0)
+                c.open_channel(1)
+                ready.wait(10)
+                c.send(data)
+                close = c.expect_channel_close(1, timeout=30)
+                assert close.reply_code == PRECONDITION_FAILED
+                c.close_connection()
+        except BaseException as e:  # reported by the assertion below
+            failed.append(e)
+
+    ready = threading.Event()
+    senders = [threading.Thread(target=flood, args=(q,), daemon=True) for q in queues]
+    for t in senders:
+        t.start()
+    ready.set()
+    for t in senders:
+        t.join(timeout=60)
+    assert not failed, failed
+    for q in queues:
+        assert wait_until(lambda: message_count(ch.connection, q) == 4499, timeout=10)
+        got = []
+        for _, props, body in ch.consume(q, auto_ack=True, inactivity_timeout=5):
+            if body is None:  # nothing for 5 s: the count above says this cannot happen
+                break
+            got.append((body, props.message_id))
+            if len(got) == 4499:
+                break
+        ch.cancel()
+        assert got == [(b"body-%d" % i, f"id-{i}") for i in range(4499)]
 
 
 @pytest.mark.parametrize("options, environment", [

@@ -832,3 +832,29 @@ def _one_by_one(data: bytes) -> list:
     p.open_channel(1)
     p.conn.backlog_read = 0
     return p.feed(data)
+
+
+def test_runs_from_a_backlog_read_wait_until_the_broker_is_behind_two_connections(publish_path):
+    """With the server's shared ``backlogged`` set, a backlog read takes runs only once the
+    broker is behind BACKLOG_PEERS connections at once: one flooding publisher alone keeps lone
+    publishes (docs/performance.md, "The two-publisher rows"); the server empties the set every
+    tick, and a connection still behind adds itself with its next large read."""
+    if publish_path != "compiled":
+        pytest.skip("runs are taken by the compiled take_publishes only")
+    behind: set = set()
+    a, b = Peer(), Peer()
+    for p in (a, b):
+        p.handshake()
+        p.open_channel(1)
+        p.conn.backlogged = behind
+    big = _backlog_publishes(1500)
+
+    def kinds(p: Peer) -> set:
+        return {type(e) for e in p.feed(big)}
+
+    assert kinds(a) == {Content} and behind == {a.conn}  # behind a alone
+    assert kinds(b) == {Publishes} and behind == {a.conn, b.conn}
+    assert kinds(a) == {Publishes}
+    behind.clear()  # the server's tick
+    assert kinds(a) == {Content}
+    assert kinds(b) == {Publishes}

@@ -258,6 +258,7 @@ class AMQPConnection(asyncio.Protocol):
         mechanisms, self.certificate_login = mechanisms_for(self.transport, c)
         self.conn = ServerConnection(self.server.broker.server_properties(), mechanisms, c.frame_max,
                                      c.channel_max, c.heartbeat, c.max_message_size, dialect=dialect)
+        self.conn.backlogged = self.server.backlogged  # runs when the broker is behind several (connection.py)
         self.session = ConnectionHandler(self.server.broker, self.conn, self.peer, self, c.publish_runs)
         self.flush()
         return rest

@@ -114,6 +114,9 @@ class Server:
         self._stores_closed = False
         # while a group commit's completion runs (_sync_done): the connections to flush at its end
         self.sync_flushes: list | None = None
+        # 0-9-1 connections that had a read of BACKLOG_READ octets or more since the last tick:
+        # the broker takes runs of publishes while it is behind several (amqp0_9_1/connection.py)
+        self.backlogged: set = set()
         # a worker per group commit that may be at the disk at once (durability.py): each covers
         # everything written before it, and they are released in the order they began
         self._sync_pool = ThreadPoolExecutor(max_workers=MAX_SYNCS_IN_FLIGHT, thread_name_prefix="warren-sync")
@@ -209,6 +212,7 @@ class Server:
         if self.durability.lazy_acks and not self._stores_closed:
             self.durability.tick(time.monotonic())  # ack logs a group commit left unsynced
         self.collector.tick(time.monotonic())
+        self.backlogged.clear()  # who is still behind says so again with its next large read
         self._tick_handle = self.loop.call_later(TICK, self._tick)
 
     async def startup(self) -> None:

@@ -73,11 +73,14 @@ MAX_MESSAGE_SIZE = 128 * 1024 * 1024  # RabbitMQ 3.8+'s default max_message_size
 # event's own cost is spread thin, few enough that a run is a small part of a server turn
 PUBLISH_RUN_MAX = 50
 # A read at least this long means the broker is behind this publisher (the transport's buffer,
-# 256 KiB in uvloop and asyncio, came back full or nearly): the publishes of that read are
-# taken as runs whatever ``publish_run_max`` says (``backlog_read``). A broker that keeps up
-# gets short reads and lone publishes, which keep a lone publisher's writes coalesced:
-# docs/performance.md, "Runs of publishes" and "The two-publisher rows".
+# 256 KiB in uvloop and asyncio, came back full or nearly). When it is behind BACKLOG_PEERS
+# connections at once (``backlogged``), the publishes of such a read are taken as runs whatever
+# ``publish_run_max`` says: each message taken cheaper is CPU for the others. Behind one
+# publisher alone it keeps lone publishes: a broker that drains a lone flooding publisher's
+# socket makes each of its writes a TCP segment of its own, and the publisher then sends less
+# (docs/performance.md, "Runs of publishes" and "The two-publisher rows").
 BACKLOG_READ = 65536
+BACKLOG_PEERS = 2
 # Before tune-ok we accept frames up to our own frame-max: the spec's 4096 is a floor, and
 # some clients send a start-ok with large client properties.
 
@@ -127,7 +130,11 @@ class ServerConnection:
     publish_run_max = 1
     # a read of at least this many octets is taken in runs too (BACKLOG_READ); 0: never
     backlog_read = BACKLOG_READ
-    _backlog_run_max = 0  # PUBLISH_RUN_MAX after a backlog read, else 0
+    # The connections the broker was behind lately: a set shared by the server's connections,
+    # which it empties every tick; a backlog read adds its own. None: this one alone decides
+    # (a connection driven without a server, as the tests and bench/pipeline.py drive it).
+    backlogged: set | None = None
+    _backlog_run_max = 0  # PUBLISH_RUN_MAX after a backlog read that takes runs, else 0
 
     def __init__(self, server_properties: dict, mechanisms: bytes = b"PLAIN AMQPLAIN",
                  frame_max: int = FRAME_MAX_DEFAULT, channel_max: int = CHANNEL_MAX_DEFAULT,
@@ -184,7 +191,10 @@ class ServerConnection:
         if not self._broken:
             self.frames.feed(data)
         if len(data) >= self.backlog_read > 0:
-            self._backlog_run_max = PUBLISH_RUN_MAX
+            peers = self.backlogged
+            if peers is not None:
+                peers.add(self)
+            self._backlog_run_max = PUBLISH_RUN_MAX if peers is None or len(peers) >= BACKLOG_PEERS else 0
         elif self._backlog_run_max:  # set only once needed: idle connections keep no such key
             self._backlog_run_max = 0
 
