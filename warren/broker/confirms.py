@@ -31,7 +31,10 @@ class Confirms:
         self.published_upto = 0  # the number of the last publish (1, 2, ...)
         self.confirmed_upto = 0  # every publish up to this one was settled
         self.nacks: deque[int] = deque()  # publish numbers a queue refused (x-overflow reject-publish)
-        # (publish number, sync number) of persistent publishes whose confirm waits for the disk
+        # (publish number, sync number) of persistent publishes whose confirm waits for the disk,
+        # one entry per run: sync numbers never go down from one publish to the next, and a
+        # publish is settled only with every one before it, so the first publish waiting for each
+        # sync number says all that the others would (``settle``)
         self.unsynced: deque[tuple[int, int]] = deque()
         self._flagged = False  # on_ready was called and settle has not run since
 
@@ -42,8 +45,10 @@ class Confirms:
         if refused:
             self.nacks.append(n)
         elif sync:
-            self.unsynced.append((n, sync))
-            self.durability.waiting.add(self)
+            unsynced = self.unsynced
+            if not unsynced or unsynced[-1][1] < sync:  # the first publish waiting for this sync
+                unsynced.append((n, sync))
+                self.durability.waiting.add(self)
         if not self._flagged:
             self._flagged = True
             self.on_ready(self)
