@@ -223,6 +223,18 @@ def launch_broker(tmp: Path, *extra: str, data_dir: Path | None = None) -> Broke
     raise RuntimeError(f"broker did not start in {START_TIMEOUT_S}s:\n{log_path.read_text()}")
 
 
+def vhost_beside(name: str, of: str = "/") -> str:
+    """``name``, or under WARREN_TEST_BROKER_WORKERS ``name`` with a suffix that gives it the same
+    owning worker as ``of``: a test that makes a vhost at run time and reads it through the
+    fixtures' HTTP API (the API of the worker owning "/", each worker's API sees its own vhosts'
+    queues and counters) then sees it there, as one process would show it."""
+    if BROKER_WORKERS <= 1 or EXTERNAL_URL:
+        return name
+    from warren.server.workers import owner_of
+    home = owner_of(of, BROKER_WORKERS)
+    return next(f"{name}-{i}" for i in range(1000) if owner_of(f"{name}-{i}", BROKER_WORKERS) == home)
+
+
 def skip_under_workers(why: str) -> None:
     """Skip the calling test when the fixtures start brokers with --workers N > 1
     (WARREN_TEST_BROKER_WORKERS): ``why`` says what cannot apply to a multi-process broker."""
