@@ -547,14 +547,6 @@ class Queue:
                 self.store.mark_delivered(seq)  # so it comes back redelivered after a restart
             self.durability.wrote(self.store)
 
-    def _delivered_run(self, seqs: list, no_ack: bool) -> None:
-        """``delivered`` for persistent messages that left for one consumer in one dispatch."""
-        if no_ack:
-            self.store.ack_run(seqs)
-        else:
-            self.store.mark_delivered_run(seqs)  # so they come back redelivered after a restart
-        self.durability.wrote(self.store)
-
     def reject(self, seq: int, message: "Message") -> None:
         """A taken message was rejected or nacked without requeue: gone, and dead-lettered."""
         info = self._taken.get(seq) if self._taken else None
@@ -786,32 +778,22 @@ class Queue:
                 deliver = c.channel.deliver
                 no_ack = c.no_ack
                 store = self.store
-                # the persistent deliveries' store marks (delivered, or acked for no-ack), made
-                # in one store call after the loop when the queue type marks as Queue does
-                marks = [] if store is not None and type(self).delivered is Queue.delivered else None
                 popleft = ready.popleft
-                try:
-                    while room and ready and has_capacity():
-                        room -= 1
-                        seq, msg, redelivered, deadline = popleft()
-                        self.ready_bytes -= len(msg.body)
-                        if deadline:
-                            if deadline <= time.monotonic():
-                                self.forget(seq, msg)
-                                self._dead_letter((msg,), EXPIRED)
-                                break  # dead-lettering may have changed anything: the general loop goes on
-                            msg = self._taking(seq, msg, deadline, no_ack)
-                        if marks is not None:
-                            if msg.persistent:
-                                marks.append(seq)
-                        elif store is not None:
-                            self.delivered(seq, msg, no_ack)
-                        deliver(c, self, seq, msg, redelivered)
-                    else:
-                        return
-                finally:
-                    if marks:
-                        self._delivered_run(marks, no_ack)
+                while room and ready and has_capacity():
+                    room -= 1
+                    seq, msg, redelivered, deadline = popleft()
+                    self.ready_bytes -= len(msg.body)
+                    if deadline:
+                        if deadline <= time.monotonic():
+                            self.forget(seq, msg)
+                            self._dead_letter((msg,), EXPIRED)
+                            break  # dead-lettering may have changed anything: the general loop goes on
+                        msg = self._taking(seq, msg, deadline, no_ack)
+                    if store is not None:
+                        self.delivered(seq, msg, no_ack)
+                    deliver(c, self, seq, msg, redelivered)
+                else:
+                    return
             while consumers and (ready or self.paged):
                 if self.paged and len(ready) < PAGE_LOW and self.ready_bytes < PAGE_LOW_BYTES:
                     self.page_in()

@@ -291,12 +291,6 @@ class QueueStore(GroupCommitStore):
                 else:
                     self._doom(seg)
 
-    def mark_delivered_run(self, seqs) -> None:
-        """``mark_delivered`` for each seq (a dispatch's run of deliveries), under one lock."""
-        with self._lock:
-            self._check()
-            self._marks.update(seqs)
-
     def mark_delivered(self, seq: int) -> None:
         """Remember that the message was delivered (for the redelivered flag after a restart).
         Logged by the next flush unless the message is acked first (module doc)."""
