@@ -838,7 +838,7 @@ def test_runs_from_a_backlog_read_wait_until_the_broker_is_behind_two_connection
     """With the server's shared ``backlogged`` set, a backlog read takes runs only once the
     broker is behind BACKLOG_PEERS connections at once: one flooding publisher alone keeps lone
     publishes (docs/performance.md, "The two-publisher rows"); the server empties the set every
-    tick, and a connection still behind adds itself with its next large read."""
+    BACKLOG_WINDOW seconds, and a connection still behind adds itself with its next large read."""
     if publish_path != "compiled":
         pytest.skip("runs are taken by the compiled take_publishes only")
     behind: set = set()
@@ -855,6 +855,6 @@ def test_runs_from_a_backlog_read_wait_until_the_broker_is_behind_two_connection
     assert kinds(a) == {Content} and behind == {a.conn}  # behind a alone
     assert kinds(b) == {Publishes} and behind == {a.conn, b.conn}
     assert kinds(a) == {Publishes}
-    behind.clear()  # the server's tick
+    behind.clear()  # the server, every BACKLOG_WINDOW seconds
     assert kinds(a) == {Content}
     assert kinds(b) == {Publishes}

@@ -39,6 +39,10 @@ from warren.server import logs
 __all__ = ["Server", "StartupError", "lock_data_dir", "run"]
 
 log = logging.getLogger("warren.server")
+# How long a connection counts as one the broker is behind after a read of BACKLOG_READ octets
+# or more (amqp0_9_1/connection.py): a flooding publisher is read every 10-50 ms (256 KB of
+# small messages), so a window much longer than that sees two floods as two at once
+BACKLOG_WINDOW = 0.5
 
 LOCK_FILE = "warren.lock"  # in the data folder: held (flock) for the life of the process
 
@@ -114,9 +118,11 @@ class Server:
         self._stores_closed = False
         # while a group commit's completion runs (_sync_done): the connections to flush at its end
         self.sync_flushes: list | None = None
-        # 0-9-1 connections that had a read of BACKLOG_READ octets or more since the last tick:
-        # the broker takes runs of publishes while it is behind several (amqp0_9_1/connection.py)
+        # 0-9-1 connections that had a read of BACKLOG_READ octets or more lately (emptied every
+        # BACKLOG_WINDOW seconds): the broker takes runs of publishes while it is behind several
+        # (amqp0_9_1/connection.py)
         self.backlogged: set = set()
+        self._backlog_since = 0.0
         # a worker per group commit that may be at the disk at once (durability.py): each covers
         # everything written before it, and they are released in the order they began
         self._sync_pool = ThreadPoolExecutor(max_workers=MAX_SYNCS_IN_FLIGHT, thread_name_prefix="warren-sync")
@@ -212,7 +218,10 @@ class Server:
         if self.durability.lazy_acks and not self._stores_closed:
             self.durability.tick(time.monotonic())  # ack logs a group commit left unsynced
         self.collector.tick(time.monotonic())
-        self.backlogged.clear()  # who is still behind says so again with its next large read
+        now = time.monotonic()
+        if now - self._backlog_since >= BACKLOG_WINDOW:
+            self._backlog_since = now
+            self.backlogged.clear()  # who is still behind says so again with its next large read
         self._tick_handle = self.loop.call_later(TICK, self._tick)
 
     async def startup(self) -> None:

@@ -131,8 +131,8 @@ class ServerConnection:
     # a read of at least this many octets is taken in runs too (BACKLOG_READ); 0: never
     backlog_read = BACKLOG_READ
     # The connections the broker was behind lately: a set shared by the server's connections,
-    # which it empties every tick; a backlog read adds its own. None: this one alone decides
-    # (a connection driven without a server, as the tests and bench/pipeline.py drive it).
+    # which it empties every BACKLOG_WINDOW seconds (server.py); a backlog read adds its own.
+    # None: this one alone decides (driven without a server: the tests, bench/pipeline.py).
     backlogged: set | None = None
     _backlog_run_max = 0  # PUBLISH_RUN_MAX after a backlog read that takes runs, else 0
 
