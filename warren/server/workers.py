@@ -327,7 +327,7 @@ class Greeter(asyncio.Protocol):
                 self.conn.refuse_login("Authentication failed")
             else:
                 self.conn.close_connection(CLOSE_0_10.INVALID_PATH if isinstance(error, NotAllowed)
-                                           else CLOSE_0_10.CONNECTION_FORCED, error.reply_text)
+                                           else CLOSE_0_10.CONNECTION_FORCED, error.text)
         else:
             self.conn.close_connection(error.reply_code, error.reply_text, error.class_id, error.method_id)
         self._write()
