@@ -535,10 +535,13 @@ class BrokerChannel:
                 requeued[q].append((seq, msg))
             elif requeue is None:  # acked
                 q.stats_ack += 1
-                items = acked.get(q)
-                if items is None:
-                    items = acked[q] = []
-                items.append((seq, msg))
+                if q.store is None:
+                    q.forget(seq, msg)
+                else:  # forgotten together below: one store call for the run
+                    items = acked.get(q)
+                    if items is None:
+                        items = acked[q] = []
+                    items.append((seq, msg))
             else:  # rejected or nacked without requeue: dead-lettered if the queue says so
                 q.reject(seq, msg)
         for q, items in acked.items():
