@@ -74,7 +74,8 @@ class Config:
     queue_flow_high_bytes: int = FLOW_HIGH_BYTES  # octets of ready message bodies
     # runs of publishes (warren/protocol/amqp0_9_1/adapter.py; docs/performance.md, "Runs of
     # publishes"): None takes consecutive publishes as one run once a channel of the connection
-    # selects confirms; True on every connection from the start; False never
+    # selects confirms, and from reads of 64 KiB or more while the broker is behind two
+    # connections or more; True on every connection from the start; False never
     publish_runs: bool | None = None
     ready_file: Path | None = None  # written (JSON with the port) once listening; for tests
     http_port: int = 15672  # the HTTP API (warren/management): 0 = ephemeral, -1 = off
