@@ -49,7 +49,7 @@ class ConnectionHandler(ClientConnection):
     publishes are taken as one run (one Publishes event, ``BrokerChannel.publish_run``). None,
     the default: once one of the connection's channels is in confirm mode, where runs halve the
     broker's cost per confirmed publish and the publisher waits on the broker, and for the
-    publishes of a read that found the broker behind (``ServerConnection.backlog_read``); without
+    publishes of a large read while the broker is behind two connections (``backlog_read``); without
     confirms a lone publisher the broker keeps up with gets slower (docs/performance.md, "Runs of
     publishes"). True: from the start; False: never."""
 
