@@ -612,7 +612,7 @@ def cloned(clone, exchange: str, routing_key: str, props: list, bodies: list):
 
 
 @needs_speedups
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(runs_of_publishes(), run_names, run_names)
 def test_clone_messages_is_its_python_twin(run, exchange, routing_key):
     """The compiled clone_messages and clone_messages_py make the same Messages (every slot,
