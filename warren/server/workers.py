@@ -216,11 +216,7 @@ class Greeter(asyncio.Protocol):
                         self._open(event.method.virtual_host)
                         return
         except AMQPError as e:
-            if e.throttle_delay:  # a throttled failed login (login_throttle.py): the answer waits
-                self.transport.pause_reading()
-                self.sup.loop.call_later(e.throttle_delay, self._refuse, e)
-                return
-            self._refuse(e)
+            self._failed(e)
             return
         self._write()
 
@@ -249,13 +245,17 @@ class Greeter(asyncio.Protocol):
                     self.transport.close()
                     return
         except AMQPError as e:
-            if e.throttle_delay:  # a throttled failed login (login_throttle.py): the answer waits
-                self.transport.pause_reading()
-                self.sup.loop.call_later(e.throttle_delay, self._refuse, e)
-                return
-            self._refuse(e)
+            self._failed(e)
             return
         self._write()
+
+    def _failed(self, e: AMQPError) -> None:
+        """The handshake (either protocol's) raised: refuse now, or after a throttled login's delay."""
+        if e.throttle_delay:  # a throttled failed login (login_throttle.py): the answer waits
+            self.transport.pause_reading()
+            self.sup.loop.call_later(e.throttle_delay, self._refuse, e)
+            return
+        self._refuse(e)
 
     def _login(self, m) -> None:
         """The password check the single-process server makes (warren/broker/client.py ``login``),

@@ -213,38 +213,7 @@ class QueueStore(GroupCommitStore):
 
     def ack(self, seq: int) -> None:
         """The message is gone (acked or dropped). Unknown or already acked seqs are ignored."""
-        with self._lock:
-            if self._failed is not None or self._closed:
-                self._check()
-            self._marks.discard(seq)  # acked before its delivered mark was logged: never log it
-            if self._returns:
-                self._returns.pop(seq, None)
-            seg, i = self._find(seq)
-            if i < 0:
-                return
-            flags = seg.flags
-            if flags[i] & ACKED:
-                return
-            # Segment.set_acked, inline (once per persistent message)
-            flags[i] |= ACKED
-            n = seg.lengths[i]
-            seg.live -= 1
-            seg.live_bytes -= n
-            self._count -= 1
-            self._bytes -= n
-            if seg.live or seg is self._segments[-1]:
-                lf = seg.acks
-                if lf is None:
-                    lf = seg.acks = LogFile(self._path("acks", seg.id), KIND_ACKS)
-                lf.size += HEADER_SIZE + 8  # LogFile.add and _log_ack, inline
-                append_seq_record(lf.pending, T_ACK, seq, b"")
-                self._dirty[lf] = None
-                self._buffered += HEADER_SIZE + 8
-            elif seg.last >= self.last_seq:  # fully acked, but holds last_seq (the write segment is empty)
-                self._keep = seg
-                self._log_ack(seg, T_ACK, seq)
-            else:
-                self._doom(seg)  # no ack record needed: the whole segment goes
+        self.ack_run((seq,))  # one body for a lone ack and a run's: the same records and effects
 
     def ack_run(self, seqs) -> None:
         """``ack`` for each seq in turn, under one lock (a consumer's run of acks,
