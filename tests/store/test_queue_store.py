@@ -35,11 +35,10 @@ def fill(store, seqs, size=100):
 
 @pytest.fixture
 def python_file_io(monkeypatch):
-    """The store's file I/O one os call at a time (fileio.py's Python twins), so that a test can
-    watch or fail os.write and os.fsync; the compiled calls do the same steps in C
-    (tests/protocol/test_speedups.py compares them)."""
+    """The store's writes one os call at a time (fileio.py's Python twin), so that a test can
+    watch or fail os.write; the compiled call does the same steps in C (tests/protocol/test_speedups.py
+    compares them). ``QueueStore.sync`` fsyncs with os.fsync already (fsync_worker.run_job)."""
     monkeypatch.setattr(queue_store_mod, "write_and_dup", fileio.write_and_dup_py)
-    monkeypatch.setattr(queue_store_mod, "fsync_and_close", fileio.fsync_and_close_py)
 
 
 @pytest.fixture

@@ -1,18 +1,23 @@
 """What the broker keeps on disk, and when a publisher may be told it is safe.
 
 ``Durability`` owns the definitions log (durable exchanges, queues, bindings) and one
-``QueueStore`` per durable queue (``warren/store``). It knows nothing of asyncio: the server
-runs ``sync`` on a worker thread, around ``begin_sync``/``end_sync``.
+``QueueStore`` per durable queue (``warren/store``). It knows nothing of asyncio: between
+``begin_sync`` and ``end_sync`` the server writes the queue stores on the loop (``sync_begin``)
+and fsyncs them on an FsyncWorker's thread (``warren/store/fsync_worker.py``), and runs ``sync``
+for the other stores on a worker thread.
 
 Group commit. Every persistent message written to a durable queue needs the *next* sync: a
 channel's ``Confirms`` (``confirms.py``) records ``(publish number, next_sync)`` and holds the
 confirm (the channel its tx.commit-ok) until ``synced`` reaches that number. One sync covers
 every append made before it started, however many, so confirms for many publishes share one
-fsync. A sync starts as soon as something is dirty and no sync is running (no timer); while
-one is at the disk, a second may start when a publisher or a transaction waits for the disk
-(``MAX_SYNCS_IN_FLIGHT``): a confirm then waits for about one fsync instead of the rest of the
-running one plus its own. Syncs are released in the order they began (``synced`` is the
-highest number with every earlier one done): QueueStore.sync returns in that order too.
+fsync. A sync starts as soon as something is dirty and no sync is running (no timer).
+``max_in_flight`` above 1 lets a second start while one is at the disk when a publisher or a
+transaction waits for it; syncs are then released in the order they began (``synced`` is the
+highest number with every earlier one done), as QueueStore.sync returns. It was 2 while a
+Python thread ran each sync, whose waits for the GIL a second sync overlapped; since the
+fsyncs run on the FsyncWorker's GIL-free thread one after the other, a second sync in flight
+only splits the same messages over two fsyncs: persist-confirm ran 76k msg/s with 1, 64k with
+2 (docs/performance.md, session 8).
 
 Definitions are fsynced inside the declare/bind call, before the -ok reply is queued.
 
@@ -23,11 +28,14 @@ is when its consumers may see them. ``close`` syncs and closes them with the que
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import os
 import shutil
 import uuid
 import logging
 import time
+from contextlib import suppress
 from pathlib import Path
 
 from warren.store.definitions import DefinitionsStore
@@ -37,14 +45,16 @@ from warren.store.stream_store import DEFAULT_STREAM_SEGMENT, StreamStore
 __all__ = ["Durability", "ACK_SYNC_INTERVAL", "MAX_SYNCS_IN_FLIGHT"]
 
 ACK_SYNC_INTERVAL = 1.0  # seconds a queue's ack log may go without an fsync (QueueStore)
-# group commits at the disk at once when something waits for them (module doc); the server
-# runs as many sync threads
-MAX_SYNCS_IN_FLIGHT = 2
+# group commits begun and not ended, at most, when something waits for them (module doc); the
+# server runs as many pool threads for the stores that do not go through its FsyncWorker
+MAX_SYNCS_IN_FLIGHT = 1
 
 log = logging.getLogger("warren.durability")
 
 
 class Durability:
+    max_in_flight = MAX_SYNCS_IN_FLIGHT  # group commits begun and not ended, at most (module doc)
+
     def __init__(self, data_dir: Path, fsync: bool = True) -> None:
         self.data_dir = Path(data_dir)
         self.fsync = fsync
@@ -120,7 +130,7 @@ class Durability:
     def wrote(self, store: QueueStore) -> int:
         """A store took an append: returns the sync number that will make it durable."""
         self.dirty.add(store)
-        if not self.in_flight or (self.waiting and self.in_flight < MAX_SYNCS_IN_FLIGHT):
+        if not self.in_flight or (self.waiting and self.in_flight < self.max_in_flight):
             self.request_sync()
         return self.next_sync
 
@@ -133,7 +143,7 @@ class Durability:
     def begin_sync(self) -> tuple[int, list[QueueStore]] | None:
         """The next group commit to run, or None: nothing dirty, or enough running already (a
         second only for someone waiting: without confirms or transactions nobody is)."""
-        if not self.dirty or (self.in_flight and (not self.waiting or self.in_flight >= MAX_SYNCS_IN_FLIGHT)):
+        if not self.dirty or (self.in_flight and (not self.waiting or self.in_flight >= self.max_in_flight)):
             return None
         self.in_flight += 1
         number = self.next_sync
@@ -144,8 +154,9 @@ class Durability:
         return number, stores
 
     @staticmethod
-    def sync(stores: list[QueueStore]) -> None:
-        """Runs on a worker thread: flush and fsync every store written since the last sync."""
+    def sync(stores: list) -> None:
+        """Runs on a worker thread: flush and fsync every store written since the last sync (the
+        server's stream stores; its queue stores go through ``sync_begin`` and an FsyncWorker)."""
         for s in stores:
             try:
                 s.sync()
@@ -153,6 +164,30 @@ class Durability:
                 if s._closed and s._failed is None:
                     continue  # deleted since it was written (queue or delayed exchange): nothing to keep
                 raise
+
+    @staticmethod
+    def sync_begin(stores: list[QueueStore]) -> list:
+        """On the loop: the first step of each queue store's sync (``QueueStore.sync_begin``: the
+        writes), as ``[(store, SyncWork), ...]``; a store deleted since it was written is left
+        out. The server hands what is left to its FsyncWorker and ends each with ``sync_end``."""
+        works = []
+        try:
+            for s in stores:
+                try:
+                    works.append((s, s.sync_begin()))
+                except StoreError:
+                    if s._closed and s._failed is None:
+                        continue  # deleted since it was written (queue or delayed exchange)
+                    raise
+        except BaseException:
+            for s, work in works:  # begun: their duplicates closed, their syncs ended as failed
+                for fd in work.fds + work.dir_fds:
+                    with suppress(OSError):
+                        os.close(fd)
+                with suppress(Exception):
+                    s.sync_end(work, errno.EIO)
+            raise
+        return works
 
     def end_sync(self, number: int) -> None:
         """Sync ``number`` finished; it and the ones it waited for are released in order."""

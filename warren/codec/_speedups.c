@@ -1361,7 +1361,6 @@ done:
 static PyObject *take_acks(PyObject *self, PyObject *const *args, Py_ssize_t nargs); /* at the end */
 /* the group commit's file I/O, at the end */
 static PyObject *write_and_dup(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
-static PyObject *fsync_and_close(PyObject *self, PyObject *fds_list);
 static PyObject *append_message_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 /* the messages of a run of publishes, at the end */
 static PyObject *clone_messages(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
@@ -1393,8 +1392,6 @@ static PyMethodDef methods[] = {
     {"write_and_dup", (PyCFunction)(void (*)(void))write_and_dup, METH_FASTCALL,
      "write_and_dup(writes, dup_fds) -> [fd, ...]: every (fd, octets) written whole, then the fds duplicated; "
      "the GIL let go once."},
-    {"fsync_and_close", (PyCFunction)fsync_and_close, METH_O,
-     "fsync_and_close(fds) -> None: fsync and close every fd; the GIL let go once."},
     {"append_message_record", (PyCFunction)(void (*)(void))append_message_record, METH_FASTCALL,
      "append_message_record(buf, seq, exchange_ss, routing_key_ss, properties, body) -> int: a message's store "
      "record framed from its parts into a bytearray."},
@@ -1625,46 +1622,6 @@ done:
     PyMem_Free(wfds);
     PyMem_Free(dfds);
     return result;
-}
-
-/*
- * fsync_and_close(fds) -> None
- *     fsync() every descriptor of the list fds, in order, then close it. Every one is closed
- *     whatever happens; the first failed fsync (or close) raises OSError after all are closed,
- *     and no fsync is tried after a failed one (the kernel may have dropped dirty pages).
- */
-static PyObject *fsync_and_close(PyObject *self, PyObject *fds_list)
-{
-    if (!PyList_Check(fds_list)) {
-        PyErr_SetString(PyExc_TypeError, "fsync_and_close expects a list of fds");
-        return NULL;
-    }
-    Py_ssize_t n = PyList_GET_SIZE(fds_list), i;
-    int *fds = PyMem_Calloc(n ? n : 1, sizeof(int));
-    if (fds == NULL)
-        return PyErr_NoMemory();
-    for (i = 0; i < n; i++) {
-        fds[i] = fd_of(PyList_GET_ITEM(fds_list, i));
-        if (fds[i] == -1 && PyErr_Occurred()) {
-            PyMem_Free(fds);
-            return NULL;
-        }
-    }
-    int err = 0;
-    Py_BEGIN_ALLOW_THREADS
-    for (i = 0; i < n; i++) {
-        if (!err && fsync(fds[i]) < 0)
-            err = errno;
-        if (close(fds[i]) < 0 && !err && errno != EINTR)
-            err = errno;
-    }
-    Py_END_ALLOW_THREADS
-    PyMem_Free(fds);
-    if (err) {
-        errno = err;
-        return PyErr_SetFromErrno(PyExc_OSError);
-    }
-    Py_RETURN_NONE;
 }
 
 /*

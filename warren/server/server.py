@@ -35,6 +35,8 @@ from warren.server.loops import new_event_loop
 from warren.server.queue_flow import QueueFlow
 from warren.server.tls import TlsAmqpListener, TlsContexts, TlsError
 from warren.server import logs
+from warren.store.fsync_worker import FsyncWorker
+from warren.store.queue_store import QueueStore
 
 __all__ = ["Server", "StartupError", "lock_data_dir", "run"]
 
@@ -108,6 +110,20 @@ def check_port(what: str, host: str | None, port: int) -> None:
                 raise _listen_error(what, host or "*", port, e) from None
 
 
+class _GroupCommit:
+    """One group commit under way (Server._start_sync): its parts not yet done (the queue
+    stores' FsyncWorker job, and a pool thread's job for other stores), the queue stores'
+    ``SyncWork``, the first error."""
+
+    __slots__ = ("parts", "started", "works", "error")
+
+    def __init__(self, parts: int, started: float) -> None:
+        self.parts = parts
+        self.started = started
+        self.works: list | tuple = ()
+        self.error: BaseException | None = None
+
+
 class Server:
     def __init__(self, config: Config, loop: asyncio.AbstractEventLoop) -> None:
         self.config = config
@@ -126,6 +142,10 @@ class Server:
         # a worker per group commit that may be at the disk at once (durability.py): each covers
         # everything written before it, and they are released in the order they began
         self._sync_pool = ThreadPoolExecutor(max_workers=MAX_SYNCS_IN_FLIGHT, thread_name_prefix="warren-sync")
+        # the queue stores' fsyncs (warren/store/fsync_worker.py), and the group commits under way
+        self.fsync_worker = FsyncWorker()
+        loop.add_reader(self.fsync_worker.fileno(), self._fsyncs_completed)
+        self._commits: dict[int, _GroupCommit] = {}
         # the flow-control marks of every queue (warren/broker/queue.py); 0 turns a mark off
         Queue.flow_high = config.queue_flow_high or sys.maxsize
         Queue.flow_high_bytes = config.queue_flow_high_bytes or sys.maxsize
@@ -176,26 +196,62 @@ class Server:
             return
         number, stores = job
         started = time.perf_counter()
-        # The worker thread hands the outcome straight to the loop: one loop turn after the
-        # fsync, where run_in_executor's asyncio future took two (its state copied in one turn,
-        # its callbacks run in the next), each behind whatever else was ready (a publisher's
-        # turn of persistent messages is milliseconds).
-        fut = self._sync_pool.submit(self.durability.sync, stores)
-        fut.add_done_callback(lambda f: self._sync_finished(f, number, started))
-
-    def _sync_finished(self, fut, number: int, started: float) -> None:
-        """On the sync's worker thread: the rest happens on the loop."""
+        # Queue stores: their writes here on the loop (page cache only), their fsyncs on the
+        # FsyncWorker's thread, which never takes the GIL and tells the loop through its eventfd
+        # (_fsyncs_completed). A sync waited 0.9 ms of its 1.05 for the GIL when a Python thread
+        # did it all (docs/performance.md, session 8). Stream stores keep a pool thread.
+        queue_stores = [s for s in stores if type(s) is QueueStore]
+        others = [s for s in stores if type(s) is not QueueStore] if len(queue_stores) < len(stores) else ()
+        commit = self._commits[number] = _GroupCommit(2 if others else 1, started)
         try:
-            self.loop.call_soon_threadsafe(self._sync_done, fut, number, started)
+            commit.works = self.durability.sync_begin(queue_stores)
+        except BaseException as e:  # a write failed: the store has failed, so does the broker
+            commit.error = e
+        fds, unlinks, dir_fds = [], [], []
+        for _, work in commit.works:
+            fds += work.fds
+            unlinks += work.unlinks
+            dir_fds += work.dir_fds
+        self.fsync_worker.submit(number, fds, unlinks, dir_fds)
+        if others:
+            # The pool thread hands the outcome straight to the loop: one loop turn after the
+            # fsync, where run_in_executor's asyncio future took two
+            fut = self._sync_pool.submit(self.durability.sync, others)
+            fut.add_done_callback(lambda f: self._pool_sync_finished(f, number))
+
+    def _pool_sync_finished(self, fut, number: int) -> None:
+        """On the pool's thread: the rest happens on the loop."""
+        try:
+            self.loop.call_soon_threadsafe(self._sync_part_done, number, fut.exception())
         except RuntimeError:
             pass  # the loop is closed: the process is ending, the stores were synced by shutdown
 
-    def _sync_done(self, fut, number: int, started: float = 0.0) -> None:
+    def _fsyncs_completed(self) -> None:
+        """The FsyncWorker's eventfd is readable: end the queue stores' part of each group
+        commit it finished (QueueStore.sync_end), in the order they began."""
+        for number, err in self.fsync_worker.completed():
+            commit = self._commits[number]
+            for store, work in commit.works:
+                try:
+                    store.sync_end(work, err)
+                except BaseException as e:
+                    commit.error = commit.error or e
+            commit.works = ()
+            self._sync_part_done(number, None)
+
+    def _sync_part_done(self, number: int, error: BaseException | None) -> None:
+        commit = self._commits[number]
+        commit.error = commit.error or error
+        commit.parts -= 1
+        if not commit.parts:
+            del self._commits[number]
+            self._sync_done(number, commit.error, commit.started)
+
+    def _sync_done(self, number: int, error: BaseException | None, started: float) -> None:
         self.sync_latency.observe(time.perf_counter() - started)
-        exc = fut.exception()
-        if exc is not None:
+        if error is not None:
             # the disk refused: nothing more may be confirmed; stop rather than lie
-            log.critical("message store sync failed, shutting down: %r", exc)
+            log.critical("message store sync failed, shutting down: %r", error)
             self._stop.set()
             return
         # What the sync released (confirms, tx.commit-ok) is written now, not one more loop turn
@@ -369,10 +425,15 @@ class Server:
             await self._listener.wait_closed()
         if self.tls_listener is not None:
             await self.tls_listener.wait_closed()
-        # 5. flush and close the stores (no group commit may start after this)
+        # 5. flush and close the stores (no group commit may start after this); the group
+        # commits at the disk end first, as they would have (QueueStore.sync waits for them)
         self._stores_closed = True
+        self.fsync_worker.wait_idle()
+        self._fsyncs_completed()
         self.durability.close(list(self.broker.all_queues()))
         self._sync_pool.shutdown(wait=True)
+        self.loop.remove_reader(self.fsync_worker.fileno())
+        self.fsync_worker.close()
         log.info("shutdown complete")
 
 

@@ -25,12 +25,14 @@ half of every group commit, which the publisher's confirms waited for. The price
 power cut, messages acked in the last second may come back (at-least-once, as after any crash
 of a broker that has not written the ack).
 
-Threads: appends, acks and reads run on the event-loop thread, ``sync`` maybe on a worker at
-the same time. The loop never waits for the disk: ``_lock`` guards memory and is held only for
-memory operations; ``_io_lock`` orders writes and closes (held while writing, never during an
-fsync); two syncs may overlap, their writes in order under ``_io_lock``, their fsyncs at
-once, and each returns in that order (``_sync_order``). ``sync`` fsyncs dup()ed descriptors, so a
-segment deleted meanwhile cannot close one under it.
+Threads: appends, acks and reads run on the event-loop thread. The broker splits a sync in
+three (``sync_begin`` writes on the loop, an FsyncWorker's thread fsyncs without the GIL,
+``sync_end`` back on the loop: warren/store/fsync_worker.py); ``sync`` runs the three in the
+calling thread, possibly a worker beside the loop. The loop never waits for the disk: ``_lock``
+guards memory and is held only for memory operations; ``_io_lock`` orders writes and closes
+(held while writing, never during an fsync); two syncs may overlap, their writes in order under
+``_io_lock``, their fsyncs at once, and each ends in that order (``_sync_order``). A sync
+fsyncs dup()ed descriptors, so a segment deleted meanwhile cannot close one under it.
 
 What a crash leaves behind: torn or zero-filled file tails (cut back on open, segment.py);
 files created but empty; fully acked segments not yet deleted, and ack logs whose segment is
@@ -54,7 +56,8 @@ from bisect import bisect_right
 from contextlib import suppress
 from operator import attrgetter
 
-from warren.store.fileio import fsync_and_close, write_and_dup
+from warren.store.fileio import write_and_dup
+from warren.store.fsync_worker import run_job
 from warren.store.group_commit import GroupCommitStore, StoreError
 from warren.store.message import append_message_record, decode_message, encode_message
 from warren.store.record import HEADER_SIZE, KIND_ACKS, T_ACK, T_DELIVERED, T_MESSAGE, T_RETURNED, append_seq_record
@@ -63,7 +66,7 @@ from warren.store.segment import (
     ACKED, DEFAULT_SEGMENT_SIZE, DELIVERED, LogFile, Segment, segment_name,
 )
 
-__all__ = ["QueueStore", "RecoveryStats", "StoreError", "encode_message", "decode_message"]
+__all__ = ["QueueStore", "SyncWork", "RecoveryStats", "StoreError", "encode_message", "decode_message"]
 
 _FIRST = attrgetter("first")
 DEFAULT_FLUSH_THRESHOLD = 4 * 1024 * 1024
@@ -443,14 +446,37 @@ class QueueStore(GroupCommitStore):
         Every append made before the call is durable when it returns, and so is every ack and
         delivered mark when the ack logs were due (``ack_sync_interval``); the others are
         written, and fsynced by a later sync. Safe to call from a worker thread while the loop
-        thread appends, and from two at once: the broker starts the next group commit while one
-        is at the disk (durability.py). Their writes and their fsyncs may overlap, but each
+        thread appends, and from two at once. Their writes and their fsyncs may overlap, but each
         returns only after every sync that wrote before it has finished, and unlinks nothing
         before that: a sync's fsyncs cover its own writes only (module doc, "Ordering rules").
 
-        The file I/O is two calls (fileio.py), each letting the GIL go once: the writes with
-        the duplicates of what to fsync, then the fsyncs with the closes.
+        This is the three steps the broker runs apart (Server._start_sync): ``sync_begin``
+        writes on the loop, an ``FsyncWorker`` job fsyncs off it (warren/store/fsync_worker.py),
+        ``sync_end`` back on the loop; here they run one after the other in the calling thread.
         """
+        work = self.sync_begin()
+        err = run_job(work.fds, [], [])
+        with self._sync_order:
+            # the syncs that wrote before this one must be durable before it counts, and
+            # before fully acked segments go: their higher seqs may be in those writes
+            while self._sync_finished < work.ticket - 1:
+                self._sync_order.wait()
+        if not err and self._failed is not None:
+            err = -1
+        if err:  # nothing more is fsynced or unlinked after a failure; the directory's duplicate closes
+            for fd in work.dir_fds:
+                with suppress(OSError):
+                    os.close(fd)
+        else:
+            err = run_job([], work.unlinks, work.dir_fds)
+        return self.sync_end(work, err)
+
+    def sync_begin(self) -> "SyncWork":
+        """A sync's first step, on the thread that appends: write what is buffered and duplicate
+        the descriptors to fsync. The ``SyncWork`` it returns says what is left for the disk:
+        fsync and close ``fds``, then (once every earlier sync ended, and only if they all
+        succeeded) unlink ``unlinks`` and fsync and close ``dir_fds``; then ``sync_end``. Its
+        descriptors are duplicates, so a segment deleted meanwhile cannot close one under it."""
         with self._io_lock:
             ticket = self._sync_tickets = self._sync_tickets + 1  # writes happen in ticket order
             with self._lock:
@@ -481,49 +507,42 @@ class QueueStore(GroupCommitStore):
             if with_dir:
                 to_dup.append(self._dir_fd)
             try:
-                # duplicates: a segment deleted while we wait for the disk cannot close them under us
                 fds = write_and_dup([(fd, data) for _, fd, data in work], to_dup)
             except BaseException as e:
                 # a short write leaves a torn record that only recovery can cut off: stop here
                 self._failed = e
+                with self._sync_order:  # this ticket ends here: later syncs must not wait for it
+                    self._sync_finished = max(self._sync_finished, ticket)
+                    self._sync_order.notify_all()
                 raise
             self._written(work, doomed, unsynced=False)
             self._dir_dirty = False
             unlink_msgs, self._unlink_msgs = self._unlink_msgs, []
             unlink_acks, self._unlink_acks = self._unlink_acks, []
-        dir_fd = fds.pop() if with_dir else None
+        dir_fds = [fds.pop()] if with_dir else []
+        return SyncWork(ticket, fds, [os.fsencode(p) for p in unlink_msgs], dir_fds, unlink_acks, covered)
+
+    def sync_end(self, work: "SyncWork", err: int) -> int:
+        """A sync's last step, after its job ran with ``err`` (an errno, 0 for success, -1 for
+        "skipped: the store failed earlier"): the sync counts as finished, the ack logs of
+        deleted segments go (a crash before this leaves orphans, deleted on open). Returns the
+        highest seq covered; an error fails the store for good and raises."""
         try:
-            try:
-                fsync_and_close(fds)  # closes them all, whatever happens
-            except BaseException as e:
+            if err:
                 # after a failed fsync the kernel may have dropped the dirty pages: nothing is safe
-                self._failed = e
-                raise
-            with self._sync_order:
-                # the syncs that wrote before this one must be durable before it counts, and
-                # before fully acked segments go: their higher seqs may be in those writes
-                while self._sync_finished < ticket - 1:
-                    self._sync_order.wait()
-                if self._failed is not None:
-                    raise StoreError(f"{self._label} {self.directory} failed earlier: {self._failed!r}")
-                try:
-                    # then the directory makes the creations and unlinks durable
-                    for path in unlink_msgs:
-                        _unlink(path)
-                    if dir_fd is not None:
-                        os.fsync(dir_fd)
-                except BaseException as e:
-                    self._failed = e
-                    raise
+                if err > 0:
+                    e = OSError(err, os.strerror(err))
+                    if self._failed is None:
+                        self._failed = e
+                    raise e
+                raise StoreError(f"{self._label} {self.directory} failed earlier: {self._failed!r}")
         finally:
-            if dir_fd is not None:
-                os.close(dir_fd)
             with self._sync_order:  # the next sync may finish now, whatever became of this one
-                self._sync_finished = max(self._sync_finished, ticket)
+                self._sync_finished = max(self._sync_finished, work.ticket)
                 self._sync_order.notify_all()
-        for path in unlink_acks:  # a crash before this leaves orphans, deleted on open
+        for path in work.unlink_acks:
             _unlink(path)
-        return covered
+        return work.covered
 
     def acks_owed(self, now: float | None = None) -> bool:
         """Files written but not fsynced (after a sync: ack logs that were not due); with ``now``,
@@ -548,6 +567,20 @@ class QueueStore(GroupCommitStore):
 
     def __repr__(self) -> str:
         return f"<QueueStore {self.directory!r} messages={self._count} segments={len(self._segments)}>"
+
+
+class SyncWork:
+    """What ``QueueStore.sync_begin`` left for the disk and for ``sync_end`` (its docstrings)."""
+
+    __slots__ = ("ticket", "fds", "unlinks", "dir_fds", "unlink_acks", "covered")
+
+    def __init__(self, ticket: int, fds: list, unlinks: list, dir_fds: list, unlink_acks: list, covered: int):
+        self.ticket = ticket
+        self.fds = fds
+        self.unlinks = unlinks
+        self.dir_fds = dir_fds
+        self.unlink_acks = unlink_acks
+        self.covered = covered
 
 
 def _unlink(path: str) -> None:

@@ -1,0 +1,383 @@
+/*
+ * warren.store._fsync: the group commit's fsyncs on a thread that never takes the GIL.
+ *
+ * Why: a busy broker's event loop holds the GIL nearly all the time, and a Python sync thread
+ * has to win it back for every step of its job (its start, each return from a system call, the
+ * hand-back to the loop). In the 1p1c-1KiB-persist-confirm row a group commit took about
+ * 1.05 ms from the loop's request to its completion, of which the disk was 0.18 ms: the rest
+ * was those waits (docs/performance.md, session 8). Here the loop does a sync's writes itself
+ * (they only reach the page cache) and hands this thread what is left, as plain integers and
+ * octets it copies: fsync and close the descriptors, unlink the fully acked segments, fsync
+ * and close the directory. The thread works through the jobs one at a time in the order they
+ * came, so a job starts only after every earlier one ended (the store's ordering rule: unlinks
+ * and the directory only after every earlier sync), and reports each finished job through an
+ * eventfd the loop watches.
+ *
+ * FsyncWorker() -> worker
+ *     worker.fileno()                      the eventfd, readable when jobs finished
+ *     worker.submit(job, fds, unlinks, dir_fds)
+ *                                          job: an int the caller chooses; fds: descriptors to
+ *                                          fsync then close (each is closed whatever happens; no
+ *                                          fsync after a failed one); unlinks: bytes paths
+ *                                          unlinked after the fds' fsyncs succeeded (a missing
+ *                                          file is no error); dir_fds: fsynced after the
+ *                                          unlinks (skipped after an error) and closed. The
+ *                                          worker owns every descriptor from here on.
+ *     worker.completed() -> [(job, errno), ...]
+ *                                          the jobs finished since the last call, in order;
+ *                                          errno 0 for success (the first error of the job).
+ *                                          After a job failed, every later one fails with its
+ *                                          errno without touching the disk (only closes).
+ *     worker.wait_idle()                   blocks (without the GIL) until no job is queued or
+ *                                          running
+ *     worker.close()                       finishes the queued jobs, stops the thread
+ *
+ * The Python twin with the same steps on a threading.Thread is warren/store/fsync_worker.py.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+typedef struct job {
+    struct job *next;
+    long long id;
+    int err;
+    int nfds, ndirs, nunlinks;
+    int *fds;      /* nfds, then ndirs */
+    char **unlinks;
+} job;
+
+typedef struct {
+    PyObject_HEAD
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;       /* a job queued, or stop */
+    pthread_cond_t idle;       /* the queue ran empty */
+    job *todo_head, *todo_tail;
+    job *done_head, *done_tail;
+    int busy;                  /* a job is being worked on */
+    int stop;
+    int started;
+    int efd;
+    int failed;                /* the first job's error (worker thread only): every later job fails with it */
+} FsyncWorker;
+
+static void free_job(job *j)
+{
+    if (j == NULL)
+        return;
+    for (int i = 0; i < j->nunlinks; i++)
+        free(j->unlinks[i]);
+    free(j->unlinks);
+    free(j->fds);
+    free(j);
+}
+
+static void close_all(job *j)
+{
+    for (int i = 0; i < j->nfds + j->ndirs; i++)
+        close(j->fds[i]);
+}
+
+static void run_job(job *j)
+{
+    int err = 0, i;
+    for (i = 0; i < j->nfds; i++) {
+        if (!err && fsync(j->fds[i]) < 0)
+            err = errno;
+        if (close(j->fds[i]) < 0 && !err && errno != EINTR)
+            err = errno;
+    }
+    for (i = 0; i < j->nunlinks && !err; i++) {
+        if (unlink(j->unlinks[i]) < 0 && errno != ENOENT)
+            err = errno;
+    }
+    for (i = j->nfds; i < j->nfds + j->ndirs; i++) {
+        if (!err && fsync(j->fds[i]) < 0)
+            err = errno;
+        if (close(j->fds[i]) < 0 && !err && errno != EINTR)
+            err = errno;
+    }
+    j->err = err;
+}
+
+static void *worker_main(void *arg)
+{
+    FsyncWorker *w = (FsyncWorker *)arg;
+    pthread_mutex_lock(&w->lock);
+    for (;;) {
+        while (w->todo_head == NULL && !w->stop)
+            pthread_cond_wait(&w->wake, &w->lock);
+        if (w->todo_head == NULL)
+            break; /* stop, and nothing left */
+        job *j = w->todo_head;
+        w->todo_head = j->next;
+        if (w->todo_head == NULL)
+            w->todo_tail = NULL;
+        j->next = NULL;
+        w->busy = 1;
+        pthread_mutex_unlock(&w->lock);
+        if (w->failed) { /* after a failed fsync the kernel may have dropped dirty pages: nothing is safe */
+            close_all(j);
+            j->err = w->failed;
+        } else {
+            run_job(j);
+            w->failed = j->err;
+        }
+        pthread_mutex_lock(&w->lock);
+        w->busy = 0;
+        if (w->done_tail)
+            w->done_tail->next = j;
+        else
+            w->done_head = j;
+        w->done_tail = j;
+        if (w->todo_head == NULL)
+            pthread_cond_broadcast(&w->idle);
+        uint64_t one = 1;
+        /* the counter only wakes the loop; a full counter (never, at 2**64 - 2) would still be readable */
+        while (write(w->efd, &one, sizeof one) < 0 && errno == EINTR)
+            ;
+    }
+    pthread_cond_broadcast(&w->idle);
+    pthread_mutex_unlock(&w->lock);
+    return NULL;
+}
+
+static int fd_from(PyObject *v, int *out)
+{
+    long fd = PyLong_AsLong(v);
+    if (fd == -1 && PyErr_Occurred())
+        return -1;
+    if (fd < 0 || fd > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "not a file descriptor");
+        return -1;
+    }
+    *out = (int)fd;
+    return 0;
+}
+
+static PyObject *FsyncWorker_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    if (PyTuple_GET_SIZE(args) || (kwds && PyDict_GET_SIZE(kwds))) {
+        PyErr_SetString(PyExc_TypeError, "FsyncWorker() takes no arguments");
+        return NULL;
+    }
+    FsyncWorker *w = (FsyncWorker *)type->tp_alloc(type, 0);
+    if (w == NULL)
+        return NULL;
+    w->efd = -1;
+    pthread_mutex_init(&w->lock, NULL);
+    pthread_cond_init(&w->wake, NULL);
+    pthread_cond_init(&w->idle, NULL);
+    w->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (w->efd < 0) {
+        PyErr_SetFromErrno(PyExc_OSError);
+        Py_DECREF(w);
+        return NULL;
+    }
+    int rc = pthread_create(&w->thread, NULL, worker_main, w);
+    if (rc != 0) {
+        errno = rc;
+        PyErr_SetFromErrno(PyExc_OSError);
+        Py_DECREF(w);
+        return NULL;
+    }
+    w->started = 1;
+    return (PyObject *)w;
+}
+
+static void stop_thread(FsyncWorker *w)
+{
+    if (!w->started)
+        return;
+    pthread_mutex_lock(&w->lock);
+    w->stop = 1;
+    pthread_cond_signal(&w->wake);
+    pthread_mutex_unlock(&w->lock);
+    Py_BEGIN_ALLOW_THREADS
+    pthread_join(w->thread, NULL);
+    Py_END_ALLOW_THREADS
+    w->started = 0;
+}
+
+static void FsyncWorker_dealloc(FsyncWorker *w)
+{
+    stop_thread(w);
+    job *j = w->done_head, *next;
+    for (; j; j = next) {
+        next = j->next;
+        free_job(j);
+    }
+    if (w->efd >= 0)
+        close(w->efd);
+    pthread_mutex_destroy(&w->lock);
+    pthread_cond_destroy(&w->wake);
+    pthread_cond_destroy(&w->idle);
+    Py_TYPE(w)->tp_free((PyObject *)w);
+}
+
+static PyObject *FsyncWorker_fileno(FsyncWorker *w, PyObject *unused)
+{
+    return PyLong_FromLong(w->efd);
+}
+
+static PyObject *FsyncWorker_submit(FsyncWorker *w, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4 || !PyList_Check(args[1]) || !PyList_Check(args[2]) || !PyList_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "submit expects (job, list of fds, list of bytes paths, list of fds)");
+        return NULL;
+    }
+    if (!w->started) {
+        PyErr_SetString(PyExc_ValueError, "the fsync worker is closed");
+        return NULL;
+    }
+    long long id = PyLong_AsLongLong(args[0]);
+    if (id == -1 && PyErr_Occurred())
+        return NULL;
+    Py_ssize_t nfds = PyList_GET_SIZE(args[1]), nun = PyList_GET_SIZE(args[2]), ndirs = PyList_GET_SIZE(args[3]);
+    if (nfds + ndirs > INT32_MAX || nun > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "too many descriptors");
+        return NULL;
+    }
+    job *j = calloc(1, sizeof(job));
+    if (j == NULL)
+        return PyErr_NoMemory();
+    j->id = id;
+    j->fds = calloc((size_t)(nfds + ndirs) + 1, sizeof(int));
+    j->unlinks = calloc((size_t)nun + 1, sizeof(char *));
+    if (j->fds == NULL || j->unlinks == NULL) {
+        free_job(j);
+        return PyErr_NoMemory();
+    }
+    Py_ssize_t i;
+    for (i = 0; i < nfds; i++)
+        if (fd_from(PyList_GET_ITEM(args[1], i), &j->fds[i]) < 0)
+            goto fail;
+    for (i = 0; i < ndirs; i++)
+        if (fd_from(PyList_GET_ITEM(args[3], i), &j->fds[nfds + i]) < 0)
+            goto fail;
+    for (i = 0; i < nun; i++) {
+        PyObject *p = PyList_GET_ITEM(args[2], i);
+        if (!PyBytes_Check(p)) {
+            PyErr_SetString(PyExc_TypeError, "submit: each path to unlink is bytes");
+            goto fail;
+        }
+        Py_ssize_t len = PyBytes_GET_SIZE(p);
+        if (memchr(PyBytes_AS_STRING(p), 0, (size_t)len) != NULL) {
+            PyErr_SetString(PyExc_ValueError, "submit: a path with a NUL octet");
+            goto fail;
+        }
+        char *copy = malloc((size_t)len + 1);
+        if (copy == NULL) {
+            PyErr_NoMemory();
+            goto fail;
+        }
+        memcpy(copy, PyBytes_AS_STRING(p), (size_t)len);
+        copy[len] = 0;
+        j->unlinks[j->nunlinks++] = copy;
+    }
+    /* counted only once every argument was good: a refused job leaves the descriptors to the caller */
+    j->nfds = (int)nfds;
+    j->ndirs = (int)ndirs;
+    pthread_mutex_lock(&w->lock);
+    if (w->todo_tail)
+        w->todo_tail->next = j;
+    else
+        w->todo_head = j;
+    w->todo_tail = j;
+    pthread_cond_signal(&w->wake);
+    pthread_mutex_unlock(&w->lock);
+    Py_RETURN_NONE;
+fail:
+    free_job(j);
+    return NULL;
+}
+
+static PyObject *FsyncWorker_completed(FsyncWorker *w, PyObject *unused)
+{
+    uint64_t count;
+    while (read(w->efd, &count, sizeof count) < 0 && errno == EINTR)
+        ; /* EAGAIN: nothing counted since the last read; the list below is what matters */
+    pthread_mutex_lock(&w->lock);
+    job *j = w->done_head;
+    w->done_head = w->done_tail = NULL;
+    pthread_mutex_unlock(&w->lock);
+    PyObject *out = PyList_New(0);
+    job *next;
+    for (; j; j = next) {
+        next = j->next;
+        if (out != NULL) {
+            PyObject *item = Py_BuildValue("(Li)", j->id, j->err);
+            if (item == NULL || PyList_Append(out, item) < 0)
+                Py_CLEAR(out);
+            Py_XDECREF(item);
+        }
+        free_job(j);
+    }
+    return out;
+}
+
+static PyObject *FsyncWorker_wait_idle(FsyncWorker *w, PyObject *unused)
+{
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&w->lock);
+    while (w->started && (w->todo_head != NULL || w->busy))
+        pthread_cond_wait(&w->idle, &w->lock);
+    pthread_mutex_unlock(&w->lock);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+static PyObject *FsyncWorker_close(FsyncWorker *w, PyObject *unused)
+{
+    stop_thread(w);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef FsyncWorker_methods[] = {
+    {"fileno", (PyCFunction)FsyncWorker_fileno, METH_NOARGS, "The eventfd, readable when jobs finished."},
+    {"submit", (PyCFunction)(void (*)(void))FsyncWorker_submit, METH_FASTCALL,
+     "submit(job, fds, unlinks, dir_fds): fsync and close fds, unlink the paths, fsync and close dir_fds."},
+    {"completed", (PyCFunction)FsyncWorker_completed, METH_NOARGS,
+     "completed() -> [(job, errno), ...]: the jobs finished since the last call, in order."},
+    {"wait_idle", (PyCFunction)FsyncWorker_wait_idle, METH_NOARGS, "Block until no job is queued or running."},
+    {"close", (PyCFunction)FsyncWorker_close, METH_NOARGS, "Finish the queued jobs and stop the thread."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject FsyncWorkerType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "warren.store._fsync.FsyncWorker",
+    .tp_basicsize = sizeof(FsyncWorker),
+    .tp_dealloc = (destructor)FsyncWorker_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The group commit's fsyncs on a thread without the GIL (module doc).",
+    .tp_methods = FsyncWorker_methods,
+    .tp_new = FsyncWorker_new,
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "warren.store._fsync", "The group commit's fsyncs on a thread without the GIL.", -1, NULL,
+};
+
+PyMODINIT_FUNC PyInit__fsync(void)
+{
+    if (PyType_Ready(&FsyncWorkerType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    Py_INCREF(&FsyncWorkerType);
+    if (PyModule_AddObject(m, "FsyncWorker", (PyObject *)&FsyncWorkerType) < 0) {
+        Py_DECREF(&FsyncWorkerType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
