@@ -29,7 +29,9 @@ import kombu
 import pika
 import pytest
 import trustme
-from pika.exceptions import AMQPConnectionError, ChannelClosedByBroker, ProbableAuthenticationError
+from pika.exceptions import (
+    AMQPConnectionError, ChannelClosedByBroker, ProbableAccessDeniedError, ProbableAuthenticationError,
+)
 
 from tests.e2e.rawamqp import (
     CONNECTION_START, CONNECTION_START_OK, PROTOCOL_HEADER, RawConnection, longstr, method_frame, shortstr, table,
@@ -97,12 +99,14 @@ def add_user(broker, name: str, password: str | None = None, pattern: str | None
 
 
 def connect_when_ready(parameters, timeout: float = 10.0) -> pika.BlockingConnection:
-    """Connect, retrying a refused login while the broker has not yet re-read its user store."""
+    """Connect, retrying a refused login while the broker has not yet re-read its user store,
+    and a refused vhost (530) when it re-read it between ``add_user``'s two writes: the user,
+    then the permissions."""
     deadline = time.monotonic() + timeout
     while True:
         try:
             return pika.BlockingConnection(parameters)
-        except ProbableAuthenticationError:
+        except (ProbableAuthenticationError, ProbableAccessDeniedError):
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.2)
