@@ -16,7 +16,7 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("text", "json")
 LOOPS = ("auto", "uvloop", "asyncio")
 # fields the supervisor sets for its workers: not options of the file or the environment
-INTERNAL_FIELDS = frozenset({"handoff_socket", "policy_file", "access_file"})
+INTERNAL_FIELDS = frozenset({"handoff_socket", "policy_file", "access_file", "global_parameters_file"})
 
 
 @dataclass
@@ -103,6 +103,9 @@ class Config:
     handoff_socket: Path | None = None  # take connections from the supervisor here, no TCP listener
     policy_file: Path | None = None  # None: policies.json in the data folder
     access_file: Path | None = None  # None: access.json in the data folder (workers: the supervisor's)
+    # the node's global runtime parameters shared by the workers (management/parameters.py);
+    # None: in parameters.json with the rest
+    global_parameters_file: Path | None = None
     # a definitions file (RabbitMQ's JSON) imported at start-up, as RabbitMQ's load_definitions
     definitions: Path | None = None
     # TLS (warren/server/tls.py, docs/security.md). AMQP over TLS listens on tls_port (RabbitMQ's

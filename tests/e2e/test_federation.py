@@ -298,9 +298,6 @@ def test_shovel_queue_length_and_validation(two_warrens, uid):
 
 
 def test_federated_exchange_between_two_warrens_cuts_loops(two_warrens, uid):
-    skip_under_workers("the cluster_name global parameter is kept by the worker whose API set it, and the "
-                       "supervisor's connection.start announces the default name, so x-received-from names "
-                       "another cluster than the node's own and the loop is not recognised")
     a, b = two_warrens
     x = f"fx-{uid}"
     for node, other in ((a, b), (b, a)):  # a and b federate each other's exchange: a loop

@@ -295,6 +295,41 @@ def test_a_policy_set_through_one_workers_api_reaches_the_other_worker(two_worke
         assert names == {"h18-cap"} | {f"h18-p{i}" for i in range(24)}
 
 
+def test_the_cluster_name_set_through_one_worker_is_the_nodes(tmp_path):
+    """RabbitMQ's set_cluster_name through worker 0's API: the supervisor announces it in
+    connection.start (a federation link reads it there to cut loops), worker 1's API shows it
+    within the shared file's check interval, and a restart keeps it."""
+    from tests.management.api_client import call
+    b = launch_broker(tmp_path, "--workers", "2", *(x for v in VHOSTS for x in ("--vhost", v)))
+    try:
+        first, second = (f"http://127.0.0.1:{w['http_port']}" for w in ready(b)["workers"])
+        assert call(first, "PUT", "/api/global-parameters/cluster_name", {"value": "node-h19"})[0] in (201, 204)
+        for vhost in VHOSTS:  # both workers' connections are opened by the supervisor
+            with connect(b, vhost) as c:
+                assert c._impl.server_properties["cluster_name"] in (b"node-h19", "node-h19")
+        deadline = time.monotonic() + 5
+        while call(second, "GET", "/api/cluster-name")[1]["name"] != "node-h19":
+            assert time.monotonic() < deadline, "worker 1 never saw the node's new cluster name"
+            time.sleep(0.1)
+        assert call(first, "GET", "/api/overview")[1]["cluster_name"] == "node-h19"
+        # concurrent changes of global parameters through both APIs: none lost
+        for i, base in enumerate((first, second, first, second)):
+            assert call(base, "PUT", f"/api/global-parameters/h19-g{i}", {"value": i})[0] in (201, 204)
+        names = {g["name"] for g in call(second, "GET", "/api/global-parameters")[1]}
+        assert {"cluster_name", "h19-g0", "h19-g1", "h19-g2", "h19-g3"} <= names
+    finally:
+        b.stop()
+    b = launch_broker(tmp_path, "--workers", "2", *(x for v in VHOSTS for x in ("--vhost", v)))
+    try:
+        with connect(b, "a") as c:
+            assert c._impl.server_properties["cluster_name"] in (b"node-h19", "node-h19")
+        restarted = json.loads(Path(b.args[b.args.index("--ready-file") + 1]).read_text())  # not the first's
+        for w in restarted["workers"]:
+            assert call(f"http://127.0.0.1:{w['http_port']}", "GET", "/api/cluster-name")[1]["name"] == "node-h19"
+    finally:
+        b.stop()
+
+
 def test_a_user_made_through_a_workers_api_logs_in_through_the_supervisor_at_once(two_workers):
     """The supervisor, the worker a connection is handed to and every worker's HTTP API check
     logins against the shared access store as it is now (each re-reads access.json when another

@@ -166,6 +166,7 @@ class OneLineErrors(click.Command):
 @click.option("--handoff-socket", type=click.Path(path_type=Path), default=None, hidden=True)
 @click.option("--policy-file", type=click.Path(path_type=Path), default=None, hidden=True)
 @click.option("--access-file", type=click.Path(path_type=Path), default=None, hidden=True)
+@click.option("--global-parameters-file", type=click.Path(path_type=Path), default=None, hidden=True)
 @click.option("--definitions", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Import this definitions file (RabbitMQ's JSON export) at start-up, as load_definitions.")
 @click.pass_context

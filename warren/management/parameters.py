@@ -8,6 +8,14 @@ answered change survives kill -9. Without a data folder they are kept in memory.
 Vhost limits are not stored here: they are the access model's (``warren.access``), and the
 API shows them as the ``vhost-limits`` component, as RabbitMQ does.
 
+With ``--workers N`` the global parameters (``cluster_name``, which a federation link reads in
+connection.start to cut loops) belong to the node, not to a worker: every worker and the
+supervisor share one ``global_parameters.json`` in the supervisor's data folder (passed as
+``--global-parameters-file``). A change is a read-modify-write of it under an exclusive
+``flock`` (as policies.json, ``policy_store.py``); the other processes see it at their next
+look (``refresh_global``, from the server's tick every ``GLOBAL_CHECK`` seconds), and their
+listeners hear of it then. Per-vhost parameters stay with the worker that owns the vhost.
+
 Components that act on their parameters (shovels and federation, ``warren/federation``) plug
 in here: ``validators[component](vhost, name, value)`` raises ValueError to refuse a value
 before it is stored (the API answers 400 with the reason), and every object in ``listeners``
@@ -17,21 +25,28 @@ hears of each change once it is durable: ``parameter_changed(component, vhost, n
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["ParameterStore", "FILE_NAME"]
+__all__ = ["ParameterStore", "FILE_NAME", "GLOBAL_FILE_NAME", "GLOBAL_CHECK"]
 
 log = logging.getLogger("warren.management")
 
 FILE_NAME = "parameters.json"
+GLOBAL_FILE_NAME = "global_parameters.json"  # with --workers: the node's, shared (module doc)
+GLOBAL_CHECK = 0.5  # seconds between two looks at a shared global_parameters.json
 
 
 class ParameterStore:
-    def __init__(self, path: Path | None) -> None:
+    def __init__(self, path: Path | None, global_path: Path | None = None) -> None:
         self.path = Path(path) if path is not None else None
+        # the shared file of the global parameters (module doc), or None: they are in ``path``
+        self.global_path = Path(global_path) if global_path is not None else None
+        self._global_stamp = None  # the shared file's (mtime_ns, size, inode) when last read
         self.parameters: dict[tuple[str, str, str], object] = {}
         self.global_parameters: dict[str, object] = {}
         self.validators: dict = {}  # component -> callable(vhost, name, value), raises ValueError
@@ -41,14 +56,62 @@ class ParameterStore:
                 data = json.loads(self.path.read_text(encoding="utf-8"))
                 for p in data.get("parameters", ()):
                     self.parameters[(p["component"], p["vhost"], p["name"])] = p["value"]
-                for g in data.get("global_parameters", ()):
-                    self.global_parameters[g["name"]] = g["value"]
+                if self.global_path is None:
+                    self.global_parameters = _globals_of(data)
             except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
                 log.error("%s cannot be read, runtime parameters start empty: %s", self.path, e)
+        if self.global_path is not None:
+            self.global_parameters = self._read_globals()
 
     @classmethod
-    def in_data_dir(cls, data_dir: Path | None) -> "ParameterStore":
-        return cls(Path(data_dir) / FILE_NAME if data_dir is not None else None)
+    def in_data_dir(cls, data_dir: Path | None, global_path: Path | None = None) -> "ParameterStore":
+        return cls(Path(data_dir) / FILE_NAME if data_dir is not None else None, global_path)
+
+    # --- the shared global parameters (--workers) --------------------------------------------------
+
+    def _stamp(self):
+        try:
+            st = os.stat(self.global_path)
+        except FileNotFoundError:
+            return None
+        return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+    def _read_globals(self) -> dict:
+        """The shared file's content, its stamp taken first (a change after it is seen next time)."""
+        self._global_stamp = self._stamp()
+        try:
+            return _globals_of(json.loads(self.global_path.read_text(encoding="utf-8")))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+            log.error("%s cannot be read, global parameters kept as they were: %s", self.global_path, e)
+            return dict(self.global_parameters)
+
+    def refresh_global(self) -> bool:
+        """Take another process's changes to the shared file (a stat when nothing changed);
+        the listeners hear of each. True if anything changed."""
+        if self.global_path is None or self._stamp() == self._global_stamp:
+            return False
+        old, self.global_parameters = self.global_parameters, self._read_globals()
+        changed = [n for n in old.keys() | self.global_parameters.keys()
+                   if old.get(n, _MISSING) != self.global_parameters.get(n, _MISSING)]
+        for name in sorted(changed):
+            self._notify_global(name, self.global_parameters.get(name))
+        return bool(changed)
+
+    @contextmanager
+    def _globals_locked(self):
+        """Read-modify-write of the shared file: under its lock, read again inside it."""
+        if self.global_path is None:
+            yield
+            return
+        fd = os.open(str(self.global_path) + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            self.refresh_global()
+            yield
+        finally:
+            os.close(fd)  # releases the lock
 
     # --- reading ---------------------------------------------------------------------------------
 
@@ -94,18 +157,27 @@ class ParameterStore:
             self._notify(*k, None)
 
     def put_global(self, name: str, value) -> bool:
-        new = name not in self.global_parameters
-        self.global_parameters[name] = value
-        self._save()
+        with self._globals_locked():
+            new = name not in self.global_parameters
+            self.global_parameters[name] = value
+            self._save_globals()
         self._notify_global(name, value)
         return new
 
     def delete_global(self, name: str) -> bool:
-        if self.global_parameters.pop(name, _MISSING) is _MISSING:
-            return False
-        self._save()
+        with self._globals_locked():
+            if self.global_parameters.pop(name, _MISSING) is _MISSING:
+                return False
+            self._save_globals()
         self._notify_global(name, None)
         return True
+
+    def _save_globals(self) -> None:
+        if self.global_path is None:
+            self._save()
+            return
+        _write_json(self.global_path, {"global_parameters": self.list_global()})
+        self._global_stamp = self._stamp()
 
     def _notify(self, component: str, vhost: str, name: str, value) -> None:
         for listener in list(self.listeners):
@@ -124,19 +196,30 @@ class ParameterStore:
     def _save(self) -> None:
         if self.path is None:
             return
-        data = {"parameters": self.list(), "global_parameters": self.list_global()}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(json.dumps(data, indent=1) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        fd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        data = {"parameters": self.list()}
+        if self.global_path is None:
+            data["global_parameters"] = self.list_global()
+        _write_json(self.path, data)
+
+
+def _globals_of(data: dict) -> dict:
+    return {g["name"]: g["value"] for g in data.get("global_parameters", ())}
+
+
+def _write_json(path: Path, data: dict) -> None:
+    """Durably: a temporary file, fsync, rename, fsync of the folder."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(json.dumps(data, indent=1) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 _MISSING = object()

@@ -34,6 +34,7 @@ from warren.server.limits import HandshakeGate, output_bound, raise_open_file_li
 from warren.server.loops import new_event_loop
 from warren.server.queue_flow import QueueFlow
 from warren.server.tls import TlsAmqpListener, TlsContexts, TlsError
+from warren.management.parameters import GLOBAL_CHECK
 from warren.server import logs
 from warren.store.fsync_worker import FsyncWorker
 from warren.store.queue_store import QueueStore
@@ -139,6 +140,7 @@ class Server:
         # (amqp0_9_1/connection.py)
         self.backlogged: set = set()
         self._backlog_since = 0.0
+        self._globals_checked = 0.0  # a worker's last look at the shared global parameters (_tick)
         # a worker per group commit that may be at the disk at once (durability.py): each covers
         # everything written before it, and they are released in the order they began
         self._sync_pool = ThreadPoolExecutor(max_workers=MAX_SYNCS_IN_FLIGHT, thread_name_prefix="warren-sync")
@@ -278,6 +280,12 @@ class Server:
         if now - self._backlog_since >= BACKLOG_WINDOW:
             self._backlog_since = now
             self.backlogged.clear()  # who is still behind says so again with its next large read
+        if self.config.global_parameters_file is not None and now - self._globals_checked >= GLOBAL_CHECK:
+            self._globals_checked = now  # a worker: another may have changed cluster_name
+            try:
+                self.parameters.refresh_global()
+            except Exception:
+                log.exception("reading the shared global parameters failed")
         self._tick_handle = self.loop.call_later(TICK, self._tick)
 
     async def startup(self) -> None:
@@ -285,7 +293,8 @@ class Server:
         c.data_dir.mkdir(parents=True, exist_ok=True)
         from warren.federation.manager import FederationManager
         from warren.management.parameters import ParameterStore
-        self.parameters = ParameterStore.in_data_dir(c.data_dir)  # one store: the HTTP API's too
+        # one store: the HTTP API's too; a worker's global parameters are the node's, shared
+        self.parameters = ParameterStore.in_data_dir(c.data_dir, c.global_parameters_file)
         self.federation = FederationManager(self.broker, self.parameters)  # validates shovels from now on
         # before any client (load_definitions); a --workers worker gets the part of the file with
         # its own vhosts' objects, the supervisor has loaded the rest (warren/server/workers.py)

@@ -51,6 +51,7 @@ from warren.broker.broker import Broker
 from warren.broker.policies import FILE_NAME
 from warren.config import Config
 from warren.errors import AMQPError, ConnectionAccessRefused, NotAllowed
+from warren.management.parameters import GLOBAL_FILE_NAME, ParameterStore
 from warren.protocol.amqp0_9_1.connection import ServerConnection
 from warren.protocol.amqp0_10 import events as events_0_10
 from warren.protocol.amqp0_10.connection import ServerConnection as ServerConnection0_10
@@ -190,11 +191,11 @@ class Greeter(asyncio.Protocol):
             c = self.sup.config
             if dialect is AMQP_0_10:  # the same settings as the single-process server (connection.py)
                 self.conn = ServerConnection0_10(
-                    self.sup.server_properties, ("PLAIN", "AMQPLAIN"), allow_anonymous=bool(c.anonymous_user),
+                    self.sup.current_server_properties(), ("PLAIN", "AMQPLAIN"), allow_anonymous=bool(c.anonymous_user),
                     default_vhost=self.sup.default_vhost, channel_max=c.channel_max or 0xFFFF,
                     max_frame_size=min(c.frame_max or 0xFFFF, 0xFFFF), max_message_size=c.max_message_size)
             else:
-                self.conn = ServerConnection(self.sup.server_properties, MECHANISMS, c.frame_max, c.channel_max,
+                self.conn = ServerConnection(self.sup.current_server_properties(), MECHANISMS, c.frame_max, c.channel_max,
                                              c.heartbeat, c.max_message_size, dialect=dialect)
             data = bytes(self.received[HEADER_SIZE:])
         self.conn.receive_data(data)
@@ -387,7 +388,11 @@ class Supervisor:
             owned[owner_of(info.name, n)].append(info.name)
         # every worker is started: a vhost created at run time goes to its owner by name
         self.workers = [Worker(i, tuple(owned[i]), self.run_dir) for i in range(n)]
-        self.server_properties = Broker((), access=AccessControl()).server_properties()
+        # the node's global parameters (cluster_name, announced in connection.start), shared
+        # with the workers, which may change them through their HTTP APIs
+        self.global_parameters = ParameterStore(None, config.data_dir / GLOBAL_FILE_NAME)
+        self._properties_broker = Broker((), access=AccessControl())
+        self._global_parameters_read()
         # the vhost of a 0-10 connection.open that names none, as the single-process server's
         self.default_vhost = "/" if "/" in config.vhosts else config.vhosts[0]
         # the handshake happens here: its limits too (limits.py, login_throttle.py)
@@ -456,6 +461,18 @@ class Supervisor:
             if w.proc is not None and w.proc.poll() is None:
                 w.proc.send_signal(signal.SIGHUP)
 
+    def current_server_properties(self) -> dict:
+        """connection.start's properties, with the node's cluster_name as a worker last set it
+        (a stat of global_parameters.json per connection; read again when it changed)."""
+        if self.global_parameters.refresh_global():
+            self._global_parameters_read()
+        return self.server_properties
+
+    def _global_parameters_read(self) -> None:
+        name = self.global_parameters.global_parameters.get("cluster_name")
+        self._properties_broker.cluster_name = name if isinstance(name, str) and name else "warren"
+        self.server_properties = self._properties_broker.server_properties()
+
     def _worker_args(self, w: Worker) -> list[str]:
         c = self.config
         n = c.workers
@@ -466,6 +483,7 @@ class Supervisor:
                 "--handoff-socket", str(w.socket_path), "--ready-file", str(w.ready_file),
                 "--policy-file", str(c.policy_file or c.data_dir / FILE_NAME),
                 "--access-file", str(c.access_file),
+                "--global-parameters-file", str(self.global_parameters.global_path),
                 "--heartbeat", str(c.heartbeat), "--handshake-timeout", str(c.handshake_timeout),
                 "--frame-max", str(c.frame_max),
                 "--channel-max", str(c.channel_max), "--fsync" if c.fsync else "--no-fsync",
