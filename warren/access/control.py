@@ -25,7 +25,6 @@ running vhost); a listener is any object with ``vhost_added(info)``, ``vhost_del
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
@@ -37,6 +36,7 @@ from warren.access.errors import AlreadyExists, Invalid, LoginRefused, NotFound
 from warren.access.permissions import ConnectionAccess, Permission, TopicPermission, validate_regex
 from warren.access.user_limits import validate_user_limits
 from warren.access.users import ADMINISTRATOR, DEFAULT_LOOPBACK_USERS, User, check_login, normalize_tags
+from warren.store.node_file import file_stamp, locked, replace_durably
 from warren.access.vhosts import (
     DEFAULT_VHOST_DESCRIPTION, QUEUE_TYPES, VhostInfo, validate_limits, validate_vhost_name,
 )
@@ -507,20 +507,11 @@ class AccessControl:
         if self.path is None:
             yield
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(str(self.path) + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        with locked(self.path):
             yield
-        finally:
-            os.close(fd)  # releases the lock
 
     def _stat(self):
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            return None
-        return (st.st_ino, st.st_mtime_ns, st.st_size)
+        return file_stamp(self.path)
 
     def _read(self) -> None:
         with open(self.path, "rb") as f:
@@ -536,21 +527,5 @@ class AccessControl:
         if self.path is None:
             return
         data = json.dumps(state.to_json(), indent=1, ensure_ascii=False).encode("utf-8")
-        tmp = str(self.path) + ".tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            if self.fsync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
-        if self.fsync:
-            dfd = os.open(str(self.path.parent), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-            try:
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
+        replace_durably(self.path, data, mode=0o600, fsync=self.fsync)  # password hashes: the owner's only
         self._signature = self._stat()

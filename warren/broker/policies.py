@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from warren.store.node_file import file_stamp, replace_durably
 
 __all__ = ["Policy", "PolicyError", "PolicyFile", "POLICY_KEYS", "LOWEST_WINS", "APPLY_TO",
            "FORBIDDEN_KEYS", "validate_definition", "validate_policy", "pick", "effective_arguments",
@@ -233,24 +234,9 @@ def load_policies(path: Path) -> list[Policy]:
 
 
 def save_policies(path: Path, policies) -> None:
-    """Write the policies atomically (a temporary file, fsync, rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    """Write the policies atomically and durably (warren/store/node_file.py)."""
     data = json.dumps([p.to_json() for p in sorted(policies, key=lambda p: (p.vhost, p.name))], indent=2)
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(data + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    try:
-        fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except OSError:
-        pass
+    replace_durably(path, (data + "\n").encode("utf-8"))
 
 
 class PolicyFile:
@@ -260,22 +246,15 @@ class PolicyFile:
         self.path = Path(path) if path is not None else None
         self._stamp = None
 
-    def _stat(self):
-        try:
-            st = os.stat(self.path)
-        except OSError:
-            return None
-        return (st.st_ino, st.st_mtime_ns, st.st_size)
-
     def changed(self) -> bool:
-        return self.path is not None and self._stat() != self._stamp
+        return self.path is not None and file_stamp(self.path) != self._stamp
 
     def load(self) -> list[Policy]:
         """The current policies; on a file that cannot be read, the error is logged and None is
         returned (the policies in force are kept)."""
         if self.path is None:
             return []
-        self._stamp = self._stat()
+        self._stamp = file_stamp(self.path)
         try:
             return load_policies(self.path)
         except (PolicyError, OSError) as e:

@@ -25,12 +25,12 @@ hears of each change once it is durable: ``parameter_changed(component, vhost, n
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
-import os
 from contextlib import contextmanager
 from pathlib import Path
+
+from warren.store.node_file import file_stamp, locked, replace_durably
 
 __all__ = ["ParameterStore", "FILE_NAME", "GLOBAL_FILE_NAME", "GLOBAL_CHECK"]
 
@@ -46,7 +46,7 @@ class ParameterStore:
         self.path = Path(path) if path is not None else None
         # the shared file of the global parameters (module doc), or None: they are in ``path``
         self.global_path = Path(global_path) if global_path is not None else None
-        self._global_stamp = None  # the shared file's (mtime_ns, size, inode) when last read
+        self._global_stamp = None  # the shared file's stamp when last read (node_file.file_stamp)
         self.parameters: dict[tuple[str, str, str], object] = {}
         self.global_parameters: dict[str, object] = {}
         self.validators: dict = {}  # component -> callable(vhost, name, value), raises ValueError
@@ -69,16 +69,9 @@ class ParameterStore:
 
     # --- the shared global parameters (--workers) --------------------------------------------------
 
-    def _stamp(self):
-        try:
-            st = os.stat(self.global_path)
-        except FileNotFoundError:
-            return None
-        return (st.st_mtime_ns, st.st_size, st.st_ino)
-
     def _read_globals(self) -> dict:
         """The shared file's content, its stamp taken first (a change after it is seen next time)."""
-        self._global_stamp = self._stamp()
+        self._global_stamp = file_stamp(self.global_path)
         try:
             return _globals_of(json.loads(self.global_path.read_text(encoding="utf-8")))
         except FileNotFoundError:
@@ -90,7 +83,7 @@ class ParameterStore:
     def refresh_global(self) -> bool:
         """Take another process's changes to the shared file (a stat when nothing changed);
         the listeners hear of each. True if anything changed."""
-        if self.global_path is None or self._stamp() == self._global_stamp:
+        if self.global_path is None or file_stamp(self.global_path) == self._global_stamp:
             return False
         old, self.global_parameters = self.global_parameters, self._read_globals()
         changed = [n for n in old.keys() | self.global_parameters.keys()
@@ -105,13 +98,9 @@ class ParameterStore:
         if self.global_path is None:
             yield
             return
-        fd = os.open(str(self.global_path) + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        with locked(self.global_path):
             self.refresh_global()
             yield
-        finally:
-            os.close(fd)  # releases the lock
 
     # --- reading ---------------------------------------------------------------------------------
 
@@ -177,7 +166,7 @@ class ParameterStore:
             self._save()
             return
         _write_json(self.global_path, {"global_parameters": self.list_global()})
-        self._global_stamp = self._stamp()
+        self._global_stamp = file_stamp(self.global_path)
 
     def _notify(self, component: str, vhost: str, name: str, value) -> None:
         for listener in list(self.listeners):
@@ -207,19 +196,7 @@ def _globals_of(data: dict) -> dict:
 
 
 def _write_json(path: Path, data: dict) -> None:
-    """Durably: a temporary file, fsync, rename, fsync of the folder."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(json.dumps(data, indent=1) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    replace_durably(path, (json.dumps(data, indent=1) + "\n").encode("utf-8"))
 
 
 _MISSING = object()

@@ -15,13 +15,12 @@ Without a data folder (tests of the model alone) the policies live only in the v
 
 from __future__ import annotations
 
-import fcntl
 import logging
-import os
 from contextlib import contextmanager
 from pathlib import Path
 
 from warren.broker.policies import Policy, PolicyError, load_policies, save_policies
+from warren.store.node_file import locked
 
 __all__ = ["all_policies", "replace_policy", "remove_policy", "remove_vhost_policies", "replace_policies_in_file"]
 
@@ -44,19 +43,6 @@ def all_policies(broker) -> list[Policy]:
 
 
 @contextmanager
-def _file_locked(path: Path):
-    """Exclusive among processes sharing ``path`` (the supervisor and its workers)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(str(path) + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # releases the lock
-
-
-@contextmanager
 def _change(broker):
     """Yield the current policies (a list to edit in place); what is in it afterwards is made
     durable, then in force. Under the file's lock, read inside it."""
@@ -68,7 +54,7 @@ def _change(broker):
         if policies != before:
             broker.set_policies(policies)
         return
-    with _file_locked(pf.path):
+    with locked(pf.path):
         policies = all_policies(broker)  # the file as it is now, whoever wrote it last
         before = list(policies)
         yield policies
@@ -105,6 +91,6 @@ def replace_policies_in_file(path: Path, new: list[Policy]) -> None:
     its workers start). ``PolicyError`` if the file cannot be read."""
     if not new:
         return
-    with _file_locked(path):
+    with locked(path):
         keys = {(p.vhost, p.name) for p in new}
         save_policies(path, [p for p in load_policies(path) if (p.vhost, p.name) not in keys] + list(new))
