@@ -10,7 +10,6 @@ many arrived twice (bounded by the unacknowledged window, ``src-prefetch-count``
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import time
@@ -21,7 +20,6 @@ import pika
 import pika.exceptions
 import pytest
 
-from tests.conftest import launch_broker, skip_under_workers
 from tests.management.api_client import call
 
 pytestmark = pytest.mark.timeout(240)
@@ -260,7 +258,7 @@ def test_shovel_from_exchange_with_delete_after_count(two_warrens, uid):
     declare(a, exchanges=[(f"x-{uid}", "topic")])
     a.set_parameter("shovel", "/", "sx", {
         "src-uri": "amqp://", "src-exchange": f"x-{uid}", "src-exchange-key": "a.*",
-        "dest-uri": [f"amqp://guest:guest@127.0.0.1:1/%2F", b.uri()],  # the first is refused: the next one serves
+        "dest-uri": ["amqp://guest:guest@127.0.0.1:1/%2F", b.uri()],  # the first is refused: the next one serves
         "dest-exchange": "amq.direct", "dest-exchange-key": f"k-{uid}", "src-delete-after": 5,
         "ack-mode": "on-publish"})
     declare(b, queues=[f"q-{uid}"], bindings=[(f"q-{uid}", "amq.direct", f"k-{uid}")])
