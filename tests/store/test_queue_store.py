@@ -706,3 +706,71 @@ def test_a_sync_after_a_failed_one_fails_too(open_store, monkeypatch, python_fil
     second.join(30)
     assert isinstance(errors["first"], OSError)
     assert isinstance(errors["second"], StoreError)
+
+
+# --- the broker's three steps: sync_begin on the loop, an FsyncWorker job, sync_end --------------
+
+
+def _through_worker(worker, works):
+    """Submit each SyncWork as the server does and wait for the jobs, in order."""
+    import select
+    for i, work in enumerate(works):
+        worker.submit(i, work.fds, work.unlinks, work.dir_fds)
+    done = []
+    while len(done) < len(works):
+        assert select.select([worker.fileno()], [], [], 10)[0], "the fsync worker never reported"
+        done += worker.completed()
+    return done
+
+
+@pytest.mark.parametrize("twin", ["compiled", "python"])
+def test_syncs_in_three_steps_keep_the_ordering_rules(open_store, twin):
+    """Two syncs begun before either's fsync: the acked segments go with the job that was handed
+    them, after the fsyncs before it; each sync_end returns what its begin covered; a reopen
+    finds every record the syncs covered and none of the acked ones."""
+    from warren.store import fsync_worker
+    if twin == "compiled" and fsync_worker.FsyncWorker is fsync_worker.FsyncWorkerPy:
+        pytest.skip("built without the extension (setup.py): the Python twin runs alone")
+    worker = fsync_worker.FsyncWorker() if twin == "compiled" else fsync_worker.FsyncWorkerPy()
+    try:
+        store = open_store(fsync=True)
+        fill(store, range(1, 31))  # several segments
+        first = store.sync_begin()
+        for s in range(1, 11):  # whole segments acked: the next sync unlinks them
+            store.ack(s)
+        store.append(31, rec(31))
+        before = files(store.directory, "msgs")
+        second = store.sync_begin()
+        assert first.ticket + 1 == second.ticket and second.unlinks and not first.unlinks
+        assert files(store.directory, "msgs") == before  # nothing deleted before the fsyncs
+        assert _through_worker(worker, [first, second]) == [(0, 0), (1, 0)]
+        assert store.sync_end(first, 0) == 30 and store.sync_end(second, 0) == 31
+        assert len(files(store.directory, "msgs")) < len(before)
+        store.close()
+        assert [seq for seq, _, _ in open_store(fsync=True).recover()] == list(range(11, 32))
+    finally:
+        worker.close()
+
+
+def test_a_failed_job_fails_the_store_and_the_syncs_after_it(open_store):
+    """The worker's error reaches sync_end, which fails the store for good: the next sync ends
+    with the same error (the worker fails every later job) and a new sync cannot begin."""
+    from warren.store.fsync_worker import FsyncWorkerPy
+    worker = FsyncWorkerPy()
+    try:
+        store = open_store(fsync=True)
+        fill(store, range(1, 4))
+        first = store.sync_begin()
+        os.close(first.fds[0])
+        first.fds[0] = 1_000_000  # a descriptor nothing has open: its fsync fails, EBADF
+        fill(store, range(4, 6))
+        second = store.sync_begin()
+        assert _through_worker(worker, [first, second]) == [(0, 9), (1, 9)]
+        with pytest.raises(OSError):
+            store.sync_end(first, 9)
+        with pytest.raises(OSError):
+            store.sync_end(second, 9)
+        with pytest.raises(StoreError):
+            store.sync_begin()
+    finally:
+        worker.close()
