@@ -264,8 +264,12 @@ class Durability:
     def close(self, queues) -> None:
         for q in queues:
             if q.store is not None:
+                if q.store.failed is not None:  # the disk refused it earlier: nothing more to sync
+                    log.warning("closing the store of queue %r in vhost %r without a sync: it failed earlier (%r)",
+                                q.name, q.vhost.name, q.store.failed)
                 try:
-                    q.store.sync()
+                    if q.store.failed is None:
+                        q.store.sync()
                     q.store.close()
                 except Exception:
                     log.exception("closing the store of queue %r", q.name)

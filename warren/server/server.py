@@ -181,6 +181,8 @@ class Server:
         self.parameters = None  # runtime parameters (warren/management/parameters.py), set in startup
         self.federation = None  # shovels and federation links (warren/federation/manager.py)
         self.sync_latency = Histogram(SYNC_BUCKETS)  # seconds per group commit (warren_store_sync_seconds)
+        # why the broker stopped by itself (a failed group commit), for a non-zero exit status
+        self.failure: str | None = None
 
     # --- group commit -----------------------------------------------------------------------
 
@@ -254,6 +256,7 @@ class Server:
         if error is not None:
             # the disk refused: nothing more may be confirmed; stop rather than lie
             log.critical("message store sync failed, shutting down: %r", error)
+            self.failure = f"message store sync failed: {error!r}"
             self._stop.set()
             return
         # What the sync released (confirms, tx.commit-ok) is written now, not one more loop turn
@@ -471,7 +474,10 @@ def run(config: Config) -> None:
     tune_young_collections()
     loop = new_event_loop(config.loop)
     asyncio.set_event_loop(loop)
+    server = Server(config, loop)
     try:
-        loop.run_until_complete(Server(config, loop).serve())
+        loop.run_until_complete(server.serve())
     finally:
         loop.close()
+    if server.failure is not None:  # exit 1, so that a service manager sees a failure, not a stop
+        raise SystemExit(1)

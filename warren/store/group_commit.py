@@ -66,6 +66,11 @@ class GroupCommitStore:
     def _open(self):
         raise NotImplementedError
 
+    @property
+    def failed(self) -> BaseException | None:
+        """The write or fsync error that failed the store for good, or None."""
+        return self._failed
+
     def _check(self) -> None:
         if self._failed is not None or self._closed:
             raise StoreError(f"{self._label} {self.directory} " + (
