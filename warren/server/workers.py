@@ -392,6 +392,7 @@ class Supervisor:
         # with the workers, which may change them through their HTTP APIs
         self.global_parameters = ParameterStore(None, config.data_dir / GLOBAL_FILE_NAME)
         self._properties_broker = Broker((), access=AccessControl())
+        self.worker_died = False  # a worker exited by itself: the node stops, with status 1
         self._global_parameters_read()
         # the vhost of a 0-10 connection.open that names none, as the single-process server's
         self.default_vhost = "/" if "/" in config.vhosts else config.vhosts[0]
@@ -547,6 +548,7 @@ class Supervisor:
         for w in self.workers:
             if w.proc.poll() is not None:
                 log.critical("worker %d (pid %d) exited with %s; stopping", w.index, w.proc.pid, w.proc.returncode)
+                self.worker_died = True
                 self._stop.set()
                 return
         self.loop.call_later(0.5, self._watch_workers)
@@ -606,4 +608,6 @@ class Supervisor:
                 self.run_dir.rmdir()
             except OSError:
                 pass
+        if self.worker_died:  # exit 1 as a single process does on a failure (server.py ``run``)
+            raise SystemExit(1)
             log.info("shutdown complete")
