@@ -141,8 +141,8 @@ class Server:
         self.backlogged: set = set()
         self._backlog_since = 0.0
         self._globals_checked = 0.0  # a worker's last look at the shared global parameters (_tick)
-        # a worker per group commit that may be at the disk at once (durability.py): each covers
-        # everything written before it, and they are released in the order they began
+        # threads for the stores the FsyncWorker does not take (stream stores), one per group
+        # commit that may be under way at once (durability.py)
         self._sync_pool = ThreadPoolExecutor(max_workers=MAX_SYNCS_IN_FLIGHT, thread_name_prefix="warren-sync")
         # the queue stores' fsyncs (warren/store/fsync_worker.py), and the group commits under way
         self.fsync_worker = FsyncWorker()
