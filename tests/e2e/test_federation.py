@@ -467,7 +467,10 @@ def test_warren_federation_from_a_rabbitmq_upstream(rabbitmq_node, vh, start_bro
 
 
 def _restart(start_broker, b, *args):
-    return start_broker("--port", str(b.port), "--http-port", str(b.http_port), *args, data_dir=b.data_dir)
+    """The same AMQP port (the shovel's URI names it) and data; a new ephemeral HTTP port (a
+    pinned one is taken again at once, but under --workers worker i listens on it + i, which
+    another test's ephemeral port may hold by then)."""
+    return start_broker("--port", str(b.port), *args, data_dir=b.data_dir)
 
 
 def _kill9_transfer(start_broker, tmp_path, uid, victim: str, total: int, prefetch: int, kills: int = 1,
