@@ -29,7 +29,7 @@ from warren.spec import amqp0_9_1 as spec
 take_publish = connection_module._take_publish
 take_publishes = connection_module._take_publishes
 c_properties_error = connection_module._properties_error if take_publish is not None else None
-needs_speedups = pytest.mark.skipif(take_publish is None, reason="warren.codec._speedups is not built (setup.py)")
+needs_speedups = pytest.mark.skipif(take_publish is None, reason="warren.store._fsync is not built (setup.py)")
 FRAME_MAX = 4096
 
 
@@ -496,65 +496,13 @@ def test_compiled_and_python_hand_over_takers_agree_on_any_octets(data, pos):
             handover_outcome(handover.take_batch_py, octets, pos, Message)
 
 
-# --- the group commit's file I/O (warren/store/fileio.py and its compiled twins) -----------------
+# --- a persistent message's store record (warren/store/message.py) ------------------------------
 
-from warren.store import fileio  # noqa: E402
-
-needs_file_io = pytest.mark.skipif(fileio.write_and_dup is fileio.write_and_dup_py,
-                                   reason="warren.codec._speedups is not built (setup.py)")
+from warren.store import message as store_message  # noqa: E402
 
 
-def _io_outcome(call):
-    try:
-        return call(), None
-    except OSError as e:
-        return None, e.errno
-
-
-@needs_file_io
-@settings(max_examples=100, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 2), st.binary(max_size=3000)), max_size=6), st.lists(st.integers(0, 2),
-       max_size=3))
-def test_write_and_dup_writes_what_its_python_twin_writes(tmp_path_factory, writes, dups):
-    """The same octets in the same files, in order, and working duplicates of the same files."""
-    results = []
-    for twin in (fileio.write_and_dup, fileio.write_and_dup_py):
-        d = tmp_path_factory.mktemp("io")
-        fds = [os.open(d / f"f{i}", os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644) for i in range(3)]
-        try:
-            got = twin([(fds[i], bytearray(data)) for i, data in writes], [fds[i] for i in dups])
-            assert len(got) == len(dups) and not set(got) & set(fds)
-            for fd, i in zip(got, dups):  # each duplicate is the file it duplicates
-                assert os.fstat(fd).st_ino == os.fstat(fds[i]).st_ino
-            for fd in got:
-                os.close(fd)
-        finally:
-            for fd in fds:
-                os.close(fd)
-        results.append([(d / f"f{i}").read_bytes() for i in range(3)])
-    assert results[0] == results[1] == [b"".join(data for i, data in writes if i == k) for k in range(3)]
-
-
-@needs_file_io
-def test_file_io_twins_fail_alike_and_leave_no_descriptor_open(tmp_path):
-    """A closed descriptor: the same OSError from both, and no duplicate left open (the fsyncs'
-    twins: tests/store/test_fsync_worker.py)."""
-    good = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-    bad = 1_000_000  # a descriptor number nothing has open (nor gets: lower ones are taken first)
-    try:
-        open_before = set(os.listdir("/proc/self/fd"))
-        for twin in (fileio.write_and_dup, fileio.write_and_dup_py):
-            assert _io_outcome(lambda: twin([(bad, b"x")], [good])) == (None, 9)  # EBADF, nothing duplicated
-            assert _io_outcome(lambda: twin([(good, b"y")], [good, bad])) == (None, 9)  # the first duplicate closed
-            assert set(os.listdir("/proc/self/fd")) == open_before
-        assert (tmp_path / "f").read_bytes() == b"yy"  # written before the failed dup, both times
-        with pytest.raises(TypeError):
-            fileio.write_and_dup([(good, b"x", 1)], [])
-    finally:
-        os.close(good)
-
-
-@needs_file_io
+@pytest.mark.skipif(store_message.append_message_record is store_message.append_message_record_py,
+                    reason="warren.codec._speedups is not built (setup.py)")
 @settings(max_examples=300, deadline=None)
 @given(st.integers(0, 2**64 - 1), st.binary(max_size=256), st.binary(max_size=256), st.binary(max_size=300),
        st.binary(max_size=3000), st.binary(max_size=20))
@@ -562,11 +510,10 @@ def test_message_records_framed_from_parts_are_their_python_twins(seq, exchange_
                                                                   body, before):
     """A persistent message's store record from its parts (QueueStore.append): the same octets as
     the Python twin, which frames the record encode_message_ss joins."""
-    from warren.store.message import append_message_record, append_message_record_py
-
     compiled, python = bytearray(before), bytearray(before)
-    assert append_message_record(compiled, seq, exchange_ss, routing_key_ss, properties, memoryview(body)) == \
-        append_message_record_py(python, seq, exchange_ss, routing_key_ss, properties, body)
+    assert store_message.append_message_record(compiled, seq, exchange_ss, routing_key_ss, properties,
+                                               memoryview(body)) == \
+        store_message.append_message_record_py(python, seq, exchange_ss, routing_key_ss, properties, body)
     assert compiled == python
 
 

@@ -502,13 +502,8 @@ class AccessControl:
                 listener.vhost_added(info)
             listener.access_changed()
 
-    @contextmanager
     def _locked(self):
-        if self.path is None:
-            yield
-            return
-        with locked(self.path):
-            yield
+        return locked(self.path)
 
     def _stat(self):
         return file_stamp(self.path)

@@ -28,14 +28,11 @@ is when its consumers may see them. ``close`` syncs and closes them with the que
 
 from __future__ import annotations
 
-import errno
 import hashlib
-import os
 import shutil
 import uuid
 import logging
 import time
-from contextlib import suppress
 from pathlib import Path
 
 from warren.store.definitions import DefinitionsStore
@@ -166,28 +163,20 @@ class Durability:
                 raise
 
     @staticmethod
-    def sync_begin(stores: list[QueueStore]) -> list:
+    def sync_begin(stores: list[QueueStore]) -> tuple[list, BaseException | None]:
         """On the loop: the first step of each queue store's sync (``QueueStore.sync_begin``: the
-        writes), as ``[(store, SyncWork), ...]``; a store deleted since it was written is left
-        out. The server hands what is left to its FsyncWorker and ends each with ``sync_end``."""
-        works = []
-        try:
-            for s in stores:
-                try:
-                    works.append((s, s.sync_begin()))
-                except StoreError:
-                    if s._closed and s._failed is None:
-                        continue  # deleted since it was written (queue or delayed exchange)
-                    raise
-        except BaseException:
-            for s, work in works:  # begun: their duplicates closed, their syncs ended as failed
-                for fd in work.fds + work.dir_fds:
-                    with suppress(OSError):
-                        os.close(fd)
-                with suppress(Exception):
-                    s.sync_end(work, errno.EIO)
-            raise
-        return works
+        writes). Returns ``[(store, SyncWork), ...]`` and the first error: a store whose write
+        failed is left out (it has failed for good), and so is one deleted since it was written.
+        The server hands the works to its FsyncWorker and ends each with ``sync_end``, the begun
+        ones after a failure too, so that none is left half done."""
+        works, error = [], None
+        for s in stores:
+            try:
+                works.append((s, s.sync_begin()))
+            except (StoreError, OSError) as e:  # OSError: the write failed, which failed the store
+                if not (s._closed and s.failed is None):  # else deleted since it was written
+                    error = error or e
+        return works, error
 
     def end_sync(self, number: int) -> None:
         """Sync ``number`` finished; it and the ones it waited for are released in order."""

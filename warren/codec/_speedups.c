@@ -1359,8 +1359,6 @@ done:
 }
 
 static PyObject *take_acks(PyObject *self, PyObject *const *args, Py_ssize_t nargs); /* at the end */
-/* the group commit's file I/O, at the end */
-static PyObject *write_and_dup(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 static PyObject *append_message_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 /* the messages of a run of publishes, at the end */
 static PyObject *clone_messages(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
@@ -1389,9 +1387,6 @@ static PyMethodDef methods[] = {
     {"take_publishes", (PyCFunction)(void (*)(void))take_publishes, METH_FASTCALL,
      "take_publishes(buf, pos, frame_max, max_body, last_args, last_props, limit) -> None | "
      "(channel, args, props_list, bodies, next_pos): a run of basic.publish contents at pos."},
-    {"write_and_dup", (PyCFunction)(void (*)(void))write_and_dup, METH_FASTCALL,
-     "write_and_dup(writes, dup_fds) -> [fd, ...]: every (fd, octets) written whole, then the fds duplicated; "
-     "the GIL let go once."},
     {"append_message_record", (PyCFunction)(void (*)(void))append_message_record, METH_FASTCALL,
      "append_message_record(buf, seq, exchange_ss, routing_key_ss, properties, body) -> int: a message's store "
      "record framed from its parts into a bytearray."},
@@ -1494,133 +1489,6 @@ done:
     Py_XDECREF(first);
     Py_XDECREF(tags);
     PyBuffer_Release(view);
-    return result;
-}
-
-/* ---- The group commit's file I/O (warren/store/fileio.py has the Python twins) ------------------
- *
- * A sync runs on a worker thread while the event loop's thread holds the GIL nearly all the time
- * (a busy broker). Every os.write, os.dup, os.fsync and os.close lets the GIL go and must win it
- * back, and winning it back from a busy loop takes up to a switch interval (5 ms) each time: a
- * sync of one queue made 6-9 such trips, 1.9 ms of Python around a 0.6 ms fsync. These two
- * functions do a sync's writes and dups, then its fsyncs and closes, each with the GIL let go
- * once.
- */
-#include <errno.h>
-#include <fcntl.h>
-#include <unistd.h>
-
-/* A file descriptor from a Python int (-1 with an exception set when it is not one). */
-static int fd_of(PyObject *v)
-{
-    long fd = PyLong_AsLong(v);
-    if (fd == -1 && PyErr_Occurred())
-        return -1;
-    if (fd < 0 || fd > INT32_MAX) {
-        PyErr_SetString(PyExc_ValueError, "not a file descriptor");
-        return -1;
-    }
-    return (int)fd;
-}
-
-/*
- * write_and_dup(writes, dup_fds) -> [fd, ...]
- *     writes: a list of (fd, octets) pairs, each written whole in order (write() again after a
- *     short write or EINTR); then every fd of the list dup_fds is duplicated (close-on-exec).
- *     Returns the new descriptors, in order. On an error nothing more is written, the
- *     duplicates made are closed and OSError is raised (the octets already written stay).
- */
-static PyObject *write_and_dup(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    if (nargs != 2 || !PyList_Check(args[0]) || !PyList_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "write_and_dup expects (list of (fd, octets), list of fds)");
-        return NULL;
-    }
-    PyObject *writes = args[0], *dup_list = args[1];
-    Py_ssize_t nw = PyList_GET_SIZE(writes), nd = PyList_GET_SIZE(dup_list), got = 0, i;
-    Py_buffer *views = PyMem_Calloc(nw ? nw : 1, sizeof(Py_buffer));
-    int *wfds = PyMem_Calloc(nw ? nw : 1, sizeof(int));
-    int *dfds = PyMem_Calloc(nd ? nd : 1, sizeof(int));
-    PyObject *result = NULL;
-    if (views == NULL || wfds == NULL || dfds == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    for (i = 0; i < nw; i++) {
-        PyObject *item = PyList_GET_ITEM(writes, i);
-        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2) {
-            PyErr_SetString(PyExc_TypeError, "write_and_dup: each write is a (fd, octets) pair");
-            goto done;
-        }
-        int fd = fd_of(PyTuple_GET_ITEM(item, 0));
-        if (fd == -1 && PyErr_Occurred())
-            goto done;
-        if (PyObject_GetBuffer(PyTuple_GET_ITEM(item, 1), &views[got], PyBUF_SIMPLE) < 0)
-            goto done;
-        wfds[got++] = fd;
-    }
-    for (i = 0; i < nd; i++) {
-        int fd = fd_of(PyList_GET_ITEM(dup_list, i));
-        if (fd == -1 && PyErr_Occurred())
-            goto done;
-        dfds[i] = fd;
-    }
-    int err = 0;
-    Py_ssize_t duped = 0;
-    Py_BEGIN_ALLOW_THREADS
-    for (i = 0; i < nw && !err; i++) {
-        const char *p = views[i].buf;
-        Py_ssize_t left = views[i].len;
-        while (left > 0) {
-            ssize_t n = write(wfds[i], p, (size_t)left);
-            if (n < 0) {
-                if (errno == EINTR)
-                    continue;
-                err = errno;
-                break;
-            }
-            p += n;
-            left -= n;
-        }
-    }
-    for (i = 0; i < nd && !err; i++) {
-        int fd = fcntl(dfds[i], F_DUPFD_CLOEXEC, 0);
-        if (fd < 0) {
-            err = errno;
-            break;
-        }
-        dfds[duped++] = fd;
-    }
-    if (err)
-        while (duped > 0)
-            close(dfds[--duped]);
-    Py_END_ALLOW_THREADS
-    if (err) {
-        errno = err;
-        PyErr_SetFromErrno(PyExc_OSError);
-        goto done;
-    }
-    if ((result = PyList_New(duped)) == NULL) {
-        for (i = 0; i < duped; i++)
-            close(dfds[i]);
-        goto done;
-    }
-    for (i = 0; i < duped; i++) {
-        PyObject *v = PyLong_FromLong(dfds[i]);
-        if (v == NULL) {
-            for (Py_ssize_t k = i; k < duped; k++)
-                close(dfds[k]);
-            Py_CLEAR(result);
-            goto done;
-        }
-        PyList_SET_ITEM(result, i, v);
-    }
-done:
-    for (i = 0; i < got; i++)
-        PyBuffer_Release(&views[i]);
-    PyMem_Free(views);
-    PyMem_Free(wfds);
-    PyMem_Free(dfds);
     return result;
 }
 

@@ -95,9 +95,6 @@ class ParameterStore:
     @contextmanager
     def _globals_locked(self):
         """Read-modify-write of the shared file: under its lock, read again inside it."""
-        if self.global_path is None:
-            yield
-            return
         with locked(self.global_path):
             self.refresh_global()
             yield

@@ -121,7 +121,7 @@ class _GroupCommit:
     def __init__(self, parts: int, started: float) -> None:
         self.parts = parts
         self.started = started
-        self.works: list | tuple = ()
+        self.works: list = []
         self.error: BaseException | None = None
 
 
@@ -207,10 +207,9 @@ class Server:
         queue_stores = [s for s in stores if type(s) is QueueStore]
         others = [s for s in stores if type(s) is not QueueStore] if len(queue_stores) < len(stores) else ()
         commit = self._commits[number] = _GroupCommit(2 if others else 1, started)
-        try:
-            commit.works = self.durability.sync_begin(queue_stores)
-        except BaseException as e:  # a write failed: the store has failed, so does the broker
-            commit.error = e
+        # a failed write fails its store, and the broker with it (_sync_done); the stores begun
+        # before it still go through the worker, so that each sync ends
+        commit.works, commit.error = self.durability.sync_begin(queue_stores)
         fds, unlinks, dir_fds = [], [], []
         for _, work in commit.works:
             fds += work.fds
@@ -240,7 +239,7 @@ class Server:
                     store.sync_end(work, err)
                 except BaseException as e:
                     commit.error = commit.error or e
-            commit.works = ()
+            commit.works = []
             self._sync_part_done(number, None)
 
     def _sync_part_done(self, number: int, error: BaseException | None) -> None:

@@ -1,5 +1,7 @@
 /*
- * warren.store._fsync: the group commit's fsyncs on a thread that never takes the GIL.
+ * warren.store._fsync: the group commit's file I/O. Its writes in one call that lets the GIL go
+ * once (write_and_dup, below; Python twin in warren/store/fileio.py), and its fsyncs on a thread
+ * that never takes the GIL (FsyncWorker).
  *
  * Why: a busy broker's event loop holds the GIL nearly all the time, and a Python sync thread
  * has to win it back for every step of its job (its start, each return from a system call, the
@@ -41,6 +43,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -149,7 +152,8 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-static int fd_from(PyObject *v, int *out)
+/* A file descriptor from a Python int (-1 with an exception set when it is not one). */
+static int fd_of(PyObject *v)
 {
     long fd = PyLong_AsLong(v);
     if (fd == -1 && PyErr_Occurred())
@@ -158,8 +162,108 @@ static int fd_from(PyObject *v, int *out)
         PyErr_SetString(PyExc_ValueError, "not a file descriptor");
         return -1;
     }
-    *out = (int)fd;
-    return 0;
+    return (int)fd;
+}
+
+/*
+ * write_and_dup(writes, dup_fds) -> [fd, ...]
+ *     writes: a list of (fd, octets) pairs, each written whole in order (write() again after a
+ *     short write or EINTR); then every fd of the list dup_fds is duplicated (close-on-exec).
+ *     Returns the new descriptors, in order. On an error nothing more is written, the
+ *     duplicates made are closed and OSError is raised (the octets already written stay).
+ */
+static PyObject *write_and_dup(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyList_Check(args[0]) || !PyList_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "write_and_dup expects (list of (fd, octets), list of fds)");
+        return NULL;
+    }
+    PyObject *writes = args[0], *dup_list = args[1];
+    Py_ssize_t nw = PyList_GET_SIZE(writes), nd = PyList_GET_SIZE(dup_list), got = 0, i;
+    Py_buffer *views = PyMem_Calloc(nw ? nw : 1, sizeof(Py_buffer));
+    int *wfds = PyMem_Calloc(nw ? nw : 1, sizeof(int));
+    int *dfds = PyMem_Calloc(nd ? nd : 1, sizeof(int));
+    PyObject *result = NULL;
+    if (views == NULL || wfds == NULL || dfds == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (i = 0; i < nw; i++) {
+        PyObject *item = PyList_GET_ITEM(writes, i);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2) {
+            PyErr_SetString(PyExc_TypeError, "write_and_dup: each write is a (fd, octets) pair");
+            goto done;
+        }
+        int fd = fd_of(PyTuple_GET_ITEM(item, 0));
+        if (fd == -1 && PyErr_Occurred())
+            goto done;
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(item, 1), &views[got], PyBUF_SIMPLE) < 0)
+            goto done;
+        wfds[got++] = fd;
+    }
+    for (i = 0; i < nd; i++) {
+        int fd = fd_of(PyList_GET_ITEM(dup_list, i));
+        if (fd == -1 && PyErr_Occurred())
+            goto done;
+        dfds[i] = fd;
+    }
+    int err = 0;
+    Py_ssize_t duped = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (i = 0; i < nw && !err; i++) {
+        const char *p = views[i].buf;
+        Py_ssize_t left = views[i].len;
+        while (left > 0) {
+            ssize_t n = write(wfds[i], p, (size_t)left);
+            if (n < 0) {
+                if (errno == EINTR)
+                    continue;
+                err = errno;
+                break;
+            }
+            p += n;
+            left -= n;
+        }
+    }
+    for (i = 0; i < nd && !err; i++) {
+        int fd = fcntl(dfds[i], F_DUPFD_CLOEXEC, 0);
+        if (fd < 0) {
+            err = errno;
+            break;
+        }
+        dfds[duped++] = fd;
+    }
+    if (err)
+        while (duped > 0)
+            close(dfds[--duped]);
+    Py_END_ALLOW_THREADS
+    if (err) {
+        errno = err;
+        PyErr_SetFromErrno(PyExc_OSError);
+        goto done;
+    }
+    if ((result = PyList_New(duped)) == NULL) {
+        for (i = 0; i < duped; i++)
+            close(dfds[i]);
+        goto done;
+    }
+    for (i = 0; i < duped; i++) {
+        PyObject *v = PyLong_FromLong(dfds[i]);
+        if (v == NULL) {
+            for (Py_ssize_t k = i; k < duped; k++)
+                close(dfds[k]);
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyList_SET_ITEM(result, i, v);
+    }
+done:
+    for (i = 0; i < got; i++)
+        PyBuffer_Release(&views[i]);
+    PyMem_Free(views);
+    PyMem_Free(wfds);
+    PyMem_Free(dfds);
+    return result;
 }
 
 static PyObject *FsyncWorker_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
@@ -256,12 +360,12 @@ static PyObject *FsyncWorker_submit(FsyncWorker *w, PyObject *const *args, Py_ss
         return PyErr_NoMemory();
     }
     Py_ssize_t i;
-    for (i = 0; i < nfds; i++)
-        if (fd_from(PyList_GET_ITEM(args[1], i), &j->fds[i]) < 0)
+    for (i = 0; i < nfds + ndirs; i++) {
+        int fd = fd_of(PyList_GET_ITEM(i < nfds ? args[1] : args[3], i < nfds ? i : i - nfds));
+        if (fd == -1 && PyErr_Occurred())
             goto fail;
-    for (i = 0; i < ndirs; i++)
-        if (fd_from(PyList_GET_ITEM(args[3], i), &j->fds[nfds + i]) < 0)
-            goto fail;
+        j->fds[i] = fd;
+    }
     for (i = 0; i < nun; i++) {
         PyObject *p = PyList_GET_ITEM(args[2], i);
         if (!PyBytes_Check(p)) {
@@ -362,8 +466,16 @@ static PyTypeObject FsyncWorkerType = {
     .tp_new = FsyncWorker_new,
 };
 
+static PyMethodDef module_methods[] = {
+    {"write_and_dup", (PyCFunction)(void (*)(void))write_and_dup, METH_FASTCALL,
+     "write_and_dup(writes, dup_fds) -> [fd, ...]: every (fd, octets) written whole, then the fds duplicated; "
+     "the GIL let go once."},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "warren.store._fsync", "The group commit's fsyncs on a thread without the GIL.", -1, NULL,
+    PyModuleDef_HEAD_INIT, "warren.store._fsync", "The group commit's file I/O: its writes, and its fsyncs on a thread "
+    "without the GIL.", -1, module_methods,
 };
 
 PyMODINIT_FUNC PyInit__fsync(void)

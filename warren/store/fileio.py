@@ -7,7 +7,7 @@ error nothing more is written, the duplicates already made are closed, OSError.
 It runs on the event loop's thread (``QueueStore.sync_begin``: the writes only reach the page
 cache) and, for a flush past the buffer threshold, wherever the store is appended to; the
 fsyncs that follow are an ``FsyncWorker``'s (fsync_worker.py). Compiled in
-warren/codec/_speedups.c; ``write_and_dup_py`` is the same steps one system call at a time,
+warren/store/_fsync.c, beside the worker; ``write_and_dup_py`` is the same steps one system call at a time,
 used without the extension and compared with it in tests/protocol/test_speedups.py.
 """
 
@@ -35,6 +35,6 @@ def write_and_dup_py(writes: list, dup_fds: list) -> list[int]:
 
 
 try:
-    from warren.codec._speedups import write_and_dup
+    from warren.store._fsync import write_and_dup
 except ImportError:
     write_and_dup = write_and_dup_py

@@ -32,7 +32,11 @@ def file_stamp(path) -> tuple | None:
 
 @contextmanager
 def locked(path):
-    """Exclusive among the processes sharing ``path`` (and among threads: one open file each)."""
+    """Exclusive among the processes sharing ``path`` (and among threads: one open file each);
+    ``None`` (state kept in memory only) locks nothing."""
+    if path is None:
+        yield
+        return
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(str(path) + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
