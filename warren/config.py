@@ -10,13 +10,15 @@ from warren.broker.memory import default_budget
 from warren.broker.queue import FLOW_HIGH, FLOW_HIGH_BYTES
 from warren.protocol.amqp0_9_1.connection import CHANNEL_MAX_DEFAULT, FRAME_MAX_DEFAULT, MAX_MESSAGE_SIZE
 
-__all__ = ["Config", "INTERNAL_FIELDS", "LOG_LEVELS", "LOG_FORMATS", "LOOPS"]
+__all__ = ["Config", "INTERNAL_FIELDS", "LOG_LEVELS", "LOG_FORMATS", "LOOPS", "WORKER_MODES"]
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("text", "json")
 LOOPS = ("auto", "uvloop", "asyncio")
 # fields the supervisor sets for its workers: not options of the file or the environment
-INTERNAL_FIELDS = frozenset({"handoff_socket", "policy_file", "access_file", "global_parameters_file"})
+INTERNAL_FIELDS = frozenset({"handoff_socket", "policy_file", "access_file", "global_parameters_file", "peer_fds",
+                             "worker_index"})
+WORKER_MODES = ("vhosts", "queues")
 
 
 @dataclass
@@ -98,9 +100,14 @@ class Config:
     # Both cores (warren/server/workers.py): with workers > 1 this process accepts connections
     # and hands each to the worker process that owns its virtual host.
     workers: int = 1
+    # what a worker owns: whole vhosts, or (experimental, warren/spread) some queues of every vhost
+    worker_mode: str = "vhosts"
     vhosts: tuple[str, ...] = ("/",)
     # set by the supervisor for its workers only
     handoff_socket: Path | None = None  # take connections from the supervisor here, no TCP listener
+    # --worker-mode queues: this worker's number and its links to the others ("PEER:FD", warren/spread)
+    worker_index: int = 0
+    peer_fds: tuple[str, ...] = ()
     policy_file: Path | None = None  # None: policies.json in the data folder
     access_file: Path | None = None  # None: access.json in the data folder (workers: the supervisor's)
     # the node's global runtime parameters shared by the workers (management/parameters.py);
@@ -219,6 +226,9 @@ class Config:
             raise ValueError("default-user and default-pass go together: give both or neither")
         if not 1 <= self.workers <= 64:
             raise ValueError("workers must be 1..64")
+        if self.worker_mode not in WORKER_MODES:
+            raise ValueError(f"worker-mode must be one of {', '.join(WORKER_MODES)}, not {self.worker_mode!r}")
+        self.peer_fds = tuple(self.peer_fds)
         if not self.vhosts or len(set(self.vhosts)) != len(self.vhosts):
             raise ValueError("vhosts must be given once each")
         self.vhosts = tuple(self.vhosts)

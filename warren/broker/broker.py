@@ -58,8 +58,9 @@ SERVER_CAPABILITIES = {
 class Broker:
     def __init__(self, vhosts: tuple[str, ...] = ("/",), access: AccessControl | None = None,
                  cluster_name: str = "warren", durability=None, memory_budget: int = 0,
-                 policy_file: Path | None = None) -> None:
+                 policy_file: Path | None = None, spread=None) -> None:
         self.durability = durability
+        self.spread = spread  # --worker-mode queues: this worker's part of the node (warren/spread)
         self.memory = MemoryBudget(memory_budget, self.all_queues)
         if access is None:  # the data folder's access.json; in memory without a data folder
             access = AccessControl(durability.data_dir / ACCESS_FILE_NAME if durability is not None else None)
@@ -72,7 +73,7 @@ class Broker:
             vhosts = tuple(vhosts) + tuple(sorted(stored - set(vhosts)))
         for name in vhosts:  # --vhost: make sure it exists
             access.ensure_vhost(name)
-        self.vhosts = {v.name: VirtualHost(v.name, durability, self.memory) for v in access.vhosts()}
+        self.vhosts = {v.name: self._new_vhost(v.name) for v in access.vhosts()}
         self.connections: dict[str, set] = {}  # vhost name -> its open sessions
         self.consumer_timeout: ConsumerTimeout | None = ConsumerTimeout(DEFAULT_CONSUMER_TIMEOUT_MS)
         self._policies: list = []
@@ -95,6 +96,11 @@ class Broker:
             durability.restore(self)
             # prepared dtx branches hold the messages they consumed again (warren/broker/dtx.py)
             dtx_manager(self).recover_prepared()
+
+    def _new_vhost(self, name: str) -> VirtualHost:
+        vhost = VirtualHost(name, self.durability, self.memory)
+        vhost.spread = self.spread
+        return vhost
 
     def reload_policies(self) -> None:
         """Read policies.json and apply it to every vhost (kept as is if it cannot be read)."""
@@ -145,7 +151,7 @@ class Broker:
         """The access model has a new vhost: serve it (policies in force)."""
         if info.name in self.vhosts:
             return
-        vhost = self.vhosts[info.name] = VirtualHost(info.name, self.durability, self.memory)
+        vhost = self.vhosts[info.name] = self._new_vhost(info.name)
         vhost.set_policies(self._policies)
         log.info("vhost '%s' created", info.name)
 

@@ -47,6 +47,10 @@ class VirtualHost:
         self.memory = memory  # the broker's MemoryBudget: queues page out past it
         self.durability = durability  # None: nothing is stored (tests of the model alone)
         self.queues: dict[str, Queue] = {}
+        # --worker-mode queues (warren/spread): the queues other workers own, as records, and this
+        # worker's part of the node (None in one process)
+        self.remote_queues: dict = {}
+        self.spread = None
         self.timers: set = set()  # objects with tick(now) -> bool (keep ticking); Broker.tick calls them
         self.reply_channels: dict = {}  # direct reply-to: token -> ReplyConsumer (warren/broker/reply_to.py)
         self.policies: list = []  # this vhost's policies (warren/broker/policies.py), Broker sets them
@@ -191,6 +195,9 @@ class VirtualHost:
         """A queue this session may use: 404 if missing, 405 if another connection's exclusive."""
         q = self.queues.get(name)
         if q is None:
+            remote = self.remote_queues.get(name)
+            if remote is not None:  # --worker-mode queues: it lives on another worker
+                raise self.spread.refuse_remote(remote, "using")
             raise NotFound(f"no {self._describe('queue', name)}")
         if q.exclusive_owner is not None and q.exclusive_owner is not session:
             raise self._locked(name)
@@ -285,6 +292,8 @@ class VirtualHost:
         if q.deleted:
             return 0
         self.queues.pop(q.name, None)
+        if self.spread is not None:  # the other workers forget their record of it
+            self.spread.queue_deleted(self, q)
         if q.is_stream:
             return self._delete_stream(q)
         # an AMQP 0-10 alternate exchange also takes what is left in a deleted queue (Qpid)
@@ -339,7 +348,10 @@ class VirtualHost:
         ex.attach(self)
 
     def restore_queue(self, d) -> int:
-        if d.name in self.queues:
+        if d.name in self.queues or d.name in self.remote_queues:
+            return 0
+        if self.spread is not None and not self.spread.owns_durable(self.name, d.name):
+            self.spread.restore_record(self, d)  # another worker's queue: its record, for bindings
             return 0
         q = new_queue(self, d.name, True, None, d.auto_delete, d.arguments)
         q.memory = self.memory
@@ -348,7 +360,10 @@ class VirtualHost:
 
     def restore_binding(self, d) -> None:
         src = self.exchanges.get(d.source)
-        dest = (self.exchanges if d.destination_kind == "exchange" else self.queues).get(d.destination)
+        if d.destination_kind == "exchange":
+            dest = self.exchanges.get(d.destination)
+        else:
+            dest = self.queues.get(d.destination) or self.remote_queues.get(d.destination)
         if src is not None and dest is not None:
             src.bind(dest, d.routing_key, d.arguments)
 

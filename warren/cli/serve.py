@@ -163,7 +163,12 @@ class OneLineErrors(click.Command):
 @click.option("--workers", default=1, show_default=True, type=int,
               help="Broker processes: with N > 1 each virtual host is owned by one of N worker processes "
                    "(docs/performance.md, 'Both cores').")
+@click.option("--worker-mode", default="vhosts", show_default=True, type=click.Choice(["vhosts", "queues"]),
+              help="With --workers N: each worker owns whole vhosts, or (experimental) some queues of every vhost "
+                   "(docs/performance.md, 'One vhost over worker processes').")
 @click.option("--handoff-socket", type=click.Path(path_type=Path), default=None, hidden=True)
+@click.option("--worker-index", default=0, type=int, hidden=True)
+@click.option("--peer-fd", "peer_fds", multiple=True, default=(), hidden=True)
 @click.option("--policy-file", type=click.Path(path_type=Path), default=None, hidden=True)
 @click.option("--access-file", type=click.Path(path_type=Path), default=None, hidden=True)
 @click.option("--global-parameters-file", type=click.Path(path_type=Path), default=None, hidden=True)

@@ -78,7 +78,7 @@ class AMQPConnection(asyncio.Protocol):
         "_turn_scheduled", "_blocked", "_throttled", "_flow_timer", "_more_events", "_told_blocked",
         "_close_timer", "_handshake_timer", "_heartbeat", "_timer", "_received", "_sent", "_idle_ticks",
         "_replay", "_replaying", "_started", "_eof", "_close_reason", "_gated", "_output_max",
-        "_refused_at_accept", "__weakref__",
+        "_refused_at_accept", "_held", "__weakref__",
     )
 
     def __init__(self, server, replay: bytes | None = None) -> None:
@@ -105,6 +105,8 @@ class AMQPConnection(asyncio.Protocol):
         self._turn_scheduled = False  # a _next_turn call is pending (input may be buffered)
         self._blocked = False  # a resource alarm stopped reading from this publisher
         self._throttled = False  # held by the server's QueueFlow: a queue it published to is congested
+        # or (--worker-mode queues) waiting for another worker's answer (hold_input): no more is read
+        self._held = 0  # answers from other workers waited for (warren/spread)
         self._flow_timer: asyncio.TimerHandle | None = None
         self._more_events = False  # the last turn stopped at EVENTS_PER_TURN
         self._told_blocked = False  # we sent connection.blocked
@@ -358,9 +360,24 @@ class AMQPConnection(asyncio.Protocol):
             self.transport.pause_reading()
             self._flow_timer = self.loop.call_later(FLOW_MAX_PAUSE_S, self._flow_timeout)
 
+    def hold_input(self) -> None:
+        """--worker-mode queues: a method waits for another worker's answer (warren/spread), and
+        what the client sent after it waits too, as behind a congested queue: its answer must go
+        first, and the next method may depend on it."""
+        self._held += 1
+        self._throttled = True
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.pause_reading()
+
+    def release_input(self) -> None:
+        self._held -= 1
+        if not self._held and not self.server.queue_flow.held(self):
+            self._throttled = False
+            self._resume_input()
+
     def flow_released(self) -> None:
         """Every queue we waited for drained below its low mark (called by the QueueFlow)."""
-        self._throttled = False
+        self._throttled = self._held > 0
         if self._flow_timer is not None:
             self._flow_timer.cancel()
             self._flow_timer = None
@@ -374,7 +391,7 @@ class AMQPConnection(asyncio.Protocol):
     def _drop_throttles(self) -> None:
         if self._throttled:
             self.server.queue_flow.release(self)
-            self._throttled = False
+            self._throttled = self._held > 0
         if self._flow_timer is not None:
             self._flow_timer.cancel()
             self._flow_timer = None

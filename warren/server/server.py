@@ -154,8 +154,17 @@ class Server:
         # the publishers congested queues hold back; the queues tell it when they drain
         self.queue_flow = QueueFlow()
         Queue.flow_listener = self.queue_flow
+        # --worker-mode queues: this worker's part of a node whose vhosts are spread (warren/spread)
+        self.spread = None
+        if config.peer_fds or (config.worker_mode == "queues" and config.handoff_socket is not None):
+            from warren.spread import Spread, parse_peer_fds
+            self.spread = Spread(None, config.worker_index, len(config.peer_fds) + 1, parse_peer_fds(config.peer_fds))
+            self.spread.on_failure = self._spread_failed
         self.broker = Broker(config.vhosts, durability=self.durability, memory_budget=config.paging_budget(),
-                             policy_file=config.policy_file, access=AccessControl.for_config(config))
+                             policy_file=config.policy_file, access=AccessControl.for_config(config),
+                             spread=self.spread)
+        if self.spread is not None:
+            self.spread.broker = self.broker
         self.broker.set_consumer_timeout(config.consumer_timeout)
         # limits and abuse (limits.py, warren/broker/limits.py, warren/access/login_throttle.py)
         open_files = raise_open_file_limit()
@@ -312,6 +321,8 @@ class Server:
             except TlsError as e:
                 raise StartupError(str(e)) from None
         tls_port = None
+        if self.spread is not None:  # linked to the other workers before any client comes
+            await self.spread.start()
         if c.handoff_socket is not None:  # a worker: connections come from the supervisor (workers.py)
             self.handoff = HandoffReceiver(self)
             await self.handoff.start(c.handoff_socket)
@@ -390,6 +401,12 @@ class Server:
         if self.tls is not None:
             self.tls.reload()
 
+    def _spread_failed(self, why: str) -> None:
+        """A link to another worker closed while we run: that worker is gone, the node stops."""
+        if not self._stop.is_set():
+            self.failure = why
+            self._stop.set()
+
     def request_stop(self) -> None:
         """Shut down as on SIGTERM (a worker whose supervisor has gone)."""
         self._stop.set()
@@ -436,6 +453,13 @@ class Server:
             await self._listener.wait_closed()
         if self.tls_listener is not None:
             await self.tls_listener.wait_closed()
+        # --worker-mode queues: group commits waiting for another worker's answer end first (it
+        # answers while it stops too), then the links close
+        if self.spread is not None:
+            deadline = self.loop.time() + self.config.shutdown_timeout
+            while self._commits and self.loop.time() < deadline:
+                await asyncio.sleep(0.01)
+            self.spread.close()
         # 5. flush and close the stores (no group commit may start after this); the group
         # commits at the disk end first, as they would have (QueueStore.sync waits for them)
         self._stores_closed = True

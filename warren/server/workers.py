@@ -89,6 +89,7 @@ class Worker:
         self.channel: socket.socket | None = None
         self.http_port: int | None = None
         self.prometheus_port: int | None = None
+        self.peer_fds: dict[int, int] = {}  # --worker-mode queues: the other worker -> our end's descriptor
 
     def hand_over(self, sock, received: bytes, peer, vhost: str) -> None:
         fd = os.dup(sock.fileno())
@@ -384,8 +385,15 @@ class Supervisor:
             self.run_dir.rmdir()
             raise
         owned: list[list[str]] = [[] for _ in range(n)]
+        self.spread = config.worker_mode == "queues"  # every worker serves every vhost (warren/spread)
+        if self.spread and self.definitions is not None:
+            self.run_dir.rmdir()
+            raise RuntimeError("--definitions is not supported with --worker-mode queues yet: import the file "
+                               "through the HTTP API (POST /api/definitions) once the node runs")
         for info in self.access.vhosts():
-            owned[owner_of(info.name, n)].append(info.name)
+            for i in (range(n) if self.spread else (owner_of(info.name, n),)):
+                owned[i].append(info.name)
+        self._next_worker = 0  # --worker-mode queues: connections are dealt out in turn
         # every worker is started: a vhost created at run time goes to its owner by name
         self.workers = [Worker(i, tuple(owned[i]), self.run_dir) for i in range(n)]
         # the node's global parameters (cluster_name, announced in connection.start), shared
@@ -442,6 +450,9 @@ class Supervisor:
         """The worker serving ``vhost``, None if no such vhost exists (the access store's)."""
         if self.access.vhost(vhost) is None:
             return None
+        if self.spread:  # any worker serves any vhost: in turn
+            self._next_worker = (self._next_worker + 1) % len(self.workers)
+            return self.workers[self._next_worker]
         return self.workers[owner_of(vhost, len(self.workers))]
 
     # --- workers -----------------------------------------------------------------------------
@@ -505,11 +516,38 @@ class Supervisor:
             args += ["--vhost", v]
         if self.definitions is not None:  # its vhosts' part of --definitions (the shared part is loaded)
             args += ["--definitions", str(self._worker_definitions(w))]
+        if self.spread:
+            args += ["--worker-mode", "queues", "--worker-index", str(w.index)]
+            for peer, fd in sorted(w.peer_fds.items()):
+                args += ["--peer-fd", f"{peer}:{fd}"]
         return args
 
-    def _start_workers(self) -> None:
+    def _link_workers(self) -> list:
+        """--worker-mode queues: one socket pair per pair of workers (warren/spread/links.py); each
+        worker inherits its ends. Returns every descriptor made, which the supervisor closes once
+        the workers have theirs."""
+        made = []
         for w in self.workers:
-            w.proc = subprocess.Popen(self._worker_args(w), stdin=subprocess.DEVNULL)
+            w.peer_fds = {}
+        if not self.spread:
+            return made
+        for a in self.workers:
+            for b in self.workers[a.index + 1:]:
+                sa, sb = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+                made += [sa, sb]
+                a.peer_fds[b.index] = sa.fileno()
+                b.peer_fds[a.index] = sb.fileno()
+        return made
+
+    def _start_workers(self) -> None:
+        links = self._link_workers()
+        try:
+            for w in self.workers:
+                w.proc = subprocess.Popen(self._worker_args(w), stdin=subprocess.DEVNULL,
+                                          pass_fds=tuple(w.peer_fds.values()))
+        finally:
+            for sock in links:  # the workers hold their own ends now
+                sock.close()
         deadline = time.monotonic() + WORKER_START_TIMEOUT_S
         for w in self.workers:
             while not w.ready_file.exists():

@@ -24,6 +24,9 @@ class DefaultExchange(Exchange):
         q = self._queues.get(routing_key)
         if q is not None:
             return (q,)
+        q = self._vhost.remote_queues.get(routing_key)  # --worker-mode queues: another worker's
+        if q is not None:
+            return (q,)
         # direct reply-to: "amq.rabbitmq.reply-to.<token>" reaches that channel's reply consumer
         rc = lookup(self._vhost, routing_key)
         return (rc,) if rc is not None else ()

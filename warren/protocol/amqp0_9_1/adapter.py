@@ -53,9 +53,14 @@ class ConnectionHandler(ClientConnection):
     confirms a lone publisher the broker keeps up with gets slower (docs/performance.md, "Runs of
     publishes"). True: from the start; False: never."""
 
+    channel_class = Channel  # --worker-mode queues: warren/spread/channel.py's (set when the broker is spread)
+
     def __init__(self, broker, conn, peer: tuple, io, publish_runs: bool | None = None) -> None:
         super().__init__(broker, peer, io)
         self.conn = conn  # the sans-IO ServerConnection
+        if broker.spread is not None:
+            from warren.spread.channel import SpreadChannel
+            self.channel_class = SpreadChannel
         # channels with confirms to write at the next flush; made by the first confirm.select
         # (confirms_selected), as only confirming channels ask: 216 B less per idle connection
         self._confirming: set[Channel] | None = None
@@ -98,7 +103,7 @@ class ConnectionHandler(ClientConnection):
             elif kind is Acks:  # basic.ack frames taken together (warren/codec/acks.py)
                 self.channels[event.channel].ack_run(event.tags)
             elif kind is ChannelOpened:
-                self.channels[event.channel] = Channel(self, event.channel, ChannelSink(self, event.channel))
+                self.channels[event.channel] = self.channel_class(self, event.channel, ChannelSink(self, event.channel))
             elif kind is ChannelClosed:
                 ch = self.channels.pop(event.channel, None)
                 if ch is not None:

@@ -1,0 +1,24 @@
+"""One vhost over several worker processes (``warren serve --workers N --worker-mode queues``).
+
+Experimental, and partial: ``coordinator.py`` says what is built and what is not;
+docs/performance.md, "One vhost over worker processes", says why this shape and what it costs.
+
+* ``links.py``: the socket pairs between workers, records asked and answered.
+* ``coordinator.py``: the worker's part: definitions ordered by worker 0 and applied by every
+  worker, queue owners, messages forwarded to remote queues, their confirms.
+* ``remote_queue.py``: what a worker holds of a queue another worker owns.
+* ``channel.py``: the 0-9-1 channel whose definition methods wait for the other workers.
+"""
+
+from warren.spread.coordinator import SEQUENCER, Spread, queue_owner
+
+__all__ = ["Spread", "queue_owner", "SEQUENCER", "parse_peer_fds"]
+
+
+def parse_peer_fds(values) -> dict[int, int]:
+    """``("1:7", "2:9")`` (``--peer-fd PEER:FD``, set by the supervisor) as ``{1: 7, 2: 9}``."""
+    out = {}
+    for v in values:
+        peer, _, fd = str(v).partition(":")
+        out[int(peer)] = int(fd)
+    return out

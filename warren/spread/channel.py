@@ -1,0 +1,157 @@
+"""The 0-9-1 channel of a worker whose vhosts are spread (``--worker-mode queues``).
+
+What changes from ``warren/protocol/amqp0_9_1/channel.py``: a change of definitions (exchange
+and queue declare, delete, bind, unbind) is ordered by worker 0 and applied by every worker
+before it is answered (``coordinator.py``), and a purge of another worker's queue is asked of
+its owner. While such an answer is awaited the connection reads nothing more
+(``AMQPConnection.hold_input``): the answer goes out before anything the client sent after
+the method, as in one process. The checks of permission run here first, on the worker that
+knows the user; the refusals of the entity rules come from worker 0 or the owner, as the same
+errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from warren.broker import authz, reply_to
+from warren.errors import AMQPError, InternalError
+from warren.protocol.amqp0_9_1.channel import HANDLERS, Channel
+from warren.spec import amqp0_9_1 as spec
+from warren.spread.links import PeerGone
+
+__all__ = ["SpreadChannel"]
+
+log = logging.getLogger("warren.spread")
+
+
+class SpreadChannel(Channel):
+    def handle_method(self, method) -> None:
+        handler = SPREAD_HANDLERS.get(method.INDEX)
+        if handler is None:
+            return super().handle_method(method)
+        handler(self, method)
+
+    def _after(self, method, awaitable, answer) -> None:
+        """Answer ``method`` with ``answer(result)`` once ``awaitable`` is done; nothing more is
+        read from the client meanwhile. A refusal closes the channel (or connection) as the same
+        refusal in one process would."""
+        io = self.session.io
+        io.hold_input()
+        task = asyncio.ensure_future(awaitable)
+
+        def done(t) -> None:
+            io.release_input()
+            if self.closed or t.cancelled():
+                return
+            e = t.exception()
+            if e is not None:
+                if isinstance(e, PeerGone):
+                    e = InternalError(f"another worker did not answer: {e}")
+                elif not isinstance(e, AMQPError):
+                    log.error("%s on channel %d failed", method.NAME, self.number, exc_info=e)
+                    e = InternalError("internal error")
+                e.class_id, e.method_id = method.CLASS_ID, method.METHOD_ID
+                self.session.fail(e, self.number)
+                return
+            reply = answer(t.result())
+            if reply is not None and not getattr(method, "nowait", False):
+                self._reply(reply)
+            self.session.want_flush()
+        task.add_done_callback(done)
+
+    def _define(self, m, op: str, args: tuple, reply) -> None:
+        self._after(m, self.session.broker.spread.define(self.vhost.name, op, args), lambda _: reply)
+
+    # --- exchanges -----------------------------------------------------------------------
+
+    def handle_exchange_declare(self, m) -> None:
+        if m.passive or m.exchange == "":
+            return Channel.handle_exchange_declare(self, m)  # local: every worker holds every exchange
+        authz.exchange_declare(self, m.exchange, m.type, m.passive, m.arguments)
+        self._define(m, "declare_exchange", (m.exchange, m.type, False, m.durable, m.auto_delete, m.internal,
+                                             m.arguments), spec.ExchangeDeclareOk())
+
+    def handle_exchange_delete(self, m) -> None:
+        authz.exchange_delete(self, m.exchange)
+        self._define(m, "delete_exchange", (m.exchange, m.if_unused), spec.ExchangeDeleteOk())
+
+    def handle_exchange_bind(self, m) -> None:
+        authz.exchange_bind(self, m.destination, m.source, m.routing_key)
+        self._define(m, "bind_exchange", (m.destination, m.source, m.routing_key, m.arguments), spec.ExchangeBindOk())
+
+    def handle_exchange_unbind(self, m) -> None:
+        authz.exchange_bind(self, m.destination, m.source, m.routing_key)
+        self._define(m, "unbind_exchange", (m.destination, m.source, m.routing_key, m.arguments),
+                     spec.ExchangeUnbindOk())
+
+    # --- queues --------------------------------------------------------------------------
+
+    def handle_queue_declare(self, m) -> None:
+        name = m.queue
+        if m.passive or name.startswith(reply_to.REPLY_TO):
+            q = self.vhost.remote_queues.get(name)
+            if q is None or not m.passive:
+                return Channel.handle_queue_declare(self, m)
+            authz.queue_declare(self, name, True, m.arguments)
+            self.last_queue = name
+            self._after(m, self.session.broker.spread.queue_counts(q),
+                        lambda counts: spec.QueueDeclareOk(name, *counts))
+            return
+        authz.queue_declare(self, name, False, m.arguments)
+        spread = self.session.broker.spread
+        ref = spread.session_ref(self.session)
+
+        def declared(result):
+            qname, messages, consumers = result
+            self.last_queue = qname
+            q = self.vhost.queues.get(qname)
+            if q is not None:
+                q.touch()  # x-expires: a declare is a use
+            return spec.QueueDeclareOk(qname, messages, consumers)
+        self._after(m, spread.define(self.vhost.name, "declare_queue",
+                                     (name, m.durable, m.exclusive, m.auto_delete, m.arguments, ref)), declared)
+
+    def handle_queue_bind(self, m) -> None:
+        name = m.queue or self.last_queue
+        authz.queue_bind(self, name, m.exchange, m.routing_key)
+        ref = self.session.broker.spread.session_ref(self.session)
+        self._define(m, "bind_queue", (name, m.exchange, m.routing_key, m.arguments, ref), spec.QueueBindOk())
+
+    def handle_queue_unbind(self, m) -> None:
+        name = m.queue or self.last_queue
+        authz.queue_bind(self, name, m.exchange, m.routing_key)
+        ref = self.session.broker.spread.session_ref(self.session)
+        self._define(m, "unbind_queue", (name, m.exchange, m.routing_key, m.arguments, ref), spec.QueueUnbindOk())
+
+    def handle_queue_purge(self, m) -> None:
+        name = m.queue or self.last_queue
+        q = self.vhost.remote_queues.get(name)
+        if q is None:
+            return Channel.handle_queue_purge(self, m)
+        authz.queue_read(self, name)
+        if q.exclusive_owner is not None:
+            raise self.vhost._locked(name)
+        self._after(m, self.session.broker.spread.purge(q), lambda n: spec.QueuePurgeOk(n))
+
+    def handle_queue_delete(self, m) -> None:
+        name = m.queue or self.last_queue
+        authz.queue_delete(self, name)
+        spread = self.session.broker.spread
+        ref = spread.session_ref(self.session)
+        self._after(m, spread.define(self.vhost.name, "delete_queue", (name, m.if_unused, m.if_empty, ref)),
+                    lambda n: spec.QueueDeleteOk(n))
+
+
+def _build() -> dict:
+    table = {}
+    for index, cls in spec.METHODS.items():
+        name = "handle_" + cls.NAME.replace(".", "_").replace("-", "_")
+        fn = SpreadChannel.__dict__.get(name)
+        if fn is not None and index in HANDLERS:
+            table[index] = fn
+    return table
+
+
+SPREAD_HANDLERS = _build()

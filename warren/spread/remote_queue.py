@@ -1,0 +1,58 @@
+"""A queue that lives in another worker: what this worker knows of it, and where its messages go.
+
+Every worker holds every exchange and binding of a vhost (``coordinator.py``); a binding to a
+queue another worker owns points at a ``RemoteQueue``, so routing stays local and the message is
+then sent to the owner (``Spread.forward``), in order, batched per loop turn. It quacks as much
+of a ``Queue`` as bindings, equivalence checks and routing ask of one: name, durable,
+auto_delete, arguments, bound_to, exclusive_owner, ``publish``.
+"""
+
+from __future__ import annotations
+
+__all__ = ["RemoteQueue", "RemoteOwner"]
+
+
+class RemoteOwner:
+    """The exclusive owner of a queue as other workers see it: a connection on worker ``worker``.
+    Never a local session, so the vhost's lock check (``VirtualHost.queue``) refuses it as 405."""
+
+    __slots__ = ("worker", "session_id")
+
+    def __init__(self, worker: int, session_id: int) -> None:
+        self.worker = worker
+        self.session_id = session_id
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, RemoteOwner) and (other.worker, other.session_id) == (self.worker, self.session_id)
+
+    def __hash__(self) -> int:
+        return hash((self.worker, self.session_id))
+
+
+class RemoteQueue:
+    is_stream = False
+    congested = False  # flow control across workers is not built (docs/performance.md)
+    remote = True
+
+    def __init__(self, spread, vhost: str, name: str, owner: int, durable: bool, auto_delete: bool,
+                 arguments: dict, exclusive_owner: RemoteOwner | None) -> None:
+        self.spread = spread
+        self.vhost_name = vhost
+        self.name = name
+        self.owner = owner  # the worker whose Queue this is
+        self.durable = durable
+        self.auto_delete = auto_delete
+        self.arguments = arguments
+        self.exclusive_owner = exclusive_owner
+        self.bound_to: set = set()
+        self.deleted = False
+
+    def publish(self, msg) -> int:
+        """Send the message to the owner; the sync number a confirm waits for (0: none)."""
+        return self.spread.forward(self, msg)
+
+    def takes_runs(self) -> bool:
+        return False  # publish_run goes message by message: each is forwarded
+
+    def __repr__(self) -> str:
+        return f"RemoteQueue({self.vhost_name!r}, {self.name!r}, owner={self.owner})"
