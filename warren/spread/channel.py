@@ -13,13 +13,17 @@ errors.
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
+import os
 
 from warren.broker import authz, reply_to
-from warren.errors import AMQPError, InternalError
+from warren.broker.message import Message
+from warren.errors import AMQPError, InternalError, NotAllowed
 from warren.protocol.amqp0_9_1.channel import HANDLERS, Channel
 from warren.spec import amqp0_9_1 as spec
 from warren.spread.links import PeerGone
+from warren.spread.proxy import RemoteConsumer, RemoteSettler
 
 __all__ = ["SpreadChannel"]
 
@@ -27,6 +31,11 @@ log = logging.getLogger("warren.spread")
 
 
 class SpreadChannel(Channel):
+    # consumers of queues other workers own: tag -> RemoteConsumer; the settlers of their
+    # deliveries, by owner (proxy.py). Made on first use.
+    remote_consumers: dict | None = None
+    settlers: dict | None = None
+
     def handle_method(self, method) -> None:
         handler = SPREAD_HANDLERS.get(method.INDEX)
         if handler is None:
@@ -142,6 +151,122 @@ class SpreadChannel(Channel):
         ref = spread.session_ref(self.session)
         self._after(m, spread.define(self.vhost.name, "delete_queue", (name, m.if_unused, m.if_empty, ref)),
                     lambda n: spec.QueueDeleteOk(n))
+
+
+    # --- consumers of another worker's queue (proxy.py) ------------------------------------
+
+    def _remote_queue(self, name: str):
+        q = self.vhost.remote_queues.get(name)
+        if q is not None and q.exclusive_owner is not None:
+            raise self.vhost._locked(name)  # exclusive queues live with their connection
+        return q
+
+    def _settler(self, owner: int) -> RemoteSettler:
+        if self.settlers is None:
+            self.settlers = {}
+        settler = self.settlers.get(owner)
+        if settler is None:
+            settler = self.settlers[owner] = RemoteSettler(self.session.broker.spread, owner, id(self.session),
+                                                           self.number)
+        return settler
+
+    def _prefetch(self) -> tuple:
+        return (self.consumer_prefetch_count, self.consumer_prefetch_size, self.prefetch_count, self.prefetch_size)
+
+    def handle_basic_consume(self, m) -> None:
+        name = m.queue or self.last_queue
+        authz.queue_read(self, name)
+        q = self._remote_queue(name)
+        if q is None:
+            return Channel.handle_basic_consume(self, m)
+        tag = m.consumer_tag or "amq.ctag-" + base64.urlsafe_b64encode(os.urandom(16)).rstrip(b"=").decode()
+        if self.remote_consumers is None:
+            self.remote_consumers = {}
+        if tag in self.consumers or tag in self.remote_consumers:
+            raise NotAllowed(f"attempt to reuse consumer tag '{tag}'")
+        spread = self.session.broker.spread
+        ref = spread.session_ref(self.session)
+        rc = self.remote_consumers[tag] = RemoteConsumer(tag, q.owner, m.no_ack, name)
+
+        def consumed(_):
+            if not m.nowait:
+                self._reply(spec.BasicConsumeOk(tag))
+            pending, rc.pending = rc.pending, None
+            for item in pending:
+                self.remote_deliver(q.owner, item)
+        self._after(m, spread.links.request(q.owner, "consume", self.vhost.name, name, ref.session_id, self.number,
+                                            tag, m.no_ack, m.exclusive, m.arguments, *self._prefetch()), consumed)
+
+    def remote_deliver(self, owner: int, item: tuple) -> None:
+        """A delivery from the owner of a queue one of our consumers reads (Spread)."""
+        _, _, consumer_tag, owner_tag, redelivered, exchange, routing_key, properties, body = item
+        rc = self.remote_consumers.get(consumer_tag) if self.remote_consumers is not None else None
+        if rc is None:  # cancelled meanwhile: back to the queue (ignored for a no-ack consumer's)
+            self._settler(owner)._settle([owner_tag], True)
+            return
+        if rc.pending is not None:
+            rc.pending.append(item)
+            return
+        msg = Message(exchange, routing_key, properties, body)
+        tag = self.next_tag
+        self.next_tag = tag + 1
+        if not rc.no_ack:
+            self.unacked[tag] = (self._settler(owner), owner_tag, msg, None, tag)
+        self.sink.deliver(rc, tag, redelivered, msg)
+
+    def remote_cancelled(self, consumer_tag: str) -> None:
+        """The owner's queue went away under one of our consumers."""
+        if self.remote_consumers is not None and self.remote_consumers.pop(consumer_tag, None) is not None:
+            self.notify_cancel(consumer_tag)
+
+    def handle_basic_cancel(self, m) -> None:
+        rc = self.remote_consumers.pop(m.consumer_tag, None) if self.remote_consumers is not None else None
+        if rc is None:
+            return Channel.handle_basic_cancel(self, m)
+        self.session.broker.spread.links.tell(rc.owner, "cancel", id(self.session), self.number, m.consumer_tag)
+        if not m.nowait:
+            self._reply(spec.BasicCancelOk(m.consumer_tag))
+
+    def handle_basic_get(self, m) -> None:
+        name = m.queue or self.last_queue
+        authz.queue_read(self, name)
+        q = self._remote_queue(name)
+        if q is None:
+            return Channel.handle_basic_get(self, m)
+        spread = self.session.broker.spread
+        ref = spread.session_ref(self.session)
+
+        def got(result):
+            if result is None:
+                return spec.BasicGetEmpty()
+            owner_tag, redelivered, exchange, routing_key, properties, body, left = result
+            msg = Message(exchange, routing_key, properties, body)
+            tag = self.next_tag
+            self.next_tag = tag + 1
+            if not m.no_ack:
+                self.unacked[tag] = (self._settler(q.owner), owner_tag, msg, None, tag)
+            self.conn.send_content(self.number, spec.BasicGetOk(tag, redelivered, exchange, routing_key, left),
+                                   msg.properties, msg.body)
+            return None
+        self._after(m, spread.links.request(q.owner, "get", self.vhost.name, name, ref.session_id, self.number,
+                                            m.no_ack), got)
+
+    def handle_basic_qos(self, m) -> None:
+        Channel.handle_basic_qos(self, m)
+        if self.remote_consumers:
+            links = self.session.broker.spread.links
+            for owner in {rc.owner for rc in self.remote_consumers.values()}:
+                links.tell(owner, "qos", id(self.session), self.number, *self._prefetch())
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        owners = set(self.settlers or ()) | {rc.owner for rc in (self.remote_consumers or {}).values()}
+        super().close()  # requeues what is unacked, the remote deliveries through their settlers
+        if owners:
+            links = self.session.broker.spread.links
+            for owner in owners:  # the owner drops our consumers and requeues what was in flight
+                links.tell(owner, "close_channel", id(self.session), self.number)
 
 
 def _build() -> dict:

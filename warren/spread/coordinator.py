@@ -42,6 +42,7 @@ import zlib
 
 from warren.errors import AMQPError, InternalError, NotFound, NotImplemented_
 from warren.spread.links import PeerGone, PeerLinks
+from warren.spread.proxy import PeerSink, ProxyChannel, ProxySession
 from warren.spread.remote_queue import RemoteOwner, RemoteQueue
 
 __all__ = ["Spread", "queue_owner", "SEQUENCER"]
@@ -93,6 +94,9 @@ class Spread:
         # sessions that asked for something another worker may name back (an exclusive queue's)
         self._sessions: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
         self._outgoing: dict[int, list] = {}  # owner -> messages routed to it this loop turn
+        self._deliveries: dict[int, list] = {}  # consuming worker -> deliveries to it this loop turn
+        # the owner's side of consumers on other workers: (worker, session id) -> its ProxySession
+        self._proxy_sessions: dict[tuple[int, int], ProxySession] = {}
         self._flush_scheduled = False
         self._remote_syncs = {i: RemoteSync(self, i) for i in range(count) if i != index}
         self.on_failure = None  # the server's: a link closed while the node runs
@@ -340,11 +344,107 @@ class Spread:
 
     def _flush(self) -> None:
         self._flush_scheduled = False
-        if not self._outgoing:
+        if self._outgoing:
+            outgoing, self._outgoing = self._outgoing, {}
+            for owner, items in outgoing.items():
+                self.links.tell(owner, "publish", items)
+        if self._deliveries:
+            deliveries, self._deliveries = self._deliveries, {}
+            for worker, items in deliveries.items():
+                self.links.tell(worker, "deliver", items)
+
+    def send_delivery(self, worker: int, item: tuple) -> None:
+        """A PeerSink's delivery to a consumer on ``worker`` (batched per loop turn)."""
+        out = self._deliveries.get(worker)
+        if out is None:
+            out = self._deliveries[worker] = []
+        out.append(item)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.loop.call_soon(self._flush)
+
+    # --- consumers across workers: the owner's side (proxy.py) ---------------------------------
+
+    def _proxy(self, peer: int, session_id: int, number: int, vhost: str) -> ProxyChannel:
+        key = (peer, session_id)
+        session = self._proxy_sessions.get(key)
+        if session is None:
+            session = self._proxy_sessions[key] = ProxySession(self, peer, session_id, self._vhost(vhost))
+        ch = session.channels.get(number)
+        if ch is None:
+            sink = PeerSink(self, peer, session_id, number)
+            ch = session.channels[number] = ProxyChannel(session, number, sink)
+            sink.channel = ch
+        return ch
+
+    def _existing_proxy(self, peer: int, session_id: int, number: int) -> ProxyChannel | None:
+        session = self._proxy_sessions.get((peer, session_id))
+        return session.channels.get(number) if session is not None else None
+
+    def _proxy_consume(self, peer: int, args: tuple) -> str:
+        (vhost, name, session_id, number, tag, no_ack, exclusive, arguments,
+         consumer_count, consumer_size, channel_count, channel_size) = args
+        ch = self._proxy(peer, session_id, number, vhost)
+        ch.consumer_prefetch_count, ch.consumer_prefetch_size = consumer_count, consumer_size
+        ch.prefetch_count, ch.prefetch_size = channel_count, channel_size
+        c = ch.consume(name, tag, no_ack, exclusive, arguments)
+        self.loop.call_soon(ch.start_consumer, c)  # after the answer, which goes out first
+        return c.tag
+
+    def _proxy_get(self, peer: int, args: tuple):
+        vhost, name, session_id, number, no_ack = args
+        ch = self._proxy(peer, session_id, number, vhost)
+        got = ch.get(name, no_ack)
+        if got is None:
+            return None
+        tag, redelivered, msg, left = got
+        return (tag, redelivered, msg.exchange, msg.routing_key, bytes(msg.properties), bytes(msg.body), left)
+
+    def _proxy_message(self, peer: int, op: str, args: tuple) -> None:
+        session_id, number = args[0], args[1]
+        ch = self._existing_proxy(peer, session_id, number)
+        if ch is None:
             return
-        outgoing, self._outgoing = self._outgoing, {}
-        for owner, items in outgoing.items():
-            self.links.tell(owner, "publish", items)
+        if op == "settle":
+            tags, requeue = args[2], args[3]
+            unacked = ch.unacked
+            entries = [unacked.pop(t) for t in tags if t in unacked]
+            if entries:
+                ch._settle(entries, requeue)
+        elif op == "credit":
+            ch.sink.credit(args[2])
+        elif op == "cancel":
+            ch.cancel(args[2])
+        elif op == "qos":
+            (ch.consumer_prefetch_count, ch.consumer_prefetch_size, ch.prefetch_count,
+             ch.prefetch_size) = args[2:6]
+            ch.resume_delivery()
+        elif op == "close_channel":
+            session = self._proxy_sessions[(peer, session_id)]
+            del session.channels[number]
+            ch.close()
+            if not session.channels:
+                del self._proxy_sessions[(peer, session_id)]
+
+    # --- consumers across workers: the consuming worker's side --------------------------------
+
+    def _channel(self, session_id: int, number: int):
+        from warren.spread.channel import SpreadChannel
+        session = self._sessions.get(session_id)
+        ch = session.channels.get(number) if session is not None else None
+        return ch if isinstance(ch, SpreadChannel) and not ch.closed else None
+
+    def _take_deliveries(self, peer: int, items: list) -> None:
+        credits: dict = {}
+        channel = self._channel
+        for item in items:
+            key = (item[0], item[1])
+            credits[key] = credits.get(key, 0) + 1
+            ch = channel(*key)
+            if ch is not None:  # else its channel closed: close_channel gets the owner to requeue it
+                ch.remote_deliver(peer, item)
+        for (session_id, number), n in credits.items():
+            self.links.tell(peer, "credit", session_id, number, n)
 
     def _ask_sync(self, owner: int, fut: concurrent.futures.Future) -> None:
         """On the loop, for RemoteSync: everything sent to ``owner`` so far, then the question."""
@@ -407,11 +507,23 @@ class Spread:
             return q.purge()
         if op == "sync":
             return self._synced_future()
+        if op == "consume":
+            return self._proxy_consume(peer, args)
+        if op == "get":
+            return self._proxy_get(peer, args)
         raise InternalError(f"unknown request {op!r} from worker {peer}")
 
     def peer_message(self, peer: int, op: str, args: tuple) -> None:
         if op == "publish":
             self._take_publishes(args[0])
+        elif op == "deliver":
+            self._take_deliveries(peer, args[0])
+        elif op in ("settle", "credit", "cancel", "qos", "close_channel"):
+            self._proxy_message(peer, op, args)
+        elif op == "cancelled":
+            ch = self._channel(args[0], args[1])
+            if ch is not None:
+                ch.remote_cancelled(args[2])
         else:
             log.error("worker %d: unknown message %r from worker %d", self.index, op, peer)
 
