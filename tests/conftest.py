@@ -46,6 +46,9 @@ if os.environ.get("PYTHONDONTWRITEBYTECODE") and not os.environ.get("PYTHONPYCAC
 # --workers N for every broker the fixtures start (1: the ordinary single process). A test that
 # passes its own --workers keeps it.
 BROKER_WORKERS = int(os.environ.get("WARREN_TEST_BROKER_WORKERS") or 1)
+# and with it --worker-mode: vhosts (each worker owns whole vhosts) or queues (one vhost spread
+# over the workers, warren/spread)
+WORKER_MODE = os.environ.get("WARREN_TEST_WORKER_MODE") or "vhosts"
 
 START_TIMEOUT_S = 20.0 if BROKER_WORKERS == 1 else 40.0  # three processes start under --workers 2
 STOP_TIMEOUT_S = 10.0
@@ -198,7 +201,7 @@ def launch_broker(tmp: Path, *extra: str, data_dir: Path | None = None) -> Broke
         if "--tls-port" in extra:  # the one option the worker mode refuses at start-up
             pytest.skip(f"not under --workers {BROKER_WORKERS}: AMQP over TLS is served by one process only, "
                         "--tls-port is refused with --workers > 1 (docs/security.md, 'TLS and --workers')")
-        args += ["--workers", str(BROKER_WORKERS)]
+        args += ["--workers", str(BROKER_WORKERS), "--worker-mode", WORKER_MODE]
         node = WorkersNode
     log = open(log_path, "wb")
     proc = node(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

@@ -209,16 +209,18 @@ class VirtualHost:
                               "property value does not match that of the original declaration.")
 
     def declare_queue(self, session, name: str, passive: bool, durable: bool, exclusive: bool,
-                      auto_delete: bool, arguments: dict) -> Queue:
+                      auto_delete: bool, arguments: dict, server_named: bool = False) -> Queue:
+        """``server_named``: ``name`` is one the server drew (--worker-mode queues draws it on the
+        worker that orders declarations, warren/spread), not the client's."""
         if passive:
             return self.queue(name, session)
         stream = is_stream_declare(arguments)
         quorum = is_quorum_declare(arguments)
-        if not name:
+        if not name or server_named:
             if stream or quorum:
                 raise PreconditionFailed("Cannot declare a server-named queue for type "
                                          f"rabbit_{'stream' if stream else 'quorum'}_queue")
-            name = "amq.gen-" + base64.urlsafe_b64encode(os.urandom(16)).rstrip(b"=").decode()
+            name = name or "amq.gen-" + base64.urlsafe_b64encode(os.urandom(16)).rstrip(b"=").decode()
         elif name.startswith("amq."):
             raise AccessRefused(f"{self._describe('queue', name)} contains reserved prefix 'amq.*'")
         check_queue_type(self._describe("queue", name), arguments)  # queues/quorum_args.py

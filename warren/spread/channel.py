@@ -104,6 +104,8 @@ class SpreadChannel(Channel):
             if q is None or not m.passive:
                 return Channel.handle_queue_declare(self, m)
             authz.queue_declare(self, name, True, m.arguments)
+            if q.exclusive_owner is not None:  # another connection's (ours would be local)
+                raise self.vhost._locked(name)
             self.last_queue = name
             self._after(m, self.session.broker.spread.queue_counts(q),
                         lambda counts: spec.QueueDeclareOk(name, *counts))

@@ -202,14 +202,15 @@ class Spread:
                 ("durable", q.durable, durable and not exclusive), ("auto_delete", q.auto_delete, auto_delete),
             ), q.arguments, arguments)
             return (name, *(await self.queue_counts(q)))
-        if not name:
+        server_named = not name
+        if server_named:
             name = self.server_name(v.name, origin)
         owner = self.owner_for_declare(v.name, name, exclusive, origin)
         if owner == self.index:
-            made = self._create_queue(v, name, durable, exclusive, auto_delete, arguments, ref)
+            made = self._create_queue(v, name, durable, exclusive, auto_delete, arguments, ref, server_named)
         else:
             made = await self.links.request(owner, "create_queue", v.name, name, durable, exclusive, auto_delete,
-                                            arguments, ref)
+                                            arguments, ref, server_named)
         record = (v.name, name, owner, made["durable"], auto_delete, arguments, ref if exclusive else None)
         if owner != self.index:
             self._add_record(*record)
@@ -278,9 +279,9 @@ class Spread:
             raise InternalError(f"unknown definition change {op!r}")
         return None
 
-    def _create_queue(self, v, name, durable, exclusive, auto_delete, arguments, ref) -> dict:
+    def _create_queue(self, v, name, durable, exclusive, auto_delete, arguments, ref, server_named) -> dict:
         session = self._session(ref) if exclusive else None
-        q = v.declare_queue(session, name, False, durable, exclusive, auto_delete, arguments)
+        q = v.declare_queue(session, name, False, durable, exclusive, auto_delete, arguments, server_named)
         if exclusive and session is not None and q.exclusive_owner is session:
             session.exclusive_queues.add(q)
         return {"durable": q.durable, "messages": q.message_count, "consumers": len(q.consumers)}
@@ -486,8 +487,9 @@ class Spread:
             self._forget(v, name)
             return self._tell_forget(vhost, name, skip=peer)
         if op == "create_queue":
-            vhost, name, durable, exclusive, auto_delete, arguments, ref = args
-            return self._create_queue(self._vhost(vhost), name, durable, exclusive, auto_delete, arguments, ref)
+            vhost, name, durable, exclusive, auto_delete, arguments, ref, server_named = args
+            return self._create_queue(self._vhost(vhost), name, durable, exclusive, auto_delete, arguments, ref,
+                                      server_named)
         if op == "delete_queue":
             vhost, name, if_unused, if_empty = args
             v = self._vhost(vhost)
