@@ -121,11 +121,16 @@ class BrokerProc:
     # "prometheus_port"}); http_port is then the API of the worker that owns "/"
     workers: list[dict] = field(default_factory=list)
 
-    def store_dir(self, vhost: str = "/") -> Path:
-        """The data folder holding ``vhost``'s stores: with --workers, its owning worker's."""
+    def store_dir(self, vhost: str = "/", queue: str | None = None) -> Path:
+        """The data folder holding ``vhost``'s stores (``queue``'s, with --worker-mode queues): with
+        --workers, its owning worker's."""
         assert self.data_dir is not None
         if not self.workers:
             return self.data_dir
+        if WORKER_MODE == "queues":
+            from warren.spread import queue_owner
+            assert queue is not None, "with --worker-mode queues each queue has its own worker: name it"
+            return self.data_dir / "workers" / str(queue_owner(vhost, queue, len(self.workers)))
         from warren.server.workers import owner_of
         return self.data_dir / "workers" / str(owner_of(vhost, len(self.workers)))
 

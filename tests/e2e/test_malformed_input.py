@@ -342,14 +342,16 @@ def test_poison_stored_by_an_older_warren_is_kept_or_dead_lettered_not_lost(star
     conn.close()
     b.stop()
 
-    durability = Durability(b.store_dir("/"), fsync=False)  # with --workers: the worker owning "/"
     for queue, body in (("ttl", b"expires"), ("keep", b"kept")):
+        # with --workers: the worker owning "/" (or, --worker-mode queues, the queue)
+        durability = Durability(b.store_dir("/", queue), fsync=False)
         store = durability.open_queue_store("/", queue)
         props = poisoned_headers(content_type="text/plain", delivery_mode=2)
         store.append(store.last_seq + 1, encode_message("", queue, props, body))
         store.flush()
         store.sync()
         store.close()
+        durability.definitions.close()
 
     b = start_broker(data_dir=data)
     conn = connect(b)

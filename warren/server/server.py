@@ -421,6 +421,8 @@ class Server:
 
     async def shutdown(self) -> None:
         # 1. stop accepting connections (and checking alarms)
+        if self.spread is not None:
+            self.spread.stop()
         self.alarms.stop()
         if self._tick_handle is not None:
             self._tick_handle.cancel()

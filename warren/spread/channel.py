@@ -196,7 +196,7 @@ class SpreadChannel(Channel):
             pending, rc.pending = rc.pending, None
             for item in pending:
                 self.remote_deliver(q.owner, item)
-        self._after(m, spread.links.request(q.owner, "consume", self.vhost.name, name, ref.session_id, self.number,
+        self._after(m, spread.ask(q.owner, "consume", self.vhost.name, name, ref.session_id, self.number,
                                             tag, m.no_ack, m.exclusive, m.arguments, *self._prefetch()), consumed)
 
     def remote_deliver(self, owner: int, item: tuple) -> None:
@@ -225,7 +225,7 @@ class SpreadChannel(Channel):
         rc = self.remote_consumers.pop(m.consumer_tag, None) if self.remote_consumers is not None else None
         if rc is None:
             return Channel.handle_basic_cancel(self, m)
-        self.session.broker.spread.links.tell(rc.owner, "cancel", id(self.session), self.number, m.consumer_tag)
+        self.session.broker.spread.tell(rc.owner, "cancel", id(self.session), self.number, m.consumer_tag)
         if not m.nowait:
             self._reply(spec.BasicCancelOk(m.consumer_tag))
 
@@ -250,15 +250,15 @@ class SpreadChannel(Channel):
             self.conn.send_content(self.number, spec.BasicGetOk(tag, redelivered, exchange, routing_key, left),
                                    msg.properties, msg.body)
             return None
-        self._after(m, spread.links.request(q.owner, "get", self.vhost.name, name, ref.session_id, self.number,
+        self._after(m, spread.ask(q.owner, "get", self.vhost.name, name, ref.session_id, self.number,
                                             m.no_ack), got)
 
     def handle_basic_qos(self, m) -> None:
         Channel.handle_basic_qos(self, m)
         if self.remote_consumers:
-            links = self.session.broker.spread.links
+            spread = self.session.broker.spread
             for owner in {rc.owner for rc in self.remote_consumers.values()}:
-                links.tell(owner, "qos", id(self.session), self.number, *self._prefetch())
+                spread.tell(owner, "qos", id(self.session), self.number, *self._prefetch())
 
     def close(self) -> None:
         if self.closed:
@@ -266,9 +266,9 @@ class SpreadChannel(Channel):
         owners = set(self.settlers or ()) | {rc.owner for rc in (self.remote_consumers or {}).values()}
         super().close()  # requeues what is unacked, the remote deliveries through their settlers
         if owners:
-            links = self.session.broker.spread.links
+            spread = self.session.broker.spread
             for owner in owners:  # the owner drops our consumers and requeues what was in flight
-                links.tell(owner, "close_channel", id(self.session), self.number)
+                spread.tell(owner, "close_channel", id(self.session), self.number)
 
 
 def _build() -> dict:

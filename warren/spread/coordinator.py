@@ -100,6 +100,11 @@ class Spread:
         self._flush_scheduled = False
         self._remote_syncs = {i: RemoteSync(self, i) for i in range(count) if i != index}
         self.on_failure = None  # the server's: a link closed while the node runs
+        # stopping: this worker (``stop``), and the others that said so; a link that closes then
+        # is the node stopping, not a worker dying
+        self.stopping = False
+        self._peers_stopping: set[int] = set()
+        self._deleting = None  # the queue a delete asked through the sequencer is removing
 
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
@@ -107,7 +112,16 @@ class Spread:
         log.info("worker %d of %d: linked to workers %s", self.index, self.count,
                  ", ".join(map(str, self.links.peers)) or "-")
 
+    def stop(self) -> None:
+        """The node stops (SIGTERM reaches every worker): say so, so that the others take our
+        links closing as that, not as a worker gone."""
+        if not self.stopping:
+            self.stopping = True
+            for peer in self.links.peers:
+                self.tell(peer, "stopping")
+
     def close(self) -> None:
+        self.stop()
         self._flush()
         self.links.close()
 
@@ -163,18 +177,18 @@ class Spread:
         if self.index == SEQUENCER:
             return await self._sequence(self.index, vhost, op, args)
         try:
-            return await self.links.request(SEQUENCER, "define", vhost, op, args)
+            return await self.ask(SEQUENCER, "define", vhost, op, args)
         except PeerGone:
             raise InternalError("worker 0, which orders the definitions, is gone") from None
 
     async def queue_counts(self, q) -> tuple[int, int]:
         """(ready messages, consumers) of a queue, asked of its owner when remote."""
-        if not getattr(q, "remote", False):
+        if not isinstance(q, RemoteQueue):
             return q.message_count, len(q.consumers)
-        return tuple(await self.links.request(q.owner, "counts", q.vhost_name, q.name))
+        return tuple(await self.ask(q.owner, "counts", q.vhost_name, q.name))
 
     async def purge(self, q) -> int:
-        return await self.links.request(q.owner, "purge", q.vhost_name, q.name)
+        return await self.ask(q.owner, "purge", q.vhost_name, q.name)
 
     def refuse_remote(self, q, what: str) -> AMQPError:
         return NotImplemented_(f"{what} queue '{q.name}' in vhost '{q.vhost_name}' from a connection to worker "
@@ -209,7 +223,7 @@ class Spread:
         if owner == self.index:
             made = self._create_queue(v, name, durable, exclusive, auto_delete, arguments, ref, server_named)
         else:
-            made = await self.links.request(owner, "create_queue", v.name, name, durable, exclusive, auto_delete,
+            made = await self.ask(owner, "create_queue", v.name, name, durable, exclusive, auto_delete,
                                             arguments, ref, server_named)
         record = (v.name, name, owner, made["durable"], auto_delete, arguments, ref if exclusive else None)
         if owner != self.index:
@@ -222,8 +236,8 @@ class Spread:
         if q is None:
             return 0  # idempotent, as RabbitMQ 3.x
         self._check_lock(v, q, ref, name, only_if_exclusive=True)
-        if getattr(q, "remote", False):
-            n = await self.links.request(q.owner, "delete_queue", v.name, name, if_unused, if_empty)
+        if isinstance(q, RemoteQueue):
+            n = await self.ask(q.owner, "delete_queue", v.name, name, if_unused, if_empty)
             self._forget(v, name)
             await self.links.broadcast("forget", v.name, name, skip=q.owner)
         else:
@@ -310,18 +324,21 @@ class Spread:
             raise PreconditionFailed(f"queue '{q.name}' in vhost '{v.name}' in use")
         if if_empty and q.message_count:
             raise PreconditionFailed(f"queue '{q.name}' in vhost '{v.name}' is not empty")
-        q.deleted_by_sequencer = True
-        return v.delete_queue(q)
+        self._deleting = q  # queue_deleted: the sequencer tells the others itself
+        try:
+            return v.delete_queue(q)
+        finally:
+            self._deleting = None
 
     def queue_deleted(self, v, q) -> None:
         """A queue of ours went (exclusive connection closed, auto-delete, x-expires, the HTTP
         API): the others forget it, through the sequencer."""
-        if getattr(q, "deleted_by_sequencer", False) or self.links.closed:
-            return
+        if q is self._deleting or self.stopping or self.links.closed:
+            return  # (stopping: a queue that goes now is an exclusive one, which no restart keeps)
         if self.index == SEQUENCER:
             asyncio.ensure_future(self._tell_forget(v.name, q.name, skip=None))
         else:
-            fut = self.links.request(SEQUENCER, "forgotten", v.name, q.name)
+            fut = self.ask(SEQUENCER, "forgotten", v.name, q.name)
             fut.add_done_callback(_log_failure)
 
     async def _tell_forget(self, vhost: str, name: str, skip):
@@ -353,6 +370,19 @@ class Spread:
             deliveries, self._deliveries = self._deliveries, {}
             for worker, items in deliveries.items():
                 self.links.tell(worker, "deliver", items)
+
+    def ask(self, peer: int, op: str, *args) -> asyncio.Future:
+        """``links.request`` after what is batched for ``peer``: a worker's records to another
+        keep the order they were made in (a basic.get after publishes finds them)."""
+        if peer in self._outgoing or peer in self._deliveries:
+            self._flush()
+        return self.links.request(peer, op, *args)
+
+    def tell(self, peer: int, op: str, *args) -> None:
+        """``links.tell`` after what is batched for ``peer`` (``ask``)."""
+        if peer in self._outgoing or peer in self._deliveries:
+            self._flush()
+        self.links.tell(peer, op, *args)
 
     def send_delivery(self, worker: int, item: tuple) -> None:
         """A PeerSink's delivery to a consumer on ``worker`` (batched per loop turn)."""
@@ -445,12 +475,12 @@ class Spread:
             if ch is not None:  # else its channel closed: close_channel gets the owner to requeue it
                 ch.remote_deliver(peer, item)
         for (session_id, number), n in credits.items():
-            self.links.tell(peer, "credit", session_id, number, n)
+            self.tell(peer, "credit", session_id, number, n)
 
     def _ask_sync(self, owner: int, fut: concurrent.futures.Future) -> None:
         """On the loop, for RemoteSync: everything sent to ``owner`` so far, then the question."""
         self._flush()
-        answer = self.links.request(owner, "sync")
+        answer = self.ask(owner, "sync")
 
         def done(a):
             if fut.done():
@@ -522,6 +552,8 @@ class Spread:
             self._take_deliveries(peer, args[0])
         elif op in ("settle", "credit", "cancel", "qos", "close_channel"):
             self._proxy_message(peer, op, args)
+        elif op == "stopping":
+            self._peers_stopping.add(peer)
         elif op == "cancelled":
             ch = self._channel(args[0], args[1])
             if ch is not None:
@@ -530,6 +562,9 @@ class Spread:
             log.error("worker %d: unknown message %r from worker %d", self.index, op, peer)
 
     def peer_lost(self, peer: int) -> None:
+        if self.stopping or peer in self._peers_stopping:
+            log.info("worker %d: the link to worker %d closed (the node is stopping)", self.index, peer)
+            return
         log.critical("worker %d: the link to worker %d closed; the node stops", self.index, peer)
         if self.on_failure is not None:
             self.on_failure(f"the link to worker {peer} closed")

@@ -94,7 +94,7 @@ class PeerSink:
         pass  # a proxy channel never publishes
 
     def cancelled(self, consumer_tag: str) -> None:
-        self.spread.links.tell(self.worker, "cancelled", self.session_id, self.number, consumer_tag)
+        self.spread.tell(self.worker, "cancelled", self.session_id, self.number, consumer_tag)
 
     def stop(self) -> None:
         self.stopped = True
@@ -120,7 +120,7 @@ class RemoteSettler:
         self.number = number
 
     def _settle(self, tags: list, requeue) -> None:
-        self.spread.links.tell(self.owner, "settle", self.session_id, self.number, tags, requeue)
+        self.spread.tell(self.owner, "settle", self.session_id, self.number, tags, requeue)
 
     def forget_run(self, items) -> None:
         self._settle([seq for seq, _ in items], None)

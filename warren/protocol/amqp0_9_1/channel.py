@@ -209,7 +209,8 @@ def handle_exchange_bound(ch: Channel, m) -> None:
     """
     reply_cls = sys.modules[type(m).__module__].ExchangeBoundOk
     ex = ch.vhost.exchanges.get(m.exchange)
-    queue = ch.vhost.queues.get(m.queue) if m.queue else None
+    # --worker-mode queues: another worker's queue is a record here (warren/spread), bound all the same
+    queue = (ch.vhost.queues.get(m.queue) or ch.vhost.remote_queues.get(m.queue)) if m.queue else None
     if ex is None:
         code, text = BOUND_NO_EXCHANGE, f"Exchange '{m.exchange}' not found"
     elif m.queue and queue is None:
