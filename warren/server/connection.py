@@ -65,6 +65,8 @@ EVENTS_PER_TURN = 100
 # instructions per read: docs/performance.md, "Runs of publishes".
 SMALL_READ = 65536
 _CONNECTION_OPEN = spec.ConnectionOpen.INDEX
+# --worker-mode queues: a connection's first octets kept for a move at most (placement.py)
+MOVE_HISTORY_MAX = 64 * 1024
 FLOW_MAX_PAUSE_S = 1.0  # longest pause for a congested queue before one more publish is read
 
 
@@ -78,7 +80,7 @@ class AMQPConnection(asyncio.Protocol):
         "_turn_scheduled", "_blocked", "_throttled", "_flow_timer", "_more_events", "_told_blocked",
         "_close_timer", "_handshake_timer", "_heartbeat", "_timer", "_received", "_sent", "_idle_ticks",
         "_replay", "_replaying", "_started", "_eof", "_close_reason", "_gated", "_output_max",
-        "_refused_at_accept", "_held", "__weakref__",
+        "_refused_at_accept", "_held", "_history", "_event_start", "__weakref__",
     )
 
     def __init__(self, server, replay: bytes | None = None) -> None:
@@ -133,6 +135,11 @@ class AMQPConnection(asyncio.Protocol):
         self._gated = False
         self._output_max = server.output_max
         self._refused_at_accept = False
+        # --worker-mode queues: what the client sent so far, kept until the connection's first
+        # publish or consume says where it belongs (warren/spread/placement.py), and where the
+        # event being handled starts in the input buffer; None: not kept
+        self._history: bytearray | None = None
+        self._event_start = 0
 
     # --- asyncio callbacks ---------------------------------------------------------------
 
@@ -156,6 +163,10 @@ class AMQPConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self._received = True
         self.recv_oct += len(data)
+        if self._history is not None:  # --worker-mode queues, until placed (warren/spread/placement.py)
+            self._history += data
+            if len(self._history) > MOVE_HISTORY_MAX:
+                self._history = None
         if self.conn is None:
             data = self._protocol_header(data)
             if not data:
@@ -267,6 +278,7 @@ class AMQPConnection(asyncio.Protocol):
 
     def _start_0_10(self) -> None:
         """AMQP 0-10: its own sans-IO connection and adapter; the glue below serves both."""
+        self._history = None  # 0-10 connections are not moved (warren/spread/placement.py)
         c = self.config
         anonymous = c.anonymous_user
         default_vhost = "/" if "/" in c.vhosts else c.vhosts[0]
@@ -294,7 +306,10 @@ class AMQPConnection(asyncio.Protocol):
         alarms = self.server.alarms
         budget = EVENTS_PER_TURN  # events, a run of publishes counting as its messages
         self._more_events = False
+        placing = self._history is not None  # where each event starts, for a move (placement.py)
         while budget > 0:
+            if placing:
+                self._event_start = conn.frames.pos
             try:
                 event = conn.next_event()
             except AMQPError as e:
@@ -359,6 +374,31 @@ class AMQPConnection(asyncio.Protocol):
             TOTALS.queue_flow_pauses += 1
             self.transport.pause_reading()
             self._flow_timer = self.loop.call_later(FLOW_MAX_PAUSE_S, self._flow_timeout)
+
+    # --- --worker-mode queues: moving to the owner of the queue used (warren/spread/placement.py)
+
+    @property
+    def placing(self) -> bool:
+        """Whether this connection may still move to another worker."""
+        return self._history is not None
+
+    def settle(self) -> None:
+        """It stays on this worker for good."""
+        self._history = None
+
+    def move_to(self, worker: int) -> bool:
+        """Hand the connection to ``worker`` before the event being handled; False: it stays."""
+        from warren.spread.placement import move
+        return move(self, worker)
+
+    def moved(self, worker: int) -> None:
+        """The connection went to ``worker``: nothing more is read or handled here, and closing
+        our descriptor leaves the client's socket to the other process."""
+        self._close_reason = f"moved to worker {worker}"
+        self.session.note_close(f"moved to worker {worker}, the owner of its queue")
+        self._throttled = True  # _process handles nothing after this event
+        self.transport.pause_reading()
+        self.transport.abort()
 
     def hold_input(self) -> None:
         """--worker-mode queues: a method waits for another worker's answer (warren/spread), and

@@ -73,12 +73,38 @@ class HandoffReceiver:
             channel, _ = self._listener.accept()
         except BlockingIOError:
             return
-        if self._channel is not None:  # one supervisor only
-            channel.close()
+        if self._channel is not None:
+            # another worker moving a connection here (--worker-mode queues: one record, then it
+            # closes; warren/spread/placement.py); without spread, nobody but the supervisor may
+            if self.server.spread is None:
+                channel.close()
+                return
+            channel.setblocking(False)
+            self.loop.add_reader(channel.fileno(), self._receive_move, channel)
             return
         channel.setblocking(False)
         self._channel = channel
         self.loop.add_reader(channel.fileno(), self._receive)
+
+    def _receive_move(self, channel: socket.socket) -> None:
+        from warren.spread.placement import is_move, unpack_move
+        try:
+            record, fds, _flags, _addr = socket.recv_fds(channel, RECORD_MAX, 1)
+        except BlockingIOError:
+            return
+        except OSError as e:
+            record, fds = b"", []
+            log.error("a connection moved from another worker failed: %s", e)
+        self.loop.remove_reader(channel.fileno())
+        channel.close()
+        if len(fds) != 1 or not is_move(record):
+            for fd in fds:
+                os.close(fd)
+            if record or fds:
+                log.error("malformed move record from another worker; ignored")
+            return
+        answered, inner = unpack_move(record)
+        self._adopt(inner, fds[0], answered)
 
     def _receive(self) -> None:
         while True:
@@ -100,7 +126,7 @@ class HandoffReceiver:
                 continue
             self._adopt(record, fds[0])
 
-    def _adopt(self, record: bytes, fd: int) -> None:
+    def _adopt(self, record: bytes, fd: int, answered: int = 0) -> None:
         try:
             peer, vhost, received = unpack_handoff(record)
             sock = socket.socket(fileno=fd)
@@ -113,7 +139,7 @@ class HandoffReceiver:
         # (a user made through another worker's HTTP API): a stat when nothing changed
         self.server.broker.access.refresh()
         task = self.loop.create_task(self.loop.connect_accepted_socket(
-            lambda: HandedOverConnection(self.server, received, vhost), sock))
+            lambda: HandedOverConnection(self.server, received, vhost, answered), sock))
         task.add_done_callback(lambda t: t.cancelled() or t.exception() is None
                                or log.error("adopting a connection from %s failed: %r", peer, t.exception()))
 
@@ -142,11 +168,44 @@ class HandedOverConnection(AMQPConnection):
     sent the supervisor, whose AMQP 0-10 default vhost is the one the supervisor resolved
     (a 0-9-1 connection.open always names its vhost)."""
 
-    __slots__ = ("handoff_vhost",)
+    __slots__ = ("handoff_vhost", "answered")
 
-    def __init__(self, server, received: bytes, vhost: str) -> None:
+    def __init__(self, server, received: bytes, vhost: str, answered: int = 0) -> None:
         super().__init__(server, replay=received)
         self.handoff_vhost = vhost
+        # a connection moved from another worker (--worker-mode queues): how many of the octets
+        # received were answered there already (warren/spread/placement.py); 0 from the supervisor
+        self.answered = answered
+        if server.spread is not None and not answered:
+            self._history = bytearray()  # it may move once (the replay is its beginning)
+
+    def connection_made(self, transport) -> None:
+        if not self.answered:
+            return super().connection_made(transport)
+        # moved here: replay what was answered without a word, then go on as if we had read it
+        replay, self._replay = self._replay, None
+        super().connection_made(transport)
+        if self.transport is None or self.transport.is_closing():
+            return
+        answered, pending = replay[:self.answered], replay[self.answered:]
+        self.recv_oct += len(answered)
+        data = self._protocol_header(answered)
+        conn, session = self.conn, self.session
+        conn.receive_data(data)
+        session.replaying = True
+        try:
+            while (event := conn.next_event()) is not None:
+                session.handle(event)
+        finally:
+            session.replaying = False
+        conn.data_to_send()  # the client had all of it from the worker it moved from
+        self._replaying = False
+        if session.closed:
+            log.error("connection %s moved from another worker failed its replay", session)
+            self.transport.abort()
+            return
+        if pending:
+            self.data_received(pending)
 
     def _start_0_10(self) -> None:
         super()._start_0_10()

@@ -24,6 +24,7 @@ from warren.protocol.amqp0_9_1.channel import HANDLERS, Channel
 from warren.spec import amqp0_9_1 as spec
 from warren.spread.links import PeerGone
 from warren.spread.proxy import RemoteConsumer, RemoteSettler
+from warren.spread.remote_queue import RemoteQueue
 
 __all__ = ["SpreadChannel"]
 
@@ -36,11 +37,58 @@ class SpreadChannel(Channel):
     remote_consumers: dict | None = None
     settlers: dict | None = None
 
+    def __init__(self, session, number: int, sink) -> None:
+        super().__init__(session, number, sink)
+        if session.io.placing:  # the first publish may move the connection (placement.py)
+            self.publish = self._placing_publish
+            self.publish_run = self._placing_publish_run
+
     def handle_method(self, method) -> None:
         handler = SPREAD_HANDLERS.get(method.INDEX)
         if handler is None:
             return super().handle_method(method)
+        if self.session.replaying and method.INDEX in REPLAY_SKIPPED:
+            # moved here from another worker: this was answered there, and what it declared or
+            # bound is in force on every worker already (placement.py)
+            if method.INDEX == spec.QueueDeclare.INDEX:
+                self.last_queue = method.queue
+            return
         handler(self, method)
+
+    # --- placement: the first publish or consume may move the connection (placement.py) -----
+
+    def _place(self, owner: int | None) -> bool:
+        """Move to ``owner`` (None: stay); True when the connection has gone there."""
+        io = self.session.io
+        if owner is None or owner == self.session.broker.spread.index:
+            io.settle()
+            return False
+        if io.move_to(owner):
+            return True
+        return False
+
+    def _publish_owner(self, exchange: str, routing_key: str) -> int | None:
+        """The one worker owning every queue a publish here would reach, if it depends on the
+        routing key alone; None otherwise."""
+        ex = self.vhost.exchanges.get(exchange)
+        dests = ex.run_destinations(routing_key) if ex is not None else None
+        if not dests:
+            return None
+        owners = {q.owner if isinstance(q, RemoteQueue) else -1 for q in dests}
+        return owners.pop() if len(owners) == 1 and -1 not in owners else None
+
+    def _placing_publish(self, exchange: str, routing_key: str, properties: bytes, body, mandatory: bool):
+        del self.publish, self.publish_run  # the class's from now on: placed after this one
+        if self.session.io.placing and self._place(self._publish_owner(exchange, routing_key)):
+            return None  # moved: the owner handles this publish
+        return self.publish(exchange, routing_key, properties, body, mandatory)
+
+    def _placing_publish_run(self, exchange: str, routing_key: str, properties: list, bodies: list,
+                             mandatory: bool) -> int:
+        del self.publish, self.publish_run
+        if self.session.io.placing and self._place(self._publish_owner(exchange, routing_key)):
+            return len(bodies)  # moved: the owner handles the run
+        return self.publish_run(exchange, routing_key, properties, bodies, mandatory)
 
     def _after(self, method, awaitable, answer) -> None:
         """Answer ``method`` with ``answer(result)`` once ``awaitable`` is done; nothing more is
@@ -113,6 +161,8 @@ class SpreadChannel(Channel):
         authz.queue_declare(self, name, False, m.arguments)
         spread = self.session.broker.spread
         ref = spread.session_ref(self.session)
+        if not name:
+            self.session.named_by_server = True  # its name is not in the client's octets: no move
 
         def declared(result):
             qname, messages, consumers = result
@@ -179,6 +229,8 @@ class SpreadChannel(Channel):
         name = m.queue or self.last_queue
         authz.queue_read(self, name)
         q = self._remote_queue(name)
+        if self.session.io.placing and self._place(q.owner if q is not None else None):
+            return  # moved: the owner handles this consume
         if q is None:
             return Channel.handle_basic_consume(self, m)
         tag = m.consumer_tag or "amq.ctag-" + base64.urlsafe_b64encode(os.urandom(16)).rstrip(b"=").decode()
@@ -233,6 +285,8 @@ class SpreadChannel(Channel):
         name = m.queue or self.last_queue
         authz.queue_read(self, name)
         q = self._remote_queue(name)
+        if self.session.io.placing and self._place(q.owner if q is not None else None):
+            return  # moved: the owner answers this get
         if q is None:
             return Channel.handle_basic_get(self, m)
         spread = self.session.broker.spread
@@ -282,3 +336,7 @@ def _build() -> dict:
 
 
 SPREAD_HANDLERS = _build()
+# what a replay of a moved connection skips (placement.py): changes already in force everywhere
+REPLAY_SKIPPED = frozenset(m.INDEX for m in (
+    spec.ExchangeDeclare, spec.ExchangeDelete, spec.ExchangeBind, spec.ExchangeUnbind, spec.QueueDeclare,
+    spec.QueueBind, spec.QueueUnbind, spec.QueuePurge, spec.QueueDelete))

@@ -105,9 +105,14 @@ class Spread:
         self.stopping = False
         self._peers_stopping: set[int] = set()
         self._deleting = None  # the queue a delete asked through the sequencer is removing
+        # flow control across workers: our congested queues -> the workers told so, which hold
+        # their publishers to it (RemoteQueue.congested) until we tell them it drained
+        self._congested_told: dict = {}
 
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
+        from warren.broker.queue import Queue
+        Queue.flow_listener = _SpreadFlow(Queue.flow_listener, self)  # drained queues tell publishers' workers
         await self.links.start(self)
         log.info("worker %d of %d: linked to workers %s", self.index, self.count,
                  ", ".join(map(str, self.links.peers)) or "-")
@@ -547,11 +552,13 @@ class Spread:
 
     def peer_message(self, peer: int, op: str, args: tuple) -> None:
         if op == "publish":
-            self._take_publishes(args[0])
+            self._take_publishes(peer, args[0])
         elif op == "deliver":
             self._take_deliveries(peer, args[0])
         elif op in ("settle", "credit", "cancel", "qos", "close_channel"):
             self._proxy_message(peer, op, args)
+        elif op == "congested":
+            self._remote_congestion(*args)
         elif op == "stopping":
             self._peers_stopping.add(peer)
         elif op == "cancelled":
@@ -569,7 +576,7 @@ class Spread:
         if self.on_failure is not None:
             self.on_failure(f"the link to worker {peer} closed")
 
-    def _take_publishes(self, items: list) -> None:
+    def _take_publishes(self, peer: int, items: list) -> None:
         from warren.broker.message import Message
         vhosts = self.broker.vhosts
         for vhost, name, exchange, routing_key, properties, body in items:
@@ -585,6 +592,30 @@ class Spread:
             q.publish(msg)
             if msg.persistent:
                 msg.routed()
+            if q.congested:  # flow control: the publishing worker holds its publishers to it
+                told = self._congested_told.get(q)
+                if told is None:
+                    told = self._congested_told[q] = set()
+                if peer not in told:
+                    told.add(peer)
+                    self.tell(peer, "congested", vhost, name, True)
+
+    def queue_drained(self, q) -> None:
+        """One of our queues drained (``_SpreadFlow``): the workers told it was congested resume."""
+        told = self._congested_told.pop(q, None)
+        if told:
+            for peer in told:
+                self.tell(peer, "congested", q.vhost.name, q.name, False)
+
+    def _remote_congestion(self, vhost: str, name: str, congested: bool) -> None:
+        v = self.broker.vhosts.get(vhost)
+        q = v.remote_queues.get(name) if v is not None else None
+        if q is None:
+            return
+        q.congested = congested
+        if not congested:
+            from warren.broker.queue import Queue
+            Queue.flow_listener.drained(q)  # the publishers held for it resume
 
     def _synced_future(self):
         """An awaitable done once this worker's group commit covers every append made so far."""
@@ -596,6 +627,20 @@ class Spread:
             return fut
         d.waiting.add(_SyncWaiter(d, need, fut))
         return fut
+
+
+class _SpreadFlow:
+    """The queues' flow listener on a spread worker: the server's QueueFlow first, then the
+    workers whose publishers a drained queue of ours held."""
+
+    def __init__(self, inner, spread: Spread) -> None:
+        self.inner = inner
+        self.spread = spread
+
+    def drained(self, queue) -> None:
+        self.inner.drained(queue)
+        if queue in self.spread._congested_told:
+            self.spread.queue_drained(queue)
 
 
 class _SyncWaiter:

@@ -31,8 +31,9 @@ class RemoteOwner:
 
 class RemoteQueue:
     is_stream = False
-    congested = False  # flow control across workers is not built (docs/performance.md)
-    remote = True
+    # its consumers are the owner's (``ClientConnection.throttled_by`` asks whether the publisher
+    # consumes from the congested queue itself: here it never does, as far as it can tell)
+    consumers = ()
 
     def __init__(self, spread, vhost: str, name: str, owner: int, durable: bool, auto_delete: bool,
                  arguments: dict, exclusive_owner: RemoteOwner | None) -> None:
@@ -46,6 +47,9 @@ class RemoteQueue:
         self.exclusive_owner = exclusive_owner
         self.bound_to: set = set()
         self.deleted = False
+        # the owner said the queue is congested: publishers here are held (the channel's
+        # ``throttled_by``) until it says the queue drained (``Spread._remote_congestion``)
+        self.congested = False
 
     def publish(self, msg) -> int:
         """Send the message to the owner; the sync number a confirm waits for (0: none)."""

@@ -54,6 +54,11 @@ class ConnectionHandler(ClientConnection):
     publishes"). True: from the start; False: never."""
 
     channel_class = Channel  # --worker-mode queues: warren/spread/channel.py's (set when the broker is spread)
+    # --worker-mode queues (warren/spread/placement.py): replaying what another worker answered
+    # before the connection moved here; a server-named queue was declared (its name is not in
+    # the client's octets, so the connection cannot move)
+    replaying = False
+    named_by_server = False
 
     def __init__(self, broker, conn, peer: tuple, io, publish_runs: bool | None = None) -> None:
         super().__init__(broker, peer, io)
