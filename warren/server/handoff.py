@@ -193,15 +193,19 @@ class HandedOverConnection(AMQPConnection):
         conn, session = self.conn, self.session
         conn.receive_data(data)
         session.replaying = True
+        failed = False
         try:
             while (event := conn.next_event()) is not None:
                 session.handle(event)
+        except Exception:  # the worker it came from checked it replays (placement.clean): our bug
+            log.exception("connection %s moved from another worker failed its replay", session)
+            failed = True
         finally:
             session.replaying = False
         conn.data_to_send()  # the client had all of it from the worker it moved from
         self._replaying = False
-        if session.closed:
-            log.error("connection %s moved from another worker failed its replay", session)
+        if failed or session.closed:
+            self._close_reason = "its replay after a move from another worker failed"
             self.transport.abort()
             return
         if pending:

@@ -162,7 +162,7 @@ class SpreadChannel(Channel):
         spread = self.session.broker.spread
         ref = spread.session_ref(self.session)
         if not name:
-            self.session.named_by_server = True  # its name is not in the client's octets: no move
+            self.session.unmovable = True  # its name is not in the client's octets: no move
 
         def declared(result):
             qname, messages, consumers = result

@@ -55,10 +55,10 @@ class ConnectionHandler(ClientConnection):
 
     channel_class = Channel  # --worker-mode queues: warren/spread/channel.py's (set when the broker is spread)
     # --worker-mode queues (warren/spread/placement.py): replaying what another worker answered
-    # before the connection moved here; a server-named queue was declared (its name is not in
-    # the client's octets, so the connection cannot move)
+    # before the connection moved here; something the connection did cannot be replayed there
+    # (a refusal closed a channel, a server-named queue's name is not in the client's octets)
     replaying = False
-    named_by_server = False
+    unmovable = False
 
     def __init__(self, broker, conn, peer: tuple, io, publish_runs: bool | None = None) -> None:
         super().__init__(broker, peer, io)
@@ -139,6 +139,7 @@ class ConnectionHandler(ClientConnection):
         """Answer a refusal: channel.close for a soft error, connection.close for a hard one."""
         if channel is None:
             channel = error.channel
+        self.unmovable = True  # a replay elsewhere would not close what this closes (placement.py)
         if isinstance(error, SoftError) and channel:
             log.warning("channel error on connection %s, channel %d: %d %s", self, channel,
                         error.reply_code, error.reply_text)
