@@ -38,11 +38,12 @@ _content_header = struct.Struct(">BHIHHQ")  # frame header + class-id, weight, b
 class FrameBuffer:
     """Receive buffer that yields complete frames as offsets (see module docstring)."""
 
-    __slots__ = ("buf", "pos", "max_frame_size")
+    __slots__ = ("buf", "pos", "max_frame_size", "base")
 
     def __init__(self, max_frame_size: int) -> None:
         self.buf = bytearray()
         self.pos = 0
+        self.base = 0  # octets dropped by compact so far: buf[i] is octet base + i of the stream
         #: largest whole frame (header + payload + frame-end) accepted; 0 = no limit
         self.max_frame_size = max_frame_size
 
@@ -53,6 +54,7 @@ class FrameBuffer:
         """Drop consumed bytes; call when no offsets into ``buf`` are held any more."""
         if self.pos:
             del self.buf[: self.pos]
+            self.base += self.pos
             self.pos = 0
 
     def next_frame(self):

@@ -308,8 +308,9 @@ class AMQPConnection(asyncio.Protocol):
         self._more_events = False
         placing = self._history is not None  # where each event starts, for a move (placement.py)
         while budget > 0:
-            if placing:
-                self._event_start = conn.frames.pos
+            if placing:  # the stream offset of the event about to be read
+                frames = conn.frames
+                self._event_start = frames.base + frames.pos
             try:
                 event = conn.next_event()
             except AMQPError as e:

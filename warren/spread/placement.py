@@ -31,6 +31,7 @@ import os
 import socket
 import struct
 
+from warren.protocol.header import HEADER_SIZE
 from warren.server.handoff import pack_handoff
 
 __all__ = ["pack_move", "unpack_move", "is_move", "clean", "move", "MOVE"]
@@ -80,12 +81,17 @@ def move(conn, worker: int) -> bool:
     session = conn.session
     if history is None or session is None or not clean(session) or conn.transport is None:
         return False
-    frames = conn.conn.frames
+    # where the event being handled began, as an offset into the history (which starts with
+    # the 8-octet protocol header; the frame stream after it): a publish assembled frame by
+    # frame began at its method frame, in an earlier read perhaps (no publish came before it)
     start = conn._event_start
-    pending = bytes(frames.buf[start:])
-    if not pending or pending[0] != _FRAME_METHOD or not history.endswith(pending):
-        return False  # the event began in an earlier read (assembled frame by frame): stay
-    answered = bytes(history[:len(history) - len(pending)])
+    if 0 <= conn.conn.publish_start < start:
+        start = conn.conn.publish_start
+    start += HEADER_SIZE
+    if not HEADER_SIZE <= start < len(history) or history[start] != _FRAME_METHOD:
+        return False
+    pending = bytes(history[start:])
+    answered = bytes(history[:start])
     conn.flush()  # the answers to everything before this event
     if conn.transport.get_write_buffer_size():
         return False  # the client has not taken them all: moving now would lose them

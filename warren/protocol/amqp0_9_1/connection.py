@@ -124,6 +124,8 @@ class _Assembly:
 class ServerConnection:
     """One server-side AMQP connection, 0-9-1 or another ``dialect`` (see module docstring)."""
 
+    publish_start = -1  # stream offset of the last basic.publish taken frame by frame (_publish)
+
     # A session that handles ``Publishes`` events sets this to the longest run it takes
     # (PUBLISH_RUN_MAX); 1: every publish is its own ``Content``. Runs are taken by the
     # compiled take_publishes only; without it every publish is a ``Content`` as before.
@@ -453,6 +455,9 @@ class ServerConnection:
         if self.state.state is not _ST_OPEN or self.channels.get(channel) != _OPEN or channel in self._assembling:
             return self._method_frame(channel, start, end)
         frames = self.frames
+        # where this publish began in the stream: a content taken frame by frame ends in a later
+        # read (--worker-mode queues moves a connection from there: warren/spread/placement.py)
+        self.publish_start = frames.base + start - 7
         buf = frames.buf
         last = self._last_publish_args
         if last is not None and len(last) == end - start - 4 and buf.startswith(last, start + 4, end):

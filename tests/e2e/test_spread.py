@@ -1,0 +1,300 @@
+"""One vhost over two worker processes (`warren serve --workers 2 --worker-mode queues`,
+warren/spread), through pika against a node started here: definitions in force on every worker
+before their -ok, messages and confirms across workers, consumers of another worker's queue,
+connections moving to the owner of their queue, flow control across workers, kill -9."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pika
+import pytest
+from pika.exceptions import ChannelClosedByBroker
+
+from tests.conftest import EXTERNAL_URL, launch_broker
+from warren.spread import queue_owner
+
+pytestmark = pytest.mark.skipif(bool(EXTERNAL_URL), reason="needs a private Warren broker")
+
+
+def spread_node(tmp_path, *extra, data_dir=None):
+    return launch_broker(tmp_path, "--workers", "2", "--worker-mode", "queues", *extra, data_dir=data_dir)
+
+
+@pytest.fixture
+def node(tmp_path):
+    b = spread_node(tmp_path)
+    yield b
+    b.stop()
+
+
+def ready(b) -> dict:
+    path = Path(b.args[b.args.index("--ready-file") + 1])
+    return json.loads(path.read_text())
+
+
+def connect(b, name: str = "") -> pika.BlockingConnection:
+    params = pika.ConnectionParameters(b.host, b.port, client_properties={"connection_name": name} if name else None)
+    return pika.BlockingConnection(params)
+
+
+def owned_by(worker: int, prefix: str, n: int = 1, workers: int = 2) -> list[str]:
+    """``n`` queue names starting with ``prefix`` whose owner is ``worker``."""
+    names = (f"{prefix}-{i}" for i in range(10_000))
+    return [q for q in names if queue_owner("/", q, workers) == worker][:n]
+
+
+def worker_of(b, connection_name: str) -> int | None:
+    """Which worker serves the connection so named (each worker's HTTP API lists its own)."""
+    for w in ready(b)["workers"]:
+        req = urllib.request.Request(f"http://{b.host}:{w['http_port']}/api/connections",
+                                     headers={"Authorization": "Basic " + base64.b64encode(b"guest:guest").decode()})
+        with urllib.request.urlopen(req, timeout=5) as r:
+            rows = json.loads(r.read())
+        if any(r.get("client_properties", {}).get("connection_name") == connection_name for r in rows):
+            return w["index"]
+    return None
+
+
+def wait_for(what, predicate, timeout: float = 10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def stay(ch) -> None:
+    """Make the channel's connection stay on the worker it landed on: one refusal does that
+    (a replay elsewhere would not close what it closed; warren/spread/placement.py)."""
+    with pytest.raises(ChannelClosedByBroker):
+        ch.queue_declare("no-such-queue-anywhere", passive=True)
+
+
+def test_the_queue_names_used_here_belong_to_each_worker():
+    assert [queue_owner("/", q, 2) for q in owned_by(0, "x", 3) + owned_by(1, "x", 3)] == [0, 0, 0, 1, 1, 1]
+
+
+def test_definitions_made_through_one_worker_are_in_force_on_every_worker_before_the_ok(node):
+    conns = [connect(node, f"c{i}") for i in range(4)]  # dealt out in turn: both workers serve some
+    assert {worker_of(node, f"c{i}") for i in range(4)} == {0, 1}
+    first = conns[0].channel()
+    first.exchange_declare("spread-x", "topic")
+    queues = owned_by(0, "spread-q", 2) + owned_by(1, "spread-q", 2)
+    for q in queues:
+        first.queue_declare(q)
+        first.queue_bind(q, "spread-x", routing_key="k.#")
+    for c in conns:  # every worker holds the exchange, the queues and the bindings
+        ch = c.channel()
+        ch.exchange_declare("spread-x", passive=True)
+        for q in queues:
+            assert ch.queue_declare(q, passive=True).method.message_count == 0
+    for i, c in enumerate(conns):
+        ch = c.channel()
+        ch.confirm_delivery()
+        ch.basic_publish("spread-x", f"k.{i}", f"m{i}".encode())
+    for q in queues:
+        assert first.queue_declare(q, passive=True).method.message_count == 4
+    # refusals are the same, whichever worker decides
+    ch = conns[1].channel()
+    with pytest.raises(ChannelClosedByBroker) as e:
+        ch.exchange_declare("spread-x", "direct")
+    assert e.value.reply_code == 406
+    ch = conns[2].channel()
+    with pytest.raises(ChannelClosedByBroker) as e:
+        ch.queue_declare(queues[-1], durable=True)
+    assert e.value.reply_code == 406
+    # delete through another worker: gone everywhere, bindings too
+    conns[3].channel().queue_delete(queues[0])
+    for c in conns:
+        with pytest.raises(ChannelClosedByBroker) as e:
+            c.channel().queue_declare(queues[0], passive=True)
+        assert e.value.reply_code == 404
+    conns[1].channel().exchange_delete("spread-x")
+    for c in conns:
+        with pytest.raises(ChannelClosedByBroker) as e:
+            c.channel().exchange_declare("spread-x", passive=True)
+        assert e.value.reply_code == 404
+    for c in conns:
+        c.close()
+
+
+def test_exclusive_and_server_named_queues_live_with_their_connection(node):
+    a, b = connect(node, "ex-a"), connect(node, "ex-b")
+    assert {worker_of(node, "ex-a"), worker_of(node, "ex-b")} == {0, 1}
+    ach, bch = a.channel(), b.channel()
+    name = ach.queue_declare("", exclusive=True).method.queue
+    assert name.startswith("amq.gen-")
+    named = owned_by(worker_of(node, "ex-b"), "spread-excl")[0]  # hashed to b's worker, declared by a
+    ach.queue_declare(named, exclusive=True)
+    for q in (name, named):
+        with pytest.raises(ChannelClosedByBroker) as e:
+            b.channel().queue_declare(q, passive=True)
+        assert e.value.reply_code == 405
+    ach.basic_publish("", named, b"mine")
+    assert ach.basic_get(named, auto_ack=True)[2] == b"mine"
+    a.close()  # its exclusive queues go, on every worker
+    wait_for("the exclusive queue forgotten", lambda: _missing(b, named))
+    b.channel().queue_declare(named)  # free to declare now
+    b.close()
+
+
+def _missing(conn, q) -> bool:
+    try:
+        conn.channel().queue_declare(q, passive=True)
+    except ChannelClosedByBroker as e:
+        return e.reply_code == 404
+    return False
+
+
+def test_consumers_of_another_workers_queue_get_prefetch_acks_and_requeue_on_close(node):
+    pub = connect(node, "c-pub")
+    home = worker_of(node, "c-pub")
+    [q] = owned_by(1 - home, "spread-cons")
+    ch = pub.channel()
+    stay(ch)
+    ch = pub.channel()
+    ch.queue_declare(q)
+    ch.confirm_delivery()
+    for i in range(20):
+        ch.basic_publish("", q, b"%d" % i)  # from the other worker: each crosses
+    assert worker_of(node, "c-pub") == home  # it stayed (the refusal) and its publishes crossed
+    # a consumer on the publisher's worker (not the owner): deliveries cross to it
+    cch = pub.channel()
+    cch.basic_qos(prefetch_count=5)
+    got = []
+    cch.basic_consume(q, lambda c, m, p, body: got.append((m.delivery_tag, body)))
+    wait_for("five deliveries", lambda: pub.process_data_events(0.05) or len(got) >= 5)
+    pub.process_data_events(0.3)
+    assert [b for _, b in got] == [b"%d" % i for i in range(5)]  # prefetch holds the rest back
+    cch.basic_ack(got[1][0], multiple=True)  # two acked: two more come
+    wait_for("two more", lambda: pub.process_data_events(0.05) or len(got) >= 7)
+    pub.process_data_events(0.3)
+    assert len(got) == 7
+    cch.basic_nack(got[2][0], requeue=False)  # dropped (no dead-letter exchange)
+    cch.close()  # the rest unacked: back to the queue, redelivered next time
+    wait_for("requeued", lambda: ch.queue_declare(q, passive=True).method.message_count == 17)  # 13 + 4 back
+    m, _, body = ch.basic_get(q, auto_ack=False)
+    assert m.redelivered and body == b"3"
+    ch.basic_ack(m.delivery_tag)
+    pub.close()
+
+
+def test_a_connection_moves_to_the_worker_that_owns_the_queue_it_uses(node):
+    queues = {w: owned_by(w, "spread-move")[0] for w in (0, 1)}
+    setup = connect(node)
+    sch = setup.channel()
+    for q in queues.values():
+        sch.queue_declare(q)
+    conns, homes, got = {}, {}, []
+    for i in range(4):
+        c = conns[i] = connect(node, f"mv{i}")
+        landed = worker_of(node, f"mv{i}")
+        homes[i] = 1 - landed  # each uses the queue of the worker it did not land on
+        ch = c.channel()
+        ch.basic_qos(prefetch_count=10)
+        ch.queue_declare(queues[homes[i]], passive=True)
+        if i < 2:
+            ch.basic_publish("", queues[homes[i]], b"hello %d" % i)  # the first publish moves it
+        else:
+            ch.basic_consume(queues[homes[i]], lambda c, m, p, body: got.append(body), auto_ack=True)
+        c.process_data_events(0.1)
+    for i in conns:
+        assert wait_for(f"mv{i} on worker {homes[i]}", lambda: worker_of(node, f"mv{i}") == homes[i])
+    assert node.log().count("moved to worker") >= 4
+    # the moved connections go on as before: the moved publishers publish again, the moved
+    # consumers get every message once, nothing lost or doubled by the moves
+    for i in (0, 1):
+        conns[i].channel().basic_publish("", queues[homes[i]], b"again %d" % i)
+    wait_for("four deliveries", lambda: [c.process_data_events(0.05) for c in conns.values()] and len(got) >= 4)
+    for c in conns.values():
+        c.process_data_events(0.2)
+    assert sorted(got) == [b"again 0", b"again 1", b"hello 0", b"hello 1"]
+    setup.close()
+    for c in conns.values():
+        c.close()
+
+
+def test_persistent_confirmed_messages_on_both_workers_survive_kill_9(tmp_path):
+    data = tmp_path / "data"
+    b = spread_node(tmp_path, data_dir=data)
+    queues = owned_by(0, "spread-dur", 2) + owned_by(1, "spread-dur", 2)
+    c = connect(b)
+    ch = c.channel()
+    ch.exchange_declare("spread-dx", "fanout", durable=True)
+    for q in queues:
+        ch.queue_declare(q, durable=True)
+        ch.queue_bind(q, "spread-dx")
+    ch.confirm_delivery()
+    props = pika.BasicProperties(delivery_mode=2)
+    for i in range(200):  # to queues on both workers at once: the connection stays, half crosses
+        ch.basic_publish("spread-dx", "", b"%d" % i, props)
+    pids = [ready(b)["pid"]] + [w["pid"] for w in ready(b)["workers"]]
+    for pid in pids:  # the node crashes whole: the PIDs this test started
+        os.kill(pid, signal.SIGKILL)
+    b.proc.wait(timeout=10)
+    b = spread_node(tmp_path, data_dir=data)
+    try:
+        c = connect(b)
+        ch = c.channel()
+        for q in queues:
+            assert ch.queue_declare(q, passive=True).method.message_count == 200, q
+        # the definitions came back on every worker: routing still reaches every queue
+        ch.confirm_delivery()
+        ch.basic_publish("spread-dx", "", b"after", props)
+        for q in queues:
+            assert ch.queue_declare(q, passive=True).method.message_count == 201, q
+        c.close()
+    finally:
+        b.stop()
+
+
+def test_a_congested_queue_holds_a_publisher_on_another_worker(tmp_path):
+    b = spread_node(tmp_path, "--queue-flow-high", "50")
+    try:
+        pub = connect(b, "fl-pub")
+        home = worker_of(b, "fl-pub")
+        [q] = owned_by(1 - home, "spread-flow")
+        ch = pub.channel()
+        stay(ch)
+        ch = pub.channel()
+        ch.queue_declare(q)
+        # a consumer that takes one and never acks: the queue fills past its mark
+        cons = connect(b)
+        cch = cons.channel()
+        cch.basic_qos(prefetch_count=1)
+        cch.basic_consume(q, lambda *a: None)
+        cons.process_data_events(0.2)
+        done = threading.Event()
+        ch.confirm_delivery()  # each publish waits for its confirm: a held connection gets none
+
+        def flood():
+            for i in range(2000):
+                ch.basic_publish("", q, b"x")
+            done.set()
+        t = threading.Thread(target=flood, daemon=True)
+        t.start()
+        time.sleep(2.0)
+        assert not done.is_set()  # held back by the owner's congested queue
+        depth = cch.queue_declare(q, passive=True).method.message_count
+        assert 50 <= depth < 1000
+        cch.queue_purge(q)  # drained: the publisher goes on
+        for _ in range(100):
+            cons.process_data_events(0.05)
+            cch.queue_purge(q)
+            if done.is_set():
+                break
+        t.join(timeout=30)
+        assert done.is_set()
+        cons.close()
+    finally:
+        b.stop()
