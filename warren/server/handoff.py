@@ -64,7 +64,7 @@ class HandoffReceiver:
     async def start(self, path) -> None:
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._listener.bind(os.fspath(path))
-        self._listener.listen(1)
+        self._listener.listen(128)  # the supervisor, and (--worker-mode queues) workers moving connections here
         self._listener.setblocking(False)
         self.loop.add_reader(self._listener.fileno(), self._accept)
 
