@@ -250,6 +250,13 @@ def skip_under_workers(why: str) -> None:
         pytest.skip(f"not under --workers {BROKER_WORKERS}: {why}")
 
 
+def skip_under_spread(why: str) -> None:
+    """Skip the calling test when the fixtures start brokers with --workers N > 1 and
+    --worker-mode queues (WARREN_TEST_WORKER_MODE): ``why`` says what that mode does not do yet."""
+    if BROKER_WORKERS > 1 and WORKER_MODE == "queues" and not EXTERNAL_URL:
+        pytest.skip(f"not under --workers {BROKER_WORKERS} --worker-mode queues: {why}")
+
+
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory) -> BrokerProc:
     if EXTERNAL_URL:

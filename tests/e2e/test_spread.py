@@ -298,3 +298,12 @@ def test_a_congested_queue_holds_a_publisher_on_another_worker(tmp_path):
         cons.close()
     finally:
         b.stop()
+
+
+def test_an_amqp_0_10_client_is_refused_with_a_reason(node):
+    """0-10 commands do not go through the worker that orders definitions yet: refused at open
+    rather than served with definitions the other worker never sees."""
+    from tests.e2e.amqp0_10.client010 import Client010
+    with pytest.raises(Exception):
+        Client010(node)
+    assert wait_for("the refusal logged", lambda: "AMQP 0-10 is not served with --worker-mode queues" in node.log())

@@ -124,11 +124,12 @@ def queue_declare(ch, name: str, passive: bool, arguments: dict) -> None:
         return  # reserved prefix: refused by the vhost first, as RabbitMQ
     _require(ch, CONFIGURE, "queue", name)
     vhost = ch.vhost
-    if name in vhost.queues:
+    if name in vhost.queues or name in vhost.remote_queues:
         return
     info = ch.session.broker.access.vhost(vhost.name)
     limit = info.limit(MAX_QUEUES) if info is not None else None
-    if limit is not None and len(vhost.queues) >= limit:
+    # --worker-mode queues: every worker holds a record of the others' queues (warren/spread)
+    if limit is not None and len(vhost.queues) + len(vhost.remote_queues) >= limit:
         raise PreconditionFailed(f"cannot declare queue '{name}': queue limit in vhost '{vhost.name}' "
                                  f"({limit}) is reached")
     dlx = arguments.get("x-dead-letter-exchange") if arguments else None

@@ -188,18 +188,26 @@ class Broker:
         sessions = self.connections.setdefault(vhost.name, set())
         info = self.access.vhost(vhost.name)
         limit = info.limit(MAX_CONNECTIONS) if info is not None else None
-        if limit is not None and len(sessions) >= limit:
+        # --worker-mode queues: the other workers' connections count too (a connection moving
+        # here was admitted where it came from already: warren/spread/placement.py)
+        count = len(sessions) + (self.spread.connections_elsewhere(vhost.name) if self.spread is not None else 0)
+        if limit is not None and count >= limit and not session.replaying:
             raise NotAllowed(f"access to vhost '{vhost.name}' refused for user '{user}': connection limit "
                              f"({limit}) is reached", 10, 40)
         if not self.access.may_access_vhost(user, vhost.name):
             raise NotAllowed(f"access to vhost '{vhost.name}' refused for user '{user}'", 10, 40)
         sessions.add(session)
+        if self.spread is not None:
+            self.spread.connections_changed(vhost.name, len(sessions))
         return self.access.connection_access(user, vhost.name)
 
     def release(self, session) -> None:
         """The connection admitted by ``admit`` has ended."""
         if session.vhost is not None:
-            self.connections.get(session.vhost.name, set()).discard(session)
+            sessions = self.connections.get(session.vhost.name, set())
+            sessions.discard(session)
+            if self.spread is not None:
+                self.spread.connections_changed(session.vhost.name, len(sessions))
 
     def server_properties(self) -> dict:
         """What connection.start tells a client it talks to: RabbitMQ's product and version on

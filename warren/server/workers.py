@@ -50,7 +50,7 @@ from warren.broker.auth import MECHANISMS, parse_response
 from warren.broker.broker import Broker
 from warren.broker.policies import FILE_NAME
 from warren.config import Config
-from warren.errors import AMQPError, ConnectionAccessRefused, NotAllowed
+from warren.errors import AMQPError, ConnectionAccessRefused, NotAllowed, NotImplemented_
 from warren.management.parameters import GLOBAL_FILE_NAME, ParameterStore
 from warren.protocol.amqp0_9_1.connection import ServerConnection
 from warren.protocol.amqp0_10 import events as events_0_10
@@ -234,6 +234,14 @@ class Greeter(asyncio.Protocol):
                     else:
                         self._login(event)
                 elif kind is events_0_10.OpenRequested:
+                    if self.sup.spread:
+                        # its commands do not go through the worker that orders definitions yet
+                        # (warren/spread/coordinator.py): refused rather than served half
+                        error = NotImplemented_("AMQP 0-10 is not served with --worker-mode queues yet; "
+                                                "use --worker-mode vhosts or one process")
+                        error.log_detail = "an AMQP 0-10 client under --worker-mode queues"
+                        self._refuse(error)
+                        return
                     self._open(event.virtual_host)
                     return
                 elif kind is events_0_10.PeerError:  # answered by the protocol core already

@@ -108,6 +108,8 @@ class Spread:
         # flow control across workers: our congested queues -> the workers told so, which hold
         # their publishers to it (RemoteQueue.congested) until we tell them it drained
         self._congested_told: dict = {}
+        # the other workers' connection counts per vhost (a vhost's max-connections is the node's)
+        self._connections: dict[tuple[int, str], int] = {}
 
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
@@ -129,6 +131,17 @@ class Spread:
         self.stop()
         self._flush()
         self.links.close()
+
+    # --- the node's connection counts (a vhost's max-connections, Broker.admit) ---------------
+
+    def connections_elsewhere(self, vhost: str) -> int:
+        return sum(n for (_, v), n in self._connections.items() if v == vhost)
+
+    def connections_changed(self, vhost: str, count: int) -> None:
+        if self.loop is None or self.stopping:
+            return
+        for peer in self.links.peers:
+            self.tell(peer, "connections", vhost, count)
 
     # --- who owns what ---------------------------------------------------------------------
 
@@ -557,6 +570,8 @@ class Spread:
             self._take_deliveries(peer, args[0])
         elif op in ("settle", "credit", "cancel", "qos", "close_channel"):
             self._proxy_message(peer, op, args)
+        elif op == "connections":
+            self._connections[(peer, args[0])] = args[1]
         elif op == "congested":
             self._remote_congestion(*args)
         elif op == "stopping":

@@ -54,11 +54,6 @@ class ConnectionHandler(ClientConnection):
     publishes"). True: from the start; False: never."""
 
     channel_class = Channel  # --worker-mode queues: warren/spread/channel.py's (set when the broker is spread)
-    # --worker-mode queues (warren/spread/placement.py): replaying what another worker answered
-    # before the connection moved here; something the connection did cannot be replayed there
-    # (a refusal closed a channel, a server-named queue's name is not in the client's octets)
-    replaying = False
-    unmovable = False
 
     def __init__(self, broker, conn, peer: tuple, io, publish_runs: bool | None = None) -> None:
         super().__init__(broker, peer, io)
