@@ -190,7 +190,7 @@ class Broker:
         limit = info.limit(MAX_CONNECTIONS) if info is not None else None
         # --worker-mode queues: the other workers' connections count too (a connection moving
         # here was admitted where it came from already: warren/spread/placement.py)
-        count = len(sessions) + (self.spread.connections_elsewhere(vhost.name) if self.spread is not None else 0)
+        count = len(sessions) + (self.spread.counted_elsewhere(("vhost", vhost.name)) if self.spread is not None else 0)
         if limit is not None and count >= limit and not session.replaying:
             raise NotAllowed(f"access to vhost '{vhost.name}' refused for user '{user}': connection limit "
                              f"({limit}) is reached", 10, 40)
@@ -198,7 +198,7 @@ class Broker:
             raise NotAllowed(f"access to vhost '{vhost.name}' refused for user '{user}'", 10, 40)
         sessions.add(session)
         if self.spread is not None:
-            self.spread.connections_changed(vhost.name, len(sessions))
+            self.spread.count_changed(("vhost", vhost.name), len(sessions))
         return self.access.connection_access(user, vhost.name)
 
     def release(self, session) -> None:
@@ -207,7 +207,7 @@ class Broker:
             sessions = self.connections.get(session.vhost.name, set())
             sessions.discard(session)
             if self.spread is not None:
-                self.spread.connections_changed(session.vhost.name, len(sessions))
+                self.spread.count_changed(("vhost", session.vhost.name), len(sessions))
 
     def server_properties(self) -> dict:
         """What connection.start tells a client it talks to: RabbitMQ's product and version on

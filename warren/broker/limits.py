@@ -2,7 +2,9 @@
 channel, and names that are not UTF-8. Each refusal with RabbitMQ's reply code and text.
 
 * ``connection_max`` (RabbitMQ's, default infinity; 0 here): connections open on this node
-  (this process: with ``--workers`` each worker counts its own). Checked at connection.open
+  (with ``--workers`` each worker counts its own; with ``--worker-mode queues`` the workers tell
+  each other their counts, ``counted_elsewhere``, so the node's and a user's limits are the
+  node's). Checked at connection.open
   (530 ``connection refused: node connection limit (N) is reached``, as RabbitMQ 3.12+ says
   it; 3.10 stops accepting instead).
 * user limits (``warren/access/user_limits.py``): ``max-connections`` at connection.open (530
@@ -30,12 +32,20 @@ from warren.spec import amqp0_9_1 as spec
 __all__ = ["BrokerLimits", "NO_LIMITS", "check_names"]
 
 
+def _nothing_elsewhere(key) -> int:
+    return 0
+
+
 class BrokerLimits:
     def __init__(self, connection_max: int = 0, consumer_max_per_channel: int = 0) -> None:
         self.connection_max = connection_max
         self.consumer_max_per_channel = consumer_max_per_channel
         self.open = 0  # connections past connection.open on this node
         self.by_user: dict[str, set] = {}  # user -> its open sessions
+        # --worker-mode queues (warren/spread): the other workers' counts, by ("node",) or
+        # ("user", name), and where ours go when they change; one process: none
+        self.counted_elsewhere = _nothing_elsewhere
+        self.count_changed = None
 
     @classmethod
     def for_config(cls, config) -> "BrokerLimits":
@@ -47,17 +57,23 @@ class BrokerLimits:
         """connection.open: the node's and the user's connection limits (530), then counted;
         ``release`` undoes it."""
         user = session.username
-        if self.connection_max and self.open >= self.connection_max:
+        moved = session.replaying  # moved here from another worker, which admitted it (warren/spread)
+        if (self.connection_max and self.open + self.counted_elsewhere(("node",)) >= self.connection_max
+                and not moved):
             raise NotAllowed(f"connection refused: node connection limit ({self.connection_max}) is reached", 10, 40)
         limit = access.user_limit(user, USER_MAX_CONNECTIONS) if access is not None else None
         sessions = self.by_user.get(user)
-        if limit is not None and len(sessions or ()) >= limit:
+        if (limit is not None and len(sessions or ()) + self.counted_elsewhere(("user", user)) >= limit
+                and not moved):
             raise NotAllowed(f"connection refused for user '{user}': user connection limit ({limit}) is reached",
                              10, 40)
         self.open += 1
         if sessions is None:
             sessions = self.by_user[user] = set()
         sessions.add(session)
+        if self.count_changed is not None:
+            self.count_changed(("node",), self.open)
+            self.count_changed(("user", user), len(sessions))
 
     def release(self, session) -> None:
         sessions = self.by_user.get(session.username)
@@ -67,6 +83,9 @@ class BrokerLimits:
         if not sessions:
             del self.by_user[session.username]
         self.open -= 1
+        if self.count_changed is not None:
+            self.count_changed(("node",), self.open)
+            self.count_changed(("user", session.username), len(sessions))
 
     # --- channels ------------------------------------------------------------------------------
 

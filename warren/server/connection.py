@@ -164,9 +164,10 @@ class AMQPConnection(asyncio.Protocol):
         self._received = True
         self.recv_oct += len(data)
         if self._history is not None:  # --worker-mode queues, until placed (warren/spread/placement.py)
-            self._history += data
-            if len(self._history) > MOVE_HISTORY_MAX:
-                self._history = None
+            if len(self._history) > MOVE_HISTORY_MAX:  # the cap is on what came before this read:
+                self._history = None  # a first read full of publishes may still move with them
+            else:
+                self._history += data
         if self.conn is None:
             data = self._protocol_header(data)
             if not data:

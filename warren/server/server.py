@@ -171,6 +171,9 @@ class Server:
         self.handshake_gate = HandshakeGate.for_config(config, open_files)
         self.output_max = output_bound(config)
         self.broker.limits = BrokerLimits.for_config(config)
+        if self.spread is not None:  # the node's and users' connection limits count every worker's
+            self.broker.limits.counted_elsewhere = self.spread.counted_elsewhere
+            self.broker.limits.count_changed = self.spread.count_changed
         self.broker.login_throttle = LoginThrottle.for_config(config)
         log.info("limits: %d open files, %s unauthenticated connections at once, connections %s, output "
                  "per client %d octets (docs/security.md)", open_files, self.handshake_gate.limit or "any",

@@ -18,6 +18,7 @@ import logging
 import os
 
 from warren.broker import authz, reply_to
+from warren.broker.limits import NAMED_METHODS, check_names
 from warren.broker.message import Message
 from warren.errors import AMQPError, InternalError, NotAllowed
 from warren.protocol.amqp0_9_1.channel import HANDLERS, Channel
@@ -47,6 +48,8 @@ class SpreadChannel(Channel):
         handler = SPREAD_HANDLERS.get(method.INDEX)
         if handler is None:
             return super().handle_method(method)
+        if method.INDEX in NAMED_METHODS:
+            check_names(method)  # names that are not UTF-8: 501 as RabbitMQ (as Channel.handle_method)
         if self.session.replaying and method.INDEX in REPLAY_SKIPPED:
             # moved here from another worker: this was answered there, and what it declared or
             # bound is in force on every worker already (placement.py)
@@ -201,8 +204,22 @@ class SpreadChannel(Channel):
         authz.queue_delete(self, name)
         spread = self.session.broker.spread
         ref = spread.session_ref(self.session)
-        self._after(m, spread.define(self.vhost.name, "delete_queue", (name, m.if_unused, m.if_empty, ref)),
-                    lambda n: spec.QueueDeleteOk(n))
+        session = self.session
+        # our consumers of it hear basic.cancel after delete-ok, as in one process (channel.py)
+        session.held_cancels = held = []
+
+        async def delete():
+            try:
+                return await spread.define(self.vhost.name, "delete_queue", (name, m.if_unused, m.if_empty, ref))
+            finally:
+                session.held_cancels = None
+
+        def deleted(n):
+            if not m.nowait:
+                self._reply(spec.QueueDeleteOk(n))
+            for ch, tag in held:
+                ch.notify_cancel(tag)
+        self._after(m, delete(), deleted)
 
 
     # --- consumers of another worker's queue (proxy.py) ------------------------------------

@@ -99,6 +99,7 @@ class Spread:
         self._proxy_sessions: dict[tuple[int, int], ProxySession] = {}
         self._flush_scheduled = False
         self._remote_syncs = {i: RemoteSync(self, i) for i in range(count) if i != index}
+        self._replies: dict = {}  # (worker, vhost) -> RemoteReply: direct reply-to consumers there
         self.on_failure = None  # the server's: a link closed while the node runs
         # stopping: this worker (``stop``), and the others that said so; a link that closes then
         # is the node stopping, not a worker dying
@@ -108,8 +109,9 @@ class Spread:
         # flow control across workers: our congested queues -> the workers told so, which hold
         # their publishers to it (RemoteQueue.congested) until we tell them it drained
         self._congested_told: dict = {}
-        # the other workers' connection counts per vhost (a vhost's max-connections is the node's)
-        self._connections: dict[tuple[int, str], int] = {}
+        # the other workers' connection counts, by (worker, key): ("node",), ("user", name),
+        # ("vhost", name): the node's limits count every worker's connections
+        self._counts: dict[tuple, int] = {}
 
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
@@ -134,14 +136,22 @@ class Spread:
 
     # --- the node's connection counts (a vhost's max-connections, Broker.admit) ---------------
 
-    def connections_elsewhere(self, vhost: str) -> int:
-        return sum(n for (_, v), n in self._connections.items() if v == vhost)
+    def counted_elsewhere(self, key: tuple) -> int:
+        return sum(n for (_, k), n in self._counts.items() if k == key)
 
-    def connections_changed(self, vhost: str, count: int) -> None:
+    def count_changed(self, key: tuple, count: int) -> None:
         if self.loop is None or self.stopping:
             return
         for peer in self.links.peers:
-            self.tell(peer, "connections", vhost, count)
+            self.tell(peer, "count", key, count)
+
+    async def node_files_changed(self) -> None:
+        """Policies or users changed through this worker's HTTP API: every other worker reads
+        the shared files again before the change is answered (they would within 0.5 s anyway)."""
+        try:
+            await self.links.broadcast("reread")
+        except PeerGone:
+            pass  # the node is stopping
 
     # --- who owns what ---------------------------------------------------------------------
 
@@ -378,6 +388,32 @@ class Spread:
             return self.broker.durability.wrote(self._remote_syncs[q.owner])
         return 0
 
+    def remote_reply(self, vhost: str, routing_key: str):
+        """The destination of a direct reply-to address whose token names another worker
+        (``reply_to.consume`` appends the worker's number), or None."""
+        from warren.broker.reply_to import PREFIX
+        if not routing_key.startswith(PREFIX):
+            return None
+        _, _, worker = routing_key.rpartition(".")
+        if not worker.isdigit() or int(worker) == self.index or int(worker) >= self.count:
+            return None
+        key = (int(worker), vhost)
+        reply = self._replies.get(key)
+        if reply is None:
+            reply = self._replies[key] = RemoteReply(self, *key)
+        return reply
+
+    def forward_reply(self, worker: int, vhost: str, msg) -> None:
+        """A direct reply for a reply consumer on ``worker``: with the messages batched for it."""
+        out = self._outgoing.get(worker)
+        if out is None:
+            out = self._outgoing[worker] = []
+        out.append((vhost, msg.routing_key, msg.exchange, msg.routing_key, bytes(msg.properties),
+                    bytes(msg.body)))
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.loop.call_soon(self._flush)
+
     def _flush(self) -> None:
         self._flush_scheduled = False
         if self._outgoing:
@@ -557,6 +593,10 @@ class Spread:
             return q.purge()
         if op == "sync":
             return self._synced_future()
+        if op == "reread":
+            self.broker.reload_policies()
+            self.broker.access.refresh()
+            return None
         if op == "consume":
             return self._proxy_consume(peer, args)
         if op == "get":
@@ -570,8 +610,8 @@ class Spread:
             self._take_deliveries(peer, args[0])
         elif op in ("settle", "credit", "cancel", "qos", "close_channel"):
             self._proxy_message(peer, op, args)
-        elif op == "connections":
-            self._connections[(peer, args[0])] = args[1]
+        elif op == "count":
+            self._counts[(peer, args[0])] = args[1]
         elif op == "congested":
             self._remote_congestion(*args)
         elif op == "stopping":
@@ -593,11 +633,16 @@ class Spread:
 
     def _take_publishes(self, peer: int, items: list) -> None:
         from warren.broker.message import Message
+        from warren.broker.reply_to import PREFIX as REPLY_PREFIX, lookup as reply_lookup
         vhosts = self.broker.vhosts
         for vhost, name, exchange, routing_key, properties, body in items:
             v = vhosts.get(vhost)
             q = v.queues.get(name) if v is not None else None
             if q is None:
+                if v is not None and name.startswith(REPLY_PREFIX):  # a direct reply to one of ours
+                    rc = reply_lookup(v, name)
+                    if rc is not None:
+                        rc.publish(Message(exchange, routing_key, properties, body))
                 continue  # deleted meanwhile: dropped, as a message routed to a queue being deleted
             msg = Message(exchange, routing_key, properties, body)
             try:
@@ -642,6 +687,25 @@ class Spread:
             return fut
         d.waiting.add(_SyncWaiter(d, need, fut))
         return fut
+
+
+class RemoteReply:
+    """A direct reply-to consumer on another worker, as a route destination: the reply is sent
+    there (``Spread._take_publishes`` hands it to the reply consumer). Dropped, not returned,
+    if that channel has gone meanwhile."""
+
+    congested = False
+    name = None
+    queue = None
+
+    def __init__(self, spread: Spread, worker: int, vhost: str) -> None:
+        self.spread = spread
+        self.owner = worker
+        self.vhost_name = vhost
+
+    def publish(self, msg) -> int:
+        self.spread.forward_reply(self.owner, self.vhost_name, msg)
+        return 0
 
 
 class _SpreadFlow:

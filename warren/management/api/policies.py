@@ -91,7 +91,16 @@ async def put_policy(request: web.Request) -> web.Response:
     except PolicyError as e:
         raise bad_request(f"Validation failed\n\n{e}\n") from None
     new = policy_store.replace_policy(request.app[BROKER], policy)
+    await _in_force_everywhere(request)
     return created() if new else no_content()
+
+
+async def _in_force_everywhere(request: web.Request) -> None:
+    """--worker-mode queues: the other workers apply the change before the answer too (each
+    holds queues of every vhost; warren/spread), not at their next look at the file."""
+    spread = request.app[BROKER].spread
+    if spread is not None:
+        await spread.node_files_changed()
 
 
 async def delete_policy(request: web.Request) -> web.Response:
@@ -99,6 +108,7 @@ async def delete_policy(request: web.Request) -> web.Response:
     _may_change(request, vhost.name)
     if not policy_store.remove_policy(request.app[BROKER], vhost.name, request.match_info["name"]):
         raise not_found()
+    await _in_force_everywhere(request)
     return no_content()
 
 
