@@ -134,6 +134,13 @@ class BrokerProc:
         from warren.server.workers import owner_of
         return self.data_dir / "workers" / str(owner_of(vhost, len(self.workers)))
 
+    def store_dirs(self) -> list[Path]:
+        """Every data folder that holds stores: the broker's, or with --workers each worker's."""
+        assert self.data_dir is not None
+        if not self.workers:
+            return [self.data_dir]
+        return [self.data_dir / "workers" / str(w["index"]) for w in self.workers]
+
     def http_url_for(self, vhost: str) -> str:
         """The HTTP API that sees ``vhost``'s queues: with --workers, its owning worker's."""
         if not self.workers:

@@ -307,3 +307,29 @@ def test_an_amqp_0_10_client_is_refused_with_a_reason(node):
     with pytest.raises(Exception):
         Client010(node)
     assert wait_for("the refusal logged", lambda: "AMQP 0-10 is not served with --worker-mode queues" in node.log())
+
+
+def test_queues_declared_and_deleted_over_http_go_through_the_sequencer(node):
+    """PUT and DELETE /api/queues through either worker's API: in force on every worker."""
+    auth = {"Authorization": "Basic " + base64.b64encode(b"guest:guest").decode(),
+            "Content-Type": "application/json"}
+    apis = [f"http://{node.host}:{w['http_port']}" for w in ready(node)["workers"]]
+    names = owned_by(0, "spread-http", 1) + owned_by(1, "spread-http", 1)
+    for api, q in zip(apis, reversed(names)):  # each declared through the worker that does not own it
+        req = urllib.request.Request(f"{api}/api/queues/%2F/{q}", data=b'{"durable": true}', method="PUT",
+                                     headers=auth)
+        with urllib.request.urlopen(req, timeout=10) as r:
+            assert r.status == 201
+    c = connect(node)
+    ch = c.channel()
+    ch.confirm_delivery()
+    for q in names:
+        ch.basic_publish("", q, b"x")
+        assert ch.queue_declare(q, passive=True).method.message_count == 1
+    for api, q in zip(apis, names):
+        req = urllib.request.Request(f"{api}/api/queues/%2F/{q}", method="DELETE", headers=auth)
+        with urllib.request.urlopen(req, timeout=10) as r:
+            assert r.status == 204
+    for q in names:
+        assert _missing(c, q)
+    c.close()

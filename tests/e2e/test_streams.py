@@ -353,8 +353,9 @@ async def test_aio_pika_consumes_a_stream_from_an_offset(broker, uid):
 
 
 def stream_dirs(b) -> set[str]:
-    root = b.store_dir("/") / "streams"  # with --workers: the worker owning "/"
-    return {p.name for p in root.iterdir()} if root.exists() else set()
+    # with --workers: each worker's folder (the worker owning "/", or under --worker-mode queues
+    # the worker owning each stream)
+    return {p.name for d in b.store_dirs() if (d / "streams").exists() for p in (d / "streams").iterdir()}
 
 
 def test_queue_delete_removes_the_files_and_cancels_consumers(start_broker, tmp_path):
@@ -419,7 +420,7 @@ def test_names_do_not_collide_with_classic_queues(start_broker, tmp_path):
         ch.queue_declare(name + "-classic", durable=True)
         publish_confirmed(ch, name, [b"s"])
         ch.basic_publish("", name + "-classic", b"c", pika.BasicProperties(delivery_mode=2))
-        assert len(stream_dirs(b)) == 1 and (b.store_dir("/") / "queues").exists()
+        assert len(stream_dirs(b)) == 1 and any((d / "queues").exists() for d in b.store_dirs())
         got, _ = consume(c, name, "first", count=1)
         assert got[0][1] == b"s"
     finally:

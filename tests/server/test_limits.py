@@ -42,7 +42,10 @@ def test_the_output_bound_holds_one_message():
 
 
 class _Session:
-    """What the limits read of a session: its user and its protocol core's open channels."""
+    """What the limits read of a session: its user, its protocol core's open channels, and
+    whether it is a connection moved from another worker being replayed (warren/spread)."""
+
+    replaying = False
 
     def __init__(self, user: str, channels: int) -> None:
         self.username = user

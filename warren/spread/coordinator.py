@@ -45,12 +45,13 @@ from warren.spread.links import PeerGone, PeerLinks
 from warren.spread.proxy import PeerSink, ProxyChannel, ProxySession
 from warren.spread.remote_queue import RemoteOwner, RemoteQueue
 
-__all__ = ["Spread", "queue_owner", "SEQUENCER"]
+__all__ = ["Spread", "queue_owner", "SEQUENCER", "ADMIN"]
 
 log = logging.getLogger("warren.spread")
 
 SEQUENCER = 0  # the worker that orders every change of definitions
 REMOTE_SYNC_TIMEOUT_S = 60.0  # an owner that does not answer a sync: the group commit fails
+ADMIN = "http"  # who asks, for a delete through the HTTP API: it may delete an exclusive queue
 
 
 def queue_owner(vhost: str, name: str, workers: int) -> int:
@@ -263,7 +264,8 @@ class Spread:
         q = self._find_queue(v, name)
         if q is None:
             return 0  # idempotent, as RabbitMQ 3.x
-        self._check_lock(v, q, ref, name, only_if_exclusive=True)
+        if ref != ADMIN:
+            self._check_lock(v, q, ref, name, only_if_exclusive=True)
         if isinstance(q, RemoteQueue):
             n = await self.ask(q.owner, "delete_queue", v.name, name, if_unused, if_empty)
             self._forget(v, name)

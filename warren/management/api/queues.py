@@ -14,6 +14,7 @@ from aiohttp import web
 
 from warren.broker.policies import pick
 from warren.errors import AMQPError
+from warren.spread.coordinator import ADMIN
 from warren.management.api import stats as st
 from warren.management.api.auth import check_permission, check_vhost_access, readable_vhost, visible_vhosts
 from warren.management.api.bindings import binding_json, queue_bindings
@@ -217,15 +218,22 @@ async def put_queue(request: web.Request) -> web.Response:
         raise bad_request("arguments must be a JSON object")
     if as_bool(body.get("exclusive"), "exclusive", False):
         raise bad_request("an exclusive queue belongs to a connection: it cannot be declared over HTTP")
-    existed = name in vhost.queues
+    existed = name in vhost.queues or name in vhost.remote_queues
     try:
-        vhost.declare_queue(None, name, False, durable, False, auto_delete, arguments)
+        spread = request.app[BROKER].spread
+        if spread is not None:  # --worker-mode queues: through the worker that orders definitions
+            await spread.define(vhost.name, "declare_queue", (name, durable, False, auto_delete, arguments, None))
+        else:
+            vhost.declare_queue(None, name, False, durable, False, auto_delete, arguments)
     except AMQPError as e:
         raise amqp_error(e) from None
     return no_content() if existed else created()
 
 
 async def delete_queue(request: web.Request) -> web.Response:
+    spread = request.app[BROKER].spread
+    if spread is not None:  # --worker-mode queues: the owner deletes it, every worker forgets it
+        return await _delete_spread(request, spread)
     vhost, q = _queue(request)
     check_vhost_access(request, vhost.name, monitor_ok=False)
     check_permission(request, vhost.name, "configure", "queue", q.name)
@@ -241,6 +249,23 @@ async def delete_queue(request: web.Request) -> web.Response:
         raise amqp_error(e) from None
     if owner is not None:
         owner.exclusive_queues.discard(q)
+    return no_content()
+
+
+async def _delete_spread(request: web.Request, spread) -> web.Response:
+    vhost = readable_vhost(request)
+    name = request.match_info["name"]
+    q = vhost.queues.get(name) or vhost.remote_queues.get(name)
+    if q is None or q.deleted:
+        raise not_found()
+    check_vhost_access(request, vhost.name, monitor_ok=False)
+    check_permission(request, vhost.name, "configure", "queue", name)
+    query = request.query
+    try:
+        await spread.define(vhost.name, "delete_queue", (name, query.get("if-unused", "").lower() == "true",
+                                                         query.get("if-empty", "").lower() == "true", ADMIN))
+    except AMQPError as e:
+        raise bad_request(e.text) from None
     return no_content()
 
 
