@@ -18,8 +18,11 @@ handshake (warren/protocol/amqp0_10/connection.py) to connection.open, and a cli
 vhost (qpid.messaging names none) gets the supervisor's default, which the record carries so the
 worker's replay opens the same one. TLS is not served with workers (docs/security.md).
 
-What it does not do (docs/performance.md, "Both cores"): one vhost still runs on one core;
-spreading the queues of one vhost over processes is the queue-owner design described there.
+With ``--worker-mode queues`` (experimental) every worker serves every vhost instead and owns
+some of its queues (warren/spread): the supervisor deals connections out in turn, makes a
+socket pair per pair of workers (their links) and refuses AMQP 0-10 clients, whose commands do
+not go through the worker that orders definitions yet (docs/performance.md, "One vhost over
+worker processes").
 Each worker has its own HTTP API port (``--http-port`` + i; all ephemeral with 0), listed in
 the ready file. The memory budget and the memory watermark are split evenly between workers.
 A worker that dies takes the supervisor down with it (and the others: fail whole, restart
