@@ -16,7 +16,6 @@ import urllib.request
 import pika
 import pytest
 from pika.exceptions import ChannelClosedByBroker, ConnectionClosedByBroker, NackError
-from tests.conftest import skip_under_spread
 
 from .helpers import (
     PRECONDITION_FAILED, RABBITMQ, connect, get, make_exchange, make_queue, message_count, wait_until,
@@ -301,8 +300,6 @@ def test_transient_messages_are_stored_and_delivery_counts_survive_a_restart(sta
 def test_the_http_api_reports_the_quorum_type(broker, ch, cleanup, uid):
     if RABBITMQ or not broker.http_port:
         pytest.skip("reads a private Warren's HTTP API")
-    skip_under_spread("each worker's HTTP API shows the queues it owns (docs/performance.md, "
-                      "'One vhost over worker processes')")
     q = quorum(ch, cleanup, f"qq-http-{uid}")
     req = urllib.request.Request(f"{broker.http_url}/api/queues/%2F/{q}")
     req.add_header("Authorization", "Basic Z3Vlc3Q6Z3Vlc3Q=")

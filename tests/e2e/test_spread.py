@@ -333,3 +333,26 @@ def test_queues_declared_and_deleted_over_http_go_through_the_sequencer(node):
     for q in names:
         assert _missing(c, q)
     c.close()
+
+
+def test_each_workers_http_api_lists_every_workers_queues(node):
+    auth = {"Authorization": "Basic " + base64.b64encode(b"guest:guest").decode()}
+    names = owned_by(0, "spread-list", 2) + owned_by(1, "spread-list", 2)
+    c = connect(node)
+    ch = c.channel()
+    ch.confirm_delivery()
+    for i, q in enumerate(names):
+        ch.queue_declare(q)
+        for _ in range(i + 1):
+            ch.basic_publish("", q, b"x")
+    for w in ready(node)["workers"]:
+        api = f"http://{node.host}:{w['http_port']}"
+        with urllib.request.urlopen(urllib.request.Request(f"{api}/api/queues/%2F?sort=name", headers=auth),
+                                    timeout=10) as r:
+            rows = [row for row in json.loads(r.read()) if row["name"].startswith("spread-list")]
+        assert [(row["name"], row["messages"]) for row in rows] == sorted((q, i + 1) for i, q in enumerate(names))
+        for i, q in enumerate(names):  # one queue, whichever worker owns it
+            with urllib.request.urlopen(urllib.request.Request(f"{api}/api/queues/%2F/{q}", headers=auth),
+                                        timeout=10) as r:
+                assert json.loads(r.read())["messages"] == i + 1
+    c.close()

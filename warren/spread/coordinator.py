@@ -102,6 +102,7 @@ class Spread:
         self._remote_syncs = {i: RemoteSync(self, i) for i in range(count) if i != index}
         self._replies: dict = {}  # (worker, vhost) -> RemoteReply: direct reply-to consumers there
         self.on_failure = None  # the server's: a link closed while the node runs
+        self.api = None  # the server's: our queues as our HTTP API shows them (for the others' APIs)
         # stopping: this worker (``stop``), and the others that said so; a link that closes then
         # is the node stopping, not a worker dying
         self.stopping = False
@@ -153,6 +154,22 @@ class Spread:
             await self.links.broadcast("reread")
         except PeerGone:
             pass  # the node is stopping
+
+    # --- the HTTP API over every worker ------------------------------------------------------
+
+    async def api_rows(self, vhosts: list, name: str | None = None, detailed: bool = False,
+                       only: int | None = None) -> list[dict]:
+        """The other workers' queues (of ``vhosts``; the one named) as their APIs show them."""
+        peers = [only] if only is not None else self.links.peers
+        answers = await asyncio.gather(*(self.ask(p, "api_queues", vhosts, name, detailed) for p in peers),
+                                       return_exceptions=True)
+        rows = []
+        for a in answers:
+            if isinstance(a, BaseException):
+                log.warning("worker %d: another worker's queues are missing from the HTTP API: %s", self.index, a)
+                continue
+            rows.extend(a)
+        return rows
 
     # --- who owns what ---------------------------------------------------------------------
 
@@ -595,6 +612,10 @@ class Spread:
             return q.purge()
         if op == "sync":
             return self._synced_future()
+        if op == "api_queues":  # for another worker's HTTP API (merged lists, one queue)
+            if self.api is None:
+                return []
+            return self.api("queues", *args)
         if op == "reread":
             self.broker.reload_policies()
             self.broker.access.refresh()

@@ -174,6 +174,44 @@ def _queue(request: web.Request):
     return vhost, q
 
 
+# --- --worker-mode queues: every worker's queues (warren/spread) -------------------------------------
+
+
+class RemoteRow:
+    """A queue another worker owns, as its owner's API shows it (its JSON)."""
+
+    __slots__ = ("json", "name")
+
+    def __init__(self, json: dict) -> None:
+        self.json = json
+        self.name = json.get("name")
+
+
+def _dig(row: dict, dotted: str):
+    value = row
+    for part in dotted.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+def local_rows(app, vhost_names: list, name: str | None = None, detailed: bool = False) -> list[dict]:
+    """This worker's queues (of ``vhost_names``, or the one named), as its API shows them: what
+    the other workers ask for their merged lists (``Spread``'s ``api_queues``)."""
+    broker, sampler = app[BROKER], app[STATS]
+    unacked = st.unacked_by_queue(sampler.connections())
+    rows = []
+    for vname in vhost_names:
+        vhost = broker.vhosts.get(vname)
+        if vhost is None:
+            continue
+        queues = [vhost.queues[name]] if name is not None and name in vhost.queues else (
+            [] if name is not None else [vhost.queues[n] for n in sorted(vhost.queues)])
+        rows.extend(queue_json(q, vhost, sampler, unacked, detailed=detailed) for q in queues if not q.deleted)
+    return rows
+
+
 # --- handlers --------------------------------------------------------------------------------------
 
 
@@ -185,8 +223,18 @@ async def _list(request: web.Request, vhosts) -> web.Response:
     for vhost in vhosts:
         queues = vhost.queues
         objects.extend(queues[name] for name in sorted(queues))
-    return await reply_objects(request, objects, lambda q: queue_json(q, q.vhost, sampler, unacked, ranges=ranges),
-                               fields=queue_fields(sampler, unacked))
+    fields = queue_fields(sampler, unacked)
+    spread = request.app[BROKER].spread
+    if spread is None:
+        return await reply_objects(request, objects,
+                                   lambda q: queue_json(q, q.vhost, sampler, unacked, ranges=ranges), fields=fields)
+    # --worker-mode queues: the other workers' queues too, as their owners show them
+    rows = [RemoteRow(r) for r in await spread.api_rows([v.name for v in vhosts])]
+    objects = sorted(objects + rows, key=lambda o: (o.json.get("vhost") if type(o) is RemoteRow else o.vhost.name,
+                                                    o.name))
+    fields = {k: (lambda o, g=g, k=k: _dig(o.json, k) if type(o) is RemoteRow else g(o)) for k, g in fields.items()}
+    return await reply_objects(request, objects, lambda o: o.json if type(o) is RemoteRow else queue_json(
+        o, o.vhost, sampler, unacked, ranges=ranges), fields=fields)
 
 
 async def list_queues(request: web.Request) -> web.Response:
@@ -200,6 +248,15 @@ async def vhost_queues(request: web.Request) -> web.Response:
 
 
 async def get_queue(request: web.Request) -> web.Response:
+    spread = request.app[BROKER].spread
+    if spread is not None:  # --worker-mode queues: another worker's queue, as its owner shows it
+        vhost = readable_vhost(request)
+        remote = vhost.remote_queues.get(request.match_info["name"])
+        if remote is not None:
+            rows = await spread.api_rows([vhost.name], remote.name, detailed=True, only=remote.owner)
+            if not rows:
+                raise not_found()
+            return reply_object(request, rows[0])
     vhost, q = _queue(request)
     ranges = st.parse_ranges(request.query, bad_request)
     return reply_object(request, queue_json(q, vhost, request.app[STATS], _unacked(request), detailed=True,
