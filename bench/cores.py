@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Both cores: Warren with one process against Warren with two worker processes, two vhosts.
 
-    python bench/cores.py [--duration 5] [--repeat 1] [--rabbitmq HOST:PORT|none]
+    python bench/cores.py [--duration 5] [--repeat 1] [--rabbitmq HOST:PORT|none] [--one-vhost]
 
 Why: ``warren serve --workers 2`` puts each vhost in its own process (warren/server/workers.py).
 This runs two copies of the shared load generator (``../shared/perf``'s amqp-perf, built here
@@ -9,6 +9,10 @@ in a temporary folder), one per vhost, at the same time, against ``--workers 1``
 ``--workers 2`` (and, when one answers, RabbitMQ with the same two vhosts), and prints the
 summed rate and the CPU of every broker process (100 = one core). Scenarios: publish-only
 (16 B, no consumer) and publish + no-ack consume (16 B). Figures, never assertions.
+
+``--one-vhost``: both load generators in vhost "/", on two queues whose owners are different
+workers (warren/spread ``queue_owner``), against ``--workers 1`` and ``--workers 2 --worker-mode
+queues``: one vhost over two processes.
 """
 
 from __future__ import annotations
@@ -38,11 +42,11 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def start_warren(tmp: Path, workers: int):
+def start_warren(tmp: Path, workers: int, *extra: str):
     ready = tmp / f"ready-{workers}.json"
     args = [sys.executable, "-m", "warren", "serve", "--port", "0", "--http-port", "-1", "--data-dir",
             str(tmp / f"data-{workers}"), "--ready-file", str(ready), "--workers", str(workers), "--log-level",
-            "warning"]
+            "warning", *extra]
     for v in VHOSTS:
         args += ["--vhost", v]
     proc = subprocess.Popen(args, cwd=ROOT)
@@ -56,9 +60,23 @@ def start_warren(tmp: Path, workers: int):
     return proc, info["port"], pids
 
 
-def run(perf: Path, port: int, pids: list[int], scenario: list[str], duration: float, tag: str) -> dict:
+def queue_names(tag: str, one_vhost: bool) -> list[tuple[str, str]]:
+    """(vhost, queue) of each load generator: one per vhost, or both in "/" on queues owned by
+    different workers of two (amqp-perf names its one queue as told)."""
+    if not one_vhost:
+        return [(v, f"cores-{tag}-{i}") for i, v in enumerate(VHOSTS)]
+    from warren.spread import queue_owner
+    out = []
+    for worker in (0, 1):
+        name = next(f"cores-{tag}-{i}" for i in range(10_000) if queue_owner("/", f"cores-{tag}-{i}", 2) == worker)
+        out.append(("/", name))
+    return out
+
+
+def run(perf: Path, port: int, pids: list[int], scenario: list[str], duration: float, tag: str,
+        one_vhost: bool = False) -> dict:
     cmds = [[str(perf / "amqp-perf"), "-H", "127.0.0.1", "-p", str(port), "-V", v, "-d", str(duration), "-W", "1",
-             "-q", f"cores-{tag}-{i}", *scenario] for i, v in enumerate(VHOSTS)]
+             "-q", q, *scenario] for v, q in queue_names(tag, one_vhost)]
     procs = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for c in cmds]
     time.sleep(1.0)  # the warm-up
     before = {p: cpu_seconds(p) for p in pids}
@@ -78,14 +96,16 @@ def main() -> None:
     ap.add_argument("--duration", type=float, default=5.0)
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--rabbitmq", default="127.0.0.1:5672")
+    ap.add_argument("--one-vhost", action="store_true", help="both load generators in vhost /: --worker-mode queues")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="warren-cores-"))
     try:
         perf = build_perf(tmp)
         brokers = []
         for workers in (1, 2):
-            proc, port, pids = start_warren(tmp, workers)
-            brokers.append((f"warren --workers {workers}", proc, port, pids))
+            extra = ("--worker-mode", "queues") if args.one_vhost and workers > 1 else ()
+            proc, port, pids = start_warren(tmp, workers, *extra)
+            brokers.append((f"warren --workers {workers} {' '.join(extra)}".strip(), proc, port, pids))
         if args.rabbitmq != "none":
             host, _, port = args.rabbitmq.partition(":")
             if reachable(host, int(port)) and shutil.which("rabbitmqctl"):
@@ -94,12 +114,13 @@ def main() -> None:
                                capture_output=True)
                 beam = subprocess.run(["pgrep", "-o", "beam.smp"], capture_output=True, text=True).stdout.split()
                 brokers.append(("rabbitmq", None, int(port), [int(beam[0])] if beam else []))
-        print(f"| scenario | broker | msg/s (two vhosts together) | CPU % per broker process |")
+        where = "one vhost, two queues" if args.one_vhost else "two vhosts"
+        print(f"| scenario | broker | msg/s ({where} together) | CPU % per broker process |")
         print("|---|---|---:|---|")
         for name, scenario in SCENARIOS:
             for r in range(args.repeat):
                 for label, _, port, pids in brokers:
-                    res = run(perf, port, pids, scenario, args.duration, f"{name}-{r}")
+                    res = run(perf, port, pids, scenario, args.duration, f"{name}-{r}", args.one_vhost)
                     print(f"| {name} | {label} | {res['rate']:,.0f} | {' + '.join(map(str, res['cpu']))} |",
                           flush=True)
     finally:
