@@ -131,7 +131,7 @@ def test_definitions_made_through_one_worker_are_in_force_on_every_worker_before
 def test_exclusive_and_server_named_queues_live_with_their_connection(node):
     a, b = connect(node, "ex-a"), connect(node, "ex-b")
     assert {worker_of(node, "ex-a"), worker_of(node, "ex-b")} == {0, 1}
-    ach, bch = a.channel(), b.channel()
+    ach = a.channel()
     name = ach.queue_declare("", exclusive=True).method.queue
     assert name.startswith("amq.gen-")
     named = owned_by(worker_of(node, "ex-b"), "spread-excl")[0]  # hashed to b's worker, declared by a

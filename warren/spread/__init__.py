@@ -4,10 +4,17 @@ Experimental, and partial: ``coordinator.py`` says what is built and what is not
 docs/performance.md, "One vhost over worker processes", says why this shape and what it costs.
 
 * ``links.py``: the socket pairs between workers, records asked and answered.
-* ``coordinator.py``: the worker's part: definitions ordered by worker 0 and applied by every
-  worker, queue owners, messages forwarded to remote queues, their confirms.
+* ``coordinator.py``: ``Spread``, the worker's part: life cycle, the node's connection counts,
+  the merged HTTP API rows, what the other workers ask and tell; its three parts:
+  ``definitions.py`` (definitions ordered by worker 0 and applied by every worker, queue
+  owners), ``messages.py`` (messages, confirms and flow control across workers) and
+  ``consumers.py`` (consumers of another worker's queue).
 * ``remote_queue.py``: what a worker holds of a queue another worker owns.
-* ``channel.py``: the 0-9-1 channel whose definition methods wait for the other workers.
+* ``proxy.py``: the owner's channel for a consumer on another worker, and the consuming side's
+  settler and consumer records.
+* ``channel.py``: the 0-9-1 channel whose definition methods wait for the other workers, and
+  which consumes and gets across workers.
+* ``placement.py``: a connection moving to the worker that owns the queue it uses.
 """
 
 from warren.spread.coordinator import SEQUENCER, Spread, queue_owner

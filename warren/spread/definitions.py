@@ -1,0 +1,275 @@
+"""Definitions across workers: who owns a queue, and the changes worker 0 puts in one order.
+
+Every worker holds every exchange and binding; a queue lives in one worker, its *owner*, and
+the others hold a ``RemoteQueue`` record of it, which bindings point at. Worker 0, the
+*sequencer*, checks every declare, delete, bind and unbind against what it holds (the same
+checks and refusals as one process), applies it and has every other worker apply it before
+it answers: when a client reads declare-ok, a publisher on any worker sees what it declared.
+The links keep each worker's records in the order sent (``links.py``), so every worker applies
+the changes in worker 0's order; each writes the durable ones to its own log first.
+
+The owner of a queue is fixed by its name (``queue_owner``: a hash of vhost and name, so a
+restart finds each durable queue's store again), except an exclusive queue, which lives with
+its connection's worker, and a server-named queue, whose name is drawn until it hashes to the
+declaring worker: the usual ``queue_declare(exclusive=True)`` + consume stays local.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import os
+import zlib
+
+from warren.errors import AMQPError, InternalError, NotFound, NotImplemented_
+from warren.spread.links import PeerGone
+from warren.spread.remote_queue import RemoteOwner, RemoteQueue
+
+__all__ = ["Definitions", "queue_owner", "SEQUENCER", "ADMIN"]
+
+log = logging.getLogger("warren.spread")
+
+SEQUENCER = 0  # the worker that orders every change of definitions
+ADMIN = "http"  # who asks, for a delete through the HTTP API: it may delete an exclusive queue
+
+
+def queue_owner(vhost: str, name: str, workers: int) -> int:
+    """The worker that owns a named, non-exclusive queue: fixed by vhost and name."""
+    return zlib.crc32(f"{vhost}\0{name}".encode("utf-8", "surrogateescape")) % workers
+
+
+class Definitions:
+    """``Spread``'s part that keeps definitions the same on every worker (a mixin: the state is
+    ``Spread``'s)."""
+
+    # --- who owns what ---------------------------------------------------------------------
+
+    def owner_for_declare(self, vhost: str, name: str, exclusive: bool, origin: int) -> int:
+        return origin if exclusive else queue_owner(vhost, name, self.count)
+
+    def server_name(self, vhost: str, origin: int) -> str:
+        """A server-named queue's name, drawn until it hashes to the declaring worker."""
+        while True:
+            name = "amq.gen-" + base64.urlsafe_b64encode(os.urandom(16)).rstrip(b"=").decode()
+            if queue_owner(vhost, name, self.count) == origin:
+                return name
+
+    def owns_durable(self, vhost: str, name: str) -> bool:
+        """Whether a durable queue of the definitions log is ours (durable queues are never
+        exclusive; a server-named one was named to hash to its declaring worker)."""
+        return queue_owner(vhost, name, self.count) == self.index
+
+    def restore_record(self, v, d) -> None:
+        """At start-up: another worker's durable queue, from our definitions log."""
+        v.remote_queues[d.name] = RemoteQueue(self, v.name, d.name, queue_owner(v.name, d.name, self.count),
+                                              True, d.auto_delete, d.arguments, None)
+
+    def session_ref(self, session) -> RemoteOwner:
+        self._sessions[id(session)] = session
+        return RemoteOwner(self.index, id(session))
+
+    def _session(self, ref: RemoteOwner | None):
+        if ref is None:
+            return None
+        if ref.worker != self.index:
+            return ref
+        s = self._sessions.get(ref.session_id)
+        if s is None:
+            raise NotFound("the connection that asked has closed")
+        return s
+
+    def _vhost(self, name: str):
+        v = self.broker.vhosts.get(name)
+        if v is None:
+            raise NotFound(f"no vhost '{name}' on worker {self.index}")
+        return v
+
+    def _find_queue(self, v, name: str):
+        return v.queues.get(name) or v.remote_queues.get(name)
+
+    # --- what a client's channel asks (SpreadChannel): awaitables ---------------------------
+
+    async def define(self, vhost: str, op: str, args: tuple):
+        """A change of definitions asked on this worker: ordered by the sequencer."""
+        if self.index == SEQUENCER:
+            return await self._sequence(self.index, vhost, op, args)
+        try:
+            return await self.ask(SEQUENCER, "define", vhost, op, args)
+        except PeerGone:
+            raise InternalError("worker 0, which orders the definitions, is gone") from None
+
+    async def queue_counts(self, q) -> tuple[int, int]:
+        """(ready messages, consumers) of a queue, asked of its owner when remote."""
+        if not isinstance(q, RemoteQueue):
+            return q.message_count, len(q.consumers)
+        return tuple(await self.ask(q.owner, "counts", q.vhost_name, q.name))
+
+    async def purge(self, q) -> int:
+        return await self.ask(q.owner, "purge", q.vhost_name, q.name)
+
+    def refuse_remote(self, q, what: str) -> AMQPError:
+        return NotImplemented_(f"{what} queue '{q.name}' in vhost '{q.vhost_name}' from a connection to worker "
+                               f"{self.index}: the queue lives on worker {q.owner}, and doing that across "
+                               "workers is not built yet (--worker-mode queues is experimental)")
+
+    # --- the sequencer ---------------------------------------------------------------------
+
+    async def _sequence(self, origin: int, vhost: str, op: str, args: tuple):
+        """On worker 0: check and apply a change here, have every other worker apply it, answer."""
+        v = self._vhost(vhost)
+        if op == "declare_queue":
+            return await self._sequence_declare_queue(origin, v, *args)
+        if op == "delete_queue":
+            return await self._sequence_delete_queue(origin, v, *args)
+        result = self._apply(v, op, args)  # raises the refusal, as one process would
+        await self.links.broadcast("apply", vhost, op, args)
+        return result
+
+    async def _sequence_declare_queue(self, origin, v, name, durable, exclusive, auto_delete, arguments, ref):
+        q = self._find_queue(v, name) if name else None
+        if q is not None:
+            self._check_lock(v, q, ref if exclusive else None, name)
+            v._check_equivalent("queue", name, (
+                ("durable", q.durable, durable and not exclusive), ("auto_delete", q.auto_delete, auto_delete),
+            ), q.arguments, arguments)
+            return (name, *(await self.queue_counts(q)))
+        server_named = not name
+        if server_named:
+            name = self.server_name(v.name, origin)
+        owner = self.owner_for_declare(v.name, name, exclusive, origin)
+        if owner == self.index:
+            made = self._create_queue(v, name, durable, exclusive, auto_delete, arguments, ref, server_named)
+        else:
+            made = await self.ask(owner, "create_queue", v.name, name, durable, exclusive, auto_delete,
+                                            arguments, ref, server_named)
+        record = (v.name, name, owner, made["durable"], auto_delete, arguments, ref if exclusive else None)
+        if owner != self.index:
+            self._add_record(*record)
+        await self.links.broadcast("record", *record, skip=owner)
+        return (name, made["messages"], made["consumers"])
+
+    async def _sequence_delete_queue(self, origin, v, name, if_unused, if_empty, ref):
+        q = self._find_queue(v, name)
+        if q is None:
+            return 0  # idempotent, as RabbitMQ 3.x
+        if ref != ADMIN:
+            self._check_lock(v, q, ref, name, only_if_exclusive=True)
+        if isinstance(q, RemoteQueue):
+            n = await self.ask(q.owner, "delete_queue", v.name, name, if_unused, if_empty)
+            self._forget(v, name)
+            await self.links.broadcast("forget", v.name, name, skip=q.owner)
+        else:
+            n = self._delete_local(v, q, if_unused, if_empty)
+            await self.links.broadcast("forget", v.name, name)
+        return n
+
+    def _check_lock(self, v, q, ref, name: str, only_if_exclusive: bool = False) -> None:
+        owner = q.exclusive_owner
+        if owner is None and only_if_exclusive:
+            return
+        if isinstance(owner, RemoteOwner) or owner is None:
+            same = owner == ref
+        else:  # a local session's queue
+            same = ref is not None and ref.worker == self.index and self._sessions.get(ref.session_id) is owner
+        if not same:
+            raise v._locked(name)
+
+    # --- applying ---------------------------------------------------------------------------
+
+    def _apply(self, v, op: str, args: tuple):
+        if op == "declare_exchange":
+            v.declare_exchange(*args)
+        elif op == "delete_exchange":
+            v.delete_exchange(*args)
+        elif op == "bind_exchange":
+            v.bind_exchange(*args)
+        elif op == "unbind_exchange":
+            v.unbind_exchange(*args)
+        elif op == "bind_queue":
+            name, exchange, routing_key, arguments, ref = args
+            q = self._find_queue(v, name)
+            if q is None:
+                raise NotFound(f"no queue '{name}' in vhost '{v.name}'")
+            if q.exclusive_owner is not None:
+                self._check_lock(v, q, ref, name)
+            v.bind_queue(q, exchange, routing_key, arguments)
+        elif op == "unbind_queue":
+            name, exchange, routing_key, arguments, ref = args
+            q = self._find_queue(v, name)
+            ex = v.exchanges.get(exchange)
+            if exchange == "":
+                from warren.errors import AccessRefused
+                raise AccessRefused("operation not permitted on the default exchange")
+            if q is None or ex is None:
+                return None
+            b = ex.bindings.get(_binding_key(ex, q, routing_key, arguments))
+            if b is not None:
+                if q.exclusive_owner is not None:
+                    self._check_lock(v, q, ref, name)
+                v._unbind(ex, b)
+        else:
+            raise InternalError(f"unknown definition change {op!r}")
+        return None
+
+    def _create_queue(self, v, name, durable, exclusive, auto_delete, arguments, ref, server_named) -> dict:
+        session = self._session(ref) if exclusive else None
+        q = v.declare_queue(session, name, False, durable, exclusive, auto_delete, arguments, server_named)
+        if exclusive and session is not None and q.exclusive_owner is session:
+            session.exclusive_queues.add(q)
+        return {"durable": q.durable, "messages": q.message_count, "consumers": len(q.consumers)}
+
+    def _add_record(self, vhost, name, owner, durable, auto_delete, arguments, ref) -> None:
+        v = self._vhost(vhost)
+        if name in v.remote_queues or name in v.queues:
+            return
+        v.remote_queues[name] = RemoteQueue(self, vhost, name, owner, durable, auto_delete, arguments, ref)
+        if durable and v.durability is not None:  # so that bindings to it are restored (restore_queue)
+            v.durability.definitions.declare_queue(vhost, name, durable, auto_delete, arguments)
+
+    def _forget(self, v, name: str) -> None:
+        q = v.remote_queues.pop(name, None)
+        if q is None:
+            return
+        q.deleted = True
+        for b in list(q.bound_to):
+            v._unbind(b.source, b)
+        if q.durable and v.durability is not None:
+            v.durability.definitions.delete_queue(v.name, name)
+
+    def _delete_local(self, v, q, if_unused: bool, if_empty: bool) -> int:
+        from warren.errors import PreconditionFailed
+        if if_unused and q.consumers:
+            raise PreconditionFailed(f"queue '{q.name}' in vhost '{v.name}' in use")
+        if if_empty and q.message_count:
+            raise PreconditionFailed(f"queue '{q.name}' in vhost '{v.name}' is not empty")
+        self._deleting = q  # queue_deleted: the sequencer tells the others itself
+        try:
+            return v.delete_queue(q)
+        finally:
+            self._deleting = None
+
+    def queue_deleted(self, v, q) -> None:
+        """A queue of ours went (exclusive connection closed, auto-delete, x-expires, the HTTP
+        API): the others forget it, through the sequencer."""
+        if q is self._deleting or self.stopping or self.links.closed:
+            return  # (stopping: a queue that goes now is an exclusive one, which no restart keeps)
+        if self.index == SEQUENCER:
+            asyncio.ensure_future(self._tell_forget(v.name, q.name, skip=None))
+        else:
+            fut = self.ask(SEQUENCER, "forgotten", v.name, q.name)
+            fut.add_done_callback(_log_failure)
+
+    async def _tell_forget(self, vhost: str, name: str, skip):
+        await self.links.broadcast("forget", vhost, name, skip=skip)
+
+
+def _binding_key(ex, q, routing_key, arguments):
+    from warren.broker.exchanges.base import Binding
+    return Binding(ex, q, routing_key, arguments).key
+
+
+def _log_failure(fut) -> None:
+    if not fut.cancelled() and fut.exception() is not None:
+        log.error("telling the sequencer a queue went failed: %s", fut.exception())
+

@@ -1,0 +1,238 @@
+"""Messages across workers: what is routed to another worker's queue, and its confirms.
+
+Routing stays on the worker the publisher is connected to; a message for a remote queue is sent
+to its owner in order, batched per loop turn (a request or message to that worker flushes the
+batch first, so a basic.get after publishes finds them). A publisher's confirm of a persistent
+message routed to a durable remote queue waits for the owner's group commit that covers it: the
+forward joins the local group commit as one more store (``RemoteSync``), whose sync is a round
+trip to the owner. Flow control crosses too: the owner tells a publishing worker that its queue
+is congested (``RemoteQueue.congested`` holds the publishers there) and when it drained.
+Direct reply-to addresses name the worker of their reply consumer (``RemoteReply``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+
+from warren.errors import AMQPError
+from warren.spread.remote_queue import RemoteQueue
+
+__all__ = ["Forwarding", "RemoteSync", "RemoteReply", "SpreadFlow"]
+
+log = logging.getLogger("warren.spread")
+
+REMOTE_SYNC_TIMEOUT_S = 60.0  # an owner that does not answer a sync: the group commit fails
+
+
+class RemoteSync:
+    """A remote owner as one more store of this worker's group commit (``durability.py``): a
+    persistent message forwarded to a durable queue there marks it dirty, and its ``sync`` (on
+    the server's sync pool thread, as a stream store's) asks the owner to answer once its own
+    group commit covers everything this worker sent it so far."""
+
+    ack_sync_interval = 0  # Durability.end_sync asks every synced store this
+    _closed = False
+    _failed = None
+    failed = None
+
+    def __init__(self, spread: "Forwarding", owner: int) -> None:
+        self.spread = spread
+        self.owner = owner
+        self.directory = f"worker {owner}"  # for Durability's log lines
+
+    def sync(self) -> None:
+        """On a pool thread: wait for the owner's answer (raises if it never comes)."""
+        fut = concurrent.futures.Future()
+        self.spread.loop.call_soon_threadsafe(self.spread._ask_sync, self.owner, fut)
+        fut.result(REMOTE_SYNC_TIMEOUT_S)
+
+    def close(self) -> None:
+        pass
+
+
+class Forwarding:
+    """``Spread``'s part that sends messages to their queues' owners and takes theirs (a mixin)."""
+
+    # --- messages to remote queues ------------------------------------------------------------
+
+    def forward(self, q: RemoteQueue, msg) -> int:
+        """Send ``msg`` to ``q``'s owner (batched per loop turn); the sync number a confirm of
+        it waits for: the local group commit's, which waits for the owner's (RemoteSync)."""
+        out = self._outgoing.get(q.owner)
+        if out is None:
+            out = self._outgoing[q.owner] = []
+        out.append((q.vhost_name, q.name, msg.exchange, msg.routing_key, bytes(msg.properties), bytes(msg.body)))
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.loop.call_soon(self._flush)
+        if msg.persistent and q.durable and self.broker.durability is not None:
+            return self.broker.durability.wrote(self._remote_syncs[q.owner])
+        return 0
+
+    def remote_reply(self, vhost: str, routing_key: str):
+        """The destination of a direct reply-to address whose token names another worker
+        (``reply_to.consume`` appends the worker's number), or None."""
+        from warren.broker.reply_to import PREFIX
+        if not routing_key.startswith(PREFIX):
+            return None
+        _, _, worker = routing_key.rpartition(".")
+        if not worker.isdigit() or int(worker) == self.index or int(worker) >= self.count:
+            return None
+        key = (int(worker), vhost)
+        reply = self._replies.get(key)
+        if reply is None:
+            reply = self._replies[key] = RemoteReply(self, *key)
+        return reply
+
+    def forward_reply(self, worker: int, vhost: str, msg) -> None:
+        """A direct reply for a reply consumer on ``worker``: with the messages batched for it."""
+        out = self._outgoing.get(worker)
+        if out is None:
+            out = self._outgoing[worker] = []
+        out.append((vhost, msg.routing_key, msg.exchange, msg.routing_key, bytes(msg.properties),
+                    bytes(msg.body)))
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        if self._outgoing:
+            outgoing, self._outgoing = self._outgoing, {}
+            for owner, items in outgoing.items():
+                self.links.tell(owner, "publish", items)
+        if self._deliveries:
+            deliveries, self._deliveries = self._deliveries, {}
+            for worker, items in deliveries.items():
+                self.links.tell(worker, "deliver", items)
+
+    def send_delivery(self, worker: int, item: tuple) -> None:
+        """A PeerSink's delivery to a consumer on ``worker`` (batched per loop turn)."""
+        out = self._deliveries.get(worker)
+        if out is None:
+            out = self._deliveries[worker] = []
+        out.append(item)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.loop.call_soon(self._flush)
+
+    def _ask_sync(self, owner: int, fut: concurrent.futures.Future) -> None:
+        """On the loop, for RemoteSync: everything sent to ``owner`` so far, then the question."""
+        self._flush()
+        answer = self.ask(owner, "sync")
+
+        def done(a):
+            if fut.done():
+                return
+            e = a.exception()
+            if e is not None:
+                fut.set_exception(e)
+            else:
+                fut.set_result(None)
+        answer.add_done_callback(done)
+
+    def _take_publishes(self, peer: int, items: list) -> None:
+        from warren.broker.message import Message
+        from warren.broker.reply_to import PREFIX as REPLY_PREFIX, lookup as reply_lookup
+        vhosts = self.broker.vhosts
+        for vhost, name, exchange, routing_key, properties, body in items:
+            v = vhosts.get(vhost)
+            q = v.queues.get(name) if v is not None else None
+            if q is None:
+                if v is not None and name.startswith(REPLY_PREFIX):  # a direct reply to one of ours
+                    rc = reply_lookup(v, name)
+                    if rc is not None:
+                        rc.publish(Message(exchange, routing_key, properties, body))
+                continue  # deleted meanwhile: dropped, as a message routed to a queue being deleted
+            msg = Message(exchange, routing_key, properties, body)
+            try:
+                msg.check_expiration()
+            except AMQPError:
+                pass
+            q.publish(msg)
+            if msg.persistent:
+                msg.routed()
+            if q.congested:  # flow control: the publishing worker holds its publishers to it
+                told = self._congested_told.get(q)
+                if told is None:
+                    told = self._congested_told[q] = set()
+                if peer not in told:
+                    told.add(peer)
+                    self.tell(peer, "congested", vhost, name, True)
+
+    def queue_drained(self, q) -> None:
+        """One of our queues drained (``_SpreadFlow``): the workers told it was congested resume."""
+        told = self._congested_told.pop(q, None)
+        if told:
+            for peer in told:
+                self.tell(peer, "congested", q.vhost.name, q.name, False)
+
+    def _remote_congestion(self, vhost: str, name: str, congested: bool) -> None:
+        v = self.broker.vhosts.get(vhost)
+        q = v.remote_queues.get(name) if v is not None else None
+        if q is None:
+            return
+        q.congested = congested
+        if not congested:
+            from warren.broker.queue import Queue
+            Queue.flow_listener.drained(q)  # the publishers held for it resume
+
+    def _synced_future(self):
+        """An awaitable done once this worker's group commit covers every append made so far."""
+        d = self.broker.durability
+        fut = self.loop.create_future()
+        need = d.next_sync if d.dirty else d.next_sync - 1
+        if need <= d.synced:
+            fut.set_result(None)
+            return fut
+        d.waiting.add(_SyncWaiter(d, need, fut))
+        return fut
+
+
+class RemoteReply:
+    """A direct reply-to consumer on another worker, as a route destination: the reply is sent
+    there (``Spread._take_publishes`` hands it to the reply consumer). Dropped, not returned,
+    if that channel has gone meanwhile."""
+
+    congested = False
+    name = None
+    queue = None
+
+    def __init__(self, spread, worker: int, vhost: str) -> None:
+        self.spread = spread
+        self.owner = worker
+        self.vhost_name = vhost
+
+    def publish(self, msg) -> int:
+        self.spread.forward_reply(self.owner, self.vhost_name, msg)
+        return 0
+
+class SpreadFlow:
+    """The queues' flow listener on a spread worker: the server's QueueFlow first, then the
+    workers whose publishers a drained queue of ours held."""
+
+    def __init__(self, inner, spread) -> None:
+        self.inner = inner
+        self.spread = spread
+
+    def drained(self, queue) -> None:
+        self.inner.drained(queue)
+        if queue in self.spread._congested_told:
+            self.spread.queue_drained(queue)
+
+class _SyncWaiter:
+    """In Durability.waiting until its sync number is reached (``synced`` is called per sync)."""
+
+    def __init__(self, durability, need: int, fut: asyncio.Future) -> None:
+        self.durability = durability
+        self.need = need
+        self.fut = fut
+
+    def synced(self, number: int) -> None:
+        if number >= self.need:
+            if not self.fut.done():
+                self.fut.set_result(None)
+        else:
+            self.durability.waiting.add(self)
