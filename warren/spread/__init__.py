@@ -1,7 +1,7 @@
 """One vhost over several worker processes (``warren serve --workers N --worker-mode queues``).
 
-Experimental, and partial: ``coordinator.py`` says what is built and what is not;
-docs/performance.md, "One vhost over worker processes", says why this shape and what it costs.
+Experimental: docs/performance.md, "One vhost over worker processes", says why this shape, what
+it costs, what is built and what is not.
 
 * ``links.py``: the socket pairs between workers, records asked and answered.
 * ``coordinator.py``: ``Spread``, the worker's part: life cycle, the node's connection counts,
