@@ -308,6 +308,7 @@ class SpreadChannel(Channel):
             return Channel.handle_basic_get(self, m)
         spread = self.session.broker.spread
         ref = spread.session_ref(self.session)
+        settler = self._settler(q.owner)  # also what makes our close tell the owner to drop its channel
 
         def got(result):
             if result is None:
@@ -317,7 +318,7 @@ class SpreadChannel(Channel):
             tag = self.next_tag
             self.next_tag = tag + 1
             if not m.no_ack:
-                self.unacked[tag] = (self._settler(q.owner), owner_tag, msg, None, tag)
+                self.unacked[tag] = (settler, owner_tag, msg, None, tag)
             self.conn.send_content(self.number, spec.BasicGetOk(tag, redelivered, exchange, routing_key, left),
                                    msg.properties, msg.body)
             return None
