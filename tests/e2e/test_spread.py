@@ -52,15 +52,15 @@ def owned_by(worker: int, prefix: str, n: int = 1, workers: int = 2) -> list[str
 
 
 def worker_of(b, connection_name: str) -> int | None:
-    """Which worker serves the connection so named (each worker's HTTP API lists its own)."""
-    for w in ready(b)["workers"]:
-        req = urllib.request.Request(f"http://{b.host}:{w['http_port']}/api/connections",
-                                     headers={"Authorization": "Basic " + base64.b64encode(b"guest:guest").decode()})
-        with urllib.request.urlopen(req, timeout=5) as r:
-            rows = json.loads(r.read())
-        if any(r.get("client_properties", {}).get("connection_name") == connection_name for r in rows):
-            return w["index"]
-    return None
+    """Which worker serves the connection so named (every worker's HTTP API lists every worker's
+    connections, each with the ``worker`` that holds it)."""
+    w = ready(b)["workers"][0]
+    req = urllib.request.Request(f"http://{b.host}:{w['http_port']}/api/connections",
+                                 headers={"Authorization": "Basic " + base64.b64encode(b"guest:guest").decode()})
+    with urllib.request.urlopen(req, timeout=5) as r:
+        rows = json.loads(r.read())
+    return next((r["worker"] for r in rows if r.get("client_properties", {}).get("connection_name") == connection_name),
+                None)
 
 
 def wait_for(what, predicate, timeout: float = 10.0):
@@ -356,3 +356,34 @@ def test_each_workers_http_api_lists_every_workers_queues(node):
                                         timeout=10) as r:
                 assert json.loads(r.read())["messages"] == i + 1
     c.close()
+
+
+def test_each_workers_http_api_lists_and_closes_every_workers_connections(node):
+    auth = {"Authorization": "Basic " + base64.b64encode(b"guest:guest").decode()}
+    conns = [connect(node, f"lc{i}") for i in range(4)]
+    for c in conns:
+        c.channel()
+    assert {worker_of(node, f"lc{i}") for i in range(4)} == {0, 1}
+    apis = [f"http://{node.host}:{w['http_port']}" for w in ready(node)["workers"]]
+    for api in apis:
+        with urllib.request.urlopen(urllib.request.Request(f"{api}/api/connections", headers=auth), timeout=10) as r:
+            names = {row["client_properties"].get("connection_name") for row in json.loads(r.read())}
+        assert {f"lc{i}" for i in range(4)} <= names
+        with urllib.request.urlopen(urllib.request.Request(f"{api}/api/channels", headers=auth), timeout=10) as r:
+            owners = {row["connection_details"]["name"] for row in json.loads(r.read())}
+        assert len(owners) >= 4
+    # close, through worker 0's API, a connection worker 1 holds
+    victim = next(i for i in range(4) if worker_of(node, f"lc{i}") == 1)
+    with urllib.request.urlopen(urllib.request.Request(f"{apis[0]}/api/connections", headers=auth), timeout=10) as r:
+        name = next(row["name"] for row in json.loads(r.read())
+                    if row["client_properties"].get("connection_name") == f"lc{victim}")
+    req = urllib.request.Request(f"{apis[0]}/api/connections/{urllib.request.quote(name, safe='')}",
+                                 method="DELETE", headers=auth)
+    with urllib.request.urlopen(req, timeout=10) as r:
+        assert r.status == 204
+    with pytest.raises(pika.exceptions.ConnectionClosedByBroker) as e:
+        wait_for("the connection closed", lambda: conns[victim].process_data_events(0.05))
+    assert e.value.reply_code == 320
+    for i, c in enumerate(conns):
+        if i != victim:
+            c.close()

@@ -360,10 +360,9 @@ class Server:
                 "amqps_port": tls_port, "http_tls": c.http_tls,  # the listeners' list (TLS: tls.py)
                 "gc": self.collector.stats()}, server=self, limits=HttpLimits(
                     c.http_header_timeout, c.http_body_timeout, c.http_max_header_size, c.http_max_body_size))
-            if self.spread is not None:  # the other workers' HTTP APIs list our queues too
-                from warren.management.api.queues import local_rows
-                app = self.http.app
-                self.spread.api = lambda what, vhosts, name, detailed: local_rows(app, vhosts, name, detailed)
+            if self.spread is not None:  # the other workers' HTTP APIs list our objects too
+                from warren.management.api.merged import PeerApi
+                self.spread.api = PeerApi(self.http.app)
             try:
                 http_port = await self.http.start(c.http_host or c.host, c.http_port,
                                                   ssl_context=self.tls.http_server_context() if c.http_tls else None)

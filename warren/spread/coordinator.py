@@ -43,7 +43,7 @@ class Spread(Definitions, Forwarding, Consumers):
         self._remote_syncs = {i: RemoteSync(self, i) for i in range(count) if i != index}
         self._replies: dict = {}  # (worker, vhost) -> RemoteReply: direct reply-to consumers there
         self.on_failure = None  # the server's: a link closed while the node runs
-        self.api = None  # the server's: our queues as our HTTP API shows them (for the others' APIs)
+        self.api = None  # our HTTP API's rows and acts, for the others' APIs (warren/management/api/merged.py)
         # stopping: this worker (``stop``), and the others that said so; a link that closes then
         # is the node stopping, not a worker dying
         self.stopping = False
@@ -98,19 +98,25 @@ class Spread(Definitions, Forwarding, Consumers):
 
     # --- the HTTP API over every worker ------------------------------------------------------
 
-    async def api_rows(self, vhosts: list, name: str | None = None, detailed: bool = False,
-                       only: int | None = None) -> list[dict]:
-        """The other workers' queues (of ``vhosts``; the one named) as their APIs show them."""
+    async def api_rows(self, kind: str, *args, only: int | None = None) -> list[dict]:
+        """The other workers' objects of ``kind`` ("queues", "connections", "channels") as
+        their APIs show them (``args``: what their ``api`` callback takes for that kind)."""
         peers = [only] if only is not None else self.links.peers
-        answers = await asyncio.gather(*(self.ask(p, "api_queues", vhosts, name, detailed) for p in peers),
-                                       return_exceptions=True)
+        answers = await asyncio.gather(*(self.ask(p, "api_rows", kind, args) for p in peers), return_exceptions=True)
         rows = []
         for a in answers:
             if isinstance(a, BaseException):
-                log.warning("worker %d: another worker's queues are missing from the HTTP API: %s", self.index, a)
+                log.warning("worker %d: another worker's %s are missing from the HTTP API: %s", self.index, kind, a)
                 continue
             rows.extend(a)
         return rows
+
+    async def api_act(self, what: str, *args) -> bool:
+        """Ask every other worker to do ``what`` to an object it holds (close a connection);
+        True if one did."""
+        answers = await asyncio.gather(*(self.ask(p, "api_act", what, args) for p in self.links.peers),
+                                       return_exceptions=True)
+        return any(a is True for a in answers)
 
     def ask(self, peer: int, op: str, *args) -> asyncio.Future:
         """``links.request`` after what is batched for ``peer``: a worker's records to another
@@ -172,10 +178,10 @@ class Spread(Definitions, Forwarding, Consumers):
             return q.purge()
         if op == "sync":
             return self._synced_future()
-        if op == "api_queues":  # for another worker's HTTP API (merged lists, one queue)
-            if self.api is None:
-                return []
-            return self.api("queues", *args)
+        if op == "api_rows":  # for another worker's HTTP API (merged lists, one object)
+            return [] if self.api is None else self.api.rows(args[0], *args[1])
+        if op == "api_act":
+            return False if self.api is None else self.api.act(args[0], *args[1])
         if op == "reread":
             self.broker.reload_policies()
             self.broker.access.refresh()

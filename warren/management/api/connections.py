@@ -17,9 +17,10 @@ from warren.management.api.auth import (
     ADMINISTRATOR, principal, readable_vhost, visible_vhosts,
 )
 from warren.management.api.common import (
-    STATS, bad_request, jsonable, no_content, node_name, not_authorised, not_found, reply_list, reply_object,
-    reply_objects,
+    BROKER, STATS, ApiError, bad_request, jsonable, no_content, node_name, not_authorised, not_found, reply_list,
+    reply_object, reply_objects,
 )
+from warren.management.api.merged import RemoteRow, merged_fields
 
 __all__ = ["add_routes", "connection_name", "channel_name", "channel_details", "open_connections",
            "consumer_json"]
@@ -55,10 +56,12 @@ def channel_name(ch) -> str:
     return f"{connection_name(ch.session.io)} ({ch.number})"
 
 
-def open_connections(request: web.Request) -> list:
-    """The AMQP connections that have opened a vhost (the handshake is over)."""
+def open_connections(request) -> list:
+    """The AMQP connections that have opened a vhost (the handshake is over). ``request`` may be
+    the application itself (what another worker asks: warren/management/api/merged.py)."""
+    app = request if isinstance(request, web.Application) else request.app
     out = []
-    for conn in request.app[STATS].connections():
+    for conn in app[STATS].connections():
         session = conn.session  # None until a protocol header arrived
         if session is not None and session.vhost is not None and not session.closed:
             out.append(conn)
@@ -120,6 +123,9 @@ def connection_json(conn, sampler, ranges=st.NO_RANGES) -> dict:
         "user_who_performed_action": session.username,
         "vhost": session.vhost.name,
     }
+    spread = conn.server.spread
+    if spread is not None:  # --worker-mode queues: which worker process holds it (Warren's own field)
+        body["worker"] = spread.index
     sampler.details_of(conn, st.CONNECTION, sampler.connection_vector(conn), st.DATA, ranges, out=body)
     return body
 
@@ -234,12 +240,53 @@ def _check_own(request: web.Request, conn) -> None:
 # --- handlers --------------------------------------------------------------------------------------
 
 
-async def _reply_connections(request: web.Request, conns: list) -> web.Response:
+async def _reply_connections(request: web.Request, conns: list, vhost: str | None = None) -> web.Response:
     sampler = request.app[STATS]
     ranges = st.parse_ranges(request.query, bad_request, listing=True)
-    conns = sorted(conns, key=connection_name)
-    return await reply_objects(request, conns, lambda c: connection_json(c, sampler, ranges), name=connection_name,
-                               fields=connection_fields(sampler))
+    fields = connection_fields(sampler)
+    rows = await _remote_rows(request, "connections", vhost)
+    if rows is None:
+        conns = sorted(conns, key=connection_name)
+        return await reply_objects(request, conns, lambda c: connection_json(c, sampler, ranges),
+                                   name=connection_name, fields=fields)
+    objects = sorted(conns + rows, key=lambda o: o.name if type(o) is RemoteRow else connection_name(o))
+    return await reply_objects(request, objects, lambda o: o.json if type(o) is RemoteRow else connection_json(
+        o, sampler, ranges), name=lambda o: o.name if type(o) is RemoteRow else connection_name(o),
+        fields=merged_fields(fields))
+
+
+async def _remote_rows(request: web.Request, kind: str, vhost: str | None = None) -> list | None:
+    """--worker-mode queues: the other workers' connections or channels this principal sees,
+    as ``RemoteRow``s; None in one process."""
+    spread = request.app[BROKER].spread
+    if spread is None:
+        return None
+    who = principal(request)
+    names = set(visible_vhosts(request))
+    return [RemoteRow(r) for r in await spread.api_rows(kind)
+            if (vhost is None or r.get("vhost") == vhost)
+            and (who.sees_all or (r.get("vhost") in names and r.get("user") == who.name))]
+
+
+def local_connection_rows(app) -> list[dict]:
+    """Our connections' JSON, for another worker's merged list."""
+    sampler = app[STATS]
+    return [connection_json(c, sampler) for c in open_connections(app)]
+
+
+def local_channel_rows(app) -> list[dict]:
+    sampler = app[STATS]
+    return [channel_json(ch, sampler) for ch in _channels(open_connections(app))]
+
+
+def close_local(app, name: str, reason: str) -> bool:
+    """Close our connection so named (another worker's API was asked); False if we have none."""
+    for conn in open_connections(app):
+        if connection_name(conn) == name:
+            conn.session.shutdown(reason)
+            conn.close_soon()
+            return True
+    return False
 
 
 async def list_connections(request: web.Request) -> web.Response:
@@ -248,21 +295,45 @@ async def list_connections(request: web.Request) -> web.Response:
 
 async def vhost_connections(request: web.Request) -> web.Response:
     vhost = readable_vhost(request)
-    return await _reply_connections(request, _visible_connections(request, vhost.name))
+    return await _reply_connections(request, _visible_connections(request, vhost.name), vhost.name)
+
+
+async def _remote_connection(request: web.Request) -> dict:
+    """--worker-mode queues: the connection named in the path, held by another worker."""
+    name = request.match_info["name"]
+    for row in await _remote_rows(request, "connections") or ():
+        if row.name == name:
+            return row.json
+    raise not_found()
 
 
 async def get_connection(request: web.Request) -> web.Response:
-    conn = _find_connection(request)
+    try:
+        conn = _find_connection(request)
+    except ApiError:
+        if request.app[BROKER].spread is None:
+            raise
+        return reply_object(request, await _remote_connection(request))
     _check_own(request, conn)
     return reply_object(request, connection_json(conn, request.app[STATS], st.parse_ranges(request.query, bad_request)))
 
 
 async def close_connection(request: web.Request) -> web.Response:
-    conn = _find_connection(request)
     who = principal(request)
+    reason = request.headers.get("X-Reason") or DEFAULT_CLOSE_REASON
+    try:
+        conn = _find_connection(request)
+    except ApiError:
+        spread = request.app[BROKER].spread
+        if spread is None:
+            raise
+        row = await _remote_connection(request)  # 404 if no worker holds it
+        if not who.has_level(ADMINISTRATOR) and row.get("user") != who.name:
+            raise not_authorised("User not authorised to access this connection")
+        await spread.api_act("close_connection", row["name"], reason)
+        return no_content()
     if not who.has_level(ADMINISTRATOR) and conn.session.username != who.name:
         raise not_authorised("User not authorised to access this connection")
-    reason = request.headers.get("X-Reason") or DEFAULT_CLOSE_REASON
     conn.session.shutdown(reason)
     conn.close_soon()  # close-ok closes it at once; a silent client is cut after the grace time
     return no_content()
@@ -272,12 +343,21 @@ def _channels(conns) -> list:
     return [ch for conn in conns for ch in list(conn.session.channels.values())]
 
 
-async def _reply_channels(request: web.Request, conns: list) -> web.Response:
+async def _reply_channels(request: web.Request, conns: list, vhost: str | None = None,
+                          remote: bool = True) -> web.Response:
     sampler = request.app[STATS]
     ranges = st.parse_ranges(request.query, bad_request, listing=True)
     channels = sorted(_channels(conns), key=lambda ch: (connection_name(ch.session.io), ch.number))
-    return await reply_objects(request, channels, lambda ch: channel_json(ch, sampler, ranges), name=channel_name,
-                               fields=channel_fields(sampler))
+    rows = await _remote_rows(request, "channels", vhost) if remote else None
+    if rows is None:
+        return await reply_objects(request, channels, lambda ch: channel_json(ch, sampler, ranges),
+                                   name=channel_name, fields=channel_fields(sampler))
+    objects = sorted(channels + rows, key=lambda o: (
+        (o.json["connection_details"]["name"], o.json["number"]) if type(o) is RemoteRow
+        else (connection_name(o.session.io), o.number)))
+    return await reply_objects(request, objects, lambda o: o.json if type(o) is RemoteRow else channel_json(
+        o, sampler, ranges), name=lambda o: o.name if type(o) is RemoteRow else channel_name(o),
+        fields=merged_fields(channel_fields(sampler)))
 
 
 async def list_channels(request: web.Request) -> web.Response:
@@ -286,13 +366,20 @@ async def list_channels(request: web.Request) -> web.Response:
 
 async def vhost_channels(request: web.Request) -> web.Response:
     vhost = readable_vhost(request)
-    return await _reply_channels(request, _visible_connections(request, vhost.name))
+    return await _reply_channels(request, _visible_connections(request, vhost.name), vhost.name)
 
 
 async def connection_channels(request: web.Request) -> web.Response:
-    conn = _find_connection(request)
+    try:
+        conn = _find_connection(request)
+    except ApiError:
+        if request.app[BROKER].spread is None:
+            raise
+        name = (await _remote_connection(request))["name"]
+        rows = [r for r in await _remote_rows(request, "channels") if r.json["connection_details"]["name"] == name]
+        return reply_list(request, [r.json for r in sorted(rows, key=lambda r: r.json["number"])])
     _check_own(request, conn)
-    return await _reply_channels(request, [conn])
+    return await _reply_channels(request, [conn], remote=False)
 
 
 async def get_channel(request: web.Request) -> web.Response:
@@ -303,6 +390,9 @@ async def get_channel(request: web.Request) -> web.Response:
                 body = channel_json(ch, request.app[STATS], st.parse_ranges(request.query, bad_request))
                 body["consumer_details"] = [consumer_json(c) for c in ch.consumers.values()]
                 return reply_object(request, body)
+    for row in await _remote_rows(request, "channels") or ():  # --worker-mode queues: another worker's
+        if row.name == name:
+            return reply_object(request, row.json)
     raise not_found()
 
 

@@ -23,6 +23,7 @@ from warren.management.api.common import (
     no_content, node_name, not_found, read_json, reply_list, reply_object, reply_objects,
 )
 from warren.management.api.connections import consumer_json
+from warren.management.api.merged import RemoteRow, merged_fields
 from warren.management.api.messages import get_messages
 
 __all__ = ["add_routes", "queue_json", "queue_type", "stream_figures"]
@@ -177,25 +178,6 @@ def _queue(request: web.Request):
 # --- --worker-mode queues: every worker's queues (warren/spread) -------------------------------------
 
 
-class RemoteRow:
-    """A queue another worker owns, as its owner's API shows it (its JSON)."""
-
-    __slots__ = ("json", "name")
-
-    def __init__(self, json: dict) -> None:
-        self.json = json
-        self.name = json.get("name")
-
-
-def _dig(row: dict, dotted: str):
-    value = row
-    for part in dotted.split("."):
-        if not isinstance(value, dict) or part not in value:
-            return None
-        value = value[part]
-    return value
-
-
 def local_rows(app, vhost_names: list, name: str | None = None, detailed: bool = False) -> list[dict]:
     """This worker's queues (of ``vhost_names``, or the one named), as its API shows them: what
     the other workers ask for their merged lists (``Spread``'s ``api_queues``)."""
@@ -229,10 +211,10 @@ async def _list(request: web.Request, vhosts) -> web.Response:
         return await reply_objects(request, objects,
                                    lambda q: queue_json(q, q.vhost, sampler, unacked, ranges=ranges), fields=fields)
     # --worker-mode queues: the other workers' queues too, as their owners show them
-    rows = [RemoteRow(r) for r in await spread.api_rows([v.name for v in vhosts])]
+    rows = [RemoteRow(r) for r in await spread.api_rows("queues", [v.name for v in vhosts])]
     objects = sorted(objects + rows, key=lambda o: (o.json.get("vhost") if type(o) is RemoteRow else o.vhost.name,
                                                     o.name))
-    fields = {k: (lambda o, g=g, k=k: _dig(o.json, k) if type(o) is RemoteRow else g(o)) for k, g in fields.items()}
+    fields = merged_fields(fields)
     return await reply_objects(request, objects, lambda o: o.json if type(o) is RemoteRow else queue_json(
         o, o.vhost, sampler, unacked, ranges=ranges), fields=fields)
 
@@ -253,7 +235,7 @@ async def get_queue(request: web.Request) -> web.Response:
         vhost = readable_vhost(request)
         remote = vhost.remote_queues.get(request.match_info["name"])
         if remote is not None:
-            rows = await spread.api_rows([vhost.name], remote.name, detailed=True, only=remote.owner)
+            rows = await spread.api_rows("queues", [vhost.name], remote.name, True, only=remote.owner)
             if not rows:
                 raise not_found()
             return reply_object(request, rows[0])
