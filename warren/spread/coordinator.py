@@ -111,6 +111,10 @@ class Spread(Definitions, Forwarding, Consumers):
             rows.extend(a)
         return rows
 
+    async def api_get(self, q, body: dict) -> list:
+        """``POST /api/queues/.../get`` of a queue another worker owns: its owner takes them."""
+        return await self.ask(q.owner, "api_act", "get", (q.vhost_name, q.name, body))
+
     async def api_act(self, what: str, *args) -> bool:
         """Ask every other worker to do ``what`` to an object it holds (close a connection);
         True if one did."""

@@ -23,6 +23,7 @@ from warren.management.api.common import (
     BROKER, ApiError, amqp_error, bad_request, jsonable, no_content, not_found, read_json, reply_list, reply_object,
     reply_objects,
 )
+from warren.spread.definitions import ADMIN
 
 __all__ = ["add_routes", "binding_json", "properties_key", "queue_bindings", "vhost_bindings", "exchange_name"]
 
@@ -119,6 +120,8 @@ def _ends(request: web.Request):
     pool = vhost.queues if kind == "queue" else vhost.exchanges
     dest_name = request.match_info["destination"]
     destination = pool.get(exchange_name(dest_name) if kind == "exchange" else dest_name)
+    if destination is None and kind == "queue":  # --worker-mode queues: another worker's (its record)
+        destination = vhost.remote_queues.get(dest_name)
     if source is None or destination is None:
         raise not_found()
     return vhost, source, destination, kind
@@ -147,8 +150,13 @@ async def create_binding(request: web.Request) -> web.Response:
         raise bad_request("arguments must be a JSON object")
     check_permission(request, vhost.name, "write", kind, destination.name)
     check_permission(request, vhost.name, "read", "exchange", source.name)
+    spread = request.app[BROKER].spread
     try:
-        if kind == "queue":
+        if spread is not None:  # --worker-mode queues: through the worker that orders definitions
+            await spread.define(vhost.name, *(
+                ("bind_queue", (destination.name, source.name, routing_key, arguments, ADMIN)) if kind == "queue"
+                else ("bind_exchange", (destination.name, source.name, routing_key, arguments))))
+        elif kind == "queue":
             vhost.bind_queue(destination, source.name, routing_key, arguments)
         else:
             vhost.bind_exchange(destination.name, source.name, routing_key, arguments)
@@ -179,8 +187,14 @@ async def delete_binding(request: web.Request) -> web.Response:
         raise ApiError(401, "not_authorised", "Access refused.")
     check_permission(request, vhost.name, "write", kind, destination.name)
     check_permission(request, vhost.name, "read", "exchange", source.name)
+    spread = request.app[BROKER].spread
     try:
-        if kind == "queue":
+        if spread is not None:  # --worker-mode queues: through the worker that orders definitions
+            await spread.define(vhost.name, *(
+                ("unbind_queue", (destination.name, source.name, b.routing_key, b.arguments, ADMIN))
+                if kind == "queue" else
+                ("unbind_exchange", (destination.name, source.name, b.routing_key, b.arguments))))
+        elif kind == "queue":
             vhost.unbind_queue(None, destination.name, source.name, b.routing_key, b.arguments)
         else:
             vhost.unbind_exchange(destination.name, source.name, b.routing_key, b.arguments)

@@ -53,8 +53,10 @@ class PeerApi:
             return connections.local_channel_rows(self.app)
         return []
 
-    def act(self, what: str, *args) -> bool:
-        from warren.management.api import connections
+    def act(self, what: str, *args):
+        from warren.management.api import connections, queues
         if what == "close_connection":
             return connections.close_local(self.app, *args)
+        if what == "get":
+            return queues.local_get(self.app, *args)
         return False

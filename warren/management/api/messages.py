@@ -136,7 +136,13 @@ def _int(value, name: str, default: int | None) -> int | None:
     return value
 
 
-def get_messages(queue, body: dict) -> list[dict]:
+def check_get(body: dict) -> None:
+    """The refusals of ``get_messages``'s body alone (400), before any queue is touched: what a
+    worker checks before it asks the owner of another worker's queue (warren/spread)."""
+    get_messages(None, body, check_only=True)
+
+
+def get_messages(queue, body: dict, check_only: bool = False) -> list[dict]:
     count = _int(body.get("count"), "count", 1)
     if count < 1:
         raise bad_request("count must be at least 1")
@@ -149,6 +155,8 @@ def get_messages(queue, body: dict) -> list[dict]:
     if encoding not in ("auto", "base64"):
         raise bad_request("encoding must be auto or base64")
     truncate = _int(body.get("truncate"), "truncate", None)
+    if check_only:
+        return []
     no_ack = ackmode == "ack_requeue_false"
     taken = []
     out = []

@@ -24,7 +24,7 @@ from warren.management.api.common import (
 )
 from warren.management.api.connections import consumer_json
 from warren.management.api.merged import RemoteRow, merged_fields
-from warren.management.api.messages import get_messages
+from warren.management.api.messages import check_get, get_messages
 
 __all__ = ["add_routes", "queue_json", "queue_type", "stream_figures"]
 
@@ -308,7 +308,27 @@ async def _delete_spread(request: web.Request, spread) -> web.Response:
     return no_content()
 
 
+def _remote(request: web.Request):
+    """--worker-mode queues: (vhost, the record of the queue named in the path) when another
+    worker owns it, else None."""
+    if request.app[BROKER].spread is None:
+        return None
+    vhost = readable_vhost(request)
+    q = vhost.remote_queues.get(request.match_info["name"])
+    return (vhost, q) if q is not None else None
+
+
 async def purge_queue(request: web.Request) -> web.Response:
+    remote = _remote(request)
+    if remote is not None:  # its owner purges it
+        vhost, q = remote
+        check_vhost_access(request, vhost.name, monitor_ok=False)
+        check_permission(request, vhost.name, "read", "queue", q.name)
+        try:
+            await request.app[BROKER].spread.purge(q)
+        except AMQPError as e:
+            raise amqp_error(e) from None
+        return no_content()
     vhost, q = _queue(request)
     check_vhost_access(request, vhost.name, monitor_ok=False)
     check_permission(request, vhost.name, "read", "queue", q.name)
@@ -320,15 +340,28 @@ async def purge_queue(request: web.Request) -> web.Response:
 
 
 async def get_from_queue(request: web.Request) -> web.Response:
-    vhost, q = _queue(request)
+    remote = _remote(request)
+    vhost, q = remote if remote is not None else _queue(request)
     check_vhost_access(request, vhost.name, monitor_ok=False)
     body = await read_json(request)
     check_permission(request, vhost.name, "read", "queue", q.name)
+    if remote is not None:  # its owner takes them (the body's refusals are ours to give first)
+        check_get(body)
+        return web.json_response(await request.app[BROKER].spread.api_get(q, body))
     return web.json_response(get_messages(q, body))
 
 
+def local_get(app, vhost: str, name: str, body: dict) -> list[dict]:
+    """What another worker's ``/get`` asked of our queue (an ApiError travels as its text)."""
+    q = app[BROKER].vhosts[vhost].queues.get(name)
+    if q is None:
+        raise not_found()
+    return get_messages(q, body)
+
+
 async def bindings_of_queue(request: web.Request) -> web.Response:
-    vhost, q = _queue(request)
+    remote = _remote(request)  # every worker holds every binding, to its record of a remote queue too
+    vhost, q = remote if remote is not None else _queue(request)
     return reply_list(request, [binding_json(vhost, b) for b in queue_bindings(vhost, q)])
 
 
