@@ -387,3 +387,26 @@ def test_each_workers_http_api_lists_and_closes_every_workers_connections(node):
     for i, c in enumerate(conns):
         if i != victim:
             c.close()
+
+
+def test_each_workers_overview_counts_every_workers_queues_and_messages(node):
+    auth = {"Authorization": "Basic " + base64.b64encode(b"guest:guest").decode()}
+    names = owned_by(0, "spread-ov", 2) + owned_by(1, "spread-ov", 2)
+    c = connect(node)
+    ch = c.channel()
+    ch.confirm_delivery()
+    for q in names:
+        ch.queue_declare(q)
+        ch.basic_publish("", q, b"x")
+    for w in ready(node)["workers"]:
+        url = f"http://{node.host}:{w['http_port']}/api/overview"
+        with urllib.request.urlopen(urllib.request.Request(url, headers=auth), timeout=10) as r:
+            body = json.loads(r.read())
+        assert body["object_totals"]["queues"] == 4
+        assert wait_for("the depth sampled", lambda: _messages(url, auth) == 4)
+    c.close()
+
+
+def _messages(url: str, auth: dict) -> int:
+    with urllib.request.urlopen(urllib.request.Request(url, headers=auth), timeout=10) as r:
+        return json.loads(r.read())["queue_totals"].get("messages")

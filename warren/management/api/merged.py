@@ -51,6 +51,9 @@ class PeerApi:
             return connections.local_connection_rows(self.app)
         if kind == "channels":
             return connections.local_channel_rows(self.app)
+        if kind == "totals":
+            from warren.management.api.overview import totals
+            return [totals(self.app, *args)]
         return []
 
     def act(self, what: str, *args):

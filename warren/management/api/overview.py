@@ -65,26 +65,57 @@ def listeners(request: web.Request) -> list[dict]:
     return out
 
 
-async def overview(request: web.Request) -> web.Response:
-    broker = request.app[BROKER]
-    sampler = request.app[STATS]
-    who = principal(request)
-    ranges = st.parse_ranges(request.query, bad_request)
-    names = visible_vhosts(request)
-    vhosts = [broker.vhosts[n] for n in names]
+def totals(app, names: list, sees_all: bool, ranges=st.NO_RANGES) -> tuple[dict, dict, dict, int]:
+    """(message_stats, queue_totals, object_totals, streams) of this process over the vhosts
+    ``names``: the overview's figures, which another worker's overview adds to its own under
+    --worker-mode queues (warren/spread)."""
+    broker, sampler = app[BROKER], app[STATS]
+    vhosts = [broker.vhosts[n] for n in names if n in broker.vhosts]
     connections = [c for c in sampler.connections() if _conn_vhost(c) in names]
     channels = sum(len(c.session.channels) for c in connections)  # each opened a vhost: it has a session
     queues = [q for v in vhosts for q in v.queues.values()]
     unacked = st.unacked_by_queue(connections)
     vectors = [sampler.vhost_vector(v, unacked, connections) for v in vhosts]
-    vec = sampler.overview_vector(vectors, who.sees_all)
+    vec = sampler.overview_vector(vectors, sees_all)
     # the overview's rates and history are the node's (sampled with every vhost); a management
     # user's come from the vhosts it sees
-    if who.sees_all:
+    if sees_all:
         message_stats = sampler.message_stats(sampler, st.VHOST, vec, st.VHOST_STATS, ranges)
         queue_totals = sampler.details_of(sampler, st.VHOST, vec, st.LENGTHS, ranges)
     else:
         message_stats, queue_totals = _summed(sampler, vhosts, vectors, vec, ranges)
+    object_totals = {
+        "channels": channels,
+        "connections": len(connections),
+        "consumers": sum(len(q.consumers) for q in queues),
+        "exchanges": sum(len(v.exchanges) for v in vhosts),
+        "queues": len(queues),
+    }
+    return message_stats, queue_totals, object_totals, sum(1 for q in queues if q.is_stream)
+
+
+def _add(total: dict, more: dict) -> None:
+    """Add ``more``'s numbers into ``total``'s, key by key, nested (not the history's samples)."""
+    for k, v in more.items():
+        if isinstance(v, dict) and isinstance(total.get(k), dict):
+            _add(total[k], v)
+        elif isinstance(v, (int, float)) and not isinstance(v, bool) and isinstance(total.get(k), (int, float)):
+            total[k] = round(total[k] + v, 1) if isinstance(v, float) else total[k] + v
+
+
+async def overview(request: web.Request) -> web.Response:
+    broker = request.app[BROKER]
+    who = principal(request)
+    ranges = st.parse_ranges(request.query, bad_request)
+    names = visible_vhosts(request)
+    message_stats, queue_totals, object_totals, streams = totals(request.app, names, who.sees_all, ranges)
+    if broker.spread is not None:  # --worker-mode queues: every worker's figures (exchanges are in each)
+        for peer in await broker.spread.api_rows("totals", names, who.sees_all):
+            more_stats, more_lengths, more_objects, more_streams = peer
+            _add(message_stats, more_stats)
+            _add(queue_totals, more_lengths)
+            _add(object_totals, {k: v for k, v in more_objects.items() if k != "exchanges"})
+            streams += more_streams
     node = node_name()
     info = _ports(request)
     body = {
@@ -102,13 +133,7 @@ async def overview(request: web.Request) -> web.Response:
         "enable_queue_totals": False,
         "message_stats": message_stats,
         "queue_totals": queue_totals,
-        "object_totals": {
-            "channels": channels,
-            "connections": len(connections),
-            "consumers": sum(len(q.consumers) for q in queues),
-            "exchanges": sum(len(v.exchanges) for v in vhosts),
-            "queues": len(queues),
-        },
+        "object_totals": object_totals,
         "statistics_db_event_queue": 0,
         "node": node,
         "listeners": listeners(request),
@@ -118,8 +143,8 @@ async def overview(request: web.Request) -> web.Response:
         "product": "Warren",
         "version": __version__,
         "vhosts": names,
-        "queues": len(queues),
-        "streams": sum(1 for q in queues if q.is_stream),
+        "queues": object_totals["queues"],
+        "streams": streams,
     }
     for k, v in info.items():
         body.setdefault(k, v)
