@@ -5,13 +5,11 @@ connections moving to the owner of their queue, flow control across workers, kil
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import signal
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 import pika
@@ -19,6 +17,8 @@ import pytest
 from pika.exceptions import ChannelClosedByBroker
 
 from tests.conftest import EXTERNAL_URL, launch_broker
+from tests.e2e.helpers import wait_until
+from tests.management.api_client import call, q as path_segment
 from warren.spread import queue_owner
 
 pytestmark = pytest.mark.skipif(bool(EXTERNAL_URL), reason="needs a private Warren broker")
@@ -51,26 +51,27 @@ def owned_by(worker: int, prefix: str, n: int = 1, workers: int = 2) -> list[str
     return [q for q in names if queue_owner("/", q, workers) == worker][:n]
 
 
+def apis(b) -> list[str]:
+    """Each worker's HTTP API, by worker index."""
+    return [f"http://{b.host}:{w['http_port']}" for w in ready(b)["workers"]]
+
+
+def get(api: str, path: str):
+    status, body, _ = call(api, "GET", path)
+    assert status == 200, (path, status, body)
+    return body
+
+
 def worker_of(b, connection_name: str) -> int | None:
     """Which worker serves the connection so named (every worker's HTTP API lists every worker's
     connections, each with the ``worker`` that holds it)."""
-    w = ready(b)["workers"][0]
-    req = urllib.request.Request(f"http://{b.host}:{w['http_port']}/api/connections",
-                                 headers={"Authorization": "Basic " + base64.b64encode(b"guest:guest").decode()})
-    with urllib.request.urlopen(req, timeout=5) as r:
-        rows = json.loads(r.read())
+    rows = get(apis(b)[0], "/api/connections")
     return next((r["worker"] for r in rows if r.get("client_properties", {}).get("connection_name") == connection_name),
                 None)
 
 
-def wait_for(what, predicate, timeout: float = 10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+def wait_for(what: str, predicate, timeout: float = 10.0) -> None:
+    assert wait_until(predicate, timeout), f"timed out waiting for {what}"
 
 
 def stay(ch) -> None:
@@ -209,7 +210,7 @@ def test_a_connection_moves_to_the_worker_that_owns_the_queue_it_uses(node):
             ch.basic_consume(queues[homes[i]], lambda c, m, p, body: got.append(body), auto_ack=True)
         c.process_data_events(0.1)
     for i in conns:
-        assert wait_for(f"mv{i} on worker {homes[i]}", lambda: worker_of(node, f"mv{i}") == homes[i])
+        wait_for(f"mv{i} on worker {homes[i]}", lambda: worker_of(node, f"mv{i}") == homes[i])
     assert node.log().count("moved to worker") >= 4
     # the moved connections go on as before: the moved publishers publish again, the moved
     # consumers get every message once, nothing lost or doubled by the moves
@@ -306,37 +307,28 @@ def test_an_amqp_0_10_client_is_refused_with_a_reason(node):
     from tests.e2e.amqp0_10.client010 import Client010
     with pytest.raises(Exception):
         Client010(node)
-    assert wait_for("the refusal logged", lambda: "AMQP 0-10 is not served with --worker-mode queues" in node.log())
+    wait_for("the refusal logged", lambda: "AMQP 0-10 is not served with --worker-mode queues" in node.log())
 
 
 def test_queues_declared_and_deleted_over_http_go_through_the_sequencer(node):
     """PUT and DELETE /api/queues through either worker's API: in force on every worker."""
-    auth = {"Authorization": "Basic " + base64.b64encode(b"guest:guest").decode(),
-            "Content-Type": "application/json"}
-    apis = [f"http://{node.host}:{w['http_port']}" for w in ready(node)["workers"]]
     names = owned_by(0, "spread-http", 1) + owned_by(1, "spread-http", 1)
-    for api, q in zip(apis, reversed(names)):  # each declared through the worker that does not own it
-        req = urllib.request.Request(f"{api}/api/queues/%2F/{q}", data=b'{"durable": true}', method="PUT",
-                                     headers=auth)
-        with urllib.request.urlopen(req, timeout=10) as r:
-            assert r.status == 201
+    for api, q in zip(apis(node), reversed(names)):  # each declared through the worker that does not own it
+        assert call(api, "PUT", f"/api/queues/%2F/{q}", {"durable": True})[0] == 201
     c = connect(node)
     ch = c.channel()
     ch.confirm_delivery()
     for q in names:
         ch.basic_publish("", q, b"x")
         assert ch.queue_declare(q, passive=True).method.message_count == 1
-    for api, q in zip(apis, names):
-        req = urllib.request.Request(f"{api}/api/queues/%2F/{q}", method="DELETE", headers=auth)
-        with urllib.request.urlopen(req, timeout=10) as r:
-            assert r.status == 204
+    for api, q in zip(apis(node), names):
+        assert call(api, "DELETE", f"/api/queues/%2F/{q}")[0] == 204
     for q in names:
         assert _missing(c, q)
     c.close()
 
 
 def test_each_workers_http_api_lists_every_workers_queues(node):
-    auth = {"Authorization": "Basic " + base64.b64encode(b"guest:guest").decode()}
     names = owned_by(0, "spread-list", 2) + owned_by(1, "spread-list", 2)
     c = connect(node)
     ch = c.channel()
@@ -345,42 +337,29 @@ def test_each_workers_http_api_lists_every_workers_queues(node):
         ch.queue_declare(q)
         for _ in range(i + 1):
             ch.basic_publish("", q, b"x")
-    for w in ready(node)["workers"]:
-        api = f"http://{node.host}:{w['http_port']}"
-        with urllib.request.urlopen(urllib.request.Request(f"{api}/api/queues/%2F?sort=name", headers=auth),
-                                    timeout=10) as r:
-            rows = [row for row in json.loads(r.read()) if row["name"].startswith("spread-list")]
+    for api in apis(node):
+        rows = [row for row in get(api, "/api/queues/%2F?sort=name") if row["name"].startswith("spread-list")]
         assert [(row["name"], row["messages"]) for row in rows] == sorted((q, i + 1) for i, q in enumerate(names))
         for i, q in enumerate(names):  # one queue, whichever worker owns it
-            with urllib.request.urlopen(urllib.request.Request(f"{api}/api/queues/%2F/{q}", headers=auth),
-                                        timeout=10) as r:
-                assert json.loads(r.read())["messages"] == i + 1
+            assert get(api, f"/api/queues/%2F/{q}")["messages"] == i + 1
     c.close()
 
 
 def test_each_workers_http_api_lists_and_closes_every_workers_connections(node):
-    auth = {"Authorization": "Basic " + base64.b64encode(b"guest:guest").decode()}
     conns = [connect(node, f"lc{i}") for i in range(4)]
     for c in conns:
         c.channel()
     assert {worker_of(node, f"lc{i}") for i in range(4)} == {0, 1}
-    apis = [f"http://{node.host}:{w['http_port']}" for w in ready(node)["workers"]]
-    for api in apis:
-        with urllib.request.urlopen(urllib.request.Request(f"{api}/api/connections", headers=auth), timeout=10) as r:
-            names = {row["client_properties"].get("connection_name") for row in json.loads(r.read())}
+    for api in apis(node):
+        names = {row["client_properties"].get("connection_name") for row in get(api, "/api/connections")}
         assert {f"lc{i}" for i in range(4)} <= names
-        with urllib.request.urlopen(urllib.request.Request(f"{api}/api/channels", headers=auth), timeout=10) as r:
-            owners = {row["connection_details"]["name"] for row in json.loads(r.read())}
-        assert len(owners) >= 4
+        assert len({row["connection_details"]["name"] for row in get(api, "/api/channels")}) >= 4
     # close, through worker 0's API, a connection worker 1 holds
     victim = next(i for i in range(4) if worker_of(node, f"lc{i}") == 1)
-    with urllib.request.urlopen(urllib.request.Request(f"{apis[0]}/api/connections", headers=auth), timeout=10) as r:
-        name = next(row["name"] for row in json.loads(r.read())
-                    if row["client_properties"].get("connection_name") == f"lc{victim}")
-    req = urllib.request.Request(f"{apis[0]}/api/connections/{urllib.request.quote(name, safe='')}",
-                                 method="DELETE", headers=auth)
-    with urllib.request.urlopen(req, timeout=10) as r:
-        assert r.status == 204
+    api = apis(node)[0]
+    name = next(row["name"] for row in get(api, "/api/connections")
+                if row["client_properties"].get("connection_name") == f"lc{victim}")
+    assert call(api, "DELETE", f"/api/connections/{path_segment(name)}")[0] == 204
     with pytest.raises(pika.exceptions.ConnectionClosedByBroker) as e:
         wait_for("the connection closed", lambda: conns[victim].process_data_events(0.05))
     assert e.value.reply_code == 320
@@ -390,7 +369,6 @@ def test_each_workers_http_api_lists_and_closes_every_workers_connections(node):
 
 
 def test_each_workers_overview_counts_every_workers_queues_and_messages(node):
-    auth = {"Authorization": "Basic " + base64.b64encode(b"guest:guest").decode()}
     names = owned_by(0, "spread-ov", 2) + owned_by(1, "spread-ov", 2)
     c = connect(node)
     ch = c.channel()
@@ -398,15 +376,7 @@ def test_each_workers_overview_counts_every_workers_queues_and_messages(node):
     for q in names:
         ch.queue_declare(q)
         ch.basic_publish("", q, b"x")
-    for w in ready(node)["workers"]:
-        url = f"http://{node.host}:{w['http_port']}/api/overview"
-        with urllib.request.urlopen(urllib.request.Request(url, headers=auth), timeout=10) as r:
-            body = json.loads(r.read())
-        assert body["object_totals"]["queues"] == 4
-        assert wait_for("the depth sampled", lambda: _messages(url, auth) == 4)
+    for api in apis(node):
+        assert get(api, "/api/overview")["object_totals"]["queues"] == 4
+        wait_for("the depth sampled", lambda: get(api, "/api/overview")["queue_totals"].get("messages") == 4)
     c.close()
-
-
-def _messages(url: str, auth: dict) -> int:
-    with urllib.request.urlopen(urllib.request.Request(url, headers=auth), timeout=10) as r:
-        return json.loads(r.read())["queue_totals"].get("messages")

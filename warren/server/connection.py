@@ -22,6 +22,7 @@ import json
 import logging
 import time
 
+from warren.codec.frames import FRAME_METHOD
 from warren.errors import AMQPError
 from warren.metrics.totals import TOTALS
 from warren.protocol.amqp0_9_1.adapter import ConnectionHandler
@@ -387,6 +388,23 @@ class AMQPConnection(asyncio.Protocol):
     def settle(self) -> None:
         """It stays on this worker for good."""
         self._history = None
+
+    def take_history(self) -> tuple[bytes, bytes] | None:
+        """For a move (placement.py), once: (the octets answered already, those of the event being
+        handled and after it), or None when that split is not known. Stops keeping the history."""
+        history, self._history = self._history, None
+        if history is None or self.conn is None:
+            return None
+        # the event's stream offset (the history starts with the 8-octet protocol header); a
+        # publish assembled frame by frame began at its method frame, in an earlier read perhaps
+        # (placement moves only a connection that published nothing before it)
+        start = self._event_start
+        if 0 <= self.conn.publish_start < start:
+            start = self.conn.publish_start
+        start += HEADER_SIZE
+        if not HEADER_SIZE <= start < len(history) or history[start] != FRAME_METHOD:
+            return None
+        return bytes(history[:start]), bytes(history[start:])
 
     def move_to(self, worker: int) -> bool:
         """Hand the connection to ``worker`` before the event being handled; False: it stays."""

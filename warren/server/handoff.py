@@ -17,7 +17,6 @@ vhost the supervisor chose a worker for, whatever the worker's own default would
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import socket

@@ -31,6 +31,8 @@ __all__ = ["SpreadChannel"]
 
 log = logging.getLogger("warren.spread")
 
+MOVED = object()  # _placed_queue: the connection moved to the queue's owner
+
 
 class SpreadChannel(Channel):
     # consumers of queues other workers own: tag -> RemoteConsumer; the settlers of their
@@ -242,14 +244,24 @@ class SpreadChannel(Channel):
     def _prefetch(self) -> tuple:
         return (self.consumer_prefetch_count, self.consumer_prefetch_size, self.prefetch_count, self.prefetch_size)
 
-    def handle_basic_consume(self, m) -> None:
+    def _placed_queue(self, m):
+        """For basic.consume and basic.get, after the permission check: the record of the queue
+        if another worker owns it, None if we do, or MOVED when the connection went to the owner
+        instead (placement.py), which then handles this method."""
         name = m.queue or self.last_queue
         authz.queue_read(self, name)
         q = self._remote_queue(name)
         if self.session.io.placing and self._place(q.owner if q is not None else None):
-            return  # moved: the owner handles this consume
+            return MOVED
+        return q
+
+    def handle_basic_consume(self, m) -> None:
+        q = self._placed_queue(m)
+        if q is MOVED:
+            return
         if q is None:
             return Channel.handle_basic_consume(self, m)
+        name = q.name
         tag = m.consumer_tag or "amq.ctag-" + base64.urlsafe_b64encode(os.urandom(16)).rstrip(b"=").decode()
         if self.remote_consumers is None:
             self.remote_consumers = {}
@@ -299,13 +311,12 @@ class SpreadChannel(Channel):
             self._reply(spec.BasicCancelOk(m.consumer_tag))
 
     def handle_basic_get(self, m) -> None:
-        name = m.queue or self.last_queue
-        authz.queue_read(self, name)
-        q = self._remote_queue(name)
-        if self.session.io.placing and self._place(q.owner if q is not None else None):
-            return  # moved: the owner answers this get
+        q = self._placed_queue(m)
+        if q is MOVED:
+            return
         if q is None:
             return Channel.handle_basic_get(self, m)
+        name = q.name
         spread = self.session.broker.spread
         ref = spread.session_ref(self.session)
         settler = self._settler(q.owner)  # also what makes our close tell the owner to drop its channel

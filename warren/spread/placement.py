@@ -31,7 +31,6 @@ import os
 import socket
 import struct
 
-from warren.protocol.header import HEADER_SIZE
 from warren.server.handoff import pack_handoff
 
 __all__ = ["pack_move", "unpack_move", "is_move", "clean", "move", "MOVE"]
@@ -40,7 +39,6 @@ log = logging.getLogger("warren.spread")
 
 MOVE = b"M"  # first octet of a move record (a supervisor's record starts with a 16-bit length < 256)
 _LENGTH = struct.Struct(">I")
-_FRAME_METHOD = 1
 
 
 def pack_move(peer, vhost: str, answered: bytes, pending: bytes) -> bytes:
@@ -76,22 +74,14 @@ def clean(session) -> bool:
 def move(conn, worker: int) -> bool:
     """Move ``conn`` (an ``AMQPConnection``) to ``worker`` now; False if it cannot (it then stays
     for good). The event being handled and everything after it go with it unhandled."""
-    history = conn._history
-    conn._history = None  # one try only: from here on it stays or it is gone
     session = conn.session
-    if history is None or session is None or not clean(session) or conn.transport is None:
+    if session is None or conn.transport is None or not clean(session):
+        conn.settle()
         return False
-    # where the event being handled began, as an offset into the history (which starts with
-    # the 8-octet protocol header; the frame stream after it): a publish assembled frame by
-    # frame began at its method frame, in an earlier read perhaps (no publish came before it)
-    start = conn._event_start
-    if 0 <= conn.conn.publish_start < start:
-        start = conn.conn.publish_start
-    start += HEADER_SIZE
-    if not HEADER_SIZE <= start < len(history) or history[start] != _FRAME_METHOD:
-        return False
-    pending = bytes(history[start:])
-    answered = bytes(history[:start])
+    split = conn.take_history()  # one try only: from here on it stays or it is gone
+    if split is None:
+        return False  # 0-10, or the history was not kept whole
+    answered, pending = split
     conn.flush()  # the answers to everything before this event
     if conn.transport.get_write_buffer_size():
         return False  # the client has not taken them all: moving now would lose them

@@ -44,7 +44,7 @@ from warren.errors import AMQPError
 
 __all__ = ["BROKER", "INFO", "SERVER", "STATS", "REALM", "ApiError", "bad_request", "not_found",
            "not_authorised", "read_json", "as_bool", "reply_list", "reply_objects", "node_name", "iso_time",
-           "vhost_or_404", "no_content", "created", "MISSING", "SLICE_SECONDS"]
+           "vhost_or_404", "no_content", "created", "MISSING", "SLICE_SECONDS", "lookup"]
 
 BROKER = web.AppKey("broker", Broker)   # its vhosts, access store (users), policies
 INFO = web.AppKey("info", object)       # a callable: extra fields of /api/overview (ports, connections)
@@ -149,7 +149,8 @@ def vhost_or_404(request: web.Request, name: str | None = None):
 # --- lists -------------------------------------------------------------------------------------
 
 
-def _lookup(item: dict, dotted: str):
+def lookup(item: dict, dotted: str):
+    """``item["a"]["b"]`` for ``"a.b"``; ``MISSING`` where a part is missing."""
     value = item
     for part in dotted.split("."):
         if not isinstance(value, dict) or part not in value:
@@ -181,7 +182,7 @@ def _sort_key(value):
 
 
 def _project(item: dict, columns: list[str]) -> dict:
-    return _projected(columns, (_lookup(item, col) for col in columns))
+    return _projected(columns, (lookup(item, col) for col in columns))
 
 
 def _projected(columns: list[str], values) -> dict:
@@ -260,7 +261,7 @@ def reply_list(request: web.Request, items: list[dict]) -> web.Response:
     sort = query.get("sort")
     if sort:
         keys = [k for k in sort.split(",") if k]
-        items = sorted(items, key=lambda i: [_sort_key(_lookup(i, k)) for k in keys])
+        items = sorted(items, key=lambda i: [_sort_key(lookup(i, k)) for k in keys])
     if query.get("sort_reverse", "").lower() == "true":
         items = list(reversed(items))
     columns = _columns(query)
@@ -343,7 +344,7 @@ async def reply_objects(request: web.Request, objects: list, build, name=None, f
             await full_json(objects)
             for o in objects:
                 item = built[id(o)]
-                keyed.append(([_sort_key(_lookup(item, k)) for k in keys], o))
+                keyed.append(([_sort_key(lookup(item, k)) for k in keys], o))
         keyed.sort(key=lambda pair: pair[0])
         objects = [o for _, o in keyed]
     if query.get("sort_reverse", "").lower() == "true":

@@ -8,7 +8,9 @@ getter asks of a remote row is read from its JSON.
 
 from __future__ import annotations
 
-__all__ = ["RemoteRow", "dig", "merged_fields"]
+from warren.management.api.common import lookup
+
+__all__ = ["RemoteRow", "merged_fields", "PeerApi"]
 
 
 class RemoteRow:
@@ -21,19 +23,9 @@ class RemoteRow:
         self.name = json.get("name")
 
 
-def dig(row: dict, dotted: str):
-    """``row["a"]["b"]`` for ``"a.b"``; None where a part is missing."""
-    value = row
-    for part in dotted.split("."):
-        if not isinstance(value, dict) or part not in value:
-            return None
-        value = value[part]
-    return value
-
-
 def merged_fields(fields: dict) -> dict:
     """Field getters that read a ``RemoteRow``'s JSON and ask a local object as before."""
-    return {k: (lambda o, g=g, k=k: dig(o.json, k) if type(o) is RemoteRow else g(o)) for k, g in fields.items()}
+    return {k: (lambda o, g=g, k=k: lookup(o.json, k) if type(o) is RemoteRow else g(o)) for k, g in fields.items()}
 
 
 class PeerApi:
