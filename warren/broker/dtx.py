@@ -285,6 +285,8 @@ class DtxManager:
             self._roll_back(branch, XaStatus.XA_RBROLLBACK)
         if branch.state == ROLLED_BACK:
             return branch.outcome
+        if self.broker.spread is not None:  # --worker-mode queues: what a record cannot hold yet
+            self.broker.spread.check_preparable(branch)
         self._write_record(branch)
         branch.state = PREPARED
         branch.deadline = 0.0  # a prepared branch waits for its outcome, however long

@@ -19,10 +19,9 @@ vhost (qpid.messaging names none) gets the supervisor's default, which the recor
 worker's replay opens the same one. TLS is not served with workers (docs/security.md).
 
 With ``--worker-mode queues`` (experimental) every worker serves every vhost instead and owns
-some of its queues (warren/spread): the supervisor deals connections out in turn, makes a
-socket pair per pair of workers (their links) and refuses AMQP 0-10 clients, whose commands do
-not go through the worker that orders definitions yet (docs/performance.md, "One vhost over
-worker processes").
+some of its queues (warren/spread): the supervisor deals connections out in turn, either
+protocol family's, and makes a socket pair per pair of workers (their links; docs/performance.md,
+"One vhost over worker processes").
 Each worker has its own HTTP API port (``--http-port`` + i; all ephemeral with 0), listed in
 the ready file. The memory budget and the memory watermark are split evenly between workers.
 A worker that dies takes the supervisor down with it (and the others: fail whole, restart
@@ -53,7 +52,7 @@ from warren.broker.auth import MECHANISMS, parse_response
 from warren.broker.broker import Broker
 from warren.broker.policies import FILE_NAME
 from warren.config import Config
-from warren.errors import AMQPError, ConnectionAccessRefused, NotAllowed, NotImplemented_
+from warren.errors import AMQPError, ConnectionAccessRefused, NotAllowed
 from warren.management.parameters import GLOBAL_FILE_NAME, ParameterStore
 from warren.protocol.amqp0_9_1.connection import ServerConnection
 from warren.protocol.amqp0_10 import events as events_0_10
@@ -237,14 +236,6 @@ class Greeter(asyncio.Protocol):
                     else:
                         self._login(event)
                 elif kind is events_0_10.OpenRequested:
-                    if self.sup.spread:
-                        # its commands do not go through the worker that orders definitions yet
-                        # (warren/spread/coordinator.py): refused rather than served half
-                        error = NotImplemented_("AMQP 0-10 is not served with --worker-mode queues yet; "
-                                                "use --worker-mode vhosts or one process")
-                        error.log_detail = "an AMQP 0-10 client under --worker-mode queues"
-                        self._refuse(error)
-                        return
                     self._open(event.virtual_host)
                     return
                 elif kind is events_0_10.PeerError:  # answered by the protocol core already

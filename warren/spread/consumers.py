@@ -8,7 +8,10 @@ writes them to its client.
 
 from __future__ import annotations
 
-from warren.spread.proxy import PeerSink, ProxyChannel, ProxySession
+from warren.protocol.amqp0_10.delivery import Subscription
+from warren.protocol.amqp0_10.message import requeue_unmarked
+from warren.errors import NotImplemented_
+from warren.spread.proxy import UNMARKED, PeerSink, ProxyChannel, ProxySession, RemoteSettler, SubscriptionSink
 
 __all__ = ["Consumers"]
 
@@ -18,14 +21,18 @@ class Consumers:
 
     # --- consumers across workers: the owner's side (proxy.py) ---------------------------------
 
-    def _proxy(self, peer: int, session_id: int, number: int, vhost: str) -> ProxyChannel:
+    def _proxy_session(self, peer: int, session_id: int, vhost) -> ProxySession:
         key = (peer, session_id)
         session = self._proxy_sessions.get(key)
         if session is None:
-            session = self._proxy_sessions[key] = ProxySession(self, peer, session_id, self._vhost(vhost))
+            session = self._proxy_sessions[key] = ProxySession(self, peer, session_id, vhost)
+        return session
+
+    def _proxy(self, peer: int, session_id: int, number: int, vhost: str, sink_class=PeerSink) -> ProxyChannel:
+        session = self._proxy_session(peer, session_id, self._vhost(vhost))
         ch = session.channels.get(number)
         if ch is None:
-            sink = PeerSink(self, peer, session_id, number)
+            sink = sink_class(self, peer, session_id, number)
             ch = session.channels[number] = ProxyChannel(session, number, sink)
             sink.channel = ch
         return ch
@@ -53,6 +60,53 @@ class Consumers:
         tag, redelivered, msg, left = got
         return (tag, redelivered, msg.exchange, msg.routing_key, bytes(msg.properties), bytes(msg.body), left)
 
+    # 0-10 subscriptions (warren/spread/channel_0_10.py): their credit is kept here
+
+    def _proxy_subscribe(self, peer: int, args: tuple) -> str:
+        (vhost, name, session_id, number, tag, no_ack, exclusive, arguments, accept_mode, acquire_mode,
+         publisher_id) = args
+        ch = self._proxy(peer, session_id, number, vhost, SubscriptionSink)
+        ch.session.publisher_id = publisher_id  # a no-local queue drops what its subscriber's connection sent
+        c = ch.consume(name, tag, no_ack, exclusive, arguments)
+        ch.sink.subscriptions[c.tag] = Subscription(tag, ch.sink, c, accept_mode, acquire_mode, 0)
+        return c.tag  # no credit yet: nothing is delivered before the client's message.flow
+
+    def _subscription(self, peer: int, session_id: int, number: int, tag: str):
+        ch = self._existing_proxy(peer, session_id, number)
+        if ch is None or not isinstance(ch.sink, SubscriptionSink):
+            return None
+        return ch.sink.subscriptions.get(tag)
+
+    def _proxy_subscription_ask(self, peer: int, op: str, args: tuple) -> None:
+        """message.flush (deliver what the credit allows now, then no credit) and message.stop
+        (no credit): answered after the deliveries they allowed, which are sent first."""
+        sub = self._subscription(peer, *args)
+        if sub is not None:
+            if op == "sub_flush":
+                sub.queue.dispatch()
+            sub.zero()
+        self._flush()  # the deliveries batched this turn go before the answer
+        return None
+
+    def _proxy_acquire(self, peer: int, args: tuple) -> list:
+        """message.acquire of browsed copies: [(queue sequence number, our delivery tag)] of
+        those still there."""
+        vhost, name, session_id, number, seqs = args
+        q = self._vhost(vhost).queues.get(name)
+        ch = self._existing_proxy(peer, session_id, number)
+        if q is None or q.deleted or ch is None:
+            return []
+        acquired = []
+        for seq in seqs:
+            got = q.take_seq(seq)
+            if got is None:
+                continue
+            tag = ch.next_tag
+            ch.next_tag = tag + 1
+            ch.unacked[tag] = (q, seq, got[0], None, tag)
+            acquired.append((seq, tag))
+        return acquired
+
     def _proxy_message(self, peer: int, op: str, args: tuple) -> None:
         session_id, number = args[0], args[1]
         ch = self._existing_proxy(peer, session_id, number)
@@ -63,11 +117,27 @@ class Consumers:
             unacked = ch.unacked
             entries = [unacked.pop(t) for t in tags if t in unacked]
             if entries:
-                ch._settle(entries, requeue)
+                if requeue == UNMARKED:
+                    requeue_unmarked(ch, entries)
+                else:
+                    ch._settle(entries, requeue)
+        elif op in ("sub_flow", "sub_mode", "sub_credit"):
+            sub = ch.sink.subscriptions.get(args[2]) if isinstance(ch.sink, SubscriptionSink) else None
+            if sub is None:
+                return
+            if op == "sub_flow":
+                sub.add(args[3], args[4])
+            elif op == "sub_mode":
+                sub.set_mode(args[3])
+            else:
+                sub.give_back(args[3])
+            sub.queue.dispatch()
         elif op == "credit":
             ch.sink.credit(args[2])
         elif op == "cancel":
             ch.cancel(args[2])
+            if isinstance(ch.sink, SubscriptionSink):
+                ch.sink.subscriptions.pop(args[2], None)
         elif op == "qos":
             (ch.consumer_prefetch_count, ch.consumer_prefetch_size, ch.prefetch_count,
              ch.prefetch_size) = args[2:6]
@@ -76,16 +146,30 @@ class Consumers:
             session = self._proxy_sessions[(peer, session_id)]
             del session.channels[number]
             ch.close()
-            if not session.channels:
+            if not session.channels and not session.exclusive_queues:  # (a queue it locks knows it)
                 del self._proxy_sessions[(peer, session_id)]
 
     # --- consumers across workers: the consuming worker's side --------------------------------
 
+    def check_preparable(self, branch) -> None:
+        """dtx.prepare (warren/broker/dtx.py): a prepared record names the queue and sequence
+        number of each message the branch accepted, for a restart to hold them back; the
+        accepts of another worker's messages know only that worker's delivery tags, so a
+        branch with any is refused (one-phase commit and rollback work)."""
+        for _, entries, _ in branch.settles:
+            for q, *_ in entries:
+                if isinstance(q, RemoteSettler):
+                    raise NotImplemented_(
+                        f"dtx.prepare of xid {branch.xid}: it accepted messages of a queue worker {q.owner} owns, "
+                        "which a prepared record cannot name yet under --worker-mode queues; "
+                        "use a one-phase commit")
+
     def _channel(self, session_id: int, number: int):
         from warren.spread.channel import SpreadChannel
+        from warren.spread.channel_0_10 import SpreadSessionChannel
         session = self._sessions.get(session_id)
         ch = session.channels.get(number) if session is not None else None
-        return ch if isinstance(ch, SpreadChannel) and not ch.closed else None
+        return ch if isinstance(ch, (SpreadChannel, SpreadSessionChannel)) and not ch.closed else None
 
     def _take_deliveries(self, peer: int, items: list) -> None:
         credits: dict = {}

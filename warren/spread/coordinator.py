@@ -194,6 +194,14 @@ class Spread(Definitions, Forwarding, Consumers):
             return self._proxy_consume(peer, args)
         if op == "get":
             return self._proxy_get(peer, args)
+        if op == "subscribe":  # 0-10 (channel_0_10.py)
+            return self._proxy_subscribe(peer, args)
+        if op in ("sub_flush", "sub_stop"):
+            return self._proxy_subscription_ask(peer, op, args)
+        if op == "acquire":
+            return self._proxy_acquire(peer, args)
+        if op == "lock":
+            return self.lock_remote(peer, *args)
         raise InternalError(f"unknown request {op!r} from worker {peer}")
 
     def peer_message(self, peer: int, op: str, args: tuple) -> None:
@@ -201,12 +209,16 @@ class Spread(Definitions, Forwarding, Consumers):
             self._take_publishes(peer, args[0])
         elif op == "deliver":
             self._take_deliveries(peer, args[0])
-        elif op in ("settle", "credit", "cancel", "qos", "close_channel"):
+        elif op in ("settle", "credit", "cancel", "qos", "close_channel", "sub_flow", "sub_mode", "sub_credit"):
             self._proxy_message(peer, op, args)
         elif op == "count":
             self._counts[(peer, args[0])] = args[1]
         elif op == "congested":
             self._remote_congestion(*args)
+        elif op == "locked":
+            self._locked(*args)
+        elif op == "unlock":
+            self._unlock_remote(*args)
         elif op == "stopping":
             self._peers_stopping.add(peer)
         elif op == "cancelled":

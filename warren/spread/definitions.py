@@ -23,7 +23,9 @@ import os
 import zlib
 
 from warren.errors import AMQPError, InternalError, NotFound, NotImplemented_
+from warren.protocol.amqp0_10.channel import no_local, truthy
 from warren.spread.links import PeerGone
+from warren.spread.proxy import ProxySession
 from warren.spread.remote_queue import RemoteOwner, RemoteQueue
 
 __all__ = ["Definitions", "queue_owner", "SEQUENCER", "ADMIN"]
@@ -170,6 +172,8 @@ class Definitions:
         owner = q.exclusive_owner
         if owner is None and only_if_exclusive:
             return
+        if isinstance(owner, ProxySession):  # locked by a connection on another worker (lock_remote)
+            owner = RemoteOwner(owner.worker, owner.session_id)
         if isinstance(owner, RemoteOwner) or owner is None:
             same = owner == ref
         else:  # a local session's queue
@@ -217,6 +221,8 @@ class Definitions:
     def _create_queue(self, v, name, durable, exclusive, auto_delete, arguments, ref, server_named) -> dict:
         session = self._session(ref) if exclusive else None
         q = v.declare_queue(session, name, False, durable, exclusive, auto_delete, arguments, server_named)
+        if arguments and truthy(arguments.get("no-local")):  # Qpid's, as a 0-10 declare sets it up in one process
+            no_local(q)
         if exclusive and session is not None and q.exclusive_owner is session:
             session.exclusive_queues.add(q)
         return {"durable": q.durable, "messages": q.message_count, "consumers": len(q.consumers)}
@@ -250,6 +256,53 @@ class Definitions:
             return v.delete_queue(q)
         finally:
             self._deleting = None
+
+    # --- Qpid's exclusive queues that outlive their connection (channel_0_10.py) ---------------
+
+    def lock_changed(self, q, ref: RemoteOwner | None) -> None:
+        """Our queue ``q`` was locked for ``ref`` (None: unlocked): the others' records say so."""
+        for peer in self.links.peers:
+            self.tell(peer, "locked", q.vhost.name, q.name, ref)
+
+    def lock_remote(self, peer: int, vhost: str, name: str, session_id: int) -> bool:
+        """On the owner: lock our queue for a connection on ``peer``, as a declare of it there
+        asks, if it is unlocked and nobody consumes from it."""
+        q = self._vhost(vhost).queues.get(name)
+        if q is None or q.exclusive_owner is not None or q.consumers or q.durable:
+            return False
+        session = self._proxy_session(peer, session_id, q.vhost)
+        q.exclusive_owner = session
+        session.exclusive_queues.add(q)
+        self.lock_changed(q, RemoteOwner(peer, session_id))
+        return True
+
+    def unlock_kept(self, handler, q) -> None:
+        """A 0-10 connection that held ``q`` (ours, or a record of another worker's) closed:
+        unlocked everywhere, kept with its messages."""
+        if isinstance(q, RemoteQueue):
+            ref = RemoteOwner(self.index, id(handler))
+            if q.exclusive_owner == ref:
+                q.exclusive_owner = None
+                self.tell(q.owner, "unlock", q.vhost_name, q.name, ref)
+        elif q.exclusive_owner is handler:
+            q.exclusive_owner = None
+            handler.exclusive_queues.discard(q)
+            self.lock_changed(q, None)
+
+    def _unlock_remote(self, vhost: str, name: str, ref: RemoteOwner) -> None:
+        q = self._vhost(vhost).queues.get(name)
+        owner = q.exclusive_owner if q is not None else None
+        if isinstance(owner, ProxySession) and RemoteOwner(owner.worker, owner.session_id) == ref:
+            q.exclusive_owner = None
+            owner.exclusive_queues.discard(q)
+            if not owner.channels and not owner.exclusive_queues:
+                self._proxy_sessions.pop((owner.worker, owner.session_id), None)
+            self.lock_changed(q, None)
+
+    def _locked(self, vhost: str, name: str, ref: RemoteOwner | None) -> None:
+        q = self._vhost(vhost).remote_queues.get(name)
+        if q is not None:
+            q.exclusive_owner = ref
 
     def queue_deleted(self, v, q) -> None:
         """A queue of ours went (exclusive connection closed, auto-delete, x-expires, the HTTP

@@ -17,6 +17,8 @@ import concurrent.futures
 import logging
 
 from warren.errors import AMQPError
+from warren.protocol.amqp0_10.channel import PublishedMessage
+from warren.protocol.amqp0_10.delivery import NO_BODY
 from warren.spread.remote_queue import RemoteQueue
 
 __all__ = ["Forwarding", "RemoteSync", "RemoteReply", "SpreadFlow"]
@@ -63,7 +65,13 @@ class Forwarding:
         out = self._outgoing.get(q.owner)
         if out is None:
             out = self._outgoing[q.owner] = []
-        out.append((q.vhost_name, q.name, msg.exchange, msg.routing_key, bytes(msg.properties), bytes(msg.body)))
+        publisher = msg.publisher
+        if publisher is None:
+            out.append((q.vhost_name, q.name, msg.exchange, msg.routing_key, bytes(msg.properties), bytes(msg.body)))
+        else:  # published over 0-10: its connection (no-local queues), and whether it had a body at all
+            body = msg.body
+            out.append((q.vhost_name, q.name, msg.exchange, msg.routing_key, bytes(msg.properties),
+                        None if body is NO_BODY else bytes(body), publisher))
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self.loop.call_soon(self._flush)
@@ -137,7 +145,14 @@ class Forwarding:
         from warren.broker.message import Message
         from warren.broker.reply_to import PREFIX as REPLY_PREFIX, lookup as reply_lookup
         vhosts = self.broker.vhosts
-        for vhost, name, exchange, routing_key, properties, body in items:
+        for item in items:
+            if len(item) == 6:
+                vhost, name, exchange, routing_key, properties, body = item
+                publisher = None
+            else:
+                vhost, name, exchange, routing_key, properties, body, publisher = item
+                if body is None:
+                    body = NO_BODY
             v = vhosts.get(vhost)
             q = v.queues.get(name) if v is not None else None
             if q is None:
@@ -146,7 +161,11 @@ class Forwarding:
                     if rc is not None:
                         rc.publish(Message(exchange, routing_key, properties, body))
                 continue  # deleted meanwhile: dropped, as a message routed to a queue being deleted
-            msg = Message(exchange, routing_key, properties, body)
+            if publisher is None:
+                msg = Message(exchange, routing_key, properties, body)
+            else:
+                msg = PublishedMessage(exchange, routing_key, properties, body)
+                msg.publisher = publisher
             try:
                 msg.check_expiration()
             except AMQPError:

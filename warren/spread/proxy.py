@@ -18,10 +18,15 @@ from __future__ import annotations
 
 from warren.broker.channel import BrokerChannel
 from warren.codec.fields import encode_shortstr
+from warren.codec.amqp0_10.types import encode_command
+from warren.protocol.amqp0_10.delivery import NO_BODY, WINDOW as WINDOW_MODE, header_segment
+from warren.spec.amqp0_10 import MessageTransfer
 
-__all__ = ["ProxySession", "ProxyChannel", "PeerSink", "RemoteSettler", "RemoteConsumer", "WINDOW"]
+__all__ = ["ProxySession", "ProxyChannel", "PeerSink", "SubscriptionSink", "RemoteSettler", "RemoteConsumer",
+           "RemoteSubscription", "WINDOW"]
 
 WINDOW = 4096  # deliveries in flight to the consuming worker, per channel
+UNMARKED = "unmarked"  # a settle's requeue: back to the queue, not marked redelivered
 
 
 class _AllowAll:
@@ -100,6 +105,43 @@ class PeerSink:
         self.stopped = True
 
 
+class SubscriptionSink(PeerSink):
+    """The ``PeerSink`` of a 0-10 session's channel: its consumers are subscriptions, whose
+    credit (``warren/protocol/amqp0_10/delivery.py``'s ``Subscription``, unchanged) is kept
+    here on the owner, next to the queue it is checked against. Each delivery carries what the
+    consuming worker needs to write the transfer and give window credit back: the queue
+    sequence number of a browsed copy (None when acquired) and the credit it cost."""
+
+    __slots__ = ("subscriptions",)
+
+    def __init__(self, spread, worker: int, session_id: int, number: int) -> None:
+        super().__init__(spread, worker, session_id, number)
+        self.subscriptions: dict = {}  # consumer tag (the destination) -> Subscription
+
+    def cost(self, msg, destination: str) -> int:
+        return len(header_segment(msg, False)) + len(msg.body)
+
+    def _charge(self, sub, message) -> int:
+        cost = self.cost(message, sub.destination) if sub.octets is not None or sub.mode == WINDOW_MODE else 0
+        sub.charge(cost)
+        return cost
+
+    def _send(self, tag: str, owner_tag, redelivered: bool, message, seq, cost: int) -> None:
+        self.in_flight += 1
+        body = message.body
+        self.spread.send_delivery(self.worker, (self.session_id, self.number, tag, owner_tag, redelivered,
+                                                message.exchange, message.routing_key, bytes(message.properties),
+                                                None if body is NO_BODY else bytes(body), seq, cost))
+
+    def deliver(self, consumer, tag: int, redelivered: bool, message) -> None:
+        sub = self.subscriptions.get(consumer.tag)
+        cost = 0 if sub is None else self._charge(sub, message)
+        self._send(consumer.tag, tag, redelivered, message, None, cost)
+
+    def browse(self, sub, seq: int, message, redelivered: bool) -> None:
+        self._send(sub.destination, None, redelivered, message, seq, self._charge(sub, message))
+
+
 class ProxyChannel(BrokerChannel):
     pass
 
@@ -128,8 +170,9 @@ class RemoteSettler:
     def forget(self, seq: int, msg) -> None:
         self._settle([seq], None)
 
-    def requeue(self, items) -> None:
-        self._settle([seq for seq, _ in items], True)
+    def requeue(self, items, redelivered: bool = True) -> None:
+        # a 0-10 release without set-redelivered puts them back unmarked (message.py)
+        self._settle([seq for seq, _ in items], True if redelivered else UNMARKED)
 
     def reject(self, seq: int, msg) -> None:
         self._settle([seq], False)
@@ -151,3 +194,45 @@ class RemoteConsumer:
         self.no_ack = no_ack
         self.queue_name = queue_name
         self.pending: list | None = []  # deliveries that came before consume-ok went out
+
+
+class RemoteSubscription:
+    """On the consuming worker: a 0-10 subscription to a queue on ``owner``. Its credit is kept
+    by the owner (``SubscriptionSink``); what ``message.py`` does to a subscription (flow,
+    flow mode, window credit given back) is told to the owner. ``queue`` is the queue's record."""
+
+    __slots__ = ("tag", "destination", "queue", "owner", "spread", "session_id", "number", "consumer",
+                 "accept_mode", "acquire_mode", "mode", "command_id", "transfer_commands", "no_ack", "pending")
+
+    def __init__(self, spread, queue, session_id: int, number: int, tag: str, destination: str, accept_mode: int,
+                 acquire_mode: int, no_ack: bool, command_id: int) -> None:
+        self.spread = spread
+        self.queue = queue
+        self.owner = queue.owner
+        self.session_id = session_id
+        self.number = number
+        self.tag = tag  # the owner's consumer tag: the destination, or one made for an empty one
+        self.destination = destination
+        self.consumer = self  # message.py cancels ``sub.consumer.tag``
+        self.accept_mode = accept_mode
+        self.acquire_mode = acquire_mode
+        self.no_ack = no_ack
+        self.mode = WINDOW_MODE
+        self.command_id = command_id
+        self.transfer_commands = tuple(
+            encode_command(MessageTransfer(destination=destination, accept_mode=accept_mode, acquire_mode=mode))
+            for mode in (0, 1))  # pre-acquired, not-acquired (browsed copies)
+        self.pending: list | None = []  # deliveries that came before the subscribe completed
+
+    def _tell(self, op: str, *args) -> None:
+        self.spread.tell(self.owner, op, self.session_id, self.number, self.tag, *args)
+
+    def add(self, unit: int, value) -> None:
+        self._tell("sub_flow", unit, value)
+
+    def set_mode(self, mode: int) -> None:
+        self.mode = mode
+        self._tell("sub_mode", mode)
+
+    def give_back(self, cost: int) -> None:
+        self._tell("sub_credit", cost)

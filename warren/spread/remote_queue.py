@@ -55,6 +55,9 @@ class RemoteQueue:
         """Send the message to the owner; the sync number a confirm waits for (0: none)."""
         return self.spread.forward(self, msg)
 
+    def dispatch(self) -> None:
+        pass  # the owner dispatches (what a 0-10 message.flow asks of a subscription's queue)
+
     def takes_runs(self) -> bool:
         return False  # publish_run goes message by message: each is forwarded
 

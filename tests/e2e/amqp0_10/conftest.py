@@ -8,8 +8,6 @@ import uuid
 
 import pytest
 
-from tests.conftest import skip_under_spread
-
 from .client010 import Client010
 
 
@@ -17,8 +15,6 @@ from .client010 import Client010
 def _warren_only():
     if os.environ.get("WARREN_TEST_BROKER_URL"):
         pytest.skip("AMQP 0-10 is Warren's (RabbitMQ does not speak it): needs the test session's Warren")
-    skip_under_spread("AMQP 0-10 clients are refused there until their commands go through the worker "
-                      "that orders definitions (warren/spread/coordinator.py; test_spread.py checks the refusal)")
 
 
 @pytest.fixture

@@ -44,13 +44,19 @@ _PUBLISHER_IDS = itertools.count(1)  # one per 0-10 connection, never reused
 
 class ConnectionHandler(ClientConnection):
     protocol = "AMQP 0-10"
+    channel_class = SessionChannel  # --worker-mode queues: warren/spread/channel_0_10.py's
 
     def __init__(self, broker, conn, peer: tuple, io, anonymous_user: str | None = None) -> None:
         super().__init__(broker, peer, io)
+        self.publisher_id = next(_PUBLISHER_IDS)  # what its messages carry (no-local queues)
+        if broker.spread is not None:
+            from warren.spread.channel_0_10 import SpreadSessionChannel
+            self.channel_class = SpreadSessionChannel
+            # unique in the node: a message keeps it when it crosses to another worker
+            self.publisher_id = self.publisher_id * broker.spread.count + broker.spread.index
         self.conn = conn  # the sans-IO 0-10 ServerConnection
         self.anonymous_user = anonymous_user
         self._confirming: set[SessionChannel] = set()
-        self.publisher_id = next(_PUBLISHER_IDS)  # what its messages carry (no-local queues)
         # exclusive queues that are not auto-delete: they outlive this connection, which only
         # holds their lock (Qpid's rule; qpid.messaging's at-least-once topic receivers)
         self.kept_exclusive: set = set()
@@ -156,7 +162,7 @@ class ConnectionHandler(ClientConnection):
         except AMQPError as error:
             self.fail(error)
             return
-        self.channels[event.channel] = SessionChannel(self, event.channel, SessionSink(self, event.channel))
+        self.channels[event.channel] = self.channel_class(self, event.channel, SessionSink(self, event.channel))
 
     def _close_channel(self, number) -> None:
         ch = self.channels.pop(number, None)
@@ -243,8 +249,11 @@ class ConnectionHandler(ClientConnection):
 
     def _release(self) -> None:
         if not self.closed:
+            spread = self.broker.spread
             for q in self.kept_exclusive:
-                if q.exclusive_owner is self:
+                if spread is not None:  # --worker-mode queues: the other workers' records too
+                    spread.unlock_kept(self, q)
+                elif q.exclusive_owner is self:
                     q.exclusive_owner = None  # unlocked, kept with its messages
                     self.exclusive_queues.discard(q)
             self.kept_exclusive.clear()

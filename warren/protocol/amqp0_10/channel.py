@@ -24,7 +24,7 @@ from warren.errors import CommandInvalid, NotFound, ResourceLocked
 from warren.protocol.amqp0_10.properties import plain_arguments
 from warren.spec import amqp0_10 as spec
 
-__all__ = ["SessionChannel", "ExecutionError", "LATER", "HANDLERS"]
+__all__ = ["SessionChannel", "ExecutionError", "LATER", "HANDLERS", "query_result", "no_local", "truthy"]
 
 E = spec.ExecutionErrorCode
 LATER = object()  # a handler's answer: the command completes later
@@ -73,6 +73,16 @@ class SessionChannel(BrokerChannel):
     @property
     def subscriptions(self) -> dict:
         return self.sink.subscriptions
+
+    def queue_named(self, name: str):
+        """The queue a command names, None if there is none (--worker-mode queues: or the
+        record of another worker's, warren/spread/channel_0_10.py)."""
+        return self.vhost.queues.get(name)
+
+    def after_definitions(self, fn):
+        """``fn()`` once the definitions the command changed are in force: at once in one
+        process (--worker-mode queues: after every worker applied them)."""
+        return fn()
 
     def execute(self, command):
         if not HANDLERS:
@@ -202,7 +212,7 @@ class SessionChannel(BrokerChannel):
             raise ExecutionError(E.INVALID_ARGUMENT, "queues cannot be unbound from the default exchange")
         if exchange not in self.vhost.exchanges:
             raise NotFound(f"no exchange '{exchange}' in vhost '{self.vhost.name}'")
-        queue = self.vhost.queues.get(c.queue or "")
+        queue = self.queue_named(c.queue or "")
         if queue is None:
             raise NotFound(f"no queue '{c.queue}' in vhost '{self.vhost.name}'")
         # 0-10 names a binding by exchange, queue and key: whatever arguments it was made with
@@ -216,7 +226,7 @@ class SessionChannel(BrokerChannel):
     def handle_exchange_bound(self, c):
         vhost = self.vhost
         ex = vhost.exchanges.get(c.exchange or "")
-        queue = vhost.queues.get(c.queue or "") if c.queue else None
+        queue = self.queue_named(c.queue or "") if c.queue else None
         result = spec.ExchangeExchangeBoundResult(exchange_not_found=ex is None,
                                                   queue_not_found=bool(c.queue) and queue is None)
         if ex is None:
@@ -255,19 +265,24 @@ class SessionChannel(BrokerChannel):
         # flags and arguments say (a queue another connection holds exclusively stays locked),
         # except that exclusivity asked for must be had: a passive exclusive declare of a queue
         # not exclusively ours, or an exclusive declare of a queue someone consumes from, is 405
-        existing = self.vhost.queues.get(name)
+        existing = self.queue_named(name)
         if existing is not None and c.exclusive and existing.exclusive_owner is not self.session and (
                 c.passive or existing.exclusive_owner is not None or existing.consumers):
             raise ResourceLocked(f"cannot obtain exclusive access to queue '{name}' in vhost '{self.vhost.name}'")
         passive = bool(c.passive) or existing is not None
         self.declare_queue(name, passive, bool(c.durable), bool(c.exclusive),
                            bool(c.auto_delete) and not session_scoped, arguments)
-        if session_scoped:
-            q = self.vhost.queues.get(name)
-            if q is not None and q.exclusive_owner is self.session:
-                self.session_queues.add(q)
+        return self.after_definitions(lambda: self._declared(c, name, session_scoped, existing is None, arguments))
+
+    def _declared(self, c, name: str, session_scoped: bool, new: bool, arguments: dict) -> None:
+        """What Qpid's rules add to a queue.declare: the session's or connection's hold on an
+        exclusive queue, and the no-local check (on queues this process holds)."""
         q = self.vhost.queues.get(name)
-        if q is not None and c.exclusive and not c.auto_delete and not c.passive:
+        if q is None:
+            return None
+        if session_scoped and q.exclusive_owner is self.session:
+            self.session_queues.add(q)
+        if c.exclusive and not c.auto_delete and not c.passive:
             # Qpid: an exclusive queue that is not auto-delete outlives its owner, which holds
             # only its lock; an unlocked one nobody consumes from is locked again by this declare
             if q.exclusive_owner is None and not q.consumers and not q.durable:
@@ -275,17 +290,15 @@ class SessionChannel(BrokerChannel):
                 self.session.exclusive_queues.add(q)
             if q.exclusive_owner is self.session:
                 self.session.kept_exclusive.add(q)
-        if existing is None and _truthy(arguments.get("no-local")):
-            q = self.vhost.queues.get(name)
-            if q is not None:
-                no_local(q)
+        if new and truthy(arguments.get("no-local")):
+            no_local(q)
         return None
 
     def handle_queue_delete(self, c):
         name = c.queue or ""
         if not name:
             raise ExecutionError(E.ILLEGAL_ARGUMENT, "queue.delete needs a queue name")
-        if name not in self.vhost.queues:
+        if self.queue_named(name) is None:
             raise NotFound(f"no queue '{name}' in vhost '{self.vhost.name}'")  # 0-10: the queue must exist
         _, held = self.delete_queue(name, bool(c.if_unused), bool(c.if_empty))
         for ch, tag in held:
@@ -305,12 +318,7 @@ class SessionChannel(BrokerChannel):
         q = self.vhost.queues.get(c.queue or "")
         if q is None:
             return spec.QueueQueueQueryResult(queue="", message_count=0, subscriber_count=0)
-        arguments = {k: v for k, v in q.arguments.items() if k != _AE_MARK}
-        alternate = arguments.pop("x-dead-letter-exchange", None) if q.arguments.get(_AE_MARK) else None
-        return spec.QueueQueueQueryResult(
-            queue=q.name, alternate_exchange=alternate, durable=q.durable, exclusive=q.exclusive_owner is not None,
-            auto_delete=q.auto_delete, arguments=arguments or None, message_count=q.message_count,
-            subscriber_count=len(q.consumers))
+        return query_result(q, q.message_count, len(q.consumers))
 
     # --- tx class ----------------------------------------------------------------------------
 
@@ -369,7 +377,16 @@ def _queue_arguments(arguments) -> dict:
     return args
 
 
-def _truthy(value) -> bool:
+def query_result(q, messages: int, subscribers: int):
+    """queue.query's answer about ``q`` (a queue, or another worker's record of one)."""
+    arguments = {k: v for k, v in q.arguments.items() if k != _AE_MARK}
+    alternate = arguments.pop("x-dead-letter-exchange", None) if q.arguments.get(_AE_MARK) else None
+    return spec.QueueQueueQueryResult(
+        queue=q.name, alternate_exchange=alternate, durable=q.durable, exclusive=q.exclusive_owner is not None,
+        auto_delete=q.auto_delete, arguments=arguments or None, message_count=messages, subscriber_count=subscribers)
+
+
+def truthy(value) -> bool:
     """A Qpid boolean argument: true, a non-zero number, or the text "true"/"1"/"yes"."""
     if isinstance(value, str):
         return value.strip().lower() in ("true", "1", "yes")

@@ -27,7 +27,7 @@ from warren.protocol.amqp0_10.delivery import NO_BODY, NOT_ACQUIRED, Subscriptio
 from warren.protocol.amqp0_10.properties import plain_arguments, to_basic
 from warren.spec import amqp0_10 as spec
 
-__all__ = ["transfer"]
+__all__ = ["transfer", "requeue_unmarked", "forget_window", "transfer_ids"]
 
 E = spec.ExecutionErrorCode
 _DELIVERY, _MESSAGE = spec.MessageDeliveryProperties, spec.MessageMessageProperties
@@ -55,7 +55,7 @@ def transfer(ch, event):
     return None
 
 
-def _ids(transfers: SequenceSet | None, known: dict) -> list[int]:
+def transfer_ids(transfers: SequenceSet | None, known: dict) -> list[int]:
     """The ids of ``known`` (our transfer ids) inside the set, in the set's order."""
     if not transfers or not known:
         return []
@@ -75,7 +75,7 @@ def handle_message_accept(ch, c):
     transfers, unacked = ch.transfers, ch.unacked
     tx = ch.tx_mode
     entries = []
-    for i in _ids(c.transfers, transfers):
+    for i in transfer_ids(c.transfers, transfers):
         tag = transfers[i] if tx else transfers.pop(i)  # a rollback may give it back
         entry = unacked.pop(tag, None)
         if entry is not None:
@@ -85,7 +85,7 @@ def handle_message_accept(ch, c):
             ch.tx_settles.append((entries, None))
         else:
             ch._settle(entries, None)
-    for i in _ids(c.transfers, ch.browsed):
+    for i in transfer_ids(c.transfers, ch.browsed):
         del ch.browsed[i]
     return None
 
@@ -93,7 +93,7 @@ def handle_message_accept(ch, c):
 def _settle_now(ch, c, requeue: bool, redelivered: bool = True) -> None:
     transfers, unacked = ch.transfers, ch.unacked
     entries = []
-    for i in _ids(c.transfers, transfers):
+    for i in transfer_ids(c.transfers, transfers):
         tag = transfers.pop(i)
         entry = unacked.pop(tag, None)
         if entry is not None:
@@ -102,14 +102,14 @@ def _settle_now(ch, c, requeue: bool, redelivered: bool = True) -> None:
             ch.release_on_rollback.add(tag)
     if entries:
         if requeue and not redelivered:
-            _requeue_unmarked(ch, entries)
+            requeue_unmarked(ch, entries)
         else:
             ch._settle(entries, requeue)
-    for i in _ids(c.transfers, ch.browsed):
+    for i in transfer_ids(c.transfers, ch.browsed):
         del ch.browsed[i]
 
 
-def _requeue_unmarked(ch, entries) -> None:
+def requeue_unmarked(ch, entries) -> None:
     """BrokerChannel._settle's requeue, with the messages not marked redelivered (a release
     without set-redelivered)."""
     by_queue: dict = {}
@@ -137,7 +137,7 @@ def handle_message_reject(ch, c):
 
 def handle_message_acquire(ch, c):
     acquired = []
-    for i in _ids(c.transfers, ch.browsed):
+    for i in transfer_ids(c.transfers, ch.browsed):
         queue, seq = ch.browsed.pop(i)
         got = None if queue.deleted else queue.take_seq(seq)
         if got is None:
@@ -193,7 +193,7 @@ def handle_message_cancel(ch, c):
     return None
 
 
-def _forget_window(ch, sub) -> None:
+def forget_window(ch, sub) -> None:
     """Transfers sent before a stop, flush or new flow mode give no credit back when completed."""
     if ch.window:
         ch.window = {i: e for i, e in ch.window.items() if e[0] is not sub}
@@ -202,7 +202,7 @@ def _forget_window(ch, sub) -> None:
 def handle_message_set_flow_mode(ch, c):
     sub = _subscription(ch, c.destination)
     sub.set_mode(c.flow_mode or 0)
-    _forget_window(ch, sub)
+    forget_window(ch, sub)
     return None
 
 
@@ -223,7 +223,7 @@ def handle_message_flush(ch, c):
     if sub is not None:
         sub.queue.dispatch()  # use the credit on what is there now, then none is left
         sub.zero()
-        _forget_window(ch, sub)
+        forget_window(ch, sub)
     return None
 
 
@@ -231,5 +231,5 @@ def handle_message_stop(ch, c):
     sub = ch.subscriptions.get(c.destination or "")
     if sub is not None:
         sub.zero()
-        _forget_window(ch, sub)
+        forget_window(ch, sub)
     return None

@@ -1,0 +1,404 @@
+"""The 0-10 session channel of a worker whose vhosts are spread (``--worker-mode queues``).
+
+The 0-10 twin of ``channel.py``. Its commands are ``warren/protocol/amqp0_10``'s, unchanged
+where they can be; what differs:
+
+* **Definitions.** The broker operations that change definitions (exchange declare and delete,
+  queue declare, bind, unbind, delete) are ordered by worker 0 and applied by every worker
+  (``definitions.py``) before the command completes. ``execute`` collects what a command asks
+  for and completes it once every worker applied it (``LATER``); what Qpid's rules do after a
+  declare waits for that too (``after_definitions``). The connection reads nothing more
+  meanwhile (``AMQPConnection.hold_input``), so the next command finds the change in force.
+* **Queues another worker owns** are found by name as their records (``queue_named``):
+  ``queue.query`` asks the owner for the counts, ``queue.purge`` asks it to purge.
+* **Subscriptions to them** are the owner's: there a ``SubscriptionSink`` keeps the credit
+  (``proxy.py``); here a ``RemoteSubscription`` tells it what ``message.flow``,
+  ``set-flow-mode`` and window completions give, and the deliveries it sends are written as
+  transfers. ``message.flush`` and ``message.stop`` wait for the owner's answer, which comes
+  after the deliveries they allowed: a client that flushes and syncs has them. Accept, release
+  and reject go back through a ``RemoteSettler``, as a 0-9-1 ack does; ``message.acquire`` of a
+  browsed copy asks the owner to take it.
+
+0-10 connections never move (``placement.py`` replays 0-9-1 octets only).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from warren.broker import authz
+from warren.broker.message import Message
+from warren.codec.amqp0_10.sets import SequenceSet
+from warren.broker.exchanges import EXCHANGE_TYPES
+from warren.errors import AccessRefused, AMQPError, CommandInvalid, NotFound
+from warren.protocol.amqp0_10 import message as message_class
+from warren.protocol.amqp0_10.channel import LATER, ExecutionError, SessionChannel, query_result
+from warren.protocol.amqp0_10.delivery import NO_BODY, NOT_ACQUIRED, PRE_ACQUIRED, WINDOW, header_segment
+from warren.protocol.amqp0_10.properties import plain_arguments
+from warren.protocol.amqp0_10.session import error_code_for
+from warren.spec import amqp0_10 as spec
+from warren.spread.links import PeerGone
+from warren.spread.proxy import RemoteSettler, RemoteSubscription
+from warren.spread.remote_queue import RemoteQueue
+
+__all__ = ["SpreadSessionChannel"]
+
+log = logging.getLogger("warren.spread")
+
+E = spec.ExecutionErrorCode
+
+
+class SpreadSessionChannel(SessionChannel):
+    settlers: dict | None = None  # owner -> RemoteSettler, made on first use
+    _changes: list | None = None  # while a command runs: the definition changes it asked for
+    _then: list | None = None  # and what waits for them (after_definitions)
+
+    def execute(self, command):
+        handler = SPREAD_HANDLERS.get(command.INDEX)
+        if handler is not None:
+            return handler(self, command)
+        self._changes, self._then = changes, then = [], []
+        try:
+            answer = super().execute(command)
+        finally:
+            self._changes = self._then = None
+        if not changes:
+            return answer
+
+        async def apply():
+            for change in changes:  # in the order the command asked for them
+                await change()
+
+        def applied(_):
+            for fn in then:
+                fn()
+            return answer
+        return self._later(apply(), applied)
+
+    def after_definitions(self, fn):
+        if self._changes:
+            self._then.append(fn)
+            return None
+        return fn()
+
+    def _later(self, awaitable, then):
+        """Complete the command being executed once ``awaitable`` is done, with ``then(result)``
+        as its result (None: none); nothing more is read from the client meanwhile. A refusal
+        ends the session with execution.exception, as the same refusal in one process would."""
+        io = self.session.io
+        io.hold_input()
+        command_id, number, handler = self.current, self.number, self.session
+        task = asyncio.ensure_future(awaitable)
+
+        def done(t) -> None:
+            io.release_input()
+            if self.closed or t.cancelled():
+                return
+            try:
+                e = t.exception()
+                if e is not None:
+                    raise e
+                answer = then(t.result())
+            except ExecutionError as e:
+                code, text = e.code, e.text
+            except AMQPError as e:
+                code, text = error_code_for(e.reply_code), e.text
+            except PeerGone as e:
+                code, text = E.INTERNAL_ERROR, f"another worker did not answer: {e}"
+            except Exception:
+                log.exception("internal error on connection %s session channel %d", handler, number)
+                code, text = E.INTERNAL_ERROR, "internal error"
+            else:
+                if answer is None:
+                    handler.conn.complete(number, command_id)
+                else:
+                    handler.conn.send_result(number, command_id, answer)
+                handler.want_flush()
+                return
+            handler.session_exception(number, command_id, code, text)
+        task.add_done_callback(done)
+        return LATER
+
+    def _change(self, op: str, args: tuple) -> None:
+        spread = self.session.broker.spread
+        vhost = self.vhost.name
+        self._changes.append(lambda: spread.define(vhost, op, args))
+
+    def _ref(self):
+        return self.session.broker.spread.session_ref(self.session)
+
+    # --- the broker operations that change definitions -----------------------------------
+
+    def queue_named(self, name: str):
+        return self.vhost.queues.get(name) or self.vhost.remote_queues.get(name)
+
+    def declare_exchange(self, name, type_, passive, durable, auto_delete, internal, arguments) -> None:
+        if passive or self._changes is None:
+            return super().declare_exchange(name, type_, passive, durable, auto_delete, internal, arguments)
+        authz.exchange_declare(self, name, type_, passive, arguments)
+        if type_ not in EXCHANGE_TYPES:  # here, as the command's own check maps it to not-found (channel.py)
+            raise CommandInvalid(f"invalid exchange type '{type_}'")
+        self._change("declare_exchange", (name, type_, False, durable, auto_delete, internal, arguments))
+
+    def delete_exchange(self, name: str, if_unused: bool) -> None:
+        authz.exchange_delete(self, name)
+        self._change("delete_exchange", (name, if_unused))
+
+    def declare_queue(self, name, passive, durable, exclusive, auto_delete, arguments):
+        record = self.vhost.remote_queues.get(name)
+        if passive and record is not None:  # every worker holds its record: in force already
+            authz.queue_declare(self, name, True, arguments)
+            if record.exclusive_owner is not None and record.exclusive_owner != self._ref():
+                raise self.vhost._locked(name)  # another connection's exclusive queue
+            return name, 0, 0
+        if passive:
+            return super().declare_queue(name, passive, durable, exclusive, auto_delete, arguments)
+        authz.queue_declare(self, name, False, arguments)
+        self._change("declare_queue", (name, durable, exclusive, auto_delete, arguments, self._ref()))
+        return name, 0, 0
+
+    def bind_queue(self, queue: str, exchange: str, routing_key: str, arguments: dict) -> None:
+        authz.queue_bind(self, queue, exchange, routing_key)
+        self._change("bind_queue", (queue, exchange, routing_key, arguments, self._ref()))
+
+    def unbind_queue(self, queue: str, exchange: str, routing_key: str, arguments: dict) -> None:
+        authz.queue_bind(self, queue, exchange, routing_key)
+        self._change("unbind_queue", (queue, exchange, routing_key, arguments, self._ref()))
+
+    def _declared(self, c, name: str, session_scoped: bool, new: bool, arguments: dict) -> None:
+        record = self.vhost.remote_queues.get(name)
+        if record is None:  # (a no-local queue is set up where it is made: Spread._create_queue)
+            super()._declared(c, name, session_scoped, False, arguments)
+            q = self.vhost.queues.get(name)
+            if q is not None and q in self.session.kept_exclusive and q.exclusive_owner is self.session:
+                self.session.broker.spread.lock_changed(q, self._ref())  # (re)locked by us: say so to all
+            return None
+        if c.exclusive and not c.auto_delete and not c.passive and record.exclusive_owner is None \
+                and not record.durable:
+            # Qpid's rule (SessionChannel._declared) for a queue another worker holds: its owner
+            # locks it for us, if nobody consumes from it there
+            spread, ref = self.session.broker.spread, self._ref()
+
+            async def lock():
+                if await spread.ask(record.owner, "lock", self.vhost.name, name, ref.session_id):
+                    record.exclusive_owner = ref
+                    self.session.kept_exclusive.add(record)
+            if self._changes is not None:
+                self._changes.append(lock)
+        return None
+
+    def handle_queue_delete(self, c):
+        name = c.queue or ""
+        if not name:
+            raise ExecutionError(E.ILLEGAL_ARGUMENT, "queue.delete needs a queue name")
+        if self.queue_named(name) is None:
+            raise NotFound(f"no queue '{name}' in vhost '{self.vhost.name}'")  # 0-10: the queue must exist
+        authz.queue_delete(self, name)
+        spread, session = self.session.broker.spread, self.session
+        # subscriptions on it of the connection's other sessions end after our completion
+        # (SessionChannel.handle_queue_delete); our own stay until the client cancels them
+        session.held_cancels = held = []
+
+        async def delete():
+            try:
+                return await spread.define(self.vhost.name, "delete_queue",
+                                           (name, bool(c.if_unused), bool(c.if_empty), self._ref()))
+            finally:
+                session.held_cancels = None
+
+        def deleted(_):
+            for ch, tag in held:
+                if ch is not self:
+                    ch.notify_cancel(tag)
+            return None
+        return self._later(delete(), deleted)
+
+    def handle_queue_purge(self, c):
+        q = self.vhost.remote_queues.get(c.queue or "")
+        if q is None:
+            return SessionChannel.handle_queue_purge(self, c)
+        authz.queue_read(self, q.name)
+        return self._later(self.session.broker.spread.purge(q), lambda _: None)
+
+    def handle_queue_query(self, c):
+        q = self.vhost.remote_queues.get(c.queue or "")
+        if q is None:
+            return SessionChannel.handle_queue_query(self, c)
+        return self._later(self.session.broker.spread.queue_counts(q), lambda counts: query_result(q, *counts))
+
+    # --- subscriptions to another worker's queue -------------------------------------------
+
+    def _settler(self, owner: int) -> RemoteSettler:
+        if self.settlers is None:
+            self.settlers = {}
+        settler = self.settlers.get(owner)
+        if settler is None:
+            settler = self.settlers[owner] = RemoteSettler(self.session.broker.spread, owner, id(self.session),
+                                                           self.number)
+        return settler
+
+    def handle_message_subscribe(self, c):
+        q = self.vhost.remote_queues.get(c.queue or "")
+        if q is None:
+            return message_class.handle_message_subscribe(self, c)
+        destination = c.destination or ""
+        if destination in self.subscriptions:
+            raise ExecutionError(E.NOT_ALLOWED, f"subscription '{destination}' exists on this session")
+        authz.queue_read(self, q.name)
+        if q.exclusive_owner is not None and q.exclusive_owner != self._ref():  # another connection's
+            raise self.vhost._locked(q.name)
+        accept_mode, acquire_mode = c.accept_mode or 0, c.acquire_mode or 0
+        no_ack = accept_mode == 1 or acquire_mode == NOT_ACQUIRED
+        spread = self.session.broker.spread
+        ref = self._ref()
+        self._settler(q.owner)  # also what makes our close tell the owner to drop its channel
+        tag = destination or "amq.0-10." + str(self.current)  # as message.py names the consumer
+        sub = RemoteSubscription(spread, q, ref.session_id, self.number, tag, destination, accept_mode, acquire_mode,
+                                 no_ack, self.current)
+        keys = {tag, destination}
+        for key in keys:
+            self.subscriptions[key] = sub
+
+        def forget() -> None:
+            for key in keys:
+                self.subscriptions.pop(key, None)
+
+        def subscribed(_):
+            pending, sub.pending = sub.pending, None
+            for owner, item in pending:
+                self.remote_deliver(owner, item)
+            return None
+
+        async def subscribe():
+            try:
+                return await spread.ask(q.owner, "subscribe", self.vhost.name, q.name, ref.session_id, self.number,
+                                        tag, no_ack, bool(c.exclusive), plain_arguments(c.arguments),
+                                        accept_mode, acquire_mode, self.session.publisher_id)
+            except AccessRefused as e:  # in exclusive use: 0-10's resource-locked
+                forget()
+                raise ExecutionError(E.RESOURCE_LOCKED, e.text) from None
+            except BaseException:
+                forget()
+                raise
+        return self._later(subscribe(), subscribed)
+
+    def handle_message_cancel(self, c):
+        sub = self._remote_subscription(c)
+        if sub is None:
+            return message_class.handle_message_cancel(self, c)
+        for key in [k for k, v in self.subscriptions.items() if v is sub]:
+            del self.subscriptions[key]
+        self.session.broker.spread.tell(sub.owner, "cancel", sub.session_id, self.number, sub.tag)
+        return None
+
+    def _remote_subscription(self, c) -> RemoteSubscription | None:
+        sub = self.subscriptions.get(c.destination or "")
+        return sub if type(sub) is RemoteSubscription else None
+
+    def handle_message_flush(self, c):
+        sub = self._remote_subscription(c)
+        if sub is None:
+            return message_class.handle_message_flush(self, c)
+        return self._zero_remote(sub, "sub_flush")
+
+    def handle_message_stop(self, c):
+        sub = self._remote_subscription(c)
+        if sub is None:
+            return message_class.handle_message_stop(self, c)
+        return self._zero_remote(sub, "sub_stop")
+
+    def _zero_remote(self, sub: RemoteSubscription, op: str):
+        message_class.forget_window(self, sub)
+        return self._later(self.session.broker.spread.ask(sub.owner, op, sub.session_id, self.number, sub.tag),
+                           lambda _: None)
+
+    def remote_deliver(self, owner: int, item: tuple) -> None:
+        """A delivery from the owner of a queue one of our subscriptions reads (Spread)."""
+        _, _, tag, owner_tag, redelivered, exchange, routing_key, properties, body, seq, cost = item
+        sub = self.subscriptions.get(tag)
+        if type(sub) is not RemoteSubscription:  # cancelled meanwhile: back to the queue
+            if owner_tag is not None:
+                self._settler(owner)._settle([owner_tag], True)
+            return
+        if sub.pending is not None:
+            sub.pending.append((owner, item))
+            return
+        msg = Message(exchange, routing_key, properties, NO_BODY if body is None else body)
+        acquire_mode = PRE_ACQUIRED if seq is None else NOT_ACQUIRED
+        transfer_id = self.conn.send_encoded_transfer(self.number, sub.transfer_commands[acquire_mode],
+                                                      header_segment(msg, redelivered), body)
+        if sub.mode == WINDOW:
+            self.window[transfer_id] = (sub, cost)
+        if seq is not None:
+            self.browsed[transfer_id] = (sub.queue, seq)
+        elif not sub.no_ack:
+            tag = self.next_tag
+            self.next_tag = tag + 1
+            self.unacked[tag] = (self._settler(owner), owner_tag, msg, None, tag)
+            self.transfers[transfer_id] = tag
+        self.session.want_flush()
+
+    def remote_cancelled(self, tag: str) -> None:
+        """The owner's queue went away under one of our subscriptions."""
+        if type(self.subscriptions.get(tag)) is not RemoteSubscription:
+            return
+        held = self.session.held_cancels
+        if held is not None:  # this connection is deleting the queue: after its completion
+            held.append((self, tag))
+        else:
+            self.notify_cancel(tag)
+
+    def handle_message_acquire(self, c):
+        remote: dict = {}  # record -> [(transfer id, seq)]
+        for i in message_class.transfer_ids(c.transfers, self.browsed):
+            q, seq = self.browsed[i]
+            if type(q) is RemoteQueue:
+                del self.browsed[i]
+                remote.setdefault(q, []).append((i, seq))
+        local = message_class.handle_message_acquire(self, c)
+        if not remote:
+            return local
+        spread = self.session.broker.spread
+        ref = self._ref()
+
+        async def acquire():
+            acquired = list(local.transfers) if local.transfers else []
+            for q, pairs in remote.items():
+                taken = dict(await spread.ask(q.owner, "acquire", q.vhost_name, q.name, ref.session_id, self.number,
+                                              [seq for _, seq in pairs]))
+                settler = self._settler(q.owner)
+                for i, seq in pairs:
+                    owner_tag = taken.get(seq)
+                    if owner_tag is None:
+                        continue
+                    tag = self.next_tag
+                    self.next_tag = tag + 1
+                    self.unacked[tag] = (settler, owner_tag, None, None, tag)
+                    self.transfers[i] = tag
+                    acquired.append(i)
+            return spec.MessageAcquired(transfers=SequenceSet.of(sorted(acquired)) if acquired else SequenceSet())
+        return self._later(acquire(), lambda result: result)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        owners = set(self.settlers or ())
+        super().close()  # releases what is unaccepted, the remote transfers through their settlers
+        if owners:
+            spread = self.session.broker.spread
+            for owner in owners:  # the owner drops our subscriptions and requeues what was in flight
+                spread.tell(owner, "close_channel", id(self.session), self.number)
+
+
+def _build() -> dict:
+    table = {}
+    for index, cls in spec.COMMANDS.items():
+        name = "handle_" + cls.NAME.replace(".", "_").replace("-", "_")
+        fn = SpreadSessionChannel.__dict__.get(name)
+        if fn is not None:
+            table[index] = fn
+    return table
+
+
+SPREAD_HANDLERS = _build()
