@@ -157,6 +157,34 @@ def _missing(conn, q) -> bool:
     return False
 
 
+def test_a_fanout_message_crosses_in_order_with_its_properties_and_ttl(node):
+    """A publish to queues of both workers: what crosses is one hand-over batch per loop turn
+    (warren/codec/handover.py), each message once for all its queues on the owner, with its
+    properties, persistence and TTL; every queue gets every message in publish order."""
+    names = owned_by(0, "spread-fan", 2) + owned_by(1, "spread-fan", 2)
+    c = connect(node)
+    ch = c.channel()
+    ch.exchange_declare("spread-fan", "fanout")
+    for q in names:
+        ch.queue_declare(q, durable=True)
+        ch.queue_bind(q, "spread-fan")
+    n = 1500
+    for i in range(n):  # one in ten expires at once, wherever its queue is
+        ch.basic_publish("spread-fan", "", b"m%d" % i, pika.BasicProperties(
+            delivery_mode=2 if i % 2 else 1, headers={"i": i}, expiration="0" if i % 10 == 0 else None))
+    expected = [i for i in range(n) if i % 10]
+    for q in names:
+        wait_for(f"{q} to hold every message", lambda q=q: ch.queue_declare(q, passive=True).method.message_count
+                 == len(expected))
+        got = []
+        for _ in expected:
+            method, props, body = ch.basic_get(q, auto_ack=True)
+            got.append((props.headers["i"], props.delivery_mode, body))
+        assert got == [(i, 2 if i % 2 else 1, b"m%d" % i) for i in expected], q
+        ch.queue_delete(q)
+    c.close()
+
+
 def test_consumers_of_another_workers_queue_get_prefetch_acks_and_requeue_on_close(node):
     pub = connect(node, "c-pub")
     home = worker_of(node, "c-pub")

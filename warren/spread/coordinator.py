@@ -35,7 +35,7 @@ class Spread(Definitions, Forwarding, Consumers):
         self.loop: asyncio.AbstractEventLoop | None = None
         # sessions that asked for something another worker may name back (an exclusive queue's)
         self._sessions: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
-        self._outgoing: dict[int, list] = {}  # owner -> messages routed to it this loop turn
+        self._outgoing: dict = {}  # owner -> what was routed to it this loop turn (messages.Outgoing)
         self._deliveries: dict[int, list] = {}  # consuming worker -> deliveries to it this loop turn
         # the owner's side of consumers on other workers: (worker, session id) -> its ProxySession
         self._proxy_sessions: dict = {}
@@ -205,7 +205,9 @@ class Spread(Definitions, Forwarding, Consumers):
         raise InternalError(f"unknown request {op!r} from worker {peer}")
 
     def peer_message(self, peer: int, op: str, args: tuple) -> None:
-        if op == "publish":
+        if op == "handover":
+            self._take_handover(peer, args[0])
+        elif op == "publish":
             self._take_publishes(peer, args[0])
         elif op == "deliver":
             self._take_deliveries(peer, args[0])

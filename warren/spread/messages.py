@@ -16,10 +16,33 @@ import asyncio
 import concurrent.futures
 import logging
 
+from warren.broker.message import Message, shared_name
+from warren.codec.handover import encode_batch, take_batch
 from warren.errors import AMQPError
 from warren.protocol.amqp0_10.channel import PublishedMessage
 from warren.protocol.amqp0_10.delivery import NO_BODY
 from warren.spread.remote_queue import RemoteQueue
+
+NoBody = type(NO_BODY)  # a 0-10 transfer without a body segment: crosses as a tuple, which says so
+HANDOVER_BATCH_MAX = 8192  # messages per batch: well inside the format's 65,535-entry tables
+_MESSAGE_DEFAULTS = (("_decoded", None), ("_record", None))  # the Message slots a batch does not carry
+
+
+def _resolve_name(shortstr) -> tuple:
+    """A name of a batch as the broker shares it (``shared_name``): equal names, one object."""
+    return shared_name(str(shortstr[1:], "utf-8", "surrogateescape"))
+
+
+class Outgoing:
+    """What this loop turn routed to one owner: plain messages, each with the owner's queues it
+    goes to (sent as one ``handover`` batch), and tuples for what that format does not carry."""
+
+    __slots__ = ("messages", "destinations", "tuples")
+
+    def __init__(self) -> None:
+        self.messages: list = []
+        self.destinations: list = []  # (vhost, [queue name, ...]) per message
+        self.tuples: list = []
 
 __all__ = ["Forwarding", "RemoteSync", "RemoteReply", "SpreadFlow"]
 
@@ -64,14 +87,18 @@ class Forwarding:
         it waits for: the local group commit's, which waits for the owner's (RemoteSync)."""
         out = self._outgoing.get(q.owner)
         if out is None:
-            out = self._outgoing[q.owner] = []
-        publisher = msg.publisher
-        if publisher is None:
-            out.append((q.vhost_name, q.name, msg.exchange, msg.routing_key, bytes(msg.properties), bytes(msg.body)))
+            out = self._outgoing[q.owner] = Outgoing()
+        if msg.publisher is None and type(msg.body) is not NoBody:
+            msgs, dests = out.messages, out.destinations
+            if msgs and msgs[-1] is msg and dests[-1][0] == q.vhost_name:
+                dests[-1][1].append(q.name)  # routed to another of its queues: the message crosses once
+            else:
+                msgs.append(msg)
+                dests.append((q.vhost_name, [q.name]))
         else:  # published over 0-10: its connection (no-local queues), and whether it had a body at all
             body = msg.body
-            out.append((q.vhost_name, q.name, msg.exchange, msg.routing_key, bytes(msg.properties),
-                        None if body is NO_BODY else bytes(body), publisher))
+            out.tuples.append((q.vhost_name, q.name, msg.exchange, msg.routing_key, bytes(msg.properties),
+                               None if body is NO_BODY else bytes(body), msg.publisher))
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self.loop.call_soon(self._flush)
@@ -98,9 +125,9 @@ class Forwarding:
         """A direct reply for a reply consumer on ``worker``: with the messages batched for it."""
         out = self._outgoing.get(worker)
         if out is None:
-            out = self._outgoing[worker] = []
-        out.append((vhost, msg.routing_key, msg.exchange, msg.routing_key, bytes(msg.properties),
-                    bytes(msg.body)))
+            out = self._outgoing[worker] = Outgoing()
+        out.tuples.append((vhost, msg.routing_key, msg.exchange, msg.routing_key, bytes(msg.properties),
+                           bytes(msg.body), None))
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self.loop.call_soon(self._flush)
@@ -109,8 +136,14 @@ class Forwarding:
         self._flush_scheduled = False
         if self._outgoing:
             outgoing, self._outgoing = self._outgoing, {}
-            for owner, items in outgoing.items():
-                self.links.tell(owner, "publish", items)
+            for owner, out in outgoing.items():
+                msgs = out.messages
+                for start in range(0, len(msgs), HANDOVER_BATCH_MAX):
+                    end = start + HANDOVER_BATCH_MAX
+                    self.links.tell(owner, "handover", encode_batch(
+                        0, msgs[start:end], [(v, tuple(names)) for v, names in out.destinations[start:end]]))
+                if out.tuples:
+                    self.links.tell(owner, "publish", out.tuples)
         if self._deliveries:
             deliveries, self._deliveries = self._deliveries, {}
             for worker, items in deliveries.items():
@@ -141,18 +174,37 @@ class Forwarding:
                 fut.set_result(None)
         answer.add_done_callback(done)
 
+    def _take_handover(self, peer: int, batch: bytes) -> None:
+        """A batch of messages for our queues (``warren/codec/handover.py``): one compiled call
+        gives the ``Message`` objects and, once per destination, our queues they go to."""
+        v_cache: dict = {}
+
+        def queues_of(vhost: str, names: tuple) -> list:
+            v = v_cache.get(vhost)
+            if v is None:
+                v = v_cache[vhost] = self.broker.vhosts.get(vhost)
+            if v is None:
+                return []
+            found = v.queues.get
+            return [q for q in map(found, names) if q is not None]  # deleted meanwhile: dropped
+
+        msgs, destinations, _, _, _ = take_batch(batch, 0, Message, _MESSAGE_DEFAULTS, _resolve_name, queues_of, True)
+        for msg, queues in zip(msgs, destinations):
+            for q in queues:
+                q.publish(msg)
+                if q.congested:
+                    self._held_by(peer, q)
+            if msg.persistent:
+                msg.routed()
+
     def _take_publishes(self, peer: int, items: list) -> None:
-        from warren.broker.message import Message
+        """Messages that cross as tuples: those published over 0-10 (their connection, whether
+        they had a body) and direct replies to our reply consumers."""
         from warren.broker.reply_to import PREFIX as REPLY_PREFIX, lookup as reply_lookup
         vhosts = self.broker.vhosts
-        for item in items:
-            if len(item) == 6:
-                vhost, name, exchange, routing_key, properties, body = item
-                publisher = None
-            else:
-                vhost, name, exchange, routing_key, properties, body, publisher = item
-                if body is None:
-                    body = NO_BODY
+        for vhost, name, exchange, routing_key, properties, body, publisher in items:
+            if body is None:
+                body = NO_BODY
             v = vhosts.get(vhost)
             q = v.queues.get(name) if v is not None else None
             if q is None:
@@ -173,13 +225,17 @@ class Forwarding:
             q.publish(msg)
             if msg.persistent:
                 msg.routed()
-            if q.congested:  # flow control: the publishing worker holds its publishers to it
-                told = self._congested_told.get(q)
-                if told is None:
-                    told = self._congested_told[q] = set()
-                if peer not in told:
-                    told.add(peer)
-                    self.tell(peer, "congested", vhost, name, True)
+            if q.congested:
+                self._held_by(peer, q)
+
+    def _held_by(self, peer: int, q) -> None:
+        """Flow control: the publishing worker holds its publishers to our congested queue."""
+        told = self._congested_told.get(q)
+        if told is None:
+            told = self._congested_told[q] = set()
+        if peer not in told:
+            told.add(peer)
+            self.tell(peer, "congested", q.vhost.name, q.name, True)
 
     def queue_drained(self, q) -> None:
         """One of our queues drained (``_SpreadFlow``): the workers told it was congested resume."""
