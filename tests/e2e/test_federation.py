@@ -21,7 +21,6 @@ import pika.exceptions
 import pytest
 
 from tests.management.api_client import call
-from tests.conftest import skip_under_spread
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -214,8 +213,6 @@ def vh(rabbitmq_node):
 
 @pytest.fixture
 def two_warrens(start_broker, tmp_path):
-    skip_under_spread("runtime parameters (upstreams) are each worker's there, and federation links do not "
-                      "follow queue owners yet (docs/performance.md, 'One vhost over worker processes')")
     a, b = start_broker(data_dir=tmp_path / "a"), start_broker(data_dir=tmp_path / "b")
     na, nb = warren_node(a), warren_node(b)
     # federation cuts loops by cluster name: each node a name of its own (rabbitmqctl set_cluster_name)

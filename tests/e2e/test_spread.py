@@ -456,3 +456,36 @@ def test_each_workers_overview_counts_every_workers_queues_and_messages(node):
         assert get(api, "/api/overview")["object_totals"]["queues"] == 4
         wait_for("the depth sampled", lambda: get(api, "/api/overview")["queue_totals"].get("messages") == 4)
     c.close()
+
+
+def test_shovels_set_through_either_worker_run_once_and_show_on_both(node):
+    """Runtime parameters are the node's (one shared file, re-read before the API answers):
+    a shovel set through either worker's API runs on exactly one worker (``runs_here``), and
+    both APIs show it with its state."""
+    names = owned_by(0, "spread-shovel", 2) + owned_by(1, "spread-shovel", 2)
+    c = connect(node)
+    ch = c.channel()
+    for q in names:
+        ch.queue_declare(q, durable=True)
+    for i, api in enumerate(apis(node)):  # shovel i: set through worker i's API
+        src, dest = names[i], names[2 + i]
+        status, body, _ = call(api, "PUT", f"/api/parameters/shovel/%2F/s{i}", {"value": {
+            "src-uri": "amqp://", "src-queue": src, "dest-uri": "amqp://", "dest-queue": dest}})
+        assert status == 201, body
+    for api in apis(node):
+        wait_for("both shovels running, on either API", lambda api=api: sorted(
+            s["name"] for s in get(api, "/api/shovels/%2F") if s["state"] == "running") == ["s0", "s1"])
+        assert sorted(p["name"] for p in get(api, "/api/parameters/shovel/%2F")) == ["s0", "s1"]
+    for i in range(2):
+        for n in range(50):
+            ch.basic_publish("", names[i], b"s%d-%d" % (i, n))
+    for i in range(2):  # (a shovel run by both workers would be listed twice above)
+        wait_for(f"shovel s{i} to move its messages", lambda i=i: ch.queue_declare(
+            names[2 + i], passive=True).method.message_count == 50)
+        got = [ch.basic_get(names[2 + i], auto_ack=True)[2] for _ in range(50)]
+        assert got == [b"s%d-%d" % (i, n) for n in range(50)]
+    for i, api in enumerate(apis(node)):  # cleared through the other worker's API: stops everywhere
+        assert call(api, "DELETE", f"/api/parameters/shovel/%2F/s{1 - i}")[0] == 204
+    for api in apis(node):
+        assert get(api, "/api/shovels/%2F") == []
+    c.close()

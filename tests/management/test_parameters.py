@@ -13,9 +13,10 @@ from warren.management.parameters import FILE_NAME, GLOBAL_FILE_NAME, ParameterS
 class Heard:
     def __init__(self) -> None:
         self.globals: list = []
+        self.changes: list = []
 
     def parameter_changed(self, component, vhost, name, value) -> None:
-        pass
+        self.changes.append((component, vhost, name, value))
 
     def global_parameter_changed(self, name, value) -> None:
         self.globals.append((name, value))
@@ -74,3 +75,25 @@ def test_an_unreadable_shared_file_keeps_what_was_known(tmp_path, caplog):
     assert not store.refresh_global()
     assert store.global_parameters == {"cluster_name": "kept"}
     assert "cannot be read" in caplog.text
+
+
+def test_under_worker_mode_queues_per_vhost_parameters_are_the_nodes_too(tmp_path):
+    """--worker-mode queues: every worker serves every vhost, so a shovel or upstream set
+    through one worker's store is every worker's, kept in the shared file with the globals."""
+    shared = tmp_path / GLOBAL_FILE_NAME
+    one = ParameterStore.in_data_dir(tmp_path / "w0", shared, node_wide=True)
+    two = ParameterStore.in_data_dir(tmp_path / "w1", shared, node_wide=True)
+    heard = Heard()
+    two.listeners.append(heard)
+    assert one.put("shovel", "/", "s", {"src-queue": "q"})
+    assert one.put_global("cluster_name", "node-a")  # written with the per-vhost ones, not over them
+    assert not (tmp_path / "w0" / FILE_NAME).exists()
+    assert two.refresh_global()
+    assert two.get("shovel", "/", "s") == {"src-queue": "q"} and two.global_parameters == {"cluster_name": "node-a"}
+    assert heard.changes == [("shovel", "/", "s", {"src-queue": "q"})]
+    assert two.put("federation-upstream", "/", "up", {"uri": "amqp://"})
+    assert two.delete("shovel", "/", "s")
+    assert one.refresh_global() and one.list() == two.list() == [
+        {"value": {"uri": "amqp://"}, "vhost": "/", "component": "federation-upstream", "name": "up"}]
+    # a new worker (a restart) starts from the shared file
+    assert ParameterStore.in_data_dir(tmp_path / "w2", shared, node_wide=True).list() == one.list()

@@ -15,7 +15,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from warren.management.api.auth import readable_vhost, visible_vhosts
-from warren.management.api.common import SERVER, no_content, not_found, reply_list, reply_object, vhost_or_404
+from warren.management.api.common import BROKER, SERVER, no_content, not_found, reply_list, reply_object, vhost_or_404
 
 __all__ = ["add_routes"]
 
@@ -24,27 +24,32 @@ def _manager(request: web.Request):
     return getattr(request.app[SERVER], "federation", None) if request.app[SERVER] is not None else None
 
 
-def _status(request: web.Request, of: str, vhost: str | None = None) -> list[dict]:
-    """The manager's ``shovel_status`` or ``link_status`` (``of``), of one vhost or all; none without a server."""
+async def _status(request: web.Request, of: str, vhost: str | None = None) -> list[dict]:
+    """The manager's ``shovel_status`` or ``link_status`` (``of``), of one vhost or all; none
+    without a server. --worker-mode queues: every worker's (each runs some of them)."""
     m = _manager(request)
-    return getattr(m, of)(vhost) if m else []
+    rows = getattr(m, of)(vhost) if m else []
+    spread = request.app[BROKER].spread
+    if spread is not None:
+        rows = rows + await spread.api_rows(of, vhost)
+    return rows
 
 
-def _all_visible(request: web.Request, of: str) -> web.Response:
+async def _all_visible(request: web.Request, of: str) -> web.Response:
     names = set(visible_vhosts(request))
-    return reply_list(request, [i for i in _status(request, of) if i["vhost"] in names])
+    return reply_list(request, [i for i in await _status(request, of) if i["vhost"] in names])
 
 
 async def list_shovels(request: web.Request) -> web.Response:
-    return _all_visible(request, "shovel_status")
+    return await _all_visible(request, "shovel_status")
 
 
 async def vhost_shovels(request: web.Request) -> web.Response:
-    return reply_list(request, _status(request, "shovel_status", readable_vhost(request).name))
+    return reply_list(request, await _status(request, "shovel_status", readable_vhost(request).name))
 
 
 async def get_shovel(request: web.Request) -> web.Response:
-    for item in _status(request, "shovel_status", readable_vhost(request).name):
+    for item in await _status(request, "shovel_status", readable_vhost(request).name):
         if item["name"] == request.match_info["name"]:
             return reply_object(request, item)
     raise not_found()
@@ -56,19 +61,19 @@ async def restart_shovel(request: web.Request) -> web.Response:
     _may_change(request, vhost.name)
     m = _manager(request)
     name = request.match_info["name"]
-    value = m.parameters.get("shovel", vhost.name, name) if m else None
-    if m is None or value is m.parameters.MISSING:
+    if m is None or m.parameters.get("shovel", vhost.name, name) is m.parameters.MISSING:
         raise not_found()
-    m.parameter_changed("shovel", vhost.name, name, value)
+    if not m.restart_shovel(vhost.name, name):  # --worker-mode queues: another worker runs it
+        await request.app[BROKER].spread.api_act("restart_shovel", vhost.name, name)
     return no_content()
 
 
 async def list_links(request: web.Request) -> web.Response:
-    return _all_visible(request, "link_status")
+    return await _all_visible(request, "link_status")
 
 
 async def vhost_links(request: web.Request) -> web.Response:
-    return reply_list(request, _status(request, "link_status", readable_vhost(request).name))
+    return reply_list(request, await _status(request, "link_status", readable_vhost(request).name))
 
 
 def add_routes(app: web.Application) -> None:

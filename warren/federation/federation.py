@@ -157,6 +157,8 @@ class Federation:
                         continue
                     if kind == "queue" and getattr(obj, "exclusive_owner", None) is not None:
                         continue
+                    if kind == "exchange" and not self.manager.runs_here(vhost.name, kind, name):
+                        continue  # --worker-mode queues: another worker runs it
                     p = pick(vhost.policies, vhost.name, kind, name)
                     if p is None:
                         continue

@@ -13,7 +13,9 @@ which exchanges and queues are federated when an upstream changes and every
 ``RECONCILE_S`` (a cheap scan, and none at all in vhosts without a federation policy).
 
 Only vhosts this process serves are run (with ``--workers`` each worker runs its own vhosts'
-shovels and links).
+shovels and links; with ``--worker-mode queues``, where the runtime parameters are the node's,
+one worker runs each shovel and exchange link, ``runs_here``, and a queue's link runs on the
+worker that owns the queue). Their status over HTTP is every worker's (``warren/federation/api.py``).
 """
 
 from __future__ import annotations
@@ -102,9 +104,15 @@ class FederationManager:
         if name == "cluster_name" and isinstance(value, str) and value:
             self.broker.cluster_name = value
 
+    def runs_here(self, vhost: str, kind: str, name: str) -> bool:
+        """--worker-mode queues: every worker serves the vhost, one of them runs each shovel
+        and exchange link (a queue's link runs on the queue's owner, the one that holds it)."""
+        spread = self.broker.spread
+        return spread is None or spread.runs_here(vhost, kind, name)
+
     def _start_shovel(self, vhost: str, name: str, value) -> None:
-        if vhost not in self.broker.vhosts:
-            return  # another worker's vhost (or a vhost being deleted)
+        if vhost not in self.broker.vhosts or not self.runs_here(vhost, "shovel", name):
+            return  # another worker's vhost or shovel (or a vhost being deleted)
         try:
             definition = validate(value)
         except ValueError as e:  # stored before validation existed, or by hand: say so, run nothing
@@ -113,6 +121,14 @@ class FederationManager:
         shovel = Shovel(vhost, name, definition, self.creds, self.node, self._shovel_finished)
         self.shovels[(vhost, name)] = shovel
         shovel.start()
+
+    def restart_shovel(self, vhost: str, name: str) -> bool:
+        """Run the shovel again from its definition; False when another worker runs it."""
+        value = self.parameters.get(SHOVEL, vhost, name)
+        if value is self.parameters.MISSING or not self.runs_here(vhost, "shovel", name):
+            return False
+        self.parameter_changed(SHOVEL, vhost, name, value)
+        return True
 
     def _shovel_finished(self, vhost: str, name: str) -> None:
         """src-delete-after reached: the shovel deletes its parameter, as RabbitMQ's does."""

@@ -13,8 +13,11 @@ connection.start to cut loops) belong to the node, not to a worker: every worker
 supervisor share one ``global_parameters.json`` in the supervisor's data folder (passed as
 ``--global-parameters-file``). A change is a read-modify-write of it under an exclusive
 ``flock`` (as policies.json, ``policy_store.py``); the other processes see it at their next
-look (``refresh_global``, from the server's tick every ``GLOBAL_CHECK`` seconds), and their
-listeners hear of it then. Per-vhost parameters stay with the worker that owns the vhost.
+look (``refresh_global``, from the server's tick every ``GLOBAL_CHECK`` seconds, or at once when
+a worker's HTTP API changed it: ``Spread.node_files_changed``), and their listeners hear of it
+then. Per-vhost parameters stay with the worker that owns the vhost, except under
+``--worker-mode queues``, where every worker serves every vhost: there they are the node's too,
+kept in the same shared file the same way (``node_wide``).
 
 Components that act on their parameters (shovels and federation, ``warren/federation``) plug
 in here: ``validators[component](vhost, name, value)`` raises ValueError to refuse a value
@@ -42,61 +45,91 @@ GLOBAL_CHECK = 0.5  # seconds between two looks at a shared global_parameters.js
 
 
 class ParameterStore:
-    def __init__(self, path: Path | None, global_path: Path | None = None) -> None:
+    def __init__(self, path: Path | None, global_path: Path | None = None, node_wide: bool = False) -> None:
         self.path = Path(path) if path is not None else None
         # the shared file of the global parameters (module doc), or None: they are in ``path``
         self.global_path = Path(global_path) if global_path is not None else None
+        # --worker-mode queues: every worker serves every vhost, so the per-vhost parameters are
+        # the node's too, in the same shared file (module doc)
+        self.node_wide = node_wide and self.global_path is not None
         self._global_stamp = None  # the shared file's stamp when last read (node_file.file_stamp)
         self.parameters: dict[tuple[str, str, str], object] = {}
         self.global_parameters: dict[str, object] = {}
         self.validators: dict = {}  # component -> callable(vhost, name, value), raises ValueError
         self.listeners: list = []  # see the module docstring
-        if self.path is not None and self.path.exists():
+        if self.path is not None and self.path.exists() and not self.node_wide:
             try:
                 data = json.loads(self.path.read_text(encoding="utf-8"))
-                for p in data.get("parameters", ()):
-                    self.parameters[(p["component"], p["vhost"], p["name"])] = p["value"]
+                self.parameters = _parameters_of(data)
                 if self.global_path is None:
                     self.global_parameters = _globals_of(data)
             except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
                 log.error("%s cannot be read, runtime parameters start empty: %s", self.path, e)
         if self.global_path is not None:
-            self.global_parameters = self._read_globals()
+            shared = self._read_shared()
+            if shared is not None:
+                self.global_parameters = _globals_of(shared)
+                if self.node_wide:
+                    self.parameters = _parameters_of(shared)
 
     @classmethod
-    def in_data_dir(cls, data_dir: Path | None, global_path: Path | None = None) -> "ParameterStore":
-        return cls(Path(data_dir) / FILE_NAME if data_dir is not None else None, global_path)
+    def in_data_dir(cls, data_dir: Path | None, global_path: Path | None = None,
+                    node_wide: bool = False) -> "ParameterStore":
+        return cls(Path(data_dir) / FILE_NAME if data_dir is not None else None, global_path, node_wide)
 
     # --- the shared global parameters (--workers) --------------------------------------------------
 
-    def _read_globals(self) -> dict:
-        """The shared file's content, its stamp taken first (a change after it is seen next time)."""
+    def _read_shared(self) -> dict | None:
+        """The shared file's content ({} when there is none yet; None when it cannot be read),
+        its stamp taken first (a change after it is seen next time)."""
         self._global_stamp = file_stamp(self.global_path)
         try:
-            return _globals_of(json.loads(self.global_path.read_text(encoding="utf-8")))
+            return json.loads(self.global_path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             return {}
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        except (OSError, ValueError) as e:
             log.error("%s cannot be read, global parameters kept as they were: %s", self.global_path, e)
-            return dict(self.global_parameters)
+            return None
 
     def refresh_global(self) -> bool:
         """Take another process's changes to the shared file (a stat when nothing changed);
         the listeners hear of each. True if anything changed."""
         if self.global_path is None or file_stamp(self.global_path) == self._global_stamp:
             return False
-        old, self.global_parameters = self.global_parameters, self._read_globals()
-        changed = [n for n in old.keys() | self.global_parameters.keys()
-                   if old.get(n, _MISSING) != self.global_parameters.get(n, _MISSING)]
+        shared = self._read_shared()
+        try:
+            if shared is None:
+                return False
+            new_globals = _globals_of(shared)
+            new_parameters = _parameters_of(shared) if self.node_wide else self.parameters
+        except (KeyError, TypeError, AttributeError) as e:
+            log.error("%s cannot be read, global parameters kept as they were: %s", self.global_path, e)
+            return False
+        old, self.global_parameters = self.global_parameters, new_globals
+        changed = [n for n in old.keys() | new_globals.keys() if old.get(n, _MISSING) != new_globals.get(n, _MISSING)]
         for name in sorted(changed):
-            self._notify_global(name, self.global_parameters.get(name))
-        return bool(changed)
+            self._notify_global(name, new_globals.get(name))
+        old_parameters, self.parameters = self.parameters, new_parameters
+        changed_parameters = [k for k in old_parameters.keys() | new_parameters.keys()
+                              if old_parameters.get(k, _MISSING) != new_parameters.get(k, _MISSING)]
+        for key in sorted(changed_parameters):
+            self._notify(*key, new_parameters.get(key))
+        return bool(changed or changed_parameters)
 
     @contextmanager
     def _globals_locked(self):
         """Read-modify-write of the shared file: under its lock, read again inside it."""
         with locked(self.global_path):
             self.refresh_global()
+            yield
+
+    @contextmanager
+    def _change(self):
+        """A change of per-vhost parameters: of the shared file when they are the node's."""
+        if self.node_wide:
+            with self._globals_locked():
+                yield
+        else:
             yield
 
     # --- reading ---------------------------------------------------------------------------------
@@ -120,25 +153,28 @@ class ParameterStore:
         if check is not None:
             check(vhost, name, value)  # ValueError: refused, nothing stored
         key = (component, vhost, name)
-        new = key not in self.parameters
-        self.parameters[key] = value
-        self._save()
+        with self._change():
+            new = key not in self.parameters
+            self.parameters[key] = value
+            self._save()
         self._notify(component, vhost, name, value)
         return new
 
     def delete(self, component: str, vhost: str, name: str) -> bool:
-        if self.parameters.pop((component, vhost, name), _MISSING) is _MISSING:
-            return False
-        self._save()
+        with self._change():
+            if self.parameters.pop((component, vhost, name), _MISSING) is _MISSING:
+                return False
+            self._save()
         self._notify(component, vhost, name, None)
         return True
 
     def delete_vhost(self, vhost: str) -> None:
-        keys = [k for k in self.parameters if k[1] == vhost]
-        for k in keys:
-            del self.parameters[k]
-        if keys:
-            self._save()
+        with self._change():
+            keys = [k for k in self.parameters if k[1] == vhost]
+            for k in keys:
+                del self.parameters[k]
+            if keys:
+                self._save()
         for k in keys:
             self._notify(*k, None)
 
@@ -162,7 +198,10 @@ class ParameterStore:
         if self.global_path is None:
             self._save()
             return
-        _write_json(self.global_path, {"global_parameters": self.list_global()})
+        shared = {"global_parameters": self.list_global()}
+        if self.node_wide:
+            shared["parameters"] = self.list()
+        _write_json(self.global_path, shared)
         self._global_stamp = file_stamp(self.global_path)
 
     def _notify(self, component: str, vhost: str, name: str, value) -> None:
@@ -180,6 +219,9 @@ class ParameterStore:
                 log.exception("runtime parameter listener failed on global parameter %s", name)
 
     def _save(self) -> None:
+        if self.node_wide:
+            self._save_globals()
+            return
         if self.path is None:
             return
         data = {"parameters": self.list()}
@@ -190,6 +232,10 @@ class ParameterStore:
 
 def _globals_of(data: dict) -> dict:
     return {g["name"]: g["value"] for g in data.get("global_parameters", ())}
+
+
+def _parameters_of(data: dict) -> dict:
+    return {(p["component"], p["vhost"], p["name"]): p["value"] for p in data.get("parameters", ())}
 
 
 def _write_json(path: Path, data: dict) -> None:

@@ -308,8 +308,11 @@ class Server:
         from warren.federation.manager import FederationManager
         from warren.management.parameters import ParameterStore
         # one store: the HTTP API's too; a worker's global parameters are the node's, shared
-        self.parameters = ParameterStore.in_data_dir(c.data_dir, c.global_parameters_file)
+        self.parameters = ParameterStore.in_data_dir(c.data_dir, c.global_parameters_file,
+                                                     node_wide=c.worker_mode == "queues")
         self.federation = FederationManager(self.broker, self.parameters)  # validates shovels from now on
+        if self.spread is not None:  # a worker's API changed them: re-read at once (Spread.node_files_changed)
+            self.spread.parameters = self.parameters
         # before any client (load_definitions); a --workers worker gets the part of the file with
         # its own vhosts' objects, the supervisor has loaded the rest (warren/server/workers.py)
         if c.definitions is not None:

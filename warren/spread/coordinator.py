@@ -43,6 +43,7 @@ class Spread(Definitions, Forwarding, Consumers):
         self._remote_syncs = {i: RemoteSync(self, i) for i in range(count) if i != index}
         self._replies: dict = {}  # (worker, vhost) -> RemoteReply: direct reply-to consumers there
         self.on_failure = None  # the server's: a link closed while the node runs
+        self.parameters = None  # the runtime parameters' store (the server's), which "reread" refreshes
         self.api = None  # our HTTP API's rows and acts, for the others' APIs (warren/management/api/merged.py)
         # stopping: this worker (``stop``), and the others that said so; a link that closes then
         # is the node stopping, not a worker dying
@@ -88,9 +89,15 @@ class Spread(Definitions, Forwarding, Consumers):
         for peer in self.links.peers:
             self.tell(peer, "count", key, count)
 
+    def runs_here(self, vhost: str, kind: str, name: str) -> bool:
+        """Whether this worker runs the shovel or federation link of exchange ``name`` (``kind``
+        "shovel" or "exchange"): one worker each, fixed by the name (warren/federation)."""
+        return queue_owner(vhost, f"{kind}\0{name}", self.count) == self.index
+
     async def node_files_changed(self) -> None:
-        """Policies or users changed through this worker's HTTP API: every other worker reads
-        the shared files again before the change is answered (they would within 0.5 s anyway)."""
+        """Policies, users or runtime parameters changed through this worker's HTTP API: every
+        other worker reads the shared files again before the change is answered (they would
+        within 0.5 s anyway)."""
         try:
             await self.links.broadcast("reread")
         except PeerGone:
@@ -189,6 +196,8 @@ class Spread(Definitions, Forwarding, Consumers):
         if op == "reread":
             self.broker.reload_policies()
             self.broker.access.refresh()
+            if self.parameters is not None:
+                self.parameters.refresh_global()  # runtime parameters are the node's too (shovels, upstreams)
             return None
         if op == "consume":
             return self._proxy_consume(peer, args)
