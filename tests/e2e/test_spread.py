@@ -19,6 +19,7 @@ from pika.exceptions import ChannelClosedByBroker
 from tests.conftest import EXTERNAL_URL, launch_broker
 from tests.e2e.helpers import wait_until
 from tests.management.api_client import call, q as path_segment
+from warren.management.parameters import GLOBAL_CHECK
 from warren.spread import queue_owner
 
 pytestmark = pytest.mark.skipif(bool(EXTERNAL_URL), reason="needs a private Warren broker")
@@ -489,3 +490,48 @@ def test_shovels_set_through_either_worker_run_once_and_show_on_both(node):
     for api in apis(node):
         assert get(api, "/api/shovels/%2F") == []
     c.close()
+
+
+def test_a_users_max_channels_counts_every_workers_channels(node):
+    """The user's max-channels counts its channels on every worker: an open tells the others at
+    once, a close within a tick of theirs (GLOBAL_CHECK)."""
+    api = apis(node)[0]
+    user = "spread-channels"
+    assert call(api, "PUT", f"/api/users/{user}", {"password": "pw", "tags": ""})[0] in (201, 204)
+    assert call(api, "PUT", f"/api/permissions/%2F/{user}", {"configure": ".*", "write": ".*", "read": ".*"})[0] \
+        in (201, 204)
+    assert call(api, "PUT", f"/api/user-limits/{user}/max-channels", {"value": 3})[0] == 204
+
+    def open_as(name: str) -> pika.BlockingConnection:
+        return pika.BlockingConnection(pika.ConnectionParameters(
+            node.host, node.port, credentials=pika.PlainCredentials(user, "pw"),
+            client_properties={"connection_name": name}))
+    first = open_as("spread-ch-first")
+    wait_for("the first connection listed", lambda: worker_of(node, "spread-ch-first") is not None)
+    others = []
+    for i in range(8):  # connections are dealt in turn: one of the next lands on the other worker
+        c = open_as(f"spread-ch-{i}")
+        wait_for("the connection listed", lambda i=i: worker_of(node, f"spread-ch-{i}") is not None)
+        if worker_of(node, f"spread-ch-{i}") != worker_of(node, "spread-ch-first"):
+            second = c
+            break
+        others.append(c)
+    else:
+        raise AssertionError("no connection reached the other worker")
+    for c in others:
+        c.close()
+    kept = [first.channel(), first.channel()]
+    second.channel()  # the third of the user's channels: allowed
+    with pytest.raises(pika.exceptions.ConnectionClosedByBroker) as e:
+        second.channel()  # a fourth, on the other worker: refused as in one process
+    assert e.value.reply_code == 530 and "user limit of (3)" in e.value.reply_text
+    for ch in kept:  # (the refusal closed the second connection, and its channel with it)
+        ch.close()
+    for name in ("spread-ch-third", "spread-ch-fourth"):  # on each worker in turn: three again
+        time.sleep(3 * GLOBAL_CHECK)  # each worker's recount told the other of the closed ones
+        c = open_as(name)
+        for _ in range(3):
+            c.channel()
+        c.close()
+    first.close()
+    assert call(api, "DELETE", f"/api/users/{user}")[0] == 204

@@ -42,10 +42,11 @@ class BrokerLimits:
         self.consumer_max_per_channel = consumer_max_per_channel
         self.open = 0  # connections past connection.open on this node
         self.by_user: dict[str, set] = {}  # user -> its open sessions
-        # --worker-mode queues (warren/spread): the other workers' counts, by ("node",) or
-        # ("user", name), and where ours go when they change; one process: none
+        # --worker-mode queues (warren/spread): the other workers' counts, by ("node",),
+        # ("user", name) or ("channels", user), and where ours go when they change; one process: none
         self.counted_elsewhere = _nothing_elsewhere
         self.count_changed = None
+        self._channels_told: dict[str, int] = {}  # user -> its channels here, as last told to the others
 
     @classmethod
     def for_config(cls, config) -> "BrokerLimits":
@@ -96,9 +97,27 @@ class BrokerLimits:
         if limit is None:
             return
         opened = sum(len(s.conn.channels) for s in self.by_user.get(user, ()))
-        if opened >= limit:
+        if opened + self.counted_elsewhere(("channels", user)) >= limit:
             raise NotAllowed(f"number of channels opened for user '{user}' has reached the maximum allowed "
                              f"user limit of ({limit})")
+        if self.count_changed is not None:  # --worker-mode queues: the others count ours at once
+            self.count_changed(("channels", user), opened + 1)
+            self._channels_told[user] = opened + 1
+
+    def recount_channels(self, access) -> None:
+        """--worker-mode queues, every tick: the channels of users with a max-channels, as the
+        other workers count them, after channels closed (an open tells at once, above)."""
+        told = self._channels_told
+        for user in list(told.keys() | self.by_user.keys()):
+            if user not in told and (access is None or access.user_limit(user, USER_MAX_CHANNELS) is None):
+                continue
+            opened = sum(len(s.conn.channels) for s in self.by_user.get(user, ()))
+            if told.get(user) != opened:
+                self.count_changed(("channels", user), opened)
+                if opened:
+                    told[user] = opened
+                else:
+                    told.pop(user, None)
 
     # --- consumers -----------------------------------------------------------------------------
 

@@ -300,6 +300,8 @@ class Server:
                 self.parameters.refresh_global()
             except Exception:
                 log.exception("reading the shared global parameters failed")
+            if self.spread is not None:  # users' channels closed here since: the others count them
+                self.broker.limits.recount_channels(self.broker.access)
         self._tick_handle = self.loop.call_later(TICK, self._tick)
 
     async def startup(self) -> None:
