@@ -182,6 +182,11 @@ def test_a_fanout_message_crosses_in_order_with_its_properties_and_ttl(node):
             method, props, body = ch.basic_get(q, auto_ack=True)
             got.append((props.headers["i"], props.delivery_mode, body))
         assert got == [(i, 2 if i % 2 else 1, b"m%d" % i) for i in expected], q
+    # a TTL past what a hand-over batch carries (2**64 ms): that batch crosses as tuples instead
+    ch.basic_publish("spread-fan", "", b"long", pika.BasicProperties(expiration="9" * 25))
+    for q in names:
+        wait_for(f"{q} to hold it", lambda q=q: ch.queue_declare(q, passive=True).method.message_count == 1)
+        assert ch.basic_get(q, auto_ack=True)[2] == b"long"
         ch.queue_delete(q)
     c.close()
 

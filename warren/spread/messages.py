@@ -88,14 +88,15 @@ class Forwarding:
         out = self._outgoing.get(q.owner)
         if out is None:
             out = self._outgoing[q.owner] = Outgoing()
-        if msg.publisher is None and type(msg.body) is not NoBody:
+        if msg.publisher is None and type(msg.body) is not NoBody and type(msg.properties) is bytes:
             msgs, dests = out.messages, out.destinations
             if msgs and msgs[-1] is msg and dests[-1][0] == q.vhost_name:
                 dests[-1][1].append(q.name)  # routed to another of its queues: the message crosses once
             else:
                 msgs.append(msg)
                 dests.append((q.vhost_name, [q.name]))
-        else:  # published over 0-10: its connection (no-local queues), and whether it had a body at all
+        else:  # published over 0-10 (its connection for no-local queues, whether it had a body at
+            # all), or properties edited into another type of buffer (the batch takes bytes)
             body = msg.body
             out.tuples.append((q.vhost_name, q.name, msg.exchange, msg.routing_key, bytes(msg.properties),
                                None if body is NO_BODY else bytes(body), msg.publisher))
@@ -140,8 +141,15 @@ class Forwarding:
                 msgs = out.messages
                 for start in range(0, len(msgs), HANDOVER_BATCH_MAX):
                     end = start + HANDOVER_BATCH_MAX
-                    self.links.tell(owner, "handover", encode_batch(
-                        0, msgs[start:end], [(v, tuple(names)) for v, names in out.destinations[start:end]]))
+                    destinations = [(v, tuple(names)) for v, names in out.destinations[start:end]]
+                    try:
+                        batch = encode_batch(0, msgs[start:end], destinations)
+                    except ValueError:  # a TTL past the format's 2**64 ms: this batch goes as tuples
+                        self.links.tell(owner, "publish", [
+                            (v, q, m.exchange, m.routing_key, bytes(m.properties), bytes(m.body), None)
+                            for m, (v, names) in zip(msgs[start:end], destinations) for q in names])
+                        continue
+                    self.links.tell(owner, "handover", batch)
                 if out.tuples:
                     self.links.tell(owner, "publish", out.tuples)
         if self._deliveries:
