@@ -540,3 +540,32 @@ def test_a_users_max_channels_counts_every_workers_channels(node):
         c.close()
     first.close()
     assert call(api, "DELETE", f"/api/users/{user}")[0] == 204
+
+
+def test_dtx_prepare_of_a_branch_that_accepted_another_workers_message_is_refused_with_a_reason(node):
+    """A prepared record names each accepted message by queue and sequence number; what was
+    accepted from another worker's queue has only that worker's delivery tag, so dtx.prepare of
+    such a branch is refused (540, with the reason), while the branch over this worker's queue
+    prepares. One of the two queues is the other worker's, wherever the connection landed."""
+    from tests.e2e.amqp0_10.client010 import Client010, SessionException
+    from warren.codec.amqp0_10.sets import SequenceSet
+    from warren.spec import amqp0_10 as spec
+    outcomes = []
+    with Client010(node) as client:
+        for i, q in enumerate(owned_by(0, "spread-dtx", 1) + owned_by(1, "spread-dtx", 1)):
+            s = client.session(1 + i)
+            s.send(spec.QueueDeclare(queue=q, durable=True))
+            s.transfer("", b"in doubt", routing_key=q)
+            xid = spec.DtxXid(format=1, global_id=b"g-%d" % i, branch_id=b"b")
+            s.send(spec.DtxSelect())
+            assert s.send(spec.DtxStart(xid=xid)).status == 0
+            s.subscribe(q, "d")
+            m = s.get("d")
+            s.send(spec.MessageAccept(transfers=SequenceSet.of([m.id])))
+            assert s.send(spec.DtxEnd(xid=xid)).status == 0
+            try:
+                outcomes.append(s.send(spec.DtxPrepare(xid=xid)).status)
+                s.send(spec.DtxRollback(xid=xid))
+            except SessionException as e:
+                outcomes.append((e.code, "worker" in e.description and "one-phase" in e.description))
+    assert sorted(outcomes, key=str) == sorted([0, (540, True)], key=str)
