@@ -569,3 +569,67 @@ def test_dtx_prepare_of_a_branch_that_accepted_another_workers_message_is_refuse
             except SessionException as e:
                 outcomes.append((e.code, "worker" in e.description and "one-phase" in e.description))
     assert sorted(outcomes, key=str) == sorted([0, (540, True)], key=str)
+
+
+@pytest.mark.parametrize("overflow", ["reject-publish", "reject-publish-dlx"])
+def test_reject_publish_on_another_worker_nacks_and_never_drops_a_confirmed_message(node, overflow):
+    """x-overflow reject-publish on a queue another worker owns, from a publisher that cannot
+    move (a fanout to queues of both workers) and publishes in bursts: every acked message is
+    in the queue (the owner takes what was forwarded before it said it is full); after that the
+    publisher gets nacks (with -dlx the refused ones are dead-lettered), and once consumers
+    made room the publishes are taken again."""
+    import asyncio
+    import aio_pika
+    fanout, dlx, dead = f"spread-fan-{overflow}", f"spread-dlx-{overflow}", f"spread-dead-{overflow}"
+
+    async def run() -> None:
+        pub = await aio_pika.connect(f"amqp://guest:guest@{node.host}:{node.port}/",
+                                     client_properties={"connection_name": "spread-full-publisher"})
+        wait_for("the publisher listed", lambda: worker_of(node, "spread-full-publisher") is not None)
+        here = worker_of(node, "spread-full-publisher")
+        full = owned_by(1 - here, f"spread-full-{overflow}", 1)[0]
+        other = owned_by(here, f"spread-full-{overflow}", 1)[0]
+        c = connect(node)
+        ch = c.channel()
+        ch.exchange_declare(fanout, "fanout")
+        ch.exchange_declare(dlx, "fanout")
+        ch.queue_declare(dead)
+        ch.queue_bind(dead, dlx)
+        ch.queue_declare(full, arguments={"x-max-length": 10, "x-overflow": overflow, "x-dead-letter-exchange": dlx})
+        ch.queue_declare(other)
+        for q in (full, other):
+            ch.queue_bind(q, fanout)
+        pch = await pub.channel(publisher_confirms=True)
+        ex = await pch.get_exchange(fanout)
+
+        async def burst(prefix: str, n: int) -> tuple[list, list]:
+            bodies = [b"%s-%d" % (prefix.encode(), i) for i in range(n)]
+            results = await asyncio.gather(*(ex.publish(aio_pika.Message(b), routing_key="") for b in bodies),
+                                           return_exceptions=True)
+            acked = [b for b, r in zip(bodies, results) if not isinstance(r, BaseException)]
+            nacked = [b for b, r in zip(bodies, results) if isinstance(r, aio_pika.exceptions.DeliveryError)]
+            assert len(acked) + len(nacked) == n, results
+            return acked, nacked
+        acked, nacked = [], []
+        for i in range(4):  # bursts: the first crosses before the owner can say "full"
+            a, n = await burst(f"a{i}", 40)
+            acked += a
+            nacked += n
+        assert len(acked) >= 10 and nacked, (len(acked), len(nacked))
+        count = ch.queue_declare(full, passive=True).method.message_count
+        held = [ch.basic_get(full, auto_ack=True)[2] for _ in range(count)]
+        assert held == acked  # every confirmed message, in order; none of the refused
+        assert worker_of(node, "spread-full-publisher") == here  # it stayed: its messages crossed
+        if overflow == "reject-publish-dlx":  # the refused ones went to the dead-letter exchange there
+            wait_for("the refused messages dead-lettered",
+                     lambda: ch.queue_declare(dead, passive=True).method.message_count == len(nacked))
+        # the queue is empty now: within a tick of the owner's, publishes are taken again
+        for _ in range(100):
+            if (await burst("b", 1))[0]:
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError("still refused after the queue was emptied")
+        await pub.close()
+        c.close()
+    asyncio.run(run())

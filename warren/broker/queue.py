@@ -92,6 +92,16 @@ OVERFLOW_MODES = (DROP_HEAD, REJECT_PUBLISH, REJECT_PUBLISH_DLX)
 REJECTED, EXPIRED, MAXLEN, DELIVERY_LIMIT = "rejected", "expired", "maxlen", "delivery_limit"
 
 
+class _NoMessage:
+    """What ``refuses_publishes`` asks the limits about: a message with an empty body."""
+
+    __slots__ = ()
+    body = b""
+
+
+_NO_MESSAGE = _NoMessage()
+
+
 _DEDUP_ARGS = ("x-message-deduplication", "x-cache-size", "x-cache-ttl", "x-deduplication-header")
 
 
@@ -301,6 +311,22 @@ class Queue:
             memory.unchecked += size + MESSAGE_OVERHEAD * len(messages)
             if memory.unchecked > memory.check_every:
                 memory.check(self)
+
+    def publish_past_limit(self, message: "Message") -> int:
+        """``publish`` of a message another worker routed here and has counted as taken
+        (--worker-mode queues, warren/spread/messages.py): a reject-publish limit does not turn
+        it away; that worker refuses its publishers while ``refuses_publishes`` says so."""
+        if not (self.limited and self.overflow != DROP_HEAD):
+            return self.publish(message)
+        self.limited = False
+        try:
+            return self.publish(message)
+        finally:
+            self.limited = True
+
+    def refuses_publishes(self) -> bool:
+        """Whether a reject-publish limit turns the next message away now (an empty one)."""
+        return self.limited and self.overflow != DROP_HEAD and self._would_overflow(_NO_MESSAGE)
 
     def publish(self, message: "Message") -> int:
         """Enqueue; returns the number of the sync that makes it durable, 0 if none is needed, or

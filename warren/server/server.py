@@ -302,6 +302,7 @@ class Server:
                 log.exception("reading the shared global parameters failed")
             if self.spread is not None:  # users' channels closed here since: the others count them
                 self.broker.limits.recount_channels(self.broker.access)
+                self.spread.check_full()  # our full queues with room again: their publishers' workers hear so
         self._tick_handle = self.loop.call_later(TICK, self._tick)
 
     async def startup(self) -> None:

@@ -53,6 +53,8 @@ class Spread(Definitions, Forwarding, Consumers):
         # flow control across workers: our congested queues -> the workers told so, which hold
         # their publishers to it (RemoteQueue.congested) until we tell them it drained
         self._congested_told: dict = {}
+        # x-overflow reject-publish: our full queues -> the workers told so (messages.py)
+        self._full_told: dict = {}
         # the other workers' connection counts, by (worker, key): ("node",), ("user", name),
         # ("vhost", name): the node's limits count every worker's connections
         self._counts: dict[tuple, int] = {}
@@ -226,6 +228,8 @@ class Spread(Definitions, Forwarding, Consumers):
             self._counts[(peer, args[0])] = args[1]
         elif op == "congested":
             self._remote_congestion(*args)
+        elif op == "full":
+            self._remote_full(*args)
         elif op == "locked":
             self._locked(*args)
         elif op == "unlock":

@@ -17,6 +17,7 @@ import concurrent.futures
 import logging
 
 from warren.broker.message import Message, shared_name
+from warren.broker.queue import REFUSED, REJECT_PUBLISH_DLX
 from warren.codec.handover import encode_batch, take_batch
 from warren.errors import AMQPError
 from warren.protocol.amqp0_10.channel import PublishedMessage
@@ -99,13 +100,30 @@ class Forwarding:
             # all), or properties edited into another type of buffer (the batch takes bytes)
             body = msg.body
             out.tuples.append((q.vhost_name, q.name, msg.exchange, msg.routing_key, bytes(msg.properties),
-                               None if body is NO_BODY else bytes(body), msg.publisher))
+                               None if body is NO_BODY else bytes(body), msg.publisher, True))
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self.loop.call_soon(self._flush)
         if msg.persistent and q.durable and self.broker.durability is not None:
             return self.broker.durability.wrote(self._remote_syncs[q.owner])
         return 0
+
+    def refuse_forward(self, q: RemoteQueue, msg) -> int:
+        """A publish to ``q`` while its owner says it is full (x-overflow reject-publish): refused
+        here, a nack. With reject-publish-dlx it still goes to the owner, whose own check
+        dead-letters it there (or takes it, if room came meanwhile: a nack may then be a
+        message kept, never the other way round)."""
+        if q.full == REJECT_PUBLISH_DLX:
+            out = self._outgoing.get(q.owner)
+            if out is None:
+                out = self._outgoing[q.owner] = Outgoing()
+            body = msg.body
+            out.tuples.append((q.vhost_name, q.name, msg.exchange, msg.routing_key, bytes(msg.properties),
+                               None if body is NO_BODY else bytes(body), msg.publisher, False))
+            if not self._flush_scheduled:
+                self._flush_scheduled = True
+                self.loop.call_soon(self._flush)
+        return REFUSED
 
     def remote_reply(self, vhost: str, routing_key: str):
         """The destination of a direct reply-to address whose token names another worker
@@ -128,7 +146,7 @@ class Forwarding:
         if out is None:
             out = self._outgoing[worker] = Outgoing()
         out.tuples.append((vhost, msg.routing_key, msg.exchange, msg.routing_key, bytes(msg.properties),
-                           bytes(msg.body), None))
+                           bytes(msg.body), None, True))
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self.loop.call_soon(self._flush)
@@ -146,7 +164,7 @@ class Forwarding:
                         batch = encode_batch(0, msgs[start:end], destinations)
                     except ValueError:  # a TTL past the format's 2**64 ms: this batch goes as tuples
                         self.links.tell(owner, "publish", [
-                            (v, q, m.exchange, m.routing_key, bytes(m.properties), bytes(m.body), None)
+                            (v, q, m.exchange, m.routing_key, bytes(m.properties), bytes(m.body), None, True)
                             for m, (v, names) in zip(msgs[start:end], destinations) for q in names])
                         continue
                     self.links.tell(owner, "handover", batch)
@@ -197,20 +215,28 @@ class Forwarding:
             return [q for q in map(found, names) if q is not None]  # deleted meanwhile: dropped
 
         msgs, destinations, _, _, _ = take_batch(batch, 0, Message, _MESSAGE_DEFAULTS, _resolve_name, queues_of, True)
+        limited = None
         for msg, queues in zip(msgs, destinations):
             for q in queues:
-                q.publish(msg)
+                q.publish_past_limit(msg)  # the publishing worker counted it as taken
                 if q.congested:
                     self._held_by(peer, q)
+                if q.limited:
+                    if limited is None:
+                        limited = set()
+                    limited.add(q)
             if msg.persistent:
                 msg.routed()
+        if limited:
+            self._check_full(peer, limited)
 
     def _take_publishes(self, peer: int, items: list) -> None:
         """Messages that cross as tuples: those published over 0-10 (their connection, whether
         they had a body) and direct replies to our reply consumers."""
         from warren.broker.reply_to import PREFIX as REPLY_PREFIX, lookup as reply_lookup
         vhosts = self.broker.vhosts
-        for vhost, name, exchange, routing_key, properties, body, publisher in items:
+        limited = None
+        for vhost, name, exchange, routing_key, properties, body, publisher, past_limit in items:
             if body is None:
                 body = NO_BODY
             v = vhosts.get(vhost)
@@ -230,11 +256,51 @@ class Forwarding:
                 msg.check_expiration()
             except AMQPError:
                 pass
-            q.publish(msg)
+            if past_limit:
+                q.publish_past_limit(msg)  # the publishing worker counted it as taken
+            else:
+                q.publish(msg)  # refused there already (refuse_forward): dead-lettered if still full
             if msg.persistent:
                 msg.routed()
             if q.congested:
                 self._held_by(peer, q)
+            if q.limited:
+                if limited is None:
+                    limited = set()
+                limited.add(q)
+        if limited:
+            self._check_full(peer, limited)
+
+    # --- x-overflow reject-publish across workers ------------------------------------------------
+    # The owner takes what another worker forwarded even past the limit (that worker confirmed
+    # it as taken, or will), and tells that worker the queue is full: it refuses (nacks) its
+    # publishers' messages to the queue from then on, until the owner says it has room again
+    # (``check_full``, every GLOBAL_CHECK). So a confirmed message is never one the queue
+    # dropped; the queue may hold a loop turn's messages more than its limit meanwhile.
+
+    def _check_full(self, peer: int, queues) -> None:
+        for q in queues:
+            if q.refuses_publishes():
+                told = self._full_told.get(q)
+                if told is None:
+                    told = self._full_told[q] = set()
+                if peer not in told:
+                    told.add(peer)
+                    self.tell(peer, "full", q.vhost.name, q.name, q.overflow)
+
+    def check_full(self) -> None:
+        """The server's tick: the workers told of a full queue that has room again hear so."""
+        for q, told in list(self._full_told.items()):
+            if q.deleted or not q.refuses_publishes():
+                del self._full_told[q]
+                for peer in told:
+                    self.tell(peer, "full", q.vhost.name, q.name, None)
+
+    def _remote_full(self, vhost: str, name: str, overflow: str | None) -> None:
+        v = self.broker.vhosts.get(vhost)
+        q = v.remote_queues.get(name) if v is not None else None
+        if q is not None:
+            q.full = overflow
 
     def _held_by(self, peer: int, q) -> None:
         """Flow control: the publishing worker holds its publishers to our congested queue."""

@@ -50,9 +50,15 @@ class RemoteQueue:
         # the owner said the queue is congested: publishers here are held (the channel's
         # ``throttled_by``) until it says the queue drained (``Spread._remote_congestion``)
         self.congested = False
+        # the owner said the queue is full: its x-overflow (reject-publish or -dlx), until it
+        # says there is room again (Spread.check_full); None meanwhile
+        self.full: str | None = None
 
     def publish(self, msg) -> int:
-        """Send the message to the owner; the sync number a confirm waits for (0: none)."""
+        """Send the message to the owner; the sync number a confirm waits for (0: none), or
+        REFUSED while the owner says the queue is full (x-overflow reject-publish)."""
+        if self.full is not None:
+            return self.spread.refuse_forward(self, msg)
         return self.spread.forward(self, msg)
 
     def dispatch(self) -> None:
