@@ -318,6 +318,9 @@ def test_queue_history_starts_when_asked_and_grows(fast_stats, uid):
     ch = conn.channel()
     ch.queue_declare(name)
     ch.basic_publish("", name, b"x")
+    # enqueued (with --worker-mode queues the connection may first move to the queue's worker);
+    # a question without ranges starts no history
+    wait_for(lambda: get(b, f"/api/queues/%2F/{name}")["messages"] == 1, what="the message enqueued")
     path = f"/api/queues/%2F/{name}?msg_rates_age=8&msg_rates_incr=1&lengths_age=8&lengths_incr=1"
     first = get(b, path)
     # nothing known before the first question: a flat line at the current value
@@ -340,6 +343,7 @@ def test_queue_history_starts_when_asked_and_grows(fast_stats, uid):
     other = f"hq2-{uid}"
     ch.queue_declare(other)
     ch.basic_publish("", other, b"x")
+    wait_for(lambda: get(b, f"/api/queues/%2F/{other}")["messages"] == 1, what="the message enqueued")
     everything = get(b, "/api/queues?msg_rates_age=8&msg_rates_incr=1")
     ours = next(i for i in everything if i["name"] == name)["message_stats"]["publish_details"]["samples"]
     assert ours[0]["sample"] == 5 and len(ours) == 9

@@ -5,13 +5,15 @@ One module per resource under ``api/`` (overview and nodes, queues, exchanges, b
 connections/channels/consumers, vhosts, users, permissions, policies and parameters,
 definitions, health checks, streams), each adding its routes; ``api/common.py`` holds the
 shared list helper and error form, ``api/auth.py`` who may do what, ``api/stats.py`` the
-sampled rates. This module puts them together with two middlewares:
+sampled rates. This module puts them together with these middlewares:
 
 * errors: every answer that is not a success is RabbitMQ's JSON ``{"error", "reason"}``, also
   aiohttp's own 404/405/413, and a handler's unexpected exception (500, logged with its
   traceback and the request);
 * auth: HTTP basic credentials of a broker user on every request (401 with
-  ``WWW-Authenticate: Basic realm="RabbitMQ Management"``), then the tag checks.
+  ``WWW-Authenticate: Basic realm="RabbitMQ Management"``), then the tag checks;
+* shared files, under ``--worker-mode queues``: a change of vhosts, users, permissions or limits
+  reaches every worker before the answer.
 
 Names in paths are percent-decoded once by the router (``%2F`` is ``/``, ``%252F`` the three
 characters ``%2F``) and only ever looked up in the broker's dicts: no path reaches the disk.
@@ -71,6 +73,25 @@ async def _json_errors(request: web.Request, handler):
         raise ApiError(500, "internal_error", "the request failed inside the broker (see its log)") from None
 
 
+# --worker-mode queues: what these change lives in the node's shared files (access.json: vhosts,
+# users, permissions, limits), which every worker holds a copy of
+SHARED_FILE_PATHS = ("/api/vhosts/", "/api/users", "/api/permissions/", "/api/topic-permissions/",
+                     "/api/user-limits/", "/api/vhost-limits/", "/api/parameters/vhost-limits/")
+
+
+@web.middleware
+async def _shared_files_everywhere(request: web.Request, handler):
+    """--worker-mode queues (warren/spread): after a change of the shared files, every other worker
+    reads them again before the answer, so that the next request, to any worker, finds it (a vhost
+    just created takes queues). One process and the vhosts mode: nothing more than a test."""
+    response = await handler(request)
+    spread = request.app[BROKER].spread
+    if (spread is not None and request.method in ("PUT", "DELETE", "POST") and response.status < 400
+            and request.path.startswith(SHARED_FILE_PATHS)):
+        await spread.node_files_changed()
+    return response
+
+
 async def _start_sampler(app: web.Application) -> None:
     app[STATS].start(asyncio.get_running_loop())
 
@@ -97,7 +118,7 @@ def build_app(broker, info=None, server=None) -> web.Application:
     ``info`` returns extra fields for /api/overview (the server adds its ports); ``server``
     (the running Server: its connections, config and alarms) is None where there is no AMQP side.
     """
-    app = web.Application(middlewares=[_json_errors, auth_middleware])
+    app = web.Application(middlewares=[_json_errors, auth_middleware, _shared_files_everywhere])
     app[BROKER] = broker
     app[INFO] = info or dict
     app[SERVER] = server

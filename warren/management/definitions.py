@@ -27,9 +27,11 @@ from warren import __version__
 from warren.broker.policies import PolicyError, validate_policy
 from warren.errors import AMQPError
 from warren.management import policy_store
+from warren.spread.coordinator import ADMIN
 
 __all__ = ["DefinitionsError", "export_definitions", "import_definitions", "load_definitions_file",
-           "read_definitions_file", "import_shared_definitions", "vhosts_part", "RABBIT_VERSION"]
+           "read_definitions_file", "import_shared_definitions", "vhosts_part", "RABBIT_VERSION",
+           "import_definitions_spread"]
 
 log = logging.getLogger("warren.management")
 
@@ -76,8 +78,9 @@ def _vhost_objects(broker, vhost_names) -> dict:
         vhost = broker.vhosts.get(name)
         if vhost is None:
             continue
-        for qname in sorted(vhost.queues):
-            q = vhost.queues[qname]
+        every = {**vhost.queues, **vhost.remote_queues}  # --worker-mode queues: other workers' too
+        for qname in sorted(every):
+            q = every[qname]
             if _exported_queue(q):
                 queues.append({"name": q.name, "vhost": name, "durable": True, "auto_delete": q.auto_delete,
                                "arguments": _jsonable(q.arguments)})
@@ -294,7 +297,10 @@ def _import_policies(broker, doc: dict, forced: str | None) -> None:
         policy_store.replace_policy(broker, policy)
 
 
-def _import_objects(broker, doc: dict, forced: str | None) -> None:
+def _object_changes(broker, doc: dict, forced: str | None):
+    """The exchanges, queues and bindings of ``doc``, checked one at a time as they are taken:
+    ``(what, vhost, op, args)`` in the ops and arguments of the sequencer under --worker-mode
+    queues (``Spread.define``), which ``_apply_local`` applies in one process."""
     for e in _section(doc, "exchanges"):
         name = _str(e, "name", "an exchange")
         what = f"exchange '{name}'"
@@ -304,11 +310,8 @@ def _import_objects(broker, doc: dict, forced: str | None) -> None:
             raise DefinitionsError(f"{what}: arguments must be an object")
         if name == "" or (name.startswith("amq.") and name in vhost.exchanges):
             continue  # the predeclared ones exist already
-        try:
-            vhost.declare_exchange(name, _str(e, "type", what, "direct"), False, _flag(e, "durable", True),
-                                   _flag(e, "auto_delete"), _flag(e, "internal"), arguments)
-        except AMQPError as err:
-            raise DefinitionsError(f"{what} in vhost '{vhost.name}': {err.text}") from None
+        yield what, vhost, "declare_exchange", (name, _str(e, "type", what, "direct"), False, _flag(e, "durable", True),
+                                                _flag(e, "auto_delete"), _flag(e, "internal"), arguments)
     for q in _section(doc, "queues"):
         name = _str(q, "name", "a queue")
         what = f"queue '{name}'"
@@ -316,11 +319,8 @@ def _import_objects(broker, doc: dict, forced: str | None) -> None:
         arguments = q.get("arguments") or {}
         if not isinstance(arguments, dict):
             raise DefinitionsError(f"{what}: arguments must be an object")
-        try:
-            vhost.declare_queue(None, name, False, _flag(q, "durable", True), False, _flag(q, "auto_delete"),
-                                arguments)
-        except AMQPError as err:
-            raise DefinitionsError(f"{what} in vhost '{vhost.name}': {err.text}") from None
+        yield what, vhost, "declare_queue", (name, _flag(q, "durable", True), False, _flag(q, "auto_delete"),
+                                             arguments, None)
     for b in _section(doc, "bindings"):
         source = _str(b, "source", "a binding")
         destination = _str(b, "destination", "a binding")
@@ -331,23 +331,30 @@ def _import_objects(broker, doc: dict, forced: str | None) -> None:
         if not isinstance(arguments, dict):
             raise DefinitionsError(f"{what}: arguments must be an object")
         kind = b.get("destination_type", "queue")
-        try:
-            if kind == "queue":
-                q = vhost.queues.get(destination)
-                if q is None:
-                    raise DefinitionsError(f"{what} in vhost '{vhost.name}': no queue '{destination}'")
-                vhost.bind_queue(q, source, routing_key, arguments)
-            elif kind == "exchange":
-                vhost.bind_exchange(destination, source, routing_key, arguments)
-            else:
-                raise DefinitionsError(f"{what}: destination_type must be queue or exchange")
-        except AMQPError as err:
-            raise DefinitionsError(f"{what} in vhost '{vhost.name}': {err.text}") from None
+        if kind == "queue":
+            if destination not in vhost.queues and destination not in vhost.remote_queues:
+                raise DefinitionsError(f"{what} in vhost '{vhost.name}': no queue '{destination}'")
+            yield what, vhost, "bind_queue", (destination, source, routing_key, arguments, ADMIN)
+        elif kind == "exchange":
+            yield what, vhost, "bind_exchange", (destination, source, routing_key, arguments)
+        else:
+            raise DefinitionsError(f"{what}: destination_type must be queue or exchange")
 
 
-def import_definitions(broker, doc, parameters=None, vhost: str | None = None) -> None:
-    """Apply a definitions document (see the module docstring); DefinitionsError on the first
-    object that cannot be imported."""
+def _apply_local(vhost, op: str, args: tuple) -> None:
+    """One of ``_object_changes`` in this process."""
+    if op == "declare_queue":
+        name, durable, exclusive, auto_delete, arguments, _ = args
+        vhost.declare_queue(None, name, False, durable, exclusive, auto_delete, arguments)
+    elif op == "bind_queue":
+        name, source, routing_key, arguments, _ = args
+        vhost.bind_queue(vhost.queues[name], source, routing_key, arguments)
+    else:  # declare_exchange, bind_exchange: the vhost's methods of that name
+        getattr(vhost, op)(*args)
+
+
+def _import_settings(broker, doc, parameters, vhost: str | None) -> None:
+    """What comes before the objects: access (a whole import), parameters and policies."""
     if not isinstance(doc, dict):
         raise DefinitionsError("definitions must be a JSON object")
     if vhost is not None:
@@ -357,7 +364,30 @@ def import_definitions(broker, doc, parameters=None, vhost: str | None = None) -
         _import_access(broker.access, doc)
     _import_parameters(broker, parameters, doc, vhost)
     _import_policies(broker, doc, vhost)
-    _import_objects(broker, doc, vhost)
+
+
+def import_definitions(broker, doc, parameters=None, vhost: str | None = None) -> None:
+    """Apply a definitions document (see the module docstring); DefinitionsError on the first
+    object that cannot be imported."""
+    _import_settings(broker, doc, parameters, vhost)
+    for what, v, op, args in _object_changes(broker, doc, vhost):
+        try:
+            _apply_local(v, op, args)
+        except AMQPError as err:
+            raise DefinitionsError(f"{what} in vhost '{v.name}': {err.text}") from None
+
+
+async def import_definitions_spread(spread, broker, doc, parameters=None, vhost: str | None = None) -> None:
+    """``import_definitions`` under --worker-mode queues (warren/spread): the other workers read
+    the shared files (users, vhosts, policies) again, then every exchange, queue and binding goes
+    through the sequencer, as a client's declare would, in the document's order."""
+    _import_settings(broker, doc, parameters, vhost)
+    await spread.node_files_changed()
+    for what, v, op, args in _object_changes(broker, doc, vhost):
+        try:
+            await spread.define(v.name, op, args)
+        except AMQPError as err:
+            raise DefinitionsError(f"{what} in vhost '{v.name}': {err.text}") from None
 
 
 def read_definitions_file(path) -> dict:

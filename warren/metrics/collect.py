@@ -22,9 +22,11 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 
 from warren.broker.queue import Queue
+from warren.management.api.connections import consumer_count
 from warren.metrics.totals import QUEUE_TYPES, TOTALS
 
-__all__ = ["Snapshot", "read_snapshot", "SLICE", "QUEUE_FIELDS", "CHANNEL_FIELDS", "CONNECTION_FIELDS"]
+__all__ = ["Snapshot", "read_snapshot", "SLICE", "QUEUE_FIELDS", "CHANNEL_FIELDS", "CONNECTION_FIELDS",
+           "snapshot_rows", "add_snapshot", "Probes"]
 
 SLICE = 500  # objects read between two yields to the loop (1–3 ms)
 
@@ -71,7 +73,35 @@ class Snapshot:
     unroutable_returned: int = 0
     paused_by_queue: int = 0  # connections not read now because a queue they publish to is congested
     paused_by_alarm: int = 0  # connections not read now because a resource alarm blocks publishers
+    # what TOTALS keeps of closed and deleted objects and of pauses (totals.py), read with the rest
+    connections_closed: int = 0
+    channels_closed: int = 0
+    queues_deleted: int = 0
+    queue_flow_pauses: int = 0
+    alarm_flow_pauses: int = 0
     node: dict = field(default_factory=dict)
+    # the MetricsServer's histograms, set by its scrape (``Probes``): loop lag, GC pauses, group commits
+    probes: Probes | None = None
+
+
+@dataclass
+class Probes:
+    """The histograms a scrape renders (probes.py's, and the server's group commits)."""
+
+    lag: object  # probes.Histogram
+    gc: list  # a Histogram per generation
+    gc_collected: list  # objects collected per generation
+    sync: object  # Histogram of the store's group commits
+
+    @classmethod
+    def of(cls, metrics) -> Probes:
+        """The live histograms of ``metrics`` (a MetricsServer), not copied."""
+        gc = metrics.gc_pauses
+        return cls(metrics.loop_lag.histogram, gc.histograms, gc.collected, metrics.sync_latency)
+
+    def merged(self, other: Probes) -> Probes:
+        return Probes(self.lag.merged(other.lag), [a.merged(b) for a, b in zip(self.gc, other.gc)],
+                      [a + b for a, b in zip(self.gc_collected, other.gc_collected)], self.sync.merged(other.sync))
 
 
 def _connection_name(conn) -> str:
@@ -130,6 +160,7 @@ async def read_snapshot(server, per_object: bool, slice_size: int = SLICE) -> Sn
         step = time.thread_time()
 
     # --- connections and channels (and, per object, which queue each unacked message is from)
+    spread = server.spread  # --worker-mode queues (warren/spread)
     unacked_by_queue: Counter = Counter()
     received_confirm = 0
     ch_sums = snap.channel_sums
@@ -150,7 +181,8 @@ async def read_snapshot(server, per_object: bool, slice_size: int = SLICE) -> Sn
         for ch in channels:
             snap.channels += 1
             unconfirmed = ch.publish_seq - ch.confirmed_upto if ch.confirm_mode else 0
-            crow = (f"{row[0]} ({ch.number})", len(ch.consumers), len(ch.unacked), unconfirmed, ch.stats_publish,
+            consumers = len(ch.consumers) if spread is None else consumer_count(ch)
+            crow = (f"{row[0]} ({ch.number})", consumers, len(ch.unacked), unconfirmed, ch.stats_publish,
                     ch.confirmed_upto, ch.stats_unroutable_dropped, ch.stats_unroutable_returned, ch.stats_ack,
                     ch.next_tag - 1)
             for i in range(1, len(crow)):
@@ -169,6 +201,10 @@ async def read_snapshot(server, per_object: bool, slice_size: int = SLICE) -> Sn
         if done >= slice_size:
             done = 0
             await pause()
+    if per_object and spread is not None:  # --worker-mode queues: consumers on other workers hold
+        for session in list(spread._proxy_sessions.values()):  # some of our queues' messages (proxy.py)
+            for ch in list(session.channels.values()):
+                unacked_by_queue.update(map(_queue_of, list(ch.unacked.values())))
     received, confirmed = ch_sums[_CH["published"]], ch_sums[_CH["confirmed"]]
     dropped, returned = ch_sums[_CH["dropped"]], ch_sums[_CH["returned"]]
 
@@ -209,11 +245,51 @@ async def read_snapshot(server, per_object: bool, slice_size: int = SLICE) -> Sn
     snap.confirmed = TOTALS.confirmed + confirmed
     snap.unroutable_dropped = TOTALS.unroutable_dropped + dropped
     snap.unroutable_returned = TOTALS.unroutable_returned + returned
+    snap.connections_closed, snap.channels_closed = TOTALS.connections_closed, TOTALS.channels_closed
+    snap.queues_deleted = TOTALS.queues_deleted
+    snap.queue_flow_pauses, snap.alarm_flow_pauses = TOTALS.queue_flow_pauses, TOTALS.alarm_flow_pauses
     snap.node = _node(server)
     held = time.thread_time() - step
     snap.longest_step = max(snap.longest_step, held)
     snap.read_seconds = busy + held
     return snap
+
+
+# --- --worker-mode queues: one scrape shows the node (warren/spread) ---------------------------------
+
+# what the workers' snapshots add up to; the rest (the scrape's own timings, ``node``: the
+# process's memory, descriptors and alarms) stays the answering worker's
+_SUMMED = ("queues", "channels", "connections", "consumers", "publishers", "received", "received_confirm",
+           "confirmed", "unroutable_dropped", "unroutable_returned", "paused_by_queue", "paused_by_alarm",
+           "connections_closed", "channels_closed", "queues_deleted", "queue_flow_pauses", "alarm_flow_pauses")
+
+
+async def snapshot_rows(server, per_object: bool) -> list:
+    """What another worker's scrape asks of ours (merged.py's PeerApi): our snapshot, as a list."""
+    snap = await read_snapshot(server, per_object)
+    if server.metrics is not None:
+        snap.probes = Probes.of(server.metrics)
+    return [snap]
+
+
+def add_snapshot(snap: Snapshot, other: Snapshot) -> None:
+    """Add another worker's snapshot into ``snap``: its objects (each queue is on its owner only,
+    each connection on one worker), counts and histograms."""
+    for name in _SUMMED:
+        setattr(snap, name, getattr(snap, name) + getattr(other, name))
+    for mine, theirs in ((snap.queue_sums, other.queue_sums), (snap.channel_sums, other.channel_sums),
+                         (snap.connection_sums, other.connection_sums)):
+        for i in range(1, len(mine)):  # 0: the name column
+            mine[i] += theirs[i]
+    for kind, counts in other.by_queue_type.items():
+        mine = snap.by_queue_type.setdefault(kind, [0] * len(counts))
+        for i, n in enumerate(counts):
+            mine[i] += n
+    if snap.probes is not None and other.probes is not None:  # new histograms: ours stay as counted
+        snap.probes = snap.probes.merged(other.probes)
+    snap.queue_rows += other.queue_rows
+    snap.channel_rows += other.channel_rows
+    snap.connection_rows += other.connection_rows
 
 
 def _node(server) -> dict:

@@ -47,6 +47,15 @@ class Histogram:
         self.count += 1
         self.last = value
 
+    def merged(self, other: Histogram) -> Histogram:
+        """A new histogram with the observations of both (same bounds: another worker's)."""
+        out = Histogram(self.bounds)
+        out.counts = [a + b for a, b in zip(self.counts, other.counts)]
+        out.sum = self.sum + other.sum
+        out.count = self.count + other.count
+        out.last = self.last
+        return out
+
     def cumulative(self) -> list[tuple[float, int]]:
         """[(upper bound, observations <= it)], ending with (inf, count)."""
         out = []

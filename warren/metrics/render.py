@@ -127,7 +127,6 @@ def _object_families(snap: Snapshot, families, index: dict, rows: list, sums: li
 
 def _node_families(snap: Snapshot, ctx) -> str:
     node = snap.node
-    totals = ctx.totals
     by_type = [(RABBIT_QUEUE_TYPES.get(t, t), counts) for t, counts in sorted(snap.by_queue_type.items())]
     routed = snap.received - snap.unroutable_dropped - snap.unroutable_returned
     out = [
@@ -138,15 +137,15 @@ def _node_families(snap: Snapshot, ctx) -> str:
         _simple("rabbitmq_alarms_memory_used_watermark", "untyped",
                 "is 1 if VM memory watermark alarm is in effect", node["memory_alarm"]),
         _simple("rabbitmq_connections_opened_total", "counter", "Total number of connections opened",
-                totals.connections_closed + snap.connections),
+                snap.connections_closed + snap.connections),
         _simple("rabbitmq_connections_closed_total", "counter", "Total number of connections closed or terminated",
-                totals.connections_closed),
+                snap.connections_closed),
         _simple("rabbitmq_channels_opened_total", "counter", "Total number of channels opened",
-                totals.channels_closed + snap.channels),
-        _simple("rabbitmq_channels_closed_total", "counter", "Total number of channels closed", totals.channels_closed),
+                snap.channels_closed + snap.channels),
+        _simple("rabbitmq_channels_closed_total", "counter", "Total number of channels closed", snap.channels_closed),
         _simple("rabbitmq_queues_created_total", "counter", "Total number of queues created",
-                totals.queues_deleted + snap.queues),
-        _simple("rabbitmq_queues_deleted_total", "counter", "Total number of queues deleted", totals.queues_deleted),
+                snap.queues_deleted + snap.queues),
+        _simple("rabbitmq_queues_deleted_total", "counter", "Total number of queues deleted", snap.queues_deleted),
         _simple("rabbitmq_process_open_fds", "gauge", "Open file descriptors", node["open_fds"]),
         _simple("rabbitmq_process_open_tcp_sockets", "gauge", "Open TCP sockets", snap.connections),
         _simple("rabbitmq_process_resident_memory_bytes", "gauge", "Memory used in bytes", node["resident"]),
@@ -196,26 +195,24 @@ def _node_families(snap: Snapshot, ctx) -> str:
 
 def _warren_families(snap: Snapshot, ctx) -> str:
     node = snap.node
-    totals = ctx.totals
     sums = snap.queue_sums
-    lag = ctx.loop_lag.histogram
-    gc_probe = ctx.gc_pauses
+    probes = snap.probes
     out = [
         header("warren_event_loop_lag_seconds", "histogram",
                f"How late the event loop ran a timer due every {ctx.loop_lag.interval:g} s: the time other work "
                "held the loop"),
-        histogram_lines("warren_event_loop_lag_seconds", lag),
+        histogram_lines("warren_event_loop_lag_seconds", probes.lag),
         header("warren_gc_pause_seconds", "histogram",
                "Duration of CPython garbage collections, by generation (2: full passes, warren/server/collector.py)"),
         "".join(histogram_lines("warren_gc_pause_seconds", h, (("generation", str(g)),))
-                for g, h in enumerate(gc_probe.histograms)),
+                for g, h in enumerate(probes.gc)),
         _labelled("warren_gc_collected_objects_total", "counter",
                   "Unreachable objects the garbage collector freed, by generation",
-                  [((("generation", str(g)),), n) for g, n in enumerate(gc_probe.collected)]),
+                  [((("generation", str(g)),), n) for g, n in enumerate(probes.gc_collected)]),
         header("warren_store_sync_seconds", "histogram",
                "Duration of the message store's group commits (write and fsync of every store written since "
                "the previous one); publisher confirms of persistent messages wait for them"),
-        histogram_lines("warren_store_sync_seconds", ctx.sync_latency),
+        histogram_lines("warren_store_sync_seconds", probes.sync),
         _simple("warren_paged_out_messages", "gauge", "Ready messages paged out to disk (all queues)",
                 sums[_QI["paged_out"]]),
         _simple("warren_paged_out_bytes", "gauge", "Body octets of the ready messages paged out to disk (all queues)",
@@ -228,8 +225,8 @@ def _warren_families(snap: Snapshot, ctx) -> str:
         _labelled("warren_flow_control_pauses_total", "counter",
                   "Times the broker stopped reading from a publishing connection: reason queue, a queue it "
                   "published to passed its flow mark; alarm, a resource alarm blocks publishers",
-                  [((("reason", "queue"),), totals.queue_flow_pauses),
-                   ((("reason", "alarm"),), totals.alarm_flow_pauses)]),
+                  [((("reason", "queue"),), snap.queue_flow_pauses),
+                   ((("reason", "alarm"),), snap.alarm_flow_pauses)]),
         _labelled("warren_flow_control_paused_connections", "gauge",
                   "Connections not being read now, by reason (queue: flow control; alarm: resource alarm)",
                   [((("reason", "queue"),), snap.paused_by_queue), ((("reason", "alarm"),), snap.paused_by_alarm)]),

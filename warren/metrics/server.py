@@ -27,11 +27,10 @@ from aiohttp import web
 from warren import __version__
 from warren.management.limits import HttpLimits, limits_middleware
 from warren.management.runner import GuardedSite
-from warren.metrics.collect import read_snapshot
+from warren.metrics.collect import Probes, add_snapshot, read_snapshot
 from warren.metrics.probes import GcPauseProbe, Histogram, LoopLagProbe
 from warren.metrics.render import render
 from warren.metrics.text import CONTENT_TYPE
-from warren.metrics.totals import TOTALS
 
 __all__ = ["MetricsServer", "PROMETHEUS_PORT_DEFAULT"]
 
@@ -48,7 +47,6 @@ class MetricsServer:
 
     def __init__(self, server, limits: HttpLimits | None = None) -> None:
         self.server = server
-        self.totals = TOTALS
         self.limits = limits or HttpLimits()
         self.started_at = time.time()
         self.loop_lag = LoopLagProbe(server.loop)
@@ -89,6 +87,11 @@ class MetricsServer:
         endpoint = "/metrics/per-object" if per_object else "/metrics"
         started = time.perf_counter()
         snap = await read_snapshot(self.server, per_object)
+        snap.probes = Probes.of(self)
+        spread = self.server.spread
+        if spread is not None:  # --worker-mode queues: every worker's queues, channels and counts
+            for other in await spread.api_rows("metrics", per_object):
+                add_snapshot(snap, other)
         busy = snap.read_seconds
         response = web.StreamResponse(headers={"Content-Type": CONTENT_TYPE})
         gzip = "gzip" in request.headers.get("Accept-Encoding", "")

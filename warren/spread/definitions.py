@@ -309,6 +309,8 @@ class Definitions:
         API): the others forget it, through the sequencer."""
         if q is self._deleting or self.stopping or self.links.closed:
             return  # (stopping: a queue that goes now is an exclusive one, which no restart keeps)
+        if self.broker.vhosts.get(v.name) is not v:
+            return  # its vhost is being deleted (Broker.vhost_deleted): every worker deletes it whole
         if self.index == SEQUENCER:
             asyncio.ensure_future(self._tell_forget(v.name, q.name, skip=None))
         else:

@@ -61,9 +61,16 @@ def _sorted(bindings) -> list:
                                            json.dumps(jsonable(b.arguments or {}), sort_keys=True)))
 
 
+def default_bindings(vhost) -> list:
+    """The queues, standing for their bindings to the default exchange, by name; under
+    --worker-mode queues the other workers' too (their records: every queue has that binding)."""
+    queues = {**vhost.queues, **vhost.remote_queues} if vhost.remote_queues else vhost.queues
+    return [queues[n] for n in sorted(queues)]
+
+
 def vhost_bindings(vhost) -> list:
     """Every binding of the vhost: the default exchange's first, then by source."""
-    out: list = [vhost.queues[n] for n in sorted(vhost.queues)]
+    out: list = default_bindings(vhost)
     explicit = [b for ex in vhost.exchanges.values() if ex.name for b in ex.bindings.values()]
     return out + _sorted(explicit)
 

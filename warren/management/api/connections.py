@@ -158,6 +158,15 @@ def channel_details(ch) -> dict:
             "number": ch.number, "peer_host": ph, "peer_port": pp, "user": ch.session.username}
 
 
+def consumer_count(ch) -> int:
+    """A channel's consumers; under --worker-mode queues with those of queues other workers own
+    (``SpreadChannel.remote_consumers``)."""
+    n = len(ch.consumers)
+    if ch.vhost.spread is None:
+        return n
+    return n + len(getattr(ch, "remote_consumers", None) or ())
+
+
 def channel_json(ch, sampler, ranges=st.NO_RANGES) -> dict:
     conn = ch.session.io
     ph, pp = _peer(conn)
@@ -165,7 +174,7 @@ def channel_json(ch, sampler, ranges=st.NO_RANGES) -> dict:
         "acks_uncommitted": sum(len(e) for e, _ in ch.tx_settles),
         "confirm": ch.confirm_mode,
         "connection_details": {"name": connection_name(conn), "peer_host": ph, "peer_port": pp},
-        "consumer_count": len(ch.consumers),
+        "consumer_count": consumer_count(ch),
         "global_prefetch_count": ch.prefetch_count,
         "messages_unacknowledged": len(ch.unacked),
         "messages_uncommitted": len(ch.tx_publishes),
@@ -194,7 +203,7 @@ def channel_fields(sampler) -> dict:
         "user": lambda ch: ch.session.username,
         "node": lambda ch: node_name(),
         "connection_details.name": lambda ch: connection_name(ch.session.io),
-        "consumer_count": lambda ch: len(ch.consumers),
+        "consumer_count": consumer_count,
         "messages_unacknowledged": lambda ch: len(ch.unacked),
         "messages_unconfirmed": lambda ch: max(0, ch.publish_seq - ch.confirmed_upto),
         "prefetch_count": lambda ch: ch.consumer_prefetch_count,
@@ -209,18 +218,20 @@ def channel_fields(sampler) -> dict:
     return fields
 
 
-def consumer_json(c) -> dict:
-    return {
+def consumer_json(c, details: bool = True) -> dict:
+    body = {
         "arguments": jsonable(c.arguments or {}),
         "ack_required": not c.no_ack,
         "active": True,
         "activity_status": "up",
-        "channel_details": channel_details(c.channel),
         "consumer_tag": c.tag,
         "exclusive": c.exclusive,
         "prefetch_count": c.prefetch_count,
         "queue": {"name": c.queue.name, "vhost": c.queue.vhost.name},
     }
+    if details:
+        body["channel_details"] = channel_details(c.channel)
+    return body
 
 
 def _find_connection(request: web.Request):
@@ -396,25 +407,55 @@ async def get_channel(request: web.Request) -> web.Response:
     raise not_found()
 
 
-def _consumers(request: web.Request, vhost: str | None = None) -> list[dict]:
-    broker_vhosts = [vhost] if vhost is not None else visible_vhosts(request)
-    out = []
-    for conn in open_connections(request):
-        if conn.session.vhost.name not in broker_vhosts:
+async def consumer_rows(app, vhost_names) -> list[dict]:
+    """The consumers of our connections' channels in ``vhost_names``. Under --worker-mode queues
+    a channel's consumer of a queue another worker owns is a record here (``remote_consumers``)
+    and a consumer on that worker (proxy.py): its figures come from there, its channel's from here."""
+    names = set(vhost_names)
+    out, remote = [], {}  # remote: owner -> [(channel, consumer tag)]
+    for conn in open_connections(app):
+        if conn.session.vhost.name not in names:
             continue
         for ch in list(conn.session.channels.values()):
-            for c in list(ch.consumers.values()):
-                out.append(consumer_json(c))
+            out.extend(consumer_json(c) for c in list(ch.consumers.values()))
+            for rc in (getattr(ch, "remote_consumers", None) or {}).values():
+                remote.setdefault(rc.owner, []).append((ch, rc.tag))
+    spread = app[BROKER].spread
+    for owner, items in remote.items():
+        keys = [(id(ch.session), ch.number, tag) for ch, tag in items]
+        facts = await spread.api_rows("proxy_consumers", spread.index, keys, only=owner)
+        out.extend({**f, "channel_details": channel_details(ch)} for (ch, _), f in zip(items, facts) if f)
+    return out
+
+
+def proxy_consumer_rows(app, worker: int, keys: list) -> list[dict | None]:
+    """What worker ``worker``'s ``consumer_rows`` asks of its consumers of our queues, by
+    (session id, channel number, tag) there: each one's JSON without its channel's, or None."""
+    spread = app[BROKER].spread
+    out = []
+    for session_id, number, tag in keys:
+        ch = spread._existing_proxy(worker, session_id, number)
+        c = ch.consumers.get(tag) if ch is not None else None
+        out.append(None if c is None else consumer_json(c, details=False))
+    return out
+
+
+async def _consumers(request: web.Request, vhost: str | None = None) -> list[dict]:
+    names = [vhost] if vhost is not None else visible_vhosts(request)
+    out = await consumer_rows(request.app, names)
+    spread = request.app[BROKER].spread
+    if spread is not None:  # --worker-mode queues: the other workers' connections' too
+        out += await spread.api_rows("consumers", names)
     return sorted(out, key=lambda i: (i["queue"]["vhost"], i["queue"]["name"], i["consumer_tag"]))
 
 
 async def list_consumers(request: web.Request) -> web.Response:
-    return reply_list(request, _consumers(request))
+    return reply_list(request, await _consumers(request))
 
 
 async def vhost_consumers(request: web.Request) -> web.Response:
     vhost = readable_vhost(request)
-    return reply_list(request, _consumers(request, vhost.name))
+    return reply_list(request, await _consumers(request, vhost.name))
 
 
 def add_routes(app: web.Application) -> None:

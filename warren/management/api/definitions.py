@@ -13,7 +13,9 @@ from aiohttp import web
 from warren.management.api.auth import ADMINISTRATOR, require
 from warren.management.api.common import BROKER, bad_request, no_content, vhost_or_404
 from warren.management.api.policies import PARAMETERS
-from warren.management.definitions import DefinitionsError, export_definitions, import_definitions
+from warren.management.definitions import (
+    DefinitionsError, export_definitions, import_definitions, import_definitions_spread,
+)
 
 __all__ = ["add_routes"]
 
@@ -48,25 +50,27 @@ async def _body(request: web.Request):
         raise bad_request("not_json") from None
 
 
-async def post_definitions(request: web.Request) -> web.Response:
-    require(request, ADMINISTRATOR)
-    doc = await _body(request)
+async def _import(request: web.Request, doc, vhost: str | None = None) -> web.Response:
+    broker = request.app[BROKER]
     try:
-        import_definitions(request.app[BROKER], doc, request.app[PARAMETERS])
+        if broker.spread is None:
+            import_definitions(broker, doc, request.app[PARAMETERS], vhost)
+        else:  # --worker-mode queues: every worker's, through the worker that orders definitions
+            await import_definitions_spread(broker.spread, broker, doc, request.app[PARAMETERS], vhost)
     except DefinitionsError as e:
         raise bad_request(str(e)) from None
     return no_content()
+
+
+async def post_definitions(request: web.Request) -> web.Response:
+    require(request, ADMINISTRATOR)
+    return await _import(request, await _body(request))
 
 
 async def post_vhost_definitions(request: web.Request) -> web.Response:
     require(request, ADMINISTRATOR)
     vhost = vhost_or_404(request)
-    doc = await _body(request)
-    try:
-        import_definitions(request.app[BROKER], doc, request.app[PARAMETERS], vhost.name)
-    except DefinitionsError as e:
-        raise bad_request(str(e)) from None
-    return no_content()
+    return await _import(request, await _body(request), vhost.name)
 
 
 def add_routes(app: web.Application) -> None:

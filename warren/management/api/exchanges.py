@@ -12,7 +12,7 @@ from warren.broker.policies import pick
 from warren.errors import AMQPError
 from warren.management.api import stats as st
 from warren.management.api.auth import check_permission, check_vhost_access, principal, readable_vhost, visible_vhosts
-from warren.management.api.bindings import binding_json, exchange_name, reply_bindings, _sorted
+from warren.management.api.bindings import binding_json, default_bindings, exchange_name, reply_bindings, _sorted
 from warren.management.api.common import (
     BROKER, STATS, amqp_error, as_bool, bad_request, created, jsonable, no_content, not_found, read_json,
     reply_list, reply_object, reply_objects,
@@ -146,7 +146,7 @@ async def delete_exchange(request: web.Request) -> web.Response:
 async def source_bindings(request: web.Request) -> web.Response:
     vhost, ex = _exchange(request)
     if ex.name == "":  # every queue: many
-        return await reply_bindings(request, [(vhost, vhost.queues[n]) for n in sorted(vhost.queues)])
+        return await reply_bindings(request, [(vhost, q) for q in default_bindings(vhost)])
     return reply_list(request, [binding_json(vhost, b) for b in _sorted(ex.bindings.values())])
 
 

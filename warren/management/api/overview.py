@@ -24,6 +24,7 @@ from warren.management.api.auth import MONITORING, principal, require, visible_v
 from warren.management.api.common import (
     BROKER, INFO, SERVER, STATS, bad_request, not_found, node_name, reply_list, reply_object,
 )
+from warren.management.api.merged import add_figures
 
 __all__ = ["add_routes", "API_VERSION", "EXCHANGE_TYPES"]
 
@@ -74,7 +75,7 @@ def totals(app, names: list, sees_all: bool, ranges=st.NO_RANGES) -> tuple[dict,
     connections = [c for c in sampler.connections() if _conn_vhost(c) in names]
     channels = sum(len(c.session.channels) for c in connections)  # each opened a vhost: it has a session
     queues = [q for v in vhosts for q in v.queues.values()]
-    unacked = st.unacked_by_queue(connections)
+    unacked = st.unacked_by_queue(connections, broker.spread)
     vectors = [sampler.vhost_vector(v, unacked, connections) for v in vhosts]
     vec = sampler.overview_vector(vectors, sees_all)
     # the overview's rates and history are the node's (sampled with every vhost); a management
@@ -94,15 +95,6 @@ def totals(app, names: list, sees_all: bool, ranges=st.NO_RANGES) -> tuple[dict,
     return message_stats, queue_totals, object_totals, sum(1 for q in queues if q.is_stream)
 
 
-def _add(total: dict, more: dict) -> None:
-    """Add ``more``'s numbers into ``total``'s, key by key, nested (not the history's samples)."""
-    for k, v in more.items():
-        if isinstance(v, dict) and isinstance(total.get(k), dict):
-            _add(total[k], v)
-        elif isinstance(v, (int, float)) and not isinstance(v, bool) and isinstance(total.get(k), (int, float)):
-            total[k] = round(total[k] + v, 1) if isinstance(v, float) else total[k] + v
-
-
 async def overview(request: web.Request) -> web.Response:
     broker = request.app[BROKER]
     who = principal(request)
@@ -110,11 +102,11 @@ async def overview(request: web.Request) -> web.Response:
     names = visible_vhosts(request)
     message_stats, queue_totals, object_totals, streams = totals(request.app, names, who.sees_all, ranges)
     if broker.spread is not None:  # --worker-mode queues: every worker's figures (exchanges are in each)
-        for peer in await broker.spread.api_rows("totals", names, who.sees_all):
+        for peer in await broker.spread.api_rows("totals", names, who.sees_all, ranges):
             more_stats, more_lengths, more_objects, more_streams = peer
-            _add(message_stats, more_stats)
-            _add(queue_totals, more_lengths)
-            _add(object_totals, {k: v for k, v in more_objects.items() if k != "exchanges"})
+            add_figures(message_stats, more_stats)
+            add_figures(queue_totals, more_lengths)
+            add_figures(object_totals, {k: v for k, v in more_objects.items() if k != "exchanges"})
             streams += more_streams
     node = node_name()
     info = _ports(request)

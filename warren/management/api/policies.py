@@ -226,6 +226,7 @@ async def put_parameter(request: web.Request) -> web.Response:
         new = request.app[PARAMETERS].put(component, vhost.name, name, body["value"])
     except ValueError as e:  # a component's validator refused it (warren/federation: shovels, upstreams)
         raise bad_request(f"Validation failed\n\n{e}\n") from None
+    await _in_force_everywhere(request)
     return created() if new else no_content()
 
 
@@ -241,6 +242,7 @@ async def delete_parameter(request: web.Request) -> web.Response:
         return no_content()
     if not request.app[PARAMETERS].delete(component, vhost.name, name):
         raise not_found()
+    await _in_force_everywhere(request)
     return no_content()
 
 
@@ -272,6 +274,7 @@ async def put_global_parameter(request: web.Request) -> web.Response:
     if "value" not in body:
         raise bad_request("value missing")
     new = request.app[PARAMETERS].put_global(request.match_info["name"], body["value"])
+    await _in_force_everywhere(request)
     return created() if new else no_content()
 
 
@@ -279,6 +282,7 @@ async def delete_global_parameter(request: web.Request) -> web.Response:
     require(request, ADMINISTRATOR)
     if not request.app[PARAMETERS].delete_global(request.match_info["name"]):
         raise not_found()
+    await _in_force_everywhere(request)
     return no_content()
 
 

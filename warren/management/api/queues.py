@@ -132,14 +132,16 @@ def queue_json(q, vhost, sampler, unacked: dict, detailed: bool = False, ranges=
         body.update(stream_figures(store))
         body["messages"] = body["messages_ready"] = store.message_count
     if detailed:
-        body["consumer_details"] = [consumer_json(c) for c in q.consumers]
+        # a consumer through another worker (--worker-mode queues, proxy.py) has no connection
+        # here: its channel's details are that worker's (GET /api/consumers has them)
+        body["consumer_details"] = [consumer_json(c, details=hasattr(c.channel.session, "io")) for c in q.consumers]
         body["deliveries"] = []
         body["incoming"] = []
     return body
 
 
 def _unacked(request: web.Request) -> dict:
-    return st.unacked_by_queue(request.app[STATS].connections())
+    return st.unacked_by_queue(request.app[STATS].connections(), request.app[BROKER].spread)
 
 
 def queue_fields(sampler, unacked: dict) -> dict:
@@ -178,11 +180,13 @@ def _queue(request: web.Request):
 # --- --worker-mode queues: every worker's queues (warren/spread) -------------------------------------
 
 
-def local_rows(app, vhost_names: list, name: str | None = None, detailed: bool = False) -> list[dict]:
+def local_rows(app, vhost_names: list, name: str | None = None, detailed: bool = False,
+               ranges=st.NO_RANGES) -> list[dict]:
     """This worker's queues (of ``vhost_names``, or the one named), as its API shows them: what
-    the other workers ask for their merged lists (``Spread``'s ``api_queues``)."""
+    the other workers ask for their merged lists (``Spread``'s ``api_queues``), with the history
+    ``ranges`` asks for."""
     broker, sampler = app[BROKER], app[STATS]
-    unacked = st.unacked_by_queue(sampler.connections())
+    unacked = st.unacked_by_queue(sampler.connections(), broker.spread)
     rows = []
     for vname in vhost_names:
         vhost = broker.vhosts.get(vname)
@@ -190,7 +194,8 @@ def local_rows(app, vhost_names: list, name: str | None = None, detailed: bool =
             continue
         queues = [vhost.queues[name]] if name is not None and name in vhost.queues else (
             [] if name is not None else [vhost.queues[n] for n in sorted(vhost.queues)])
-        rows.extend(queue_json(q, vhost, sampler, unacked, detailed=detailed) for q in queues if not q.deleted)
+        rows.extend(queue_json(q, vhost, sampler, unacked, detailed=detailed, ranges=ranges)
+                    for q in queues if not q.deleted)
     return rows
 
 
@@ -210,8 +215,10 @@ async def _list(request: web.Request, vhosts) -> web.Response:
     if spread is None:
         return await reply_objects(request, objects,
                                    lambda q: queue_json(q, q.vhost, sampler, unacked, ranges=ranges), fields=fields)
-    # --worker-mode queues: the other workers' queues too, as their owners show them
-    rows = [RemoteRow(r) for r in await spread.api_rows("queues", [v.name for v in vhosts])]
+    # --worker-mode queues: the other workers' queues too, as their owners show them; their
+    # histories as far as kept (the owner builds every row, not the page's: none starts one)
+    kept = st.Ranges(ranges.msg_rates, ranges.lengths, ranges.data_rates, start=False)
+    rows = [RemoteRow(r) for r in await spread.api_rows("queues", [v.name for v in vhosts], None, False, kept)]
     objects = sorted(objects + rows, key=lambda o: (o.json.get("vhost") if type(o) is RemoteRow else o.vhost.name,
                                                     o.name))
     fields = merged_fields(fields)
@@ -235,7 +242,8 @@ async def get_queue(request: web.Request) -> web.Response:
         vhost = readable_vhost(request)
         remote = vhost.remote_queues.get(request.match_info["name"])
         if remote is not None:
-            rows = await spread.api_rows("queues", [vhost.name], remote.name, True, only=remote.owner)
+            ranges = st.parse_ranges(request.query, bad_request)
+            rows = await spread.api_rows("queues", [vhost.name], remote.name, True, ranges, only=remote.owner)
             if not rows:
                 raise not_found()
             return reply_object(request, rows[0])

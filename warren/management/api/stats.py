@@ -131,11 +131,14 @@ def details(rate: float) -> dict:
     return {"rate": round(rate, 1)}
 
 
-def unacked_by_queue(connections) -> dict:
-    """{queue: [messages, body octets]} awaiting ack on every channel of ``connections``."""
+def unacked_by_queue(connections, spread=None) -> dict:
+    """{queue: [messages, body octets]} awaiting ack on every channel of ``connections``; under
+    --worker-mode queues (``spread``) also on our channels for consumers on other workers (proxy.py)."""
     out: dict = {}
-    for conn in connections:
-        session = conn.session  # None until a protocol header arrived
+    sessions = [conn.session for conn in connections]  # None until a protocol header arrived
+    if spread is not None:
+        sessions += list(spread._proxy_sessions.values())
+    for session in sessions:
         if session is None:
             continue
         for ch in list(session.channels.values()):
@@ -561,7 +564,7 @@ class Sampler:
                 h.add(now_ms, vec)
 
         connections = self.connections()
-        unacked = unacked_by_queue(connections)
+        unacked = unacked_by_queue(connections, self.broker.spread)
         vhosts = list(self.broker.vhosts.values())
         # channel counts and octets per vhost, from the live channels and connections
         by_vhost: dict = {}

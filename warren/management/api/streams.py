@@ -12,18 +12,21 @@ with one ``pread`` on an executor thread (the event loop never waits for the dis
 the socket as they are, never parsed nor re-encoded; the client checks the CRCs. Where the
 range starts and ends, and where to ask next, travel in headers, so the body is nothing but
 entries. These routes need a login with a permission in the vhost, no management tag
-(auth.py): the data source uses AMQP credentials.
+(auth.py): the data source uses AMQP credentials. Under --worker-mode queues any worker's API
+serves every stream: another worker's answers over the links (its answer's octets cross once).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 
 from aiohttp import web
 
 from warren.management.api.auth import readable_vhost
-from warren.management.api.common import ApiError, bad_request
+from warren.management.api.common import BROKER, ApiError, bad_request
 from warren.management.api.queues import stream_figures
+from warren.spread.remote_queue import RemoteQueue
 from warren.store.queue_store import StoreError
 
 __all__ = ["add_routes", "RECORDS_CONTENT_TYPE", "MAX_BYTES_CAP", "MAX_RECORDS_CAP"]
@@ -33,16 +36,17 @@ MAX_BYTES_CAP = 16 * 1024 * 1024   # octets one records answer carries at most (
 MAX_RECORDS_CAP = 1_000_000
 DEFAULT_MAX_BYTES = 4 * 1024 * 1024
 DEFAULT_MAX_RECORDS = 100_000
+JSON = "application/json"
 
 
 def _stream(request: web.Request):
+    """(vhost name, queue name, queue) of the path; under --worker-mode queues the queue may be
+    another worker's record (``RemoteQueue``), whose owner answers."""
     vhost = readable_vhost(request, monitor_ok=False)
     name = request.match_info["name"]
-    queue = vhost.queues.get(name)
+    queue = vhost.queues.get(name) or vhost.remote_queues.get(name)
     if queue is None:
         raise ApiError(404, "Object Not Found", f"no queue '{name}' in vhost '{vhost.name}'")
-    if not queue.is_stream:
-        raise bad_request(f"queue '{name}' in vhost '{vhost.name}' is not a stream")
     return vhost.name, name, queue
 
 
@@ -59,19 +63,15 @@ def _int_param(query, name: str, default: int | None, minimum: int) -> int | Non
     return value
 
 
-async def stream_info(request: web.Request) -> web.Response:
-    vhost_name, name, queue = _stream(request)
-    return web.json_response({"vhost": vhost_name, "name": name, **stream_figures(queue.store)})
+async def _info(vhost_name: str, name: str, store, query) -> tuple[dict, bytes, str]:
+    return {}, json.dumps({"vhost": vhost_name, "name": name, **stream_figures(store)}).encode(), JSON
 
 
-async def stream_records(request: web.Request) -> web.Response:
-    _, _, queue = _stream(request)
-    query = request.query
+async def _records(vhost_name: str, name: str, store, query) -> tuple[dict, bytes, str]:
     offset = _int_param(query, "offset", 0, 0)
     max_records = min(_int_param(query, "max_records", DEFAULT_MAX_RECORDS, 1), MAX_RECORDS_CAP)
     max_bytes = min(_int_param(query, "max_bytes", DEFAULT_MAX_BYTES, 1), MAX_BYTES_CAP)
     end = _int_param(query, "end", None, 0)
-    store = queue.store
     loop = asyncio.get_running_loop()
     try:
         # on an executor thread: a pread of up to 16 MiB must not stall every AMQP connection
@@ -84,12 +84,11 @@ async def stream_records(request: web.Request) -> web.Response:
         "X-Warren-Next-Offset": str(first + count),
         "X-Warren-Last-Offset": str(store.committed_offset),
     }
-    return web.Response(body=data, headers=headers, content_type=RECORDS_CONTENT_TYPE)
+    return headers, data, RECORDS_CONTENT_TYPE
 
 
-async def stream_offset(request: web.Request) -> web.Response:
-    _, _, queue = _stream(request)
-    raw = request.query.get("timestamp")
+async def _offset(vhost_name: str, name: str, store, query) -> tuple[dict, bytes, str]:
+    raw = query.get("timestamp")
     if raw is None:
         raise bad_request("timestamp (milliseconds since the epoch) is required")
     try:
@@ -98,10 +97,59 @@ async def stream_offset(request: web.Request) -> web.Response:
         raise bad_request(f"timestamp must be an integer, not {raw!r}") from None
     loop = asyncio.get_running_loop()
     try:  # may read a block of a segment file: on an executor thread
-        offset = await loop.run_in_executor(None, queue.store.offset_for_timestamp, timestamp_ms)
+        offset = await loop.run_in_executor(None, store.offset_for_timestamp, timestamp_ms)
     except StoreError as e:
         raise ApiError(503, "service_unavailable", str(e)) from None
-    return web.json_response({"offset": offset, "timestamp": timestamp_ms})
+    return {}, json.dumps({"offset": offset, "timestamp": timestamp_ms}).encode(), JSON
+
+
+ROUTES = {"info": _info, "records": _records, "offset": _offset}
+
+
+async def _answer(vhost_name: str, name: str, queue, route: str, query) -> tuple[dict, bytes, str]:
+    """(headers, body, content type) of ``route`` (a key of ``ROUTES``) for our ``queue``."""
+    if not queue.is_stream:
+        raise bad_request(f"queue '{name}' in vhost '{vhost_name}' is not a stream")
+    return await ROUTES[route](vhost_name, name, queue.store, query)
+
+
+async def local_answer(app, vhost_name: str, name: str, route: str, query: dict) -> tuple:
+    """What another worker's API asks of our stream: ("ok", headers, body, content type), or
+    ("error", status, error, reason) for its ApiError (the links carry AMQP errors only)."""
+    queue = app[BROKER].vhosts[vhost_name].queues.get(name)
+    try:
+        if queue is None:
+            raise ApiError(404, "Object Not Found", f"no queue '{name}' in vhost '{vhost_name}'")
+        return ("ok", *await _answer(vhost_name, name, queue, route, query))
+    except ApiError as e:
+        err = json.loads(e.text)
+        return ("error", e.status, err["error"], err["reason"])
+
+
+async def _reply(request: web.Request, route: str) -> web.Response:
+    vhost_name, name, queue = _stream(request)
+    if type(queue) is RemoteQueue:  # --worker-mode queues: its owner reads it
+        answer = await request.app[BROKER].spread.ask(queue.owner, "api_act", "stream",
+                                                      (vhost_name, name, route, dict(request.query)))
+        if answer[0] == "error":
+            raise ApiError(*answer[1:])
+        headers, body, content_type = answer[1:]
+    else:
+        headers, body, content_type = await _answer(vhost_name, name, queue, route, request.query)
+    return web.Response(body=body, headers=headers, content_type=content_type,
+                        charset="utf-8" if content_type == JSON else None)  # as web.json_response
+
+
+async def stream_info(request: web.Request) -> web.Response:
+    return await _reply(request, "info")
+
+
+async def stream_records(request: web.Request) -> web.Response:
+    return await _reply(request, "records")
+
+
+async def stream_offset(request: web.Request) -> web.Response:
+    return await _reply(request, "offset")
 
 
 def add_routes(app: web.Application) -> None:

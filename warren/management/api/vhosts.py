@@ -20,15 +20,16 @@ from warren.management.api.common import (
     reply_list, reply_object,
 )
 from warren.management.api.connections import open_connections
+from warren.management.api.merged import add_figures
 
 __all__ = ["add_routes", "vhost_json"]
 
 
-def vhost_json(request: web.Request, vhost, unacked: dict, ranges=st.NO_RANGES, connections=None) -> dict:
-    info = request.app[BROKER].access.vhost(vhost.name)  # None: deleted meanwhile
+def vhost_json(app, vhost, unacked: dict, ranges=st.NO_RANGES, connections=None) -> dict:
+    info = app[BROKER].access.vhost(vhost.name)  # None: deleted meanwhile
     description = info.description if info is not None else ""
     tags = list(info.tags) if info is not None else []
-    sampler = request.app[STATS]
+    sampler = app[STATS]
     vec = sampler.vhost_vector(vhost, unacked, connections)
     body = {
         "name": vhost.name,
@@ -44,13 +45,28 @@ def vhost_json(request: web.Request, vhost, unacked: dict, ranges=st.NO_RANGES, 
     return body
 
 
-async def list_vhosts(request: web.Request) -> web.Response:
-    broker = request.app[BROKER]
+def local_vhost_rows(app, names: list, ranges=st.NO_RANGES) -> list[dict]:
+    """The JSON of the vhosts ``names`` (those we hold) with this process's figures."""
+    broker = app[BROKER]
+    connections = open_connections(app)
+    unacked = st.unacked_by_queue(connections, broker.spread)
+    return [vhost_json(app, broker.vhosts[n], unacked, ranges, connections) for n in names if n in broker.vhosts]
+
+
+async def _vhost_rows(request: web.Request, names: list) -> list[dict]:
     ranges = st.parse_ranges(request.query, bad_request)
-    connections = open_connections(request)
-    unacked = st.unacked_by_queue(connections)
-    return reply_list(request, [vhost_json(request, broker.vhosts[n], unacked, ranges, connections)
-                                for n in visible_vhosts(request)])
+    rows = local_vhost_rows(request.app, names, ranges)
+    spread = request.app[BROKER].spread
+    if spread is not None:  # --worker-mode queues: every worker's queues and channels count
+        by_name = {r["name"]: r for r in rows}
+        for more in await spread.api_rows("vhosts", names, ranges):
+            if more["name"] in by_name:
+                add_figures(by_name[more["name"]], more)
+    return rows
+
+
+async def list_vhosts(request: web.Request) -> web.Response:
+    return reply_list(request, await _vhost_rows(request, visible_vhosts(request)))
 
 
 def _vhost(request: web.Request):
@@ -63,9 +79,10 @@ def _vhost(request: web.Request):
 
 async def get_vhost(request: web.Request) -> web.Response:
     vhost = _vhost(request)
-    ranges = st.parse_ranges(request.query, bad_request)
-    connections = open_connections(request)
-    return reply_object(request, vhost_json(request, vhost, st.unacked_by_queue(connections), ranges, connections))
+    rows = await _vhost_rows(request, [vhost.name])
+    if not rows:
+        raise not_found()  # deleted meanwhile
+    return reply_object(request, rows[0])
 
 
 def _access(request: web.Request):
@@ -108,6 +125,9 @@ async def delete_vhost(request: web.Request) -> web.Response:
         raise not_found() from None
     broker = request.app[BROKER]
     request.app[STATS].forget_vhost(name)  # its message_stats start again at 0 if it comes back
+    if broker.spread is not None:  # --worker-mode queues: the others delete it too, then forget its counts
+        await broker.spread.node_files_changed()
+        await broker.spread.api_act("forget_vhost", name)
     policy_store.remove_vhost_policies(broker, name)
     from warren.management.api.policies import PARAMETERS
     request.app[PARAMETERS].delete_vhost(name)
