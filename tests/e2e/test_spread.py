@@ -633,3 +633,67 @@ def test_reject_publish_on_another_worker_nacks_and_never_drops_a_confirmed_mess
         await pub.close()
         c.close()
     asyncio.run(run())
+
+
+def test_definitions_at_start_up_make_each_queue_on_its_owner_and_survive_a_restart(tmp_path):
+    """``--definitions FILE``: every worker makes the file's exchanges and bindings, each queue
+    on its owner with records elsewhere (Spread.define_at_start); a publish through either
+    worker reaches every queue, and a restart with the same file keeps what was there."""
+    queues = owned_by(0, "spread-boot", 1) + owned_by(1, "spread-boot", 1)
+    defs = tmp_path / "defs.json"
+    defs.write_text(json.dumps({
+        "exchanges": [{"name": "spread-boot-x", "vhost": "/", "type": "fanout", "durable": True}],
+        "queues": [{"name": q, "vhost": "/", "durable": True, "arguments": {"x-max-length": 1000}} for q in queues],
+        "bindings": [{"source": "spread-boot-x", "vhost": "/", "destination": q, "destination_type": "queue",
+                      "routing_key": ""} for q in queues],
+    }))
+    data = tmp_path / "data"
+    for round_ in (1, 2):
+        b = spread_node(tmp_path, "--definitions", str(defs), data_dir=data)
+        try:
+            for api in apis(b):  # each queue once, on the worker that owns it
+                rows = [r for r in get(api, "/api/queues/%2F") if r["name"] in queues]
+                assert sorted(r["name"] for r in rows) == sorted(queues)  # (made on both: listed twice)
+                assert [r["arguments"] for r in rows] == [{"x-max-length": 1000}] * 2
+            for i in range(2):  # two connections: one on each worker
+                c = connect(b)
+                ch = c.channel()
+                ch.confirm_delivery()
+                ch.basic_publish("spread-boot-x", "", b"m", pika.BasicProperties(delivery_mode=2))
+                c.close()
+            c = connect(b)
+            ch = c.channel()
+            for q in queues:  # the first round's two are still there in the second
+                assert ch.queue_declare(q, passive=True).method.message_count == 2 * round_, q
+            c.close()
+        finally:
+            b.stop()
+
+
+def test_a_deleted_vhost_leaves_no_record_of_its_queues_on_any_worker(tmp_path):
+    """Deleting a vhost removes the records other workers kept of its queues, from their
+    definitions logs too: the vhost made again under that name, after a restart, takes the
+    same queue names with other arguments (a stale record on worker 0 would refuse them: 406)."""
+    data = tmp_path / "data"
+    b = spread_node(tmp_path, data_dir=data)
+    api = apis(b)[0]
+    queues = owned_by(0, "spread-vq", 1) + owned_by(1, "spread-vq", 1)
+
+    def declare(max_length: int) -> None:
+        c = pika.BlockingConnection(pika.ConnectionParameters(b.host, b.port, virtual_host="spread-v2"))
+        ch = c.channel()
+        for q in queues:
+            ch.queue_declare(q, durable=True, arguments={"x-max-length": max_length})
+        c.close()
+    try:
+        assert call(api, "PUT", "/api/vhosts/spread-v2", {})[0] == 201
+        declare(5)
+        assert call(api, "DELETE", "/api/vhosts/spread-v2")[0] == 204
+        assert call(api, "PUT", "/api/vhosts/spread-v2", {})[0] == 201
+    finally:
+        b.stop()
+    b = spread_node(tmp_path, data_dir=data)
+    try:
+        declare(7)
+    finally:
+        b.stop()

@@ -10,7 +10,7 @@ import amqp
 import pika
 import pytest
 
-from tests.conftest import EXTERNAL_URL, skip_under_spread
+from tests.conftest import EXTERNAL_URL
 from tests.management.api_client import call, q
 
 pytestmark = pytest.mark.skipif(bool(EXTERNAL_URL), reason="needs a private Warren broker")
@@ -73,8 +73,6 @@ def test_auth_mechanism_is_the_one_the_client_logged_in_with(start_broker):
 
 
 def test_definitions_at_startup(start_broker, tmp_path, uid):
-    skip_under_spread("--definitions at start-up is refused with the mode (warren/server/workers.py); "
-                      "POST /api/definitions imports through worker 0 instead (test_rabbitmqadmin.py)")
     defs = {
         "rabbit_version": "3.10.8",
         "users": [{"name": f"boot-{uid}", "password_hash": "kI3GCqW5JLMJa4iX1lo7X4D6XbYqlLgxIs30+P6tENUV2POR",

@@ -17,7 +17,7 @@ import time
 import pika
 import pytest
 
-from tests.conftest import EXTERNAL_URL, skip_under_spread, skip_under_workers
+from tests.conftest import EXTERNAL_URL, skip_under_workers
 from tests.e2e.test_limits import _login as amqp_login  # a raw AMQP login from a chosen source address
 from tests.management.api_client import call, q
 from tests.rabbitmq_node import rabbitmq_missing
@@ -135,8 +135,6 @@ def test_definitions_import_sets_users_limits_over_the_old_ones(broker, users, u
 
 def test_imported_user_limits_are_enforced_over_amqp(start_broker, tmp_path, uid):
     """A --definitions file's users[].limits are in force for that user's AMQP connections."""
-    skip_under_spread("--definitions at start-up is refused with the mode (warren/server/workers.py); "
-                      "POST /api/definitions imports through worker 0 instead (test_rabbitmqadmin.py)")
     name = f"h18-amqp-{uid}"
     defs = tmp_path / "defs.json"
     defs.write_text(json.dumps({

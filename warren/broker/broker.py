@@ -166,6 +166,8 @@ class Broker:
             session.shutdown(f"vhost '{name}' is deleted")
         for q in list(vhost.queues.values()):
             vhost.delete_queue(q)
+        if self.spread is not None:  # --worker-mode queues: the records of the others' queues too
+            self.spread.forget_records(vhost)
         for ex in list(vhost.exchanges.values()):
             if ex.name and vhost.exchanges.get(ex.name) is ex:
                 vhost._remove_exchange(ex)

@@ -366,13 +366,14 @@ def _import_settings(broker, doc, parameters, vhost: str | None) -> None:
     _import_policies(broker, doc, vhost)
 
 
-def import_definitions(broker, doc, parameters=None, vhost: str | None = None) -> None:
+def import_definitions(broker, doc, parameters=None, vhost: str | None = None, apply=_apply_local) -> None:
     """Apply a definitions document (see the module docstring); DefinitionsError on the first
-    object that cannot be imported."""
+    object that cannot be imported. ``apply(vhost, op, args)`` makes each object: in this
+    process (a worker of --worker-mode queues at its start: ``Spread.define_at_start``)."""
     _import_settings(broker, doc, parameters, vhost)
     for what, v, op, args in _object_changes(broker, doc, vhost):
         try:
-            _apply_local(v, op, args)
+            apply(v, op, args)
         except AMQPError as err:
             raise DefinitionsError(f"{what} in vhost '{v.name}': {err.text}") from None
 
@@ -404,11 +405,11 @@ def read_definitions_file(path) -> dict:
     return doc
 
 
-def load_definitions_file(broker, path, parameters=None) -> None:
+def load_definitions_file(broker, path, parameters=None, apply=_apply_local) -> None:
     """``--definitions FILE`` at start-up: the whole file or a DefinitionsError naming it."""
     doc = read_definitions_file(path)
     try:
-        import_definitions(broker, doc, parameters)
+        import_definitions(broker, doc, parameters, apply=apply)
     except DefinitionsError as e:
         raise DefinitionsError(f"{path}: {e}") from None
     log.info("definitions loaded from %s", path)

@@ -321,7 +321,13 @@ class Server:
         if c.definitions is not None:
             from warren.management.definitions import DefinitionsError, load_definitions_file
             try:
-                load_definitions_file(self.broker, c.definitions, self.parameters)
+                if self.spread is None:
+                    load_definitions_file(self.broker, c.definitions, self.parameters)
+                else:  # every worker makes the same objects, each queue on its owner; the
+                    # runtime parameters are the node's, imported once (worker 0)
+                    load_definitions_file(self.broker, c.definitions,
+                                          self.parameters if self.spread.index == 0 else None,
+                                          apply=self.spread.define_at_start)
             except DefinitionsError as e:
                 raise StartupError(f"cannot load definitions: {e}") from None
         if c.tls_port >= 0 or c.http_tls:

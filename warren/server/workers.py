@@ -388,10 +388,6 @@ class Supervisor:
             raise
         owned: list[list[str]] = [[] for _ in range(n)]
         self.spread = config.worker_mode == "queues"  # every worker serves every vhost (warren/spread)
-        if self.spread and self.definitions is not None:
-            self.run_dir.rmdir()
-            raise RuntimeError("--definitions is not supported with --worker-mode queues yet: import the file "
-                               "through the HTTP API (POST /api/definitions) once the node runs")
         for info in self.access.vhosts():
             for i in (range(n) if self.spread else (owner_of(info.name, n),)):
                 owned[i].append(info.name)

@@ -67,6 +67,24 @@ class Definitions:
         v.remote_queues[d.name] = RemoteQueue(self, v.name, d.name, queue_owner(v.name, d.name, self.count),
                                               True, d.auto_delete, d.arguments, None)
 
+    def define_at_start(self, v, op: str, args: tuple) -> None:
+        """``--definitions FILE`` at start-up, on every worker, before any client and before the
+        links (warren/management/definitions.py's ``apply``): each worker makes the same
+        exchanges and bindings, and a queue on its owner with a record of it on the others, as
+        the sequencer would have. Durable queues of an earlier run are declared again alike."""
+        if op == "declare_queue":
+            name, durable, exclusive, auto_delete, arguments, _ = args
+            owner = queue_owner(v.name, name, self.count)
+            if owner == self.index:
+                v.declare_queue(None, name, False, durable, exclusive, auto_delete, arguments)
+            else:
+                self._add_record(v.name, name, owner, durable, auto_delete, arguments, None)
+        elif op == "bind_queue":
+            name, source, routing_key, arguments, _ = args
+            v.bind_queue(self._find_queue(v, name), source, routing_key, arguments)
+        else:  # declare_exchange, bind_exchange: the vhost's methods of that name
+            getattr(v, op)(*args)
+
     def session_ref(self, session) -> RemoteOwner:
         self._sessions[id(session)] = session
         return RemoteOwner(self.index, id(session))
@@ -234,6 +252,12 @@ class Definitions:
         v.remote_queues[name] = RemoteQueue(self, vhost, name, owner, durable, auto_delete, arguments, ref)
         if durable and v.durability is not None:  # so that bindings to it are restored (restore_queue)
             v.durability.definitions.declare_queue(vhost, name, durable, auto_delete, arguments)
+
+    def forget_records(self, v) -> None:
+        """Vhost ``v`` is deleted: our records of the others' queues go, from the definitions
+        log too (a vhost made again under that name starts without them)."""
+        for name in list(v.remote_queues):
+            self._forget(v, name)
 
     def _forget(self, v, name: str) -> None:
         q = v.remote_queues.pop(name, None)
