@@ -225,7 +225,14 @@ class SpreadSessionChannel(SessionChannel):
         q = self.vhost.remote_queues.get(c.queue or "")
         if q is None:
             return SessionChannel.handle_queue_query(self, c)
-        return self._later(self.session.broker.spread.queue_counts(q), lambda counts: query_result(q, *counts))
+        spread = self.session.broker.spread
+
+        async def query():
+            try:
+                return query_result(q, *await spread.queue_counts(q))
+            except NotFound:  # gone on its owner (an auto-delete queue's last subscription went)
+                return spec.QueueQueueQueryResult(queue="", message_count=0, subscriber_count=0)
+        return self._later(query(), lambda result: result)
 
     # --- subscriptions to another worker's queue -------------------------------------------
 
