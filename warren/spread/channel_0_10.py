@@ -31,7 +31,7 @@ from warren.broker import authz
 from warren.broker.message import Message
 from warren.codec.amqp0_10.sets import SequenceSet
 from warren.broker.exchanges import EXCHANGE_TYPES
-from warren.errors import AccessRefused, AMQPError, CommandInvalid, NotFound
+from warren.errors import AccessRefused, AMQPError, CommandInvalid, NotFound, ResourceLocked
 from warren.protocol.amqp0_10 import message as message_class
 from warren.protocol.amqp0_10.channel import LATER, ExecutionError, SessionChannel, query_result
 from warren.protocol.amqp0_10.delivery import NO_BODY, NOT_ACQUIRED, PRE_ACQUIRED, WINDOW, header_segment
@@ -147,10 +147,18 @@ class SpreadSessionChannel(SessionChannel):
 
     def declare_queue(self, name, passive, durable, exclusive, auto_delete, arguments):
         record = self.vhost.remote_queues.get(name)
-        if passive and record is not None:  # every worker holds its record: in force already
+        if passive and record is not None:
             authz.queue_declare(self, name, True, arguments)
             if record.exclusive_owner is not None and record.exclusive_owner != self._ref():
                 raise self.vhost._locked(name)  # another connection's exclusive queue
+            if self._changes is not None:  # its owner says whether it is still there (404 if not)
+                spread, vhost = self.session.broker.spread, self.vhost.name
+
+                async def check() -> None:
+                    _, consumers = await spread.queue_counts(record)
+                    if exclusive and consumers:  # exclusivity asked of a queue someone consumes from
+                        raise ResourceLocked(f"cannot obtain exclusive access to queue '{name}' in vhost '{vhost}'")
+                self._changes.append(check)
             return name, 0, 0
         if passive:
             return super().declare_queue(name, passive, durable, exclusive, auto_delete, arguments)
