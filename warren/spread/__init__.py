@@ -13,7 +13,8 @@ it costs, what is built and what is not.
 * ``proxy.py``: the owner's channel for a consumer on another worker, and the consuming side's
   settler and consumer records.
 * ``channel.py``: the 0-9-1 channel whose definition methods wait for the other workers, and
-  which consumes and gets across workers.
+  which consumes and gets across workers; ``channel_0_10.py``: the same for a 0-10 session
+  (its subscriptions' credit kept by the queue's owner).
 * ``placement.py``: a connection moving to the worker that owns the queue it uses.
 """
 

@@ -2,12 +2,17 @@
 
 Routing stays on the worker the publisher is connected to; a message for a remote queue is sent
 to its owner in order, batched per loop turn (a request or message to that worker flushes the
-batch first, so a basic.get after publishes finds them). A publisher's confirm of a persistent
+batch first, so a basic.get after publishes finds them): one ``warren/codec/handover.py`` batch
+per owner, in which a message crosses once for all the owner's queues it goes to and which the
+owner reads with one compiled call into ready ``Message`` objects; what that format does not
+carry crosses as tuples (``Outgoing``). A publisher's confirm of a persistent
 message routed to a durable remote queue waits for the owner's group commit that covers it: the
 forward joins the local group commit as one more store (``RemoteSync``), whose sync is a round
 trip to the owner. Flow control crosses too: the owner tells a publishing worker that its queue
-is congested (``RemoteQueue.congested`` holds the publishers there) and when it drained.
-Direct reply-to addresses name the worker of their reply consumer (``RemoteReply``).
+is congested (``RemoteQueue.congested`` holds the publishers there) and when it drained, and
+that an x-overflow reject-publish queue is full (``RemoteQueue.full``: its publishers are
+nacked there; what was forwarded before is taken). Direct reply-to addresses name the worker of
+their reply consumer (``RemoteReply``).
 """
 
 from __future__ import annotations
@@ -23,6 +28,10 @@ from warren.errors import AMQPError
 from warren.protocol.amqp0_10.channel import PublishedMessage
 from warren.protocol.amqp0_10.delivery import NO_BODY
 from warren.spread.remote_queue import RemoteQueue
+
+__all__ = ["Forwarding", "RemoteSync", "RemoteReply", "SpreadFlow", "Outgoing"]
+
+log = logging.getLogger("warren.spread")
 
 NoBody = type(NO_BODY)  # a 0-10 transfer without a body segment: crosses as a tuple, which says so
 HANDOVER_BATCH_MAX = 8192  # messages per batch: well inside the format's 65,535-entry tables
@@ -45,9 +54,6 @@ class Outgoing:
         self.destinations: list = []  # (vhost, [queue name, ...]) per message
         self.tuples: list = []
 
-__all__ = ["Forwarding", "RemoteSync", "RemoteReply", "SpreadFlow"]
-
-log = logging.getLogger("warren.spread")
 
 REMOTE_SYNC_TIMEOUT_S = 60.0  # an owner that does not answer a sync: the group commit fails
 
