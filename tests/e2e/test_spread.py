@@ -697,3 +697,36 @@ def test_a_deleted_vhost_leaves_no_record_of_its_queues_on_any_worker(tmp_path):
         declare(7)
     finally:
         b.stop()
+
+
+def test_channel_flow_stops_a_consumer_of_another_workers_queue(node):
+    """channel.flow(false) from a consumer's client stops deliveries of a queue another worker
+    owns as of one here (the owner stops sending; what was on its way waits), and
+    channel.flow(true) brings them all, in order."""
+    c = connect(node, "spread-flow-consumer")
+    wait_for("the consumer listed", lambda: worker_of(node, "spread-flow-consumer") is not None)
+    here = worker_of(node, "spread-flow-consumer")
+    q = owned_by(1 - here, "spread-flow", 1)[0]
+    ch = c.channel()
+    stay(ch)  # consume from here: the queue's messages cross
+    ch = c.channel()
+    ch.queue_declare(q)
+    got = []
+    ch.basic_consume(q, lambda _ch, method, _props, body: got.append(body), auto_ack=True)
+    ch.flow(False)
+    p = connect(node)
+    pch = p.channel()
+    for i in range(20):
+        pch.basic_publish("", q, b"%d" % i)
+    deadline = time.monotonic() + 1.0  # (process_data_events returns at its first event)
+    while time.monotonic() < deadline:
+        c.process_data_events(time_limit=0.1)
+    assert got == []
+    ch.flow(True)
+    deadline = time.monotonic() + 10
+    while len(got) < 20 and time.monotonic() < deadline:
+        c.process_data_events(time_limit=0.2)
+    assert got == [b"%d" % i for i in range(20)]
+    assert worker_of(node, "spread-flow-consumer") == here
+    p.close()
+    c.close()

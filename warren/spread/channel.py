@@ -287,7 +287,9 @@ class SpreadChannel(Channel):
         if rc is None:  # cancelled meanwhile: back to the queue (ignored for a no-ack consumer's)
             self._settler(owner)._settle([owner_tag], True)
             return
-        if rc.pending is not None:
+        if rc.pending is not None or not self.sink.flow_active:  # before consume-ok, or channel.flow off
+            if rc.pending is None:
+                rc.pending = []
             rc.pending.append(item)
             return
         msg = Message(exchange, routing_key, properties, body)
@@ -306,6 +308,8 @@ class SpreadChannel(Channel):
         rc = self.remote_consumers.pop(m.consumer_tag, None) if self.remote_consumers is not None else None
         if rc is None:
             return Channel.handle_basic_cancel(self, m)
+        if rc.pending and not rc.no_ack:  # held while channel.flow was off: back to the queue
+            self._settler(rc.owner)._settle([item[3] for item in rc.pending], True)
         self.session.broker.spread.tell(rc.owner, "cancel", id(self.session), self.number, m.consumer_tag)
         if not m.nowait:
             self._reply(spec.BasicCancelOk(m.consumer_tag))
@@ -335,6 +339,20 @@ class SpreadChannel(Channel):
             return None
         self._after(m, spread.ask(q.owner, "get", self.vhost.name, name, ref.session_id, self.number,
                                             m.no_ack), got)
+
+    def handle_channel_flow(self, m) -> None:
+        """channel.flow: the owners of the queues our consumers read stop (or go on) sending;
+        what was on its way meanwhile waits here for the flow to come back."""
+        Channel.handle_channel_flow(self, m)
+        if self.remote_consumers:
+            spread = self.session.broker.spread
+            for owner in {rc.owner for rc in self.remote_consumers.values()}:
+                spread.tell(owner, "flow", id(self.session), self.number, m.active)
+            if m.active:
+                for rc in list(self.remote_consumers.values()):
+                    held, rc.pending = rc.pending, None
+                    for item in held or ():
+                        self.remote_deliver(rc.owner, item)
 
     def handle_basic_qos(self, m) -> None:
         Channel.handle_basic_qos(self, m)

@@ -138,6 +138,10 @@ class Consumers:
             ch.cancel(args[2])
             if isinstance(ch.sink, SubscriptionSink):
                 ch.sink.subscriptions.pop(args[2], None)
+        elif op == "flow":  # channel.flow of the consuming channel's client
+            ch.sink.paused = not args[2]
+            if args[2]:
+                ch.resume_delivery()
         elif op == "qos":
             (ch.consumer_prefetch_count, ch.consumer_prefetch_size, ch.prefetch_count,
              ch.prefetch_size) = args[2:6]

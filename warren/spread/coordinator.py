@@ -222,7 +222,8 @@ class Spread(Definitions, Forwarding, Consumers):
             self._take_publishes(peer, args[0])
         elif op == "deliver":
             self._take_deliveries(peer, args[0])
-        elif op in ("settle", "credit", "cancel", "qos", "close_channel", "sub_flow", "sub_mode", "sub_credit"):
+        elif op in ("settle", "credit", "cancel", "qos", "flow", "close_channel", "sub_flow", "sub_mode",
+                    "sub_credit"):
             self._proxy_message(peer, op, args)
         elif op == "count":
             self._counts[(peer, args[0])] = args[1]

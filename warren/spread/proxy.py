@@ -68,7 +68,8 @@ class ProxySession:
 
 
 class PeerSink:
-    __slots__ = ("spread", "worker", "session_id", "number", "in_flight", "stopped", "channel", "flow_active")
+    __slots__ = ("spread", "worker", "session_id", "number", "in_flight", "stopped", "channel", "flow_active",
+                 "paused")
 
     def __init__(self, spread, worker: int, session_id: int, number: int) -> None:
         self.spread = spread
@@ -79,9 +80,10 @@ class PeerSink:
         self.stopped = False
         self.channel = None
         self.flow_active = True
+        self.paused = False  # the consuming channel's client said channel.flow(false)
 
     def can_accept(self) -> bool:
-        return not self.stopped and self.in_flight < WINDOW
+        return not self.stopped and not self.paused and self.in_flight < WINDOW
 
     def deliver(self, consumer, tag: int, redelivered: bool, message) -> None:
         self.in_flight += 1
