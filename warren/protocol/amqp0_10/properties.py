@@ -132,6 +132,15 @@ def _short(s: str | None) -> str | None:
     return s if len(b) <= 255 else b[:255].decode("utf-8", "ignore")
 
 
+def _property_header(headers: dict, name: str) -> str | None:
+    """Take ``headers[name]`` out as a shortstr property's value when it is one."""
+    value = headers.get(name)
+    if not isinstance(value, str) or _short(value) != value:
+        return None
+    del headers[name]
+    return value
+
+
 def to_basic(delivery, message) -> bytes:
     """The encoded 0-9-1 property list of a transfer's delivery- and message-properties
     (either may be None)."""
@@ -160,15 +169,12 @@ def to_basic(delivery, message) -> bytes:
         p.app_id = _short(_text(message.app_id))
         if message.application_headers:
             headers = headers_to_table(message.application_headers)
-            kind = headers.pop(TYPE_HEADER, None)
-            if isinstance(kind, str):
-                p.type = _short(kind)
-            cluster = headers.pop(CLUSTER_ID_HEADER, None)
-            if isinstance(cluster, str):
-                p.cluster_id = _short(cluster)
-            mid = headers.pop(MESSAGE_ID_HEADER, None)
-            if isinstance(mid, str) and p.message_id is None:
-                p.message_id = _short(mid)
+            # the 0-9-1 properties 0-10 has no field for, as from_basic carries them; a header of
+            # that name that is not such a property (not text, or too long) stays a header
+            p.type = _property_header(headers, TYPE_HEADER)
+            p.cluster_id = _property_header(headers, CLUSTER_ID_HEADER)
+            if p.message_id is None:
+                p.message_id = _property_header(headers, MESSAGE_ID_HEADER)
     p.headers = headers or None
     return p.encode()
 
