@@ -730,3 +730,33 @@ def test_channel_flow_stops_a_consumer_of_another_workers_queue(node):
     assert worker_of(node, "spread-flow-consumer") == here
     p.close()
     c.close()
+
+
+def test_a_vhost_deleted_while_its_connection_moves_closes_it_with_320(node):
+    """A publish moves the connection to its queue's owner; a vhost deleted meanwhile finds it
+    on neither side of the move. The owner's replay then closes it as the worker it left would
+    have (320, "vhost ... is deleted"), not by dropping the socket. A race: tried 25 times
+    (it hit about one in five before)."""
+    api = apis(node)[0]
+    for _ in range(25):
+        vhost = f"spread-gone-{os.urandom(4).hex()}"
+        assert call(api, "PUT", f"/api/vhosts/{vhost}", {})[0] == 201
+        assert call(api, "PUT", f"/api/permissions/{vhost}/guest",
+                    {"configure": ".*", "write": ".*", "read": ".*"})[0] in (201, 204)
+        c = pika.BlockingConnection(pika.ConnectionParameters(node.host, node.port, virtual_host=vhost))
+        ch = c.channel()
+        ch.queue_declare("q", durable=True)
+        ch.basic_publish("", "q", b"m")  # may move the connection to the owner of q
+        assert call(api, "DELETE", f"/api/vhosts/{vhost}")[0] == 204
+        closed = []
+
+        def gone() -> bool:
+            try:
+                c.process_data_events(0.1)
+            except pika.exceptions.AMQPConnectionError as e:
+                closed.append(e)
+                return True
+            return False
+        wait_for("the connection closed", gone)
+        assert isinstance(closed[0], pika.exceptions.ConnectionClosedByBroker), closed[0]
+        assert (closed[0].reply_code, closed[0].reply_text) == (320, f"CONNECTION_FORCED - vhost '{vhost}' is deleted")

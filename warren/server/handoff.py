@@ -22,7 +22,9 @@ import os
 import socket
 import struct
 
+from warren.codec.frames import method_frame
 from warren.server.connection import AMQPConnection
+from warren.spec.amqp0_9_1 import ConnectionClose
 
 __all__ = ["HandedOverConnection", "HandoffReceiver", "pack_handoff", "unpack_handoff", "RECORD_MAX"]
 
@@ -204,6 +206,14 @@ class HandedOverConnection(AMQPConnection):
         conn.data_to_send()  # the client had all of it from the worker it moved from
         self._replaying = False
         if failed or session.closed:
+            if not failed and self.handoff_vhost not in self.server.broker.vhosts:
+                # its vhost was deleted while it moved: closed as the worker it left would have
+                text = f"vhost '{self.handoff_vhost}' is deleted"
+                self._close_reason = f"{text} (320 connection-forced, while it moved here)"
+                self.transport.write(method_frame(0, ConnectionClose(320, f"CONNECTION_FORCED - {text}", 0, 0)
+                                                  .encode()))
+                self.transport.close()
+                return
             self._close_reason = "its replay after a move from another worker failed"
             self.transport.abort()
             return
