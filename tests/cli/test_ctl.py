@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -145,9 +146,17 @@ def eventually(check, timeout: float = STATS_DEADLINE_S, interval: float = 0.25)
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port below the kernel's ephemeral range: no broker another test starts on port 0
+    can take it meanwhile (with the workers' HTTP ports, CI's queues-mode run once did)."""
+    for _ in range(100):
+        port = random.randrange(20100, 25000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port in 20100-24999")
 
 
 def _run(*args: str, env: dict | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
