@@ -24,7 +24,7 @@ from warren.errors import AMQPError, InternalError, NotAllowed
 from warren.protocol.amqp0_9_1.channel import HANDLERS, Channel
 from warren.spec import amqp0_9_1 as spec
 from warren.spread.links import PeerGone
-from warren.spread.proxy import RemoteConsumer, RemoteSettler
+from warren.spread.proxy import RemoteConsumer, RemoteSettling, handlers_of
 from warren.spread.remote_queue import RemoteQueue
 
 __all__ = ["SpreadChannel"]
@@ -34,11 +34,10 @@ log = logging.getLogger("warren.spread")
 MOVED = object()  # _placed_queue: the connection moved to the queue's owner
 
 
-class SpreadChannel(Channel):
-    # consumers of queues other workers own: tag -> RemoteConsumer; the settlers of their
-    # deliveries, by owner (proxy.py). Made on first use.
+class SpreadChannel(RemoteSettling, Channel):
+    # consumers of queues other workers own: tag -> RemoteConsumer (made on first use; the
+    # settlers of their deliveries: RemoteSettling)
     remote_consumers: dict | None = None
-    settlers: dict | None = None
 
     def __init__(self, session, number: int, sink) -> None:
         super().__init__(session, number, sink)
@@ -232,15 +231,6 @@ class SpreadChannel(Channel):
             raise self.vhost._locked(name)  # exclusive queues live with their connection
         return q
 
-    def _settler(self, owner: int) -> RemoteSettler:
-        if self.settlers is None:
-            self.settlers = {}
-        settler = self.settlers.get(owner)
-        if settler is None:
-            settler = self.settlers[owner] = RemoteSettler(self.session.broker.spread, owner, id(self.session),
-                                                           self.number)
-        return settler
-
     def _prefetch(self) -> tuple:
         return (self.consumer_prefetch_count, self.consumer_prefetch_size, self.prefetch_count, self.prefetch_size)
 
@@ -366,23 +356,10 @@ class SpreadChannel(Channel):
             return
         owners = set(self.settlers or ()) | {rc.owner for rc in (self.remote_consumers or {}).values()}
         super().close()  # requeues what is unacked, the remote deliveries through their settlers
-        if owners:
-            spread = self.session.broker.spread
-            for owner in owners:  # the owner drops our consumers and requeues what was in flight
-                spread.tell(owner, "close_channel", id(self.session), self.number)
+        self._tell_owners_closed(owners)
 
 
-def _build() -> dict:
-    table = {}
-    for index, cls in spec.METHODS.items():
-        name = "handle_" + cls.NAME.replace(".", "_").replace("-", "_")
-        fn = SpreadChannel.__dict__.get(name)
-        if fn is not None and index in HANDLERS:
-            table[index] = fn
-    return table
-
-
-SPREAD_HANDLERS = _build()
+SPREAD_HANDLERS = handlers_of(SpreadChannel, spec.METHODS, HANDLERS)
 # what a replay of a moved connection skips (placement.py): changes already in force everywhere
 REPLAY_SKIPPED = frozenset(m.INDEX for m in (
     spec.ExchangeDeclare, spec.ExchangeDelete, spec.ExchangeBind, spec.ExchangeUnbind, spec.QueueDeclare,

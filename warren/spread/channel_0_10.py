@@ -39,7 +39,7 @@ from warren.protocol.amqp0_10.properties import plain_arguments
 from warren.protocol.amqp0_10.session import error_code_for
 from warren.spec import amqp0_10 as spec
 from warren.spread.links import PeerGone
-from warren.spread.proxy import RemoteSettler, RemoteSubscription
+from warren.spread.proxy import RemoteSettling, RemoteSubscription, handlers_of
 from warren.spread.remote_queue import RemoteQueue
 
 __all__ = ["SpreadSessionChannel"]
@@ -49,8 +49,7 @@ log = logging.getLogger("warren.spread")
 E = spec.ExecutionErrorCode
 
 
-class SpreadSessionChannel(SessionChannel):
-    settlers: dict | None = None  # owner -> RemoteSettler, made on first use
+class SpreadSessionChannel(RemoteSettling, SessionChannel):
     _changes: list | None = None  # while a command runs: the definition changes it asked for
     _then: list | None = None  # and what waits for them (after_definitions)
 
@@ -197,11 +196,7 @@ class SpreadSessionChannel(SessionChannel):
         return None
 
     def handle_queue_delete(self, c):
-        name = c.queue or ""
-        if not name:
-            raise ExecutionError(E.ILLEGAL_ARGUMENT, "queue.delete needs a queue name")
-        if self.queue_named(name) is None:
-            raise NotFound(f"no queue '{name}' in vhost '{self.vhost.name}'")  # 0-10: the queue must exist
+        name = self.queue_to_delete(c)
         authz.queue_delete(self, name)
         spread, session = self.session.broker.spread, self.session
         # subscriptions on it of the connection's other sessions end after our completion
@@ -243,15 +238,6 @@ class SpreadSessionChannel(SessionChannel):
         return self._later(query(), lambda result: result)
 
     # --- subscriptions to another worker's queue -------------------------------------------
-
-    def _settler(self, owner: int) -> RemoteSettler:
-        if self.settlers is None:
-            self.settlers = {}
-        settler = self.settlers.get(owner)
-        if settler is None:
-            settler = self.settlers[owner] = RemoteSettler(self.session.broker.spread, owner, id(self.session),
-                                                           self.number)
-        return settler
 
     def handle_message_subscribe(self, c):
         q = self.vhost.remote_queues.get(c.queue or "")
@@ -400,20 +386,7 @@ class SpreadSessionChannel(SessionChannel):
             return
         owners = set(self.settlers or ())
         super().close()  # releases what is unaccepted, the remote transfers through their settlers
-        if owners:
-            spread = self.session.broker.spread
-            for owner in owners:  # the owner drops our subscriptions and requeues what was in flight
-                spread.tell(owner, "close_channel", id(self.session), self.number)
+        self._tell_owners_closed(owners)
 
 
-def _build() -> dict:
-    table = {}
-    for index, cls in spec.COMMANDS.items():
-        name = "handle_" + cls.NAME.replace(".", "_").replace("-", "_")
-        fn = SpreadSessionChannel.__dict__.get(name)
-        if fn is not None:
-            table[index] = fn
-    return table
-
-
-SPREAD_HANDLERS = _build()
+SPREAD_HANDLERS = handlers_of(SpreadSessionChannel, spec.COMMANDS)

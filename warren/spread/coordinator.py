@@ -25,6 +25,10 @@ __all__ = ["Spread", "queue_owner", "SEQUENCER", "ADMIN"]
 
 log = logging.getLogger("warren.spread")
 
+# one-way messages that set what this worker knows of another's queues: op -> Spread's method
+_STATE_MESSAGES = {"congested": "_remote_congestion", "full": "_remote_full", "locked": "_locked",
+                   "unlock": "_unlock_remote"}
+
 
 class Spread(Definitions, Forwarding, Consumers):
     def __init__(self, broker, index: int, count: int, peer_fds: dict[int, int]) -> None:
@@ -227,14 +231,8 @@ class Spread(Definitions, Forwarding, Consumers):
             self._proxy_message(peer, op, args)
         elif op == "count":
             self._counts[(peer, args[0])] = args[1]
-        elif op == "congested":
-            self._remote_congestion(*args)
-        elif op == "full":
-            self._remote_full(*args)
-        elif op == "locked":
-            self._locked(*args)
-        elif op == "unlock":
-            self._unlock_remote(*args)
+        elif op in _STATE_MESSAGES:  # what the other worker tells of a queue it owns or a lock
+            getattr(self, _STATE_MESSAGES[op])(*args)
         elif op == "stopping":
             self._peers_stopping.add(peer)
         elif op == "cancelled":

@@ -33,6 +33,8 @@ __all__ = ["Definitions", "queue_owner", "SEQUENCER", "ADMIN"]
 log = logging.getLogger("warren.spread")
 
 SEQUENCER = 0  # the worker that orders every change of definitions
+# the changes that are the vhost's method of that name, applied as they are
+EXCHANGE_CHANGES = frozenset(("declare_exchange", "delete_exchange", "bind_exchange", "unbind_exchange"))
 ADMIN = "http"  # who asks, for a delete through the HTTP API: it may delete an exclusive queue
 
 
@@ -82,8 +84,10 @@ class Definitions:
         elif op == "bind_queue":
             name, source, routing_key, arguments, _ = args
             v.bind_queue(self._find_queue(v, name), source, routing_key, arguments)
-        else:  # declare_exchange, bind_exchange: the vhost's methods of that name
+        elif op in EXCHANGE_CHANGES:
             getattr(v, op)(*args)
+        else:
+            raise InternalError(f"unknown definition change {op!r}")
 
     def session_ref(self, session) -> RemoteOwner:
         self._sessions[id(session)] = session
@@ -202,14 +206,8 @@ class Definitions:
     # --- applying ---------------------------------------------------------------------------
 
     def _apply(self, v, op: str, args: tuple):
-        if op == "declare_exchange":
-            v.declare_exchange(*args)
-        elif op == "delete_exchange":
-            v.delete_exchange(*args)
-        elif op == "bind_exchange":
-            v.bind_exchange(*args)
-        elif op == "unbind_exchange":
-            v.unbind_exchange(*args)
+        if op in EXCHANGE_CHANGES:  # the vhost's methods of that name
+            getattr(v, op)(*args)
         elif op == "bind_queue":
             name, exchange, routing_key, arguments, ref = args
             q = self._find_queue(v, name)

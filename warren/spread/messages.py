@@ -43,6 +43,15 @@ def _resolve_name(shortstr) -> tuple:
     return shared_name(str(shortstr[1:], "utf-8", "surrogateescape"))
 
 
+def _as_tuple(vhost: str, queue: str, msg, past_limit: bool) -> tuple:
+    """A message as it crosses outside a batch (``Forwarding._take_publishes``): its 0-10
+    connection and whether it had a body at all; ``past_limit``: a reject-publish limit does
+    not turn it away there (``Queue.publish_past_limit``)."""
+    body = msg.body
+    return (vhost, queue, msg.exchange, msg.routing_key, bytes(msg.properties),
+            None if body is NO_BODY else bytes(body), msg.publisher, past_limit)
+
+
 class Outgoing:
     """What this loop turn routed to one owner: plain messages, each with the owner's queues it
     goes to (sent as one ``handover`` batch), and tuples for what that format does not carry."""
@@ -92,9 +101,7 @@ class Forwarding:
     def forward(self, q: RemoteQueue, msg) -> int:
         """Send ``msg`` to ``q``'s owner (batched per loop turn); the sync number a confirm of
         it waits for: the local group commit's, which waits for the owner's (RemoteSync)."""
-        out = self._outgoing.get(q.owner)
-        if out is None:
-            out = self._outgoing[q.owner] = Outgoing()
+        out = self._outgoing_to(q.owner)
         if msg.publisher is None and type(msg.body) is not NoBody and type(msg.properties) is bytes:
             msgs, dests = out.messages, out.destinations
             if msgs and msgs[-1] is msg and dests[-1][0] == q.vhost_name:
@@ -104,12 +111,7 @@ class Forwarding:
                 dests.append((q.vhost_name, [q.name]))
         else:  # published over 0-10 (its connection for no-local queues, whether it had a body at
             # all), or properties edited into another type of buffer (the batch takes bytes)
-            body = msg.body
-            out.tuples.append((q.vhost_name, q.name, msg.exchange, msg.routing_key, bytes(msg.properties),
-                               None if body is NO_BODY else bytes(body), msg.publisher, True))
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            self.loop.call_soon(self._flush)
+            out.tuples.append(_as_tuple(q.vhost_name, q.name, msg, True))
         if msg.persistent and q.durable and self.broker.durability is not None:
             return self.broker.durability.wrote(self._remote_syncs[q.owner])
         return 0
@@ -120,16 +122,21 @@ class Forwarding:
         dead-letters it there (or takes it, if room came meanwhile: a nack may then be a
         message kept, never the other way round)."""
         if q.full == REJECT_PUBLISH_DLX:
-            out = self._outgoing.get(q.owner)
-            if out is None:
-                out = self._outgoing[q.owner] = Outgoing()
-            body = msg.body
-            out.tuples.append((q.vhost_name, q.name, msg.exchange, msg.routing_key, bytes(msg.properties),
-                               None if body is NO_BODY else bytes(body), msg.publisher, False))
-            if not self._flush_scheduled:
-                self._flush_scheduled = True
-                self.loop.call_soon(self._flush)
+            self._outgoing_to(q.owner).tuples.append(_as_tuple(q.vhost_name, q.name, msg, False))
         return REFUSED
+
+    def _outgoing_to(self, worker: int) -> "Outgoing":
+        """What this loop turn sends ``worker``; the flush at the turn's end is scheduled."""
+        out = self._outgoing.get(worker)
+        if out is None:
+            out = self._outgoing[worker] = Outgoing()
+        self._schedule_flush()
+        return out
+
+    def _schedule_flush(self) -> None:
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.loop.call_soon(self._flush)
 
     def remote_reply(self, vhost: str, routing_key: str):
         """The destination of a direct reply-to address whose token names another worker
@@ -148,14 +155,7 @@ class Forwarding:
 
     def forward_reply(self, worker: int, vhost: str, msg) -> None:
         """A direct reply for a reply consumer on ``worker``: with the messages batched for it."""
-        out = self._outgoing.get(worker)
-        if out is None:
-            out = self._outgoing[worker] = Outgoing()
-        out.tuples.append((vhost, msg.routing_key, msg.exchange, msg.routing_key, bytes(msg.properties),
-                           bytes(msg.body), None, True))
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            self.loop.call_soon(self._flush)
+        self._outgoing_to(worker).tuples.append(_as_tuple(vhost, msg.routing_key, msg, True))
 
     def _flush(self) -> None:
         self._flush_scheduled = False
@@ -170,8 +170,8 @@ class Forwarding:
                         batch = encode_batch(0, msgs[start:end], destinations)
                     except ValueError:  # a TTL past the format's 2**64 ms: this batch goes as tuples
                         self.links.tell(owner, "publish", [
-                            (v, q, m.exchange, m.routing_key, bytes(m.properties), bytes(m.body), None, True)
-                            for m, (v, names) in zip(msgs[start:end], destinations) for q in names])
+                            _as_tuple(v, q, m, True) for m, (v, names) in zip(msgs[start:end], destinations)
+                            for q in names])
                         continue
                     self.links.tell(owner, "handover", batch)
                 if out.tuples:
@@ -187,9 +187,7 @@ class Forwarding:
         if out is None:
             out = self._deliveries[worker] = []
         out.append(item)
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            self.loop.call_soon(self._flush)
+        self._schedule_flush()
 
     def _ask_sync(self, owner: int, fut: concurrent.futures.Future) -> None:
         """On the loop, for RemoteSync: everything sent to ``owner`` so far, then the question."""

@@ -23,7 +23,7 @@ from warren.protocol.amqp0_10.delivery import NO_BODY, WINDOW as WINDOW_MODE, he
 from warren.spec.amqp0_10 import MessageTransfer
 
 __all__ = ["ProxySession", "ProxyChannel", "PeerSink", "SubscriptionSink", "RemoteSettler", "RemoteConsumer",
-           "RemoteSubscription", "WINDOW"]
+           "RemoteSubscription", "RemoteSettling", "handlers_of", "WINDOW"]
 
 WINDOW = 4096  # deliveries in flight to the consuming worker, per channel
 UNMARKED = "unmarked"  # a settle's requeue: back to the queue, not marked redelivered
@@ -238,3 +238,38 @@ class RemoteSubscription:
 
     def give_back(self, cost: int) -> None:
         self._tell("sub_credit", cost)
+
+
+class RemoteSettling:
+    """What both protocols' channels on a consuming worker (``channel.py``, ``channel_0_10.py``)
+    share: one ``RemoteSettler`` per owner whose deliveries they hold, made on first use, and
+    telling those owners when the channel closes."""
+
+    settlers: dict | None = None  # owner -> RemoteSettler
+
+    def _settler(self, owner: int) -> RemoteSettler:
+        if self.settlers is None:
+            self.settlers = {}
+        settler = self.settlers.get(owner)
+        if settler is None:
+            settler = self.settlers[owner] = RemoteSettler(self.session.broker.spread, owner, id(self.session),
+                                                           self.number)
+        return settler
+
+    def _tell_owners_closed(self, owners) -> None:
+        """After the channel's own close settled what it held: each owner drops our consumers
+        or subscriptions and requeues what was in flight to us."""
+        spread = self.session.broker.spread
+        for owner in owners:
+            spread.tell(owner, "close_channel", id(self.session), self.number)
+
+
+def handlers_of(cls, classes: dict, known=None) -> dict:
+    """{INDEX: handler} for the ``handle_<name>`` methods ``cls`` itself defines among the
+    protocol's ``classes`` (methods or commands); with ``known``, only those indexes."""
+    table = {}
+    for index, spec_class in classes.items():
+        fn = cls.__dict__.get("handle_" + spec_class.NAME.replace(".", "_").replace("-", "_"))
+        if fn is not None and (known is None or index in known):
+            table[index] = fn
+    return table

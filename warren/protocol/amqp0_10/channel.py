@@ -294,12 +294,17 @@ class SessionChannel(BrokerChannel):
             no_local(q)
         return None
 
-    def handle_queue_delete(self, c):
+    def queue_to_delete(self, c) -> str:
+        """queue.delete's queue name, once checked: one is named, and it exists (0-10)."""
         name = c.queue or ""
         if not name:
             raise ExecutionError(E.ILLEGAL_ARGUMENT, "queue.delete needs a queue name")
         if self.queue_named(name) is None:
-            raise NotFound(f"no queue '{name}' in vhost '{self.vhost.name}'")  # 0-10: the queue must exist
+            raise NotFound(f"no queue '{name}' in vhost '{self.vhost.name}'")
+        return name
+
+    def handle_queue_delete(self, c):
+        name = self.queue_to_delete(c)
         _, held = self.delete_queue(name, bool(c.if_unused), bool(c.if_empty))
         for ch, tag in held:
             # our own subscription on it stays, with nothing more to receive, until the client
