@@ -28,6 +28,7 @@ class Consumer:
         self.got: list[tuple[bytes, bool]] = []
         self.held: list[int] = []
         self.ack = ack
+        self.prefetch = prefetch
         if prefetch:
             self.ch.basic_qos(prefetch_count=prefetch)
         self.ch.basic_consume(queue, self._on_message, consumer_tag=tag, arguments=arguments or None)
@@ -51,6 +52,9 @@ class Consumer:
         for tag in self.held:
             self.ch.basic_ack(tag)
         self.held.clear()
+        # basic.ack has no reply: a synchronous method on the same channel returns only after the
+        # broker has taken the acks, so a publish on another connection cannot overtake them.
+        self.ch.basic_qos(prefetch_count=self.prefetch)
 
     def close(self) -> None:
         if self.conn.is_open:

@@ -276,6 +276,11 @@ def test_close_connection(page, ui_broker):
             conn.close()
 
 
+# the focused element, short: tag, id or text
+FOCUSED = ("(() => { const e = document.activeElement; "
+           "return e.tagName + (e.id ? '#' + e.id : '') + ':' + (e.textContent || '').trim().slice(0, 20); })()")
+
+
 def test_keyboard_only(page, ui_broker):
     """Log in and reach a page with the keyboard alone; focus is visible on the way."""
     page.goto(f"{ui_broker.http_url}/")
@@ -290,12 +295,15 @@ def test_keyboard_only(page, ui_broker):
     skip = page.get_by_role("link", name="Skip to content")
     assert page.evaluate("document.activeElement.textContent") == "Skip to content"
     assert skip.bounding_box()["x"] >= 0  # shown on screen once focused
+    trail = []  # where each Tab went: if it never gets there, the message says where it went instead
     for _ in range(30):
         page.keyboard.press("Tab")
+        trail.append(page.evaluate(FOCUSED))
         if page.evaluate("document.activeElement.textContent") == "Queues and Streams":
             break
     else:
-        raise AssertionError("Tab never reached the Queues and Streams link")
+        raise AssertionError(f"Tab never reached the Queues and Streams link; focus went {trail}; "
+                             f"login form shown: {page.get_by_label('Username').count() > 0}")
     outline = page.evaluate("getComputedStyle(document.activeElement).outlineStyle")
     assert outline not in ("", "none"), "keyboard focus has no visible outline"
     page.keyboard.press("Enter")
