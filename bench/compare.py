@@ -14,7 +14,12 @@ rabbitmq-server is installed, it is started here (and stopped at the end).
 The machine is shared, and its load drifts over minutes: running Warren's whole matrix and
 then RabbitMQ's compared two different machines. So the brokers take turns scenario by
 scenario (and with ``--repeat``, each repeat swaps who goes first), and every row shows the
-CPU the rest of the machine used meanwhile (``oth%``, from bench.py: 100 = one core), for both.
+CPU the rest of the machine used meanwhile (``oth%``, from bench.py: 100 = one core), for both,
+and the load generator's own (``cli%``, amqp-perf's threads in the measured window): where
+``cli%`` plus the broker's share reaches 200 on a two-core machine, the row measures the machine,
+not the broker. ``brk%`` is bench.py's figure for the one process listening; Warren's ``tree%``
+is all its processes (``--workers N`` included) over the whole run, warm-up and drain included,
+so it reads a little lower than a figure taken in the measured window alone.
 ``--baseline DIR`` adds a third broker: Warren as it is in DIR (an earlier commit, say
 ``git archive REV | tar -x -C DIR`` and ``python setup.py build_ext --inplace`` there), taking
 its turn with the others, so a change is shown before and after in the same run.
@@ -101,13 +106,16 @@ class RssSampler(threading.Thread):
         self.pid, self.peak_kib, self.stop = pid, 0, threading.Event()
 
     def run(self) -> None:
-        while not self.stop.wait(0.2):
-            try:
-                for line in open(f"/proc/{self.pid}/status"):
-                    if line.startswith("VmRSS:"):
-                        self.peak_kib = max(self.peak_kib, int(line.split()[1]))
-            except OSError:
-                return
+        while not self.stop.wait(0.2):  # the sum over the process tree: with --workers N, all of them
+            kib = 0
+            for pid in tree_pids(self.pid):
+                try:
+                    for line in open(f"/proc/{pid}/status"):
+                        if line.startswith("VmRSS:"):
+                            kib += int(line.split()[1])
+                except OSError:
+                    continue
+            self.peak_kib = max(self.peak_kib, kib)
 
 
 def scenario_names(perf: Path) -> list[str]:
@@ -116,16 +124,52 @@ def scenario_names(perf: Path) -> list[str]:
     return [line.split()[0] for line in out.splitlines() if line.strip()]
 
 
-def run_one(perf: Path, host: str, port: int, name: str, args, out: Path) -> dict:
-    """One run of one scenario; its amqp-perf result plus bench.py's CPU figures."""
+def tree_pids(pid: int) -> list[int]:
+    """pid and every process below it (a supervisor's workers), from /proc."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = open(f"/proc/{entry}/stat").read()
+            except OSError:
+                continue
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            parents.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        found.append(p)
+        todo.extend(parents.get(p, []))
+    return found
+
+
+def tree_cpu_s(pid: int) -> float:
+    """utime + stime of the process tree under pid, seconds (processes that ended are not counted)."""
+    total = 0
+    for p in tree_pids(pid):
+        try:
+            fields = open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def run_one(perf: Path, host: str, port: int, name: str, args, out: Path, tree_pid: int | None = None) -> dict:
+    """One run of one scenario; its amqp-perf result plus bench.py's CPU figures, and with
+    tree_pid the CPU of that process tree over the whole run (``tree_cpu_pct``)."""
     if out.exists():
         out.unlink()
+    cpu0, wall0 = (tree_cpu_s(tree_pid), time.monotonic()) if tree_pid else (0.0, 0.0)
     cmd = [sys.executable, str(perf / "bench.py"), host, str(port), "--duration", str(args.duration),
            "--warmup", str(args.warmup), "--only", name, "--json-out", str(out)]
     subprocess.run(cmd, cwd=perf, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                    timeout=args.duration * 10 + 120)
     lines = out.read_text().splitlines() if out.exists() else []
-    return json.loads(lines[-1]) if lines else {"error": "no result"}
+    result = json.loads(lines[-1]) if lines else {"error": "no result"}
+    if tree_pid:
+        result["tree_cpu_pct"] = round(100 * (tree_cpu_s(tree_pid) - cpu0) / (time.monotonic() - wall0), 1)
+    return result
 
 
 def headline(r: dict) -> float:
@@ -189,13 +233,14 @@ def main() -> None:
         rss = RssSampler(proc.pid)
         rss.start()
         print(f"{'scenario':26} {'broker':7} {'pub/s':>9} {'con/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
-              f"{'brk%':>5} {'oth%':>5}", flush=True)
+              f"{'brk%':>5} {'tree%':>5} {'cli%':>5} {'oth%':>5}", flush=True)
+        warren_pids = {"warren": proc.pid, "before": base_proc.pid if base_proc else None}
         try:
             for name in names:
                 for rep in range(args.repeat):
                     order = brokers[rep % len(brokers):] + brokers[:rep % len(brokers)]  # rotate who goes first
                     for who, host, bport in order:
-                        r = run_one(perf, host, bport, name, args, tmp / f"{who}.jsonl")
+                        r = run_one(perf, host, bport, name, args, tmp / f"{who}.jsonl", warren_pids.get(who))
                         r.update(broker=who, repeat=rep)
                         results.setdefault(name, {}).setdefault(who, []).append(r)
                         lat = r.get("latency_us") or {}
@@ -203,6 +248,7 @@ def main() -> None:
                               f"{fmt(r.get('consumed_per_s')):>9} "
                               f"{fmt(lat.get('p50') / 1000 if lat.get('p50') else None, '.2f'):>8} "
                               f"{fmt(p99_ms(r), '.2f'):>8} {fmt(r.get('broker_cpu_pct')):>5} "
+                              f"{fmt(r.get('tree_cpu_pct')):>5} {fmt(r.get('client_cpu_pct')):>5} "
                               f"{fmt(r.get('other_cpu_pct')):>5}"
                               + (f"  ERROR {r['error']}" if r.get("error") else ""), flush=True)
                         if args.json_out:
@@ -217,16 +263,19 @@ def main() -> None:
             if started_rabbit:  # only the node this script started
                 subprocess.run(["rabbitmqctl", "stop"], capture_output=True, timeout=120)
     print(f"\n## Warren / RabbitMQ (medians of {args.repeat})")
-    print(f"| scenario | Warren msg/s | RabbitMQ msg/s | ratio | Warren p99 ms | RabbitMQ p99 ms | oth% W/R |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print(f"| scenario | Warren msg/s | RabbitMQ msg/s | ratio | Warren p99 ms | RabbitMQ p99 ms | "
+          f"Warren tree% | cli% W/R | oth% W/R |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name in names:
         w = results.get(name, {}).get("warren", [])
         r = results.get(name, {}).get("rabbit", [])
         wv, rv = median([headline(x) for x in w]), median([headline(x) for x in r])
         ratio = f"{wv / rv:.2f}" if wv and rv else "-"
-        oth = f"{fmt(median([x.get('other_cpu_pct') for x in w]))}/{fmt(median([x.get('other_cpu_pct') for x in r]))}"
+        both = {key: f"{fmt(median([x.get(key) for x in w]))}/{fmt(median([x.get(key) for x in r]))}"
+                for key in ("client_cpu_pct", "other_cpu_pct")}
         print(f"| {name} | {fmt(wv)} | {fmt(rv)} | {ratio} | {fmt(median([p99_ms(x) for x in w]), '.2f')} | "
-              f"{fmt(median([p99_ms(x) for x in r]), '.2f')} | {oth} |")
+              f"{fmt(median([p99_ms(x) for x in r]), '.2f')} | {fmt(median([x.get('tree_cpu_pct') for x in w]))} | "
+              f"{both['client_cpu_pct']} | {both['other_cpu_pct']} |")
     if args.baseline:
         print(f"\n## Warren now / Warren before ({args.baseline})")
         print("| scenario | now msg/s | before msg/s | now/before | now p99 ms | before p99 ms |")

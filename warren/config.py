@@ -17,7 +17,7 @@ LOG_FORMATS = ("text", "json")
 LOOPS = ("auto", "uvloop", "asyncio")
 # fields the supervisor sets for its workers: not options of the file or the environment
 INTERNAL_FIELDS = frozenset({"handoff_socket", "policy_file", "access_file", "global_parameters_file", "peer_fds",
-                             "worker_index"})
+                             "worker_index", "worker_placement"})
 WORKER_MODES = ("vhosts", "queues")
 
 
@@ -107,6 +107,7 @@ class Config:
     handoff_socket: Path | None = None  # take connections from the supervisor here, no TCP listener
     # --worker-mode queues: this worker's number and its links to the others ("PEER:FD", warren/spread)
     worker_index: int = 0
+    worker_placement: int = 2  # the data folder's rule for who owns a queue (warren/server/placement.py)
     peer_fds: tuple[str, ...] = ()
     policy_file: Path | None = None  # None: policies.json in the data folder
     access_file: Path | None = None  # None: access.json in the data folder (workers: the supervisor's)

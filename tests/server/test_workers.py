@@ -19,7 +19,7 @@ from warren.server.workers import owner_of
 
 pytestmark = pytest.mark.skipif(bool(EXTERNAL_URL), reason="needs a private Warren broker")
 
-# "/" and "a" belong to different workers of two (owner_of is a hash of the name)
+# "/" and "a" belong to different workers of two (owner_of: warren/server/placement.py)
 VHOSTS = ("/", "a")
 
 
@@ -132,6 +132,27 @@ def test_persistent_messages_come_back_to_their_vhost_after_a_restart(tmp_path):
                 ch = c.channel()
                 assert ch.queue_declare("kept", passive=True).method.message_count == 10
                 assert ch.basic_get("kept", auto_ack=True)[2] == b"%s:0" % v.encode()
+    finally:
+        b.stop()
+
+
+def test_a_start_with_another_worker_count_or_mode_is_refused_and_the_data_stays(tmp_path):
+    """Each worker's data lies in its own folder: another count or mode would look in the wrong
+    one and show the vhosts empty, so the start is refused with the reason (placement.py)."""
+    args = ("--workers", "2", *(x for v in VHOSTS for x in ("--vhost", v)))
+    b = launch_broker(tmp_path, *args)
+    try:
+        publish_confirmed(b, "a", "kept", 5)
+    finally:
+        b.stop()
+    for other in (("--workers", "3"), ("--workers", "2", "--worker-mode", "queues")):
+        with pytest.raises(RuntimeError) as e:
+            launch_broker(tmp_path, *other, *args[2:], data_dir=b.data_dir)
+        assert "was written by --workers 2 --worker-mode vhosts" in str(e.value), str(e.value)
+    b = launch_broker(tmp_path, *args, data_dir=b.data_dir)
+    try:
+        with connect(b, "a") as c:
+            assert c.channel().queue_declare("kept", passive=True).method.message_count == 5
     finally:
         b.stop()
 

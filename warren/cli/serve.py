@@ -168,6 +168,7 @@ class OneLineErrors(click.Command):
                    "(docs/performance.md, 'One vhost over worker processes').")
 @click.option("--handoff-socket", type=click.Path(path_type=Path), default=None, hidden=True)
 @click.option("--worker-index", default=0, type=int, hidden=True)
+@click.option("--worker-placement", default=2, type=int, hidden=True)
 @click.option("--peer-fd", "peer_fds", multiple=True, default=(), hidden=True)
 @click.option("--policy-file", type=click.Path(path_type=Path), default=None, hidden=True)
 @click.option("--access-file", type=click.Path(path_type=Path), default=None, hidden=True)

@@ -158,7 +158,8 @@ class Server:
         self.spread = None
         if config.peer_fds or (config.worker_mode == "queues" and config.handoff_socket is not None):
             from warren.spread import Spread, parse_peer_fds
-            self.spread = Spread(None, config.worker_index, len(config.peer_fds) + 1, parse_peer_fds(config.peer_fds))
+            self.spread = Spread(None, config.worker_index, len(config.peer_fds) + 1, parse_peer_fds(config.peer_fds),
+                                 config.worker_placement)
             self.spread.on_failure = self._spread_failed
         self.broker = Broker(config.vhosts, durability=self.durability, memory_budget=config.paging_budget(),
                              policy_file=config.policy_file, access=AccessControl.for_config(config),
@@ -504,9 +505,12 @@ def run(config: Config) -> None:
         check_port("Prometheus metrics", config.prometheus_host or config.http_host or config.host,
                    config.prometheus_port)
     if config.workers > 1:
+        from warren.server.placement import LayoutMismatch
         from warren.server.workers import Supervisor
         try:
             Supervisor(config).run()
+        except LayoutMismatch as e:
+            raise StartupError(str(e)) from None
         except OSError as e:
             if e.errno in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):
                 raise _listen_error("AMQP", config.host, config.port, e) from None

@@ -42,7 +42,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import zlib
 from pathlib import Path
 
 from warren.access import AccessControl, LoginRefused
@@ -65,6 +64,7 @@ from warren.server.handshake import handshake_pending, peer_name
 from warren.server.handshake import stage as handshake_stage
 from warren.server.limits import HandshakeGate, raise_open_file_limit
 from warren.server.loops import new_event_loop
+from warren.server.placement import PLACEMENT, check_layout, place
 from warren.spec import amqp0_9_1 as spec
 
 __all__ = ["Supervisor", "owner_of"]
@@ -76,9 +76,10 @@ _START_OK = spec.ConnectionStartOk.INDEX
 _OPEN = spec.ConnectionOpen.INDEX
 
 
-def owner_of(vhost: str, workers: int) -> int:
-    """The worker that owns a vhost: a hash of its name, so it never moves between restarts."""
-    return zlib.crc32(vhost.encode("utf-8", "surrogateescape")) % workers
+def owner_of(vhost: str, workers: int, placement: int = PLACEMENT) -> int:
+    """The worker that owns a vhost: fixed by its name, so it never moves between restarts
+    (placement.py: the data folder's rule)."""
+    return place(vhost, vhost, workers, placement)
 
 
 class Worker:
@@ -372,8 +373,10 @@ class Supervisor:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.loop: asyncio.AbstractEventLoop | None = None
-        self.run_dir = Path(tempfile.mkdtemp(prefix="warren-workers-"))
         n = config.workers
+        # the data folder's worker count, mode and placement rule (LayoutMismatch if another's)
+        self.placement = check_layout(config.data_dir, n, config.worker_mode)
+        self.run_dir = Path(tempfile.mkdtemp(prefix="warren-workers-"))
         # the one access store (users, vhosts, permissions) of the supervisor and every worker
         config.access_file = config.access_file or config.data_dir / ACCESS_FILE_NAME
         self.access = AccessControl.for_config(config)
@@ -389,7 +392,7 @@ class Supervisor:
         owned: list[list[str]] = [[] for _ in range(n)]
         self.spread = config.worker_mode == "queues"  # every worker serves every vhost (warren/spread)
         for info in self.access.vhosts():
-            for i in (range(n) if self.spread else (owner_of(info.name, n),)):
+            for i in (range(n) if self.spread else (owner_of(info.name, n, self.placement),)):
                 owned[i].append(info.name)
         self._next_worker = 0  # --worker-mode queues: connections are dealt out in turn
         # every worker is started: a vhost created at run time goes to its owner by name
@@ -451,7 +454,7 @@ class Supervisor:
         if self.spread:  # any worker serves any vhost: in turn
             self._next_worker = (self._next_worker + 1) % len(self.workers)
             return self.workers[self._next_worker]
-        return self.workers[owner_of(vhost, len(self.workers))]
+        return self.workers[owner_of(vhost, len(self.workers), self.placement)]
 
     # --- workers -----------------------------------------------------------------------------
 
@@ -515,7 +518,8 @@ class Supervisor:
         if self.definitions is not None:  # its vhosts' part of --definitions (the shared part is loaded)
             args += ["--definitions", str(self._worker_definitions(w))]
         if self.spread:
-            args += ["--worker-mode", "queues", "--worker-index", str(w.index)]
+            args += ["--worker-mode", "queues", "--worker-index", str(w.index),
+                     "--worker-placement", str(self.placement)]
             for peer, fd in sorted(w.peer_fds.items()):
                 args += ["--peer-fd", f"{peer}:{fd}"]
         return args
@@ -603,7 +607,7 @@ class Supervisor:
         log.info("Warren listening on %s:%d with %d workers: %s", c.host, port, len(self.workers),
                  "; ".join(f"{w.index} (pid {w.proc.pid}): {', '.join(w.vhosts) or '-'}" for w in self.workers))
         if c.ready_file:
-            home = self.workers[owner_of(self.default_vhost, len(self.workers))]
+            home = self.workers[owner_of(self.default_vhost, len(self.workers), self.placement)]
             tmp = c.ready_file.with_suffix(".tmp")
             tmp.write_text(json.dumps({
                 "host": c.host, "port": port, "pid": os.getpid(),

@@ -17,6 +17,7 @@ import weakref
 
 from warren.errors import AMQPError, InternalError, NotFound
 from warren.spread.consumers import Consumers
+from warren.server.placement import PLACEMENT, place
 from warren.spread.definitions import ADMIN, SEQUENCER, Definitions, queue_owner
 from warren.spread.links import PeerGone, PeerLinks
 from warren.spread.messages import Forwarding, RemoteSync, SpreadFlow
@@ -31,10 +32,11 @@ _STATE_MESSAGES = {"congested": "_remote_congestion", "full": "_remote_full", "l
 
 
 class Spread(Definitions, Forwarding, Consumers):
-    def __init__(self, broker, index: int, count: int, peer_fds: dict[int, int]) -> None:
+    def __init__(self, broker, index: int, count: int, peer_fds: dict[int, int], placement: int = PLACEMENT) -> None:
         self.broker = broker
         self.index = index
         self.count = count
+        self.placement = placement  # the data folder's rule (warren/server/placement.py)
         self.links = PeerLinks(index, count, peer_fds)
         self.loop: asyncio.AbstractEventLoop | None = None
         # sessions that asked for something another worker may name back (an exclusive queue's)
@@ -98,7 +100,7 @@ class Spread(Definitions, Forwarding, Consumers):
     def runs_here(self, vhost: str, kind: str, name: str) -> bool:
         """Whether this worker runs the shovel or federation link of exchange ``name`` (``kind``
         "shovel" or "exchange"): one worker each, fixed by the name (warren/federation)."""
-        return queue_owner(vhost, f"{kind}\0{name}", self.count) == self.index
+        return place(f"{vhost}\0{kind}\0{name}", name, self.count) == self.index
 
     async def node_files_changed(self) -> None:
         """Policies, users or runtime parameters changed through this worker's HTTP API: every

@@ -20,10 +20,10 @@ import asyncio
 import base64
 import logging
 import os
-import zlib
 
 from warren.errors import AMQPError, InternalError, NotFound, NotImplemented_
 from warren.protocol.amqp0_10.channel import no_local, truthy
+from warren.server.placement import PLACEMENT, place
 from warren.spread.links import PeerGone
 from warren.spread.proxy import ProxySession
 from warren.spread.remote_queue import RemoteOwner, RemoteQueue
@@ -38,9 +38,10 @@ EXCHANGE_CHANGES = frozenset(("declare_exchange", "delete_exchange", "bind_excha
 ADMIN = "http"  # who asks, for a delete through the HTTP API: it may delete an exclusive queue
 
 
-def queue_owner(vhost: str, name: str, workers: int) -> int:
-    """The worker that owns a named, non-exclusive queue: fixed by vhost and name."""
-    return zlib.crc32(f"{vhost}\0{name}".encode("utf-8", "surrogateescape")) % workers
+def queue_owner(vhost: str, name: str, workers: int, placement: int = PLACEMENT) -> int:
+    """The worker that owns a named, non-exclusive queue: fixed by vhost and name (placement.py:
+    a numbered family of queues is dealt out one per worker)."""
+    return place(f"{vhost}\0{name}", name, workers, placement)
 
 
 class Definitions:
@@ -50,24 +51,24 @@ class Definitions:
     # --- who owns what ---------------------------------------------------------------------
 
     def owner_for_declare(self, vhost: str, name: str, exclusive: bool, origin: int) -> int:
-        return origin if exclusive else queue_owner(vhost, name, self.count)
+        return origin if exclusive else queue_owner(vhost, name, self.count, self.placement)
 
     def server_name(self, vhost: str, origin: int) -> str:
         """A server-named queue's name, drawn until it hashes to the declaring worker."""
         while True:
             name = "amq.gen-" + base64.urlsafe_b64encode(os.urandom(16)).rstrip(b"=").decode()
-            if queue_owner(vhost, name, self.count) == origin:
+            if queue_owner(vhost, name, self.count, self.placement) == origin:
                 return name
 
     def owns_durable(self, vhost: str, name: str) -> bool:
         """Whether a durable queue of the definitions log is ours (durable queues are never
         exclusive; a server-named one was named to hash to its declaring worker)."""
-        return queue_owner(vhost, name, self.count) == self.index
+        return queue_owner(vhost, name, self.count, self.placement) == self.index
 
     def restore_record(self, v, d) -> None:
         """At start-up: another worker's durable queue, from our definitions log."""
-        v.remote_queues[d.name] = RemoteQueue(self, v.name, d.name, queue_owner(v.name, d.name, self.count),
-                                              True, d.auto_delete, d.arguments, None)
+        owner = queue_owner(v.name, d.name, self.count, self.placement)
+        v.remote_queues[d.name] = RemoteQueue(self, v.name, d.name, owner, True, d.auto_delete, d.arguments, None)
 
     def define_at_start(self, v, op: str, args: tuple) -> None:
         """``--definitions FILE`` at start-up, on every worker, before any client and before the
@@ -76,7 +77,7 @@ class Definitions:
         the sequencer would have. Durable queues of an earlier run are declared again alike."""
         if op == "declare_queue":
             name, durable, exclusive, auto_delete, arguments, _ = args
-            owner = queue_owner(v.name, name, self.count)
+            owner = queue_owner(v.name, name, self.count, self.placement)
             if owner == self.index:
                 v.declare_queue(None, name, False, durable, exclusive, auto_delete, arguments)
             else:
