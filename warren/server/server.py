@@ -505,7 +505,7 @@ def run(config: Config) -> None:
         check_port("Prometheus metrics", config.prometheus_host or config.http_host or config.host,
                    config.prometheus_port)
     if config.workers > 1:
-        from warren.server.placement import LayoutMismatch
+        from warren.server.ownership import LayoutMismatch
         from warren.server.workers import Supervisor
         try:
             Supervisor(config).run()

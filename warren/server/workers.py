@@ -64,7 +64,7 @@ from warren.server.handshake import handshake_pending, peer_name
 from warren.server.handshake import stage as handshake_stage
 from warren.server.limits import HandshakeGate, raise_open_file_limit
 from warren.server.loops import new_event_loop
-from warren.server.placement import PLACEMENT, check_layout, place
+from warren.server.ownership import PLACEMENT, check_layout, place
 from warren.spec import amqp0_9_1 as spec
 
 __all__ = ["Supervisor", "owner_of"]
@@ -78,7 +78,7 @@ _OPEN = spec.ConnectionOpen.INDEX
 
 def owner_of(vhost: str, workers: int, placement: int = PLACEMENT) -> int:
     """The worker that owns a vhost: fixed by its name, so it never moves between restarts
-    (placement.py: the data folder's rule)."""
+    (ownership.py: the data folder's rule)."""
     return place(vhost, vhost, workers, placement)
 
 

@@ -17,7 +17,7 @@ import weakref
 
 from warren.errors import AMQPError, InternalError, NotFound
 from warren.spread.consumers import Consumers
-from warren.server.placement import PLACEMENT, place
+from warren.server.ownership import PLACEMENT, place
 from warren.spread.definitions import ADMIN, SEQUENCER, Definitions, queue_owner
 from warren.spread.links import PeerGone, PeerLinks
 from warren.spread.messages import Forwarding, RemoteSync, SpreadFlow
@@ -36,7 +36,7 @@ class Spread(Definitions, Forwarding, Consumers):
         self.broker = broker
         self.index = index
         self.count = count
-        self.placement = placement  # the data folder's rule (warren/server/placement.py)
+        self.placement = placement  # the data folder's rule (warren/server/ownership.py)
         self.links = PeerLinks(index, count, peer_fds)
         self.loop: asyncio.AbstractEventLoop | None = None
         # sessions that asked for something another worker may name back (an exclusive queue's)

@@ -8,10 +8,11 @@ it answers: when a client reads declare-ok, a publisher on any worker sees what 
 The links keep each worker's records in the order sent (``links.py``), so every worker applies
 the changes in worker 0's order; each writes the durable ones to its own log first.
 
-The owner of a queue is fixed by its name (``queue_owner``: a hash of vhost and name, so a
-restart finds each durable queue's store again), except an exclusive queue, which lives with
-its connection's worker, and a server-named queue, whose name is drawn until it hashes to the
-declaring worker: the usual ``queue_declare(exclusive=True)`` + consume stays local.
+The owner of a queue is fixed by its name (``queue_owner``: a hash of vhost and name, a
+numbered family dealt out in turn, so a restart finds each durable queue's store again),
+except an exclusive queue, which lives with its connection's worker, and a server-named queue,
+whose name is drawn until it hashes to the declaring worker: the usual
+``queue_declare(exclusive=True)`` + consume stays local.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import os
 
 from warren.errors import AMQPError, InternalError, NotFound, NotImplemented_
 from warren.protocol.amqp0_10.channel import no_local, truthy
-from warren.server.placement import PLACEMENT, place
+from warren.server.ownership import PLACEMENT, place
 from warren.spread.links import PeerGone
 from warren.spread.proxy import ProxySession
 from warren.spread.remote_queue import RemoteOwner, RemoteQueue
@@ -39,8 +40,8 @@ ADMIN = "http"  # who asks, for a delete through the HTTP API: it may delete an 
 
 
 def queue_owner(vhost: str, name: str, workers: int, placement: int = PLACEMENT) -> int:
-    """The worker that owns a named, non-exclusive queue: fixed by vhost and name (placement.py:
-    a numbered family of queues is dealt out one per worker)."""
+    """The worker that owns a named, non-exclusive queue: fixed by vhost and name
+    (warren/server/ownership.py: a numbered family of queues is dealt out one per worker)."""
     return place(f"{vhost}\0{name}", name, workers, placement)
 
 

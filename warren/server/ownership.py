@@ -22,6 +22,8 @@ import re
 import zlib
 from pathlib import Path
 
+from warren.store.segment import fsync_dir
+
 __all__ = ["PLACEMENT", "LEGACY_PLACEMENT", "place", "LayoutMismatch", "check_layout"]
 
 PLACEMENT = 2  # what a new data folder gets
@@ -71,4 +73,5 @@ def check_layout(data_dir: Path, workers: int, mode: str) -> int:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+    fsync_dir(root)
     return layout["placement"]
