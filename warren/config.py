@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from warren.broker.memory import default_budget
-from warren.broker.queue import FLOW_HIGH, FLOW_HIGH_BYTES
+from warren.broker.queues.flow_marks import FLOW_HIGH, FLOW_HIGH_BYTES
 from warren.protocol.amqp0_9_1.connection import CHANNEL_MAX_DEFAULT, FRAME_MAX_DEFAULT, MAX_MESSAGE_SIZE
 
 __all__ = ["Config", "INTERNAL_FIELDS", "LOG_LEVELS", "LOG_FORMATS", "LOOPS", "WORKER_MODES"]
@@ -70,7 +70,7 @@ class Config:
     # block publishers when Warren's memory passes this: a fraction of RAM (< 1) or octets
     memory_high_watermark: float = 0.4
     disk_free_limit: int = 50 * 1024 * 1024  # block publishers below this many free octets (0 = off)
-    # flow control (warren/broker/queue.py): publishers of a consumed queue over these marks
+    # flow control (warren/broker/queues/flow_marks.py): publishers of a consumed queue over these marks
     # are not read until it drains to half of them (0 = that mark is off)
     queue_flow_high: int = FLOW_HIGH  # ready messages
     queue_flow_high_bytes: int = FLOW_HIGH_BYTES  # octets of ready message bodies

@@ -121,7 +121,7 @@ def test_reject_expire_and_overflow_dead_letter_through_the_vhost():
 
 
 def test_reject_publish_returns_refused_and_dlx_variant_dead_letters():
-    from warren.broker.queue import REFUSED
+    from warren.broker.queues.length_limits import REFUSED
     v, catch = vhost_with_dlx()
     q = v.declare_queue(None, "rp", False, False, False, False,
                         {"x-dead-letter-exchange": "dlx", "x-max-length": 0, "x-overflow": "reject-publish-dlx"})

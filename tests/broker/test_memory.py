@@ -6,7 +6,8 @@ from __future__ import annotations
 from warren.broker.durability import Durability
 from warren.broker.memory import CLEAR_RATIO, MESSAGE_OVERHEAD, MemoryBudget
 from warren.broker.message import Message
-from warren.broker.queue import PAGE_KEEP, PAGE_KEEP_BYTES, Queue
+from warren.broker.queue import Queue
+from warren.broker.queues.paging import PAGE_KEEP, PAGE_KEEP_BYTES
 from warren.broker.vhost import VirtualHost
 
 MiB = 1 << 20

@@ -12,7 +12,8 @@ import pytest
 from warren.broker.consumer import Consumer
 from warren.broker.durability import Durability
 from warren.broker.message import Message
-from warren.broker.queues import StreamQueue, queue_class
+from warren.broker.queues.factory import queue_class
+from warren.broker.queues.stream import StreamQueue
 from warren.broker.queues import stream as stream_module
 from warren.broker.queues.stream import READ_BATCH, delivery_message
 from warren.broker.queues.stream_args import parse_duration

@@ -30,7 +30,7 @@ from warren.broker import authz, reply_to
 from warren.broker.confirms import Confirms
 from warren.broker.consumer import Consumer
 from warren.broker.message import Message, clone_messages, untrack as _untrack
-from warren.broker.queue import REFUSED
+from warren.broker.queues.length_limits import REFUSED
 from warren.codec.properties import EXPIRATION_FLAG, HEADERS_FLAG, REPLY_TO_FLAG, USER_ID_FLAG
 from warren.errors import AccessRefused, NotAllowed, NotFound, PreconditionFailed
 from warren.metrics.totals import TOTALS
@@ -457,7 +457,7 @@ class BrokerChannel:
                 need = n
             elif n == REFUSED:
                 refused = True
-            if q.congested:  # flow control: its backlog is over the mark (queue.py)
+            if q.congested:  # flow control: its backlog is over the mark (queues/flow_marks.py)
                 self.session.throttled_by(q)
                 self.run_stopped = True  # publish_run hands the rest of its run back
         if msg.persistent:

@@ -151,7 +151,7 @@ class ClientConnection:
     # --- flow ----------------------------------------------------------------------------------
 
     def throttled_by(self, queue) -> None:
-        """We published to a congested queue (flow control, queue.py): the glue stops reading
+        """We published to a congested queue (flow control, queues/flow_marks.py): the glue stops reading
         from this connection until the queue drains. Not when this connection consumes from
         that queue itself: pausing it would also stop the acks that drain the queue."""
         for c in queue.consumers:

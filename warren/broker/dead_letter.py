@@ -32,7 +32,11 @@ from warren.codec.fields import Long, RawValue, decode_shortstr, decode_value
 from warren.codec.properties import CONTENT_ENCODING_FLAG, CONTENT_TYPE_FLAG, HEADERS_FLAG, salvage_properties, well_formed
 from warren.spec.amqp0_9_1 import BasicProperties
 
-__all__ = ["dead_letter", "dead_letter_targets", "make_dead_letter", "with_header"]
+__all__ = ["dead_letter", "dead_letter_targets", "make_dead_letter", "with_header",
+           "REJECTED", "EXPIRED", "MAXLEN", "DELIVERY_LIMIT"]
+
+# the reasons, as RabbitMQ writes them in x-death
+REJECTED, EXPIRED, MAXLEN, DELIVERY_LIMIT = "rejected", "expired", "maxlen", "delivery_limit"
 
 log = logging.getLogger("warren.dead_letter")
 

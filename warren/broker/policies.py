@@ -66,7 +66,7 @@ def _duration(v) -> str | None:
 
 
 def _overflow(v) -> str | None:
-    from warren.broker.queue import OVERFLOW_MODES
+    from warren.broker.queues.length_limits import OVERFLOW_MODES
     if v in OVERFLOW_MODES and isinstance(v, str):
         return None
     return "must be one of " + ", ".join(OVERFLOW_MODES)

@@ -2,46 +2,31 @@
 
 Ready messages are ``(seq, message, redelivered, deadline)`` entries in a deque; ``seq``
 numbers the queue's messages in arrival order, ``deadline`` is the monotonic time a message
-with a TTL (``x-message-ttl`` or its ``expiration`` property, the lower wins) expires, or 0.
-As in RabbitMQ, expired messages are dropped when they reach the head of the queue. A message taken by a consumer (or basic.get) and later requeued
+with a TTL expires, or 0. A message taken by a consumer (or basic.get) and later requeued
 (nack/reject with requeue, recover, channel close) goes back to its original place: requeued
 messages always precede the rest, because they arrived earlier than anything still ready.
-
-Paging (queues larger than memory): when the broker's memory budget is exceeded, the queue
-that is taking messages in moves its tail out of memory and enters paging mode: from then on
-new messages go to disk only, and ``paged`` counts them. Every message with a seq above
-``page_boundary`` that is not acked is on disk: persistent messages of a durable queue in its
-durable store, all others in a spill store that does not survive a restart. When fewer than
-``PAGE_LOW`` messages remain in memory, the next ``PAGE_BATCH`` are read back, in order. The
-same marks in octets (``PAGE_*_BYTES``) bound a queue of large messages: 2048 messages of
-64 KiB would be 128 MiB kept "at the head" (the memory alarm's accounting, memory.py).
 
 Delivery is push: ``publish`` and every event that adds capacity (ack, qos, consume, flow on,
 a writable transport) call ``dispatch``, which hands ready messages to consumers with capacity,
 turn by turn, until one or the other runs out.
 
-RabbitMQ's queue arguments (``docs/features.md``), all read in ``apply_arguments`` from the
-effective arguments (declared ones plus a policy's, ``policies.py``), again when policies change:
+This module is the queue's core: taking messages in (``publish``), handing them out
+(``dispatch``, ``take``) and their leaving (``forget``, ``requeue``, ``purge``). Each of its other
+jobs is a part of its own in ``warren/broker/queues/``, a mixin of ``Queue`` whose state lives
+on the queue:
 
-* TTL: besides the check at the head on every take, a queue holding messages with a deadline
-  (or declared with ``x-expires``) sits in ``vhost.timers`` and ``tick`` expires its head as time
-  passes, as RabbitMQ's timer does. A TTL of 0 expires a message at once unless a consumer can
-  take it now. A taken message keeps its deadline (``_taken``) and takes it back on requeue.
-* ``x-expires``: ``tick`` deletes the queue once unused that long (no consumer, no basic.get,
-  no declare); ``last_used`` is when it was last used.
-* Messages leaving for good go through ``forget``; those that die (rejected, expired, dropped
-  by a length limit, past the delivery limit) are then dead-lettered (``dead_letter.py``).
-* ``x-max-length``/``x-max-length-bytes`` count ready messages (unacked ones do not count):
-  ``drop-head`` drops (dead-letters) the head after the new message was offered to consumers;
-  ``reject-publish(-dlx)`` refuses the new one first: ``publish`` returns ``REFUSED``.
-* ``x-delivery-limit`` (quorum-queue semantics on any queue): ``_returns`` counts how often
-  each message came back; every delivery carries ``x-delivery-count`` (0 the first time); a
-  return past the limit dead-letters it (``delivery_limit``) or drops it. In memory only: the
-  counts start again from 0 after a restart.
-* Consumers: ``x-single-active-consumer`` delivers to the first consumer registered only, the
-  next one taking over when it goes; otherwise consumers are kept sorted by ``x-priority``
-  (highest first) and a delivery goes to the highest priority with capacity, round-robin
-  within a priority. Priority queues (``x-max-priority``) are ``queues/priority.py``.
+* ``expiry.py``: message TTL and ``x-expires`` (the deadlines, ``tick``);
+* ``length_limits.py``: ``x-max-length(-bytes)`` and ``x-overflow``;
+* ``delivery_limit.py``: ``x-delivery-limit`` and ``x-delivery-count``;
+* ``consumer_choice.py``: single active consumer and consumer priorities;
+* ``paging.py``: queues larger than memory, out to disk and back;
+* ``flow_marks.py``: the backlog marks that pause publishers.
+
+RabbitMQ's queue arguments (``docs/features.md``) are all read in ``apply_arguments`` from the
+effective arguments (declared ones plus a policy's, ``policies.py``), again when policies change.
+Messages leaving for good go through ``forget``; those that die (rejected, expired, dropped by a
+length limit, past the delivery limit) are then dead-lettered (``dead_letter.py``). Priority
+queues (``x-max-priority``) and the other queue types are in ``warren/broker/queues/`` too.
 """
 
 from __future__ import annotations
@@ -51,56 +36,22 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from warren.broker.consumer import Consumer
-from warren.broker.dead_letter import REROUTE_ARGUMENT, dead_letter, with_header
+from warren.broker.dead_letter import DELIVERY_LIMIT, EXPIRED, MAXLEN, REROUTE_ARGUMENT, dead_letter
 from warren.broker.dedup import queue_duplicate
 from warren.broker.memory import MESSAGE_OVERHEAD
-from warren.broker.message import Message
-from warren.codec.fields import Long
-from warren.codec.properties import EXPIRATION_FLAG
-from warren.store.message import decode_restored
+from warren.broker.queues.consumer_choice import ConsumerChoice
+from warren.broker.queues.delivery_limit import DeliveryLimit
+from warren.broker.queues.expiry import Expiry
+from warren.broker.queues.flow_marks import FlowMarks
+from warren.broker.queues.length_limits import (
+    DROP_HEAD, OVERFLOW_MODES, REFUSED, REJECT_PUBLISH_DLX, LengthLimits,
+)
+from warren.broker.queues.paging import PAGE_BATCH, PAGE_LOW, PAGE_LOW_BYTES, Paging
 
 if TYPE_CHECKING:
     from warren.broker.message import Message
 
-__all__ = ["Queue", "PAGE_BATCH", "PAGE_KEEP", "REFUSED", "OVERFLOW_MODES"]
-
-PAGE_KEEP = 2048  # messages a paging queue keeps in memory at its head
-PAGE_LOW = 1024  # read more back from disk below this many in memory
-PAGE_BATCH = 4096  # messages read back at a time
-PAGE_KEEP_BYTES = 4 << 20  # ... and at most this many body octets kept, and read back at a time
-PAGE_LOW_BYTES = 2 << 20  # ... and read more back only below this many in memory
-
-# Flow control (docs/performance.md): a queue with consumers whose backlog passes either high
-# mark is "congested"; the connections that publish to it stop being read until it drains to
-# the low marks (the server's ``QueueFlow``, which the queue tells: ``flow_listener``). Without
-# this a flat-out publisher built a backlog of 600k messages (seconds of latency) beside a
-# slower consumer.
-# The marks trade latency for slack: a congested queue's backlog sits between the low and the
-# high mark, so its messages wait about mark / consume rate. shared/perf's 1p1c-1KiB-confirm
-# (80k msg/s) held 2,049 ready messages at a 2 MiB mark (p99 31 ms, RabbitMQ 10 ms), 257 at
-# 256 KiB (docs/performance.md).
-FLOW_HIGH = 5000  # ready (+ paged) messages
-FLOW_HIGH_BYTES = 256 << 10  # octets of ready message bodies in memory
-FLOW_LOW_RATIO = 0.5  # drained to half of the high marks: the publishers are read again
-
-_EXPIRATION_HI = EXPIRATION_FLAG >> 8  # tested in the high octet of the flag word
-
-REFUSED = -1  # Queue.publish: a length limit with x-overflow reject-publish(-dlx) refused it
-DROP_HEAD, REJECT_PUBLISH, REJECT_PUBLISH_DLX = "drop-head", "reject-publish", "reject-publish-dlx"
-OVERFLOW_MODES = (DROP_HEAD, REJECT_PUBLISH, REJECT_PUBLISH_DLX)
-# dead-letter reasons, as RabbitMQ writes them in x-death
-REJECTED, EXPIRED, MAXLEN, DELIVERY_LIMIT = "rejected", "expired", "maxlen", "delivery_limit"
-
-
-class _NoMessage:
-    """What ``refuses_publishes`` asks the limits about: a message with an empty body."""
-
-    __slots__ = ()
-    body = b""
-
-
-_NO_MESSAGE = _NoMessage()
-
+__all__ = ["Queue"]
 
 _DEDUP_ARGS = ("x-message-deduplication", "x-cache-size", "x-cache-ttl", "x-deduplication-header")
 
@@ -110,20 +61,7 @@ def _int_arg(arguments: dict, key: str) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
-class _NoFlowListener:
-    """Where a queue reports that it drained when no server holds publishers (tools, tests)."""
-
-    @staticmethod
-    def drained(queue) -> None:
-        pass
-
-
-class Queue:
-    flow_high = FLOW_HIGH  # class attributes: the server may set other marks (Config)
-    flow_high_bytes = FLOW_HIGH_BYTES
-    # told when a congested queue drained (``drained(queue)``): the server's QueueFlow
-    # (warren/server/queue_flow.py), which resumes the publishers it held for this queue
-    flow_listener = _NoFlowListener()
+class Queue(Expiry, LengthLimits, DeliveryLimit, ConsumerChoice, Paging, FlowMarks):
     # message counts for the HTTP API's message_stats (warren/management/api/stats.py), plain
     # increments by the channel; what was published is ``_seq`` (one per enqueued message)
     stats_deliver = 0  # deliveries to consumers
@@ -203,92 +141,17 @@ class Queue:
         if self.limited and self.overflow == DROP_HEAD and (self.ready or self.paged) and self._over_limit():
             self._drop_over_limit()  # a lower limit applied to a longer queue (RabbitMQ drops the head)
 
-    # --- ready messages ------------------------------------------------------------------
+    # --- taking messages in -------------------------------------------------------------
 
     @property
     def message_count(self) -> int:
         self.expire()
         return len(self.ready) + self.paged
 
-    def expire(self) -> None:
-        """Drop (dead-letter) expired messages from the head of the queue."""
-        ready = self.ready
-        if ready and ready[0][3]:
-            now = time.monotonic()
-            gone = []
-            while ready and ready[0][3] and ready[0][3] <= now:
-                gone.append(ready.popleft())
-            self._expired(gone)
-
-    def _expired(self, entries) -> None:
-        """Entries taken off the ready messages because they expired: forget, dead-letter."""
-        if not entries:
-            return
-        for seq, msg, _, _ in entries:
-            self.ready_bytes -= len(msg.body)
-            self.forget(seq, msg)
-        self._dead_letter([e[1] for e in entries], EXPIRED)
-
     def _dead_letter(self, messages, reason: str) -> None:
         """Messages that left this queue for good because they died: to the DLX, if any."""
         if self.dead_letter_exchange is not None and messages and not self.deleted:
             dead_letter(self, messages, reason)
-
-    # --- timers (Broker.tick) ------------------------------------------------------------
-
-    def _timed(self) -> None:
-        """Ask for ``tick`` calls (messages with a deadline, or x-expires)."""
-        if not self._ticking:
-            self._ticking = True
-            self.vhost.timers.add(self)
-
-    def tick(self, now: float) -> bool:
-        """Expire the head and, with x-expires, delete the queue when unused for that long.
-        Returns whether to keep ticking."""
-        if self.deleted or self.vhost.queues.get(self.name) is not self:
-            self._ticking = False
-            return False
-        if self.expires is not None and not self.consumers and now - self.last_used >= self.expires:
-            self._ticking = False
-            self.vhost.delete_queue(self)
-            return False
-        self.expire()
-        if self.congested:
-            self._check_drained()
-        self._ticking = self.expires is not None or bool(self.ready) or bool(self.paged)
-        return self._ticking
-
-    def touch(self) -> None:
-        """The queue was used (declared, basic.get): x-expires counts from now."""
-        self.last_used = time.monotonic()
-
-    # --- length limits -------------------------------------------------------------------
-
-    def _would_overflow(self, message: "Message") -> bool:
-        if self.max_length is not None and len(self.ready) + self.paged + 1 > self.max_length:
-            return True
-        return (self.max_length_bytes is not None
-                and self.ready_bytes + self.paged_bytes + len(message.body) > self.max_length_bytes)
-
-    def _over_limit(self) -> bool:
-        if self.max_length is not None and len(self.ready) + self.paged > self.max_length:
-            return True
-        return (self.max_length_bytes is not None
-                and self.ready_bytes + self.paged_bytes > self.max_length_bytes)
-
-    def _drop_over_limit(self) -> None:
-        """x-overflow drop-head: drop (dead-letter) from the head until within the limits."""
-        gone = []
-        while self._over_limit():
-            if self.paged and len(self.ready) < PAGE_LOW and self.ready_bytes < PAGE_LOW_BYTES:
-                self.page_in()
-            if not self.ready:
-                break
-            seq, msg, _, _ = self.ready.popleft()
-            self.ready_bytes -= len(msg.body)
-            self.forget(seq, msg)
-            gone.append(msg)
-        self._dead_letter(gone, MAXLEN)
 
     def takes_runs(self) -> bool:
         """Whether ``enqueue_run`` may take a run of messages now: ``publish``'s fast path would
@@ -311,22 +174,6 @@ class Queue:
             memory.unchecked += size + MESSAGE_OVERHEAD * len(messages)
             if memory.unchecked > memory.check_every:
                 memory.check(self)
-
-    def publish_past_limit(self, message: "Message") -> int:
-        """``publish`` of a message another worker routed here and has counted as taken
-        (--worker-mode queues, warren/spread/messages.py): a reject-publish limit does not turn
-        it away; that worker refuses its publishers while ``refuses_publishes`` says so."""
-        if not (self.limited and self.overflow != DROP_HEAD):
-            return self.publish(message)
-        self.limited = False
-        try:
-            return self.publish(message)
-        finally:
-            self.limited = True
-
-    def refuses_publishes(self) -> bool:
-        """Whether a reject-publish limit turns the next message away now (an empty one)."""
-        return self.limited and self.overflow != DROP_HEAD and self._would_overflow(_NO_MESSAGE)
 
     def publish(self, message: "Message") -> int:
         """Enqueue; returns the number of the sync that makes it durable, 0 if none is needed, or
@@ -413,114 +260,6 @@ class Queue:
             self._drop_over_limit()  # after the consumers had their chance, as RabbitMQ
         return need
 
-    # --- flow control --------------------------------------------------------------------
-
-    def _check_congestion(self) -> None:
-        """Publishers outrun the consumers: mark the queue congested (the channel then pauses
-        the connection that published, ``ClientConnection.throttled_by``)."""
-        if (len(self.ready) + self.paged > self.flow_high or self.ready_bytes > self.flow_high_bytes) \
-                and self.consumers:
-            self.congested = True
-
-    def _check_drained(self) -> None:
-        """Called where the backlog shrinks: below the low marks, read the publishers again."""
-        if (not self.consumers or self.deleted
-                or (len(self.ready) + self.paged <= self.flow_high * FLOW_LOW_RATIO
-                    and self.ready_bytes <= self.flow_high_bytes * FLOW_LOW_RATIO)):
-            self.release_flow()
-
-    def release_flow(self) -> None:
-        """No longer congested: the publishers held for this queue are resumed."""
-        self.congested = False
-        self.flow_listener.drained(self)
-
-    # --- paging --------------------------------------------------------------------------
-
-    def _page_write(self, seq: int, message: "Message") -> None:
-        if self.store is not None and message.persistent:
-            return  # already in the durable store
-        if self.spill is None:
-            self.spill = self.durability.open_spill()
-        self.spill.append(seq, message.record)
-
-    def page_out(self) -> None:
-        """Move the tail of the ready messages to disk and enter paging mode."""
-        if self.durability is None:
-            return
-        spill = self.spill
-        if spill is not None and not len(spill):
-            # everything spilled earlier was read back: start a new spill, since a store takes
-            # seqs in increasing order only and the tail may hold messages read back from it
-            spill.delete()
-            self.spill = spill = None
-        spilled_up_to = spill.last_seq if spill is not None else 0
-        ready = self.ready
-        moved = []
-        while len(ready) > PAGE_KEEP or (self.ready_bytes > PAGE_KEEP_BYTES and len(ready) > 1):
-            seq, msg, redelivered, deadline = ready[-1]
-            if redelivered:
-                break  # requeued messages stay in memory (they are few and at the head)
-            if seq <= spilled_up_to and not (self.store is not None and msg.persistent):
-                break  # cannot go back to a spill that is past it
-            ready.pop()
-            moved.append((seq, msg))
-            self.ready_bytes -= len(msg.body)
-        if moved:
-            self.page_boundary = moved[-1][0] - 1
-        self.paged += len(moved)
-        while moved:  # stores take seqs in increasing order; each message (and the store record
-            seq, msg = moved.pop()  # it caches) is freed once written, not after the whole tail
-            self._page_write(seq, msg)
-            self.paged_bytes += len(msg.body)
-        if self.spill is not None:
-            self.spill.flush()  # out of our memory, into the OS (no fsync: not durable)
-
-    def page_in(self) -> None:
-        """Read the next batch of paged messages back into memory, in seq order."""
-        after = self.page_boundary
-        durable = self.store.unacked_after(after, PAGE_BATCH) if self.store is not None else []
-        spilled = self.spill.unacked_after(after, PAGE_BATCH) if self.spill is not None else []
-        if not durable and not spilled:
-            self.paged = 0
-            return
-        merged = sorted([(s, d, self.store) for s, d in durable] + [(s, d, self.spill) for s, d in spilled])
-        now = time.monotonic()
-        read = 0
-        for seq, delivered, store in merged[:PAGE_BATCH]:
-            if read >= PAGE_KEEP_BYTES:
-                break  # large messages: the rest comes back with the next batch
-            exchange, routing_key, properties, body = decode_restored(store.read(seq))
-            msg = Message(exchange, routing_key, properties, body)
-            if store is self.spill:
-                store.ack(seq)  # in memory again; the spill copy is not needed any more
-            ttl = self._ttl_of(msg)
-            self.ready.append((seq, msg, delivered, now + ttl if ttl is not None else 0))
-            self.ready_bytes += len(body)
-            read += len(body)
-            self.paged_bytes -= len(body)
-            self.page_boundary = seq
-            self.paged -= 1
-        if self.paged <= 0:
-            self.paged = 0
-            self.paged_bytes = 0
-        elif self.paged_bytes < 0:
-            self.paged_bytes = 0
-        if self.ready and (self.message_ttl is not None or self.ready[-1][3]):
-            self._timed()
-
-    def _ttl_of(self, message: "Message") -> float | None:
-        """The TTL of a message read back from disk: the lower of queue and message TTL."""
-        props = message.properties
-        if len(props) >= 2 and props[0] & _EXPIRATION_HI:  # decode only then
-            try:
-                message.check_expiration()
-            except Exception:
-                pass  # it was valid when published; keep the message rather than lose it
-        ttl = self.message_ttl
-        if message.ttl is not None and (ttl is None or message.ttl < ttl):
-            ttl = message.ttl
-        return ttl
-
     def restore(self, seq: int, message: "Message", delivered: bool) -> None:
         """Put back a message recovered from the store (start-up), in seq order."""
         ttl = self.message_ttl
@@ -533,6 +272,8 @@ class Queue:
 
     def resume_numbering(self, last_seq: int) -> None:
         self._seq = max(self._seq, last_seq)
+
+    # --- messages leaving for good, or coming back ---------------------------------------
 
     def forget(self, seq: int, message: "Message") -> None:
         """A taken or expired message is gone for good (acked, dropped, delivered without ack)."""
@@ -572,14 +313,6 @@ class Queue:
             else:
                 self.store.mark_delivered(seq)  # so it comes back redelivered after a restart
             self.durability.wrote(self.store)
-
-    def reject(self, seq: int, message: "Message") -> None:
-        """A taken message was rejected or nacked without requeue: gone, and dead-lettered."""
-        info = self._taken.get(seq) if self._taken else None
-        if info is not None:
-            message = info[0]  # as queued, without the x-delivery-count of its delivery
-        self.forget(seq, message)
-        self._dead_letter((message,), REJECTED)
 
     def requeue(self, entries, redelivered: bool = True) -> None:
         """Put taken messages back in their original order, marked redelivered (unless a 0-10
@@ -625,6 +358,8 @@ class Queue:
         else:  # interleaved with earlier requeues: merge
             self.ready = deque(sorted([*self.ready, *entries], key=lambda e: e[0]))
         self.ready_bytes += sum(len(e[1].body) for e in entries)
+
+    # --- handing messages out -------------------------------------------------------------
 
     def take(self, no_ack: bool = False):
         """The next ready (seq, message, redelivered, deadline), or None (basic.get); the message
@@ -672,22 +407,6 @@ class Queue:
             self._check_drained()
         return msg, redelivered
 
-    def _taking(self, seq: int, msg: "Message", deadline: float, no_ack: bool, get: bool = False) -> "Message":
-        """A message with a deadline or a delivery limit leaves for a consumer: remember what a
-        requeue needs, and with a delivery limit give it its x-delivery-count header (as RabbitMQ
-        3.10's quorum queues: from the first return on, and on every basic.get, 0 included)."""
-        if not no_ack:
-            self._taken[seq] = (msg, deadline)
-        if self.delivery_limit is None:
-            return msg
-        count = self._returns.pop(seq, 0) if no_ack else self._returns.get(seq, 0)
-        if not count and not get:
-            return msg
-        try:
-            return with_header(msg, "x-delivery-count", Long(count))
-        except Exception:  # a property list we cannot rewrite goes out as it came
-            return msg
-
     def purge(self) -> int:
         n = len(self.ready) + self.paged
         if self.store is not None:
@@ -709,74 +428,6 @@ class Queue:
         if self.congested:
             self.release_flow()
         return n
-
-    # --- consumers -----------------------------------------------------------------------
-
-    def add_consumer(self, consumer: Consumer) -> None:
-        consumers = self.consumers
-        if self.single_active or not consumers or consumer.priority <= consumers[-1].priority:
-            consumers.append(consumer)  # SAC: registration order decides who is next
-        else:  # after the consumers of its priority and above (highest first)
-            i = next(i for i, c in enumerate(consumers) if c.priority < consumer.priority)
-            consumers.insert(i, consumer)
-            if i <= self._rr:
-                self._rr += 1
-        self._plain = not self.single_active and consumers[0].priority == consumers[-1].priority
-        self.had_consumer = True
-
-    def remove_consumer(self, consumer: Consumer) -> None:
-        try:
-            i = self.consumers.index(consumer)
-        except ValueError:
-            return
-        del self.consumers[i]
-        if i < self._rr:
-            self._rr -= 1
-        consumers = self.consumers
-        self._plain = not self.single_active and (not consumers or consumers[0].priority == consumers[-1].priority)
-        if not consumers:
-            self.last_used = time.monotonic()  # x-expires counts from the last consumer's going
-            if self.congested:
-                self.release_flow()  # nobody drains it now: paging bounds its memory instead
-        if self.auto_delete and not consumers and self.had_consumer:
-            self.vhost.delete_queue(self)
-        elif consumers and self.ready:
-            self.dispatch()  # the next active consumer (SAC) or a lower priority may take over
-
-    def _pick(self) -> Consumer | None:
-        """The consumer for the next delivery when SAC or consumer priorities apply."""
-        consumers = self.consumers
-        if self.single_active:
-            c = consumers[0]
-            return c if c.has_capacity() else None
-        n = len(consumers)
-        i = 0
-        while i < n:  # groups of equal priority, highest first; round-robin inside a group
-            p = consumers[i].priority
-            j = i + 1
-            while j < n and consumers[j].priority == p:
-                j += 1
-            size = j - i
-            start = self._priority_rr.get(p, 0)
-            for step in range(size):
-                k = (start + step) % size
-                c = consumers[i + k]
-                if c.has_capacity():
-                    self._priority_rr[p] = (k + 1) % size
-                    return c
-            i = j
-        return None
-
-    def _can_deliver_now(self) -> bool:
-        """Whether a message published now would go straight to a consumer (TTL 0)."""
-        if not self.consumers:
-            return False
-        if self.single_active:
-            return self.consumers[0].has_capacity()
-        return any(c.has_capacity() for c in self.consumers)
-
-    def has_exclusive_consumer(self) -> bool:
-        return any(c.exclusive for c in self.consumers)
 
     def dispatch(self) -> None:
         """Deliver ready messages to consumers with capacity, round-robin."""

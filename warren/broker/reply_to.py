@@ -40,7 +40,7 @@ class ReplyConsumer:
     """A channel's reply consumer; also the destination a reply is routed to."""
 
     __slots__ = ("tag", "tag_ss", "token", "channel")
-    congested = False  # replies go straight to a socket: no backlog, no flow control (queue.py)
+    congested = False  # replies go straight to a socket: no backlog, no flow control (queues/flow_marks.py)
     # what code handling queues and consumers reads of a route destination or a consumer:
     # a reply consumer is neither a named queue (dead_letter.py's cycle check) nor reads one
     name = None

@@ -17,8 +17,10 @@ from warren.broker.dead_letter import REROUTE_ARGUMENT, dead_letter
 from warren.broker.dedup import check_arguments as check_dedup_arguments
 from warren.broker.message import Message
 from warren.broker.policies import effective_arguments, pick
-from warren.broker.queue import OVERFLOW_MODES, PAGE_KEEP, Queue
-from warren.broker.queues import new_queue
+from warren.broker.queue import Queue
+from warren.broker.queues.length_limits import OVERFLOW_MODES
+from warren.broker.queues.paging import PAGE_KEEP
+from warren.broker.queues.factory import new_queue
 from warren.broker.queues.stream_args import check_stream_declare, is_stream_declare
 from warren.broker.queues.quorum_args import (
     QUORUM_GENERIC_SKIPPED, check_classic_declare, check_queue_type, check_quorum_declare, is_quorum_declare,

@@ -6,7 +6,7 @@ schedule one flush per loop iteration (``want_flush``), so frames leave in batch
 Flow control, outgoing: ``pause_writing``/``resume_writing`` stop and restart deliveries to
 this client. Incoming: we stop reading from a connection (TCP then pushes back on the client)
 while a resource alarm is raised (flow_control.py) or while a queue it published to is
-congested (``throttle``: the queue's backlog passed its flow mark, queue.py), and read again
+congested (``throttle``: the queue's backlog passed its flow mark, queues/flow_marks.py), and read again
 when the alarm clears or the queue drains (the server's ``QueueFlow``, queue_flow.py, keeps
 which connection waits for which queue and calls ``flow_released``). A throttled connection is read again after
 ``FLOW_MAX_PAUSE_S`` anyway, for one publish: a consumer that never acks, or two connections
@@ -366,7 +366,7 @@ class AMQPConnection(asyncio.Protocol):
         self._turn_scheduled = True
         self.loop.call_soon(self._next_turn)
 
-    # --- flow control: congested queues (queue.py) ----------------------------------------
+    # --- flow control: congested queues (queues/flow_marks.py) ----------------------------
 
     def throttle(self, queue) -> None:
         """We published to a congested queue: stop reading until ``flow_released``."""

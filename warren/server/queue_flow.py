@@ -1,7 +1,7 @@
 """Flow control for congested queues: which connections a queue's backlog holds back.
 
 A queue with consumers whose backlog passes its flow mark is *congested* (``Queue.congested``,
-``warren/broker/queue.py``). A connection that publishes to it is held: the glue stops reading
+``warren/broker/queues/flow_marks.py``). A connection that publishes to it is held: the glue stops reading
 from it (``AMQPConnection.throttle``), so TCP pushes back on the publisher, until the queue
 drains to its low mark. The broker never holds a connection: a queue only tells the one
 ``QueueFlow`` of the server that it drained (``drained``, the queue's ``flow_listener``), and

@@ -148,7 +148,7 @@ class Server:
         self.fsync_worker = FsyncWorker()
         loop.add_reader(self.fsync_worker.fileno(), self._fsyncs_completed)
         self._commits: dict[int, _GroupCommit] = {}
-        # the flow-control marks of every queue (warren/broker/queue.py); 0 turns a mark off
+        # the flow-control marks of every queue (warren/broker/queues/flow_marks.py); 0 turns a mark off
         Queue.flow_high = config.queue_flow_high or sys.maxsize
         Queue.flow_high_bytes = config.queue_flow_high_bytes or sys.maxsize
         # the publishers congested queues hold back; the queues tell it when they drain

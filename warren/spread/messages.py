@@ -22,7 +22,7 @@ import concurrent.futures
 import logging
 
 from warren.broker.message import Message, shared_name
-from warren.broker.queue import REFUSED, REJECT_PUBLISH_DLX
+from warren.broker.queues.length_limits import REFUSED, REJECT_PUBLISH_DLX
 from warren.codec.handover import encode_batch, take_batch
 from warren.errors import AMQPError
 from warren.protocol.amqp0_10.channel import PublishedMessage

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from warren.broker.queue import REFUSED, Queue
-from warren.broker.queues import LastValueQueue, new_queue, queue_class
+from warren.broker.queue import Queue
+
+from warren.broker.queues.length_limits import REFUSED
+from warren.broker.queues.factory import new_queue, queue_class
+from warren.broker.queues.last_value import LastValueQueue
 from warren.broker.vhost import VirtualHost
 
 from .helpers import consumer, delivered, drain, msg

@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 
 from warren.broker.queue import Queue
-from warren.broker.queues import GroupQueue, queue_class
+from warren.broker.queues.factory import queue_class
+from warren.broker.queues.message_groups import GroupQueue
 from warren.broker.vhost import VirtualHost
 
 from .helpers import consumer, delivered, drain, msg, settle

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from warren.broker.message import Message
 from warren.broker.queue import Queue
-from warren.broker.queues import PriorityQueue, PriorityReady, QpidPriorityQueue, new_queue, queue_class
+from warren.broker.queues.factory import new_queue, queue_class
+from warren.broker.queues.priority import PriorityQueue, PriorityReady, QpidPriorityQueue
 from warren.broker.queues.priority import qpid_level
 from warren.broker.vhost import VirtualHost
 from warren.spec.amqp0_9_1 import BasicProperties

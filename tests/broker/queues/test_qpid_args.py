@@ -5,7 +5,10 @@ from __future__ import annotations
 import pytest
 
 from warren.broker.queue import Queue
-from warren.broker.queues import GroupQueue, LastValueQueue, PriorityQueue, QpidPriorityQueue, new_queue, queue_class
+from warren.broker.queues.factory import new_queue, queue_class
+from warren.broker.queues.last_value import LastValueQueue
+from warren.broker.queues.message_groups import GroupQueue
+from warren.broker.queues.priority import PriorityQueue, QpidPriorityQueue
 from warren.broker.queues.qpid_args import QpidLimits, check, fairshare_limits, with_limits
 from warren.broker.vhost import VirtualHost
 from warren.errors import PreconditionFailed

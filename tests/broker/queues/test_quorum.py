@@ -7,8 +7,9 @@ import pytest
 
 from warren.broker.durability import Durability
 from warren.broker.message import Message
-from warren.broker.queue import REFUSED
-from warren.broker.queues import QuorumQueue, queue_class, queue_type
+from warren.broker.queues.length_limits import REFUSED
+from warren.broker.queues.factory import queue_class, queue_type
+from warren.broker.queues.quorum import QuorumQueue
 from warren.broker.queues.quorum import DEFAULT_DELIVERY_LIMIT, QuorumReady
 from warren.broker.queues.quorum_args import check_queue_type, check_quorum_declare
 from warren.broker.vhost import VirtualHost

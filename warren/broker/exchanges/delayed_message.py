@@ -100,7 +100,7 @@ class _Hold:
     """The destination a delayed message is routed to: publishing it holds the message."""
 
     __slots__ = ("exchange", "keys", "delay")
-    congested = False  # a held message never fills a queue: no flow control from here (queue.py)
+    congested = False  # a held message never fills a queue: no flow control from here (queues/flow_marks.py)
 
     def __init__(self, exchange: "DelayedMessageExchange", keys, delay: int) -> None:
         self.exchange = exchange

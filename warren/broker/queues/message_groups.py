@@ -28,7 +28,9 @@ from __future__ import annotations
 import time
 from bisect import bisect_left
 
-from warren.broker.queue import PAGE_LOW, PAGE_LOW_BYTES, Queue
+from warren.broker.queue import Queue
+
+from warren.broker.queues.paging import PAGE_LOW, PAGE_LOW_BYTES
 from warren.broker.queues.qpid_args import DEFAULT_GROUP, group_header, header_key
 
 __all__ = ["GroupQueue"]

@@ -28,7 +28,9 @@ from __future__ import annotations
 
 from collections import deque
 
-from warren.broker.queue import MAXLEN, Queue
+from warren.broker.dead_letter import MAXLEN
+
+from warren.broker.queue import Queue
 from warren.broker.queues.qpid_args import fairshare_limits, priority_levels
 from warren.codec.properties import PRIORITY_FLAG
 

@@ -36,12 +36,12 @@ from __future__ import annotations
 
 import logging
 import sys
-import time
 from collections import deque
 
 from warren.broker.dead_letter import dead_letter_targets, make_dead_letter
 from warren.broker.message import Message
-from warren.broker.queue import DROP_HEAD, REFUSED, REJECT_PUBLISH, REJECT_PUBLISH_DLX, Queue
+from warren.broker.queue import Queue
+from warren.broker.queues.length_limits import DROP_HEAD, REFUSED, REJECT_PUBLISH, REJECT_PUBLISH_DLX
 from warren.broker.queues.priority import message_priority
 from warren.broker.queues.quorum_args import AT_LEAST_ONCE, AT_MOST_ONCE, QUORUM_TYPE
 from warren.errors import NotImplemented_

@@ -28,7 +28,8 @@ import struct
 import time
 
 from warren.broker.message import Message
-from warren.broker.queue import DROP_HEAD, Queue
+from warren.broker.queue import Queue
+from warren.broker.queues.length_limits import DROP_HEAD
 from warren.broker.queues.stream_args import (
     MAX_SEGMENT_SIZE, STREAM_TYPE, check_stream_consumer, invalid_offset, parse_duration, stream_settings,
 )

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from warren.broker.durability import Durability
 from warren.broker.message import Message
-from warren.broker.queue import PAGE_BATCH, PAGE_KEEP, Queue
+from warren.broker.queue import Queue
+from warren.broker.queues.paging import PAGE_BATCH, PAGE_KEEP
 from warren.broker.vhost import VirtualHost
 
 
