@@ -10,7 +10,8 @@ import zlib
 
 import pytest
 
-from warren.server.ownership import LEGACY_PLACEMENT, PLACEMENT, LayoutMismatch, check_layout, place
+from warren.server.ownership import LEGACY_PLACEMENT, PLACEMENT, LayoutMismatch, check_layout, check_single, place
+from warren.store.definitions import DefinitionsStore
 from warren.spread import queue_owner
 from warren.server.workers import owner_of
 
@@ -78,3 +79,24 @@ def test_another_count_or_mode_is_refused_with_both_named(tmp_path, workers, mod
         check_layout(tmp_path, workers, mode)
     assert "written by --workers 2 --worker-mode queues" in str(e.value)
     assert f"this start has --workers {workers} --worker-mode {mode}" in str(e.value)
+
+
+def test_one_process_refuses_a_folder_that_workers_wrote(tmp_path):
+    check_single(tmp_path)  # nothing there: fine
+    check_layout(tmp_path, 2, "vhosts")
+    with pytest.raises(LayoutMismatch) as e:
+        check_single(tmp_path)
+    assert "written by --workers 2 --worker-mode vhosts" in str(e.value)
+
+
+def test_workers_refuse_a_folder_that_one_process_wrote_definitions_in(tmp_path):
+    log = DefinitionsStore(tmp_path / "definitions.log", fsync=False)
+    log.close()
+    assert check_layout(tmp_path, 2, "queues") == PLACEMENT  # only the log's header: nothing to lose
+    (tmp_path / "workers" / "layout.json").unlink()
+    log = DefinitionsStore(tmp_path / "definitions.log", fsync=False)
+    log.declare_queue("/", "jobs", True)
+    log.close()
+    with pytest.raises(LayoutMismatch) as e:
+        check_layout(tmp_path, 2, "queues")
+    assert "run as one process" in str(e.value)

@@ -145,7 +145,7 @@ def test_a_start_with_another_worker_count_or_mode_is_refused_and_the_data_stays
         publish_confirmed(b, "a", "kept", 5)
     finally:
         b.stop()
-    for other in (("--workers", "3"), ("--workers", "2", "--worker-mode", "queues")):
+    for other in (("--workers", "3"), ("--workers", "2", "--worker-mode", "queues"), ("--workers", "1")):
         with pytest.raises(RuntimeError) as e:
             launch_broker(tmp_path, *other, *args[2:], data_dir=b.data_dir)
         assert "was written by --workers 2 --worker-mode vhosts" in str(e.value), str(e.value)
@@ -155,6 +155,23 @@ def test_a_start_with_another_worker_count_or_mode_is_refused_and_the_data_stays
             assert c.channel().queue_declare("kept", passive=True).method.message_count == 5
     finally:
         b.stop()
+
+
+def test_workers_refuse_the_data_folder_of_one_process(tmp_path):
+    one = launch_broker(tmp_path, "--workers", "1")
+    try:
+        publish_confirmed(one, "/", "kept", 3)
+    finally:
+        one.stop()
+    with pytest.raises(RuntimeError) as e:
+        launch_broker(tmp_path, "--workers", "2", data_dir=one.data_dir)
+    assert "run as one process" in str(e.value), str(e.value)
+    one = launch_broker(tmp_path, "--workers", "1", data_dir=one.data_dir)
+    try:
+        with connect(one, "/") as c:
+            assert c.channel().queue_declare("kept", passive=True).method.message_count == 3
+    finally:
+        one.stop()
 
 
 def test_workers_stop_when_the_supervisor_is_killed(two_workers):

@@ -11,6 +11,9 @@ A data folder keeps the rule it was written with, and the worker count and mode,
 ``workers/layout.json``: a folder from before that file (workers' folders, no layout) keeps
 placement 1, and a start with another ``--workers`` or ``--worker-mode`` than the folder's is
 refused with the reason, since each worker would look for its data where another one left it.
+The same holds between one process and workers: one process keeps its data in the folder
+itself (``definitions.log`` and the stores beside it), workers each in ``workers/<i>``, and
+neither would see the other's.
 """
 
 from __future__ import annotations
@@ -22,13 +25,15 @@ import re
 import zlib
 from pathlib import Path
 
+from warren.store.record import KIND_DEFINITIONS, file_header
 from warren.store.segment import fsync_dir
 
-__all__ = ["PLACEMENT", "LEGACY_PLACEMENT", "place", "LayoutMismatch", "check_layout"]
+__all__ = ["PLACEMENT", "LEGACY_PLACEMENT", "place", "LayoutMismatch", "check_layout", "check_single"]
 
 PLACEMENT = 2  # what a new data folder gets
 LEGACY_PLACEMENT = 1  # crc32 of the whole key, folders written before layout.json
 LAYOUT_FILE = "layout.json"
+ONE_PROCESS_LOG = "definitions.log"  # one process's topology log (warren/broker/durability.py)
 _TRAILING_NUMBER = re.compile(r"(\d{1,18})$")
 
 
@@ -54,6 +59,12 @@ def check_layout(data_dir: Path, workers: int, mode: str) -> int:
     folder was written with another count or mode."""
     root = data_dir / "workers"
     path = root / LAYOUT_FILE
+    if _one_process_data(data_dir):
+        raise LayoutMismatch(
+            f"the data folder {data_dir} holds the definitions of a broker run as one process (without "
+            f"--workers), which worker processes would not see; start without --workers (this start has "
+            f"--workers {workers} --worker-mode {mode}), or move the messages to a node with a new data "
+            "folder first (a shovel, or definitions export and import)")
     if path.exists():
         layout = json.loads(path.read_text())
         if (layout.get("workers"), layout.get("mode")) != (workers, mode):
@@ -75,3 +86,28 @@ def check_layout(data_dir: Path, workers: int, mode: str) -> int:
     os.replace(tmp, path)
     fsync_dir(root)
     return layout["placement"]
+
+
+def check_single(data_dir: Path) -> None:
+    """A start as one process: refused (LayoutMismatch) where worker processes keep the data."""
+    root = data_dir / "workers"
+    path = root / LAYOUT_FILE
+    if path.exists():
+        layout = json.loads(path.read_text())
+        written = f"--workers {layout.get('workers')} --worker-mode {layout.get('mode')}"
+    elif root.is_dir() and any(p.name.isdigit() for p in root.iterdir()):
+        written = "--workers N (the folder has workers' folders and no layout file)"
+    else:
+        return
+    raise LayoutMismatch(
+        f"the data folder {data_dir} was written by {written}, and its vhosts' and queues' data lie "
+        "in the workers' folders, which one process would not see; start with those options, or move "
+        "the messages to a node with a new data folder first (a shovel, or definitions export and import)")
+
+
+def _one_process_data(data_dir: Path) -> bool:
+    """Whether one process's topology log holds anything (more than its header)."""
+    try:
+        return (data_dir / ONE_PROCESS_LOG).stat().st_size > len(file_header(KIND_DEFINITIONS))
+    except FileNotFoundError:
+        return False

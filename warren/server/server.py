@@ -518,6 +518,11 @@ def run(config: Config) -> None:
         except RuntimeError as e:  # a worker did not start (it said why on stderr)
             raise StartupError(str(e)) from None
         return
+    from warren.server.ownership import LayoutMismatch, check_single
+    try:
+        check_single(config.data_dir)  # a folder that worker processes wrote
+    except LayoutMismatch as e:
+        raise StartupError(str(e)) from None
     tune_young_collections()
     loop = new_event_loop(config.loop)
     asyncio.set_event_loop(loop)
