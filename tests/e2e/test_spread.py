@@ -335,6 +335,46 @@ def test_a_congested_queue_holds_a_publisher_on_another_worker(tmp_path):
         b.stop()
 
 
+def test_a_memory_alarm_on_the_owner_blocks_a_publisher_on_another_worker(tmp_path):
+    """The owner's memory alarm blocks the node's publishers, as a RabbitMQ cluster's does: a
+    publisher that stays on its worker and floods the other worker's queue is blocked, and
+    released once the queue is deleted (before, it was never blocked and the owner grew)."""
+    b = spread_node(tmp_path, "--memory-high-watermark", str(32 << 20), "--memory-budget", "0")
+    try:
+        pub = connect(b, "alarm-pub")
+        seen = {"blocked": 0, "unblocked": 0}
+        pub.add_on_connection_blocked_callback(lambda c, f: seen.__setitem__("blocked", seen["blocked"] + 1))
+        pub.add_on_connection_unblocked_callback(lambda c, f: seen.__setitem__("unblocked", seen["unblocked"] + 1))
+        home = worker_of(b, "alarm-pub")
+        [q] = owned_by(1 - home, "spread-alarm")
+        ch = pub.channel()
+        stay(ch)
+        ch = pub.channel()
+        ch.queue_declare(q)
+        sent = 0
+        while not seen["blocked"] and sent < 400 << 20:
+            ch.basic_publish("", q, b"m" * (64 << 10))
+            sent += 64 << 10
+            pub.process_data_events(time_limit=0)
+        deadline = time.monotonic() + 10
+        while not seen["blocked"] and time.monotonic() < deadline:
+            pub.process_data_events(time_limit=0.1)
+        assert seen["blocked"] == 1, f"not blocked after {sent} octets"
+        assert worker_of(b, "alarm-pub") == home  # it stayed: the alarm crossed, not the publisher
+        other = connect(b)
+        other.channel().queue_delete(q)
+        deadline = time.monotonic() + 10
+        while not seen["unblocked"] and time.monotonic() < deadline:
+            pub.process_data_events(time_limit=0.1)
+        assert seen["unblocked"] == 1
+        log = b.log()
+        assert f"memory (worker {1 - home}) alarm raised" in log and f"memory (worker {1 - home}) alarm cleared" in log
+        other.close()
+        pub.close()
+    finally:
+        b.stop()
+
+
 def test_an_amqp_0_10_session_uses_queues_on_either_worker(node):
     """0-10 definitions go through worker 0, and a subscription to a queue another worker owns
     keeps its credit there (warren/spread/channel_0_10.py). One of the two queues is the other

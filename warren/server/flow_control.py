@@ -54,6 +54,8 @@ class ResourceAlarms:
         self.disk_free_limit = disk_free_limit
         self.memory_limit = memory_limit  # octets (0 = no memory alarm)
         self.raised: set[str] = set()
+        # --worker-mode queues: told of a change of this worker's own alarms (Spread.alarm_changed)
+        self.on_local_change = None
         self._timer = None
         self.memory = server.broker.memory  # the accounting and the alarm's decisions (memory.py)
         self.memory.set_watermark(memory_limit, on_alarm=self._memory_alarm)
@@ -107,8 +109,12 @@ class ResourceAlarms:
         """MemoryBudget.check decided (in a publish, or in ``check``)."""
         self.set_alarm("memory", raised, detail)
 
-    def set_alarm(self, name: str, on: bool, detail: str = "") -> None:
+    def set_alarm(self, name: str, on: bool, detail: str = "", local: bool = True) -> None:
+        """Raise or clear alarm ``name``; ``local`` False for another worker's (``--worker-mode
+        queues``: its publishers may be ours, so its alarm blocks ours too, as a RabbitMQ
+        cluster's does on every node), which is not told on."""
         was_blocked = bool(self.raised)
+        changed = on != (name in self.raised)
         if on and name not in self.raised:
             log.warning("%s alarm raised: %s; publishers are blocked", name, detail)
             self.raised.add(name)
@@ -116,6 +122,8 @@ class ResourceAlarms:
             log.warning("%s alarm cleared", name)
             self.raised.discard(name)
         blocked = bool(self.raised)
+        if changed and local and self.on_local_change is not None:
+            self.on_local_change(name, on, detail)
         if blocked != was_blocked:
             for conn in list(self.server.connections):
                 conn.set_blocked(blocked, self.reason())
@@ -123,6 +131,11 @@ class ResourceAlarms:
     @property
     def blocked(self) -> bool:
         return bool(self.raised)
+
+    def resources(self) -> set[str]:
+        """The resources alarmed on the node: ours and, with --worker-mode queues, the other
+        workers' ("memory (worker 1)" is "memory")."""
+        return {name.split(" (worker ")[0] for name in self.raised}
 
     def reason(self) -> str:
         return "low on " + " and ".join(sorted(self.raised)) if self.raised else ""

@@ -180,6 +180,8 @@ class Server:
                  "per client %d octets (docs/security.md)", open_files, self.handshake_gate.limit or "any",
                  config.connection_max or "unlimited", self.output_max)
         self.alarms = ResourceAlarms(self, config.data_dir, config.disk_free_limit, config.memory_limit())
+        if self.spread is not None:
+            self.spread.alarms = self.alarms
         self.connections: set[AMQPConnection] = set()
         self._listener: asyncio.AbstractServer | None = None
         self._stop = asyncio.Event()

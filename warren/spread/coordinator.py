@@ -28,7 +28,7 @@ log = logging.getLogger("warren.spread")
 
 # one-way messages that set what this worker knows of another's queues: op -> Spread's method
 _STATE_MESSAGES = {"congested": "_remote_congestion", "full": "_remote_full", "locked": "_locked",
-                   "unlock": "_unlock_remote"}
+                   "unlock": "_unlock_remote", "alarm": "_remote_alarm"}
 
 
 class Spread(Definitions, Forwarding, Consumers):
@@ -50,6 +50,7 @@ class Spread(Definitions, Forwarding, Consumers):
         self._replies: dict = {}  # (worker, vhost) -> RemoteReply: direct reply-to consumers there
         self.on_failure = None  # the server's: a link closed while the node runs
         self.parameters = None  # the runtime parameters' store (the server's), which "reread" refreshes
+        self.alarms = None  # the server's ResourceAlarms: ours are told to the others, theirs block ours
         self.api = None  # our HTTP API's rows and acts, for the others' APIs (warren/management/api/merged.py)
         # stopping: this worker (``stop``), and the others that said so; a link that closes then
         # is the node stopping, not a worker dying
@@ -72,6 +73,23 @@ class Spread(Definitions, Forwarding, Consumers):
         await self.links.start(self)
         log.info("worker %d of %d: linked to workers %s", self.index, self.count,
                  ", ".join(map(str, self.links.peers)) or "-")
+        if self.alarms is not None:  # raised before the links were up (the disk, at start)
+            self.alarms.on_local_change = self.alarm_changed
+            for name in list(self.alarms.raised):
+                if " (worker " not in name:
+                    self.alarm_changed(name, True, "raised before the workers were linked")
+
+    # --- resource alarms: one worker's blocks the node's publishers -----------------------------
+
+    def alarm_changed(self, name: str, on: bool, detail: str) -> None:
+        """Our memory or disk alarm was raised or cleared: the others block or release their
+        publishers too, since what those publish may be queued here (a forward to our queues)."""
+        for peer in self.links.peers:
+            self.tell(peer, "alarm", self.index, name, on, detail)
+
+    def _remote_alarm(self, worker: int, name: str, on: bool, detail: str) -> None:
+        if self.alarms is not None:
+            self.alarms.set_alarm(f"{name} (worker {worker})", on, detail, local=False)
 
     def stop(self) -> None:
         """The node stops (SIGTERM reaches every worker): say so, so that the others take our

@@ -32,7 +32,7 @@ def _failed(reason: str, **extra) -> web.Response:
 
 def _alarms(request: web.Request) -> list[dict]:
     server = request.app[SERVER]
-    raised = server.alarms.raised if server is not None else set()
+    raised = server.alarms.resources() if server is not None else set()
     return [{"node": node_name(), "resource": name} for name in sorted(raised)]
 
 
