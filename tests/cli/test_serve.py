@@ -139,7 +139,7 @@ def test_a_port_in_use_is_one_line(tmp_path, which):
 
 
 def test_a_second_broker_on_the_same_data_folder_is_refused(start_broker, tmp_path):
-    b = start_broker()
+    b = start_broker("--workers", "1")  # one process, as the second one (a workers' folder is refused by it)
     r = serve("--data-dir", str(b.data_dir), "--port", "0", "--http-port", "-1")
     line = one_line_error(r)
     assert f"data folder {b.data_dir} is in use by another warren serve (pid {b.proc.pid})" in line

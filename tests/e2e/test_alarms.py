@@ -160,6 +160,10 @@ def test_memory_alarm_clears_when_a_consumer_catches_up(start_broker, uid):
             consumer.process_data_events(time_limit=0.05)
         pub.process_data_events(time_limit=0)
     assert seen["unblocked"] == 1
+    # what the publisher's client still had buffered flows in once unblocked, and could raise the
+    # alarm again (a blocked connection is not read: its close-ok would never come); none of it
+    # is queued once the queue is gone
+    cch.queue_delete(queue)
     consumer.close()
     pub.close()
 

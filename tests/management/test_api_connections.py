@@ -90,8 +90,9 @@ def test_definitions_at_startup(start_broker, tmp_path, uid):
     path = tmp_path / "defs.json"
     path.write_text(json.dumps(defs))
     b = start_broker("--definitions", str(path))
-    assert call(b.http_url, "GET", "/api/queues/boot/bq")[1]["policy"] == "cap"
-    assert call(b.http_url, "GET", "/api/exchanges/boot/bx/bindings/source")[1][0]["destination"] == "bq"
+    api = b.http_url_for("boot")  # with --workers, the API of the worker that owns the vhost
+    assert call(api, "GET", "/api/queues/boot/bq")[1]["policy"] == "cap"
+    assert call(api, "GET", "/api/exchanges/boot/bx/bindings/source")[1][0]["destination"] == "bq"
     assert call(b.http_url, "GET", f"/api/users/boot-{uid}")[1]["tags"] == ["administrator"]
     assert "definitions loaded from" in b.log()
     # a file that cannot be imported stops the start with the reason
