@@ -615,6 +615,31 @@ def test_dtx_prepare_of_a_branch_that_accepted_another_workers_message_is_refuse
     assert sorted(outcomes, key=str) == sorted([0, (540, True)], key=str)
 
 
+def test_a_queue_full_from_its_declaration_nacks_the_first_publish_on_another_worker(node):
+    """x-max-length 0 with reject-publish refuses every message: the owner's word that it is full
+    comes with the queue's record on every worker, so even the first publish that crosses is
+    nacked (before, it was taken past the limit and acked: CI's whole-suite run in the mode)."""
+    pub = connect(node, "full-at-once")
+    here = worker_of(node, "full-at-once")
+    full, roomy = owned_by(1 - here, "spread-full0")[0], owned_by(here, "spread-full0")[0]
+    ch = pub.channel()
+    stay(ch)  # a fanout's publisher stays where it is in any case; this one surely does
+    ch = pub.channel()
+    ch.exchange_declare("spread-full0-fan", "fanout")
+    ch.queue_declare(full, arguments={"x-max-length": 0, "x-overflow": "reject-publish"})
+    ch.queue_declare(roomy)
+    for q in (full, roomy):
+        ch.queue_bind(q, "spread-full0-fan")
+    ch.confirm_delivery()
+    for _ in range(3):
+        with pytest.raises(pika.exceptions.NackError):
+            ch.basic_publish("spread-full0-fan", "", b"m")
+    assert worker_of(node, "full-at-once") == here
+    assert ch.queue_declare(full, passive=True).method.message_count == 0
+    assert ch.queue_declare(roomy, passive=True).method.message_count == 3  # a nack, yet queued there (as RabbitMQ)
+    pub.close()
+
+
 @pytest.mark.parametrize("overflow", ["reject-publish", "reject-publish-dlx"])
 def test_reject_publish_on_another_worker_nacks_and_never_drops_a_confirmed_message(node, overflow):
     """x-overflow reject-publish on a queue another worker owns, from a publisher that cannot

@@ -169,7 +169,8 @@ class Definitions:
         else:
             made = await self.ask(owner, "create_queue", v.name, name, durable, exclusive, auto_delete,
                                             arguments, ref, server_named)
-        record = (v.name, name, owner, made["durable"], auto_delete, arguments, ref if exclusive else None)
+        record = (v.name, name, owner, made["durable"], auto_delete, arguments, ref if exclusive else None,
+                  made["full"])
         if owner != self.index:
             self._add_record(*record)
         await self.links.broadcast("record", *record, skip=owner)
@@ -243,13 +244,20 @@ class Definitions:
             no_local(q)
         if exclusive and session is not None and q.exclusive_owner is session:
             session.exclusive_queues.add(q)
-        return {"durable": q.durable, "messages": q.message_count, "consumers": len(q.consumers)}
+        # full from the start (x-max-length 0 with reject-publish): every worker's record says so
+        # before the declare-ok, so the first publish anywhere is refused as in one process; the
+        # tick tells them when it has room (check_full)
+        full = q.overflow if q.refuses_publishes() else None
+        if full is not None:
+            self._full_told[q] = set(self.links.peers)
+        return {"durable": q.durable, "messages": q.message_count, "consumers": len(q.consumers), "full": full}
 
-    def _add_record(self, vhost, name, owner, durable, auto_delete, arguments, ref) -> None:
+    def _add_record(self, vhost, name, owner, durable, auto_delete, arguments, ref, full=None) -> None:
         v = self._vhost(vhost)
         if name in v.remote_queues or name in v.queues:
             return
-        v.remote_queues[name] = RemoteQueue(self, vhost, name, owner, durable, auto_delete, arguments, ref)
+        q = v.remote_queues[name] = RemoteQueue(self, vhost, name, owner, durable, auto_delete, arguments, ref)
+        q.full = full  # the owner's word at declaration (x-overflow reject-publish), as a "full" message
         if durable and v.durability is not None:  # so that bindings to it are restored (restore_queue)
             v.durability.definitions.declare_queue(vhost, name, durable, auto_delete, arguments)
 
