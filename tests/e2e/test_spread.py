@@ -192,13 +192,7 @@ def test_a_fanout_message_crosses_in_order_with_its_properties_and_ttl(node):
 
 
 def test_consumers_of_another_workers_queue_get_prefetch_acks_and_requeue_on_close(node):
-    pub = connect(node, "c-pub")
-    home = worker_of(node, "c-pub")
-    [q] = owned_by(1 - home, "spread-cons")
-    ch = pub.channel()
-    stay(ch)
-    ch = pub.channel()
-    ch.queue_declare(q)
+    pub, ch, home, q = staying_on_its_worker(node, "c-pub", "spread-cons")
     ch.confirm_delivery()
     for i in range(20):
         ch.basic_publish("", q, b"%d" % i)  # from the other worker: each crosses
@@ -293,6 +287,18 @@ def test_persistent_confirmed_messages_on_both_workers_survive_kill_9(tmp_path):
         b.stop()
 
 
+def staying_on_its_worker(b, name: str, prefix: str):
+    """(connection, channel, its worker, a declared queue the other worker owns): a connection
+    named ``name`` that stays where it landed (``stay``) and so crosses to that queue."""
+    conn = connect(b, name)
+    home = worker_of(b, name)
+    [q] = owned_by(1 - home, prefix)
+    stay(conn.channel())
+    ch = conn.channel()
+    ch.queue_declare(q)
+    return conn, ch, home, q
+
+
 def test_a_congested_queue_holds_a_publisher_on_another_worker(tmp_path):
     b = spread_node(tmp_path, "--queue-flow-high", "50")
     try:
@@ -341,16 +347,10 @@ def test_a_memory_alarm_on_the_owner_blocks_a_publisher_on_another_worker(tmp_pa
     released once the queue is deleted (before, it was never blocked and the owner grew)."""
     b = spread_node(tmp_path, "--memory-high-watermark", str(32 << 20), "--memory-budget", "0")
     try:
-        pub = connect(b, "alarm-pub")
+        pub, ch, home, q = staying_on_its_worker(b, "alarm-pub", "spread-alarm")
         seen = {"blocked": 0, "unblocked": 0}
         pub.add_on_connection_blocked_callback(lambda c, f: seen.__setitem__("blocked", seen["blocked"] + 1))
         pub.add_on_connection_unblocked_callback(lambda c, f: seen.__setitem__("unblocked", seen["unblocked"] + 1))
-        home = worker_of(b, "alarm-pub")
-        [q] = owned_by(1 - home, "spread-alarm")
-        ch = pub.channel()
-        stay(ch)
-        ch = pub.channel()
-        ch.queue_declare(q)
         sent = 0
         while not seen["blocked"] and sent < 400 << 20:
             ch.basic_publish("", q, b"m" * (64 << 10))

@@ -149,10 +149,15 @@ def test_a_start_with_another_worker_count_or_mode_is_refused_and_the_data_stays
         with pytest.raises(RuntimeError) as e:
             launch_broker(tmp_path, *other, *args[2:], data_dir=b.data_dir)
         assert "was written by --workers 2 --worker-mode vhosts" in str(e.value), str(e.value)
-    b = launch_broker(tmp_path, *args, data_dir=b.data_dir)
+    assert kept_after_start(tmp_path, args, b.data_dir, "a") == 5
+
+
+def kept_after_start(tmp_path, args, data_dir, vhost: str) -> int:
+    """Start a broker with ``args`` on ``data_dir``: the messages of ``vhost``'s queue "kept"."""
+    b = launch_broker(tmp_path, *args, data_dir=data_dir)
     try:
-        with connect(b, "a") as c:
-            assert c.channel().queue_declare("kept", passive=True).method.message_count == 5
+        with connect(b, vhost) as c:
+            return c.channel().queue_declare("kept", passive=True).method.message_count
     finally:
         b.stop()
 
@@ -166,12 +171,7 @@ def test_workers_refuse_the_data_folder_of_one_process(tmp_path):
     with pytest.raises(RuntimeError) as e:
         launch_broker(tmp_path, "--workers", "2", data_dir=one.data_dir)
     assert "run as one process" in str(e.value), str(e.value)
-    one = launch_broker(tmp_path, "--workers", "1", data_dir=one.data_dir)
-    try:
-        with connect(one, "/") as c:
-            assert c.channel().queue_declare("kept", passive=True).method.message_count == 3
-    finally:
-        one.stop()
+    assert kept_after_start(tmp_path, ("--workers", "1"), one.data_dir, "/") == 3
 
 
 def test_workers_stop_when_the_supervisor_is_killed(two_workers):

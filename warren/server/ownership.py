@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import zlib
 from pathlib import Path
 
+from warren.store.node_file import replace_durably
 from warren.store.record import KIND_DEFINITIONS, file_header
-from warren.store.segment import fsync_dir
 
 __all__ = ["PLACEMENT", "LEGACY_PLACEMENT", "place", "LayoutMismatch", "check_layout", "check_single"]
 
@@ -35,6 +34,7 @@ LEGACY_PLACEMENT = 1  # crc32 of the whole key, folders written before layout.js
 LAYOUT_FILE = "layout.json"
 ONE_PROCESS_LOG = "definitions.log"  # one process's topology log (warren/broker/durability.py)
 _TRAILING_NUMBER = re.compile(r"(\d{1,18})$")
+_WAY_OUT = "or move the messages to a node with a new data folder first (a shovel, or definitions export and import)"
 
 
 def place(key: str, name: str, workers: int, placement: int = PLACEMENT) -> int:
@@ -63,8 +63,7 @@ def check_layout(data_dir: Path, workers: int, mode: str) -> int:
         raise LayoutMismatch(
             f"the data folder {data_dir} holds the definitions of a broker run as one process (without "
             f"--workers), which worker processes would not see; start without --workers (this start has "
-            f"--workers {workers} --worker-mode {mode}), or move the messages to a node with a new data "
-            "folder first (a shovel, or definitions export and import)")
+            f"--workers {workers} --worker-mode {mode}), {_WAY_OUT}")
     if path.exists():
         layout = json.loads(path.read_text())
         if (layout.get("workers"), layout.get("mode")) != (workers, mode):
@@ -72,20 +71,11 @@ def check_layout(data_dir: Path, workers: int, mode: str) -> int:
                 f"the data folder {data_dir} was written by --workers {layout.get('workers')} "
                 f"--worker-mode {layout.get('mode')}, and its vhosts' and queues' data lie in the folder of the "
                 f"worker that owned them then; start with those options (this start has --workers {workers} "
-                f"--worker-mode {mode}), or move the messages to a node with a new data folder first "
-                "(a shovel, or definitions export and import)")
+                f"--worker-mode {mode}), {_WAY_OUT}")
         return int(layout.get("placement", LEGACY_PLACEMENT))
-    legacy = root.is_dir() and any(p.name.isdigit() for p in root.iterdir())
-    layout = {"workers": workers, "mode": mode, "placement": LEGACY_PLACEMENT if legacy else PLACEMENT}
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    with open(tmp, "w") as f:
-        json.dump(layout, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_dir(root)
-    return layout["placement"]
+    placement = LEGACY_PLACEMENT if _has_worker_folders(root) else PLACEMENT
+    replace_durably(path, json.dumps({"workers": workers, "mode": mode, "placement": placement}).encode())
+    return placement
 
 
 def check_single(data_dir: Path) -> None:
@@ -95,14 +85,17 @@ def check_single(data_dir: Path) -> None:
     if path.exists():
         layout = json.loads(path.read_text())
         written = f"--workers {layout.get('workers')} --worker-mode {layout.get('mode')}"
-    elif root.is_dir() and any(p.name.isdigit() for p in root.iterdir()):
+    elif _has_worker_folders(root):
         written = "--workers N (the folder has workers' folders and no layout file)"
     else:
         return
     raise LayoutMismatch(
         f"the data folder {data_dir} was written by {written}, and its vhosts' and queues' data lie "
-        "in the workers' folders, which one process would not see; start with those options, or move "
-        "the messages to a node with a new data folder first (a shovel, or definitions export and import)")
+        f"in the workers' folders, which one process would not see; start with those options, {_WAY_OUT}")
+
+
+def _has_worker_folders(root: Path) -> bool:
+    return root.is_dir() and any(p.name.isdigit() for p in root.iterdir())
 
 
 def _one_process_data(data_dir: Path) -> bool:

@@ -67,3 +67,14 @@ def drain(q) -> list[str]:
     while (e := q.take(no_ack=True)) is not None:
         out.append(e[1].body.decode())
     return out
+
+
+def dead_lettering(arguments: dict):
+    """(queue "q" with ``arguments`` dead-lettering to queue "dead", "dead") in a new vhost."""
+    from warren.broker.queue import Queue
+    from warren.broker.vhost import VirtualHost
+    vhost = VirtualHost("/")
+    q = Queue(vhost, "q", arguments={**arguments, "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dead"})
+    dead = Queue(vhost, "dead")
+    vhost.queues.update(q=q, dead=dead)
+    return q, dead

@@ -3,11 +3,9 @@ model; end to end through pika: tests/e2e/test_delivery_limit.py."""
 
 from __future__ import annotations
 
-from warren.broker.queue import Queue
-from warren.broker.vhost import VirtualHost
 from warren.spec.amqp0_9_1 import BasicProperties
 
-from .helpers import consumer, delivered, drain, msg
+from .helpers import consumer, dead_lettering, delivered, drain, msg
 
 
 def headers_of(message) -> dict:
@@ -19,11 +17,7 @@ def count_of(message) -> int | None:
 
 
 def test_a_message_returned_past_the_limit_is_dead_lettered_with_reason_delivery_limit():
-    vhost = VirtualHost("/")
-    q = Queue(vhost, "q", arguments={"x-delivery-limit": 1, "x-dead-letter-exchange": "",
-                                      "x-dead-letter-routing-key": "dead"})
-    dead = Queue(vhost, "dead")
-    vhost.queues.update(q=q, dead=dead)
+    q, dead = dead_lettering({"x-delivery-limit": 1})
     q.publish(msg("m"))
     c = consumer(q, "c", prefetch=1)
     counts = []
@@ -39,11 +33,7 @@ def test_a_message_returned_past_the_limit_is_dead_lettered_with_reason_delivery
 
 
 def test_a_reject_dead_letters_the_message_as_it_was_queued():
-    vhost = VirtualHost("/")
-    q = Queue(vhost, "q", arguments={"x-delivery-limit": 5, "x-dead-letter-exchange": "",
-                                      "x-dead-letter-routing-key": "dead"})
-    dead = Queue(vhost, "dead")
-    vhost.queues.update(q=q, dead=dead)
+    q, dead = dead_lettering({"x-delivery-limit": 5})
     q.publish(msg("m"))
     assert count_of(q.take()[1]) == 0  # basic.get carries the count, 0 included
     seq = q._seq

@@ -8,7 +8,7 @@ import time
 from warren.broker.queue import Queue
 from warren.broker.vhost import VirtualHost
 
-from .helpers import consumer, drain, msg
+from .helpers import consumer, dead_lettering, drain, msg
 
 
 def test_the_lower_of_queue_and_message_ttl_sets_the_deadline():
@@ -22,10 +22,7 @@ def test_the_lower_of_queue_and_message_ttl_sets_the_deadline():
 
 
 def test_expired_messages_leave_from_the_head_only_and_are_dead_lettered_in_order():
-    vhost = VirtualHost("/")
-    q = Queue(vhost, "q", arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dead"})
-    dead = Queue(vhost, "dead")
-    vhost.queues.update(q=q, dead=dead)
+    q, dead = dead_lettering({})
     q.publish(msg("a", expiration="60000"))
     q.publish(msg("b", expiration="1"))  # behind a: stays until a leaves (RabbitMQ)
     time.sleep(0.01)

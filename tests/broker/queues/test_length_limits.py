@@ -9,15 +9,11 @@ from warren.broker.queue import Queue
 from warren.broker.queues.length_limits import REFUSED
 from warren.broker.vhost import VirtualHost
 
-from .helpers import consumer, drain, msg
+from .helpers import consumer, dead_lettering, drain, msg
 
 
 def test_drop_head_keeps_the_newest_and_dead_letters_the_oldest_as_maxlen():
-    vhost = VirtualHost("/")
-    q = Queue(vhost, "q", arguments={"x-max-length": 2, "x-dead-letter-exchange": "",
-                                      "x-dead-letter-routing-key": "dead"})
-    dead = Queue(vhost, "dead")
-    vhost.queues.update(q=q, dead=dead)
+    q, dead = dead_lettering({"x-max-length": 2})
     for body in "abcd":
         assert q.publish(msg(body)) == 0
     assert drain(q) == ["c", "d"]
@@ -26,11 +22,7 @@ def test_drop_head_keeps_the_newest_and_dead_letters_the_oldest_as_maxlen():
 
 @pytest.mark.parametrize("overflow", ["reject-publish", "reject-publish-dlx"])
 def test_reject_publish_refuses_the_new_message_and_only_dlx_dead_letters_it(overflow):
-    vhost = VirtualHost("/")
-    q = Queue(vhost, "q", arguments={"x-max-length-bytes": 3, "x-overflow": overflow,
-                                      "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dead"})
-    dead = Queue(vhost, "dead")
-    vhost.queues.update(q=q, dead=dead)
+    q, dead = dead_lettering({"x-max-length-bytes": 3, "x-overflow": overflow})
     assert q.publish(msg("ab")) == 0
     assert q.refuses_publishes() is False  # an empty message would still fit
     assert q.publish(msg("cd")) == REFUSED
