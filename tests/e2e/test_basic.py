@@ -20,7 +20,6 @@ import pika
 import pytest
 from pika.exceptions import ChannelClosedByBroker
 
-from tests.conftest import skip_under_spread
 
 from .helpers import (
     ACCESS_REFUSED, NOT_ALLOWED, NOT_FOUND, PRECONDITION_FAILED, amqp_connect, connect, get,
@@ -292,9 +291,8 @@ def test_prefetch_count_is_per_consumer_when_global_is_false(conn, ch, cleanup, 
 
 
 def test_prefetch_count_is_shared_by_the_channel_when_global_is_true(conn, ch, cleanup, uid):
-    # RabbitMQ: global=true limits all consumers on the channel together.
-    skip_under_spread("a channel's shared (global) prefetch is counted by each queue's owner: two queues on two "
-                      "workers each take the whole count (docs/compatibility.md, 'One vhost over worker processes')")
+    # RabbitMQ: global=true limits all consumers on the channel together (under --worker-mode
+    # queues too, whichever workers own the two queues: warren/spread/shared_prefetch.py)
     q1, q2 = filled_queues(conn, ch, cleanup, [f"qosg1-{uid}", f"qosg2-{uid}"], 10)
     ch.basic_qos(prefetch_count=3, global_qos=True)
     tags: list[int] = []
@@ -312,6 +310,51 @@ def test_prefetch_count_is_shared_by_the_channel_when_global_is_true(conn, ch, c
     assert pump(conn, lambda: len(tags) >= 4)
     settle(conn, 0.3)
     assert len(tags) == 4
+
+
+def test_room_freed_by_acks_of_one_queue_goes_to_the_channels_other_queue(conn, ch, cleanup, uid):
+    # RabbitMQ: the channel's shared prefetch is the channel's; acking the first queue's
+    # deliveries lets the second queue's flow, with no publish to wake it (Warren used to wait)
+    [q1] = filled_queues(conn, ch, cleanup, [f"qosr1-{uid}"], 3)
+    [q2] = filled_queues(conn, ch, cleanup, [f"qosr2-{uid}"], 10)
+    ch.basic_qos(prefetch_count=3, global_qos=True)
+    got: list[tuple[str, int]] = []
+
+    def cb(_ch, method, _props, _body):
+        got.append((method.routing_key, method.delivery_tag))
+
+    ch.basic_consume(q1, cb)
+    assert pump(conn, lambda: len(got) >= 3)
+    ch.basic_consume(q2, cb)
+    settle(conn, 0.3)
+    assert [q for q, _ in got] == [q1] * 3
+    ch.basic_ack(got[-1][1], multiple=True)
+    assert pump(conn, lambda: len(got) >= 6)
+    settle(conn, 0.3)
+    assert [q for q, _ in got[3:]] == [q2] * 3
+
+
+def test_queues_take_turns_under_a_shared_prefetch_of_one(conn, ch, cleanup, uid):
+    # two full queues, one slot for the channel: acking each delivery at once, both queues are
+    # served (RabbitMQ likewise), not only the one whose message was acked
+    q1, q2 = filled_queues(conn, ch, cleanup, [f"qost1-{uid}", f"qost2-{uid}"], 20)
+    ch.basic_qos(prefetch_count=1, global_qos=True)
+    got: list[tuple[str, int]] = []
+
+    def cb(_ch, method, _props, _body):
+        got.append((method.routing_key, method.delivery_tag))
+
+    ch.basic_consume(q1, cb)
+    ch.basic_consume(q2, cb)
+    deadline = time.monotonic() + 10
+    while len(got) < 12 and time.monotonic() < deadline:
+        n = len(got)
+        conn.process_data_events(time_limit=0.05)
+        assert len(got) - n <= 1
+        if len(got) > n:
+            ch.basic_ack(got[-1][1])
+    counts = {q: sum(1 for name, _ in got if name == q) for q in (q1, q2)}
+    assert len(got) >= 12 and min(counts.values()) >= 4, counts
 
 
 def test_per_consumer_and_per_channel_prefetch_limits_apply_together(conn, ch, cleanup, uid):

@@ -218,6 +218,75 @@ def test_consumers_of_another_workers_queue_get_prefetch_acks_and_requeue_on_clo
     pub.close()
 
 
+def test_a_channels_shared_prefetch_counts_its_consumers_on_both_workers(node):
+    """basic.qos global: one count for the channel's consumers whatever worker owns their queue
+    (the owners borrow room from the consuming channel, warren/spread/shared_prefetch.py), room
+    freed by acks of one queue goes to the other, and the queues take turns."""
+    conn = connect(node, "g-cons")
+    home = worker_of(node, "g-cons")
+    stay(conn.channel())
+    local, remote = owned_by(home, "spread-gq")[0], owned_by(1 - home, "spread-gq")[0]
+    ch = conn.channel()
+    for q, n in ((local, 2), (remote, 12)):
+        ch.queue_declare(q)
+        for i in range(n):
+            ch.basic_publish("", q, b"%s %d" % (q.encode(), i))
+    ch.basic_qos(prefetch_count=3, global_qos=True)
+    got = []
+    for q in (remote, local):
+        ch.basic_consume(q, lambda c, m, p, body: got.append((m.delivery_tag, m.routing_key)))
+    wait_for("three deliveries", lambda: conn.process_data_events(0.05) or len(got) >= 3)
+    conn.process_data_events(0.5)
+    assert len(got) == 3, got  # the whole channel's count, not three from each worker
+    ch.basic_ack(got[0][0])  # one slot freed: exactly one more, from either queue
+    wait_for("a fourth", lambda: conn.process_data_events(0.05) or len(got) >= 4)
+    conn.process_data_events(0.5)
+    assert len(got) == 4, got
+    # ack everything as it comes: the local queue's two run out, the remote one's twelve follow
+    # (the room its acks free is not left waiting for a publish), never more than three at once
+    acked = 1
+    deadline = time.monotonic() + 15
+    while acked < 14 and time.monotonic() < deadline:
+        conn.process_data_events(0.05)
+        assert len(got) - acked <= 3, got
+        if len(got) > acked:
+            ch.basic_ack(got[len(got) - 1][0], multiple=True)
+            acked = len(got)
+    assert acked == 14 and sorted(rk for _, rk in got).count(remote) == 12
+    assert ch.queue_declare(local, passive=True).method.message_count == 0
+    assert ch.queue_declare(remote, passive=True).method.message_count == 0
+    conn.close()
+
+
+def test_the_shared_prefetch_lets_both_workers_queues_take_turns(node):
+    """Both queues full, one slot: each ack's slot goes to the next queue in turn, so neither the
+    owner nor the consuming worker's own queue keeps the channel to itself."""
+    conn = connect(node, "g-turn")
+    home = worker_of(node, "g-turn")
+    stay(conn.channel())
+    local, remote = owned_by(home, "spread-gt")[0], owned_by(1 - home, "spread-gt")[0]
+    ch = conn.channel()
+    for q in (local, remote):
+        ch.queue_declare(q)
+        for i in range(20):
+            ch.basic_publish("", q, b"x")
+    ch.basic_qos(prefetch_count=1, global_qos=True)
+    got = []
+    for q in (local, remote):
+        ch.basic_consume(q, lambda c, m, p, body: got.append((m.delivery_tag, m.routing_key)))
+    deadline = time.monotonic() + 15
+    while len(got) < 12 and time.monotonic() < deadline:
+        n = len(got)
+        conn.process_data_events(0.05)
+        assert len(got) - n <= 1
+        if len(got) > n:
+            ch.basic_ack(got[-1][0])
+    assert len(got) >= 12
+    counts = {q: sum(1 for _, rk in got if rk == q) for q in (local, remote)}
+    assert min(counts.values()) >= 4, counts
+    conn.close()
+
+
 def test_a_connection_moves_to_the_worker_that_owns_the_queue_it_uses(node):
     queues = {w: owned_by(w, "spread-move")[0] for w in (0, 1)}
     setup = connect(node)

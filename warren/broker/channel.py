@@ -69,6 +69,7 @@ class BrokerChannel:
     # unroutable publishes (off the routed path; Prometheus' rabbitmq_global_messages_unroutable_*)
     stats_unroutable_dropped = 0
     stats_unroutable_returned = 0
+    _room_turn = 0  # share_room: which queue goes first next time
     run_stopped = False  # publish_run: a publish went to a congested queue, the run stops there
     # what ``publish`` makes a message with: an adapter may give its messages more to carry
     # (0-10: the publishing connection, for no-local queues)
@@ -549,8 +550,30 @@ class BrokerChannel:
         for q, items in requeued.items():
             q.requeue(items)
             touched.discard(q)
-        for q in touched:
+        if self.prefetch_count or self.prefetch_size:
+            self.share_room(touched)
+        else:
+            for q in touched:
+                q.dispatch()
+
+    def share_room(self, touched=()) -> None:
+        """Room under the channel's shared (global) prefetch belongs to the whole channel: every
+        queue its consumers read gets a turn, not only those whose messages were settled (a
+        queue blocked on the shared count would otherwise wait for its next publish). RabbitMQ's
+        limiter likewise wakes every queue it blocked. The first queue to dispatch takes all the
+        room it can use, so the turn rotates: a busy queue does not take every freed slot."""
+        sources = list(dict.fromkeys([*touched, *(c.queue for c in self.consumers.values()), *self.room_takers()]))
+        if not sources:
+            return
+        start = self._room_turn % len(sources)
+        self._room_turn += 1
+        for q in sources[start:] + sources[:start]:
             q.dispatch()
+
+    def room_takers(self):
+        """What besides this channel's own consumers' queues takes room under the shared
+        prefetch (another process's queues: warren/spread/channel.py)."""
+        return ()
 
     def _settle_tags(self, tag: int, multiple: bool, requeue: bool | None) -> None:
         entries = self._take_unacked(tag, multiple)

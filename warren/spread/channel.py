@@ -26,6 +26,7 @@ from warren.spec import amqp0_9_1 as spec
 from warren.spread.links import PeerGone
 from warren.spread.proxy import RemoteConsumer, RemoteSettling, handlers_of
 from warren.spread.remote_queue import RemoteQueue
+from warren.spread.shared_prefetch import Lender
 
 __all__ = ["SpreadChannel"]
 
@@ -34,7 +35,7 @@ log = logging.getLogger("warren.spread")
 MOVED = object()  # _placed_queue: the connection moved to the queue's owner
 
 
-class SpreadChannel(RemoteSettling, Channel):
+class SpreadChannel(Lender, RemoteSettling, Channel):
     # consumers of queues other workers own: tag -> RemoteConsumer (made on first use; the
     # settlers of their deliveries: RemoteSettling)
     remote_consumers: dict | None = None
@@ -259,23 +260,28 @@ class SpreadChannel(RemoteSettling, Channel):
             raise NotAllowed(f"attempt to reuse consumer tag '{tag}'")
         spread = self.session.broker.spread
         ref = spread.session_ref(self.session)
-        rc = self.remote_consumers[tag] = RemoteConsumer(tag, q.owner, m.no_ack, name)
+        rc = self.remote_consumers[tag] = RemoteConsumer(tag, q.owner, m.no_ack, name, self._settler(q.owner))
 
         def consumed(_):
             if not m.nowait:
                 self._reply(spec.BasicConsumeOk(tag))
             pending, rc.pending = rc.pending, None
             for item in pending:
-                self.remote_deliver(q.owner, item)
+                self.remote_deliver(q.owner, item, False)
         self._after(m, spread.ask(q.owner, "consume", self.vhost.name, name, ref.session_id, self.number,
                                             tag, m.no_ack, m.exclusive, m.arguments, *self._prefetch()), consumed)
 
-    def remote_deliver(self, owner: int, item: tuple) -> None:
-        """A delivery from the owner of a queue one of our consumers reads (Spread)."""
+    def remote_deliver(self, owner: int, item: tuple, arrived: bool = True) -> None:
+        """A delivery from the owner of a queue one of our consumers reads (Spread); ``arrived``
+        False: one held here before (pending), counted when it came."""
         _, _, consumer_tag, owner_tag, redelivered, exchange, routing_key, properties, body = item
+        if arrived and owner_tag is not None:  # a consumer that acks: the channel's prefetch counts it
+            self.count_arrival(owner, len(body))
         rc = self.remote_consumers.get(consumer_tag) if self.remote_consumers is not None else None
-        if rc is None:  # cancelled meanwhile: back to the queue (ignored for a no-ack consumer's)
-            self._settler(owner)._settle([owner_tag], True)
+        if rc is None:  # cancelled meanwhile: back to the queue
+            if owner_tag is not None:
+                self._settler(owner)._settle([owner_tag], True)
+                self.uncount(len(body))
             return
         if rc.pending is not None or not self.sink.flow_active:  # before consume-ok, or channel.flow off
             if rc.pending is None:
@@ -286,7 +292,9 @@ class SpreadChannel(RemoteSettling, Channel):
         tag = self.next_tag
         self.next_tag = tag + 1
         if not rc.no_ack:
-            self.unacked[tag] = (self._settler(owner), owner_tag, msg, None, tag)
+            self.unacked[tag] = (rc.queue, owner_tag, msg, rc, tag)
+            rc.unacked += 1
+            rc.unacked_bytes += len(body)
         self.sink.deliver(rc, tag, redelivered, msg)
 
     def remote_cancelled(self, consumer_tag: str) -> None:
@@ -300,6 +308,8 @@ class SpreadChannel(RemoteSettling, Channel):
             return Channel.handle_basic_cancel(self, m)
         if rc.pending and not rc.no_ack:  # held while channel.flow was off: back to the queue
             self._settler(rc.owner)._settle([item[3] for item in rc.pending], True)
+            for item in rc.pending:
+                self.uncount(len(item[8]))
         self.session.broker.spread.tell(rc.owner, "cancel", id(self.session), self.number, m.consumer_tag)
         if not m.nowait:
             self._reply(spec.BasicCancelOk(m.consumer_tag))
@@ -342,7 +352,7 @@ class SpreadChannel(RemoteSettling, Channel):
                 for rc in list(self.remote_consumers.values()):
                     held, rc.pending = rc.pending, None
                     for item in held or ():
-                        self.remote_deliver(rc.owner, item)
+                        self.remote_deliver(rc.owner, item, False)
 
     def handle_basic_qos(self, m) -> None:
         Channel.handle_basic_qos(self, m)
@@ -350,6 +360,8 @@ class SpreadChannel(RemoteSettling, Channel):
             spread = self.session.broker.spread
             for owner in {rc.owner for rc in self.remote_consumers.values()}:
                 spread.tell(owner, "qos", id(self.session), self.number, *self._prefetch())
+        if self.wanting and self.prefetch_count:
+            self.share_room()  # a larger count: the owners that asked get their turn
 
     def close(self) -> None:
         if self.closed:

@@ -45,8 +45,7 @@ class Consumers:
         (vhost, name, session_id, number, tag, no_ack, exclusive, arguments,
          consumer_count, consumer_size, channel_count, channel_size) = args
         ch = self._proxy(peer, session_id, number, vhost)
-        ch.consumer_prefetch_count, ch.consumer_prefetch_size = consumer_count, consumer_size
-        ch.prefetch_count, ch.prefetch_size = channel_count, channel_size
+        ch.set_limits(consumer_count, consumer_size, channel_count, channel_size)
         c = ch.consume(name, tag, no_ack, exclusive, arguments)
         self.loop.call_soon(ch.start_consumer, c)  # after the answer, which goes out first
         return c.tag
@@ -143,9 +142,10 @@ class Consumers:
             if args[2]:
                 ch.resume_delivery()
         elif op == "qos":
-            (ch.consumer_prefetch_count, ch.consumer_prefetch_size, ch.prefetch_count,
-             ch.prefetch_size) = args[2:6]
+            ch.set_limits(*args[2:6])
             ch.resume_delivery()
+        elif op == "grant":  # room under the consuming channel's shared prefetch (shared_prefetch.py)
+            ch.grant(args[2])
         elif op == "close_channel":
             session = self._proxy_sessions[(peer, session_id)]
             del session.channels[number]
@@ -174,6 +174,17 @@ class Consumers:
         session = self._sessions.get(session_id)
         ch = session.channels.get(number) if session is not None else None
         return ch if isinstance(ch, (SpreadChannel, SpreadSessionChannel)) and not ch.closed else None
+
+    def _prefetch_message(self, peer: int, op: str, args: tuple) -> None:
+        """An owner's ``want`` or ``return`` of room under one of our channels' shared prefetch."""
+        from warren.spread.channel import SpreadChannel
+        ch = self._channel(args[0], args[1])
+        if not isinstance(ch, SpreadChannel):
+            return  # closed meanwhile: its count went with it
+        if op == "want":
+            ch.owner_wants(peer)
+        else:
+            ch.owner_returns(peer, args[2])
 
     def _take_deliveries(self, peer: int, items: list) -> None:
         credits: dict = {}

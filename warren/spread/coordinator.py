@@ -247,8 +247,10 @@ class Spread(Definitions, Forwarding, Consumers):
         elif op == "deliver":
             self._take_deliveries(peer, args[0])
         elif op in ("settle", "credit", "cancel", "qos", "flow", "close_channel", "sub_flow", "sub_mode",
-                    "sub_credit"):
+                    "sub_credit", "grant"):
             self._proxy_message(peer, op, args)
+        elif op in ("want", "return"):
+            self._prefetch_message(peer, op, args)
         elif op == "count":
             self._counts[(peer, args[0])] = args[1]
         elif op in _STATE_MESSAGES:  # what the other worker tells of a queue it owns or a lock

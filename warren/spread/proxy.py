@@ -21,6 +21,7 @@ from warren.codec.fields import encode_shortstr
 from warren.codec.amqp0_10.types import encode_command
 from warren.protocol.amqp0_10.delivery import NO_BODY, WINDOW as WINDOW_MODE, header_segment
 from warren.spec.amqp0_10 import MessageTransfer
+from warren.spread.shared_prefetch import Borrower
 
 __all__ = ["ProxySession", "ProxyChannel", "PeerSink", "SubscriptionSink", "RemoteSettler", "RemoteConsumer",
            "RemoteSubscription", "RemoteSettling", "handlers_of", "WINDOW"]
@@ -87,6 +88,8 @@ class PeerSink:
 
     def deliver(self, consumer, tag: int, redelivered: bool, message) -> None:
         self.in_flight += 1
+        if consumer.no_ack:
+            tag = None  # nothing to settle, and the consuming channel's prefetch does not count it
         self.spread.send_delivery(self.worker, (self.session_id, self.number, consumer.tag, tag, redelivered,
                                                 message.exchange, message.routing_key, bytes(message.properties),
                                                 bytes(message.body)))
@@ -144,8 +147,8 @@ class SubscriptionSink(PeerSink):
         self._send(sub.destination, None, redelivered, message, seq, self._charge(sub, message))
 
 
-class ProxyChannel(BrokerChannel):
-    pass
+class ProxyChannel(Borrower, BrokerChannel):
+    """The owner's channel for a channel on another worker (its shared prefetch: ``Borrower``)."""
 
 
 class RemoteSettler:
@@ -185,16 +188,21 @@ class RemoteSettler:
 
 class RemoteConsumer:
     """On the consuming worker: a consumer whose queue is on ``owner`` (what the sink needs of a
-    ``Consumer``, and deliveries held until consume-ok is written)."""
+    ``Consumer``, and deliveries held until consume-ok is written). Its unacked deliveries name
+    it, as a local consumer's do, so that ``BrokerChannel._settle`` counts them off the
+    channel's prefetch; ``queue`` is then the owner's ``RemoteSettler`` (its dispatch: nothing)."""
 
-    __slots__ = ("tag", "tag_ss", "owner", "no_ack", "queue_name", "pending")
+    __slots__ = ("tag", "tag_ss", "owner", "no_ack", "queue_name", "pending", "queue", "unacked", "unacked_bytes")
 
-    def __init__(self, tag: str, owner: int, no_ack: bool, queue_name: str) -> None:
+    def __init__(self, tag: str, owner: int, no_ack: bool, queue_name: str, settler: RemoteSettler) -> None:
         self.tag = tag
         self.tag_ss = encode_shortstr(tag)
         self.owner = owner
         self.no_ack = no_ack
         self.queue_name = queue_name
+        self.queue = settler
+        self.unacked = 0
+        self.unacked_bytes = 0
         self.pending: list | None = []  # deliveries that came before consume-ok went out
 
 

@@ -1,0 +1,199 @@
+"""A channel's shared prefetch (``basic.qos`` global) over queues that live on several workers.
+
+RabbitMQ's global prefetch limits the unacknowledged deliveries of all a channel's consumers
+together. Under ``--worker-mode queues`` those consumers may read queues other workers own, each
+of which hands out deliveries on its own (``proxy.py``), so the count lives with the channel, on
+the consuming worker, and the owners borrow from it:
+
+* **The lender** (the consuming worker's ``SpreadChannel``) counts in ``consumer_unacked`` its
+  own consumers' deliveries, the deliveries that came from owners and are not settled yet, and
+  the room it lent and has not seen used or given back (``lent``). Its own queues check that
+  count as in one process, so they never take room an owner holds.
+* **A borrower** (the owner's ``ProxyChannel``) delivers only within the room lent to it: its
+  ``consumer_unacked`` reads ``prefetch_count - room`` and its consumers' checks are unchanged.
+  A consumer blocked by that count alone says so (``want``, once until room comes); room it
+  was lent and could not use at once (its queue had less) goes straight back (``return``), so
+  no owner sits on room another queue of the channel could use. A settle frees nothing there:
+  the room goes back to the lender, which settles it.
+* Room that frees (an ack, a reject, a requeue, room given back, a larger qos) is offered in
+  turn to the channel's own queues and to the owners that asked (``BrokerChannel.share_room``),
+  so one busy queue does not take every freed slot.
+
+Messages on the link keep their order (``Spread.tell`` sends what was batched first), so the
+lender sees an owner's deliveries made under lent room before that owner's ``return``. The
+octet limit (``prefetch_size`` with global) is not lent: each owner counts its own octets,
+the consuming worker all of them (docs/compatibility.md).
+"""
+
+from __future__ import annotations
+
+__all__ = ["Lender", "Borrower"]
+
+
+class _OwnerTurn:
+    """An owner that asked for room, as one more taker in ``share_room``'s rotation."""
+
+    __slots__ = ("channel", "owner")
+
+    def __init__(self, channel, owner: int) -> None:
+        self.channel = channel
+        self.owner = owner
+
+    def __hash__(self) -> int:
+        return hash(self.owner)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _OwnerTurn) and other.owner == self.owner and other.channel is self.channel
+
+    def dispatch(self) -> None:
+        self.channel.lend(self.owner)
+
+
+class Lender:
+    """The consuming worker's side (a mixin of ``SpreadChannel``)."""
+
+    lent: dict | None = None  # owner -> room lent and not yet seen used or given back
+    wanting: set | None = None  # owners whose consumers wait for room
+
+    def room_takers(self):
+        return [_OwnerTurn(self, owner) for owner in sorted(self.wanting)] if self.wanting else ()
+
+    def lend(self, owner: int) -> None:
+        """All the free shared room to ``owner``, if it still asks (``_OwnerTurn.dispatch``)."""
+        wanting = self.wanting
+        room = self.prefetch_count - self.consumer_unacked
+        if not wanting or owner not in wanting or room <= 0 or self.closed:
+            return
+        wanting.discard(owner)
+        if self.lent is None:
+            self.lent = {}
+        self.lent[owner] = self.lent.get(owner, 0) + room
+        self.consumer_unacked += room
+        self.session.broker.spread.tell(owner, "grant", id(self.session), self.number, room)
+
+    def owner_wants(self, owner: int) -> None:
+        """An owner's consumer of this channel waits for room (the owner's ``want``)."""
+        if self.closed:
+            return
+        if self.wanting is None:
+            self.wanting = set()
+        self.wanting.add(owner)
+        if self.prefetch_count and self.consumer_unacked < self.prefetch_count:
+            self.share_room()
+
+    def owner_returns(self, owner: int, room: int) -> None:
+        """Room lent to ``owner`` that it did not use (the owner's ``return``)."""
+        lent = self.lent.get(owner, 0) if self.lent is not None else 0
+        room = min(room, lent)
+        if room <= 0:
+            return
+        self.lent[owner] = lent - room
+        self.consumer_unacked -= room
+        if not self.closed:
+            self.share_room()
+
+    def count_arrival(self, owner: int, size: int) -> None:
+        """A counted delivery from ``owner`` arrived: it used room lent to the owner (else it was
+        made outside the shared count, and counts from now)."""
+        lent = self.lent
+        if lent and lent.get(owner):
+            lent[owner] -= 1
+        else:
+            self.consumer_unacked += 1
+        self.consumer_unacked_bytes += size
+
+    def uncount(self, size: int) -> None:
+        """A counted delivery that never reached the client (its consumer went): its room back."""
+        self.consumer_unacked -= 1
+        self.consumer_unacked_bytes -= size
+        if self.prefetch_count or self.prefetch_size:
+            self.share_room()
+
+
+class Borrower:
+    """The owner's side (a mixin of ``ProxyChannel``): ``shared`` while the consuming channel
+    has a shared prefetch count, and then ``prefetch_count - consumer_unacked`` is the room lent."""
+
+    shared = False
+    asked = False  # a want was sent and no room came since
+
+    def set_limits(self, consumer_count: int, consumer_size: int, channel_count: int, channel_size: int) -> None:
+        """The consuming channel's prefetch (at a consume, and at each basic.qos there; the
+        caller offers the new room to the queues)."""
+        self.consumer_prefetch_count, self.consumer_prefetch_size = consumer_count, consumer_size
+        self.prefetch_size = channel_size
+        if channel_count:
+            room = self.prefetch_count - self.consumer_unacked if self.shared else 0
+            if not self.shared:
+                self.shared = True
+                for c in self.consumers.values():
+                    self._borrowing(c)
+            self.prefetch_count = channel_count
+            self.consumer_unacked = channel_count - room
+        else:
+            if self.shared:
+                self._give_back()
+                self.shared = False
+                self.asked = False
+                for c in self.consumers.values():
+                    if c.counted_capacity is not None:
+                        c.has_capacity = c.counted_capacity
+            self.prefetch_count = 0
+            self.consumer_unacked = sum(1 for entry in self.unacked.values() if entry[3] is not None)
+
+    def consume(self, queue: str, tag: str, no_ack: bool, exclusive: bool, arguments: dict):
+        c = super().consume(queue, tag, no_ack, exclusive, arguments)
+        if self.shared:
+            self._borrowing(c)
+        return c
+
+    def _borrowing(self, consumer) -> None:
+        if consumer.counted_capacity is None:
+            return  # no-ack: the prefetch never counts it
+        counted = consumer.counted_capacity
+
+        def has_capacity() -> bool:
+            if counted():
+                return True
+            if not self.asked and self.shared and self._blocked_by_room(consumer):
+                self.asked = True
+                sink = self.sink
+                sink.spread.tell(sink.worker, "want", sink.session_id, sink.number)
+            return False
+        consumer.has_capacity = has_capacity
+
+    def _blocked_by_room(self, c) -> bool:
+        """Whether only the lent room stops a delivery to ``c`` (not its own prefetch, the octet
+        limit or the link's window)."""
+        if self.closed or self.consumer_unacked < self.prefetch_count:
+            return False
+        if c.prefetch_count and c.unacked >= c.prefetch_count:
+            return False
+        if c.prefetch_size and c.unacked_bytes >= c.prefetch_size:
+            return False
+        if self.prefetch_size and self.consumer_unacked_bytes >= self.prefetch_size:
+            return False
+        return self.sink.can_accept()
+
+    def grant(self, room: int) -> None:
+        """Room lent by the consuming worker: deliver within it, give back what is left."""
+        if not self.shared or self.closed:
+            sink = self.sink
+            sink.spread.tell(sink.worker, "return", sink.session_id, sink.number, room)
+            return
+        self.asked = False
+        self.consumer_unacked -= room
+        self.resume_delivery()
+        self._give_back()
+
+    def _give_back(self) -> None:
+        room = self.prefetch_count - self.consumer_unacked
+        if room > 0:
+            self.consumer_unacked += room
+            sink = self.sink
+            sink.spread.tell(sink.worker, "return", sink.session_id, sink.number, room)
+
+    def _settle(self, entries: list, requeue) -> None:
+        if self.shared:  # the room goes back to the lender, who settles it there
+            self.consumer_unacked += sum(1 for entry in entries if entry[3] is not None)
+        super()._settle(entries, requeue)
