@@ -79,6 +79,9 @@ class Config:
     # selects confirms, and from reads of 64 KiB or more while the broker is behind two
     # connections or more; True on every connection from the start; False never
     publish_runs: bool | None = None
+    # at the end of a loop turn that read little and confirmed publishes, give the core to a
+    # thread waiting for it (warren/server/pacing.py)
+    yield_after_confirms: bool = True
     ready_file: Path | None = None  # written (JSON with the port) once listening; for tests
     http_port: int = 15672  # the HTTP API (warren/management): 0 = ephemeral, -1 = off
     http_host: str | None = None  # None: the same address as the AMQP listener

@@ -132,6 +132,9 @@ class OneLineErrors(click.Command):
 @click.option("--publish-runs/--no-publish-runs", default=None,
               help="Take consecutive publishes as one run on every connection, or on none (default: on a "
                    "connection once one of its channels selects confirms; docs/configuration.md).")
+@click.option("--yield-after-confirms/--no-yield-after-confirms", default=True, show_default=True,
+              help="At the end of a loop turn that read little and confirmed publishes, give the core to a "
+                   "thread waiting for it (docs/performance.md, session 12).")
 @click.option("--loop", default="auto", show_default=True, type=click.Choice(["auto", "uvloop", "asyncio"]))
 @click.option("--ready-file", type=click.Path(path_type=Path), default=None,
               help="Write the bound port as JSON here once listening (for tests and scripts).")

@@ -162,6 +162,9 @@ class AMQPConnection(asyncio.Protocol):
             self.data_received(replay)
 
     def data_received(self, data: bytes) -> None:
+        pacer = self.server.pacer
+        if pacer is not None:
+            pacer.read(len(data))
         self._received = True
         self.recv_oct += len(data)
         if self._history is not None:  # --worker-mode queues, until placed (warren/spread/placement.py)
@@ -501,7 +504,8 @@ class AMQPConnection(asyncio.Protocol):
             self.conn.data_to_send()  # a hand-over's replay, before connection.open: the client has it
             return
         session = self.session
-        session.before_flush()
+        if session.before_flush() and self.server.pacer is not None:
+            self.server.pacer.confirmed = True
         conn = self.conn
         batch_full = conn.out_bytes >= OUTPUT_BATCH
         data = conn.data_to_send()

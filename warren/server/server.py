@@ -32,6 +32,7 @@ from warren.server.flow_control import ResourceAlarms
 from warren.server.handoff import HandoffReceiver
 from warren.server.limits import HandshakeGate, output_bound, raise_open_file_limit
 from warren.server.loops import new_event_loop
+from warren.server.pacing import TurnPacer
 from warren.server.queue_flow import QueueFlow
 from warren.server.tls import TlsAmqpListener, TlsContexts, TlsError
 from warren.management.parameters import GLOBAL_CHECK
@@ -135,6 +136,8 @@ class Server:
         self._stores_closed = False
         # while a group commit's completion runs (_sync_done): the connections to flush at its end
         self.sync_flushes: list | None = None
+        # a light turn that confirmed publishes gives the core away at its end (pacing.py)
+        self.pacer = TurnPacer(loop) if config.yield_after_confirms else None
         # 0-9-1 connections that had a read of BACKLOG_READ octets or more lately (emptied every
         # BACKLOG_WINDOW seconds): the broker takes runs of publishes while it is behind several
         # (amqp0_9_1/connection.py)

@@ -240,12 +240,15 @@ class ConnectionHandler(ClientConnection):
         self._confirming.add(channel)
         self.io.want_flush()
 
-    def before_flush(self) -> None:
-        """Complete the transfers whose messages reached the disk (one pass per write batch)."""
+    def before_flush(self) -> bool:
+        """Complete the transfers whose messages reached the disk (one pass per write batch;
+        True when some were: warren/server/pacing.py)."""
         if self._confirming:
             for ch in self._confirming:
                 ch.flush_confirms()
             self._confirming.clear()
+            return True
+        return False
 
     def _release(self) -> None:
         if not self.closed:

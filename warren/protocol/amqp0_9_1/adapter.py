@@ -223,9 +223,10 @@ class ConnectionHandler(ClientConnection):
         self._confirming.add(channel)
         self.io.want_flush()
 
-    def before_flush(self) -> None:
-        """Coalesce publisher confirms: one basic.ack per channel per write batch. The sinks
-        that asked for this flush ask again for the next one."""
+    def before_flush(self) -> bool:
+        """Coalesce publisher confirms: one basic.ack per channel per write batch (True when
+        some were written: warren/server/pacing.py). The sinks that asked for this flush ask
+        again for the next one."""
         if self.sinks_flushing:
             for sink in self.sinks_flushing:
                 sink.flush_asked = False
@@ -234,6 +235,8 @@ class ConnectionHandler(ClientConnection):
             for ch in self._confirming:
                 ch.flush_confirms()
             self._confirming.clear()
+            return True
+        return False
 
     def shutdown(self, reply_text: str = "broker shutdown") -> None:
         """Server-initiated close (320 CONNECTION_FORCED), e.g. on SIGTERM."""
