@@ -424,7 +424,10 @@ def test_a_memory_alarm_on_the_owner_blocks_a_publisher_on_another_worker(tmp_pa
         while not seen["blocked"] and sent < 400 << 20:
             ch.basic_publish("", q, b"m" * (64 << 10))
             sent += 64 << 10
-            pub.process_data_events(time_limit=0)
+            # paced: the worker forwards each message on, and a client that kept the socket's
+            # buffers full when the alarm stops the reads would hang in its next publish
+            # (pika writes it whole before it returns), blocked or not
+            pub.process_data_events(time_limit=0.002)
         deadline = time.monotonic() + 10
         while not seen["blocked"] and time.monotonic() < deadline:
             pub.process_data_events(time_limit=0.1)
