@@ -129,3 +129,15 @@ def test_a_no_ack_consumer_is_not_held_by_the_shared_count(tmp_path):
     publish(publisher, 5)
     assert [(tag, body) for _, tag, body in link.delivered] == [(None, b"m%d" % i) for i in range(5)]
     assert link.told == []
+
+
+def test_a_consumer_held_by_its_own_prefetch_does_not_ask_for_room(tmp_path):
+    link, proxy, publisher = owner(tmp_path)
+    proxy.set_limits(1, 0, 3, 0)  # one unacked per consumer, three for the channel
+    c = proxy.consume("q", "c1", False, False, {})
+    proxy.start_consumer(c)
+    publish(publisher, 3)
+    assert link.told == [("want", SESSION, NUMBER)]
+    proxy.grant(3)
+    assert len(link.delivered) == 1  # its own limit, not the room, holds the rest
+    assert link.told == [("want", SESSION, NUMBER), ("return", SESSION, NUMBER, 2)]

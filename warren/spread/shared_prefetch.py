@@ -164,16 +164,15 @@ class Borrower:
 
     def _blocked_by_room(self, c) -> bool:
         """Whether only the lent room stops a delivery to ``c`` (not its own prefetch, the octet
-        limit or the link's window)."""
+        limit or the link's window): it would take one with one more slot. Asked of the
+        consumer's own check (``Consumer._capacity_acked``), so the two cannot drift apart."""
         if self.closed or self.consumer_unacked < self.prefetch_count:
             return False
-        if c.prefetch_count and c.unacked >= c.prefetch_count:
-            return False
-        if c.prefetch_size and c.unacked_bytes >= c.prefetch_size:
-            return False
-        if self.prefetch_size and self.consumer_unacked_bytes >= self.prefetch_size:
-            return False
-        return self.sink.can_accept()
+        self.consumer_unacked -= 1  # one slot more, for the question only
+        try:
+            return c.counted_capacity()
+        finally:
+            self.consumer_unacked += 1
 
     def grant(self, room: int) -> None:
         """Room lent by the consuming worker: deliver within it, give back what is left."""
