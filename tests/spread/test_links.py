@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import select
 import socket
 import struct
 
@@ -82,6 +83,26 @@ def test_messages_and_answers_keep_the_order_they_were_sent_in():
         assert all(op == "m" and peer == 0 for peer, op, _ in hb.messages)
         answers = await asyncio.gather(*(b.request(0, "add", i, 1) for i in range(500)))
         assert answers == [i + 1 for i in range(500)]
+        a.close()
+        b.close()
+    run(main())
+
+
+def test_a_message_told_now_is_in_the_socket_before_the_turn_ends_and_keeps_its_place():
+    """A connection count goes out before the open-ok the same turn writes (Spread.count_changed):
+    the other worker must be able to read it before the client can open its next connection."""
+    async def main():
+        a, b, ha, hb = await linked()
+        theirs = b.links[0].transport.get_extra_info("socket")
+
+        def readable() -> bool:
+            return bool(select.select([theirs.fileno()], [], [], 0)[0])
+        a.tell(1, "batched", 1)
+        assert not readable()  # written at the end of the turn, with the rest of it
+        a.tell(1, "count", 2, now=True)
+        assert readable()  # no await between: written by the call itself
+        await a.request(1, "add", 0)
+        assert [(op, args) for _, op, args in hb.messages] == [("batched", (1,)), ("count", (2,))]
         a.close()
         b.close()
     run(main())

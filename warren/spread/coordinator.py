@@ -110,10 +110,14 @@ class Spread(Definitions, Forwarding, Consumers):
         return sum(n for (_, k), n in self._counts.items() if k == key)
 
     def count_changed(self, key: tuple, count: int) -> None:
+        """Our count of ``key`` changed: the others hear it before the client does (its open-ok
+        is written after this), so that its next connection, dealt to another worker, is
+        counted with this one; a worker held off the core before its turn's end would otherwise
+        let both in (seen in CI under load)."""
         if self.loop is None or self.stopping:
             return
         for peer in self.links.peers:
-            self.tell(peer, "count", key, count)
+            self.tell(peer, "count", key, count, now=True)
 
     def runs_here(self, vhost: str, kind: str, name: str) -> bool:
         """Whether this worker runs the shovel or federation link of exchange ``name`` (``kind``
@@ -162,11 +166,11 @@ class Spread(Definitions, Forwarding, Consumers):
             self._flush()
         return self.links.request(peer, op, *args)
 
-    def tell(self, peer: int, op: str, *args) -> None:
+    def tell(self, peer: int, op: str, *args, now: bool = False) -> None:
         """``links.tell`` after what is batched for ``peer`` (``ask``)."""
         if peer in self._outgoing or peer in self._deliveries:
             self._flush()
-        self.links.tell(peer, op, *args)
+        self.links.tell(peer, op, *args, now=now)
 
     # --- answering the others (PeerLinks' handler) ---------------------------------------------
 

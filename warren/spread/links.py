@@ -156,11 +156,16 @@ class PeerLinks:
             return dict(zip(peers, await asyncio.gather(*futures)))
         return asyncio.ensure_future(gather())
 
-    def tell(self, peer: int, op: str, *args) -> None:
-        """A one-way message to ``peer`` (dropped if its link is gone: the node is stopping)."""
+    def tell(self, peer: int, op: str, *args, now: bool = False) -> None:
+        """A one-way message to ``peer`` (dropped if its link is gone: the node is stopping).
+        Records are written at the end of the loop turn, together; ``now`` writes this one (and
+        what waited before it) at once: for what must reach the other worker before anything
+        this turn writes to a client can (a connection count before the connection's open-ok)."""
         link = self.links.get(peer)
         if link is not None and link.transport is not None:
             link.send(("m", op, args))
+            if now:
+                link.flush()
 
     # --- receiving -----------------------------------------------------------------------
 
