@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The cost of TLS: plain AMQP against AMQP over TLS on the same Warren, with pika.
 
-    python bench/tls.py [--seconds 5] [--sizes 16,1024,65536] [--repeat 2] [--connections 100]
+    python bench/tls.py [--seconds 5] [--sizes 16,1024,65536] [--repeat 2] [--connections 100] [--workers 2]
 
 Starts one Warren (ephemeral plain and TLS ports, a temporary data folder, certificates made
 with trustme: an ECDSA P-256 server key, TLS 1.3) and, for each message size, runs the same
@@ -13,6 +13,10 @@ prefetch 1000). Prints consumed msg/s and MB/s, and the broker's CPU time per co
 a connection: ``--connections`` pika connections opened and closed one after another, plain
 and TLS, with the broker's CPU per connection. Figures, never assertions. The shared load
 generator (../shared/perf, librabbitmq) is not used: its amqp-perf has no TLS option.
+
+``--workers N`` starts Warren with N worker processes: the supervisor then ends TLS and relays
+the plaintext to the workers (warren/server/relay.py), and the CPU columns are the whole
+node's, with the supervisor's share beside them (what the relay costs).
 """
 
 from __future__ import annotations
@@ -46,11 +50,12 @@ def make_certs(folder: Path) -> dict:
     return files
 
 
-def start_warren(tmp: Path, certs: dict) -> tuple[subprocess.Popen, dict]:
+def start_warren(tmp: Path, certs: dict, workers: int = 1) -> tuple[subprocess.Popen, dict]:
     ready = tmp / "ready.json"
     proc = subprocess.Popen([sys.executable, "-m", "warren", "serve", "--port", "0", "--http-port", "-1",
                              "--data-dir", str(tmp / "data"), "--ready-file", str(ready), "--log-level", "warning",
-                             "--tls-port", "0", "--tls-cert", str(certs["cert"]), "--tls-key", str(certs["key"])],
+                             "--tls-port", "0", "--tls-cert", str(certs["cert"]), "--tls-key", str(certs["key"]),
+                             *(["--workers", str(workers)] if workers > 1 else [])],
                             cwd=ROOT, stdin=subprocess.DEVNULL)
     deadline = time.monotonic() + 30
     while not ready.exists():
@@ -64,6 +69,12 @@ def start_warren(tmp: Path, certs: dict) -> tuple[subprocess.Popen, dict]:
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
+
+
+def node_cpu(pids: list[int]) -> tuple[float, float]:
+    """(the whole node's CPU seconds, the first process's: the supervisor with --workers)."""
+    each = [cpu_seconds(p) for p in pids]
+    return sum(each), each[0]
 
 
 def parameters(port: int, ca: str | None) -> pika.ConnectionParameters:
@@ -112,14 +123,14 @@ def consumer(port, ca, queue, out, started) -> None:
     out.put((got, (last or 0) - (first or 0)))
 
 
-def run_load(info: dict, ca: str, pid: int, tls: bool, size: int, seconds: float) -> dict:
+def run_load(info: dict, ca: str, pids: list[int], tls: bool, size: int, seconds: float) -> dict:
     port = info["tls_port"] if tls else info["port"]
     ca_file = ca if tls else None
     queue = f"tls-bench-{uuid.uuid4().hex[:8]}"
     with pika.BlockingConnection(parameters(port, ca_file)) as c:
         c.channel().queue_declare(queue, auto_delete=False)
     out_p, out_c, started = mp.Queue(), mp.Queue(), mp.Event()
-    cpu0 = cpu_seconds(pid)
+    cpu0, sup0 = node_cpu(pids)
     cons = mp.Process(target=consumer, args=(port, ca_file, queue, out_c, started))
     cons.start()
     started.wait(30)
@@ -129,20 +140,22 @@ def run_load(info: dict, ca: str, pid: int, tls: bool, size: int, seconds: float
     got, elapsed = out_c.get(timeout=seconds + 300)
     pub.join()
     cons.join()
-    cpu = cpu_seconds(pid) - cpu0
+    cpu, sup = node_cpu(pids)
+    cpu, sup = cpu - cpu0, sup - sup0
     with pika.BlockingConnection(parameters(port, ca_file)) as c:
         c.channel().queue_delete(queue)
     rate = got / elapsed if elapsed > 0 else 0.0
-    return {"sent": sent, "got": got, "rate": rate, "mbs": rate * size / 1e6, "cpu_us": cpu / max(got, 1) * 1e6}
+    return {"sent": sent, "got": got, "rate": rate, "mbs": rate * size / 1e6, "cpu_us": cpu / max(got, 1) * 1e6,
+            "sup_us": sup / max(got, 1) * 1e6}
 
 
-def connection_cost(info: dict, ca: str, pid: int, tls: bool, n: int) -> tuple[float, float]:
+def connection_cost(info: dict, ca: str, pids: list[int], tls: bool, n: int) -> tuple[float, float]:
     port = info["tls_port"] if tls else info["port"]
     params = parameters(port, ca if tls else None)
-    cpu0, t0 = cpu_seconds(pid), time.perf_counter()
+    cpu0, t0 = node_cpu(pids)[0], time.perf_counter()
     for _ in range(n):
         pika.BlockingConnection(params).close()
-    return (time.perf_counter() - t0) / n * 1000, (cpu_seconds(pid) - cpu0) / n * 1000
+    return (time.perf_counter() - t0) / n * 1000, (node_cpu(pids)[0] - cpu0) / n * 1000
 
 
 def main() -> None:
@@ -151,29 +164,35 @@ def main() -> None:
     ap.add_argument("--sizes", default="16,1024,65536")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--connections", type=int, default=100)
+    ap.add_argument("--workers", type=int, default=1, help="worker processes (TLS ends in the supervisor)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="warren-tls-bench-") as tmp:
         tmp = Path(tmp)
         certs = make_certs(tmp)
-        proc, info = start_warren(tmp, certs)
+        proc, info = start_warren(tmp, certs, args.workers)
+        pids = [proc.pid] + [w["pid"] for w in info.get("workers") or ()]
         try:
-            print(f"Warren pid {proc.pid}: plain port {info['port']}, TLS port {info['tls_port']}; "
+            print(f"Warren pid {proc.pid}{f' with {args.workers} workers' if args.workers > 1 else ''}: plain port "
+                  f"{info['port']}, TLS port {info['tls_port']}; "
                   f"{args.seconds:g} s per run, 1 publisher + 1 consumer (pika, auto-ack)")
-            print(f"{'size':>7} {'transport':>9} {'msg/s':>9} {'MB/s':>8} {'broker CPU µs/msg':>18}")
+            print(f"{'size':>7} {'transport':>9} {'msg/s':>9} {'MB/s':>8} {'broker CPU µs/msg':>18}"
+                  + (f" {'of which supervisor':>20}" if args.workers > 1 else ""))
             for size in (int(s) for s in args.sizes.split(",")):
                 rows: dict[bool, list] = {False: [], True: []}
                 for r in range(args.repeat):
                     for tls in ((False, True) if r % 2 == 0 else (True, False)):
-                        rows[tls].append(run_load(info, str(certs["ca"]), proc.pid, tls, size, args.seconds))
+                        rows[tls].append(run_load(info, str(certs["ca"]), pids, tls, size, args.seconds))
                 for tls in (False, True):
                     rs = rows[tls]
                     rate = sorted(x["rate"] for x in rs)[len(rs) // 2]
                     cpu = sorted(x["cpu_us"] for x in rs)[len(rs) // 2]
-                    print(f"{size:>7} {'TLS' if tls else 'plain':>9} {rate:>9.0f} {rate * size / 1e6:>8.2f} {cpu:>18.0f}")
+                    sup = sorted(x["sup_us"] for x in rs)[len(rs) // 2]
+                    print(f"{size:>7} {'TLS' if tls else 'plain':>9} {rate:>9.0f} {rate * size / 1e6:>8.2f} {cpu:>18.1f}"
+                          + (f" {sup:>20.1f}" if args.workers > 1 else ""))
                 plain, tls_ = (sorted(x["rate"] for x in rows[k])[len(rows[k]) // 2] for k in (False, True))
                 print(f"{'':>7} {'TLS/plain':>9} {tls_ / plain if plain else 0:>9.2f}")
             for tls in (False, True):
-                wall, cpu = connection_cost(info, str(certs["ca"]), proc.pid, tls, args.connections)
+                wall, cpu = connection_cost(info, str(certs["ca"]), pids, tls, args.connections)
                 print(f"connection open+close, {'TLS' if tls else 'plain'}: {wall:.1f} ms each (client side), "
                       f"broker CPU {cpu:.2f} ms each")
         finally:

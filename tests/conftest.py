@@ -210,9 +210,6 @@ def launch_broker(tmp: Path, *extra: str, data_dir: Path | None = None) -> Broke
     ]
     node = subprocess.Popen
     if BROKER_WORKERS > 1 and "--workers" not in extra:
-        if "--tls-port" in extra:  # the one option the worker mode refuses at start-up
-            pytest.skip(f"not under --workers {BROKER_WORKERS}: AMQP over TLS is served by one process only, "
-                        "--tls-port is refused with --workers > 1 (docs/security.md, 'TLS and --workers')")
         args += ["--workers", str(BROKER_WORKERS), "--worker-mode", WORKER_MODE]
         node = WorkersNode
     log = open(log_path, "wb")

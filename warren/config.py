@@ -160,11 +160,6 @@ class Config:
                              f"not {self.tls_login_san_type!r}")
         if self.tls_login_san_index < 0:
             raise ValueError("tls-login-san-index must be 0 or more")
-        if self.tls_port >= 0 and self.workers > 1:
-            # the supervisor hands plain sockets to its workers; a TLS session cannot follow
-            # (warren/server/tls.py, docs/security.md "TLS and --workers")
-            raise ValueError("tls-port cannot be used with workers > 1: a TLS session cannot be handed "
-                             "to a worker process (docs/security.md, 'TLS and --workers')")
 
     def _validate_limits(self) -> None:
         if self.connection_max < 0 or self.consumer_max_per_channel < 0:

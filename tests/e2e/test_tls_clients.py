@@ -112,6 +112,14 @@ def connect_when_ready(parameters, timeout: float = 10.0) -> pika.BlockingConnec
             time.sleep(0.2)
 
 
+def api_connections(broker) -> list[dict]:
+    """``GET /api/connections``: every connection past its open-ok (in queues mode, every worker's)."""
+    auth = "Basic " + base64.b64encode(b"guest:guest").decode()
+    req = urllib.request.Request(f"http://127.0.0.1:{broker.http_port}/api/connections",
+                                 headers={"Authorization": auth})
+    return json.load(urllib.request.urlopen(req, timeout=10))
+
+
 # --- TLS listeners ----------------------------------------------------------------------------
 
 
@@ -122,8 +130,15 @@ def test_pika_over_tls_beside_plain_amqp(start_broker, pki):
         round_trip(c)
         ssl_sock = c._impl._transport._sock  # the client's view of the session
         assert ssl_sock.version() in ("TLSv1.2", "TLSv1.3")
-    with pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", b.port)) as c:  # plain, unchanged
-        round_trip(c)
+        with pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", b.port)) as plain:  # unchanged
+            round_trip(plain)
+            # the HTTP API tells them apart: RabbitMQ's ssl columns
+            rows = {r["peer_port"]: r for r in api_connections(b)}
+            tls_row = rows[ssl_sock.getsockname()[1]]
+            assert (tls_row["ssl"], tls_row["ssl_protocol"]) == (True, ssl_sock.version().lower())
+            assert tls_row["ssl_cipher"] == ssl_sock.cipher()[0]
+            plain_row = rows[plain._impl._transport._sock.getsockname()[1]]
+            assert (plain_row["ssl"], plain_row["ssl_protocol"], plain_row["ssl_cipher"]) == (False, None, None)
     wait_log(b, "listening for AMQP over TLS")
 
 
@@ -255,13 +270,47 @@ def test_tls_versions_setting_narrows_what_is_accepted(start_broker, pki):
         assert c._impl._transport._sock.version() == "TLSv1.3"
 
 
-def test_tls_with_several_workers_is_refused_at_start_up(tmp_path, pki):
-    r = subprocess.run([sys.executable, "-m", "warren", "serve", "--data-dir", str(tmp_path / "d"), "--port", "0",
-                        "--http-port", "-1", "--workers", "2", *pki.broker_args("none")],
-                       capture_output=True, text=True, timeout=60)
-    assert r.returncode == 1
-    assert "tls-port cannot be used with workers > 1" in r.stderr
-    assert "Traceback" not in r.stderr
+@pytest.mark.parametrize("mode", ["vhosts", "queues"])
+def test_tls_with_workers_ends_in_the_supervisor_and_is_relayed_to_a_worker(start_broker, pki, tmp_path, mode):
+    """--workers: the supervisor ends TLS and relays the plaintext (warren/server/relay.py).
+    Password and certificate logins work, a message larger than every socket buffer crosses
+    both ways, the HTTP API shows the client's address and the TLS session, and a stop reaches
+    the client as its worker's connection.close."""
+    b = start_broker("--workers", "2", "--worker-mode", mode, *pki.broker_args("peer"), data_dir=tmp_path / mode)
+    user = f"cert-{uuid.uuid4().hex[:8]}"
+    add_user(b, user, None)
+    with pika.BlockingConnection(params(b, pki.client_context())) as c:
+        round_trip(c)
+        ch = c.channel()
+        q = ch.queue_declare("", exclusive=True).method.queue
+        big = uuid.uuid4().bytes * (256 * 1024)  # 4 MiB: the relay pauses and resumes on the way
+        ch.basic_publish("", q, big)
+        got = None
+        for _ in range(100):
+            got = ch.basic_get(q, auto_ack=True)[2]
+            if got is not None:
+                break
+            time.sleep(0.05)
+        assert got == big
+    with connect_when_ready(params(b, pki.client_context(pki.client(user)), pika.credentials.ExternalCredentials())) as c:
+        round_trip(c, prefix="cert")
+        port = c._impl._transport._sock.getsockname()[1]
+        rows = [r for r in api_connections(b) if r["peer_port"] == port]
+        assert len(rows) == 1, "the relayed connection is listed under the client's address"
+        row = rows[0]
+        assert (row["peer_host"], row["port"], row["user"], row["auth_mechanism"]) == ("127.0.0.1", b.tls_port, user,
+                                                                                       "EXTERNAL")
+        assert row["ssl"] is True and row["ssl_protocol"] in ("tlsv1.2", "tlsv1.3") and row["ssl_cipher"]
+    # a stop: the worker closes its connections (320), and the relay carries that to the client
+    c = pika.BlockingConnection(params(b, pki.client_context()))
+    c.channel()
+    b.signal(signal.SIGTERM)
+    with pytest.raises(pika.exceptions.ConnectionClosedByBroker) as e:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            c.process_data_events(time_limit=0.1)
+    assert e.value.reply_code == 320
+    assert b.wait() == 0
 
 
 def test_bad_tls_files_stop_the_start_with_one_line(tmp_path, pki):
@@ -346,7 +395,7 @@ def test_https_on_the_prometheus_port_and_with_workers(start_broker, pki, tmp_pa
     with urllib.request.urlopen(f"https://{SERVER_NAME}:{ready['prometheus_port']}/metrics", timeout=10,
                                 context=pki.client_context()) as r:
         assert r.status == 200 and b"rabbitmq_" in r.read()
-    # --workers: each worker's HTTP port is HTTPS (AMQP stays plain there: see the start-up refusal)
+    # --workers: each worker's HTTP port is HTTPS
     w = start_broker("--workers", "2", "--http-tls", "--tls-cert", str(pki.server_cert), "--tls-key",
                      str(pki.server_key), data_dir=tmp_path / "d2")
     assert w.tls_port is None

@@ -12,8 +12,9 @@ from __future__ import annotations
 from warren.access.errors import LoginRefused
 from warren.access.users import is_loopback
 from warren.codec.fields import FieldDecodeError, decode_shortstr, decode_value
+from warren.errors import ConnectionAccessRefused
 
-__all__ = ["parse_response", "check_certificate_login", "MECHANISMS", "MECHANISMS_WITH_EXTERNAL"]
+__all__ = ["parse_response", "check_certificate_login", "certificate_user", "MECHANISMS", "MECHANISMS_WITH_EXTERNAL"]
 
 MECHANISMS = b"PLAIN AMQPLAIN"
 # on a TLS connection whose client certificate verified (warren/server/tls.py): the certificate
@@ -64,3 +65,26 @@ def check_certificate_login(access, username: str, peer_host: str | None):
     if username in access.loopback_users and not is_loopback(peer_host):
         raise LoginRefused(username, LoginRefused.LOOPBACK_ONLY)
     return user
+
+
+def certificate_user(access, login, peer_host: str | None) -> str:
+    """The user of an EXTERNAL login on a connection whose TLS session gave ``login`` (a
+    ``tls.CertificateLogin``, None without a verified client certificate), known to the user
+    store ``access``. A refusal is RabbitMQ's generic 403 ``ConnectionAccessRefused``; the
+    reason is its ``log_detail``, for the log only. Asked by the 0-9-1 session and by the
+    --workers supervisor, which runs the handshake of a TLS connection it relays."""
+    refused = ConnectionAccessRefused(
+        "Login was refused using authentication mechanism EXTERNAL. For details see the broker logfile.", 10, 11)
+    if login is None:
+        refused.log_detail = ("EXTERNAL login without a verified client certificate "
+                              "(a plain connection, or TLS without a client certificate)")
+        raise refused
+    if login.name is None:
+        refused.log_detail = f"EXTERNAL login refused: {login.error}"
+        raise refused
+    try:
+        check_certificate_login(access, login.name, peer_host)
+    except LoginRefused as e:
+        refused.log_detail = f"certificate login refused for user '{login.name}': {e.reason}"
+        raise refused from None
+    return login.name

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 
 from warren.broker.queue import Queue
+from warren.management.api.connections import connection_name as _connection_name
 from warren.management.api.connections import consumer_count
 from warren.metrics.totals import QUEUE_TYPES, TOTALS
 
@@ -102,17 +103,6 @@ class Probes:
     def merged(self, other: Probes) -> Probes:
         return Probes(self.lag.merged(other.lag), [a.merged(b) for a, b in zip(self.gc, other.gc)],
                       [a + b for a, b in zip(self.gc_collected, other.gc_collected)], self.sync.merged(other.sync))
-
-
-def _connection_name(conn) -> str:
-    """The HTTP API's connection name (``peer -> local``), worked out once per connection."""
-    name = conn.api_name
-    if name is None:
-        transport = conn.transport
-        peer = conn.peer or ("?", 0)
-        local = (transport.get_extra_info("sockname") if transport is not None else None) or ("?", 0)
-        name = conn.api_name = f"{peer[0]}:{peer[1]} -> {local[0]}:{local[1]}"
-    return name
 
 
 _kinds: dict = {}  # queue class -> (RabbitMQ's queue type, counts its messages the classic way)

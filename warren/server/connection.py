@@ -22,6 +22,7 @@ import json
 import logging
 import time
 
+from warren.broker.auth import MECHANISMS
 from warren.codec.frames import FRAME_METHOD
 from warren.errors import AMQPError
 from warren.metrics.totals import TOTALS
@@ -35,7 +36,7 @@ from warren.protocol.amqp0_10.events import OpenRequested as OpenRequested0_10
 from warren.protocol.header import AMQP_0_10, HEADER_SIZE, NEED_MORE, PREFERRED_HEADER, read_header
 from warren.server.handshake import handshake_pending, peer_name
 from warren.server.handshake import stage as handshake_stage
-from warren.server.tls import mechanisms_for
+from warren.server.tls import session_of
 from warren.spec import amqp0_9_1 as spec
 
 __all__ = ["AMQPConnection"]
@@ -77,7 +78,7 @@ class AMQPConnection(asyncio.Protocol):
     # idle connection against 4.0 before). A new attribute must be named here.
     __slots__ = (
         "server", "config", "loop", "transport", "peer", "conn", "session", "recv_oct", "send_oct",
-        "connected_at", "certificate_login", "api_name", "_header", "_flush_scheduled", "_closing",
+        "connected_at", "tls", "local", "api_name", "_header", "_flush_scheduled", "_closing",
         "_turn_scheduled", "_blocked", "_throttled", "_flow_timer", "_more_events", "_told_blocked",
         "_close_timer", "_handshake_timer", "_heartbeat", "_timer", "_received", "_sent", "_idle_ticks",
         "_replay", "_replaying", "_started", "_eof", "_close_reason", "_gated", "_output_max",
@@ -89,7 +90,8 @@ class AMQPConnection(asyncio.Protocol):
         self.recv_oct = 0
         self.send_oct = 0
         self.connected_at = 0.0  # time.time() of the accept (the HTTP API's connected_at)
-        self.certificate_login = None  # TLS with a verified client certificate: its tls.CertificateLogin
+        self.tls = None  # a TLS connection: its tls.TlsSession (the EXTERNAL login, the HTTP API's ssl columns)
+        self.local = None  # our address, where the socket's is not the client's (relayed TLS: relay.py)
         self.api_name: str | None = None  # "peer -> local", the HTTP API's and Prometheus' name, worked out once
         # shared server state
         self.server = server
@@ -144,9 +146,16 @@ class AMQPConnection(asyncio.Protocol):
 
     # --- asyncio callbacks ---------------------------------------------------------------
 
+    @property
+    def certificate_login(self):
+        """The EXTERNAL login's ``tls.CertificateLogin``: None unless TLS with a verified client certificate."""
+        return self.tls.login if self.tls is not None else None
+
     def connection_made(self, transport) -> None:
         self.transport = transport
-        self.peer = transport.get_extra_info("peername")
+        if self.peer is None:  # else a relayed TLS connection, whose hand-over said who (relay.py)
+            self.peer = transport.get_extra_info("peername")
+            self.tls = session_of(transport, self.config)
         self._started = time.monotonic()
         self.connected_at = time.time()
         if not self.server.handshake_gate.admit(peer_name(self.peer)):
@@ -273,7 +282,7 @@ class AMQPConnection(asyncio.Protocol):
             self._start_0_10()
             return rest
         # EXTERNAL too on TLS with a verified client certificate (tls.py); the session reads certificate_login
-        mechanisms, self.certificate_login = mechanisms_for(self.transport, c)
+        mechanisms = self.tls.mechanisms if self.tls is not None else MECHANISMS
         self.conn = ServerConnection(self.server.broker.server_properties(), mechanisms, c.frame_max,
                                      c.channel_max, c.heartbeat, c.max_message_size, dialect=dialect)
         self.conn.backlogged = self.server.backlogged  # runs when the broker is behind several (connection.py)

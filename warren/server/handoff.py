@@ -13,10 +13,16 @@ or still in the socket, and is read by the worker in order.
 The record also names the vhost the supervisor resolved connection.open to: an AMQP 0-10
 client may name none (qpid.messaging does not), and the worker's replay must then open the
 vhost the supervisor chose a worker for, whatever the worker's own default would be.
+
+A TLS connection stays with the supervisor, which relays its plaintext (relay.py): its record
+(``pack_relayed``) carries one end of a socket pair instead of the client's socket, and says
+what that socket cannot: the client's address and ours, and the TLS session (``TlsSession``:
+the EXTERNAL login's user, the HTTP API's ssl columns).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
@@ -24,9 +30,11 @@ import struct
 
 from warren.codec.frames import method_frame
 from warren.server.connection import AMQPConnection
+from warren.server.tls import TlsSession
 from warren.spec.amqp0_9_1 import ConnectionClose
 
-__all__ = ["HandedOverConnection", "HandoffReceiver", "pack_handoff", "unpack_handoff", "RECORD_MAX"]
+__all__ = ["HandedOverConnection", "HandoffReceiver", "pack_handoff", "unpack_handoff", "pack_relayed",
+           "unpack_relayed", "Relayed", "RECORD_MAX"]
 
 log = logging.getLogger("warren.handoff")
 
@@ -51,6 +59,38 @@ def unpack_handoff(record: bytes) -> tuple[tuple[str, int], str, bytes]:
         raise ValueError("vhost name runs past the record")
     vhost = record[6 + n:6 + n + v].decode("utf-8", "surrogateescape")
     return (host, port), vhost, record[6 + n + v:]
+
+
+RELAYED = b"T"  # first octet of a relayed TLS connection's record (a plain one's is 0: a 16-bit length < 256)
+_SIZE = struct.Struct(">I")
+
+
+class Relayed:
+    """What a relayed TLS connection's socket pair cannot tell the worker (relay.py)."""
+
+    __slots__ = ("peer", "local", "tls")
+
+    def __init__(self, peer: tuple[str, int], local: tuple[str, int], tls: TlsSession) -> None:
+        self.peer = peer
+        self.local = local
+        self.tls = tls
+
+
+def pack_relayed(relayed: Relayed, vhost: str, received: bytes) -> bytes:
+    about = json.dumps({"peer": list(relayed.peer), "local": list(relayed.local),
+                        "tls": relayed.tls.to_record()}).encode()
+    return RELAYED + _SIZE.pack(len(about)) + about + pack_handoff(relayed.peer[0], relayed.peer[1], received, vhost)
+
+
+def unpack_relayed(record: bytes) -> tuple[Relayed, bytes]:
+    """(what the record says of the connection, the plain hand-over record inside); ValueError,
+    KeyError or struct.error if malformed."""
+    (n,) = _SIZE.unpack_from(record, 1)
+    about = json.loads(record[5:5 + n])
+    peer, local = about["peer"], about["local"]
+    relayed = Relayed((str(peer[0]), int(peer[1])), (str(local[0]), int(local[1])),
+                      TlsSession.from_record(about["tls"]))
+    return relayed, record[5 + n:]
 
 
 class HandoffReceiver:
@@ -125,9 +165,17 @@ class HandoffReceiver:
                     os.close(fd)
                 log.error("hand-over record without a socket; ignored")
                 continue
-            self._adopt(record, fds[0])
+            relayed = None
+            if record[:1] == RELAYED:
+                try:
+                    relayed, record = unpack_relayed(record)
+                except (ValueError, KeyError, IndexError, TypeError, struct.error) as e:
+                    os.close(fds[0])
+                    log.error("malformed hand-over record of a relayed TLS connection: %s", e)
+                    continue
+            self._adopt(record, fds[0], relayed=relayed)
 
-    def _adopt(self, record: bytes, fd: int, answered: int = 0) -> None:
+    def _adopt(self, record: bytes, fd: int, answered: int = 0, relayed: Relayed | None = None) -> None:
         try:
             peer, vhost, received = unpack_handoff(record)
             sock = socket.socket(fileno=fd)
@@ -140,7 +188,7 @@ class HandoffReceiver:
         # (a user made through another worker's HTTP API): a stat when nothing changed
         self.server.broker.access.refresh()
         task = self.loop.create_task(self.loop.connect_accepted_socket(
-            lambda: HandedOverConnection(self.server, received, vhost, answered), sock))
+            lambda: HandedOverConnection(self.server, received, vhost, answered, relayed), sock))
         task.add_done_callback(lambda t: t.cancelled() or t.exception() is None
                                or log.error("adopting a connection from %s failed: %r", peer, t.exception()))
 
@@ -171,14 +219,18 @@ class HandedOverConnection(AMQPConnection):
 
     __slots__ = ("handoff_vhost", "answered")
 
-    def __init__(self, server, received: bytes, vhost: str, answered: int = 0) -> None:
+    def __init__(self, server, received: bytes, vhost: str, answered: int = 0, relayed: Relayed | None = None) -> None:
         super().__init__(server, replay=received)
         self.handoff_vhost = vhost
         # a connection moved from another worker (--worker-mode queues): how many of the octets
         # received were answered there already (warren/spread/placement.py); 0 from the supervisor
         self.answered = answered
-        if server.spread is not None and not answered:
-            self._history = bytearray()  # it may move once (the replay is its beginning)
+        if relayed is not None:  # TLS the supervisor relays: who the client is (connection_made)
+            self.peer, self.local, self.tls = relayed.peer, relayed.local, relayed.tls
+        elif server.spread is not None and not answered:
+            # it may move once (the replay is its beginning); a relayed one stays: its record
+            # would have to carry the TLS session to the next worker too
+            self._history = bytearray()
 
     def connection_made(self, transport) -> None:
         if not self.answered:

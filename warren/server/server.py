@@ -341,7 +341,8 @@ class Server:
                 self.tls = TlsContexts(c)
             except TlsError as e:
                 raise StartupError(str(e)) from None
-        tls_port = None
+        # a worker lists its supervisor's TLS port (it ends TLS and relays: relay.py); one process its own
+        tls_port = c.tls_port if c.tls_port >= 0 and c.handoff_socket is not None else None
         if self.spread is not None:  # linked to the other workers before any client comes
             await self.spread.start()
         if c.handoff_socket is not None:  # a worker: connections come from the supervisor (workers.py)

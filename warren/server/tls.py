@@ -27,11 +27,9 @@ has the same again (connection.py).
 TLS and ``--workers``. The supervisor hands an accepted socket to a worker process with
 SCM_RIGHTS after connection.open (workers.py). A TLS session cannot follow: its keys and
 record sequence numbers live inside the supervisor's OpenSSL objects, and Python's ``ssl``
-cannot export them (kernel TLS offload would be the only way, and is not in ``ssl``). The
-alternative, the supervisor terminating TLS and relaying every byte to the worker, would route
-all TLS traffic, encryption included, through the one process that ``--workers`` exists to
-relieve. So ``tls_port`` with ``workers > 1`` is refused at start-up (config.py), and HTTPS
-works in both modes (each worker serves its own HTTP port).
+cannot export them (kernel TLS offload would be the only way, and is not in ``ssl``). So the
+supervisor keeps TLS connections and relays their plaintext to the workers (relay.py), and
+the worker learns the session from the hand-over (``TlsSession``).
 
 Certificate login (SASL EXTERNAL, RabbitMQ's rabbitmq_auth_mechanism_ssl): offered in
 connection.start only on a TLS connection whose client sent a certificate that verified
@@ -52,7 +50,8 @@ from pathlib import Path
 from warren.broker.auth import MECHANISMS, MECHANISMS_WITH_EXTERNAL
 
 __all__ = ["TlsContexts", "TlsError", "TlsAmqpListener", "CertificateLogin", "VERIFY_MODES", "LOGIN_FROM",
-           "SAN_TYPES", "parse_versions", "login_name", "distinguished_name", "mechanisms_for"]
+           "SAN_TYPES", "parse_versions", "login_name", "distinguished_name", "mechanisms_for", "TlsSession",
+           "session_of"]
 
 log = logging.getLogger("warren.tls")
 
@@ -233,18 +232,50 @@ def login_name(cert: dict, login_from: str = "common_name", san_type: str = "dns
     raise ValueError(f"unknown tls-login-from {login_from!r}")
 
 
-def mechanisms_for(transport, config) -> tuple[bytes, CertificateLogin | None]:
-    """The SASL mechanisms to offer on a new connection, and its certificate login: EXTERNAL
-    only when the transport is TLS and the client's certificate was verified (a context with
-    tls_verify none asks for none, and getpeercert() then gives nothing)."""
+@dataclass(frozen=True)
+class TlsSession:
+    """What a connection's TLS session shows the broker: the HTTP API's ``ssl`` columns and the
+    EXTERNAL login. Read where the TLS ends (``session_of``): in the connection's own process,
+    or in a --workers supervisor, which sends it to the worker with the hand-over (relay.py)."""
+
+    protocol: str  # "TLSv1.3"
+    cipher: str  # OpenSSL's name of the cipher suite
+    login: CertificateLogin | None  # None: no verified client certificate (no EXTERNAL)
+
+    @property
+    def mechanisms(self) -> bytes:
+        """The SASL mechanisms connection.start offers: EXTERNAL only with a verified certificate."""
+        return MECHANISMS_WITH_EXTERNAL if self.login is not None else MECHANISMS
+
+    def to_record(self) -> dict:
+        login = None if self.login is None else [self.login.name, self.login.error]
+        return {"protocol": self.protocol, "cipher": self.cipher, "login": login}
+
+    @classmethod
+    def from_record(cls, record: dict) -> "TlsSession":
+        login = record.get("login")
+        return cls(str(record["protocol"]), str(record["cipher"]),
+                   None if login is None else CertificateLogin(login[0], login[1]))
+
+
+def session_of(transport, config) -> TlsSession | None:
+    """The TLS session of a new connection's transport, None if it is plain. A client
+    certificate counts only when it verified (a context with tls_verify none asks for none,
+    and getpeercert() then gives nothing)."""
     ssl_object = transport.get_extra_info("ssl_object") if transport is not None else None
     if ssl_object is None:
-        return MECHANISMS, None
+        return None
     cert = ssl_object.getpeercert()
-    if not cert:
-        return MECHANISMS, None
-    return MECHANISMS_WITH_EXTERNAL, login_name(cert, config.tls_login_from, config.tls_login_san_type,
-                                               config.tls_login_san_index)
+    login = login_name(cert, config.tls_login_from, config.tls_login_san_type,
+                       config.tls_login_san_index) if cert else None
+    cipher = ssl_object.cipher()
+    return TlsSession(ssl_object.version() or "", cipher[0] if cipher else "", login)
+
+
+def mechanisms_for(transport, config) -> tuple[bytes, CertificateLogin | None]:
+    """The SASL mechanisms to offer on a new connection, and its certificate login."""
+    session = session_of(transport, config)
+    return (MECHANISMS, None) if session is None else (session.mechanisms, session.login)
 
 
 # --- the AMQP TLS listener ------------------------------------------------------------------
@@ -299,8 +330,10 @@ class TlsAmqpListener:
         self._sock: socket.socket | None = None
         self._accepting: asyncio.Task | None = None
 
-    async def start(self, host: str, port: int) -> int:
-        """Listen on host:port (0 = ephemeral); returns the port bound. OSError if it cannot."""
+    async def start(self, host: str, port: int, serve: bool = True) -> int:
+        """Listen on host:port (0 = ephemeral); returns the port bound. OSError if it cannot.
+        With ``serve`` False nobody is accepted until ``serve()`` (a --workers supervisor binds
+        before its workers start, so that they know the port, and serves once they are up)."""
         # the first address the host name gives (the plain port's create_server binds them all)
         family, kind, proto, _, address = socket.getaddrinfo(host or None, port, socket.AF_UNSPEC, socket.SOCK_STREAM,
                                                              0, socket.AI_PASSIVE)[0]
@@ -314,8 +347,12 @@ class TlsAmqpListener:
             sock.close()
             raise
         self._sock = sock
-        self._accepting = self.loop.create_task(self._accept_loop())
+        if serve:
+            self.serve()
         return sock.getsockname()[1]
+
+    def serve(self) -> None:
+        self._accepting = self.loop.create_task(self._accept_loop())
 
     async def _accept_loop(self) -> None:
         while not self.closed:

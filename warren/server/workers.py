@@ -11,12 +11,14 @@ ordinary Warren (``Server``) with its own event loop, its own data folder
 The supervisor listens on the AMQP port and runs each new connection's handshake with the
 sans-IO core up to connection.open, which names the vhost; then it hands the socket and the
 octets received so far to the owning worker (handoff.py) and forgets the connection. From
-then on the client talks to the worker directly: the supervisor carries no traffic.
+then on the client talks to the worker directly: the supervisor carries no traffic (but TLS's).
 
 AMQP 0-10 (Qpid's qpid.messaging) is handed over the same way: the supervisor runs its own
 handshake (warren/protocol/amqp0_10/connection.py) to connection.open, and a client that names no
 vhost (qpid.messaging names none) gets the supervisor's default, which the record carries so the
-worker's replay opens the same one. TLS is not served with workers (docs/security.md).
+worker's replay opens the same one. A TLS connection cannot be handed over (its session lives
+in our OpenSSL objects): the supervisor ends TLS, runs the same handshake, hands the worker one
+end of a socket pair and relays the plaintext (relay.py; docs/security.md).
 
 With ``--worker-mode queues`` (experimental) every worker serves every vhost instead and owns
 some of its queues (warren/spread): the supervisor deals connections out in turn, either
@@ -47,7 +49,7 @@ from pathlib import Path
 from warren.access import AccessControl, LoginRefused
 from warren.access import FILE_NAME as ACCESS_FILE_NAME
 from warren.access.login_throttle import LoginThrottle
-from warren.broker.auth import MECHANISMS, parse_response
+from warren.broker.auth import MECHANISMS, certificate_user, parse_response
 from warren.broker.broker import Broker
 from warren.broker.policies import FILE_NAME
 from warren.config import Config
@@ -59,12 +61,14 @@ from warren.protocol.amqp0_10.connection import ServerConnection as ServerConnec
 from warren.protocol.amqp0_10.session import CLOSE as CLOSE_0_10
 from warren.protocol.events import ConnectionClosed, Method
 from warren.protocol.header import AMQP_0_10, HEADER_SIZE, NEED_MORE, PREFERRED_HEADER, read_header
-from warren.server.handoff import RECORD_MAX, pack_handoff
+from warren.server.handoff import RECORD_MAX, Relayed, pack_handoff, pack_relayed
 from warren.server.handshake import handshake_pending, peer_name
 from warren.server.handshake import stage as handshake_stage
 from warren.server.limits import HandshakeGate, raise_open_file_limit
 from warren.server.loops import new_event_loop
 from warren.server.ownership import PLACEMENT, check_layout, place
+from warren.server.relay import Relay
+from warren.server.tls import TlsAmqpListener, TlsContexts, TlsError, session_of
 from warren.spec import amqp0_9_1 as spec
 
 __all__ = ["Supervisor", "owner_of"]
@@ -94,10 +98,12 @@ class Worker:
         self.prometheus_port: int | None = None
         self.peer_fds: dict[int, int] = {}  # --worker-mode queues: the other worker -> our end's descriptor
 
-    def hand_over(self, sock, received: bytes, peer, vhost: str) -> None:
+    def hand_over(self, sock, received: bytes, peer, vhost: str, relayed: Relayed | None = None) -> None:
         fd = os.dup(sock.fileno())
+        record = (pack_handoff(str(peer[0]), int(peer[1]), received, vhost) if relayed is None
+                  else pack_relayed(relayed, vhost, received))
         try:
-            socket.send_fds(self.channel, [pack_handoff(str(peer[0]), int(peer[1]), received, vhost)], [fd])
+            socket.send_fds(self.channel, [record], [fd])
         finally:
             os.close(fd)  # the worker has its own descriptor now
 
@@ -127,6 +133,8 @@ class Greeter(asyncio.Protocol):
         self._eof = False
         self._handed_over = False
         self._refused_at_accept = False
+        self.tls = None  # on the TLS port: its tls.TlsSession (the EXTERNAL login)
+        self.relay: Relay | None = None  # a TLS connection after connection.open (relay.py)
 
     def __str__(self) -> str:
         return f"{peer_name(self.peer)} user={self.username or '-'} vhost=-"
@@ -134,6 +142,7 @@ class Greeter(asyncio.Protocol):
     def connection_made(self, transport) -> None:
         self.transport = transport
         self.peer = transport.get_extra_info("peername")
+        self.tls = session_of(transport, self.sup.config)
         if not self.sup.handshake_gate.admit(peer_name(self.peer)):
             self._refused_at_accept = True  # logged by the gate
             transport.abort()  # too many sockets short of open: closed at accept (limits.py)
@@ -144,7 +153,18 @@ class Greeter(asyncio.Protocol):
     def eof_received(self) -> None:
         self._eof = True  # returning None lets the transport close itself
 
+    def pause_writing(self) -> None:  # the client reads slower than its worker writes (relay.py)
+        if self.relay is not None:
+            self.relay.client_cannot_take_more()
+
+    def resume_writing(self) -> None:
+        if self.relay is not None:
+            self.relay.client_drained()
+
     def connection_lost(self, exc) -> None:
+        if self.relay is not None:
+            self.relay.client_closed()
+            self.sup.relays.discard(self.relay)
         self._ungate()
         if self._timer is not None:
             self._timer.cancel()
@@ -178,6 +198,9 @@ class Greeter(asyncio.Protocol):
             self.sup.handshake_gate.done()
 
     def data_received(self, data: bytes) -> None:
+        if self.relay is not None:  # a TLS connection, its worker's now
+            self.relay.from_client(data)
+            return
         self.received += data
         if len(self.received) > RECORD_MAX:
             log.warning("closing connection from %s: handshake larger than %d octets", peer_name(self.peer),
@@ -199,8 +222,9 @@ class Greeter(asyncio.Protocol):
                     default_vhost=self.sup.default_vhost, channel_max=c.channel_max or 0xFFFF,
                     max_frame_size=min(c.frame_max or 0xFFFF, 0xFFFF), max_message_size=c.max_message_size)
             else:
-                self.conn = ServerConnection(self.sup.current_server_properties(), MECHANISMS, c.frame_max, c.channel_max,
-                                             c.heartbeat, c.max_message_size, dialect=dialect)
+                mechanisms = self.tls.mechanisms if self.tls is not None else MECHANISMS
+                self.conn = ServerConnection(self.sup.current_server_properties(), mechanisms, c.frame_max,
+                                             c.channel_max, c.heartbeat, c.max_message_size, dialect=dialect)
             data = bytes(self.received[HEADER_SIZE:])
         self.conn.receive_data(data)
         if type(self.conn) is ServerConnection0_10:
@@ -272,6 +296,12 @@ class Greeter(asyncio.Protocol):
             error.throttle_delay = delay
             return error
 
+        if m.mechanism == "EXTERNAL":  # offered on TLS with a verified client certificate only
+            self.sup.access.refresh()
+            self.username = certificate_user(self.sup.access, self.tls.login if self.tls is not None else None,
+                                             self.peer[0] if self.peer else None)
+            self.conn.accept_login()
+            return
         try:
             username, password = parse_response(m.mechanism, m.response)
         except ValueError as e:  # a malformed response is a failed login; the reason is logged only
@@ -303,6 +333,9 @@ class Greeter(asyncio.Protocol):
             error.log_detail = f"user '{self.username}' asked for unknown vhost '{vhost}'"
             self._refuse(error)
             return
+        if self.tls is not None:
+            self._relay(worker, vhost)
+            return
         self.transport.pause_reading()  # what follows stays in the socket for the worker
         sock = self.transport.get_extra_info("socket")
         try:
@@ -318,6 +351,31 @@ class Greeter(asyncio.Protocol):
         self._ungate()  # the worker counts it from here until its open-ok
         self._handed_over = True  # its close line will be the worker's
         self.transport.abort()  # closes our descriptor only: the worker holds the connection now
+
+    def _relay(self, worker: Worker, vhost: str) -> None:
+        """A TLS connection at connection.open: the worker gets one end of a socket pair and the
+        client's octets so far, we relay the rest (relay.py)."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        local = self.transport.get_extra_info("sockname") or ("", 0)
+        relayed = Relayed((str(self.peer[0]), int(self.peer[1])), (str(local[0]), int(local[1])), self.tls)
+        try:
+            worker.hand_over(theirs, bytes(self.received), self.peer, vhost, relayed)
+        except OSError as e:
+            ours.close()
+            log.error("could not hand the TLS connection from %s to worker %d: %s", self, worker.index, e)
+            self._close_reason = f"could not hand it to worker {worker.index}: {e}"
+            self.transport.abort()
+            return
+        finally:
+            theirs.close()  # the worker has its own descriptor now
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._ungate()
+        self._handed_over = True  # its close line will be the worker's
+        self.relay = Relay(self.sup.loop, self.transport)
+        self.sup.relays.add(self.relay)
+        self.relay.start(ours)
 
     def _refuse(self, error: AMQPError) -> None:
         if self.transport is None:
@@ -342,7 +400,7 @@ class Greeter(asyncio.Protocol):
         log.info("refused protocol header %r from %s", bytes(self.received[:8]), peer_name(self.peer))
         self._close_reason = f"not an AMQP protocol header: {bytes(self.received[:8])!r}"
         if self.received[:1] == b"\x16":  # a TLS handshake record (ClientHello)
-            self._close_reason += " (a TLS client on the plain AMQP port; --workers serves no TLS)"
+            self._close_reason += " (a TLS client on the plain AMQP port: use the TLS port, --tls-port)"
         self.transport.write(PREFERRED_HEADER)
         self.transport.close()
 
@@ -411,6 +469,11 @@ class Supervisor:
         self._stop: asyncio.Event | None = None
         self._listener: asyncio.AbstractServer | None = None  # the AMQP port, bound in run()
         self.port = config.port  # the AMQP port it listens on (the ephemeral one with --port 0)
+        # AMQP over TLS: the TLS ends here and the plaintext is relayed to the workers (relay.py)
+        self.tls: TlsContexts | None = None
+        self.tls_listener: TlsAmqpListener | None = None
+        self.tls_port: int | None = None  # the port it listens for AMQP over TLS on, bound in run()
+        self.relays: set[Relay] = set()  # TLS connections being relayed
 
     def _load_shared_definitions(self) -> dict:
         """Import the shared part of the definitions file (warren/management/definitions.py);
@@ -467,9 +530,12 @@ class Supervisor:
         return path
 
     def _reopen_logs(self) -> None:
-        """SIGHUP (logrotate): reopen our log file and pass the signal on to the workers."""
+        """SIGHUP (logrotate): reopen our log file, reload the TLS certificates (new TLS
+        connections use them, open ones keep theirs) and pass the signal on to the workers."""
         from warren.server.logs import reopen
         reopen()
+        if self.tls is not None:
+            self.tls.reload()
         for w in self.workers:
             if w.proc is not None and w.proc.poll() is None:
                 w.proc.send_signal(signal.SIGHUP)
@@ -492,6 +558,7 @@ class Supervisor:
         http = -1 if c.http_port < 0 else (0 if c.http_port == 0 else c.http_port + w.index)
         args = [sys.executable, "-m", "warren", "serve", "--config", str(self._worker_settings()),
                 "--host", c.host, "--port", str(self.port),
+                "--tls-port", str(self.tls_port if self.tls_port is not None else -1),  # for their APIs' listener lists
                 "--data-dir", str(c.data_dir / "workers" / str(w.index)),
                 "--handoff-socket", str(w.socket_path), "--ready-file", str(w.ready_file),
                 "--policy-file", str(c.policy_file or c.data_dir / FILE_NAME),
@@ -602,15 +669,23 @@ class Supervisor:
             self.loop.add_signal_handler(sig, self._stop.set)
         self.loop.add_signal_handler(signal.SIGHUP, self._reopen_logs)
         listener = self._listener
-        await listener.start_serving()
+        if listener is not None:
+            await listener.start_serving()
         port = self.port
-        log.info("Warren listening on %s:%d with %d workers: %s", c.host, port, len(self.workers),
+        tls_port = self.tls_port
+        if self.tls_listener is not None:  # the workers are up: a TLS connection is relayed to one at its open
+            self.tls_listener.serve()
+            log.info("Warren listening for AMQP over TLS on %s:%d (relayed to the workers; client certificates: %s)",
+                     c.host, tls_port, {"none": "not asked", "peer": "verified if sent", "require": "required"}[c.tls_verify])
+        log.info("Warren listening on %s:%s with %d workers: %s", c.host, port if listener is not None else "- (TLS only)",
+                 len(self.workers),
                  "; ".join(f"{w.index} (pid {w.proc.pid}): {', '.join(w.vhosts) or '-'}" for w in self.workers))
         if c.ready_file:
             home = self.workers[owner_of(self.default_vhost, len(self.workers), self.placement)]
             tmp = c.ready_file.with_suffix(".tmp")
             tmp.write_text(json.dumps({
-                "host": c.host, "port": port, "pid": os.getpid(),
+                "host": c.host, "port": port if listener is not None else None, "tls_port": tls_port,
+                "pid": os.getpid(),
                 # the API of the worker that owns the default vhost: the one that sees its queues
                 "http_port": home.http_port, "prometheus_port": home.prometheus_port,
                 "workers": [{"index": w.index, "pid": w.proc.pid, "vhosts": list(w.vhosts),
@@ -619,8 +694,27 @@ class Supervisor:
             tmp.replace(c.ready_file)
         self._watch_workers()
         await self._stop.wait()
-        listener.close()
-        await listener.wait_closed()
+        if listener is not None:
+            listener.close()
+            await listener.wait_closed()
+        if self.tls_listener is not None:
+            self.tls_listener.close()
+            await self.tls_listener.wait_closed()
+        if self.relays:  # the workers' last words (connection.close) to TLS clients go through us
+            await self._stop_workers_relaying()
+
+    async def _stop_workers_relaying(self) -> None:
+        """Stop the workers while our loop runs, so that what they write as they close their
+        connections reaches the TLS clients we relay for, then let the relays finish."""
+        for w in self.workers:
+            if w.proc is not None and w.proc.poll() is None:
+                w.proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + self.config.shutdown_timeout + 10
+        while time.monotonic() < deadline and any(w.proc is not None and w.proc.poll() is None for w in self.workers):
+            await asyncio.sleep(0.05)
+        deadline = time.monotonic() + 1.0
+        while self.relays and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
 
     def run(self) -> None:
         c = self.config
@@ -630,15 +724,26 @@ class Supervisor:
         try:
             # the AMQP port is bound before the workers start, so that they know it with --port 0:
             # a shovel or federation link to "amqp://" (this broker) connects to it (federation/)
-            self._listener = self.loop.run_until_complete(self.loop.create_server(
-                lambda: Greeter(self), c.host, c.port, backlog=1024, reuse_address=True, start_serving=False))
-            self.port = self._listener.sockets[0].getsockname()[1]
+            if c.port >= 0:  # else TLS only (--port -1)
+                self._listener = self.loop.run_until_complete(self.loop.create_server(
+                    lambda: Greeter(self), c.host, c.port, backlog=1024, reuse_address=True, start_serving=False))
+                self.port = self._listener.sockets[0].getsockname()[1]
+            if c.tls_port >= 0:  # bound now too: the workers' APIs list it (as the plain one, above)
+                try:
+                    self.tls = TlsContexts(c)
+                except TlsError as e:
+                    raise RuntimeError(str(e)) from None
+                self.tls_listener = TlsAmqpListener(self.loop, self.tls, lambda: Greeter(self), c.handshake_timeout)
+                self.tls_port = self.loop.run_until_complete(self.tls_listener.start(c.host, c.tls_port, serve=False))
             self._start_workers()
             self.loop.run_until_complete(self._serve())
         finally:
             self._stop_workers()
             if self._listener is not None:
                 self._listener.close()  # closed already, unless the workers failed to start
+            if self.tls_listener is not None:
+                self.tls_listener.close()
+                self.loop.run_until_complete(self.tls_listener.wait_closed())
             self.loop.close()
             (self.run_dir / "worker-settings.toml").unlink(missing_ok=True)
             for w in self.workers:

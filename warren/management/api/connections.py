@@ -36,6 +36,8 @@ def _peer(conn) -> tuple[str, int]:
 
 
 def _local(conn) -> tuple[str, int]:
+    if conn.local is not None:  # a TLS connection a --workers supervisor relays (warren/server/relay.py)
+        return conn.local
     transport = conn.transport
     sock = transport.get_extra_info("sockname") if transport is not None else None
     if isinstance(sock, tuple) and len(sock) >= 2:
@@ -87,6 +89,11 @@ def _protocol(conn) -> str:
     return conn.conn.dialect.title
 
 
+def _ssl_protocol(conn) -> str | None:
+    """RabbitMQ's spelling of the TLS version ("tlsv1.3"), None on a plain connection."""
+    return conn.tls.protocol.lower() if conn.tls is not None else None
+
+
 def connection_json(conn, sampler, ranges=st.NO_RANGES) -> dict:
     session = conn.session
     amqp = conn.conn
@@ -111,11 +118,11 @@ def connection_json(conn, sampler, ranges=st.NO_RANGES) -> dict:
         "recv_cnt": 0,
         "send_cnt": 0,
         "send_pend": 0,
-        "ssl": False,
-        "ssl_cipher": None,
+        "ssl": conn.tls is not None,
+        "ssl_cipher": conn.tls.cipher if conn.tls is not None else None,  # OpenSSL's name (docs/compatibility.md)
         "ssl_hash": None,
         "ssl_key_exchange": None,
-        "ssl_protocol": None,
+        "ssl_protocol": _ssl_protocol(conn),
         "state": "blocked" if conn._blocked else "running",
         "timeout": amqp.heartbeat,
         "type": "network",
@@ -142,6 +149,8 @@ def connection_fields(sampler) -> dict:
         "state": lambda c: "blocked" if c._blocked else "running",
         "connected_at": lambda c: int(c.connected_at * 1000),
         "protocol": _protocol,
+        "ssl": lambda c: c.tls is not None,
+        "ssl_protocol": _ssl_protocol,
         "node": lambda c: node_name(),
         "recv_oct": lambda c: c.recv_oct,
         "send_oct": lambda c: c.send_oct,

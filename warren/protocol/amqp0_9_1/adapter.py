@@ -20,8 +20,7 @@ from __future__ import annotations
 import logging
 import sys
 
-from warren.access.errors import LoginRefused
-from warren.broker.auth import check_certificate_login
+from warren.broker.auth import certificate_user
 from warren.broker.client import ClientConnection
 from warren.errors import AMQPError, ConnectionAccessRefused, InternalError, NotImplemented_, SoftError
 from warren.protocol.amqp0_9_1.channel import Channel
@@ -190,24 +189,8 @@ class ConnectionHandler(ClientConnection):
 
     def _certificate_login(self) -> str:
         """The user of an EXTERNAL login: named by the client's verified TLS certificate (the
-        glue's ``certificate_login``, set only on such connections), and known to the user
-        store. A refusal is RabbitMQ's generic 403; the reason goes to the log only."""
-        refused = ConnectionAccessRefused(
-            "Login was refused using authentication mechanism EXTERNAL. For details see the broker logfile.", 10, 11)
-        login = self.io.certificate_login
-        if login is None:
-            refused.log_detail = ("EXTERNAL login without a verified client certificate "
-                                  "(a plain connection, or TLS without a client certificate)")
-            raise refused
-        if login.name is None:
-            refused.log_detail = f"EXTERNAL login refused: {login.error}"
-            raise refused
-        try:
-            check_certificate_login(self.broker.users, login.name, self.peer[0] if self.peer else None)
-        except LoginRefused as e:
-            refused.log_detail = f"certificate login refused for user '{login.name}': {e.reason}"
-            raise refused from None
-        return login.name
+        glue's ``certificate_login``, set only on such connections), and known to the user store."""
+        return certificate_user(self.broker.users, self.io.certificate_login, self.peer[0] if self.peer else None)
 
     def _admit_channel(self, channel: int) -> None:
         """channel.open (the protocol core asks before open-ok): the user's max-channels."""
