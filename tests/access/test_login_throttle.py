@@ -85,3 +85,23 @@ def test_the_table_is_bounded(clock):
     assert len(t) <= 100
     t.failed("192.0.2.9")
     assert len(t) <= 100
+
+
+def test_two_processes_count_each_others_failures(clock):
+    """--workers: each process's table, told of the others' failures (on_failure -> count_elsewhere),
+    blocks an address after the node's failures, wherever they happened."""
+    a = LoginThrottle(delay=1.0, limit=6, block_time=60.0, clock=clock)
+    b = LoginThrottle(delay=1.0, limit=6, block_time=60.0, clock=clock)
+    told_by_a, told_by_b = [], []
+    a.on_failure, b.on_failure = told_by_a.append, told_by_b.append
+    for _ in range(3):
+        a.failed("192.0.2.7")
+    for host in told_by_a:
+        b.count_elsewhere(host)
+    assert told_by_a == ["192.0.2.7"] * 3 and told_by_b == []  # what came from elsewhere is not told on
+    assert b.failed("192.0.2.7").delay == 1.0  # b's first, the node's fourth: slowed
+    b.failed("192.0.2.7")
+    assert b.failed("192.0.2.7").blocked  # the node's sixth: blocked, though b saw three itself
+    assert told_by_b == ["192.0.2.7"] * 3
+    a.count_elsewhere("127.0.0.1")  # loopback stays exempt, whoever counts
+    assert a.blocked_for("127.0.0.1") == 0.0 and len(a) == 1

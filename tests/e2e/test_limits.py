@@ -9,6 +9,7 @@ and AMQP refusals).
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import socket
 import struct
@@ -358,6 +359,20 @@ def test_failed_logins_are_delayed_then_refused_per_address(start_broker, worker
     assert "answered after 0.5s (login throttle)" in b.log()
     with connect(b.host, b.port) as ok:  # others still log in
         round_trip(ok)
+    # one throttle for the node: the HTTP API (a worker's, with --workers) refuses the address too
+    assert _http_whoami(b, "guest", "guest", source=attacker) == 401
+    assert _http_whoami(b, "guest", "guest") == 200
+
+
+def _http_whoami(b, user: str, password: str, source: str = "127.0.0.1") -> int:
+    """The status of ``GET /api/whoami`` from ``source``."""
+    conn = http.client.HTTPConnection("127.0.0.1", b.http_port, timeout=10, source_address=(source, 0))
+    try:
+        auth = base64.b64encode(f"{user}:{password}".encode()).decode()
+        conn.request("GET", "/api/whoami", headers={"Authorization": f"Basic {auth}"})
+        return conn.getresponse().status
+    finally:
+        conn.close()
 
 
 def test_loopback_addresses_are_not_throttled_by_default(start_broker):

@@ -17,7 +17,7 @@ import time
 import pika
 import pytest
 
-from tests.conftest import EXTERNAL_URL, skip_under_workers
+from tests.conftest import EXTERNAL_URL
 from tests.e2e.test_limits import _login as amqp_login  # a raw AMQP login from a chosen source address
 from tests.management.api_client import call, q
 from tests.rabbitmq_node import rabbitmq_missing
@@ -191,8 +191,6 @@ def wait_for_log(b, text: str, timeout: float = 10.0) -> bool:
 
 
 def test_failed_http_logins_are_delayed_then_refused_per_address(start_broker):
-    skip_under_workers("the login throttle counts per process (docs/performance.md, 'Both cores'): an address "
-                       "blocked by a worker's HTTP API is not blocked at the supervisor's AMQP login")
     b = start_broker("--login-throttle-loopback", "--login-failure-limit", "6", "--login-failure-delay", "0.5",
                      "--login-block-time", "30")
     attacker = "127.0.0.2"

@@ -20,11 +20,17 @@ The table is bounded (``MAX_ADDRESSES``): past it, entries that no longer count 
 are dropped, then the oldest; a flood of spoofed-looking sources cannot grow it. Addresses
 are compared exactly (an IPv6 attacker with a /64 has many; docs/security.md says so).
 Sans-IO: the caller passes the clock's time in; no timers.
+
+Several processes (``--workers``): each keeps its own table, and every failure one of them
+counts is told to the others (``on_failure``; they take it in with ``count_elsewhere``:
+warren/server/workers.py carries it), so that an address blocked through one worker's HTTP
+API is blocked at the supervisor's AMQP login too, as in one process.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from warren.access.users import is_loopback
@@ -64,6 +70,8 @@ class LoginThrottle:
         self.max_addresses = max_addresses
         self.clock = clock
         self._records: dict[str, _Record] = {}
+        # --workers: told of each failure counted here, to tell the node's other processes
+        self.on_failure: Callable[[str], None] | None = None
 
     @classmethod
     def for_config(cls, config) -> "LoginThrottle":
@@ -91,6 +99,17 @@ class LoginThrottle:
         """A login from ``host`` failed: count it; how long to wait before answering."""
         if not self._applies(host):
             return Verdict(0.0, 0)
+        verdict = self._count(host)
+        if self.on_failure is not None:
+            self.on_failure(host)
+        return verdict
+
+    def count_elsewhere(self, host: str) -> None:
+        """A login from ``host`` failed in another process of the node: it counts here too."""
+        if self._applies(host):
+            self._count(host)
+
+    def _count(self, host: str) -> Verdict:
         now = self.clock()
         record = self._records.get(host)
         window = self.block_time or 60.0

@@ -18,6 +18,11 @@ A TLS connection stays with the supervisor, which relays its plaintext (relay.py
 (``pack_relayed``) carries one end of a socket pair instead of the client's socket, and says
 what that socket cannot: the client's address and ours, and the TLS session (``TlsSession``:
 the EXTERNAL login's user, the HTTP API's ssl columns).
+
+The channel carries one more record, both ways and without a descriptor: a failed login
+(``pack_failed_login``), so that every process of the node counts it in its login throttle
+(warren/access/login_throttle.py): the supervisor tells the workers of failed AMQP logins, a
+worker tells the supervisor of a failed HTTP API login, and the supervisor passes that on.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from warren.server.tls import TlsSession
 from warren.spec.amqp0_9_1 import ConnectionClose
 
 __all__ = ["HandedOverConnection", "HandoffReceiver", "pack_handoff", "unpack_handoff", "pack_relayed",
-           "unpack_relayed", "Relayed", "RECORD_MAX"]
+           "unpack_relayed", "Relayed", "RECORD_MAX", "FAILED_LOGIN", "pack_failed_login", "unpack_failed_login"]
 
 log = logging.getLogger("warren.handoff")
 
@@ -63,6 +68,17 @@ def unpack_handoff(record: bytes) -> tuple[tuple[str, int], str, bytes]:
 
 RELAYED = b"T"  # first octet of a relayed TLS connection's record (a plain one's is 0: a 16-bit length < 256)
 _SIZE = struct.Struct(">I")
+
+
+FAILED_LOGIN = b"F"  # first octet of a failed login's record (no descriptor): the address follows
+
+
+def pack_failed_login(host: str) -> bytes:
+    return FAILED_LOGIN + host.encode()
+
+
+def unpack_failed_login(record: bytes) -> str:
+    return record[1:].decode()
 
 
 class Relayed:
@@ -126,6 +142,17 @@ class HandoffReceiver:
         channel.setblocking(False)
         self._channel = channel
         self.loop.add_reader(channel.fileno(), self._receive)
+        throttle = self.server.broker.login_throttle
+        if throttle is not None:  # our HTTP API's failed logins count at the supervisor's AMQP login too
+            throttle.on_failure = self._tell_failed_login
+
+    def _tell_failed_login(self, host: str) -> None:
+        if self._channel is None:
+            return
+        try:
+            self._channel.send(pack_failed_login(host))
+        except OSError as e:  # the supervisor is gone or far behind: it stops us, or counts one fewer
+            log.warning("could not tell the supervisor of a failed login from %s: %s", host, e)
 
     def _receive_move(self, channel: socket.socket) -> None:
         from warren.spread.placement import is_move, unpack_move
@@ -160,6 +187,11 @@ class HandoffReceiver:
             if not record and not fds:
                 self._supervisor_gone()
                 return
+            if not fds and record[:1] == FAILED_LOGIN:  # in another process of the node
+                throttle = self.server.broker.login_throttle
+                if throttle is not None:
+                    throttle.count_elsewhere(unpack_failed_login(record))
+                continue
             if len(fds) != 1:
                 for fd in fds:
                     os.close(fd)

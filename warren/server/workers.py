@@ -61,7 +61,9 @@ from warren.protocol.amqp0_10.connection import ServerConnection as ServerConnec
 from warren.protocol.amqp0_10.session import CLOSE as CLOSE_0_10
 from warren.protocol.events import ConnectionClosed, Method
 from warren.protocol.header import AMQP_0_10, HEADER_SIZE, NEED_MORE, PREFERRED_HEADER, read_header
-from warren.server.handoff import RECORD_MAX, Relayed, pack_handoff, pack_relayed
+from warren.server.handoff import (
+    FAILED_LOGIN, RECORD_MAX, Relayed, pack_failed_login, pack_handoff, pack_relayed, unpack_failed_login,
+)
 from warren.server.handshake import handshake_pending, peer_name
 from warren.server.handshake import stage as handshake_stage
 from warren.server.limits import HandshakeGate, raise_open_file_limit
@@ -631,6 +633,35 @@ class Supervisor:
             w.channel = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             w.channel.connect(str(w.socket_path))
             w.channel.settimeout(5.0)  # a hand-over is a few KB to a local worker; never block for long
+            self.loop.add_reader(w.channel.fileno(), self._from_worker, w)
+        # one login throttle for the node: each process tells the others what it counts (handoff.py)
+        self.login_throttle.on_failure = self._tell_failed_login
+
+    def _from_worker(self, w: Worker) -> None:
+        """A record from worker ``w`` on its hand-over channel: a failed login it counted. One
+        per call (the channel has a time-out: a second recv could wait for it)."""
+        try:
+            record = w.channel.recv(RECORD_MAX, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return
+        except OSError:
+            record = b""
+        if not record:  # the worker closed its end: it is stopping (_watch_workers sees to it)
+            self.loop.remove_reader(w.channel.fileno())
+            return
+        if record[:1] == FAILED_LOGIN:
+            host = unpack_failed_login(record)
+            self.login_throttle.count_elsewhere(host)
+            self._tell_failed_login(host, skip=w)
+
+    def _tell_failed_login(self, host: str, skip: Worker | None = None) -> None:
+        record = pack_failed_login(host)
+        for w in self.workers:
+            if w is not skip and w.channel is not None:
+                try:
+                    w.channel.send(record)
+                except OSError as e:
+                    log.warning("could not tell worker %d of a failed login from %s: %s", w.index, host, e)
 
     def _stop_workers(self, sig=signal.SIGTERM) -> None:
         for w in self.workers:
@@ -648,6 +679,8 @@ class Supervisor:
                 w.proc.wait()
         for w in self.workers:
             if w.channel is not None:
+                if self.loop is not None and not self.loop.is_closed():
+                    self.loop.remove_reader(w.channel.fileno())
                 w.channel.close()
                 w.channel = None
 
