@@ -12,7 +12,7 @@ from warren.codec.fields import encode_shortstr
 
 if TYPE_CHECKING:
     from warren.broker.channel import Channel
-    from warren.broker.queue import Queue
+    from warren.broker.queues.base import QueueBase
 
 __all__ = ["Consumer"]
 
@@ -21,7 +21,7 @@ class Consumer:
     __slots__ = ("tag", "tag_ss", "channel", "sink", "queue", "no_ack", "exclusive", "arguments", "priority",
                  "prefetch_count", "prefetch_size", "unacked", "unacked_bytes", "has_capacity", "counted_capacity")
 
-    def __init__(self, tag: str, channel: "Channel", queue: "Queue", no_ack: bool, exclusive: bool,
+    def __init__(self, tag: str, channel: "Channel", queue: "QueueBase", no_ack: bool, exclusive: bool,
                  arguments: dict, prefetch_count: int, prefetch_size: int) -> None:
         self.tag = tag
         self.tag_ss = encode_shortstr(tag)  # ready for basic.deliver

@@ -11,9 +11,11 @@ a writable transport) call ``dispatch``, which hands ready messages to consumers
 turn by turn, until one or the other runs out.
 
 This module is the queue's core: taking messages in (``publish``), handing them out
-(``dispatch``, ``take``) and their leaving (``forget``, ``requeue``, ``purge``). Each of its other
-jobs is a part of its own in ``warren/broker/queues/``, a mixin of ``Queue`` whose state lives
-on the queue:
+(``dispatch``, ``take``) and their leaving (``forget``, ``requeue``, ``purge``). What every queue
+type has, the stream included (identity, consumers, bindings, store, the HTTP API's counters, and
+the defaults the mixins below override), is ``QueueBase`` in ``warren/broker/queues/base.py``.
+Each of the classic queue's other jobs is a part of its own in ``warren/broker/queues/``, a
+mixin of ``Queue`` whose state lives on the queue:
 
 * ``expiry.py``: message TTL and ``x-expires`` (the deadlines, ``tick``);
 * ``length_limits.py``: ``x-max-length(-bytes)`` and ``x-overflow``;
@@ -26,7 +28,9 @@ RabbitMQ's queue arguments (``docs/features.md``) are all read in ``apply_argume
 effective arguments (declared ones plus a policy's, ``policies.py``), again when policies change.
 Messages leaving for good go through ``forget``; those that die (rejected, expired, dropped by a
 length limit, past the delivery limit) are then dead-lettered (``dead_letter.py``). Priority
-queues (``x-max-priority``) and the other queue types are in ``warren/broker/queues/`` too.
+queues (``x-max-priority``), the quorum, last-value and message-group queues subclass ``Queue``
+(``warren/broker/queues/``); the stream queue does not (``queues/stream.py``: it derives from
+``QueueBase`` alone and has none of these jobs).
 """
 
 from __future__ import annotations
@@ -35,10 +39,10 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING
 
-from warren.broker.consumer import Consumer
 from warren.broker.dead_letter import DELIVERY_LIMIT, EXPIRED, MAXLEN, REROUTE_ARGUMENT, dead_letter
 from warren.broker.dedup import queue_duplicate
 from warren.broker.memory import MESSAGE_OVERHEAD
+from warren.broker.queues.base import QueueBase
 from warren.broker.queues.consumer_choice import ConsumerChoice
 from warren.broker.queues.delivery_limit import DeliveryLimit
 from warren.broker.queues.expiry import Expiry
@@ -61,37 +65,20 @@ def _int_arg(arguments: dict, key: str) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
-class Queue(Expiry, LengthLimits, DeliveryLimit, ConsumerChoice, Paging, FlowMarks):
-    # message counts for the HTTP API's message_stats (warren/management/api/stats.py), plain
-    # increments by the channel; what was published is ``_seq`` (one per enqueued message)
-    stats_deliver = 0  # deliveries to consumers
-    stats_get = 0  # basic.get answered with a message
-    stats_ack = 0  # deliveries acknowledged
-    stats_redeliver = 0  # deliveries flagged redelivered
-    # what RabbitMQ calls its type (the HTTP API, Prometheus): subclasses say otherwise
-    queue_type = "classic"
-    is_stream = False  # StreamQueue: an append-only log read by offset
+class Queue(Expiry, LengthLimits, DeliveryLimit, ConsumerChoice, Paging, FlowMarks, QueueBase):
+    # the mixins come first: each overrides the neutral default of its job in QueueBase
+    # (``page_out``, ``refuses_publishes``, ...); what was published is ``_seq`` (one per
+    # enqueued message)
+    queue_type = "classic"  # subclasses say otherwise (quorum)
 
     def __init__(self, vhost, name: str, durable: bool = False, exclusive_owner=None,
                  auto_delete: bool = False, arguments: dict | None = None) -> None:
-        self.vhost = vhost
-        self.name = name
-        self.durable = durable
-        self.exclusive_owner = exclusive_owner  # the ClientConnection that owns an exclusive queue, else None
-        self.auto_delete = auto_delete
-        self.arguments = arguments or {}
+        super().__init__(vhost, name, durable, exclusive_owner, auto_delete, arguments)
         self.ready: deque = deque()  # (seq, message, redelivered, deadline)
         self.ready_bytes = 0
-        self.consumers: list[Consumer] = []
-        self.bound_to: set = set()  # bindings whose destination is this queue
-        self.had_consumer = False
-        self.store = None  # a QueueStore for a durable queue: persistent messages go there too
-        self.durability = None
-        self.memory = None  # the broker's MemoryBudget (None: never page)
         self.spill = None  # a non-durable QueueStore for paged-out transient messages
         self.paged = 0  # messages on disk only, all with a seq above page_boundary
         self.page_boundary = 0
-        self.deleted = False
         self._seq = 0
         self._rr = 0  # round-robin position in self.consumers
         self._dispatching = False
@@ -100,13 +87,9 @@ class Queue(Expiry, LengthLimits, DeliveryLimit, ConsumerChoice, Paging, FlowMar
         self._returns: dict[int, int] = {}  # seq -> times returned (x-delivery-limit only)
         # seq -> (message as queued, deadline) of taken messages with a TTL or a delivery limit
         self._taken: dict[int, tuple] = {}
-        self.last_used = time.monotonic()
         self.single_active = args.get("x-single-active-consumer") is True
         self._plain = not self.single_active  # no SAC and every consumer of the same priority
         self._priority_rr: dict[int, int] = {}  # x-priority -> round-robin position in its group
-        self._ticking = False
-        self.congested = False  # over a flow mark with consumers: its publishers are paused
-        self.effective: dict = {}
         # the declared arguments plus those of the policy that applies (warren/broker/policies.py)
         self.apply_arguments(vhost.effective_arguments("queue", name, self.arguments))
 

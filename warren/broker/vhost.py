@@ -17,7 +17,7 @@ from warren.broker.dead_letter import REROUTE_ARGUMENT, dead_letter
 from warren.broker.dedup import check_arguments as check_dedup_arguments
 from warren.broker.message import Message
 from warren.broker.policies import effective_arguments, pick
-from warren.broker.queue import Queue
+from warren.broker.queues.base import QueueBase
 from warren.broker.queues.length_limits import OVERFLOW_MODES
 from warren.broker.queues.paging import PAGE_KEEP
 from warren.broker.queues.factory import new_queue
@@ -48,7 +48,7 @@ class VirtualHost:
         self.name = name
         self.memory = memory  # the broker's MemoryBudget: queues page out past it
         self.durability = durability  # None: nothing is stored (tests of the model alone)
-        self.queues: dict[str, Queue] = {}
+        self.queues: dict[str, QueueBase] = {}
         # --worker-mode queues (warren/spread): the queues other workers own, as records, and this
         # worker's part of the node (None in one process)
         self.remote_queues: dict = {}
@@ -193,7 +193,7 @@ class VirtualHost:
 
     # --- queues --------------------------------------------------------------------------
 
-    def queue(self, name: str, session) -> Queue:
+    def queue(self, name: str, session) -> QueueBase:
         """A queue this session may use: 404 if missing, 405 if another connection's exclusive."""
         q = self.queues.get(name)
         if q is None:
@@ -211,7 +211,7 @@ class VirtualHost:
                               "property value does not match that of the original declaration.")
 
     def declare_queue(self, session, name: str, passive: bool, durable: bool, exclusive: bool,
-                      auto_delete: bool, arguments: dict, server_named: bool = False) -> Queue:
+                      auto_delete: bool, arguments: dict, server_named: bool = False) -> QueueBase:
         """``server_named``: ``name`` is one the server drew (--worker-mode queues draws it on the
         worker that orders declarations, warren/spread), not the client's."""
         if passive:
@@ -260,7 +260,7 @@ class VirtualHost:
         self.queues[name] = q
         return q
 
-    def _attach_store(self, q: Queue) -> int:
+    def _attach_store(self, q: QueueBase) -> int:
         """Open the queue's message store; put back what it holds. Returns the message count."""
         if q.is_stream:
             return q.attach(self.durability)  # a stream reads its log as consumers ask
@@ -291,7 +291,7 @@ class VirtualHost:
         q.resume_numbering(store.last_seq)
         return len(store)
 
-    def delete_queue(self, q: Queue) -> int:
+    def delete_queue(self, q: QueueBase) -> int:
         """Remove a queue, its bindings and its consumers (who get a cancel notification)."""
         if q.deleted:
             return 0
@@ -339,7 +339,7 @@ class VirtualHost:
             c.channel.consumer_cancelled_by_broker(c)
         q.consumers.clear()
 
-    def bind_queue(self, q: Queue, exchange: str, routing_key: str, arguments: dict) -> None:
+    def bind_queue(self, q: QueueBase, exchange: str, routing_key: str, arguments: dict) -> None:
         self._bind(self._writable_exchange(exchange), q, routing_key, arguments)
 
     # --- restoring durable definitions at start-up ------------------------------------------

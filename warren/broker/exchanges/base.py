@@ -31,13 +31,13 @@ from warren.errors import PreconditionFailed
 
 if TYPE_CHECKING:
     from warren.broker.message import Message
-    from warren.broker.queue import Queue
+    from warren.broker.queues.base import QueueBase
 
 __all__ = ["Binding", "Exchange", "freeze"]
 
 
 class Binding:
-    """source --routing_key/arguments--> destination (a Queue or an Exchange)."""
+    """source --routing_key/arguments--> destination (a queue, ``QueueBase``, or an Exchange)."""
 
     __slots__ = ("source", "destination", "routing_key", "arguments")
 
@@ -159,7 +159,7 @@ class Exchange:
     # match() looks at the routing key alone, never the message (direct, fanout, topic, default)
     KEY_ROUTED = False
 
-    def run_destinations(self, routing_key: str) -> "Collection[Queue] | None":
+    def run_destinations(self, routing_key: str) -> "Collection[QueueBase] | None":
         """What ``route`` gives every message published here with this one routing key and no
         CC/BCC headers, when that depends on the key alone: a run of publishes
         (``BrokerChannel.publish_run``) routes once. None when it depends on the message
@@ -183,7 +183,7 @@ class Exchange:
 
     # --- routing -------------------------------------------------------------------------
 
-    def route(self, message: "Message", routing_keys) -> "Collection[Queue]":
+    def route(self, message: "Message", routing_keys) -> "Collection[QueueBase]":
         """The queues a message published here reaches (see the module docstring)."""
         props = message.properties
         # decode only when the property octets hold the names (67 is "C": a cheap memchr first)
@@ -201,7 +201,7 @@ class Exchange:
                 return _NO_QUEUES
         return self.route_keys(message, routing_keys)
 
-    def route_keys(self, message: "Message", routing_keys, dedup: bool = True) -> "Collection[Queue]":
+    def route_keys(self, message: "Message", routing_keys, dedup: bool = True) -> "Collection[QueueBase]":
         """Route with these keys exactly (CC/BCC already applied); ``dedup=False`` skips this
         exchange's own deduplication (a delayed message it already checked). The queues come
         without duplicates, as a set or (one queue) a tuple: iterate, do not modify."""

@@ -82,6 +82,3 @@ class ConsumerChoice:
         if self.single_active:
             return self.consumers[0].has_capacity()
         return any(c.has_capacity() for c in self.consumers)
-
-    def has_exclusive_consumer(self) -> bool:
-        return any(c.exclusive for c in self.consumers)

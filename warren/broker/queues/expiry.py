@@ -9,7 +9,8 @@ as time passes, as RabbitMQ's timer does. A TTL of 0 expires a message at once u
 can take it now. A taken message keeps its deadline (``_taken``) and takes it back on requeue.
 
 ``x-expires``: ``tick`` deletes the queue once unused that long (no consumer, no basic.get, no
-declare); ``last_used`` is when it was last used.
+declare); ``last_used`` is when it was last used. What every queue type has of this (``last_used``,
+``touch``, and ``_timed``, which asks for ``tick`` calls) is in ``base.py``.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ _EXPIRATION_HI = EXPIRATION_FLAG >> 8  # tested in the high octet of the flag wo
 
 class Expiry:
     """``Queue``'s expiry of messages and of the queue itself (its state is the queue's:
-    ``ready``, ``message_ttl``, ``expires``, ``last_used``, ``_ticking``)."""
+    ``ready``, ``message_ttl``, ``expires``, ``last_used``, ``_ticking``; ``_timed`` and
+    ``touch`` are ``QueueBase``'s)."""
 
     def expire(self) -> None:
         """Drop (dead-letter) expired messages from the head of the queue."""
@@ -51,12 +53,6 @@ class Expiry:
             self.forget(seq, msg)
         self._dead_letter([e[1] for e in entries], EXPIRED)
 
-    def _timed(self) -> None:
-        """Ask for ``tick`` calls (messages with a deadline, or x-expires)."""
-        if not self._ticking:
-            self._ticking = True
-            self.vhost.timers.add(self)
-
     def tick(self, now: float) -> bool:
         """Expire the head and, with x-expires, delete the queue when unused for that long.
         Returns whether to keep ticking."""
@@ -72,10 +68,6 @@ class Expiry:
             self._check_drained()
         self._ticking = self.expires is not None or bool(self.ready) or bool(self.paged)
         return self._ticking
-
-    def touch(self) -> None:
-        """The queue was used (declared, basic.get): x-expires counts from now."""
-        self.last_used = time.monotonic()
 
     def _ttl_of(self, message: "Message") -> float | None:
         """The TTL of a message read back from disk: the lower of queue and message TTL."""

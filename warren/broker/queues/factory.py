@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from warren.broker.queue import Queue
 from warren.broker.queues import qpid_args
+from warren.broker.queues.base import QueueBase
 from warren.broker.queues.last_value import LastValueQueue
 from warren.broker.queues.message_groups import GroupQueue
 from warren.broker.queues.priority import PriorityQueue, QpidPriorityQueue
@@ -15,7 +16,7 @@ from warren.broker.queues.stream_args import is_stream_declare
 __all__ = ["new_queue", "queue_class", "queue_type"]
 
 
-def queue_class(arguments: dict) -> type[Queue]:
+def queue_class(arguments: dict) -> type[QueueBase]:
     """``StreamQueue`` for ``x-queue-type=stream``; ``QuorumQueue`` for ``x-queue-type=quorum``;
     Qpid's kinds (``queues/qpid_args.py``): ``LastValueQueue`` for a last-value key,
     ``GroupQueue`` for a group header, ``QpidPriorityQueue`` for Qpid's priority levels;
@@ -45,7 +46,7 @@ def queue_class(arguments: dict) -> type[Queue]:
 
 
 def new_queue(vhost, name: str, durable: bool = False, exclusive_owner=None, auto_delete: bool = False,
-              arguments: dict | None = None) -> Queue:
+              arguments: dict | None = None) -> QueueBase:
     arguments = arguments or {}
     if arguments and any(isinstance(k, str) and k.startswith(("qpid.", "x-qpid-")) for k in arguments):
         kind = "stream" if is_stream_declare(arguments) else "quorum" if is_quorum_declare(arguments) else "classic"

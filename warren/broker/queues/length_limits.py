@@ -34,7 +34,8 @@ _NO_MESSAGE = _NoMessage()
 
 class LengthLimits:
     """``Queue``'s length limits (its state is the queue's: ``max_length``,
-    ``max_length_bytes``, ``limited``, ``overflow``, ``ready``, ``paged``)."""
+    ``max_length_bytes``, ``limited``, ``overflow``, ``ready``, ``paged``). ``publish_past_limit``
+    and ``refuses_publishes`` override ``QueueBase``'s, which any queue answers without limits."""
 
     def _would_overflow(self, message: "Message") -> bool:
         if self.max_length is not None and len(self.ready) + self.paged + 1 > self.max_length:

@@ -27,7 +27,8 @@ PAGE_LOW_BYTES = 2 << 20  # ... and read more back only below this many in memor
 
 class Paging:
     """``Queue``'s paging to disk and back (its state is the queue's: ``ready``, ``paged``,
-    ``paged_bytes``, ``page_boundary``, ``store``, ``spill``)."""
+    ``paged_bytes``, ``page_boundary``, ``store``, ``spill``). ``page_out`` overrides
+    ``QueueBase``'s, that of a queue with nothing in memory."""
 
     def _page_write(self, seq: int, message: "Message") -> None:
         if self.store is not None and message.persistent:

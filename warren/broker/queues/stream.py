@@ -19,6 +19,15 @@ header ``x-stream-offset`` (``stream_header.py``).
 Retention (``x-max-length-bytes``, ``x-max-age``, or a policy's ``max-length-bytes``/``max-age``)
 deletes whole old segments: every second from the broker tick, and after a sync that follows a
 segment rotation. A cursor left below the first retained offset continues from there.
+
+``StreamQueue`` derives from ``QueueBase`` (``base.py``: identity, consumers, bindings, store,
+counters, what callers read of any queue) and from nothing of the classic queue
+(``warren/broker/queue.py`` and its mixins): no TTL, dead-lettering, length limits, delivery
+limit, consumer priorities, paging or flow marks, whose arguments its declare refuses. Here:
+the log (``attach``, ``delete_store``), retention, publish and the sync that commits, cursors
+and dispatch, and a stream's answers to the operations every queue has: basic.get and
+queue.purge are refused (540), an ack, a reject or a requeue only gives the consumer its credit
+back.
 """
 
 from __future__ import annotations
@@ -28,8 +37,7 @@ import struct
 import time
 
 from warren.broker.message import Message
-from warren.broker.queue import Queue
-from warren.broker.queues.length_limits import DROP_HEAD
+from warren.broker.queues.base import QueueBase
 from warren.broker.queues.stream_args import (
     MAX_SEGMENT_SIZE, STREAM_TYPE, check_stream_consumer, invalid_offset, parse_duration, stream_settings,
 )
@@ -81,12 +89,13 @@ def _segment_size(effective: dict) -> int | None:
     return min(max(v, MIN_SEGMENT), MAX_SEGMENT_SIZE)
 
 
-class StreamQueue(Queue):
+class StreamQueue(QueueBase):
     is_stream = True
     queue_type = STREAM_TYPE
 
     def __init__(self, vhost, name: str, durable: bool = True, exclusive_owner=None,
                  auto_delete: bool = False, arguments: dict | None = None) -> None:
+        super().__init__(vhost, name, durable, exclusive_owner, auto_delete, arguments)
         self.cursors: dict = {}  # Consumer -> the next offset to deliver to it
         self.committed = -1  # the highest offset consumers may see (covered by a completed sync)
         self.last_batch = 0  # first offset of the last batch a sync committed ("last")
@@ -94,18 +103,17 @@ class StreamQueue(Queue):
         self.max_age_s: float | None = None
         self._next_retention = 0.0
         self._retained_segments = 0  # segment count when retention last ran
-        super().__init__(vhost, name, durable, exclusive_owner, auto_delete, arguments)
+        self._dispatching = False
+        self.apply_arguments(vhost.effective_arguments("queue", name, self.arguments))
 
     # --- arguments and the store -----------------------------------------------------------
 
     def apply_arguments(self, effective: dict) -> None:
-        """Retention from the effective arguments (declared + policy); the classic queue's
-        features do not apply to streams (declare refuses their arguments)."""
+        """Retention and the segment size from the effective arguments (declared + policy), at
+        creation and whenever the policies change: all a stream reads there (its declare refuses
+        the classic queue's arguments; a policy's TTL, dead-lettering or length limits do not
+        apply to it)."""
         self.effective = effective
-        self.message_ttl = self.dead_letter_exchange = self.dead_letter_routing_key = None
-        self.max_length = self.max_length_bytes = self.delivery_limit = self.expires = None
-        self.limited = self.deduplicating = False
-        self.overflow = DROP_HEAD
         self.max_bytes, self.max_age_s = stream_settings(effective)
         store = self.store
         if store is not None:
@@ -262,7 +270,7 @@ class StreamQueue(Queue):
                 break
         return cursor
 
-    # --- what a stream does not do -----------------------------------------------------------
+    # --- basic.get, queue.purge and settlements: a stream's answers --------------------------
 
     def take(self, no_ack: bool = False):
         raise NotImplemented_(f"basic.get not supported by stream queues queue '{self.name}' "
@@ -278,21 +286,9 @@ class StreamQueue(Queue):
     def reject(self, seq: int, message) -> None:
         pass  # nack/reject without requeue: credit only, nothing is dead-lettered
 
-    def requeue(self, entries) -> None:
+    def requeue(self, entries, redelivered: bool = True) -> None:
         """nack/reject with requeue, recover, a channel closing: credit only, nothing goes back."""
         self.dispatch()
-
-    def delivered(self, seq: int, message, no_ack: bool) -> None:
-        pass
-
-    def expire(self) -> None:
-        pass
-
-    def page_out(self) -> None:
-        pass  # nothing is held in memory
-
-    def page_in(self) -> None:
-        pass
 
     def __repr__(self) -> str:
         store = self.store

@@ -3,7 +3,7 @@
 
 **Counts** are plain integers the broker keeps anyway or increments once per event (the only
 cost on the publish path): a queue's enqueued messages are its ``_seq`` (a stream's offsets),
-its deliveries, gets, acks and redeliveries ``Queue.stats_*`` (incremented by the channel), an
+its deliveries, gets, acks and redeliveries ``QueueBase.stats_*`` (incremented by the channel), an
 exchange's ``stats_publish_in``, a channel's ``stats_publish``, ``stats_ack``,
 ``stats_unroutable_*``, its confirms ``confirmed_upto`` and its deliveries ``next_tag - 1``, a
 connection's octets ``recv_oct``/``send_oct``. Counts are read live at request time.
