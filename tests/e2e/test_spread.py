@@ -18,7 +18,9 @@ from pika.exceptions import ChannelClosedByBroker
 
 from tests.conftest import EXTERNAL_URL, launch_broker
 from tests.e2e.helpers import wait_until
+from tests.e2e.tlscerts import SERVER_NAME, Pki
 from tests.management.api_client import call, q as path_segment
+from warren.access import AccessControl
 from warren.management.parameters import GLOBAL_CHECK
 from warren.spread import queue_owner
 
@@ -156,6 +158,55 @@ def _missing(conn, q) -> bool:
     except ChannelClosedByBroker as e:
         return e.reply_code == 404
     return False
+
+
+def test_a_tls_connection_moves_its_end_of_the_relay_to_the_owner_of_its_queue(tmp_path):
+    """The supervisor ends TLS and relays the plaintext over a socket pair (warren/server/relay.py):
+    a TLS connection whose first publish or consume goes to the other worker's queue moves there
+    as a plain one does (its end of the pair moves), and stays who it is: its address, its TLS
+    session, its certificate login."""
+    pki = Pki(tmp_path / "pki")
+    b = spread_node(tmp_path, *pki.broker_args("peer"))
+    try:
+        queues = {w: owned_by(w, "spread-tls")[0] for w in (0, 1)}
+        setup = connect(b)
+        for q in queues.values():
+            setup.channel().queue_declare(q)
+        user = "tls-mover"
+        access = AccessControl.in_data_dir(b.data_dir)
+        access.put_user(user, None)
+        access.set_permissions(user, "/", ".*", ".*", ".*")
+        time.sleep(1.2)  # the workers re-read the access store (POLICY_CHECK)
+
+        def tls(name: str) -> pika.BlockingConnection:
+            return pika.BlockingConnection(pika.ConnectionParameters(
+                b.host, b.tls_port, credentials=pika.credentials.ExternalCredentials(),
+                ssl_options=pika.SSLOptions(pki.client_context(pki.client(user)), SERVER_NAME),
+                client_properties={"connection_name": name}))
+        publisher, consumer = tls("tls-pub"), tls("tls-con")
+        homes = {name: 1 - worker_of(b, name) for name in ("tls-pub", "tls-con")}  # the other worker's queue
+        got = []
+        cch = consumer.channel()
+        cch.basic_consume(queues[homes["tls-con"]], lambda c, m, p, body: got.append(body), auto_ack=True)
+        pch = publisher.channel()
+        pch.confirm_delivery()
+        pch.basic_publish("", queues[homes["tls-pub"]], b"first")  # the first publish moves it
+        for name, conn in (("tls-pub", publisher), ("tls-con", consumer)):
+            wait_for(f"{name} on worker {homes[name]}",
+                     lambda: conn.process_data_events(0.05) or worker_of(b, name) == homes[name])
+        assert b.log().count("moved to worker") >= 2
+        # both go on through the relay: a confirmed publish, and a delivery to the moved consumer
+        pch.basic_publish("", queues[homes["tls-con"]], b"to the consumer")
+        wait_for("the delivery", lambda: consumer.process_data_events(0.05) or got == [b"to the consumer"])
+        assert setup.channel().queue_declare(queues[homes["tls-pub"]], passive=True).method.message_count == 1
+        port = publisher._impl._transport._sock.getsockname()[1]
+        [row] = [r for r in get(apis(b)[homes["tls-pub"]], "/api/connections") if r["peer_port"] == port]
+        assert (row["worker"], row["ssl"], row["user"], row["auth_mechanism"]) == (homes["tls-pub"], True, user,
+                                                                                     "EXTERNAL")
+        for c in (publisher, consumer, setup):
+            c.close()
+    finally:
+        b.stop()
 
 
 def test_a_fanout_message_crosses_in_order_with_its_properties_and_ttl(node):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from warren.server.handoff import unpack_handoff
+from warren.server.handoff import Relayed, unpack_handoff, unpack_relayed
+from warren.server.tls import CertificateLogin, TlsSession
 from warren.spread.placement import clean, is_move, pack_move, unpack_move
 
 
@@ -15,6 +16,18 @@ def test_a_move_record_carries_the_answered_and_the_pending_octets_apart():
     peer, vhost, received = unpack_handoff(inner)
     assert (peer, vhost) == (("127.0.0.1", 5000), "v/é")
     assert received[:answered] == b"AMQP\x00\x00\x09\x01" + b"a" * 30 and received[answered:] == b"\x01pending"
+
+
+def test_a_relayed_tls_connections_move_record_says_again_who_the_client_is():
+    relayed = Relayed(("10.1.2.3", 40000), ("10.1.2.1", 5671), TlsSession("TLSv1.3", "TLS_AES_128_GCM_SHA256",
+                                                                         CertificateLogin("carol")))
+    record = pack_move(relayed.peer, "/", b"answered", b"pending", relayed)
+    assert is_move(record)
+    answered, inner = unpack_move(record)
+    back, plain = unpack_relayed(inner)
+    assert answered == len(b"answered")
+    assert (back.peer, back.local, back.tls) == (relayed.peer, relayed.local, relayed.tls)
+    assert unpack_handoff(plain) == (relayed.peer, "/", b"answeredpending")
 
 
 def test_a_supervisors_record_is_not_a_move():

@@ -172,7 +172,15 @@ class HandoffReceiver:
                 log.error("malformed move record from another worker; ignored")
             return
         answered, inner = unpack_move(record)
-        self._adopt(inner, fds[0], answered)
+        relayed = None
+        if inner[:1] == RELAYED:  # a TLS connection the supervisor relays: its end of the pair moves
+            try:
+                relayed, inner = unpack_relayed(inner)
+            except (ValueError, KeyError, IndexError, TypeError, struct.error) as e:
+                os.close(fds[0])
+                log.error("malformed move record of a relayed TLS connection: %s", e)
+                return
+        self._adopt(inner, fds[0], answered, relayed)
 
     def _receive(self) -> None:
         while True:
@@ -259,9 +267,9 @@ class HandedOverConnection(AMQPConnection):
         self.answered = answered
         if relayed is not None:  # TLS the supervisor relays: who the client is (connection_made)
             self.peer, self.local, self.tls = relayed.peer, relayed.local, relayed.tls
-        elif server.spread is not None and not answered:
-            # it may move once (the replay is its beginning); a relayed one stays: its record
-            # would have to carry the TLS session to the next worker too
+        if server.spread is not None and not answered:
+            # it may move once (the replay is its beginning); a relayed TLS connection moves its
+            # end of the socket pair, and the record carries who the client is (placement.py)
             self._history = bytearray()
 
     def connection_made(self, transport) -> None:

@@ -31,7 +31,7 @@ import os
 import socket
 import struct
 
-from warren.server.handoff import pack_handoff
+from warren.server.handoff import Relayed, pack_handoff, pack_relayed
 
 __all__ = ["pack_move", "unpack_move", "is_move", "clean", "move", "MOVE"]
 
@@ -41,8 +41,14 @@ MOVE = b"M"  # first octet of a move record (a supervisor's record starts with a
 _LENGTH = struct.Struct(">I")
 
 
-def pack_move(peer, vhost: str, answered: bytes, pending: bytes) -> bytes:
-    return MOVE + _LENGTH.pack(len(answered)) + pack_handoff(str(peer[0]), int(peer[1]), answered + pending, vhost)
+def pack_move(peer, vhost: str, answered: bytes, pending: bytes, relayed: Relayed | None = None) -> bytes:
+    """A hand-over record of a connection moving, behind the number of octets answered; a TLS
+    connection the supervisor relays (``relayed``) moves its end of the socket pair, and its
+    record says again who the client is (warren/server/relay.py)."""
+    received = answered + pending
+    inner = (pack_handoff(str(peer[0]), int(peer[1]), received, vhost) if relayed is None
+             else pack_relayed(relayed, vhost, received))
+    return MOVE + _LENGTH.pack(len(answered)) + inner
 
 
 def is_move(record: bytes) -> bool:
@@ -87,7 +93,8 @@ def move(conn, worker: int) -> bool:
         return False  # the client has not taken them all: moving now would lose them
     path = conn.server.config.handoff_socket
     target = os.path.join(os.path.dirname(os.fspath(path)), f"worker-{worker}.sock")
-    record = pack_move(conn.peer, session.vhost.name, answered, pending)
+    relayed = Relayed(conn.peer, conn.local, conn.tls) if conn.local is not None else None
+    record = pack_move(conn.peer, session.vhost.name, answered, pending, relayed)
     sock = conn.transport.get_extra_info("socket")
     try:
         fd = os.dup(sock.fileno())
