@@ -172,15 +172,7 @@ class HandoffReceiver:
                 log.error("malformed move record from another worker; ignored")
             return
         answered, inner = unpack_move(record)
-        relayed = None
-        if inner[:1] == RELAYED:  # a TLS connection the supervisor relays: its end of the pair moves
-            try:
-                relayed, inner = unpack_relayed(inner)
-            except (ValueError, KeyError, IndexError, TypeError, struct.error) as e:
-                os.close(fds[0])
-                log.error("malformed move record of a relayed TLS connection: %s", e)
-                return
-        self._adopt(inner, fds[0], answered, relayed)
+        self._adopt(inner, fds[0], answered)
 
     def _receive(self) -> None:
         while True:
@@ -205,21 +197,16 @@ class HandoffReceiver:
                     os.close(fd)
                 log.error("hand-over record without a socket; ignored")
                 continue
-            relayed = None
-            if record[:1] == RELAYED:
-                try:
-                    relayed, record = unpack_relayed(record)
-                except (ValueError, KeyError, IndexError, TypeError, struct.error) as e:
-                    os.close(fds[0])
-                    log.error("malformed hand-over record of a relayed TLS connection: %s", e)
-                    continue
-            self._adopt(record, fds[0], relayed=relayed)
+            self._adopt(record, fds[0])
 
-    def _adopt(self, record: bytes, fd: int, answered: int = 0, relayed: Relayed | None = None) -> None:
+    def _adopt(self, record: bytes, fd: int, answered: int = 0) -> None:
         try:
+            relayed = None
+            if record[:1] == RELAYED:  # a TLS connection the supervisor relays (relay.py), or its move
+                relayed, record = unpack_relayed(record)
             peer, vhost, received = unpack_handoff(record)
             sock = socket.socket(fileno=fd)
-        except (ValueError, UnicodeDecodeError, struct.error, OSError) as e:
+        except (ValueError, KeyError, IndexError, TypeError, UnicodeDecodeError, struct.error, OSError) as e:
             os.close(fd)
             log.error("malformed hand-over record: %s", e)
             return
