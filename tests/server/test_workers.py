@@ -185,6 +185,20 @@ def test_workers_stop_when_the_supervisor_is_killed(two_workers):
         alive = [p for p in alive if os.path.exists(f"/proc/{p}") and "zombie" not in _state(p)]
         time.sleep(0.1)
     assert not alive, f"workers {alive} outlived their supervisor"
+    # its run folder (sockets, settings in /tmp) stays behind; the next start on the data folder
+    # removes it, and a clean stop removes the new one and its note
+    note = b.data_dir / "workers-run-dir"
+    stale = Path(note.read_text())
+    assert stale.is_dir() and any(stale.iterdir())
+    again = launch_broker(b.data_dir.parent, "--workers", "2", *(x for v in VHOSTS for x in ("--vhost", v)),
+                          data_dir=b.data_dir)
+    try:
+        assert not stale.exists()
+        fresh = Path(note.read_text())
+        assert fresh != stale and fresh.is_dir()
+    finally:
+        again.stop()
+    assert not fresh.exists() and not note.exists()
 
 
 def _state(pid: int) -> str:

@@ -38,6 +38,7 @@ import dataclasses
 import json
 import logging
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -78,6 +79,7 @@ __all__ = ["Supervisor", "owner_of"]
 log = logging.getLogger("warren.workers")
 
 WORKER_START_TIMEOUT_S = 60.0
+RUN_DIR_NOTE = "workers-run-dir"  # in the data folder: the run folder (in /tmp) of the running supervisor
 _START_OK = spec.ConnectionStartOk.INDEX
 _OPEN = spec.ConnectionOpen.INDEX
 
@@ -86,6 +88,22 @@ def owner_of(vhost: str, workers: int, placement: int = PLACEMENT) -> int:
     """The worker that owns a vhost: fixed by its name, so it never moves between restarts
     (ownership.py: the data folder's rule)."""
     return place(vhost, vhost, workers, placement)
+
+
+def clear_stale_run_dir(data_dir: Path) -> None:
+    """Remove the run folder (the workers' sockets and settings, in /tmp) of a supervisor that
+    was killed on this data folder before it could (kill -9, a crash). Only the folder the data
+    folder's note names, only one of ours by its name, and only now: this process holds the data
+    folder's lock (server.lock_data_dir), so the supervisor that made it is gone."""
+    note = data_dir / RUN_DIR_NOTE
+    try:
+        old = Path(note.read_text().strip())
+    except OSError:
+        return
+    if old.name.startswith("warren-workers-") and old.parent == Path(tempfile.gettempdir()) and old.is_dir():
+        shutil.rmtree(old, ignore_errors=True)
+        log.info("removed %s, the run folder of a supervisor that did not stop cleanly", old)
+    note.unlink(missing_ok=True)
 
 
 class Worker:
@@ -436,7 +454,9 @@ class Supervisor:
         n = config.workers
         # the data folder's worker count, mode and placement rule (LayoutMismatch if another's)
         self.placement = check_layout(config.data_dir, n, config.worker_mode)
+        clear_stale_run_dir(config.data_dir)
         self.run_dir = Path(tempfile.mkdtemp(prefix="warren-workers-"))
+        (config.data_dir / RUN_DIR_NOTE).write_text(str(self.run_dir))
         # the one access store (users, vhosts, permissions) of the supervisor and every worker
         config.access_file = config.access_file or config.data_dir / ACCESS_FILE_NAME
         self.access = AccessControl.for_config(config)
@@ -786,6 +806,7 @@ class Supervisor:
                 self.run_dir.rmdir()
             except OSError:
                 pass
+            (self.config.data_dir / RUN_DIR_NOTE).unlink(missing_ok=True)
         if self.worker_died:  # exit 1 as a single process does on a failure (server.py ``run``)
             raise SystemExit(1)
             log.info("shutdown complete")
