@@ -74,6 +74,9 @@ class BrokerChannel:
     # what ``publish`` makes a message with: an adapter may give its messages more to carry
     # (0-10: the publishing connection, for no-local queues)
     new_message = Message
+    # --worker-mode queues (warren/spread/channel.py): this channel's consumers of queues other
+    # workers own, by tag, once it has one; the HTTP API lists them with the channel's own
+    remote_consumers: dict | None = None
 
     def __init__(self, session, number: int, sink) -> None:
         self.session = session  # the client connection: user, vhost, access, exclusive queues

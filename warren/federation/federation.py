@@ -152,10 +152,10 @@ class Federation:
                 continue
             for kind, objects in (("exchange", vhost.exchanges), ("queue", vhost.queues)):
                 for name, obj in list(objects.items()):
-                    if not name or (kind == "exchange" and (getattr(obj, "TYPE", "") == "x-federation-upstream"
+                    if not name or (kind == "exchange" and (obj.TYPE == "x-federation-upstream"
                                                             or name.startswith("amq."))):
                         continue
-                    if kind == "queue" and getattr(obj, "exclusive_owner", None) is not None:
+                    if kind == "queue" and obj.exclusive_owner is not None:
                         continue
                     if kind == "exchange" and not self.manager.runs_here(vhost.name, kind, name):
                         continue  # --worker-mode queues: another worker runs it

@@ -55,7 +55,7 @@ class FederationManager:
     @property
     def node(self) -> str:
         """This node's name as shovel headers and status show it (RabbitMQ: ``rabbit@host``)."""
-        return getattr(self.broker, "cluster_name", None) or "warren@" + socket.gethostname().split(".")[0]
+        return self.broker.cluster_name or "warren@" + socket.gethostname().split(".")[0]
 
     # --- start and stop ---------------------------------------------------------------------
 

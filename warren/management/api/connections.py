@@ -173,7 +173,7 @@ def consumer_count(ch) -> int:
     n = len(ch.consumers)
     if ch.vhost.spread is None:
         return n
-    return n + len(getattr(ch, "remote_consumers", None) or ())
+    return n + len(ch.remote_consumers or ())
 
 
 def channel_json(ch, sampler, ranges=st.NO_RANGES) -> dict:
@@ -427,7 +427,7 @@ async def consumer_rows(app, vhost_names) -> list[dict]:
             continue
         for ch in list(conn.session.channels.values()):
             out.extend(consumer_json(c) for c in list(ch.consumers.values()))
-            for rc in (getattr(ch, "remote_consumers", None) or {}).values():
+            for rc in (ch.remote_consumers or {}).values():
                 remote.setdefault(rc.owner, []).append((ch, rc.tag))
     spread = app[BROKER].spread
     for owner, items in remote.items():
