@@ -15,7 +15,7 @@ import pytest
 from tests.e2e.tlscerts import SERVER_NAME, Pki
 from warren.config import Config
 from warren.server.tls import (
-    TlsAmqpListener, TlsContexts, TlsError, build_context, distinguished_name, login_name, mechanisms_for,
+    TlsAmqpListener, TlsContexts, TlsError, build_context, distinguished_name, login_name, session_of,
     parse_versions,
 )
 
@@ -170,12 +170,12 @@ async def test_listener_hands_tls_connections_over_and_logs_each_failed_handshak
         client = pki.client("carol")
         got = await loop.run_in_executor(None, _client, port, pki.client_context(client))
         assert got == b"echo:AMQP\x00\x00\x09\x01"
-        mechanisms, login = mechanisms_for(_Recorder.made[-1], contexts.config)
-        assert mechanisms.endswith(b"EXTERNAL") and login.name == "carol"
+        session = session_of(_Recorder.made[-1], contexts.config)
+        assert session.mechanisms.endswith(b"EXTERNAL") and session.login.name == "carol"
         # without a certificate: no EXTERNAL
         await loop.run_in_executor(None, _client, port, pki.client_context())
-        mechanisms, login = mechanisms_for(_Recorder.made[-1], contexts.config)
-        assert b"EXTERNAL" not in mechanisms and login is None
+        session = session_of(_Recorder.made[-1], contexts.config)
+        assert b"EXTERNAL" not in session.mechanisms and session.login is None
 
         def plain() -> bytes:
             with socket.create_connection(("127.0.0.1", port), timeout=5) as s:

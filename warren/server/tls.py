@@ -33,7 +33,7 @@ the worker learns the session from the hand-over (``TlsSession``).
 
 Certificate login (SASL EXTERNAL, RabbitMQ's rabbitmq_auth_mechanism_ssl): offered in
 connection.start only on a TLS connection whose client sent a certificate that verified
-(``mechanisms_for``); the user name comes from the certificate as ``tls_login_from`` says
+(``TlsSession.mechanisms``); the user name comes from the certificate as ``tls_login_from`` says
 (``login_name``), and the session checks that the user exists (broker/auth.py).
 """
 
@@ -50,7 +50,7 @@ from pathlib import Path
 from warren.broker.auth import MECHANISMS, MECHANISMS_WITH_EXTERNAL
 
 __all__ = ["TlsContexts", "TlsError", "TlsAmqpListener", "CertificateLogin", "VERIFY_MODES", "LOGIN_FROM",
-           "SAN_TYPES", "parse_versions", "login_name", "distinguished_name", "mechanisms_for", "TlsSession",
+           "SAN_TYPES", "parse_versions", "login_name", "distinguished_name", "TlsSession",
            "session_of"]
 
 log = logging.getLogger("warren.tls")
@@ -270,12 +270,6 @@ def session_of(transport, config) -> TlsSession | None:
                        config.tls_login_san_index) if cert else None
     cipher = ssl_object.cipher()
     return TlsSession(ssl_object.version() or "", cipher[0] if cipher else "", login)
-
-
-def mechanisms_for(transport, config) -> tuple[bytes, CertificateLogin | None]:
-    """The SASL mechanisms to offer on a new connection, and its certificate login."""
-    session = session_of(transport, config)
-    return (MECHANISMS, None) if session is None else (session.mechanisms, session.login)
 
 
 # --- the AMQP TLS listener ------------------------------------------------------------------

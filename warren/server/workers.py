@@ -496,6 +496,7 @@ class Supervisor:
         self.tls_listener: TlsAmqpListener | None = None
         self.tls_port: int | None = None  # the port it listens for AMQP over TLS on, bound in run()
         self.relays: set[Relay] = set()  # TLS connections being relayed
+        self._stop_deadline: float | None = None  # when a worker still running at the stop is killed
 
     def _load_shared_definitions(self) -> dict:
         """Import the shared part of the definitions file (warren/management/definitions.py);
@@ -683,11 +684,16 @@ class Supervisor:
                 except OSError as e:
                     log.warning("could not tell worker %d of a failed login from %s: %s", w.index, host, e)
 
-    def _stop_workers(self, sig=signal.SIGTERM) -> None:
+    def _signal_workers(self, sig) -> None:
         for w in self.workers:
             if w.proc is not None and w.proc.poll() is None:
                 w.proc.send_signal(sig)
-        deadline = time.monotonic() + self.config.shutdown_timeout + 10
+
+    def _stop_workers(self, sig=signal.SIGTERM) -> None:
+        """Stop what still runs (``_serve`` stopped the workers already unless they failed to
+        start), killing a worker that outlives the shutdown time-out; close the channels."""
+        self._signal_workers(sig)
+        deadline = self._stop_deadline or time.monotonic() + self.config.shutdown_timeout + 10
         for w in self.workers:
             if w.proc is None:
                 continue
@@ -753,16 +759,14 @@ class Supervisor:
         if self.tls_listener is not None:
             self.tls_listener.close()
             await self.tls_listener.wait_closed()
-        if self.relays:  # the workers' last words (connection.close) to TLS clients go through us
-            await self._stop_workers_relaying()
+        await self._stop_workers_serving()
 
-    async def _stop_workers_relaying(self) -> None:
+    async def _stop_workers_serving(self) -> None:
         """Stop the workers while our loop runs, so that what they write as they close their
-        connections reaches the TLS clients we relay for, then let the relays finish."""
-        for w in self.workers:
-            if w.proc is not None and w.proc.poll() is None:
-                w.proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + self.config.shutdown_timeout + 10
+        connections (connection.close) reaches the TLS clients we relay for, then let the relays
+        finish. One still running at the time-out is killed by ``_stop_workers``."""
+        self._signal_workers(signal.SIGTERM)
+        self._stop_deadline = deadline = time.monotonic() + self.config.shutdown_timeout + 10
         while time.monotonic() < deadline and any(w.proc is not None and w.proc.poll() is None for w in self.workers):
             await asyncio.sleep(0.05)
         deadline = time.monotonic() + 1.0
