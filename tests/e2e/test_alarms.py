@@ -22,7 +22,7 @@ def _stop_with_blocked_client(b, pub) -> None:
     with pytest.raises(pika.exceptions.ConnectionClosedByBroker, match="320"):
         while time.monotonic() < deadline:
             pub.process_data_events(time_limit=0.1)
-    assert b.wait() == 0
+    assert b.wait() == 0, b.log()[-3000:]
     assert "did not close in time" not in b.log()
 
 

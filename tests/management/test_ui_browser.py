@@ -74,6 +74,17 @@ def page(chromium, ui_broker):
     assert not errors, f"JavaScript errors on the page: {errors}"
 
 
+def wait_until(page, expression: str) -> None:
+    """Poll a JavaScript expression until it is true, at most WAIT_MS. Not ``page.wait_for_function``:
+    Playwright evaluates that predicate with ``eval`` inside the page, which the UI's CSP
+    (``script-src 'self'``) refuses in some Chromium builds; ``page.evaluate`` is not subject to it."""
+    deadline = time.monotonic() + WAIT_MS / 1000
+    while not page.evaluate(expression):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still false after {WAIT_MS} ms: {expression}")
+        page.wait_for_timeout(50)
+
+
 def login(page, broker, user="guest", password="guest"):
     page.goto(f"{broker.http_url}/")
     page.get_by_label("Username", exact=True).fill(user)
@@ -309,11 +320,11 @@ def test_keyboard_only(page, ui_broker):
     page.keyboard.press("Enter")
     page.get_by_role("heading", name="Queues and Streams").wait_for()
     # the new page's heading takes the focus, as a page load would put the reader at its top
-    page.wait_for_function("document.activeElement.tagName === 'H1'")
+    wait_until(page, "document.activeElement.tagName === 'H1'")
     # sorting is a real button in the column header
     page.get_by_role("columnheader", name="Total").get_by_role("button").focus()
     page.keyboard.press("Enter")
-    page.wait_for_function("location.hash.includes('sort=messages')")
+    wait_until(page, "location.hash.includes('sort=messages')")
     assert page.get_by_role("columnheader", name="Total").get_attribute("aria-sort") == "ascending"
 
 

@@ -116,6 +116,25 @@ def test_a_client_that_pipelines_after_connection_open_is_served_in_order(two_wo
         rc.close_connection()
 
 
+def test_a_stop_slower_than_the_watch_ends_with_status_0(two_workers):
+    """A client that never answers the broker's connection.close holds its worker's stop for the
+    whole shutdown time-out (5 s), longer than the supervisor's half-second watch over its
+    workers: their exits then are the stop itself, not a failure (it said "exited with 0;
+    stopping" and ended with status 1, a session-13 regression the CI's alarm test found)."""
+    b = two_workers
+    with raw.RawConnection(b.host, b.port) as rc:
+        rc.send(raw.PROTOCOL_HEADER)
+        raw.parse_start(rc.read_method())
+        rc.send(raw.start_ok())
+        tune = raw.parse_tune(rc.read_method())
+        rc.send(raw.tune_ok(tune.channel_max, tune.frame_max, 0) + raw.connection_open("/"))
+        assert rc.read_method().method == (10, 41)
+        b.signal(signal.SIGTERM)
+        assert rc.read_method().method == (10, 50)  # connection.close, left unanswered
+        assert b.wait() == 0, b.log()[-2000:]
+    assert "exited with" not in b.log()
+
+
 def test_persistent_messages_come_back_to_their_vhost_after_a_restart(tmp_path):
     args = ("--workers", "2", *(x for v in VHOSTS for x in ("--vhost", v)))
     b = launch_broker(tmp_path, *args)

@@ -711,6 +711,8 @@ class Supervisor:
                 w.channel = None
 
     def _watch_workers(self) -> None:
+        if self._stop.is_set():  # we are stopping them: their exits are ours (_stop_workers_serving)
+            return
         for w in self.workers:
             if w.proc.poll() is not None:
                 log.critical("worker %d (pid %d) exited with %s; stopping", w.index, w.proc.pid, w.proc.returncode)
