@@ -78,6 +78,14 @@ class World:
         return [bytes(e[1].body) for e in self.vhost.queues[queue].ready]
 
 
+def prepared(dtx, tx: Xid):
+    """dtx.prepare's outcome: given at once in one process (no other worker holds a part)."""
+    outcome = []
+    dtx.prepare(tx, outcome.append)
+    assert len(outcome) == 1
+    return outcome[0]
+
+
 def take_one(ch: BrokerChannel, queue: str) -> int:
     """Consume one message of ``queue`` on ``ch`` and cancel; its delivery tag."""
     c = ch.consume(queue, "", False, False, {})
@@ -147,12 +155,12 @@ def test_two_phase_commit_and_the_prepared_record(world, tmp_path):
     world.dtx.start(ch, tx)
     swap(ch, "queue-a", "queue-b")
     world.dtx.end(ch, tx)
-    assert world.dtx.prepare(tx) == OK
+    assert prepared(world.dtx, tx) == OK
     record = tmp_path / "data" / "dtx" / tx.file_name
     assert record.is_file()
     assert world.dtx.recover() == [tx]
     with pytest.raises(IllegalState):
-        world.dtx.prepare(tx)
+        prepared(world.dtx, tx)
     with pytest.raises(IllegalState):  # prepared: one phase is refused
         world.dtx.commit(ch, tx, True, lambda s: None)
     outcome = []
@@ -190,7 +198,7 @@ def test_the_error_codes(world):
         dtx.start(other, tx)
     with pytest.raises(IllegalState):  # one association at a time per channel
         dtx.start(ch, xid("second"))
-    for call in (lambda: dtx.prepare(tx), lambda: dtx.rollback(tx),
+    for call in (lambda: prepared(dtx, tx), lambda: dtx.rollback(tx),
                  lambda: dtx.commit(other, tx, True, lambda s: None)):
         with pytest.raises(IllegalState):  # 409: still associated
             call()
@@ -204,7 +212,7 @@ def test_the_error_codes(world):
     with pytest.raises(IllegalState):  # never heuristically completed: nothing to forget
         dtx.forget(tx)
     unknown = xid("unknown")
-    for call in (lambda: dtx.prepare(unknown), lambda: dtx.rollback(unknown), lambda: dtx.forget(unknown),
+    for call in (lambda: prepared(dtx, unknown), lambda: dtx.rollback(unknown), lambda: dtx.forget(unknown),
                  lambda: dtx.get_timeout(unknown), lambda: dtx.commit(ch, unknown, True, lambda s: None)):
         with pytest.raises(NotFound):  # 404
             call()
@@ -265,7 +273,7 @@ def test_a_closed_channel_ends_its_association_and_marks_the_branch_rollback_onl
     swap(ch, "queue-a", "queue-b")
     ch.close()  # the session ended: the channel gives back what it held
     assert world.bodies("queue-a") == [b"payload"]
-    assert dtx.prepare(tx) == RBROLLBACK
+    assert prepared(dtx, tx) == RBROLLBACK
     assert dtx.rollback(tx) == RBROLLBACK
     assert world.bodies("queue-a") == [b"payload"] and world.count("queue-b") == 0
 
@@ -288,7 +296,7 @@ def _prepared_then_crash(world, name: str) -> Xid:
     world.dtx.start(ch, tx)
     swap(ch, "queue-a", "queue-b")
     world.dtx.end(ch, tx)
-    assert world.dtx.prepare(tx) == OK
+    assert prepared(world.dtx, tx) == OK
     world.sync()  # whatever else was pending; the broker then vanishes without closing anything
     return tx
 

@@ -196,8 +196,12 @@ def summarize(results: dict) -> dict:
 
 
 def warren_broker(tmp: Path, *extra: str):
-    """A start_broker for ``run``: a fresh Warren from this checkout, (port, stop)."""
+    """A start_broker for ``run``: a fresh Warren from this checkout, (port, stop). Under
+    WARREN_TEST_BROKER_WORKERS (tests/conftest.py) with that many workers, in its worker mode."""
     counter = [0]
+    workers = int(os.environ.get("WARREN_TEST_BROKER_WORKERS") or 1)
+    if workers > 1 and "--workers" not in extra:
+        extra = (*extra, "--workers", str(workers), "--worker-mode", os.environ.get("WARREN_TEST_WORKER_MODE") or "vhosts")
 
     def start():
         counter[0] += 1

@@ -19,7 +19,6 @@ import aio_pika
 import pika
 import pytest
 
-from tests.conftest import skip_under_spread
 from tests.qpid_python import require_qpid_python
 
 pytestmark = pytest.mark.timeout(120)
@@ -404,9 +403,6 @@ def test_a_prepared_dtx_branch_survives_kill_9(start_broker, uid):
     """Qpid's low-level 0-10 client: consume a message and publish another under a branch,
     prepare, kill -9; after the restart the branch is in doubt (dtx.recover), the consumed message
     is not delivered to anyone, and dtx.commit completes the swap."""
-    skip_under_spread("prepared dtx branches are each worker's there: the client that recovers after the restart "
-                      "may reach the other worker, which does not know the branch, and a branch that accepted "
-                      "another worker's message cannot be prepared (warren/spread/consumers.py, check_preparable)")
     b = start_broker()
     src, dest = f"dtx-src-{uid}", f"dtx-dest-{uid}"
     with blocking(b) as conn:

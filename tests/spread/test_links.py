@@ -152,3 +152,28 @@ def test_an_oversized_length_closes_the_link():
         a_sock.close()
         b.close()
     run(main())
+
+
+def test_a_request_waiting_in_the_socket_before_start_is_answered():
+    """The peer may ask before this worker started its links (a worker asking, at its start-up,
+    about what it recovered: warren/spread/dtx.py): the record read during ``start`` is
+    answered, not dropped for want of a link (it was: the link was known only after the await)."""
+    async def main():
+        a_sock, b_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        a = PeerLinks(0, 2, {1: os.dup(a_sock.fileno())})
+        b = PeerLinks(1, 2, {0: os.dup(b_sock.fileno())})
+        a_sock.close()
+        b_sock.close()
+        await a.start(Handler())
+        answer = a.request(1, "add", 2, 3)
+        a.links[1].flush()  # in b's socket before b starts
+        await b.start(Handler())
+        assert await asyncio.wait_for(answer, 5) == 5
+        a.close()
+        b.close()
+    from warren.server.loops import new_event_loop
+    loop = new_event_loop("auto")  # uvloop where installed, as the workers run: it read first
+    try:
+        loop.run_until_complete(asyncio.wait_for(main(), 10))
+    finally:
+        loop.close()

@@ -28,6 +28,16 @@ same sync. A crash between applying and that sync leaves the branch prepared: th
 manager commits it again (the consumed messages that had been acked are not held twice; a
 publish that had reached the disk may then be delivered twice: at-least-once in that window).
 
+Across workers (``--worker-mode queues``). A branch lives on the worker of the session that
+started it (its *home*); the messages it accepted from queues other workers own are handed to
+those owners at ``end``, held there for the branch (its *parts*, ``warren/spread/dtx.py``).
+``prepare`` asks each part to record what it holds (``<xid>.held`` in the owner's ``dtx``
+folder) before the home writes its own record, which names the parts; ``commit`` waits for the
+parts' acks to reach their disks before the home's record goes; a part whose home has no record
+of the branch at start-up is rolled back (the home failed between the two writes). The outcome
+commands (``run``) and ``recover`` reach every worker: a transaction manager's connection may
+land on any of them.
+
 Timeouts (``set_timeout``, seconds; 0 = none; ``DEFAULT_TIMEOUT`` as Qpid's C++ broker, at most
 ``MAX_TIMEOUT``) apply until a branch is prepared: an expired branch is rolled back at once
 (the manager ticks with the vhost's timers) and answers ``XA_RBTIMEOUT`` from then on.
@@ -58,13 +68,14 @@ from warren.store.message import decode_restored
 from warren.store.segment import fsync_dir
 
 __all__ = ["Xid", "XaStatus", "DtxManager", "IllegalState", "InvalidArgument", "manager", "DEFAULT_TIMEOUT",
-           "MAX_TIMEOUT"]
+           "MAX_TIMEOUT", "OPS", "HELD_SUFFIX", "settle_docs", "settle_recovered", "xid_of"]
 
 log = logging.getLogger("warren.dtx")
 
 DEFAULT_TIMEOUT = 60  # seconds (Qpid's C++ broker: --dtx-default-timeout)
 MAX_TIMEOUT = 3600  # seconds (Qpid's C++ broker: --dtx-max-timeout)
 _SUFFIX = ".prepared"
+HELD_SUFFIX = ".held"  # a part of another worker's branch (warren/spread/dtx.py)
 
 
 class IllegalState(SoftError, register=False):
@@ -99,14 +110,20 @@ class Xid(NamedTuple):
 
     @property
     def file_name(self) -> str:
-        return f"{self.format:08x}-{self.global_id.hex()}-{self.branch_id.hex()}{_SUFFIX}"
+        return self.file_stem + _SUFFIX
+
+    @property
+    def file_stem(self) -> str:
+        return f"{self.format:08x}-{self.global_id.hex()}-{self.branch_id.hex()}"
 
     def __str__(self) -> str:
         return f"{self.format}:{self.global_id!r}:{self.branch_id!r}"
 
 
 # branch states
-ACTIVE, PREPARED, ROLLED_BACK = "active", "prepared", "rolled-back"
+ACTIVE, PREPARING, PREPARED, ROLLED_BACK = "active", "preparing", "prepared", "rolled-back"
+# the outcome commands ``DtxManager.run`` takes (wherever the branch lives)
+OPS = ("prepare", "commit", "rollback", "forget", "get_timeout", "set_timeout")
 
 
 class Branch:
@@ -127,6 +144,9 @@ class Branch:
         self.timeout = timeout
         self.deadline = time.monotonic() + timeout if timeout else 0.0
         self.recorded = False  # a prepared record is on disk
+        # --worker-mode queues: the other workers that hold messages the branch accepted
+        # (warren/spread/dtx.py); its outcome is theirs too
+        self.parts: set[int] = set()
 
     def __repr__(self) -> str:
         return f"<Branch {self.xid} {self.state} associated={len(self.associated)}>"
@@ -199,8 +219,8 @@ class DtxManager:
         elif join:
             if branch is None:
                 raise NotAllowed(f"dtx.start: cannot join unknown xid {xid}")
-            if branch.state == PREPARED:
-                raise IllegalState(f"dtx.start: xid {xid} is prepared")
+            if branch.state in (PREPARING, PREPARED):
+                raise IllegalState(f"dtx.start: xid {xid} is {branch.state}")
         else:
             if branch is not None:
                 raise NotAllowed(f"dtx.start: xid {xid} is already known (join or resume to work for it)")
@@ -210,6 +230,31 @@ class DtxManager:
         self.selected[channel] = branch
         channel.tx_mode = True  # its publishes and settles are held (channel.py) until end
         return branch.outcome
+
+    def start_unique(self, channel, xid: Xid, join: bool, resume: bool, done) -> None:
+        """``start``, and with ``--worker-mode queues`` a new branch's xid checked against the
+        other workers' branches: ``done(status)``, or ``done(NotAllowed)`` (530, as one process
+        refuses a known xid) with the new branch dropped. The association holds meanwhile, so
+        the session's next commands already work for the branch."""
+        status = self.start(channel, xid, join, resume)
+        spread = self.broker.spread
+        if spread is None or join or resume:
+            done(status)
+            return
+        branch = self.branches[xid]
+
+        def checked(elsewhere: bool) -> None:
+            if not elsewhere:
+                done(status)
+                return
+            if self.branches.get(xid) is branch:
+                del self.branches[xid]
+            if self.selected.get(channel) is branch:
+                self.selected[channel] = None
+                channel.tx_mode = False
+                self._collect_for_rollback(channel)
+            done(NotAllowed(f"dtx.start: xid {xid} is already known (join or resume to work for it)"))
+        spread.dtx_known_elsewhere(xid, checked)
 
     def end(self, channel, xid: Xid, fail: bool = False, suspend: bool = False) -> XaStatus:
         """End (or suspend) the channel's association; its held work goes to the branch.
@@ -240,6 +285,9 @@ class DtxManager:
             return
         vhost_name = channel.vhost.name
         branch.publishes.extend((vhost_name, ex, msg, mandatory) for ex, msg, mandatory in publishes)
+        spread = self.broker.spread
+        if spread is not None and settles:  # other workers' deliveries: held by their owners
+            settles = spread.dtx_hold(branch, channel, settles)
         branch.settles.extend((channel, entries, requeue) for entries, requeue in settles)
 
     def _refresh(self, branch: Branch) -> None:
@@ -271,26 +319,86 @@ class DtxManager:
         self._refresh(branch)
         if idle and (branch.associated or branch.suspended):
             raise IllegalState(f"{what}: xid {xid} is still associated with a session")
+        if idle and branch.state == PREPARING:
+            raise IllegalState(f"{what}: xid {xid} is being prepared")
         return branch
 
     # --- outcomes ------------------------------------------------------------------------------
 
-    def prepare(self, xid: Xid) -> XaStatus:
+    def run(self, op: str, channel, xid: Xid, args: tuple, done) -> None:
+        """One of the outcome commands (``OPS``) on the branch ``xid``, wherever it lives:
+        ``done(result)`` once it is over (at once, or later: a prepare or commit waits for disks),
+        ``done(error)`` for a refusal found after the call. ``args``: commit's ``one_phase``,
+        set_timeout's seconds. ``channel`` routes a commit's publishes (None: a command another
+        worker passed on, ``warren/spread/dtx.py``)."""
+        if xid not in self.branches and self.broker.spread is not None:
+            self.broker.spread.dtx_elsewhere(op, xid, args, done)  # another worker's branch, or none
+            return
+        if op == "prepare":
+            self.prepare(xid, done)
+        elif op == "commit":
+            self.commit(channel if channel is not None else _Router(), xid, args[0], done)
+        elif op == "rollback":
+            done(self.rollback(xid))
+        elif op == "forget":
+            done(self.forget(xid))
+        elif op == "get_timeout":
+            done(self.get_timeout(xid))
+        elif op == "set_timeout":
+            done(self.set_timeout(xid, args[0]))
+        else:
+            raise ValueError(f"unknown dtx operation {op!r}")
+
+    def recover_all(self, done) -> None:
+        """``done(xids)``: the prepared branches of every worker (``recover`` for one)."""
+        spread = self.broker.spread
+        if spread is None:
+            done(self.recover())
+        else:
+            spread.dtx_recover_elsewhere(self.recover(), done)
+
+    def prepare(self, xid: Xid, done) -> None:
         """Phase one: make the branch's work durable so that commit cannot fail, or answer that
-        it was rolled back."""
+        it was rolled back. ``done(status)`` once the record is written (after the parts'
+        records, which other workers write)."""
         branch = self._known(xid, "dtx.prepare")
         if branch.state == PREPARED:
             raise IllegalState(f"dtx.prepare: xid {xid} is already prepared")
         if branch.rollback_only and branch.state == ACTIVE:
             self._roll_back(branch, XaStatus.XA_RBROLLBACK)
         if branch.state == ROLLED_BACK:
-            return branch.outcome
-        if self.broker.spread is not None:  # --worker-mode queues: what a record cannot hold yet
-            self.broker.spread.check_preparable(branch)
+            done(branch.outcome)
+            return
+        if not branch.parts:
+            self._prepared(branch)
+            done(XaStatus.XA_OK)
+            return
+        branch.state = PREPARING
+        branch.deadline = 0.0
+
+        def parts_recorded(answers: list) -> None:
+            if branch.state != PREPARING:  # (nothing else touches a preparing branch)
+                return
+            if all(a is True for a in answers):
+                try:
+                    self._prepared(branch)
+                except OSError as e:
+                    log.error("dtx: cannot write the prepared record of %s: %s; rolled back", xid, e)
+                else:
+                    done(XaStatus.XA_OK)
+                    return
+            else:
+                log.warning("dtx: a part of branch %s on another worker could not be prepared (%s); rolled back",
+                            xid, next(a for a in answers if a is not True))
+            branch.state = ACTIVE
+            self._roll_back(branch, XaStatus.XA_RBROLLBACK)
+            done(branch.outcome)
+        self.broker.spread.dtx_prepare_parts(branch, parts_recorded)
+
+    def _prepared(self, branch: Branch) -> None:
         self._write_record(branch)
         branch.state = PREPARED
         branch.deadline = 0.0  # a prepared branch waits for its outcome, however long
-        return XaStatus.XA_OK
 
     def commit(self, channel, xid: Xid, one_phase: bool, done) -> None:
         """Apply the branch's work (routed through ``channel``); ``done(status)`` runs once the
@@ -320,18 +428,28 @@ class DtxManager:
             if owner is not None:
                 owner._settle(entries, requeue)
             else:
-                _settle_recovered(entries, requeue)
+                settle_recovered(entries, requeue)
         durability = self.durability
         if durability is not None and durability.dirty:
             need = max(need, durability.next_sync)  # the acks written just now
-        if need and durability is not None and need > durability.synced:
-            def on_disk() -> None:
+        # the record goes once every worker's part of the work is on its disk
+        waiting = [1 + bool(branch.parts)]
+
+        def one_done(error=None) -> None:
+            if error is not None:  # a part's worker is gone: the node is stopping; the record stays
+                waiting[0] = -1
+                done(error)
+                return
+            waiting[0] -= 1
+            if waiting[0] == 0:
                 self._delete_record(branch)
                 done(XaStatus.XA_OK)
-            durability.waiting.add(_SyncWaiter(durability, need, on_disk))
+        if branch.parts:
+            self.broker.spread.dtx_commit_parts(branch, one_done)
+        if need and durability is not None and need > durability.synced:
+            durability.waiting.add(_SyncWaiter(durability, need, one_done))
             return
-        self._delete_record(branch)
-        done(XaStatus.XA_OK)
+        one_done()
 
     def rollback(self, xid: Xid) -> XaStatus:
         branch = self._known(xid, "dtx.rollback")
@@ -340,7 +458,7 @@ class DtxManager:
         self._forget(branch)
         return branch.outcome
 
-    def forget(self, xid: Xid) -> None:
+    def forget(self, xid: Xid) -> None:  # (never returns: see below)
         """Only a heuristically completed branch may be forgotten; Warren never completes one
         heuristically, so a known xid is refused (409)."""
         self._known(xid, "dtx.forget")
@@ -354,7 +472,9 @@ class DtxManager:
             if owner is not None:
                 owner._settle(entries, True)
             else:
-                _settle_recovered(entries, True)
+                settle_recovered(entries, True)
+        if branch.parts:
+            self.broker.spread.dtx_roll_back_parts(branch)
         branch.publishes, branch.settles = [], []
         branch.state = ROLLED_BACK
         branch.outcome = outcome
@@ -418,21 +538,27 @@ class DtxManager:
     def _write_record(self, branch: Branch) -> None:
         if self.folder is None:
             return
+        doc = {"xid": [branch.xid.format, branch.xid.global_id.hex(), branch.xid.branch_id.hex()],
+               "publishes": self._publish_docs(branch), "settles": settle_docs(branch.settles)}
+        if branch.parts:
+            doc["parts"] = sorted(branch.parts)
+        self.write(branch.xid.file_name, doc)
+        branch.recorded = True
+
+    @staticmethod
+    def _publish_docs(branch: Branch) -> list:
         publishes = []
         for vhost_name, ex, msg, mandatory in branch.publishes:
             publishes.append({"vhost": vhost_name, "exchange": ex if isinstance(ex, str) else ex.name,
                               "mandatory": mandatory,
                               "record": base64.b64encode(bytes(msg.record)).decode()})
-        settles = []
-        for _, entries, requeue in branch.settles:
-            for q, seq, msg, _c, _t in entries:
-                if q.store is not None and msg.persistent:  # what a restart can bring back
-                    settles.append({"vhost": q.vhost.name, "queue": q.name, "seq": seq, "requeue": requeue})
-        doc = {"xid": [branch.xid.format, branch.xid.global_id.hex(), branch.xid.branch_id.hex()],
-               "publishes": publishes, "settles": settles}
+        return publishes
+
+    def write(self, file_name: str, doc: dict) -> None:
+        """A record in the dtx folder, on disk (fsynced, renamed into place) when this returns."""
         data = json.dumps(doc, separators=(",", ":")).encode()
         self.folder.mkdir(parents=True, exist_ok=True)
-        path = self.folder / branch.xid.file_name
+        path = self.folder / file_name
         tmp = path.with_suffix(".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
         try:
@@ -446,14 +572,17 @@ class DtxManager:
         os.replace(tmp, path)
         if self.durability.fsync:
             fsync_dir(str(self.folder))
-        branch.recorded = True
 
-    def _delete_record(self, branch: Branch) -> None:
-        if branch.recorded and self.folder is not None:
+    def delete(self, file_name: str) -> None:
+        if self.folder is not None:
             try:
-                os.unlink(self.folder / branch.xid.file_name)
+                os.unlink(self.folder / file_name)
             except FileNotFoundError:
                 pass
+
+    def _delete_record(self, branch: Branch) -> None:
+        if branch.recorded:
+            self.delete(branch.xid.file_name)
             branch.recorded = False
 
     def recover_prepared(self) -> int:
@@ -465,6 +594,13 @@ class DtxManager:
         for path in sorted(self.folder.iterdir()):
             if path.suffix == ".tmp":
                 path.unlink(missing_ok=True)  # a prepare that never answered
+                continue
+            if path.suffix == HELD_SUFFIX and self.broker.spread is not None:
+                try:  # a part another worker's branch left here (warren/spread/dtx.py)
+                    doc = json.loads(path.read_bytes())
+                    self.broker.spread.dtx_recover_part(xid_of(doc), int(doc["home"]), self.take_settles(doc))
+                except (ValueError, KeyError, TypeError) as e:
+                    log.error("dtx: cannot read held part %s (%s): kept, not recovered", path, e)
                 continue
             if path.suffix != _SUFFIX:
                 continue
@@ -480,13 +616,21 @@ class DtxManager:
         return count
 
     def _load(self, doc: dict) -> Branch:
-        fmt, gid, bid = doc["xid"]
-        branch = Branch(Xid(int(fmt), bytes.fromhex(gid), bytes.fromhex(bid)), DEFAULT_TIMEOUT)
+        branch = Branch(xid_of(doc), DEFAULT_TIMEOUT)
         branch.state, branch.deadline, branch.recorded = PREPARED, 0.0, True
+        branch.parts = set(doc.get("parts", ()))
         for p in doc["publishes"]:
             exchange, routing_key, properties, body = decode_restored(base64.b64decode(p["record"]))
             branch.publishes.append((p["vhost"], p["exchange"], Message(exchange, routing_key, properties, body),
                                      bool(p["mandatory"])))
+        branch.settles.extend(self.take_settles(doc, branch.xid))
+        return branch
+
+    def take_settles(self, doc: dict, xid: Xid | None = None) -> list[tuple]:
+        """A record's settled messages taken out of their queues again (restored at start-up,
+        unacked): [(None, entries, requeue)], as a branch holds them."""
+        xid = xid or xid_of(doc)
+        settles = []
         wanted: dict = defaultdict(dict)  # (vhost, queue) -> seq -> requeue
         for s in doc["settles"]:
             wanted[(s["vhost"], s["queue"])][int(s["seq"])] = s["requeue"]
@@ -499,12 +643,42 @@ class DtxManager:
             missing = set(seqs) - {seq for seq, _ in held}
             if missing and q.paged:
                 log.warning("dtx: prepared branch %s consumed %d messages of queue '%s' that are paged out at "
-                            "start-up; they stay in the queue", branch.xid, len(missing), queue_name)
+                            "start-up; they stay in the queue", xid, len(missing), queue_name)
             by_requeue = defaultdict(list)
             for seq, msg in held:
                 by_requeue[seqs[seq]].append((q, seq, msg, None, 0))
-            branch.settles.extend((None, entries, requeue) for requeue, entries in by_requeue.items())
-        return branch
+            settles.extend((None, entries, requeue) for requeue, entries in by_requeue.items())
+        return settles
+
+
+def xid_of(doc: dict) -> Xid:
+    fmt, gid, bid = doc["xid"]
+    return Xid(int(fmt), bytes.fromhex(gid), bytes.fromhex(bid))
+
+
+def settle_docs(settles) -> list[dict]:
+    """What a record keeps of settled deliveries: those a restart can bring back."""
+    docs = []
+    for _, entries, requeue in settles:
+        for q, seq, msg, _c, _t in entries:
+            if q.store is not None and msg.persistent:
+                docs.append({"vhost": q.vhost.name, "queue": q.name, "seq": seq, "requeue": requeue})
+    return docs
+
+
+class _Router:
+    """Routes the publishes of a commit another worker passed on (``run`` without a channel):
+    as ``BrokerChannel._route`` minus what only a client's channel has (returns, throttling)."""
+
+    @staticmethod
+    def _route(ex, msg, mandatory: bool) -> int:
+        queues = ex.route(msg, (msg.routing_key,))
+        need = 0
+        for q in queues:
+            need = max(need, q.publish(msg))
+        if queues and msg.persistent:
+            msg.routed()
+        return need
 
 
 def _take_seqs(q, seqs: set) -> list[tuple]:
@@ -521,7 +695,7 @@ def _take_seqs(q, seqs: set) -> list[tuple]:
     return [(seq, msg) for seq, msg, _, _ in taken]
 
 
-def _settle_recovered(entries, requeue) -> None:
+def settle_recovered(entries, requeue) -> None:
     """Settle deliveries that no channel holds (a branch recovered at start-up)."""
     if requeue:
         by_queue = defaultdict(list)

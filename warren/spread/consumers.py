@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from warren.protocol.amqp0_10.delivery import Subscription
 from warren.protocol.amqp0_10.message import requeue_unmarked
-from warren.errors import NotImplemented_
-from warren.spread.proxy import UNMARKED, PeerSink, ProxyChannel, ProxySession, RemoteSettler, SubscriptionSink
+from warren.spread.proxy import UNMARKED, PeerSink, ProxyChannel, ProxySession, SubscriptionSink
 
 __all__ = ["Consumers"]
 
@@ -154,19 +153,6 @@ class Consumers:
                 del self._proxy_sessions[(peer, session_id)]
 
     # --- consumers across workers: the consuming worker's side --------------------------------
-
-    def check_preparable(self, branch) -> None:
-        """dtx.prepare (warren/broker/dtx.py): a prepared record names the queue and sequence
-        number of each message the branch accepted, for a restart to hold them back; the
-        accepts of another worker's messages know only that worker's delivery tags, so a
-        branch with any is refused (one-phase commit and rollback work)."""
-        for _, entries, _ in branch.settles:
-            for q, *_ in entries:
-                if isinstance(q, RemoteSettler):
-                    raise NotImplemented_(
-                        f"dtx.prepare of xid {branch.xid}: it accepted messages of a queue worker {q.owner} owns, "
-                        "which a prepared record cannot name yet under --worker-mode queues; "
-                        "use a one-phase commit")
 
     def _channel(self, session_id: int, number: int):
         from warren.spread.channel import SpreadChannel

@@ -1,9 +1,10 @@
 """One worker's part of a node whose vhosts are spread over worker processes (``Spread``).
 
 ``Spread`` holds the links to the other workers (``links.py``) and answers them; what it does
-is in three parts, one file each: definitions kept the same on every worker and the owner of
+is in four parts, one file each: definitions kept the same on every worker and the owner of
 each queue (``definitions.py``), messages and their confirms and flow control across workers
-(``messages.py``), consumers of another worker's queue (``consumers.py``). Here: life cycle,
+(``messages.py``), consumers of another worker's queue (``consumers.py``), dtx branches that
+accepted another worker's messages (``dtx.py``). Here: life cycle,
 the node's connection counts (its limits count every worker's), the merged HTTP API's rows, and
 the dispatch of what the other workers ask and tell. docs/performance.md, "One vhost over
 worker processes", says what is built and what is not.
@@ -17,6 +18,7 @@ import weakref
 
 from warren.errors import AMQPError, InternalError, NotFound
 from warren.spread.consumers import Consumers
+from warren.spread.dtx import DtxParts
 from warren.server.ownership import PLACEMENT, place
 from warren.spread.definitions import ADMIN, SEQUENCER, Definitions, queue_owner
 from warren.spread.links import PeerGone, PeerLinks
@@ -31,7 +33,7 @@ _STATE_MESSAGES = {"congested": "_remote_congestion", "full": "_remote_full", "l
                    "unlock": "_unlock_remote", "alarm": "_remote_alarm"}
 
 
-class Spread(Definitions, Forwarding, Consumers):
+class Spread(Definitions, Forwarding, Consumers, DtxParts):
     def __init__(self, broker, index: int, count: int, peer_fds: dict[int, int], placement: int = PLACEMENT) -> None:
         self.broker = broker
         self.index = index
@@ -71,6 +73,8 @@ class Spread(Definitions, Forwarding, Consumers):
         from warren.broker.queue import Queue
         Queue.flow_listener = SpreadFlow(Queue.flow_listener, self)  # drained queues tell publishers' workers
         await self.links.start(self)
+        if self._dtx_held:  # parts of prepared dtx branches, recovered: are their branches still prepared?
+            self.loop.create_task(self.dtx_ask_homes())
         log.info("worker %d of %d: linked to workers %s", self.index, self.count,
                  ", ".join(map(str, self.links.peers)) or "-")
         if self.alarms is not None:  # raised before the links were up (the disk, at start)
@@ -241,6 +245,8 @@ class Spread(Definitions, Forwarding, Consumers):
             return self._proxy_acquire(peer, args)
         if op == "lock":
             return self.lock_remote(peer, *args)
+        if op.startswith("dtx_"):  # dtx branches across workers (dtx.py)
+            return self.dtx_request(peer, op, args)
         raise InternalError(f"unknown request {op!r} from worker {peer}")
 
     def peer_message(self, peer: int, op: str, args: tuple) -> None:
@@ -265,6 +271,8 @@ class Spread(Definitions, Forwarding, Consumers):
             ch = self._channel(args[0], args[1])
             if ch is not None:
                 ch.remote_cancelled(args[2])
+        elif op in ("dtx_hold", "dtx_rollback"):
+            self.dtx_message(peer, op, args)
         else:
             log.error("worker %d: unknown message %r from worker %d", self.index, op, peer)
 

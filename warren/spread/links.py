@@ -52,6 +52,9 @@ class _Link(asyncio.Protocol):
 
     def connection_made(self, transport) -> None:
         self.transport = transport
+        # known at once: a record the peer wrote before we started may be read (and answered)
+        # before ``PeerLinks.start`` resumes from its await
+        self.links.links[self.peer] = self
 
     def data_received(self, data: bytes) -> None:
         buf = self.buffer
@@ -119,8 +122,7 @@ class PeerLinks:
         for peer, fd in sorted(self.fds.items()):
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, fileno=fd)
             sock.setblocking(False)
-            _, link = await loop.create_unix_connection(lambda peer=peer: _Link(self, peer), sock=sock)
-            self.links[peer] = link
+            await loop.create_unix_connection(lambda peer=peer: _Link(self, peer), sock=sock)
 
     def close(self) -> None:
         self.closed = True

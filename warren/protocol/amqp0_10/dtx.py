@@ -3,7 +3,8 @@
 ``channel.py`` routes every ``dtx.*`` command here (``handle``), with the session's
 ``SessionChannel`` and the decoded command; as its own handlers, ``handle`` returns None (complete
 now), a result struct (``execution.result``, then completion) or ``LATER`` (``dtx.commit`` whose
-work waits for the disk: the result is sent from the durability callback). Refusals are the
+work waits for the disk: the result is sent from the durability callback; with ``--worker-mode
+queues`` any outcome command and ``dtx.recover`` may wait for the other workers). Refusals are the
 broker's exceptions with their 0-10 codes (404, 409, 503, 530, 542): the adapter answers
 ``execution.exception`` and the session ends, which ends its association with a branch
 implicitly (the branch becomes rollback-only).
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 from warren.broker.dtx import Xid, manager
 from warren.protocol.amqp0_10.channel import LATER, ExecutionError
+from warren.protocol.amqp0_10.session import error_code_for
 from warren.spec import amqp0_10 as spec
 
 __all__ = ["handle"]
@@ -37,70 +39,87 @@ def _result(status) -> spec.DtxXaResult:
     return spec.DtxXaResult(status=int(status))
 
 
+class _Answer:
+    """``done`` for ``DtxManager.run``: a value given during the call is the handler's answer;
+    one given later (a prepare or commit waiting for disks, a command another worker ran) is
+    sent from here, as ``execution.result`` (or completion) or ``execution.exception``."""
+
+    def __init__(self, channel, shape) -> None:
+        self.channel, self.shape = channel, shape  # shape: the value's result struct (None: none)
+        self.command_id = channel.current
+        self.now: list | None = []
+
+    def __call__(self, value) -> None:
+        if self.now is not None:  # during the call: answered by ``returned``
+            self.now.append(value)
+            return
+        ch = self.channel
+        if ch.closed:
+            return
+        if isinstance(value, BaseException):
+            code = value.code if isinstance(value, ExecutionError) else error_code_for(getattr(value, "reply_code", 541))
+            ch.session.session_exception(ch.number, self.command_id, code, getattr(value, "text", str(value)))
+        else:
+            result = self.shape(value)
+            if result is None:
+                ch.conn.complete(ch.number, self.command_id)
+            else:
+                ch.conn.send_result(ch.number, self.command_id, result)
+        ch.session.want_flush()
+
+    def returned(self):
+        now, self.now = self.now, None
+        if now:
+            if isinstance(now[0], BaseException):
+                raise now[0]
+            return self.shape(now[0])
+        return LATER
+
+
 def _select(channel, c, dtx):
     dtx.select(channel)
     return None
 
 
 def _start(channel, c, dtx):
-    return _result(dtx.start(channel, _xid(channel, c), join=bool(c.join), resume=bool(c.resume)))
+    answer = _Answer(channel, _result)
+    dtx.start_unique(channel, _xid(channel, c), bool(c.join), bool(c.resume), answer)
+    return answer.returned()
 
 
 def _end(channel, c, dtx):
     return _result(dtx.end(channel, _xid(channel, c), fail=bool(c.fail), suspend=bool(c.suspend)))
 
 
-def _prepare(channel, c, dtx):
-    return _result(dtx.prepare(_xid(channel, c)))
+def _outcome(op: str, shape, args=lambda c: ()):
+    """The handler of an outcome command: run on the branch's worker, wherever it is."""
+    def handler(channel, c, dtx):
+        answer = _Answer(channel, shape)
+        dtx.run(op, channel, _xid(channel, c), args(c), answer)
+        return answer.returned()
+    return handler
 
 
-def _commit(channel, c, dtx):
-    command_id, number, conn = channel.current, channel.number, channel.conn
-    now: list = []
-
-    def done(status) -> None:
-        if now is not None:  # during the call: answered below
-            now.append(status)
-            return
-        if not channel.closed:
-            conn.send_result(number, command_id, _result(status))
-            channel.session.want_flush()
-
-    dtx.commit(channel, _xid(channel, c), bool(c.one_phase), done)
-    if now:
-        return _result(now[0])
-    now = None  # from here on, done answers by itself
-    return LATER
-
-
-def _rollback(channel, c, dtx):
-    return _result(dtx.rollback(_xid(channel, c)))
-
-
-def _forget(channel, c, dtx):
-    dtx.forget(_xid(channel, c))
-    return None
-
-
-def _get_timeout(channel, c, dtx):
-    return spec.DtxGetTimeoutResult(timeout=dtx.get_timeout(_xid(channel, c)))
-
-
-def _set_timeout(channel, c, dtx):
-    dtx.set_timeout(_xid(channel, c), c.timeout or 0)
+def _none(value) -> None:
     return None
 
 
 def _recover(channel, c, dtx):
-    return spec.DtxRecoverResult(in_doubt=[spec.DtxXid(format=x.format, global_id=x.global_id,
-                                                       branch_id=x.branch_id) for x in dtx.recover()])
+    answer = _Answer(channel, lambda xids: spec.DtxRecoverResult(in_doubt=[
+        spec.DtxXid(format=x.format, global_id=x.global_id, branch_id=x.branch_id) for x in xids]))
+    dtx.recover_all(answer)
+    return answer.returned()
 
 
 _HANDLERS = {
     spec.DtxSelect.INDEX: _select, spec.DtxStart.INDEX: _start, spec.DtxEnd.INDEX: _end,
-    spec.DtxCommit.INDEX: _commit, spec.DtxForget.INDEX: _forget, spec.DtxGetTimeout.INDEX: _get_timeout,
-    spec.DtxPrepare.INDEX: _prepare, spec.DtxRecover.INDEX: _recover, spec.DtxRollback.INDEX: _rollback,
-    spec.DtxSetTimeout.INDEX: _set_timeout,
+    spec.DtxPrepare.INDEX: _outcome("prepare", _result),
+    spec.DtxCommit.INDEX: _outcome("commit", _result, lambda c: (bool(c.one_phase),)),
+    spec.DtxRollback.INDEX: _outcome("rollback", _result),
+    spec.DtxForget.INDEX: _outcome("forget", _none),
+    spec.DtxGetTimeout.INDEX: _outcome("get_timeout", lambda t: spec.DtxGetTimeoutResult(timeout=t)),
+    spec.DtxSetTimeout.INDEX: _outcome("set_timeout", _none, lambda c: (c.timeout or 0,)),
+    spec.DtxRecover.INDEX: _recover,
 }
 
 

@@ -1,0 +1,296 @@
+"""Distributed transactions across workers: a branch's parts, and the dtx commands of any worker.
+
+A dtx branch lives on the worker of the session that started it, its *home*
+(``warren/broker/dtx.py``). Under ``--worker-mode queues`` the messages it accepts may belong to
+queues other workers own; the consuming channel knows them only by the owner's delivery tags.
+So at ``dtx.end`` the home hands them to their owners (``dtx_hold``), which take them out of
+the proxy channel's unacked set and hold them for the branch, by xid: a *part* of the branch.
+The outcome then reaches each part:
+
+- ``prepare``: each part writes ``<xid>.held`` in its worker's ``dtx`` folder (the queue and
+  sequence number of each persistent message, and the home) and answers; only then does the home
+  write its ``<xid>.prepared``, which names the parts. A part that cannot be prepared (its
+  channel closed before the hand-over, so its messages went back to the queue) rolls the
+  branch back.
+- ``commit``: each part settles what it holds as the branch said (ack, reject, requeue), waits
+  for its acks to reach the disk, deletes its record and answers; the home deletes its record
+  when every part and its own work are on disk. A crash before that leaves the home's record:
+  the branch is in doubt again and a repeated commit finds the parts done.
+- ``rollback``: each part puts its messages back (told, not asked: a part whose record outlives
+  its home's is rolled back at start-up anyway).
+
+At start-up a worker takes the messages of its ``.held`` records out of their queues again and
+asks each part's home whether it still has the branch prepared; a home without it failed between
+the two writes of ``prepare`` (or finished a rollback), and the part is rolled back.
+
+A transaction manager's connection may land on any worker: ``dtx.recover`` lists the prepared
+branches of all of them (``dtx_recover_elsewhere``) and an outcome command for an xid this
+worker does not know runs where it is known (``dtx_elsewhere``: ``DtxManager.run`` there).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from warren import errors
+from warren.broker import dtx as broker_dtx
+from warren.broker.dtx import HELD_SUFFIX, Xid, manager, settle_docs, settle_recovered
+from warren.spread.proxy import UNMARKED, RemoteSettler
+
+__all__ = ["DtxParts"]
+
+log = logging.getLogger("warren.dtx")
+
+
+class HeldPart:
+    """What one branch of another worker's holds here: [(proxy channel or None, entries, requeue)]."""
+
+    __slots__ = ("home", "settles", "recorded", "lost")
+
+    def __init__(self, home: int) -> None:
+        self.home = home
+        self.settles: list[tuple] = []
+        self.recorded = False  # its .held record is on disk
+        self.lost = False  # a hand-over found its channel (and so its messages) gone
+
+
+class DtxParts:
+    """``Spread``'s part for dtx branches across workers (a mixin)."""
+
+    _dtx_held: dict | None = None  # xid -> HeldPart: parts of other workers' branches held here
+
+    def _held(self) -> dict:
+        if self._dtx_held is None:
+            self._dtx_held = {}
+        return self._dtx_held
+
+    # --- the branch's worker -------------------------------------------------------------------
+
+    def dtx_hold(self, branch, channel, settles: list) -> list:
+        """At the branch's ``end``: hand the settled deliveries of other workers' queues to their
+        owners, to hold for the branch; returns the settles that stay here."""
+        kept = []
+        for entries, requeue in settles:
+            local, remote = [], {}
+            for entry in entries:
+                q = entry[0]
+                if isinstance(q, RemoteSettler):
+                    remote.setdefault((q.owner, q.session_id, q.number), []).append(entry)
+                else:
+                    local.append(entry)
+            for (owner, session_id, number), group in remote.items():
+                _uncount(channel, group)  # off this channel's prefetch: the owner's counts until the outcome
+                self.tell(owner, "dtx_hold", session_id, number, branch.xid, [e[1] for e in group], requeue)
+                branch.parts.add(owner)
+            if local:
+                kept.append((local, requeue))
+        return kept
+
+    def dtx_prepare_parts(self, branch, done) -> None:
+        """Ask each part to record what it holds: ``done([True or the reason, ...])``."""
+        async def ask() -> None:
+            answers = await asyncio.gather(*(self.ask(owner, "dtx_prepare", branch.xid) for owner in branch.parts),
+                                           return_exceptions=True)
+            done([a if a is True else (str(a) if isinstance(a, BaseException) else "its messages went back")
+                  for a in answers])
+        self.loop.create_task(ask())
+
+    def dtx_commit_parts(self, branch, done) -> None:
+        """Each part settles as the branch said: ``done()`` once all are on their disks,
+        ``done(error)`` if a worker is gone."""
+        async def ask() -> None:
+            answers = await asyncio.gather(*(self.ask(owner, "dtx_commit", branch.xid) for owner in branch.parts),
+                                           return_exceptions=True)
+            failed = [a for a in answers if isinstance(a, BaseException)]
+            done(errors.InternalError(f"dtx.commit of {branch.xid}: {failed[0]}") if failed else None)
+        self.loop.create_task(ask())
+
+    def dtx_roll_back_parts(self, branch) -> None:
+        for owner in branch.parts:
+            self.tell(owner, "dtx_rollback", branch.xid)
+
+    # --- any worker: the branches of the others ------------------------------------------------
+
+    def dtx_elsewhere(self, op: str, xid: Xid, args: tuple, done) -> None:
+        """An outcome command for a branch this worker does not know: run where it is known."""
+        async def ask() -> None:
+            answers = await asyncio.gather(*(self.ask(p, "dtx_run", op, xid, args) for p in self.links.peers),
+                                           return_exceptions=True)
+            for a in answers:
+                if isinstance(a, tuple) and a[0] == "ok":
+                    done(a[1])
+                    return
+                if isinstance(a, tuple) and a[0] == "error":
+                    done(_rebuild(a[1], a[2]))
+                    return
+            done(errors.NotFound(f"dtx.{op.replace('_', '-')}: unknown xid {xid}"))
+        self.loop.create_task(ask())
+
+    def dtx_known_elsewhere(self, xid: Xid, done) -> None:
+        """``done(True)`` if another worker has a branch ``xid`` (a new one's xid must be new to the node)."""
+        async def ask() -> None:
+            answers = await asyncio.gather(*(self.ask(p, "dtx_has", xid) for p in self.links.peers),
+                                           return_exceptions=True)
+            done(any(a is True for a in answers))
+        self.loop.create_task(ask())
+
+    def dtx_recover_elsewhere(self, mine: list, done) -> None:
+        async def ask() -> None:
+            answers = await asyncio.gather(*(self.ask(p, "dtx_recover") for p in self.links.peers),
+                                           return_exceptions=True)
+            xids = list(mine)
+            for a in answers:
+                if isinstance(a, list):
+                    xids.extend(x for x in a if x not in xids)
+            done(xids)
+        self.loop.create_task(ask())
+
+    # --- answering the others ------------------------------------------------------------------
+
+    def dtx_request(self, peer: int, op: str, args: tuple):
+        if op == "dtx_prepare":
+            return self._prepare_part(args[0])
+        if op == "dtx_commit":
+            return self._commit_part(args[0])
+        if op == "dtx_known":  # a part's question at its start-up: is the branch still prepared here?
+            branch = manager(self.broker).branches.get(args[0])
+            return branch is not None and branch.state == broker_dtx.PREPARED
+        if op == "dtx_has":
+            return args[0] in manager(self.broker).branches
+        if op == "dtx_run":
+            return self._run(*args)
+        if op == "dtx_recover":
+            return manager(self.broker).recover()
+        raise errors.InternalError(f"unknown dtx request {op!r} from worker {peer}")
+
+    def dtx_message(self, peer: int, op: str, args: tuple) -> None:
+        if op == "dtx_hold":
+            self._hold(peer, *args)
+        elif op == "dtx_rollback":
+            self._roll_back_part(args[0])
+
+    def _hold(self, peer: int, session_id: int, number: int, xid: Xid, tags: list, requeue) -> None:
+        part = self._held().get(xid)
+        if part is None:
+            part = self._held()[xid] = HeldPart(peer)
+        ch = self._existing_proxy(peer, session_id, number)
+        entries = [] if ch is None else [ch.unacked.pop(t) for t in tags if t in ch.unacked]
+        if len(entries) < len(tags):  # its channel closed first: those went back to their queue
+            part.lost = True
+        if entries:
+            part.settles.append((ch, entries, requeue))
+
+    def _prepare_part(self, xid: Xid):
+        part = self._held().get(xid)
+        if part is None or part.lost:
+            return False
+        dtx = manager(self.broker)
+        if dtx.folder is not None:
+            dtx.write(xid.file_stem + HELD_SUFFIX, {
+                "xid": [xid.format, xid.global_id.hex(), xid.branch_id.hex()], "home": part.home,
+                "settles": settle_docs(part.settles)})
+            part.recorded = True
+        return True
+
+    def _commit_part(self, xid: Xid):
+        part = self._held().pop(xid, None)
+        if part is None:
+            return True  # committed before a restart of the branch's worker (or nothing held)
+        for ch, entries, requeue in part.settles:
+            _settle(ch, entries, requeue)
+        if not part.recorded:
+            return True
+
+        async def on_disk() -> bool:  # the acks first, then the record
+            await self._synced_future()
+            manager(self.broker).delete(xid.file_stem + HELD_SUFFIX)
+            return True
+        return on_disk()
+
+    def _roll_back_part(self, xid: Xid) -> None:
+        part = self._held().pop(xid, None)
+        if part is None:
+            return
+        for ch, entries, _ in part.settles:
+            _settle(ch, entries, True)
+        if part.recorded:
+            manager(self.broker).delete(xid.file_stem + HELD_SUFFIX)
+
+    def _run(self, op: str, xid: Xid, args: tuple):
+        dtx = manager(self.broker)
+        if xid not in dtx.branches:
+            return ("unknown",)
+        fut = self.loop.create_future()
+
+        def done(value) -> None:
+            if fut.done():
+                return
+            if isinstance(value, BaseException):
+                fut.set_result(("error", type(value).__name__, getattr(value, "text", str(value))))
+            else:
+                fut.set_result(("ok", value))
+        try:
+            dtx.run(op, None, xid, args, done)
+        except errors.AMQPError as e:
+            done(e)
+        return fut
+
+    # --- start-up ------------------------------------------------------------------------------
+
+    def dtx_recover_part(self, xid: Xid, home: int, settles: list) -> None:
+        """A ``.held`` record found at start-up (``DtxManager.recover_prepared``): its messages,
+        out of their queues again, are held until the home says what became of the branch."""
+        part = self._held()[xid] = HeldPart(home)
+        part.settles = settles
+        part.recorded = True
+
+    async def dtx_ask_homes(self) -> None:
+        """Once linked: roll back the parts whose home no longer has their branch prepared."""
+        for xid, part in list(self._held().items()):
+            try:
+                known = await self.ask(part.home, "dtx_known", xid)
+            except (errors.AMQPError, ConnectionError) as e:
+                log.warning("dtx: could not ask worker %d about branch %s: %s", part.home, xid, e)
+                continue
+            if known:
+                log.info("dtx: worker %d holds %d messages for branch %s, prepared on worker %d", self.index,
+                         sum(len(e) for _, e, _ in part.settles), xid, part.home)
+            elif self._held().get(xid) is part:
+                log.info("dtx: worker %d has no prepared branch %s: the %d messages held for it here go back to "
+                         "their queues", part.home, xid, sum(len(e) for _, e, _ in part.settles))
+                try:
+                    self._roll_back_part(xid)
+                except Exception:
+                    log.exception("dtx: could not roll back the part of branch %s", xid)
+
+
+def _uncount(channel, entries) -> None:
+    """Take deliveries off the channel's prefetch counts (what ``_settle`` does), as they leave it."""
+    for _q, _seq, msg, consumer, _tag in entries:
+        if consumer is not None:
+            size = len(msg.body)
+            consumer.unacked -= 1
+            consumer.unacked_bytes -= size
+            channel.consumer_unacked -= 1
+            channel.consumer_unacked_bytes -= size
+
+
+def _settle(channel, entries, requeue) -> None:
+    """Settle held deliveries: through the proxy channel that delivered them (its prefetch
+    counts), or without one (recovered at start-up, or its channel closed meanwhile)."""
+    if requeue == UNMARKED:
+        from warren.protocol.amqp0_10.message import requeue_unmarked
+        requeue_unmarked(channel, entries)
+    elif channel is not None and not channel.closed:
+        channel._settle(entries, requeue)
+    else:
+        settle_recovered(entries, requeue)
+
+
+def _rebuild(name: str, text: str) -> errors.AMQPError:
+    """A refusal the branch's worker answered, as the class it raised (dtx's own or ``warren.errors``')."""
+    cls = getattr(broker_dtx, name, None) or getattr(errors, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, errors.AMQPError)):
+        cls = errors.InternalError
+    return cls(text)
