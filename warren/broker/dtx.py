@@ -68,7 +68,7 @@ from warren.store.message import decode_restored
 from warren.store.segment import fsync_dir
 
 __all__ = ["Xid", "XaStatus", "DtxManager", "IllegalState", "InvalidArgument", "manager", "DEFAULT_TIMEOUT",
-           "MAX_TIMEOUT", "OPS", "HELD_SUFFIX", "settle_docs", "settle_recovered", "xid_of"]
+           "MAX_TIMEOUT", "HELD_SUFFIX", "settle_docs", "settle_recovered", "xid_of"]
 
 log = logging.getLogger("warren.dtx")
 
@@ -122,8 +122,6 @@ class Xid(NamedTuple):
 
 # branch states
 ACTIVE, PREPARING, PREPARED, ROLLED_BACK = "active", "preparing", "prepared", "rolled-back"
-# the outcome commands ``DtxManager.run`` takes (wherever the branch lives)
-OPS = ("prepare", "commit", "rollback", "forget", "get_timeout", "set_timeout")
 
 
 class Branch:
@@ -326,7 +324,8 @@ class DtxManager:
     # --- outcomes ------------------------------------------------------------------------------
 
     def run(self, op: str, channel, xid: Xid, args: tuple, done) -> None:
-        """One of the outcome commands (``OPS``) on the branch ``xid``, wherever it lives:
+        """One of the outcome commands (prepare, commit, rollback, forget, get_timeout,
+        set_timeout) on the branch ``xid``, wherever it lives:
         ``done(result)`` once it is over (at once, or later: a prepare or commit waits for disks),
         ``done(error)`` for a refusal found after the call. ``args``: commit's ``one_phase``,
         set_timeout's seconds. ``channel`` routes a commit's publishes (None: a command another
@@ -458,7 +457,7 @@ class DtxManager:
         self._forget(branch)
         return branch.outcome
 
-    def forget(self, xid: Xid) -> None:  # (never returns: see below)
+    def forget(self, xid: Xid) -> None:
         """Only a heuristically completed branch may be forgotten; Warren never completes one
         heuristically, so a known xid is refused (409)."""
         self._known(xid, "dtx.forget")

@@ -199,12 +199,13 @@ class DtxParts:
             return True  # committed before a restart of the branch's worker (or nothing held)
         for ch, entries, requeue in part.settles:
             _settle(ch, entries, requeue)
-        if not part.recorded:
+        if self.broker.durability is None:
             return True
 
-        async def on_disk() -> bool:  # the acks first, then the record
+        async def on_disk() -> bool:  # the acks first (a one-phase commit's too), then the record
             await self._synced_future()
-            manager(self.broker).delete(xid.file_stem + HELD_SUFFIX)
+            if part.recorded:
+                manager(self.broker).delete(xid.file_stem + HELD_SUFFIX)
             return True
         return on_disk()
 
