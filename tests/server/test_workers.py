@@ -123,12 +123,7 @@ def test_a_stop_slower_than_the_watch_ends_with_status_0(two_workers):
     stopping" and ended with status 1, a session-13 regression the CI's alarm test found)."""
     b = two_workers
     with raw.RawConnection(b.host, b.port) as rc:
-        rc.send(raw.PROTOCOL_HEADER)
-        raw.parse_start(rc.read_method())
-        rc.send(raw.start_ok())
-        tune = raw.parse_tune(rc.read_method())
-        rc.send(raw.tune_ok(tune.channel_max, tune.frame_max, 0) + raw.connection_open("/"))
-        assert rc.read_method().method == (10, 41)
+        rc.handshake(heartbeat=0)
         b.signal(signal.SIGTERM)
         assert rc.read_method().method == (10, 50)  # connection.close, left unanswered
         assert b.wait() == 0, b.log()[-2000:]

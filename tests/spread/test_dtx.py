@@ -16,13 +16,6 @@ from tests.e2e.test_spread import connect, owned_by, ready, spread_node, wait_fo
 pytestmark = pytest.mark.skipif(bool(EXTERNAL_URL), reason="needs a private Warren broker")
 
 
-@pytest.fixture
-def node(tmp_path):
-    b = spread_node(tmp_path)
-    yield b
-    b.stop()
-
-
 def _prepare_two_branches(b) -> list[tuple]:
     """One 0-10 connection, one session per worker's queue: each consumes a persistent message
     and publishes one under its own dtx branch, then prepares. Whichever worker the connection

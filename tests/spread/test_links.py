@@ -41,12 +41,18 @@ class Handler:
         self.lost.append(peer)
 
 
-async def linked():
+def unstarted() -> tuple[PeerLinks, PeerLinks]:
+    """Workers 0 and 1's links over a new socket pair, before either starts."""
     a_sock, b_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     a = PeerLinks(0, 2, {1: os.dup(a_sock.fileno())})
     b = PeerLinks(1, 2, {0: os.dup(b_sock.fileno())})
     a_sock.close()
     b_sock.close()
+    return a, b
+
+
+async def linked():
+    a, b = unstarted()
     ha, hb = Handler(), Handler()
     await a.start(ha)
     await b.start(hb)
@@ -159,11 +165,7 @@ def test_a_request_waiting_in_the_socket_before_start_is_answered():
     about what it recovered: warren/spread/dtx.py): the record read during ``start`` is
     answered, not dropped for want of a link (it was: the link was known only after the await)."""
     async def main():
-        a_sock, b_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        a = PeerLinks(0, 2, {1: os.dup(a_sock.fileno())})
-        b = PeerLinks(1, 2, {0: os.dup(b_sock.fileno())})
-        a_sock.close()
-        b_sock.close()
+        a, b = unstarted()
         await a.start(Handler())
         answer = a.request(1, "add", 2, 3)
         a.links[1].flush()  # in b's socket before b starts

@@ -520,6 +520,19 @@ class BrokerChannel:
             raise PreconditionFailed(f"unknown delivery tag {tag}")
         return [entry]
 
+    def release_counts(self, entries) -> None:
+        """Take deliveries off their consumers' and the channel's prefetch counts as they leave
+        the channel some other way than ``_settle`` (a 0-10 release without redelivered mark,
+        a dtx branch handing them to another worker). ``_settle`` does the same inline: one
+        pass over the entries on the ack path."""
+        for _q, _seq, msg, consumer, _tag in entries:
+            if consumer is not None:
+                size = len(msg.body)
+                consumer.unacked -= 1
+                consumer.unacked_bytes -= size
+                self.consumer_unacked -= 1
+                self.consumer_unacked_bytes -= size
+
     def _settle(self, entries: list[tuple], requeue: bool | None) -> None:
         """requeue: True puts the messages back, False rejects them, None (ack) forgets them."""
         if requeue is None:

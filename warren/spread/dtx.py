@@ -80,7 +80,7 @@ class DtxParts:
                 else:
                     local.append(entry)
             for (owner, session_id, number), group in remote.items():
-                _uncount(channel, group)  # off this channel's prefetch: the owner's counts until the outcome
+                channel.release_counts(group)  # off this channel's prefetch: the owner's counts until the outcome
                 self.tell(owner, "dtx_hold", session_id, number, branch.xid, [e[1] for e in group], requeue)
                 branch.parts.add(owner)
             if local:
@@ -264,17 +264,6 @@ class DtxParts:
                     self._roll_back_part(xid)
                 except Exception:
                     log.exception("dtx: could not roll back the part of branch %s", xid)
-
-
-def _uncount(channel, entries) -> None:
-    """Take deliveries off the channel's prefetch counts (what ``_settle`` does), as they leave it."""
-    for _q, _seq, msg, consumer, _tag in entries:
-        if consumer is not None:
-            size = len(msg.body)
-            consumer.unacked -= 1
-            consumer.unacked_bytes -= size
-            channel.consumer_unacked -= 1
-            channel.consumer_unacked_bytes -= size
 
 
 def _settle(channel, entries, requeue) -> None:

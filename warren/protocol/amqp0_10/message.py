@@ -112,14 +112,10 @@ def _settle_now(ch, c, requeue: bool, redelivered: bool = True) -> None:
 def requeue_unmarked(ch, entries) -> None:
     """BrokerChannel._settle's requeue, with the messages not marked redelivered (a release
     without set-redelivered)."""
+    if ch is not None:
+        ch.release_counts(entries)
     by_queue: dict = {}
-    for q, seq, msg, consumer, _ in entries:
-        if consumer is not None:
-            size = len(msg.body)
-            consumer.unacked -= 1
-            consumer.unacked_bytes -= size
-            ch.consumer_unacked -= 1
-            ch.consumer_unacked_bytes -= size
+    for q, seq, msg, _consumer, _ in entries:
         by_queue.setdefault(q, []).append((seq, msg))
     for q, items in by_queue.items():
         q.requeue(items, redelivered=False)
