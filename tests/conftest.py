@@ -61,10 +61,10 @@ hypothesis_settings.register_profile(
 hypothesis_settings.load_profile("warren-tests")
 
 
-# Parallel runs: tools/test runs pytest-xdist's `-n 2 --dist loadfile`. A file is one unit, run
+# Parallel runs: tools/test runs pytest-xdist's `-n 3 --dist loadfile`. A file is one unit, run
 # whole on one worker, so module-scoped fixtures (a broker per module, a browser, a Celery worker)
 # start once. The Spark tests (tests/spark) are one unit too: one worker starts the session's
-# SparkSession, not both, and the JVMs of the tests that start a Spark of their own do not start
+# SparkSession, not each, and the JVMs of the tests that start a Spark of their own do not start
 # beside it (three at once on a loaded machine once took 90 s to start one). Units go
 # out in collection order, which the workers sort longest first, judged by the largest
 # pytest-timeout mark among a unit's tests (the slow tests carry one), then by the unit's size, so
