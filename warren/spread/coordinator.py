@@ -67,6 +67,10 @@ class Spread(Definitions, Forwarding, Consumers, DtxParts):
         # the other workers' connection counts, by (worker, key): ("node",), ("user", name),
         # ("vhost", name): the node's limits count every worker's connections
         self._counts: dict[tuple, int] = {}
+        # dtx (dtx.py): xid -> HeldPart, the parts of other workers' branches held here; the
+        # asks under way (the loop keeps only weak references to its tasks)
+        self._dtx_held: dict = {}
+        self._dtx_tasks: set = set()
 
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
@@ -74,7 +78,9 @@ class Spread(Definitions, Forwarding, Consumers, DtxParts):
         Queue.flow_listener = SpreadFlow(Queue.flow_listener, self)  # drained queues tell publishers' workers
         await self.links.start(self)
         if self._dtx_held:  # parts of prepared dtx branches, recovered: are their branches still prepared?
-            self.loop.create_task(self.dtx_ask_homes())
+            task = self.loop.create_task(self.dtx_ask_homes())
+            self._dtx_tasks.add(task)
+            task.add_done_callback(self._dtx_tasks.discard)
         log.info("worker %d of %d: linked to workers %s", self.index, self.count,
                  ", ".join(map(str, self.links.peers)) or "-")
         if self.alarms is not None:  # raised before the links were up (the disk, at start)

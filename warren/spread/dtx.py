@@ -58,12 +58,8 @@ class HeldPart:
 class DtxParts:
     """``Spread``'s part for dtx branches across workers (a mixin)."""
 
-    _dtx_held: dict | None = None  # xid -> HeldPart: parts of other workers' branches held here
-
-    def _held(self) -> dict:
-        if self._dtx_held is None:
-            self._dtx_held = {}
-        return self._dtx_held
+    # (``Spread.__init__`` sets ``_dtx_held``, xid -> HeldPart: the parts of other workers'
+    # branches held here, and ``_dtx_tasks``, the asks under way)
 
     # --- the branch's worker -------------------------------------------------------------------
 
@@ -87,24 +83,28 @@ class DtxParts:
                 kept.append((local, requeue))
         return kept
 
+    def _ask_each(self, peers, op: str, args: tuple, then) -> None:
+        """Ask each of ``peers`` to run ``op``; ``then(answers)``, in their order, an error
+        raised there (or a gone link) standing as its answer."""
+        async def ask() -> None:
+            then(await asyncio.gather(*(self.ask(p, op, *args) for p in peers), return_exceptions=True))
+        task = self.loop.create_task(ask())
+        self._dtx_tasks.add(task)  # (held until done: the loop keeps only weak references)
+        task.add_done_callback(self._dtx_tasks.discard)
+
     def dtx_prepare_parts(self, branch, done) -> None:
         """Ask each part to record what it holds: ``done([True or the reason, ...])``."""
-        async def ask() -> None:
-            answers = await asyncio.gather(*(self.ask(owner, "dtx_prepare", branch.xid) for owner in branch.parts),
-                                           return_exceptions=True)
-            done([a if a is True else (str(a) if isinstance(a, BaseException) else "its messages went back")
-                  for a in answers])
-        self.loop.create_task(ask())
+        self._ask_each(branch.parts, "dtx_prepare", (branch.xid,), lambda answers: done([
+            a if a is True else (str(a) if isinstance(a, BaseException) else "its messages went back")
+            for a in answers]))
 
     def dtx_commit_parts(self, branch, done) -> None:
         """Each part settles as the branch said: ``done()`` once all are on their disks,
         ``done(error)`` if a worker is gone."""
-        async def ask() -> None:
-            answers = await asyncio.gather(*(self.ask(owner, "dtx_commit", branch.xid) for owner in branch.parts),
-                                           return_exceptions=True)
+        def then(answers) -> None:
             failed = [a for a in answers if isinstance(a, BaseException)]
             done(errors.InternalError(f"dtx.commit of {branch.xid}: {failed[0]}") if failed else None)
-        self.loop.create_task(ask())
+        self._ask_each(branch.parts, "dtx_commit", (branch.xid,), then)
 
     def dtx_roll_back_parts(self, branch) -> None:
         for owner in branch.parts:
@@ -114,9 +114,7 @@ class DtxParts:
 
     def dtx_elsewhere(self, op: str, xid: Xid, args: tuple, done) -> None:
         """An outcome command for a branch this worker does not know: run where it is known."""
-        async def ask() -> None:
-            answers = await asyncio.gather(*(self.ask(p, "dtx_run", op, xid, args) for p in self.links.peers),
-                                           return_exceptions=True)
+        def then(answers) -> None:
             for a in answers:
                 if isinstance(a, tuple) and a[0] == "ok":
                     done(a[1])
@@ -125,26 +123,21 @@ class DtxParts:
                     done(_rebuild(a[1], a[2]))
                     return
             done(errors.NotFound(f"dtx.{op.replace('_', '-')}: unknown xid {xid}"))
-        self.loop.create_task(ask())
+        self._ask_each(self.links.peers, "dtx_run", (op, xid, args), then)
 
     def dtx_known_elsewhere(self, xid: Xid, done) -> None:
         """``done(True)`` if another worker has a branch ``xid`` (a new one's xid must be new to the node)."""
-        async def ask() -> None:
-            answers = await asyncio.gather(*(self.ask(p, "dtx_has", xid) for p in self.links.peers),
-                                           return_exceptions=True)
-            done(any(a is True for a in answers))
-        self.loop.create_task(ask())
+        self._ask_each(self.links.peers, "dtx_has", (xid,), lambda answers: done(any(a is True for a in answers)))
 
     def dtx_recover_elsewhere(self, mine: list, done) -> None:
-        async def ask() -> None:
-            answers = await asyncio.gather(*(self.ask(p, "dtx_recover") for p in self.links.peers),
-                                           return_exceptions=True)
+        """``done(xids)``: ours and every other worker's prepared branches."""
+        def then(answers) -> None:
             xids = list(mine)
             for a in answers:
                 if isinstance(a, list):
                     xids.extend(x for x in a if x not in xids)
             done(xids)
-        self.loop.create_task(ask())
+        self._ask_each(self.links.peers, "dtx_recover", (), then)
 
     # --- answering the others ------------------------------------------------------------------
 
@@ -171,9 +164,9 @@ class DtxParts:
             self._roll_back_part(args[0])
 
     def _hold(self, peer: int, session_id: int, number: int, xid: Xid, tags: list, requeue) -> None:
-        part = self._held().get(xid)
+        part = self._dtx_held.get(xid)
         if part is None:
-            part = self._held()[xid] = HeldPart(peer)
+            part = self._dtx_held[xid] = HeldPart(peer)
         ch = self._existing_proxy(peer, session_id, number)
         entries = [] if ch is None else [ch.unacked.pop(t) for t in tags if t in ch.unacked]
         if len(entries) < len(tags):  # its channel closed first: those went back to their queue
@@ -182,7 +175,7 @@ class DtxParts:
             part.settles.append((ch, entries, requeue))
 
     def _prepare_part(self, xid: Xid):
-        part = self._held().get(xid)
+        part = self._dtx_held.get(xid)
         if part is None or part.lost:
             return False
         dtx = manager(self.broker)
@@ -194,7 +187,7 @@ class DtxParts:
         return True
 
     def _commit_part(self, xid: Xid):
-        part = self._held().pop(xid, None)
+        part = self._dtx_held.pop(xid, None)
         if part is None:
             return True  # committed before a restart of the branch's worker (or nothing held)
         for ch, entries, requeue in part.settles:
@@ -210,7 +203,7 @@ class DtxParts:
         return on_disk()
 
     def _roll_back_part(self, xid: Xid) -> None:
-        part = self._held().pop(xid, None)
+        part = self._dtx_held.pop(xid, None)
         if part is None:
             return
         for ch, entries, _ in part.settles:
@@ -242,13 +235,13 @@ class DtxParts:
     def dtx_recover_part(self, xid: Xid, home: int, settles: list) -> None:
         """A ``.held`` record found at start-up (``DtxManager.recover_prepared``): its messages,
         out of their queues again, are held until the home says what became of the branch."""
-        part = self._held()[xid] = HeldPart(home)
+        part = self._dtx_held[xid] = HeldPart(home)
         part.settles = settles
         part.recorded = True
 
     async def dtx_ask_homes(self) -> None:
         """Once linked: roll back the parts whose home no longer has their branch prepared."""
-        for xid, part in list(self._held().items()):
+        for xid, part in list(self._dtx_held.items()):
             try:
                 known = await self.ask(part.home, "dtx_known", xid)
             except (errors.AMQPError, ConnectionError) as e:
@@ -257,7 +250,7 @@ class DtxParts:
             if known:
                 log.info("dtx: worker %d holds %d messages for branch %s, prepared on worker %d", self.index,
                          sum(len(e) for _, e, _ in part.settles), xid, part.home)
-            elif self._held().get(xid) is part:
+            elif self._dtx_held.get(xid) is part:
                 log.info("dtx: worker %d has no prepared branch %s: the %d messages held for it here go back to "
                          "their queues", part.home, xid, sum(len(e) for _, e, _ in part.settles))
                 try:
