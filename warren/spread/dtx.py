@@ -220,8 +220,10 @@ class DtxParts:
         def done(value) -> None:
             if fut.done():
                 return
-            if isinstance(value, BaseException):
-                fut.set_result(("error", type(value).__name__, getattr(value, "text", str(value))))
+            if isinstance(value, errors.AMQPError):
+                fut.set_result(("error", type(value).__name__, value.text))
+            elif isinstance(value, BaseException):
+                fut.set_result(("error", "InternalError", f"{type(value).__name__} on worker {self.index}"))
             else:
                 fut.set_result(("ok", value))
         try:

@@ -16,12 +16,17 @@ branch id)``.
 
 from __future__ import annotations
 
+import logging
+
 from warren.broker.dtx import Xid, manager
+from warren.errors import AMQPError
 from warren.protocol.amqp0_10.channel import LATER, ExecutionError
 from warren.protocol.amqp0_10.session import error_code_for
 from warren.spec import amqp0_10 as spec
 
 __all__ = ["handle"]
+
+log = logging.getLogger("warren.dtx")
 
 E = spec.ExecutionErrorCode
 
@@ -56,9 +61,14 @@ class _Answer:
         ch = self.channel
         if ch.closed:
             return
-        if isinstance(value, BaseException):
-            code = value.code if isinstance(value, ExecutionError) else error_code_for(getattr(value, "reply_code", 541))
-            ch.session.session_exception(ch.number, self.command_id, code, getattr(value, "text", str(value)))
+        if isinstance(value, ExecutionError):
+            ch.session.session_exception(ch.number, self.command_id, value.code, value.text)
+        elif isinstance(value, AMQPError):
+            ch.session.session_exception(ch.number, self.command_id, error_code_for(value.reply_code), value.text)
+        elif isinstance(value, BaseException):  # our bug: as the adapter answers one raised at once
+            log.error("dtx: %s failed on session channel %d", type(value).__name__, ch.number,
+                      exc_info=(type(value), value, value.__traceback__))
+            ch.session.session_exception(ch.number, self.command_id, E.INTERNAL_ERROR, "internal error")
         else:
             result = self.shape(value)
             if result is None:
