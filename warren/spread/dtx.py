@@ -36,6 +36,7 @@ import logging
 from warren import errors
 from warren.broker import dtx as broker_dtx
 from warren.broker.dtx import HELD_SUFFIX, Xid, manager, settle_docs, settle_recovered
+from warren.protocol.amqp0_10.message import requeue_unmarked
 from warren.spread.proxy import UNMARKED, RemoteSettler
 
 __all__ = ["DtxParts"]
@@ -255,7 +256,7 @@ class DtxParts:
             elif self._dtx_held.get(xid) is part:
                 log.info("dtx: worker %d has no prepared branch %s: the %d messages held for it here go back to "
                          "their queues", part.home, xid, sum(len(e) for _, e, _ in part.settles))
-                try:
+                try:  # (in a task nobody awaits: an error would otherwise go unsaid)
                     self._roll_back_part(xid)
                 except Exception:
                     log.exception("dtx: could not roll back the part of branch %s", xid)
@@ -265,7 +266,6 @@ def _settle(channel, entries, requeue) -> None:
     """Settle held deliveries: through the proxy channel that delivered them (its prefetch
     counts), or without one (recovered at start-up, or its channel closed meanwhile)."""
     if requeue == UNMARKED:
-        from warren.protocol.amqp0_10.message import requeue_unmarked
         requeue_unmarked(channel, entries)
     elif channel is not None and not channel.closed:
         channel._settle(entries, requeue)
