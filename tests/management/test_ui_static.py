@@ -5,6 +5,7 @@ against the sources (when ui/node_modules is there)."""
 
 from __future__ import annotations
 
+import fcntl
 import gzip
 import re
 import shutil
@@ -132,12 +133,30 @@ def test_package_data_lists_the_static_files():
     assert nested <= {".", "licenses"}, f"folders not in package-data: {nested}"
 
 
+def _ui_node_modules() -> None:
+    """ui/node_modules from ui/package-lock.json (`npm ci`, once: it is git-ignored), as the
+    amqplib tests install theirs; skip where node, npm or the registry is missing."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        pytest.skip("needs node and npm on PATH (the UI build check rebuilds ui/ with esbuild)")
+    ui = REPO / "ui"
+    with open(ui / ".install-lock", "w") as lock:  # another test session may share this tree
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (ui / "node_modules" / ".bin" / "esbuild").exists():
+            return
+        try:
+            r = subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=ui,
+                               capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            pytest.skip("`npm ci` in ui/ did not finish in 180 s (npm registry reachable?)")
+        if r.returncode != 0:
+            pytest.skip(f"`npm ci` in ui/ failed (npm registry reachable?): {r.stderr.strip()[-500:]}")
+
+
 def test_committed_build_matches_the_sources(tmp_path):
     """The files under warren/management/ui/static are what `npm run build` makes of ui/ now."""
-    esbuild = REPO / "ui" / "node_modules" / ".bin" / "esbuild"
+    _ui_node_modules()
     node = shutil.which("node")
-    if node is None or not esbuild.exists():
-        pytest.skip("needs node and ui/node_modules (cd ui && npm ci)")
     out = tmp_path / "static"
     subprocess.run([node, str(REPO / "ui" / "build.mjs"), "--outdir", str(out)], check=True, timeout=120,
                    capture_output=True, cwd=REPO / "ui")
