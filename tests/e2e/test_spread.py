@@ -709,6 +709,25 @@ def test_a_users_max_channels_counts_every_workers_channels(node):
     assert call(api, "DELETE", f"/api/users/{user}")[0] == 204
 
 
+def test_an_alternate_exchange_of_a_queue_on_either_worker_cannot_be_deleted(node):
+    """0-10: deleting an exchange that is a queue's alternate is refused (530, as Qpid's brokers
+    and one process do) whichever worker owns the queue (the check missed the other worker's
+    queues: Qpid's full suite under the mode found it)."""
+    from tests.e2e.amqp0_10.client010 import Client010, SessionException
+    from warren.spec import amqp0_10 as spec
+    refused = []
+    with Client010(node) as client:
+        for i, q in enumerate(owned_by(0, "spread-ae", 1) + owned_by(1, "spread-ae", 1)):
+            s = client.session(1 + i)
+            s.send(spec.ExchangeDeclare(exchange=f"spread-ae-x{i}", type="fanout"))
+            s.send(spec.QueueDeclare(queue=q, alternate_exchange=f"spread-ae-x{i}"))
+            try:
+                s.send(spec.ExchangeDelete(exchange=f"spread-ae-x{i}"))
+            except SessionException as e:
+                refused.append((e.code, "in use as an alternate exchange" in e.description))
+    assert refused == [(530, True), (530, True)]
+
+
 def test_a_queue_full_from_its_declaration_nacks_the_first_publish_on_another_worker(node):
     """x-max-length 0 with reject-publish refuses every message: the owner's word that it is full
     comes with the queue's record on every worker, so even the first publish that crosses is

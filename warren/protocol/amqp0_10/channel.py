@@ -176,7 +176,8 @@ class SessionChannel(BrokerChannel):
             raise NotFound(f"no exchange '{name}' in vhost '{self.vhost.name}'")
         if name.startswith(_RESERVED_EXCHANGE_PREFIXES):
             raise ExecutionError(E.NOT_ALLOWED, f"exchange '{name}' is a standard exchange: it cannot be deleted")
-        used_by = [q.name for q in self.vhost.queues.values()
+        v = self.vhost  # (with --worker-mode queues, the other workers' queues too: remote_queues)
+        used_by = [q.name for q in (*v.queues.values(), *v.remote_queues.values())
                    if q.arguments.get("x-dead-letter-exchange") == name and q.arguments.get(_AE_MARK)]
         if used_by or any(ex.alternate == name for ex in self.vhost.exchanges.values() if ex.name != name):
             raise ExecutionError(E.NOT_ALLOWED, f"exchange '{name}' is in use as an alternate exchange")
