@@ -5,10 +5,11 @@ it costs, what is built and what is not.
 
 * ``links.py``: the socket pairs between workers, records asked and answered.
 * ``coordinator.py``: ``Spread``, the worker's part: life cycle, the node's connection counts,
-  the merged HTTP API rows, what the other workers ask and tell; its three parts:
+  the merged HTTP API rows, what the other workers ask and tell; its four parts:
   ``definitions.py`` (definitions ordered by worker 0 and applied by every worker, queue
-  owners), ``messages.py`` (messages, confirms and flow control across workers) and
-  ``consumers.py`` (consumers of another worker's queue).
+  owners), ``messages.py`` (messages, confirms and flow control across workers),
+  ``consumers.py`` (consumers of another worker's queue) and ``dtx.py`` (0-10 dtx branches
+  whose accepted messages other workers hold, and dtx commands from any worker).
 * ``remote_queue.py``: what a worker holds of a queue another worker owns.
 * ``proxy.py``: the owner's channel for a consumer on another worker, and the consuming side's
   settler and consumer records.
