@@ -667,17 +667,11 @@ def settle_docs(settles) -> list[dict]:
 
 class _Router:
     """Routes the publishes of a commit another worker passed on (``run`` without a channel):
-    as ``BrokerChannel._route`` minus what only a client's channel has (returns, throttling)."""
+    no client to return a mandatory message to (``Exchange.enqueue``)."""
 
     @staticmethod
     def _route(ex, msg, mandatory: bool) -> int:
-        queues = ex.route(msg, (msg.routing_key,))
-        need = 0
-        for q in queues:
-            need = max(need, q.publish(msg))
-        if queues and msg.persistent:
-            msg.routed()
-        return need
+        return ex.enqueue(msg)[1]
 
 
 def _take_seqs(q, seqs: set) -> list[tuple]:

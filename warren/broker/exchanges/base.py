@@ -201,6 +201,19 @@ class Exchange:
                 return _NO_QUEUES
         return self.route_keys(message, routing_keys)
 
+    def enqueue(self, message: "Message") -> tuple[int, int]:
+        """Route by the message's routing key and enqueue it on every queue reached, for a
+        publisher that is no client's channel (the HTTP API's publish, a dtx commit another
+        worker passed on); ``BrokerChannel._route`` does the same inline with what a channel
+        adds (returns, flow control). (queues reached, the sync number its durability waits for)."""
+        queues = self.route(message, (message.routing_key,))
+        need = 0
+        for q in queues:
+            need = max(need, q.publish(message))
+        if message.persistent:
+            message.routed()
+        return len(queues), need
+
     def route_keys(self, message: "Message", routing_keys, dedup: bool = True) -> "Collection[QueueBase]":
         """Route with these keys exactly (CC/BCC already applied); ``dedup=False`` skips this
         exchange's own deduplication (a delayed message it already checked). The queues come

@@ -116,14 +116,10 @@ def publish(vhost, exchange, body: dict, username: str) -> bool:
         if user_id is not None and user_id != username:
             raise bad_request(f"user_id property set to '{user_id}' but authenticated user was '{username}'")
         exchange.stats_publish_in += 1
-        queues = exchange.route(msg, (routing_key,))
-        for q in queues:
-            q.publish(msg)
-        if msg.persistent:
-            msg.routed()
+        reached, _ = exchange.enqueue(msg)
     except AMQPError as e:
         raise amqp_error(e) from None
-    return bool(queues)
+    return reached > 0
 
 
 def _int(value, name: str, default: int | None) -> int | None:
