@@ -340,7 +340,8 @@ class DtxManager:
         elif op == "rollback":
             done(self.rollback(xid))
         elif op == "forget":
-            done(self.forget(xid))
+            self.forget(xid)  # (refuses every known xid: see forget)
+            done(None)
         elif op == "get_timeout":
             done(self.get_timeout(xid))
         elif op == "set_timeout":
@@ -376,7 +377,7 @@ class DtxManager:
         branch.deadline = 0.0
 
         def parts_recorded(answers: list) -> None:
-            if branch.state != PREPARING:  # (nothing else touches a preparing branch)
+            if branch.state != PREPARING:  # (refusals keep other commands off it: defensive)
                 return
             if all(a is True for a in answers):
                 try:
@@ -432,15 +433,16 @@ class DtxManager:
         if durability is not None and durability.dirty:
             need = max(need, durability.next_sync)  # the acks written just now
         # the record goes once every worker's part of the work is on its disk
-        waiting = [1 + bool(branch.parts)]
+        waiting = 1 + bool(branch.parts)  # this worker's sync, and the parts' answers
 
         def one_done(error=None) -> None:
+            nonlocal waiting
             if error is not None:  # a part's worker is gone: the node is stopping; the record stays
-                waiting[0] = -1
+                waiting = -1
                 done(error)
                 return
-            waiting[0] -= 1
-            if waiting[0] == 0:
+            waiting -= 1
+            if waiting == 0:
                 self._delete_record(branch)
                 done(XaStatus.XA_OK)
         if branch.parts:

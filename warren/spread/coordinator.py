@@ -78,9 +78,7 @@ class Spread(Definitions, Forwarding, Consumers, DtxParts):
         Queue.flow_listener = SpreadFlow(Queue.flow_listener, self)  # drained queues tell publishers' workers
         await self.links.start(self)
         if self._dtx_held:  # parts of prepared dtx branches, recovered: are their branches still prepared?
-            task = self.loop.create_task(self.dtx_ask_homes())
-            self._dtx_tasks.add(task)
-            task.add_done_callback(self._dtx_tasks.discard)
+            self.dtx_task(self.dtx_ask_homes())
         log.info("worker %d of %d: linked to workers %s", self.index, self.count,
                  ", ".join(map(str, self.links.peers)) or "-")
         if self.alarms is not None:  # raised before the links were up (the disk, at start)

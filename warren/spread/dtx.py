@@ -89,8 +89,12 @@ class DtxParts:
         raised there (or a gone link) standing as its answer."""
         async def ask() -> None:
             then(await asyncio.gather(*(self.ask(p, op, *args) for p in peers), return_exceptions=True))
-        task = self.loop.create_task(ask())
-        self._dtx_tasks.add(task)  # (held until done: the loop keeps only weak references)
+        self.dtx_task(ask())
+
+    def dtx_task(self, coro) -> None:
+        """Run ``coro`` as a task held until done (the loop keeps only weak references)."""
+        task = self.loop.create_task(coro)
+        self._dtx_tasks.add(task)
         task.add_done_callback(self._dtx_tasks.discard)
 
     def dtx_prepare_parts(self, branch, done) -> None:
