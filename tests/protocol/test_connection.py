@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from warren.codec.frames import FRAME_BODY, FRAME_HEADER, FRAME_HEARTBEAT, FRAME_METHOD, HEARTBEAT_FRAME, \
     FrameBuffer, content_frames, header_payload, method_frame
@@ -19,7 +19,7 @@ from warren.errors import (
 )
 from warren.protocol.amqp0_9_1 import connection as connection_module
 from warren.protocol.amqp0_9_1.connection import ServerConnection
-from warren.protocol.events import ChannelClosed, ChannelOpened, ConnectionClosed, Content, Method, Publishes
+from warren.protocol.events import Acks, ChannelClosed, ChannelOpened, ConnectionClosed, Content, Method, Publishes
 from warren.spec import amqp0_9_1 as spec
 
 SERVER_PROPERTIES = {"product": "warren", "capabilities": {"publisher_confirms": True}}
@@ -748,7 +748,8 @@ def drive_until_error(conn: ServerConnection, chunks: list) -> None:
                 return
             if event is None:
                 break
-            assert isinstance(event, (Method, Content, ChannelOpened, ChannelClosed, ConnectionClosed))
+            # every event type the connection yields (a run of acks is one Acks, of publishes one Publishes)
+            assert isinstance(event, (Method, Content, Publishes, Acks, ChannelOpened, ChannelClosed, ConnectionClosed))
 
 
 def _chunked(data: bytes, cuts: list) -> list:
@@ -758,6 +759,7 @@ def _chunked(data: bytes, cuts: list) -> list:
 
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(st.lists(fuzz_piece, max_size=12), st.lists(st.integers(0, 10_000), max_size=6))
+@example(pieces=[frame(1, 1, b"\x00<\x00P" + bytes(9))] * 2, cuts=[])  # two basic.ack: one Acks (session 14)
 def test_arbitrary_input_after_the_handshake_raises_only_amqp_errors(pieces, cuts):
     p = Peer(frame_max=4096, channel_max=16)
     p.handshake(channel_max=16, frame_max=4096)
