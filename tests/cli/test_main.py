@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 import sys
 
 # runs `warren ARGS...` in a child where pyspark cannot be imported, as if it were not installed
@@ -42,7 +43,7 @@ def test_pipeline_without_pyspark_says_how_to_install_it():
         assert r.returncode == 1, (args, r)
         lines = r.stderr.strip().splitlines()
         assert len(lines) == 1, r.stderr  # one line, no traceback
-        assert "pyspark" in lines[0] and "pip install 'warren[spark]'" in lines[0]
+        assert "pyspark" in lines[0] and "pip install 'warren-broker[spark]'" in lines[0]
 
 
 def test_serve_help_works_without_pyspark():
@@ -78,3 +79,29 @@ def test_the_broker_serves_without_pyspark(tmp_path):
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=15) == 0
+
+
+def test_version_names_the_distribution_and_where_it_is_installed():
+    import warren
+
+    r = run("--version")
+    assert r.returncode == 0, r.stderr
+    first, second = r.stdout.splitlines()[:2]
+    # PyPI's `warren` is another project: the line says which distribution this is
+    assert first == f"warren {warren.__version__} (distribution warren-broker, the Warren message broker)"
+    assert second.startswith("Python ") and f"package at {Path(warren.__file__).parent}" in second
+    assert "warning" not in r.stderr  # no other distribution claims the `warren` package here
+
+
+def test_another_distribution_named_warren_is_reported(tmp_path):
+    # a dist-info of PyPI's `warren` claiming the top-level package, on the path of a child
+    other = tmp_path / "warren-0.6.3.dist-info"
+    other.mkdir()
+    (other / "METADATA").write_text("Metadata-Version: 2.1\nName: warren\nVersion: 0.6.3\n")
+    (other / "top_level.txt").write_text("warren\n")
+    code = f"import sys; sys.path.append({str(tmp_path)!r}); sys.argv[0] = 'warren'; " \
+           "import runpy; runpy.run_module('warren', run_name='__main__')"
+    r = run("--version", code=code)
+    assert r.returncode == 0, r.stderr
+    assert "warning: the distribution 'warren' also installs a package named `warren`" in r.stderr
+    assert "pip uninstall warren warren-broker && pip install warren-broker" in r.stderr

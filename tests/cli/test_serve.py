@@ -134,8 +134,34 @@ def test_a_port_in_use_is_one_line(tmp_path, which):
         port = s.getsockname()[1]
         args = {"--port": "0", "--http-port": "0", which: str(port)}
         r = serve("--data-dir", str(tmp_path / "data"), *[x for kv in args.items() for x in kv])
-    what = "AMQP" if which == "--port" else "HTTP"
-    assert f"cannot listen for {what} on 127.0.0.1:{port}: port already in use" in one_line_error(r)
+    what = "AMQP" if which == "--port" else "HTTP API and web UI"
+    assert f"cannot listen: {what} on 127.0.0.1:{port} ({which}): port already in use" in one_line_error(r)
+
+
+def test_every_busy_port_is_named_in_one_error_with_the_flag_that_moves_it(tmp_path):
+    # RabbitMQ's 5672, 15672 and 15692 taken at once (a newcomer's usual machine), here on ephemeral ports
+    with listening_socket() as amqp, listening_socket() as http, listening_socket() as metrics:
+        ports = {flag: s.getsockname()[1] for flag, s in
+                 (("--port", amqp), ("--http-port", http), ("--prometheus-port", metrics))}
+        r = serve("--data-dir", str(tmp_path / "data"), *[x for kv in ports.items() for x in (kv[0], str(kv[1]))])
+    line = one_line_error(r)
+    assert f"AMQP on 127.0.0.1:{ports['--port']} (--port): port already in use" in line
+    assert f"HTTP API and web UI on 127.0.0.1:{ports['--http-port']} (--http-port): port already in use" in line
+    assert f"Prometheus metrics on 127.0.0.1:{ports['--prometheus-port']} (--prometheus-port): port already in use" in line
+    # a command that moves all three, each to a port above the busy one, no two the same
+    suggested = line.split("try warren serve ", 1)[1].split(" (or 0", 1)[0].split()
+    moved = dict(zip(suggested[::2], map(int, suggested[1::2])))
+    assert set(moved) == set(ports) and len(set(moved.values())) == 3
+    assert all(moved[flag] > ports[flag] for flag in ports)
+    # nothing started before the check: no store was recovered, no listener line logged
+    assert not (tmp_path / "data" / "access.json").exists()
+
+
+def test_two_listeners_on_one_port_are_refused_before_either_starts(tmp_path):
+    with listening_socket() as s:
+        port = s.getsockname()[1]  # a port free once this socket closes
+    r = serve("--data-dir", str(tmp_path / "data"), "--port", str(port), "--http-port", str(port))
+    assert f"HTTP API and web UI on 127.0.0.1:{port} (--http-port): the same port as --port" in one_line_error(r)
 
 
 def test_a_second_broker_on_the_same_data_folder_is_refused(start_broker, tmp_path):
@@ -273,7 +299,7 @@ def test_a_start_up_failure_is_in_the_log_file_too(tmp_path):
         r = serve("--data-dir", str(tmp_path / "d"), "--port", str(s.getsockname()[1]), "--http-port", "-1",
                   "--log-file", str(log))
     assert "port already in use" in one_line_error(r)
-    assert "cannot start: cannot listen for AMQP" in read(log)
+    assert "cannot start: cannot listen: AMQP on 127.0.0.1:" in read(log)
 
 
 def test_the_default_user_comes_from_the_environment(tmp_path):
@@ -291,3 +317,40 @@ def test_the_default_user_comes_from_the_environment(tmp_path):
             pika.BlockingConnection(pika.ConnectionParameters(b.host, b.port))  # no guest in a new folder
     finally:
         b.stop()
+
+
+def test_the_start_up_log_names_the_version_the_absolute_data_path_and_the_web_ui(tmp_path):
+    import urllib.request
+
+    from warren import DISTRIBUTION, __version__
+
+    ready = tmp_path / "ready.json"
+    log = tmp_path / "warren.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARREN_")}
+    # a relative --data-dir, as in the README's command: the log gives where it really is
+    proc = subprocess.Popen([sys.executable, "-m", "warren", "serve", "--port", "0", "--http-port", "0",
+                             "--data-dir", "relative-data", "--ready-file", str(ready), "--log-file", str(log)],
+                            cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    try:
+        info = wait_for(lambda: ready.exists() and json.loads(ready.read_text()), timeout=30)
+        text = read(log)
+        absolute = (tmp_path / "relative-data").resolve()
+        assert f"Warren {__version__} ({DISTRIBUTION}) starting: Python " in text
+        assert f"data in {absolute}" in text
+        assert f"Warren listening for AMQP on 127.0.0.1:{info['port']} (data in {absolute})" in text
+        url = f"http://127.0.0.1:{info['http_port']}/"
+        assert f"web UI at {url} (the HTTP API under /api/)" in text
+        with urllib.request.urlopen(url, timeout=10) as page:  # the address logged is the UI's
+            assert page.status == 200 and "<title>" in page.read().decode().lower()
+        request = urllib.request.Request(url + "api/overview", headers={"Authorization": "Basic Z3Vlc3Q6Z3Vlc3Q="})
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            overview = json.loads(answer.read())
+        assert overview["product_name"] == "Warren" and overview["product_version"] == __version__
+        assert overview["rabbitmq_version"].startswith("3.")  # the API level tools gate on stays RabbitMQ's
+        conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", info["port"]))
+        conn.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        proc.stderr.close()

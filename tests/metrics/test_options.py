@@ -53,7 +53,7 @@ def test_port_in_use_is_a_clean_start_up_failure(tmp_path):
         r = serve("--data-dir", str(tmp_path / "d"), "--port", "0", "--http-port", "-1",
                   "--prometheus-port", str(port))
     assert r.returncode == 1
-    assert f"cannot listen for Prometheus metrics on 127.0.0.1:{port}: port already in use" in r.stderr
+    assert f"Prometheus metrics on 127.0.0.1:{port} (--prometheus-port): port already in use" in r.stderr
 
 
 def test_each_worker_serves_its_own_metrics(tmp_path):

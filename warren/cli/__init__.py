@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import click
 
-from warren import __version__
+from warren import DISTRIBUTION, __version__, other_distributions
 
-__all__ = ["main", "LAZY_COMMANDS", "LazyCommand"]
+__all__ = ["main", "LAZY_COMMANDS", "LazyCommand", "version_lines"]
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,7 @@ class LazyCommand:
     attribute: str  # the click command in that module
     help: str  # one line for `warren --help`
     needs: str | None = None  # an optional distribution's top-level module the command cannot run without
-    extra: str | None = None  # the extra of warren that installs it: pip install 'warren[extra]'
+    extra: str | None = None  # the extra that installs it: pip install 'warren-broker[extra]'
 
 
 # command name -> where it is; register further commands with one line here
@@ -44,7 +44,7 @@ def _missing(name: str, lazy: LazyCommand) -> click.Command:
                                                            "allow_extra_args": True, "help_option_names": []})
     def missing() -> None:
         click.echo(f"Error: `warren {name}` needs {lazy.needs}, which is not installed; install it with: "
-                   f"pip install 'warren[{lazy.extra}]'", err=True)
+                   f"pip install '{DISTRIBUTION}[{lazy.extra}]'", err=True)
         sys.exit(1)
 
     return missing
@@ -83,10 +83,45 @@ class LazyGroup(click.Group):
                 formatter.write_dl(rows)
 
 
+def version_lines() -> list[str]:
+    """What `warren --version` prints: the version, the distribution it came from (PyPI's
+    `warren` is another project), where it is installed, and whether the C accelerators load."""
+    import os
+    import platform
+
+    import warren
+    try:
+        from warren.codec import _speedups  # noqa: F401
+        accelerators = "compiled"
+    except ImportError:
+        accelerators = "not compiled (pure Python)"
+    lines = [f"warren {__version__} (distribution {DISTRIBUTION}, the Warren message broker)",
+             f"Python {platform.python_version()}, C accelerators {accelerators}, "
+             f"package at {os.path.dirname(os.path.abspath(warren.__file__))}"]
+    for other in other_distributions():
+        lines.append(f"warning: the distribution '{other}' also installs a package named `warren` in this "
+                     f"environment and may have overwritten files of {DISTRIBUTION} (PyPI's `warren` is an "
+                     f"unrelated project): pip uninstall {other} {DISTRIBUTION} && pip install {DISTRIBUTION}")
+    return lines
+
+
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    for line in version_lines():
+        click.echo(line, err=line.startswith("warning:"))
+    ctx.exit()
+
+
 @click.group(cls=LazyGroup)
-@click.version_option(__version__, prog_name="warren")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Show the version, the distribution (warren-broker) and where it is installed, then exit.")
 def main() -> None:
-    """Warren, an AMQP message broker."""
+    """Warren, an AMQP message broker (distribution warren-broker).
+
+    Shell completion (click's): eval "$(_WARREN_COMPLETE=bash_source warren)" in ~/.bashrc
+    (zsh_source, fish_source for those shells; docs/cli.md).
+    """
 
 
 from warren.cli.serve import serve  # noqa: E402

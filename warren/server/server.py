@@ -8,6 +8,7 @@ import fcntl
 import json
 import logging
 import os
+import platform
 import signal
 import socket
 import sys
@@ -15,7 +16,9 @@ import time
 from pathlib import Path
 
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
+from warren import DISTRIBUTION, __version__, other_distributions
 from warren.access import AccessControl
 from warren.access.login_throttle import LoginThrottle
 from warren.broker.limits import BrokerLimits
@@ -40,7 +43,7 @@ from warren.server import logs
 from warren.store.fsync_worker import FsyncWorker
 from warren.store.queue_store import QueueStore
 
-__all__ = ["Server", "StartupError", "lock_data_dir", "run"]
+__all__ = ["Server", "StartupError", "Listener", "check_listeners", "listeners_of", "lock_data_dir", "run"]
 
 log = logging.getLogger("warren.server")
 # How long a connection counts as one the broker is behind after a read of BACKLOG_READ octets
@@ -87,6 +90,14 @@ def lock_data_dir(data_dir: Path) -> None:
     _held_locks.append(lock)
 
 
+def web_ui_url(host: str, port: int, tls: bool = False) -> str:
+    """The address a person opens in a browser: a wildcard listen address becomes this host's name."""
+    shown = socket.gethostname() if host in ("", "0.0.0.0", "::") else host
+    if ":" in shown:
+        shown = f"[{shown}]"  # an IPv6 address in a URL
+    return f"{'https' if tls else 'http'}://{shown}:{port}/"
+
+
 def _listen_error(what: str, host: str, port: int, e: OSError) -> StartupError:
     reason = "port already in use" if e.errno == errno.EADDRINUSE else (e.strerror or str(e))
     return StartupError(f"cannot listen for {what} on {host}:{port}: {reason}")
@@ -95,12 +106,19 @@ def _listen_error(what: str, host: str, port: int, e: OSError) -> StartupError:
 def check_port(what: str, host: str | None, port: int) -> None:
     """StartupError now, before recovery and its log lines, if host:port cannot be bound (the
     listener itself is made later; a port taken in between still fails cleanly there)."""
+    problem = _port_problem(host, port)
+    if problem is not None:
+        raise StartupError(f"cannot listen for {what} on {host or '*'}:{port}: {problem}")
+
+
+def _port_problem(host: str | None, port: int) -> str | None:
+    """Why host:port cannot be bound now ("port already in use", ...), or None if it can."""
     if port <= 0:
-        return  # ephemeral or off
+        return None  # ephemeral or off
     try:
         addresses = socket.getaddrinfo(host or None, port, socket.AF_UNSPEC, socket.SOCK_STREAM, 0, socket.AI_PASSIVE)
     except socket.gaierror as e:
-        raise StartupError(f"cannot listen for {what} on {host}:{port}: {e.strerror or e}") from None
+        return e.strerror or str(e)
     for family, kind, proto, _, address in addresses:
         with socket.socket(family, kind, proto) as probe:
             probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -109,7 +127,69 @@ def check_port(what: str, host: str | None, port: int) -> None:
             try:
                 probe.bind(address)
             except OSError as e:
-                raise _listen_error(what, host or "*", port, e) from None
+                return "port already in use" if e.errno == errno.EADDRINUSE else (e.strerror or str(e))
+    return None
+
+
+@dataclass(frozen=True)
+class Listener:
+    """A port `warren serve` will listen on, with the option that moves it."""
+
+    what: str  # for people: "AMQP", "HTTP API and web UI", ...
+    flag: str  # the command-line option that sets its port
+    host: str | None
+    port: int  # 0 = ephemeral, -1 = off
+
+
+def listeners_of(config: Config) -> list[Listener]:
+    """Every fixed port this configuration listens on (a worker listens on no AMQP port: its
+    supervisor does; with --workers, worker i serves Prometheus on port + i, workers.py)."""
+    c = config
+    out = []
+    if c.handoff_socket is None:
+        out += [Listener("AMQP", "--port", c.host, c.port), Listener("AMQP over TLS", "--tls-port", c.host, c.tls_port)]
+    out.append(Listener("HTTP API and web UI", "--http-port", c.http_host or c.host, c.http_port))
+    out.append(Listener("Prometheus metrics", "--prometheus-port", c.prometheus_host or c.http_host or c.host,
+                        c.prometheus_port))
+    return [one for one in out if one.port > 0]
+
+
+def check_listeners(config: Config) -> None:
+    """Every listener checked before any starts: one StartupError naming every port that cannot
+    be bound, each with the option that moves it and a free port to move it to (a newcomer's
+    first run is often beside RabbitMQ, which holds 5672, 15672 and 15692: one error, not three
+    runs that each find the next)."""
+    problems: list[tuple[Listener, str]] = []
+    taken: dict[int, Listener] = {}
+    for one in listeners_of(config):
+        if one.port in taken:  # two options on one port: the second bind would fail later
+            problems.append((one, f"the same port as {taken[one.port].flag}"))
+            continue
+        taken[one.port] = one
+        problem = _port_problem(one.host, one.port)
+        if problem is not None:
+            problems.append((one, problem))
+    if not problems:
+        return
+    busy = "; ".join(f"{one.what} on {one.host or '*'}:{one.port} ({one.flag}): {why}" for one, why in problems)
+    moves, chosen = [], set(taken)
+    for one, why in problems:
+        if why.startswith("port already in use") or why.startswith("the same port"):
+            free = _free_port_after(one.host, one.port, chosen)
+            if free is not None:
+                chosen.add(free)
+                moves.append(f"{one.flag} {free}")
+    hint = (f"; another broker (RabbitMQ?) may hold them: try warren serve {' '.join(moves)} "
+            f"(or 0 for any free port, -1 for off; docs/beside-rabbitmq.md)") if moves else ""
+    raise StartupError(f"cannot listen: {busy}{hint}")
+
+
+def _free_port_after(host: str | None, port: int, avoid: set[int], tries: int = 50) -> int | None:
+    """The first port above ``port`` that binds now and is not in ``avoid`` (a suggestion only)."""
+    for candidate in range(port + 1, min(port + 1 + tries, 65536)):
+        if candidate not in avoid and _port_problem(host, candidate) is None:
+            return candidate
+    return None
 
 
 class _GroupCommit:
@@ -349,7 +429,8 @@ class Server:
             self.handoff = HandoffReceiver(self)
             await self.handoff.start(c.handoff_socket)
             port = c.port
-            log.info("Warren worker %d serving vhosts %s (data in %s)", os.getpid(), ", ".join(c.vhosts), c.data_dir)
+            log.info("Warren worker %d serving vhosts %s (data in %s)", os.getpid(), ", ".join(c.vhosts),
+                     c.data_dir.resolve())
         elif c.port < 0:  # plain AMQP off (--port -1): TLS only
             port = None
         else:
@@ -359,7 +440,7 @@ class Server:
             except OSError as e:
                 raise _listen_error("AMQP", c.host, c.port, e) from None
             port = self._listener.sockets[0].getsockname()[1]
-            log.info("Warren listening on %s:%d (data in %s)", c.host, port, c.data_dir)
+            log.info("Warren listening for AMQP on %s:%d (data in %s)", c.host, port, c.data_dir.resolve())
         if c.tls_port >= 0 and c.handoff_socket is None:
             self.tls_listener = TlsAmqpListener(self.loop, self.tls, lambda: AMQPConnection(self), c.handshake_timeout)
             try:
@@ -387,6 +468,7 @@ class Server:
                                                   ssl_context=self.tls.http_server_context() if c.http_tls else None)
             except OSError as e:
                 raise _listen_error("HTTP", c.http_host or c.host, c.http_port, e) from None
+            log.info("web UI at %s (the HTTP API under /api/)", web_ui_url(c.http_host or c.host, http_port, c.http_tls))
         prometheus_port = await self._start_metrics() if c.prometheus_port >= 0 else None
         self.collector.freeze_startup()  # full passes skip what starting made (collector.py)
         if c.ready_file:
@@ -502,14 +584,13 @@ class Server:
 def run(config: Config) -> None:
     """Serve until SIGTERM or SIGINT; StartupError if the broker cannot start."""
     lock_data_dir(config.data_dir)  # the supervisor holds it; each worker locks its own sub-folder
-    if config.handoff_socket is None:  # a worker listens on no AMQP port
-        check_port("AMQP", config.host, config.port)
-        check_port("AMQP over TLS", config.host, config.tls_port)
-    if config.http_port > 0:
-        check_port("HTTP", config.http_host or config.host, config.http_port)
-    if config.prometheus_port > 0:  # with --workers, worker i listens on port + i (workers.py)
-        check_port("Prometheus metrics", config.prometheus_host or config.http_host or config.host,
-                   config.prometheus_port)
+    check_listeners(config)  # every port at once, before any listener starts
+    if config.handoff_socket is None:  # the supervisor or the one process (a worker is said by its supervisor)
+        log.info("Warren %s (%s) starting: Python %s, data in %s", __version__, DISTRIBUTION,
+                 platform.python_version(), config.data_dir.resolve())
+        for other in other_distributions():
+            log.warning("the distribution %r also installs a package named `warren` here and may have overwritten "
+                        "files of %s (PyPI's `warren` is an unrelated project; docs/install.md)", other, DISTRIBUTION)
     if config.workers > 1:
         from warren.server.ownership import LayoutMismatch
         from warren.server.workers import Supervisor
