@@ -53,7 +53,7 @@ def test_logfile_buffers_until_written(tmp_path):
 def test_load_round_trip(tmp_path):
     path = tmp_path / "msgs.0000000001"
     write_segment(path, [3, 5, 9])
-    seg, dropped = Segment.load(1, str(path))
+    seg, dropped, _ = Segment.load(1, str(path))
     assert dropped == 0
     assert list(seg.seqs) == [3, 5, 9] and seg.live == 3 and seg.first == 3 and seg.last == 9
     assert seg.index(5) == 1 and seg.index(4) == -1 and seg.index(10) == -1
@@ -71,7 +71,7 @@ def test_truncation_at_every_offset_of_last_record(tmp_path):
     for cut in range(last_start, len(full)):  # inside the header and inside the payload
         path = tmp_path / f"cut{cut}"
         path.write_bytes(full[:cut])
-        seg, dropped = Segment.load(1, str(path))
+        seg, dropped, _ = Segment.load(1, str(path))
         assert list(seg.seqs) == [1, 2, 3], cut
         assert dropped == cut - last_start
         assert path.stat().st_size == last_start  # cut back to the last valid record
@@ -84,7 +84,7 @@ def test_flipped_byte_drops_last_record(tmp_path):
     data = bytearray(path.read_bytes())
     data[-15] ^= 0xFF
     path.write_bytes(bytes(data))
-    seg, dropped = Segment.load(1, str(path))
+    seg, dropped, _ = Segment.load(1, str(path))
     assert list(seg.seqs) == [1, 2] and dropped == HEADER_SIZE + 8 + 30
 
 
@@ -94,7 +94,7 @@ def test_zero_tail_ignored_and_cut(tmp_path):
     size = path.stat().st_size
     with open(path, "ab") as f:
         f.write(bytes(8192))
-    seg, dropped = Segment.load(1, str(path))
+    seg, dropped, _ = Segment.load(1, str(path))
     assert list(seg.seqs) == [1, 2] and dropped == 8192 and path.stat().st_size == size
 
 
@@ -102,7 +102,7 @@ def test_zero_tail_ignored_and_cut(tmp_path):
 def test_torn_file_header_means_empty(tmp_path, content):
     path = tmp_path / "msgs"
     path.write_bytes(content)
-    seg, dropped = Segment.load(1, str(path))
+    seg, dropped, _ = Segment.load(1, str(path))
     assert len(seg) == 0 and dropped == len(content)
     assert not path.exists() and not seg.file.created  # recreated at its next flush
 
@@ -122,7 +122,7 @@ def test_out_of_order_seq_is_damage(tmp_path):
     fd, _ = seg.file.ensure_fd()
     seg.file.write_out(fd, seg.file.take())
     seg.file.close()
-    loaded, dropped = Segment.load(1, str(path))
+    loaded, dropped, _ = Segment.load(1, str(path))
     assert list(loaded.seqs) == [1, 2] and dropped > 0
 
 

@@ -34,7 +34,8 @@ guards memory and is held only for memory operations; ``_io_lock`` orders writes
 ``_io_lock``, their fsyncs at once, and each ends in that order (``_sync_order``). A sync
 fsyncs dup()ed descriptors, so a segment deleted meanwhile cannot close one under it.
 
-What a crash leaves behind: torn or zero-filled file tails (cut back on open, segment.py);
+What a crash leaves behind: torn or zero-filled file tails (cut back on open, segment.py;
+damage elsewhere is read around, the file kept aside in the quarantine folder: damage.py);
 files created but empty; fully acked segments not yet deleted, and ack logs whose segment is
 gone (both deleted on open, recovery.py). Ordering rules make the rest impossible:
 
@@ -56,6 +57,7 @@ from bisect import bisect_right
 from contextlib import suppress
 from operator import attrgetter
 
+from warren.store.damage import quarantine_dir_for
 from warren.store.fileio import write_and_dup
 from warren.store.fsync_worker import run_job
 from warren.store.group_commit import GroupCommitStore, StoreError
@@ -82,8 +84,12 @@ class QueueStore(GroupCommitStore):
     """
 
     def __init__(self, directory, segment_size: int = DEFAULT_SEGMENT_SIZE, fsync: bool = True,
-                 flush_threshold: int = DEFAULT_FLUSH_THRESHOLD, ack_sync_interval: float = 0.0) -> None:
+                 flush_threshold: int = DEFAULT_FLUSH_THRESHOLD, ack_sync_interval: float = 0.0,
+                 quarantine_dir=None) -> None:
         super().__init__(directory, segment_size, fsync, flush_threshold)
+        # where recovery copies a damaged file before it cuts or rewrites it (damage.py)
+        self.quarantine_dir = os.fspath(quarantine_dir) if quarantine_dir is not None else \
+            quarantine_dir_for(self.directory)
         self.ack_sync_interval = ack_sync_interval  # seconds ack logs may go without an fsync (0: never)
         self._acks_synced_at = time.monotonic()  # when a sync last fsynced the ack logs
         self._closing = False  # the closing sync fsyncs the ack logs too
@@ -110,7 +116,7 @@ class QueueStore(GroupCommitStore):
         return os.path.join(self.directory, segment_name(prefix, seg_id))
 
     def _open(self) -> RecoveryStats:
-        r = recover_directory(self.directory, self._dir_fd, self.fsync)
+        r = recover_directory(self.directory, self._dir_fd, self.fsync, self.quarantine_dir)
         self._segments, self._keep, self._next_id = r.segments, r.keep, r.next_id
         self._returns = r.returns
         if not self._segments:

@@ -15,10 +15,16 @@ payload is cut short (torn), and on file systems that update the file size befor
 (ext4 ``data=writeback``, XFS) the tail can read back as zeros. Neither passes the checks
 below (type 0 is never valid, the length runs past the end, or the CRC does not match).
 ``Scan`` yields every record up to the first one that fails them and records where the valid
-prefix ends (``Scan.end``); the owner of the file truncates it there before appending again.
-Records after a bad one are never trusted: there is no way to find the next record boundary
-reliably, and with append-only writes a bad record in the middle means the disk lost data
-that was acknowledged, which no framing can repair.
+prefix ends (``Scan.end``).
+
+Damage in the middle (a flipped bit, a lost sector in synced data) is another matter: the
+records after it are good and were acknowledged. ``find_seq_record`` finds the next record
+boundary again: the first offset after the bad record where a record's type, length, seq and
+CRC all check out (the offset its own length field points to is tried first, so a damaged
+payload costs that one record and nothing inside it is looked at). A random match needs the
+32-bit CRC over the header and payload to agree as well as the type and bounds, so garbage is
+not taken for a record (about one chance in 2^32 per candidate offset that passes the cheap
+checks). damage.py decides what is a torn tail and what is damage, and keeps the file aside.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ __all__ = [
     "MAGIC", "VERSION", "FILE_HEADER_SIZE", "HEADER", "HEADER_SIZE", "KIND_MESSAGES", "KIND_ACKS",
     "KIND_DEFINITIONS", "T_MESSAGE", "T_ACK", "T_DELIVERED", "T_RETURNED", "T_DEFINITION", "FormatError",
     "file_header", "check_file_header", "encode_record", "append_record", "append_seq_record", "Scan", "SeqScan",
-    "verify",
+    "verify", "find_seq_record",
 ]
 
 MAGIC = b"WRN"
@@ -247,3 +253,55 @@ class SeqScan:
             mv.release()
         self.end = off
         return self
+
+
+def find_seq_record(buf, bad: int, types: frozenset, after_seq: int = -1, exact_length: int | None = None,
+                    limit: int | None = None) -> int | None:
+    """The offset of the first whole, valid seq record after the bad record at ``bad``, or None.
+
+    A candidate must have a type in ``types``, a payload of at least the seq (``exact_length``
+    octets when given: ack records are always 8), fit in ``buf`` (or below ``limit``), carry a
+    seq above ``after_seq`` (appends enforce increasing seqs in message files) and pass its CRC.
+    The offset the bad record's own length points to is tried first: when only the payload is
+    damaged, that is the next record and nothing inside the damaged payload is looked at.
+    """
+    size = len(buf) if limit is None else limit
+    mv = memoryview(buf)
+    unpack = _HEADER_SEQ.unpack_from
+    pack_tl = _TYPE_LEN.pack
+    crc32 = _crc32
+    min_n = 8 if exact_length is None else exact_length
+
+    def good(off: int) -> bool:
+        if off + HEADER_SIZE + 8 > size:
+            return False
+        rtype, n, crc, seq = unpack(buf, off)
+        if rtype not in types or n < min_n or (exact_length is not None and n != exact_length):
+            return False
+        end = off + HEADER_SIZE + n
+        if end > size or seq <= after_seq:
+            return False
+        return crc32(mv[off + HEADER_SIZE:end], crc32(pack_tl(rtype, n))) == crc
+
+    try:
+        if bad + HEADER_SIZE <= size:
+            skip = bad + HEADER_SIZE + HEADER.unpack_from(buf, bad)[1]
+            if skip < size and good(skip):
+                return skip
+        type_octets = bytes(sorted(types))
+        off = bad + 1
+        while off + HEADER_SIZE + 8 <= size:
+            # only offsets holding a valid type octet can start a record: find the nearest
+            nxt = -1
+            for t in type_octets:
+                k = buf.find(bytes((t,)), off, size)
+                if k >= 0 and (nxt < 0 or k < nxt):
+                    nxt = k
+            if nxt < 0:
+                return None
+            if good(nxt):
+                return nxt
+            off = nxt + 1
+        return None
+    finally:
+        mv.release()

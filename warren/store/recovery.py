@@ -5,17 +5,22 @@ Steps, in this order:
 1. list ``msgs.N`` and ``acks.N``; an ``acks.N`` without its ``msgs.N`` is an orphan (the
    segment was deleted and the crash came before its ack log went) and is deleted;
 2. load every segment in id order (segment.py): index its valid records, truncate a torn tail;
+   damage in the middle is read around: the file is copied to the quarantine folder and
+   rewritten without the damaged records (damage.py), which ``RecoveryStats.damage`` lists;
 3. replay each segment's ack log over it, in order: acks clear messages, delivered marks set
    the flag, returned marks (quorum queues) add one to the message's return count and clear the
-   flag (it is back in the queue); a torn tail is truncated. An ack for a seq the segment does
-   not hold (its record was lost, the ack was not) is ignored, but counts towards ``last_seq``;
+   flag (it is back in the queue); a torn tail is truncated, damage read around as in step 2
+   (a lost ack brings its message back: at least once, never lost). An ack for a seq the
+   segment does not hold (its record was lost, the ack was not) is ignored, but counts towards
+   ``last_seq``, and a lost message that was acked anyway is not counted as lost;
 4. delete segments whose messages are all acked (a crash came before their deletion), except
    the newest, which stays the write segment, and except the one holding ``last_seq`` when
    the newest is empty (the seq must not go back); ``msgs.N`` first, then a directory fsync,
    then ``acks.N``, so an ack log never disappears while its segment might come back.
 
-Nothing is rewritten: recovery only reads, truncates and deletes, so a crash during recovery
-is recovered from by running it again.
+Recovery only reads, truncates and deletes, except that a file with damage in the middle is
+replaced whole (a copy kept aside first, then a temporary file, fsync, rename): a crash during
+recovery is recovered from by running it again.
 """
 
 from __future__ import annotations
@@ -45,6 +50,17 @@ class RecoveryStats:
     truncated_bytes: int = 0
     deleted_segments: int = 0  # fully acked segments found and deleted
     seconds: float = 0.0
+    damage: list = field(default_factory=list, repr=False)  # damage.Damage of every damaged stretch read around or cut
+
+    @property
+    def lost_messages(self) -> int:
+        """Messages lost to damage (not acked before it): at most this many, at least one per stretch."""
+        return sum(d.records if d.records is not None else 1 for d in self.damage if d.kind == "messages")
+
+    @property
+    def lost_acks(self) -> int:
+        """Ack and delivered records lost to damage (their messages come back: at least once)."""
+        return sum(d.records or 0 for d in self.damage if d.kind == "acks")
 
 
 @dataclass
@@ -57,7 +73,7 @@ class Recovered:
     stats: RecoveryStats = field(default_factory=RecoveryStats)
 
 
-def recover_directory(directory: str, dir_fd: int, fsync: bool) -> Recovered:
+def recover_directory(directory: str, dir_fd: int, fsync: bool, quarantine: str | None = None) -> Recovered:
     t0 = time.perf_counter()
     r = Recovered()
     stats = r.stats
@@ -67,6 +83,9 @@ def recover_directory(directory: str, dir_fd: int, fsync: bool) -> Recovered:
 
     ids: dict[str, set[int]] = {"msgs": set(), "acks": set()}
     for name in os.listdir(directory):
+        if name.endswith(".repair"):  # a rewrite that never reached its rename: the original is whole
+            os.unlink(os.path.join(directory, name))
+            continue
         prefix, _, num = name.partition(".")
         if prefix in ids and len(num) == 10 and num.isdigit():
             ids[prefix].add(int(num))
@@ -75,8 +94,9 @@ def recover_directory(directory: str, dir_fd: int, fsync: bool) -> Recovered:
         os.unlink(path("acks", sid))
     max_ack = prev_last = 0
     for sid in sorted(ids["msgs"]):
-        seg, dropped = Segment.load(sid, path("msgs", sid))
+        seg, dropped, damage = Segment.load(sid, path("msgs", sid), quarantine, fsync)
         _count_truncation(stats, dropped)
+        stats.damage += damage
         if seg.seqs and seg.seqs[0] <= prev_last:
             # cannot happen short of damage: appends enforce increasing seqs across segments
             log.error("%s: seqs overlap the previous segment; skipping the overlap", seg.file.path)
@@ -86,7 +106,7 @@ def recover_directory(directory: str, dir_fd: int, fsync: bool) -> Recovered:
             seg.first = prev_last + 1  # keeps the segments sorted for lookups
         prev_last = max(prev_last, seg.last)
         if sid in ids["acks"]:
-            max_ack = max(max_ack, _load_acks(seg, path("acks", sid), stats, r.returns))
+            max_ack = max(max_ack, _load_acks(seg, path("acks", sid), stats, r.returns, quarantine, fsync, damage))
         r.segments.append(seg)
     r.last_seq = max(prev_last, max_ack)
 
@@ -119,10 +139,15 @@ def _count_truncation(stats: RecoveryStats, dropped: int) -> None:
         stats.truncated_bytes += dropped
 
 
-def _load_acks(seg: Segment, path: str, stats: RecoveryStats, returns: dict) -> int:
+def _load_acks(seg: Segment, path: str, stats: RecoveryStats, returns: dict, quarantine: str | None,
+               fsync: bool, lost: list) -> int:
     """Replay ``acks.N`` over its segment; returns the highest acked seq. Return counts of
-    messages still live go into ``returns``."""
-    lf, scan, dropped = LogFile.open_existing(path, KIND_ACKS, _ACK_TYPES)
+    messages still live go into ``returns``. ``lost``: the damage of the segment's file, whose
+    counts leave out the messages acked anyway."""
+    lf, scan, dropped, damage = LogFile.open_existing(path, KIND_ACKS, _ACK_TYPES, quarantine, fsync, exact_length=8)
+    stats.damage += damage
+    ranges = [d for d in lost if d.first is not None and d.last is not None]
+    counted: set[int] = set()
     flags, lengths, index = seg.flags, seg.lengths, seg.index
     max_ack = acks = acked = acked_bytes = 0
     counts: dict[int, int] = {}
@@ -135,6 +160,11 @@ def _load_acks(seg: Segment, path: str, stats: RecoveryStats, returns: dict) -> 
             acks += 1
             if seq > max_ack:
                 max_ack = seq
+            if i < 0 and ranges and seq not in counted:  # an acked message in a damaged stretch was not lost to it
+                counted.add(seq)
+                for d in ranges:
+                    if d.first <= seq <= d.last and d.records:
+                        d.records -= 1
             if i >= 0 and not flags[i] & ACKED:
                 flags[i] |= ACKED
                 acked += 1

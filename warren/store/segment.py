@@ -16,7 +16,10 @@ or read back as zeros, always at the end of the file: a torn last record, possib
 header if the file was new. A file whose header is torn never held synced data and is treated
 as empty. Otherwise recovery (``LogFile.open_existing`` + ``Segment.load``) keeps every record
 up to the last valid one and truncates the file there, so later appends start at a clean
-record boundary and the junk can never be mistaken for records.
+record boundary and the junk can never be mistaken for records. Damage that is not a torn
+tail (a bad record with good ones after it, or a whole last record failing its CRC) is read
+around, and the file is copied to the quarantine folder before it is rewritten or cut
+(damage.py).
 
 Locking: a ``LogFile`` does not lock. Its owner holds its memory lock around ``add``, ``take``,
 ``done``, ``memory_part`` and ``ensure_fd``, and its I/O lock around ``write_out`` and ``close``
@@ -30,6 +33,7 @@ import os
 from array import array
 from bisect import bisect_left
 
+from warren.store.damage import quarantine_copy, rewrite_file, scan_seq_file
 from warren.store.record import (
     FILE_HEADER_SIZE, HEADER_SIZE, KIND_MESSAGES, T_MESSAGE, SeqScan, append_seq_record, check_file_header, file_header,
     verify,
@@ -83,22 +87,42 @@ class LogFile:
         self.created = False  # does the file exist on disk?
 
     @classmethod
-    def open_existing(cls, path: str, kind: bytes, types: frozenset) -> tuple["LogFile", SeqScan, int]:
-        """Read and scan an existing file of seq records: (log file, the scan, octets dropped).
+    def open_existing(cls, path: str, kind: bytes, types: frozenset, quarantine: str | None = None,
+                      fsync: bool = True, exact_length: int | None = None) -> tuple["LogFile", SeqScan, int, list]:
+        """Read and scan an existing file of seq records: (log file, the scan, octets dropped, damage).
 
-        The caller checks the records, then calls ``truncate_to(scan.end)``. A torn file header
-        makes the file start over empty (it is recreated at the next flush).
+        Damage in the middle is read around (damage.py): with ``quarantine`` set, the file is
+        copied there and rewritten without the damaged octets, and the scan describes the new
+        file; a damaged tail is copied there too. The caller checks the records, then calls
+        ``truncate_to(scan.end)``. A torn file header makes the file start over empty (it is
+        recreated at the next flush).
         """
         data = read_file(path)
         lf = cls(path, kind)
         if not check_file_header(data, kind):
             log.warning("%s: torn file header (%d octets), starting it over", path, len(data))
             os.unlink(path)
-            return lf, SeqScan(), len(data)
+            return lf, SeqScan(), len(data), []
         lf.created = True
         lf.pending = bytearray()
         lf.size = lf.written = len(data)
-        return lf, SeqScan().run(data, FILE_HEADER_SIZE, types), 0
+        what = "messages" if kind == KIND_MESSAGES else "acks"
+        scan, damage, stretches = scan_seq_file(path, data, types, what, exact_length)
+        dropped = 0
+        if damage and quarantine is not None:
+            copy = quarantine_copy(path, data, quarantine, fsync)
+            for d in damage:
+                d.quarantined = copy
+                log.error("%s; the file as it was is kept in %s", d.describe(), copy)
+            if len(stretches) > 1:  # damage in the middle: the file without it, then scanned again
+                clean = bytearray(data[:FILE_HEADER_SIZE])
+                for a, b in stretches:
+                    clean += data[a:b]
+                rewrite_file(path, clean, fsync)
+                dropped = len(data) - len(clean)
+                lf.size = lf.written = len(clean)
+                scan = SeqScan().run(clean, FILE_HEADER_SIZE, types)
+        return lf, scan, dropped, damage
 
     def truncate_to(self, end: int, reason: str | None) -> int:
         """Cut a recovered file back to its valid prefix; returns the octets dropped."""
@@ -208,10 +232,12 @@ class Segment:
         return len(self.seqs)
 
     @classmethod
-    def load(cls, seg_id: int, path: str) -> tuple["Segment", int]:
-        """Recover a segment file: index its valid records, truncate the rest; (segment, octets dropped)."""
+    def load(cls, seg_id: int, path: str, quarantine: str | None = None,
+             fsync: bool = True) -> tuple["Segment", int, list]:
+        """Recover a segment file: index its valid records, read around damage, truncate the rest;
+        (segment, octets dropped, damage found: damage.py)."""
         seg = cls(seg_id, path, 0)
-        lf, scan, dropped = LogFile.open_existing(path, KIND_MESSAGES, _MESSAGE_TYPES)
+        lf, scan, dropped, damage = LogFile.open_existing(path, KIND_MESSAGES, _MESSAGE_TYPES, quarantine, fsync)
         seqs = scan.seqs
         n = len(seqs)
         if n > 1 and not all(a < b for a, b in zip(seqs, seqs[1:])):
@@ -227,7 +253,7 @@ class Segment:
         seg.live_bytes = sum(seg.lengths)
         seg.first = seqs[0] if n else 0
         seg.dense = n == 0 or seqs[-1] - seqs[0] == n - 1  # increasing, so that means consecutive
-        return seg, dropped
+        return seg, dropped, damage
 
     def set_acked(self, i: int) -> None:
         self.flags[i] |= ACKED

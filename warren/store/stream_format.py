@@ -12,6 +12,7 @@ reader exactly as it lies on disk, with one read and no re-encoding: the reader 
 CRCs itself.
 
 ``EntryScan`` is the recovery scan (one tight loop that fills arrays, as ``record.SeqScan``);
+``find_entry`` finds the next good entry after a damaged one (damage.py decides what is damage);
 ``parse_entries`` is what a client of the bulk format calls.
 """
 
@@ -23,7 +24,7 @@ from array import array
 
 __all__ = [
     "KIND_STREAM", "ENTRY_HEADER", "ENTRY_HEADER_SIZE", "append_entry", "encode_entry", "parse_entries",
-    "EntryScan",
+    "EntryScan", "find_entry",
 ]
 
 KIND_STREAM = b"S"
@@ -134,3 +135,46 @@ class EntryScan:
             mv.release()
         self.end = off
         return self
+
+
+def find_entry(buf, bad: int, expect: int) -> tuple[int, int] | None:
+    """(file position, offset) of the first valid entry after the bad one at ``bad``, or None.
+
+    ``expect`` is the offset the bad entry should have carried. A candidate's offset must lie
+    between ``expect`` and ``expect`` plus the number of 24-octet headers that fit between
+    ``bad`` and it (every lost entry took at least that much room), its length must fit, and
+    its CRC must check: a random match needs all three, so garbage is not taken for an entry.
+    The position the bad entry's own length points to is tried first (a damaged record costs
+    that entry only, and nothing inside it is looked at).
+    """
+    mv = memoryview(buf)
+    size = len(mv)
+    unpack = ENTRY_HEADER.unpack_from
+    crc32 = _crc32
+
+    def good(pos: int) -> int | None:
+        crc, offset, ts, n = unpack(mv, pos)
+        if not expect <= offset <= expect + (pos - bad) // ENTRY_HEADER_SIZE:
+            return None
+        end = pos + ENTRY_HEADER_SIZE + n
+        if end > size or crc32(mv[pos + ENTRY_HEADER_SIZE:end], crc32(mv[pos + 4:pos + ENTRY_HEADER_SIZE])) != crc:
+            return None
+        return offset
+
+    try:
+        last = size - ENTRY_HEADER_SIZE
+        if bad + ENTRY_HEADER_SIZE <= size:
+            skip = bad + ENTRY_HEADER_SIZE + unpack(mv, bad)[3]
+            if skip <= last:
+                offset = good(skip)
+                if offset is not None:
+                    return skip, offset
+        pos = bad + 1
+        while pos <= last:
+            offset = good(pos)
+            if offset is not None:
+                return pos, offset
+            pos += 1
+        return None
+    finally:
+        mv.release()

@@ -37,6 +37,12 @@ What a crash leaves behind, and what opening does about it (``_open``):
   is scanned once, CRCs checked, and cut back to its last valid entry;
 * a segment whose file header is torn never held synced data: it is deleted, as are segments
   left without entries;
+* damage inside a segment (a bad entry with good ones after it, or a whole last entry failing
+  its CRC): the file is copied to the quarantine folder first (damage.py); then each run of
+  good entries after a damaged stretch is written to a segment file of its own, named by its
+  first offset, and the segment is cut at its first damage. The lost offsets become a hole
+  (below), ``recovery_stats.damage`` lists them. The new files are written and fsynced under a
+  temporary name and renamed before the cut, so a crash in between is repaired again;
 * a segment missing between two others (lost by hand or by the disk): a hole, logged; reads
   skip from one side to the other. A segment repeating offsets of the one before it (damage
   only) is renamed ``*.damaged`` and left out;
@@ -56,9 +62,10 @@ from array import array
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import attrgetter
 
+from warren.store.damage import quarantine_copy, quarantine_dir_for, rewrite_file, scan_stream_file
 from warren.store.group_commit import GroupCommitStore, StoreError
 from warren.store.record import FILE_HEADER_SIZE, FormatError, check_file_header
 from warren.store.segment import LogFile, read_file
@@ -75,6 +82,7 @@ TS_BLOCK = 64            # records per entry of a segment's running-maximum time
 MAX_OPEN_SEALED = 16     # descriptors kept open for segments no longer written (readers reopen the rest)
 _PREFIX = "stream."
 _DAMAGED = ".damaged"   # a segment set aside by recovery (overlapping offsets), kept for inspection
+_REPAIR = ".repair"     # a segment being written by the split of a damaged one (damage.rewrite_file)
 _TS = struct.Struct(">q")
 _TS_AT = 12              # where the timestamp sits in an entry header (after crc and offset)
 _BASE = attrgetter("base")
@@ -95,6 +103,12 @@ class StreamRecoveryStats:
     removed_files: int = 0     # empty segments, or with a torn file header, deleted
     holes: int = 0             # gaps in the offsets between two segments
     seconds: float = 0.0
+    damage: list = field(default_factory=list, repr=False)  # damage.Damage of every damaged stretch read around or cut
+
+    @property
+    def lost_records(self) -> int:
+        """Entries lost to damage (exact for stretches in the middle, at least one for a damaged tail)."""
+        return sum(d.records if d.records is not None else 1 for d in self.damage)
 
 
 class _Segment:
@@ -159,8 +173,12 @@ class StreamStore(GroupCommitStore):
 
     def __init__(self, directory, fsync: bool = True, segment_size: int = DEFAULT_STREAM_SEGMENT,
                  max_bytes: int | None = None, max_age_s: float | None = None,
-                 tail_cache: int = DEFAULT_TAIL_CACHE, flush_threshold: int = DEFAULT_FLUSH_THRESHOLD) -> None:
+                 tail_cache: int = DEFAULT_TAIL_CACHE, flush_threshold: int = DEFAULT_FLUSH_THRESHOLD,
+                 quarantine_dir=None) -> None:
         super().__init__(directory, segment_size, fsync, flush_threshold)
+        # where recovery copies a damaged segment before it cuts or splits it (damage.py)
+        self.quarantine_dir = os.fspath(quarantine_dir) if quarantine_dir is not None else \
+            quarantine_dir_for(self.directory)
         self.tail_cache = tail_cache
         self.max_bytes: int | None = None
         self.max_age_s: float | None = None
@@ -187,21 +205,28 @@ class StreamStore(GroupCommitStore):
         for name in os.listdir(self.directory):
             if name.startswith(_PREFIX) and name[len(_PREFIX):].isdigit():
                 bases.append(int(name[len(_PREFIX):]))
+            elif name.endswith(_REPAIR):  # a split that never reached its rename: the damaged file is whole
+                os.unlink(os.path.join(self.directory, name))
             elif not name.endswith(_DAMAGED):
                 log.warning("%s: ignoring unexpected file %s", self.directory, name)
         bases.sort()
         segments: list[_Segment] = []
         highest_empty = -1
+        loaded: set[int] = set()
         for base in bases:
-            seg = self._load(base, stats)
-            if seg.positions:
-                segments.append(seg)
+            if base in loaded:  # written by the split of a damaged segment before it (damage.py)
                 continue
-            # an empty segment, or one whose header was torn: it never held a synced entry
-            highest_empty = max(highest_empty, base)
-            if seg.file.created:
-                os.unlink(seg.file.path)
-            stats.removed_files += 1
+            for seg in self._load(base, stats):
+                loaded.add(seg.base)
+                if seg.positions:
+                    segments.append(seg)
+                    continue
+                # an empty segment, or one whose header was torn: it never held a synced entry
+                highest_empty = max(highest_empty, seg.base)
+                if seg.file.created:
+                    os.unlink(seg.file.path)
+                stats.removed_files += 1
+        segments.sort(key=_BASE)
         kept: list[_Segment] = []
         for seg in segments:
             prev = kept[-1] if kept else None
@@ -244,10 +269,16 @@ class StreamStore(GroupCommitStore):
         stats.seconds = time.perf_counter() - t0
         if stats.truncated_files or stats.removed_files or stats.holes:
             log.warning("%s: recovered %s", self.directory, stats)
+        if stats.damage:
+            log.error("%s: %d entries lost to damage (%s); the damaged files are kept in %s", self.directory,
+                      stats.lost_records, ", ".join(f"offsets {d.first}..{d.last}" if d.last is not None
+                                                    else f"offsets from {d.first}" for d in stats.damage),
+                      self.quarantine_dir)
         return stats
 
-    def _load(self, base: int, stats: StreamRecoveryStats) -> _Segment:
-        """Read one segment file, index its valid entries and cut off the rest."""
+    def _load(self, base: int, stats: StreamRecoveryStats) -> list[_Segment]:
+        """Read one segment file, index its valid entries and cut off the rest: the segment, and
+        one more per run of good entries after a damaged stretch (split off into files of their own)."""
         seg = _Segment(base, self._path(base))
         lf = seg.file
         data = read_file(lf.path)
@@ -258,11 +289,24 @@ class StreamStore(GroupCommitStore):
         if not whole_header:
             log.warning("%s: torn file header (%d octets)", lf.path, len(data))
             lf.created = True
-            return seg
+            return [seg]
         lf.created = True
         lf.pending = bytearray()
         lf.size = lf.written = len(data)
-        scan = EntryScan().run(data, FILE_HEADER_SIZE, base)
+        runs, damage = scan_stream_file(lf.path, data, base)
+        out = [seg]
+        if damage:
+            copy = quarantine_copy(lf.path, data, self.quarantine_dir, self.fsync)
+            for d in damage:
+                d.quarantined = copy
+                log.error("%s; the file as it was is kept in %s", d.describe(), copy)
+            stats.damage += damage
+            # each later run into a file of its own, durable before the cut that drops it here
+            for run in runs[1:]:
+                part = _Segment(run.base, self._path(run.base))
+                rewrite_file(part.file.path, data[:FILE_HEADER_SIZE] + data[run.start:run.end], self.fsync)
+                out += self._load(run.base, stats)
+        scan = runs[0].scan
         dropped = lf.truncate_to(scan.end, scan.error)
         if dropped:
             stats.truncated_files += 1
@@ -276,7 +320,7 @@ class StreamStore(GroupCommitStore):
                 running = max(running, max(stamps[b:b + TS_BLOCK]))
                 seg.block_max.append(running)
             seg.max_ts = running
-        return seg
+        return out
 
     # --- appending (the loop thread): memory only --------------------------------------------
 
