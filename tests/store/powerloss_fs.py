@@ -12,7 +12,9 @@ cache survives the process). This layer keeps everything in memory twice: what p
   sends FUSE a syncfs on a file system that opts in, and Warren calls neither).
 
 ``drop`` puts every file and directory back to its durable state; with ``tear`` the last write
-not yet durable is kept in part, cut at a random octet (a torn sector). A crash in the tests is
+not yet durable is kept in part, cut at a random octet (a torn sector), at its own offset: lost
+writes before it in that file leave zeros, as a file system that wrote the size before the data
+(ext4 ``data=writeback``, XFS). A crash in the tests is
 kill -9 of the broker and then ``drop``.
 
 Failing disks go through the same layer (``fault``): ``EIO`` or ``ENOSPC`` on write, ``EIO`` on

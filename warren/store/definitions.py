@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from warren.store.record import (
     KIND_DEFINITIONS, T_DEFINITION, FormatError, Scan, check_file_header, encode_record, file_header,
 )
+from warren.store.fileio import fsync_ancestors
 from warren.store.segment import fsync_dir
 
 __all__ = ["DefinitionsStore", "Definitions", "ExchangeDef", "QueueDef", "BindingDef", "to_tagged", "from_tagged"]
@@ -222,6 +223,8 @@ class DefinitionsStore:
         else:  # new, or created but its header never made it to the disk
             self._fd = self._create(self.path, file_header(KIND_DEFINITIONS))
             self._fsync_dir()
+            if self.fsync:  # a new data folder: its name, made by mkdir -p, must outlive a power cut too
+                fsync_ancestors(self.path)
 
     def _create(self, path: str, content: bytes) -> int:
         """Write a whole new file and fsync it; returns an append descriptor on it."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["write_and_dup", "write_and_dup_py"]
+__all__ = ["write_and_dup", "write_and_dup_py", "make_dirs_durable", "fsync_ancestors"]
 
 
 def write_and_dup_py(writes: list, dup_fds: list) -> list[int]:
@@ -32,6 +32,50 @@ def write_and_dup_py(writes: list, dup_fds: list) -> list[int]:
             os.close(fd)
         raise
     return duplicates
+
+
+def make_dirs_durable(path: str, fsync: bool = True) -> None:
+    """``os.makedirs(path, exist_ok=True)``, and each folder it creates survives a power cut:
+    a new name is durable only once the folder holding it is fsynced, so without this a store
+    folder (``queues/<digest>``, created with the first durable queue) could vanish with every
+    message fsynced inside it (found by tests/store/test_powerloss_fs.py's layer)."""
+    path = os.path.abspath(path)
+    missing = []
+    while not os.path.isdir(path):
+        missing.append(path)
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder)
+        except FileExistsError:
+            if not os.path.isdir(folder):
+                raise
+            continue  # made meanwhile by someone else, who makes it durable
+        if fsync:
+            _fsync_folder(os.path.dirname(folder))
+
+
+def fsync_ancestors(path: str) -> None:
+    """Fsync every folder above ``path`` up to the root: its name, and theirs, survive a power
+    cut whoever created them (the data folder is made by ``mkdir -p`` before any store opens)."""
+    path = os.path.abspath(path)
+    while True:
+        parent = os.path.dirname(path)
+        if parent == path:
+            return
+        _fsync_folder(parent)
+        path = parent
+
+
+def _fsync_folder(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 try:

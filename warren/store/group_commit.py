@@ -19,6 +19,7 @@ import os
 import shutil
 import threading
 
+from warren.store.fileio import make_dirs_durable
 from warren.store.segment import fsync_dir
 
 __all__ = ["GroupCommitStore", "StoreError"]
@@ -55,7 +56,7 @@ class GroupCommitStore:
 
     def _open_directory(self) -> None:
         """Create the folder if missing, hold a descriptor on it and recover what it holds."""
-        os.makedirs(self.directory, exist_ok=True)
+        make_dirs_durable(self.directory, self.fsync)  # its name must outlive a power cut like its files
         self._dir_fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
             self.recovery_stats = self._open()

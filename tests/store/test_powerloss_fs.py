@@ -1,0 +1,247 @@
+"""The power-loss layer itself (powerloss_fs.py), then the stores on it.
+
+First the layer keeps its promises: what was fsynced stays after a ``drop``, the rest goes; a
+new name, a rename or an unlink without the folder's fsync is undone; a torn last write keeps a
+part of it; a failed fsync loses its writes the way Linux does (and the next fsync succeeds);
+writes fail with EIO and ENOSPC on command; a stalled fsync holds up no other call. Then
+Warren's stores on it: a queue store and the definitions log made in a new folder keep, after a
+power cut, everything they synced (the folder's own name was not made durable before:
+``make_dirs_durable`` and ``fsync_ancestors`` in warren/store/fileio.py).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+import time
+
+import pytest
+
+from tests.store.powerloss_fs import PowerLossFS, unavailable_reason
+from warren.store import fileio
+from warren.store.definitions import DefinitionsStore
+from warren.store.queue_store import QueueStore
+
+SKIP = unavailable_reason()
+pytestmark = pytest.mark.skipif(SKIP is not None, reason=f"no FUSE here: {SKIP}")
+
+
+@pytest.fixture(scope="module")
+def plfs(tmp_path_factory):
+    work = tmp_path_factory.mktemp("powerloss")
+    fs = PowerLossFS(work / "mnt", work).start()
+    try:
+        yield fs
+    finally:
+        fs.stop()
+
+
+@pytest.fixture
+def mnt(plfs):
+    """The mount, emptied (durable state too) and without faults for each test."""
+    plfs.reset()
+    yield plfs.mountpoint
+    plfs.clear()
+
+
+def fsync_dir(path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_file(path, data: bytes, fsync: bool = True) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.write(fd, data)
+        if fsync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def test_fsynced_writes_are_kept_and_the_rest_dropped(plfs, mnt):
+    fd = os.open(mnt / "log", os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+    os.write(fd, b"durable ")
+    os.fsync(fd)
+    fsync_dir(mnt)
+    os.write(fd, b"lost")
+    os.close(fd)
+    assert (mnt / "log").read_bytes() == b"durable lost"  # programs see both before the cut
+    report = plfs.drop()
+    assert report["dropped_writes"] == 1 and report["dropped_octets"] == 4
+    assert (mnt / "log").read_bytes() == b"durable "
+
+
+def test_fdatasync_counts_as_fsync_and_truncation_waits_for_it(plfs, mnt):
+    write_file(mnt / "f", b"0123456789")
+    fsync_dir(mnt)
+    fd = os.open(mnt / "f", os.O_RDWR)
+    os.ftruncate(fd, 4)
+    os.close(fd)
+    plfs.drop()
+    assert (mnt / "f").read_bytes() == b"0123456789"  # the truncation was not synced
+    fd = os.open(mnt / "f", os.O_RDWR)
+    os.ftruncate(fd, 4)
+    os.fdatasync(fd)
+    os.close(fd)
+    plfs.drop()
+    assert (mnt / "f").read_bytes() == b"0123"
+
+
+def test_a_new_file_needs_its_folders_fsync(plfs, mnt):
+    write_file(mnt / "a", b"synced data, unsynced name")
+    (mnt / "sub").mkdir()
+    plfs.drop()
+    assert sorted(os.listdir(mnt)) == []
+    write_file(mnt / "a", b"kept")
+    fsync_dir(mnt)
+    plfs.drop()
+    assert os.listdir(mnt) == ["a"] and (mnt / "a").read_bytes() == b"kept"
+
+
+def test_a_rename_without_the_folders_fsync_is_undone(plfs, mnt):
+    write_file(mnt / "old", b"content")
+    fsync_dir(mnt)
+    os.rename(mnt / "old", mnt / "new")
+    assert os.listdir(mnt) == ["new"]
+    report = plfs.drop()
+    assert report["dropped_names"] == 2  # "new" went, "old" came back
+    assert os.listdir(mnt) == ["old"] and (mnt / "old").read_bytes() == b"content"
+    os.rename(mnt / "old", mnt / "new")
+    fsync_dir(mnt)
+    plfs.drop()
+    assert os.listdir(mnt) == ["new"] and (mnt / "new").read_bytes() == b"content"
+
+
+def test_an_unlink_without_the_folders_fsync_is_undone(plfs, mnt):
+    write_file(mnt / "doomed", b"still here")
+    fsync_dir(mnt)
+    os.unlink(mnt / "doomed")
+    plfs.drop()
+    assert (mnt / "doomed").read_bytes() == b"still here"
+
+
+def test_a_torn_last_write_keeps_a_part_of_it(plfs, mnt):
+    write_file(mnt / "t", b"head|")
+    fsync_dir(mnt)
+    write_file(mnt / "t", b"A" * 100, fsync=False)
+    write_file(mnt / "t", b"B" * 100, fsync=False)
+    report = plfs.drop(tear=True, seed=7)
+    kept = report["torn"]["kept"]
+    assert report["torn"]["path"] == "/t" and 0 < kept < 100
+    # the last write, cut, lands where it was written; the lost one before it leaves zeros (a file
+    # system that wrote the size before the data)
+    assert (mnt / "t").read_bytes() == b"head|" + bytes(100) + b"B" * kept
+    # the same seed tears at the same octet
+    write_file(mnt / "t", b"C" * 100, fsync=False)
+    assert plfs.drop(tear=True, seed=7)["torn"]["kept"] == kept
+
+
+def test_a_failed_fsync_loses_its_writes_and_the_retry_succeeds(plfs, mnt):
+    """Linux's behaviour since 4.13, which a store must not take for success (fsyncgate)."""
+    write_file(mnt / "data", b"old|")
+    fsync_dir(mnt)
+    plfs.fault("fsync", path="/data", errno_name="EIO", times=1)
+    fd = os.open(mnt / "data", os.O_RDWR | os.O_APPEND)
+    os.write(fd, b"new")
+    with pytest.raises(OSError) as e:
+        os.fsync(fd)
+    assert e.value.errno == errno.EIO
+    os.fsync(fd)  # the retry "works": it has nothing left to write
+    os.close(fd)
+    assert (mnt / "data").read_bytes() == b"old|new"  # still read back from the cache
+    plfs.drop()
+    assert (mnt / "data").read_bytes() == b"old|"  # and gone at the power cut
+
+
+def test_write_errors_and_a_full_disk(plfs, mnt):
+    plfs.fault("write", path="/eio", errno_name="EIO")
+    with pytest.raises(OSError) as e:
+        write_file(mnt / "eio", b"x", fsync=False)
+    assert e.value.errno == errno.EIO
+    write_file(mnt / "other", b"fine", fsync=False)  # only the matching paths fail
+    plfs.clear()
+    plfs.capacity(1000)
+    write_file(mnt / "big", b"x" * 900, fsync=False)
+    with pytest.raises(OSError) as e:
+        write_file(mnt / "big", b"y" * 200, fsync=False)
+    assert e.value.errno == errno.ENOSPC
+    assert os.statvfs(mnt).f_bavail * os.statvfs(mnt).f_frsize < 1000
+    os.unlink(mnt / "big")  # a freed file gives its room back (at the next drop or collection)
+
+
+def test_a_stalled_fsync_holds_up_no_other_call(plfs, mnt):
+    write_file(mnt / "slow", b"x")
+    plfs.fault("fsync", path="/slow", stall=2.0)
+    fd = os.open(mnt / "slow", os.O_RDWR | os.O_APPEND)
+    os.write(fd, b"y")
+    done = threading.Event()
+    started = time.monotonic()
+
+    def stalled():
+        os.fsync(fd)
+        done.set()
+
+    t = threading.Thread(target=stalled)
+    t.start()
+    try:
+        for i in range(20):  # other files are written, fsynced and read while it stalls
+            write_file(mnt / f"fast{i}", b"z" * 100)
+            assert (mnt / f"fast{i}").read_bytes() == b"z" * 100
+        assert not done.is_set(), "the other calls took as long as the stall"
+        assert done.wait(10)
+        assert time.monotonic() - started >= 2.0
+        assert plfs.stats()["stalls"] == 1
+    finally:
+        t.join(10)
+        os.close(fd)
+
+
+# --- Warren's stores on the layer ------------------------------------------------------------
+
+
+def test_a_queue_store_in_a_new_folder_keeps_what_it_synced(plfs, mnt):
+    """Fails without make_dirs_durable: queues/<digest> was made by os.makedirs and its name never
+    fsynced, so a power cut took the folder with every synced message in it."""
+    (mnt / "data").mkdir()
+    fsync_dir(mnt)  # the data folder exists durably, as after a broker's first start
+    folder = mnt / "data" / "queues" / "q1"
+    store = QueueStore(folder)
+    for seq in range(1, 11):
+        store.append(seq, b"message %d" % seq)
+    store.sync()
+    store.append(11, b"not synced")
+    store.flush()
+    store._release()  # the process dies: its descriptors close, nothing more is synced
+    plfs.drop(tear=True, seed=3)
+    again = QueueStore(folder)
+    try:
+        assert [seq for seq, _, _ in again.recover()] == list(range(1, 11))
+    finally:
+        again.close()
+
+
+def test_a_new_data_folders_definitions_survive(plfs, mnt):
+    """Fails without fsync_ancestors: mkdir -p made the data folder, whose name nobody fsynced."""
+    folder = mnt / "a" / "b"
+    folder.mkdir(parents=True)  # as lock_data_dir does, before the definitions log opens
+    defs = DefinitionsStore(folder / "definitions.log")
+    defs.declare_queue("/", "q1")
+    defs.close()
+    plfs.drop()
+    again = DefinitionsStore(folder / "definitions.log")
+    try:
+        assert [q.name for q in again.load().queues] == ["q1"]
+    finally:
+        again.close()
+
+
+def test_make_dirs_durable_fsyncs_the_parent_of_each_folder_it_makes(plfs, mnt):
+    fileio.make_dirs_durable(str(mnt / "x" / "y" / "z"))
+    plfs.drop()
+    assert (mnt / "x" / "y" / "z").is_dir()
+    fileio.make_dirs_durable(str(mnt / "x" / "y" / "z"))  # already there: nothing to do
