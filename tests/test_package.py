@@ -1,0 +1,139 @@
+"""The package as a user gets it: `python -m build` makes an sdist and a wheel named
+warren-broker (PyPI's `warren` is another project) with the C accelerators compiled, and the
+wheel, installed into a fresh virtualenv, runs a broker that a real client uses.
+
+The build runs once for this file (about 20 s: an isolated build environment gets setuptools
+from the package index, as a release build does) from a copy of the working tree, so that
+nothing is written into the tree. Marked ``package``; ``-m "not package"`` leaves it out.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+import urllib.request
+import venv
+import zipfile
+from pathlib import Path
+
+import pika
+import pytest
+
+import warren
+
+pytestmark = [pytest.mark.package, pytest.mark.timeout(600)]
+
+ROOT = Path(__file__).resolve().parent.parent
+# what a release build leaves out of the copy it builds from: local state, caches, the other builds
+NOT_SOURCE = shutil.ignore_patterns(".git", ".venv", "data", "build", "dist", "node_modules", "__pycache__", "*.so",
+                                    "*.egg-info", ".pytest_cache", ".hypothesis", "site")
+BUILD_TIMEOUT_S = 300
+INSTALL_TIMEOUT_S = 300
+START_TIMEOUT_S = 30
+ACCELERATORS = ("warren/codec/_speedups", "warren/store/_fsync")
+
+
+def _environment() -> dict:
+    # no WARREN_* setting of the test run may reach the installed broker
+    return {k: v for k, v in os.environ.items() if not k.startswith("WARREN_") and k != "PYTHONPATH"}
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory) -> Path:
+    """The sdist and the wheel, built as a release builds them (a compile failure fails it)."""
+    work = tmp_path_factory.mktemp("package")
+    source = work / "source"
+    shutil.copytree(ROOT, source, ignore=NOT_SOURCE)
+    out = work / "dist"
+    env = _environment() | {"WARREN_REQUIRE_EXTENSIONS": "1"}
+    r = subprocess.run([sys.executable, "-m", "build", "--outdir", str(out), str(source)], capture_output=True,
+                       text=True, timeout=BUILD_TIMEOUT_S, env=env, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return out
+
+
+def _one(dist: Path, pattern: str) -> Path:
+    found = sorted(dist.glob(pattern))
+    assert len(found) == 1, (pattern, sorted(p.name for p in dist.iterdir()))
+    return found[0]
+
+
+def test_the_build_makes_an_sdist_and_a_wheel_named_warren_broker_with_the_accelerators(dist):
+    version = warren.__version__
+    sdist = _one(dist, f"warren_broker-{version}.tar.gz")
+    wheel = _one(dist, f"warren_broker-{version}-*.whl")
+    with zipfile.ZipFile(wheel) as z:
+        names = z.namelist()
+        metadata = z.read(f"warren_broker-{version}.dist-info/METADATA").decode()
+        entry_points = z.read(f"warren_broker-{version}.dist-info/entry_points.txt").decode()
+    for module in ACCELERATORS:  # compiled, not left out quietly (WARREN_REQUIRE_EXTENSIONS)
+        assert any(n.startswith(module) and n.endswith(".so") for n in names), (module, names)
+    assert "warren/management/ui/static/app.js" in names  # the built web UI ships in the wheel
+    assert "Name: warren-broker\n" in metadata and f"Version: {version}\n" in metadata
+    assert "warren = warren.cli:main" in entry_points
+    with tarfile.open(sdist) as t:
+        members = {m.name.split("/", 1)[1] for m in t.getmembers() if "/" in m.name}
+    assert {"warren/codec/_speedups.c", "warren/store/_fsync.c", "setup.py", "pyproject.toml", "README.md"} <= members
+
+
+def test_the_wheel_installed_in_a_fresh_venv_runs_a_broker_a_client_uses(dist, tmp_path):
+    wheel = _one(dist, f"warren_broker-{warren.__version__}-*.whl")
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=True).create(env_dir)
+    python, command = env_dir / "bin" / "python", env_dir / "bin" / "warren"
+    # its dependencies from the package index, as `pip install warren-broker` gets them
+    r = subprocess.run([str(python), "-m", "pip", "install", "-q", str(wheel)], capture_output=True, text=True,
+                       timeout=INSTALL_TIMEOUT_S, env=_environment(), stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+
+    # run from a folder without the source tree, so that only the installed package can be imported
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    r = subprocess.run([str(command), "--version"], capture_output=True, text=True, timeout=60, cwd=elsewhere,
+                       env=_environment())
+    assert r.returncode == 0, r.stderr
+    installed = env_dir / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages" / "warren"
+    assert r.stdout.splitlines()[0].startswith(f"warren {warren.__version__} (distribution warren-broker")
+    assert f"C accelerators compiled, package at {installed}" in r.stdout
+
+    ready = tmp_path / "ready.json"
+    log = tmp_path / "broker.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([str(command), "serve", "--port", "0", "--http-port", "0", "--data-dir", "data",
+                                 "--ready-file", str(ready)], cwd=elsewhere, env=_environment(),
+                                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not ready.exists():
+            assert proc.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
+        info = json.loads(ready.read_text())
+        conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", info["port"]))
+        try:
+            ch = conn.channel()
+            ch.confirm_delivery()
+            ch.queue_declare("from-the-wheel", durable=True)
+            ch.basic_publish("", "from-the-wheel", b"hello", pika.BasicProperties(delivery_mode=2))
+            method, _, body = ch.basic_get("from-the-wheel", auto_ack=True)
+            assert method is not None and body == b"hello"
+        finally:
+            conn.close()
+        request = urllib.request.Request(f"http://127.0.0.1:{info['http_port']}/api/overview",
+                                         headers={"Authorization": "Basic Z3Vlc3Q6Z3Vlc3Q="})  # guest:guest
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            overview = json.loads(answer.read())
+        assert (overview["product_name"], overview["product_version"]) == ("Warren", warren.__version__)
+        text = log.read_text()
+        assert f"Warren {warren.__version__} (warren-broker) starting" in text
+        assert f"data in {(elsewhere / 'data').resolve()}" in text
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    assert proc.returncode == 0, log.read_text()
