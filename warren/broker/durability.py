@@ -35,6 +35,7 @@ import logging
 import time
 from pathlib import Path
 
+from warren.store.damage import store_damage
 from warren.store.definitions import DefinitionsStore
 from warren.store.queue_store import QueueStore, StoreError
 from warren.store.stream_store import DEFAULT_STREAM_SEGMENT, StreamStore
@@ -82,6 +83,8 @@ class Durability:
         self.in_flight = 0  # syncs begun and not ended
         self._ended: set[int] = set()  # ended before an earlier one: released with it
         self.request_sync = lambda: None  # set by the server: schedule begin_sync on a worker
+        # queues and streams that lost records to damaged files when opened (warren/store/damage.py)
+        self.damage: list = []
 
     # --- queue stores --------------------------------------------------------------------
 
@@ -91,12 +94,20 @@ class Durability:
 
     def open_queue_store(self, vhost: str, name: str) -> QueueStore:
         # ack logs fsynced at most once a second (queue_store.py): the confirms do not wait for them
-        return QueueStore(self.queue_dir(vhost, name), fsync=self.fsync, ack_sync_interval=ACK_SYNC_INTERVAL)
+        return self._note_damage("queue", vhost, name, QueueStore(self.queue_dir(vhost, name), fsync=self.fsync,
+                                                                  ack_sync_interval=ACK_SYNC_INTERVAL))
+
+    def _note_damage(self, kind: str, vhost: str, name: str, store):
+        lost = store_damage(kind, vhost, name, store.recovery_stats)
+        if lost is not None:
+            self.damage.append(lost)
+            log.error("%s", lost.describe())
+        return store
 
     def open_delayed_store(self, vhost: str, exchange: str, before_close=None) -> QueueStore:
         """The store of a durable x-delayed-message exchange's persistent delayed messages."""
         digest = hashlib.sha256(f"{vhost}\0{exchange}".encode("utf-8", "surrogateescape")).hexdigest()[:32]
-        store = QueueStore(self.delayed_root / digest, fsync=self.fsync)
+        store = self._note_damage("delayed", vhost, exchange, QueueStore(self.delayed_root / digest, fsync=self.fsync))
         self.side_stores[store] = before_close
         return store
 
@@ -112,6 +123,7 @@ class Durability:
         """The log of a stream queue; ``on_synced()`` runs after every sync that covered it."""
         store = StreamStore(self.stream_root / self.queue_dir(vhost, name).name, fsync=self.fsync,
                             segment_size=segment_size, max_bytes=max_bytes, max_age_s=max_age_s)
+        self._note_damage("stream", vhost, name, store)
         if on_synced is not None:
             self.sync_listeners[store] = on_synced
         return store

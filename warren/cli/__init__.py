@@ -34,6 +34,7 @@ LAZY_COMMANDS: dict[str, LazyCommand] = {
                             needs="pyspark", extra="spark"),
     "ctl": LazyCommand("warren.cli.ctl", "ctl", "rabbitmqctl's everyday commands against a running broker."),
     "policy": LazyCommand("warren.cli.policy", "policy", "Policies through the running broker (ctl's set_policy...)."),
+    "store": LazyCommand("warren.cli.store", "store", "The data folder's store files, offline: `store check DATA_DIR`."),
 }
 
 

@@ -81,6 +81,8 @@ class Snapshot:
     queue_flow_pauses: int = 0
     alarm_flow_pauses: int = 0
     node: dict = field(default_factory=dict)
+    # (vhost, name, kind, records lost) of each queue or stream that lost records to damaged files at start
+    store_damage: list = field(default_factory=list)
     # the MetricsServer's histograms, set by its scrape (``Probes``): loop lag, GC pauses, group commits
     probes: Probes | None = None
 
@@ -239,6 +241,8 @@ async def read_snapshot(server, per_object: bool, slice_size: int = SLICE) -> Sn
     snap.queues_deleted = TOTALS.queues_deleted
     snap.queue_flow_pauses, snap.alarm_flow_pauses = TOTALS.queue_flow_pauses, TOTALS.alarm_flow_pauses
     snap.node = _node(server)
+    snap.store_damage = [(d.vhost, d.name, d.kind, d.records)
+                         for d in getattr(getattr(server, "durability", None), "damage", ())]
     held = time.thread_time() - step
     snap.longest_step = max(snap.longest_step, held)
     snap.read_seconds = busy + held
@@ -278,6 +282,7 @@ def add_snapshot(snap: Snapshot, other: Snapshot) -> None:
     if snap.probes is not None and other.probes is not None:  # new histograms: ours stay as counted
         snap.probes = snap.probes.merged(other.probes)
     snap.queue_rows += other.queue_rows
+    snap.store_damage += other.store_damage
     snap.channel_rows += other.channel_rows
     snap.connection_rows += other.connection_rows
 

@@ -222,6 +222,10 @@ def _warren_families(snap: Snapshot, ctx) -> str:
         _simple("warren_memory_paging_budget_bytes", "gauge",
                 "Octets of queued messages kept in memory before queues page to disk (0: never page)",
                 node["paging_budget"]),
+        _labelled("warren_store_damaged_records_total", "counter",
+                  "Messages (kind queue or delayed) or stream entries (kind stream) lost to damaged files "
+                  "when their store was opened at start-up (the files are kept in the quarantine folder)",
+                  [((("vhost", v), ("queue", q), ("kind", k)), n) for v, q, k, n in snap.store_damage]),
         _labelled("warren_flow_control_pauses_total", "counter",
                   "Times the broker stopped reading from a publishing connection: reason queue, a queue it "
                   "published to passed its flow mark; alarm, a resource alarm blocks publishers",

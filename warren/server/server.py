@@ -40,7 +40,9 @@ from warren.server.queue_flow import QueueFlow
 from warren.server.tls import TlsAmqpListener, TlsContexts, TlsError
 from warren.management.parameters import GLOBAL_CHECK
 from warren.server import logs
+from warren.store.damage import DamagedFile
 from warren.store.fsync_worker import FsyncWorker
+from warren.store.node_file import check_node_files
 from warren.store.queue_store import QueueStore
 
 __all__ = ["Server", "StartupError", "Listener", "check_listeners", "listeners_of", "lock_data_dir", "run"]
@@ -210,7 +212,11 @@ class Server:
     def __init__(self, config: Config, loop: asyncio.AbstractEventLoop) -> None:
         self.config = config
         self.loop = loop
-        self.durability = Durability(config.data_dir, fsync=config.fsync)
+        try:  # a damaged definitions log or node file stops the start with one line (warren/store/damage.py)
+            check_node_files(config.data_dir)
+            self.durability = Durability(config.data_dir, fsync=config.fsync)
+        except DamagedFile as e:
+            raise StartupError(str(e)) from None
         self.durability.request_sync = self._request_sync
         self._sync_pending = False
         self._stores_closed = False

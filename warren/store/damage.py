@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from warren.store.record import FILE_HEADER_SIZE, HEADER, HEADER_SIZE, SeqScan, find_seq_record
 from warren.store.stream_format import ENTRY_HEADER, ENTRY_HEADER_SIZE, EntryScan, find_entry
 
-__all__ = ["Damage", "quarantine_dir_for", "quarantine_copy", "rewrite_file", "scan_seq_file", "scan_stream_file",
+__all__ = ["DamagedFile", "Damage", "StoreDamage", "store_damage", "quarantine_dir_for", "quarantine_copy", "rewrite_file", "scan_seq_file", "scan_stream_file",
            "is_torn_tail", "QUARANTINE"]
 
 log = logging.getLogger("warren.store")
@@ -44,6 +44,12 @@ log = logging.getLogger("warren.store")
 QUARANTINE = "quarantine"  # the folder in the data directory that keeps damaged files aside
 # store folders whose parent is one of these live in a data directory: <data>/queues/<digest>
 _STORE_ROOTS = ("queues", "streams", "delayed")
+
+
+class DamagedFile(Exception):
+    """A file the broker will not start on: reading around its damage could lose definitions,
+    users or policies without anyone deciding to (the definitions log, access.json, policies.json).
+    The message is one line naming the file and the way out."""
 
 
 @dataclass
@@ -91,14 +97,16 @@ def quarantine_dir_for(store_directory: str) -> str:
     return os.path.join(parent, QUARANTINE)
 
 
-def quarantine_copy(path: str, data, quarantine_dir: str, fsync: bool = True) -> str:
+def quarantine_copy(path: str, data, quarantine_dir: str, fsync: bool = True, folder: str | None = None) -> str:
     """Copy ``data`` (the file's octets as read) to the quarantine folder; returns the copy's path.
 
-    The copy is fsynced, and so are the folders it was created in, before the caller cuts or
+    It goes into ``folder`` there (default: the name of the store folder holding ``path``). The
+    copy is fsynced, and so are the folders it was created in, before the caller cuts or
     rewrites anything: what recovery is about to drop must survive a crash of recovery itself.
     """
-    store_name = os.path.basename(os.path.dirname(os.path.abspath(path)))
-    folder = os.path.join(quarantine_dir, store_name)
+    if folder is None:
+        folder = os.path.basename(os.path.dirname(os.path.abspath(path)))
+    folder = os.path.join(quarantine_dir, folder) if folder else quarantine_dir
     os.makedirs(folder, exist_ok=True)
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
     target = os.path.join(folder, f"{os.path.basename(path)}.{stamp}")
@@ -235,3 +243,49 @@ def scan_stream_file(path: str, data, base: int) -> tuple[list[StreamRun], list[
         scan = EntryScan().run(data, pos, offset)
         runs.append(StreamRun(offset, pos, scan.end, scan))
     return runs, damage
+
+
+@dataclass
+class StoreDamage:
+    """What one queue or stream lost to damaged files when it was opened (the broker's report:
+    the log, ``/api/health/checks/store-damage`` and ``warren_store_damaged_records_total``)."""
+
+    kind: str          # "queue", "stream" or "delayed" (a delayed-message exchange's store)
+    vhost: str
+    name: str
+    records: int       # messages or stream entries lost (at most: see Damage.records)
+    acks: int          # ack and delivered records lost (their messages come back)
+    damage: list
+
+    def describe(self) -> str:
+        what = "entries" if self.kind == "stream" else "messages"
+        where = sorted({d.quarantined for d in self.damage if d.quarantined})
+        spans = "; ".join(_span(d) for d in self.damage)
+        return (f"{self.kind} '{self.name}' in vhost '{self.vhost}' lost {self.records} {what}"
+                f"{f' and {self.acks} ack records' if self.acks else ''} to damaged files ({spans}); "
+                f"the damaged files are kept in {', '.join(where) or 'no copy'}")
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "vhost": self.vhost, "name": self.name, "records": self.records,
+                "acks": self.acks, "damage": [d.to_json() for d in self.damage]}
+
+
+def _span(d: Damage) -> str:
+    label = {"messages": "seqs", "acks": "ack records at octets", "stream": "offsets"}[d.kind]
+    if d.kind == "acks":
+        return f"{label} {d.start}..{d.end - 1} of {os.path.basename(d.path)}"
+    if d.first is not None and d.last is not None:
+        return f"{label} {d.first}..{d.last}"
+    if d.first is not None:
+        return f"{label} from {d.first} (the rest of {os.path.basename(d.path)})"
+    return f"octets {d.start}..{d.end - 1} of {os.path.basename(d.path)}"
+
+
+def store_damage(kind: str, vhost: str, name: str, stats) -> StoreDamage | None:
+    """The report for a store just opened (its ``recovery_stats``), None if nothing was damaged."""
+    damage = getattr(stats, "damage", None)
+    if not damage:
+        return None
+    if kind == "stream":
+        return StoreDamage(kind, vhost, name, stats.lost_records, 0, list(damage))
+    return StoreDamage(kind, vhost, name, stats.lost_messages, stats.lost_acks, list(damage))

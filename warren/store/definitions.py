@@ -23,7 +23,12 @@ fsynced, and renamed over the log (then the directory is fsynced).
 
 What a crash leaves behind: a torn last record (a change whose call never returned: dropped and
 truncated on open), or a ``<path>.compact`` left by an interrupted compaction (deleted on open:
-until the rename, the old log is complete; after it, the new one is).
+until the rename, the old log is complete; after it, the new one is). Anything else is damage
+(a bad record with good ones after it, or a whole last record failing its CRC: damage.py), and
+opening refuses it with ``DamagedFile``: dropping one record of this log can bring back a
+deleted queue or lose a declared one, so nothing is cut or guessed; the message names the file
+and the way out (``warren store check``, and its ``--repair``, which keeps every readable record
+after copying the file to the quarantine folder).
 
 Argument tables are stored as tagged JSON, losslessly: str, int and bool as JSON, None as null,
 and ``["f", repr]`` float (NaN and infinities too), ``["b", base64]`` bytes, ``["D", str]``
@@ -44,13 +49,16 @@ import os
 import threading
 from dataclasses import dataclass, field
 
+from warren.store.damage import DamagedFile, is_torn_tail
 from warren.store.record import (
-    KIND_DEFINITIONS, T_DEFINITION, FormatError, Scan, check_file_header, encode_record, file_header,
+    HEADER, HEADER_SIZE, KIND_DEFINITIONS, T_DEFINITION, FormatError, Scan, check_file_header, encode_record,
+    file_header, find_seq_record,
 )
 from warren.store.fileio import fsync_ancestors
 from warren.store.segment import fsync_dir
 
-__all__ = ["DefinitionsStore", "Definitions", "ExchangeDef", "QueueDef", "BindingDef", "to_tagged", "from_tagged"]
+__all__ = ["DefinitionsStore", "Definitions", "ExchangeDef", "QueueDef", "BindingDef", "to_tagged", "from_tagged",
+           "find_definition_records"]
 
 log = logging.getLogger("warren.store")
 DEFAULT_COMPACT_AFTER = 1000
@@ -212,7 +220,10 @@ class DefinitionsStore:
                 data = f.read()
         if data and check_file_header(data, KIND_DEFINITIONS):
             scan = Scan(data, types=_TYPES)
-            for _, start, n in scan:
+            records = list(scan)
+            if scan.error is not None:
+                self._refuse_damage(data, scan)
+            for _, start, n in records:
                 self._apply(json.loads(data[start:start + n]))
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
             if scan.end < len(data):
@@ -225,6 +236,20 @@ class DefinitionsStore:
             self._fsync_dir()
             if self.fsync:  # a new data folder: its name, made by mkdir -p, must outlive a power cut too
                 fsync_ancestors(self.path)
+
+    def _refuse_damage(self, data, scan: Scan) -> None:
+        """Raise DamagedFile unless the scan stopped at a torn tail (a change that never returned)."""
+        bad = scan.end
+        after, count = find_definition_records(data, bad)
+        if not after and is_torn_tail(data, bad, HEADER_SIZE, lambda b, o: HEADER.unpack_from(b, o)[1]):
+            return
+        data_dir = os.path.dirname(os.path.abspath(self.path))
+        raise DamagedFile(
+            f"{self.path} is damaged at octet {bad} ({scan.error.split(' at ')[0]}; {count} readable records "
+            f"after it): durable exchanges, queues and bindings would be lost, so Warren does not start. "
+            f"Restore the file from a backup, or run `warren store check --repair {data_dir}` to keep every "
+            f"readable record (the file is copied to {os.path.join(data_dir, 'quarantine')} first); "
+            f"`warren store check {data_dir}` lists the damage")
 
     def _create(self, path: str, content: bytes) -> int:
         """Write a whole new file and fsync it; returns an append descriptor on it."""
@@ -392,6 +417,25 @@ class DefinitionsStore:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def find_definition_records(data, bad: int) -> tuple[list[tuple[int, int]], int]:
+    """The readable records after the bad one at ``bad``, reading around any further damage:
+    ((start, end) of each stretch of whole records, how many records), what ``warren store
+    check --repair`` keeps."""
+    out = []
+    count = 0
+    off = bad
+    while True:
+        nxt = find_seq_record(data, off, _TYPES)
+        if nxt is None:
+            return out, count
+        scan = Scan(data, nxt, _TYPES)
+        count += sum(1 for _ in scan)
+        out.append((nxt, scan.end))
+        if scan.error is None:
+            return out, count
+        off = scan.end
 
 
 def _kind(kind: str) -> str:

@@ -9,17 +9,33 @@ What they share, in one place:
   the file again inside it, so two processes changing it at the same moment both keep their
   change (without it, the later rename would drop the other's);
 * ``replace_durably(path, data)``: a temporary file, fsync, rename, fsync of the folder, so
-  that a change answered to a client survives kill -9 and a power cut.
+  that a change answered to a client survives kill -9 and a power cut;
+* ``check_node_files(data_dir)``: at start, each of them that exists must read as JSON, or the
+  broker does not start (``DamagedFile``, one line naming the file and the way out): starting
+  without them would drop every user, permission or policy without anyone deciding to. These
+  files carry no checksum: damage that leaves valid JSON (a flipped bit inside a name) is not
+  seen here.
 """
 
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["file_stamp", "locked", "replace_durably"]
+from warren.store.damage import DamagedFile
+
+__all__ = ["file_stamp", "locked", "replace_durably", "check_node_files", "NODE_FILES"]
+
+# the node's JSON files in its data folder, and what a start without them would lose
+NODE_FILES = {
+    "access.json": "users, virtual hosts and permissions",
+    "policies.json": "policies",
+    "parameters.json": "runtime parameters",
+    "global_parameters.json": "global runtime parameters",
+}
 
 
 def file_stamp(path) -> tuple | None:
@@ -69,3 +85,32 @@ def replace_durably(path, data: bytes, mode: int = 0o644, fsync: bool = True) ->
             os.fsync(dfd)
         finally:
             os.close(dfd)
+
+
+def check_node_file(path) -> str | None:
+    """Why the node file ``path`` cannot be read as JSON, or None (also when it does not exist)."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        return e.strerror or str(e)
+    if not raw.strip() and os.path.basename(path) == "policies.json":
+        return None  # written empty by hand: no policies (broker/policies.py)
+    try:
+        json.loads(raw)
+    except ValueError as e:
+        return f"not valid JSON: {e}"
+    return None
+
+
+def check_node_files(data_dir) -> None:
+    """Raise DamagedFile for the first node file of ``data_dir`` that cannot be read (module doc)."""
+    for name, what in NODE_FILES.items():
+        path = os.path.join(data_dir, name)
+        problem = check_node_file(path)
+        if problem is not None:
+            raise DamagedFile(f"{path} is damaged ({problem}): its {what} would be lost, so Warren does not "
+                              f"start. Restore the file from a backup or mend it by hand "
+                              f"(`warren store check {data_dir}` lists every damaged file)")

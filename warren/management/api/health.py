@@ -88,6 +88,21 @@ async def virtual_hosts(request: web.Request) -> web.Response:
     return _ok()  # every vhost of this node runs in the broker's process: none can be down alone
 
 
+async def store_damage(request: web.Request) -> web.Response:
+    """Warren's own: fails while a queue or stream of this node lost records to damaged files when
+    it was opened (warren/store/damage.py), naming each with the seqs or offsets lost; passes
+    again after a start that found no damage (the damaged files stay in the quarantine folder)."""
+    server = request.app[SERVER]
+    durability = getattr(server, "durability", None)
+    found = [d.to_json() for d in (durability.damage if durability is not None else ())]
+    if found:
+        lost = sum(d["records"] for d in found)
+        return _failed(f"{lost} messages or stream entries of {len(found)} queue(s) or stream(s) were lost to "
+                       f"damaged files at start-up; the files are kept in the data folder's quarantine folder",
+                       damaged=found)
+    return _ok()
+
+
 async def always_ok(request: web.Request) -> web.Response:
     return _ok()
 
@@ -121,6 +136,7 @@ def add_routes(app: web.Application) -> None:
     r.add_get("/api/health/checks/port-listener/{port}", port_listener)
     r.add_get("/api/health/checks/protocol-listener/{protocol}", protocol_listener)
     r.add_get("/api/health/checks/virtual-hosts", virtual_hosts)
+    r.add_get("/api/health/checks/store-damage", store_damage)
     r.add_get("/api/health/checks/node-is-mirror-sync-critical", always_ok)
     r.add_get("/api/health/checks/node-is-quorum-critical", always_ok)
     r.add_get("/api/health/checks/certificate-expiration/{within}/{unit}", always_ok)

@@ -1,0 +1,233 @@
+"""Offline check of a data folder: every damaged record, and what it would cost, changing nothing.
+
+``check_data_dir(data_dir)`` reads every store file the broker would open at start and scans it
+as recovery does (damage.py), but only reads: nothing is cut, rewritten, copied or created.
+What it finds is a list of ``Finding``s:
+
+* ``damage``: a damaged stretch recovery reads around (queues, streams) or refuses (the
+  definitions log, the node's JSON files), with the records it costs;
+* ``torn``: a torn tail (what a crash leaves: the last write cut short or zeros), the octets
+  recovery would cut; nothing that was synced is in them.
+
+Queue and stream folders are named by a digest of (vhost, name) (broker/durability.py); the
+definitions log, read here without changing it, gives the names back where it still holds them.
+
+``repair_definitions(data_dir)`` is the one change this module makes, and only when asked
+(``warren store check --repair``): the definitions log is copied to the quarantine folder, then
+rewritten with every readable record. Queue and stream files need no such step: the broker
+repairs them at start, keeping a copy aside.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+
+from warren.store.damage import QUARANTINE, Damage, is_torn_tail, quarantine_copy, rewrite_file, scan_seq_file, \
+    scan_stream_file
+from warren.store.definitions import find_definition_records
+from warren.store.node_file import NODE_FILES, check_node_file
+from warren.store.record import (
+    FILE_HEADER_SIZE, HEADER, HEADER_SIZE, KIND_ACKS, KIND_DEFINITIONS, KIND_MESSAGES, T_ACK, T_DEFINITION,
+    T_DELIVERED, T_MESSAGE, T_RETURNED, FormatError, Scan, check_file_header,
+)
+from warren.store.stream_format import KIND_STREAM
+
+__all__ = ["Finding", "CheckReport", "check_data_dir", "repair_definitions", "DEFINITIONS_FILE"]
+
+DEFINITIONS_FILE = "definitions.log"
+_MESSAGE_TYPES = frozenset((T_MESSAGE,))
+_ACK_TYPES = frozenset((T_ACK, T_DELIVERED, T_RETURNED))
+_DEFINITION_TYPES = frozenset((T_DEFINITION,))
+
+
+@dataclass
+class Finding:
+    path: str
+    status: str         # "damage" or "torn"
+    what: str           # whose file: "queue 'q' in vhost '/'", "definitions", ...
+    detail: str         # one line: where, why, what it costs
+    records: int | None = None  # records it costs (None: unknown, at least one)
+    start: int = 0
+    end: int = 0
+
+    def to_json(self) -> dict:
+        return {"file": self.path, "status": self.status, "of": self.what, "detail": self.detail,
+                "records": self.records, "start": self.start, "end": self.end}
+
+
+@dataclass
+class CheckReport:
+    data_dir: str
+    files: int = 0
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def damaged(self) -> list[Finding]:
+        return [f for f in self.findings if f.status == "damage"]
+
+    def to_json(self) -> dict:
+        return {"data_dir": self.data_dir, "files": self.files, "damaged": len(self.damaged),
+                "findings": [f.to_json() for f in self.findings]}
+
+
+def _digest(vhost: str, name: str) -> str:
+    return hashlib.sha256(f"{vhost}\0{name}".encode("utf-8", "surrogateescape")).hexdigest()[:32]
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def check_data_dir(data_dir) -> CheckReport:
+    """Scan every store file of ``data_dir``; reads only."""
+    data_dir = os.fspath(data_dir)
+    report = CheckReport(data_dir)
+    names = _check_definitions(data_dir, report)
+    for name in NODE_FILES:
+        path = os.path.join(data_dir, name)
+        if os.path.exists(path):
+            report.files += 1
+            problem = check_node_file(path)
+            if problem is not None:
+                report.findings.append(Finding(path, "damage", NODE_FILES[name], f"{problem}; the broker will "
+                                               f"not start on it (restore it from a backup or mend it)"))
+    for root, kind in (("queues", "queue"), ("delayed", "delayed exchange"), ("streams", "stream")):
+        top = os.path.join(data_dir, root)
+        if not os.path.isdir(top):
+            continue
+        for digest in sorted(os.listdir(top)):
+            folder = os.path.join(top, digest)
+            if not os.path.isdir(folder):
+                continue
+            owner = names.get(digest)
+            what = f"{kind} '{owner[1]}' in vhost '{owner[0]}'" if owner else f"{kind} folder {digest}"
+            for name in sorted(os.listdir(folder)):
+                path = os.path.join(folder, name)
+                if root == "streams":
+                    if name.startswith("stream.") and name[7:].isdigit():
+                        _check_stream_file(path, int(name[7:]), what, report)
+                else:
+                    prefix, _, num = name.partition(".")
+                    if prefix in ("msgs", "acks") and len(num) == 10 and num.isdigit():
+                        _check_seq_file(path, prefix, what, report)
+    return report
+
+
+def _check_definitions(data_dir: str, report: CheckReport) -> dict[str, tuple[str, str]]:
+    """Check the definitions log; returns digest -> (vhost, name) of every queue and exchange it names."""
+    path = os.path.join(data_dir, DEFINITIONS_FILE)
+    names: dict[str, tuple[str, str]] = {}
+    if not os.path.exists(path):
+        return names
+    report.files += 1
+    data = _read(path)
+    try:
+        if not data or not check_file_header(data, KIND_DEFINITIONS):
+            return names
+    except FormatError as e:
+        report.findings.append(Finding(path, "damage", "definitions", str(e)))
+        return names
+    stretches = []
+    scan = Scan(data, FILE_HEADER_SIZE, _DEFINITION_TYPES)
+    good = [(s, n) for _, s, n in scan]
+    if scan.error is not None:
+        bad = scan.end
+        stretches, count = find_definition_records(data, bad)
+        if stretches or not is_torn_tail(data, bad, HEADER_SIZE, lambda b, o: HEADER.unpack_from(b, o)[1]):
+            end = stretches[0][0] if stretches else len(data)
+            report.findings.append(Finding(
+                path, "damage", "definitions",
+                f"{scan.error}; {count} readable records after it. The broker will not start on it: restore it "
+                f"from a backup, or `warren store check --repair {data_dir}` keeps every readable record "
+                f"(the changes in the damaged octets {bad}..{end - 1} are lost)", None, bad, end))
+        else:
+            report.findings.append(Finding(path, "torn", "definitions",
+                                           f"{scan.error}: a change that never returned; {len(data) - bad} octets "
+                                           f"would be cut at start", 1, bad, len(data)))
+        for a, b in stretches:
+            good += [(s, n) for _, s, n in Scan(data[:b], a, _DEFINITION_TYPES)]
+    for start, n in good:
+        try:
+            rec = json.loads(data[start:start + n])
+        except ValueError:
+            continue
+        if rec.get("op") in ("queue.declare", "exchange.declare"):
+            names[_digest(rec["vhost"], rec["name"])] = (rec["vhost"], rec["name"])
+    return names
+
+
+def _finding(d: Damage, what: str) -> Finding:
+    return Finding(d.path, "damage", what, d.describe(), d.records, d.start, d.end)
+
+
+def _check_seq_file(path: str, prefix: str, what: str, report: CheckReport) -> None:
+    report.files += 1
+    data = _read(path)
+    kind = KIND_MESSAGES if prefix == "msgs" else KIND_ACKS
+    try:
+        if not check_file_header(data, kind):
+            if data:
+                report.findings.append(Finding(path, "torn", what, "torn file header: never held synced data; "
+                                               "the file would be started over", 0, 0, len(data)))
+            return
+    except FormatError as e:
+        report.findings.append(Finding(path, "damage", what, str(e)))
+        return
+    scan, damage, _ = scan_seq_file(path, data, _MESSAGE_TYPES if prefix == "msgs" else _ACK_TYPES,
+                                    "messages" if prefix == "msgs" else "acks", None if prefix == "msgs" else 8)
+    report.findings += [_finding(d, what) for d in damage]
+    _torn(path, data, scan.end, scan.error, damage, what, report)
+
+
+def _check_stream_file(path: str, base: int, what: str, report: CheckReport) -> None:
+    report.files += 1
+    data = _read(path)
+    try:
+        if not check_file_header(data, KIND_STREAM):
+            if data:
+                report.findings.append(Finding(path, "torn", what, "torn file header: never held synced data; "
+                                               "the file would be removed", 0, 0, len(data)))
+            return
+    except FormatError as e:
+        report.findings.append(Finding(path, "damage", what, str(e)))
+        return
+    runs, damage = scan_stream_file(path, data, base)
+    report.findings += [_finding(d, what) for d in damage]
+    last = runs[-1].scan
+    _torn(path, data, last.end, last.error, damage, what, report)
+
+
+def _torn(path: str, data, end: int, error: str | None, damage: list, what: str, report: CheckReport) -> None:
+    """A torn tail after the last good record (not already counted as a damaged tail)."""
+    if error is None or end >= len(data) or any(d.tail for d in damage):
+        return
+    report.findings.append(Finding(path, "torn", what, f"{error}: a torn tail (what a crash leaves); "
+                                   f"{len(data) - end} octets would be cut at start", None, end, len(data)))
+
+
+def repair_definitions(data_dir, fsync: bool = True) -> tuple[str, int, int] | None:
+    """Keep every readable record of a damaged definitions log: (copy kept aside, records kept,
+    octets dropped), or None if it is not damaged. The caller holds the data folder's lock."""
+    data_dir = os.fspath(data_dir)
+    path = os.path.join(data_dir, DEFINITIONS_FILE)
+    if not os.path.exists(path):
+        return None
+    data = _read(path)
+    if not data or not check_file_header(data, KIND_DEFINITIONS):
+        return None
+    scan = Scan(data, FILE_HEADER_SIZE, _DEFINITION_TYPES)
+    kept = sum(1 for _ in scan)
+    if scan.error is None:
+        return None
+    stretches, count = find_definition_records(data, scan.end)
+    copy = quarantine_copy(path, data, os.path.join(data_dir, QUARANTINE), fsync, folder="")
+    clean = bytearray(data[:scan.end])
+    for a, b in stretches:
+        clean += data[a:b]
+    rewrite_file(path, clean, fsync)
+    return copy, kept + count, len(data) - len(clean)
+
