@@ -5,11 +5,14 @@ octets to every consumer (``warren/broker/message.py``). A list no client can de
 table with an unknown type letter, a length that runs past the frame) would therefore be stored
 and break every consumer that receives it, on every redelivery (issue 16). RabbitMQ decodes the
 whole list when the content is complete and refuses such a publish with connection.close 541
-INTERNAL_ERROR; Warren checks the list at the edge, before anything is stored, and refuses it the
-same way (``warren/protocol/amqp0_9_1/connection.py``).
+INTERNAL_ERROR (its own crash); Warren checks the list at the edge, before anything is stored, and
+refuses it as the client's fault: 501 FRAME_ERROR for a property that runs past the end of the
+list, 502 SYNTAX_ERROR for anything else (``warren/codec/refusals.py``,
+``warren/protocol/amqp0_9_1/connection.py``).
 
 ``properties_error(buf, start, end)`` scans ``buf[start:end]`` without building anything and
-returns None when the list is well formed, else a short reason. The rules, each checked against
+returns None when the list is well formed, else a short reason (``properties_failure``: the
+reason and its kind of failure). The rules, each checked against
 RabbitMQ 3.10 with raw frames:
 
 * a flag word (2 octets) must be there; a continuation bit (bit 0) is refused: no basic
@@ -34,8 +37,9 @@ from __future__ import annotations
 import struct
 
 from warren.codec.fields import MAX_TABLE_DEPTH, TIMESTAMP_MAX
+from warren.codec.refusals import MALFORMED, TRUNCATED
 
-__all__ = ["properties_error", "well_formed", "salvage_properties", "BASIC_PROPERTIES",
+__all__ = ["properties_error", "properties_failure", "well_formed", "salvage_properties", "BASIC_PROPERTIES",
            "CONTENT_TYPE_FLAG", "CONTENT_ENCODING_FLAG", "HEADERS_FLAG", "DELIVERY_MODE_FLAG", "PRIORITY_FLAG",
            "CORRELATION_ID_FLAG", "REPLY_TO_FLAG", "EXPIRATION_FLAG", "MESSAGE_ID_FLAG", "TIMESTAMP_FLAG",
            "TYPE_FLAG", "USER_ID_FLAG", "APP_ID_FLAG", "CLUSTER_ID_FLAG",
@@ -139,13 +143,22 @@ def _table_error(buf, off: int, end: int, depth: int, array: bool) -> str | None
 
 def properties_error(buf, start: int = 0, end: int | None = None) -> str | None:
     """None if buf[start:end] is a well-formed basic property list, else why not (module doc)."""
+    failure = properties_failure(buf, start, end)
+    return None if failure is None else failure[1]
+
+
+def properties_failure(buf, start: int = 0, end: int | None = None) -> tuple[str, str] | None:
+    """None if buf[start:end] is a well-formed basic property list, else (kind, why): kind
+    ``TRUNCATED`` when a property (or the flags) runs past the end of the list, ``MALFORMED``
+    for anything else (inside a headers table whose length fits, say), the kinds that
+    ``warren/codec/refusals.py`` turns into a reply code."""
     if end is None:
         end = len(buf)
     if end - start < 2:
-        return "the property flags are cut short"
+        return TRUNCATED, "the property flags are cut short"
     flags = buf[start] << 8 | buf[start + 1]
     if flags & 1:
-        return "a second property flag word (no basic property needs one)"
+        return MALFORMED, "a second property flag word (no basic property needs one)"
     present = _present.get(flags)
     if present is None:
         present = _present[flags] = tuple((flag, kind) for flag, kind in _LAYOUT if flags & flag)
@@ -153,24 +166,24 @@ def properties_error(buf, start: int = 0, end: int | None = None) -> str | None:
     for flag, kind in present:
         if kind == "s":
             if off >= end or off + 1 + buf[off] > end:
-                return f"{_NAMES[flag]} runs past the end of the property list"
+                return TRUNCATED, f"{_NAMES[flag]} runs past the end of the property list"
             off += 1 + buf[off]
         elif kind == "t":
             if off + 4 > end:
-                return "the headers table length runs past the end of the property list"
+                return TRUNCATED, "the headers table length runs past the end of the property list"
             table_end = off + 4 + _u32(buf, off)[0]
             if table_end > end:
-                return "the headers table runs past the end of the property list"
+                return TRUNCATED, "the headers table runs past the end of the property list"
             why = _table_error(buf, off + 4, table_end, 1, False)
             if why is not None:
-                return why
+                return MALFORMED, why
             off = table_end
         else:
             off += kind
             if off > end:
-                return f"{_NAMES[flag]} runs past the end of the property list"
+                return TRUNCATED, f"{_NAMES[flag]} runs past the end of the property list"
     if off != end:
-        return f"{end - off} octets after the last property"
+        return MALFORMED, f"{end - off} octets after the last property"
     return None
 
 

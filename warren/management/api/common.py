@@ -40,11 +40,12 @@ import time
 from aiohttp import hdrs, web
 
 from warren.broker.broker import Broker
+from warren.codec.refusals import DECODE_FAILURES, HTTP_ERROR, failure_kind, http_status
 from warren.errors import AMQPError
 
 __all__ = ["BROKER", "INFO", "SERVER", "STATS", "REALM", "ApiError", "bad_request", "not_found",
-           "not_authorised", "read_json", "as_bool", "reply_list", "reply_objects", "node_name", "iso_time",
-           "vhost_or_404", "no_content", "created", "MISSING", "SLICE_SECONDS", "lookup"]
+           "not_authorised", "read_json", "parse_json", "as_bool", "reply_list", "reply_objects", "node_name",
+           "iso_time", "vhost_or_404", "no_content", "created", "MISSING", "SLICE_SECONDS", "lookup"]
 
 BROKER = web.AppKey("broker", Broker)   # its vhosts, access store (users), policies
 INFO = web.AppKey("info", object)       # a callable: extra fields of /api/overview (ports, connections)
@@ -95,13 +96,20 @@ async def read_json(request: web.Request, required: bool = True):
         if required:
             raise bad_request("not_json")
         return {}
-    try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        raise bad_request("not_json") from None
+    body = parse_json(raw)
     if not isinstance(body, dict):
         raise bad_request("not_json")
     return body
+
+
+def parse_json(raw: bytes):
+    """A request body's JSON, or the refusal of warren/codec/refusals.py's table (400
+    ``not_json``, RabbitMQ's answer) for anything that does not parse: bad syntax, bad UTF-8,
+    or arrays nested past the parser's recursion limit (100,000 ``[`` made a 500 before)."""
+    try:
+        return json.loads(raw)
+    except DECODE_FAILURES as e:
+        raise ApiError(http_status(failure_kind(e)), HTTP_ERROR, "not_json") from None
 
 
 def as_bool(value, name: str, default: bool = False) -> bool:

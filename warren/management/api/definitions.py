@@ -11,7 +11,7 @@ import json
 from aiohttp import web
 
 from warren.management.api.auth import ADMINISTRATOR, require
-from warren.management.api.common import BROKER, bad_request, no_content, vhost_or_404
+from warren.management.api.common import BROKER, bad_request, no_content, parse_json, vhost_or_404
 from warren.management.api.policies import PARAMETERS
 from warren.management.definitions import (
     DefinitionsError, export_definitions, import_definitions, import_definitions_spread,
@@ -44,10 +44,7 @@ async def _body(request: web.Request):
     raw = await request.read()
     if request.content_type == "multipart/form-data":  # RabbitMQ's UI uploads a file form
         raise bad_request("send the definitions as a JSON body")
-    try:
-        return json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        raise bad_request("not_json") from None
+    return parse_json(raw)
 
 
 async def _import(request: web.Request, doc, vhost: str | None = None) -> web.Response:

@@ -34,7 +34,8 @@ from __future__ import annotations
 
 from collections import deque
 
-from warren.codec.amqp0_10.errors import DecodeError, FramingError
+from warren.codec.amqp0_10.errors import FramingError
+from warren.codec.refusals import DECODE_FAILURES, amqp0_10_execution_code, amqp0_10_framing_code, failure_kind
 from warren.codec.amqp0_10.frames import (
     SEGMENT_BODY, SEGMENT_COMMAND, SEGMENT_CONTROL, SEGMENT_HEADER, Assembler, AssemblyTooLarge, FrameReader,
     assembly_frames, transfer_frames,
@@ -240,8 +241,9 @@ class Endpoint:
     def _protocol_error(self, text: str) -> None:
         """A control out of place or undecodable inside sound frames: connection.close with
         framing-error (0-10's close codes have nothing closer), input read until close-ok."""
-        self.close_connection(CLOSE.FRAMING_ERROR, text)
-        self._events.append(PeerError(None, text, "close", CLOSE.FRAMING_ERROR))
+        code = amqp0_10_framing_code()  # warren/codec/refusals.py: framing-error, 0-10's only close code for it
+        self.close_connection(code, text)
+        self._events.append(PeerError(None, text, "close", code))
 
     def _too_large(self, e: AssemblyTooLarge) -> None:
         session = self.sessions.get(e.channel)
@@ -257,7 +259,7 @@ class Endpoint:
         except UnknownOp as e:
             self._protocol_error(f"{e} on channel {channel}")
             return
-        except DecodeError as e:
+        except DECODE_FAILURES as e:
             self._protocol_error(f"malformed control on channel {channel}: {e}")
             return
         if self.closing:
@@ -420,8 +422,8 @@ class Endpoint:
         except UnknownOp as e:
             self._refuse(session, command_id, E.NOT_IMPLEMENTED, str(e), e.class_code, e.code)
             return
-        except DecodeError as e:
-            self._refuse(session, command_id, E.ILLEGAL_ARGUMENT, f"malformed command: {e}",
+        except DECODE_FAILURES as e:  # the refusal of warren/codec/refusals.py's table
+            self._refuse(session, command_id, amqp0_10_execution_code(failure_kind(e)), f"malformed command: {e}",
                          segments[0][1][0] if segments[0][1] else 0,
                          segments[0][1][1] if len(segments[0][1]) > 1 else 0)
             return
@@ -434,8 +436,9 @@ class Endpoint:
                     return
                 try:
                     header = decode_header(payload)
-                except DecodeError as e:
-                    self._refuse(session, command_id, E.ILLEGAL_ARGUMENT, f"malformed header of {cmd.NAME}: {e}",
+                except DECODE_FAILURES as e:
+                    self._refuse(session, command_id, amqp0_10_execution_code(failure_kind(e)),
+                                 f"malformed header of {cmd.NAME}: {e}",
                                  cmd.CLASS_CODE, cmd.CODE)
                     return
             elif seg_type == SEGMENT_BODY:

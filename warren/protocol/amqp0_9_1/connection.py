@@ -29,23 +29,26 @@ What this layer does on its own, because no broker decision is involved: it answ
 connection.close, channel.open and channel.close; enforces frame-max, channel-max and the
 channel states; negotiates tune-ok (RabbitMQ's rules; for 0-8/0-9 their spec's); and assembles
 content (method → header → body frames) into one ``Content`` event, after checking the header's
-property list (``warren/codec/properties.py``; one that does not decode is refused 541 as RabbitMQ
-refuses it, in the compiled fast path too, so nothing malformed is ever stored).
+property list (``warren/codec/properties.py``; one that does not decode is refused 501 or 502 by
+``warren/codec/refusals.py``'s table, in the compiled fast path too, so nothing malformed is ever
+stored). Every decode failure here is answered from that table; 541 is never the client's.
 """
 
 from __future__ import annotations
 
 import struct
 
-from warren.codec.fields import FieldTruncated
 from warren.codec.frames import (
     FRAME_BODY, FRAME_HEADER, FRAME_HEARTBEAT, FRAME_METHOD, FRAME_MIN_SIZE, HEARTBEAT_FRAME,
     FrameBuffer, content_frames, method_frame,
 )
-from warren.codec.properties import properties_error
+from warren.codec.properties import properties_error, properties_failure
+from warren.codec.refusals import (
+    DECODE_FAILURES, MALFORMED, TRUNCATED, amqp0_9_1_refusal, failure_kind,
+)
 from warren.errors import (
-    AMQPError, ChannelError, CommandInvalid, FrameError, InternalError, NotAllowed, NotImplemented_,
-    PreconditionFailed, SyntaxError_, UnexpectedFrame,
+    AMQPError, ChannelError, CommandInvalid, FrameError, NotAllowed, NotImplemented_,
+    PreconditionFailed, UnexpectedFrame,
 )
 from warren.protocol.amqp0_9_1.state import HANDSHAKE_WAITING, ConnectionState, State
 from warren.protocol.dialects import DIALECT_0_9_1, Dialect
@@ -92,8 +95,7 @@ _deliver_fixed = struct.Struct(">QB")
 _deliver_header = struct.Struct(">BBHIHHQ")  # end of the method frame, header frame up to the properties
 _deliver_body = struct.Struct(">BBHI")  # end of the header frame, body frame header
 _JOIN_BODY_MAX = 16384  # larger bodies are not copied into the frames around them
-_TRUNCATED = (IndexError, struct.error, FieldTruncated)  # FieldTruncated before ValueError: it is one
-_MALFORMED = (ValueError, UnicodeDecodeError, OverflowError, RecursionError)  # RecursionError: absurdly nested tables
+_DECODE_FAILURES = DECODE_FAILURES
 _METHODS = spec.METHODS
 _CHANNEL_OPEN = spec.ChannelOpen.INDEX
 _CHANNEL_CLOSE = spec.ChannelClose.INDEX
@@ -222,7 +224,7 @@ class ServerConnection:
                         else:
                             try:
                                 method = _BasicPublish.decode(args, 0)[0]
-                            except (_TRUNCATED + _MALFORMED):
+                            except _DECODE_FAILURES:
                                 method = None  # the frame-by-frame path reports it
                             if method is not None:
                                 self._last_publish, self._last_publish_args = method, args
@@ -288,24 +290,24 @@ class ServerConnection:
 
     def _decode_args(self, cls, decode, start: int, end: int):
         # Arguments that run out of octets are a frame error (501), as RabbitMQ answers; values
-        # that cannot be what they claim (an unknown field-table type, say) are 502. The decoders
-        # read the receive buffer, which may hold the next frames too: a failure is diagnosed
-        # again on the buffer cut at this frame's end, so what follows cannot change the answer.
+        # that cannot be what they claim (an unknown field-table type, say) are 502: the kinds
+        # of warren/codec/refusals.py. The decoders read the receive buffer, which may hold the
+        # next frames too: a failure is diagnosed again on the buffer cut at this frame's end,
+        # so what follows cannot change the answer.
         buf = self.frames.buf
         try:
             method, off = decode(buf, start + 4)
             if off <= end:
                 return method
-        except (_TRUNCATED + _MALFORMED):
+        except _DECODE_FAILURES:
             pass
         try:
             decode(bytes(buf[:end]), start + 4)
-        except _TRUNCATED as e:
-            raise FrameError(f"cannot decode {cls.NAME}: {e}", cls.CLASS_ID, cls.METHOD_ID) from None
-        except _MALFORMED as e:
-            raise SyntaxError_(f"cannot decode {cls.NAME}: {e}", cls.CLASS_ID, cls.METHOD_ID) from None
-        raise FrameError(f"cannot decode {cls.NAME}: arguments run past the end of the frame",
-                         cls.CLASS_ID, cls.METHOD_ID)
+        except _DECODE_FAILURES as e:
+            raise amqp0_9_1_refusal(failure_kind(e), f"cannot decode {cls.NAME}: {e}",
+                                    cls.CLASS_ID, cls.METHOD_ID) from None
+        raise amqp0_9_1_refusal(TRUNCATED, f"cannot decode {cls.NAME}: arguments run past the end of the frame",
+                                cls.CLASS_ID, cls.METHOD_ID)
 
     def _decode_method(self, start: int, end: int, channel: int = 0):
         _, cls = self._lookup(_METHODS, start, end)
@@ -482,7 +484,7 @@ class ServerConnection:
                     else:
                         if _properties_error(buf, pos + 19, hend) is not None:
                             frames.pos = hend + 1
-                            raise _malformed_properties(channel, buf, pos + 19, hend)
+                            raise _malformed_properties(channel, method, buf, pos + 19, hend)
                         properties = self._last_properties = bytes(buf[pos + 19:hend])
                     if body_size == 0:
                         frames.pos = hend + 1
@@ -522,7 +524,7 @@ class ServerConnection:
         else:
             if _properties_error(buf, start + 12, end) is not None:
                 del self._assembling[channel]
-                raise _malformed_properties(channel, buf, start + 12, end)
+                raise _malformed_properties(channel, method, buf, start + 12, end)
             asm.properties = self._last_properties = bytes(buf[start + 12:end])
         asm.size = size
         if size == 0:
@@ -744,12 +746,16 @@ class ServerConnection:
         return bool(self._out)
 
 
-def _malformed_properties(channel: int, buf, start: int, end: int) -> InternalError:
-    """The refusal of a content header whose property list does not decode: connection.close
-    541 INTERNAL_ERROR with class and method 0, as RabbitMQ answers (its channel process fails
-    decoding the list), so nothing malformed is stored (warren/codec/properties.py)."""
-    why = properties_error(buf, start, end) or "malformed"  # the Python twin words the reason
-    return InternalError(f"malformed property list in the content header on channel {channel}: {why}")
+def _malformed_properties(channel: int, method, buf, start: int, end: int) -> AMQPError:
+    """The refusal of a content header whose property list does not decode, so nothing malformed
+    is stored (warren/codec/properties.py): connection.close 501 (a property runs past the end
+    of the list) or 502 (anything else), with the class and method of the content's method, from
+    warren/codec/refusals.py's table. RabbitMQ answers 541 with class and method 0 (its channel
+    process crashes decoding the list): the fault is the client's (docs/compatibility.md)."""
+    # the compiled check gives the verdict; the Python twin words the reason and its kind
+    kind, why = properties_failure(buf, start, end) or (MALFORMED, "malformed")
+    return amqp0_9_1_refusal(kind, f"malformed property list in the content header on channel {channel}: {why}",
+                             method.CLASS_ID, method.METHOD_ID)
 
 
 def _text(text: str) -> str:
