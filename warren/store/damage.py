@@ -77,7 +77,8 @@ class Damage:
         what = {"messages": "messages with seqs", "acks": "ack records", "stream": "entries with offsets"}[self.kind]
         count = f"{self.records}" if self.records is not None else "at least 1"
         span = f" {self.first}..{self.last}" if self.first is not None and self.last is not None else (
-            f" from {self.first}" if self.first is not None else "")
+            f" from {self.first}" if self.first is not None else f" up to {self.last}" if self.last is not None
+            else "")
         where = "to the end of the file" if self.tail else f"to {self.end}"
         return (f"{self.path}: {self.reason} at octet {self.start}; {count} {what}{span} lost "
                 f"(octets {self.start} {where}, {self.end - self.start} octets)")
@@ -278,6 +279,8 @@ def _span(d: Damage) -> str:
         return f"{label} {d.first}..{d.last}"
     if d.first is not None:
         return f"{label} from {d.first} (the rest of {os.path.basename(d.path)})"
+    if d.last is not None:
+        return f"{label} up to {d.last}"
     return f"octets {d.start}..{d.end - 1} of {os.path.basename(d.path)}"
 
 

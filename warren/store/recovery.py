@@ -96,6 +96,10 @@ def recover_directory(directory: str, dir_fd: int, fsync: bool, quarantine: str 
     for sid in sorted(ids["msgs"]):
         seg, dropped, damage = Segment.load(sid, path("msgs", sid), quarantine, fsync)
         _count_truncation(stats, dropped)
+        for d in damage:
+            if d.first is None and d.last is not None and prev_last:  # the segment's first records: the
+                d.first = prev_last + 1                               # previous segment says where they began
+                d.records = max(1, d.last - d.first + 1)
         stats.damage += damage
         if seg.seqs and seg.seqs[0] <= prev_last:
             # cannot happen short of damage: appends enforce increasing seqs across segments
