@@ -79,6 +79,9 @@ class Broker:
         self._policies: list = []
         access.listeners.append(self)
         self.cluster_name = cluster_name
+        # the HTTP API's port, announced in connection.start (server property http_port) so that
+        # a client holding only the AMQP URL finds the API (the Spark data source); set by the server
+        self.http_port: int | None = None
         # the failed-login throttle (warren/access/login_throttle.py): the server sets its own,
         # which the HTTP API's logins share; None counts nothing
         self.login_throttle = None
@@ -223,4 +226,5 @@ class Broker:
             "information": f"Warren {__version__}, an AMQP 0-9-1 broker that behaves as RabbitMQ "
                            f"{ANNOUNCED_VERSION}. Licensed under the Apache License 2.0",
             "capabilities": dict(SERVER_CAPABILITIES),
+            **({} if self.http_port is None else {"http_port": self.http_port}),
         }

@@ -474,6 +474,7 @@ class Server:
                                                   ssl_context=self.tls.http_server_context() if c.http_tls else None)
             except OSError as e:
                 raise _listen_error("HTTP", c.http_host or c.host, c.http_port, e) from None
+            self.broker.http_port = http_port  # announced in connection.start (broker.server_properties)
             log.info("web UI at %s (the HTTP API under /api/)", web_ui_url(c.http_host or c.host, http_port, c.http_tls))
         prometheus_port = await self._start_metrics() if c.prometheus_port >= 0 else None
         self.collector.freeze_startup()  # full passes skip what starting made (collector.py)

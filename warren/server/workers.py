@@ -729,6 +729,10 @@ class Supervisor:
         for sig in (signal.SIGTERM, signal.SIGINT):
             self.loop.add_signal_handler(sig, self._stop.set)
         self.loop.add_signal_handler(signal.SIGHUP, self._reopen_logs)
+        # connection.start announces the HTTP API that sees the default vhost (as the ready file does)
+        self._properties_broker.http_port = self.workers[owner_of(self.default_vhost, len(self.workers),
+                                                                  self.placement)].http_port
+        self.server_properties = self._properties_broker.server_properties()
         listener = self._listener
         if listener is not None:
             await listener.start_serving()

@@ -61,9 +61,21 @@ def use_driver_python(spark) -> bool:
     return changed
 
 
+def _already_known(spark) -> bool:
+    """Whether ``spark`` resolves ``format("warren")`` already: registered statically by
+    pyspark from the ``pyspark_warren`` package, or by an earlier ``register``. Registering again
+    over a static registration makes Spark log a warning ("replaced a statically registered
+    data source") for nothing. Spark Connect sessions have no JVM here: False (register then)."""
+    try:
+        return bool(spark._jsparkSession.sessionState().dataSourceManager().dataSourceExists("warren"))
+    except Exception:
+        return False
+
+
 def register(spark) -> None:
-    """Register the ``warren`` data source with ``spark`` (idempotent)."""
+    """Register the ``warren`` data source with ``spark`` unless it knows it already (idempotent)."""
     from warren.spark.datasource import WarrenDataSource
 
     use_driver_python(spark)
-    spark.dataSource.register(WarrenDataSource)
+    if not _already_known(spark):
+        spark.dataSource.register(WarrenDataSource)

@@ -46,7 +46,8 @@ class WarrenDataSource(DataSource):
 
     def schema(self) -> str:
         o = option_map(self.options)
-        return read_schema_ddl(bool_option(o, "includeHeaders", False), bool_option(o, "includeProperties", False))
+        return read_schema_ddl(bool_option(o, "includeHeaders", False), bool_option(o, "includeProperties", False),
+                               bool_option(o, "includePropertyList", False))
 
     def reader(self, schema):
         if str(self.options.get("mode", "")).lower() == "drain":

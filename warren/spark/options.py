@@ -10,7 +10,8 @@ dataclasses: they are pickled to the executors with the reader or writer.
 
 Where the broker is: ``url`` is the AMQP URL (``amqp://user:password@host:5672/%2F``; the path
 is the URL-encoded vhost, ``/`` when empty). The bulk read path talks to the HTTP API at
-``httpUrl``, by default the same host on port 15672, with the same user and password.
+``httpUrl``, by default the URL's host on the HTTP port the broker announces in connection.start
+(``endpoints.py``; 15672 when it announces none), with the same user and password.
 """
 
 from __future__ import annotations
@@ -159,11 +160,17 @@ def parse_offsets(raw, key: str, streams: tuple[str, ...], default: str) -> dict
     return {s: value for s in streams}
 
 
-def _http_base(opts: dict, host: str | None) -> str:
+def _http_base(opts: dict, host: str | None, amqp_port: int | None) -> str:
+    """``httpUrl``; else the URL's host with ``httpPort``; else the port the broker announces in
+    connection.start (endpoints.py), 15672 when it announces none."""
     given = opts.get("httpurl")
     if given:
         return str(given).rstrip("/")
-    port = int_option(opts, "httpPort", DEFAULT_HTTP_PORT)
+    port = int_option(opts, "httpPort", None)
+    if port is None:
+        from warren.spark.endpoints import http_url_for
+
+        return http_url_for(host, amqp_port, float_option(opts, "timeout", DEFAULT_TIMEOUT_S))
     return f"http://{host or '127.0.0.1'}:{port}"
 
 
@@ -198,7 +205,7 @@ def parse_read_options(options, batch: bool) -> ReadOptions:
         raise OptionError("startingOffsets=latest makes no sense for a batch read (it reads nothing)")
     return ReadOptions(
         url=str(url),
-        http_url=_http_base(opts, parts.hostname),
+        http_url=_http_base(opts, parts.hostname, parts.port),
         user=unquote(parts.username) if parts.username else "guest",
         password=unquote(parts.password) if parts.password else "guest",
         vhost=vhost,
@@ -269,6 +276,9 @@ class WriteOptions:
     connect_timeout: float = 10.0
     write_id: str | None = None
     dedup_header: str | None = DEDUPLICATION_HEADER  # None: no deduplication header
+    # a row's user_id that is not the user of the URL: the broker refuses the publish (406, as
+    # RabbitMQ); True publishes it without that property instead
+    drop_foreign_user_id: bool = False
 
     @classmethod
     def from_options(cls, options) -> WriteOptions:
@@ -291,4 +301,5 @@ class WriteOptions:
             write_id=write_id,
             # "" or "none" turns the header off (message_id is still set)
             dedup_header=None if dedup.lower() in ("", "none") else dedup,
+            drop_foreign_user_id=bool_option(o, "dropForeignUserId", False),
         )

@@ -14,14 +14,18 @@ builds only those (a column nobody asked for is never built).
 * ``message_id``, ``content_type``: the two basic properties most jobs use, flat;
 * ``headers``: the AMQP headers table, every value rendered as a string;
 * ``properties``: every other basic property (``PROPERTY_FIELDS``; its ``timestamp`` is the
-  publisher's AMQP timestamp property, not the broker's).
+  publisher's AMQP timestamp property, not the broker's);
+* ``property_list``: the basic property list exactly as the publisher encoded it (AMQP 0-9-1
+  content-header encoding: flag word, then the present properties; every header keeps its
+  field type). ``headers`` and ``properties`` are readable renderings of it; this column is
+  what makes an archive lossless: the writer publishes it octet for octet (write/messages.py).
 """
 
 from __future__ import annotations
 
 __all__ = [
     "PROPERTY_FIELDS", "COLUMN_TYPES", "COLUMNS", "DEFAULT_COLUMNS", "SCHEMA_DDL", "FULL_SCHEMA_DDL",
-    "read_schema_ddl", "check_read_schema", "spark_type",
+    "read_schema_ddl", "check_read_schema", "spark_type", "LOSSLESS_COLUMNS", "OPT_IN_COLUMNS", "columns_ddl",
 ]
 
 # basic properties other than headers, in the order of the AMQP property list
@@ -37,11 +41,13 @@ PROPERTIES_DDL = "struct<" + ", ".join(f"{n}: {t}" for n, t in PROPERTY_FIELDS) 
 COLUMN_TYPES = {
     "body": "binary", "routing_key": "string", "exchange": "string", "offset": "bigint", "stream": "string",
     "timestamp": "timestamp", "message_id": "string", "content_type": "string",
-    "headers": "map<string,string>", "properties": PROPERTIES_DDL,
+    "headers": "map<string,string>", "properties": PROPERTIES_DDL, "property_list": "binary",
 }
 COLUMNS = tuple(COLUMN_TYPES)
 DEFAULT_COLUMNS = COLUMNS[:8]
-OPT_IN_COLUMNS = ("headers", "properties")
+OPT_IN_COLUMNS = ("headers", "properties", "property_list")
+# what `warren pipeline archive` keeps by default: everything, so that a replay is lossless
+LOSSLESS_COLUMNS = COLUMNS
 
 
 def _ddl(columns) -> str:
@@ -52,10 +58,24 @@ SCHEMA_DDL = _ddl(DEFAULT_COLUMNS)
 FULL_SCHEMA_DDL = _ddl(COLUMNS)
 
 
-def read_schema_ddl(include_headers: bool = False, include_properties: bool = False) -> str:
+def read_schema_ddl(include_headers: bool = False, include_properties: bool = False,
+                    include_property_list: bool = False) -> str:
     """The default read schema, with the opt-in columns asked for."""
     return _ddl([*DEFAULT_COLUMNS, *(["headers"] if include_headers else []),
-                 *(["properties"] if include_properties else [])])
+                 *(["properties"] if include_properties else []),
+                 *(["property_list"] if include_property_list else [])])
+
+
+def columns_ddl(columns) -> str:
+    """The DDL of the named columns (ValueError naming one the source does not give)."""
+    names = [c.strip() for c in columns if c.strip()]
+    unknown = [c for c in names if c not in COLUMN_TYPES]
+    if unknown:
+        raise ValueError(f"the warren source has no column {', '.join(map(repr, unknown))}; "
+                         f"it gives {', '.join(COLUMNS)}")
+    if not names:
+        raise ValueError(f"no columns named; the warren source gives {', '.join(COLUMNS)}")
+    return _ddl(names)
 
 
 def spark_type(column: str):

@@ -8,6 +8,10 @@ batches, so a reader that goes through Spark (``spark.read.parquet``) sees every
 exactly once. (Reading the directory with another tool, ignore files not in that log: a
 killed batch may leave some behind.)
 
+Every column is kept by default (``LOSSLESS_COLUMNS``: the readable ones and ``property_list``,
+the basic property list as the publisher encoded it), so ``warren pipeline replay`` publishes
+each message as it was; ``--columns`` narrows the archive to the columns named.
+
 ``--trigger availableNow`` archives what the stream holds when the job starts, in batches of
 at most ``--max-records-per-trigger``, and exits; ``continuous`` runs a batch every
 ``--interval`` until interrupted (Ctrl-C or SIGTERM stop the query; a batch interrupted in
@@ -26,8 +30,11 @@ import click
 
 from warren.spark.jobs.progress import Progress
 from warren.spark.jobs.session import parse_confs
-from warren.spark.options import parse_read_options
+from warren.spark.jobs.replay import failure_cause
+from warren.spark.options import OptionError, parse_read_options
 from warren.spark.read.http import api_for
+from warren.spark.read.http_api import StreamApiError
+from warren.spark.schema import LOSSLESS_COLUMNS, columns_ddl
 
 __all__ = ["archive_command", "run_archive"]
 
@@ -57,24 +64,32 @@ def _ends(progress: dict) -> dict[str, int]:
 def run_archive(spark, *, stream: str, path: str, checkpoint: str, url: str, http_url: str | None,
                 trigger: str, interval: str, max_records_per_trigger: int | None,
                 max_bytes_per_trigger: int | None, starting_offsets: str, records_per_partition: int | None,
-                fail_on_data_loss: bool, transport: str, report=print, progress: Progress | None = None):
+                fail_on_data_loss: bool, transport: str, report=print, progress: Progress | None = None,
+                columns=LOSSLESS_COLUMNS):
     """Start the query and wait for it; returns it once it ends (stopped or done).
 
     ``progress`` is told the rows archived by this run after every batch and the lag: records
     committed in the stream(s) and not archived yet (asked from the HTTP API every second).
     """
-    reader = (spark.readStream.format("warren").option("url", url).option("stream", stream)
+    options = parse_read_options({"url": url, "stream": stream, **({"httpUrl": http_url} if http_url else {})},
+                                 batch=False)
+    api = api_for(options)
+    try:
+        for name in options.streams:  # an API that is not there fails here, in one line naming it
+            api.info(name)
+    except Exception:
+        api.close()
+        raise
+    reader = (spark.readStream.format("warren").schema(columns_ddl(columns)).option("url", url).option("stream", stream)
               .option("startingOffsets", starting_offsets).option("failOnDataLoss", str(fail_on_data_loss).lower())
-              .option("transport", transport))
-    for key, value in (("httpUrl", http_url), ("maxRecordsPerTrigger", max_records_per_trigger),
+              .option("transport", transport).option("httpUrl", options.http_url))
+    for key, value in (("maxRecordsPerTrigger", max_records_per_trigger),
                        ("maxBytesPerTrigger", max_bytes_per_trigger), ("recordsPerPartition", records_per_partition)):
         if value is not None:
             reader = reader.option(key, str(value))
     writer = (reader.load().writeStream.format("parquet").option("path", path)
               .option("checkpointLocation", checkpoint).queryName("warren-archive"))
     writer = writer.trigger(availableNow=True) if trigger == "availableNow" else writer.trigger(processingTime=interval)
-    options = parse_read_options({"url": url, "stream": stream, **({"httpUrl": http_url} if http_url else {})},
-                                 batch=False)
     query = writer.start()
     stop = threading.Event()
 
@@ -86,7 +101,6 @@ def run_archive(spark, *, stream: str, path: str, checkpoint: str, url: str, htt
     seen = -1
     rows = 0
     archived: dict[str, int] = {}  # stream -> next offset to archive (known after a first batch)
-    api = api_for(options)
     next_look = 0.0
     try:
         while query.isActive and not stop.is_set():
@@ -133,7 +147,7 @@ def _lag(api, streams, archived: dict) -> int | None:
 @click.option("--to", "path", required=True, help="Output directory (Parquet; any path Spark writes to).")
 @click.option("--checkpoint", default=None, help="Spark checkpoint directory [default: the output path + .checkpoint].")
 @click.option("--url", default=DEFAULT_URL, show_default=True, help="AMQP URL of the broker (vhost in the path).")
-@click.option("--http-url", default=None, help="The broker's HTTP API [default: the URL's host, port 15672].")
+@click.option("--http-url", default=None, help="The broker's HTTP API [default: the URL's host, on the HTTP port the broker announces; else 15672].")
 @click.option("--trigger", type=click.Choice(["availableNow", "continuous"]), default="availableNow",
               show_default=True, help="availableNow: archive what is there and exit; continuous: run until stopped.")
 @click.option("--interval", default="10 seconds", show_default=True, help="Batch interval of --trigger continuous.")
@@ -148,14 +162,18 @@ def _lag(api, streams, archived: dict) -> int | None:
 @click.option("--fail-on-data-loss/--no-fail-on-data-loss", default=True, show_default=True,
               help="Fail when retention removed records not archived yet (else skip them, with a warning).")
 @click.option("--transport", type=click.Choice(["http", "amqp"]), default="http", show_default=True)
+@click.option("--columns", default=",".join(LOSSLESS_COLUMNS), show_default=True,
+              help="Columns to archive, comma-separated (the default keeps everything: replay is lossless "
+                   "only with property_list).")
 @click.option("--master", default=None, help="Spark master [default: local[*], or spark-submit's].")
+@click.option("--verbose", is_flag=True, help="Spark's own logging (WARN and INFO lines, stack traces).")
 @click.option("--ship-package", is_flag=True,
               help="Ship the warren package to the executors with the job (for clusters where it is not installed).")
 @click.option("--conf", "confs", multiple=True, metavar="KEY=VALUE", callback=parse_confs,
               help="A Spark setting for the job's session (repeatable), e.g. spark.executor.memory=512m.")
 def archive_command(stream, path, checkpoint, url, http_url, trigger, interval, max_records_per_trigger,
                     max_bytes_per_trigger, starting_offsets, records_per_partition, fail_on_data_loss,
-                    transport, master, ship_package, confs) -> None:
+                    transport, columns, master, verbose, ship_package, confs) -> None:
     """Archive a stream queue to Parquet, exactly once across restarts (Spark streaming)."""
     from pyspark.errors import StreamingQueryException
 
@@ -165,8 +183,13 @@ def archive_command(stream, path, checkpoint, url, http_url, trigger, interval, 
         click.echo(line, err=True)
 
     checkpoint = checkpoint or _default_checkpoint(path)
+    column_list = tuple(c.strip() for c in columns.split(",") if c.strip())
     try:
-        with job_session("warren-archive", master, ship_package, confs) as spark:
+        columns_ddl(column_list)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--columns") from None
+    try:
+        with job_session("warren-archive", master, ship_package, confs, verbose) as spark:
             report(f"archiving {stream} to {path} (checkpoint {checkpoint}, trigger {trigger})")
             progress = Progress("archived", "lag")
             query = run_archive(
@@ -174,17 +197,17 @@ def archive_command(stream, path, checkpoint, url, http_url, trigger, interval, 
                 trigger=trigger, interval=interval, max_records_per_trigger=max_records_per_trigger,
                 max_bytes_per_trigger=max_bytes_per_trigger, starting_offsets=starting_offsets,
                 records_per_partition=records_per_partition, fail_on_data_loss=fail_on_data_loss,
-                transport=transport, report=report, progress=progress)
+                transport=transport, report=report, progress=progress, columns=column_list)
             if query.exception() is None:
                 lag = progress.left
                 progress.finish(f"archived {query.archived_rows:,} rows of {stream} to {path}"
                                 + ("" if lag is None else f", {lag:,} left behind the tail"))
             else:
-                report(f"failed: {query.exception()}")
-    except JavaMissingError as e:
+                raise click.ClickException(f"the archive query failed: {failure_cause(str(query.exception()))}")
+    except (JavaMissingError, StreamApiError, OptionError) as e:
         raise click.ClickException(str(e)) from None
     except StreamingQueryException as e:
-        raise click.ClickException(f"the archive query failed: {e.getMessage() if hasattr(e, 'getMessage') else e}")
+        raise click.ClickException(f"the archive query failed: {failure_cause(str(e))}") from None
 
 
 if __name__ == "__main__":  # python -m warren.spark.jobs.archive (as `warren pipeline archive`)

@@ -13,6 +13,11 @@ or shipped with the job: ``ship_package=True`` (``--ship-package``) zips the ins
 ``warren`` and ``pyspark_warren`` packages (``package_zip``) and hands the zip to Spark as
 ``spark.submit.pyFiles``, which puts it on every Python worker's path.
 
+Spark's log: a session started here logs at ERROR (``quiet_log_config``: no start-up WARN
+lines, no INFO), and the failures the commands report themselves in one line (a streaming
+query that ends in error, a failed task, an aborted write) are not logged again with their
+Java and Python stack traces; ``verbose=True`` (``--verbose``) keeps Spark's own defaults.
+
 Under ``spark-submit`` (or when a session is already active) the master and the JVM are already
 chosen: only ``--master`` given explicitly overrides the master, the JVM options are left to
 spark-submit's, and the session is not stopped by the job.
@@ -29,13 +34,38 @@ from contextlib import contextmanager
 from pathlib import Path
 
 __all__ = [
-    "JVM_OPTIONS", "JavaMissingError", "require_java", "build_session", "job_session", "package_zip", "parse_confs",
+    "JVM_OPTIONS", "JavaMissingError", "quiet_log_config", "require_java", "build_session", "job_session",
+    "package_zip", "parse_confs",
 ]
 
 JVM_OPTIONS = "-XX:+UseParallelGC"
 # the Python data source's filter pushdown (offset and timestamp ranges, read/batch.py) is off
 # unless this is set; a reader that implements pushFilters fails to plan without it
 PUSHDOWN_SETTING = "spark.sql.python.filterPushdown.enabled"
+
+
+# loggers that log, with stack traces, the failures the commands report in one line themselves
+REPORTED_BY_US = (
+    "org.apache.spark.sql.execution.streaming", "org.apache.spark.executor.Executor",
+    "org.apache.spark.scheduler.TaskSetManager", "org.apache.spark.sql.execution.datasources.v2",
+    "org.apache.spark.sql.execution.python", "org.apache.spark.api.python",
+)
+
+
+def quiet_log_config(folder: str | os.PathLike) -> str:
+    """A log4j2 configuration file (in ``folder``) for a quiet session: ERROR and up on stderr,
+    without the loggers of ``REPORTED_BY_US``. Returns its path."""
+    lines = [
+        "rootLogger.level = error", "rootLogger.appenderRef.stderr.ref = console",
+        "appender.console.type = Console", "appender.console.name = console", "appender.console.target = SYSTEM_ERR",
+        "appender.console.layout.type = PatternLayout",
+        "appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n",
+    ]
+    for i, name in enumerate(REPORTED_BY_US):
+        lines += [f"logger.r{i}.name = {name}", f"logger.r{i}.level = off"]
+    path = Path(folder) / "log4j2-warren-quiet.properties"
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
 
 
 class JavaMissingError(RuntimeError):
@@ -73,8 +103,10 @@ def package_zip(folder: str | os.PathLike) -> str:
     return str(target)
 
 
-def build_session(app_name: str, master: str | None = None, conf: dict | None = None, ship_package: bool = False):
-    """The active SparkSession or a new one; ``master`` defaults to local[*] outside spark-submit."""
+def build_session(app_name: str, master: str | None = None, conf: dict | None = None, ship_package: bool = False,
+                  verbose: bool = False):
+    """The active SparkSession or a new one; ``master`` defaults to local[*] outside spark-submit;
+    quiet (see the module docstring) unless ``verbose``."""
     submitted = _under_spark_submit()
     if not submitted:
         require_java()
@@ -86,7 +118,11 @@ def build_session(app_name: str, master: str | None = None, conf: dict | None = 
     if master is not None or not submitted:
         builder = builder.master(master or "local[*]")
     if not submitted:
-        builder = (builder.config("spark.driver.extraJavaOptions", JVM_OPTIONS)
+        driver_options = JVM_OPTIONS
+        if not verbose:
+            config = quiet_log_config(tempfile.mkdtemp(prefix="warren-log-"))
+            driver_options += f" -Dlog4j2.configurationFile=file:{config}"
+        builder = (builder.config("spark.driver.extraJavaOptions", driver_options)
                    .config("spark.executor.extraJavaOptions", JVM_OPTIONS))
     python = os.environ.get("PYSPARK_PYTHON") or sys.executable
     builder = (builder.config("spark.ui.showConsoleProgress", "false").config("spark.sql.session.timeZone", "UTC")
@@ -98,6 +134,8 @@ def build_session(app_name: str, master: str | None = None, conf: dict | None = 
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
+    if not verbose:
+        spark.sparkContext.setLogLevel("ERROR")  # under spark-submit too: its defaults say WARN
     spark.conf.set(PUSHDOWN_SETTING, "true")  # a session that existed already keeps its builder's settings
     register(spark)
     return spark
@@ -117,7 +155,8 @@ def parse_confs(ctx, param, values) -> dict:
 
 
 @contextmanager
-def job_session(app_name: str, master: str | None = None, ship_package: bool = False, conf: dict | None = None):
+def job_session(app_name: str, master: str | None = None, ship_package: bool = False, conf: dict | None = None,
+                verbose: bool = False):
     """``build_session`` for a command: the session is stopped at the end only if the command
     started it (not the active session of a test or of spark-submit's driver)."""
     if not _under_spark_submit():
@@ -134,7 +173,7 @@ def job_session(app_name: str, master: str | None = None, ship_package: bool = F
         register(active)
         yield active
         return
-    spark = build_session(app_name, master, conf, ship_package)
+    spark = build_session(app_name, master, conf, ship_package, verbose)
     try:
         yield spark
     finally:

@@ -152,6 +152,12 @@ class StreamApi:
         except (ValueError, KeyError, TypeError):
             return body[:200].decode("utf-8", "replace") or f"HTTP {status}"
 
+    def _refused(self, name: str, status: int, body: bytes) -> StreamApiError:
+        """The error of a non-200 answer, naming the API it came from: a default that points at
+        another broker (a RabbitMQ on 15672) shows in the message, not only as "HTTP 400"."""
+        return StreamApiError(f"HTTP API at {self.base_url}: stream {name!r}: {self._error_text(status, body)} "
+                              f"(HTTP {status})", status)
+
     def _stream_path(self, name: str) -> str:
         return f"/api/streams/{self._vhost_path}/{quote(name, safe='')}"
 
@@ -160,13 +166,13 @@ class StreamApi:
         offset when none is)."""
         status, _, body = self._get(self._stream_path(name) + "/offset?" + urlencode({"timestamp": timestamp_ms}))
         if status != 200:
-            raise StreamApiError(f"stream {name!r}: {self._error_text(status, body)}", status)
+            raise self._refused(name, status, body)
         return int(json.loads(body)["offset"])
 
     def info(self, name: str) -> StreamInfo:
         status, _, body = self._get(self._stream_path(name))
         if status != 200:
-            raise StreamApiError(f"stream {name!r}: {self._error_text(status, body)}", status)
+            raise self._refused(name, status, body)
         d = json.loads(body)
         return StreamInfo(name=name, first_offset=int(d["first_offset"]), last_offset=int(d["last_offset"]),
                           next_offset=int(d["next_offset"]), messages=int(d["messages"]), bytes=int(d["bytes"]),
@@ -181,7 +187,7 @@ class StreamApi:
             query["end"] = end
         status, headers, body = self._get(self._stream_path(name) + "/records?" + urlencode(query), padded)
         if status != 200:
-            raise StreamApiError(f"stream {name!r}: {self._error_text(status, body)}", status)
+            raise self._refused(name, status, body)
         try:
             return RecordRange(
                 first_offset=int(headers["x-warren-first-offset"]),
@@ -192,4 +198,5 @@ class StreamApi:
                 size=len(body) - PAD if padded else len(body),
             )
         except (KeyError, ValueError) as e:
-            raise StreamApiError(f"stream {name!r}: records answer without valid X-Warren headers ({e})") from None
+            raise StreamApiError(f"HTTP API at {self.base_url}: stream {name!r}: records answer without valid "
+                                 f"X-Warren headers ({e}): is it a Warren broker's API?") from None

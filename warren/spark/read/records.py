@@ -53,6 +53,7 @@ ARROW_TYPES = {
     "body": pa.binary(), "routing_key": pa.string(), "exchange": pa.string(), "offset": pa.int64(),
     "stream": pa.string(), "timestamp": pa.timestamp("us", tz="UTC"), "message_id": pa.string(),
     "content_type": pa.string(), "headers": HEADERS_TYPE, "properties": PROPERTIES_TYPE,
+    "property_list": pa.binary(),
 }
 
 
@@ -191,6 +192,8 @@ def parse_padded(u8: np.ndarray, size: int, stream: str, verify: bool = False,
         built["timestamp"] = _timestamps(be_uint(u8, positions + 12, 8))
     if "stream" in wanted:
         built["stream"] = _constant_string(stream, n)
+    if "property_list" in wanted:
+        built["property_list"] = views(u8, buffer, props_at + 4, props_len).cast(pa.binary())
     if wanted & set(PROPERTY_COLUMNS):
         built.update(property_columns(u8, buffer, props_at + 4, props_len, wanted))
     return _assemble(built, schema, n)
@@ -214,6 +217,8 @@ def batch_from_parts(bodies: list, routing_keys: list, exchanges: list, props: l
         built["offset"] = pa.array(offsets, type=pa.int64())
     if stream is not None and "stream" in wanted:
         built["stream"] = _constant_string(stream, n)
+    if "property_list" in wanted:
+        built["property_list"] = pa.array([bytes(p) for p in props], type=pa.binary())
     if wanted & set(PROPERTY_COLUMNS):
         joined = b"".join(props)
         lengths = np.fromiter((len(p) for p in props), dtype=np.int64, count=n)

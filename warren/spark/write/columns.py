@@ -35,10 +35,12 @@ class RowLayout:
     def from_schema(cls, schema, options: WriteOptions) -> RowLayout:
         fields = {f.name: f.dataType for f in schema.fields}
         unknown = [n for n in fields if n not in
-                   ("body", "routing_key", "exchange", "headers", "properties", *FLAT_PROPERTIES, *IGNORED_COLUMNS)]
+                   ("body", "routing_key", "exchange", "headers", "properties", "property_list", *FLAT_PROPERTIES,
+                    *IGNORED_COLUMNS)]
         if unknown:
             raise ValueError(f"the warren writer does not know the column(s) {', '.join(unknown)}: it uses body, "
-                             "routing_key, exchange, message_id, content_type, headers and properties (offset, stream "
+                             "routing_key, exchange, message_id, content_type, headers, properties and property_list "
+                             "(offset, stream "
                              "and timestamp are ignored); "
                              "drop or rename the others")
         if "body" not in fields:
@@ -49,6 +51,9 @@ class RowLayout:
         for name in ("routing_key", "exchange", *FLAT_PROPERTIES):
             if name in fields and fields[name].typeName() != "string":
                 raise ValueError(f"the {name} column must be a string, not {fields[name].typeName()}")
+        if "property_list" in fields and fields["property_list"].typeName() != "binary":
+            raise ValueError(f"the property_list column must be binary (the encoded AMQP property list), "
+                             f"not {fields['property_list'].typeName()}")
         if options.exchange is None and "exchange" not in fields:
             raise ValueError("say where to publish: the exchange option (\"\" is the default exchange) "
                              "or an exchange column")

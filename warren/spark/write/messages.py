@@ -11,6 +11,11 @@ queue declared with ``x-message-deduplication: true`` drops the copies a retried
 replayed micro-batch publishes again. The id is only as stable as the rows: it assumes Spark
 recomputes the same rows in the same order for a partition (true of files, stream offsets and
 the rate source; not of a non-deterministic query such as one ordered by rand()).
+
+A row with a ``property_list`` (the list as the publisher encoded it, kept by the reader) is
+published with that list, octet for octet, with the changes the row's readable columns make to
+it (``property_list.py``); no message id is added to it (its own is kept), only the
+deduplication header when it is on (replay turns it off unless asked: jobs/replay.py).
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ import struct
 from warren.codec.fields import encode_shortstr
 from warren.codec.properties import HEADERS_FLAG, MESSAGE_ID_FLAG
 from warren.spark.options import WriteOptions
+from warren.spark.amqp_link import parse_url
+from warren.spark.write import property_list
 from warren.spark.write.columns import FLAT_PROPERTIES, RowLayout
 from warren.spec.amqp0_9_1 import BasicProperties
 
@@ -40,6 +47,7 @@ class MessageEncoder:
         self.options = options
         self.id_prefix = id_prefix
         self.rows = 0
+        self.user = parse_url(options.url).username if options.drop_foreign_user_id else None
 
     def messages(self, batch):
         """Yield ``(exchange, routing_key, properties, body)`` for each row of an Arrow batch."""
@@ -56,15 +64,20 @@ class MessageEncoder:
         first = self.rows
         self.rows += n
         flat = [(name, columns[name].to_pylist()) for name in FLAT_PROPERTIES if name in columns]
-        if "headers" not in columns and "properties" not in columns and not flat:
+        if "headers" not in columns and "properties" not in columns and "property_list" not in columns and not flat:
             yield from self._id_only(bodies, exchanges, routing_keys, first)
             return
         headers = columns["headers"].to_pylist() if "headers" in columns else None
         props = _property_columns(columns["properties"]) if "properties" in columns else ()
         dedup = self.options.dedup_header
         prefix = self.id_prefix
+        raws = columns["property_list"].to_pylist() if "property_list" in columns else None
         for i in range(n):
             message_id = f"{prefix}{first + i}"
+            if raws is not None and raws[i] is not None:
+                yield (exchanges[i], routing_keys[i], self._from_list(raws[i], headers, props, flat, i, message_id),
+                       b"" if bodies[i] is None else bodies[i])
+                continue
             p = BasicProperties()
             for name, values in props:
                 setattr(p, name, values[i])
@@ -77,9 +90,26 @@ class MessageEncoder:
             p.headers = table or None
             if p.message_id is None:
                 p.message_id = message_id
+            if self.user is not None and p.user_id not in (None, self.user):
+                p.user_id = None
             body = bodies[i]
             yield exchanges[i], routing_keys[i], p.encode(), b"" if body is None else body
 
+
+    def _from_list(self, raw: bytes, headers, props, flat, i: int, message_id: str) -> bytes:
+        """The row's archived property list, with the row's edits, the deduplication header and
+        (``dropForeignUserId``) without a user_id the broker would refuse."""
+        raw = bytes(raw) or property_list.NO_PROPERTIES
+        shown = {name: values[i] for name, values in props}
+        for name, values in flat:  # as for rows without a list: a flat column's value wins when given
+            if values[i] is not None:
+                shown[name] = values[i]
+        raw = property_list.merge_row(raw, headers[i] if headers is not None else None, headers is not None, shown)
+        if self.user is not None and property_list.user_id_of(raw) not in (None, self.user):
+            raw = property_list.without_user_id(raw)
+        if self.options.dedup_header is not None:
+            raw = property_list.set_header(raw, self.options.dedup_header, message_id)
+        return raw
 
     def _id_only(self, bodies, exchanges, routing_keys, first: int):
         """Rows without headers or properties: the property list is the id alone (and the
