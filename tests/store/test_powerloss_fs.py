@@ -245,3 +245,34 @@ def test_make_dirs_durable_fsyncs_the_parent_of_each_folder_it_makes(plfs, mnt):
     plfs.drop()
     assert (mnt / "x" / "y" / "z").is_dir()
     fileio.make_dirs_durable(str(mnt / "x" / "y" / "z"))  # already there: nothing to do
+
+
+def test_a_queue_store_whose_write_failed_confirms_nothing_more(plfs, mnt):
+    """A flush past the threshold fails (EIO): the broker's next group commit (sync_begin, the
+    worker's fsync, sync_end) must fail too, not succeed with nothing left to write and release
+    the confirms of the messages whose write failed."""
+    from warren.store.fsync_worker import run_job
+    from warren.store.group_commit import StoreError
+
+    (mnt / "data").mkdir()
+    fsync_dir(mnt)
+    store = QueueStore(mnt / "data" / "q", flush_threshold=1000)
+    try:
+        store.append(1, b"synced")
+        store.sync()
+        plfs.fault("write", path="/data/q/msgs", errno_name="EIO", times=1)
+        store.append(2, b"x" * 500)
+        with pytest.raises(OSError):
+            store.append(3, b"y" * 600)  # past the threshold: the flush writes 2 and 3, and fails
+        assert store.failed is not None
+        with pytest.raises(StoreError):  # the group commit that would confirm 2 and 3
+            work = store.sync_begin()
+            store.sync_end(work, run_job(work.fds, work.unlinks, work.dir_fds))
+    finally:
+        store._release()
+    plfs.drop()
+    again = QueueStore(mnt / "data" / "q")
+    try:
+        assert [seq for seq, _, _ in again.recover()] == [1]
+    finally:
+        again.close()

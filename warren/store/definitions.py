@@ -49,7 +49,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 
-from warren.store.damage import DamagedFile, is_torn_tail
+from warren.store.damage import DamagedFile, damaged_header, is_torn_tail
 from warren.store.record import (
     HEADER, HEADER_SIZE, KIND_DEFINITIONS, T_DEFINITION, FormatError, Scan, check_file_header, encode_record,
     file_header, find_seq_record,
@@ -218,7 +218,7 @@ class DefinitionsStore:
         if os.path.exists(self.path):
             with open(self.path, "rb") as f:
                 data = f.read()
-        if data and check_file_header(data, KIND_DEFINITIONS):
+        if data and self._whole_header(data):
             scan = Scan(data, types=_TYPES)
             records = list(scan)
             if scan.error is not None:
@@ -236,6 +236,19 @@ class DefinitionsStore:
             self._fsync_dir()
             if self.fsync:  # a new data folder: its name, made by mkdir -p, must outlive a power cut too
                 fsync_ancestors(self.path)
+
+    def _whole_header(self, data) -> bool:
+        """``check_file_header``, with a damaged header refused as DamagedFile (one line)."""
+        data_dir = os.path.dirname(os.path.abspath(self.path))
+        if damaged_header(self.path, data, KIND_DEFINITIONS, "definitions") is not None:
+            raise DamagedFile(f"{self.path}: its file header is damaged (a flipped bit), so Warren does not start. "
+                              f"`warren store check --repair {data_dir}` mends it (the file is copied to "
+                              f"{os.path.join(data_dir, 'quarantine')} first), or restore the file from a backup")
+        try:
+            return check_file_header(data, KIND_DEFINITIONS)
+        except FormatError as e:
+            raise DamagedFile(f"{self.path}: {e}, so Warren does not start: restore the file from a backup "
+                              f"(`warren store check {data_dir}` lists every damaged file)") from None
 
     def _refuse_damage(self, data, scan: Scan) -> None:
         """Raise DamagedFile unless the scan stopped at a torn tail (a change that never returned)."""
@@ -344,6 +357,8 @@ class DefinitionsStore:
                 self._fsync(self._fd)
             except BaseException as e:
                 self._failed = e  # after a failed fsync, nothing written since the last one is certain
+                log.critical("definitions store %s: fsync failed (%r); every later durable declare, delete or "
+                             "bind is refused until a restart (what the failed fsync covered may be lost)", self.path, e)
                 raise
             self._apply(rec)
             if self._dead >= self.compact_after:
