@@ -177,7 +177,7 @@ def archive_command(stream, path, checkpoint, url, http_url, trigger, interval, 
     """Archive a stream queue to Parquet, exactly once across restarts (Spark streaming)."""
     from pyspark.errors import StreamingQueryException
 
-    from warren.spark.jobs.session import JavaMissingError, job_session
+    from warren.spark.jobs.session import JavaMissingError, job_session, require_java, under_spark_submit
 
     def report(line: str) -> None:
         click.echo(line, err=True)
@@ -189,6 +189,16 @@ def archive_command(stream, path, checkpoint, url, http_url, trigger, interval, 
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--columns") from None
     try:
+        if not under_spark_submit():
+            require_java()
+        # where the HTTP API is, and that it answers, before Spark starts: a wrong one fails in
+        # a second, in one line naming the URL
+        options = parse_read_options({"url": url, "stream": stream, **({"httpUrl": http_url} if http_url else {})},
+                                     batch=False)
+        with api_for(options) as api:
+            for name in options.streams:
+                api.info(name)
+        http_url = options.http_url
         with job_session("warren-archive", master, ship_package, confs, verbose) as spark:
             report(f"archiving {stream} to {path} (checkpoint {checkpoint}, trigger {trigger})")
             progress = Progress("archived", "lag")

@@ -35,7 +35,7 @@ from pathlib import Path
 
 __all__ = [
     "JVM_OPTIONS", "JavaMissingError", "quiet_log_config", "require_java", "build_session", "job_session",
-    "package_zip", "parse_confs",
+    "package_zip", "parse_confs", "under_spark_submit",
 ]
 
 JVM_OPTIONS = "-XX:+UseParallelGC"
@@ -83,7 +83,7 @@ def require_java() -> None:
         "JAVA_HOME. Install one (Debian/Ubuntu: apt-get install openjdk-17-jre-headless) or set JAVA_HOME.")
 
 
-def _under_spark_submit() -> bool:
+def under_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ  # spark-submit started the JVM and hands it to us
 
 
@@ -107,7 +107,7 @@ def build_session(app_name: str, master: str | None = None, conf: dict | None = 
                   verbose: bool = False):
     """The active SparkSession or a new one; ``master`` defaults to local[*] outside spark-submit;
     quiet (see the module docstring) unless ``verbose``."""
-    submitted = _under_spark_submit()
+    submitted = under_spark_submit()
     if not submitted:
         require_java()
     from pyspark.sql import SparkSession
@@ -159,7 +159,7 @@ def job_session(app_name: str, master: str | None = None, ship_package: bool = F
                 verbose: bool = False):
     """``build_session`` for a command: the session is stopped at the end only if the command
     started it (not the active session of a test or of spark-submit's driver)."""
-    if not _under_spark_submit():
+    if not under_spark_submit():
         require_java()
     from pyspark.sql import SparkSession
 
