@@ -262,3 +262,24 @@ def test_quarantine_folder_is_in_the_data_folder(tmp_path):
     assert quarantine_dir_for(str(tmp_path / "data" / "queues" / "abc")) == str(tmp_path / "data" / "quarantine")
     assert quarantine_dir_for(str(tmp_path / "data" / "streams" / "abc")) == str(tmp_path / "data" / "quarantine")
     assert quarantine_dir_for(str(tmp_path / "q")) == str(tmp_path / "quarantine")
+
+
+@pytest.mark.parametrize("kind", ["msgs", "acks", "stream"])
+def test_a_flipped_bit_in_a_file_header_costs_nothing(tmp_path, kind):
+    if kind == "stream":
+        write_stream(tmp_path / "s", 50)
+        path = tmp_path / "s" / "stream.00000000000000000000"
+    else:
+        write_queue(tmp_path / "q", 50, acked=[3, 4])
+        path = tmp_path / "q" / f"{kind}.0000000001"
+    flip(path, 3, 1)  # the version octet
+    if kind == "stream":
+        st = StreamStore(tmp_path / "s", fsync=False)
+        assert st.message_count == 50 and [d.reason for d in st.recovery_stats.damage] == ["damaged file header"]
+        st.close()
+    else:
+        s = QueueStore(tmp_path / "q", fsync=False)
+        assert sorted(live(s)) == [seq for seq in range(1, 51) if seq not in (3, 4)]
+        assert [d.reason for d in s.recovery_stats.damage] == ["damaged file header"]
+        s.close()
+    assert path.read_bytes()[:FILE_HEADER_SIZE] == file_header(path.read_bytes()[4:5])  # mended

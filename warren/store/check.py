@@ -25,13 +25,13 @@ import json
 import os
 from dataclasses import dataclass, field
 
-from warren.store.damage import QUARANTINE, Damage, is_torn_tail, quarantine_copy, rewrite_file, scan_seq_file, \
+from warren.store.damage import QUARANTINE, Damage, damaged_header, is_torn_tail, quarantine_copy, rewrite_file, scan_seq_file, \
     scan_stream_file
 from warren.store.definitions import find_definition_records
 from warren.store.node_file import NODE_FILES, check_node_file
 from warren.store.record import (
     FILE_HEADER_SIZE, HEADER, HEADER_SIZE, KIND_ACKS, KIND_DEFINITIONS, KIND_MESSAGES, T_ACK, T_DEFINITION,
-    T_DELIVERED, T_MESSAGE, T_RETURNED, FormatError, Scan, check_file_header,
+    T_DELIVERED, T_MESSAGE, T_RETURNED, FormatError, Scan, check_file_header, file_header,
 )
 from warren.store.stream_format import KIND_STREAM
 
@@ -125,6 +125,12 @@ def _check_definitions(data_dir: str, report: CheckReport) -> dict[str, tuple[st
         return names
     report.files += 1
     data = _read(path)
+    header = damaged_header(path, data, KIND_DEFINITIONS, "definitions")
+    if header is not None:
+        report.findings.append(Finding(path, "damage", "definitions", "damaged file header (a flipped bit): the "
+                                       f"broker will not start on it; `warren store check --repair {data_dir}` "
+                                       "mends it", 0, 0, FILE_HEADER_SIZE))
+        data = file_header(KIND_DEFINITIONS) + data[FILE_HEADER_SIZE:]
     try:
         if not data or not check_file_header(data, KIND_DEFINITIONS):
             return names
@@ -168,6 +174,10 @@ def _check_seq_file(path: str, prefix: str, what: str, report: CheckReport) -> N
     report.files += 1
     data = _read(path)
     kind = KIND_MESSAGES if prefix == "msgs" else KIND_ACKS
+    header = damaged_header(path, data, kind, "messages" if prefix == "msgs" else "acks")
+    if header is not None:
+        report.findings.append(_finding(header, what))
+        data = file_header(kind) + data[FILE_HEADER_SIZE:]
     try:
         if not check_file_header(data, kind):
             if data:
@@ -186,6 +196,10 @@ def _check_seq_file(path: str, prefix: str, what: str, report: CheckReport) -> N
 def _check_stream_file(path: str, base: int, what: str, report: CheckReport) -> None:
     report.files += 1
     data = _read(path)
+    header = damaged_header(path, data, KIND_STREAM, "stream")
+    if header is not None:
+        report.findings.append(_finding(header, what))
+        data = file_header(KIND_STREAM) + data[FILE_HEADER_SIZE:]
     try:
         if not check_file_header(data, KIND_STREAM):
             if data:
@@ -216,15 +230,18 @@ def repair_definitions(data_dir, fsync: bool = True) -> tuple[str, int, int] | N
     path = os.path.join(data_dir, DEFINITIONS_FILE)
     if not os.path.exists(path):
         return None
-    data = _read(path)
+    data = original = _read(path)
+    header = damaged_header(path, data, KIND_DEFINITIONS, "definitions")
+    if header is not None:
+        data = file_header(KIND_DEFINITIONS) + data[FILE_HEADER_SIZE:]
     if not data or not check_file_header(data, KIND_DEFINITIONS):
         return None
     scan = Scan(data, FILE_HEADER_SIZE, _DEFINITION_TYPES)
     kept = sum(1 for _ in scan)
-    if scan.error is None:
+    if scan.error is None and header is None:
         return None
-    stretches, count = find_definition_records(data, scan.end)
-    copy = quarantine_copy(path, data, os.path.join(data_dir, QUARANTINE), fsync, folder="")
+    stretches, count = find_definition_records(data, scan.end) if scan.error is not None else ([], 0)
+    copy = quarantine_copy(path, original, os.path.join(data_dir, QUARANTINE), fsync, folder="")
     clean = bytearray(data[:scan.end])
     for a, b in stretches:
         clean += data[a:b]

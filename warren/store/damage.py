@@ -33,10 +33,10 @@ import logging
 import os
 from dataclasses import dataclass
 
-from warren.store.record import FILE_HEADER_SIZE, HEADER, HEADER_SIZE, SeqScan, find_seq_record
+from warren.store.record import FILE_HEADER_SIZE, HEADER, HEADER_SIZE, FormatError, SeqScan, file_header, find_seq_record
 from warren.store.stream_format import ENTRY_HEADER, ENTRY_HEADER_SIZE, EntryScan, find_entry
 
-__all__ = ["DamagedFile", "Damage", "StoreDamage", "store_damage", "quarantine_dir_for", "quarantine_copy", "rewrite_file", "scan_seq_file", "scan_stream_file",
+__all__ = ["DamagedFile", "damaged_header", "Damage", "StoreDamage", "store_damage", "quarantine_dir_for", "quarantine_copy", "rewrite_file", "scan_seq_file", "scan_stream_file",
            "is_torn_tail", "QUARANTINE"]
 
 log = logging.getLogger("warren.store")
@@ -46,7 +46,7 @@ QUARANTINE = "quarantine"  # the folder in the data directory that keeps damaged
 _STORE_ROOTS = ("queues", "streams", "delayed")
 
 
-class DamagedFile(Exception):
+class DamagedFile(FormatError):
     """A file the broker will not start on: reading around its damage could lose definitions,
     users or policies without anyone deciding to (the definitions log, access.json, policies.json).
     The message is one line naming the file and the way out."""
@@ -74,7 +74,8 @@ class Damage:
     quarantined: str | None = None  # where the copy of the file went
 
     def describe(self) -> str:
-        what = {"messages": "messages with seqs", "acks": "ack records", "stream": "entries with offsets"}[self.kind]
+        what = {"messages": "messages with seqs", "acks": "ack records", "stream": "entries with offsets",
+                "definitions": "definition records"}[self.kind]
         count = f"{self.records}" if self.records is not None else "at least 1"
         span = f" {self.first}..{self.last}" if self.first is not None and self.last is not None else (
             f" from {self.first}" if self.first is not None else f" up to {self.last}" if self.last is not None
@@ -146,6 +147,25 @@ def _fsync_dir(path: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+# file header octets that may differ from ours, at most, for a header to count as ours but damaged
+MAX_HEADER_BITS_DAMAGED = 1  # one flipped bit; kinds differ from each other in two or more
+
+
+def damaged_header(path: str, data, kind: bytes, what: str) -> Damage | None:
+    """A Damage if the file header of ``data`` is ours with one bit flipped, else None.
+
+    A header that differs in more bits, or is a prefix followed by zeros (torn), is left to
+    ``check_file_header``, which treats it as torn or refuses a file that is not ours."""
+    want = file_header(kind)
+    head = bytes(data[:FILE_HEADER_SIZE])
+    if len(head) < FILE_HEADER_SIZE or head == want:
+        return None
+    bits = sum(bin(a ^ b).count("1") for a, b in zip(head, want))
+    if bits > MAX_HEADER_BITS_DAMAGED:
+        return None
+    return Damage(path, 0, FILE_HEADER_SIZE, what, records=0, reason="damaged file header")
 
 
 def is_torn_tail(buf, bad: int, header_size: int, length_at) -> bool:
@@ -272,7 +292,7 @@ class StoreDamage:
 
 
 def _span(d: Damage) -> str:
-    label = {"messages": "seqs", "acks": "ack records at octets", "stream": "offsets"}[d.kind]
+    label = {"messages": "seqs", "acks": "ack records at octets", "stream": "offsets", "definitions": "records"}[d.kind]
     if d.kind == "acks":
         return f"{label} {d.start}..{d.end - 1} of {os.path.basename(d.path)}"
     if d.first is not None and d.last is not None:

@@ -33,7 +33,7 @@ import os
 from array import array
 from bisect import bisect_left
 
-from warren.store.damage import quarantine_copy, rewrite_file, scan_seq_file
+from warren.store.damage import damaged_header, quarantine_copy, rewrite_file, scan_seq_file
 from warren.store.record import (
     FILE_HEADER_SIZE, HEADER_SIZE, KIND_MESSAGES, T_MESSAGE, SeqScan, append_seq_record, check_file_header, file_header,
     verify,
@@ -97,8 +97,12 @@ class LogFile:
         ``truncate_to(scan.end)``. A torn file header makes the file start over empty (it is
         recreated at the next flush).
         """
-        data = read_file(path)
+        data = original = read_file(path)
         lf = cls(path, kind)
+        what = "messages" if kind == KIND_MESSAGES else "acks"
+        header_damage = damaged_header(path, data, kind, what) if quarantine is not None else None
+        if header_damage is not None:  # a flipped bit in the file header of a file of ours: read on
+            data = file_header(kind) + data[FILE_HEADER_SIZE:]
         if not check_file_header(data, kind):
             log.warning("%s: torn file header (%d octets), starting it over", path, len(data))
             os.unlink(path)
@@ -106,15 +110,16 @@ class LogFile:
         lf.created = True
         lf.pending = bytearray()
         lf.size = lf.written = len(data)
-        what = "messages" if kind == KIND_MESSAGES else "acks"
         scan, damage, stretches = scan_seq_file(path, data, types, what, exact_length)
+        if header_damage is not None:
+            damage.insert(0, header_damage)
         dropped = 0
         if damage and quarantine is not None:
-            copy = quarantine_copy(path, data, quarantine, fsync)
+            copy = quarantine_copy(path, original, quarantine, fsync)
             for d in damage:
                 d.quarantined = copy
                 log.error("%s; the file as it was is kept in %s", d.describe(), copy)
-            if len(stretches) > 1:  # damage in the middle: the file without it, then scanned again
+            if len(stretches) > 1 or header_damage is not None:  # the file without the damage, scanned again
                 clean = bytearray(data[:FILE_HEADER_SIZE])
                 for a, b in stretches:
                     clean += data[a:b]

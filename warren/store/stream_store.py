@@ -65,9 +65,9 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from operator import attrgetter
 
-from warren.store.damage import quarantine_copy, quarantine_dir_for, rewrite_file, scan_stream_file
+from warren.store.damage import damaged_header, quarantine_copy, quarantine_dir_for, rewrite_file, scan_stream_file
 from warren.store.group_commit import GroupCommitStore, StoreError
-from warren.store.record import FILE_HEADER_SIZE, FormatError, check_file_header
+from warren.store.record import FILE_HEADER_SIZE, FormatError, check_file_header, file_header
 from warren.store.segment import LogFile, read_file
 from warren.store.stream_format import ENTRY_HEADER_SIZE, KIND_STREAM, EntryScan, append_entry, parse_entries
 
@@ -281,7 +281,10 @@ class StreamStore(GroupCommitStore):
         one more per run of good entries after a damaged stretch (split off into files of their own)."""
         seg = _Segment(base, self._path(base))
         lf = seg.file
-        data = read_file(lf.path)
+        data = original = read_file(lf.path)
+        header_damage = damaged_header(lf.path, data, KIND_STREAM, "stream")
+        if header_damage is not None:  # a flipped bit in the file header of a file of ours: read on
+            data = file_header(KIND_STREAM) + data[FILE_HEADER_SIZE:]
         try:
             whole_header = check_file_header(data, KIND_STREAM)
         except FormatError as e:
@@ -294,9 +297,11 @@ class StreamStore(GroupCommitStore):
         lf.pending = bytearray()
         lf.size = lf.written = len(data)
         runs, damage = scan_stream_file(lf.path, data, base)
+        if header_damage is not None:
+            damage.insert(0, header_damage)
         out = [seg]
         if damage:
-            copy = quarantine_copy(lf.path, data, self.quarantine_dir, self.fsync)
+            copy = quarantine_copy(lf.path, original, self.quarantine_dir, self.fsync)
             for d in damage:
                 d.quarantined = copy
                 log.error("%s; the file as it was is kept in %s", d.describe(), copy)
@@ -307,6 +312,9 @@ class StreamStore(GroupCommitStore):
                 rewrite_file(part.file.path, data[:FILE_HEADER_SIZE] + data[run.start:run.end], self.fsync)
                 out += self._load(run.base, stats)
         scan = runs[0].scan
+        if header_damage is not None:  # the first run under a mended header, in place of the file
+            rewrite_file(lf.path, data[:scan.end], self.fsync)
+            lf.size = lf.written = scan.end
         dropped = lf.truncate_to(scan.end, scan.error)
         if dropped:
             stats.truncated_files += 1
