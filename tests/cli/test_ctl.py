@@ -175,8 +175,18 @@ def test_ping_status_and_help(ctl):
     status = ctl.json("status")
     assert status["overview"]["node"]
     assert any(listener.get("protocol") == "amqp" for listener in status["overview"].get("listeners", []))
-    text = ctl.ok("status").stdout
-    assert text.startswith("Status of node ") and "Listeners" in text
+    r = ctl.ok("status")
+    text = r.stdout
+    assert "Listeners" in text
+    if ctl.target.name == "warren":  # Warren says Warren where a person reads it, and where it was reached
+        import warren
+        heading = f"Status of Warren node {status['overview']['node']} at {ctl.target.http_url} ..."
+        assert text.startswith(heading + "\n") and heading in r.stderr
+        assert f"\nWarren version: {warren.__version__}\n" in text
+        assert "\nRuntime: Python " in text and "Erlang" not in text
+    else:  # RabbitMQ's own wording for RabbitMQ
+        assert text.startswith(f"Status of node {status['overview']['node']} ...\n")
+        assert "\nRabbitMQ version: 3." in text and "\nErlang version: " in text
     assert ctl("--help").exit_code == 0
 
 

@@ -104,4 +104,4 @@ def test_another_distribution_named_warren_is_reported(tmp_path):
     r = run("--version", code=code)
     assert r.returncode == 0, r.stderr
     assert "warning: the distribution 'warren' also installs a package named `warren`" in r.stderr
-    assert "pip uninstall warren warren-broker && pip install warren-broker" in r.stderr
+    assert "pip uninstall warren warren-broker, then install warren-broker again" in r.stderr

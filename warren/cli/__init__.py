@@ -45,7 +45,7 @@ def _missing(name: str, lazy: LazyCommand) -> click.Command:
                                                            "allow_extra_args": True, "help_option_names": []})
     def missing() -> None:
         click.echo(f"Error: `warren {name}` needs {lazy.needs}, which is not installed; install it with: "
-                   f"pip install '{DISTRIBUTION}[{lazy.extra}]'", err=True)
+                   f"pip install '{DISTRIBUTION}[{lazy.extra}]' (in a clone: pip install -e '.[{lazy.extra}]')", err=True)
         sys.exit(1)
 
     return missing
@@ -102,7 +102,8 @@ def version_lines() -> list[str]:
     for other in other_distributions():
         lines.append(f"warning: the distribution '{other}' also installs a package named `warren` in this "
                      f"environment and may have overwritten files of {DISTRIBUTION} (PyPI's `warren` is an "
-                     f"unrelated project): pip uninstall {other} {DISTRIBUTION} && pip install {DISTRIBUTION}")
+                     f"unrelated project): pip uninstall {other} {DISTRIBUTION}, then install {DISTRIBUTION} again "
+                     f"(docs/install.md)")
     return lines
 
 

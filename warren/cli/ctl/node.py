@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from urllib.parse import urlsplit, urlunsplit
 
 import click
 
@@ -27,12 +28,35 @@ def _size(n) -> str:
     return str(n)
 
 
-def _status_text(overview: dict, node: dict | None) -> str:
-    lines = [f"Status of node {overview.get('node', '?')} ...", "", "Runtime", ""]
+def is_warren(overview: dict) -> bool:
+    """Whether the broker that answered is a Warren (RabbitMQ 3.10+ says product_name RabbitMQ)."""
+    return overview.get("product_name") == "Warren"
+
+
+def status_heading(overview: dict, url: str) -> str:
+    """The first line: which broker answered, in its own words, and where (rabbitmqctl's wording
+    for RabbitMQ, whose node name is the only name it has; Warren's node name is RabbitMQ's form
+    for monitoring checks, so the product is said beside it)."""
+    node = overview.get("node", "?")
+    if is_warren(overview):
+        parts = urlsplit(url)  # never the password of a URL's user:pass@
+        shown = urlunsplit((parts.scheme, parts.hostname + (f":{parts.port}" if parts.port else ""),
+                            parts.path, "", "")) if parts.hostname else url
+        return f"Status of Warren node {node} at {shown} ..."
+    return f"Status of node {node} ..."
+
+
+def _status_text(overview: dict, node: dict | None, url: str) -> str:
+    lines = [status_heading(overview, url), "", "Runtime", ""]
     product = overview.get("product_name") or "RabbitMQ"
     version = overview.get("product_version") or overview.get("rabbitmq_version", "?")
     lines.append(f"{product} version: {version}")
-    if overview.get("erlang_version"):
+    if is_warren(overview):
+        # Warren runs on Python: its overview's erlang_version field says so for RabbitMQ's tools
+        lines.append(f"RabbitMQ management API level: {overview.get('rabbitmq_version', '?')}")
+        if overview.get("erlang_version"):
+            lines.append(f"Runtime: {overview['erlang_version']}")
+    elif overview.get("erlang_version"):
         lines.append(f"Erlang version: {overview['erlang_version']}")
     if overview.get("cluster_name"):
         lines.append(f"Cluster name: {overview['cluster_name']}")
@@ -69,7 +93,7 @@ def status() -> None:
     s = settings()
     client = api(s)
     overview = client.get("overview")
-    info(s, f"Status of node {overview.get('node', '?')} ...")
+    info(s, status_heading(overview, s.url))
     node = None
     if overview.get("node"):
         try:
@@ -77,7 +101,7 @@ def status() -> None:
         except ApiError as e:
             if e.status not in (404, 405):
                 raise
-    emit_value(s, {"overview": overview, "node": node}, _status_text(overview, node))
+    emit_value(s, {"overview": overview, "node": node}, _status_text(overview, node, s.url))
 
 
 @ctl.command("ping")
