@@ -354,3 +354,43 @@ def test_the_start_up_log_names_the_version_the_absolute_data_path_and_the_web_u
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
         proc.stderr.close()
+
+
+# --- help and completion -----------------------------------------------------------------------
+
+def test_help_groups_every_option_by_topic_with_its_default():
+    from warren.cli.serve import OPTION_GROUPS
+
+    r = subprocess.run([sys.executable, "-m", "warren", "serve", "--help"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    headings = [line for line in r.stdout.splitlines() if line and not line.startswith(" ") and line.endswith(":")]
+    assert headings == [title + ":" for title, _ in OPTION_GROUPS]  # in order, and no "Other options"
+    sections: dict[str, str] = {}
+    current = None
+    for line in r.stdout.splitlines():
+        if line in headings:
+            current = line
+        elif current is not None:
+            sections[current] = sections.get(current, "") + line + "\n"
+    listeners = sections[OPTION_GROUPS[0][0] + ":"]
+    assert "--http-port" in listeners and "The web UI and the HTTP API" in listeners and "[default: 15672]" in listeners
+    assert "--data-dir" in sections["Storage:"] and "[default: data]" in sections["Storage:"]
+    assert "--tls-port" not in sections["Storage:"] and "--tls-cert" in sections["TLS (docs/security.md):"]
+    assert "RabbitMQ's consumer_timeout" in sections["Limits, time-outs and flow control:"]
+
+
+def test_click_shell_completion_completes_commands_and_options():
+    # click's own completion, through the installed `warren` script (the env var is named after it)
+    command = Path(sys.executable).with_name("warren")
+    if not command.exists():
+        pytest.skip(f"no `warren` script beside {sys.executable} (not installed with pip)")
+
+    def complete(words: str, index: int) -> str:
+        env = dict(os.environ, COMP_WORDS=words, COMP_CWORD=str(index), _WARREN_COMPLETE="bash_complete")
+        return subprocess.run([str(command)], capture_output=True, text=True, timeout=60, env=env).stdout
+
+    source = subprocess.run([str(command)], capture_output=True, text=True, timeout=60,
+                            env=dict(os.environ, _WARREN_COMPLETE="bash_source")).stdout
+    assert "complete -o nosort -F _warren_completion warren" in source
+    assert complete("warren serve --http-p", 2).split() == ["plain,--http-port"]
+    assert "plain,list_queues" in complete("warren ctl list_q", 2).split()

@@ -41,14 +41,60 @@ class OneLineErrors(click.Command):
             raise _OneLineUsageError(e.format_message()) from None
 
 
-@click.command(cls=OneLineErrors)
+# `warren serve --help` by topic (issue 34): every visible option belongs to one of these, in this
+# order (tests/cli/test_serve.py checks that none is left out)
+OPTION_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Listeners (beside RabbitMQ, move them: docs/beside-rabbitmq.md)",
+     ("host", "port", "http_port", "http_host", "prometheus_port", "prometheus_host", "tls_port", "ready_file")),
+    ("Storage", ("data_dir", "fsync", "memory_budget", "definitions")),
+    ("Limits, time-outs and flow control",
+     ("max_message_size", "connection_max", "consumer_max_per_channel", "max_unauthenticated_connections",
+      "max_output_buffer", "channel_max", "frame_max", "heartbeat", "handshake_timeout", "consumer_timeout",
+      "memory_high_watermark", "disk_free_limit", "queue_flow_high", "queue_flow_high_bytes",
+      "http_header_timeout", "http_body_timeout", "http_max_body_size")),
+    ("Users, virtual hosts and logins",
+     ("vhosts", "default_user", "default_pass", "loopback_users", "anonymous_user", "login_failure_delay",
+      "login_failure_limit", "login_block_time", "login_throttle_loopback")),
+    ("TLS (docs/security.md)",
+     ("tls_cert", "tls_key", "tls_ca", "tls_verify", "tls_versions", "tls_ciphers", "http_tls", "tls_login_from",
+      "tls_login_san_type", "tls_login_san_index")),
+    ("Cluster: worker processes", ("workers", "worker_mode")),
+    ("Tuning", ("loop", "publish_runs", "yield_after_confirms")),
+    ("Logging", ("log_level", "log_format", "log_file")),
+    ("Settings", ("config_file", "print_config", "help")),
+)
+
+
+class ServeCommand(OneLineErrors):
+    """`warren serve`: its --help lists the options under OPTION_GROUPS' headings."""
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        records = {}
+        help_option = self.get_help_option(ctx)
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is not None:  # click names its --help option as it likes: filed as "help"
+                records["help" if param is help_option else param.name] = record
+        for title, names in OPTION_GROUPS:
+            rows = [records.pop(name) for name in names if name in records]
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+        if records:  # an option added without a group still shows
+            with formatter.section("Other options"):
+                formatter.write_dl(list(records.values()))
+
+
+@click.command(cls=ServeCommand)
 @click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="A warren.toml with any of these options (default: $WARREN_CONFIG_FILE, else none).")
 @click.option("--print-config", is_flag=True, default=False,
               help="Print the effective settings and where each came from (as TOML), then exit.")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on (0.0.0.0 for every interface).")
 @click.option("--port", default=5672, show_default=True, type=int,
-              help="AMQP port (0 = ephemeral, -1 = no plain AMQP: TLS only).")
+              help="AMQP port, every protocol version (RabbitMQ's is 5672 too; 0 = ephemeral, -1 = no plain AMQP: "
+                   "TLS only).")
 @click.option("--tls-port", default=-1, show_default=True, type=int,
               help="AMQP over TLS (amqps) port, RabbitMQ's is 5671 (0 = ephemeral, -1 = off; docs/security.md).")
 @click.option("--tls-cert", type=click.Path(path_type=Path, dir_okay=False), default=None,
@@ -76,8 +122,10 @@ class OneLineErrors(click.Command):
 @click.option("--tls-login-san-index", default=0, show_default=True, type=int,
               help="With subject_alternative_name: which SAN of that kind, from 0 (ssl_cert_login_san_index).")
 @click.option("--data-dir", default="data", show_default=True, type=click.Path(path_type=Path),
-              help="Folder for durable state.")
-@click.option("--heartbeat", default=60, show_default=True, type=int, help="Heartbeat seconds offered to clients.")
+              help="Folder for durable state, locked while the broker runs (relative to the current folder; the "
+                   "log gives its absolute path).")
+@click.option("--heartbeat", default=60, show_default=True, type=int,
+              help="Heartbeat seconds offered to clients (RabbitMQ's heartbeat).")
 @click.option("--handshake-timeout", default=10.0, show_default=True, type=float,
               help="Seconds a client has from connecting to connection.open-ok (RabbitMQ's handshake_timeout).")
 @click.option("--max-message-size", default=Config.max_message_size, show_default=True, type=int,
@@ -112,8 +160,10 @@ class OneLineErrors(click.Command):
 @click.option("--consumer-timeout", default=1_800_000, show_default=True, type=int,
               help="Milliseconds a delivery may stay unacknowledged before its channel is closed with 406 "
                    "(RabbitMQ's consumer_timeout; 0 = off).")
-@click.option("--frame-max", default=131072, show_default=True, type=int, help="Largest frame in octets.")
-@click.option("--channel-max", default=2047, show_default=True, type=int, help="Most channels per connection.")
+@click.option("--frame-max", default=131072, show_default=True, type=int,
+              help="Largest frame in octets (RabbitMQ's frame_max).")
+@click.option("--channel-max", default=2047, show_default=True, type=int,
+              help="Most channels per connection (RabbitMQ's channel_max).")
 @click.option("--fsync/--no-fsync", default=True, show_default=True,
               help="fsync persistent messages before confirming them (group commit).")
 @click.option("--memory-high-watermark", default=0.4, show_default=True, type=float,
@@ -135,12 +185,13 @@ class OneLineErrors(click.Command):
 @click.option("--yield-after-confirms/--no-yield-after-confirms", default=True, show_default=True,
               help="At the end of a loop turn that read little and confirmed publishes, give the core to a "
                    "thread waiting for it (docs/performance.md, session 12).")
-@click.option("--loop", default="auto", show_default=True, type=click.Choice(["auto", "uvloop", "asyncio"]))
+@click.option("--loop", default="auto", show_default=True, type=click.Choice(["auto", "uvloop", "asyncio"]),
+              help="Event loop: uvloop when installed (auto), or asyncio's own.")
 @click.option("--ready-file", type=click.Path(path_type=Path), default=None,
-              help="Write the bound port as JSON here once listening (for tests and scripts).")
+              help="Write the bound ports as JSON here once listening (for scripts and service managers).")
 @click.option("--http-port", default=15672, show_default=True, type=int,
-              help="HTTP API port (stream records in bulk; 0 = ephemeral, -1 = off).")
-@click.option("--http-host", default=None, help="Address of the HTTP API (default: the same as --host).")
+              help="The web UI and the HTTP API (RabbitMQ's management port is 15672 too; 0 = ephemeral, -1 = off).")
+@click.option("--http-host", default=None, help="Address of the web UI and HTTP API (default: the same as --host).")
 @click.option("--prometheus-port", default=Config.prometheus_port, show_default=True, type=int,
               help="Prometheus metrics port, /metrics and /metrics/per-object (RabbitMQ's is 15692; "
                    "0 = ephemeral, -1 = off; docs/metrics.md).")
@@ -162,7 +213,7 @@ class OneLineErrors(click.Command):
               help="The user a new data folder gets instead of guest (with --default-pass).")
 @click.option("--default-pass", default=None, help="That user's password.")
 @click.option("--vhost", "vhosts", multiple=True, default=("/",), show_default=True,
-              help="A virtual host (repeat for several).")
+              help="A virtual host served from the start (repeat for several; more can be added at run time).")
 @click.option("--workers", default=1, show_default=True, type=int,
               help="Broker processes: with N > 1 each virtual host is owned by one of N worker processes "
                    "(docs/performance.md, 'Both cores').")
@@ -180,7 +231,11 @@ class OneLineErrors(click.Command):
               help="Import this definitions file (RabbitMQ's JSON export) at start-up, as load_definitions.")
 @click.pass_context
 def serve(ctx: click.Context, config_file: Path | None, print_config: bool, **options) -> None:
-    """Run the broker until SIGTERM or SIGINT."""
+    """Run the broker until SIGTERM or SIGINT.
+
+    Every option can also be set in a TOML file (--config) or as WARREN_<OPTION> in the
+    environment (docs/configuration.md); the command line wins.
+    """
     from warren.config_sources import SettingsError, resolve, to_toml
     from warren.server.logs import setup_logging
     from warren.server.server import StartupError, run
