@@ -119,7 +119,7 @@ class Node:
 
 def _apply(buf: bytearray, op: tuple) -> None:
     if op[0] == "w":
-        _, offset, octets = op
+        offset, octets = op[1], op[2]
         if offset > len(buf):
             buf.extend(bytes(offset - len(buf)))
         buf[offset:offset + len(octets)] = octets
@@ -160,7 +160,7 @@ def _serve(mountpoint: str, control_path: str) -> None:
             self.used = 0  # octets of file data, as programs see it
             self.counts = {"writes": 0, "fsyncs": 0, "fsyncdirs": 0, "dropped_writes": 0, "dropped_octets": 0,
                            "dropped_names": 0, "torn": 0, "failed_fsyncs": 0, "failed_writes": 0, "stalls": 0}
-            self.last_pending: tuple | None = None  # (node, op) of the newest write not yet durable
+            self.write_seq = 0  # writes so far
 
         # -- helpers
         def _attr(self, node: Node):
@@ -373,10 +373,10 @@ def _serve(mountpoint: str, control_path: str) -> None:
             if grow > 0 and self.capacity is not None and self.used + grow > self.capacity:
                 self.counts["failed_writes"] += 1
                 raise FUSEError(errno.ENOSPC)
-            op = ("w", off, bytes(buf))
+            self.write_seq += 1
+            op = ("w", off, bytes(buf), self.write_seq)  # the number orders writes across files (drop's tear)
             _apply(node.data, op)
             node.pending.append(op)
-            self.last_pending = (node, op)
             self.used += max(grow, 0)
             node.mtime_ns = time.time_ns()
             self.counts["writes"] += 1
@@ -429,9 +429,12 @@ def _serve(mountpoint: str, control_path: str) -> None:
             """Every file and directory back to its durable state (module doc)."""
             rng = random.Random(seed)
             torn = None
-            if tear and self.last_pending is not None:
-                node, op = self.last_pending
-                if op in node.pending and op[0] == "w" and len(op[2]) > 1:
+            if tear:  # the newest write not yet durable, in whichever file
+                newest = max(((op, node) for node in self.nodes.values() if not node.is_dir
+                              for op in node.pending if op[0] == "w" and len(op[2]) > 1),
+                             key=lambda pair: pair[0][3], default=None)
+                if newest is not None:
+                    op, node = newest
                     torn = (node, op[1], op[2][:rng.randrange(1, len(op[2]))])
             dropped = dropped_octets = names = 0
             for node in self.nodes.values():
@@ -443,7 +446,6 @@ def _serve(mountpoint: str, control_path: str) -> None:
                     dropped_octets += sum(len(op[2]) for op in node.pending if op[0] == "w")
                     node.pending.clear()
                     node.data = bytearray(node.durable)
-            self.last_pending = None
             torn_report = None
             if torn is not None:
                 node, offset, part = torn
@@ -511,7 +513,6 @@ def _serve(mountpoint: str, control_path: str) -> None:
                 self.root.durable_entries.clear()
                 self.faults.clear()
                 self.capacity = None
-                self.last_pending = None
                 self._collect()
                 return {}
             raise ValueError(f"unknown command {cmd!r}")

@@ -240,12 +240,13 @@ def drain(broker, queue: str, expect: int) -> list[bytes]:
     conn = _connect(broker)
     try:
         ch = conn.channel()
-        ch.basic_qos(prefetch_count=0)
         got: list[bytes] = []
-        arguments = {"x-stream-offset": "first"} if queue == STREAM else None
-        if queue == STREAM:
+        if queue == STREAM:  # from its start; acks only give credit back, nothing goes
             ch.basic_qos(prefetch_count=1000)
-        ch.basic_consume(queue, lambda c, m, p, b: got.append(b), arguments=arguments)
+            ch.basic_consume(queue, lambda c, m, p, b: (got.append(b), c.basic_ack(m.delivery_tag)),
+                             arguments={"x-stream-offset": "first"})
+        else:  # unacked, so nothing goes (the channel's close puts them back); no prefetch limit
+            ch.basic_consume(queue, lambda c, m, p, b: got.append(b))
         deadline = time.monotonic() + WORK_TIMEOUT
         while len(got) < expect and time.monotonic() < deadline:
             conn.process_data_events(0.05)

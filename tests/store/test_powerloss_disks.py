@@ -1,0 +1,260 @@
+"""Failing disks, injected through the power-loss layer (powerloss_fs.py) under a real broker.
+
+* EIO on a queue's fsync or write, ENOSPC (the disk-free limit off), EIO on a stream's fsync:
+  Warren confirms nothing it failed to make durable; it stops (exit status 1) with one CRITICAL
+  line saying which store failed and why, rather than carry on as if the data were safe; after
+  the power cut that follows, it starts again on its own and every confirmed message is there.
+* EIO on the definitions log's fsync: the declare fails, the log says so once, later durable
+  declares are refused, messages keep flowing; a restart brings back what was acknowledged.
+* The fsync worker after a failed fsync: the layer behaves as Linux does (the retry "succeeds"
+  with the data gone), and the worker must not take the retry for success (fsyncgate).
+* An fsync that stalls for seconds holds back confirms only: heartbeats, a transient queue and
+  another vhost keep flowing meanwhile.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import threading
+import time
+
+import pika
+import pytest
+from pika.exceptions import AMQPError
+
+from tests.conftest import EXTERNAL_URL, launch_broker
+from tests.store.powerloss_fs import PowerLossFS, unavailable_reason
+from warren.store import fsync_worker
+from warren.store.fsync_worker import FsyncWorkerPy
+
+SKIP = unavailable_reason()
+pytestmark = [
+    pytest.mark.skipif(SKIP is not None, reason=f"no FUSE here: {SKIP}"),
+    pytest.mark.skipif(bool(EXTERNAL_URL), reason="needs a private Warren broker on the power-loss layer"),
+]
+
+TWINS = [pytest.param(FsyncWorkerPy, id="python")]
+if fsync_worker.FsyncWorker is not FsyncWorkerPy:
+    TWINS.insert(0, pytest.param(fsync_worker.FsyncWorker, id="compiled"))
+
+
+@pytest.fixture(scope="module")
+def plfs(tmp_path_factory):
+    work = tmp_path_factory.mktemp("powerloss-disks")
+    fs = PowerLossFS(work / "mnt", work).start()
+    try:
+        yield fs
+    finally:
+        fs.stop()
+
+
+@pytest.fixture
+def data_dir(plfs):
+    plfs.reset()
+    yield plfs.mountpoint / "data"
+    plfs.clear()
+
+
+@pytest.fixture
+def brokers(tmp_path):
+    started = []
+
+    def start(data_dir, *extra):
+        b = launch_broker(tmp_path, "--disk-free-limit", "0", *extra, data_dir=data_dir)
+        started.append(b)
+        return b
+
+    yield start
+    for b in started:
+        b.stop()
+
+
+def connect(broker, vhost: str = "/", heartbeat: int = 0) -> pika.BlockingConnection:
+    return pika.BlockingConnection(pika.ConnectionParameters(
+        "127.0.0.1", broker.port, virtual_host=vhost, heartbeat=heartbeat, socket_timeout=10))
+
+
+def publish_until_refused(ch, queue: str, start: int, limit: int = 20000, body_size: int = 100) -> list[bytes]:
+    """Confirmed publishes until the broker refuses or goes; returns the confirmed bodies."""
+    confirmed = []
+    with pytest.raises(AMQPError):
+        for i in range(start, start + limit):
+            body = b"%08d" % i + b"." * body_size
+            ch.basic_publish("", queue, body, pika.BasicProperties(delivery_mode=2))
+            confirmed.append(body)
+    return confirmed
+
+
+def bodies_in(broker, queue: str, arguments=None) -> list[bytes]:
+    conn = connect(broker)
+    try:
+        ch = conn.channel()
+        count = ch.queue_declare(queue, durable=True, arguments=arguments, passive=arguments is None).method.message_count
+        got: list[bytes] = []
+        if arguments:  # a stream: read from its start; acks only give credit back, nothing goes
+            ch.basic_qos(prefetch_count=1000)
+            ch.basic_consume(queue, lambda c, m, p, b: (got.append(b), c.basic_ack(m.delivery_tag)),
+                             arguments={"x-stream-offset": "first"})
+        else:  # unacked, so nothing goes; no prefetch limit, so every message comes
+            ch.basic_consume(queue, lambda c, m, p, b: got.append(b))
+        deadline = time.monotonic() + 30
+        while len(got) < count and time.monotonic() < deadline:
+            conn.process_data_events(0.05)
+        return got
+    finally:
+        conn.close()
+
+
+def stops_saying_so(broker, what: str) -> None:
+    """The broker exits by itself, status 1, with one CRITICAL line naming ``what``."""
+    assert broker.wait(30) == 1
+    critical = [line for line in broker.log().splitlines() if " CRITICAL " in line]
+    assert len(critical) == 1 and what in critical[0], broker.log()[-3000:]
+
+
+@pytest.mark.parametrize("fault", ["fsync-EIO", "write-EIO", "ENOSPC"])
+def test_a_failing_queue_disk_stops_the_broker_and_loses_nothing_confirmed(plfs, data_dir, brokers, fault):
+    broker = brokers(data_dir)
+    ch = connect(broker).channel()
+    ch.confirm_delivery()
+    ch.queue_declare("dq", durable=True)
+    before = [b"before-%d" % i for i in range(50)]
+    for body in before:
+        ch.basic_publish("", "dq", body, pika.BasicProperties(delivery_mode=2))
+    if fault == "ENOSPC":
+        plfs.capacity(plfs.stats()["used"] + 200_000)
+    else:
+        op, err = fault.split("-")
+        plfs.fault(op, path="/data/queues/", errno_name=err, times=1)
+    confirmed = publish_until_refused(ch, "dq", 0)
+    stops_saying_so(broker, "message store sync failed")
+    assert plfs.stats()["fault_hits"] == ([] if fault == "ENOSPC" else [1])
+    plfs.clear()
+    plfs.drop(tear=True, seed=len(confirmed))  # the power cut after the failure
+    again = brokers(data_dir)
+    present = set(bodies_in(again, "dq"))
+    lost = [b for b in before + confirmed if b not in present]
+    assert not lost, f"{len(lost)} of {len(before) + len(confirmed)} confirmed messages lost after {fault}: {again.log()[-3000:]}"
+
+
+def test_a_failing_stream_fsync_stops_the_broker_and_loses_nothing_confirmed(plfs, data_dir, brokers):
+    stream = {"x-queue-type": "stream"}
+    broker = brokers(data_dir)
+    ch = connect(broker).channel()
+    ch.confirm_delivery()
+    ch.queue_declare("st", durable=True, arguments=stream)
+    for i in range(20):
+        ch.basic_publish("", "st", b"before-%d" % i, pika.BasicProperties(delivery_mode=2))
+    plfs.fault("fsync", path="/data/streams/", errno_name="EIO", times=1)
+    confirmed = publish_until_refused(ch, "st", 0)
+    stops_saying_so(broker, "message store sync failed")
+    plfs.clear()
+    plfs.drop()
+    again = brokers(data_dir)
+    present = set(bodies_in(again, "st", stream))
+    assert {b"before-%d" % i for i in range(20)} | set(confirmed) <= present
+
+
+def test_a_failed_definitions_fsync_refuses_changes_and_says_so(plfs, data_dir, brokers):
+    broker = brokers(data_dir)
+    conn = connect(broker)
+    ch = conn.channel()
+    ch.confirm_delivery()
+    ch.queue_declare("kept", durable=True)
+    plfs.fault("fsync", path="/data/definitions", errno_name="EIO", times=1)
+    with pytest.raises(AMQPError):
+        ch.queue_declare("refused", durable=True)
+    # the log says once what failed and what follows
+    critical = [line for line in broker.log().splitlines() if " CRITICAL " in line]
+    assert len(critical) == 1 and "definitions store" in critical[0] and "fsync failed" in critical[0]
+    # messages keep flowing and are confirmed; another durable declare is refused, not faked
+    ch = connect(broker).channel()
+    ch.confirm_delivery()
+    ch.basic_publish("", "kept", b"after", pika.BasicProperties(delivery_mode=2))
+    with pytest.raises(AMQPError):
+        ch.queue_declare("also-refused", durable=True)
+    assert plfs.stats()["fault_hits"] == [1]  # the retry's fsync would have "worked": it was not tried
+    broker.proc.kill()
+    broker.wait()
+    plfs.clear()
+    plfs.drop()
+    again = brokers(data_dir)
+    assert bodies_in(again, "kept") == [b"after"]
+    ch = connect(again).channel()
+    with pytest.raises(AMQPError):  # its declare failed: after the power cut it is not there
+        ch.queue_declare("also-refused", passive=True)
+
+
+@pytest.mark.parametrize("twin", TWINS)
+def test_the_fsync_worker_does_not_take_a_retried_fsync_for_success(plfs, data_dir, twin):
+    """fsyncgate: the layer, like Linux, lets the second fsync succeed with the data gone."""
+    data_dir.mkdir()
+    path = data_dir / "f"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+    worker = twin()
+    try:
+        plfs.fault("fsync", path="/data/f", errno_name="EIO", times=1)
+        os.write(fd, b"lost at the power cut")
+        worker.submit(1, [os.dup(fd)], [], [])
+        worker.submit(2, [os.dup(fd)], [], [])  # the retry
+        done = []
+        while len(done) < 2:
+            assert select.select([worker.fileno()], [], [], 10)[0], "the worker did not report"
+            done += worker.completed()
+        assert done == [(1, 5), (2, 5)]  # EIO, and EIO again: nothing is safe after a failed fsync
+        os.fsync(fd)  # the layer's own answer to a retry: success, with nothing written
+    finally:
+        worker.close()
+        os.close(fd)
+
+
+def test_an_fsync_stall_holds_back_confirms_only(plfs, data_dir, brokers):
+    stall = 4.0
+    broker = brokers(data_dir, "--vhost", "/", "--vhost", "other", "--heartbeat", "1")
+    publisher = connect(broker)
+    pch = publisher.channel()
+    pch.confirm_delivery()
+    pch.queue_declare("slow", durable=True)
+    pch.basic_publish("", "slow", b"warm-up", pika.BasicProperties(delivery_mode=2))
+    beat = connect(broker, heartbeat=1)  # closes itself if the broker's heartbeats stop for long
+    other = connect(broker, "other")
+    och = other.channel()
+    och.queue_declare("transient-other", durable=False)
+    tch = beat.channel()
+    tch.queue_declare("transient", durable=False)
+    plfs.fault("fsync", path="/data/queues/", stall=stall, times=1)
+    confirmed_at: list[float] = []
+
+    def publish_persistent():
+        pch.basic_publish("", "slow", b"held", pika.BasicProperties(delivery_mode=2))
+        confirmed_at.append(time.monotonic())
+
+    started = time.monotonic()
+    t = threading.Thread(target=publish_persistent)
+    t.start()
+    try:
+        # while the fsync stalls: round trips on a transient queue here and in another vhost
+        round_trips = 0
+        while not confirmed_at and time.monotonic() - started < stall - 1.0:
+            for ch, queue in ((tch, "transient"), (och, "transient-other")):
+                ch.basic_publish("", queue, b"t%d" % round_trips)
+                got = None
+                deadline = time.monotonic() + 1.0
+                while got is None and time.monotonic() < deadline:
+                    got = ch.basic_get(queue, auto_ack=True)[2]
+                assert got == b"t%d" % round_trips, "transient traffic stopped during the fsync stall"
+            round_trips += 1
+            beat.process_data_events(0.05)
+        assert round_trips >= 5
+        assert not confirmed_at, "a persistent message was confirmed before its fsync ended"
+        t.join(stall + 20)
+        assert confirmed_at and confirmed_at[0] - started >= stall - 0.5
+        assert plfs.stats()["stalls"] >= 1
+        beat.process_data_events(0)
+        assert beat.is_open, "the heartbeat connection closed during the stall"
+    finally:
+        t.join(30)
+        for c in (beat, other, publisher):
+            if c.is_open:
+                c.close()
