@@ -4,7 +4,9 @@ wheel, installed into a fresh virtualenv, runs a broker that a real client uses.
 
 The build runs once for this file (about 20 s: an isolated build environment gets setuptools
 from the package index, as a release build does) from a copy of the working tree, so that
-nothing is written into the tree. Marked ``package``; ``-m "not package"`` leaves it out.
+nothing is written into the tree. Those two are marked ``package``; ``-m "not package"`` leaves
+them out. The files of ``packaging/`` (systemd unit, logrotate, the example warren.toml) are checked here too, with
+``systemd-analyze verify`` and a real logrotate run where those are installed.
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ import pytest
 
 import warren
 
-pytestmark = [pytest.mark.package, pytest.mark.timeout(600)]
 
 ROOT = Path(__file__).resolve().parent.parent
 # what a release build leaves out of the copy it builds from: local state, caches, the other builds
@@ -64,6 +65,8 @@ def _one(dist: Path, pattern: str) -> Path:
     return found[0]
 
 
+@pytest.mark.package
+@pytest.mark.timeout(600)
 def test_the_build_makes_an_sdist_and_a_wheel_named_warren_broker_with_the_accelerators(dist):
     version = warren.__version__
     sdist = _one(dist, f"warren_broker-{version}.tar.gz")
@@ -82,6 +85,8 @@ def test_the_build_makes_an_sdist_and_a_wheel_named_warren_broker_with_the_accel
     assert {"warren/codec/_speedups.c", "warren/store/_fsync.c", "setup.py", "pyproject.toml", "README.md"} <= members
 
 
+@pytest.mark.package
+@pytest.mark.timeout(600)
 def test_the_wheel_installed_in_a_fresh_venv_runs_a_broker_a_client_uses(dist, tmp_path):
     wheel = _one(dist, f"warren_broker-{warren.__version__}-*.whl")
     env_dir = tmp_path / "venv"
@@ -137,3 +142,71 @@ def test_the_wheel_installed_in_a_fresh_venv_runs_a_broker_a_client_uses(dist, t
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
     assert proc.returncode == 0, log.read_text()
+
+
+# --- packaging/: the systemd unit, logrotate, the example settings (docs/service.md) ----------
+
+PACKAGING = ROOT / "packaging"
+
+
+def test_the_systemd_unit_verifies(tmp_path):
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.skip("systemd-analyze is not installed here (no systemd)")
+    unit = (PACKAGING / "warren.service").read_text()
+    assert "ExecStart=/opt/warren/bin/warren serve\n" in unit
+    assert "Environment=WARREN_CONFIG_FILE=/etc/warren/warren.toml\n" in unit
+    # verify checks that ExecStart's program exists: this test's own `warren`, where docs/service.md puts /opt/warren
+    command = Path(sys.executable).with_name("warren")
+    if not command.exists():
+        pytest.skip(f"no `warren` script beside {sys.executable} (not installed with pip)")
+    (tmp_path / "warren.service").write_text(unit.replace("/opt/warren/bin/warren", str(command)))
+    r = subprocess.run([analyze, "verify", str(tmp_path / "warren.service")], capture_output=True, text=True,
+                       timeout=120)
+    # an unknown key or section is only a warning to verify (exit 0): any line about the unit is a failure
+    complaints = [line for line in (r.stdout + r.stderr).splitlines() if "warren.service" in line]
+    assert r.returncode == 0 and not complaints, r.stdout + r.stderr
+
+
+def test_the_example_settings_are_a_valid_config_file():
+    r = subprocess.run([sys.executable, "-m", "warren", "serve", "--config", str(PACKAGING / "warren.toml"),
+                        "--print-config"], capture_output=True, text=True, timeout=60, env=_environment())
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    for key, value in (("data_dir", '"/var/lib/warren"'), ("log_file", '"/var/log/warren/warren.log"'),
+                       ("http_port", "15672"), ("prometheus_port", "15692")):
+        assert f"{key} = {value}  # file ({PACKAGING / 'warren.toml'})" in lines, r.stdout
+
+
+def test_logrotate_rotates_a_running_brokers_log_with_the_packaged_file(tmp_path):
+    logrotate = shutil.which("logrotate") or ("/usr/sbin/logrotate" if Path("/usr/sbin/logrotate").exists() else None)
+    if logrotate is None:
+        pytest.skip("logrotate is not installed here")
+    from tests.conftest import launch_broker
+
+    log = tmp_path / "logs" / "warren.log"
+    b = launch_broker(tmp_path, "--log-file", str(log))
+    try:
+        packaged = (PACKAGING / "warren.logrotate").read_text()
+        assert "/var/log/warren/warren.log {" in packaged and "--signal=HUP warren.service" in packaged
+        # the packaged stanza, for this broker: its log path, and the signal sent to its pid, not to a unit
+        config = packaged.replace("/var/log/warren/warren.log", str(log))
+        config = "\n".join(f"        kill -HUP {b.proc.pid}" if "systemctl kill" in line else line
+                            for line in config.splitlines()) + "\n"
+        (tmp_path / "logrotate.conf").write_text(config)
+        r = subprocess.run([logrotate, "--force", "--state", str(tmp_path / "state"), str(tmp_path / "logrotate.conf")],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        rotated = log.with_name("warren.log.1")  # delaycompress: the newest rotation stays plain
+        assert rotated.exists() and "Warren listening for AMQP" in rotated.read_text()
+        deadline = time.monotonic() + 10
+        conn = pika.BlockingConnection(pika.ConnectionParameters(b.host, b.port,
+                                                                 client_properties={"connection_name": "after-rotate"}))
+        conn.close()
+        while '"after-rotate"' not in (log.read_text() if log.exists() else ""):  # reopened on SIGHUP
+            assert time.monotonic() < deadline, (log.exists(), rotated.read_text()[-2000:])
+            time.sleep(0.05)
+        assert '"after-rotate"' not in rotated.read_text()
+        assert b.proc.poll() is None  # SIGHUP never stops the broker
+    finally:
+        b.stop()
