@@ -258,3 +258,29 @@ def test_an_fsync_stall_holds_back_confirms_only(plfs, data_dir, brokers):
         for c in (beat, other, publisher):
             if c.is_open:
                 c.close()
+
+
+def test_a_failed_fsync_of_users_or_policies_is_refused_and_the_next_change_is_whole(plfs, data_dir, brokers):
+    """Users and policies are whole files replaced durably (write, fsync, rename, fsync the
+    folder): a failed fsync answers 500 and changes nothing, and the next change writes a new
+    file, so no retry stands on the pages the failure lost."""
+    from tests.management.api_client import call
+
+    broker = brokers(data_dir)
+    api = broker.http_url
+    user = {"password": "pw", "tags": ""}
+    policy = {"pattern": "^matches-nothing-", "definition": {"max-length": 1}, "apply-to": "queues"}
+    assert call(api, "PUT", "/api/users/u1", user)[0] == 201
+    assert call(api, "PUT", "/api/policies/%2F/p1", policy)[0] == 201
+    for path, body in (("/api/users/u2", user), ("/api/policies/%2F/p2", policy)):
+        plfs.fault("fsync", path="/data/", errno_name="EIO", times=1)
+        assert call(api, "PUT", path, body)[0] == 500
+    assert call(api, "PUT", "/api/users/u3", user)[0] == 201
+    assert call(api, "PUT", "/api/policies/%2F/p3", policy)[0] == 201
+    broker.proc.kill()
+    broker.wait()
+    plfs.clear()
+    plfs.drop()
+    again = brokers(data_dir)
+    assert sorted(u["name"] for u in call(again.http_url, "GET", "/api/users")[1]) == ["guest", "u1", "u3"]
+    assert sorted(p["name"] for p in call(again.http_url, "GET", "/api/policies")[1]) == ["p1", "p3"]
