@@ -8,8 +8,10 @@ must carry them (``tests/test_package.py``, docs/install.md).
 """
 
 import os
+from pathlib import Path
 
 from setuptools import Extension, setup
+from setuptools.command.editable_wheel import editable_wheel
 
 optional = not os.environ.get("WARREN_REQUIRE_EXTENSIONS")
 extensions = [] if os.environ.get("WARREN_NO_EXTENSIONS") else [
@@ -18,4 +20,33 @@ extensions = [] if os.environ.get("WARREN_NO_EXTENSIONS") else [
     Extension("warren.store._fsync", ["warren/store/_fsync.c"], optional=optional),
 ]
 
-setup(ext_modules=extensions)
+# PySpark finds the `warren` data source by listing top-level `pyspark_*` modules with
+# pkgutil.iter_modules(), which cannot see the import hook of an editable install: such an
+# install also gets a one-line `pyspark_warren.py` at the root of site-packages (its source:
+# pyspark_warren/editable/). setuptools installs no data_files in editable mode, so the module
+# is added to the editable wheel by wrapping the strategy that writes it.
+PYSPARK_STUB = Path(__file__).resolve().parent / "pyspark_warren" / "editable" / "pyspark_warren.py"
+
+
+class _WithPysparkStub:
+    def __init__(self, strategy) -> None:
+        self.strategy = strategy
+
+    def __call__(self, wheel, files, mapping):
+        self.strategy(wheel, files, mapping)
+        wheel.writestr("pyspark_warren.py", PYSPARK_STUB.read_bytes())
+
+    def __enter__(self):
+        self.strategy.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self.strategy.__exit__(*exc)
+
+
+class EditableWheel(editable_wheel):
+    def _select_strategy(self, *args, **kwargs):
+        return _WithPysparkStub(super()._select_strategy(*args, **kwargs))
+
+
+setup(ext_modules=extensions, cmdclass={"editable_wheel": EditableWheel})

@@ -64,13 +64,17 @@ def expected(m: dict, offset: int, stream: str, stored_ms: int) -> dict:
             "timestamp": None if ts is None else datetime.datetime.fromtimestamp(ts, datetime.timezone.utc),
             "type": None, "user_id": None, "app_id": None,
         },
+        "property_list": _properties(m),  # the list as encoded, octet for octet
     }
 
 
+def _properties(m: dict) -> bytes:
+    return BasicProperties(content_type=m["content_type"], delivery_mode=m["delivery_mode"], priority=m["priority"],
+                           message_id=m["message_id"], timestamp=m["timestamp"], headers=m["headers"]).encode()
+
+
 def encode(m: dict) -> bytes:
-    props = BasicProperties(content_type=m["content_type"], delivery_mode=m["delivery_mode"], priority=m["priority"],
-                            message_id=m["message_id"], timestamp=m["timestamp"], headers=m["headers"])
-    return ref_record(m["exchange"].encode(), m["routing_key"].encode(), props.encode(), m["body"])
+    return ref_record(m["exchange"].encode(), m["routing_key"].encode(), _properties(m), m["body"])
 
 
 @settings(max_examples=150, deadline=None)
@@ -218,7 +222,7 @@ def test_arrow_schema_is_the_one_spark_derives(spark):
 
     assert to_arrow_schema(StructType.fromDDL(SCHEMA_DDL), timezone="UTC").equals(ARROW_SCHEMA)
     assert to_arrow_schema(StructType.fromDDL(FULL_SCHEMA_DDL), timezone="UTC").equals(FULL_ARROW_SCHEMA)
-    assert read_schema_ddl(True, True) == FULL_SCHEMA_DDL
+    assert read_schema_ddl(True, True, True) == FULL_SCHEMA_DDL
     # the types the planner checks without a JVM are the ones Spark parses from the DDL
     assert check_read_schema(StructType.fromDDL(FULL_SCHEMA_DDL)) == COLUMNS
     with pytest.raises(ValueError, match="column offset is bigint in the warren source, not int"):

@@ -28,12 +28,14 @@ import time
 
 import click
 
+from warren.spark.jobs.checkpoint import committed_ends, planned_ends
 from warren.spark.jobs.progress import Progress
 from warren.spark.jobs.session import parse_confs
 from warren.spark.jobs.replay import failure_cause
 from warren.spark.options import OptionError, parse_read_options
 from warren.spark.read.http import api_for
 from warren.spark.read.http_api import StreamApiError
+from warren.spark.read.planning import resolve_offset
 from warren.spark.schema import LOSSLESS_COLUMNS, columns_ddl
 
 __all__ = ["archive_command", "run_archive"]
@@ -71,15 +73,17 @@ def run_archive(spark, *, stream: str, path: str, checkpoint: str, url: str, htt
     ``progress`` is told the rows archived by this run after every batch and the lag: records
     committed in the stream(s) and not archived yet (asked from the HTTP API every second).
     """
-    options = parse_read_options({"url": url, "stream": stream, **({"httpUrl": http_url} if http_url else {})},
-                                 batch=False)
+    options = parse_read_options({"url": url, "stream": stream, "startingOffsets": starting_offsets,
+                                  **({"httpUrl": http_url} if http_url else {})}, batch=False)
     api = api_for(options)
-    try:
-        for name in options.streams:  # an API that is not there fails here, in one line naming it
-            api.info(name)
+    try:  # an API that is not there fails here, in one line naming it
+        infos = {name: api.info(name) for name in options.streams}
     except Exception:
         api.close()
         raise
+    # where archiving stands before Spark reports anything: the checkpoint's last commit, or
+    # where a new checkpoint starts
+    start = committed_ends(checkpoint) or {s: resolve_offset(options.starting[s], infos[s]) for s in infos}
     reader = (spark.readStream.format("warren").schema(columns_ddl(columns)).option("url", url).option("stream", stream)
               .option("startingOffsets", starting_offsets).option("failOnDataLoss", str(fail_on_data_loss).lower())
               .option("transport", transport).option("httpUrl", options.http_url))
@@ -100,9 +104,12 @@ def run_archive(spark, *, stream: str, path: str, checkpoint: str, url: str, htt
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     seen = -1
     rows = 0
-    archived: dict[str, int] = {}  # stream -> next offset to archive (known after a first batch)
-    next_look = 0.0
+    archived: dict[str, int] = dict(start)  # stream -> next offset to archive
+    tracker = spark.sparkContext.statusTracker() if progress is not None else None
     try:
+        if progress is not None:  # the first line at once: what is left to archive
+            progress.update(0, _lag(api, options.streams, archived))
+        next_look = time.monotonic() + 1.0
         while query.isActive and not stop.is_set():
             query.awaitTermination(0.5)
             for p in query.recentProgress:
@@ -112,7 +119,9 @@ def run_archive(spark, *, stream: str, path: str, checkpoint: str, url: str, htt
                     archived.update(_ends(p))
             if progress is not None and time.monotonic() >= next_look:
                 next_look = time.monotonic() + 1.0
-                progress.update(rows, _lag(api, options.streams, archived))
+                in_flight = _in_flight(tracker, planned_ends(checkpoint), archived)
+                lag = _lag(api, options.streams, archived)
+                progress.update(rows + in_flight, None if lag is None else max(0, lag - in_flight))
         if stop.is_set() and query.isActive:
             query.stop()
         query.awaitTermination()
@@ -129,6 +138,21 @@ def run_archive(spark, *, stream: str, path: str, checkpoint: str, url: str, htt
             signal.signal(s, handler)
     query.archived_rows = rows
     return query
+
+
+def _in_flight(tracker, planned: dict, archived: dict) -> int:
+    """Rows of the batch in flight already read, estimated from its finished tasks (Spark
+    reports tasks, not rows, while a batch runs; the rows spread evenly over its ranges)."""
+    rows = sum(max(0, end - archived.get(s, end)) for s, end in planned.items())
+    if not rows or tracker is None:
+        return 0
+    total = done = 0
+    for stage_id in tracker.getActiveStageIds():
+        info = tracker.getStageInfo(stage_id)
+        if info is not None:
+            total += info.numTasks
+            done += info.numCompletedTasks
+    return rows * done // total if total else 0
 
 
 def _lag(api, streams, archived: dict) -> int | None:

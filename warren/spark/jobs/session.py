@@ -97,7 +97,11 @@ def package_zip(folder: str | os.PathLike) -> str:
     target = Path(folder) / "warren-package.zip"
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
         for package in (warren, pyspark_warren):
-            root = Path(package.__file__).resolve().parent
+            source = Path(package.__file__).resolve()
+            if source.name != "__init__.py":  # the one-module pyspark_warren of an editable install (setup.py)
+                zf.write(source, source.name)
+                continue
+            root = source.parent
             for path in sorted(root.rglob("*.py")):
                 zf.write(path, Path(root.name) / path.relative_to(root))
     return str(target)
