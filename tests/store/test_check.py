@@ -178,3 +178,35 @@ def test_stream_and_queue_stores_the_check_read_still_open(data_dir):
     s = StreamStore(next((data_dir / "streams").iterdir()), fsync=False)
     assert s.message_count == 200
     s.close()
+
+
+def rot(path, offset: int) -> None:
+    """A flipped bit as the disk does it: the file's modification time stays as it was."""
+    st = os.stat(path)
+    flip(path, offset)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def test_a_flipped_bit_that_leaves_valid_json_is_caught_by_the_checksum(tmp_path):
+    from warren.store.node_file import replace_durably
+    path = tmp_path / "access.json"
+    replace_durably(path, b'{"users": {"guest": {"tags": ["administrator"]}}}', fsync=False)
+    replace_durably(path, b'{"users": {"guest": {"tags": ["administrator"]}, "bob": {}}}', fsync=False)
+    check_node_files(tmp_path)  # intact
+    rot(path, path.read_bytes().index(b"guest") + 1)  # "guest" becomes another name: still JSON
+    json.loads(path.read_bytes())
+    with pytest.raises(DamagedFile) as e:
+        check_node_files(tmp_path)
+    assert str(path) in str(e.value) and "checksum" in str(e.value) and "\n" not in str(e.value)
+    r = warren_store("check", str(tmp_path))
+    assert r.returncode == 1 and "access.json" in r.stdout
+
+
+def test_a_node_file_edited_by_hand_is_taken_as_it_is(tmp_path):
+    from warren.store.node_file import checksum_path, replace_durably
+    path = tmp_path / "policies.json"
+    replace_durably(path, b"[]\n", fsync=False)
+    sums = checksum_path(path)
+    os.utime(sums, ns=(1, 1_000_000_000))  # the checksum is older than any edit below
+    path.write_text('[{"name": "p", "pattern": ".*", "definition": {}}]\n')
+    check_node_files(tmp_path)  # newer than its checksum: an edit, not damage

@@ -10,16 +10,24 @@ What they share, in one place:
   change (without it, the later rename would drop the other's);
 * ``replace_durably(path, data)``: a temporary file, fsync, rename, fsync of the folder, so
   that a change answered to a client survives kill -9 and a power cut;
-* ``check_node_files(data_dir)``: at start, each of them that exists must read as JSON, or the
-  broker does not start (``DamagedFile``, one line naming the file and the way out): starting
-  without them would drop every user, permission or policy without anyone deciding to. These
-  files carry no checksum: damage that leaves valid JSON (a flipped bit inside a name) is not
-  seen here.
+* ``check_node_files(data_dir)``: at start, each of them that exists must read as JSON and
+  match its checksum, or the broker does not start (``DamagedFile``, one line naming the file
+  and the way out): starting without them, or with a flipped bit in a user's name, would drop
+  users, permissions or policies without anyone deciding to.
+
+The checksum: ``replace_durably`` writes ``.<name>.sum`` beside the file (JSON: the SHA-256 of
+the new content and of the content it replaces, so a crash between the two renames leaves a
+file the checksum accepts), before the file's own rename. A file whose content matches neither
+is damaged if it is not newer than its checksum: damage on the disk does not change a file's
+modification time, an edit by hand does (an edited file is accepted, and its next write by the
+broker checksums it again). A file restored from a backup with its old time kept (``cp -p``)
+looks damaged: the message says to remove the checksum file then.
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 from contextlib import contextmanager
@@ -27,7 +35,8 @@ from pathlib import Path
 
 from warren.store.damage import DamagedFile
 
-__all__ = ["file_stamp", "locked", "replace_durably", "check_node_files", "NODE_FILES"]
+__all__ = ["file_stamp", "locked", "replace_durably", "check_node_file", "check_node_files", "checksum_path",
+           "NODE_FILES"]
 
 # the node's JSON files in its data folder, and what a start without them would lose
 NODE_FILES = {
@@ -78,6 +87,7 @@ def replace_durably(path, data: bytes, mode: int = 0o644, fsync: bool = True) ->
             os.fsync(fd)
     finally:
         os.close(fd)
+    _write_checksum(path, data, fsync)
     os.replace(tmp, path)
     if fsync:
         dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -87,15 +97,65 @@ def replace_durably(path, data: bytes, mode: int = 0o644, fsync: bool = True) ->
             os.close(dfd)
 
 
+def checksum_path(path) -> Path:
+    """Where the checksum of the node file ``path`` is kept (module doc)."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.sum")
+
+
+def _digest(data) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _write_checksum(path: Path, data, fsync: bool) -> None:
+    """The checksum file for ``data`` about to replace ``path``: the new digest and the current one."""
+    digests = [_digest(data)]
+    try:
+        with open(path, "rb") as f:
+            digests.append(_digest(f.read()))
+    except FileNotFoundError:
+        pass
+    target = checksum_path(path)
+    tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    try:
+        os.write(fd, json.dumps({"sha256": digests}).encode())
+        if fsync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, target)
+
+
+def _checksum_problem(path, raw: bytes, st) -> str | None:
+    """Why ``raw`` (read from ``path``, stat ``st``) fails its checksum, or None (module doc)."""
+    try:
+        sums = checksum_path(path)
+        sum_st = os.stat(sums)
+        with open(sums, "rb") as f:
+            digests = json.loads(f.read())["sha256"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # no checksum (written before there were checksums, or by hand): nothing to compare
+    if _digest(raw) in digests or st.st_mtime_ns > sum_st.st_mtime_ns:
+        return None  # intact, or edited by hand after the broker last wrote it
+    return (f"its content does not match the checksum written with it ({sums}) and it was not changed "
+            f"since: damage on the disk. If you restored or edited it on purpose, remove {sums}")
+
+
 def check_node_file(path) -> str | None:
-    """Why the node file ``path`` cannot be read as JSON, or None (also when it does not exist)."""
+    """Why the node file ``path`` cannot be read as JSON or fails its checksum, or None (also
+    when it does not exist)."""
     try:
         with open(path, "rb") as f:
             raw = f.read()
+            st = os.fstat(f.fileno())
     except FileNotFoundError:
         return None
     except OSError as e:
         return e.strerror or str(e)
+    problem = _checksum_problem(path, raw, st)
+    if problem is not None:
+        return problem
     if not raw.strip() and os.path.basename(path) == "policies.json":
         return None  # written empty by hand: no policies (broker/policies.py)
     try:
