@@ -17,7 +17,8 @@ What they share, in one place:
 
 The checksum: ``replace_durably`` writes ``.<name>.sum`` beside the file (JSON: the SHA-256 of
 the new content and of the content it replaces, so a crash between the two renames leaves a
-file the checksum accepts), before the file's own rename. A file whose content matches neither
+file the checksum accepts, and a CRC of those, so damage to the checksum file itself reads as
+no checksum), before the file's own rename. A file whose content matches neither
 is damaged if it is not newer than its checksum: damage on the disk does not change a file's
 modification time, an edit by hand does (an edited file is accepted, and its next write by the
 broker checksums it again). A file restored from a backup with its old time kept (``cp -p``)
@@ -30,6 +31,7 @@ import fcntl
 import hashlib
 import json
 import os
+import zlib
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -119,7 +121,8 @@ def _write_checksum(path: Path, data, fsync: bool) -> None:
     tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     try:
-        os.write(fd, json.dumps({"sha256": digests}).encode())
+        # a CRC of the digests: a flipped bit in this file reads as no checksum, never as damage of the file
+        os.write(fd, json.dumps({"sha256": digests, "crc32": zlib.crc32(" ".join(digests).encode())}).encode())
         if fsync:
             os.fsync(fd)
     finally:
@@ -133,7 +136,10 @@ def _checksum_problem(path, raw: bytes, st) -> str | None:
         sums = checksum_path(path)
         sum_st = os.stat(sums)
         with open(sums, "rb") as f:
-            digests = json.loads(f.read())["sha256"]
+            doc = json.loads(f.read())
+        digests = doc["sha256"]
+        if zlib.crc32(" ".join(digests).encode()) != doc["crc32"]:
+            return None  # the checksum file itself is damaged: nothing to compare against
     except (OSError, ValueError, KeyError, TypeError):
         return None  # no checksum (written before there were checksums, or by hand): nothing to compare
     if _digest(raw) in digests or st.st_mtime_ns > sum_st.st_mtime_ns:
