@@ -45,7 +45,7 @@ from warren.store.fsync_worker import FsyncWorker
 from warren.store.node_file import check_node_files
 from warren.store.queue_store import QueueStore
 
-__all__ = ["Server", "StartupError", "Listener", "check_listeners", "listeners_of", "lock_data_dir", "run"]
+__all__ = ["Server", "StartupError", "LISTENERS_FILE", "Listener", "check_listeners", "listeners_of", "lock_data_dir", "run"]
 
 log = logging.getLogger("warren.server")
 # How long a connection counts as one the broker is behind after a read of BACKLOG_READ octets
@@ -54,6 +54,9 @@ log = logging.getLogger("warren.server")
 BACKLOG_WINDOW = 0.5
 
 LOCK_FILE = "warren.lock"  # in the data folder: held (flock) for the life of the process
+# in the data folder while the broker listens: its pid and ports, for `warren ctl` to find it
+# (removed at a clean stop; after kill -9 the pid in it is checked)
+LISTENERS_FILE = "listeners.json"
 
 
 class StartupError(Exception):
@@ -273,6 +276,7 @@ class Server:
             self.spread.alarms = self.alarms
         self.connections: set[AMQPConnection] = set()
         self._listener: asyncio.AbstractServer | None = None
+        self._listeners_file: Path | None = None  # LISTENERS_FILE, once written
         self._stop = asyncio.Event()
         self._signals = 0
         self._tick_handle: asyncio.TimerHandle | None = None  # Broker.tick, every TICK seconds
@@ -478,6 +482,13 @@ class Server:
             log.info("web UI at %s (the HTTP API under /api/)", web_ui_url(c.http_host or c.host, http_port, c.http_tls))
         prometheus_port = await self._start_metrics() if c.prometheus_port >= 0 else None
         self.collector.freeze_startup()  # full passes skip what starting made (collector.py)
+        # where `warren ctl` finds this broker without being told (warren/cli/ctl/discover.py), before the ready file
+        self._listeners_file = c.data_dir / LISTENERS_FILE
+        tmp = self._listeners_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"pid": os.getpid(), "version": __version__, "host": c.host, "port": port,
+                                   "tls_port": tls_port, "http_host": c.http_host or c.host, "http_port": http_port,
+                                   "http_tls": c.http_tls, "prometheus_port": prometheus_port}))
+        tmp.replace(self._listeners_file)
         if c.ready_file:
             tmp = c.ready_file.with_suffix(".tmp")
             tmp.write_text(json.dumps({"host": c.host, "port": port, "pid": os.getpid(), "http_port": http_port,
@@ -585,6 +596,8 @@ class Server:
         self._sync_pool.shutdown(wait=True)
         self.loop.remove_reader(self.fsync_worker.fileno())
         self.fsync_worker.close()
+        if self._listeners_file is not None:
+            self._listeners_file.unlink(missing_ok=True)
         log.info("shutdown complete")
 
 

@@ -4,15 +4,16 @@ The commands, their arguments, column names and exit codes are rabbitmqctl's; th
 broker through the management HTTP API (RabbitMQ's paths and JSON), so they work against
 Warren and against RabbitMQ alike. docs/ctl.md lists the commands and the exit codes.
 
-Where the broker is and who asks: ``--url`` (``WARREN_CTL_URL``, default
-``http://127.0.0.1:15672``), ``--username``/``--password`` (``WARREN_CTL_USER``/``WARREN_CTL_PASS``,
+Where the broker is and who asks: ``--url`` (``WARREN_CTL_URL``; without either, a local
+Warren found by `discover.py`, else ``http://127.0.0.1:15672``, and a line on stderr says which
+was used), ``--username``/``--password`` (``WARREN_CTL_USER``/``WARREN_CTL_PASS``,
 or the URL's ``user:pass@``, default guest/guest). The general options (those, ``--formatter``,
 ``-q``, ``-s``, ``-t``) go before or after the command name, as with rabbitmqctl.
 
 Modules: `client.py` (HTTP and exit codes), `output.py` (formatters), `listing.py` (the
 ``list_*`` commands), `node.py` (status, ping, await_startup), `access.py` (users, vhosts,
 permissions, limits), `objects.py` (queues, connections, policies), `definitions.py`,
-`parameters.py` (runtime parameters, shovels, federation links).
+`parameters.py` (runtime parameters, shovels, federation links), `discover.py` (a local Warren).
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from urllib.parse import unquote, urlsplit
 import click
 
 from warren.cli.ctl.client import EX_SOFTWARE, EX_USAGE, Api, ApiError, CtlError, exit_code_for_status
-from warren.cli.ctl.output import FORMATTERS
+from warren.cli.ctl.discover import find_local_warren
+from warren.cli.ctl.output import FORMATTERS, info
 
 __all__ = ["ctl", "Settings", "settings", "api", "common_options", "vhost_option", "CtlCommand"]
 
@@ -46,6 +48,7 @@ class Settings:
     silent: bool
     no_table_headers: bool
     timeout: float
+    url_from: str | None = None  # where the URL came from when neither --url nor WARREN_CTL_URL gave it
 
 
 def _remember(ctx: click.Context, param: click.Parameter, value):
@@ -60,7 +63,7 @@ def _remember(ctx: click.Context, param: click.Parameter, value):
 def common_options(f):
     """The general options, accepted before and after the command name."""
     options = [
-        click.option("--url", "opt_url", help=f"The broker's HTTP API [env WARREN_CTL_URL; default {DEFAULT_URL}]."),
+        click.option("--url", "opt_url", help=f"The broker's HTTP API [env WARREN_CTL_URL; default: a running Warren found here (its data folder's listeners.json, the warren.toml), else {DEFAULT_URL}]."),
         click.option("--username", "opt_username", help="User [env WARREN_CTL_USER; default guest]."),
         click.option("--password", "opt_password", help="Password [env WARREN_CTL_PASS; default guest]."),
         click.option("--formatter", "opt_formatter", type=click.Choice(FORMATTERS),
@@ -92,7 +95,14 @@ def settings() -> Settings:
     """The effective general options: command line, then environment, then URL, then defaults."""
     given = click.get_current_context().find_object(dict) or {}
     env = os.environ
-    url = given.get("url") or env.get("WARREN_CTL_URL") or DEFAULT_URL
+    url, url_from = given.get("url") or env.get("WARREN_CTL_URL"), None
+    if not url:  # beside RabbitMQ, 15672 is RabbitMQ's: a local Warren first (discover.py)
+        found = find_local_warren(env)
+        if found is not None:
+            url, url_from = found.url, f"the Warren found in {found.where} (--url to choose another)"
+        else:
+            url, url_from = DEFAULT_URL, ("RabbitMQ's default management port: no --url, WARREN_CTL_URL or "
+                                          "running Warren found here")
     parts = urlsplit(url)
     username = given.get("username") or env.get("WARREN_CTL_USER") or (
         unquote(parts.username) if parts.username else None) or "guest"
@@ -105,12 +115,24 @@ def settings() -> Settings:
                     formatter=given.get("formatter") or "table",
                     quiet=bool(given.get("quiet")), silent=bool(given.get("silent")),
                     no_table_headers=bool(given.get("no_table_headers")),
-                    timeout=float(given.get("timeout") or DEFAULT_TIMEOUT_S))
+                    timeout=float(given.get("timeout") or DEFAULT_TIMEOUT_S), url_from=url_from)
 
 
 def api(s: Settings | None = None) -> Api:
     s = s or settings()
+    if s.url_from is not None:  # say which broker answers when the command line did not (once per command)
+        meta = click.get_current_context().meta
+        if not meta.get("warren.ctl.url_said"):
+            meta["warren.ctl.url_said"] = True
+            info(s, f"Using {_without_password(s.url)}, {s.url_from}")
     return Api(s.url, s.username, s.password, s.timeout)
+
+
+def _without_password(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    return url.replace(f":{parts.password}@", ":***@", 1)
 
 
 def _as_usage(e: click.UsageError) -> click.UsageError:
