@@ -510,8 +510,9 @@ class ServerConnection:
         class_id, _weight, size = _header_fields.unpack_from(buf, start)
         method = asm.method
         if class_id != method.CLASS_ID:
-            # the spec asks for 501; RabbitMQ answers 505, and so do we
-            raise UnexpectedFrame(f"content header class {class_id} does not match {method.NAME}")
+            # the spec asks for 501; RabbitMQ answers 505 naming the content's method, and so do we
+            raise UnexpectedFrame(f"content header class {class_id} does not match {method.NAME}",
+                                  method.CLASS_ID, method.METHOD_ID)
         if size > self.max_message_size:
             del self._assembling[channel]
             err = PreconditionFailed(f"message size {size} is larger than configured max size "
