@@ -22,7 +22,8 @@
  *     else new bytes. Anything unusual returns None and is left to the general path, which
  *     reports errors: this never raises for what is in the buffer. A property list that is not
  *     last_props is checked (props_error, below) and a malformed one is unusual too: the
- *     Python path refuses it (541, as RabbitMQ), so nothing malformed is ever stored.
+ *     Python path refuses it (501 or 502, from warren/codec/refusals.py's table; RabbitMQ
+ *     crashes with 541), so nothing malformed is ever stored.
  *
  * take_publishes(buf, pos, frame_max, max_body, last_args, last_props, limit)
  *     The same for a run of publishes on one channel with the same method arguments (a
