@@ -20,11 +20,11 @@ from tests.conftest import EXTERNAL_URL
 pytestmark = pytest.mark.skipif(bool(EXTERNAL_URL), reason="starts private Warren brokers")
 
 
-def serve(*args: str, env: dict | None = None, timeout: float = 30) -> subprocess.CompletedProcess:
+def serve(*args: str, env: dict | None = None, timeout: float = 30, cwd: Path | None = None) -> subprocess.CompletedProcess:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("WARREN_") or k == "WARREN_TEST_BROKER_URL"}
     environ.update(env or {})
     return subprocess.run([sys.executable, "-m", "warren", "serve", *args], capture_output=True, text=True,
-                          timeout=timeout, env=environ, stdin=subprocess.DEVNULL)
+                          timeout=timeout, env=environ, stdin=subprocess.DEVNULL, cwd=cwd)
 
 
 def one_line_error(r: subprocess.CompletedProcess) -> str:
@@ -394,3 +394,9 @@ def test_click_shell_completion_completes_commands_and_options():
     assert "complete -o nosort -F _warren_completion warren" in source
     assert complete("warren serve --http-p", 2).split() == ["plain,--http-port"]
     assert "plain,list_queues" in complete("warren ctl list_q", 2).split()
+
+
+def test_a_locked_relative_data_folder_is_named_by_its_absolute_path(start_broker, tmp_path):
+    b = start_broker()  # its data folder, given absolute; the second serve names it relatively
+    r = serve("--data-dir", os.path.relpath(b.data_dir, tmp_path), "--port", "0", "--http-port", "0", cwd=tmp_path)
+    assert f"data folder {b.data_dir.resolve()} is in use by another warren serve (pid {b.proc.pid})" in one_line_error(r)

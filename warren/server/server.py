@@ -69,15 +69,17 @@ _held_locks: list = []  # open lock files: the lock lasts as long as the descrip
 
 def lock_data_dir(data_dir: Path) -> None:
     """Create the data folder if needed and lock it against a second broker (flock on
-    LOCK_FILE, released by the kernel when this process ends, even on kill -9)."""
+    LOCK_FILE, released by the kernel when this process ends, even on kill -9). Errors name the
+    folder by its absolute path: `--data-dir` is relative to wherever the command ran."""
+    shown = data_dir.resolve()
     try:
         data_dir.mkdir(parents=True, exist_ok=True)
         lock = open(data_dir / LOCK_FILE, "a+")
     except OSError as e:
-        raise StartupError(f"data folder {data_dir} is not usable: {e.strerror or e}") from None
+        raise StartupError(f"data folder {shown} is not usable: {e.strerror or e}") from None
     if not os.access(data_dir, os.W_OK | os.X_OK):
         lock.close()
-        raise StartupError(f"data folder {data_dir} is not writable")
+        raise StartupError(f"data folder {shown} is not writable")
     try:
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as e:
@@ -85,9 +87,9 @@ def lock_data_dir(data_dir: Path) -> None:
         holder = lock.read().strip()
         lock.close()
         if e.errno in (errno.EAGAIN, errno.EACCES):
-            raise StartupError(f"data folder {data_dir} is in use by another warren serve"
+            raise StartupError(f"data folder {shown} is in use by another warren serve"
                                + (f" (pid {holder})" if holder else "")) from None
-        raise StartupError(f"cannot lock data folder {data_dir}: {e.strerror or e}") from None
+        raise StartupError(f"cannot lock data folder {shown}: {e.strerror or e}") from None
     lock.seek(0)
     lock.truncate()
     lock.write(f"{os.getpid()}\n")
