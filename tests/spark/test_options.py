@@ -48,3 +48,64 @@ def test_the_drain_uses_it():
 def test_the_writer_marks_messages_with_the_brokers_deduplication_header():
     # the constant comes from warren.codec (spark must not import the broker): same value
     assert WriteOptions().dedup_header == DEFAULT_HEADER
+
+
+# --- Kafka's option names and semantics (issue 28 point 3) --------------------------------------
+
+URL = {"url": "amqp://guest:guest@127.0.0.1:5672/%2F", "httpUrl": "http://127.0.0.1:1"}
+
+
+def _read(batch: bool = True, **options):
+    from warren.spark.options import parse_read_options
+
+    return parse_read_options({**URL, "stream": "a,b", **options}, batch=batch)
+
+
+def test_starting_timestamps_take_kafkas_precedence():
+    from warren.spark.options import EARLIEST, AtTimestamp
+
+    o = _read(startingOffsets="5", startingOffsetsByTimestamp='{"a": 1000}')
+    assert o.starting == {"a": AtTimestamp(1000, "error"), "b": 5}
+    o = _read(batch=False, startingOffsetsByTimestamp='{"a": 1000}', startingTimestamp="2000",
+              startingOffsetsByTimestampStrategy="LATEST")
+    assert o.starting == {"a": AtTimestamp(2000, "latest"), "b": AtTimestamp(2000, "latest")}
+    assert _read().starting == {"a": EARLIEST, "b": EARLIEST}
+
+
+def test_ending_timestamps_are_for_batch_reads():
+    from warren.spark.options import LATEST, AtTimestamp
+
+    assert _read(endingTimestamp="3000").ending == {"a": AtTimestamp(3000, "latest"), "b": AtTimestamp(3000, "latest")}
+    assert _read(endingOffsetsByTimestamp='{"b": 7}').ending == {"a": LATEST, "b": AtTimestamp(7, "latest")}
+    for key in ("endingTimestamp", "endingOffsetsByTimestamp", "endingOffsets"):
+        with pytest.raises(OptionError, match=f"option {key} is for batch reads"):
+            _read(batch=False, **{key: "1"})
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"startingTimestamp": "soon"}, "option startingTimestamp: expected a timestamp in milliseconds"),
+    ({"startingTimestamp": "-1"}, "a timestamp is at least 0"),
+    ({"startingOffsetsByTimestamp": '{"c": 1}'}, "names streams that are not read: c"),
+    ({"startingOffsetsByTimestamp": "[1]"}, "must be a JSON object"),
+    ({"startingOffsetsByTimestampStrategy": "earliest"}, "must be error or latest"),
+    ({"maxRecordsPerTrigger": "5", "maxOffsetsPerTrigger": "6"}, "disagree"),
+])
+def test_bad_timestamp_options_name_the_option(options, message):
+    with pytest.raises(OptionError, match=message):
+        _read(batch=False, **options)
+
+
+def test_kafkas_names_are_aliases():
+    assert _read(batch=False, maxOffsetsPerTrigger="500").max_records_per_trigger == 500
+    assert _read(batch=False, maxOffsetsPerTrigger="500", maxRecordsPerTrigger="500").max_records_per_trigger == 500
+    assert _read(minPartitions="4").min_partitions == 4
+
+
+def test_min_partitions_cuts_a_batch_into_at_least_that_many_tasks():
+    from warren.spark.read.planning import per_partition
+
+    assert per_partition(1000, 100_000, None) == 100_000
+    assert per_partition(1000, 100_000, 4) == 250
+    assert per_partition(1001, 100_000, 4) == 251  # 4 tasks, the last one shorter
+    assert per_partition(1000, 100, 4) == 100  # recordsPerPartition still bounds a task
+    assert per_partition(3, 100, 8) == 1

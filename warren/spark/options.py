@@ -25,7 +25,7 @@ from warren.spark.amqp_link import DEFAULT_URL, parse_url
 
 __all__ = [
     "OptionError", "option_map", "int_option", "float_option", "bool_option",
-    "ReadOptions", "parse_read_options", "parse_offsets", "EARLIEST", "LATEST", "DEFAULT_HTTP_PORT",
+    "ReadOptions", "parse_read_options", "parse_offsets", "EARLIEST", "LATEST", "DEFAULT_HTTP_PORT", "AtTimestamp",
     "DrainOptions", "WriteOptions", "DEFAULT_URL",
 ]
 
@@ -99,6 +99,19 @@ DEFAULT_PREFETCH = 2000
 
 
 @dataclass(frozen=True)
+class AtTimestamp:
+    """An offset given by time (Kafka's ``startingTimestamp`` and friends): the first record the
+    broker stored at ``ms`` (milliseconds since the epoch) or later, found through its time index.
+
+    When no record is that late: a start follows ``strategy`` (``error`` fails the query,
+    ``latest`` starts after the last committed record, as Kafka's
+    ``startingOffsetsByTimestampStrategy``); an end is the committed end."""
+
+    ms: int
+    strategy: str = "error"
+
+
+@dataclass(frozen=True)
 class ReadOptions:
     url: str
     http_url: str
@@ -107,11 +120,12 @@ class ReadOptions:
     vhost: str
     streams: tuple[str, ...]
     transport: str = "http"
-    starting: dict = field(default_factory=dict)   # stream -> "earliest" | "latest" | int
+    starting: dict = field(default_factory=dict)   # stream -> "earliest" | "latest" | int | AtTimestamp
     ending: dict = field(default_factory=dict)
     max_records_per_trigger: int | None = None
     max_bytes_per_trigger: int | None = None
     records_per_partition: int = DEFAULT_RECORDS_PER_PARTITION
+    min_partitions: int | None = None  # Kafka's minPartitions: cut a batch into at least this many tasks
     fail_on_data_loss: bool = True
     verify_crc: bool = False
     fetch_max_bytes: int = DEFAULT_FETCH_MAX_BYTES
@@ -160,6 +174,55 @@ def parse_offsets(raw, key: str, streams: tuple[str, ...], default: str) -> dict
     return {s: value for s in streams}
 
 
+TIMESTAMP_STRATEGIES = ("error", "latest")
+
+
+def _timestamp_ms(value, key: str, stream: str | None = None) -> int:
+    where = f"option {key}" + (f" for stream {stream!r}" if stream else "")
+    if isinstance(value, bool):
+        raise OptionError(f"{where}: {value!r} is not a timestamp in milliseconds")
+    try:
+        ms = int(str(value).strip())
+    except ValueError:
+        raise OptionError(f"{where}: expected a timestamp in milliseconds since the epoch, not {value!r}") from None
+    if ms < 0:
+        raise OptionError(f"{where}: a timestamp is at least 0, not {ms}")
+    return ms
+
+
+def _by_timestamp(opts: dict, single: str, per_stream: str, streams: tuple[str, ...], strategy: str) -> dict:
+    """stream -> AtTimestamp from ``single`` (every stream) or ``per_stream`` (JSON object),
+    ``single`` first as Kafka does; {} when neither is given."""
+    raw = _given(opts, single)
+    if raw is not None:
+        at = AtTimestamp(_timestamp_ms(raw, single), strategy)
+        return {s: at for s in streams}
+    raw = _given(opts, per_stream)
+    if raw is None:
+        return {}
+    try:
+        given = json.loads(raw)
+    except json.JSONDecodeError as e:
+        raise OptionError(f"option {per_stream} is not valid JSON: {e}") from None
+    if not isinstance(given, dict):
+        raise OptionError(f'option {per_stream} must be a JSON object {{"stream": milliseconds}}, not {raw!r}')
+    unknown = sorted(set(given) - set(streams))
+    if unknown:
+        raise OptionError(f"option {per_stream} names streams that are not read: {', '.join(unknown)}")
+    return {s: AtTimestamp(_timestamp_ms(v, per_stream, s), strategy) for s, v in given.items()}
+
+
+def _alias(opts: dict, name: str, kafka_name: str) -> None:
+    """Take Kafka's name for an option (``maxOffsetsPerTrigger``) as ours; both given and
+    different is an error."""
+    ours, theirs = _given(opts, name), _given(opts, kafka_name)
+    if theirs is None:
+        return
+    if ours is not None and ours != theirs:
+        raise OptionError(f"options {name} and {kafka_name} (Kafka's name for it) disagree: {ours!r} and {theirs!r}")
+    opts[name.lower()] = theirs
+
+
 def _http_base(opts: dict, host: str | None, amqp_port: int | None) -> str:
     """``httpUrl``; else the URL's host with ``httpPort``; else the port the broker announces in
     connection.start (endpoints.py), 15672 when it announces none."""
@@ -196,13 +259,21 @@ def parse_read_options(options, batch: bool) -> ReadOptions:
     transport = str(opts.get("transport", "http")).strip().lower()
     if transport not in ("http", "amqp"):
         raise OptionError(f"option transport must be http or amqp, not {transport!r}")
-    if not batch and opts.get("endingoffsets"):
-        raise OptionError("option endingOffsets is for batch reads (spark.read), not readStream")
+    for key in ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp"):
+        if not batch and _given(opts, key) is not None:
+            raise OptionError(f"option {key} is for batch reads (spark.read), not readStream")
+    _alias(opts, "maxRecordsPerTrigger", "maxOffsetsPerTrigger")
+    strategy = str(opts.get("startingoffsetsbytimestampstrategy") or "error").strip().lower()
+    if strategy not in TIMESTAMP_STRATEGIES:
+        raise OptionError(f"option startingOffsetsByTimestampStrategy must be error or latest, not {strategy!r}")
     starting = parse_offsets(opts.get("startingoffsets"), "startingOffsets", streams,
                              EARLIEST if batch else LATEST)
-    ending = parse_offsets(opts.get("endingoffsets"), "endingOffsets", streams, LATEST)
     if any(v == LATEST for v in starting.values()) and batch:
         raise OptionError("startingOffsets=latest makes no sense for a batch read (it reads nothing)")
+    # by time, as Kafka: startingTimestamp over startingOffsetsByTimestamp over startingOffsets
+    starting.update(_by_timestamp(opts, "startingTimestamp", "startingOffsetsByTimestamp", streams, strategy))
+    ending = parse_offsets(opts.get("endingoffsets"), "endingOffsets", streams, LATEST)
+    ending.update(_by_timestamp(opts, "endingTimestamp", "endingOffsetsByTimestamp", streams, "latest"))
     return ReadOptions(
         url=str(url),
         http_url=_http_base(opts, parts.hostname, parts.port),
@@ -216,6 +287,7 @@ def parse_read_options(options, batch: bool) -> ReadOptions:
         max_records_per_trigger=int_option(opts, "maxRecordsPerTrigger", None),
         max_bytes_per_trigger=int_option(opts, "maxBytesPerTrigger", None),
         records_per_partition=int_option(opts, "recordsPerPartition", DEFAULT_RECORDS_PER_PARTITION),
+        min_partitions=int_option(opts, "minPartitions", None),
         fail_on_data_loss=bool_option(opts, "failOnDataLoss", True),
         verify_crc=bool_option(opts, "verifyCrc", False),
         fetch_max_bytes=int_option(opts, "fetchMaxBytes", DEFAULT_FETCH_MAX_BYTES),

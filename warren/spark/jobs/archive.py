@@ -83,7 +83,7 @@ def run_archive(spark, *, stream: str, path: str, checkpoint: str, url: str, htt
         raise
     # where archiving stands before Spark reports anything: the checkpoint's last commit, or
     # where a new checkpoint starts
-    start = committed_ends(checkpoint) or {s: resolve_offset(options.starting[s], infos[s]) for s in infos}
+    start = committed_ends(checkpoint) or {s: _start(options.starting[s], infos[s], api) for s in infos}
     reader = (spark.readStream.format("warren").schema(columns_ddl(columns)).option("url", url).option("stream", stream)
               .option("startingOffsets", starting_offsets).option("failOnDataLoss", str(fail_on_data_loss).lower())
               .option("transport", transport).option("httpUrl", options.http_url))
@@ -138,6 +138,14 @@ def run_archive(spark, *, stream: str, path: str, checkpoint: str, url: str, htt
             signal.signal(s, handler)
     query.archived_rows = rows
     return query
+
+
+def _start(spec, info, api) -> int:
+    """Where a new checkpoint starts reading a stream (for progress: the query resolves its own)."""
+    try:
+        return resolve_offset(spec, info, api)
+    except Exception:  # no record that late: the query itself says so
+        return info.end
 
 
 def _in_flight(tracker, planned: dict, archived: dict) -> int:

@@ -27,7 +27,9 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader
 
 from warren.spark.options import parse_read_options
-from warren.spark.read.planning import PushedRange, StreamRange, push_filters, resolve_offset, retained_start, split_range
+from warren.spark.read.planning import (
+    PushedRange, StreamRange, per_partition, push_filters, resolve_offset, retained_start, split_range,
+)
 from warren.spark.read.records import arrow_schema
 from warren.spark.schema import check_read_schema
 
@@ -65,14 +67,14 @@ class StreamBatchReader(DataSourceReader):
         from warren.spark.read.http import api_for
 
         opts, pushed = self.options, self.pushed
-        ranges: list[StreamRange] = []
+        spans: list[tuple[str, int, int]] = []
         with api_for(opts) as api:
             for stream in opts.streams:
                 if pushed.streams is not None and stream not in pushed.streams:
                     continue
                 info = api.info(stream)
-                start = resolve_offset(opts.starting[stream], info)
-                end = min(resolve_offset(opts.ending[stream], info), info.end)
+                start = resolve_offset(opts.starting[stream], info, api)
+                end = min(resolve_offset(opts.ending[stream], info, api, ending=True), info.end)
                 start, end = pushed.clip(start, end)
                 if end > start and pushed.time_from_ms is not None:
                     start = max(start, api.offset_for_timestamp(stream, pushed.time_from_ms))
@@ -81,7 +83,9 @@ class StreamBatchReader(DataSourceReader):
                 if end <= start:
                     continue
                 start = retained_start(stream, start, info.first_offset, opts.fail_on_data_loss)
-                ranges.extend(split_range(stream, start, end, opts.records_per_partition))
+                spans.append((stream, start, end))
+        size = per_partition(sum(e - b for _s, b, e in spans), opts.records_per_partition, opts.min_partitions)
+        ranges = [r for stream, start, end in spans for r in split_range(stream, start, end, size)]
         # Spark needs at least one partition; an empty range reads nothing
         return ranges or [StreamRange(opts.streams[0], 0, 0)]
 

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from pyspark.sql.datasource import InputPartition
 
 from warren.spark.read.http_api import StreamInfo
-from warren.spark.options import EARLIEST, LATEST
+from warren.spark.options import EARLIEST, LATEST, AtTimestamp
 
 __all__ = [
     "StreamRange", "DataLossError", "resolve_offset", "admit", "split_range", "retained_start", "PushedRange",
-    "push_filters",
+    "push_filters", "NoRecordAtTimestamp", "per_partition",
 ]
 
 log = logging.getLogger("warren.spark")
@@ -41,12 +41,34 @@ class StreamRange(InputPartition):
     end: int
 
 
-def resolve_offset(spec, info: StreamInfo) -> int:
-    """``earliest`` = the oldest retained record, ``latest`` = after the last committed one."""
+class NoRecordAtTimestamp(RuntimeError):
+    """startingTimestamp (strategy ``error``) names a time after a stream's last record."""
+
+
+def _utc(ms: int) -> str:
+    try:
+        return datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc).isoformat(timespec="milliseconds")
+    except (OverflowError, OSError, ValueError):
+        return f"{ms} ms"
+
+
+def resolve_offset(spec, info: StreamInfo, api=None, ending: bool = False) -> int:
+    """``earliest`` = the oldest retained record, ``latest`` = after the last committed one, an
+    ``AtTimestamp`` = the first record stored at that time or later (asked from ``api``, the
+    broker's time index; ``ending``: an exclusive end, the committed end when none is that late)."""
     if spec == EARLIEST:
         return info.first_offset
     if spec == LATEST:
         return info.end
+    if isinstance(spec, AtTimestamp):
+        if api is None:
+            raise ValueError("a timestamp offset needs the HTTP API to resolve it")
+        found = min(api.offset_for_timestamp(info.name, spec.ms), info.end)
+        if found < info.end or ending or spec.strategy == "latest":
+            return max(found, info.first_offset) if not ending else found
+        raise NoRecordAtTimestamp(
+            f"stream {info.name!r}: no record stored at {_utc(spec.ms)} or later (its last committed record is "
+            f"offset {info.end - 1}); set startingOffsetsByTimestampStrategy=latest to start after it")
     return int(spec)
 
 
@@ -109,6 +131,14 @@ def admit(start: dict[str, int], available_end: dict[str, int], max_records: int
         s = next(s for s, n in wants.items() if n)
         take[s] = 1
     return {s: start[s] + take[s] for s in start}
+
+
+def per_partition(records: int, records_per_partition: int, min_partitions: int | None) -> int:
+    """Records per task for a batch of ``records``: at most ``records_per_partition``, and few
+    enough that the batch makes at least ``min_partitions`` tasks (Kafka's minPartitions)."""
+    if not min_partitions or records <= 0:
+        return records_per_partition
+    return max(1, min(records_per_partition, -(-records // min_partitions)))
 
 
 def split_range(stream: str, start: int, end: int, per_partition: int) -> list[StreamRange]:

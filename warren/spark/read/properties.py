@@ -28,7 +28,7 @@ import decimal
 import json
 import struct
 
-from warren.codec.properties import STREAM_OFFSET_HEADER
+from warren.codec.properties import HEADERS_FLAG, STREAM_OFFSET_HEADER
 from warren.codec.property_edits import headers_span, remove_header
 from warren.codec.fields import decode_table
 from warren.spark.schema import PROPERTY_FIELDS
@@ -192,7 +192,17 @@ def strip_offset_header(raw: bytes) -> tuple[int | None, bytes]:
     if tail >= start + 4 and raw[tail:end - 8] == _OFFSET_ENTRY_HEAD:
         (offset,) = _I64.unpack_from(raw, end - 8)
         size = end - start - 4 - _OFFSET_ENTRY_SIZE
+        if size == 0:  # the table only held the broker's header: the message had none
+            return offset, _without_empty_table(raw, start, end)
         return offset, b"".join((raw[:start], _U32.pack(size), raw[start + 4:tail], raw[end:]))
     p, _ = BasicProperties.decode(raw, 0)
     value = (p.headers or {}).get(OFFSET_HEADER)
     return (value if isinstance(value, int) else None), remove_header(raw, OFFSET_HEADER)
+
+
+def _without_empty_table(raw: bytes, start: int, end: int) -> bytes:
+    """``raw`` without its headers table (at [start, end)) and with the headers flag cleared:
+    the broker adds a table to a message that had none, so that is what the publisher sent (a
+    publisher's own empty table reads the same way over AMQP: the two cannot be told apart)."""
+    flags = ((raw[0] << 8) | raw[1]) & ~HEADERS_FLAG
+    return b"".join((flags.to_bytes(2, "big"), raw[2:start], raw[end:]))

@@ -28,7 +28,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from warren.spark.options import parse_read_options
-from warren.spark.read.planning import StreamRange, admit, resolve_offset, retained_start, split_range
+from warren.spark.read.planning import StreamRange, admit, per_partition, resolve_offset, retained_start, split_range
 from warren.spark.read.batch import ReadLayout, read_range
 
 __all__ = ["WarrenStreamReader"]
@@ -63,10 +63,10 @@ class WarrenStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         option since) starts at startingOffsets."""
         if stream in start:
             return int(start[stream])
-        return resolve_offset(self.options.starting[stream], info)
+        return resolve_offset(self.options.starting[stream], info, self._client())
 
     def initialOffset(self) -> dict:
-        return {s: resolve_offset(self.options.starting[s], info) for s, info in self._infos().items()}
+        return {s: resolve_offset(self.options.starting[s], info, self._client()) for s, info in self._infos().items()}
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = {s: info.end for s, info in self._infos().items()}
@@ -115,7 +115,7 @@ class WarrenStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict, end: dict) -> list[StreamRange]:
         opts = self.options
         infos = self._infos()
-        ranges: list[StreamRange] = []
+        spans: list[tuple[str, int, int]] = []
         for s in opts.streams:
             if s not in end:
                 continue
@@ -125,8 +125,9 @@ class WarrenStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if e <= b:
                 continue
             b = retained_start(s, b, info.first_offset, opts.fail_on_data_loss)
-            ranges.extend(split_range(s, b, e, opts.records_per_partition))
-        return ranges
+            spans.append((s, b, e))
+        size = per_partition(sum(e - b for _s, b, e in spans), opts.records_per_partition, opts.min_partitions)
+        return [r for s, b, e in spans for r in split_range(s, b, e, size)]
 
     def read(self, partition: StreamRange) -> Iterator[pa.RecordBatch]:
         return read_range(self.options, partition, self.layout)
