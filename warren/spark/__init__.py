@@ -2,7 +2,8 @@
 
 ``register(spark)`` makes the ``warren`` format known to a SparkSession; where the distribution
 is installed, pyspark also finds it by itself through the top-level package ``pyspark_warren``
-(docs/spark.md). Importing this package does not import pyspark; the data source classes live
+(an editable install gets a one-module form of it, setup.py; docs/spark.md), and ``register``
+then leaves Spark's own registration alone. Importing this package does not import pyspark; the data source classes live
 in ``datasource.py``, the readers in ``read/``, the writers in ``write/``, the ``warren
 pipeline`` jobs in ``jobs/`` and every option in ``options.py``.
 
