@@ -335,7 +335,7 @@ def http_requests(draw) -> tuple[str, str, bytes | None]:
     """(method, path, body): the API's writable resources with names the fuzzer owns (never
     guest, never the vhost "/" itself: a fuzzed password or vhost limit would lock the fuzzer
     out), and a body that is JSON, not JSON, or nested deep."""
-    q, ex = draw(st.sampled_from(QUEUES[:5])), draw(st.sampled_from(EXCHANGES[6:]))
+    q, ex = draw(st.sampled_from(QUEUES[:5] + ("q" * 256,))), draw(st.sampled_from(EXCHANGES[6:] + ("e" * 300,)))
     user, vhost = draw(st.sampled_from(USER_NAMES)), draw(st.sampled_from(VHOST_NAMES))
     method, path = draw(st.sampled_from([
         ("PUT", f"/api/queues/%2F/{q}"), ("DELETE", f"/api/queues/%2F/{q}"), ("GET", f"/api/queues/%2F/{q}"),

@@ -26,6 +26,7 @@ from warren.broker.queues.quorum_args import (
     QUORUM_GENERIC_SKIPPED, check_classic_declare, check_queue_type, check_quorum_declare, is_quorum_declare,
 )
 from warren.store.message import decode_restored
+from warren.codec.refusals import INVALID, amqp0_9_1_refusal
 from warren.errors import AccessRefused, CommandInvalid, NotFound, PreconditionFailed, ResourceLocked
 from warren.metrics.totals import TOTALS
 
@@ -100,6 +101,7 @@ class VirtualHost:
 
     def declare_exchange(self, name: str, type_: str, passive: bool, durable: bool, auto_delete: bool,
                          internal: bool, arguments: dict) -> Exchange:
+        _check_name_length("exchange", name)
         if name == "":
             # RabbitMQ refuses any declare of the default exchange, passive or not
             raise AccessRefused("operation not permitted on the default exchange")
@@ -216,6 +218,7 @@ class VirtualHost:
         worker that orders declarations, warren/spread), not the client's."""
         if passive:
             return self.queue(name, session)
+        _check_name_length("queue", name)
         stream = is_stream_declare(arguments)
         quorum = is_quorum_declare(arguments)
         if not name or server_named:
@@ -439,6 +442,16 @@ class VirtualHost:
                                          f"{self._describe('queue', name)}")
         if "x-dead-letter-routing-key" in arguments and "x-dead-letter-exchange" not in arguments:
             raise PreconditionFailed(f"invalid arg 'x-dead-letter-routing-key' {where}: routing_key_but_no_dlx_defined")
+
+
+def _check_name_length(kind: str, name: str) -> None:
+    """A queue or exchange name must fit a shortstr (255 octets): over AMQP none can be longer,
+    but the HTTP API and a definitions file can ask for one, and every delivery through such an
+    exchange failed to encode (an HTTP 500, a 541). Refused as invalid (warren/codec/refusals.py:
+    406, and 400 over HTTP). RabbitMQ's API drops the request."""
+    if len(name) > 63 and len(name.encode("utf-8", "surrogateescape")) > 255:
+        raise amqp0_9_1_refusal(INVALID, f"{kind} name of {len(name.encode('utf-8', 'surrogateescape'))} octets: "
+                                         "at most 255 (an AMQP shortstr)")
 
 
 def _arg_type(v) -> str:
