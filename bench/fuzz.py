@@ -3,6 +3,12 @@
 
     python bench/fuzz.py [--minutes 30] [--batch 200] [--listen 0.3] [--rss-limit-mib 300]
                          [--broker-arg=--frame-max=65536 ...]
+    python bench/fuzz.py --stateful [--minutes 30] [--batch 200]
+
+``--stateful`` runs the stateful hostile-client fuzzer instead (tests/protocol/test_hostile_fuzz.py:
+0-9-1 channels, 0-10 sessions and the HTTP API kept open across steps, fed valid then mutated
+methods, property lists, field tables and 0-10 structs) in batches of ``--batch`` examples, each
+with a fresh seed (printed), and stops at the first 541 or HTTP 5xx, or a traceback in the log.
 
 The same cases as the suite's bounded run (tests/e2e/fuzzframes.py, tests/e2e/test_fuzz.py):
 after a valid handshake, mutated and truncated frames, huge declared sizes, wrong frame-end
@@ -44,7 +50,10 @@ def main() -> int:
     ap.add_argument("--listen", type=float, default=0.3, help="seconds to wait for the broker's answer per case")
     ap.add_argument("--rss-limit-mib", type=float, default=300.0, help="fail if the broker's RSS grows past this")
     ap.add_argument("--broker-arg", action="append", default=[], help="extra `warren serve` argument (repeatable)")
+    ap.add_argument("--stateful", action="store_true", help="the stateful fuzzer (541s and HTTP 5xx are failures)")
     args = ap.parse_args()
+    if args.stateful:
+        return stateful(args)
 
     tmp = Path(tempfile.mkdtemp(prefix="warren-fuzz-"))
     b = launch_broker(tmp, *args.broker_arg)
@@ -112,6 +121,49 @@ def main() -> int:
         print(f"broker RSS: start {start_rss / 1024:.0f} MiB, peak {peak / 1024:.0f} MiB, end {end_rss / 1024:.0f} MiB")
     if status == 0:
         shutil.rmtree(tmp, ignore_errors=True)  # a failed run keeps its data folder and log
+    else:
+        print(f"the broker's log and data folder: {tmp}")
+    print("PASS" if status == 0 else "FAIL")
+    return status
+
+
+def stateful(args) -> int:
+    """Batches of the stateful fuzzer against one fresh broker until the time is up."""
+    import os
+    import random
+
+    tmp = Path(tempfile.mkdtemp(prefix="warren-fuzz-"))
+    b = launch_broker(tmp, *args.broker_arg)
+    status, batches = 0, 0
+    total = collections.Counter()
+    try:
+        deadline = time.monotonic() + args.minutes * 60
+        print(f"stateful fuzzing {b.host}:{b.port} (log {b.log_path}) for {args.minutes:g} min", flush=True)
+        while time.monotonic() < deadline:
+            os.environ["WARREN_FUZZ_SEED"] = str(random.SystemRandom().randrange(2**32))
+            import importlib
+            import tests.protocol.test_hostile_fuzz as fuzz
+            fuzz = importlib.reload(fuzz)  # takes the new seed
+            try:
+                tally = fuzz.run(b, args.batch)
+            except Exception as e:  # noqa: BLE001 - a finding, shrunk and printed by Hypothesis
+                print(f"FAIL (seed {fuzz.SEED}): {type(e).__name__}: {e}")
+                status = 1
+                break
+            batches += 1
+            total.update(tally.codes)
+            print(f"  batch {batches}: {tally.summary()}", flush=True)
+            if "Traceback" in b.log():
+                print("FAIL: a traceback in the broker's log:\n" + b.log()[b.log().find("Traceback") - 2000:][:6000])
+                status = 1
+                break
+    finally:
+        b.stop()
+    print(f"\n{batches} batches of {args.batch}; answers:")
+    for (scope, code), n in sorted(total.items()):
+        print(f"  {scope:20s} {code:4d} {n}")
+    if status == 0:
+        shutil.rmtree(tmp, ignore_errors=True)
     else:
         print(f"the broker's log and data folder: {tmp}")
     print("PASS" if status == 0 else "FAIL")
