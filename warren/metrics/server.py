@@ -1,9 +1,10 @@
-"""The Prometheus endpoint: ``/metrics`` and ``/metrics/per-object`` on their own port.
+"""The Prometheus endpoint: ``/metrics``, ``/metrics/per-object`` and ``/metrics/detailed`` on their own port.
 
 As RabbitMQ's ``rabbitmq_prometheus`` (port 15692): ``/metrics`` sums the queue, channel and
 connection families over the node, so its size does not grow with the number of queues;
 ``/metrics/per-object`` has one sample per queue, channel and connection. Both carry the node's
-and Warren's own families (render.py, docs/metrics.md).
+and Warren's own families (render.py, docs/metrics.md). ``/metrics/detailed`` answers only the
+families a scrape asks for, of the vhosts it asks for (detailed.py).
 
 Served by aiohttp on the broker's event loop, behind the HTTP API's guard (time and size limits,
 warren/management/limits.py). A scrape must not stall the broker: the snapshot is read a slice of
@@ -29,8 +30,9 @@ from warren.management.limits import HttpLimits, limits_middleware
 from warren.management.runner import GuardedSite
 from warren.metrics.collect import Probes, add_snapshot, read_snapshot
 from warren.metrics.probes import GcPauseProbe, Histogram, LoopLagProbe
+from warren.metrics.detailed import render_detailed
 from warren.metrics.render import render
-from warren.metrics.text import CONTENT_TYPE
+from warren.metrics.text import CONTENT_TYPE, header, labels
 
 __all__ = ["MetricsServer", "PROMETHEUS_PORT_DEFAULT"]
 
@@ -75,6 +77,7 @@ class MetricsServer:
         app = web.Application(middlewares=[limits_middleware(self.limits)])
         app.router.add_get("/metrics", self.aggregated)
         app.router.add_get("/metrics/per-object", self.per_object)
+        app.router.add_get("/metrics/detailed", self.detailed)
         return app
 
     async def aggregated(self, request: web.Request) -> web.StreamResponse:
@@ -83,8 +86,22 @@ class MetricsServer:
     async def per_object(self, request: web.Request) -> web.StreamResponse:
         return await self.scrape(request, per_object=True)
 
-    async def scrape(self, request: web.Request, per_object: bool) -> web.StreamResponse:
-        endpoint = "/metrics/per-object" if per_object else "/metrics"
+    async def detailed(self, request: web.Request) -> web.StreamResponse:
+        """RabbitMQ's filtered endpoint: ``?family=...&vhost=...`` (warren/metrics/detailed.py)."""
+        return await self.scrape(request, per_object=True, families=request.query.getall("family", []),
+                                 vhosts=request.query.getall("vhost", []))
+
+    def identity_lines(self) -> str:
+        """The node's build and identity samples, with which every endpoint's answer ends."""
+        return (f"{header('rabbitmq_build_info', 'untyped', 'RabbitMQ & Erlang/OTP version info')}"
+                f"rabbitmq_build_info{labels(self.build_labels)} 1\n"
+                f"{header('rabbitmq_identity_info', 'untyped', 'RabbitMQ node & cluster identity info')}"
+                f"rabbitmq_identity_info{labels(self.identity_labels)} 1\n")
+
+    async def scrape(self, request: web.Request, per_object: bool, families: list[str] | None = None,
+                     vhosts: list[str] | None = None) -> web.StreamResponse:
+        """``families`` (a list, even empty): /metrics/detailed's answer instead of the whole exposition."""
+        endpoint = "/metrics/detailed" if families is not None else "/metrics/per-object" if per_object else "/metrics"
         started = time.perf_counter()
         snap = await read_snapshot(self.server, per_object)
         snap.probes = Probes.of(self)
@@ -103,7 +120,9 @@ class MetricsServer:
         longest = snap.longest_step
         pending: list[bytes] = []
         size = 0
-        for chunk in render(snap, self):
+        chunks = (render(snap, self) if families is None
+                  else render_detailed(snap, self.server.broker, families, vhosts or [], self.identity_lines()))
+        for chunk in chunks:
             if chunk:
                 data = chunk.encode()
                 if compressor is not None:
@@ -137,7 +156,7 @@ class MetricsServer:
         self.port = await self._site.start(host, port, ssl_context)
         self.loop_lag.start()
         self.gc_pauses.start()
-        log.info("Prometheus metrics on %s://%s:%d/metrics (and /metrics/per-object)",
+        log.info("Prometheus metrics on %s://%s:%d/metrics (and /metrics/per-object, /metrics/detailed)",
                  "https" if ssl_context else "http", host, self.port)
         return self.port
 
