@@ -219,3 +219,17 @@ def test_a_flipped_bit_in_a_checksum_file_is_no_reason_to_refuse(tmp_path):
     sums = checksum_path(path)
     rot(sums, sums.read_bytes().index(b'"sha256": ["') + 15)  # a digit of the digest
     check_node_files(tmp_path)  # the file itself is intact
+
+
+def test_each_workers_folder_is_checked_too(data_dir):
+    """With --workers N each worker keeps its stores in <data>/workers/<index>."""
+    import shutil
+    worker = data_dir / "workers" / "1"
+    worker.mkdir(parents=True)
+    shutil.move(str(data_dir / "queues"), str(worker / "queues"))
+    shutil.copy(data_dir / "definitions.log", worker / "definitions.log")
+    msgs = next((worker / "queues").iterdir()) / "msgs.0000000001"
+    flip(msgs, msgs.read_bytes().index(b"order 77 ") + 3)
+    r = warren_store("check", "--json", str(data_dir))
+    [finding] = json.loads(r.stdout)["findings"]
+    assert r.returncode == 1 and finding["file"] == str(msgs) and "seqs 77..77" in finding["detail"]

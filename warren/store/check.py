@@ -1,7 +1,7 @@
 """Offline check of a data folder: every damaged record, and what it would cost, changing nothing.
 
-``check_data_dir(data_dir)`` reads every store file the broker would open at start and scans it
-as recovery does (damage.py), but only reads: nothing is cut, rewritten, copied or created.
+``check_data_dir(data_dir)`` reads every store file the broker would open at start (with
+``--workers``, each worker's folder too) and scans it as recovery does (damage.py), but only reads: nothing is cut, rewritten, copied or created.
 What it finds is a list of ``Finding``s:
 
 * ``damage``: a damaged stretch recovery reads around (queues, streams) or refuses (the
@@ -114,6 +114,13 @@ def check_data_dir(data_dir) -> CheckReport:
                     prefix, _, num = name.partition(".")
                     if prefix in ("msgs", "acks") and len(num) == 10 and num.isdigit():
                         _check_seq_file(path, prefix, what, report)
+    workers = os.path.join(data_dir, "workers")  # --workers N: each worker's own data folder
+    if os.path.isdir(workers):
+        for index in sorted(os.listdir(workers)):
+            if os.path.isdir(os.path.join(workers, index)):
+                part = check_data_dir(os.path.join(workers, index))
+                report.files += part.files
+                report.findings += part.findings
     return report
 
 
