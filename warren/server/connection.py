@@ -24,7 +24,7 @@ import time
 
 from warren.broker.auth import MECHANISMS
 from warren.codec.frames import FRAME_METHOD
-from warren.errors import AMQPError
+from warren.errors import AMQPError, InternalError
 from warren.metrics.totals import TOTALS
 from warren.protocol.amqp0_9_1.adapter import ConnectionHandler
 from warren.protocol.amqp0_9_1.connection import ServerConnection
@@ -330,6 +330,10 @@ class AMQPConnection(asyncio.Protocol):
             except AMQPError as e:
                 session.fail(e)
                 continue
+            except Exception:  # a parser bug of ours, not the client's input: 541 and the traceback
+                log.exception("internal error parsing input on connection %s", session)
+                session.fail(InternalError("internal error"))
+                break
             if event is None:
                 break
             if self._replaying and (type(event) is Method and event.method.INDEX == _CONNECTION_OPEN
