@@ -134,12 +134,14 @@ def _apply(buf: bytearray, op: tuple) -> None:
 class Fault:
     """One injected failure: ``op`` (write, fsync, create) on paths containing ``path``."""
 
-    def __init__(self, op: str, path: str, error: int = 0, stall: float = 0.0, times: int | None = None) -> None:
-        self.op, self.path, self.error, self.stall, self.times = op, path, error, stall, times
+    def __init__(self, op: str, path: str, error: int = 0, stall: float = 0.0, times: int | None = None,
+                 exact: bool = False) -> None:
+        self.op, self.path, self.error, self.stall, self.times, self.exact = op, path, error, stall, times, exact
         self.hits = 0
 
     def matches(self, op: str, path: str) -> bool:
-        return self.op == op and self.path in path and (self.times is None or self.hits < self.times)
+        return (self.op == op and (path == self.path if self.exact else self.path in path)
+                and (self.times is None or self.hits < self.times))
 
 
 def _serve(mountpoint: str, control_path: str) -> None:
@@ -161,6 +163,8 @@ def _serve(mountpoint: str, control_path: str) -> None:
             self.counts = {"writes": 0, "fsyncs": 0, "fsyncdirs": 0, "dropped_writes": 0, "dropped_octets": 0,
                            "dropped_names": 0, "torn": 0, "failed_fsyncs": 0, "failed_writes": 0, "stalls": 0}
             self.write_seq = 0  # writes so far
+            self.generation = 0  # drops and wakes so far: a stalled fsync from before one ends in EIO
+            self.woken = trio.Event()
 
         # -- helpers
         def _attr(self, node: Node):
@@ -336,11 +340,21 @@ def _serve(mountpoint: str, control_path: str) -> None:
             f = self._fault("fsyncdir", node)
             if f is not None:
                 if f.stall:
-                    self.counts["stalls"] += 1
-                    await trio.sleep(f.stall)
+                    await self._stall(f.stall)
                 if f.error:
                     raise FUSEError(f.error)
             node.durable_entries = dict(node.entries)
+
+        async def _stall(self, seconds: float) -> None:
+            """A stalled fsync. The kernel holds the file's inode lock meanwhile (a reader of that
+            file waits too), and a process killed in it does not die until it is answered: ``wake``
+            (or ``drop``) answers every stalled call with EIO, making nothing durable."""
+            self.counts["stalls"] += 1
+            generation = self.generation
+            with trio.move_on_after(seconds):
+                await self.woken.wait()
+            if generation != self.generation:
+                raise FUSEError(errno.EIO)  # the power was cut meanwhile: it made nothing durable
 
         # -- files
         def _open_handle(self, node: Node):
@@ -396,8 +410,7 @@ def _serve(mountpoint: str, control_path: str) -> None:
             f = self._fault("fsync", node)
             if f is not None:
                 if f.stall:
-                    self.counts["stalls"] += 1
-                    await trio.sleep(f.stall)
+                    await self._stall(f.stall)
                 if f.error:
                     # Linux since 4.13: the pages that failed are marked clean all the same, so
                     # what this fsync should have made durable is gone at the next power cut
@@ -418,6 +431,12 @@ def _serve(mountpoint: str, control_path: str) -> None:
             return s
 
         # -- control
+        def wake(self) -> None:
+            """Every stalled fsync returns EIO now, having made nothing durable."""
+            self.generation += 1
+            self.woken.set()
+            self.woken = trio.Event()
+
         def sync_all(self) -> None:
             for node in self.nodes.values():
                 if node.is_dir:
@@ -428,6 +447,7 @@ def _serve(mountpoint: str, control_path: str) -> None:
         def drop(self, tear: bool, seed: int | None) -> dict:
             """Every file and directory back to its durable state (module doc)."""
             rng = random.Random(seed)
+            self.wake()
             torn = None
             if tear:  # the newest write not yet durable, in whichever file
                 newest = max(((op, node) for node in self.nodes.values() if not node.is_dir
@@ -437,9 +457,14 @@ def _serve(mountpoint: str, control_path: str) -> None:
                     op, node = newest
                     torn = (node, op[1], op[2][:rng.randrange(1, len(op[2]))])
             dropped = dropped_octets = names = 0
+            changed_names: list[str] = []  # the first few names the drop took away or brought back
             for node in self.nodes.values():
                 if node.is_dir:
-                    names += len(set(node.entries.items()) ^ set(node.durable_entries.items()))
+                    changed = set(node.entries.items()) ^ set(node.durable_entries.items())
+                    names += len(changed)
+                    if changed and len(changed_names) < 20:
+                        changed_names += [node.path().rstrip("/") + "/" + name.decode("utf-8", "surrogateescape")
+                                          for name, _ in changed]
                     node.entries = dict(node.durable_entries)
                 else:
                     dropped += len(node.pending)
@@ -464,7 +489,7 @@ def _serve(mountpoint: str, control_path: str) -> None:
             self.counts["dropped_octets"] += dropped_octets
             self.counts["dropped_names"] += names
             return {"dropped_writes": dropped, "dropped_octets": dropped_octets, "dropped_names": names,
-                    "torn": torn_report}
+                    "names": sorted(set(changed_names)), "torn": torn_report}
 
         def _collect(self) -> None:
             """Free the nodes no name (live or durable) and no open handle can reach."""
@@ -489,11 +514,14 @@ def _serve(mountpoint: str, control_path: str) -> None:
             if cmd == "sync":
                 self.sync_all()
                 return {}
+            if cmd == "wake":
+                self.wake()
+                return {}
             if cmd == "fault":
                 err = request.get("errno")
                 self.faults.append(Fault(request["op"], request.get("path", ""),
                                          getattr(errno, err) if err else 0, float(request.get("stall", 0)),
-                                         request.get("times")))
+                                         request.get("times"), bool(request.get("exact"))))
                 return {}
             if cmd == "clear":
                 self.faults.clear()
@@ -506,6 +534,11 @@ def _serve(mountpoint: str, control_path: str) -> None:
                 pending = sum(len(n.pending) for n in self.nodes.values() if not n.is_dir)
                 return dict(self.counts, pending_writes=pending, used=self.used, nodes=len(self.nodes),
                             fault_hits=[f.hits for f in self.faults])
+            if cmd == "tree":  # every folder's names, live and durable (for a failing test's message)
+                return {"tree": {n.path(): {"live": sorted(k.decode("utf-8", "surrogateescape") for k in n.entries),
+                                            "durable": sorted(k.decode("utf-8", "surrogateescape")
+                                                              for k in n.durable_entries)}
+                                 for n in self.nodes.values() if n.is_dir}}
             if cmd == "reset":
                 if self.handles:
                     raise ValueError(f"{len(self.handles)} files are still open")
@@ -615,11 +648,24 @@ class PowerLossFS:
     def sync(self) -> None:
         self.call("sync")
 
+    def crash(self, proc, tear: bool = False, seed: int | None = None) -> dict:
+        """The power cut under a running process: kill -9, then ``drop``. A process killed in a
+        stalled fsync lives on until the layer answers it (FUSE), so stalled calls are answered
+        with EIO first (``wake``), making nothing durable."""
+        proc.kill()
+        try:
+            proc.wait(2)
+        except subprocess.TimeoutExpired:
+            self.call("wake")
+            proc.wait(30)
+        return self.drop(tear=tear, seed=seed)
+
     def fault(self, op: str, path: str = "", errno_name: str | None = None, stall: float = 0.0,
-              times: int | None = None) -> None:
-        """``op``: write, fsync, fsyncdir or create; ``errno_name``: "EIO", "ENOSPC"...;
-        ``stall``: seconds the call waits first; ``times``: how often (None: until cleared)."""
-        self.call("fault", op=op, path=path, errno=errno_name, stall=stall, times=times)
+              times: int | None = None, exact: bool = False) -> None:
+        """``op``: write, fsync, fsyncdir or create; on paths containing ``path`` (equal to it
+        with ``exact``); ``errno_name``: "EIO", "ENOSPC"...; ``stall``: seconds the call waits
+        first; ``times``: how often (None: until cleared)."""
+        self.call("fault", op=op, path=path, errno=errno_name, stall=stall, times=times, exact=exact)
 
     def capacity(self, octets: int | None) -> dict:
         return self.call("capacity", octets=octets)
@@ -629,6 +675,10 @@ class PowerLossFS:
 
     def stats(self) -> dict:
         return self.call("stats")
+
+    def tree(self) -> dict:
+        """{folder: {"live": [names], "durable": [names]}}, for messages and debugging."""
+        return self.call("tree")["tree"]
 
     def reset(self) -> None:
         self.call("reset")

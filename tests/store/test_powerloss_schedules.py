@@ -382,6 +382,48 @@ def test_crash_schedules(tmp_path):
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.parametrize("kind", ["classic", "stream"])
+def test_a_queue_deleted_in_a_crash_leaves_nothing_to_a_new_one_of_its_name(tmp_path, kind):
+    """The delete is logged (fsynced) first, then the folder goes: a power cut between the two
+    left the folder, and a new queue of the same name opened it with the old messages in it.
+    The start now removes folders no definition owns (Durability._remove_leftover_stores)."""
+    arguments = {"x-queue-type": "stream"} if kind == "stream" else None
+    root = "streams" if kind == "stream" else "queues"
+    fs = PowerLossFS(tmp_path / "mnt", tmp_path).start()
+    broker = None
+    try:
+        data = fs.mountpoint / "data"
+        broker = launch_broker(tmp_path, "--disk-free-limit", "0", data_dir=data)
+        conn = _connect(broker)
+        ch = conn.channel()
+        ch.confirm_delivery()
+        ch.queue_declare("doomed", durable=True, arguments=arguments)
+        for i in range(10):
+            ch.basic_publish("", "doomed", b"old-%d" % i, pika.BasicProperties(delivery_mode=2))
+        # the folder's removal is the last step of the delete: the cut comes while it is made durable
+        fs.fault("fsyncdir", path=f"/data/{root}", stall=60, times=1, exact=True)
+        deleter = threading.Thread(target=_quietly, args=(ch.queue_delete, "doomed"))
+        deleter.start()
+        deadline = time.monotonic() + 30
+        while fs.stats()["stalls"] == 0:
+            assert time.monotonic() < deadline, "the delete never reached its folder's fsync"
+            time.sleep(0.02)
+        report = fs.crash(broker.proc)
+        deleter.join(30)
+        fs.clear()
+        assert any(name.startswith(f"/data/{root}/") for name in report["names"]), report  # the folder came back
+        broker = launch_broker(tmp_path, "--disk-free-limit", "0", data_dir=data)
+        ch = _connect(broker).channel()
+        ch.queue_declare("doomed", durable=True, arguments=arguments)
+        assert count_in(broker, "doomed") == 0  # not the 10 of the deleted queue
+        assert "no durable queue or exchange owns it" in broker.log()
+    finally:
+        if broker is not None:
+            broker.stop()
+        fs.stop()
+
+
+@pytest.mark.timeout(120)
 def test_the_checker_catches_confirms_sent_before_the_fsync(tmp_path):
     """The harness can fail: with --no-fsync Warren confirms what only reached the page cache,
     which survives kill -9 but not the layer's power cut, so confirmed messages are lost."""

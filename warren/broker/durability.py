@@ -29,6 +29,7 @@ is when its consumers may see them. ``close`` syncs and closes them with the que
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import uuid
 import logging
@@ -38,6 +39,7 @@ from pathlib import Path
 from warren.store.damage import store_damage
 from warren.store.definitions import DefinitionsStore
 from warren.store.queue_store import QueueStore, StoreError
+from warren.store.segment import fsync_dir
 from warren.store.stream_store import DEFAULT_STREAM_SEGMENT, StreamStore
 
 __all__ = ["Durability", "ACK_SYNC_INTERVAL", "MAX_SYNCS_IN_FLIGHT"]
@@ -254,6 +256,7 @@ class Durability:
                 vhost.restore_binding(b)
         log.info("recovered %d exchanges, %d queues, %d bindings, %d messages in %.2fs",
                  len(defs.exchanges), len(defs.queues), len(defs.bindings), messages, time.monotonic() - t0)
+        self._remove_leftover_stores(defs)
         # what belongs to a vhost this broker does not serve stays on disk, untouched: say so
         unserved = {d.vhost for d in (*defs.exchanges, *defs.queues, *defs.bindings)} - set(broker.vhosts)
         for name in sorted(unserved):
@@ -261,6 +264,27 @@ class Durability:
             log.warning("vhost '%s' has %d durable queues and %d exchanges in %s but is not served "
                         "(start with --vhost '%s' to serve them)", name, queues,
                         sum(1 for e in defs.exchanges if e.vhost == name), self.data_dir, name)
+
+    def _remove_leftover_stores(self, defs) -> None:
+        """Remove the store folders no durable queue or exchange owns: a crash came between a
+        delete, logged (and fsynced) first, and the removal of the folder. Left there, a new
+        queue or delayed exchange of the same name would open it and get the deleted one's
+        messages back (the power-loss harness found it, tests/store/test_powerloss_schedules.py);
+        RabbitMQ removes the folders of queues it does not know at start too."""
+        owned = {self.queue_dir(q.vhost, q.name).name for q in defs.queues}
+        owned_delayed = {self.queue_dir(e.vhost, e.name).name for e in defs.exchanges}  # the same digest
+        for root, keep in ((self.queue_root, owned), (self.stream_root, owned), (self.delayed_root, owned_delayed)):
+            try:
+                leftovers = [e for e in os.scandir(root) if e.is_dir(follow_symlinks=False) and e.name not in keep
+                             and len(e.name) == 32 and all(c in "0123456789abcdef" for c in e.name)]
+            except FileNotFoundError:
+                continue
+            for entry in leftovers:
+                log.warning("removing %s: no durable queue or exchange owns it (a crash came during its delete)",
+                            entry.path)
+                shutil.rmtree(entry.path, ignore_errors=True)
+            if leftovers and self.fsync:
+                fsync_dir(str(root))
 
     def close(self, queues) -> None:
         for q in queues:
