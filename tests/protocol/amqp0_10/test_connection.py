@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import struct
 
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from tests.protocol.amqp0_10.pair import Pair, octets
@@ -375,3 +376,25 @@ def test_fuzz_the_server_never_raises_whatever_follows_a_valid_open(chunks):
             if isinstance(e, ev.Command):
                 pair.server.complete(e.channel, e.command_id)
         pair.server.data_to_send()
+
+
+@pytest.mark.parametrize("headers", ["nested 101 deep", "unknown type code"])
+def test_application_headers_nested_too_deep_or_of_an_unknown_type_are_the_clients_fault(headers):
+    """0-10's twin of a 0-9-1 publish with poisoned headers (issue 29): illegal-argument from
+    warren/codec/refusals.py's table, never internal-error."""
+    from warren.codec.amqp0_10.types import encode_header
+    deep: dict = {}
+    for _ in range(101):
+        deep = {"a": deep}
+    header = encode_header([spec.MessageMessageProperties(application_headers=deep if headers.startswith("nested")
+                                                          else {"k": 1})])
+    if headers == "unknown type code":
+        at = header.rindex(b"\x01k") + 2
+        header = header[:at] + b"\xfe" + header[at + 1:]  # the value's type code: none of 0-10's
+    pair = attached()
+    frames = assembly_frames(1, [(SEGMENT_COMMAND, encode_command(spec.MessageTransfer(destination=""))),
+                                 (SEGMENT_HEADER, header), (SEGMENT_BODY, b"x")])
+    pair.client.send_raw(octets(frames), command_on=1)
+    pair.pump()
+    [err] = pair.take("server", ev.PeerError)
+    assert err.code == E.ILLEGAL_ARGUMENT != E.INTERNAL_ERROR and err.answer == "exception"
