@@ -16,6 +16,9 @@ checks what came back:
   crash may go either way);
 * the broker starts on the folder as the crash left it, with no hand to help (``needed_a_hand``).
 
+A quarter of the cuts come while an fsync is stalled at the disk (a group commit under way, its
+confirms not sent), the rest wherever the workload is.
+
 Schedules run in chains of ``CHAIN`` on one data folder (each restart is the next schedule's
 start, so crashes pile up on the same files); a chain's seed fixes every choice (the workload
 mix, the crash point, the tear), and a failure prints the seed and the line that replays it.
@@ -49,6 +52,7 @@ pytestmark = [
 CHAIN = 5                  # schedules on one data folder
 DEFAULT_SCHEDULES = 3      # the default run: one chain of three (about a minute here)
 MARKED_CHAINS = 200        # -m storage_faults: 200 chains of 5
+STALLED_CUTS = 0.25        # the share of schedules whose cut comes during a stalled fsync
 ACK_WINDOW = 3.0           # an ack older than this at the crash was fsynced (1 s interval + the tick)
 QUEUES = ("pl-consumed", "pl-kept")
 STREAM = "pl-stream"
@@ -66,6 +70,7 @@ class Totals:
     definition_changes: int = 0
     dropped_writes: int = 0
     torn: int = 0
+    stalled_cuts: int = 0
     seconds: float = 0.0
     problems: list = field(default_factory=list)
 
@@ -217,14 +222,22 @@ def run_schedule(fs: PowerLossFS, broker, model: Model, seed: int, index: int, w
     for t in threads:
         t.start()
     crash_now.wait(WORK_TIMEOUT)
-    broker.proc.kill()  # the power cut: the process first, then what the disk did not have
-    broker.proc.wait(10)
+    tear, tear_seed = rng.random() < 0.5, rng.randrange(2**32)
+    stalled = rng.random() < STALLED_CUTS
+    if stalled:
+        # the cut comes while a group commit's fsync is at the disk: its confirms were never sent
+        fs.fault("fsync", path="/data/", stall=60)
+        deadline = time.monotonic() + 10
+        while fs.stats()["stalls"] == 0 and time.monotonic() < deadline and broker.proc.poll() is None:
+            time.sleep(0.01)
     crashed_at = time.monotonic()
+    # the power cut: the process first, then what the disk did not have
+    report = fs.crash(broker.proc, tear=tear, seed=tear_seed)
+    fs.clear()
     stop.set()
     for t in threads:
         t.join(WORK_TIMEOUT)
         assert not t.is_alive(), "a workload thread did not end after the crash"
-    report = fs.drop(tear=rng.random() < 0.5, seed=rng.randrange(2**32))
     try:
         restarted = launch_broker(workdir, "--disk-free-limit", "0", *broker_args, data_dir=broker.data_dir)
     except RuntimeError as e:
@@ -232,6 +245,7 @@ def run_schedule(fs: PowerLossFS, broker, model: Model, seed: int, index: int, w
     counts = check(restarted, model, crashed_at)
     counts["dropped_writes"] = report["dropped_writes"]
     counts["torn"] = 1 if report["torn"] else 0
+    counts["stalled_cuts"] = 1 if stalled else 0
     return restarted, counts
 
 
@@ -334,7 +348,7 @@ def run_chain(tmp_path, seed: int, schedules: int, totals: Totals, *broker_args:
             totals.schedules += 1
             totals.seconds += time.monotonic() - started
             for key in ("confirmed", "lost", "duplicated", "unexpected", "needed_a_hand", "definition_changes",
-                        "dropped_writes", "torn"):
+                        "dropped_writes", "torn", "stalled_cuts"):
                 setattr(totals, key, getattr(totals, key) + counts.get(key, 0))
             if counts.get("problems"):
                 totals.problems.append((seed, index, counts["problems"]))
@@ -352,7 +366,8 @@ def report(totals: Totals, seeds: list[int]) -> str:
     lines = [f"power-loss schedules: {totals.schedules} run, {totals.confirmed} confirmed publishes checked, "
              f"{totals.lost} lost, {totals.duplicated} duplicated, {totals.unexpected} unexpected, "
              f"{totals.needed_a_hand} start-ups needing a hand, {totals.definition_changes} definition and access "
-             f"checks, {totals.dropped_writes} unsynced writes dropped, {totals.torn} torn; "
+             f"checks, {totals.dropped_writes} unsynced writes dropped, {totals.torn} torn, "
+             f"{totals.stalled_cuts} cut during a stalled fsync; "
              f"{totals.seconds / max(totals.schedules, 1):.2f} s per schedule"]
     for seed, index, problems in totals.problems:
         lines.append(f"FAILED chain seed {seed}, schedule {index}: replay with WARREN_POWERLOSS_SEED={seed} "
