@@ -242,7 +242,8 @@ def test_bit_flips_cost_the_records_they_touch_and_the_broker_starts_without_a_h
           f"{MESSAGES - ACKED_FIRST} (lost {len(q_lost)}, message records touched {len(q_touched_live)}, ack records "
           f"touched {len(acks_touched)}); stream kept {MESSAGES - len(s_lost)} of {MESSAGES} (lost {len(s_lost)}, "
           f"entries touched {len(s_touched)}); acked messages back {len(set(q_numbers) & set(range(ACKED_FIRST)))}")
-    assert q_lost_seqs <= q_touched_live, f"queue messages lost that no flip touched: {sorted(q_lost_seqs - q_touched_live)} {why}"
+    assert q_lost_seqs <= q_touched_live, \
+        f"queue messages lost that no flip touched: {sorted(q_lost_seqs - q_touched_live)} {why}"
     assert s_lost <= s_touched, f"stream entries lost that no flip touched: {sorted(s_lost - s_touched)} {why}"
     assert len(q_lost) <= len(q_touched_live) and len(s_lost) <= len(s_touched)
     assert len(q_numbers) == len(set(q_numbers)), f"a message delivered twice {why}"
@@ -265,8 +266,9 @@ def test_bit_flips_cost_the_records_they_touch_and_the_broker_starts_without_a_h
         parsed = samples(text)
         for name, kind in ((QUEUE, "queue"), (STREAM, "stream")):
             if name in by_name:
-                assert parsed[("warren_store_damaged_records_total",
-                               frozenset({"vhost": "/", "queue": name, "kind": kind}.items()))] == by_name[name]["records"]
+                labels = frozenset({"vhost": "/", "queue": name, "kind": kind}.items())
+                key = ("warren_store_damaged_records_total", labels)
+                assert parsed[key] == by_name[name]["records"]
         assert "lost" in log_text and "to damaged files" in log_text
     else:
         assert status == 200
@@ -395,4 +397,5 @@ def test_a_file_cut_at_a_random_offset_costs_what_followed_the_cut_and_the_broke
     # what is left is every record the cut left whole (seqs are 1 + the publish number), in order
     assert q_numbers == sorted(seq - 1 for in_queue, seq in whole if in_queue and seq > ACKED_FIRST), why
     assert s_numbers == sorted(offset for in_queue, offset in whole if not in_queue), why
-    print(f"\ncuts {why}: queue kept {len(q_numbers)} of {messages - ACKED_FIRST}, stream {len(s_numbers)} of {messages}")
+    print(f"\ncuts {why}: queue kept {len(q_numbers)} of {messages - ACKED_FIRST}, "
+          f"stream {len(s_numbers)} of {messages}")

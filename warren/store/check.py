@@ -1,7 +1,8 @@
 """Offline check of a data folder: every damaged record, and what it would cost, changing nothing.
 
 ``check_data_dir(data_dir)`` reads every store file the broker would open at start (with
-``--workers``, each worker's folder too) and scans it as recovery does (damage.py), but only reads: nothing is cut, rewritten, copied or created.
+``--workers``, each worker's folder too) and scans it as recovery does (damage.py), but only
+reads: nothing is cut, rewritten, copied or created.
 What it finds is a list of ``Finding``s:
 
 * ``damage``: a damaged stretch recovery reads around (queues, streams) or refuses (the
@@ -25,8 +26,9 @@ import json
 import os
 from dataclasses import dataclass, field
 
-from warren.store.damage import QUARANTINE, Damage, damaged_header, is_torn_tail, quarantine_copy, rewrite_file, scan_seq_file, \
-    scan_stream_file
+from warren.store.damage import (
+    QUARANTINE, Damage, damaged_header, is_torn_tail, quarantine_copy, rewrite_file, scan_seq_file, scan_stream_file,
+)
 from warren.store.definitions import find_definition_records
 from warren.store.node_file import NODE_FILES, check_node_file
 from warren.store.record import (

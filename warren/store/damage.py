@@ -33,11 +33,15 @@ import logging
 import os
 from dataclasses import dataclass
 
-from warren.store.record import FILE_HEADER_SIZE, HEADER, HEADER_SIZE, FormatError, SeqScan, file_header, find_seq_record
+from warren.store.record import (
+    FILE_HEADER_SIZE, HEADER, HEADER_SIZE, FormatError, SeqScan, file_header, find_seq_record,
+)
 from warren.store.stream_format import ENTRY_HEADER, ENTRY_HEADER_SIZE, EntryScan, find_entry
 
-__all__ = ["DamagedFile", "damaged_header", "Damage", "StoreDamage", "store_damage", "quarantine_dir_for", "quarantine_copy", "rewrite_file", "scan_seq_file", "scan_stream_file",
-           "is_torn_tail", "QUARANTINE"]
+__all__ = [
+    "DamagedFile", "damaged_header", "Damage", "StoreDamage", "store_damage", "quarantine_dir_for",
+    "quarantine_copy", "rewrite_file", "scan_seq_file", "scan_stream_file", "is_torn_tail", "QUARANTINE",
+]
 
 log = logging.getLogger("warren.store")
 
