@@ -324,3 +324,19 @@ def test_garbage_between_good_records_is_stepped_over(seed):
     assert list(scan.seqs) == seqs, f"seed {seed}"
     assert all(bytes(buf[scan.offsets[i] + HEADER_SIZE + 8:scan.offsets[i] + HEADER_SIZE + 8 + scan.lengths[i]])
                == body(seq) for i, seq in enumerate(scan.seqs))
+
+
+def test_a_stale_record_out_of_seq_order_is_kept_aside_before_the_cut(tmp_path):
+    """Valid records whose seqs go back (stale data, never written by appends) end the file as
+    before; the file is copied to the quarantine folder first and the cut is reported."""
+    qdir = tmp_path / "q"
+    write_queue(qdir, 10)
+    msgs = qdir / "msgs.0000000001"
+    buf = bytearray(msgs.read_bytes())
+    append_record(buf, T_MESSAGE, struct.pack(">Q", 4), body(4))  # a seq already there
+    msgs.write_bytes(bytes(buf))
+    s = QueueStore(qdir, fsync=False)
+    assert sorted(live(s)) == list(range(1, 11))
+    [d] = s.recovery_stats.damage
+    assert d.reason == "seq 4 out of order" and os.path.getsize(d.quarantined) == len(buf)
+    s.close()

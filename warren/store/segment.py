@@ -33,7 +33,7 @@ import os
 from array import array
 from bisect import bisect_left
 
-from warren.store.damage import damaged_header, quarantine_copy, rewrite_file, scan_seq_file
+from warren.store.damage import Damage, damaged_header, quarantine_copy, rewrite_file, scan_seq_file
 from warren.store.record import (
     FILE_HEADER_SIZE, HEADER_SIZE, KIND_MESSAGES, T_MESSAGE, SeqScan, append_seq_record, check_file_header, file_header,
     verify,
@@ -249,6 +249,12 @@ class Segment:
             # appends enforce increasing seqs, so this is damage: keep what comes before it
             n = next(i for i in range(1, n) if seqs[i] <= seqs[i - 1])
             scan.end, scan.error = scan.offsets[n], f"seq {seqs[n]} out of order"
+            d = Damage(path, scan.end, lf.written, "messages", first=seqs[n - 1] + 1, records=len(seqs) - n,
+                       reason=scan.error, tail=True)
+            if quarantine is not None:  # kept aside before the cut, as any damage
+                d.quarantined = quarantine_copy(path, read_file(path), quarantine, fsync)
+                log.error("%s; the file as it was is kept in %s", d.describe(), d.quarantined)
+            damage.append(d)
             del seqs[n:], scan.offsets[n:], scan.lengths[n:]
         seg.file = lf
         seg.seqs, seg.offsets, seg.lengths = seqs, scan.offsets, scan.lengths
