@@ -13,8 +13,8 @@ Warren's codec knows (``t b B s u I i l L f d D S x T V F A``), nested. Three pu
   replayed message compared field by field with a copy of the original routed beside it.
 
 The archive and the replay are the commands' own functions (``run_archive``, ``replay``) on the
-test session's SparkSession; a few examples of about ten messages keep it well under a minute
-or two. The replayed messages are read without acknowledging (they go back to their durable
+test session's SparkSession; three examples of four to eight messages (one archive and one replay
+job each) take 2.5-3 minutes on the loaded 2-core machine, most of it Spark's start. The replayed messages are read without acknowledging (they go back to their durable
 queues), then the broker is killed with SIGKILL, restarted on the same data folder, and every
 persistent message must be there with the same property octets.
 """
@@ -127,9 +127,10 @@ def raw_property_lists(draw) -> bytes:
 
 # --- pika's values (what pika can encode) -------------------------------------------------------
 
+# pika encodes no float (UnsupportedAMQPFieldException): floats go through the raw publishers
 PIKA_SCALARS = st.one_of(
     st.text(max_size=10), st.booleans(), st.integers(-(1 << 63), (1 << 63) - 1),
-    st.floats(allow_nan=False), st.binary(max_size=10), st.none(),
+    st.binary(max_size=10), st.none(),
     st.decimals(min_value=-10**6, max_value=10**6, places=2, allow_nan=False, allow_infinity=False),
     st.datetimes(min_value=datetime.datetime(1970, 1, 1), max_value=datetime.datetime(9999, 1, 1))
     .map(lambda d: d.replace(microsecond=0)),
