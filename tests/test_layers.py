@@ -11,7 +11,14 @@ import (a module or any module below it):
 * the store keeps bytes: ``warren.store`` imports nothing from the broker, server or protocol;
 * the Spark data source runs in Spark's Python workers, far from any broker: it may use the
   sans-IO codec and protocol layers, never the broker's internals (what it needs from there,
-  property-list edits, flags and header names, lives in ``warren/codec``).
+  property-list edits, flags and header names, lives in ``warren/codec``);
+* the settings are read before anything runs: ``warren.config`` and ``warren.config_sources``
+  import nothing from the server (the TLS settings' valid values live in config, server/tls.py
+  applies them);
+* shovels and federation links are clients of the broker, not of its HTTP API: ``warren.federation``
+  imports nothing from ``warren.management`` (their HTTP routes are management/api/federation.py).
+
+Every rule is checked against a deliberate breach too (``test_each_rule_catches_a_breach``).
 
 A rule that the code does not keep yet is marked ``xfail(strict=True)`` with the step of
 issue 14's seam that fixes it; once fixed, the strict mark fails until it is removed.
@@ -98,6 +105,40 @@ SPARK_FORBIDDEN = ("warren.broker", "warren.server", "warren.management")
 def test_spark_imports_nothing_from_the_broker(path):
     bad = _forbidden(path, SPARK_FORBIDDEN)
     assert not bad, f"{path.name} imports {bad}"
+
+
+CONFIG_FORBIDDEN = ("warren.server",)
+
+
+@pytest.mark.parametrize("path", [ROOT / "config.py", ROOT / "config_sources.py"], ids=_ids)
+def test_config_imports_nothing_from_the_server(path):
+    bad = _forbidden(path, CONFIG_FORBIDDEN)
+    assert not bad, f"{path.name} imports {bad}"
+
+
+FEDERATION_FORBIDDEN = ("warren.management",)
+
+
+@pytest.mark.parametrize("path", _modules("federation"), ids=_ids)
+def test_federation_imports_nothing_from_the_management_api(path):
+    bad = _forbidden(path, FEDERATION_FORBIDDEN)
+    assert not bad, f"{path.name} imports {bad}"
+
+
+@pytest.mark.parametrize("forbidden, breach", [
+    (SANS_IO_FORBIDDEN, "import asyncio"),
+    (SANS_IO_FORBIDDEN + ("warren.broker",), "from warren.broker.vhost import VHost"),
+    (BROKER_FORBIDDEN, "from warren.protocol.amqp0_9_1 import adapter"),
+    (STORE_FORBIDDEN, "from warren.broker import queue"),
+    (SPARK_FORBIDDEN, "from warren.management.api.common import BROKER"),
+    (CONFIG_FORBIDDEN, "def late():\n    from warren.server.tls import TlsContexts"),
+    (FEDERATION_FORBIDDEN, "from warren.management.api.policies import may_change"),
+])
+def test_each_rule_catches_a_breach(tmp_path, forbidden, breach):
+    """A module that breaks the rule, top-level or inside a function, is named by the check."""
+    module = tmp_path / "breach.py"
+    module.write_text(breach + "\n")
+    assert _forbidden(module, forbidden), breach
 
 
 FLAG_CONSTANT = re.compile(r"^_?[A-Z_]*FLAGS?(_HI)?\s*=\s*(0x[0-9a-fA-F]+|b['\"])", re.M)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +21,27 @@ INTERNAL_FIELDS = frozenset({"handoff_socket", "policy_file", "access_file", "gl
                              "worker_index", "worker_placement"})
 WORKER_MODES = ("vhosts", "queues")
 
+
+# The TLS settings' valid values, with RabbitMQ's names (warren/server/tls.py applies them):
+# ssl_options.verify, ssl_cert_login_from (subject_alt_name is its older spelling),
+# ssl_cert_login_san_type, and the protocol versions offered (older ones are broken).
+TLS_VERIFY_MODES = ("none", "peer", "require")
+TLS_LOGIN_FROM = ("common_name", "distinguished_name", "subject_alternative_name", "subject_alt_name")
+TLS_SAN_TYPES = ("dns", "email", "uri", "ip")
+TLS_VERSIONS = {"tlsv1.2": ssl.TLSVersion.TLSv1_2, "tlsv1.3": ssl.TLSVersion.TLSv1_3}
+
+
+def parse_tls_versions(names) -> tuple[ssl.TLSVersion, ssl.TLSVersion]:
+    """(minimum, maximum) of RabbitMQ-style version names; ValueError for anything but
+    tlsv1.2 and tlsv1.3."""
+    names = tuple(n.strip().lower() for n in names)
+    if not names:
+        raise ValueError("tls-versions is empty: give tlsv1.2, tlsv1.3 or both")
+    bad = [n for n in names if n not in TLS_VERSIONS]
+    if bad:
+        raise ValueError(f"tls-versions may hold only tlsv1.2 and tlsv1.3, not {', '.join(bad)}")
+    versions = sorted(TLS_VERSIONS[n] for n in names)
+    return versions[0], versions[-1]
 
 @dataclass
 class Config:
@@ -138,25 +160,24 @@ class Config:
     tls_login_san_index: int = 0
 
     def _validate_tls(self) -> None:
-        from warren.server.tls import LOGIN_FROM, SAN_TYPES, VERIFY_MODES, parse_versions
         if not -1 <= self.tls_port <= 65535:
             raise ValueError(f"tls port {self.tls_port} out of range (-1 = off)")
         if self.port < 0 and self.tls_port < 0 and self.handoff_socket is None:
             raise ValueError("no AMQP listener: port -1 turns plain AMQP off, so give a tls-port")
         if (self.tls_port >= 0 or self.http_tls) and self.tls_cert is None:
             raise ValueError("tls-port and http-tls need tls-cert (and tls-key, unless the key is in that file)")
-        if self.tls_verify not in VERIFY_MODES:
-            raise ValueError(f"tls-verify must be one of {', '.join(VERIFY_MODES)}, not {self.tls_verify!r}")
+        if self.tls_verify not in TLS_VERIFY_MODES:
+            raise ValueError(f"tls-verify must be one of {', '.join(TLS_VERIFY_MODES)}, not {self.tls_verify!r}")
         if self.tls_verify != "none" and self.tls_ca is None:
             raise ValueError(f"tls-verify {self.tls_verify} needs tls-ca (the CA that signs client certificates)")
         if isinstance(self.tls_versions, str):  # the command line's "tlsv1.2,tlsv1.3"
             self.tls_versions = tuple(v.strip() for v in self.tls_versions.split(",") if v.strip())
         self.tls_versions = tuple(self.tls_versions)
-        parse_versions(self.tls_versions)  # ValueError names what is not allowed
-        if self.tls_login_from not in LOGIN_FROM:
-            raise ValueError(f"tls-login-from must be one of {', '.join(LOGIN_FROM)}, not {self.tls_login_from!r}")
-        if self.tls_login_san_type not in SAN_TYPES:
-            raise ValueError(f"tls-login-san-type must be one of {', '.join(SAN_TYPES)}, "
+        parse_tls_versions(self.tls_versions)  # ValueError names what is not allowed
+        if self.tls_login_from not in TLS_LOGIN_FROM:
+            raise ValueError(f"tls-login-from must be one of {', '.join(TLS_LOGIN_FROM)}, not {self.tls_login_from!r}")
+        if self.tls_login_san_type not in TLS_SAN_TYPES:
+            raise ValueError(f"tls-login-san-type must be one of {', '.join(TLS_SAN_TYPES)}, "
                              f"not {self.tls_login_san_type!r}")
         if self.tls_login_san_index < 0:
             raise ValueError("tls-login-san-index must be 0 or more")

@@ -16,7 +16,6 @@ from tests.e2e.tlscerts import SERVER_NAME, Pki
 from warren.config import Config
 from warren.server.tls import (
     TlsAmqpListener, TlsContexts, TlsError, build_context, distinguished_name, login_name, session_of,
-    parse_versions,
 )
 
 
@@ -34,12 +33,7 @@ def tls_config(pki: Pki, **kw) -> Config:
 # --- settings -----------------------------------------------------------------------------------
 
 
-def test_versions_are_tls_1_2_and_1_3_only():
-    assert parse_versions(("tlsv1.2", "tlsv1.3")) == (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3)
-    assert parse_versions(["TLSv1.3"]) == (ssl.TLSVersion.TLSv1_3, ssl.TLSVersion.TLSv1_3)
-    for bad in (("tlsv1.1",), ("tlsv1.2", "sslv3"), ()):
-        with pytest.raises(ValueError):
-            parse_versions(bad)
+# the accepted versions themselves: tests/test_config.py
 
 
 def test_config_checks_the_tls_settings(pki):

@@ -15,7 +15,7 @@ which exchanges and queues are federated when an upstream changes and every
 Only vhosts this process serves are run (with ``--workers`` each worker runs its own vhosts'
 shovels and links; with ``--worker-mode queues``, where the runtime parameters are the node's,
 one worker runs each shovel and exchange link, ``runs_here``, and a queue's link runs on the
-worker that owns the queue). Their status over HTTP is every worker's (``warren/federation/api.py``).
+worker that owns the queue). Their status over HTTP is every worker's (``warren/management/api/federation.py``).
 """
 
 from __future__ import annotations

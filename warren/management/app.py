@@ -28,11 +28,11 @@ import os
 from aiohttp import hdrs, web
 
 from warren.management.api import (
-    bindings, connections, definitions, exchanges, health, overview, policies, queues, streams, users, vhosts,
+    bindings, connections, definitions, exchanges, federation, health, overview, policies, queues, streams, users,
+    vhosts,
 )
 from warren.management.api import user_limits
 from warren.management.api.auth import auth_middleware
-from warren.federation import api as federation_api  # /api/shovels, /api/federation-links
 from warren.management.api.common import BROKER, INFO, SERVER, STATS, ApiError, not_found
 from warren.management.api.stats import INTERVAL, Sampler
 from warren.management.api.streams import MAX_BYTES_CAP, MAX_RECORDS_CAP, RECORDS_CONTENT_TYPE
@@ -44,7 +44,7 @@ __all__ = ["build_app", "BROKER", "INFO", "SERVER", "STATS", "RECORDS_CONTENT_TY
 log = logging.getLogger("warren.management")
 
 RESOURCES = (overview, health, connections, queues, exchanges, bindings, vhosts, users, policies, definitions,
-             streams, federation_api)
+             streams, federation)  # federation: /api/shovels, /api/federation-links
 RESOURCES += (user_limits,)  # /api/user-limits (warren/management/api/user_limits.py)
 
 

@@ -48,19 +48,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from warren.broker.auth import MECHANISMS, MECHANISMS_WITH_EXTERNAL
+from warren.config import parse_tls_versions
 
-__all__ = ["TlsContexts", "TlsError", "TlsAmqpListener", "CertificateLogin", "VERIFY_MODES", "LOGIN_FROM",
-           "SAN_TYPES", "parse_versions", "login_name", "distinguished_name", "TlsSession",
+__all__ = ["TlsContexts", "TlsError", "TlsAmqpListener", "CertificateLogin", "login_name", "distinguished_name", "TlsSession",
            "session_of"]
 
 log = logging.getLogger("warren.tls")
 
-VERIFY_MODES = ("none", "peer", "require")
-_VERSIONS = {"tlsv1.2": ssl.TLSVersion.TLSv1_2, "tlsv1.3": ssl.TLSVersion.TLSv1_3}
-# RabbitMQ's ssl_cert_login_from values (subject_alt_name is its older spelling)
-LOGIN_FROM = ("common_name", "distinguished_name", "subject_alternative_name", "subject_alt_name")
-# ssl_cert_login_san_type values, and how Python's getpeercert() names them
-SAN_TYPES = ("dns", "email", "uri", "ip")
+# how Python's getpeercert() names each of the ssl_cert_login_san_type values (warren/config.py)
 _SAN_KEYS = {"dns": "DNS", "email": "email", "uri": "URI", "ip": "IP Address"}
 # RFC 4514 short names of subject attributes (others keep the name OpenSSL gives them)
 _SHORT_NAMES = {"commonName": "CN", "countryName": "C", "localityName": "L", "stateOrProvinceName": "ST",
@@ -71,19 +66,6 @@ _SHORT_NAMES = {"commonName": "CN", "countryName": "C", "localityName": "L", "st
 class TlsError(Exception):
     """A TLS context cannot be made (a file missing or unreadable, a key that does not match
     its certificate, a bad cipher list); ``str()`` is one line for the operator."""
-
-
-def parse_versions(names) -> tuple[ssl.TLSVersion, ssl.TLSVersion]:
-    """(minimum, maximum) of RabbitMQ-style version names; ValueError for anything but
-    tlsv1.2 and tlsv1.3 (older versions are broken and not offered)."""
-    names = tuple(n.strip().lower() for n in names)
-    if not names:
-        raise ValueError("tls-versions is empty: give tlsv1.2, tlsv1.3 or both")
-    bad = [n for n in names if n not in _VERSIONS]
-    if bad:
-        raise ValueError(f"tls-versions may hold only tlsv1.2 and tlsv1.3, not {', '.join(bad)}")
-    versions = sorted(_VERSIONS[n] for n in names)
-    return versions[0], versions[-1]
 
 
 def _load_chain(ctx: ssl.SSLContext, cert: Path, key: Path | None) -> None:
@@ -107,7 +89,7 @@ def build_context(config, *, client_certificates: bool = True) -> ssl.SSLContext
     """A server context from ``config``'s TLS settings; TlsError says what is wrong.
     ``client_certificates=False`` (the HTTP port) never asks for a client certificate."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.minimum_version, ctx.maximum_version = parse_versions(config.tls_versions)
+    ctx.minimum_version, ctx.maximum_version = parse_tls_versions(config.tls_versions)
     ctx.options |= ssl.OP_NO_COMPRESSION | ssl.OP_NO_RENEGOTIATION
     if config.tls_ciphers:
         try:

@@ -88,7 +88,7 @@ class PeerApi:
         if kind == "vhosts":
             from warren.management.api.vhosts import local_vhost_rows
             return local_vhost_rows(self.app, *args)
-        if kind in ("shovel_status", "link_status"):  # warren/federation/api.py: what runs here
+        if kind in ("shovel_status", "link_status"):  # warren/management/api/federation.py: what runs here
             from warren.management.api.common import SERVER
             server = self.app[SERVER]
             manager = server.federation if server is not None else None
@@ -104,7 +104,7 @@ class PeerApi:
             return connections.close_local(self.app, *args)
         if what == "get":
             return queues.local_get(self.app, *args)
-        if what == "restart_shovel":  # warren/federation/api.py: the worker that runs it restarts it
+        if what == "restart_shovel":  # warren/management/api/federation.py: the worker that runs it restarts it
             from warren.management.api.common import SERVER
             server = self.app[SERVER]
             return server is not None and server.federation.restart_shovel(*args)

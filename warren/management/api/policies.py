@@ -24,7 +24,7 @@ from warren.management.api.common import (
     vhost_or_404,
 )
 
-__all__ = ["add_routes", "PARAMETERS", "policy_json", "vhost_limit_parameters"]
+__all__ = ["add_routes", "PARAMETERS", "may_change", "policy_json", "vhost_limit_parameters"]
 
 PARAMETERS = web.AppKey("parameters", object)  # the ParameterStore
 VHOST_LIMITS = "vhost-limits"
@@ -44,7 +44,9 @@ def _known_vhost(request: web.Request, name: str):
     return vhost_or_404(request, name)
 
 
-def _may_change(request: web.Request, vhost: str) -> None:
+def may_change(request: web.Request, vhost: str) -> None:
+    """Refuse unless the user may change policies and parameters of ``vhost`` (a policymaker with
+    access to it): policies, parameters, and a shovel's restart (``federation.py``)."""
     require(request, POLICYMAKER)
     check_vhost_access(request, vhost, monitor_ok=principal(request).has_level(ADMINISTRATOR))
 
@@ -79,7 +81,7 @@ async def get_policy(request: web.Request) -> web.Response:
 
 async def put_policy(request: web.Request) -> web.Response:
     vhost = _known_vhost(request, request.match_info["vhost"])
-    _may_change(request, vhost.name)
+    may_change(request, vhost.name)
     body = await read_json(request)
     priority = body.get("priority", 0)
     if isinstance(priority, str) and priority.lstrip("-").isdigit():
@@ -105,7 +107,7 @@ async def _in_force_everywhere(request: web.Request) -> None:
 
 async def delete_policy(request: web.Request) -> web.Response:
     vhost = _known_vhost(request, request.match_info["vhost"])
-    _may_change(request, vhost.name)
+    may_change(request, vhost.name)
     if not policy_store.remove_policy(request.app[BROKER], vhost.name, request.match_info["name"]):
         raise not_found()
     await _in_force_everywhere(request)
@@ -212,7 +214,7 @@ async def get_parameter(request: web.Request) -> web.Response:
 
 async def put_parameter(request: web.Request) -> web.Response:
     vhost = _known_vhost(request, request.match_info["vhost"])
-    _may_change(request, vhost.name)
+    may_change(request, vhost.name)
     component, name = request.match_info["component"], request.match_info["name"]
     body = await read_json(request)
     if "value" not in body:
@@ -232,7 +234,7 @@ async def put_parameter(request: web.Request) -> web.Response:
 
 async def delete_parameter(request: web.Request) -> web.Response:
     vhost = _known_vhost(request, request.match_info["vhost"])
-    _may_change(request, vhost.name)
+    may_change(request, vhost.name)
     component, name = request.match_info["component"], request.match_info["name"]
     if component == VHOST_LIMITS:
         access = _access(request)

@@ -16,6 +16,7 @@ from aiohttp import web
 
 from warren.management.api.auth import readable_vhost, visible_vhosts
 from warren.management.api.common import BROKER, SERVER, no_content, not_found, reply_list, reply_object, vhost_or_404
+from warren.management.api.policies import may_change
 
 __all__ = ["add_routes"]
 
@@ -56,9 +57,8 @@ async def get_shovel(request: web.Request) -> web.Response:
 
 
 async def restart_shovel(request: web.Request) -> web.Response:
-    from warren.management.api.policies import _may_change
     vhost = vhost_or_404(request, request.match_info["vhost"])
-    _may_change(request, vhost.name)
+    may_change(request, vhost.name)
     m = _manager(request)
     name = request.match_info["name"]
     if m is None or m.parameters.get("shovel", vhost.name, name) is m.parameters.MISSING:
