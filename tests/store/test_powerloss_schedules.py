@@ -87,6 +87,7 @@ class Model:
         self.users: dict[str, bool] = {}
         self.policies: dict[str, bool] = {}
         self.in_doubt: set[tuple] = set()   # (kind, name) under way at the crash
+        self.problems: list[str] = []       # what the workload itself saw go wrong
         self.lock = threading.Lock()
 
 
@@ -142,10 +143,23 @@ def stream_reader(broker, stop: threading.Event) -> None:
 
 def declarer(broker, model: Model, rng: random.Random, tag: str, stop: threading.Event) -> None:
     ch = _connect(broker).channel()
+    ch.confirm_delivery()
     n = 0
     while not stop.is_set():
         n += 1
         live_queues = [q for q, there in model.queues.items() if there]
+        gone = [q for q, there in model.queues.items() if not there and ("queue", q) not in model.in_doubt]
+        if gone and rng.random() < 0.2:
+            # a deleted name declared again: a new, empty queue, whatever the crashes left behind
+            name = rng.choice(gone)
+            model.in_doubt.add(("queue", name))
+            held = ch.queue_declare(name, durable=True).method.message_count
+            if held:
+                model.problems.append(f"queue {name}, declared again after its acknowledged delete, "
+                                      f"holds {held} messages of the deleted one")
+            model.queues[name] = True
+            model.in_doubt.discard(("queue", name))
+            continue
         if live_queues and rng.random() < 0.4:
             name = rng.choice(live_queues)
             model.in_doubt.add(("queue", name))
@@ -162,6 +176,8 @@ def declarer(broker, model: Model, rng: random.Random, tag: str, stop: threading
         ch.queue_bind(q, x, routing_key="k")
         model.queues[q] = True
         model.in_doubt.discard(("queue", q))
+        for i in range(rng.randrange(3)):  # so that a deleted queue's folder holds something
+            ch.basic_publish(x, "k", b"%s:%d" % (q.encode(), i), pika.BasicProperties(delivery_mode=2))
         if rng.random() < 0.3:
             model.in_doubt.add(("exchange", x))
             ch.exchange_delete(x)
@@ -326,6 +342,9 @@ def check(broker, model: Model, crashed_at: float) -> dict:
                                 f"but its {'delete' if found else 'declare'} was acknowledged")
                 table[name] = found
     model.in_doubt.clear()
+    counts["unexpected"] += len(model.problems)
+    problems += model.problems
+    model.problems = []
     return counts
 
 
