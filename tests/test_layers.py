@@ -16,7 +16,9 @@ import (a module or any module below it):
   import nothing from the server (the TLS settings' valid values live in config, server/tls.py
   applies them);
 * shovels and federation links are clients of the broker, not of its HTTP API: ``warren.federation``
-  imports nothing from ``warren.management`` (their HTTP routes are management/api/federation.py).
+  imports nothing from ``warren.management`` (their HTTP routes are management/api/federation.py);
+* the HTTP base (``warren.http``: limits and the guarded site) serves both the management API and
+  the Prometheus endpoint, and imports neither.
 
 Every rule is checked against a deliberate breach too (``test_each_rule_catches_a_breach``).
 
@@ -125,6 +127,15 @@ def test_federation_imports_nothing_from_the_management_api(path):
     assert not bad, f"{path.name} imports {bad}"
 
 
+HTTP_BASE_FORBIDDEN = ("warren.management", "warren.metrics")
+
+
+@pytest.mark.parametrize("path", _modules("http"), ids=_ids)
+def test_the_http_base_imports_neither_of_its_users(path):
+    bad = _forbidden(path, HTTP_BASE_FORBIDDEN)
+    assert not bad, f"{path.name} imports {bad}"
+
+
 @pytest.mark.parametrize("forbidden, breach", [
     (SANS_IO_FORBIDDEN, "import asyncio"),
     (SANS_IO_FORBIDDEN + ("warren.broker",), "from warren.broker.vhost import VHost"),
@@ -133,6 +144,7 @@ def test_federation_imports_nothing_from_the_management_api(path):
     (SPARK_FORBIDDEN, "from warren.management.api.common import BROKER"),
     (CONFIG_FORBIDDEN, "def late():\n    from warren.server.tls import TlsContexts"),
     (FEDERATION_FORBIDDEN, "from warren.management.api.policies import may_change"),
+    (HTTP_BASE_FORBIDDEN, "import warren.metrics.collect"),
 ])
 def test_each_rule_catches_a_breach(tmp_path, forbidden, breach):
     """A module that breaks the rule, top-level or inside a function, is named by the check."""

@@ -111,7 +111,7 @@ class Config:
     # given, as RabbitMQ's rabbitmq_prometheus plugin is (0 = ephemeral, -1 = off)
     prometheus_port: int = -1
     prometheus_host: str | None = None  # None: the HTTP API's address
-    # limits of the HTTP port (warren/management/limits.py)
+    # limits of the HTTP port (warren/http/limits.py)
     http_header_timeout: float = 10.0  # seconds for a request's line and headers
     http_body_timeout: float = 30.0  # seconds for a request's body
     http_max_header_size: int = 16 * 1024  # octets of request line and headers (431 above)

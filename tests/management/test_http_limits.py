@@ -1,4 +1,4 @@
-"""Time and size limits of the HTTP port (warren/management/limits.py), through raw sockets against
+"""Time and size limits of the HTTP port (warren/http/limits.py), through raw sockets against
 a broker's HTTP API: slow or silent clients are closed, oversized requests refused, no traceback."""
 
 from __future__ import annotations

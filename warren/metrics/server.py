@@ -7,7 +7,7 @@ and Warren's own families (render.py, docs/metrics.md). ``/metrics/detailed`` an
 families a scrape asks for, of the vhosts it asks for (detailed.py).
 
 Served by aiohttp on the broker's event loop, behind the HTTP API's guard (time and size limits,
-warren/management/limits.py). A scrape must not stall the broker: the snapshot is read a slice of
+warren/http/limits.py). A scrape must not stall the broker: the snapshot is read a slice of
 objects at a time (collect.py) and the text is formatted and written a chunk at a time (render.py),
 with a turn of the loop between slices, so clients are served throughout. The response is
 streamed (chunked), gzip-compressed when the scraper accepts it, as Prometheus does.
@@ -26,8 +26,8 @@ import zlib
 from aiohttp import web
 
 from warren import __version__
-from warren.management.limits import HttpLimits, limits_middleware
-from warren.management.runner import GuardedSite
+from warren.http.limits import HttpLimits, limits_middleware
+from warren.http.site import GuardedSite
 from warren.metrics.collect import Probes, add_snapshot, read_snapshot
 from warren.metrics.probes import GcPauseProbe, Histogram, LoopLagProbe
 from warren.metrics.detailed import render_detailed

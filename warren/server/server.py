@@ -27,7 +27,7 @@ from warren.broker.durability import MAX_SYNCS_IN_FLIGHT, Durability
 from warren.broker.queue import Queue
 from warren.config import Config
 from warren.management import HttpServer
-from warren.management.limits import HttpLimits
+from warren.http.limits import HttpLimits
 from warren.metrics.probes import SYNC_BUCKETS, Histogram
 from warren.server.collector import Collector, tune_young_collections
 from warren.server.connection import AMQPConnection
