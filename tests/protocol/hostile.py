@@ -192,6 +192,13 @@ def property_lists(draw) -> bytes:
 # --- reading answers ---------------------------------------------------------------------------
 
 
+# The one 541 Warren gives for a client's mistake, on purpose: Qpid's brokers answer a 0-10
+# headers binding without x-match with internal-error and Qpid's suite checks that code
+# (testHeadersBindNoMatchArg, a recorded pass in tests/interop_0_10/conformance.json;
+# docs/compatibility.md). Counted with the other codes, not as a finding.
+QPID_541 = {("0-10 execution", "a headers binding needs an x-match argument (all or any)")}
+
+
 @dataclass
 class Tally:
     """What the broker answered over a run."""
@@ -202,7 +209,7 @@ class Tally:
 
     def note(self, scope: str, code: int, text: str, sent) -> None:
         self.codes[(scope, code)] += 1
-        if code == 541 or (scope == "http" and code >= 500):
+        if (code == 541 and (scope, text) not in QPID_541) or (scope == "http" and code >= 500):
             self.internal.append((scope, code, text[:300], sent))
 
     def summary(self) -> str:
