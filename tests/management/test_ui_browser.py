@@ -456,21 +456,32 @@ def test_purge_and_delete(page, ui_broker, uid):
     assert call(base, "GET", f"/api/exchanges/%2F/{ex}")[0] == 404
 
 
-def test_charts_open_with_the_brokers_history(page, ui_broker, uid):
+def test_charts_open_with_the_brokers_history_and_draw_only_what_was_sampled(page, ui_broker, uid):
     """The overview and a queue's page ask the API once for its samples of the last ten minutes
-    (msg_rates_age/lengths_age), so their charts start with a history instead of one point."""
+    (msg_rates_age/lengths_age), so their charts start with the history the broker has; the
+    points before its first real sample (``sampled_since``: before it started, before anyone
+    asked about the queue) repeat that sample and are not drawn (issue 34: history that never was)."""
     asked = []
     page.on("response", lambda r: asked.append((r.url, r.status)) if "msg_rates_age=600" in r.url else None)
     login(page, ui_broker)
+    status, nodes, _ = call(ui_broker.http_url, "GET", "/api/nodes")
+    started = time.time() - nodes[0]["uptime"] / 1000
     page.goto(f"{ui_broker.http_url}/#/")
     chart = page.locator("figure.chart", has_text="Message rates").first
-    wait_for(lambda: int(chart.get_attribute("data-points") or 0) > 100)
-    assert any("/api/overview?" in url and status == 200 for url, status in asked)
+    wait_for(lambda: (chart.get_attribute("data-points"),
+                      any("/api/overview?" in url and status == 200 for url, status in asked))[1])
+    wait_for(lambda: chart.get_attribute("data-seeded") == "yes" and int(chart.get_attribute("data-points") or 0) >= 2)
+    assert float(chart.get_attribute("data-first")) >= started - 6  # nothing before the broker's first sample
     name = f"chart-{uid}"
+    created = time.time()
     status, _, _ = call(ui_broker.http_url, "PUT", f"/api/queues/%2F/{name}", {"durable": False})
     assert status == 201
     page.goto(f"{ui_broker.http_url}/#/queues/%2F/{name}")
     queued = page.locator("figure.chart", has_text="Queued messages").first
-    wait_for(lambda: int(queued.get_attribute("data-points") or 0) > 100)
-    assert any(f"/api/queues/%2F/{name}?" in url and status == 200 for url, status in asked)
+    # (each get_attribute lets Playwright deliver the response events to `asked`)
+    wait_for(lambda: (queued.get_attribute("data-points"),
+                      any(f"/api/queues/%2F/{name}?" in url and status == 200 for url, status in asked))[1])
+    wait_for(lambda: queued.get_attribute("data-seeded") == "yes")  # the broker's history is in
+    # the queue's history begins when the page first asked: no ten minutes of a flat line before it
+    assert float(queued.get_attribute("data-first")) >= created - 1
     assert call(ui_broker.http_url, "DELETE", f"/api/queues/%2F/{name}")[0] == 204

@@ -8,6 +8,8 @@ import 'uplot/dist/uPlot.min.css';
 import { html, fmtNum, fmtRate } from './util.js';
 
 const MAX_POINTS = 720; // an hour at the default 5 s
+const GAP_AFTER = 2.5; // times the last interval between points without one: a gap in the lines
+const MIN_GAP_S = 12; // ... and at least this long (a slow answer is not a gap)
 const histories = new Map();
 
 // the broker's samples asked for once when a page with charts opens: 10 minutes, every 5 s
@@ -18,10 +20,14 @@ export const HISTORY_QUERY = 'msg_rates_age=600&msg_rates_incr=5&lengths_age=600
 function points(details, asRate) {
   const s = details && details.samples;
   if (!s || s.length < 2) return [];
+  // Warren's sampled_since: the points before it repeat the oldest sample (the broker kept none
+  // then: before its first question about the object, before a restart), so they are not drawn
+  const since = details.sampled_since ?? -Infinity;
   const out = [];
   for (let i = s.length - 1; i >= 0; i--) {
+    if (s[i].timestamp < since) continue;
     if (!asRate) out.push([s[i].timestamp / 1000, s[i].sample]);
-    else if (i < s.length - 1) {
+    else if (i < s.length - 1 && s[i + 1].timestamp >= since) {
       const dt = (s[i].timestamp - s[i + 1].timestamp) / 1000;
       out.push([s[i].timestamp / 1000, dt > 0 ? Math.max(0, (s[i].sample - s[i + 1].sample) / dt) : 0]);
     }
@@ -86,6 +92,13 @@ export function record(key, values) {
   const now = Date.now() / 1000;
   const last = hist.t[hist.t.length - 1];
   if (last !== undefined && now - last < 1) return hist;
+  // no answer for much longer than the refresh interval (the broker was down or restarting, the
+  // tab hidden): a row of nulls, so the lines break there instead of joining across what nobody saw
+  const step = hist.t.length > 1 ? last - hist.t[hist.t.length - 2] : 0;
+  if (step > 0 && now - last > Math.max(GAP_AFTER * step, MIN_GAP_S)) {
+    hist.t.push((last + now) / 2);
+    for (const name of Object.keys(hist.series)) hist.series[name].push(null);
+  }
   hist.t.push(now);
   for (const [name, v] of Object.entries(values)) {
     if (!hist.series[name]) hist.series[name] = new Array(hist.t.length - 1).fill(null);
@@ -172,7 +185,8 @@ export function Chart({ title, hist, series, kind = 'count', height = 180, forma
 
   const lastIndex = hist ? hist.t.length - 1 : -1;
   return html`
-    <figure class="chart" data-points=${hist ? hist.t.length : 0}>
+    <figure class="chart" data-points=${hist ? hist.t.length : 0} data-first=${hist && hist.t.length ? hist.t[0] : ''}
+      data-seeded=${hist && hist.seeded ? 'yes' : 'no'}>
       <figcaption>${title}</figcaption>
       <div class="chart-plot" ref=${box} role="img"
         aria-label=${`${title}: ` + shown.map((s) => `${s.label} ${fmt(lastIndex >= 0 ? hist.series[s.key][lastIndex] : 0)}`).join(', ')}></div>

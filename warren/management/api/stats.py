@@ -35,8 +35,9 @@ asked for ``FORGET_AFTER`` seconds is dropped. Answers follow RabbitMQ 3.10: the
 each ``{"sample", "timestamp"}`` (ms), with ``avg`` and ``avg_rate``; more than 500 points or
 a non-positive age or increment is 400 ``Invalid range parameters``. A point before the
 history begins repeats its oldest sample (RabbitMQ has all of an object's history and pads
-with 0 before its creation; Warren starts an object's history when first asked, and a flat
-line is what it knows).
+with 0 before its creation; Warren starts an object's history when first asked, and after a
+restart), and ``sampled_since`` (Warren's own field, ms) says where the real samples begin, so
+that a chart draws nothing before it (the web UI, ui/src/chart.js).
 """
 
 from __future__ import annotations
@@ -249,6 +250,11 @@ class History:
             return coarse.vector(0)
         return fine.vector(0) if fine.size else None
 
+    def oldest_ms(self) -> int | None:
+        """The timestamp of the oldest sample kept, None before any."""
+        stamps = [ring.ms(0) for ring in (self.fine, self.coarse) if ring.size]
+        return min(stamps) if stamps else None
+
     def nbytes(self) -> int:
         return self.fine.nbytes() + self.coarse.nbytes()
 
@@ -320,7 +326,12 @@ def _ranged(history: History | None, key: str, rng, now_ms: int, current: int) -
             if vec is not None:
                 value = kind.value(vec, key)
         samples.append({"sample": value, "timestamp": ts})
-    out = {"samples": samples}
+    # Warren's own field: the time of the oldest sample really taken. The points before it repeat
+    # that sample (RabbitMQ's count of points is kept for the tools that read them), so a chart
+    # draws only from here: the web UI leaves a gap rather than history that never was
+    # (before the first question about an object, before a restart). Without a history, only now.
+    oldest = history.oldest_ms() if history is not None else None
+    out = {"samples": samples, "sampled_since": oldest if oldest is not None else now_ms}
     if points > 1:
         out["avg_rate"] = (samples[0]["sample"] - samples[-1]["sample"]) * 1000 / ((points - 1) * incr)
         out["avg"] = sum(s["sample"] for s in samples) / points
