@@ -276,3 +276,17 @@ def test_a_queue_store_whose_write_failed_confirms_nothing_more(plfs, mnt):
         assert [seq for seq, _, _ in again.recover()] == [1]
     finally:
         again.close()
+
+
+def test_fsync_ancestors_passes_over_folders_that_take_no_fsync_but_not_a_failing_disk(plfs, mnt):
+    (mnt / "a" / "b").mkdir(parents=True)
+    plfs.fault("fsyncdir", path="/a", errno_name="EINVAL", exact=True)  # a file system without folder fsync
+    fileio.fsync_ancestors(str(mnt / "a" / "b" / "definitions.log"))  # no error: it goes on upwards
+    plfs.drop()
+    assert os.listdir(mnt) == ["a"] and os.listdir(mnt / "a") == []  # "/" was fsynced, "a" could not be
+    (mnt / "a" / "b").mkdir()
+    plfs.clear()
+    plfs.fault("fsyncdir", path="/a/b", errno_name="EIO", exact=True)
+    with pytest.raises(OSError) as e:
+        fileio.fsync_ancestors(str(mnt / "a" / "b" / "definitions.log"))
+    assert e.value.errno == errno.EIO

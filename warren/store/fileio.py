@@ -13,6 +13,7 @@ used without the extension and compared with it in tests/protocol/test_speedups.
 
 from __future__ import annotations
 
+import errno
 import os
 
 __all__ = ["write_and_dup", "write_and_dup_py", "make_dirs_durable", "fsync_ancestors"]
@@ -60,13 +61,19 @@ def make_dirs_durable(path: str, fsync: bool = True) -> None:
 
 def fsync_ancestors(path: str) -> None:
     """Fsync every folder above ``path`` up to the root: its name, and theirs, survive a power
-    cut whoever created them (the data folder is made by ``mkdir -p`` before any store opens)."""
+    cut whoever created them (the data folder is made by ``mkdir -p`` before any store opens).
+    A folder this user may not open, or whose file system takes no fsync of a folder (read-only,
+    or one that answers EINVAL), is passed over: its names are not ours to make durable."""
     path = os.path.abspath(path)
     while True:
         parent = os.path.dirname(path)
         if parent == path:
             return
-        _fsync_folder(parent)
+        try:
+            _fsync_folder(parent)
+        except OSError as e:
+            if e.errno not in (errno.EACCES, errno.EPERM, errno.EINVAL, errno.EROFS, errno.ENOTSUP):
+                raise
         path = parent
 
 
