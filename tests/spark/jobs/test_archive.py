@@ -61,6 +61,11 @@ def test_archive_killed_mid_way_resumes_exactly_once(spark, broker, tmp_path, ui
         proc.wait(timeout=30)
     t_killed = time.monotonic()
     killed_after = _commits(cp)
+    text = log.read_text(errors="replace")
+    # progress from the first second: the lag is known before any batch ends
+    assert f"archived: 0 rows, 0 rows/s, lag {COUNT:,}" in text, text[-3000:]
+    # quiet: Spark's log at ERROR, no start-up WARN lines
+    assert " WARN " not in text, text[-3000:]
     assert killed_after < COUNT // PER_TRIGGER, "the first run finished before the kill: nothing was tested"
 
     # second run, in this process (one Spark start less): the command's own query function,
