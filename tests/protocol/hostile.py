@@ -368,8 +368,9 @@ def http_requests(draw) -> tuple[str, str, bytes | None]:
     elif kind == "bytes":
         body = maybe_mutated(draw, json.dumps(draw(json_values)).encode())
     elif kind == "deep":
-        depth = draw(st.sampled_from([1000, 100_000]))
-        body = draw(st.sampled_from([b"[" * depth, b'{"a":' * depth, b'{"arguments": ' + b"[" * depth]))
+        depth = draw(st.sampled_from([105, 900, 1000, 100_000]))
+        body = draw(st.sampled_from([b"[" * depth, b'{"a":' * depth, b'{"arguments": ' + b"[" * depth,
+                                     b'{"arguments": {"k": ' + b"[" * depth + b"]" * depth + b"}}"]))
     else:
         body = None
     return method, path, body if method != "GET" else None

@@ -40,7 +40,8 @@ import time
 from aiohttp import hdrs, web
 
 from warren.broker.broker import Broker
-from warren.codec.refusals import DECODE_FAILURES, HTTP_ERROR, failure_kind, http_status
+from warren.codec.fields import MAX_TABLE_DEPTH
+from warren.codec.refusals import DECODE_FAILURES, HTTP_ERROR, MALFORMED, failure_kind, http_status
 from warren.errors import AMQPError
 
 __all__ = ["BROKER", "INFO", "SERVER", "STATS", "REALM", "ApiError", "bad_request", "not_found",
@@ -102,14 +103,41 @@ async def read_json(request: web.Request, required: bool = True):
     return body
 
 
+# the deepest JSON body taken: an AMQP field table may nest 100 deep (MAX_TABLE_DEPTH), and a
+# definitions document holds arguments 4 levels down; anything deeper is refused before the
+# broker walks it (900 levels of queue arguments reached the store's recursive encoder: a 500)
+JSON_DEPTH_MAX = MAX_TABLE_DEPTH + 10
+
+
 def parse_json(raw: bytes):
     """A request body's JSON, or the refusal of warren/codec/refusals.py's table (400
     ``not_json``, RabbitMQ's answer) for anything that does not parse: bad syntax, bad UTF-8,
-    or arrays nested past the parser's recursion limit (100,000 ``[`` made a 500 before)."""
+    arrays nested past the parser's recursion limit (100,000 ``[`` made a 500 before), or
+    nesting past ``JSON_DEPTH_MAX``."""
     try:
-        return json.loads(raw)
+        body = json.loads(raw)
     except DECODE_FAILURES as e:
         raise ApiError(http_status(failure_kind(e)), HTTP_ERROR, "not_json") from None
+    if _json_depth(body) > JSON_DEPTH_MAX:
+        raise ApiError(http_status(MALFORMED), HTTP_ERROR, f"not_json: nested more than {JSON_DEPTH_MAX} deep")
+    return body
+
+
+def _json_depth(value) -> int:
+    """How deep lists and objects nest in a parsed JSON value (a scalar is 0), without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            item = item.values()
+        elif not isinstance(item, list):
+            continue
+        if depth > deepest:
+            deepest = depth
+            if deepest > JSON_DEPTH_MAX:
+                break
+        stack.extend((child, depth + 1) for child in item)
+    return deepest
 
 
 def as_bool(value, name: str, default: bool = False) -> bool:
