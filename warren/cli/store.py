@@ -41,12 +41,15 @@ def store() -> None:
 def check(data_dir: str, as_json: bool, repair: bool) -> None:
     """Report every damaged record in DATA_DIR and what it would cost; changes nothing (but --repair)."""
     from warren.store.check import check_data_dir, repair_definitions
+    from warren.store.record import FormatError
 
     repaired = None
     if repair:
         lock = _lock(data_dir)
         try:
             repaired = repair_definitions(data_dir)
+        except (OSError, FormatError) as e:  # not a definitions log of ours, or unreadable: nothing guessed
+            raise click.ClickException(f"cannot repair the definitions log of {data_dir}: {e}") from None
         finally:
             lock.close()
     try:
