@@ -290,3 +290,38 @@ def test_fsync_ancestors_passes_over_folders_that_take_no_fsync_but_not_a_failin
     with pytest.raises(OSError) as e:
         fileio.fsync_ancestors(str(mnt / "a" / "b" / "definitions.log"))
     assert e.value.errno == errno.EIO
+
+
+def test_a_compaction_whose_folder_fsync_fails_leaves_no_change_in_an_unlinked_file(plfs, mnt):
+    """The compacted log is renamed over the old one, then the folder is fsynced. When that
+    fsync failed, the store kept appending to the old file, which the rename had unlinked: a
+    later change was acknowledged there, and when the compaction retried with it failed too, it
+    was gone at the next start. Now the store takes the file its name points to and, the
+    rename's durability unknown, refuses further changes (fsyncgate: no retry)."""
+    (mnt / "d").mkdir()
+    fsync_dir(mnt)
+    defs = DefinitionsStore(mnt / "d" / "definitions.log", compact_after=4)
+    try:
+        defs.declare_queue("/", "kept")
+        plfs.fault("fsyncdir", path="/d", errno_name="EIO", exact=True, times=1)
+        for _ in range(2):  # dead records: a declare and its delete, twice, and the log is compacted
+            defs.declare_queue("/", "temp")
+            defs.delete_queue("/", "temp")  # the change is durable; the compaction's folder fsync fails
+        assert plfs.stats()["fault_hits"] == [1]
+        # the next compaction (retried at the next change) fails before its rename this time
+        plfs.fault("fsync", path="/d/definitions.log.compact", errno_name="EIO", exact=True, times=1)
+        try:
+            defs.declare_queue("/", "after")
+            acknowledged_after = True
+        except OSError:
+            acknowledged_after = False  # refused: the client hears of it
+    finally:
+        defs.close()
+    again = DefinitionsStore(mnt / "d" / "definitions.log")
+    try:
+        names = {q.name for q in again.load().queues}
+        assert "kept" in names and "temp" not in names
+        assert ("after" in names) == acknowledged_after, "an acknowledged change is missing at the next start"
+    finally:
+        again.close()
+    assert not acknowledged_after  # the store failed: a failed fsync is not retried as if it worked

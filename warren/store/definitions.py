@@ -415,11 +415,24 @@ class DefinitionsStore:
         live = [*self._exchanges.values(), *self._queues.values(), *self._bindings.values()]
         content = file_header(KIND_DEFINITIONS) + b"".join(_encode(_record(d)) for d in live)
         fd = self._create(tmp, content)  # fsynced before the rename: the rename must not expose a hole
-        os.replace(tmp, self.path)
-        self._fsync_dir()
+        try:
+            os.replace(tmp, self.path)
+        except BaseException:
+            os.close(fd)  # the old log is still the one named: carry on with it
+            raise
+        # from here the name is the new file's: later changes must go there, not to the old one,
+        # which the rename unlinked (they were acknowledged, then gone at the next start)
         os.close(self._fd)
         self._fd = fd
         self._dead = 0
+        try:
+            self._fsync_dir()
+        except BaseException as e:
+            # whether the rename outlives a power cut is unknown, and a retried fsync would not say
+            self._failed = e
+            log.critical("definitions store %s: fsync of its folder after compaction failed (%r); every "
+                         "later durable declare, delete or bind is refused until a restart", self.path, e)
+            raise
 
     def close(self) -> None:
         with self._lock:
