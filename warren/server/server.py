@@ -616,6 +616,10 @@ def run(config: Config) -> None:
     if config.workers > 1:
         from warren.server.ownership import LayoutMismatch
         from warren.server.workers import Supervisor
+        try:  # the node's users and policies live in the supervisor's folder (warren/store/node_file.py)
+            check_node_files(config.data_dir)
+        except DamagedFile as e:
+            raise StartupError(str(e)) from None
         try:
             Supervisor(config).run()
         except LayoutMismatch as e:
