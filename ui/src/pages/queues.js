@@ -291,7 +291,9 @@ export function QueueDetail({ vhost, name }) {
             q.exclusive_consumer_tag ? ['Exclusive consumer', q.exclusive_consumer_tag] : null,
             q.single_active_consumer_tag ? ['Single active consumer', q.single_active_consumer_tag] : null]} />
           <${Facts} items=${[['Ready', fmtNum(q.messages_ready)], ['Unacked', fmtNum(q.messages_unacknowledged)], ['Total', fmtNum(q.messages)],
-            ['Message bytes', fmtBytes(q.message_bytes)], ['Paged out', `${fmtNum(q.messages_paged_out || 0)} (${fmtBytes(q.message_bytes_paged_out || 0)})`],
+            // a stream's octets are its log's ("Bytes" below): the classic split is not in its JSON
+            stream ? null : ['Message bytes', fmtBytes(q.message_bytes)],
+            stream ? null : ['Paged out', `${fmtNum(q.messages_paged_out || 0)} (${fmtBytes(q.message_bytes_paged_out || 0)})`],
             ['Memory', fmtBytes(q.memory)]]} />
           ${stream ? html`<${Facts} items=${[['First offset', fmtNum(q.first_offset)], ['Last offset', fmtNum(q.last_offset)],
             ['Segments', fmtNum(q.segments)], ['Bytes', fmtBytes(q.bytes)], ['First message', fmtTime(q.first_timestamp)],

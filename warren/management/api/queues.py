@@ -36,6 +36,12 @@ def queue_type(q) -> str:
     return q.queue_type
 
 
+# fields of a classic queue's JSON that a stream's leaves out (RabbitMQ 3.10's stream queues have none of them)
+CLASSIC_ONLY = ("message_bytes", "message_bytes_paged_out", "message_bytes_persistent", "message_bytes_ram",
+                "message_bytes_ready", "message_bytes_unacknowledged", "messages_paged_out", "messages_persistent",
+                "messages_ram", "messages_ready_ram", "messages_unacknowledged_ram")
+
+
 def stream_figures(store) -> dict:
     return {
         "first_offset": store.first_offset,
@@ -131,6 +137,11 @@ def queue_json(q, vhost, sampler, unacked: dict, detailed: bool = False, ranges=
     if stream and store is not None:
         body.update(stream_figures(store))
         body["messages"] = body["messages_ready"] = store.message_count
+        # a classic queue's byte and memory split says nothing of a stream's log (it was 0 beside
+        # the log's real size, issue 34): left out, as RabbitMQ 3.10 leaves them out of a
+        # stream's JSON; the log's octets are ``bytes``
+        for key in CLASSIC_ONLY:
+            del body[key]
     if detailed:
         # a consumer through another worker (--worker-mode queues, proxy.py) has no connection
         # here: its channel's details are that worker's (GET /api/consumers has them)

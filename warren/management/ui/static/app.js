@@ -272,7 +272,7 @@
       <${J} title="Details">
         <div class="facts-columns">
           <${ot} items=${[["Type",f.type],["Features",$`<${zl} o=${f} />`],["Policy",f.policy||""],["State",f.state],["Consumers",re(f.consumers)],["Consumer capacity",`${Math.round((f.consumer_capacity??f.consumer_utilisation??0)*100)}%`],f.exclusive_consumer_tag?["Exclusive consumer",f.exclusive_consumer_tag]:null,f.single_active_consumer_tag?["Single active consumer",f.single_active_consumer_tag]:null]} />
-          <${ot} items=${[["Ready",re(f.messages_ready)],["Unacked",re(f.messages_unacknowledged)],["Total",re(f.messages)],["Message bytes",Mt(f.message_bytes)],["Paged out",`${re(f.messages_paged_out||0)} (${Mt(f.message_bytes_paged_out||0)})`],["Memory",Mt(f.memory)]]} />
+          <${ot} items=${[["Ready",re(f.messages_ready)],["Unacked",re(f.messages_unacknowledged)],["Total",re(f.messages)],E?null:["Message bytes",Mt(f.message_bytes)],E?null:["Paged out",`${re(f.messages_paged_out||0)} (${Mt(f.message_bytes_paged_out||0)})`],["Memory",Mt(f.memory)]]} />
           ${E?$`<${ot} items=${[["First offset",re(f.first_offset)],["Last offset",re(f.last_offset)],["Segments",re(f.segments)],["Bytes",Mt(f.bytes)],["First message",ql(f.first_timestamp)],["Last message",ql(f.last_timestamp)]]} />`:null}
         </div>
         <${ot} items=${[["Arguments",$`<${_t} obj=${f.arguments} />`],["Effective policy definition",$`<${_t} obj=${f.effective_policy_definition} />`]]} />
