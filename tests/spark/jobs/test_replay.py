@@ -108,3 +108,44 @@ def test_replay_failure_names_the_cause(spark, broker, uid, tmp_path):
 def test_replay_needs_an_archive(tmp_path):
     result = _replay("--from", tmp_path / "nothing-here", "--exchange", "x")
     assert result.exit_code != 0 and "does not exist" in result.output
+
+
+def _archive_with_user_ids(spark, path, rows: int = 10) -> None:
+    """An archive with property lists; every other message carries user_id 'someone-else'."""
+    from warren.spark.schema import COLUMN_TYPES
+    from warren.spec.amqp0_9_1 import BasicProperties
+
+    data = []
+    for i in range(rows):
+        user = "someone-else" if i % 2 else "guest"
+        raw = BasicProperties(delivery_mode=2, user_id=user, headers={"i": i}).encode()
+        props = {name: None for name in ("content_type", "content_encoding", "delivery_mode", "priority",
+                                         "correlation_id", "reply_to", "expiration", "message_id", "timestamp",
+                                         "type", "user_id", "app_id")}
+        props.update(delivery_mode=2, user_id=user)
+        data.append((b"u-%d" % i, "k", "x", props, raw))
+    schema = ", ".join(f"{c} {COLUMN_TYPES[c]}" for c in ("body", "routing_key", "exchange", "properties",
+                                                          "property_list"))
+    spark.createDataFrame(data, schema).write.mode("overwrite").parquet(str(path))
+
+
+def test_a_user_id_of_another_user_is_dropped_and_said_or_kept_and_refused(spark, broker, uid, tmp_path):
+    _archive_with_user_ids(spark, tmp_path / "archive")
+    queue = f"sr-user-{uid}"
+    with admin(broker) as ch:
+        ch.queue_declare(queue)
+        result = _replay("--from", tmp_path / "archive", "--exchange", "", "--routing-key", queue,
+                         "--url", broker.url)
+        assert result.exit_code == 0, result.output
+        assert "5 messages carry a user_id other than 'guest'" in result.output
+        got = {body: props for _m, props, body in get_all(ch, queue, 10)}
+        assert len(got) == 10
+        for i in range(10):
+            props = got[b"u-%d" % i]
+            assert props.user_id == (None if i % 2 else "guest") and props.headers == {"i": i}
+            assert props.delivery_mode == 2
+        result = _replay("--from", tmp_path / "archive", "--exchange", "", "--routing-key", queue,
+                         "--url", broker.url, "--keep-user-id")
+        assert result.exit_code != 0 and "replay failed" in result.output
+        assert "406" in result.output or "PRECONDITION_FAILED" in result.output, result.output
+        ch.queue_delete(queue)
