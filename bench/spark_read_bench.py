@@ -3,7 +3,7 @@
 data source path measured in the same run.
 
     python bench/spark_read_bench.py [--count 1000000] [--size 100] [--props same|unique|headers]
-        [--rounds 3] [--master local[2]] [--full] [--skip-amqp] [--skip-parts]
+        [--rounds 3] [--master local[2]] [--full] [--lossless] [--skip-amqp] [--skip-parts]
 
 Starts its own broker (ephemeral ports, temporary data folder), fills a stream with --count
 messages of --size octets (raw pre-built frames, so filling is quick): ``same`` properties on
@@ -18,7 +18,8 @@ a message id and a headers table of its own per message. Then, on the same strea
   ``toy -> parquet``: ``bench/spark_toy_source.py``, pre-built Arrow batches with the same
   columns as the warren source's default schema (the ceiling); ``warren -> parquet``: the
   ``warren`` source, default (flat) schema; with ``--full`` also ``warren full -> parquet``
-  (``includeHeaders`` and ``includeProperties``).
+  (``includeHeaders`` and ``includeProperties``), with ``--lossless`` ``warren lossless -> parquet``
+  (those and ``property_list``: what ``warren pipeline archive`` keeps by default).
 
 Prints each run, then the medians, the warren/toy ratio and the load average seen during the
 Spark runs (the machine is shared: compare only figures from the same run).
@@ -110,6 +111,8 @@ def main() -> None:
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--full", action="store_true", help="also time the full schema (headers and properties)")
+    ap.add_argument("--lossless", action="store_true",
+                    help="also time the lossless schema warren pipeline archive keeps (every column, property_list too)")
     ap.add_argument("--records-per-partition", type=int, default=None,
                     help="default: the count split over the master's cores")
     ap.add_argument("--skip-amqp", action="store_true")
@@ -180,11 +183,13 @@ def main() -> None:
         cores = spark.sparkContext.defaultParallelism
         per_partition = args.records_per_partition or -(-args.count // cores)
 
-        def warren_df(full: bool):
+        def warren_df(full: bool, lossless: bool = False):
             r = (spark.read.format("warren").option("url", url).option("httpUrl", http_url).option("stream", stream)
                  .option("recordsPerPartition", per_partition))
-            if full:
+            if full or lossless:
                 r = r.option("includeHeaders", "true").option("includeProperties", "true")
+            if lossless:
+                r = r.option("includePropertyList", "true")
             return r.load()
 
         jobs = {
@@ -194,6 +199,8 @@ def main() -> None:
         }
         if args.full:
             jobs["warren full -> parquet"] = lambda: warren_df(True)
+        if args.lossless:
+            jobs["warren lossless -> parquet"] = lambda: warren_df(True, lossless=True)
 
         def run(label: str) -> float:
             out = str(tmp / "out")
