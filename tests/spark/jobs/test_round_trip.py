@@ -14,7 +14,8 @@ Warren's codec knows (``t b B s u I i l L f d D S x T V F A``), nested. Three pu
 
 The archive and the replay are the commands' own functions (``run_archive``, ``replay``) on the
 test session's SparkSession; three examples of four to eight messages (one archive and one replay
-job each) take 2.5-3 minutes on the loaded 2-core machine, most of it Spark's start. The replayed messages are read without acknowledging (they go back to their durable
+job each) take 2.5-3 minutes on the loaded 2-core machine, most of it Spark's start. The
+replayed messages are read without acknowledging (they go back to their durable
 queues), then the broker is killed with SIGKILL, restarted on the same data folder, and every
 persistent message must be there with the same property octets.
 """
@@ -22,7 +23,6 @@ persistent message must be there with the same property octets.
 from __future__ import annotations
 
 import datetime
-import decimal
 import signal
 import struct
 import uuid
@@ -41,7 +41,6 @@ from warren.spark.jobs.archive import run_archive
 from warren.spark.jobs.replay import replay
 from warren.spark.write import property_list
 from warren.spec import amqp0_10 as spec010
-from warren.spec import amqp0_9_1 as spec
 
 pytestmark = [pytest.mark.skipif(EXTERNAL_URL is not None, reason="kills and restarts a broker of its own"),
               pytest.mark.timeout(600)]

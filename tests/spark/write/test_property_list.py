@@ -24,7 +24,8 @@ from warren.spec.amqp0_9_1 import BasicProperties
 
 # a table Python values cannot re-encode as it was: an unsigned octet, a signed short, a float
 TYPED = b"".join((encode_shortstr("u8") + b"B\x07", encode_shortstr("s16") + b"s\xff\xfe",
-                  encode_shortstr("f32") + b"f" + struct.pack(">f", 1.5), encode_shortstr("text") + b"S\x00\x00\x00\x02hi"))
+                  encode_shortstr("f32") + b"f" + struct.pack(">f", 1.5),
+                  encode_shortstr("text") + b"S\x00\x00\x00\x02hi"))
 
 
 def _listed(**props) -> bytes:

@@ -70,8 +70,10 @@ def run_archive(spark, *, stream: str, path: str, checkpoint: str, url: str, htt
                 columns=LOSSLESS_COLUMNS):
     """Start the query and wait for it; returns it once it ends (stopped or done).
 
-    ``progress`` is told the rows archived by this run after every batch and the lag: records
-    committed in the stream(s) and not archived yet (asked from the HTTP API every second).
+    ``progress`` is told, from the first second and then every second, the rows archived by this
+    run (finished batches, and the batch in flight estimated from its finished tasks) and the lag:
+    records committed in the stream(s) and not archived yet (asked from the HTTP API).
+    ``columns``: the read schema's columns (every one by default: a lossless archive).
     """
     options = parse_read_options({"url": url, "stream": stream, "startingOffsets": starting_offsets,
                                   **({"httpUrl": http_url} if http_url else {})}, batch=False)
@@ -164,8 +166,8 @@ def _in_flight(tracker, planned: dict, archived: dict) -> int:
 
 
 def _lag(api, streams, archived: dict) -> int | None:
-    """Records committed and not archived yet (None until a batch said where archiving is, or
-    when the HTTP API does not answer: progress is no reason to fail the job)."""
+    """Records committed and not archived yet (None when it is not known where archiving stands,
+    or when the HTTP API does not answer: progress is no reason to fail the job)."""
     if not archived:
         return None
     try:
@@ -179,7 +181,8 @@ def _lag(api, streams, archived: dict) -> int | None:
 @click.option("--to", "path", required=True, help="Output directory (Parquet; any path Spark writes to).")
 @click.option("--checkpoint", default=None, help="Spark checkpoint directory [default: the output path + .checkpoint].")
 @click.option("--url", default=DEFAULT_URL, show_default=True, help="AMQP URL of the broker (vhost in the path).")
-@click.option("--http-url", default=None, help="The broker's HTTP API [default: the URL's host, on the HTTP port the broker announces; else 15672].")
+@click.option("--http-url", default=None,
+              help="The broker's HTTP API [default: the URL's host, on the port the broker announces; else 15672].")
 @click.option("--trigger", type=click.Choice(["availableNow", "continuous"]), default="availableNow",
               show_default=True, help="availableNow: archive what is there and exit; continuous: run until stopped.")
 @click.option("--interval", default="10 seconds", show_default=True, help="Batch interval of --trigger continuous.")

@@ -125,7 +125,8 @@ def html_chart(stream: str, series: list[Bucket], width: int = 900, height: int 
 @click.command("stats")
 @click.option("--stream", required=True, help="The stream queue to chart.")
 @click.option("--url", default=DEFAULT_URL, show_default=True, help="AMQP URL of the broker (vhost in the path).")
-@click.option("--http-url", default=None, help="The broker's HTTP API [default: the URL's host, on the HTTP port the broker announces; else 15672].")
+@click.option("--http-url", default=None,
+              help="The broker's HTTP API [default: the URL's host, on the port the broker announces; else 15672].")
 @click.option("--buckets", type=click.IntRange(1, 1000), default=60, show_default=True,
               help="Intervals the retained time span is cut into.")
 @click.option("--height", type=click.IntRange(2, 50), default=10, show_default=True, help="Rows of the terminal chart.")
