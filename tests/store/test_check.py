@@ -133,8 +133,12 @@ def test_a_damaged_definitions_log_stops_the_start_with_one_line_and_repair_keep
     r = warren_store("check", "--repair", str(data_dir))
     assert "repaired definitions.log: 3 records kept" in r.stdout, r.stdout + r.stderr
     assert r.returncode == 0 and "no damage" in r.stdout  # the log's damage is gone...
-    copies = os.listdir(data_dir / "quarantine")
-    assert len(copies) == 1 and copies[0].startswith("definitions.log.")
+    copies = sorted(os.listdir(data_dir / "quarantine"))
+    assert len(copies) == 2 and copies[0].startswith("definitions.log.")
+    # the lost declare was the queue "orders": its messages are kept aside, the start removes its folder
+    orders = queue_file(data_dir).parent.name
+    assert copies[1].startswith(f"queues-{orders}.") and f"kept {data_dir / 'quarantine' / copies[1]}" in r.stdout
+    assert (data_dir / "quarantine" / copies[1] / "msgs.0000000001").read_bytes() == queue_file(data_dir).read_bytes()
     store = DefinitionsStore(log_path, fsync=False)  # ...and it opens: the first queue is what was lost
     defs = store.load()
     assert [q.name for q in defs.queues] == ["events"] and [b.destination for b in defs.bindings] == ["orders"]

@@ -4,7 +4,8 @@ It reads the folder as the broker's recovery would (warren/store/check.py) and p
 per finding: damage (what recovery reads around, or refuses to start on) with the records it
 costs, and torn tails (what a crash leaves, cut at start). It changes nothing, unless
 `--repair` is given: then a damaged definitions log is copied to the quarantine folder and
-rewritten with every readable record (queues and streams need no such step: the broker
+rewritten with every readable record (and the store folder of a queue whose declare was lost
+is copied there too, since the broker's start removes store folders no definition owns) (queues and streams need no such step: the broker
 repairs them at start and keeps a copy aside). `--repair` takes the data folder's lock, so it
 refuses to run beside a broker.
 
@@ -60,12 +61,16 @@ def check(data_dir: str, as_json: bool, repair: bool) -> None:
     if as_json:
         doc = report.to_json()
         if repaired is not None:
-            doc["repaired"] = {"copy": repaired[0], "records_kept": repaired[1], "octets_dropped": repaired[2]}
+            doc["repaired"] = {"copy": repaired[0], "records_kept": repaired[1], "octets_dropped": repaired[2],
+                               "store_folders_kept": repaired[3]}
         click.echo(json.dumps(doc, indent=1))
     else:
         if repaired is not None:
             click.echo(f"repaired definitions.log: {repaired[1]} records kept, {repaired[2]} octets dropped; "
                        f"the file as it was is in {repaired[0]}")
+            for folder in repaired[3]:
+                click.echo(f"kept {folder}: the store of a queue or exchange the damaged records declared "
+                           f"(the broker's start removes store folders no definition owns)")
         for f in report.findings:
             click.echo(f"{f.status}: {f.what}: {f.detail}")
         damaged = len(report.damaged)

@@ -21,15 +21,17 @@ repairs them at start, keeping a copy aside.
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import os
+import shutil
 from dataclasses import dataclass, field
 
 from warren.store.damage import (
     QUARANTINE, Damage, damaged_header, is_torn_tail, quarantine_copy, rewrite_file, scan_seq_file, scan_stream_file,
 )
-from warren.store.definitions import find_definition_records
+from warren.store.definitions import DefinitionsStore, find_definition_records
 from warren.store.node_file import NODE_FILES, check_node_file
 from warren.store.record import (
     FILE_HEADER_SIZE, HEADER, HEADER_SIZE, KIND_ACKS, KIND_DEFINITIONS, KIND_MESSAGES, T_ACK, T_DEFINITION,
@@ -232,9 +234,15 @@ def _torn(path: str, data, end: int, error: str | None, damage: list, what: str,
                                    f"{len(data) - end} octets would be cut at start", None, end, len(data)))
 
 
-def repair_definitions(data_dir, fsync: bool = True) -> tuple[str, int, int] | None:
+def repair_definitions(data_dir, fsync: bool = True) -> tuple[str, int, int, list[str]] | None:
     """Keep every readable record of a damaged definitions log: (copy kept aside, records kept,
-    octets dropped), or None if it is not damaged. The caller holds the data folder's lock."""
+    octets dropped, store folders copied aside), or None if it is not damaged. The caller holds
+    the data folder's lock.
+
+    A queue or delayed exchange whose declare was in the damaged octets is gone from the log,
+    and the broker's start removes store folders no definition owns (broker/durability.py): so
+    each such folder is copied to the quarantine folder first, its messages kept for a person
+    to look at."""
     data_dir = os.fspath(data_dir)
     path = os.path.join(data_dir, DEFINITIONS_FILE)
     if not os.path.exists(path):
@@ -255,5 +263,37 @@ def repair_definitions(data_dir, fsync: bool = True) -> tuple[str, int, int] | N
     for a, b in stretches:
         clean += data[a:b]
     rewrite_file(path, clean, fsync)
-    return copy, kept + count, len(data) - len(clean)
+    return copy, kept + count, len(data) - len(clean), _keep_unowned_stores(data_dir, fsync)
+
+
+def _keep_unowned_stores(data_dir: str, fsync: bool) -> list[str]:
+    """Copy the store folders the repaired definitions log no longer owns to the quarantine folder."""
+    store = DefinitionsStore(os.path.join(data_dir, DEFINITIONS_FILE), fsync=fsync)
+    try:
+        defs = store.load()
+    finally:
+        store.close()
+    owned = {"queues": {_digest(q.vhost, q.name) for q in defs.queues},
+             "delayed": {_digest(e.vhost, e.name) for e in defs.exchanges}}
+    owned["streams"] = owned["queues"]
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+    kept = []
+    for root, mine in owned.items():
+        top = os.path.join(data_dir, root)
+        if not os.path.isdir(top):
+            continue
+        for digest in sorted(os.listdir(top)):
+            folder = os.path.join(top, digest)
+            if os.path.isdir(folder) and digest not in mine:
+                target = os.path.join(data_dir, QUARANTINE, f"{root}-{digest}.{stamp}")
+                shutil.copytree(folder, target)
+                if fsync:
+                    for name in os.listdir(target):
+                        fd = os.open(os.path.join(target, name), os.O_RDONLY | os.O_CLOEXEC)
+                        try:
+                            os.fsync(fd)
+                        finally:
+                            os.close(fd)
+                kept.append(target)
+    return kept
 
