@@ -634,6 +634,22 @@ class PowerLossFS:
         self._file = self._sock.makefile("rb")
         return self
 
+    @classmethod
+    def start_or_skip(cls, mountpoint, workdir) -> "PowerLossFS":
+        """``start()``, or skip the calling test with the reason when no FUSE mount can be made
+        here (a container without the right to mount, say) although /dev/fuse is there."""
+        import pytest
+
+        reason = unavailable_reason()
+        if reason is not None:
+            pytest.skip(f"no FUSE here: {reason}")
+        fs = cls(mountpoint, workdir)
+        try:
+            return fs.start()
+        except RuntimeError as e:
+            fs.stop()
+            pytest.skip(f"no FUSE mount here: {e}")
+
     def call(self, cmd: str, **args) -> dict:
         self._sock.sendall(json.dumps({"cmd": cmd, **args}).encode() + b"\n")
         reply = json.loads(self._file.readline())

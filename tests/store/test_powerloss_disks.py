@@ -42,7 +42,7 @@ if fsync_worker.FsyncWorker is not FsyncWorkerPy:
 @pytest.fixture(scope="module")
 def plfs(tmp_path_factory):
     work = tmp_path_factory.mktemp("powerloss-disks")
-    fs = PowerLossFS(work / "mnt", work).start()
+    fs = PowerLossFS.start_or_skip(work / "mnt", work)
     try:
         yield fs
     finally:

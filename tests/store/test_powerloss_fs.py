@@ -30,7 +30,7 @@ pytestmark = pytest.mark.skipif(SKIP is not None, reason=f"no FUSE here: {SKIP}"
 @pytest.fixture(scope="module")
 def plfs(tmp_path_factory):
     work = tmp_path_factory.mktemp("powerloss")
-    fs = PowerLossFS(work / "mnt", work).start()
+    fs = PowerLossFS.start_or_skip(work / "mnt", work)
     try:
         yield fs
     finally:

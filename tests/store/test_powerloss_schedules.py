@@ -349,7 +349,7 @@ def check(broker, model: Model, crashed_at: float) -> dict:
 
 
 def run_chain(tmp_path, seed: int, schedules: int, totals: Totals, *broker_args: str) -> None:
-    fs = PowerLossFS(tmp_path / "mnt", tmp_path).start()
+    fs = PowerLossFS.start_or_skip(tmp_path / "mnt", tmp_path)
     broker = None
     try:
         data = fs.mountpoint / "data"
@@ -423,7 +423,7 @@ def test_a_queue_deleted_in_a_crash_leaves_nothing_to_a_new_one_of_its_name(tmp_
     The start now removes folders no definition owns (Durability._remove_leftover_stores)."""
     arguments = {"x-queue-type": "stream"} if kind == "stream" else None
     root = "streams" if kind == "stream" else "queues"
-    fs = PowerLossFS(tmp_path / "mnt", tmp_path).start()
+    fs = PowerLossFS.start_or_skip(tmp_path / "mnt", tmp_path)
     broker = None
     try:
         data = fs.mountpoint / "data"
