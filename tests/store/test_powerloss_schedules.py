@@ -5,14 +5,16 @@ write that was not durable, sometimes tearing the last one at a random octet), r
 checks what came back:
 
 * publishers with confirms (pika) into two durable queues and a stream; a consumer acking from
-  one of them; a stream reader; a client declaring and deleting durable queues and exchanges
-  with bindings; users and policies put and deleted through the HTTP API;
+  one of them; a stream reader; a client declaring, binding, publishing into and deleting durable
+  queues and exchanges; users, their permissions and policies put and deleted through the HTTP
+  API;
 * every confirmed message is there (``lost``), no message comes back that was never published,
   none twice in a queue, and none a consumer acked more than ``ACK_WINDOW`` seconds before the
   crash (``unexpected``: Warren fsyncs ack logs at most every ACK_SYNC_INTERVAL = 1 s, as
   RabbitMQ syncs acks lazily too, so an ack younger than that may come back after a power cut,
-  counted as ``duplicated``, at least once); every acknowledged declare, delete, user or policy
-  change is there and every acknowledged delete stays deleted (an operation under way at the
+  counted as ``duplicated``, at least once); every acknowledged declare, delete, binding, user,
+  permission or policy change is there and every acknowledged delete stays deleted; a deleted
+  queue declared again comes back empty (an operation under way at the
   crash may go either way);
 * the broker starts on the folder as the crash left it, with no hand to help (``needed_a_hand``).
 
@@ -86,6 +88,8 @@ class Model:
         self.exchanges: dict[str, bool] = {}
         self.users: dict[str, bool] = {}
         self.policies: dict[str, bool] = {}
+        self.bindings: dict[tuple, bool] = {}     # (exchange, queue) -> bound (acknowledged)
+        self.permissions: dict[str, bool] = {}    # user -> has permissions on "/" (acknowledged)
         self.in_doubt: set[tuple] = set()   # (kind, name) under way at the crash
         self.problems: list[str] = []       # what the workload itself saw go wrong
         self.lock = threading.Lock()
@@ -165,6 +169,8 @@ def declarer(broker, model: Model, rng: random.Random, tag: str, stop: threading
             model.in_doubt.add(("queue", name))
             ch.queue_delete(name)
             model.queues[name] = False
+            for key in [k for k in model.bindings if k[1] == name]:
+                model.bindings[key] = False
             model.in_doubt.discard(("queue", name))
             continue
         q, x = f"plq-{tag}-{n}", f"plx-{tag}-{n}"
@@ -175,6 +181,7 @@ def declarer(broker, model: Model, rng: random.Random, tag: str, stop: threading
         ch.queue_declare(q, durable=True)
         ch.queue_bind(q, x, routing_key="k")
         model.queues[q] = True
+        model.bindings[(x, q)] = True
         model.in_doubt.discard(("queue", q))
         for i in range(rng.randrange(3)):  # so that a deleted queue's folder holds something
             ch.basic_publish(x, "k", b"%s:%d" % (q.encode(), i), pika.BasicProperties(delivery_mode=2))
@@ -182,6 +189,7 @@ def declarer(broker, model: Model, rng: random.Random, tag: str, stop: threading
             model.in_doubt.add(("exchange", x))
             ch.exchange_delete(x)
             model.exchanges[x] = False
+            model.bindings[(x, q)] = False
             model.in_doubt.discard(("exchange", x))
 
 
@@ -203,7 +211,17 @@ def admin(broker, model: Model, rng: random.Random, tag: str, stop: threading.Ev
         if status not in (201, 204):
             raise AssertionError(f"{'DELETE' if delete else 'PUT'} {path}: {status}")
         table[name] = not delete
+        if kind == "user" and delete:
+            model.permissions[name] = False  # a user's permissions go with it
         model.in_doubt.discard((kind, name))
+        if kind == "user" and not delete and rng.random() < 0.5:
+            model.in_doubt.add(("permission", name))
+            status = call(broker.http_url, "PUT", f"/api/permissions/%2F/{name}",
+                          {"configure": ".*", "write": ".*", "read": ".*"}, timeout=10)[0]
+            if status not in (201, 204):
+                raise AssertionError(f"PUT /api/permissions/%2F/{name}: {status}")
+            model.permissions[name] = True
+            model.in_doubt.discard(("permission", name))
 
 
 def _quietly(fn, *args) -> None:
@@ -323,16 +341,26 @@ def check(broker, model: Model, crashed_at: float) -> dict:
         model.published[queue] = set(seen)
     model.acked.clear()
     api = broker.http_url
-    for kind, table, path in (("queue", model.queues, "/api/queues/%2F"),
-                              ("exchange", model.exchanges, "/api/exchanges/%2F"),
-                              ("user", model.users, "/api/users"),
-                              ("policy", model.policies, "/api/policies/%2F")):
+    by_name = lambda item: item["name"]  # noqa: E731
+    for kind, table, path, key in (
+            ("queue", model.queues, "/api/queues/%2F", by_name),
+            ("exchange", model.exchanges, "/api/exchanges/%2F", by_name),
+            ("user", model.users, "/api/users", by_name),
+            ("policy", model.policies, "/api/policies/%2F", by_name),
+            ("binding", model.bindings, "/api/bindings/%2F",
+             lambda b: (b["source"], b["destination"]) if b["destination_type"] == "queue" else None),
+            ("permission", model.permissions, "/api/permissions", lambda p: p["user"] if p["vhost"] == "/" else None)):
         status, listed, _ = call(api, "GET", path, timeout=30)
         assert status == 200, f"GET {path}: {status}"
-        names = {item["name"] for item in listed}
+        names = {key(item) for item in listed}
         for name, there in list(table.items()):
             found = name in names
-            if (kind, name) in model.in_doubt:
+            doubt = {(kind, name)}
+            if kind == "binding":  # its exchange's or queue's declare or delete under way
+                doubt |= {("exchange", name[0]), ("queue", name[1])}
+            elif kind == "permission":
+                doubt.add(("user", name))
+            if doubt & model.in_doubt:
                 table[name] = found  # under way at the crash: either is right; the broker's answer rules
                 continue
             counts["definition_changes"] += 1
