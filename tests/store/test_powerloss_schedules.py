@@ -8,14 +8,13 @@ checks what came back:
   one of them; a stream reader; a client declaring, binding, publishing into and deleting durable
   queues and exchanges; users, their permissions and policies put and deleted through the HTTP
   API;
-* every confirmed message is there (``lost``), no message comes back that was never published,
-  none twice in a queue, and none a consumer acked more than ``ACK_WINDOW`` seconds before the
-  crash (``unexpected``: Warren fsyncs ack logs at most every ACK_SYNC_INTERVAL = 1 s, as
-  RabbitMQ syncs acks lazily too, so an ack younger than that may come back after a power cut,
-  counted as ``duplicated``, at least once); every acknowledged declare, delete, binding, user,
+* every confirmed message is there (``lost``); no message comes back that was never published,
+  nor one a consumer acked more than ``ACK_WINDOW`` seconds before the crash (``unexpected``:
+  Warren fsyncs ack logs at most every ACK_SYNC_INTERVAL = 1 s, as RabbitMQ syncs acks lazily
+  too, so an ack younger than that may come back after a power cut: ``duplicated``, at least
+  once, as is a message found twice); every acknowledged declare, delete, binding, user,
   permission or policy change is there and every acknowledged delete stays deleted; a deleted
-  queue declared again comes back empty (an operation under way at the
-  crash may go either way);
+  queue declared again comes back empty (an operation under way at the crash may go either way);
 * the broker starts on the folder as the crash left it, with no hand to help (``needed_a_hand``).
 
 A quarter of the cuts come while an fsync is stalled at the disk (a group commit under way, its
