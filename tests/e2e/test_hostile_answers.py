@@ -230,3 +230,20 @@ def test_arguments_nested_past_any_amqp_table_are_400_not_a_500(compared, kind):
     shallow = b'{"durable": false, "arguments": {"k": ' + b"[" * 90 + b"]" * 90 + b"}}"  # an AMQP table's depth
     assert http(broker.http_url, "PUT", path, shallow) == 201
     assert http(broker.http_url, "DELETE", path, None) == 204
+
+
+def test_a_lone_surrogate_in_a_json_string_is_400_not_a_500(compared):
+    """``\\ud800`` parses (Python's json takes lone surrogates) but is no Unicode text: a binding's
+    routing key with one was a 500 when encoded. Refused with the rest of a malformed body."""
+    broker, rabbit = compared
+    queue = f"hostile-sur-{uuid.uuid4().hex[:8]}"
+    for base in (broker.http_url, rabbit.http_url):
+        assert http(base, "PUT", f"/api/queues/%2F/{queue}", b'{"auto_delete": false}') in (201, 204)
+    body = b'{"routing_key": "\\ud800"}'
+    path = f"/api/bindings/%2F/e/amq.direct/q/{queue}"
+    rabbitmq = http(rabbit.http_url, "POST", path, body)
+    warren = http(broker.http_url, "POST", path, body)
+    for base in (broker.http_url, rabbit.http_url):
+        http(base, "DELETE", f"/api/queues/%2F/{queue}", None)
+    assert rabbitmq < 500 or rabbitmq == 0, rabbitmq  # (recorded: what RabbitMQ answers is not checked further)
+    assert warren == 400

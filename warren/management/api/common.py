@@ -118,26 +118,36 @@ def parse_json(raw: bytes):
         body = json.loads(raw)
     except DECODE_FAILURES as e:
         raise ApiError(http_status(failure_kind(e)), HTTP_ERROR, "not_json") from None
-    if _json_depth(body) > JSON_DEPTH_MAX:
-        raise ApiError(http_status(MALFORMED), HTTP_ERROR, f"not_json: nested more than {JSON_DEPTH_MAX} deep")
+    why = _json_malformed(body)
+    if why is not None:
+        raise ApiError(http_status(MALFORMED), HTTP_ERROR, f"not_json: {why}")
     return body
 
 
-def _json_depth(value) -> int:
-    """How deep lists and objects nest in a parsed JSON value (a scalar is 0), without recursion."""
-    deepest, stack = 0, [(value, 1)]
+def _json_malformed(value) -> str | None:
+    """Why a parsed JSON value is not one the broker takes, without recursion: lists and objects
+    nested past ``JSON_DEPTH_MAX``, or a string that is not Unicode text (JSON's ``\\ud800``
+    escapes parse to lone surrogates, which no name, key or UTF-8 encoder takes: a binding's
+    routing key with one was a 500)."""
+    stack = [(value, 1)]
     while stack:
         item, depth = stack.pop()
-        if isinstance(item, dict):
-            item = item.values()
-        elif not isinstance(item, list):
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return "a string holds a lone surrogate (not Unicode text)"
             continue
-        if depth > deepest:
-            deepest = depth
-            if deepest > JSON_DEPTH_MAX:
-                break
-        stack.extend((child, depth + 1) for child in item)
-    return deepest
+        if isinstance(item, dict):
+            children = [*item.keys(), *item.values()]
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > JSON_DEPTH_MAX:
+            return f"nested more than {JSON_DEPTH_MAX} deep"
+        stack.extend((child, depth + 1) for child in children)
+    return None
 
 
 def as_bool(value, name: str, default: bool = False) -> bool:
