@@ -2,8 +2,9 @@
 
 ``register(spark)`` makes the ``warren`` format known to a SparkSession; where the distribution
 is installed, pyspark also finds it by itself through the top-level package ``pyspark_warren``
-(an editable install gets a one-module form of it, setup.py; docs/spark.md), and ``register``
-then leaves Spark's own registration alone. Importing this package does not import pyspark; the data source classes live
+(an editable install gets a one-module form of it, setup.py; docs/spark.md); ``register``
+registers it again from the session, so that its Python is the session's, without Spark's
+warning about replacing a static registration. Importing this package does not import pyspark; the data source classes live
 in ``datasource.py``, the readers in ``read/``, the writers in ``write/``, the ``warren
 pipeline`` jobs in ``jobs/`` and every option in ``options.py``.
 
@@ -62,21 +63,39 @@ def use_driver_python(spark) -> bool:
     return changed
 
 
-def _already_known(spark) -> bool:
-    """Whether ``spark`` resolves ``format("warren")`` already: registered statically by
-    pyspark from the ``pyspark_warren`` package, or by an earlier ``register``. Registering again
-    over a static registration makes Spark log a warning ("replaced a statically registered
-    data source") for nothing. Spark Connect sessions have no JVM here: False (register then)."""
+_DATA_SOURCE_MANAGER = "org.apache.spark.sql.execution.datasources.DataSourceManager"
+
+
+def _register_quietly(spark, source) -> None:
+    """``spark.dataSource.register(source)`` with Spark's DataSourceManager logging at ERROR.
+
+    Registering is needed even where pyspark registered ``warren`` statically (from
+    ``pyspark_warren``): a static registration runs the source's planning in ``PYSPARK_PYTHON``
+    or else whatever ``python3`` is on the PATH, never the session's ``spark.pyspark.python``,
+    so a session whose Python is set (``warren pipeline``'s, or a script run with the venv's
+    Python without activating it) needs the source registered from itself. Spark then logs
+    "data source warren replaced a statically registered data source", a warning about our own
+    source replacing itself with nothing to act on: that logger is quieted for the call (a
+    Spark Connect session has no JVM here and just registers).
+    """
     try:
-        return bool(spark._jsparkSession.sessionState().dataSourceManager().dataSourceExists("warren"))
+        jvm = spark.sparkContext._jvm
+        configurator = jvm.org.apache.logging.log4j.core.config.Configurator
+        before = jvm.org.apache.logging.log4j.LogManager.getLogger(_DATA_SOURCE_MANAGER).getLevel()
+        configurator.setLevel(_DATA_SOURCE_MANAGER, jvm.org.apache.logging.log4j.Level.ERROR)
     except Exception:
-        return False
+        spark.dataSource.register(source)
+        return
+    try:
+        spark.dataSource.register(source)
+    finally:
+        configurator.setLevel(_DATA_SOURCE_MANAGER, before)
 
 
 def register(spark) -> None:
-    """Register the ``warren`` data source with ``spark`` unless it knows it already (idempotent)."""
+    """Register the ``warren`` data source with ``spark`` (idempotent, and without a warning
+    where pyspark registered it statically already)."""
     from warren.spark.datasource import WarrenDataSource
 
     use_driver_python(spark)
-    if not _already_known(spark):
-        spark.dataSource.register(WarrenDataSource)
+    _register_quietly(spark, WarrenDataSource)
