@@ -7,7 +7,8 @@ import (a module or any module below it):
   its delivery sink) import the broker; the codec, the spec tables and the protocol cores never do;
 * the broker is protocol-neutral: ``warren.broker`` imports nothing from ``warren.protocol``
   (each protocol adapts itself to the broker's operations, not the reverse) nor from the
-  asyncio glue in ``warren.server``;
+  asyncio glue in ``warren.server``; nor from the metrics or the HTTP API, which read it (the
+  node-wide counts it keeps are ``warren/broker/totals.py``);
 * the store keeps bytes: ``warren.store`` imports nothing from the broker, server or protocol;
 * the Spark data source runs in Spark's Python workers, far from any broker: it may use the
   sans-IO codec and protocol layers, never the broker's internals (what it needs from there,
@@ -82,11 +83,11 @@ def test_sans_io_module_imports_no_io_and_no_upper_layer(path):
     assert not bad, f"{path.name} imports {bad}"
 
 
-BROKER_FORBIDDEN = ("warren.protocol", "warren.server")
+BROKER_FORBIDDEN = ("warren.protocol", "warren.server", "warren.metrics", "warren.management")
 
 
 @pytest.mark.parametrize("path", _modules("broker"), ids=_ids)
-def test_broker_imports_no_protocol_and_no_server(path):
+def test_broker_imports_no_protocol_server_metrics_or_api(path):
     bad = _forbidden(path, BROKER_FORBIDDEN)
     assert not bad, f"{path.name} imports {bad}"
 
@@ -140,6 +141,7 @@ def test_the_http_base_imports_neither_of_its_users(path):
     (SANS_IO_FORBIDDEN, "import asyncio"),
     (SANS_IO_FORBIDDEN + ("warren.broker",), "from warren.broker.vhost import VHost"),
     (BROKER_FORBIDDEN, "from warren.protocol.amqp0_9_1 import adapter"),
+    (BROKER_FORBIDDEN, "from warren.metrics.collect import snapshot"),
     (STORE_FORBIDDEN, "from warren.broker import queue"),
     (SPARK_FORBIDDEN, "from warren.management.api.common import BROKER"),
     (CONFIG_FORBIDDEN, "def late():\n    from warren.server.tls import TlsContexts"),

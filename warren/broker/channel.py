@@ -33,7 +33,7 @@ from warren.broker.message import Message, clone_messages, untrack as _untrack
 from warren.broker.queues.length_limits import REFUSED
 from warren.codec.properties import EXPIRATION_FLAG, HEADERS_FLAG, REPLY_TO_FLAG, USER_ID_FLAG
 from warren.errors import AccessRefused, NotAllowed, NotFound, PreconditionFailed
-from warren.metrics.totals import TOTALS
+from warren.broker.totals import TOTALS
 
 __all__ = ["BrokerChannel", "PublishOutcome"]
 
@@ -695,7 +695,7 @@ class BrokerChannel:
             return
         self.closed = True
         self.sink.stop()  # nothing more goes out: a queue dispatching meanwhile skips its consumers
-        TOTALS.channel_closed(self)  # its counts outlive it (warren/metrics/totals.py)
+        TOTALS.channel_closed(self)  # its counts outlive it (warren/broker/totals.py)
         reply_to.release(self)
         for c in list(self.consumers.values()):
             c.queue.remove_consumer(c)

@@ -28,7 +28,7 @@ from warren.broker.queues.quorum_args import (
 from warren.store.message import decode_restored
 from warren.codec.refusals import INVALID, amqp0_9_1_refusal
 from warren.errors import AccessRefused, CommandInvalid, NotFound, PreconditionFailed, ResourceLocked
-from warren.metrics.totals import TOTALS
+from warren.broker.totals import TOTALS
 
 __all__ = ["VirtualHost"]
 
@@ -335,7 +335,7 @@ class VirtualHost:
     def _detach(self, q) -> None:
         """A deleted queue (classic or stream) leaves its bindings and cancels its consumers."""
         q.deleted = True
-        TOTALS.queue_deleted(q)  # its counts outlive it (warren/metrics/totals.py)
+        TOTALS.queue_deleted(q)  # its counts outlive it (warren/broker/totals.py)
         for b in list(q.bound_to):
             self._unbind(b.source, b)
         for c in list(q.consumers):

@@ -24,7 +24,7 @@ from operator import itemgetter
 from warren.broker.queue import Queue
 from warren.management.api.connections import connection_name as _connection_name
 from warren.management.api.connections import consumer_count
-from warren.metrics.totals import QUEUE_TYPES, TOTALS
+from warren.broker.totals import QUEUE_TYPES, TOTALS
 
 __all__ = ["Snapshot", "read_snapshot", "SLICE", "QUEUE_FIELDS", "CHANNEL_FIELDS", "CONNECTION_FIELDS",
            "snapshot_rows", "add_snapshot", "Probes"]

@@ -25,7 +25,7 @@ import time
 from warren.broker.auth import MECHANISMS
 from warren.codec.frames import FRAME_METHOD
 from warren.errors import AMQPError, InternalError
-from warren.metrics.totals import TOTALS
+from warren.broker.totals import TOTALS
 from warren.protocol.amqp0_9_1.adapter import ConnectionHandler
 from warren.protocol.amqp0_9_1.connection import ServerConnection
 from warren.protocol.amqp0_9_1.delivery import OUTPUT_BATCH

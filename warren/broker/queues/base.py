@@ -44,7 +44,7 @@ class QueueBase:
     stats_get = 0  # basic.get answered with a message
     stats_ack = 0  # deliveries acknowledged
     stats_redeliver = 0  # deliveries flagged redelivered
-    # what RabbitMQ calls the type (the HTTP API, Prometheus, warren/metrics/totals.py): each
+    # what RabbitMQ calls the type (the HTTP API, Prometheus, warren/broker/totals.py): each
     # queue class says, "classic", "quorum" or "stream"
     queue_type: str
     is_stream = False  # StreamQueue: an append-only log read by offset

@@ -11,7 +11,7 @@ connection's octets ``recv_oct``/``send_oct``. Counts are read live at request t
 **Vhost and overview counts** are RabbitMQ's: the channel-level counts (publish, confirm,
 return_unroutable, drop_unroutable) of the vhost's channels, the queue-level ones (deliver,
 get, ack, redeliver) of its queues, plus what closed channels and deleted queues left in
-warren/metrics/totals.py (``TOTALS.by_vhost``, added once when they went), plus the messages
+warren/broker/totals.py (``TOTALS.by_vhost``, added once when they went), plus the messages
 published through the HTTP API. So they never go back when a channel closes or a queue goes.
 The overview of a user who sees every vhost adds the node-wide totals (``TOTALS``), which also
 keep what deleted vhosts counted. ``deliver_no_ack``, ``get_no_ack`` and ``get_empty`` are 0:
@@ -48,7 +48,7 @@ import time
 from array import array
 from collections import Counter
 
-from warren.metrics.totals import TOTALS, VHOST_COUNTS
+from warren.broker.totals import TOTALS, VHOST_COUNTS
 
 __all__ = ["Sampler", "Kind", "History", "INTERVAL", "QUEUE", "EXCHANGE", "CHANNEL", "CONNECTION", "VHOST",
            "QUEUE_STATS", "VHOST_STATS", "CHANNEL_STATS", "EXCHANGE_STATS", "details",

@@ -8,7 +8,7 @@ the total only grows. The same object counts the few events that have no object 
 connections closed, flow-control pauses.
 
 Nothing here is on the publish path: a channel is retired when it closes, a queue when it is
-deleted. This module imports nothing, so the broker can use it without the metrics server.
+deleted. This module imports nothing: the broker counts here, and the metrics and the HTTP API read it.
 One instance per process (``TOTALS``), as one Warren process is one node.
 
 The same counts are also kept per vhost (``by_vhost``), for the HTTP API's vhost and overview
