@@ -448,7 +448,7 @@ def _check_name_length(kind: str, name: str) -> None:
     """A queue or exchange name must fit a shortstr (255 octets): over AMQP none can be longer,
     but the HTTP API and a definitions file can ask for one, and every delivery through such an
     exchange failed to encode (an HTTP 500, a 541). Refused as invalid (warren/codec/refusals.py:
-    406, and 400 over HTTP). RabbitMQ's API drops the request."""
+    406, and 400 over HTTP). RabbitMQ's API refuses such a queue and takes such an exchange."""
     if len(name) > 63 and len(name.encode("utf-8", "surrogateescape")) > 255:
         raise amqp0_9_1_refusal(INVALID, f"{kind} name of {len(name.encode('utf-8', 'surrogateescape'))} octets: "
                                          "at most 255 (an AMQP shortstr)")
