@@ -322,21 +322,23 @@ class Http:
 
 # --- HTTP requests -----------------------------------------------------------------------------
 
+JSON_KEYS = ["durable", "auto_delete", "arguments", "tags", "password", "password_hash", "hashing_algorithm", "pattern",
+             "definition", "apply-to", "priority", "payload", "payload_encoding", "properties", "routing_key", "count",
+             "ackmode", "encoding", "truncate", "value", "max-connections", "max-channels", "max-queues", "type",
+             "internal", "configure", "write", "read", "exchange", "queues", "exchanges", "bindings", "users", "vhosts",
+             "policies", "headers", "delivery_mode", "expiration", "name", "vhost", "description",
+             "default_queue_type", *ARGUMENT_NAMES]
+
+
+def _json_containers(inner):
+    return st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.sampled_from(JSON_KEYS), inner, max_size=4))
+
+
 json_values = st.recursive(
     # a lone surrogate: JSON can say it ("\ud800"), Unicode text cannot hold it
     st.one_of(st.none(), st.booleans(), st.integers(-2**63, 2**64), st.floats(allow_nan=False), texts,
               st.just("\ud800x")),
-    lambda inner: st.one_of(st.lists(inner, max_size=3),
-                            st.dictionaries(st.sampled_from(
-                                ["durable", "auto_delete", "arguments", "tags", "password", "password_hash",
-                                 "hashing_algorithm", "pattern", "definition", "apply-to", "priority", "payload",
-                                 "payload_encoding", "properties", "routing_key", "count", "ackmode", "encoding",
-                                 "truncate", "value", "max-connections", "max-channels", "max-queues", "type",
-                                 "internal", "configure", "write", "read", "exchange", "queues", "exchanges",
-                                 "bindings", "users", "vhosts", "policies", "headers", "delivery_mode",
-                                 "expiration", "name", "vhost", "description", "default_queue_type"]
-                                + list(ARGUMENT_NAMES)), inner, max_size=4)),
-    max_leaves=10)
+    _json_containers, max_leaves=10)
 
 
 @st.composite
