@@ -19,7 +19,9 @@ import (a module or any module below it):
 * shovels and federation links are clients of the broker, not of its HTTP API: ``warren.federation``
   imports nothing from ``warren.management`` (their HTTP routes are management/api/federation.py);
 * the HTTP base (``warren.http``: limits and the guarded site) serves both the management API and
-  the Prometheus endpoint, and imports neither.
+  the Prometheus endpoint, and imports neither; the metrics import nothing from the management API
+  either (the names they share are read models of the broker and the server: ``node_name``,
+  ``connection_name``, a channel's ``consumer_count()``).
 
 Every rule is checked against a deliberate breach too (``test_each_rule_catches_a_breach``).
 
@@ -137,6 +139,15 @@ def test_the_http_base_imports_neither_of_its_users(path):
     assert not bad, f"{path.name} imports {bad}"
 
 
+METRICS_FORBIDDEN = ("warren.management",)
+
+
+@pytest.mark.parametrize("path", _modules("metrics"), ids=_ids)
+def test_metrics_import_nothing_from_the_management_api(path):
+    bad = _forbidden(path, METRICS_FORBIDDEN)
+    assert not bad, f"{path.name} imports {bad}"
+
+
 @pytest.mark.parametrize("forbidden, breach", [
     (SANS_IO_FORBIDDEN, "import asyncio"),
     (SANS_IO_FORBIDDEN + ("warren.broker",), "from warren.broker.vhost import VHost"),
@@ -147,6 +158,7 @@ def test_the_http_base_imports_neither_of_its_users(path):
     (CONFIG_FORBIDDEN, "def late():\n    from warren.server.tls import TlsContexts"),
     (FEDERATION_FORBIDDEN, "from warren.management.api.policies import may_change"),
     (HTTP_BASE_FORBIDDEN, "import warren.metrics.collect"),
+    (METRICS_FORBIDDEN, "def scrape():\n    from warren.management.api.common import node_name"),
 ])
 def test_each_rule_catches_a_breach(tmp_path, forbidden, breach):
     """A module that breaks the rule, top-level or inside a function, is named by the check."""

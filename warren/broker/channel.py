@@ -108,6 +108,12 @@ class BrokerChannel:
         self.publish_allowed = authz.UNCHECKED
         self.publish_checked: dict = {}
 
+    def consumer_count(self) -> int:
+        """This channel's consumers, with those of queues other workers own under
+        --worker-mode queues (``remote_consumers``): the HTTP API's and Prometheus' figure."""
+        remote = self.remote_consumers
+        return len(self.consumers) + (len(remote) if remote else 0)
+
     @property
     def flow_active(self) -> bool:
         """Whether the client lets deliveries flow (0-9-1 channel.flow; the HTTP API's state)."""

@@ -22,9 +22,8 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 
 from warren.broker.queue import Queue
-from warren.management.api.connections import connection_name as _connection_name
-from warren.management.api.connections import consumer_count
 from warren.broker.totals import QUEUE_TYPES, TOTALS
+from warren.server.connection import connection_name
 
 __all__ = ["Snapshot", "read_snapshot", "SLICE", "QUEUE_FIELDS", "CHANNEL_FIELDS", "CONNECTION_FIELDS",
            "snapshot_rows", "add_snapshot", "Probes"]
@@ -165,7 +164,7 @@ async def read_snapshot(server, per_object: bool, slice_size: int = SLICE) -> Sn
             snap.paused_by_alarm += 1
         session = conn.session
         channels = list(session.channels.values()) if session is not None else []
-        row = (_connection_name(conn), conn.recv_oct, conn.send_oct, len(channels))
+        row = (connection_name(conn), conn.recv_oct, conn.send_oct, len(channels))
         for i in range(1, len(row)):
             conn_sums[i] += row[i]
         if per_object:
@@ -173,7 +172,7 @@ async def read_snapshot(server, per_object: bool, slice_size: int = SLICE) -> Sn
         for ch in channels:
             snap.channels += 1
             unconfirmed = ch.publish_seq - ch.confirmed_upto if ch.confirm_mode else 0
-            consumers = len(ch.consumers) if spread is None else consumer_count(ch)
+            consumers = ch.consumer_count()
             crow = (f"{row[0]} ({ch.number})", consumers, len(ch.unacked), unconfirmed, ch.stats_publish,
                     ch.confirmed_upto, ch.stats_unroutable_dropped, ch.stats_unroutable_returned, ch.stats_ack,
                     ch.next_tag - 1)

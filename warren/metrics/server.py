@@ -26,6 +26,7 @@ import zlib
 from aiohttp import web
 
 from warren import __version__
+from warren.broker.node import node_name
 from warren.http.limits import HttpLimits, limits_middleware
 from warren.http.site import GuardedSite
 from warren.metrics.collect import Probes, add_snapshot, read_snapshot
@@ -59,7 +60,6 @@ class MetricsServer:
         self.last_longest_step: dict[str, float] = {}  # endpoint -> the longest it held the loop at once
         self.port: int | None = None
         self._site = GuardedSite(self.build_app(), self.limits)
-        from warren.management.api.common import node_name
         node = node_name()
         cluster = server.broker.cluster_name or node
         # RabbitMQ draws a random id once per cluster and stores it; Warren's is derived from the

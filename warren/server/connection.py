@@ -39,7 +39,7 @@ from warren.server.handshake import stage as handshake_stage
 from warren.server.tls import session_of
 from warren.spec import amqp0_9_1 as spec
 
-__all__ = ["AMQPConnection"]
+__all__ = ["AMQPConnection", "connection_name", "peer_address", "local_address"]
 
 log = logging.getLogger("warren.connection")
 
@@ -636,3 +636,32 @@ class AMQPConnection(asyncio.Protocol):
             self._read_until_closed(self._closing_timeout())
         elif self.transport is not None:
             self.transport.close()
+
+
+# --- read models: how the HTTP API and Prometheus name a connection -------------------------
+
+
+def peer_address(conn) -> tuple[str, int]:
+    peer = conn.peer  # None before the socket was accepted
+    if isinstance(peer, tuple) and len(peer) >= 2:
+        return str(peer[0]), int(peer[1])
+    return "", 0
+
+
+def local_address(conn) -> tuple[str, int]:
+    if conn.local is not None:  # a TLS connection a --workers supervisor relays (warren/server/relay.py)
+        return conn.local
+    transport = conn.transport
+    sock = transport.get_extra_info("sockname") if transport is not None else None
+    if isinstance(sock, tuple) and len(sock) >= 2:
+        return str(sock[0]), int(sock[1])
+    return "", 0
+
+
+def connection_name(conn) -> str:
+    """RabbitMQ's name of a connection, ``peer -> local`` (the HTTP API's and Prometheus')."""
+    name = conn.api_name
+    if name is None:
+        (ph, pp), (lh, lp) = peer_address(conn), local_address(conn)
+        name = conn.api_name = f"{ph}:{pp} -> {lh}:{lp}"  # the socket's addresses do not change: worked out once
+    return name

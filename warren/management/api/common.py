@@ -34,12 +34,12 @@ import functools
 import json
 import math
 import re
-import socket
 import time
 
 from aiohttp import hdrs, web
 
 from warren.broker.broker import Broker
+from warren.broker.node import node_name  # the API modules' node fields (metrics use it too)
 from warren.codec.fields import MAX_TABLE_DEPTH
 from warren.codec.refusals import DECODE_FAILURES, HTTP_ERROR, MALFORMED, failure_kind, http_status
 from warren.errors import AMQPError
@@ -160,11 +160,6 @@ def as_bool(value, name: str, default: bool = False) -> bool:
     if isinstance(value, str) and value.lower() in ("true", "false"):
         return value.lower() == "true"
     raise bad_request(f"{name} must be true or false, not {json.dumps(value)}")
-
-
-def node_name() -> str:
-    """RabbitMQ's node name form, ``rabbit@<short host name>`` (monitoring checks build it)."""
-    return "rabbit@" + socket.gethostname().split(".")[0]
 
 
 def iso_time(wall: float) -> str:

@@ -21,37 +21,11 @@ from warren.management.api.common import (
     reply_object, reply_objects,
 )
 from warren.management.api.merged import RemoteRow, merged_fields
+from warren.server.connection import connection_name, local_address, peer_address
 
-__all__ = ["add_routes", "connection_name", "channel_name", "channel_details", "open_connections",
-           "consumer_json"]
+__all__ = ["add_routes", "channel_name", "channel_details", "open_connections", "consumer_json"]
 
 DEFAULT_CLOSE_REASON = "Closed via management plugin"
-
-
-def _peer(conn) -> tuple[str, int]:
-    peer = conn.peer  # None before the socket was accepted
-    if isinstance(peer, tuple) and len(peer) >= 2:
-        return str(peer[0]), int(peer[1])
-    return "", 0
-
-
-def _local(conn) -> tuple[str, int]:
-    if conn.local is not None:  # a TLS connection a --workers supervisor relays (warren/server/relay.py)
-        return conn.local
-    transport = conn.transport
-    sock = transport.get_extra_info("sockname") if transport is not None else None
-    if isinstance(sock, tuple) and len(sock) >= 2:
-        return str(sock[0]), int(sock[1])
-    return "", 0
-
-
-def connection_name(conn) -> str:
-    """RabbitMQ's name of a connection, ``peer -> local`` (the HTTP API's and Prometheus')."""
-    name = conn.api_name
-    if name is None:
-        (ph, pp), (lh, lp) = _peer(conn), _local(conn)
-        name = conn.api_name = f"{ph}:{pp} -> {lh}:{lp}"  # the socket's addresses do not change: worked out once
-    return name
 
 
 def channel_name(ch) -> str:
@@ -97,7 +71,7 @@ def _ssl_protocol(conn) -> str | None:
 def connection_json(conn, sampler, ranges=st.NO_RANGES) -> dict:
     session = conn.session
     amqp = conn.conn
-    (ph, pp), (lh, lp) = _peer(conn), _local(conn)
+    (ph, pp), (lh, lp) = peer_address(conn), local_address(conn)
     body = {
         "auth_mechanism": session.mechanism,
         "channel_max": amqp.channel_max,
@@ -144,8 +118,8 @@ def connection_fields(sampler) -> dict:
         "vhost": lambda c: c.session.vhost.name,
         "user": lambda c: c.session.username,
         "channels": lambda c: len(c.session.channels),
-        "peer_host": lambda c: _peer(c)[0],
-        "peer_port": lambda c: _peer(c)[1],
+        "peer_host": lambda c: peer_address(c)[0],
+        "peer_port": lambda c: peer_address(c)[1],
         "state": lambda c: "blocked" if c._blocked else "running",
         "connected_at": lambda c: int(c.connected_at * 1000),
         "protocol": _protocol,
@@ -162,28 +136,19 @@ def connection_fields(sampler) -> dict:
 
 def channel_details(ch) -> dict:
     conn = ch.session.io
-    ph, pp = _peer(conn)
+    ph, pp = peer_address(conn)
     return {"connection_name": connection_name(conn), "name": channel_name(ch), "node": node_name(),
             "number": ch.number, "peer_host": ph, "peer_port": pp, "user": ch.session.username}
 
 
-def consumer_count(ch) -> int:
-    """A channel's consumers; under --worker-mode queues with those of queues other workers own
-    (``SpreadChannel.remote_consumers``)."""
-    n = len(ch.consumers)
-    if ch.vhost.spread is None:
-        return n
-    return n + len(ch.remote_consumers or ())
-
-
 def channel_json(ch, sampler, ranges=st.NO_RANGES) -> dict:
     conn = ch.session.io
-    ph, pp = _peer(conn)
+    ph, pp = peer_address(conn)
     body = {
         "acks_uncommitted": sum(len(e) for e, _ in ch.tx_settles),
         "confirm": ch.confirm_mode,
         "connection_details": {"name": connection_name(conn), "peer_host": ph, "peer_port": pp},
-        "consumer_count": consumer_count(ch),
+        "consumer_count": ch.consumer_count(),
         "global_prefetch_count": ch.prefetch_count,
         "messages_unacknowledged": len(ch.unacked),
         "messages_uncommitted": len(ch.tx_publishes),
@@ -212,7 +177,7 @@ def channel_fields(sampler) -> dict:
         "user": lambda ch: ch.session.username,
         "node": lambda ch: node_name(),
         "connection_details.name": lambda ch: connection_name(ch.session.io),
-        "consumer_count": consumer_count,
+        "consumer_count": lambda ch: ch.consumer_count(),
         "messages_unacknowledged": lambda ch: len(ch.unacked),
         "messages_unconfirmed": lambda ch: max(0, ch.publish_seq - ch.confirmed_upto),
         "prefetch_count": lambda ch: ch.consumer_prefetch_count,
