@@ -86,65 +86,30 @@ def test_sans_io_module_imports_no_io_and_no_upper_layer(path):
 
 
 BROKER_FORBIDDEN = ("warren.protocol", "warren.server", "warren.metrics", "warren.management")
-
-
-@pytest.mark.parametrize("path", _modules("broker"), ids=_ids)
-def test_broker_imports_no_protocol_server_metrics_or_api(path):
-    bad = _forbidden(path, BROKER_FORBIDDEN)
-    assert not bad, f"{path.name} imports {bad}"
-
-
 STORE_FORBIDDEN = ("warren.broker", "warren.server", "warren.protocol", "warren.management", "asyncio")
-
-
-@pytest.mark.parametrize("path", _modules("store"), ids=_ids)
-def test_store_imports_nothing_from_the_layers_above(path):
-    bad = _forbidden(path, STORE_FORBIDDEN)
-    assert not bad, f"{path.name} imports {bad}"
-
-
 SPARK_FORBIDDEN = ("warren.broker", "warren.server", "warren.management")
-
-
-@pytest.mark.parametrize("path", _modules("spark", extra=(ROOT.parent / "pyspark_warren").rglob("*.py")), ids=_ids)
-def test_spark_imports_nothing_from_the_broker(path):
-    bad = _forbidden(path, SPARK_FORBIDDEN)
-    assert not bad, f"{path.name} imports {bad}"
-
-
 CONFIG_FORBIDDEN = ("warren.server",)
-
-
-@pytest.mark.parametrize("path", [ROOT / "config.py", ROOT / "config_sources.py"], ids=_ids)
-def test_config_imports_nothing_from_the_server(path):
-    bad = _forbidden(path, CONFIG_FORBIDDEN)
-    assert not bad, f"{path.name} imports {bad}"
-
-
 FEDERATION_FORBIDDEN = ("warren.management",)
-
-
-@pytest.mark.parametrize("path", _modules("federation"), ids=_ids)
-def test_federation_imports_nothing_from_the_management_api(path):
-    bad = _forbidden(path, FEDERATION_FORBIDDEN)
-    assert not bad, f"{path.name} imports {bad}"
-
-
 HTTP_BASE_FORBIDDEN = ("warren.management", "warren.metrics")
-
-
-@pytest.mark.parametrize("path", _modules("http"), ids=_ids)
-def test_the_http_base_imports_neither_of_its_users(path):
-    bad = _forbidden(path, HTTP_BASE_FORBIDDEN)
-    assert not bad, f"{path.name} imports {bad}"
-
-
 METRICS_FORBIDDEN = ("warren.management",)
 
+# each rule of the module docstring but the sans-IO one: (its name, the modules it covers, what
+# none of them may import)
+RULES = [
+    ("broker", _modules("broker"), BROKER_FORBIDDEN),
+    ("store", _modules("store"), STORE_FORBIDDEN),
+    ("spark", _modules("spark", extra=(ROOT.parent / "pyspark_warren").rglob("*.py")), SPARK_FORBIDDEN),
+    ("config", [ROOT / "config.py", ROOT / "config_sources.py"], CONFIG_FORBIDDEN),
+    ("federation", _modules("federation"), FEDERATION_FORBIDDEN),
+    ("http", _modules("http"), HTTP_BASE_FORBIDDEN),
+    ("metrics", _modules("metrics"), METRICS_FORBIDDEN),
+]
 
-@pytest.mark.parametrize("path", _modules("metrics"), ids=_ids)
-def test_metrics_import_nothing_from_the_management_api(path):
-    bad = _forbidden(path, METRICS_FORBIDDEN)
+
+@pytest.mark.parametrize("path, forbidden", [pytest.param(path, forbidden, id=f"{rule}:{_ids(path)}")
+                                             for rule, paths, forbidden in RULES for path in paths])
+def test_layer_imports_only_downwards(path, forbidden):
+    bad = _forbidden(path, forbidden)
     assert not bad, f"{path.name} imports {bad}"
 
 
