@@ -182,21 +182,9 @@ def _finding(d: Damage, what: str) -> Finding:
 
 
 def _check_seq_file(path: str, prefix: str, what: str, report: CheckReport) -> None:
-    report.files += 1
-    data = _read(path)
     kind = KIND_MESSAGES if prefix == "msgs" else KIND_ACKS
-    header = damaged_header(path, data, kind, "messages" if prefix == "msgs" else "acks")
-    if header is not None:
-        report.findings.append(_finding(header, what))
-        data = file_header(kind) + data[FILE_HEADER_SIZE:]
-    try:
-        if not check_file_header(data, kind):
-            if data:
-                report.findings.append(Finding(path, "torn", what, "torn file header: never held synced data; "
-                                               "the file would be started over", 0, 0, len(data)))
-            return
-    except FormatError as e:
-        report.findings.append(Finding(path, "damage", what, str(e)))
+    data = _checked_header(path, kind, "messages" if prefix == "msgs" else "acks", "started over", what, report)
+    if data is None:
         return
     scan, damage, _ = scan_seq_file(path, data, _MESSAGE_TYPES if prefix == "msgs" else _ACK_TYPES,
                                     "messages" if prefix == "msgs" else "acks", None if prefix == "msgs" else 8)
@@ -204,21 +192,31 @@ def _check_seq_file(path: str, prefix: str, what: str, report: CheckReport) -> N
     _torn(path, data, scan.end, scan.error, damage, what, report)
 
 
-def _check_stream_file(path: str, base: int, what: str, report: CheckReport) -> None:
+def _checked_header(path: str, kind, label: str, fate: str, what: str, report: CheckReport) -> bytes | None:
+    """The file's octets with a damaged header mended (and reported), or None when there is
+    nothing past the header to scan: a torn header (``fate``: what the start would do with the
+    file) or one that is not ours."""
     report.files += 1
     data = _read(path)
-    header = damaged_header(path, data, KIND_STREAM, "stream")
+    header = damaged_header(path, data, kind, label)
     if header is not None:
         report.findings.append(_finding(header, what))
-        data = file_header(KIND_STREAM) + data[FILE_HEADER_SIZE:]
+        data = file_header(kind) + data[FILE_HEADER_SIZE:]
     try:
-        if not check_file_header(data, KIND_STREAM):
+        if not check_file_header(data, kind):
             if data:
                 report.findings.append(Finding(path, "torn", what, "torn file header: never held synced data; "
-                                               "the file would be removed", 0, 0, len(data)))
-            return
+                                               f"the file would be {fate}", 0, 0, len(data)))
+            return None
     except FormatError as e:
         report.findings.append(Finding(path, "damage", what, str(e)))
+        return None
+    return data
+
+
+def _check_stream_file(path: str, base: int, what: str, report: CheckReport) -> None:
+    data = _checked_header(path, KIND_STREAM, "stream", "removed", what, report)
+    if data is None:
         return
     runs, damage = scan_stream_file(path, data, base)
     report.findings += [_finding(d, what) for d in damage]
