@@ -63,19 +63,26 @@ hypothesis_settings.load_profile("warren-tests")
 
 # Parallel runs: tools/test runs pytest-xdist's `-n 3 --dist loadfile`. A file is one unit, run
 # whole on one worker, so module-scoped fixtures (a broker per module, a browser, a Celery worker)
-# start once. The Spark tests (tests/spark) are one unit too: one worker starts the session's
-# SparkSession, not each, and the JVMs of the tests that start a Spark of their own do not start
-# beside it (three at once on a loaded machine once took 90 s to start one). Units go
+# start once. The Spark tests (tests/spark) are two units: the data source's tests, where one
+# worker starts the session's SparkSession, not each; and `warren pipeline`'s jobs
+# (tests/spark/jobs), which start a Spark of their own per command. Two JVMs may then start at once,
+# never three (three at once on a loaded machine once took 90 s to start one); with the jobs in the
+# same unit, the Spark tests were the run's longest unit by far (session 15: the run took 21 min,
+# not 5, after the lossless round trip and the endpoint tests came). Units go
 # out in collection order, which the workers sort longest first, judged by the largest
 # pytest-timeout mark among a unit's tests (the slow tests carry one), then by the unit's size, so
 # that no minute-long file is left to run alone at the end. (xdist's own `loadgroup` cannot serve:
 # it renames node ids, which pytest 9.2 no longer lets it do: pytest-xdist issue 1386.)
 SPARK_DIR = "tests/spark/"
+SPARK_JOBS_DIR = "tests/spark/jobs/"
 
 
 def xdist_unit(nodeid: str) -> str:
-    """The unit of work a test is sent out in under `--dist loadfile`: its file, or "spark"."""
+    """The unit of work a test is sent out in under `--dist loadfile`: its file, "spark-jobs" or
+    "spark"."""
     path = nodeid.split("::", 1)[0]
+    if path.startswith(SPARK_JOBS_DIR):
+        return "spark-jobs"
     return "spark" if path.startswith(SPARK_DIR) else path
 
 
