@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import time
 
+import pika
 import pytest
 from click.testing import CliRunner
 
@@ -62,3 +63,19 @@ def test_stats_of_a_missing_stream_fails_clearly(broker, uid):
     result = CliRunner().invoke(stats_command, ["--stream", f"nope-{uid}", "--url", broker.url,
                                                 "--http-url", broker.http_url])
     assert result.exit_code == 1 and "nope-" in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.skipif(EXTERNAL_URL is not None, reason="reads streams through Warren's HTTP API")
+def test_stats_of_a_classic_queue_says_why_not(broker, uid):
+    """The API's bad_request carries its reason; the command shows it, not the bare error code."""
+    name = f"classic-{uid}"
+    conn = pika.BlockingConnection(pika.URLParameters(broker.url))
+    try:
+        conn.channel().queue_declare(name)
+        result = CliRunner().invoke(stats_command, ["--stream", name, "--url", broker.url,
+                                                    "--http-url", broker.http_url])
+        assert result.exit_code == 1, result.output
+        assert "bad_request: " in result.output and "not a stream" in result.output, result.output
+    finally:
+        conn.channel().queue_delete(name)
+        conn.close()

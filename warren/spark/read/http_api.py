@@ -147,10 +147,12 @@ class StreamApi:
 
     @staticmethod
     def _error_text(status: int, body: bytes) -> str:
-        try:
-            return json.loads(body)["error"]
-        except (ValueError, KeyError, TypeError):
+        try:  # RabbitMQ's error body: {"error": "bad_request", "reason": "what was wrong"}
+            answer = json.loads(body)
+            error, reason = answer["error"], answer.get("reason")
+        except (ValueError, KeyError, TypeError, AttributeError):
             return body[:200].decode("utf-8", "replace") or f"HTTP {status}"
+        return f"{error}: {reason}" if reason else error
 
     def _refused(self, name: str, status: int, body: bytes) -> StreamApiError:
         """The error of a non-200 answer, naming the API it came from: a default that points at
