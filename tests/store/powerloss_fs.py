@@ -650,6 +650,15 @@ class PowerLossFS:
             fs.stop()
             pytest.skip(f"no FUSE mount here: {e}")
 
+    @classmethod
+    def mounted(cls, workdir: Path):
+        """A fixture's body: yield a started layer under ``workdir`` (or skip), stop it after."""
+        fs = cls.start_or_skip(workdir / "mnt", workdir)
+        try:
+            yield fs
+        finally:
+            fs.stop()
+
     def call(self, cmd: str, **args) -> dict:
         self._sock.sendall(json.dumps({"cmd": cmd, **args}).encode() + b"\n")
         reply = json.loads(self._file.readline())

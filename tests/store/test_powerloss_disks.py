@@ -41,12 +41,7 @@ if fsync_worker.FsyncWorker is not FsyncWorkerPy:
 
 @pytest.fixture(scope="module")
 def plfs(tmp_path_factory):
-    work = tmp_path_factory.mktemp("powerloss-disks")
-    fs = PowerLossFS.start_or_skip(work / "mnt", work)
-    try:
-        yield fs
-    finally:
-        fs.stop()
+    yield from PowerLossFS.mounted(tmp_path_factory.mktemp("powerloss-disks"))
 
 
 @pytest.fixture

@@ -29,12 +29,7 @@ pytestmark = pytest.mark.skipif(SKIP is not None, reason=f"no FUSE here: {SKIP}"
 
 @pytest.fixture(scope="module")
 def plfs(tmp_path_factory):
-    work = tmp_path_factory.mktemp("powerloss")
-    fs = PowerLossFS.start_or_skip(work / "mnt", work)
-    try:
-        yield fs
-    finally:
-        fs.stop()
+    yield from PowerLossFS.mounted(tmp_path_factory.mktemp("powerloss"))
 
 
 @pytest.fixture
