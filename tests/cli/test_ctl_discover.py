@@ -26,6 +26,16 @@ def ctl(cwd: Path, *args: str, env: dict | None = None) -> subprocess.CompletedP
                           timeout=60, cwd=cwd, env=environment, stdin=subprocess.DEVNULL)
 
 
+def found_listeners(b) -> tuple[str, int, int]:
+    """The listeners file ctl finds for broker ``b`` (relative to its parent folder), the pid it
+    names and the HTTP port it points at: the data folder's own, or under --workers worker 0's
+    (each worker keeps one in its folder; ctl looks there after the data folder's)."""
+    if b.workers:
+        first = b.workers[0]
+        return "data/workers/0/listeners.json", first["pid"], first["http_port"]
+    return "data/listeners.json", b.proc.pid, b.http_port
+
+
 @pytest.fixture
 def local_warren(tmp_path):
     """A Warren whose data folder is ./data of tmp_path (`warren serve`'s default, relative)."""
@@ -37,8 +47,9 @@ def local_warren(tmp_path):
 def test_ctl_finds_the_warren_whose_data_folder_is_here(local_warren, tmp_path):
     r = ctl(tmp_path, "status")
     assert r.returncode == 0, r.stderr
-    url = f"http://127.0.0.1:{local_warren.http_port}"
-    assert (f"Using {url}, the Warren found in data/listeners.json, pid {local_warren.proc.pid} "
+    where, pid, http_port = found_listeners(local_warren)
+    url = f"http://127.0.0.1:{http_port}"
+    assert (f"Using {url}, the Warren found in {where}, pid {pid} "
             f"(--url to choose another)") in r.stderr.splitlines()
     assert r.stdout.startswith(f"Status of Warren node ") and f" at {url} ..." in r.stdout.splitlines()[0]
 
@@ -48,7 +59,8 @@ def test_ctl_finds_it_through_warren_data_dir_from_anywhere(local_warren, tmp_pa
     elsewhere.mkdir()
     r = ctl(elsewhere, "list_queues", env={"WARREN_DATA_DIR": str(tmp_path / "data")})
     assert r.returncode == 0, r.stderr
-    assert f"Using http://127.0.0.1:{local_warren.http_port}, the Warren found in {tmp_path / 'data'}" in r.stderr
+    _, _, http_port = found_listeners(local_warren)
+    assert f"Using http://127.0.0.1:{http_port}, the Warren found in {tmp_path / 'data'}" in r.stderr
 
 
 def test_a_url_given_is_used_and_nothing_is_said_about_it(local_warren, tmp_path):
@@ -59,9 +71,10 @@ def test_a_url_given_is_used_and_nothing_is_said_about_it(local_warren, tmp_path
 
 def test_the_listeners_file_goes_with_a_clean_stop_and_ctl_says_it_falls_back(tmp_path):
     b = launch_broker(tmp_path, data_dir=tmp_path / "data")
-    assert json.loads((tmp_path / "data" / "listeners.json").read_text())["http_port"] == b.http_port
+    where, _, http_port = found_listeners(b)
+    assert json.loads((tmp_path / where).read_text())["http_port"] == http_port
     b.stop()
-    assert not (tmp_path / "data" / "listeners.json").exists()
+    assert not (tmp_path / where).exists()
     r = ctl(tmp_path, "ping", "--timeout", "5")
     assert ("Using http://127.0.0.1:15672, RabbitMQ's default management port: no --url, WARREN_CTL_URL or "
             "running Warren found here") in r.stderr.splitlines()
