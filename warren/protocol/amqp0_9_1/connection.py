@@ -95,7 +95,6 @@ _deliver_fixed = struct.Struct(">QB")
 _deliver_header = struct.Struct(">BBHIHHQ")  # end of the method frame, header frame up to the properties
 _deliver_body = struct.Struct(">BBHI")  # end of the header frame, body frame header
 _JOIN_BODY_MAX = 16384  # larger bodies are not copied into the frames around them
-_DECODE_FAILURES = DECODE_FAILURES
 _METHODS = spec.METHODS
 _CHANNEL_OPEN = spec.ChannelOpen.INDEX
 _CHANNEL_CLOSE = spec.ChannelClose.INDEX
@@ -224,7 +223,7 @@ class ServerConnection:
                         else:
                             try:
                                 method = _BasicPublish.decode(args, 0)[0]
-                            except _DECODE_FAILURES:
+                            except DECODE_FAILURES:
                                 method = None  # the frame-by-frame path reports it
                             if method is not None:
                                 self._last_publish, self._last_publish_args = method, args
@@ -299,11 +298,11 @@ class ServerConnection:
             method, off = decode(buf, start + 4)
             if off <= end:
                 return method
-        except _DECODE_FAILURES:
+        except DECODE_FAILURES:
             pass
         try:
             decode(bytes(buf[:end]), start + 4)
-        except _DECODE_FAILURES as e:
+        except DECODE_FAILURES as e:
             raise amqp0_9_1_refusal(failure_kind(e), f"cannot decode {cls.NAME}: {e}",
                                     cls.CLASS_ID, cls.METHOD_ID) from None
         raise amqp0_9_1_refusal(TRUNCATED, f"cannot decode {cls.NAME}: arguments run past the end of the frame",
