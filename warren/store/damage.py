@@ -33,6 +33,7 @@ import logging
 import os
 from dataclasses import dataclass
 
+from warren.store.fileio import fsync_dir
 from warren.store.record import (
     FILE_HEADER_SIZE, HEADER, HEADER_SIZE, FormatError, SeqScan, file_header, find_seq_record,
 )
@@ -118,9 +119,9 @@ def quarantine_copy(path: str, data, quarantine_dir: str, fsync: bool = True, fo
     target = os.path.join(folder, f"{os.path.basename(path)}.{stamp}")
     _write_new(target, data, fsync)
     if fsync:
-        _fsync_dir(folder)
-        _fsync_dir(quarantine_dir)
-        _fsync_dir(os.path.dirname(os.path.abspath(quarantine_dir)))
+        fsync_dir(folder)
+        fsync_dir(quarantine_dir)
+        fsync_dir(os.path.dirname(os.path.abspath(quarantine_dir)))
     return target
 
 
@@ -130,7 +131,7 @@ def rewrite_file(path: str, data, fsync: bool = True) -> None:
     _write_new(tmp, data, fsync)
     os.replace(tmp, path)
     if fsync:
-        _fsync_dir(os.path.dirname(os.path.abspath(path)))
+        fsync_dir(os.path.dirname(os.path.abspath(path)))
 
 
 def _write_new(path: str, data, fsync: bool) -> None:
@@ -141,14 +142,6 @@ def _write_new(path: str, data, fsync: bool) -> None:
             mv = mv[os.write(fd, mv):]
         if fsync:
             os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
     finally:
         os.close(fd)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import errno
 import os
 
-__all__ = ["write_and_dup", "write_and_dup_py", "make_dirs_durable", "fsync_ancestors"]
+__all__ = ["write_and_dup", "write_and_dup_py", "make_dirs_durable", "fsync_ancestors", "fsync_dir"]
 
 
 def write_and_dup_py(writes: list, dup_fds: list) -> list[int]:
@@ -56,7 +56,7 @@ def make_dirs_durable(path: str, fsync: bool = True) -> None:
                 raise
             continue  # made meanwhile by someone else, who makes it durable
         if fsync:
-            _fsync_folder(os.path.dirname(folder))
+            fsync_dir(os.path.dirname(folder))
 
 
 def fsync_ancestors(path: str) -> None:
@@ -70,14 +70,15 @@ def fsync_ancestors(path: str) -> None:
         if parent == path:
             return
         try:
-            _fsync_folder(parent)
+            fsync_dir(parent)
         except OSError as e:
             if e.errno not in (errno.EACCES, errno.EPERM, errno.EINVAL, errno.EROFS, errno.ENOTSUP):
                 raise
         path = parent
 
 
-def _fsync_folder(path: str) -> None:
+def fsync_dir(path: str) -> None:
+    """Make the names in folder ``path`` (creates, renames, unlinks) durable."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         os.fsync(fd)

@@ -33,6 +33,7 @@ import os
 from array import array
 from bisect import bisect_left
 
+from warren.store.fileio import fsync_dir  # noqa: F401  (its importers read it from here too)
 from warren.store.damage import Damage, damaged_header, quarantine_copy, rewrite_file, scan_seq_file
 from warren.store.record import (
     FILE_HEADER_SIZE, HEADER_SIZE, KIND_MESSAGES, T_MESSAGE, SeqScan, append_seq_record, check_file_header, file_header,
@@ -52,14 +53,6 @@ DELIVERED = 2   # flags bit: the message was delivered at least once
 
 def segment_name(prefix: str, seg_id: int) -> str:
     return f"{prefix}.{seg_id:010d}"
-
-
-def fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def read_file(path: str) -> bytes:
