@@ -14,7 +14,9 @@ Inputs are read by a loader per format into one model (``Spec``): RabbitMQ's cod
 domains). A new version is one line in ``TARGETS``. AMQP 0-10 (``TARGETS_0_10``, another family)
 has its own loader and emitter: a declarative module (controls, commands, structs with their
 codes, size/pack widths and typed fields, enums, the type table) that warren/codec/amqp0_10
-interprets. ``--check`` regenerates in memory and exits 1
+interprets. AMQP 1.0 (``TARGETS_1_0``, a third family) is read from the OASIS XML kept in this
+repository (``spec/amqp1_0``, ``--spec-1-0-dir``): encodings, restricted types and their choices,
+composites with their descriptors and fields. ``--check`` regenerates in memory and exits 1
 if a committed module differs (tests/spec/test_generated.py runs it).
 """
 
@@ -734,7 +736,193 @@ def generate_0_10(spec: Spec010, official: Spec010) -> str:
     return "\n".join(out)
 
 
-def build(spec_dir: Path) -> dict[str, str]:
+# --- AMQP 1.0 ----------------------------------------------------------------------------------
+#
+# 1.0 is a third family (OASIS AMQP 1.0, part 1 "types", part 2 "transport", part 3 "messaging",
+# part 4 "transactions", part 5 "security"): a self-describing type system, and composite types
+# (described lists) for everything else. Its module holds tables only (the encodings of each
+# primitive, restricted types and their choices, one class per composite with its descriptors and
+# fields); warren/codec/amqp1_0 encodes and decodes them. The XML is Qpid Proton's copy of the
+# OASIS files (spec/amqp1_0/README.md), read from the repository itself, not ../shared/spec.
+
+SPEC_1_0_DIR = ROOT / "spec" / "amqp1_0"
+TARGETS_1_0 = {"amqp1_0": ("types.xml", "transport.xml", "messaging.xml", "security.xml", "transactions.xml")}
+
+
+@dataclass
+class Field10:
+    name: str
+    type: str
+    mandatory: bool
+    multiple: bool
+    default: str | None
+    requires: str | None
+
+
+@dataclass
+class Type10:
+    name: str
+    cls: str  # primitive | restricted | composite
+    source: str | None
+    provides: tuple
+    symbol: str | None = None
+    code: int | None = None
+    encodings: list = field(default_factory=list)  # (name, code, category, width)
+    choices: list = field(default_factory=list)  # (name, value text)
+    fields: list = field(default_factory=list)
+
+
+def load_1_0(spec_dir: Path, files: tuple) -> tuple[list, list, list]:
+    """(types in document order, definitions (name, value), file names) of the 1.0 XML files."""
+    types, definitions = [], []
+    for name in files:
+        root = ET.parse(spec_dir / name).getroot()
+        for el in root.iter():
+            el.tag = el.tag.replace(_NS, "")
+        for el in root.iter():
+            if el.tag == "definition":
+                definitions.append((el.get("name"), el.get("value")))
+            if el.tag != "type":
+                continue
+            provides = tuple(p.strip() for p in (el.get("provides") or "").split(",") if p.strip())
+            t = Type10(el.get("name"), el.get("class"), el.get("source"), provides)
+            d = el.find("descriptor")
+            if d is not None:
+                domain, ident = d.get("code").split(":")
+                t.symbol, t.code = d.get("name"), int(domain, 16) << 32 | int(ident, 16)
+            for e in el.findall("encoding"):
+                t.encodings.append((e.get("name"), int(e.get("code"), 16), e.get("category"), int(e.get("width"))))
+            for c in el.findall("choice"):
+                t.choices.append((c.get("name"), c.get("value")))
+            for f in el.findall("field"):
+                t.fields.append(Field10(f.get("name"), f.get("type"), f.get("mandatory") == "true",
+                                        f.get("multiple") == "true", f.get("default"), f.get("requires")))
+            types.append(t)
+    return types, definitions, list(files)
+
+
+def _primitive_1_0(name: str, by_name: dict) -> str:
+    """The primitive a declared type encodes as ("*" stays "*"; a composite is "list")."""
+    seen = set()
+    while name != "*" and name in by_name and by_name[name].cls != "primitive":
+        if name in seen:
+            raise SystemExit(f"AMQP 1.0: restricted type loop at {name}")
+        seen.add(name)
+        t = by_name[name]
+        if t.cls == "composite":
+            return "list"
+        name = t.source
+    if name != "*" and name not in by_name:
+        raise SystemExit(f"AMQP 1.0: unknown type {name!r}")
+    return name
+
+
+def _choice_value(t: Type10, text: str, primitive: str):
+    if primitive == "boolean":
+        return text == "true"
+    if primitive in ("symbol", "string"):
+        return text
+    return int(text, 0)
+
+
+def _default_1_0(f: Field10, by_name: dict):
+    if f.default is None:
+        return None
+    t = by_name.get(f.type)
+    primitive = _primitive_1_0(f.type, by_name)
+    if t is not None and t.choices:
+        for name, value in t.choices:
+            if name == f.default:
+                return _choice_value(t, value, primitive)
+        raise SystemExit(f"AMQP 1.0: default {f.default!r} of {f.name} is not a choice of {f.type}")
+    return _choice_value(t, f.default, primitive)
+
+
+def generate_1_0(types: list, definitions: list, files: list) -> str:
+    by_name = {t.name: t for t in types}
+    out = [
+        '"""AMQP 1.0 type tables.',
+        "",
+        f"Generated from spec/amqp1_0/{{{','.join(files)}}}",
+        "by tools/gen_spec.py; do not edit, run the tool. Classes and their meaning:",
+        "warren/spec/base1_0.py; wire forms: warren/codec/amqp1_0.",
+        '"""',
+        "",
+        "# fmt: off",
+        "import enum",
+        "",
+        "from warren.spec.base1_0 import Composite, Field as F, tables",
+        "",
+        "VERSION = (1, 0, 0)",
+    ]
+    for name, value in definitions:
+        out.append(f"{pyname(name).upper()} = {int(value, 0)}")
+    out += ["", "# primitive -> ((encoding name or None, code, category, width), ...): part 1 §1.6",
+            "ENCODINGS = {"]
+    for t in types:
+        if t.cls == "primitive":
+            out.append(f"    {t.name!r}: (" + "".join(f"({n!r}, 0x{c:02X}, {cat!r}, {w}), " for n, c, cat, w in t.encodings) + "),")
+    out += ["}", "", "# restricted type -> the type it restricts (part 1 §1.3)", "RESTRICTED = {"]
+    for t in types:
+        if t.cls == "restricted":
+            out.append(f"    {t.name!r}: {t.source!r},")
+    out += ["}", "# restricted types with a descriptor (message sections): name -> (symbol, code, source)",
+            "DESCRIBED = {"]
+    for t in types:
+        if t.cls == "restricted" and t.code is not None:
+            out.append(f"    {t.name!r}: ({t.symbol!r}, 0x{t.code:016X}, {t.source!r}),")
+    out += ["}", "# what each type provides (part 1 §1.5: a field's \"requires\" names one of these)", "PROVIDES = {"]
+    for t in types:
+        if t.provides:
+            out.append(f"    {t.name!r}: {t.provides!r},")
+    out += ["}", "", ""]
+    for t in types:
+        if not t.choices:
+            continue
+        primitive = _primitive_1_0(t.source, by_name)
+        if primitive == "boolean":  # role: a bool cannot be an enum member value
+            out.append(f"class {camel(t.name)}:")
+            out.append(f"    \"\"\"{t.name} ({t.source})\"\"\"")
+        elif primitive in ("symbol", "string"):
+            out.append(f"class {camel(t.name)}(str, enum.Enum):")
+            out.append(f"    \"\"\"{t.name} ({t.source})\"\"\"")
+        else:
+            out.append(f"class {camel(t.name)}(enum.IntEnum):")
+            out.append(f"    \"\"\"{t.name} ({t.source})\"\"\"")
+        for name, value in t.choices:
+            out.append(f"    {pyname(name).upper()} = {_choice_value(t, value, primitive)!r}")
+        out += ["", ""]
+    composites = [t for t in types if t.cls == "composite"]
+    for t in composites:
+        out.append(f"class {camel(t.name)}(Composite):")
+        out.append(f"    __slots__ = (" + "".join(f"{pyname(f.name)!r}, " for f in t.fields) + ")")
+        out.append(f"    NAME = {t.name!r}")
+        out.append(f"    SYMBOL = {t.symbol!r}")
+        out.append(f"    CODE = 0x{t.code:016X}")
+        out.append(f"    PROVIDES = {t.provides!r}")
+        out.append("    FIELDS = (")
+        for f in t.fields:
+            out.append(f"        F({pyname(f.name)!r}, {f.type!r}, {_primitive_1_0(f.type, by_name)!r}, {f.mandatory}, "
+                       f"{f.multiple}, {_default_1_0(f, by_name)!r}, {f.requires!r}),")
+        out.append("    )")
+        out += ["", ""]
+    out.append("# numeric descriptor -> class, symbolic descriptor -> class: every composite")
+    out.append("BY_CODE, BY_SYMBOL = tables(globals())")
+
+    def group(what: str) -> str:
+        return "{" + ", ".join(f"0x{t.code:02X}: {camel(t.name)}" for t in composites if what in t.provides) + "}"
+
+    out.append(f"PERFORMATIVES = {group('frame')}")
+    out.append(f"SASL_FRAMES = {group('sasl-frame')}")
+    out.append(f"OUTCOMES = {group('outcome')}")
+    out.append(f"DELIVERY_STATES = {group('delivery-state')}")
+    out.append("# the sections of a message, in the order they may appear (part 3 §3.2)")
+    out.append("SECTIONS = {" + ", ".join(f"{t.name!r}: 0x{t.code:02X}" for t in types if "section" in t.provides) + "}")
+    out.append("")
+    return "\n".join(out)
+
+
+def build(spec_dir: Path, spec_1_0_dir: Path = SPEC_1_0_DIR) -> dict[str, str]:
     result = {}
     shared: dict[str, str] = {}  # class text -> module, among the versions other than 0-9-1
     for module, (loader, filename, version, title) in TARGETS.items():
@@ -743,17 +931,21 @@ def build(spec_dir: Path) -> dict[str, str]:
         result[module] = generate(module, spec, title, None if module == "amqp0_9_1" else shared)
     for module, (filename, official) in TARGETS_0_10.items():
         result[module] = generate_0_10(load_0_10(spec_dir / filename), load_0_10(spec_dir / official))
+    for module, files in TARGETS_1_0.items():
+        result[module] = generate_1_0(*load_1_0(spec_1_0_dir, files))
     return result
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--spec-dir", type=Path, default=ROOT.parent / "shared" / "spec")
+    ap.add_argument("--spec-1-0-dir", type=Path, default=SPEC_1_0_DIR,
+                    help="the AMQP 1.0 XML (default: spec/amqp1_0 in this repository)")
     ap.add_argument("--out", type=Path, default=ROOT / "warren" / "spec")
     ap.add_argument("--check", action="store_true", help="exit 1 if the committed modules differ")
     args = ap.parse_args(argv)
     stale = []
-    for module, text in build(args.spec_dir).items():
+    for module, text in build(args.spec_dir, args.spec_1_0_dir).items():
         path = args.out / f"{module}.py"
         if args.check:
             if not path.exists() or path.read_text() != text:
