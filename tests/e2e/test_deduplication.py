@@ -218,3 +218,35 @@ def test_a_consumed_message_is_still_remembered(conn, cch, cleanup, uid):
     assert cch.basic_get(q, auto_ack=True)[2] == b"m"
     send(cch, "", q, "a")
     assert message_count(conn, q) == 0
+
+
+def test_durable_queue_remembers_the_keys_it_holds_after_kill_9(start_broker, uid):
+    """A crash must not empty the cache of a durable queue while its messages stay: a publisher
+    that repeats a publish whose confirm the crash swallowed (warren's Spark writer after a
+    broker kill -9) would queue it twice. Past x-cache-size paged messages count too."""
+    import signal
+
+    from tests.conftest import skip_under_workers
+    skip_under_workers("restarts its own broker on the same data folder")
+    node = start_broker()
+    data = node.data_dir
+    q = f"dd-crash-{uid}"
+    count = 3000  # above the 2048 a restarted queue keeps in memory: the rest stay paged
+
+    def publish(url, keys):
+        c = pika.BlockingConnection(pika.URLParameters(url))
+        ch = c.channel()
+        ch.confirm_delivery()
+        ch.queue_declare(q, durable=True, arguments={"x-message-deduplication": True, "x-cache-size": count})
+        for k in keys:
+            ch.basic_publish("", q, b"m", pika.BasicProperties(delivery_mode=2, headers={HEADER: k}))
+        n = ch.queue_declare(q, passive=True).method.message_count
+        c.close()
+        return n
+
+    assert publish(node.url, [f"k{i}" for i in range(count)]) == count
+    node.signal(signal.SIGKILL)
+    node.wait()
+    again = start_broker(data_dir=data)
+    # every key again (the oldest first, then the newest), and one new key
+    assert publish(again.url, ["k0", f"k{count - 1}", "k1500", "new"]) == count + 1

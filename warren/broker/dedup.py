@@ -12,8 +12,11 @@ Declared with ``x-message-deduplication: true`` on ``exchange.declare`` or ``que
 
 A message whose key is remembered (and not expired) is a duplicate: an exchange routes it
 nowhere (``basic.return`` NO_ROUTE when mandatory, as LavinMQ), a queue drops it. The first
-message with a key is remembered whether or not it was routed. The cache lives in memory; it
-starts empty after a restart.
+message with a key is remembered whether or not it was routed. The cache lives in memory; a
+durable queue's starts again, after a restart or a kill -9, with the keys of the messages it
+still holds (``remember_stored``: its newest ``x-cache-size`` messages, ttl counted afresh), so
+a publisher that repeats a publish whose confirm a broker crash swallowed is deduplicated; keys
+of messages already consumed, and an exchange's cache, start empty.
 """
 
 from __future__ import annotations
@@ -21,11 +24,13 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 
+from warren.broker.message import Message
 from warren.codec.properties import DEDUPLICATION_HEADER
 from warren.errors import PreconditionFailed
+from warren.store.message import decode_restored
 
 __all__ = ["DedupCache", "DEFAULT_HEADER", "DEFAULT_SIZE", "check_arguments", "from_arguments",
-           "queue_duplicate"]
+           "queue_duplicate", "remember_stored"]
 
 DEFAULT_HEADER = DEDUPLICATION_HEADER
 DEFAULT_SIZE = 128
@@ -121,6 +126,24 @@ def queue_duplicate(queue, message) -> bool:
     if cache is _UNSET:
         cache = queue.dedup = from_arguments(queue.effective)
     return cache is not None and cache.duplicate(message)
+
+
+def remember_stored(queue) -> int:
+    """Start-up of a durable deduplicating queue: put the keys of the messages its store still
+    holds (the newest ``x-cache-size``, oldest first, paged ones included) into its cache, as if
+    they had just been published. Without it a crash would empty the cache while the messages
+    stay, and the repeat of a publish whose confirm the crash swallowed (what an exactly-once
+    writer sends: warren/spark/write/writer.py) would be queued twice. Returns the keys read."""
+    cache = queue.__dict__.get("dedup", _UNSET)
+    if cache is _UNSET:
+        cache = queue.dedup = from_arguments(queue.effective)
+    store = queue.store
+    if cache is None or store is None or not len(store):
+        return 0
+    entries = store.unacked_after(0, len(store))[-cache.size:]
+    for seq, _delivered in entries:
+        cache.duplicate(Message(*decode_restored(store.read(seq))))
+    return len(entries)
 
 
 _UNSET = object()

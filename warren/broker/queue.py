@@ -40,7 +40,7 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from warren.broker.dead_letter import DELIVERY_LIMIT, EXPIRED, MAXLEN, REROUTE_ARGUMENT, dead_letter
-from warren.broker.dedup import queue_duplicate
+from warren.broker.dedup import queue_duplicate, remember_stored
 from warren.broker.memory import MESSAGE_OVERHEAD
 from warren.broker.queues.base import QueueBase
 from warren.broker.queues.consumer_choice import ConsumerChoice
@@ -254,7 +254,10 @@ class Queue(Expiry, LengthLimits, DeliveryLimit, ConsumerChoice, Paging, FlowMar
             self._timed()
 
     def resume_numbering(self, last_seq: int) -> None:
+        """The end of a start-up recovery (every stored message is back, in memory or paged)."""
         self._seq = max(self._seq, last_seq)
+        if self.deduplicating and self.store is not None:
+            remember_stored(self)  # the keys of the messages still held survive a crash (dedup.py)
 
     # --- messages leaving for good, or coming back ---------------------------------------
 
