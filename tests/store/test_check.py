@@ -121,6 +121,18 @@ def test_a_torn_tail_is_reported_but_is_not_damage(data_dir):
     assert r.returncode == 0 and "torn" in r.stdout and "1 torn tails" in r.stdout
 
 
+def test_an_ack_log_tail_a_power_cut_left_is_torn_not_damage(data_dir):
+    """Zeros (writes lost since the ack log's last fsync) then a later write's records: the
+    check calls it a torn tail, as the start treats it, not damage."""
+    acks = queue_file(data_dir, "acks.0000000001")
+    data = bytearray(acks.read_bytes())
+    at = FILE_HEADER_SIZE + 5 * (HEADER_SIZE + 8)
+    data[at:at + 6 * (HEADER_SIZE + 8)] = bytes(6 * (HEADER_SIZE + 8))
+    acks.write_bytes(bytes(data))
+    r = warren_store("check", str(data_dir))
+    assert r.returncode == 0 and "1 torn tails" in r.stdout, r.stdout + r.stderr
+
+
 def test_a_damaged_definitions_log_stops_the_start_with_one_line_and_repair_keeps_the_rest(data_dir):
     log_path = data_dir / "definitions.log"
     flip(log_path, 40)  # in the first record: three readable ones follow

@@ -147,6 +147,89 @@ def test_a_damaged_ack_record_costs_that_ack_only(tmp_path):
     s.close()
 
 
+ACK_RECORD = HEADER_SIZE + 8
+
+
+def ack_log_after_a_power_cut(qdir, synced: int, lost: int, kept: int, torn: int = 0) -> tuple[list[int], bytes]:
+    """An ack log as a power cut leaves it when the first ``lost`` ack records written since the
+    last fsync never reached the disk (zeros: the file's size did) and the newest write's
+    ``kept`` did, its last record cut ``torn`` octets short. Returns (acks in order, the file)."""
+    acked = list(range(1, 2 * (synced + lost + kept), 2))
+    write_queue(qdir, 300, acked=acked)
+    acks = qdir / "acks.0000000001"
+    data = bytearray(acks.read_bytes())
+    zeros_at = FILE_HEADER_SIZE + synced * ACK_RECORD
+    data[zeros_at:zeros_at + lost * ACK_RECORD] = bytes(lost * ACK_RECORD)
+    if torn:
+        del data[-torn:]
+    acks.write_bytes(bytes(data))
+    return acked, bytes(data)
+
+
+@pytest.mark.parametrize("torn", [0, 5])
+def test_an_ack_log_tail_of_zeros_then_records_is_a_torn_tail_not_damage(tmp_path, torn):
+    """A power cut in an ack log written twice since its fsync: the first write reads back as
+    zeros, the second is there. That is a crash's tail: cut at the zeros, with no damage report
+    and no copy kept aside; the acks cut off bring their messages back (at least once)."""
+    qdir = tmp_path / "q"
+    acked, data = ack_log_after_a_power_cut(qdir, synced=40, lost=25, kept=10, torn=torn)
+    s = QueueStore(qdir, fsync=False)
+    assert s.recovery_stats.damage == [] and s.recovery_stats.lost_acks == 0
+    assert not (tmp_path / "quarantine").exists()
+    assert s.recovery_stats.truncated_bytes == len(data) - (FILE_HEADER_SIZE + 40 * ACK_RECORD)
+    assert (qdir / "acks.0000000001").stat().st_size == FILE_HEADER_SIZE + 40 * ACK_RECORD
+    back = set(live(s)) & set(acked)
+    assert back == set(acked[40:])  # the acks after the last fsync, none before it
+    s.close()
+    again = QueueStore(qdir, fsync=False)  # and the next start finds a clean file
+    assert again.recovery_stats.damage == [] and again.recovery_stats.truncated_bytes == 0
+    again.close()
+
+
+def test_zeros_then_a_flipped_bit_in_an_ack_log_is_still_damage(tmp_path):
+    """What a crash cannot write is damage even behind zeros: a flipped bit in a record after
+    them (followed by good ones) is reported, and the file kept aside."""
+    qdir = tmp_path / "q"
+    acked, data = ack_log_after_a_power_cut(qdir, synced=40, lost=5, kept=20)
+    acks = qdir / "acks.0000000001"
+    flip(acks, FILE_HEADER_SIZE + 50 * ACK_RECORD + 12)  # the seq of the 51st ack record
+    s = QueueStore(qdir, fsync=False)
+    assert s.recovery_stats.damage and s.recovery_stats.damage[0].kind == "acks"
+    assert (tmp_path / "quarantine").exists()
+    s.close()
+
+
+def test_damage_in_the_middle_of_an_ack_log_is_still_reported_and_read_around(tmp_path):
+    """A flipped bit in a synced ack record with good ones after it: reported, copied aside,
+    and the good acks after it still count (one message comes back, not all of them)."""
+    qdir = tmp_path / "q"
+    acked = list(range(1, 200, 2))
+    write_queue(qdir, 300, acked=acked)
+    acks = qdir / "acks.0000000001"
+    flip(acks, FILE_HEADER_SIZE + 30 * ACK_RECORD + 2)  # the length of the 31st ack record
+    s = QueueStore(qdir, fsync=False)
+    [d] = s.recovery_stats.damage
+    assert d.kind == "acks" and not d.tail and os.path.exists(d.quarantined)
+    assert set(live(s)) & set(acked) == {acked[30]}
+    s.close()
+
+
+def test_zeros_in_a_message_file_before_good_records_are_still_read_around_and_reported(tmp_path):
+    """In a message file the zeros may be confirmed messages the disk lost: the records after
+    them are kept and the loss reported, as before (only ack logs take them for a power cut)."""
+    qdir = tmp_path / "q"
+    write_queue(qdir, 50)
+    msgs = qdir / "msgs.0000000001"
+    data = bytearray(msgs.read_bytes())
+    data[record_offset(20):record_offset(25)] = bytes(record_offset(25) - record_offset(20))
+    msgs.write_bytes(bytes(data))
+    s = QueueStore(qdir, fsync=False)
+    assert sorted(live(s)) == [*range(1, 20), *range(25, 51)]
+    [d] = s.recovery_stats.damage
+    assert (d.first, d.last) == (20, 24) and os.path.exists(d.quarantined)
+    s.close()
+
+
 # --- streams --------------------------------------------------------------------------------------
 
 def entry(i: int) -> bytes:

@@ -12,6 +12,11 @@ What is what, at the first bad record of a file:
 
 * **torn tail**: no good record after it, and it runs past the end of the file or everything
   from it on is zeros. What a crash leaves; cut off as before, nothing kept aside.
+* **lost writes** (ack logs only): stretches of zeros and whole records to the end, as a power
+  cut leaves a file written several times between fsyncs (``is_lost_writes_tail``). A torn tail
+  too: cut at the first zero, nothing kept aside or reported (the acks lost bring their
+  messages back, at least once). In a message file the same octets are read around and
+  reported: there the zeros may be confirmed messages that the disk lost.
 * **damaged tail**: no good record after it, but it is whole (its length fits) and not zeros:
   a flipped bit in the last record. The file is copied aside, then cut there.
 * **damage in the middle**: good records follow. The file is copied aside, then rewritten
@@ -31,6 +36,7 @@ from __future__ import annotations
 import datetime
 import logging
 import os
+import re
 from dataclasses import dataclass
 
 from warren.store.fileio import fsync_dir
@@ -41,7 +47,8 @@ from warren.store.stream_format import ENTRY_HEADER, ENTRY_HEADER_SIZE, EntrySca
 
 __all__ = [
     "DamagedFile", "damaged_header", "Damage", "StoreDamage", "store_damage", "quarantine_dir_for",
-    "quarantine_copy", "rewrite_file", "scan_seq_file", "scan_stream_file", "is_torn_tail", "QUARANTINE",
+    "quarantine_copy", "rewrite_file", "scan_seq_file", "scan_stream_file", "is_torn_tail", "is_lost_writes_tail",
+    "QUARANTINE",
 ]
 
 log = logging.getLogger("warren.store")
@@ -180,6 +187,46 @@ def _seq_length(buf, off: int) -> int:
     return HEADER.unpack_from(buf, off)[1]
 
 
+_NONZERO = re.compile(rb"[^\x00]")
+
+
+def is_lost_writes_tail(buf, bad: int, types: frozenset, exact_length: int | None = None) -> bool:
+    """True if what starts at ``bad`` is what a power cut leaves in a file written several times
+    between two fsyncs: stretches of zeros (writes that never reached the disk, the file's size
+    did) and whole records (a later write that did), ending at the end of the file or in a torn
+    tail (``is_torn_tail``). A crash never writes anything but the octets it was given, so a
+    stretch holding anything else (a flipped bit) is damage, and so is a record that is whole and
+    not zeros where a stretch of zeros should begin.
+
+    An ack log is written at every group commit and fsynced at most once a second
+    (queue_store.py, ``ack_sync_interval``), so a power cut routinely leaves this: the first
+    writes since the last fsync read back as zeros, the newest one whole. Read around, the zeros
+    looked like damage in the middle of the file.
+    """
+    size = len(buf)
+    off = bad
+    if off >= size or buf[off] != 0:
+        return False  # no stretch of zeros: the caller's own rules (is_torn_tail) say what it is
+    while off < size:
+        if buf[off] != 0:  # no zeros here: only a torn record with nothing good after it is a crash's
+            return (find_seq_record(buf, off, types, exact_length=exact_length) is None
+                    and is_torn_tail(buf, off, HEADER_SIZE, _seq_length))
+        m = _NONZERO.search(buf, off)
+        if m is None:
+            return True  # zeros to the end
+        start = m.start()
+        scan = SeqScan().run(buf, start, types)
+        if exact_length is not None and any(n != exact_length - 8 for n in scan.lengths):
+            return False
+        if scan.end == start:  # no record where the zeros end
+            return (find_seq_record(buf, start, types, exact_length=exact_length) is None
+                    and is_torn_tail(buf, start, HEADER_SIZE, _seq_length))
+        if scan.error is None:
+            return True
+        off = scan.end
+    return True
+
+
 def _entry_length(buf, off: int) -> int:
     return ENTRY_HEADER.unpack_from(buf, off)[3]
 
@@ -199,6 +246,13 @@ def scan_seq_file(path: str, data, types: frozenset, kind: str,
     increasing = kind == "messages"
     while scan.error is not None:
         bad, reason = scan.end, scan.error.split(" at ")[0]
+        if kind == "acks" and is_lost_writes_tail(data, bad, types, exact_length):
+            # a power cut's tail, not damage: cut there like any torn tail, nothing kept aside.
+            # Only for ack logs: losing an ack only brings its message back (at least once),
+            # while a stretch of zeros in a message file may be a zeroed stretch of confirmed
+            # messages, which is read around and reported (docs/storage.md, "Damage")
+            scan.error = f"{reason}: the unsynced tail a power cut left (zeros, then records) at {bad}"
+            break
         prev = scan.seqs[-1] if scan.seqs else None
         nxt = find_seq_record(data, bad, types, after_seq=prev if increasing and prev is not None else -1,
                               exact_length=exact_length)
