@@ -1,0 +1,515 @@
+"""The AMQP 1.0 connection handler: events of the sans-IO 1.0 connection in, broker operations out.
+
+The asyncio glue (``warren/server/connection.py``) feeds it the events of
+``warren.protocol.amqp1_0.connection.ServerConnection`` (``handle``) and calls ``fail``,
+``before_flush``, ``shutdown`` and ``connection_lost``, as for 0-9-1 and 0-10. It is the broker's
+``ClientConnection`` (the login, the vhost with its limits and permissions) plus 1.0's own:
+
+* the login: SASL PLAIN against Warren's users; ANONYMOUS (or no SASL layer at all) only with
+  ``--anonymous-user``, logged in as that user, as 0-9-1 and 0-10 do;
+* the virtual host: ``open``'s hostname ``vhost:NAME`` (RabbitMQ's convention), else the default;
+* each session is a ``SessionChannel`` (a ``BrokerChannel``); each link on it is a consumer (the
+  client receives from a queue: ``Outgoing``) or a destination (the client sends: ``Incoming``),
+  named by RabbitMQ's v2 or v1 addresses (``addresses.py``);
+* outcomes the client gives our deliveries, as RabbitMQ 4 maps them: accepted = ack; rejected =
+  reject without requeue (dead-lettered where the queue says so); released = requeue; modified =
+  requeue, or with undeliverable-here dead-lettered; settled without an outcome = accepted;
+* what the client sends: accepted once routed (a durable message to a durable queue once on
+  disk, as 0-9-1 confirms: ``Confirms``), released when no queue took it, rejected when a queue
+  refused it (x-overflow reject-publish) or the message is refused (decode error, a ``to`` that
+  names nothing, a user-id that is not the login's).
+
+A broker refusal of a link (a missing queue, no permission) detaches it with the condition its
+error maps to (``CONDITIONS``); a session's limit ends the session; the rest closes the
+connection. Our own bugs are ``amqp:internal-error`` with a traceback in the log.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from warren.broker.channel import BrokerChannel, PublishOutcome
+from warren.broker.client import ClientConnection
+from warren.codec.amqp1_0.types import DecodeError, Symbol
+from warren.errors import (AccessRefused, AMQPError, ConnectionAccessRefused, ContentTooLarge, NotAllowed, NotFound,
+                           NotImplemented_, PreconditionFailed, ResourceError, ResourceLocked)
+from warren.protocol.amqp1_0 import events as ev
+from warren.protocol.amqp1_0.addresses import AddressError, parse_source, parse_target
+from warren.protocol.amqp1_0.message import from_broker, parse, to_broker
+from warren.protocol.amqp1_0.session import serial_diff
+from warren.spec import amqp1_0 as spec
+
+__all__ = ["ConnectionHandler", "SessionChannel", "SessionSink", "CONDITIONS"]
+
+log = logging.getLogger("warren.session")
+
+OUTPUT_BATCH = 1 << 20  # octets queued for one write before deliveries wait (as 0-9-1's and 0-10's sinks)
+E, LE = spec.AmqpError, spec.LinkError
+ACCEPTED, RELEASED = spec.Accepted(), spec.Released()
+# a broker refusal -> the 1.0 error condition it is answered with
+CONDITIONS = {NotFound: E.NOT_FOUND, AccessRefused: E.UNAUTHORIZED_ACCESS, ResourceLocked: E.RESOURCE_LOCKED,
+              PreconditionFailed: E.PRECONDITION_FAILED, NotAllowed: E.NOT_ALLOWED,
+              NotImplemented_: E.NOT_IMPLEMENTED, ResourceError: E.RESOURCE_LIMIT_EXCEEDED,
+              ContentTooLarge: LE.MESSAGE_SIZE_EXCEEDED, ConnectionAccessRefused: E.UNAUTHORIZED_ACCESS}
+
+
+def condition_of(error: AMQPError):
+    for cls in type(error).__mro__:
+        condition = CONDITIONS.get(cls)
+        if condition is not None:
+            return condition
+    return E.INTERNAL_ERROR
+
+
+def _rejected(condition, text: str):
+    value = condition.value if hasattr(condition, "value") else condition
+    return spec.Rejected(error=spec.Error(condition=Symbol(value), description=text))
+
+
+class Outgoing:
+    """A link the broker sends on: a consumer of one queue."""
+
+    __slots__ = ("handle", "consumer", "queue")
+
+    def __init__(self, handle: int, consumer, queue: str) -> None:
+        self.handle, self.consumer, self.queue = handle, consumer, queue
+
+
+class Incoming:
+    """A link the client sends on: where its messages go (``exchange`` None: each message's ``to``)."""
+
+    __slots__ = ("handle", "name", "exchange", "key")
+
+    def __init__(self, handle: int, name: str, exchange: str | None, key: str | None) -> None:
+        self.handle, self.name, self.exchange, self.key = handle, name, exchange, key
+
+
+class SessionSink:
+    """Deliveries of one session's channel as transfers on the links that asked for them."""
+
+    __slots__ = ("handler", "conn", "io", "number", "channel", "links", "flow_active")
+
+    def __init__(self, handler, number: int) -> None:
+        self.handler = handler
+        self.conn = handler.conn
+        self.io = handler.io
+        self.number = number
+        self.channel = None
+        self.links: dict[str, Outgoing] = {}  # consumer tag -> link
+        self.flow_active = True
+
+    def can_accept(self) -> bool:
+        return self.flow_active and self.handler.writable and self.conn.out_bytes < OUTPUT_BATCH
+
+    def deliver(self, consumer, tag: int, redelivered: bool, message) -> None:
+        link = self.links.get(consumer.tag)
+        if link is None:
+            return
+        payload = from_broker(message, redelivered)
+        delivery_id = self.conn.send_transfer(self.number, link.handle, tag.to_bytes(8, "big"), payload, consumer.no_ack)
+        if not consumer.no_ack:
+            self.channel.deliveries[delivery_id] = tag
+        self.io.want_flush()
+
+    def returned(self, message) -> None:
+        pass  # 1.0 publishes are never mandatory: an unroutable message is released instead
+
+    def cancelled(self, consumer_tag: str) -> None:
+        """The queue went away under a link: detach it (RabbitMQ: amqp:resource-deleted)."""
+        link = self.links.pop(consumer_tag, None)
+        if link is not None and self.flow_active:
+            log.info("AMQP 1.0 link on connection %s detached: queue '%s' was deleted", self.handler, link.queue)
+            self.conn.detach_link(self.number, link.handle, E.RESOURCE_DELETED, f"queue '{link.queue}' was deleted")
+            self.io.want_flush()
+
+    def stop(self) -> None:
+        self.flow_active = False
+
+
+class SessionChannel(BrokerChannel):
+    """One 1.0 session over the broker."""
+
+    def __init__(self, handler, number: int, sink: SessionSink) -> None:
+        super().__init__(handler, number, sink)
+        sink.channel = self
+        self.conn = handler.conn
+        self.deliveries: dict[int, int] = {}  # our delivery-id -> the channel's delivery tag (unsettled)
+        self.persisting: list = []  # (publish number, delivery-id) of transfers accepted once on disk
+        self.select_confirms()  # every publish numbered: durable ones are accepted once on disk
+
+    def _confirms_ready(self, confirms) -> None:
+        self.session.want_confirm_flush(self)
+
+    def flush_confirms(self) -> None:
+        confirms = self.confirms
+        if confirms is None or self.closed:
+            return
+        settled = confirms.settle()
+        if not settled or not self.persisting:
+            return
+        upto = max(n for n, _, _ in settled)
+        pending = self.persisting
+        i = 0
+        while i < len(pending) and pending[i][0] <= upto:
+            self.conn.settle_incoming(self.number, pending[i][1], ACCEPTED)
+            i += 1
+        del pending[:i]
+
+    def settle_range(self, first: int, last: int, state) -> None:
+        """The client settled our deliveries first..last with ``state`` (an outcome or None)."""
+        deliveries = self.deliveries
+        span = serial_diff(last, first)
+        if span < 0:
+            return
+        if span >= len(deliveries):  # a wide range (or a hostile one): walk what is unsettled
+            ids = [d for d in deliveries if 0 <= serial_diff(d, first) <= span]
+        else:
+            ids = [(first + i) & 0xFFFFFFFF for i in range(span + 1)]
+        tags = [deliveries.pop(d) for d in ids if d in deliveries]
+        if not tags:
+            return
+        kind = type(state)
+        if state is None or kind is spec.Accepted:
+            self.ack_run(tags)
+        elif kind is spec.Rejected:
+            for tag in tags:
+                self.reject(tag, False, False)
+        elif kind is spec.Modified and state.undeliverable_here:
+            for tag in tags:
+                self.reject(tag, False, False)
+        else:  # released, modified, received: back to the queue
+            for tag in tags:
+                self.reject(tag, False, True)
+
+    def requeue_link(self, consumer) -> None:
+        """A link detached: its unsettled deliveries go back to the queue."""
+        tags = {entry[4] for entry in self.unacked.values() if entry[3] is consumer}
+        if not tags:
+            return
+        for d in [d for d, tag in self.deliveries.items() if tag in tags]:
+            del self.deliveries[d]
+        for tag in sorted(tags):
+            self.reject(tag, False, True)
+
+
+class ConnectionHandler(ClientConnection):
+    protocol = "AMQP 1.0"
+
+    def __init__(self, broker, conn, peer: tuple, io, anonymous_user: str | None = None,
+                 default_vhost: str = "/", max_message_size: int = 128 << 20) -> None:
+        super().__init__(broker, peer, io)
+        self.conn = conn  # the sans-IO 1.0 ServerConnection
+        self.anonymous_user = anonymous_user
+        self.default_vhost = default_vhost
+        self.max_message_size = max_message_size
+        self._confirming: set[SessionChannel] = set()
+
+    def __str__(self) -> str:
+        return super().__str__() + " (AMQP 1.0)"
+
+    # --- events --------------------------------------------------------------------------
+
+    def handle(self, event) -> None:
+        handler = _HANDLERS.get(type(event))
+        try:
+            handler(self, event)
+        except Exception:
+            log.exception("internal error on AMQP 1.0 connection %s while handling %r", self, event)
+            self.note_close("internal error")
+            self.conn.close_connection(E.INTERNAL_ERROR, "internal error")
+            self._release()
+            self.io.close_soon()
+        self.io.want_flush()
+
+    def _sasl(self, e: ev.SaslInit) -> None:
+        self.mechanism = e.mechanism or "none"
+        if e.mechanism in ("", "ANONYMOUS"):
+            if not self.anonymous_user:
+                self._refuse_login("ANONYMOUS login is not enabled (--anonymous-user)" if e.mechanism
+                                   else "no SASL layer, and ANONYMOUS login is not enabled (--anonymous-user)")
+                return
+            self.username = self.anonymous_user
+            self.conn.sasl_accept()
+            return
+        if e.mechanism != "PLAIN":
+            self._refuse_login(f"unsupported SASL mechanism {e.mechanism!r} (offered: {' '.join(self.conn.mechanisms)})")
+            return
+        try:
+            self.username = self.login("PLAIN", e.response)
+        except ConnectionAccessRefused as error:
+            if error.throttle_delay:
+                self.io.refuse_later(error.throttle_delay, error)
+                return
+            self._refuse_login(error.log_detail or error.text)
+            return
+        self.conn.sasl_accept()
+
+    def _refuse_login(self, detail: str) -> None:
+        log.warning("connection error on %s: login refused (%s)", self, detail)
+        self.note_close(f"{detail} (SASL outcome auth)")
+        self.conn.sasl_refuse(spec.SaslCode.AUTH, "login refused")
+        self._release()
+        self.io.close_after_flush()
+
+    def _open(self, e: ev.OpenRequested) -> None:
+        self.client_properties = {str(k): v for k, v in e.properties.items()}
+        hostname = e.hostname or ""
+        name = hostname[6:] if hostname.startswith("vhost:") else self.default_vhost
+        try:
+            self.open_vhost(name)
+        except AMQPError as error:
+            missing = isinstance(error, NotAllowed) and name not in self.broker.vhosts
+            condition = E.NOT_FOUND if missing else E.UNAUTHORIZED_ACCESS
+            log.warning("connection error on %s: vhost '%s' refused: %s", self, name, error.log_detail or error.text)
+            self.note_close(f"{error.log_detail or error.text} ({condition.value})")
+            self.conn.refuse_open(condition, error.text)
+            self._release()
+            self.io.close_soon()
+            return
+        self.conn.accept_open()
+        self.io.opened()
+        self.io.start_heartbeat(self.conn.heartbeat)
+        log.info("connection %s opened (client %s)", self, self.client_name)
+
+    def _begun(self, e: ev.SessionBegun) -> None:
+        try:
+            self.admit_channel()  # the user's max-channels (a session is a channel)
+        except AMQPError as error:
+            log.warning("session refused on connection %s: %s", self, error.text)
+            self.conn.end_session(e.channel, E.RESOURCE_LIMIT_EXCEEDED, error.text)
+            return
+        self.channels[e.channel] = SessionChannel(self, e.channel, SessionSink(self, e.channel))
+
+    def _ended(self, e: ev.SessionEnded) -> None:
+        ch = self.channels.pop(e.channel, None)
+        if ch is not None:
+            ch.close()
+
+    def _attach(self, e: ev.AttachRequested) -> None:
+        channel = self.channels.get(e.channel)
+        a = e.attach
+        if channel is None:
+            self.conn.refuse_attach(e.channel, e.handle, E.RESOURCE_LIMIT_EXCEEDED, "session refused")
+            return
+        link = self.conn.sessions[e.channel].links[e.handle]
+        try:
+            if link.sending:
+                link.context = self._attach_outgoing(channel, e.handle, a)
+            else:
+                link.context = self._attach_incoming(channel, e.handle, a)
+        except AddressError as error:
+            self._refuse_link(e, E.INVALID_FIELD, str(error))
+        except AMQPError as error:
+            self._refuse_link(e, condition_of(error), error.text)
+
+    def _refuse_link(self, e, condition, text: str) -> None:
+        log.warning("AMQP 1.0 link '%s' refused on connection %s: %s %s", e.attach.name, self, condition.value, text)
+        self.conn.refuse_attach(e.channel, e.handle, condition, text)
+
+    def _attach_outgoing(self, channel: SessionChannel, handle: int, a) -> Outgoing:
+        source = a.source
+        address = getattr(source, "address", None)
+        if not isinstance(source, spec.Source) or address is None:
+            raise AddressError("a receiving link needs a source address (dynamic sources are not supported)")
+        addr = parse_source(str(address))
+        if addr.bind:
+            queue, _, _ = channel.declare_queue("", False, False, True, True, {})
+            channel.bind_queue(queue, addr.exchange, addr.key, {})
+        elif addr.declare:
+            queue, _, _ = channel.declare_queue(addr.queue, False, True, False, False, {})
+        else:
+            if addr.queue not in self.vhost.queues:
+                raise NotFound(f"no queue '{addr.queue}' in vhost '{self.vhost.name}'")
+            queue = addr.queue
+        settled = a.snd_settle_mode == spec.SenderSettleMode.SETTLED
+        consumer = channel.consume(queue, f"amqp1.0-link-{handle}", settled, False, {})
+        out = Outgoing(handle, consumer, queue)
+        channel.sink.links[consumer.tag] = out
+        base = consumer.has_capacity
+        credit, number = self.conn.credit, channel.number
+
+        def has_capacity() -> bool:  # the link's credit and the session's window, then the consumer's own
+            return credit(number, handle) > 0 and base()
+        consumer.has_capacity = has_capacity
+        self.conn.accept_attach(channel.number, handle, spec.Source(address=address, default_outcome=RELEASED,
+                                                                    outcomes=[Symbol(s) for s in _OUTCOMES]),
+                                a.target, a.snd_settle_mode)
+        return out
+
+    def _attach_incoming(self, channel: SessionChannel, handle: int, a) -> Incoming:
+        target = a.target
+        if isinstance(target, spec.Coordinator):
+            raise NotImplemented_("transactions are not implemented")
+        address = getattr(target, "address", None)
+        if address is None:  # the anonymous terminus: each message's "to"
+            incoming = Incoming(handle, a.name, None, None)
+        else:
+            addr = parse_target(str(address))
+            if addr.exchange not in self.vhost.exchanges:
+                raise NotFound(f"no exchange '{addr.exchange}' in vhost '{self.vhost.name}'")
+            if addr.declare:
+                channel.declare_queue(addr.queue, False, True, False, False, {})
+            elif addr.queue is not None and addr.queue not in self.vhost.queues:
+                raise NotFound(f"no queue '{addr.queue}' in vhost '{self.vhost.name}'")
+            incoming = Incoming(handle, a.name, addr.exchange, addr.key)
+        self.conn.accept_attach(channel.number, handle, a.source, a.target, max_message_size=self.max_message_size)
+        return incoming
+
+    def _credit(self, e: ev.CreditChanged) -> None:
+        channel = self.channels.get(e.channel)
+        if channel is None:
+            return
+        if e.handle is None:
+            channel.resume_delivery()
+            return
+        link = self.conn.sessions[e.channel].links.get(e.handle)
+        out = link.context if link is not None else None
+        if type(out) is not Outgoing:
+            return
+        q = out.consumer.queue
+        q.dispatch()
+        if e.drain and self.conn.credit(e.channel, e.handle) > 0 and q.message_count == 0:
+            self.conn.drained(e.channel, e.handle)
+
+    def _message(self, e: ev.MessageReceived) -> None:
+        channel = self.channels.get(e.channel)
+        link = self.conn.sessions[e.channel].links.get(e.handle) if channel is not None else None
+        incoming = link.context if link is not None else None
+        if type(incoming) is not Incoming:
+            return
+        self.published = True
+        settle = (lambda state: None) if e.settled else (lambda state: self.conn.settle_incoming(e.channel, e.delivery_id, state))
+        try:
+            sections = parse(e.payload)
+        except DecodeError as error:
+            log.warning("AMQP 1.0 message refused on connection %s link '%s': %s", self, incoming.name, error)
+            settle(_rejected(E.DECODE_ERROR, str(error)))
+            return
+        exchange, key = incoming.exchange, incoming.key
+        props = sections.properties
+        if exchange is None:
+            to = props.to if props is not None else None
+            if to is None:
+                settle(_rejected(E.PRECONDITION_FAILED, "a message on the anonymous terminus needs a 'to' address"))
+                return
+            try:
+                addr = parse_target(str(to))
+            except AddressError as error:
+                settle(_rejected(E.INVALID_FIELD, str(error)))
+                return
+            exchange, key = addr.exchange, addr.key
+        if key is None:
+            subject = props.subject if props is not None else None
+            key = str(subject) if subject is not None else ""
+        properties, body = to_broker(sections)
+        try:
+            outcome = channel.publish(exchange, key, properties, body, False)
+        except AMQPError as error:
+            condition = condition_of(error)
+            log.warning("AMQP 1.0 message refused on connection %s link '%s': %s %s", self, incoming.name,
+                        condition.value, error.text)
+            if incoming.exchange is None or isinstance(error, PreconditionFailed):
+                settle(_rejected(condition, error.text))
+            else:  # the link's own destination went away or is not allowed: the link ends
+                self.conn.detach_link(e.channel, e.handle, condition, error.text)
+            return
+        if e.settled:
+            return
+        if outcome is PublishOutcome.ROUTED:
+            settle(ACCEPTED)
+        elif outcome is PublishOutcome.PERSISTING:
+            channel.persisting.append((channel.confirms.published_upto, e.delivery_id))
+        elif outcome is PublishOutcome.REFUSED:
+            settle(_rejected(E.RESOURCE_LIMIT_EXCEEDED, "a queue refused the message (x-overflow reject-publish)"))
+        else:
+            settle(RELEASED)  # no queue took it (RabbitMQ 4: released)
+
+    def _disposition(self, e: ev.DispositionReceived) -> None:
+        channel = self.channels.get(e.channel)
+        if channel is not None:
+            channel.settle_range(e.first, e.last, e.state)
+
+    def _detached(self, e: ev.LinkDetached) -> None:
+        channel = self.channels.get(e.channel)
+        if channel is None:
+            return
+        self._drop_link(channel, None, e.handle)
+
+    def _drop_link(self, channel: SessionChannel, context, handle: int) -> None:
+        for tag, out in list(channel.sink.links.items()):
+            if out.handle == handle:
+                del channel.sink.links[tag]
+                channel.cancel(tag)
+                channel.requeue_link(out.consumer)
+
+    def _peer_error(self, e: ev.PeerError) -> None:
+        where = "" if e.channel is None else f" channel {e.channel}" + ("" if e.handle is None else f" handle {e.handle}")
+        log.warning("AMQP 1.0 protocol error on connection %s%s: %s (answered: %s ended with %s)", self, where, e.text,
+                    e.scope, e.condition)
+        if e.scope == "connection":
+            self.note_close(f"protocol error: {e.text} ({e.condition})")
+            self._release()
+            if self.conn.closed:
+                self.io.close_after_flush()
+            else:
+                self.io.close_soon()
+        elif e.scope == "link" and e.channel in self.channels:
+            self._drop_link(self.channels[e.channel], None, e.handle)
+
+    def _closed(self, e: ev.ConnectionClosed) -> None:
+        if e.by_peer:
+            error = e.error
+            self.note_close(f"client closed the connection ({error.condition}: {error.description})" if error is not None
+                            else "client closed the connection")
+        self._release()
+        self.io.close_after_flush()
+
+    # --- glue callbacks ------------------------------------------------------------------
+
+    def fail(self, error: AMQPError, channel: int | None = None, close_code: int | None = None) -> None:
+        """Answer a refusal no event of the moment caused: a failed login after the throttle's
+        delay, or anything else (the connection closes with the error's condition)."""
+        if isinstance(error, ConnectionAccessRefused):
+            self._refuse_login(error.log_detail or error.text)
+            self.io.want_flush()
+            return
+        condition = condition_of(error)
+        log.warning("connection error on %s: %s %s", self, condition.value, error.text)
+        self.note_close(f"{error.log_detail or error.text} ({condition.value})")
+        self.conn.close_connection(condition, error.text)
+        self._release()
+        self.io.close_soon()
+        self.io.want_flush()
+
+    def want_flush(self) -> None:
+        self.io.want_flush()
+
+    def want_confirm_flush(self, channel: SessionChannel) -> None:
+        self._confirming.add(channel)
+        self.io.want_flush()
+
+    def before_flush(self) -> bool:
+        """Accept the transfers whose messages reached the disk (one pass per write batch)."""
+        if self._confirming:
+            for ch in self._confirming:
+                ch.flush_confirms()
+            self._confirming.clear()
+            return True
+        return False
+
+    def shutdown(self, reply_text: str = "broker shutdown") -> None:
+        self.note_close(f"{reply_text} (amqp:connection:forced)")
+        self.conn.close_connection(spec.ConnectionError.CONNECTION_FORCED, reply_text)
+        self._release()
+        self.io.want_flush()
+
+
+_OUTCOMES = ("amqp:accepted:list", "amqp:rejected:list", "amqp:released:list", "amqp:modified:list")
+_HANDLERS = {
+    ev.SaslInit: ConnectionHandler._sasl, ev.OpenRequested: ConnectionHandler._open,
+    ev.SessionBegun: ConnectionHandler._begun, ev.SessionEnded: ConnectionHandler._ended,
+    ev.AttachRequested: ConnectionHandler._attach, ev.CreditChanged: ConnectionHandler._credit,
+    ev.MessageReceived: ConnectionHandler._message, ev.DispositionReceived: ConnectionHandler._disposition,
+    ev.LinkDetached: ConnectionHandler._detached, ev.PeerError: ConnectionHandler._peer_error,
+    ev.ConnectionClosed: ConnectionHandler._closed,
+}
