@@ -73,7 +73,7 @@ SANS_IO_FORBIDDEN = ("asyncio", "socket", "ssl", "selectors", "warren.server", "
 # the modules of warren/protocol that adapt a protocol to the broker's operations
 ADAPTERS = {"protocol/amqp0_9_1/adapter.py", "protocol/amqp0_9_1/channel.py", "protocol/amqp0_9_1/delivery.py",
             "protocol/amqp0_10/adapter.py", "protocol/amqp0_10/channel.py", "protocol/amqp0_10/message.py",
-            "protocol/amqp0_10/delivery.py", "protocol/amqp0_10/dtx.py"}
+            "protocol/amqp0_10/delivery.py", "protocol/amqp0_10/dtx.py", "protocol/amqp1_0/adapter.py"}
 
 
 @pytest.mark.parametrize("path", _modules("codec", "protocol", "spec"), ids=_ids)

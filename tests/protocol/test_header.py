@@ -23,3 +23,14 @@ def test_with_0_10_not_served_its_header_is_refused(monkeypatch):
 @pytest.mark.parametrize("octets", [b"GET / HT", b"AMQP\x01\x01\x00\x0b"])
 def test_other_headers_are_not_ours(octets):
     assert read_header(octets) is None
+
+
+@pytest.mark.parametrize("octets", [b"AMQP\x03\x01\x00\x00", b"AMQP\x00\x01\x00\x00"])
+def test_the_two_1_0_headers_are_recognised_and_served(octets):
+    assert header.SERVE_1_0 is True
+    assert read_header(octets) == header.AMQP_1_0
+
+
+def test_with_1_0_not_served_its_headers_are_refused(monkeypatch):
+    monkeypatch.setattr(header, "SERVE_1_0", False)
+    assert read_header(b"AMQP\x03\x01\x00\x00") is None

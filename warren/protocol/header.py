@@ -1,6 +1,7 @@
 """Protocol-header dispatch: the first 8 octets a client sends choose the AMQP dialect.
 
-INVENTORY.md §2. AMQP 0-10's header is recognised as its own protocol (``AMQP_0_10``). An
+INVENTORY.md §2. AMQP 0-10's header is recognised as its own protocol (``AMQP_0_10``), and
+AMQP 1.0's two (``AMQP_1_0``: ``AMQP 3 1 0 0`` with SASL, ``AMQP 0 1 0 0`` without). An
 unsupported header (HTTP, ...) is answered with the header of the best
 version we speak (0-9-1, as RabbitMQ does) and the socket is closed (0-8/0-9/0-9-1 §4.2.2).
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 from warren.protocol.dialects import Dialect, get_dialect
 
 __all__ = ["HEADER_SIZE", "PREFERRED_HEADER", "HEADERS", "NEED_MORE", "match_header", "read_header",
-           "HEADER_0_10", "AMQP_0_10", "SERVE_0_10", "is_0_10"]
+           "HEADER_0_10", "AMQP_0_10", "SERVE_0_10", "is_0_10", "HEADERS_1_0", "AMQP_1_0", "SERVE_1_0"]
 
 HEADER_SIZE = 8
 PREFERRED_HEADER = b"AMQP\x00\x00\x09\x01"
@@ -34,6 +35,13 @@ AMQP_0_10 = "0-10"  # read_header's answer for the 0-10 header
 SERVE_0_10 = True
 
 
+# AMQP 1.0 (issue 36): a third family (warren.protocol.amqp1_0), its SASL header (protocol id 3)
+# or its plain one (protocol id 0); read_header answers AMQP_1_0 for either.
+HEADERS_1_0 = (b"AMQP\x03\x01\x00\x00", b"AMQP\x00\x01\x00\x00")
+AMQP_1_0 = "1.0"
+SERVE_1_0 = True
+
+
 def is_0_10(header) -> bool:
     return bytes(header[:HEADER_SIZE]) == HEADER_0_10
 
@@ -54,4 +62,6 @@ def read_header(received) -> Dialect | str | None:
         return NEED_MORE if b"AMQP".startswith(bytes(received[:4])) else None
     if SERVE_0_10 and is_0_10(received):
         return AMQP_0_10
+    if SERVE_1_0 and bytes(received[:HEADER_SIZE]) in HEADERS_1_0:
+        return AMQP_1_0
     return match_header(received)

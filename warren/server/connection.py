@@ -33,7 +33,7 @@ from warren.protocol.events import Method, Publishes
 from warren.protocol.amqp0_10.adapter import ConnectionHandler as ConnectionHandler0_10
 from warren.protocol.amqp0_10.connection import ServerConnection as ServerConnection0_10
 from warren.protocol.amqp0_10.events import OpenRequested as OpenRequested0_10
-from warren.protocol.header import AMQP_0_10, HEADER_SIZE, NEED_MORE, PREFERRED_HEADER, read_header
+from warren.protocol.header import AMQP_0_10, AMQP_1_0, HEADER_SIZE, NEED_MORE, PREFERRED_HEADER, read_header
 from warren.server.handshake import handshake_pending, peer_name
 from warren.server.handshake import stage as handshake_stage
 from warren.server.tls import session_of
@@ -281,6 +281,9 @@ class AMQPConnection(asyncio.Protocol):
         if dialect is AMQP_0_10:  # another protocol family over the same broker (warren/protocol/amqp0_10)
             self._start_0_10()
             return rest
+        if dialect is AMQP_1_0:  # and a third (warren/protocol/amqp1_0)
+            self._start_1_0()
+            return rest
         # EXTERNAL too on TLS with a verified client certificate (tls.py); the session reads certificate_login
         mechanisms = self.tls.mechanisms if self.tls is not None else MECHANISMS
         self.conn = ServerConnection(self.server.broker.server_properties(), mechanisms, c.frame_max,
@@ -301,6 +304,22 @@ class AMQPConnection(asyncio.Protocol):
                                          channel_max=c.channel_max or 0xFFFF, max_frame_size=min(c.frame_max or 0xFFFF, 0xFFFF),
                                          max_message_size=c.max_message_size)
         self.session = ConnectionHandler0_10(self.server.broker, self.conn, self.peer, self, anonymous)
+        self.flush()
+
+    def _start_1_0(self) -> None:
+        """AMQP 1.0: its own sans-IO connection and adapter, imported on first use."""
+        from warren.protocol.amqp1_0.adapter import ConnectionHandler as ConnectionHandler1_0
+        from warren.protocol.amqp1_0.connection import HEADER_SASL, ServerConnection as ServerConnection1_0
+        self._history = None  # 1.0 connections are not moved (warren/spread/placement.py)
+        c = self.config
+        anonymous = c.anonymous_user
+        mechanisms = ("PLAIN", "ANONYMOUS") if anonymous else ("PLAIN",)
+        self.conn = ServerConnection1_0(sasl=self._header[:HEADER_SIZE] == HEADER_SASL, mechanisms=mechanisms,
+                                        max_frame_size=c.frame_max or 131_072, channel_max=c.channel_max or 0xFFFF,
+                                        idle_timeout_ms=c.heartbeat * 1000, max_message_size=c.max_message_size,
+                                        properties={"product": "Warren", "platform": "Python"})
+        self.session = ConnectionHandler1_0(self.server.broker, self.conn, self.peer, self, anonymous,
+                                            "/" if "/" in c.vhosts else c.vhosts[0], c.max_message_size)
         self.flush()
 
     def _refuse_header(self) -> None:

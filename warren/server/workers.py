@@ -61,7 +61,9 @@ from warren.protocol.amqp0_10 import events as events_0_10
 from warren.protocol.amqp0_10.connection import ServerConnection as ServerConnection0_10
 from warren.protocol.amqp0_10.session import CLOSE as CLOSE_0_10
 from warren.protocol.events import ConnectionClosed, Method
-from warren.protocol.header import AMQP_0_10, HEADER_SIZE, NEED_MORE, PREFERRED_HEADER, read_header
+from warren.protocol.amqp1_0 import events as events_1_0
+from warren.protocol.amqp1_0.connection import HEADER_SASL as HEADER_SASL_1_0, ServerConnection as ServerConnection1_0
+from warren.protocol.header import AMQP_0_10, AMQP_1_0, HEADER_SIZE, NEED_MORE, PREFERRED_HEADER, read_header
 from warren.server.handoff import (
     FAILED_LOGIN, RECORD_MAX, Relayed, pack_failed_login, pack_handoff, pack_relayed, unpack_failed_login,
 )
@@ -236,7 +238,10 @@ class Greeter(asyncio.Protocol):
                 self._refuse_header()
                 return
             c = self.sup.config
-            if dialect is AMQP_0_10:  # the same settings as the single-process server (connection.py)
+            if dialect is AMQP_1_0:  # not handed over yet: answered here with a clear refusal
+                self.conn = ServerConnection1_0(sasl=bytes(self.received[:HEADER_SIZE]) == HEADER_SASL_1_0,
+                                                mechanisms=("PLAIN", "ANONYMOUS"))
+            elif dialect is AMQP_0_10:  # the same settings as the single-process server (connection.py)
                 self.conn = ServerConnection0_10(
                     self.sup.current_server_properties(), ("PLAIN", "AMQPLAIN"), allow_anonymous=bool(c.anonymous_user),
                     default_vhost=self.sup.default_vhost, channel_max=c.channel_max or 0xFFFF,
@@ -249,6 +254,9 @@ class Greeter(asyncio.Protocol):
         self.conn.receive_data(data)
         if type(self.conn) is ServerConnection0_10:
             self._events_0_10()
+            return
+        if type(self.conn) is ServerConnection1_0:
+            self._refuse_1_0()
             return
         try:
             while (event := self.conn.next_event()) is not None:
@@ -267,6 +275,28 @@ class Greeter(asyncio.Protocol):
         except AMQPError as e:
             self._failed(e)
             return
+        self._write()
+
+    def _refuse_1_0(self) -> None:
+        """AMQP 1.0 is not handed over to workers yet (issue 36): the handshake goes as far as the
+        client's open (any login: nothing is served), which is answered with our open and a close
+        amqp:not-implemented saying why, and a log line."""
+        while (event := self.conn.next_event()) is not None:
+            kind = type(event)
+            if kind is events_1_0.SaslInit:
+                self.conn.sasl_accept()
+            elif kind is events_1_0.OpenRequested:
+                text = "AMQP 1.0 is not served under --workers yet (issue 36): use a single-process broker"
+                log.warning("refused AMQP 1.0 connection from %s: %s", peer_name(self.peer), text)
+                self._close_reason = "AMQP 1.0 is not served under --workers (amqp:not-implemented)"
+                self.conn.refuse_open("amqp:not-implemented", text)
+                self._write()
+                self.sup.loop.call_later(1.0, self._close)
+                return
+            else:  # a protocol error answered by the core, or the client's close
+                self._write()
+                self.sup.loop.call_later(1.0, self._close)
+                return
         self._write()
 
     def _events_0_10(self) -> None:
