@@ -53,6 +53,18 @@ CONDITIONS = {NotFound: E.NOT_FOUND, AccessRefused: E.UNAUTHORIZED_ACCESS, Resou
               ContentTooLarge: LE.MESSAGE_SIZE_EXCEEDED, ConnectionAccessRefused: E.UNAUTHORIZED_ACCESS}
 
 
+# RabbitMQ 4 is the reference for 1.0 (RabbitMQ 3.10, which 0-9-1 announces, had no 1.0 core):
+# its product and version in our open, Warren's own in platform and information
+# (docs/compatibility.md); RabbitMQ's AMQP 1.0 clients refuse a server that is not RabbitMQ 4.
+ANNOUNCED_VERSION_1_0 = "4.0.0"
+
+
+def open_properties(broker) -> dict:
+    props = broker.server_properties()
+    return {"product": props["product"], "version": ANNOUNCED_VERSION_1_0, "platform": props["platform"],
+            "information": props["information"].replace(props["version"], ANNOUNCED_VERSION_1_0)}
+
+
 def condition_of(error: AMQPError):
     for cls in type(error).__mro__:
         condition = CONDITIONS.get(cls)
@@ -266,6 +278,7 @@ class ConnectionHandler(ClientConnection):
             self._release()
             self.io.close_soon()
             return
+        self.conn.properties = open_properties(self.broker)
         self.conn.accept_open()
         self.io.opened()
         self.io.start_heartbeat(self.conn.heartbeat)
