@@ -134,6 +134,102 @@ def test_every_change_is_fsynced_before_returning(path, monkeypatch):
     s.close()
 
 
+# --- deferred fsyncs (the broker's group commit fsyncs the log off the event loop) -------------
+
+def test_a_deferred_change_is_written_and_applied_at_once_and_fsynced_by_sync(path, monkeypatch):
+    s = DefinitionsStore(path)
+    woken = []
+    s.on_change = lambda: woken.append(s.changes)
+    events = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(defs_mod.os, "fsync", lambda fd: events.append("fsync") or real_fsync(fd))
+    s.defer_fsync = True
+    assert s.declare_queue("/", "q") and s.bind("/", "amq.direct", "q", "k")
+    assert events == [] and woken == [1, 2] and s.answers_held == 2
+    assert (s.changes, s.durable) == (2, 0)
+    assert [q.name for q in s.load().queues] == ["q"]  # applied, in the order written
+    assert s.sync() == 2 and events == ["fsync"]  # one fsync covers both
+    assert s.sync() == 2 and events == ["fsync"]  # nothing new: no fsync
+    s.close()
+    assert [q.name for q in DefinitionsStore(path).load().queues] == ["q"]
+
+
+def test_a_redeclare_while_the_declare_is_not_durable_waits_too(path):
+    """An answer to a call that changed nothing must not go before the change it repeats is
+    durable: it counts as held while earlier changes wait for their fsync, and without
+    defer_fsync it fsyncs them itself."""
+    s = DefinitionsStore(path)
+    s.defer_fsync = True
+    s.declare_queue("/", "q")
+    assert not s.declare_queue("/", "q") and s.answers_held == 2
+    s.sync()
+    assert not s.declare_queue("/", "q") and s.answers_held == 2  # durable now: nothing to wait for
+    s.declare_queue("/", "r")
+    s.defer_fsync = False
+    assert not s.declare_queue("/", "r") and s.durable == s.changes == 2
+    s.close()
+
+
+def test_a_delete_is_fsynced_at_once_even_when_deferring(path):
+    """The store folder goes right after a queue's or exchange's delete: the record must be
+    durable first, so deletes are not deferred (and make what was deferred before durable)."""
+    s = DefinitionsStore(path)
+    s.defer_fsync = True
+    s.declare_queue("/", "q")
+    s.declare_exchange("/", "x", "fanout")
+    assert s.durable == 0 and s.answers_held == 2
+    assert s.delete_queue("/", "q") and s.delete_exchange("/", "x")
+    assert s.durable == s.changes == 4 and s.answers_held == 2
+    s.close()
+
+
+def test_close_fsyncs_what_was_deferred(path, monkeypatch):
+    s = DefinitionsStore(path)
+    s.defer_fsync = True
+    s.declare_exchange("/", "x", "topic")
+    fsyncs = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(defs_mod.os, "fsync", lambda fd: fsyncs.append(fd) or real_fsync(fd))
+    s.close()
+    assert len(fsyncs) == 1
+
+
+def test_sync_compacts_without_holding_the_lock_through_its_fsyncs(path, monkeypatch):
+    s = DefinitionsStore(path, compact_after=10)
+    s.defer_fsync = True
+    for i in range(12):  # each redeclare with other arguments leaves the one before it dead
+        s.declare_queue("/", "kept", arguments={"x-n": i})
+    held = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(defs_mod.os, "fsync", lambda fd: held.append(s._lock.locked()) or real_fsync(fd))
+    s.sync()
+    assert held and not any(held)  # the loop's next declare never waits for a disk
+    assert s.dead_records == 0 and os.path.getsize(path) < 200
+    assert [(q.name, q.arguments) for q in reopen(s).load().queues] == [("kept", {"x-n": 11})]
+
+
+def test_a_compaction_overtaken_by_a_change_is_left_for_the_next_sync(path, monkeypatch):
+    """A change logged while ``sync`` writes the compacted file is not in it: that file is
+    dropped, and the next sync compacts again, with the change."""
+    s = DefinitionsStore(path, compact_after=4)
+    s.defer_fsync = True
+    for i in range(6):
+        s.declare_queue("/", "kept", arguments={"x-n": i})
+    real_create = s._create
+
+    def create_racing(tmp, content):
+        monkeypatch.setattr(s, "_create", real_create)
+        s.declare_queue("/", "meanwhile")  # the loop's declare, between the snapshot and the rename
+        return real_create(tmp, content)
+
+    monkeypatch.setattr(s, "_create", create_racing)
+    s.sync()
+    assert s.dead_records > 0 and not os.path.exists(str(path) + ".compact")
+    s.sync()
+    assert s.dead_records == 0
+    assert [q.name for q in reopen(s).load().queues] == ["kept", "meanwhile"]
+
+
 def test_bad_argument_writes_nothing(path):
     s = DefinitionsStore(path)
     size = os.path.getsize(path)

@@ -19,7 +19,14 @@ fsyncs run on the FsyncWorker's GIL-free thread one after the other, a second sy
 only splits the same messages over two fsyncs: persist-confirm ran 76k msg/s with 1, 64k with
 2 (docs/performance.md, session 8).
 
-Definitions are fsynced inside the declare/bind call, before the -ok reply is queued.
+Definitions: a change made while a client's methods are handled is written and applied at
+once, and fsynced by the next group commit on a pool thread beside the message stores
+(``DefinitionsStore.defer_fsync``, warren/store/definitions.py); the connection holds its answer
+(the -ok and anything after it) and its input until that group commit ended
+(``after_definitions``), so an fsync that stalls holds that client only, never the loop. A
+message published into a queue just declared is confirmed by a group commit that began after
+the declare was written, so its confirm waits for the declare's fsync too. Other changes (the
+HTTP API, start-up) are fsynced inside the call, before it returns.
 
 Stream queues keep a ``StreamStore`` each (``streams/<digest>``), written and synced by the same
 group commit; ``sync_listeners`` tell a stream queue when a sync committed its appends, which
@@ -60,6 +67,10 @@ class Durability:
         self.fsync = fsync
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.definitions = DefinitionsStore(self.data_dir / "definitions.log", fsync=fsync)
+        # the sync number that makes the newest deferred definitions change durable (module doc)
+        self.definitions_sync = 0
+        if fsync:
+            self.definitions.on_change = self._definitions_changed
         self.queue_root = self.data_dir / "queues"
         # paged-out transient messages: never recovered, so cleared at every start
         self.spill_root = self.data_dir / "spill"
@@ -144,6 +155,18 @@ class Durability:
         if not self.in_flight or (self.waiting and self.in_flight < self.max_in_flight):
             self.request_sync()
         return self.next_sync
+
+    def _definitions_changed(self) -> None:
+        self.definitions_sync = self.wrote(self.definitions)
+
+    def after_definitions(self, callback) -> None:
+        """Call ``callback()`` on the loop once every definitions change made so far is durable:
+        after the group commit that fsyncs them ended (``end_sync``). Never called if it failed
+        (the broker stops)."""
+        if self.definitions.durable >= self.definitions.changes or self.synced >= self.definitions_sync:
+            callback()
+        else:
+            self.waiting.add(_SyncWaiter(self, self.definitions_sync, callback))
 
     @property
     def syncing(self) -> bool:
@@ -306,3 +329,18 @@ class Durability:
             except Exception:
                 log.exception("closing store %s", store.directory)
         self.definitions.close()
+
+
+class _SyncWaiter:
+    """In ``Durability.waiting``: runs ``callback`` once sync ``number`` has ended."""
+
+    __slots__ = ("durability", "number", "callback")
+
+    def __init__(self, durability: Durability, number: int, callback) -> None:
+        self.durability, self.number, self.callback = durability, number, callback
+
+    def synced(self, number: int) -> None:
+        if number >= self.number:
+            self.callback()
+        else:
+            self.durability.waiting.add(self)

@@ -23,7 +23,7 @@ import logging
 import time
 
 from warren.broker.auth import MECHANISMS
-from warren.codec.frames import FRAME_METHOD
+from warren.codec.frames import FRAME_METHOD, HEARTBEAT_FRAME
 from warren.errors import AMQPError, InternalError
 from warren.broker.totals import TOTALS
 from warren.protocol.amqp0_9_1.adapter import ConnectionHandler
@@ -82,7 +82,7 @@ class AMQPConnection(asyncio.Protocol):
         "_turn_scheduled", "_blocked", "_throttled", "_flow_timer", "_more_events", "_told_blocked",
         "_close_timer", "_handshake_timer", "_heartbeat", "_timer", "_received", "_sent", "_idle_ticks",
         "_replay", "_replaying", "_started", "_eof", "_close_reason", "_gated", "_output_max",
-        "_refused_at_accept", "_held", "_history", "_event_start", "__weakref__",
+        "_refused_at_accept", "_held", "_history", "_event_start", "_answer_held", "__weakref__",
     )
 
     def __init__(self, server, replay: bytes | None = None) -> None:
@@ -143,6 +143,9 @@ class AMQPConnection(asyncio.Protocol):
         # event being handled starts in the input buffer; None: not kept
         self._history: bytearray | None = None
         self._event_start = 0
+        # a durable declare, delete or bind was applied and its definitions fsync is not done:
+        # its answer (and all output after it) waits, and so does input (_hold_answer)
+        self._answer_held = False
 
     # --- asyncio callbacks ---------------------------------------------------------------
 
@@ -340,36 +343,63 @@ class AMQPConnection(asyncio.Protocol):
         budget = EVENTS_PER_TURN  # events, a run of publishes counting as its messages
         self._more_events = False
         placing = self._history is not None  # where each event starts, for a move (placement.py)
-        while budget > 0:
-            if placing:  # the stream offset of the event about to be read
-                frames = conn.frames
-                self._event_start = frames.base + frames.pos
-            try:
-                event = conn.next_event()
-            except AMQPError as e:
-                session.fail(e)
-                continue
-            except Exception:  # a parser bug of ours, not the client's input: 541 and the traceback
-                log.exception("internal error parsing input on connection %s", session)
-                session.fail(InternalError("internal error"))
-                break
-            if event is None:
-                break
-            if self._replaying and (type(event) is Method and event.method.INDEX == _CONNECTION_OPEN
-                                    or type(event) is OpenRequested0_10):
-                conn.data_to_send()  # start and tune: the supervisor sent them to the client already
-                self._replaying = False
-            session.handle(event)
-            budget -= len(event.bodies) if type(event) is Publishes else 1
-            if self._throttled:
-                break  # a congested queue paused us (throttle): the rest waits
-            if alarms.raised and session.published:
-                if not self._blocked:  # else the alarm blocked us during this event (memory.py)
-                    self.set_blocked(True, alarms.reason())
-                break
-        else:
-            self._more_events = True  # budget spent: the rest waits for the next turn
+        # durable declares, deletes and binds made now leave their fsync to the group commit,
+        # off the loop; their answer waits for it (_hold_answer; warren/store/definitions.py)
+        definitions = self.server.durability.definitions
+        held = definitions.answers_held
+        definitions.defer_fsync = True
+        try:
+            while budget > 0:
+                if placing:  # the stream offset of the event about to be read
+                    frames = conn.frames
+                    self._event_start = frames.base + frames.pos
+                try:
+                    event = conn.next_event()
+                except AMQPError as e:
+                    session.fail(e)
+                    continue
+                except Exception:  # a parser bug of ours, not the client's input: 541 and the traceback
+                    log.exception("internal error parsing input on connection %s", session)
+                    session.fail(InternalError("internal error"))
+                    break
+                if event is None:
+                    break
+                if self._replaying and (type(event) is Method and event.method.INDEX == _CONNECTION_OPEN
+                                        or type(event) is OpenRequested0_10):
+                    conn.data_to_send()  # start and tune: the supervisor sent them to the client already
+                    self._replaying = False
+                session.handle(event)
+                budget -= len(event.bodies) if type(event) is Publishes else 1
+                if definitions.answers_held != held:
+                    self._hold_answer()
+                    break
+                if self._throttled:
+                    break  # a congested queue paused us (throttle): the rest waits
+                if alarms.raised and session.published:
+                    if not self._blocked:  # else the alarm blocked us during this event (memory.py)
+                        self.set_blocked(True, alarms.reason())
+                    break
+            else:
+                self._more_events = True  # budget spent: the rest waits for the next turn
+        finally:
+            definitions.defer_fsync = False
         self.flush()
+
+    def _hold_answer(self) -> None:
+        """The event just handled changed durable definitions, whose fsync the next group commit
+        does off the loop: its answer is in the output already and must not leave before that
+        fsync, nor anything after it (order), and the client's next method may depend on it.
+        So output and input wait, for this connection only; ``_answer_released`` resumes both."""
+        self._answer_held = True
+        self.hold_input()
+        self.server.durability.after_definitions(self._answer_released)
+
+    def _answer_released(self) -> None:
+        self._answer_held = False
+        self.flush()
+        if self.session is not None and self.session.writable:
+            self.loop.call_soon(self.session.resume_delivery)  # dispatch may have stopped at a batch
+        self.release_input()
 
     def _yield_turn(self) -> None:
         """Stop reading until the next loop iteration, so other connections get their turn."""
@@ -530,8 +560,8 @@ class AMQPConnection(asyncio.Protocol):
 
     def flush(self) -> None:
         self._flush_scheduled = False
-        if self.transport is None or self.transport.is_closing():
-            return
+        if self.transport is None or self.transport.is_closing() or self._answer_held:
+            return  # (held: _hold_answer)
         if self._replaying:
             self.conn.data_to_send()  # a hand-over's replay, before connection.open: the client has it
             return
@@ -629,10 +659,15 @@ class AMQPConnection(asyncio.Protocol):
         if self.transport is None or self.transport.is_closing():
             return
         if not self._sent:
-            self.conn.send_heartbeat()
-            self.flush()
+            if not self._answer_held:
+                self.conn.send_heartbeat()
+                self.flush()
+            elif type(self.conn) is ServerConnection:
+                # output held for a definitions fsync (_hold_answer): what went out so far is whole
+                # frames, so a heartbeat may go now, ahead of the held ones (0-10's wait)
+                self.transport.write(HEARTBEAT_FRAME)
         self._sent = False
-        if self._received:
+        if self._received or self._answer_held:  # held: we are the ones not reading (_hold_answer)
             self._idle_ticks = 0
         else:
             self._idle_ticks += 1

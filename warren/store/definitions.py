@@ -10,7 +10,9 @@ One file, the format header then one T_DEFINITION record per change, each a JSON
      "queue" | "exchange", "routing_key": ..., "arguments": ...}
 
 Every change is written and fsynced before the method returns, so the broker can send
-declare-ok / bind-ok afterwards. A change that changes nothing (redeclaring an identical
+declare-ok / bind-ok afterwards; or, while ``defer_fsync`` is set, written and applied at once
+and fsynced later by ``sync`` on another thread (the broker's group commit), the caller holding
+its answer until then (see "Deferred fsyncs" below). A change that changes nothing (redeclaring an identical
 queue, deleting a missing one) writes nothing: clients redeclare their topology on every
 connect, and those calls cost no fsync. Deletes cascade as in the broker: deleting a queue
 removes the bindings to it, deleting an exchange the bindings from and to it. Anything else
@@ -29,6 +31,26 @@ opening refuses it with ``DamagedFile``: dropping one record of this log can bri
 deleted queue or lose a declared one, so nothing is cut or guessed; the message names the file
 and the way out (``warren store check``, and its ``--repair``, which keeps every readable record
 after copying the file to the quarantine folder).
+
+Deferred fsyncs. An fsync of this file on the event loop's thread held every connection for as
+long as the disk took (seconds, when it stalls). With ``defer_fsync`` set (the broker sets it
+while it handles a client's methods, warren/server/connection.py), ``_log`` writes the record
+(to the page cache) and applies it, counts it in ``changes``, and calls ``on_change`` (the
+broker asks for a group commit, warren/broker/durability.py); ``sync`` then fsyncs, on a pool
+thread, everything written before it began (``durable`` counts what is), and compacts when due
+without holding the lock through any fsync. ``answers_held`` counts the calls whose caller
+must wait for that fsync before answering: each deferred change, and each call that changed
+nothing while earlier changes were not durable yet (a redeclare must not be answered before
+the declare it repeats is safe). Changes apply in the order they are written, and ``durable``
+only grows: an answer sent once ``durable`` covers its change is never taken back by a crash.
+Deletes of queues and exchanges are fsynced at once even then: the caller removes the store
+folder next, and a power cut must not keep that removal while undoing the delete (the queue
+would come back empty).
+Without ``defer_fsync`` (start-up, the HTTP API, the tick) a change is fsynced before the call
+returns, as before, and so is everything deferred before it. A failed deferred fsync fails the
+store for good (``_failed``) and raises from ``sync``, which fails its group commit: the broker
+then stops, since what was applied meanwhile may have been relied on (messages confirmed into a
+queue whose declare the failed fsync lost).
 
 Argument tables are stored as tagged JSON, losslessly: str, int and bool as JSON, None as null,
 and ``["f", repr]`` float (NaN and infinities too), ``["b", base64]`` bytes, ``["D", str]``
@@ -194,11 +216,25 @@ def _encode(rec: dict) -> bytes:
     return encode_record(T_DEFINITION, json.dumps(rec, separators=(",", ":"), allow_nan=False).encode("ascii"))
 
 
+_DELETES = ("queue.delete", "exchange.delete")  # never deferred (``_log``)
+
+
 class DefinitionsStore:
+    # the broker's group commit takes this store beside the message stores (durability.py): it
+    # has no ack logs to sync lazily
+    ack_sync_interval = 0.0
+
     def __init__(self, path, compact_after: int = DEFAULT_COMPACT_AFTER, fsync: bool = True) -> None:
         self.path = os.fspath(path)
         self.compact_after = compact_after
         self.fsync = fsync
+        # deferred fsyncs (module doc): set by the caller around the calls whose answers can wait
+        self.defer_fsync = False
+        self.on_change = None  # called after each deferred change: the owner schedules ``sync``
+        self.changes = 0  # records written since the store opened
+        self.durable = 0  # how many of them an fsync covered
+        self.answers_held = 0  # calls answered with their fsync deferred (module doc)
+        self._sync_lock = threading.Lock()  # one ``sync`` at a time
         self._lock = threading.Lock()
         self._exchanges: dict[tuple, ExchangeDef] = {}
         self._queues: dict[tuple, QueueDef] = {}
@@ -334,7 +370,8 @@ class DefinitionsStore:
     # --- changes -------------------------------------------------------------------------------
 
     def _log(self, rec: dict) -> bool:
-        """Write, fsync, then apply one change; False (and no I/O) if it changes nothing."""
+        """Write, fsync, then apply one change; False (and no I/O) if it changes nothing.
+        With ``defer_fsync``: write and apply, the fsync left to ``sync`` (module doc)."""
         data = _encode(rec)  # before the lock and before any I/O: a bad argument raises here
         with self._lock:
             if self._failed is not None:
@@ -342,6 +379,11 @@ class DefinitionsStore:
             if self._fd is None:
                 raise ValueError("definitions store is closed")
             if self._is_noop(rec):
+                if self.durable < self.changes:  # what it repeats is not durable yet
+                    if self.defer_fsync:
+                        self.answers_held += 1
+                    else:
+                        self._fsync_now()
                 return False
             good = os.fstat(self._fd).st_size
             try:
@@ -353,12 +395,19 @@ class DefinitionsStore:
                 except OSError:
                     self._failed = e
                 raise
+            self.changes += 1
+            # a queue's or exchange's delete is followed by its store folder's removal, which must
+            # not outlive a power cut that undoes the delete: that record is fsynced at once
+            if self.defer_fsync and self.fsync and rec["op"] not in _DELETES:
+                self._apply(rec)  # in the order written; durable once ``sync`` says so
+                self.answers_held += 1
+                if self.on_change is not None:
+                    self.on_change()
+                return True
             try:
-                self._fsync(self._fd)
-            except BaseException as e:
-                self._failed = e  # after a failed fsync, nothing written since the last one is certain
-                log.critical("definitions store %s: fsync failed (%r); every later durable declare, delete or "
-                             "bind is refused until a restart (what the failed fsync covered may be lost)", self.path, e)
+                self._fsync_now()
+            except BaseException:
+                self.changes -= 1  # not applied: the next start may or may not find it (never acknowledged)
                 raise
             self._apply(rec)
             if self._dead >= self.compact_after:
@@ -392,6 +441,76 @@ class DefinitionsStore:
         rec = _record(BindingDef(vhost, source, destination, routing_key, arguments or {}, _kind(destination_kind)))
         rec["op"] = "unbind"
         return self._log(rec)
+
+    def _fsync_now(self) -> None:
+        """Fsync on the calling thread, the lock held: every record written so far is durable."""
+        try:
+            self._fsync(self._fd)
+        except BaseException as e:
+            self._failed = e  # after a failed fsync, nothing written since the last one is certain
+            log.critical("definitions store %s: fsync failed (%r); every later durable declare, delete or "
+                         "bind is refused until a restart (what the failed fsync covered may be lost)", self.path, e)
+            raise
+        self.durable = self.changes
+
+    def sync(self) -> int:
+        """Fsync every record written before the call, off the event loop (module doc): the lock
+        is held only to take a duplicate of the descriptor, never through an fsync. Compacts
+        when due. Returns ``durable``; a failed fsync fails the store for good and raises."""
+        with self._sync_lock:
+            with self._lock:
+                if self._failed is not None:
+                    raise OSError(f"definitions store {self.path} failed earlier: {self._failed!r}")
+                upto = self.changes
+                fd = os.dup(self._fd) if self._fd is not None and self.durable < upto and self.fsync else None
+            if fd is not None:
+                try:
+                    os.fsync(fd)
+                except BaseException as e:
+                    with self._lock:
+                        self._failed = e
+                    raise OSError(getattr(e, "errno", None) or 5,
+                                  f"definitions log {self.path}: fsync failed ({e!r}); what it covered may be lost") \
+                        from e
+                finally:
+                    os.close(fd)
+            with self._lock:
+                self.durable = max(self.durable, upto)
+            if self._dead >= self.compact_after:
+                self._compact_unlocked()
+            return self.durable
+
+    def _compact_unlocked(self) -> None:
+        """``_compact`` for ``sync``: the new file is written and fsynced without the lock, and
+        renamed under it only if nothing changed meanwhile (else the next sync tries again)."""
+        with self._lock:
+            if self._fd is None or self._failed is not None or self._dead < self.compact_after:
+                return
+            mark = self.changes
+            live = [*self._exchanges.values(), *self._queues.values(), *self._bindings.values()]
+        tmp = self.path + ".compact"
+        content = file_header(KIND_DEFINITIONS) + b"".join(_encode(_record(d)) for d in live)
+        try:
+            fd = self._create(tmp, content)
+        except OSError as e:
+            log.warning("%s: compaction failed: %r", self.path, e)
+            return
+        with self._lock:
+            if self.changes != mark or self._fd is None:
+                os.close(fd)
+                os.unlink(tmp)
+                return
+            os.replace(tmp, self.path)
+            os.close(self._fd)
+            self._fd = fd
+            self._dead = 0
+        try:
+            self._fsync_dir()  # before this sync returns: no later change counts as durable before it
+        except BaseException as e:
+            with self._lock:
+                self._failed = e
+            raise OSError(getattr(e, "errno", None) or 5, f"definitions log {self.path}: fsync of its folder "
+                          f"after compaction failed ({e!r})") from e
 
     def load(self) -> Definitions:
         """The current definitions, each list in the order of declaration (copies)."""
@@ -435,10 +554,15 @@ class DefinitionsStore:
             raise
 
     def close(self) -> None:
+        """Fsync what a deferred change left unsynced (unless the store failed), then close."""
         with self._lock:
             if self._fd is not None:
-                os.close(self._fd)
-                self._fd = None
+                try:
+                    if self.durable < self.changes and self._failed is None:
+                        self._fsync_now()
+                finally:
+                    os.close(self._fd)
+                    self._fd = None
 
     def __enter__(self) -> "DefinitionsStore":
         return self

@@ -16,7 +16,7 @@ from __future__ import annotations
 import errno
 import os
 
-__all__ = ["write_and_dup", "write_and_dup_py", "make_dirs_durable", "fsync_ancestors", "fsync_dir"]
+__all__ = ["write_and_dup", "write_and_dup_py", "make_dirs", "make_dirs_durable", "fsync_ancestors", "fsync_dir"]
 
 
 def write_and_dup_py(writes: list, dup_fds: list) -> list[int]:
@@ -40,6 +40,16 @@ def make_dirs_durable(path: str, fsync: bool = True) -> None:
     a new name is durable only once the folder holding it is fsynced, so without this a store
     folder (``queues/<digest>``, created with the first durable queue) could vanish with every
     message fsynced inside it (found by tests/store/test_powerloss_fs.py's layer)."""
+    for folder in make_dirs(path):
+        if fsync:
+            fsync_dir(os.path.dirname(folder))
+
+
+def make_dirs(path: str) -> list[str]:
+    """``os.makedirs(path, exist_ok=True)``; returns the folders it created, outermost first.
+    Their names are durable only once each one's parent is fsynced, which the caller owes
+    (``make_dirs_durable`` does it at once; a store does it in its first sync, off the event
+    loop: group_commit.py)."""
     path = os.path.abspath(path)
     missing = []
     while not os.path.isdir(path):
@@ -48,6 +58,7 @@ def make_dirs_durable(path: str, fsync: bool = True) -> None:
         if parent == path:
             break
         path = parent
+    created = []
     for folder in reversed(missing):
         try:
             os.mkdir(folder)
@@ -55,8 +66,8 @@ def make_dirs_durable(path: str, fsync: bool = True) -> None:
             if not os.path.isdir(folder):
                 raise
             continue  # made meanwhile by someone else, who makes it durable
-        if fsync:
-            fsync_dir(os.path.dirname(folder))
+        created.append(folder)
+    return created
 
 
 def fsync_ancestors(path: str) -> None:

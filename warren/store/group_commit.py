@@ -19,7 +19,7 @@ import os
 import shutil
 import threading
 
-from warren.store.fileio import make_dirs_durable
+from warren.store.fileio import make_dirs
 from warren.store.segment import fsync_dir
 
 __all__ = ["GroupCommitStore", "StoreError"]
@@ -53,10 +53,18 @@ class GroupCommitStore:
         self._bytes = 0
         self._failed: BaseException | None = None
         self._closed = False
+        self._new_parents: list[str] = []  # folders to fsync at the next sync: the store's new folder is in them
 
     def _open_directory(self) -> None:
-        """Create the folder if missing, hold a descriptor on it and recover what it holds."""
-        make_dirs_durable(self.directory, self.fsync)  # its name must outlive a power cut like its files
+        """Create the folder if missing, hold a descriptor on it and recover what it holds.
+
+        A new folder's name must outlive a power cut like its files: its parent's fsync (and
+        theirs, for folders made with it) is owed to the store's first sync, which runs off the
+        event loop (``_new_parents``), not done here, where a stalled disk held the loop during a
+        durable declare. Nothing is confirmed before that sync ends; a folder lost before it
+        held nothing durable, and opening the store again makes it anew."""
+        created = make_dirs(self.directory)
+        self._new_parents = [os.path.dirname(f) for f in created] if self.fsync else []
         self._dir_fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
             self.recovery_stats = self._open()

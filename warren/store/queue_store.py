@@ -525,8 +525,23 @@ class QueueStore(GroupCommitStore):
             self._dir_dirty = False
             unlink_msgs, self._unlink_msgs = self._unlink_msgs, []
             unlink_acks, self._unlink_acks = self._unlink_acks, []
-        dir_fds = [fds.pop()] if with_dir else []
+            parents = self._take_new_parents() if fsync else []
+        dir_fds = parents + ([fds.pop()] if with_dir else [])
         return SyncWork(ticket, fds, [os.fsencode(p) for p in unlink_msgs], dir_fds, unlink_acks, covered)
+
+    def _take_new_parents(self) -> list[int]:
+        """Descriptors on the folders whose fsync makes this store's new folder durable
+        (group_commit.py ``_open_directory``), for this sync's directory fsyncs."""
+        fds: list[int] = []
+        try:
+            for path in self._new_parents:
+                fds.append(os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
+        except BaseException:
+            for fd in fds:
+                os.close(fd)
+            raise
+        self._new_parents = []
+        return fds
 
     def sync_end(self, work: "SyncWork", err: int) -> int:
         """A sync's last step, after its job ran with ``err`` (an errno, 0 for success, -1 for

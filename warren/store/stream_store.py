@@ -66,6 +66,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 
 from warren.store.damage import damaged_header, quarantine_copy, quarantine_dir_for, rewrite_file, scan_stream_file
+from warren.store.fileio import fsync_dir
 from warren.store.group_commit import GroupCommitStore, StoreError
 from warren.store.record import FILE_HEADER_SIZE, FormatError, check_file_header, file_header
 from warren.store.segment import LogFile, read_file
@@ -424,12 +425,15 @@ class StreamStore(GroupCommitStore):
                     for seg in segs:
                         seg.pins += 1
                     dir_dirty, self._dir_dirty = self._dir_dirty, False
+                    parents, self._new_parents = self._new_parents, []
             try:
                 if self.fsync:
                     for seg in segs:
                         os.fsync(seg.file.fd)
                     if dir_dirty:  # new segment files: their names must survive too
                         os.fsync(self._dir_fd)
+                    for path in parents:  # and the store's own new folder's (group_commit.py)
+                        fsync_dir(path)
             except BaseException as e:
                 # after a failed fsync the kernel may have dropped the dirty pages: nothing is safe
                 self._failed = e
