@@ -92,6 +92,7 @@ class ServerConnection:
         self.out_bytes = 0
         self._events: list = []
         self._pending_dispositions: dict[int, list] = {}  # channel -> [[first, last, state]]
+        self._grants: list = []  # (session, link): credit to grant when output is next written
         self.sessions: dict[int, Session] = {}
         self.peer_open = None
         self.peer_frame_max = 512  # until the client's open says more (§2.4.1 MIN-MAX-FRAME-SIZE)
@@ -137,6 +138,8 @@ class ServerConnection:
         return self._events.pop(0)
 
     def data_to_send(self) -> list[bytes]:
+        if self._grants:
+            self._flush_grants()
         if self._pending_dispositions:
             self._flush_dispositions()
         out, self._out = self._out, []
@@ -490,8 +493,20 @@ class ServerConnection:
         self._send(session.channel, flow)
 
     def _grant(self, session: Session, link: Link) -> None:
-        link.credit = LINK_CREDIT
-        self._send_flow(session, link)
+        """Credit for a link the client sends on, granted when our output is next written (the
+        flow goes out then): a client that sends beyond what it was granted before that, such as
+        transfers pipelined behind its attach, is refused (transfer-limit-exceeded)."""
+        self._grants.append((session, link))
+
+    def _flush_grants(self) -> None:
+        grants, self._grants = self._grants, []
+        for session, link in grants:
+            if link.detached or self.sessions.get(session.channel) is not session or session.ending:
+                continue
+            if link.credit < LINK_CREDIT // 2 or not link.granted:
+                link.credit = LINK_CREDIT
+                link.granted = True
+                self._send_flow(session, link)
 
     def credit(self, channel: int, handle: int) -> int:
         """Deliveries a link we send on may take now (0 as well when the session window is shut)."""

@@ -12,7 +12,8 @@ Credit (§2.6.7): on a link we send on, ``credit`` deliveries may go out, each o
 ``delivery_count``; the client's flow says ``delivery-count + link-credit`` is how far it lets us
 go. ``drain``: once nothing more is available, the credit left is spent at once (the
 delivery-count advances past it) and a flow says so. On a link the client sends on, we grant
-``LINK_CREDIT`` and top it up when half is used; a transfer beyond it is
+``LINK_CREDIT`` and top it up when half is used, each time when our output is next written (the
+connection's ``_flush_grants``): a transfer beyond what was granted by then is
 ``amqp:link:transfer-limit-exceeded``.
 
 Sequence numbers (delivery-id, transfer-id, delivery-count) are 32-bit serial numbers (RFC 1982):
@@ -45,7 +46,7 @@ class Link:
     """One attached link; ``sending`` is True when the broker sends on it (the client receives)."""
 
     __slots__ = ("handle", "name", "sending", "attach", "delivery_count", "credit", "drain", "detached",
-                 "partial", "partial_id", "partial_tag", "partial_settled", "context")
+                 "partial", "partial_id", "partial_tag", "partial_settled", "context", "granted")
 
     def __init__(self, handle: int, name: str, sending: bool, attach) -> None:
         self.handle = handle
@@ -64,6 +65,7 @@ class Link:
         self.partial_tag = b""
         self.partial_settled = False
         self.context = None  # the adapter's state of the link (its consumer, its destination)
+        self.granted = False  # receiving: our first flow (its credit) went out
 
 
 class Session:
@@ -85,8 +87,10 @@ class Session:
     def link_credit(self, link: Link, flow) -> None:
         """The client's flow about a link we send on (§2.6.7): the credit it allows now."""
         their_count = flow.delivery_count if flow.delivery_count is not None else 0
-        limit = serial_add(their_count, flow.link_credit or 0)
-        link.credit = max(0, serial_diff(limit, link.delivery_count))
+        # what the client allows minus what we sent that its count does not include yet (a
+        # credit of 0xFFFFFFFF is a large number, not -1; a count from the future is ignored)
+        in_flight = max(0, serial_diff(link.delivery_count, their_count))
+        link.credit = max(0, (flow.link_credit or 0) - in_flight)
         link.drain = bool(flow.drain)
 
     def window_from(self, flow) -> None:
