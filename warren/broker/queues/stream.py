@@ -41,6 +41,9 @@ from warren.broker.queues.base import QueueBase
 from warren.broker.queues.stream_args import (
     MAX_SEGMENT_SIZE, STREAM_TYPE, check_stream_consumer, invalid_offset, parse_duration, stream_settings,
 )
+from warren.broker.queues.stream_filter import (
+    FilterIndex, consumer_filter, filter_size, message_filter_value,
+)
 from warren.broker.queues.stream_header import with_stream_offset
 from warren.errors import NotImplemented_
 from warren.store.stream_store import DEFAULT_STREAM_SEGMENT
@@ -97,6 +100,8 @@ class StreamQueue(QueueBase):
                  auto_delete: bool = False, arguments: dict | None = None) -> None:
         super().__init__(vhost, name, durable, exclusive_owner, auto_delete, arguments)
         self.cursors: dict = {}  # Consumer -> the next offset to deliver to it
+        self.filters: dict = {}  # Consumer -> its ConsumerFilter (x-stream-filter; stream_filter.py)
+        self.filter_index: FilterIndex | None = None  # per block of offsets, the values published
         self.committed = -1  # the highest offset consumers may see (covered by a completed sync)
         self.last_batch = 0  # first offset of the last batch a sync committed ("last")
         self.max_bytes: int | None = None
@@ -119,6 +124,9 @@ class StreamQueue(QueueBase):
         if store is not None:
             store.set_retention(self.max_bytes, self.max_age_s)
             store.segment_size = _segment_size(effective) or DEFAULT_STREAM_SEGMENT  # from the next rotation on
+            if self.filter_index is not None and self.filter_index.bits != filter_size(effective) * 8:
+                # another Bloom size: the blocks written so far become unknown (read, never skipped)
+                self.filter_index = FilterIndex(filter_size(effective), store.next_offset)
             self._retention_changed()
 
     def attach(self, durability) -> int:
@@ -128,6 +136,7 @@ class StreamQueue(QueueBase):
         self.store = store = durability.open_stream_store(self.vhost.name, self.name, size, self.max_bytes,
                                                           self.max_age_s, on_synced=self._synced)
         self.committed = store.committed_offset  # everything recovered is committed
+        self.filter_index = FilterIndex(filter_size(self.effective), store.next_offset)
         self.last_batch = max(self.committed, 0)  # batches are not remembered: the last message
         self._retained_segments = store.segment_count
         self._retention_changed()
@@ -155,6 +164,8 @@ class StreamQueue(QueueBase):
             return 0
         dropped = store.enforce_retention(_now_ms())
         self._retained_segments = store.segment_count
+        if dropped and self.filter_index is not None:
+            self.filter_index.forget_before(store.first_offset)
         return dropped
 
     def tick(self, now: float) -> bool:
@@ -171,7 +182,8 @@ class StreamQueue(QueueBase):
 
     def publish(self, message: Message) -> int:
         """Append (every message, persistent or not); returns the sync number that commits it."""
-        self.store.append(message.record, _now_ms())
+        offset = self.store.append(message.record, _now_ms())
+        self.filter_index.add(offset, message_filter_value(message))  # stream_filter.py
         return self.durability.wrote(self.store)
 
     def _synced(self) -> None:
@@ -203,12 +215,16 @@ class StreamQueue(QueueBase):
         where = f"queue '{self.name}' in vhost '{self.vhost.name}'"
         check_stream_consumer(where, consumer)
         spec = consumer.arguments.get("x-stream-offset", "next") if consumer.arguments else "next"
+        wanted = consumer_filter(where, consumer.arguments, self.filter_index.bits)
         self.cursors[consumer] = self._start_offset(spec, where)
+        if wanted is not None:
+            self.filters[consumer] = wanted
         self.consumers.append(consumer)
         self.had_consumer = True
 
     def remove_consumer(self, consumer) -> None:
         self.cursors.pop(consumer, None)
+        self.filters.pop(consumer, None)
         try:
             self.consumers.remove(consumer)
         except ValueError:
@@ -253,18 +269,28 @@ class StreamQueue(QueueBase):
             self._dispatching = False
 
     def _feed(self, c, cursor: int, committed: int) -> int:
-        """Deliver to consumer ``c`` from ``cursor`` while it has credit; returns the new cursor."""
+        """Deliver to consumer ``c`` from ``cursor`` while it has credit; returns the new cursor.
+        A filtered consumer (x-stream-filter) reads only the blocks that may hold what it wants
+        (``FilterIndex.candidates``) and is given only the messages that match."""
         read = self.store.read
         deliver = c.channel.deliver
+        wanted = self.filters.get(c)
         while cursor <= committed:
-            room = c.prefetch_count - c.unacked
-            batch = read(cursor, min(max(room, 1), READ_BATCH), READ_BYTES, committed_only=True)
+            room = min(max(c.prefetch_count - c.unacked, 1), READ_BATCH)
+            if wanted is not None:
+                cursor, end = self.filter_index.candidates(cursor, committed, wanted)
+                if cursor > committed:
+                    break
+                room = min(room, end - cursor)
+            batch = read(cursor, room, READ_BYTES, committed_only=True)
             if not batch:
                 break
             for offset, _ts, record in batch:
                 if not c.has_capacity():
                     return cursor
-                deliver(c, self, offset, delivery_message(record, offset), False)
+                message = delivery_message(record, offset)
+                if wanted is None or wanted.matches(message_filter_value(message)):
+                    deliver(c, self, offset, message, False)
                 cursor = offset + 1
             if not c.has_capacity():
                 break

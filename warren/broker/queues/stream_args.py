@@ -87,6 +87,10 @@ def check_stream_declare(where: str, durable: bool, exclusive: bool, auto_delete
     if arguments.get("x-stream-max-segment-size-bytes", 0) > MAX_SEGMENT_SIZE:
         raise PreconditionFailed("Exceeded max value for x-stream-max-segment-size-bytes")
     _check_int(where, arguments, "x-initial-cluster-size", 1)
+    _check_int(where, arguments, "x-stream-filter-size-bytes", 16)  # the Bloom filter's octets (stream_filter.py)
+    if arguments.get("x-stream-filter-size-bytes", 16) > 255:
+        raise PreconditionFailed(f"invalid arg 'x-stream-filter-size-bytes' for {where}: {{value_too_large,"
+                                 f"{arguments['x-stream-filter-size-bytes']}}}")
     if "x-queue-leader-locator" in arguments and arguments["x-queue-leader-locator"] not in LEADER_LOCATORS:
         raise PreconditionFailed(f"invalid arg 'x-queue-leader-locator' for {where}: invalid_queue_locator_arg")
     for key in UNSUPPORTED:
