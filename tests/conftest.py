@@ -63,25 +63,28 @@ hypothesis_settings.load_profile("warren-tests")
 
 # Parallel runs: tools/test runs pytest-xdist's `-n 3 --dist loadfile`. A file is one unit, run
 # whole on one worker, so module-scoped fixtures (a broker per module, a browser, a Celery worker)
-# start once. The Spark tests (tests/spark) are two units: the data source's tests, where one
-# worker starts the session's SparkSession, not each; and `warren pipeline`'s jobs
-# (tests/spark/jobs), which start a Spark of their own per command. Two JVMs may then start at once,
-# never three (three at once on a loaded machine once took 90 s to start one); with the jobs in the
-# same unit, the Spark tests were the run's longest unit by far (session 15: the run took 21 min,
-# not 5, after the lossless round trip and the endpoint tests came). Units go
-# out in collection order, which the workers sort longest first, judged by the largest
+# start once. The Spark tests (tests/spark) are two units, so that two JVMs may start at once, never
+# three (three at once on a loaded machine once took 90 s to start one): "spark", the tests that
+# share the worker's SparkSession (the data source's), and "spark-jobs", the tests whose Spark is a
+# process of their own per command: `warren pipeline`'s jobs (tests/spark/jobs) and a user's script
+# (tests/spark/test_install.py). Each is the run's longest unit, so they are kept about even
+# (session 16, at load 15-30: "spark" had taken 19 min of its worker, 10 of them test_install's two
+# scripts, when the run was stopped; "spark-jobs" 14 min, 7 of them the standalone cluster's test,
+# since marked spark_cluster). Units
+# go out in collection order, which the workers sort longest first, judged by the largest
 # pytest-timeout mark among a unit's tests (the slow tests carry one), then by the unit's size, so
 # that no minute-long file is left to run alone at the end. (xdist's own `loadgroup` cannot serve:
 # it renames node ids, which pytest 9.2 no longer lets it do: pytest-xdist issue 1386.)
 SPARK_DIR = "tests/spark/"
 SPARK_JOBS_DIR = "tests/spark/jobs/"
+SPARK_OWN_PROCESS = ("tests/spark/test_install.py",)  # Spark in a script of its own: with the jobs
 
 
 def xdist_unit(nodeid: str) -> str:
     """The unit of work a test is sent out in under `--dist loadfile`: its file, "spark-jobs" or
     "spark"."""
     path = nodeid.split("::", 1)[0]
-    if path.startswith(SPARK_JOBS_DIR):
+    if path.startswith(SPARK_JOBS_DIR) or path in SPARK_OWN_PROCESS:
         return "spark-jobs"
     return "spark" if path.startswith(SPARK_DIR) else path
 
@@ -100,7 +103,20 @@ def pytest_xdist_make_scheduler(config, log):
     return UnitScheduling(config, log)
 
 
+# Under --workers N (tools/test-workers) a test parametrized to run against the session's RabbitMQ
+# node as well as against Warren (a fixture's params=["warren", "rabbitmq"]: the differential
+# checks of ctl, limits, permissions, users) runs its RabbitMQ half exactly as in the one-process
+# run: that half skips, saying so.
+REFERENCE_ONLY_REASON = ("against the RabbitMQ reference node only: nothing of Warren's --workers in it "
+                         "(the one-process run has it)")
+
+
 def pytest_collection_modifyitems(config, items):
+    if BROKER_WORKERS > 1 and not EXTERNAL_URL:
+        for item in items:
+            params = getattr(getattr(item, "callspec", None), "params", {})
+            if any(isinstance(v, str) and v == "rabbitmq" for v in params.values()):
+                item.add_marker(pytest.mark.skip(reason=REFERENCE_ONLY_REASON))
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return
     units: dict[str, list] = {}
