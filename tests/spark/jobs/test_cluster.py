@@ -2,10 +2,13 @@
 workers on 127.0.0.1, from pyspark's own jars), with a worker SIGKILLed mid-batch each time:
 its tasks run again on the other worker, and the output holds every message exactly once.
 
-Two scales share the one test body: ``small`` runs in the default suite (20k messages in four
-micro-batches, the job's JVMs on the quick JIT, a small confirm window so the replay's publishes
-last long enough to kill a worker among them); ``full`` (200k messages) is marked spark_cluster
-and skipped unless asked for (tests/spark/conftest.py says how)."""
+Two scales share the one test body: ``small`` (20k messages in four micro-batches, the job's JVMs
+on the quick JIT, a small confirm window so the replay's publishes last long enough to kill a
+worker among them) and ``full`` (200k messages). Both are marked spark_cluster and skipped unless
+asked for (tests/spark/conftest.py says how): a cluster's six JVMs made ``small`` the main run's
+longest test (7 min at load 15-30, session 16). The default run's Spark fault checks are
+test_archive.py's job killed mid-way and tests/spark/test_faults.py's executor, driver and broker
+kills."""
 
 from __future__ import annotations
 
@@ -46,7 +49,7 @@ FULL = Scale(200_000, 50_000, 10_000, EXECUTOR)
 SMALL = Scale(20_000, 5_000, 1_000, EXECUTOR + (f"spark.driver.extraJavaOptions={JVM_OPTIONS}",
                                                  f"spark.executor.extraJavaOptions={JVM_OPTIONS}"), 20)
 SCALES = [
-    pytest.param(SMALL, id="small", marks=pytest.mark.timeout(420)),
+    pytest.param(SMALL, id="small", marks=[pytest.mark.spark_cluster, pytest.mark.timeout(420)]),
     pytest.param(FULL, id="full", marks=[pytest.mark.spark_cluster, pytest.mark.timeout(1200)]),
 ]
 
