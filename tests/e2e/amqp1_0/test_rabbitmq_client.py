@@ -1,7 +1,8 @@
 """RabbitMQ's own AMQP 1.0 Python client (rabbitmq-amqp-python-client), unmodified: it opens only
-against "RabbitMQ 4" (our 1.0 open announces it, docs/compatibility.md). Its management node
-(``/management``, the ``$management`` link pair) is not served yet, so queues are declared with
-pika here; publishing, consuming, accept, discard (dead-lettering) and requeue are its own."""
+against "RabbitMQ 4" (our 1.0 open announces it, docs/compatibility.md). Its declares, bindings,
+purges and deletes go through the management node (``/management``, warren/protocol/amqp1_0/
+management.py), checked with pika; publishing, consuming, accept, discard (dead-lettering) and
+requeue are its own."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import pytest
 
 rabbitmq_amqp = pytest.importorskip("rabbitmq_amqp_python_client")
 from rabbitmq_amqp_python_client import (  # noqa: E402 - after the importorskip
-    AddressHelper, AMQPMessagingHandler, Converter, Delivery, Environment, Event, Message)
+    AddressHelper, AMQPMessagingHandler, ClassicQueueSpecification, Converter, Delivery, Environment, Event,
+    ExchangeSpecification, ExchangeToQueueBindingSpecification, Message, QuorumQueueSpecification,
+    ValidationCodeException)
 
 
 class _Stop(Exception):
@@ -64,4 +67,48 @@ def test_rabbitmqs_client_publishes_and_consumes_with_its_outcomes(broker, qname
         environment.close()
         ch.queue_delete(qname)
         ch.queue_delete(f"{qname}-dlq")
+        p.close()
+
+
+def test_rabbitmqs_client_declares_binds_purges_and_deletes_through_the_management_node(broker, qname):
+    p = pika.BlockingConnection(pika.URLParameters(broker.url))
+    ch = p.channel()
+    environment = Environment(f"amqp://guest:guest@{broker.host}:{broker.port}/")
+    try:
+        connection = environment.connection()
+        connection.dial()
+        management = connection.management()
+        management.declare_queue(ClassicQueueSpecification(name=qname, max_len=10))
+        management.declare_queue(ClassicQueueSpecification(name=qname, max_len=10))  # again: the same queue
+        with pytest.raises(ValidationCodeException, match="PreconditionFailed"):
+            management.declare_queue(ClassicQueueSpecification(name=qname, max_len=20))
+        management.declare_queue(QuorumQueueSpecification(name=f"{qname}-qq"))
+        management.declare_exchange(ExchangeSpecification(name=f"x-{qname}"))
+        binding = management.bind(ExchangeToQueueBindingSpecification(
+            source_exchange=f"x-{qname}", destination_queue=qname, binding_key="k"))
+        publisher = connection.publisher(AddressHelper.exchange_address(f"x-{qname}", "k"))
+        for _ in range(3):
+            assert publisher.publish(Message(body=b"m")).remote_state == Delivery.ACCEPTED
+        publisher.close()
+        info = management.queue_info(qname)
+        assert (info.name, info.message_count, info.is_durable, info.arguments["x-max-length"]) == (qname, 3, True, 10)
+        assert management.queue_info(f"{qname}-qq").queue_type.value == "quorum"
+        assert ch.queue_declare(qname, passive=True).method.message_count == 3  # pika sees the same queue
+        assert management.purge_queue(qname) == 3
+        management.unbind(binding)
+        publisher = connection.publisher(AddressHelper.exchange_address(f"x-{qname}", "k"))
+        with pytest.raises(Exception):  # unbound: released
+            publisher.publish(Message(body=b"m"))
+        publisher.close()
+        management.delete_exchange(f"x-{qname}")
+        management.delete_queue(qname)
+        management.delete_queue(f"{qname}-qq")
+        with pytest.raises(ValidationCodeException):
+            management.queue_info(qname)
+        management.close()
+        connection.close()
+        with pytest.raises(pika.exceptions.ChannelClosedByBroker):
+            ch.queue_declare(qname, passive=True)
+    finally:
+        environment.close()
         p.close()

@@ -90,12 +90,18 @@ def test_a_0_9_1_message_becomes_a_data_section_with_its_headers_split():
 
 @pytest.mark.parametrize("payload, reason", [
     (b"\x41", "not a described value"),
-    (section(0x75, b"x") + t.encode(spec.Header()), "out of order"),
-    (section(0x77, 1) + section(0x77, 2), "out of order"),
-    (section(0x75, b"x") + section(0x76, [1]), "out of order"),
+    (t.encode(spec.Header()) + section(0x75, b"x") + t.encode(spec.Header()), "twice"),
+    (section(0x77, 1) + section(0x77, 2), "two amqp-value"),
+    (section(0x75, b"x") + section(0x76, [1]), "mixes body"),
     (section(0x75, "str"), "not binary"),
     (t.encode(t.Described(t.ULong(0x99), 1)), "not a message section"),
 ])
 def test_malformed_messages_are_decode_errors(payload, reason):
     with pytest.raises(t.DecodeError, match=reason):
         parse(payload)
+
+
+def test_sections_out_of_the_spec_order_are_taken_as_proton_sends_them():
+    # a management request from RabbitMQ's client (Qpid Proton): amqp-value, then properties
+    s = parse(section(0x77, None) + t.encode(spec.Properties(message_id="m", to="/queues/q", subject="GET")))
+    assert s.body == [(0x77, None)] and s.properties.subject == "GET"

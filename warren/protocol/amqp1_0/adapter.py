@@ -34,6 +34,8 @@ from warren.codec.amqp1_0.types import DecodeError, Symbol
 from warren.errors import (AccessRefused, AMQPError, ConnectionAccessRefused, ContentTooLarge, NotAllowed, NotFound,
                            NotImplemented_, PreconditionFailed, ResourceError, ResourceLocked)
 from warren.protocol.amqp1_0 import events as ev
+from warren.broker.node import node_name
+from warren.protocol.amqp1_0 import management
 from warren.protocol.amqp1_0.addresses import AddressError, parse_source, parse_target
 from warren.protocol.amqp1_0.message import from_broker, parse, to_broker
 from warren.protocol.amqp1_0.session import serial_diff
@@ -88,12 +90,24 @@ class Outgoing:
 
 
 class Incoming:
-    """A link the client sends on: where its messages go (``exchange`` None: each message's ``to``)."""
+    """A link the client sends on: where its messages go (``exchange`` None: each message's
+    ``to``; ``management``: requests to the management node)."""
 
-    __slots__ = ("handle", "name", "exchange", "key")
+    __slots__ = ("handle", "name", "exchange", "key", "management")
 
-    def __init__(self, handle: int, name: str, exchange: str | None, key: str | None) -> None:
+    def __init__(self, handle: int, name: str, exchange: str | None, key: str | None, management: bool = False) -> None:
         self.handle, self.name, self.exchange, self.key = handle, name, exchange, key
+        self.management = management
+
+
+class Replies:
+    """The management node's link to the client: responses wait here for credit."""
+
+    __slots__ = ("handle", "pending")
+
+    def __init__(self, handle: int) -> None:
+        self.handle = handle
+        self.pending: list[bytes] = []
 
 
 class SessionSink:
@@ -147,6 +161,7 @@ class SessionChannel(BrokerChannel):
         self.conn = handler.conn
         self.deliveries: dict[int, int] = {}  # our delivery-id -> the channel's delivery tag (unsettled)
         self.persisting: list = []  # (publish number, delivery-id) of transfers accepted once on disk
+        self.replies: Replies | None = None  # the management node's link of this session, if attached
         self.select_confirms()  # every publish numbered: durable ones are accepted once on disk
 
     def _confirms_ready(self, confirms) -> None:
@@ -324,6 +339,10 @@ class ConnectionHandler(ClientConnection):
         address = getattr(source, "address", None)
         if not isinstance(source, spec.Source) or address is None:
             raise AddressError("a receiving link needs a source address (dynamic sources are not supported)")
+        if address == management.NODE_ADDRESS:  # the management node's responses (management.py)
+            channel.replies = Replies(handle)
+            self.conn.accept_attach(channel.number, handle, a.source, a.target, a.snd_settle_mode)
+            return channel.replies
         addr = parse_source(str(address))
         if addr.bind:
             queue, _, _ = channel.declare_queue("", False, False, True, True, {})
@@ -356,6 +375,8 @@ class ConnectionHandler(ClientConnection):
         address = getattr(target, "address", None)
         if address is None:  # the anonymous terminus: each message's "to"
             incoming = Incoming(handle, a.name, None, None)
+        elif address == management.NODE_ADDRESS:  # requests to the management node (management.py)
+            incoming = Incoming(handle, a.name, None, None, management=True)
         else:
             addr = parse_target(str(address))
             if addr.exchange not in self.vhost.exchanges:
@@ -377,6 +398,9 @@ class ConnectionHandler(ClientConnection):
             return
         link = self.conn.sessions[e.channel].links.get(e.handle)
         out = link.context if link is not None else None
+        if type(out) is Replies:
+            self._send_replies(channel, out)
+            return
         if type(out) is not Outgoing:
             return
         q = out.consumer.queue
@@ -397,6 +421,10 @@ class ConnectionHandler(ClientConnection):
         except DecodeError as error:
             log.warning("AMQP 1.0 message refused on connection %s link '%s': %s", self, incoming.name, error)
             settle(_rejected(E.DECODE_ERROR, str(error)))
+            return
+        if incoming.management:
+            self._management_request(channel, sections)
+            settle(ACCEPTED)
             return
         exchange, key = incoming.exchange, incoming.key
         props = sections.properties
@@ -436,6 +464,24 @@ class ConnectionHandler(ClientConnection):
             settle(_rejected(E.RESOURCE_LIMIT_EXCEEDED, "a queue refused the message (x-overflow reject-publish)"))
         else:
             settle(RELEASED)  # no queue took it (RabbitMQ 4: released)
+
+    def _management_request(self, channel: SessionChannel, sections) -> None:
+        p = sections.properties or spec.Properties()
+        body = sections.body[0][1] if len(sections.body) == 1 and sections.body[0][0] == 0x77 else None
+        method, path = str(p.subject or ""), str(p.to or "")
+        code, answer = management.handle_request(channel, method, path, body, node_name())
+        if code >= 400:
+            log.warning("management request on connection %s refused: %s %s -> %d %s", self, method, path, code, answer)
+        replies = channel.replies
+        if replies is None:
+            return  # no response link: nothing to answer on
+        replies.pending.append(management.response(p.message_id, code, answer))
+        self._send_replies(channel, replies)
+
+    def _send_replies(self, channel: SessionChannel, replies: Replies) -> None:
+        conn, number = self.conn, channel.number
+        while replies.pending and conn.credit(number, replies.handle) > 0:
+            conn.send_transfer(number, replies.handle, b"", replies.pending.pop(0), True)
 
     def _disposition(self, e: ev.DispositionReceived) -> None:
         channel = self.channels.get(e.channel)

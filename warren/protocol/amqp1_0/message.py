@@ -78,8 +78,10 @@ class Sections:
 def parse(payload) -> Sections:
     """The sections of an encoded message; DecodeError when it is not one."""
     s = Sections()
-    off, end, last = 0, len(payload), -1
-    body_start = None
+    off, end = 0, len(payload)
+    seen: set = set()
+    body_kind = None
+    body_parts = []
     while off < end:
         start = off
         if payload[off] != 0x00:
@@ -90,10 +92,16 @@ def parse(payload) -> Sections:
         if code is None or not _HEADER <= code <= _FOOTER:
             raise t.DecodeError(f"{descriptor!r} is not a message section")
         value, off = t.decode_value(payload, off, end)
-        if code < last or (code == last and code not in (_DATA, _SEQ)) or (code >= _DATA and last >= _DATA and
-                                                                             code != last and code != _FOOTER):
-            raise t.DecodeError("message sections out of order (part 3 §3.2)")
-        last = code
+        # Part 3 §3.2 orders the sections, but Qpid Proton sends a request's amqp-value before
+        # its properties (RabbitMQ's clients' management requests): the order is not enforced;
+        # a section twice, or two kinds of body, is refused.
+        if _DATA <= code <= _VALUE:
+            if body_kind is not None and (body_kind != code or code == _VALUE):
+                raise t.DecodeError("a message mixes body sections or has two amqp-value sections (part 3 §3.2)")
+            body_kind = code
+        elif code in seen:
+            raise t.DecodeError(f"a message section (0x{code:02x}) appears twice (part 3 §3.2)")
+        seen.add(code)
         if code == _HEADER:
             if not isinstance(value, list):
                 raise t.DecodeError("the header section is not a list")
@@ -107,12 +115,11 @@ def parse(payload) -> Sections:
         elif code == _FOOTER:
             s.footer = value
         elif code != _DA:
-            if body_start is None:
-                body_start = start
             if code == _DATA and not isinstance(value, bytes):
                 raise t.DecodeError("a data section is not binary")
             s.body.append((code, value))
-            s.body_octets = bytes(payload[body_start:off])
+            body_parts.append(bytes(payload[start:off]))
+    s.body_octets = b"".join(body_parts)
     return s
 
 

@@ -1,0 +1,173 @@
+"""RabbitMQ 4's AMQP 1.0 management node: HTTP over AMQP on the ``/management`` link pair.
+
+RabbitMQ's AMQP 1.0 clients declare, bind, purge and delete through it. The client attaches a
+sender whose target is ``/management`` and a receiver whose source is ``/management`` (both with
+the link property ``paired``); each request is a message with ``message-id``, ``to`` the path,
+``subject`` the method and an ``amqp-value`` body (a map, or null), and each response goes back
+on the receiver with ``correlation-id`` the request's id, ``subject`` the status code as text
+and an ``amqp-value`` body. The operations are the channel's (``BrokerChannel``), with its
+permissions and rules, so a declare here is a declare over 0-9-1:
+
+======================================  =======================================================
+request                                 answer
+======================================  =======================================================
+PUT /queues/Q {durable, exclusive,      201 (created) or 200 (existed) with the queue's info;
+auto_delete, arguments}                 409 when it exists with other properties
+GET /queues/Q                           200 with the queue's info, 404
+DELETE /queues/Q                        200 {message_count}
+DELETE /queues/Q/messages               200 {message_count} (purged)
+PUT /exchanges/X {type, durable,        204 (RabbitMQ 4's answer whether or not it existed);
+auto_delete, internal, arguments}       409 when it exists with other properties
+DELETE /exchanges/X                     204
+POST /bindings {source, binding_key,    204
+destination_queue | destination_
+exchange, arguments}
+DELETE /bindings/src=X;dstq=Q;key=K;    204 (``dste=`` for an exchange; ``dstq=`` naming an
+args=                                   exchange is taken too: RabbitMQ's Python client sends it)
+======================================  =======================================================
+
+Refusals map to statuses as RabbitMQ's do: not found 404, precondition failed 409, access
+refused 403, anything else the broker refuses 400; an unknown path or method 400 or 405.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import unquote
+
+from warren.codec.amqp1_0 import types as t
+from warren.errors import AccessRefused, AMQPError, NotFound, PreconditionFailed
+from warren.spec import amqp1_0 as spec
+
+__all__ = ["NODE_ADDRESS", "handle_request", "response"]
+
+NODE_ADDRESS = "/management"
+
+
+class _Status(Exception):
+    def __init__(self, code: int, text: str) -> None:
+        super().__init__(text)
+        self.code, self.text = code, text
+
+
+def response(correlation_id, code: int, body) -> bytes:
+    """The encoded response message."""
+    return (t.encode(spec.Properties(correlation_id=correlation_id, subject=str(code)))
+            + t.encode(t.Described(t.ULong(0x77), body)))
+
+
+def _plain(v):
+    """A request value with Python's plain types (symbol keys as str)."""
+    if isinstance(v, dict):
+        return {str(k): _plain(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_plain(x) for x in v]
+    if isinstance(v, t.Symbol):
+        return str(v)
+    if isinstance(v, int) and not isinstance(v, bool):
+        return int(v)
+    return v
+
+
+def _queue_info(channel, q, node: str) -> dict:
+    args = {}
+    for k, v in (q.arguments or {}).items():
+        args[k] = v if isinstance(v, (str, int, float, bool, bytes)) or v is None else str(v)
+    kind = getattr(q, "queue_type", None) or args.get("x-queue-type") or "classic"
+    return {"name": q.name, "vhost": channel.vhost.name, "durable": bool(q.durable), "auto_delete": bool(q.auto_delete),
+            "exclusive": q.exclusive_owner is not None, "type": str(kind), "arguments": args,
+            "message_count": t.ULong(q.message_count), "consumer_count": t.UInt(len(q.consumers)),
+            "leader": node, "replicas": [node]}
+
+
+def _segments(path: str) -> list[str]:
+    if not path.startswith("/"):
+        raise _Status(400, f"path '{path}' does not begin with /")
+    return path[1:].split("/")
+
+
+def _binding_key(spec_text: str) -> dict:
+    """src=X;dstq=Q;key=K;args= -> its parts, percent-decoded."""
+    out = {}
+    for part in spec_text.split(";"):
+        name, _, value = part.partition("=")
+        out[name] = unquote(value)
+    return out
+
+
+def handle_request(channel, method: str, path: str, body, node: str) -> tuple[int, object]:
+    """(status, response body) of one request on ``channel`` (a ``BrokerChannel``); ``node``
+    is the node's name (a queue's leader and replica)."""
+    try:
+        return _dispatch(channel, method.upper(), _segments(path), _plain(body), node)
+    except _Status as s:
+        return s.code, s.text
+    except NotFound as e:
+        return 404, e.text
+    except PreconditionFailed as e:
+        return 409, e.text
+    except AccessRefused as e:
+        return 403, e.text
+    except AMQPError as e:
+        return 400, e.text
+
+
+def _dispatch(channel, method: str, parts: list[str], body, node: str) -> tuple[int, object]:
+    body = body if isinstance(body, dict) else {}
+    vhost = channel.vhost
+    if parts[0] == "queues" and len(parts) in (2, 3) and parts[1]:
+        name = unquote(parts[1])
+        if len(parts) == 3:
+            if parts[2] != "messages" or method != "DELETE":
+                raise _Status(400, "only DELETE /queues/Q/messages (purge) is served under a queue")
+            return 200, {"message_count": t.ULong(channel.purge_queue(name))}
+        if method == "PUT":
+            existed = name in vhost.queues
+            arguments = body.get("arguments") or {}
+            channel.declare_queue(name, False, bool(body.get("durable", True)), bool(body.get("exclusive", False)),
+                                  bool(body.get("auto_delete", False)), dict(arguments))
+            return (200 if existed else 201), _queue_info(channel, vhost.queues[name], node)
+        if method == "GET":
+            q = vhost.queues.get(name)
+            if q is None:
+                raise NotFound(f"queue '{name}' in vhost '{vhost.name}' not found")
+            return 200, _queue_info(channel, q, node)
+        if method == "DELETE":
+            n, held = channel.delete_queue(name, False, False)
+            for ch, tag in held:
+                ch.notify_cancel(tag)
+            return 200, {"message_count": t.ULong(n)}
+        raise _Status(405, f"{method} is not served on a queue")
+    if parts[0] == "exchanges" and len(parts) == 2 and parts[1]:
+        name = unquote(parts[1])
+        if method == "PUT":
+            channel.declare_exchange(name, str(body.get("type", "direct")), False, bool(body.get("durable", True)),
+                                     bool(body.get("auto_delete", False)), bool(body.get("internal", False)),
+                                     dict(body.get("arguments") or {}))
+            return 204, None
+        if method == "DELETE":
+            channel.delete_exchange(name, False)
+            return 204, None
+        raise _Status(405, f"{method} is not served on an exchange")
+    if parts[0] == "bindings":
+        if method == "POST" and len(parts) == 1:
+            source, key = str(body.get("source", "")), str(body.get("binding_key", ""))
+            arguments = dict(body.get("arguments") or {})
+            if "destination_queue" in body:
+                channel.bind_queue(str(body["destination_queue"]), source, key, arguments)
+            elif "destination_exchange" in body:
+                channel.bind_exchange(str(body["destination_exchange"]), source, key, arguments)
+            else:
+                raise _Status(400, "a binding needs destination_queue or destination_exchange")
+            return 204, None
+        if method == "DELETE" and len(parts) == 2:
+            b = _binding_key(parts[1])
+            source, key = b.get("src", ""), b.get("key", "")
+            if "dste" in b or ("dstq" in b and b["dstq"] not in vhost.queues and b["dstq"] in vhost.exchanges):
+                channel.unbind_exchange(b.get("dste", b.get("dstq", "")), source, key, {})
+            elif "dstq" in b:
+                channel.unbind_queue(b["dstq"], source, key, {})
+            else:
+                raise _Status(400, "a binding path names dstq= or dste=")
+            return 204, None
+        raise _Status(405, f"{method} is not served on bindings")
+    raise _Status(400, f"path '/{'/'.join(parts)}' is not served by the management node")
