@@ -82,3 +82,42 @@ def test_no_filter_argument_means_no_filter_and_sizes_stay_in_rabbitmqs_range():
     assert consumer_filter("q", None, 128) is None
     assert filter_size({}) == 16 and filter_size({"x-stream-filter-size-bytes": 32}) == 32
     assert filter_size({"x-stream-filter-size-bytes": 1000}) == 255
+
+
+def test_the_records_endpoints_view_reads_only_blocks_that_may_match(tmp_path):
+    """FilteredRecords over a real StreamStore: the answer holds whole blocks holding a wanted
+    routing key or value, none of the others, and says where to go on from."""
+    from warren.broker.queues.stream_filter import FilteredRecords, records_filter
+    from warren.store.stream_format import parse_entries
+    from warren.store.stream_store import StreamStore
+
+    store = StreamStore(tmp_path / "s", fsync=False)
+    index = FilterIndex(16, 0)
+    try:
+        for offset in range(BLOCK * 20):
+            key = "hot" if offset // BLOCK in (2, 3, 11) else "cold"
+            value = "emea" if offset // BLOCK == 17 else None
+            assert store.append(b"\x00\x01k\x00\x00\x00\x00m", 0) == offset
+            index.add(offset, value, key)
+        store.sync()
+
+        def offsets_read(query, start=0, end=None, max_records=10_000):
+            view = FilteredRecords(store, index, records_filter(query, index.bits))
+            first, count, data = view.read_raw(start, max_records, 1 << 20, end)
+            got = [o for o, _ts, _rec in parse_entries(data)]
+            assert len(got) == count
+            return got, first + count
+
+        got, following = offsets_read({"routing_key": "hot"})
+        assert got == [*range(2 * BLOCK, 4 * BLOCK), *range(11 * BLOCK, 12 * BLOCK)]
+        assert following == 20 * BLOCK
+        got, following = offsets_read({"routing_key": "hot"}, max_records=BLOCK)  # a page: go on from its end
+        assert got == list(range(2 * BLOCK, 3 * BLOCK)) and following == 3 * BLOCK
+        got, following = offsets_read({"filter": "emea"}, end=15 * BLOCK)
+        assert got == [] and following == 15 * BLOCK
+        got, _ = offsets_read({"filter": "emea"})
+        assert got == list(range(17 * BLOCK, 18 * BLOCK))
+        with pytest.raises(ValueError, match="match_unfiltered"):
+            records_filter({"filter": "x", "match_unfiltered": "maybe"}, 128)
+    finally:
+        store.close()

@@ -42,7 +42,7 @@ from warren.broker.queues.stream_args import (
     MAX_SEGMENT_SIZE, STREAM_TYPE, check_stream_consumer, invalid_offset, parse_duration, stream_settings,
 )
 from warren.broker.queues.stream_filter import (
-    FilterIndex, consumer_filter, filter_size, message_filter_value,
+    FilteredRecords, FilterIndex, consumer_filter, filter_size, message_filter_value, records_filter,
 )
 from warren.broker.queues.stream_header import with_stream_offset
 from warren.errors import NotImplemented_
@@ -183,7 +183,7 @@ class StreamQueue(QueueBase):
     def publish(self, message: Message) -> int:
         """Append (every message, persistent or not); returns the sync number that commits it."""
         offset = self.store.append(message.record, _now_ms())
-        self.filter_index.add(offset, message_filter_value(message))  # stream_filter.py
+        self.filter_index.add(offset, message_filter_value(message), message.routing_key)  # stream_filter.py
         return self.durability.wrote(self.store)
 
     def _synced(self) -> None:
@@ -295,6 +295,16 @@ class StreamQueue(QueueBase):
             if not c.has_capacity():
                 break
         return cursor
+
+    def bulk_view(self, query):
+        """What the HTTP API's stream routes read: the store, or for a records request naming
+        filter values (``filter``, ``match_unfiltered``) the store seen through the filter
+        (``stream_filter.FilteredRecords``: blocks that cannot match are skipped)."""
+        store = self.store
+        if store is None or self.filter_index is None or ("filter" not in query and "routing_key" not in query):
+            return store
+        wanted = records_filter(query, self.filter_index.bits)
+        return FilteredRecords(store, self.filter_index, wanted) if wanted is not None else store
 
     # --- basic.get, queue.purge and settlements: a stream's answers --------------------------
 

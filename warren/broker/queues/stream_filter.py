@@ -26,14 +26,15 @@ import hashlib
 
 from warren.errors import PreconditionFailed
 
-__all__ = ["BLOCK", "FILTER_HEADER", "ConsumerFilter", "FilterIndex", "consumer_filter", "filter_size",
-           "message_filter_value"]
+__all__ = ["BLOCK", "FILTER_HEADER", "ConsumerFilter", "FilterIndex", "FilteredRecords", "consumer_filter",
+           "filter_size", "message_filter_value", "records_filter"]
 
 FILTER_HEADER = "x-stream-filter-value"
 _FILTER_HEADER_OCTETS = FILTER_HEADER.encode()
 BLOCK = 128  # offsets per block: RabbitMQ's chunks hold what one write batch brought, often about this
 DEFAULT_SIZE, MIN_SIZE, MAX_SIZE = 16, 16, 255  # x-stream-filter-size-bytes, RabbitMQ's default and range
 HASHES = 3  # bit positions per value: for 16 octets and a few values per block, few false positives
+KEY_BITS = 256  # the routing keys' Bloom filter of a block (the records endpoint's routing_key filter)
 
 
 def filter_size(effective: dict) -> int:
@@ -65,14 +66,19 @@ def message_filter_value(message) -> str | None:
 
 
 class ConsumerFilter:
-    """What one consumer asked for: the values, their masks, and whether unfiltered ones match."""
+    """What one reader asked for: filter values (their masks, and whether unfiltered messages
+    match), and for the HTTP records endpoint routing keys (``keys``: Warren's own, no AMQP
+    argument asks for them); a block may match when it may hold a wanted value (if values are
+    asked for) and a wanted routing key (if keys are)."""
 
-    __slots__ = ("values", "masks", "match_unfiltered")
+    __slots__ = ("values", "masks", "match_unfiltered", "keys", "key_masks")
 
-    def __init__(self, values: frozenset, match_unfiltered: bool, bits: int) -> None:
+    def __init__(self, values: frozenset, match_unfiltered: bool, bits: int, keys: frozenset = frozenset()) -> None:
         self.values = values
         self.masks = tuple(_mask(v, bits) for v in values)
         self.match_unfiltered = match_unfiltered
+        self.keys = keys
+        self.key_masks = tuple(_mask(k, KEY_BITS) for k in keys)
 
     def matches(self, value: str | None) -> bool:
         return (value in self.values) if value is not None else self.match_unfiltered
@@ -99,7 +105,8 @@ class FilterIndex:
     """The Bloom filter of each block of offsets of one stream, from ``first_known`` on (the
     blocks before it, written before this broker started, are unknown: they may match)."""
 
-    __slots__ = ("bits", "first_known", "blooms", "unfiltered", "_last_unfiltered", "_masks")
+    __slots__ = ("bits", "first_known", "blooms", "unfiltered", "key_blooms", "_last_unfiltered", "_masks",
+                 "_key_masks", "_last_key")
 
     def __init__(self, size_bytes: int, next_offset: int) -> None:
         self.bits = size_bytes * 8
@@ -109,9 +116,21 @@ class FilterIndex:
         self.unfiltered: set[int] = set()  # blocks with a message that carries no value
         self._last_unfiltered = -1
         self._masks: dict[str, int] = {}  # value -> mask, for publishers that repeat a few values
+        self.key_blooms: dict[int, int] = {}  # block -> Bloom bits (KEY_BITS) of its routing keys
+        self._key_masks: dict[str, int] = {}
+        self._last_key: tuple = (-1, None)  # (block, routing key) last added: runs of one key cost a compare
 
-    def add(self, offset: int, value: str | None) -> None:
+    def add(self, offset: int, value: str | None, routing_key: str | None = None) -> None:
         block = offset // BLOCK
+        if routing_key is not None and (block, routing_key) != self._last_key:
+            self._last_key = (block, routing_key)
+            kmasks = self._key_masks
+            kmask = kmasks.get(routing_key)
+            if kmask is None:
+                if len(kmasks) >= 4096:
+                    kmasks.clear()
+                kmask = kmasks[routing_key] = _mask(routing_key, KEY_BITS)
+            self.key_blooms[block] = self.key_blooms.get(block, 0) | kmask
         if value is None:
             if block != self._last_unfiltered:  # the common case, one comparison per message
                 self._last_unfiltered = block
@@ -128,6 +147,12 @@ class FilterIndex:
     def may_match(self, block: int, want: ConsumerFilter) -> bool:
         if block < self.first_known:
             return True
+        if want.key_masks:
+            keys = self.key_blooms.get(block, 0)
+            if not any(keys & m == m for m in want.key_masks):
+                return False
+            if not want.masks:
+                return True
         if want.match_unfiltered and block in self.unfiltered:
             return True
         bloom = self.blooms.get(block, 0)
@@ -151,6 +176,69 @@ class FilterIndex:
     def forget_before(self, offset: int) -> None:
         """Retention removed the offsets below ``offset``: drop the blocks wholly below it."""
         block = offset // BLOCK
-        for b in [b for b in self.blooms if b < block]:
-            del self.blooms[b]
+        for blooms in (self.blooms, self.key_blooms):
+            for b in [b for b in blooms if b < block]:
+                del blooms[b]
         self.unfiltered = {b for b in self.unfiltered if b >= block}
+
+
+class FilteredRecords:
+    """The store as the HTTP records endpoint reads it for a request that names filter values
+    (``StreamQueue.bulk_view``): ``read_raw`` gives only the entries of the blocks that may
+    match, whole (block granularity, as RabbitMQ's chunks: the reader checks each row again),
+    joined from as many runs as ``max_records``/``max_bytes`` allow; blocks that cannot match
+    are neither read nor sent. Everything else is the store's.
+
+    The endpoint announces ``first + count`` as the next offset to ask for, and a filtered
+    answer's records are not consecutive, so it reports ``first = next - count``: the offset
+    after the last block looked at (read or skipped), less the records sent."""
+
+    __slots__ = ("_store", "_index", "_want")
+
+    def __init__(self, store, index: FilterIndex, want: ConsumerFilter) -> None:
+        self._store = store
+        self._index = index
+        self._want = want
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+    def read_raw(self, offset: int, max_records: int, max_bytes: int, end: int | None = None):
+        store = self._store
+        last = store.committed_offset if end is None else min(end - 1, store.committed_offset)
+        cursor = max(offset, store.first_offset)
+        parts, sent, budget = [], 0, max_bytes
+        while cursor <= last and sent < max_records and budget > 0:
+            start, stop = self._index.candidates(cursor, last, self._want)
+            if start > last:
+                cursor = last + 1
+                break
+            first, count, data = store.read_raw(start, min(max_records - sent, stop - start), budget, stop)
+            if not count:  # retention passed it meanwhile: nothing more at or after start
+                cursor = max(first, start)
+                break
+            parts.append(data)
+            sent += count
+            budget -= len(data)
+            cursor = first + count
+        return cursor - sent, sent, b"".join(parts) if len(parts) != 1 else parts[0]
+
+
+def _all(query, name: str) -> list[str]:
+    getall = getattr(query, "getall", None)  # aiohttp's MultiDict; a plain dict holds one value
+    return getall(name, []) if getall is not None else ([query[name]] if name in query else [])
+
+
+def records_filter(query, bits: int) -> ConsumerFilter | None:
+    """The filter a records request asks for: ``filter`` values (repeatable) with
+    ``match_unfiltered`` (``true``/``false``), as a consumer's ``x-stream-filter`` /
+    ``x-stream-match-unfiltered``, and ``routing_key`` values (repeatable); None without either.
+    A wrong ``match_unfiltered`` raises ValueError naming it."""
+    values, keys = _all(query, "filter"), _all(query, "routing_key")
+    if not values and not keys:
+        return None
+    raw = query.get("match_unfiltered", "false")
+    if raw not in ("true", "false"):
+        raise ValueError(f"match_unfiltered must be true or false, not {raw!r}")
+    # keys alone: any filter value (or none) may come
+    return ConsumerFilter(frozenset(values), raw == "true" or not values, bits, frozenset(keys))
