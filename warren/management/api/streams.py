@@ -110,7 +110,7 @@ async def _answer(vhost_name: str, name: str, queue, route: str, query) -> tuple
     """(headers, body, content type) of ``route`` (a key of ``ROUTES``) for our ``queue``."""
     if not queue.is_stream:
         raise bad_request(f"queue '{name}' in vhost '{vhost_name}' is not a stream")
-    return await ROUTES[route](vhost_name, name, queue.store, query)
+    return await ROUTES[route](vhost_name, name, queue.bulk_view(query), query)  # stream filter: queues/stream.py
 
 
 async def local_answer(app, vhost_name: str, name: str, route: str, query: dict) -> tuple:
