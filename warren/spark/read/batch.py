@@ -48,13 +48,15 @@ class ReadLayout:
         return arrow_schema(self.columns, self.nullable)
 
 
-def read_range(options, rng: StreamRange, layout: ReadLayout) -> Iterator[pa.RecordBatch]:
-    """The rows of one planned range, over the transport the options name."""
+def read_range(options, rng: StreamRange, layout: ReadLayout,
+               routing_keys: frozenset | None = None) -> Iterator[pa.RecordBatch]:
+    """The rows of one planned range, over the transport the options name; ``routing_keys``
+    (pushed filters, HTTP only): the broker sends only the blocks that may hold them."""
     if options.transport == "amqp":
         from warren.spark.read.amqp import read_range_amqp
         return read_range_amqp(options, rng, layout.arrow())
     from warren.spark.read.http import read_range_http
-    return read_range_http(options, rng, layout.arrow())
+    return read_range_http(options, rng, layout.arrow(), routing_keys)
 
 
 class StreamBatchReader(DataSourceReader):
@@ -97,3 +99,6 @@ class PushdownBatchReader(StreamBatchReader):
     def pushFilters(self, filters):
         self.pushed, remaining = push_filters(filters)
         return remaining
+
+    def read(self, partition: StreamRange) -> Iterator[pa.RecordBatch]:
+        return read_range(self.options, partition, self.layout, self.pushed.routing_keys or None)

@@ -27,8 +27,12 @@ def api_for(options: ReadOptions) -> StreamApi:
     return StreamApi(options.http_url, options.user, options.password, options.vhost, options.timeout_s)
 
 
-def read_range_http(options: ReadOptions, rng: StreamRange, schema: pa.Schema = ARROW_SCHEMA) -> Iterator[pa.RecordBatch]:
-    """Arrow batches (of ``schema``) of the records [rng.start, rng.end) of ``rng.stream``, in offset order."""
+def read_range_http(options: ReadOptions, rng: StreamRange, schema: pa.Schema = ARROW_SCHEMA,
+                    routing_keys: frozenset | None = None) -> Iterator[pa.RecordBatch]:
+    """Arrow batches (of ``schema``) of the records [rng.start, rng.end) of ``rng.stream``, in
+    offset order; with ``routing_keys``, only the blocks of records the broker's Bloom filters
+    say may hold one of them (the answers then skip offsets: their first offset is not where
+    a record is, so retention is checked when the read is planned only)."""
     if rng.end <= rng.start:
         return
     stream = rng.stream
@@ -36,7 +40,7 @@ def read_range_http(options: ReadOptions, rng: StreamRange, schema: pa.Schema = 
 
     def fetch(offset: int) -> RecordRange:
         return api.records(stream, offset, rng.end, min(options.fetch_max_records, rng.end - offset),
-                           options.fetch_max_bytes, padded=True)
+                           options.fetch_max_bytes, padded=True, routing_keys=routing_keys)
 
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="warren-fetch")
     try:
@@ -45,10 +49,10 @@ def read_range_http(options: ReadOptions, rng: StreamRange, schema: pa.Schema = 
         while pending is not None:
             answer = pending.result()
             pending = None
-            if answer.first_offset > cursor:  # retention (or a lost segment) passed the cursor
+            if routing_keys is None and answer.first_offset > cursor:  # retention (or a lost segment) passed it
                 cursor = retained_start(stream, cursor, answer.first_offset, options.fail_on_data_loss)
             if answer.count == 0:
-                if cursor >= rng.end:
+                if cursor >= rng.end or (routing_keys is not None and answer.next_offset >= rng.end):
                     break
                 raise StreamApiError(
                     f"stream {stream!r}: no record at offset {cursor} though offsets up to {rng.end - 1} "

@@ -181,13 +181,17 @@ class StreamApi:
                           first_timestamp_ms=d.get("first_timestamp"), last_timestamp_ms=d.get("last_timestamp"))
 
     def records(self, name: str, offset: int, end: int | None, max_records: int, max_bytes: int,
-                padded: bool = False) -> RecordRange:
+                padded: bool = False, routing_keys: frozenset | None = None) -> RecordRange:
         """Committed records from ``offset`` (BULK FORMAT); ``padded``: ``data`` is a numpy
-        buffer with ``PAD`` spare octets after the ``size`` octets of entries (``parse_padded``)."""
-        query = {"offset": offset, "max_records": max_records, "max_bytes": max_bytes}
+        buffer with ``PAD`` spare octets after the ``size`` octets of entries (``parse_padded``);
+        ``routing_keys``: only the blocks the broker's filter says may hold one of them."""
+        query: dict = {"offset": offset, "max_records": max_records, "max_bytes": max_bytes}
         if end is not None:
             query["end"] = end
-        status, headers, body = self._get(self._stream_path(name) + "/records?" + urlencode(query), padded)
+        if routing_keys:
+            query["routing_key"] = sorted(routing_keys)
+        status, headers, body = self._get(self._stream_path(name) + "/records?" + urlencode(query, doseq=True),
+                                          padded)
         if status != 200:
             raise self._refused(name, status, body)
         try:

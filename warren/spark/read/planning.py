@@ -164,6 +164,10 @@ class PushedRange:
     time_from_ms: int | None = None
     time_to_ms: int | None = None  # exclusive
     streams: frozenset | None = None  # None: every stream of the option
+    # routing keys the rows must have (None: any): the broker skips blocks of the stream that
+    # hold none of them (its Bloom filter per block, warren/broker/queues/stream_filter.py);
+    # the blocks it sends hold other keys too, so Spark checks the filter again
+    routing_keys: frozenset | None = None
 
     def clip(self, start: int, end: int) -> tuple[int, int]:
         """[start, end) narrowed by the offset bounds."""
@@ -193,14 +197,16 @@ def push_filters(filters) -> tuple[PushedRange, list]:
     """(what the filters allow, the filters Spark must still evaluate).
 
     Understood: comparisons and ``=`` / ``IN`` on ``offset``, on ``timestamp`` and on
-    ``stream`` (``=`` / ``IN``); a filter is handed back when it is not understood, or when
-    reading the narrowed range does not make it true of every row (timestamps, ``offset IN``).
+    ``stream`` (``=`` / ``IN``), and ``routing_key`` ``=`` / ``IN`` (the broker then skips the
+    blocks that cannot hold those keys); a filter is handed back when it is not understood, or
+    when reading the narrowed range does not make it true of every row (timestamps, ``offset
+    IN``, routing keys).
     """
     from pyspark.sql.datasource import (
         EqualTo, GreaterThan, GreaterThanOrEqual, In, LessThan, LessThanOrEqual,
     )
 
-    lo, hi, t_lo, t_hi, streams = 0, None, None, None, None
+    lo, hi, t_lo, t_hi, streams, keys = 0, None, None, None, None, None
     remaining = []
 
     def upper(a, b):
@@ -249,6 +255,11 @@ def push_filters(filters) -> tuple[PushedRange, list]:
                 remaining.append(f)
                 continue
             streams = frozenset(names) if streams is None else streams & names
+        elif column == ("routing_key",) and kind in (EqualTo, In):
+            remaining.append(f)  # blocks, not rows: Spark checks each row again
+            names = {f.value} if kind is EqualTo else set(f.value)
+            if all(isinstance(n, str) for n in names):
+                keys = frozenset(names) if keys is None else keys & names
         else:
             remaining.append(f)
-    return PushedRange(lo, hi, t_lo, t_hi, streams), remaining
+    return PushedRange(lo, hi, t_lo, t_hi, streams, keys), remaining
