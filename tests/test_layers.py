@@ -21,7 +21,11 @@ import (a module or any module below it):
 * the HTTP base (``warren.http``: limits and the guarded site) serves both the management API and
   the Prometheus endpoint, and imports neither; the metrics import nothing from the management API
   either (the names they share are read models of the broker and the server: ``node_name``,
-  ``connection_name``, a channel's ``consumer_count()``).
+  ``connection_name``, a channel's ``consumer_count()``);
+* where a queue lives is the broker directory's business (``warren/broker/directory.py``): the
+  protocols, the broker, the HTTP API, the metrics and federation import nothing from
+  ``warren.spread`` (the server makes the spread directory; the spread package implements the
+  directory and its channels, never the reverse).
 
 Every rule is checked against a deliberate breach too (``test_each_rule_catches_a_breach``).
 
@@ -69,7 +73,7 @@ def _cases(paths, pending: dict[str, str]):
     return out
 
 
-SANS_IO_FORBIDDEN = ("asyncio", "socket", "ssl", "selectors", "warren.server", "warren.store")
+SANS_IO_FORBIDDEN = ("asyncio", "socket", "ssl", "selectors", "warren.server", "warren.store", "warren.spread")
 # the modules of warren/protocol that adapt a protocol to the broker's operations
 ADAPTERS = {"protocol/amqp0_9_1/adapter.py", "protocol/amqp0_9_1/channel.py", "protocol/amqp0_9_1/delivery.py",
             "protocol/amqp0_10/adapter.py", "protocol/amqp0_10/channel.py", "protocol/amqp0_10/message.py",
@@ -85,13 +89,14 @@ def test_sans_io_module_imports_no_io_and_no_upper_layer(path):
     assert not bad, f"{path.name} imports {bad}"
 
 
-BROKER_FORBIDDEN = ("warren.protocol", "warren.server", "warren.metrics", "warren.management")
+BROKER_FORBIDDEN = ("warren.protocol", "warren.server", "warren.metrics", "warren.management", "warren.spread")
 STORE_FORBIDDEN = ("warren.broker", "warren.server", "warren.protocol", "warren.management", "asyncio")
 SPARK_FORBIDDEN = ("warren.broker", "warren.server", "warren.management")
 CONFIG_FORBIDDEN = ("warren.server",)
-FEDERATION_FORBIDDEN = ("warren.management",)
+FEDERATION_FORBIDDEN = ("warren.management", "warren.spread")
 HTTP_BASE_FORBIDDEN = ("warren.management", "warren.metrics")
-METRICS_FORBIDDEN = ("warren.management",)
+METRICS_FORBIDDEN = ("warren.management", "warren.spread")
+MANAGEMENT_FORBIDDEN = ("warren.spread",)
 
 # each rule of the module docstring but the sans-IO one: (its name, the modules it covers, what
 # none of them may import)
@@ -103,6 +108,7 @@ RULES = [
     ("federation", _modules("federation"), FEDERATION_FORBIDDEN),
     ("http", _modules("http"), HTTP_BASE_FORBIDDEN),
     ("metrics", _modules("metrics"), METRICS_FORBIDDEN),
+    ("management", _modules("management"), MANAGEMENT_FORBIDDEN),
 ]
 
 
@@ -116,6 +122,9 @@ def test_layer_imports_only_downwards(path, forbidden):
 @pytest.mark.parametrize("forbidden, breach", [
     (SANS_IO_FORBIDDEN, "import asyncio"),
     (SANS_IO_FORBIDDEN + ("warren.broker",), "from warren.broker.vhost import VHost"),
+    (SANS_IO_FORBIDDEN, "def channel_class():\n    from warren.spread.channel import SpreadChannel"),
+    (BROKER_FORBIDDEN, "from warren.spread.remote_queue import RemoteQueue"),
+    (MANAGEMENT_FORBIDDEN, "from warren.spread.definitions import ADMIN"),
     (BROKER_FORBIDDEN, "from warren.protocol.amqp0_9_1 import adapter"),
     (BROKER_FORBIDDEN, "from warren.metrics.collect import snapshot"),
     (STORE_FORBIDDEN, "from warren.broker import queue"),
@@ -143,3 +152,57 @@ def test_property_flags_are_defined_once_in_the_codec(path):
     codec spells one as a literal constant of its own (it imports the codec's)."""
     offenders = [m.group(0) for m in FLAG_CONSTANT.finditer(path.read_text())]
     assert not offenders, offenders
+
+
+# --- read models, not private fields -----------------------------------------------------------
+#
+# A module reads another object's state through what that object makes public (a property, an
+# ``info()``-like method), never through an attribute whose name starts with ``_`` that the
+# module itself does not define (the closest a check without types gets to "another module's
+# private attribute"). Private names of the libraries below are theirs to allow.
+FOREIGN_PRIVATE_OK = {"os._exit", "sys._getframe", "spark.sparkContext._jvm", "context._jsc",
+                      "E._value2member_map_"}
+PRIVATE_READS_PENDING = {
+    "broker/durability.py": "the queue stores' _closed/_failed (warren/store), read at sync: issue 30's next step",
+}
+
+
+def _own_private_names(tree) -> set:
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            names.add(node.attr)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+    return names
+
+
+def _private_reads(source: str) -> list[str]:
+    tree = ast.parse(source)
+    own = _own_private_names(tree)
+    out = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")):
+            continue
+        base = node.value
+        if isinstance(base, ast.Name) and base.id in ("self", "cls"):
+            continue
+        if isinstance(base, ast.Call) and isinstance(base.func, ast.Name) and base.func.id == "super":
+            continue
+        text = ast.unparse(node)
+        if node.attr not in own and text not in FOREIGN_PRIVATE_OK:
+            out.append(f"line {node.lineno}: {text}")
+    return out
+
+
+@pytest.mark.parametrize("path", _cases(_modules(*(p.name for p in ROOT.iterdir() if p.is_dir()
+                                                   and not p.name.startswith("__"))), PRIVATE_READS_PENDING))
+def test_no_module_reads_another_modules_private_attributes(path):
+    assert not _private_reads(path.read_text())
+
+
+def test_the_private_read_check_catches_a_breach():
+    assert _private_reads("def f(conn):\n    return conn._blocked\n") == ["line 2: conn._blocked"]
+    assert not _private_reads("class C:\n    def f(self):\n        return self._x\n")

@@ -15,6 +15,7 @@ from pathlib import Path
 from warren import __version__
 from warren.access import FILE_NAME as ACCESS_FILE_NAME, AccessControl
 from warren.access.vhosts import MAX_CONNECTIONS
+from warren.broker.directory import LocalDirectory
 from warren.broker.dtx import manager as dtx_manager
 from warren.broker.limits import NO_LIMITS
 from warren.broker.consumer_timeout import DEFAULT_CONSUMER_TIMEOUT_MS, ConsumerTimeout
@@ -58,9 +59,12 @@ SERVER_CAPABILITIES = {
 class Broker:
     def __init__(self, vhosts: tuple[str, ...] = ("/",), access: AccessControl | None = None,
                  cluster_name: str = "warren", durability=None, memory_budget: int = 0,
-                 policy_file: Path | None = None, spread=None) -> None:
+                 policy_file: Path | None = None, directory=None) -> None:
         self.durability = durability
-        self.spread = spread  # --worker-mode queues: this worker's part of the node (warren/spread)
+        # where each vhost's queues live and how changes take effect (directory.py): this
+        # process alone, or (--worker-mode queues) this worker's part of the node, warren/spread
+        self.directory = directory or LocalDirectory(self)
+        self.directory.broker = self
         self.memory = MemoryBudget(memory_budget, self.all_queues)
         if access is None:  # the data folder's access.json; in memory without a data folder
             access = AccessControl(durability.data_dir / ACCESS_FILE_NAME if durability is not None else None)
@@ -102,7 +106,7 @@ class Broker:
 
     def _new_vhost(self, name: str) -> VirtualHost:
         vhost = VirtualHost(name, self.durability, self.memory)
-        vhost.spread = self.spread
+        vhost.directory = self.directory
         return vhost
 
     def reload_policies(self) -> None:
@@ -169,11 +173,10 @@ class Broker:
             session.shutdown(f"vhost '{name}' is deleted")
         for q in list(vhost.queues.values()):
             vhost.delete_queue(q)
-        if self.spread is not None:  # --worker-mode queues: the records of the others' queues too
-            self.spread.forget_records(vhost)
+        self.directory.vhost_deleted(vhost)  # what stood for queues elsewhere (warren/spread) too
         for ex in list(vhost.exchanges.values()):
             if ex.name and vhost.exchanges.get(ex.name) is ex:
-                vhost._remove_exchange(ex)
+                vhost.remove_exchange(ex)
         vhost.timers.clear()
         log.info("vhost '%s' deleted (%d connections closed)", name, len(sessions))
 
@@ -195,15 +198,14 @@ class Broker:
         limit = info.limit(MAX_CONNECTIONS) if info is not None else None
         # --worker-mode queues: the other workers' connections count too (a connection moving
         # here was admitted where it came from already: warren/spread/placement.py)
-        count = len(sessions) + (self.spread.counted_elsewhere(("vhost", vhost.name)) if self.spread is not None else 0)
+        count = len(sessions) + self.directory.counted_elsewhere(("vhost", vhost.name))
         if limit is not None and count >= limit and not session.replaying:
             raise NotAllowed(f"access to vhost '{vhost.name}' refused for user '{user}': connection limit "
                              f"({limit}) is reached", 10, 40)
         if not self.access.may_access_vhost(user, vhost.name):
             raise NotAllowed(f"access to vhost '{vhost.name}' refused for user '{user}'", 10, 40)
         sessions.add(session)
-        if self.spread is not None:
-            self.spread.count_changed(("vhost", vhost.name), len(sessions))
+        self.directory.count_changed(("vhost", vhost.name), len(sessions))
         return self.access.connection_access(user, vhost.name)
 
     def release(self, session) -> None:
@@ -211,8 +213,7 @@ class Broker:
         if session.vhost is not None:
             sessions = self.connections.get(session.vhost.name, set())
             sessions.discard(session)
-            if self.spread is not None:
-                self.spread.count_changed(("vhost", session.vhost.name), len(sessions))
+            self.directory.count_changed(("vhost", session.vhost.name), len(sessions))
 
     def server_properties(self) -> dict:
         """What connection.start tells a client it talks to: RabbitMQ's product and version on

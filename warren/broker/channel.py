@@ -528,8 +528,8 @@ class BrokerChannel:
 
     def release_counts(self, entries) -> None:
         """Take deliveries off their consumers' and the channel's prefetch counts as they leave
-        the channel some other way than ``_settle`` (a 0-10 release without redelivered mark,
-        a dtx branch handing them to another worker). ``_settle`` does the same inline: one
+        the channel some other way than ``settle_entries`` (a 0-10 release without redelivered mark,
+        a dtx branch handing them to another worker). ``settle_entries`` does the same inline: one
         pass over the entries on the ack path."""
         for _q, _seq, msg, consumer, _tag in entries:
             if consumer is not None:
@@ -539,7 +539,7 @@ class BrokerChannel:
                 self.consumer_unacked -= 1
                 self.consumer_unacked_bytes -= size
 
-    def _settle(self, entries: list[tuple], requeue: bool | None) -> None:
+    def settle_entries(self, entries: list[tuple], requeue: bool | None) -> None:
         """requeue: True puts the messages back, False rejects them, None (ack) forgets them."""
         if requeue is None:
             self.stats_ack += len(entries)
@@ -602,7 +602,7 @@ class BrokerChannel:
         if self.tx_mode:
             self.tx_settles.append((entries, requeue))
             return
-        self._settle(entries, requeue)
+        self.settle_entries(entries, requeue)
 
     def ack(self, tag: int, multiple: bool) -> None:
         """The deliveries are done with (``multiple``: every one up to ``tag``; tag 0: all)."""
@@ -625,7 +625,7 @@ class BrokerChannel:
             if self.tx_mode:
                 self.tx_settles.append((entries, None))
             else:
-                self._settle(entries, None)
+                self.settle_entries(entries, None)
         if bad is not None:
             raise PreconditionFailed(f"unknown delivery tag {bad}", 60, 80)
 
@@ -637,7 +637,7 @@ class BrokerChannel:
         """Every unacked delivery back to its queue."""
         entries = list(self.unacked.values())
         self.unacked.clear()
-        self._settle(entries, True)
+        self.settle_entries(entries, True)
 
     # --- transactions --------------------------------------------------------------------------
 
@@ -657,7 +657,7 @@ class BrokerChannel:
         for ex, msg, mandatory in publishes:
             need = max(need, self._route(ex, msg, mandatory))
         for entries, requeue in settles:
-            self._settle(entries, requeue)
+            self.settle_entries(entries, requeue)
         durability = self.session.durability
         if need and need > durability.synced:
             self.commit_waits_for = need  # complete once the messages are on disk
@@ -711,7 +711,7 @@ class BrokerChannel:
         self.unacked.clear()
         self.tx_publishes = []
         if entries:
-            self._settle(entries, True)
+            self.settle_entries(entries, True)
 
 
 def _type_name(value) -> str:

@@ -67,6 +67,10 @@ class ClientConnection:
             queues = self._exclusive_queues = set()
         return queues
 
+    def holds_exclusive_queues(self) -> bool:
+        """Whether the connection declared exclusive queues (without making the set)."""
+        return bool(self._exclusive_queues)
+
     def __str__(self) -> str:
         host, port = self.peer[:2] if self.peer else ("?", 0)
         return f"{host}:{port} user={self.username or '-'} vhost={self.vhost.name if self.vhost else '-'}"

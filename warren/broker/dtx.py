@@ -134,7 +134,7 @@ class Branch:
         self.suspended: set = set()  # channels that suspended their association (may resume)
         # (vhost name, exchange, message, mandatory); the exchange by name in a recovered branch
         self.publishes: list[tuple] = []
-        # (channel or None, entries, requeue): settles as BrokerChannel._settle takes them; a
+        # (channel or None, entries, requeue): settles as BrokerChannel.settle_entries takes them; a
         # recovered branch has no channel (its entries name no consumer)
         self.settles: list[tuple] = []
         self.outcome = XaStatus.XA_OK  # XA_RBROLLBACK / XA_RBTIMEOUT once rolled back by the broker
@@ -235,8 +235,7 @@ class DtxManager:
         refuses a known xid) with the new branch dropped. The association holds meanwhile, so
         the session's next commands already work for the branch."""
         status = self.start(channel, xid, join, resume)
-        spread = self.broker.spread
-        if spread is None or join or resume:
+        if join or resume:
             done(status)
             return
         branch = self.branches[xid]
@@ -252,7 +251,7 @@ class DtxManager:
                 channel.tx_mode = False
                 self._collect_for_rollback(channel)
             done(NotAllowed(f"dtx.start: xid {xid} is already known (join or resume to work for it)"))
-        spread.dtx_known_elsewhere(xid, checked)
+        self.broker.directory.dtx_known_elsewhere(xid, checked)  # --worker-mode queues: the others'?
 
     def end(self, channel, xid: Xid, fail: bool = False, suspend: bool = False) -> XaStatus:
         """End (or suspend) the channel's association; its held work goes to the branch.
@@ -279,13 +278,12 @@ class DtxManager:
         channel.tx_publishes, channel.tx_settles = [], []
         if branch.state == ROLLED_BACK:
             for entries, _ in settles:
-                channel._settle(entries, True)
+                channel.settle_entries(entries, True)
             return
         vhost_name = channel.vhost.name
         branch.publishes.extend((vhost_name, ex, msg, mandatory) for ex, msg, mandatory in publishes)
-        spread = self.broker.spread
-        if spread is not None and settles:  # other workers' deliveries: held by their owners
-            settles = spread.dtx_hold(branch, channel, settles)
+        if settles:  # --worker-mode queues: other workers' deliveries are held by their owners
+            settles = self.broker.directory.dtx_hold(branch, channel, settles)
         branch.settles.extend((channel, entries, requeue) for entries, requeue in settles)
 
     def _refresh(self, branch: Branch) -> None:
@@ -330,9 +328,8 @@ class DtxManager:
         ``done(error)`` for a refusal found after the call. ``args``: commit's ``one_phase``,
         set_timeout's seconds. ``channel`` routes a commit's publishes (None: a command another
         worker passed on, ``warren/spread/dtx.py``)."""
-        if xid not in self.branches and self.broker.spread is not None:
-            self.broker.spread.dtx_elsewhere(op, xid, args, done)  # another worker's branch, or none
-            return
+        if xid not in self.branches and self.broker.directory.dtx_elsewhere(op, xid, args, done):
+            return  # another worker's branch, or none (--worker-mode queues)
         if op == "prepare":
             self.prepare(xid, done)
         elif op == "commit":
@@ -351,11 +348,7 @@ class DtxManager:
 
     def recover_all(self, done) -> None:
         """``done(xids)``: the prepared branches of every worker (``recover`` for one)."""
-        spread = self.broker.spread
-        if spread is None:
-            done(self.recover())
-        else:
-            spread.dtx_recover_elsewhere(self.recover(), done)
+        self.broker.directory.dtx_recover_elsewhere(self.recover(), done)
 
     def prepare(self, xid: Xid, done) -> None:
         """Phase one: make the branch's work durable so that commit cannot fail, or answer that
@@ -393,7 +386,7 @@ class DtxManager:
             branch.state = ACTIVE
             self._roll_back(branch, XaStatus.XA_RBROLLBACK)
             done(branch.outcome)
-        self.broker.spread.dtx_prepare_parts(branch, parts_recorded)
+        self.broker.directory.dtx_prepare_parts(branch, parts_recorded)
 
     def _prepared(self, branch: Branch) -> None:
         self._write_record(branch)
@@ -426,7 +419,7 @@ class DtxManager:
             need = max(need, channel._route(ex, msg, mandatory))
         for owner, entries, requeue in branch.settles:
             if owner is not None:
-                owner._settle(entries, requeue)
+                owner.settle_entries(entries, requeue)
             else:
                 settle_recovered(entries, requeue)
         durability = self.durability
@@ -446,7 +439,7 @@ class DtxManager:
                 self._delete_record(branch)
                 done(XaStatus.XA_OK)
         if branch.parts:
-            self.broker.spread.dtx_commit_parts(branch, one_done)
+            self.broker.directory.dtx_commit_parts(branch, one_done)
         if need and durability is not None and need > durability.synced:
             durability.waiting.add(_SyncWaiter(durability, need, one_done))
             return
@@ -471,11 +464,11 @@ class DtxManager:
             self._collect_for_rollback(ch)
         for owner, entries, _ in branch.settles:
             if owner is not None:
-                owner._settle(entries, True)
+                owner.settle_entries(entries, True)
             else:
                 settle_recovered(entries, True)
         if branch.parts:
-            self.broker.spread.dtx_roll_back_parts(branch)
+            self.broker.directory.dtx_roll_back_parts(branch)
         branch.publishes, branch.settles = [], []
         branch.state = ROLLED_BACK
         branch.outcome = outcome
@@ -487,7 +480,7 @@ class DtxManager:
         settles = channel.tx_settles
         channel.tx_publishes, channel.tx_settles = [], []
         for entries, _ in settles:
-            channel._settle(entries, True)
+            channel.settle_entries(entries, True)
 
     def _forget(self, branch: Branch) -> None:
         if self.branches.get(branch.xid) is branch:
@@ -596,10 +589,10 @@ class DtxManager:
             if path.suffix == ".tmp":
                 path.unlink(missing_ok=True)  # a prepare that never answered
                 continue
-            if path.suffix == HELD_SUFFIX and self.broker.spread is not None:
+            if path.suffix == HELD_SUFFIX and self.broker.directory.index is not None:
                 try:  # a part another worker's branch left here (warren/spread/dtx.py)
                     doc = json.loads(path.read_bytes())
-                    self.broker.spread.dtx_recover_part(xid_of(doc), int(doc["home"]), self.take_settles(doc))
+                    self.broker.directory.dtx_recover_part(xid_of(doc), int(doc["home"]), self.take_settles(doc))
                 except (ValueError, KeyError, TypeError) as e:
                     log.error("dtx: cannot read held part %s (%s): kept, not recovered", path, e)
                 continue

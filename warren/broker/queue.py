@@ -93,6 +93,12 @@ class Queue(Expiry, LengthLimits, DeliveryLimit, ConsumerChoice, Paging, FlowMar
         # the declared arguments plus those of the policy that applies (warren/broker/policies.py)
         self.apply_arguments(vhost.effective_arguments("queue", name, self.arguments))
 
+    @property
+    def enqueued(self) -> int:
+        """Messages enqueued since the queue was made (each one's seq is the next number): the
+        HTTP API's and Prometheus' published count."""
+        return self._seq
+
     def apply_arguments(self, effective: dict) -> None:
         """(Re)configure the TTL, length limits, dead-lettering, delivery limit, expiry and
         deduplication from the effective arguments (declared + policy): at creation and
@@ -272,7 +278,7 @@ class Queue(Expiry, LengthLimits, DeliveryLimit, ConsumerChoice, Paging, FlowMar
             self.durability.wrote(self.store)
 
     def forget_run(self, items: list) -> None:
-        """``forget`` for each (seq, message) of a run of acks (``BrokerChannel._settle``): the
+        """``forget`` for each (seq, message) of a run of acks (``BrokerChannel.settle_entries``): the
         persistent ones leave the store in one call, which asks for one group commit."""
         if type(self).forget is not Queue.forget:  # a queue type with its own forget keeps it
             for seq, msg in items:

@@ -10,6 +10,7 @@ import base64
 import logging
 import os
 
+from warren.broker.directory import LocalDirectory
 from warren.broker.exchanges import EXCHANGE_TYPES, Exchange
 from warren.broker.exchanges.base import Binding
 from warren.broker.exchanges.default import DefaultExchange
@@ -50,10 +51,10 @@ class VirtualHost:
         self.memory = memory  # the broker's MemoryBudget: queues page out past it
         self.durability = durability  # None: nothing is stored (tests of the model alone)
         self.queues: dict[str, QueueBase] = {}
-        # --worker-mode queues (warren/spread): the queues other workers own, as records, and this
-        # worker's part of the node (None in one process)
+        # --worker-mode queues (warren/spread): the queues other workers own, as handles; the
+        # broker's directory says where each queue lives (directory.py; alone until the broker's)
         self.remote_queues: dict = {}
-        self.spread = None
+        self.directory = LocalDirectory(None)
         self.timers: set = set()  # objects with tick(now) -> bool (keep ticking); Broker.tick calls them
         self.reply_channels: dict = {}  # direct reply-to: token -> ReplyConsumer (warren/broker/reply_to.py)
         self.policies: list = []  # this vhost's policies (warren/broker/policies.py), Broker sets them
@@ -115,7 +116,7 @@ class VirtualHost:
             # an existing amq.* exchange may be redeclared (equivalence first, as RabbitMQ)
             raise AccessRefused(f"exchange name '{name}' contains reserved prefix 'amq.*'")
         if ex is not None:
-            self._check_equivalent("exchange", name, (
+            self.check_equivalent("exchange", name, (
                 ("type", ex.TYPE, type_), ("durable", ex.durable, durable),
                 ("auto_delete", ex.auto_delete, auto_delete), ("internal", ex.internal, internal),
             ), ex.arguments, arguments)
@@ -138,9 +139,9 @@ class VirtualHost:
             return  # idempotent, as RabbitMQ 3.x
         if if_unused and ex.bindings:
             raise PreconditionFailed(f"{self._describe('exchange', name)} in use")
-        self._remove_exchange(ex)
+        self.remove_exchange(ex)
 
-    def _remove_exchange(self, ex: Exchange) -> None:
+    def remove_exchange(self, ex: Exchange) -> None:
         del self.exchanges[ex.name]
         ex.detach()
         if ex.durable and self.durability is not None:
@@ -148,16 +149,16 @@ class VirtualHost:
         for b in list(ex.bindings.values()):
             ex.remove_binding(b)
         for b in list(ex.bound_to):
-            self._unbind(b.source, b)
+            self.remove_binding(b.source, b)
 
-    def _unbind(self, source: Exchange, binding) -> None:
+    def remove_binding(self, source: Exchange, binding) -> None:
         source.remove_binding(binding)
         if self._stored_binding(source, binding.destination):
             kind = "exchange" if isinstance(binding.destination, Exchange) else "queue"
             self.durability.definitions.unbind(self.name, source.name, binding.destination.name,
                                                binding.routing_key, binding.arguments, kind)
         if source.auto_delete and not source.bindings and source.name in self.exchanges:
-            self._remove_exchange(source)
+            self.remove_exchange(source)
 
     def _writable_exchange(self, name: str) -> Exchange:
         if name == "":
@@ -191,7 +192,7 @@ class VirtualHost:
             return
         b = src.bindings.get(Binding(src, dest, routing_key, arguments).key)
         if b is not None:
-            self._unbind(src, b)
+            self.remove_binding(src, b)
 
     # --- queues --------------------------------------------------------------------------
 
@@ -201,13 +202,13 @@ class VirtualHost:
         if q is None:
             remote = self.remote_queues.get(name)
             if remote is not None:  # --worker-mode queues: it lives on another worker
-                raise self.spread.refuse_remote(remote, "using")
+                raise remote.spread.refuse_remote(remote, "using")
             raise NotFound(f"no {self._describe('queue', name)}")
         if q.exclusive_owner is not None and q.exclusive_owner is not session:
-            raise self._locked(name)
+            raise self.locked_error(name)
         return q
 
-    def _locked(self, name: str) -> ResourceLocked:
+    def locked_error(self, name: str) -> ResourceLocked:
         return ResourceLocked(f"cannot obtain exclusive access to locked {self._describe('queue', name)}. "
                               "It could be originally declared on another connection or the exclusive "
                               "property value does not match that of the original declaration.")
@@ -236,8 +237,8 @@ class VirtualHost:
             # exclusive, and nobody if it does not; else 405, never 406. An exclusive queue is
             # never durable, whatever the declare says (RabbitMQ: durable and not exclusive).
             if q.exclusive_owner is not (session if exclusive else None):
-                raise self._locked(name)
-            self._check_equivalent("queue", name, (
+                raise self.locked_error(name)
+            self.check_equivalent("queue", name, (
                 ("durable", q.durable, durable and not exclusive), ("auto_delete", q.auto_delete, auto_delete),
             ), q.arguments, arguments)
             return q
@@ -299,8 +300,7 @@ class VirtualHost:
         if q.deleted:
             return 0
         self.queues.pop(q.name, None)
-        if self.spread is not None:  # the other workers forget their record of it
-            self.spread.queue_deleted(self, q)
+        self.directory.queue_deleted(self, q)  # --worker-mode queues: the others forget their record of it
         if q.is_stream:
             return self._delete_stream(q)
         # an AMQP 0-10 alternate exchange also takes what is left in a deleted queue (Qpid)
@@ -337,7 +337,7 @@ class VirtualHost:
         q.deleted = True
         TOTALS.queue_deleted(q)  # its counts outlive it (warren/broker/totals.py)
         for b in list(q.bound_to):
-            self._unbind(b.source, b)
+            self.remove_binding(b.source, b)
         for c in list(q.consumers):
             c.channel.consumer_cancelled_by_broker(c)
         q.consumers.clear()
@@ -357,8 +357,8 @@ class VirtualHost:
     def restore_queue(self, d) -> int:
         if d.name in self.queues or d.name in self.remote_queues:
             return 0
-        if self.spread is not None and not self.spread.owns_durable(self.name, d.name):
-            self.spread.restore_record(self, d)  # another worker's queue: its record, for bindings
+        if not self.directory.owns_durable(self.name, d.name):
+            self.directory.restore_record(self, d)  # another worker's queue: its record, for bindings
             return 0
         q = new_queue(self, d.name, True, None, d.auto_delete, d.arguments)
         q.memory = self.memory
@@ -387,11 +387,11 @@ class VirtualHost:
         b = ex.bindings.get(Binding(ex, q, routing_key, arguments).key)
         if b is not None:
             self.queue(name, session)  # 405 for another connection's exclusive queue
-            self._unbind(ex, b)
+            self.remove_binding(ex, b)
 
     # --- checks --------------------------------------------------------------------------
 
-    def _check_equivalent(self, kind: str, name: str, flags, old_args: dict, new_args: dict) -> None:
+    def check_equivalent(self, kind: str, name: str, flags, old_args: dict, new_args: dict) -> None:
         for flag, current, received in flags:
             if current != received:
                 raise PreconditionFailed(

@@ -308,6 +308,10 @@ class Client(asyncio.Protocol):
     def resume_writing(self) -> None:
         self._writable.set()
 
+    def can_write(self) -> bool:
+        """Whether the socket takes more now (False while the peer pushes back)."""
+        return self._writable.is_set()
+
     # --- events -----------------------------------------------------------------------------
 
     def _event(self, event) -> None:

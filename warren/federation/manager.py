@@ -107,8 +107,7 @@ class FederationManager:
     def runs_here(self, vhost: str, kind: str, name: str) -> bool:
         """--worker-mode queues: every worker serves the vhost, one of them runs each shovel
         and exchange link (a queue's link runs on the queue's owner, the one that holds it)."""
-        spread = self.broker.spread
-        return spread is None or spread.runs_here(vhost, kind, name)
+        return self.broker.directory.runs_here(vhost, kind, name)
 
     def _start_shovel(self, vhost: str, name: str, value) -> None:
         if vhost not in self.broker.vhosts or not self.runs_here(vhost, "shovel", name):

@@ -298,7 +298,7 @@ class Shovel:
             else:
                 pending.add(fut)
                 fut.add_done_callback(lambda f, t=tag: self._confirmed(f, t, ch, pending, state, done))
-            if not dest._writable.is_set() and not state.get("paused") and src.transport is not None:
+            if not dest.can_write() and not state.get("paused") and src.transport is not None:
                 state["paused"] = True  # the destination pushes back: stop reading the source
                 src.transport.pause_reading()
                 asyncio.ensure_future(_resume_when_writable(src, dest, state))

@@ -85,10 +85,9 @@ async def _shared_files_everywhere(request: web.Request, handler):
     reads them again before the answer, so that the next request, to any worker, finds it (a vhost
     just created takes queues). One process and the vhosts mode: nothing more than a test."""
     response = await handler(request)
-    spread = request.app[BROKER].spread
-    if (spread is not None and request.method in ("PUT", "DELETE", "POST") and response.status < 400
+    if (request.method in ("PUT", "DELETE", "POST") and response.status < 400
             and request.path.startswith(SHARED_FILE_PATHS)):
-        await spread.node_files_changed()
+        await request.app[BROKER].directory.files_changed()
     return response
 
 

@@ -27,11 +27,11 @@ from warren import __version__
 from warren.broker.policies import PolicyError, validate_policy
 from warren.errors import AMQPError
 from warren.management import policy_store
-from warren.spread.coordinator import ADMIN
+from warren.broker.directory import ADMIN, apply_change
 
 __all__ = ["DefinitionsError", "export_definitions", "import_definitions", "load_definitions_file",
            "read_definitions_file", "import_shared_definitions", "vhosts_part", "RABBIT_VERSION",
-           "import_definitions_spread"]
+           "import_definitions_live"]
 
 log = logging.getLogger("warren.management")
 
@@ -300,7 +300,7 @@ def _import_policies(broker, doc: dict, forced: str | None) -> None:
 def _object_changes(broker, doc: dict, forced: str | None):
     """The exchanges, queues and bindings of ``doc``, checked one at a time as they are taken:
     ``(what, vhost, op, args)`` in the ops and arguments of the sequencer under --worker-mode
-    queues (``Spread.define``), which ``_apply_local`` applies in one process."""
+    queues (``Spread.define``), which ``apply_change`` (warren/broker/directory.py) applies in one process."""
     for e in _section(doc, "exchanges"):
         name = _str(e, "name", "an exchange")
         what = f"exchange '{name}'"
@@ -341,18 +341,6 @@ def _object_changes(broker, doc: dict, forced: str | None):
             raise DefinitionsError(f"{what}: destination_type must be queue or exchange")
 
 
-def _apply_local(vhost, op: str, args: tuple) -> None:
-    """One of ``_object_changes`` in this process."""
-    if op == "declare_queue":
-        name, durable, exclusive, auto_delete, arguments, _ = args
-        vhost.declare_queue(None, name, False, durable, exclusive, auto_delete, arguments)
-    elif op == "bind_queue":
-        name, source, routing_key, arguments, _ = args
-        vhost.bind_queue(vhost.queues[name], source, routing_key, arguments)
-    else:  # declare_exchange, bind_exchange: the vhost's methods of that name
-        getattr(vhost, op)(*args)
-
-
 def _import_settings(broker, doc, parameters, vhost: str | None) -> None:
     """What comes before the objects: access (a whole import), parameters and policies."""
     if not isinstance(doc, dict):
@@ -366,7 +354,7 @@ def _import_settings(broker, doc, parameters, vhost: str | None) -> None:
     _import_policies(broker, doc, vhost)
 
 
-def import_definitions(broker, doc, parameters=None, vhost: str | None = None, apply=_apply_local) -> None:
+def import_definitions(broker, doc, parameters=None, vhost: str | None = None, apply=apply_change) -> None:
     """Apply a definitions document (see the module docstring); DefinitionsError on the first
     object that cannot be imported. ``apply(vhost, op, args)`` makes each object: in this
     process (a worker of --worker-mode queues at its start: ``Spread.define_at_start``)."""
@@ -378,15 +366,17 @@ def import_definitions(broker, doc, parameters=None, vhost: str | None = None, a
             raise DefinitionsError(f"{what} in vhost '{v.name}': {err.text}") from None
 
 
-async def import_definitions_spread(spread, broker, doc, parameters=None, vhost: str | None = None) -> None:
-    """``import_definitions`` under --worker-mode queues (warren/spread): the other workers read
-    the shared files (users, vhosts, policies) again, then every exchange, queue and binding goes
-    through the sequencer, as a client's declare would, in the document's order."""
+async def import_definitions_live(broker, doc, parameters=None, vhost: str | None = None) -> None:
+    """``import_definitions`` into a running broker (the HTTP API): every process sharing its
+    vhosts reads the shared files (users, vhosts, policies) again, then every exchange, queue
+    and binding is a change through the broker's directory, as a client's declare would be, in
+    the document's order (--worker-mode queues: ordered by worker 0, broker/directory.py)."""
     _import_settings(broker, doc, parameters, vhost)
-    await spread.node_files_changed()
+    directory = broker.directory
+    await directory.files_changed()
     for what, v, op, args in _object_changes(broker, doc, vhost):
         try:
-            await spread.define(v.name, op, args)
+            await directory.define(v.name, op, args)
         except AMQPError as err:
             raise DefinitionsError(f"{what} in vhost '{v.name}': {err.text}") from None
 
@@ -405,7 +395,7 @@ def read_definitions_file(path) -> dict:
     return doc
 
 
-def load_definitions_file(broker, path, parameters=None, apply=_apply_local) -> None:
+def load_definitions_file(broker, path, parameters=None, apply=apply_change) -> None:
     """``--definitions FILE`` at start-up: the whole file or a DefinitionsError naming it."""
     doc = read_definitions_file(path)
     try:

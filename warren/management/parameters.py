@@ -14,7 +14,7 @@ supervisor share one ``global_parameters.json`` in the supervisor's data folder 
 ``--global-parameters-file``). A change is a read-modify-write of it under an exclusive
 ``flock`` (as policies.json, ``policy_store.py``); the other processes see it at their next
 look (``refresh_global``, from the server's tick every ``GLOBAL_CHECK`` seconds, or at once when
-a worker's HTTP API changed it: ``Spread.node_files_changed``), and their listeners hear of it
+a worker's HTTP API changed it: ``Spread.files_changed``), and their listeners hear of it
 then. Per-vhost parameters stay with the worker that owns the vhost, except under
 ``--worker-mode queues``, where every worker serves every vhost: there they are the node's too,
 kept in the same shared file the same way (``node_wide``).

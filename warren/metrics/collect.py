@@ -122,12 +122,12 @@ def _queue_row(vhost: str, q, unacked: int) -> tuple:
     if plain:  # no side effect: expiry runs on the queue's own timer
         in_memory = len(q.ready)
         ready = in_memory + paged
-        published = q._seq
+        published = q.enqueued
     else:
         ready = q.message_count
         in_memory = ready - paged
         store = q.store
-        published = (store.next_offset if store is not None else 0) if kind == "stream" else q._seq
+        published = (store.next_offset if store is not None else 0) if kind == "stream" else q.enqueued
     paged_bytes = q.paged_bytes
     return (vhost, q.name, kind, ready, unacked, ready + unacked, in_memory, q.ready_bytes + paged_bytes,
             len(q.consumers), paged, paged_bytes, published, q.stats_deliver + q.stats_get, q.stats_ack,
@@ -151,16 +151,16 @@ async def read_snapshot(server, per_object: bool, slice_size: int = SLICE) -> Sn
         step = time.thread_time()
 
     # --- connections and channels (and, per object, which queue each unacked message is from)
-    spread = server.spread  # --worker-mode queues (warren/spread)
+    directory = server.broker.directory  # --worker-mode queues: sessions for the others' consumers
     unacked_by_queue: Counter = Counter()
     received_confirm = 0
     ch_sums = snap.channel_sums
     conn_sums = snap.connection_sums
     for conn in list(server.connections):
         snap.connections += 1
-        if conn._throttled:
+        if conn.throttled:
             snap.paused_by_queue += 1
-        if conn._blocked:
+        if conn.blocked:
             snap.paused_by_alarm += 1
         session = conn.session
         channels = list(session.channels.values()) if session is not None else []
@@ -192,8 +192,8 @@ async def read_snapshot(server, per_object: bool, slice_size: int = SLICE) -> Sn
         if done >= slice_size:
             done = 0
             await pause()
-    if per_object and spread is not None:  # --worker-mode queues: consumers on other workers hold
-        for session in list(spread._proxy_sessions.values()):  # some of our queues' messages (proxy.py)
+    if per_object:  # --worker-mode queues: consumers on other workers hold some of our queues' messages
+        for session in directory.proxy_sessions():
             for ch in list(session.channels.values()):
                 unacked_by_queue.update(map(_queue_of, list(ch.unacked.values())))
     received, confirmed = ch_sums[_CH["published"]], ch_sums[_CH["confirmed"]]

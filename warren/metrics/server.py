@@ -105,10 +105,9 @@ class MetricsServer:
         started = time.perf_counter()
         snap = await read_snapshot(self.server, per_object)
         snap.probes = Probes.of(self)
-        spread = self.server.spread
-        if spread is not None:  # --worker-mode queues: every worker's queues, channels and counts
-            for other in await spread.api_rows("metrics", per_object):
-                add_snapshot(snap, other)
+        # --worker-mode queues: every worker's queues, channels and counts (broker/directory.py)
+        for other in await self.server.broker.directory.api_rows("metrics", per_object):
+            add_snapshot(snap, other)
         busy = snap.read_seconds
         response = web.StreamResponse(headers={"Content-Type": CONTENT_TYPE})
         gzip = "gzip" in request.headers.get("Accept-Encoding", "")

@@ -521,6 +521,16 @@ class AMQPConnection(asyncio.Protocol):
             self._flow_timer.cancel()
             self._flow_timer = None
 
+    @property
+    def blocked(self) -> bool:
+        """Publishers held by a resource alarm (connection.blocked): the HTTP API's state."""
+        return self._blocked
+
+    @property
+    def throttled(self) -> bool:
+        """Reading paused for a congested queue (flow control)."""
+        return self._throttled
+
     def set_blocked(self, blocked: bool, reason: str) -> None:
         """A resource alarm was raised or cleared (flow_control.py): stop or restart reading."""
         session = self.session

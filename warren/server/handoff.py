@@ -133,7 +133,7 @@ class HandoffReceiver:
         if self._channel is not None:
             # another worker moving a connection here (--worker-mode queues: one record, then it
             # closes; warren/spread/placement.py); without spread, nobody but the supervisor may
-            if self.server.spread is None:
+            if self.server.broker.directory.index is None:
                 channel.close()
                 return
             channel.setblocking(False)
@@ -254,7 +254,7 @@ class HandedOverConnection(AMQPConnection):
         self.answered = answered
         if relayed is not None:  # TLS the supervisor relays: who the client is (connection_made)
             self.peer, self.local, self.tls = relayed.peer, relayed.local, relayed.tls
-        if server.spread is not None and not answered:
+        if server.broker.directory.index is not None and not answered:
             # it may move once (the replay is its beginning); a relayed TLS connection moves its
             # end of the socket pair, and the record carries who the client is (placement.py)
             self._history = bytearray()

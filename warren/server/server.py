@@ -257,25 +257,23 @@ class Server:
             self.spread.on_failure = self._spread_failed
         self.broker = Broker(config.vhosts, durability=self.durability, memory_budget=config.paging_budget(),
                              policy_file=config.policy_file, access=AccessControl.for_config(config),
-                             spread=self.spread)
-        if self.spread is not None:
-            self.spread.broker = self.broker
+                             directory=self.spread)
+        directory = self.broker.directory  # where the queues live (warren/broker/directory.py)
         self.broker.set_consumer_timeout(config.consumer_timeout)
         # limits and abuse (limits.py, warren/broker/limits.py, warren/access/login_throttle.py)
         open_files = raise_open_file_limit()
         self.handshake_gate = HandshakeGate.for_config(config, open_files)
         self.output_max = output_bound(config)
         self.broker.limits = BrokerLimits.for_config(config)
-        if self.spread is not None:  # the node's and users' connection limits count every worker's
-            self.broker.limits.counted_elsewhere = self.spread.counted_elsewhere
-            self.broker.limits.count_changed = self.spread.count_changed
+        # the node's and users' connection limits count every worker's (--worker-mode queues)
+        self.broker.limits.counted_elsewhere = directory.counted_elsewhere
+        self.broker.limits.count_changed = directory.count_changed
         self.broker.login_throttle = LoginThrottle.for_config(config)
         log.info("limits: %d open files, %s unauthenticated connections at once, connections %s, output "
                  "per client %d octets (docs/security.md)", open_files, self.handshake_gate.limit or "any",
                  config.connection_max or "unlimited", self.output_max)
         self.alarms = ResourceAlarms(self, config.data_dir, config.disk_free_limit, config.memory_limit())
-        if self.spread is not None:
-            self.spread.alarms = self.alarms
+        directory.alarms = self.alarms  # ours block the other workers' publishers too, theirs ours
         self.connections: set[AMQPConnection] = set()
         self._listener: asyncio.AbstractServer | None = None
         self._listeners_file: Path | None = None  # LISTENERS_FILE, once written
@@ -398,9 +396,7 @@ class Server:
                 self.parameters.refresh_global()
             except Exception:
                 log.exception("reading the shared global parameters failed")
-            if self.spread is not None:  # users' channels closed here since: the others count them
-                self.broker.limits.recount_channels(self.broker.access)
-                self.spread.check_full()  # our full queues with room again: their publishers' workers hear so
+            self.broker.directory.tick()
         self._tick_handle = self.loop.call_later(TICK, self._tick)
 
     async def startup(self) -> None:
@@ -412,20 +408,19 @@ class Server:
         self.parameters = ParameterStore.in_data_dir(c.data_dir, c.global_parameters_file,
                                                      node_wide=c.worker_mode == "queues")
         self.federation = FederationManager(self.broker, self.parameters)  # validates shovels from now on
-        if self.spread is not None:  # a worker's API changed them: re-read at once (Spread.node_files_changed)
-            self.spread.parameters = self.parameters
+        # a worker's API changed them: the others re-read at once (files_changed)
+        self.broker.directory.parameters = self.parameters
         # before any client (load_definitions); a --workers worker gets the part of the file with
         # its own vhosts' objects, the supervisor has loaded the rest (warren/server/workers.py)
         if c.definitions is not None:
             from warren.management.definitions import DefinitionsError, load_definitions_file
             try:
-                if self.spread is None:
-                    load_definitions_file(self.broker, c.definitions, self.parameters)
-                else:  # every worker makes the same objects, each queue on its owner; the
-                    # runtime parameters are the node's, imported once (worker 0)
-                    load_definitions_file(self.broker, c.definitions,
-                                          self.parameters if self.spread.index == 0 else None,
-                                          apply=self.spread.define_at_start)
+                # --worker-mode queues: every worker makes the same objects, each queue on its
+                # owner; the runtime parameters are the node's, imported once (worker 0)
+                directory = self.broker.directory
+                load_definitions_file(self.broker, c.definitions,
+                                      self.parameters if directory.index in (None, 0) else None,
+                                      apply=directory.define_at_start)
             except DefinitionsError as e:
                 raise StartupError(f"cannot load definitions: {e}") from None
         if c.tls_port >= 0 or c.http_tls:
@@ -435,8 +430,7 @@ class Server:
                 raise StartupError(str(e)) from None
         # a worker lists its supervisor's TLS port (it ends TLS and relays: relay.py); one process its own
         tls_port = c.tls_port if c.tls_port >= 0 and c.handoff_socket is not None else None
-        if self.spread is not None:  # linked to the other workers before any client comes
-            await self.spread.start()
+        await self.broker.directory.start()  # linked to the other workers before any client comes
         if c.handoff_socket is not None:  # a worker: connections come from the supervisor (workers.py)
             self.handoff = HandoffReceiver(self)
             await self.handoff.start(c.handoff_socket)
@@ -472,9 +466,8 @@ class Server:
                 "amqps_port": tls_port, "http_tls": c.http_tls,  # the listeners' list (TLS: tls.py)
                 "gc": self.collector.stats()}, server=self, limits=HttpLimits(
                     c.http_header_timeout, c.http_body_timeout, c.http_max_header_size, c.http_max_body_size))
-            if self.spread is not None:  # the other workers' HTTP APIs list our objects too
-                from warren.management.api.merged import PeerApi
-                self.spread.api = PeerApi(self.http.app)
+            from warren.management.api.merged import PeerApi
+            self.broker.directory.api = PeerApi(self.http.app)  # the other workers' APIs list ours too
             try:
                 http_port = await self.http.start(c.http_host or c.host, c.http_port,
                                                   ssl_context=self.tls.http_server_context() if c.http_tls else None)
@@ -548,8 +541,7 @@ class Server:
 
     async def shutdown(self) -> None:
         # 1. stop accepting connections (and checking alarms)
-        if self.spread is not None:
-            self.spread.stop()
+        self.broker.directory.stop()
         self.alarms.stop()
         if self._tick_handle is not None:
             self._tick_handle.cancel()
@@ -584,11 +576,7 @@ class Server:
             await self.tls_listener.wait_closed()
         # --worker-mode queues: group commits waiting for another worker's answer end first (it
         # answers while it stops too), then the links close
-        if self.spread is not None:
-            deadline = self.loop.time() + self.config.shutdown_timeout
-            while self._commits and self.loop.time() < deadline:
-                await asyncio.sleep(0.01)
-            self.spread.close()
+        await self.broker.directory.close(lambda: not self._commits, self.config.shutdown_timeout)
         # 5. flush and close the stores (no group commit may start after this); the group
         # commits at the disk end first, as they would have (QueueStore.sync waits for them)
         self._stores_closed = True

@@ -65,7 +65,7 @@ class SpreadChannel(Lender, RemoteSettling, Channel):
     def _place(self, owner: int | None) -> bool:
         """Move to ``owner`` (None: stay); True when the connection has gone there."""
         io = self.session.io
-        if owner is None or owner == self.session.broker.spread.index:
+        if owner is None or owner == self.session.broker.directory.index:
             io.settle()
             return False
         if io.move_to(owner):
@@ -124,7 +124,7 @@ class SpreadChannel(Lender, RemoteSettling, Channel):
         task.add_done_callback(done)
 
     def _define(self, m, op: str, args: tuple, reply) -> None:
-        self._after(m, self.session.broker.spread.define(self.vhost.name, op, args), lambda _: reply)
+        self._after(m, self.session.broker.directory.define(self.vhost.name, op, args), lambda _: reply)
 
     # --- exchanges -----------------------------------------------------------------------
 
@@ -158,13 +158,13 @@ class SpreadChannel(Lender, RemoteSettling, Channel):
                 return Channel.handle_queue_declare(self, m)
             authz.queue_declare(self, name, True, m.arguments)
             if q.exclusive_owner is not None:  # another connection's (ours would be local)
-                raise self.vhost._locked(name)
+                raise self.vhost.locked_error(name)
             self.last_queue = name
-            self._after(m, self.session.broker.spread.queue_counts(q),
+            self._after(m, self.session.broker.directory.queue_counts(q),
                         lambda counts: spec.QueueDeclareOk(name, *counts))
             return
         authz.queue_declare(self, name, False, m.arguments)
-        spread = self.session.broker.spread
+        spread = self.session.broker.directory
         ref = spread.session_ref(self.session)
         if not name:
             self.session.unmovable = True  # its name is not in the client's octets: no move
@@ -182,13 +182,13 @@ class SpreadChannel(Lender, RemoteSettling, Channel):
     def handle_queue_bind(self, m) -> None:
         name = m.queue or self.last_queue
         authz.queue_bind(self, name, m.exchange, m.routing_key)
-        ref = self.session.broker.spread.session_ref(self.session)
+        ref = self.session.broker.directory.session_ref(self.session)
         self._define(m, "bind_queue", (name, m.exchange, m.routing_key, m.arguments, ref), spec.QueueBindOk())
 
     def handle_queue_unbind(self, m) -> None:
         name = m.queue or self.last_queue
         authz.queue_bind(self, name, m.exchange, m.routing_key)
-        ref = self.session.broker.spread.session_ref(self.session)
+        ref = self.session.broker.directory.session_ref(self.session)
         self._define(m, "unbind_queue", (name, m.exchange, m.routing_key, m.arguments, ref), spec.QueueUnbindOk())
 
     def handle_queue_purge(self, m) -> None:
@@ -198,13 +198,13 @@ class SpreadChannel(Lender, RemoteSettling, Channel):
             return Channel.handle_queue_purge(self, m)
         authz.queue_read(self, name)
         if q.exclusive_owner is not None:
-            raise self.vhost._locked(name)
-        self._after(m, self.session.broker.spread.purge(q), lambda n: spec.QueuePurgeOk(n))
+            raise self.vhost.locked_error(name)
+        self._after(m, self.session.broker.directory.purge(q), lambda n: spec.QueuePurgeOk(n))
 
     def handle_queue_delete(self, m) -> None:
         name = m.queue or self.last_queue
         authz.queue_delete(self, name)
-        spread = self.session.broker.spread
+        spread = self.session.broker.directory
         ref = spread.session_ref(self.session)
         session = self.session
         # our consumers of it hear basic.cancel after delete-ok, as in one process (channel.py)
@@ -229,7 +229,7 @@ class SpreadChannel(Lender, RemoteSettling, Channel):
     def _remote_queue(self, name: str):
         q = self.vhost.remote_queues.get(name)
         if q is not None and q.exclusive_owner is not None:
-            raise self.vhost._locked(name)  # exclusive queues live with their connection
+            raise self.vhost.locked_error(name)  # exclusive queues live with their connection
         return q
 
     def _prefetch(self) -> tuple:
@@ -258,7 +258,7 @@ class SpreadChannel(Lender, RemoteSettling, Channel):
             self.remote_consumers = {}
         if tag in self.consumers or tag in self.remote_consumers:
             raise NotAllowed(f"attempt to reuse consumer tag '{tag}'")
-        spread = self.session.broker.spread
+        spread = self.session.broker.directory
         ref = spread.session_ref(self.session)
         rc = self.remote_consumers[tag] = RemoteConsumer(tag, q.owner, m.no_ack, name, self._settler(q.owner))
 
@@ -280,7 +280,7 @@ class SpreadChannel(Lender, RemoteSettling, Channel):
         rc = self.remote_consumers.get(consumer_tag) if self.remote_consumers is not None else None
         if rc is None:  # cancelled meanwhile: back to the queue
             if owner_tag is not None:
-                self._settler(owner)._settle([owner_tag], True)
+                self._settler(owner).settle_entries([owner_tag], True)
                 self.uncount(len(body))
             return
         if rc.pending is not None or not self.sink.flow_active:  # before consume-ok, or channel.flow off
@@ -307,10 +307,10 @@ class SpreadChannel(Lender, RemoteSettling, Channel):
         if rc is None:
             return Channel.handle_basic_cancel(self, m)
         if rc.pending and not rc.no_ack:  # held while channel.flow was off: back to the queue
-            self._settler(rc.owner)._settle([item[3] for item in rc.pending], True)
+            self._settler(rc.owner).settle_entries([item[3] for item in rc.pending], True)
             for item in rc.pending:
                 self.uncount(len(item[8]))
-        self.session.broker.spread.tell(rc.owner, "cancel", id(self.session), self.number, m.consumer_tag)
+        self.session.broker.directory.tell(rc.owner, "cancel", id(self.session), self.number, m.consumer_tag)
         if not m.nowait:
             self._reply(spec.BasicCancelOk(m.consumer_tag))
 
@@ -321,7 +321,7 @@ class SpreadChannel(Lender, RemoteSettling, Channel):
         if q is None:
             return Channel.handle_basic_get(self, m)
         name = q.name
-        spread = self.session.broker.spread
+        spread = self.session.broker.directory
         ref = spread.session_ref(self.session)
         settler = self._settler(q.owner)  # also what makes our close tell the owner to drop its channel
 
@@ -345,7 +345,7 @@ class SpreadChannel(Lender, RemoteSettling, Channel):
         what was on its way meanwhile waits here for the flow to come back."""
         Channel.handle_channel_flow(self, m)
         if self.remote_consumers:
-            spread = self.session.broker.spread
+            spread = self.session.broker.directory
             for owner in {rc.owner for rc in self.remote_consumers.values()}:
                 spread.tell(owner, "flow", id(self.session), self.number, m.active)
             if m.active:
@@ -357,7 +357,7 @@ class SpreadChannel(Lender, RemoteSettling, Channel):
     def handle_basic_qos(self, m) -> None:
         Channel.handle_basic_qos(self, m)
         if self.remote_consumers:
-            spread = self.session.broker.spread
+            spread = self.session.broker.directory
             for owner in {rc.owner for rc in self.remote_consumers.values()}:
                 spread.tell(owner, "qos", id(self.session), self.number, *self._prefetch())
         if self.wanting and self.prefetch_count:

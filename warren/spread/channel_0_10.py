@@ -120,12 +120,12 @@ class SpreadSessionChannel(RemoteSettling, SessionChannel):
         return LATER
 
     def _change(self, op: str, args: tuple) -> None:
-        spread = self.session.broker.spread
+        spread = self.session.broker.directory
         vhost = self.vhost.name
         self._changes.append(lambda: spread.define(vhost, op, args))
 
     def _ref(self):
-        return self.session.broker.spread.session_ref(self.session)
+        return self.session.broker.directory.session_ref(self.session)
 
     # --- the broker operations that change definitions -----------------------------------
 
@@ -149,9 +149,9 @@ class SpreadSessionChannel(RemoteSettling, SessionChannel):
         if passive and record is not None:
             authz.queue_declare(self, name, True, arguments)
             if record.exclusive_owner is not None and record.exclusive_owner != self._ref():
-                raise self.vhost._locked(name)  # another connection's exclusive queue
+                raise self.vhost.locked_error(name)  # another connection's exclusive queue
             if self._changes is not None:  # its owner says whether it is still there (404 if not)
-                spread, vhost = self.session.broker.spread, self.vhost.name
+                spread, vhost = self.session.broker.directory, self.vhost.name
 
                 async def check() -> None:
                     _, consumers = await spread.queue_counts(record)
@@ -179,13 +179,13 @@ class SpreadSessionChannel(RemoteSettling, SessionChannel):
             super()._declared(c, name, session_scoped, False, arguments)
             q = self.vhost.queues.get(name)
             if q is not None and q in self.session.kept_exclusive and q.exclusive_owner is self.session:
-                self.session.broker.spread.lock_changed(q, self._ref())  # (re)locked by us: say so to all
+                self.session.broker.directory.lock_changed(q, self._ref())  # (re)locked by us: say so to all
             return None
         if c.exclusive and not c.auto_delete and not c.passive and record.exclusive_owner is None \
                 and not record.durable:
             # Qpid's rule (SessionChannel._declared) for a queue another worker holds: its owner
             # locks it for us, if nobody consumes from it there
-            spread, ref = self.session.broker.spread, self._ref()
+            spread, ref = self.session.broker.directory, self._ref()
 
             async def lock():
                 if await spread.ask(record.owner, "lock", self.vhost.name, name, ref.session_id):
@@ -198,7 +198,7 @@ class SpreadSessionChannel(RemoteSettling, SessionChannel):
     def handle_queue_delete(self, c):
         name = self.queue_to_delete(c)
         authz.queue_delete(self, name)
-        spread, session = self.session.broker.spread, self.session
+        spread, session = self.session.broker.directory, self.session
         # subscriptions on it of the connection's other sessions end after our completion
         # (SessionChannel.handle_queue_delete); our own stay until the client cancels them
         session.held_cancels = held = []
@@ -222,13 +222,13 @@ class SpreadSessionChannel(RemoteSettling, SessionChannel):
         if q is None:
             return SessionChannel.handle_queue_purge(self, c)
         authz.queue_read(self, q.name)
-        return self._later(self.session.broker.spread.purge(q), lambda _: None)
+        return self._later(self.session.broker.directory.purge(q), lambda _: None)
 
     def handle_queue_query(self, c):
         q = self.vhost.remote_queues.get(c.queue or "")
         if q is None:
             return SessionChannel.handle_queue_query(self, c)
-        spread = self.session.broker.spread
+        spread = self.session.broker.directory
 
         async def query():
             try:
@@ -248,10 +248,10 @@ class SpreadSessionChannel(RemoteSettling, SessionChannel):
             raise ExecutionError(E.NOT_ALLOWED, f"subscription '{destination}' exists on this session")
         authz.queue_read(self, q.name)
         if q.exclusive_owner is not None and q.exclusive_owner != self._ref():  # another connection's
-            raise self.vhost._locked(q.name)
+            raise self.vhost.locked_error(q.name)
         accept_mode, acquire_mode = c.accept_mode or 0, c.acquire_mode or 0
         no_ack = accept_mode == 1 or acquire_mode == NOT_ACQUIRED
-        spread = self.session.broker.spread
+        spread = self.session.broker.directory
         ref = self._ref()
         self._settler(q.owner)  # also what makes our close tell the owner to drop its channel
         tag = destination or "amq.0-10." + str(self.current)  # as message.py names the consumer
@@ -290,7 +290,7 @@ class SpreadSessionChannel(RemoteSettling, SessionChannel):
             return message_class.handle_message_cancel(self, c)
         for key in [k for k, v in self.subscriptions.items() if v is sub]:
             del self.subscriptions[key]
-        self.session.broker.spread.tell(sub.owner, "cancel", sub.session_id, self.number, sub.tag)
+        self.session.broker.directory.tell(sub.owner, "cancel", sub.session_id, self.number, sub.tag)
         return None
 
     def _remote_subscription(self, c) -> RemoteSubscription | None:
@@ -311,7 +311,7 @@ class SpreadSessionChannel(RemoteSettling, SessionChannel):
 
     def _zero_remote(self, sub: RemoteSubscription, op: str):
         message_class.forget_window(self, sub)
-        return self._later(self.session.broker.spread.ask(sub.owner, op, sub.session_id, self.number, sub.tag),
+        return self._later(self.session.broker.directory.ask(sub.owner, op, sub.session_id, self.number, sub.tag),
                            lambda _: None)
 
     def remote_deliver(self, owner: int, item: tuple) -> None:
@@ -320,7 +320,7 @@ class SpreadSessionChannel(RemoteSettling, SessionChannel):
         sub = self.subscriptions.get(tag)
         if type(sub) is not RemoteSubscription:  # cancelled meanwhile: back to the queue
             if owner_tag is not None:
-                self._settler(owner)._settle([owner_tag], True)
+                self._settler(owner).settle_entries([owner_tag], True)
             return
         if sub.pending is not None:
             sub.pending.append((owner, item))
@@ -360,7 +360,7 @@ class SpreadSessionChannel(RemoteSettling, SessionChannel):
         local = message_class.handle_message_acquire(self, c)
         if not remote:
             return local
-        spread = self.session.broker.spread
+        spread = self.session.broker.directory
         ref = self._ref()
 
         async def acquire():

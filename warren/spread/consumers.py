@@ -36,7 +36,10 @@ class Consumers:
             sink.channel = ch
         return ch
 
-    def _existing_proxy(self, peer: int, session_id: int, number: int) -> ProxyChannel | None:
+    def proxy_sessions(self) -> list:
+        return list(self._proxy_sessions.values())
+
+    def proxy_channel(self, peer: int, session_id: int, number: int) -> ProxyChannel | None:
         session = self._proxy_sessions.get((peer, session_id))
         return session.channels.get(number) if session is not None else None
 
@@ -70,7 +73,7 @@ class Consumers:
         return c.tag  # no credit yet: nothing is delivered before the client's message.flow
 
     def _subscription(self, peer: int, session_id: int, number: int, tag: str):
-        ch = self._existing_proxy(peer, session_id, number)
+        ch = self.proxy_channel(peer, session_id, number)
         if ch is None or not isinstance(ch.sink, SubscriptionSink):
             return None
         return ch.sink.subscriptions.get(tag)
@@ -91,7 +94,7 @@ class Consumers:
         those still there."""
         vhost, name, session_id, number, seqs = args
         q = self._vhost(vhost).queues.get(name)
-        ch = self._existing_proxy(peer, session_id, number)
+        ch = self.proxy_channel(peer, session_id, number)
         if q is None or q.deleted or ch is None:
             return []
         acquired = []
@@ -107,7 +110,7 @@ class Consumers:
 
     def _proxy_message(self, peer: int, op: str, args: tuple) -> None:
         session_id, number = args[0], args[1]
-        ch = self._existing_proxy(peer, session_id, number)
+        ch = self.proxy_channel(peer, session_id, number)
         if ch is None:
             return
         if op == "settle":
@@ -118,7 +121,7 @@ class Consumers:
                 if requeue == UNMARKED:
                     requeue_unmarked(ch, entries)
                 else:
-                    ch._settle(entries, requeue)
+                    ch.settle_entries(entries, requeue)
         elif op in ("sub_flow", "sub_mode", "sub_credit"):
             sub = ch.sink.subscriptions.get(args[2]) if isinstance(ch.sink, SubscriptionSink) else None
             if sub is None:

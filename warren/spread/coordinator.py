@@ -17,6 +17,10 @@ import logging
 import weakref
 
 from warren.errors import AMQPError, InternalError, NotFound
+from warren.protocol.amqp0_9_1.channel import Channel
+from warren.protocol.amqp0_10.channel import SessionChannel
+from warren.spread.channel import SpreadChannel
+from warren.spread.channel_0_10 import SpreadSessionChannel
 from warren.spread.consumers import Consumers
 from warren.spread.dtx import DtxParts
 from warren.server.ownership import PLACEMENT, place
@@ -31,6 +35,9 @@ log = logging.getLogger("warren.spread")
 # one-way messages that set what this worker knows of another's queues: op -> Spread's method
 _STATE_MESSAGES = {"congested": "_remote_congestion", "full": "_remote_full", "locked": "_locked",
                    "unlock": "_unlock_remote", "alarm": "_remote_alarm"}
+
+
+_SPREAD_CHANNELS = {Channel: SpreadChannel, SessionChannel: SpreadSessionChannel}
 
 
 class Spread(Definitions, Forwarding, Consumers, DtxParts):
@@ -61,7 +68,7 @@ class Spread(Definitions, Forwarding, Consumers, DtxParts):
         self._deleting = None  # the queue a delete asked through the sequencer is removing
         # flow control across workers: our congested queues -> the workers told so, which hold
         # their publishers to it (RemoteQueue.congested) until we tell them it drained
-        self._congested_told: dict = {}
+        self.congested_told: dict = {}
         # x-overflow reject-publish: our full queues -> the workers told so (messages.py)
         self._full_told: dict = {}
         # the other workers' connection counts, by (worker, key): ("node",), ("user", name),
@@ -71,6 +78,15 @@ class Spread(Definitions, Forwarding, Consumers, DtxParts):
         # asks under way (the loop keeps only weak references to its tasks)
         self._dtx_held: dict = {}
         self._dtx_tasks: set = set()
+
+    @property
+    def workers(self) -> int:
+        return self.count
+
+    def channel_class(self, protocol_channel: type) -> type:
+        """Our channels over each protocol's: they ask the owners of queues other workers own
+        (channel.py, channel_0_10.py)."""
+        return _SPREAD_CHANNELS.get(protocol_channel, protocol_channel)
 
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
@@ -107,10 +123,21 @@ class Spread(Definitions, Forwarding, Consumers, DtxParts):
             for peer in self.links.peers:
                 self.tell(peer, "stopping")
 
-    def close(self) -> None:
+    async def close(self, settled, timeout: float) -> None:
+        """Group commits waiting for another worker's answer end first (it answers while it
+        stops too), then the links close."""
+        deadline = self.loop.time() + timeout
+        while not settled() and self.loop.time() < deadline:
+            await asyncio.sleep(0.01)
         self.stop()
         self._flush()
         self.links.close()
+
+    def tick(self) -> None:
+        """The server's tick: users' channels closed here since are recounted for the others,
+        and our full queues with room again tell their publishers' workers so."""
+        self.broker.limits.recount_channels(self.broker.access)
+        self.check_full()
 
     # --- the node's connection counts (a vhost's max-connections, Broker.admit) ---------------
 
@@ -132,7 +159,7 @@ class Spread(Definitions, Forwarding, Consumers, DtxParts):
         "shovel" or "exchange"): one worker each, fixed by the name (warren/federation)."""
         return place(f"{vhost}\0{kind}\0{name}", name, self.count) == self.index
 
-    async def node_files_changed(self) -> None:
+    async def files_changed(self) -> None:
         """Policies, users or runtime parameters changed through this worker's HTTP API: every
         other worker reads the shared files again before the change is answered (they would
         within 0.5 s anyway)."""
@@ -156,9 +183,9 @@ class Spread(Definitions, Forwarding, Consumers, DtxParts):
             rows.extend(a)
         return rows
 
-    async def api_get(self, q, body: dict) -> list:
-        """``POST /api/queues/.../get`` of a queue another worker owns: its owner takes them."""
-        return await self.ask(q.owner, "api_act", "get", (q.vhost_name, q.name, body))
+    async def owner_api(self, q, what: str, args: tuple):
+        """What the HTTP API of ``q``'s owner answers to ``what`` (broker/directory.py)."""
+        return await self.ask(q.owner, "api_act", what, args)
 
     async def api_act(self, what: str, *args) -> bool:
         """Ask every other worker to do ``what`` to an object it holds (close a connection);

@@ -22,6 +22,7 @@ import base64
 import logging
 import os
 
+from warren.broker.directory import ADMIN, EXCHANGE_CHANGES
 from warren.errors import AMQPError, InternalError, NotFound, NotImplemented_
 from warren.protocol.amqp0_10.channel import no_local, truthy
 from warren.server.ownership import PLACEMENT, place
@@ -34,9 +35,6 @@ __all__ = ["Definitions", "queue_owner", "SEQUENCER", "ADMIN"]
 log = logging.getLogger("warren.spread")
 
 SEQUENCER = 0  # the worker that orders every change of definitions
-# the changes that are the vhost's method of that name, applied as they are
-EXCHANGE_CHANGES = frozenset(("declare_exchange", "delete_exchange", "bind_exchange", "unbind_exchange"))
-ADMIN = "http"  # who asks, for a delete through the HTTP API: it may delete an exclusive queue
 
 
 def queue_owner(vhost: str, name: str, workers: int, placement: int = PLACEMENT) -> int:
@@ -85,7 +83,7 @@ class Definitions:
                 self._add_record(v.name, name, owner, durable, auto_delete, arguments, None)
         elif op == "bind_queue":
             name, source, routing_key, arguments, _ = args
-            v.bind_queue(self._find_queue(v, name), source, routing_key, arguments)
+            v.bind_queue(self.find_queue(v, name), source, routing_key, arguments)
         elif op in EXCHANGE_CHANGES:
             getattr(v, op)(*args)
         else:
@@ -111,7 +109,7 @@ class Definitions:
             raise NotFound(f"no vhost '{name}' on worker {self.index}")
         return v
 
-    def _find_queue(self, v, name: str):
+    def find_queue(self, v, name: str):
         return v.queues.get(name) or v.remote_queues.get(name)
 
     # --- what a client's channel asks (SpreadChannel): awaitables ---------------------------
@@ -132,6 +130,8 @@ class Definitions:
         return tuple(await self.ask(q.owner, "counts", q.vhost_name, q.name))
 
     async def purge(self, q) -> int:
+        if not isinstance(q, RemoteQueue):
+            return q.purge()
         return await self.ask(q.owner, "purge", q.vhost_name, q.name)
 
     def refuse_remote(self, q, what: str) -> AMQPError:
@@ -153,10 +153,10 @@ class Definitions:
         return result
 
     async def _sequence_declare_queue(self, origin, v, name, durable, exclusive, auto_delete, arguments, ref):
-        q = self._find_queue(v, name) if name else None
+        q = self.find_queue(v, name) if name else None
         if q is not None:
             self._check_lock(v, q, ref if exclusive else None, name)
-            v._check_equivalent("queue", name, (
+            v.check_equivalent("queue", name, (
                 ("durable", q.durable, durable and not exclusive), ("auto_delete", q.auto_delete, auto_delete),
             ), q.arguments, arguments)
             return (name, *(await self.queue_counts(q)))
@@ -177,7 +177,7 @@ class Definitions:
         return (name, made["messages"], made["consumers"])
 
     async def _sequence_delete_queue(self, origin, v, name, if_unused, if_empty, ref):
-        q = self._find_queue(v, name)
+        q = self.find_queue(v, name)
         if q is None:
             return 0  # idempotent, as RabbitMQ 3.x
         if ref != ADMIN:
@@ -204,7 +204,7 @@ class Definitions:
         else:  # a local session's queue
             same = ref is not None and ref.worker == self.index and self._sessions.get(ref.session_id) is owner
         if not same:
-            raise v._locked(name)
+            raise v.locked_error(name)
 
     # --- applying ---------------------------------------------------------------------------
 
@@ -213,7 +213,7 @@ class Definitions:
             getattr(v, op)(*args)
         elif op == "bind_queue":
             name, exchange, routing_key, arguments, ref = args
-            q = self._find_queue(v, name)
+            q = self.find_queue(v, name)
             if q is None:
                 raise NotFound(f"no queue '{name}' in vhost '{v.name}'")
             if q.exclusive_owner is not None:
@@ -221,7 +221,7 @@ class Definitions:
             v.bind_queue(q, exchange, routing_key, arguments)
         elif op == "unbind_queue":
             name, exchange, routing_key, arguments, ref = args
-            q = self._find_queue(v, name)
+            q = self.find_queue(v, name)
             ex = v.exchanges.get(exchange)
             if exchange == "":
                 from warren.errors import AccessRefused
@@ -232,7 +232,7 @@ class Definitions:
             if b is not None:
                 if q.exclusive_owner is not None:
                     self._check_lock(v, q, ref, name)
-                v._unbind(ex, b)
+                v.remove_binding(ex, b)
         else:
             raise InternalError(f"unknown definition change {op!r}")
         return None
@@ -261,7 +261,7 @@ class Definitions:
         if durable and v.durability is not None:  # so that bindings to it are restored (restore_queue)
             v.durability.definitions.declare_queue(vhost, name, durable, auto_delete, arguments)
 
-    def forget_records(self, v) -> None:
+    def vhost_deleted(self, v) -> None:
         """Vhost ``v`` is deleted: our records of the others' queues go, from the definitions
         log too (a vhost made again under that name starts without them)."""
         for name in list(v.remote_queues):
@@ -273,7 +273,7 @@ class Definitions:
             return
         q.deleted = True
         for b in list(q.bound_to):
-            v._unbind(b.source, b)
+            v.remove_binding(b.source, b)
         if q.durable and v.durability is not None:
             v.durability.definitions.delete_queue(v.name, name)
 

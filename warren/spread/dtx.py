@@ -117,8 +117,9 @@ class DtxParts:
 
     # --- any worker: the branches of the others ------------------------------------------------
 
-    def dtx_elsewhere(self, op: str, xid: Xid, args: tuple, done) -> None:
-        """An outcome command for a branch this worker does not know: run where it is known."""
+    def dtx_elsewhere(self, op: str, xid: Xid, args: tuple, done) -> bool:
+        """An outcome command for a branch this worker does not know: run where it is known
+        (True: ``done`` hears the outcome, or that no worker knows the xid)."""
         def then(answers) -> None:
             for a in answers:
                 if isinstance(a, tuple) and a[0] == "ok":
@@ -129,6 +130,7 @@ class DtxParts:
                     return
             done(errors.NotFound(f"dtx.{op.replace('_', '-')}: unknown xid {xid}"))
         self._ask_each(self.links.peers, "dtx_run", (op, xid, args), then)
+        return True
 
     def dtx_known_elsewhere(self, xid: Xid, done) -> None:
         """``done(True)`` if another worker has a branch ``xid`` (a new one's xid must be new to the node)."""
@@ -172,7 +174,7 @@ class DtxParts:
         part = self._dtx_held.get(xid)
         if part is None:
             part = self._dtx_held[xid] = HeldPart(peer)
-        ch = self._existing_proxy(peer, session_id, number)
+        ch = self.proxy_channel(peer, session_id, number)
         entries = [] if ch is None else [ch.unacked.pop(t) for t in tags if t in ch.unacked]
         if len(entries) < len(tags):  # its channel closed first: those went back to their queue
             part.lost = True
@@ -272,7 +274,7 @@ def _settle(channel, entries, requeue) -> None:
     if requeue == UNMARKED:
         requeue_unmarked(channel, entries)
     elif channel is not None and not channel.closed:
-        channel._settle(entries, requeue)
+        channel.settle_entries(entries, requeue)
     else:
         settle_recovered(entries, requeue)
 

@@ -308,16 +308,16 @@ class Forwarding:
 
     def _held_by(self, peer: int, q) -> None:
         """Flow control: the publishing worker holds its publishers to our congested queue."""
-        told = self._congested_told.get(q)
+        told = self.congested_told.get(q)
         if told is None:
-            told = self._congested_told[q] = set()
+            told = self.congested_told[q] = set()
         if peer not in told:
             told.add(peer)
             self.tell(peer, "congested", q.vhost.name, q.name, True)
 
     def queue_drained(self, q) -> None:
         """One of our queues drained (``_SpreadFlow``): the workers told it was congested resume."""
-        told = self._congested_told.pop(q, None)
+        told = self.congested_told.pop(q, None)
         if told:
             for peer in told:
                 self.tell(peer, "congested", q.vhost.name, q.name, False)
@@ -372,7 +372,7 @@ class SpreadFlow:
 
     def drained(self, queue) -> None:
         self.inner.drained(queue)
-        if queue in self.spread._congested_told:
+        if queue in self.spread.congested_told:
             self.spread.queue_drained(queue)
 
 class _SyncWaiter:

@@ -65,7 +65,7 @@ def clean(session) -> bool:
     """Whether nothing the connection did would be lost or doubled by replaying it elsewhere:
     no publish, no consumer, no delivery waiting for an ack, no exclusive queue, no transaction
     holding anything, no server-named queue (its name is not in the client's octets)."""
-    if session._exclusive_queues or session.unmovable:
+    if session.holds_exclusive_queues() or session.unmovable:
         return False
     for ch in session.channels.values():
         # (not session.published: the adapter sets it before the publish that asks to move)

@@ -10,7 +10,7 @@ link faster than its client reads, and a prefetch limit works as in one process.
 
 **On the consuming worker** (``SpreadChannel`` in ``channel.py``) each delivery gets the
 channel's own delivery tag, and its unacked record names a ``RemoteSettler`` in place of the
-queue: an ack, reject or requeue of it (``BrokerChannel._settle``, unchanged) becomes a
+queue: an ack, reject or requeue of it (``BrokerChannel.settle_entries``, unchanged) becomes a
 ``settle`` message to the owner with the owner's delivery tags.
 """
 
@@ -152,10 +152,10 @@ class ProxyChannel(Borrower, BrokerChannel):
 
 
 class RemoteSettler:
-    """On the consuming worker: where ``BrokerChannel._settle`` sends the acks, rejects and
+    """On the consuming worker: where ``BrokerChannel.settle_entries`` sends the acks, rejects and
     requeues of deliveries from one owner (in place of a queue; ``seq`` is the owner's tag)."""
 
-    store = True  # _settle: acks go through forget_run, one message per run
+    store = True  # settle_entries: acks go through forget_run, one message per run
     stats_ack = 0
     stats_deliver = 0
     stats_redeliver = 0
@@ -166,21 +166,21 @@ class RemoteSettler:
         self.session_id = session_id
         self.number = number
 
-    def _settle(self, tags: list, requeue) -> None:
+    def settle_entries(self, tags: list, requeue) -> None:
         self.spread.tell(self.owner, "settle", self.session_id, self.number, tags, requeue)
 
     def forget_run(self, items) -> None:
-        self._settle([seq for seq, _ in items], None)
+        self.settle_entries([seq for seq, _ in items], None)
 
     def forget(self, seq: int, msg) -> None:
-        self._settle([seq], None)
+        self.settle_entries([seq], None)
 
     def requeue(self, items, redelivered: bool = True) -> None:
         # a 0-10 release without set-redelivered puts them back unmarked (message.py)
-        self._settle([seq for seq, _ in items], True if redelivered else UNMARKED)
+        self.settle_entries([seq for seq, _ in items], True if redelivered else UNMARKED)
 
     def reject(self, seq: int, msg) -> None:
-        self._settle([seq], False)
+        self.settle_entries([seq], False)
 
     def dispatch(self) -> None:
         pass
@@ -189,7 +189,7 @@ class RemoteSettler:
 class RemoteConsumer:
     """On the consuming worker: a consumer whose queue is on ``owner`` (what the sink needs of a
     ``Consumer``, and deliveries held until consume-ok is written). Its unacked deliveries name
-    it, as a local consumer's do, so that ``BrokerChannel._settle`` counts them off the
+    it, as a local consumer's do, so that ``BrokerChannel.settle_entries`` counts them off the
     channel's prefetch; ``queue`` is then the owner's ``RemoteSettler`` (its dispatch: nothing)."""
 
     __slots__ = ("tag", "tag_ss", "owner", "no_ack", "queue_name", "pending", "queue", "unacked", "unacked_bytes")
@@ -260,14 +260,14 @@ class RemoteSettling:
             self.settlers = {}
         settler = self.settlers.get(owner)
         if settler is None:
-            settler = self.settlers[owner] = RemoteSettler(self.session.broker.spread, owner, id(self.session),
+            settler = self.settlers[owner] = RemoteSettler(self.session.broker.directory, owner, id(self.session),
                                                            self.number)
         return settler
 
     def _tell_owners_closed(self, owners) -> None:
         """After the channel's own close settled what it held: each owner drops our consumers
         or subscriptions and requeues what was in flight to us."""
-        spread = self.session.broker.spread
+        spread = self.session.broker.directory
         for owner in owners:
             spread.tell(owner, "close_channel", id(self.session), self.number)
 

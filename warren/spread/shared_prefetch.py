@@ -69,7 +69,7 @@ class Lender:
             self.lent = {}
         self.lent[owner] = self.lent.get(owner, 0) + room
         self.consumer_unacked += room
-        self.session.broker.spread.tell(owner, "grant", id(self.session), self.number, room)
+        self.session.broker.directory.tell(owner, "grant", id(self.session), self.number, room)
 
     def owner_wants(self, owner: int) -> None:
         """An owner's consumer of this channel waits for room (the owner's ``want``)."""
@@ -192,7 +192,7 @@ class Borrower:
             sink = self.sink
             sink.spread.tell(sink.worker, "return", sink.session_id, sink.number, room)
 
-    def _settle(self, entries: list, requeue) -> None:
+    def settle_entries(self, entries: list, requeue) -> None:
         if self.shared:  # the room goes back to the lender, who settles it there
             self.consumer_unacked += sum(1 for entry in entries if entry[3] is not None)
-        super()._settle(entries, requeue)
+        super().settle_entries(entries, requeue)

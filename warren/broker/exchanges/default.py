@@ -29,6 +29,6 @@ class DefaultExchange(Exchange):
             return (q,)
         # direct reply-to: "amq.rabbitmq.reply-to.<token>" reaches that channel's reply consumer
         rc = lookup(self._vhost, routing_key)
-        if rc is None and self._vhost.spread is not None:  # one on another worker (warren/spread)
-            rc = self._vhost.spread.remote_reply(self._vhost.name, routing_key)
+        if rc is None:  # --worker-mode queues: one on another worker (warren/spread)
+            rc = self._vhost.directory.remote_reply(self._vhost.name, routing_key)
         return (rc,) if rc is not None else ()

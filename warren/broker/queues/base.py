@@ -65,6 +65,8 @@ class QueueBase:
     # queues for x-overflow reject-publish (``refuses_publishes``); a stream's x-max-length-bytes
     # is retention, which never refuses a publish
     limited = False
+    # the queue lives in this process; a handle of one elsewhere says False (broker/directory.py)
+    is_here = True
 
     def __init__(self, vhost, name: str, durable: bool = False, exclusive_owner=None,
                  auto_delete: bool = False, arguments: dict | None = None) -> None:
@@ -112,7 +114,7 @@ class QueueBase:
         return False
 
     def forget_run(self, items: list) -> None:
-        """``forget`` for each (seq, message) of a run of acks (``BrokerChannel._settle``)."""
+        """``forget`` for each (seq, message) of a run of acks (``BrokerChannel.settle_entries``)."""
         for seq, msg in items:
             self.forget(seq, msg)
 

@@ -23,7 +23,7 @@ from warren.management.api.common import (
     BROKER, ApiError, amqp_error, bad_request, jsonable, no_content, not_found, read_json, reply_list, reply_object,
     reply_objects,
 )
-from warren.spread.definitions import ADMIN
+from warren.broker.directory import ADMIN
 
 __all__ = ["add_routes", "binding_json", "properties_key", "queue_bindings", "vhost_bindings", "exchange_name"]
 
@@ -157,16 +157,10 @@ async def create_binding(request: web.Request) -> web.Response:
         raise bad_request("arguments must be a JSON object")
     check_permission(request, vhost.name, "write", kind, destination.name)
     check_permission(request, vhost.name, "read", "exchange", source.name)
-    spread = request.app[BROKER].spread
     try:
-        if spread is not None:  # --worker-mode queues: through the worker that orders definitions
-            await spread.define(vhost.name, *(
-                ("bind_queue", (destination.name, source.name, routing_key, arguments, ADMIN)) if kind == "queue"
-                else ("bind_exchange", (destination.name, source.name, routing_key, arguments))))
-        elif kind == "queue":
-            vhost.bind_queue(destination, source.name, routing_key, arguments)
-        else:
-            vhost.bind_exchange(destination.name, source.name, routing_key, arguments)
+        await request.app[BROKER].directory.define(vhost.name, *(
+            ("bind_queue", (destination.name, source.name, routing_key, arguments, ADMIN)) if kind == "queue"
+            else ("bind_exchange", (destination.name, source.name, routing_key, arguments))))
     except AMQPError as e:
         raise amqp_error(e) from None
     key = properties_key(routing_key, arguments)
@@ -194,17 +188,11 @@ async def delete_binding(request: web.Request) -> web.Response:
         raise ApiError(401, "not_authorised", "Access refused.")
     check_permission(request, vhost.name, "write", kind, destination.name)
     check_permission(request, vhost.name, "read", "exchange", source.name)
-    spread = request.app[BROKER].spread
     try:
-        if spread is not None:  # --worker-mode queues: through the worker that orders definitions
-            await spread.define(vhost.name, *(
-                ("unbind_queue", (destination.name, source.name, b.routing_key, b.arguments, ADMIN))
-                if kind == "queue" else
-                ("unbind_exchange", (destination.name, source.name, b.routing_key, b.arguments))))
-        elif kind == "queue":
-            vhost.unbind_queue(None, destination.name, source.name, b.routing_key, b.arguments)
-        else:
-            vhost.unbind_exchange(destination.name, source.name, b.routing_key, b.arguments)
+        await request.app[BROKER].directory.define(vhost.name, *(
+            ("unbind_queue", (destination.name, source.name, b.routing_key, b.arguments, ADMIN))
+            if kind == "queue" else
+            ("unbind_exchange", (destination.name, source.name, b.routing_key, b.arguments))))
     except AMQPError as e:
         raise amqp_error(e) from None
     return no_content()

@@ -97,16 +97,16 @@ def connection_json(conn, sampler, ranges=st.NO_RANGES) -> dict:
         "ssl_hash": None,
         "ssl_key_exchange": None,
         "ssl_protocol": _ssl_protocol(conn),
-        "state": "blocked" if conn._blocked else "running",
+        "state": "blocked" if conn.blocked else "running",
         "timeout": amqp.heartbeat,
         "type": "network",
         "user": session.username,
         "user_who_performed_action": session.username,
         "vhost": session.vhost.name,
     }
-    spread = conn.server.spread
-    if spread is not None:  # --worker-mode queues: which worker process holds it (Warren's own field)
-        body["worker"] = spread.index
+    worker = conn.server.broker.directory.index
+    if worker is not None:  # --worker-mode queues: which worker process holds it (Warren's own field)
+        body["worker"] = worker
     sampler.details_of(conn, st.CONNECTION, sampler.connection_vector(conn), st.DATA, ranges, out=body)
     return body
 
@@ -120,7 +120,7 @@ def connection_fields(sampler) -> dict:
         "channels": lambda c: len(c.session.channels),
         "peer_host": lambda c: peer_address(c)[0],
         "peer_port": lambda c: peer_address(c)[1],
-        "state": lambda c: "blocked" if c._blocked else "running",
+        "state": lambda c: "blocked" if c.blocked else "running",
         "connected_at": lambda c: int(c.connected_at * 1000),
         "protocol": _protocol,
         "ssl": lambda c: c.tls is not None,
@@ -230,7 +230,7 @@ async def _reply_connections(request: web.Request, conns: list, vhost: str | Non
     ranges = st.parse_ranges(request.query, bad_request, listing=True)
     fields = connection_fields(sampler)
     rows = await _remote_rows(request, "connections", vhost)
-    if rows is None:
+    if not rows:
         conns = sorted(conns, key=connection_name)
         return await reply_objects(request, conns, lambda c: connection_json(c, sampler, ranges),
                                    name=connection_name, fields=fields)
@@ -240,15 +240,12 @@ async def _reply_connections(request: web.Request, conns: list, vhost: str | Non
         fields=merged_fields(fields))
 
 
-async def _remote_rows(request: web.Request, kind: str, vhost: str | None = None) -> list | None:
+async def _remote_rows(request: web.Request, kind: str, vhost: str | None = None) -> list:
     """--worker-mode queues: the other workers' connections or channels this principal sees,
-    as ``RemoteRow``s; None in one process."""
-    spread = request.app[BROKER].spread
-    if spread is None:
-        return None
+    as ``RemoteRow``s; none in one process (broker/directory.py)."""
     who = principal(request)
     names = set(visible_vhosts(request))
-    return [RemoteRow(r) for r in await spread.api_rows(kind)
+    return [RemoteRow(r) for r in await request.app[BROKER].directory.api_rows(kind)
             if (vhost is None or r.get("vhost") == vhost)
             and (who.sees_all or (r.get("vhost") in names and r.get("user") == who.name))]
 
@@ -286,7 +283,7 @@ async def vhost_connections(request: web.Request) -> web.Response:
 async def _remote_connection(request: web.Request) -> dict:
     """--worker-mode queues: the connection named in the path, held by another worker."""
     name = request.match_info["name"]
-    for row in await _remote_rows(request, "connections") or ():
+    for row in await _remote_rows(request, "connections"):
         if row.name == name:
             return row.json
     raise not_found()
@@ -295,9 +292,7 @@ async def _remote_connection(request: web.Request) -> dict:
 async def get_connection(request: web.Request) -> web.Response:
     try:
         conn = _find_connection(request)
-    except ApiError:
-        if request.app[BROKER].spread is None:
-            raise
+    except ApiError:  # --worker-mode queues: another worker's, or 404
         return reply_object(request, await _remote_connection(request))
     _check_own(request, conn)
     return reply_object(request, connection_json(conn, request.app[STATS], st.parse_ranges(request.query, bad_request)))
@@ -308,14 +303,11 @@ async def close_connection(request: web.Request) -> web.Response:
     reason = request.headers.get("X-Reason") or DEFAULT_CLOSE_REASON
     try:
         conn = _find_connection(request)
-    except ApiError:
-        spread = request.app[BROKER].spread
-        if spread is None:
-            raise
-        row = await _remote_connection(request)  # 404 if no worker holds it
+    except ApiError:  # --worker-mode queues: another worker's, or 404
+        row = await _remote_connection(request)
         if not who.has_level(ADMINISTRATOR) and row.get("user") != who.name:
             raise not_authorised("User not authorised to access this connection")
-        await spread.api_act("close_connection", row["name"], reason)
+        await request.app[BROKER].directory.api_act("close_connection", row["name"], reason)
         return no_content()
     if not who.has_level(ADMINISTRATOR) and conn.session.username != who.name:
         raise not_authorised("User not authorised to access this connection")
@@ -334,7 +326,7 @@ async def _reply_channels(request: web.Request, conns: list, vhost: str | None =
     ranges = st.parse_ranges(request.query, bad_request, listing=True)
     channels = sorted(_channels(conns), key=lambda ch: (connection_name(ch.session.io), ch.number))
     rows = await _remote_rows(request, "channels", vhost) if remote else None
-    if rows is None:
+    if not rows:
         return await reply_objects(request, channels, lambda ch: channel_json(ch, sampler, ranges),
                                    name=channel_name, fields=channel_fields(sampler))
     objects = sorted(channels + rows, key=lambda o: (
@@ -357,9 +349,7 @@ async def vhost_channels(request: web.Request) -> web.Response:
 async def connection_channels(request: web.Request) -> web.Response:
     try:
         conn = _find_connection(request)
-    except ApiError:
-        if request.app[BROKER].spread is None:
-            raise
+    except ApiError:  # --worker-mode queues: another worker's, or 404
         name = (await _remote_connection(request))["name"]
         rows = [r for r in await _remote_rows(request, "channels") if r.json["connection_details"]["name"] == name]
         return reply_list(request, [r.json for r in sorted(rows, key=lambda r: r.json["number"])])
@@ -394,10 +384,10 @@ async def consumer_rows(app, vhost_names) -> list[dict]:
             out.extend(consumer_json(c) for c in list(ch.consumers.values()))
             for rc in (ch.remote_consumers or {}).values():
                 remote.setdefault(rc.owner, []).append((ch, rc.tag))
-    spread = app[BROKER].spread
+    directory = app[BROKER].directory
     for owner, items in remote.items():
         keys = [(id(ch.session), ch.number, tag) for ch, tag in items]
-        facts = await spread.api_rows("proxy_consumers", spread.index, keys, only=owner)
+        facts = await directory.api_rows("proxy_consumers", directory.index, keys, only=owner)
         out.extend({**f, "channel_details": channel_details(ch)} for (ch, _), f in zip(items, facts) if f)
     return out
 
@@ -405,10 +395,10 @@ async def consumer_rows(app, vhost_names) -> list[dict]:
 def proxy_consumer_rows(app, worker: int, keys: list) -> list[dict | None]:
     """What worker ``worker``'s ``consumer_rows`` asks of its consumers of our queues, by
     (session id, channel number, tag) there: each one's JSON without its channel's, or None."""
-    spread = app[BROKER].spread
+    spread = app[BROKER].directory  # only asked under --worker-mode queues (warren/spread)
     out = []
     for session_id, number, tag in keys:
-        ch = spread._existing_proxy(worker, session_id, number)
+        ch = spread.proxy_channel(worker, session_id, number)
         c = ch.consumers.get(tag) if ch is not None else None
         out.append(None if c is None else consumer_json(c, details=False))
     return out
@@ -417,9 +407,7 @@ def proxy_consumer_rows(app, worker: int, keys: list) -> list[dict | None]:
 async def _consumers(request: web.Request, vhost: str | None = None) -> list[dict]:
     names = [vhost] if vhost is not None else visible_vhosts(request)
     out = await consumer_rows(request.app, names)
-    spread = request.app[BROKER].spread
-    if spread is not None:  # --worker-mode queues: the other workers' connections' too
-        out += await spread.api_rows("consumers", names)
+    out += await request.app[BROKER].directory.api_rows("consumers", names)  # --worker-mode queues: the others' too
     return sorted(out, key=lambda i: (i["queue"]["vhost"], i["queue"]["name"], i["consumer_tag"]))
 
 

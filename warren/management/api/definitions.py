@@ -14,7 +14,7 @@ from warren.management.api.auth import ADMINISTRATOR, require
 from warren.management.api.common import BROKER, bad_request, no_content, parse_json, vhost_or_404
 from warren.management.api.policies import PARAMETERS
 from warren.management.definitions import (
-    DefinitionsError, export_definitions, import_definitions, import_definitions_spread,
+    DefinitionsError, export_definitions, import_definitions_live,
 )
 
 __all__ = ["add_routes"]
@@ -50,10 +50,7 @@ async def _body(request: web.Request):
 async def _import(request: web.Request, doc, vhost: str | None = None) -> web.Response:
     broker = request.app[BROKER]
     try:
-        if broker.spread is None:
-            import_definitions(broker, doc, request.app[PARAMETERS], vhost)
-        else:  # --worker-mode queues: every worker's, through the worker that orders definitions
-            await import_definitions_spread(broker.spread, broker, doc, request.app[PARAMETERS], vhost)
+        await import_definitions_live(broker, doc, request.app[PARAMETERS], vhost)
     except DefinitionsError as e:
         raise bad_request(str(e)) from None
     return no_content()

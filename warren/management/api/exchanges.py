@@ -113,13 +113,9 @@ async def put_exchange(request: web.Request) -> web.Response:
     auto_delete = as_bool(body.get("auto_delete"), "auto_delete", False)
     internal = as_bool(body.get("internal"), "internal", False)
     existed = name in vhost.exchanges
-    spread = request.app[BROKER].spread
     try:
-        if spread is not None:  # --worker-mode queues: through the worker that orders definitions
-            await spread.define(vhost.name, "declare_exchange",
-                                (name, type_, False, durable, auto_delete, internal, arguments))
-        else:
-            vhost.declare_exchange(name, type_, False, durable, auto_delete, internal, arguments)
+        await request.app[BROKER].directory.define(vhost.name, "declare_exchange",
+                                                   (name, type_, False, durable, auto_delete, internal, arguments))
     except AMQPError as e:
         if e.reply_code == 503:  # an unknown type: RabbitMQ's API says so as 400
             raise bad_request(f"unknown exchange type '{type_}'") from None
@@ -131,13 +127,9 @@ async def delete_exchange(request: web.Request) -> web.Response:
     vhost, ex = _exchange(request)
     check_vhost_access(request, vhost.name, monitor_ok=False)
     check_permission(request, vhost.name, "configure", "exchange", ex.name)
-    spread = request.app[BROKER].spread
+    if_unused = request.query.get("if-unused", "").lower() == "true"
     try:
-        if_unused = request.query.get("if-unused", "").lower() == "true"
-        if spread is not None:  # --worker-mode queues: through the worker that orders definitions
-            await spread.define(vhost.name, "delete_exchange", (ex.name, if_unused))
-        else:
-            vhost.delete_exchange(ex.name, if_unused)
+        await request.app[BROKER].directory.define(vhost.name, "delete_exchange", (ex.name, if_unused))
     except AMQPError as e:
         raise amqp_error(e) from None
     return no_content()

@@ -30,10 +30,7 @@ async def _status(request: web.Request, of: str, vhost: str | None = None) -> li
     without a server. --worker-mode queues: every worker's (each runs some of them)."""
     m = _manager(request)
     rows = getattr(m, of)(vhost) if m else []
-    spread = request.app[BROKER].spread
-    if spread is not None:
-        rows = rows + await spread.api_rows(of, vhost)
-    return rows
+    return rows + await request.app[BROKER].directory.api_rows(of, vhost)
 
 
 async def _all_visible(request: web.Request, of: str) -> web.Response:
@@ -64,7 +61,7 @@ async def restart_shovel(request: web.Request) -> web.Response:
     if m is None or m.parameters.get("shovel", vhost.name, name) is m.parameters.MISSING:
         raise not_found()
     if not m.restart_shovel(vhost.name, name):  # --worker-mode queues: another worker runs it
-        await request.app[BROKER].spread.api_act("restart_shovel", vhost.name, name)
+        await request.app[BROKER].directory.api_act("restart_shovel", vhost.name, name)
     return no_content()
 
 

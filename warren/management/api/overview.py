@@ -75,7 +75,7 @@ def totals(app, names: list, sees_all: bool, ranges=st.NO_RANGES) -> tuple[dict,
     connections = [c for c in sampler.connections() if _conn_vhost(c) in names]
     channels = sum(len(c.session.channels) for c in connections)  # each opened a vhost: it has a session
     queues = [q for v in vhosts for q in v.queues.values()]
-    unacked = st.unacked_by_queue(connections, broker.spread)
+    unacked = st.unacked_by_queue(connections, broker.directory)
     vectors = [sampler.vhost_vector(v, unacked, connections) for v in vhosts]
     vec = sampler.overview_vector(vectors, sees_all)
     # the overview's rates and history are the node's (sampled with every vhost); a management
@@ -101,13 +101,13 @@ async def overview(request: web.Request) -> web.Response:
     ranges = st.parse_ranges(request.query, bad_request)
     names = visible_vhosts(request)
     message_stats, queue_totals, object_totals, streams = totals(request.app, names, who.sees_all, ranges)
-    if broker.spread is not None:  # --worker-mode queues: every worker's figures (exchanges are in each)
-        for peer in await broker.spread.api_rows("totals", names, who.sees_all, ranges):
-            more_stats, more_lengths, more_objects, more_streams = peer
-            add_figures(message_stats, more_stats)
-            add_figures(queue_totals, more_lengths)
-            add_figures(object_totals, {k: v for k, v in more_objects.items() if k != "exchanges"})
-            streams += more_streams
+    # --worker-mode queues: every worker's figures (exchanges are in each; broker/directory.py)
+    for peer in await broker.directory.api_rows("totals", names, who.sees_all, ranges):
+        more_stats, more_lengths, more_objects, more_streams = peer
+        add_figures(message_stats, more_stats)
+        add_figures(queue_totals, more_lengths)
+        add_figures(object_totals, {k: v for k, v in more_objects.items() if k != "exchanges"})
+        streams += more_streams
     node = node_name()
     info = _ports(request)
     body = {

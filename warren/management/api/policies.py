@@ -100,9 +100,7 @@ async def put_policy(request: web.Request) -> web.Response:
 async def _in_force_everywhere(request: web.Request) -> None:
     """--worker-mode queues: the other workers apply the change before the answer too (each
     holds queues of every vhost; warren/spread), not at their next look at the file."""
-    spread = request.app[BROKER].spread
-    if spread is not None:
-        await spread.node_files_changed()
+    await request.app[BROKER].directory.files_changed()
 
 
 async def delete_policy(request: web.Request) -> web.Response:

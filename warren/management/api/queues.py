@@ -13,8 +13,8 @@ from __future__ import annotations
 from aiohttp import web
 
 from warren.broker.policies import pick
-from warren.errors import AMQPError
-from warren.spread.coordinator import ADMIN
+from warren.errors import AMQPError, PreconditionFailed
+from warren.broker.directory import ADMIN
 from warren.management.api import stats as st
 from warren.management.api.auth import check_permission, check_vhost_access, readable_vhost, visible_vhosts
 from warren.management.api.bindings import binding_json, queue_bindings
@@ -152,7 +152,7 @@ def queue_json(q, vhost, sampler, unacked: dict, detailed: bool = False, ranges=
 
 
 def _unacked(request: web.Request) -> dict:
-    return st.unacked_by_queue(request.app[STATS].connections(), request.app[BROKER].spread)
+    return st.unacked_by_queue(request.app[STATS].connections(), request.app[BROKER].directory)
 
 
 def queue_fields(sampler, unacked: dict) -> dict:
@@ -181,8 +181,10 @@ def queue_fields(sampler, unacked: dict) -> dict:
 
 
 def _queue(request: web.Request):
+    """(vhost, queue) named in the path: the queue, or the handle of one that lives elsewhere
+    (--worker-mode queues, broker/directory.py); 404 if there is none."""
     vhost = readable_vhost(request)
-    q = vhost.queues.get(request.match_info["name"])
+    q = request.app[BROKER].directory.find_queue(vhost, request.match_info["name"])
     if q is None or q.deleted:
         raise not_found()
     return vhost, q
@@ -197,7 +199,7 @@ def local_rows(app, vhost_names: list, name: str | None = None, detailed: bool =
     the other workers ask for their merged lists (``Spread``'s ``api_queues``), with the history
     ``ranges`` asks for."""
     broker, sampler = app[BROKER], app[STATS]
-    unacked = st.unacked_by_queue(sampler.connections(), broker.spread)
+    unacked = st.unacked_by_queue(sampler.connections(), broker.directory)
     rows = []
     for vname in vhost_names:
         vhost = broker.vhosts.get(vname)
@@ -222,14 +224,14 @@ async def _list(request: web.Request, vhosts) -> web.Response:
         queues = vhost.queues
         objects.extend(queues[name] for name in sorted(queues))
     fields = queue_fields(sampler, unacked)
-    spread = request.app[BROKER].spread
-    if spread is None:
-        return await reply_objects(request, objects,
-                                   lambda q: queue_json(q, q.vhost, sampler, unacked, ranges=ranges), fields=fields)
     # --worker-mode queues: the other workers' queues too, as their owners show them; their
     # histories as far as kept (the owner builds every row, not the page's: none starts one)
     kept = st.Ranges(ranges.msg_rates, ranges.lengths, ranges.data_rates, start=False)
-    rows = [RemoteRow(r) for r in await spread.api_rows("queues", [v.name for v in vhosts], None, False, kept)]
+    directory = request.app[BROKER].directory
+    rows = [RemoteRow(r) for r in await directory.api_rows("queues", [v.name for v in vhosts], None, False, kept)]
+    if not rows:
+        return await reply_objects(request, objects,
+                                   lambda q: queue_json(q, q.vhost, sampler, unacked, ranges=ranges), fields=fields)
     objects = sorted(objects + rows, key=lambda o: (o.json.get("vhost") if type(o) is RemoteRow else o.vhost.name,
                                                     o.name))
     fields = merged_fields(fields)
@@ -248,18 +250,14 @@ async def vhost_queues(request: web.Request) -> web.Response:
 
 
 async def get_queue(request: web.Request) -> web.Response:
-    spread = request.app[BROKER].spread
-    if spread is not None:  # --worker-mode queues: another worker's queue, as its owner shows it
-        vhost = readable_vhost(request)
-        remote = vhost.remote_queues.get(request.match_info["name"])
-        if remote is not None:
-            ranges = st.parse_ranges(request.query, bad_request)
-            rows = await spread.api_rows("queues", [vhost.name], remote.name, True, ranges, only=remote.owner)
-            if not rows:
-                raise not_found()
-            return reply_object(request, rows[0])
     vhost, q = _queue(request)
     ranges = st.parse_ranges(request.query, bad_request)
+    if not q.is_here:  # another worker's queue, as its owner shows it
+        rows = await request.app[BROKER].directory.api_rows("queues", [vhost.name], q.name, True, ranges,
+                                                            only=q.owner)
+        if not rows:
+            raise not_found()
+        return reply_object(request, rows[0])
     return reply_object(request, queue_json(q, vhost, request.app[STATS], _unacked(request), detailed=True,
                                             ranges=ranges))
 
@@ -276,97 +274,49 @@ async def put_queue(request: web.Request) -> web.Response:
         raise bad_request("arguments must be a JSON object")
     if as_bool(body.get("exclusive"), "exclusive", False):
         raise bad_request("an exclusive queue belongs to a connection: it cannot be declared over HTTP")
-    existed = name in vhost.queues or name in vhost.remote_queues
+    directory = request.app[BROKER].directory
+    existed = directory.find_queue(vhost, name) is not None
     try:
-        spread = request.app[BROKER].spread
-        if spread is not None:  # --worker-mode queues: through the worker that orders definitions
-            await spread.define(vhost.name, "declare_queue", (name, durable, False, auto_delete, arguments, None))
-        else:
-            vhost.declare_queue(None, name, False, durable, False, auto_delete, arguments)
+        await directory.define(vhost.name, "declare_queue", (name, durable, False, auto_delete, arguments, ADMIN))
     except AMQPError as e:
         raise amqp_error(e) from None
     return no_content() if existed else created()
 
 
 async def delete_queue(request: web.Request) -> web.Response:
-    spread = request.app[BROKER].spread
-    if spread is not None:  # --worker-mode queues: the owner deletes it, every worker forgets it
-        return await _delete_spread(request, spread)
     vhost, q = _queue(request)
     check_vhost_access(request, vhost.name, monitor_ok=False)
     check_permission(request, vhost.name, "configure", "queue", q.name)
     query = request.query
-    if query.get("if-unused", "").lower() == "true" and q.consumers:
-        raise bad_request(f"queue '{q.name}' in vhost '{vhost.name}' in use")
-    if query.get("if-empty", "").lower() == "true" and q.message_count:
-        raise bad_request(f"queue '{q.name}' in vhost '{vhost.name}' is not empty")
-    owner = q.exclusive_owner
-    try:
-        vhost.delete_queue(q)
+    try:  # --worker-mode queues: the owner deletes it, every worker forgets it (broker/directory.py)
+        await request.app[BROKER].directory.define(vhost.name, "delete_queue", (
+            q.name, query.get("if-unused", "").lower() == "true", query.get("if-empty", "").lower() == "true", ADMIN))
+    except PreconditionFailed as e:
+        raise bad_request(e.text) from None
     except AMQPError as e:
         raise amqp_error(e) from None
-    if owner is not None:
-        owner.exclusive_queues.discard(q)
     return no_content()
-
-
-async def _delete_spread(request: web.Request, spread) -> web.Response:
-    vhost = readable_vhost(request)
-    name = request.match_info["name"]
-    q = vhost.queues.get(name) or vhost.remote_queues.get(name)
-    if q is None or q.deleted:
-        raise not_found()
-    check_vhost_access(request, vhost.name, monitor_ok=False)
-    check_permission(request, vhost.name, "configure", "queue", name)
-    query = request.query
-    try:
-        await spread.define(vhost.name, "delete_queue", (name, query.get("if-unused", "").lower() == "true",
-                                                         query.get("if-empty", "").lower() == "true", ADMIN))
-    except AMQPError as e:
-        raise bad_request(e.text) from None
-    return no_content()
-
-
-def _remote(request: web.Request):
-    """--worker-mode queues: (vhost, the record of the queue named in the path) when another
-    worker owns it, else None."""
-    if request.app[BROKER].spread is None:
-        return None
-    vhost = readable_vhost(request)
-    q = vhost.remote_queues.get(request.match_info["name"])
-    return (vhost, q) if q is not None else None
 
 
 async def purge_queue(request: web.Request) -> web.Response:
-    remote = _remote(request)
-    if remote is not None:  # its owner purges it
-        vhost, q = remote
-        check_vhost_access(request, vhost.name, monitor_ok=False)
-        check_permission(request, vhost.name, "read", "queue", q.name)
-        try:
-            await request.app[BROKER].spread.purge(q)
-        except AMQPError as e:
-            raise amqp_error(e) from None
-        return no_content()
     vhost, q = _queue(request)
     check_vhost_access(request, vhost.name, monitor_ok=False)
     check_permission(request, vhost.name, "read", "queue", q.name)
     try:
-        q.purge()
+        await request.app[BROKER].directory.purge(q)  # another worker's: its owner purges it
     except AMQPError as e:
         raise amqp_error(e) from None
     return no_content()
 
 
 async def get_from_queue(request: web.Request) -> web.Response:
-    remote = _remote(request)
-    vhost, q = remote if remote is not None else _queue(request)
+    vhost, q = _queue(request)
     check_vhost_access(request, vhost.name, monitor_ok=False)
     body = await read_json(request)
     check_permission(request, vhost.name, "read", "queue", q.name)
-    if remote is not None:  # its owner takes them (the body's refusals are ours to give first)
+    if not q.is_here:  # its owner takes them (the body's refusals are ours to give first)
         check_get(body)
-        return web.json_response(await request.app[BROKER].spread.api_get(q, body))
+        return web.json_response(await request.app[BROKER].directory.owner_api(q, "get", (vhost.name, q.name, body)))
     return web.json_response(get_messages(q, body))
 
 
@@ -379,8 +329,7 @@ def local_get(app, vhost: str, name: str, body: dict) -> list[dict]:
 
 
 async def bindings_of_queue(request: web.Request) -> web.Response:
-    remote = _remote(request)  # every worker holds every binding, to its record of a remote queue too
-    vhost, q = remote if remote is not None else _queue(request)
+    vhost, q = _queue(request)  # every worker holds every binding, to its record of a remote queue too
     return reply_list(request, [binding_json(vhost, b) for b in queue_bindings(vhost, q)])
 
 

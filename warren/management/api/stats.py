@@ -120,25 +120,26 @@ GAUGES = frozenset(LENGTHS)
 
 
 def published_count(queue, base: int = 0) -> int:
-    """Messages enqueued since ``base``: a classic queue numbers each one (``_seq``), a stream
+    """Messages enqueued since ``base``: a classic queue numbers each one (``enqueued``), a stream
     gives each an offset."""
     if queue.is_stream:
         store = queue.store  # None until the stream's log is opened
         return (store.next_offset if store is not None else 0) - base
-    return queue._seq - base
+    return queue.enqueued - base
 
 
 def details(rate: float) -> dict:
     return {"rate": round(rate, 1)}
 
 
-def unacked_by_queue(connections, spread=None) -> dict:
-    """{queue: [messages, body octets]} awaiting ack on every channel of ``connections``; under
-    --worker-mode queues (``spread``) also on our channels for consumers on other workers (proxy.py)."""
+def unacked_by_queue(connections, directory=None) -> dict:
+    """{queue: [messages, body octets]} awaiting ack on every channel of ``connections``, and on
+    the directory's sessions that stand for connections elsewhere (--worker-mode queues:
+    consumers on other workers, warren/spread/proxy.py)."""
     out: dict = {}
     sessions = [conn.session for conn in connections]  # None until a protocol header arrived
-    if spread is not None:
-        sessions += list(spread._proxy_sessions.values())
+    if directory is not None:
+        sessions += directory.proxy_sessions()
     for session in sessions:
         if session is None:
             continue
@@ -575,7 +576,7 @@ class Sampler:
                 h.add(now_ms, vec)
 
         connections = self.connections()
-        unacked = unacked_by_queue(connections, self.broker.spread)
+        unacked = unacked_by_queue(connections, self.broker.directory)
         vhosts = list(self.broker.vhosts.values())
         # channel counts and octets per vhost, from the live channels and connections
         by_vhost: dict = {}

@@ -26,7 +26,6 @@ from aiohttp import web
 from warren.management.api.auth import readable_vhost
 from warren.management.api.common import BROKER, ApiError, bad_request
 from warren.management.api.queues import stream_figures
-from warren.spread.remote_queue import RemoteQueue
 from warren.store.queue_store import StoreError
 
 __all__ = ["add_routes", "RECORDS_CONTENT_TYPE", "MAX_BYTES_CAP", "MAX_RECORDS_CAP"]
@@ -128,9 +127,9 @@ async def local_answer(app, vhost_name: str, name: str, route: str, query: dict)
 
 async def _reply(request: web.Request, route: str) -> web.Response:
     vhost_name, name, queue = _stream(request)
-    if type(queue) is RemoteQueue:  # --worker-mode queues: its owner reads it
-        answer = await request.app[BROKER].spread.ask(queue.owner, "api_act", "stream",
-                                                      (vhost_name, name, route, dict(request.query)))
+    if not queue.is_here:  # --worker-mode queues: its owner reads it
+        answer = await request.app[BROKER].directory.owner_api(queue, "stream",
+                                                               (vhost_name, name, route, dict(request.query)))
         if answer[0] == "error":
             raise ApiError(*answer[1:])
         headers, body, content_type = answer[1:]

@@ -49,19 +49,18 @@ def local_vhost_rows(app, names: list, ranges=st.NO_RANGES) -> list[dict]:
     """The JSON of the vhosts ``names`` (those we hold) with this process's figures."""
     broker = app[BROKER]
     connections = open_connections(app)
-    unacked = st.unacked_by_queue(connections, broker.spread)
+    unacked = st.unacked_by_queue(connections, broker.directory)
     return [vhost_json(app, broker.vhosts[n], unacked, ranges, connections) for n in names if n in broker.vhosts]
 
 
 async def _vhost_rows(request: web.Request, names: list) -> list[dict]:
     ranges = st.parse_ranges(request.query, bad_request)
     rows = local_vhost_rows(request.app, names, ranges)
-    spread = request.app[BROKER].spread
-    if spread is not None:  # --worker-mode queues: every worker's queues and channels count
-        by_name = {r["name"]: r for r in rows}
-        for more in await spread.api_rows("vhosts", names, ranges):
-            if more["name"] in by_name:
-                add_figures(by_name[more["name"]], more)
+    by_name = {r["name"]: r for r in rows}
+    # --worker-mode queues: every worker's queues and channels count (broker/directory.py)
+    for more in await request.app[BROKER].directory.api_rows("vhosts", names, ranges):
+        if more["name"] in by_name:
+            add_figures(by_name[more["name"]], more)
     return rows
 
 
@@ -125,9 +124,9 @@ async def delete_vhost(request: web.Request) -> web.Response:
         raise not_found() from None
     broker = request.app[BROKER]
     request.app[STATS].forget_vhost(name)  # its message_stats start again at 0 if it comes back
-    if broker.spread is not None:  # --worker-mode queues: the others delete it too, then forget its counts
-        await broker.spread.node_files_changed()
-        await broker.spread.api_act("forget_vhost", name)
+    # every process holding it deletes it too, then forgets its counts (broker/directory.py)
+    await broker.directory.files_changed()
+    await broker.directory.api_act("forget_vhost", name)
     policy_store.remove_vhost_policies(broker, name)
     from warren.management.api.policies import PARAMETERS
     request.app[PARAMETERS].delete_vhost(name)

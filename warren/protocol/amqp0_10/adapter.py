@@ -44,16 +44,15 @@ _PUBLISHER_IDS = itertools.count(1)  # one per 0-10 connection, never reused
 
 class ConnectionHandler(ClientConnection):
     protocol = "AMQP 0-10"
-    channel_class = SessionChannel  # --worker-mode queues: warren/spread/channel_0_10.py's
+    channel_class = SessionChannel  # or the broker directory's own kind of it (--worker-mode queues: warren/spread)
 
     def __init__(self, broker, conn, peer: tuple, io, anonymous_user: str | None = None) -> None:
         super().__init__(broker, peer, io)
-        self.publisher_id = next(_PUBLISHER_IDS)  # what its messages carry (no-local queues)
-        if broker.spread is not None:
-            from warren.spread.channel_0_10 import SpreadSessionChannel
-            self.channel_class = SpreadSessionChannel
-            # unique in the node: a message keeps it when it crosses to another worker
-            self.publisher_id = self.publisher_id * broker.spread.count + broker.spread.index
+        directory = broker.directory
+        self.channel_class = directory.channel_class(SessionChannel)
+        # what its messages carry (no-local queues): unique in the node, as a message keeps it
+        # when it crosses to another worker
+        self.publisher_id = next(_PUBLISHER_IDS) * directory.workers + (directory.index or 0)
         self.conn = conn  # the sans-IO 0-10 ServerConnection
         self.anonymous_user = anonymous_user
         self._confirming: set[SessionChannel] = set()
@@ -252,13 +251,8 @@ class ConnectionHandler(ClientConnection):
 
     def _release(self) -> None:
         if not self.closed:
-            spread = self.broker.spread
-            for q in self.kept_exclusive:
-                if spread is not None:  # --worker-mode queues: the other workers' records too
-                    spread.unlock_kept(self, q)
-                elif q.exclusive_owner is self:
-                    q.exclusive_owner = None  # unlocked, kept with its messages
-                    self.exclusive_queues.discard(q)
+            for q in self.kept_exclusive:  # unlocked, kept with their messages (wherever they live)
+                self.broker.directory.unlock_kept(self, q)
             self.kept_exclusive.clear()
         super()._release()
 

@@ -129,7 +129,7 @@ class SessionChannel(BrokerChannel):
         entries = list(self.unacked.values())
         self.unacked.clear()
         if entries:
-            self._settle(entries, True)
+            self.settle_entries(entries, True)
         super().close()
         for q in self.session_queues:
             if self.vhost.queues.get(q.name) is q:
@@ -349,7 +349,7 @@ class SessionChannel(BrokerChannel):
             entries = [self.unacked.pop(t) for t in sorted(self.release_on_rollback) if t in self.unacked]
             self.release_on_rollback.clear()
             if entries:
-                self._settle(entries, True)
+                self.settle_entries(entries, True)
         return None
 
 

@@ -84,7 +84,7 @@ def handle_message_accept(ch, c):
         if tx:
             ch.tx_settles.append((entries, None))
         else:
-            ch._settle(entries, None)
+            ch.settle_entries(entries, None)
     for i in transfer_ids(c.transfers, ch.browsed):
         del ch.browsed[i]
     return None
@@ -104,13 +104,13 @@ def _settle_now(ch, c, requeue: bool, redelivered: bool = True) -> None:
         if requeue and not redelivered:
             requeue_unmarked(ch, entries)
         else:
-            ch._settle(entries, requeue)
+            ch.settle_entries(entries, requeue)
     for i in transfer_ids(c.transfers, ch.browsed):
         del ch.browsed[i]
 
 
 def requeue_unmarked(ch, entries) -> None:
-    """BrokerChannel._settle's requeue, with the messages not marked redelivered (a release
+    """BrokerChannel.settle_entries's requeue, with the messages not marked redelivered (a release
     without set-redelivered)."""
     if ch is not None:
         ch.release_counts(entries)

@@ -52,14 +52,12 @@ class ConnectionHandler(ClientConnection):
     confirms a lone publisher the broker keeps up with gets slower (docs/performance.md, "Runs of
     publishes"). True: from the start; False: never."""
 
-    channel_class = Channel  # --worker-mode queues: warren/spread/channel.py's (set when the broker is spread)
+    channel_class = Channel  # or the broker directory's own kind of it (--worker-mode queues: warren/spread)
 
     def __init__(self, broker, conn, peer: tuple, io, publish_runs: bool | None = None) -> None:
         super().__init__(broker, peer, io)
         self.conn = conn  # the sans-IO ServerConnection
-        if broker.spread is not None:
-            from warren.spread.channel import SpreadChannel
-            self.channel_class = SpreadChannel
+        self.channel_class = broker.directory.channel_class(Channel)
         # channels with confirms to write at the next flush; made by the first confirm.select
         # (confirms_selected), as only confirming channels ask: 216 B less per idle connection
         self._confirming: set[Channel] | None = None
