@@ -82,6 +82,8 @@ class Snapshot:
     node: dict = field(default_factory=dict)
     # (vhost, name, kind, records lost) of each queue or stream that lost records to damaged files at start
     store_damage: list = field(default_factory=list)
+    # per_object only: (vhost, stream, kind, reader, records behind) of each reader of a stream
+    stream_reader_rows: list = field(default_factory=list)
     # the MetricsServer's histograms, set by its scrape (``Probes``): loop lag, GC pauses, group commits
     probes: Probes | None = None
 
@@ -223,6 +225,9 @@ async def read_snapshot(server, per_object: bool, slice_size: int = SLICE) -> Sn
                 counts[3] += sum(map(redelivered, rows))
             if per_object:
                 snap.queue_rows.extend(batch)
+                for q in queues[start:start + slice_size]:  # each reader of a stream, how far behind
+                    if q.is_stream:
+                        snap.stream_reader_rows.extend((name, q.name, *lag) for lag in q.reader_lags())
             snap.queues += len(batch)
             await pause()
     if not per_object:

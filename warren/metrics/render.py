@@ -99,7 +99,19 @@ def render(snap: Snapshot, ctx) -> Iterator[str]:
     yield from _object_families(snap, CHANNEL_FAMILIES, _CHI, snap.channel_rows, snap.channel_sums, _name_labels)
     yield from _object_families(snap, CONNECTION_FAMILIES, _CONNI, snap.connection_rows, snap.connection_sums,
                                 _name_labels)
+    if snap.per_object:
+        yield _stream_reader_family(snap)
     yield _warren_families(snap, ctx)
+
+
+def _stream_reader_family(snap: Snapshot) -> str:
+    """Per object: how many committed records each reader of a stream has not read yet (AMQP
+    consumers by consumer tag, HTTP readers by the name their records requests give)."""
+    return _labelled(
+        "warren_stream_reader_offset_lag", "gauge",
+        "Records committed in the stream that the reader has not read yet (consumer or named HTTP reader)",
+        [((("vhost", vhost), ("queue", queue), ("kind", kind), ("reader", reader)), lag)
+         for vhost, queue, kind, reader, lag in snap.stream_reader_rows])
 
 
 def _queue_labels(rows, start: int, stop: int) -> list[str]:

@@ -45,6 +45,7 @@ from warren.broker.queues.stream_filter import (
     FilteredRecords, FilterIndex, consumer_filter, filter_size, message_filter_value, records_filter,
 )
 from warren.broker.queues.stream_header import with_stream_offset
+from warren.broker.queues.stream_readers import HttpReaders, NamedReader
 from warren.errors import NotImplemented_
 from warren.store.stream_store import DEFAULT_STREAM_SEGMENT
 
@@ -102,6 +103,7 @@ class StreamQueue(QueueBase):
         self.cursors: dict = {}  # Consumer -> the next offset to deliver to it
         self.filters: dict = {}  # Consumer -> its ConsumerFilter (x-stream-filter; stream_filter.py)
         self.filter_index: FilterIndex | None = None  # per block of offsets, the values published
+        self.http_readers = HttpReaders()  # records requests that name their reader (stream_readers.py)
         self.committed = -1  # the highest offset consumers may see (covered by a completed sync)
         self.last_batch = 0  # first offset of the last batch a sync committed ("last")
         self.max_bytes: int | None = None
@@ -298,13 +300,28 @@ class StreamQueue(QueueBase):
 
     def bulk_view(self, query):
         """What the HTTP API's stream routes read: the store, or for a records request naming
-        filter values (``filter``, ``match_unfiltered``) the store seen through the filter
-        (``stream_filter.FilteredRecords``: blocks that cannot match are skipped)."""
-        store = self.store
-        if store is None or self.filter_index is None or ("filter" not in query and "routing_key" not in query):
+        filter values (``filter``, ``match_unfiltered``) or routing keys (``routing_key``) the
+        store seen through the filter (``stream_filter.FilteredRecords``: blocks that cannot
+        match are skipped); a request naming its ``reader`` is remembered (``reader_lags``)."""
+        store = view = self.store
+        if store is None or self.filter_index is None:
             return store
-        wanted = records_filter(query, self.filter_index.bits)
-        return FilteredRecords(store, self.filter_index, wanted) if wanted is not None else store
+        if "filter" in query or "routing_key" in query:
+            wanted = records_filter(query, self.filter_index.bits)
+            if wanted is not None:
+                view = FilteredRecords(store, self.filter_index, wanted)
+        reader = query.get("reader")
+        if reader:  # it names itself: remember how far it got (its lag, in the metrics)
+            view = NamedReader(view, self.http_readers, str(reader))
+        return view
+
+    def reader_lags(self) -> list[tuple[str, str, int]]:
+        """(kind, reader, records behind the committed end) of every reader: ``amqp`` consumers
+        by consumer tag, ``http`` readers by the name their records requests give."""
+        end = self.committed + 1
+        lags = [("amqp", str(c.tag), max(0, end - cursor)) for c, cursor in list(self.cursors.items())]
+        lags.extend(("http", name, max(0, end - following)) for name, following in self.http_readers.positions())
+        return lags
 
     # --- basic.get, queue.purge and settlements: a stream's answers --------------------------
 

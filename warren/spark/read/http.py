@@ -27,6 +27,19 @@ def api_for(options: ReadOptions) -> StreamApi:
     return StreamApi(options.http_url, options.user, options.password, options.vhost, options.timeout_s)
 
 
+def _reader_name() -> str | None:
+    """``spark:<streaming query id>`` in a micro-batch's task (Spark puts the id in the task's
+    local properties), so the broker shows each query's lag (warren_stream_reader_offset_lag);
+    None for batch reads, which have no lag to show."""
+    try:
+        from pyspark import TaskContext
+    except ImportError:
+        return None
+    context = TaskContext.get()
+    query = context.getLocalProperty("sql.streaming.queryId") if context is not None else None
+    return f"spark:{query}" if query else None
+
+
 def read_range_http(options: ReadOptions, rng: StreamRange, schema: pa.Schema = ARROW_SCHEMA,
                     routing_keys: frozenset | None = None) -> Iterator[pa.RecordBatch]:
     """Arrow batches (of ``schema``) of the records [rng.start, rng.end) of ``rng.stream``, in
@@ -37,10 +50,11 @@ def read_range_http(options: ReadOptions, rng: StreamRange, schema: pa.Schema = 
         return
     stream = rng.stream
     api = api_for(options)
+    reader = _reader_name()
 
     def fetch(offset: int) -> RecordRange:
         return api.records(stream, offset, rng.end, min(options.fetch_max_records, rng.end - offset),
-                           options.fetch_max_bytes, padded=True, routing_keys=routing_keys)
+                           options.fetch_max_bytes, padded=True, routing_keys=routing_keys, reader=reader)
 
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="warren-fetch")
     try:

@@ -95,6 +95,7 @@ class StreamApi:
         self._host = parts.hostname or "127.0.0.1"
         self._port = parts.port or (443 if self._https else 80)
         self._prefix = parts.path.rstrip("/")
+        self.vhost = vhost
         self._vhost_path = quote(vhost, safe="")
         self._auth = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
         self._timeout = timeout_s
@@ -171,6 +172,14 @@ class StreamApi:
             raise self._refused(name, status, body)
         return int(json.loads(body)["offset"])
 
+    def stream_names(self) -> list[str]:
+        """Every stream queue of the vhost, by name (``GET /api/queues/{vhost}``)."""
+        status, _, body = self._get(f"/api/queues/{self._vhost_path}?columns=name,type")
+        if status != 200:
+            raise StreamApiError(f"HTTP API at {self.base_url}: listing the queues of vhost {self.vhost!r}: "
+                                 f"{self._error_text(status, body)} (HTTP {status})", status)
+        return sorted(q["name"] for q in json.loads(body) if q.get("type") == "stream")
+
     def info(self, name: str) -> StreamInfo:
         status, _, body = self._get(self._stream_path(name))
         if status != 200:
@@ -181,15 +190,18 @@ class StreamApi:
                           first_timestamp_ms=d.get("first_timestamp"), last_timestamp_ms=d.get("last_timestamp"))
 
     def records(self, name: str, offset: int, end: int | None, max_records: int, max_bytes: int,
-                padded: bool = False, routing_keys: frozenset | None = None) -> RecordRange:
+                padded: bool = False, routing_keys: frozenset | None = None, reader: str | None = None) -> RecordRange:
         """Committed records from ``offset`` (BULK FORMAT); ``padded``: ``data`` is a numpy
         buffer with ``PAD`` spare octets after the ``size`` octets of entries (``parse_padded``);
-        ``routing_keys``: only the blocks the broker's filter says may hold one of them."""
+        ``routing_keys``: only the blocks the broker's filter says may hold one of them;
+        ``reader``: the name the broker keeps this reader's position under (its lag metric)."""
         query: dict = {"offset": offset, "max_records": max_records, "max_bytes": max_bytes}
         if end is not None:
             query["end"] = end
         if routing_keys:
             query["routing_key"] = sorted(routing_keys)
+        if reader:
+            query["reader"] = reader
         status, headers, body = self._get(self._stream_path(name) + "/records?" + urlencode(query, doseq=True),
                                           padded)
         if status != 200:
