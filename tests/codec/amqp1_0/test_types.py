@@ -159,3 +159,13 @@ def test_any_octets_decode_or_raise_decode_error(data):
         t.decode(data)
     except t.DecodeError:
         pass
+
+
+@pytest.mark.parametrize("octets, reason", [
+    (t.encode(t.Described(t.ULong(0x12), ["l", "not a handle", False])), "field handle holds a str"),
+    (t.encode(t.Described(t.ULong(0x13), [None, True, t.UInt(0), t.UInt(0)])), "field incoming-window holds a bool"),
+    (t.encode(t.Described(t.ULong(0x10), ["c", None, None, None, None, None, None, [1]])), "offered-capabilities"),
+])
+def test_a_composite_field_of_the_wrong_type_is_a_decode_error(octets, reason):
+    with pytest.raises(t.DecodeError, match=reason):
+        t.decode(octets)

@@ -235,3 +235,43 @@ def test_a_wrong_header_after_sasl_is_answered_with_ours_and_closed():
     peer.conn.sasl_accept()
     (err,) = peer.send(b"AMQP\x00\x00\x09\x01")
     assert err.condition == "header" and peer.conn.closed
+
+
+from hypothesis import given, settings  # noqa: E402 - the fuzzer's imports, beside it
+from hypothesis import strategies as st  # noqa: E402
+
+from warren.codec.amqp1_0.types import Described, ULong, encode  # noqa: E402
+
+_performatives = st.sampled_from([0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x99])
+_fields = st.lists(st.one_of(st.none(), st.booleans(), st.integers(0, 300).map(ULong), st.integers(0, 3),
+                             st.binary(max_size=8), st.text(max_size=8)), max_size=12)
+
+
+@st.composite
+def _frames(draw):
+    """Frames that decode as a performative with random fields, or random octets in a frame."""
+    channel = draw(st.integers(0, 3))
+    if draw(st.booleans()):
+        body = encode(Described(ULong(draw(_performatives)), draw(_fields))) + draw(st.binary(max_size=8))
+    else:
+        body = draw(st.binary(max_size=40))
+    return (8 + len(body)).to_bytes(4, "big") + b"\x02\x00" + channel.to_bytes(2, "big") + body
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_frames(), max_size=12))
+def test_any_frames_after_open_are_answered_never_raised(frames):
+    """The fuzz invariant: whatever frames follow an open, next_event returns events or None; the
+    connection ends closed (answered with a condition) or stays usable, and never raises."""
+    peer = opened()
+    for f in frames:
+        peer.conn.receive_data(f)
+        for _ in range(100):
+            e = peer.conn.next_event()
+            if e is None:
+                break
+            if type(e) is ev.AttachRequested:  # as the adapter: accept whatever it asked for
+                peer.conn.accept_attach(e.channel, e.handle, None, None)
+            elif type(e) is ev.MessageReceived:
+                peer.conn.settle_incoming(e.channel, e.delivery_id, spec.Accepted())
+        peer.received()

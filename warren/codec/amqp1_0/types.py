@@ -661,8 +661,26 @@ def _describe(descriptor, value):
     return composite_from_list(cls, value)
 
 
+_INT_PRIMITIVES = {"ubyte", "ushort", "uint", "ulong", "byte", "short", "int", "long", "timestamp"}
+# primitive -> the Python types a field of it may hold once decoded (None: anything); a string
+# where a symbol belongs is taken (lenient, as clients differ there)
+_FIELD_TYPES = {"boolean": (bool,), "string": (str,), "symbol": (str,), "binary": (bytes,), "map": (dict,),
+                "list": (Composite, Described, list), "uuid": (uuid.UUID,), "float": (Float,), "double": (float,),
+                "char": (Char,)}
+
+
+def _field_ok(f, v) -> bool:
+    if f.primitive == "*":
+        return True
+    if f.primitive in _INT_PRIMITIVES:
+        return isinstance(v, int) and not isinstance(v, bool)
+    allowed = _FIELD_TYPES.get(f.primitive)
+    return allowed is None or isinstance(v, allowed)
+
+
 def composite_from_list(cls, value):
-    """An instance of composite ``cls`` from its described list (a list0 is all defaults)."""
+    """An instance of composite ``cls`` from its described list (a list0 is all defaults); a
+    field holding a value of another type than its own is a decode error."""
     if not isinstance(value, list) or isinstance(value, Array):
         raise DecodeError(f"{cls.NAME} is not described as a list")
     fields = cls.FIELDS
@@ -675,6 +693,9 @@ def composite_from_list(cls, value):
             if f.mandatory:
                 raise DecodeError(f"{cls.NAME}: mandatory field {f.name.replace('_', '-')} is missing")
             v = f.default
+        elif not (_field_ok(f, v) or (f.multiple and isinstance(v, list) and all(_field_ok(f, x) for x in v))):
+            raise DecodeError(f"{cls.NAME}: field {f.name.replace('_', '-')} holds a {type(v).__name__}, "
+                              f"not a {f.type}")
         setattr(c, f.name, v)
     return c
 
