@@ -372,6 +372,8 @@ class ConnectionHandler(ClientConnection):
         target = a.target
         if isinstance(target, spec.Coordinator):
             raise NotImplemented_("transactions are not implemented")
+        if target is not None and not isinstance(target, spec.Target):
+            raise AddressError(f"a sending link's target must be a target, not {type(target).__name__}")
         address = getattr(target, "address", None)
         if address is None:  # the anonymous terminus: each message's "to"
             incoming = Incoming(handle, a.name, None, None)
