@@ -213,11 +213,16 @@ def warren_broker(tmp: Path, *extra: str):
                                  "--log-level", "warning", *extra],
                                 cwd=ROOT, stdout=open(folder / "broker.log", "wb"), stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
+        # as tests/conftest.py waits: at load 15-30 on CI's 2-core machine a start took over 30 s
+        deadline = time.monotonic() + (60 if workers == 1 else 90)
         while not ready.exists():
             if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                proc.wait()
+                proc.terminate()  # a --workers supervisor stops its workers on SIGTERM; kill leaves them
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
                 raise RuntimeError(f"broker did not start: {(folder / 'broker.log').read_text()[-2000:]}")
             time.sleep(0.05)
         port = json.loads(ready.read_text())["port"]
