@@ -46,6 +46,7 @@ __all__ = ["ConnectionHandler", "SessionChannel", "SessionSink", "CONDITIONS"]
 log = logging.getLogger("warren.session")
 
 OUTPUT_BATCH = 1 << 20  # octets queued for one write before deliveries wait (as 0-9-1's and 0-10's sinks)
+MAX_PENDING_REPLIES = 1000  # management responses kept while the client gives their link no credit
 E, LE = spec.AmqpError, spec.LinkError
 ACCEPTED, RELEASED = spec.Accepted(), spec.Released()
 # a broker refusal -> the 1.0 error condition it is answered with
@@ -477,6 +478,9 @@ class ConnectionHandler(ClientConnection):
         replies = channel.replies
         if replies is None:
             return  # no response link: nothing to answer on
+        if len(replies.pending) >= MAX_PENDING_REPLIES:  # a client that asks and never gives credit
+            log.warning("management response dropped on connection %s: %d waiting for credit", self, len(replies.pending))
+            return
         replies.pending.append(management.response(p.message_id, code, answer))
         self._send_replies(channel, replies)
 
@@ -487,8 +491,12 @@ class ConnectionHandler(ClientConnection):
 
     def _disposition(self, e: ev.DispositionReceived) -> None:
         channel = self.channels.get(e.channel)
-        if channel is not None:
+        if channel is None:
+            return
+        try:
             channel.settle_range(e.first, e.last, e.state)
+        except AMQPError as error:  # a broker refusal while settling (none expected): logged, the session goes on
+            log.warning("AMQP 1.0 disposition on connection %s channel %d refused: %s", self, e.channel, error.text)
 
     def _detached(self, e: ev.LinkDetached) -> None:
         channel = self.channels.get(e.channel)
@@ -497,6 +505,8 @@ class ConnectionHandler(ClientConnection):
         self._drop_link(channel, None, e.handle)
 
     def _drop_link(self, channel: SessionChannel, context, handle: int) -> None:
+        if channel.replies is not None and channel.replies.handle == handle:
+            channel.replies = None  # the management node's responses have no link any more
         for tag, out in list(channel.sink.links.items()):
             if out.handle == handle:
                 del channel.sink.links[tag]

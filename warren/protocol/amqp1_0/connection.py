@@ -310,7 +310,8 @@ class ServerConnection:
         theirs = o.idle_time_out or 0
         if theirs:
             self.idle_timeout_ms = max(1000, min(int(theirs), 3_600_000))
-        self.heartbeat = self.idle_timeout_ms / 1000 if self.idle_timeout_ms else 0
+        ms = self.idle_timeout_ms
+        self.heartbeat = (ms // 1000 if ms % 1000 == 0 else ms / 1000) if ms else 0  # seconds, an int when whole
         self.phase = Phase.OPENING
         self._events.append(ev.OpenRequested(o.hostname, o.container_id, dict(o.properties or {})))
 
