@@ -53,12 +53,18 @@ def spark(tmp_path_factory):
 CLUSTER_REASON = ("starts a Spark standalone cluster or a Spark Connect server (minutes on a loaded 2-core "
                   "machine): run with `pytest -m spark_cluster tests/spark` or WARREN_SPARK_CLUSTER=1")
 
+FAULTS_REASON = ("kills a Spark job and the broker 100 times (an hour or more on a loaded 2-core machine): run "
+                 "with `pytest -m spark_faults tests/spark/test_faults.py` or WARREN_SPARK_FAULTS=1")
+
 
 def pytest_collection_modifyitems(config, items):
-    """Tests marked spark_cluster run only when asked for: by a -m expression naming the
-    marker, or with WARREN_SPARK_CLUSTER=1 (the default run stays bounded)."""
-    if "spark_cluster" in (config.getoption("markexpr") or "") or os.environ.get("WARREN_SPARK_CLUSTER") == "1":
-        return
-    for item in items:
-        if item.get_closest_marker("spark_cluster") is not None:
-            item.add_marker(pytest.mark.skip(reason=CLUSTER_REASON))
+    """Tests marked spark_cluster (spark_faults) run only when asked for: by a -m expression
+    naming the marker, or with WARREN_SPARK_CLUSTER=1 (WARREN_SPARK_FAULTS=1); the default run
+    stays bounded."""
+    for marker, switch, reason in (("spark_cluster", "WARREN_SPARK_CLUSTER", CLUSTER_REASON),
+                                   ("spark_faults", "WARREN_SPARK_FAULTS", FAULTS_REASON)):
+        if marker in (config.getoption("markexpr") or "") or os.environ.get(switch) == "1":
+            continue
+        for item in items:
+            if item.get_closest_marker(marker) is not None:
+                item.add_marker(pytest.mark.skip(reason=reason))
