@@ -350,10 +350,8 @@ class ConnectionHandler(ClientConnection):
             channel.bind_queue(queue, addr.exchange, addr.key, {})
         elif addr.declare:
             queue, _, _ = channel.declare_queue(addr.queue, False, True, False, False, {})
-        else:
-            if addr.queue not in self.vhost.queues:
-                raise NotFound(f"no queue '{addr.queue}' in vhost '{self.vhost.name}'")
-            queue = addr.queue
+        else:  # it must exist: a passive declare says so (NotFound), as a 0-9-1 client would ask
+            queue, _, _ = channel.declare_queue(addr.queue, True, False, False, False, {})
         settled = a.snd_settle_mode == spec.SenderSettleMode.SETTLED
         consumer = channel.consume(queue, f"amqp1.0-link-{handle}", settled, False, {})
         out = Outgoing(handle, consumer, queue)
@@ -382,12 +380,12 @@ class ConnectionHandler(ClientConnection):
             incoming = Incoming(handle, a.name, None, None, management=True)
         else:
             addr = parse_target(str(address))
-            if addr.exchange not in self.vhost.exchanges:
-                raise NotFound(f"no exchange '{addr.exchange}' in vhost '{self.vhost.name}'")
+            if addr.exchange:  # it must exist (passive declares, as a 0-9-1 client would ask)
+                channel.declare_exchange(addr.exchange, "direct", True, False, False, False, {})
             if addr.declare:
                 channel.declare_queue(addr.queue, False, True, False, False, {})
-            elif addr.queue is not None and addr.queue not in self.vhost.queues:
-                raise NotFound(f"no queue '{addr.queue}' in vhost '{self.vhost.name}'")
+            elif addr.queue is not None:
+                channel.declare_queue(addr.queue, True, False, False, False, {})
             incoming = Incoming(handle, a.name, addr.exchange, addr.key)
         self.conn.accept_attach(channel.number, handle, a.source, a.target, max_message_size=self.max_message_size)
         return incoming
@@ -406,9 +404,8 @@ class ConnectionHandler(ClientConnection):
             return
         if type(out) is not Outgoing:
             return
-        q = out.consumer.queue
-        q.dispatch()
-        if e.drain and self.conn.credit(e.channel, e.handle) > 0 and q.message_count == 0:
+        channel.start_consumer(out.consumer)  # what the new credit lets through
+        if e.drain and self.conn.credit(e.channel, e.handle) > 0 and out.consumer.queue.message_count == 0:
             self.conn.drained(e.channel, e.handle)
 
     def _message(self, e: ev.MessageReceived) -> None:

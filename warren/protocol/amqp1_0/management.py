@@ -79,6 +79,15 @@ def _queue_info(channel, q, node: str) -> dict:
             "leader": node, "replicas": [node]}
 
 
+def _queue_exists(channel, name: str) -> bool:
+    """A passive declare's answer (the channel's own operation, as a 0-9-1 client would ask)."""
+    try:
+        channel.declare_queue(name, True, False, False, False, {})
+    except NotFound:
+        return False
+    return True
+
+
 def _segments(path: str) -> list[str]:
     if not path.startswith("/"):
         raise _Status(400, f"path '{path}' does not begin with /")
@@ -121,7 +130,7 @@ def _dispatch(channel, method: str, parts: list[str], body, node: str) -> tuple[
                 raise _Status(400, "only DELETE /queues/Q/messages (purge) is served under a queue")
             return 200, {"message_count": t.ULong(channel.purge_queue(name))}
         if method == "PUT":
-            existed = name in vhost.queues
+            existed = _queue_exists(channel, name)
             arguments = body.get("arguments") or {}
             channel.declare_queue(name, False, bool(body.get("durable", True)), bool(body.get("exclusive", False)),
                                   bool(body.get("auto_delete", False)), dict(arguments))
@@ -162,7 +171,7 @@ def _dispatch(channel, method: str, parts: list[str], body, node: str) -> tuple[
         if method == "DELETE" and len(parts) == 2:
             b = _binding_key(parts[1])
             source, key = b.get("src", ""), b.get("key", "")
-            if "dste" in b or ("dstq" in b and b["dstq"] not in vhost.queues and b["dstq"] in vhost.exchanges):
+            if "dste" in b or ("dstq" in b and not _queue_exists(channel, b["dstq"])):
                 channel.unbind_exchange(b.get("dste", b.get("dstq", "")), source, key, {})
             elif "dstq" in b:
                 channel.unbind_queue(b["dstq"], source, key, {})
