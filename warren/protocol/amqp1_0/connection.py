@@ -27,6 +27,9 @@ broken frame header or a frame larger than our max-frame-size: ``amqp:connection
 a performative the state does not allow: ``amqp:illegal-state``; a frame on a channel no session
 began on: ``amqp:not-found``). Each answer is also a ``PeerError`` event, for the log. After
 our close, input is read and dropped until the client's close.
+
+Past 600 lines on purpose: every performative's handler and the state it checks are in this one
+file (the bookkeeping they share, windows and credit, is ``session.py``).
 """
 
 from __future__ import annotations
