@@ -317,6 +317,8 @@ class AMQPConnection(asyncio.Protocol):
         c = self.config
         anonymous = c.anonymous_user
         mechanisms = ("PLAIN", "ANONYMOUS") if anonymous else ("PLAIN",)
+        if self.tls is not None and b"EXTERNAL" in self.tls.mechanisms:  # a verified client certificate
+            mechanisms += ("EXTERNAL",)
         self.conn = ServerConnection1_0(sasl=self._header[:HEADER_SIZE] == HEADER_SASL, mechanisms=mechanisms,
                                         max_frame_size=c.frame_max or 131_072, channel_max=c.channel_max or 0xFFFF,
                                         idle_timeout_ms=c.heartbeat * 1000, max_message_size=c.max_message_size,
