@@ -5,8 +5,9 @@ The asyncio glue (``warren/server/connection.py``) feeds it the events of
 ``before_flush``, ``shutdown`` and ``connection_lost``, as for 0-9-1 and 0-10. It is the broker's
 ``ClientConnection`` (the login, the vhost with its limits and permissions) plus 1.0's own:
 
-* the login: SASL PLAIN against Warren's users; ANONYMOUS (or no SASL layer at all) only with
-  ``--anonymous-user``, logged in as that user, as 0-9-1 and 0-10 do;
+* the login: SASL PLAIN against Warren's users; EXTERNAL on TLS with a verified client
+  certificate (the user its certificate names, as 0-9-1's); ANONYMOUS (or no SASL layer at all)
+  only with ``--anonymous-user``, logged in as that user, as 0-9-1 and 0-10 do;
 * the virtual host: ``open``'s hostname ``vhost:NAME`` (RabbitMQ's convention), else the default;
 * each session is a ``SessionChannel`` (a ``BrokerChannel``); each link on it is a consumer (the
   client receives from a queue: ``Outgoing``) or a destination (the client sends: ``Incoming``),
@@ -29,6 +30,7 @@ from __future__ import annotations
 import logging
 
 from warren.broker.channel import BrokerChannel, PublishOutcome
+from warren.broker.auth import certificate_user
 from warren.broker.client import ClientConnection
 from warren.codec.amqp1_0.types import DecodeError, Symbol
 from warren.errors import (AccessRefused, AMQPError, ConnectionAccessRefused, ContentTooLarge, NotAllowed, NotFound,
@@ -259,11 +261,15 @@ class ConnectionHandler(ClientConnection):
             self.username = self.anonymous_user
             self.conn.sasl_accept()
             return
-        if e.mechanism != "PLAIN":
+        if e.mechanism not in self.conn.mechanisms or e.mechanism not in ("PLAIN", "EXTERNAL"):
             self._refuse_login(f"unsupported SASL mechanism {e.mechanism!r} (offered: {' '.join(self.conn.mechanisms)})")
             return
         try:
-            self.username = self.login("PLAIN", e.response)
+            if e.mechanism == "EXTERNAL":  # offered on TLS with a verified client certificate (warren/server/tls.py)
+                self.username = certificate_user(self.broker.users, self.io.certificate_login,
+                                                 self.peer[0] if self.peer else None)
+            else:
+                self.username = self.login("PLAIN", e.response)
         except ConnectionAccessRefused as error:
             if error.throttle_delay:
                 self.io.refuse_later(error.throttle_delay, error)
