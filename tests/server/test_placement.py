@@ -1,12 +1,12 @@
-"""warren/spread/placement.py: the move record, and what keeps a connection where it is."""
+"""warren/server/placement.py: the move record, and what keeps a connection where it is."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
-from warren.server.handoff import Relayed, unpack_handoff, unpack_relayed
+from warren.server.handoff_records import Relayed, unpack_handoff, unpack_relayed
 from warren.server.tls import CertificateLogin, TlsSession
-from warren.spread.placement import clean, is_move, pack_move, unpack_move
+from warren.server.placement import clean, is_move, pack_move, unpack_move
 
 
 def test_a_move_record_carries_the_answered_and_the_pending_octets_apart():
@@ -31,7 +31,7 @@ def test_a_relayed_tls_connections_move_record_says_again_who_the_client_is():
 
 
 def test_a_supervisors_record_is_not_a_move():
-    from warren.server.handoff import pack_handoff
+    from warren.server.handoff_records import pack_handoff
     assert not is_move(pack_handoff("127.0.0.1", 5000, b"AMQP", "/"))
     assert not is_move(pack_handoff("::1", 5000, b"AMQP", "/"))
 
@@ -44,7 +44,7 @@ def _channel(**kw):
 
 
 def _session(*channels, **kw):
-    base = dict(_exclusive_queues=None, unmovable=False, channels=dict(enumerate(channels, 1)))
+    base = dict(holds_exclusive_queues=lambda: False, unmovable=False, channels=dict(enumerate(channels, 1)))
     base.update(kw)
     return SimpleNamespace(**base)
 
@@ -54,5 +54,5 @@ def test_only_a_connection_that_holds_nothing_may_move():
     for held in (dict(stats_publish=1), dict(consumers={"c": 1}), dict(remote_consumers={"c": 1}),
                  dict(unacked={1: ()}), dict(next_tag=2), dict(tx_publishes=[1]), dict(reply_consumer=object())):
         assert not clean(_session(_channel(), _channel(**held))), held
-    assert not clean(_session(_channel(), _exclusive_queues={object()}))
+    assert not clean(_session(_channel(), holds_exclusive_queues=lambda: True))
     assert not clean(_session(_channel(), unmovable=True))  # a refusal closed a channel, or a server-named queue

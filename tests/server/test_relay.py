@@ -13,7 +13,7 @@ import socket
 
 import pytest
 
-from warren.server.handoff import RELAYED, Relayed, pack_relayed, unpack_handoff, unpack_relayed
+from warren.server.handoff_records import RELAYED, Relayed, pack_relayed, unpack_handoff, unpack_relayed
 from warren.server.relay import Relay
 from warren.server.tls import CertificateLogin, TlsSession
 

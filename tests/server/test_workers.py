@@ -421,7 +421,7 @@ def test_a_user_made_through_a_workers_api_logs_in_through_the_supervisor_at_onc
 # --- AMQP 0-10 through the supervisor ----------------------------------------------------------
 
 def test_a_handoff_record_carries_peer_vhost_and_octets():
-    from warren.server.handoff import pack_handoff, unpack_handoff
+    from warren.server.handoff_records import pack_handoff, unpack_handoff
     record = pack_handoff("::1", 5999, b"AMQP\x00\x00\x09\x01rest", "vh/é")
     assert unpack_handoff(record) == (("::1", 5999), "vh/é", b"AMQP\x00\x00\x09\x01rest")
     with pytest.raises(ValueError):  # a vhost length past the end of a truncated record

@@ -37,6 +37,7 @@ from warren.protocol.header import AMQP_0_10, AMQP_1_0, HEADER_SIZE, NEED_MORE, 
 from warren.server.handshake import handshake_pending, peer_name
 from warren.server.handshake import stage as handshake_stage
 from warren.server.tls import session_of
+from warren.server.placement import move as move_to_owner
 from warren.spec import amqp0_9_1 as spec
 
 __all__ = ["AMQPConnection", "connection_name", "peer_address", "local_address"]
@@ -139,7 +140,7 @@ class AMQPConnection(asyncio.Protocol):
         self._output_max = server.output_max
         self._refused_at_accept = False
         # --worker-mode queues: what the client sent so far, kept until the connection's first
-        # publish or consume says where it belongs (warren/spread/placement.py), and where the
+        # publish or consume says where it belongs (warren/server/placement.py), and where the
         # event being handled starts in the input buffer; None: not kept
         self._history: bytearray | None = None
         self._event_start = 0
@@ -179,7 +180,7 @@ class AMQPConnection(asyncio.Protocol):
             pacer.read(len(data))
         self._received = True
         self.recv_oct += len(data)
-        if self._history is not None:  # --worker-mode queues, until placed (warren/spread/placement.py)
+        if self._history is not None:  # --worker-mode queues, until placed (warren/server/placement.py)
             if len(self._history) > MOVE_HISTORY_MAX:  # the cap is on what came before this read:
                 self._history = None  # a first read full of publishes may still move with them
             else:
@@ -298,7 +299,7 @@ class AMQPConnection(asyncio.Protocol):
 
     def _start_0_10(self) -> None:
         """AMQP 0-10: its own sans-IO connection and adapter; the glue below serves both."""
-        self._history = None  # 0-10 connections are not moved (warren/spread/placement.py)
+        self._history = None  # 0-10 connections are not moved (warren/server/placement.py)
         c = self.config
         anonymous = c.anonymous_user
         default_vhost = "/" if "/" in c.vhosts else c.vhosts[0]
@@ -313,7 +314,7 @@ class AMQPConnection(asyncio.Protocol):
         """AMQP 1.0: its own sans-IO connection and adapter, imported on first use."""
         from warren.protocol.amqp1_0.adapter import ConnectionHandler as ConnectionHandler1_0
         from warren.protocol.amqp1_0.connection import HEADER_SASL, ServerConnection as ServerConnection1_0
-        self._history = None  # 1.0 connections are not moved (warren/spread/placement.py)
+        self._history = None  # 1.0 connections are not moved (warren/server/placement.py)
         c = self.config
         anonymous = c.anonymous_user
         mechanisms = ("PLAIN", "ANONYMOUS") if anonymous else ("PLAIN",)
@@ -445,7 +446,7 @@ class AMQPConnection(asyncio.Protocol):
             self.transport.pause_reading()
             self._flow_timer = self.loop.call_later(FLOW_MAX_PAUSE_S, self._flow_timeout)
 
-    # --- --worker-mode queues: moving to the owner of the queue used (warren/spread/placement.py)
+    # --- --worker-mode queues: moving to the owner of the queue used (warren/server/placement.py)
 
     @property
     def placing(self) -> bool:
@@ -475,8 +476,7 @@ class AMQPConnection(asyncio.Protocol):
 
     def move_to(self, worker: int) -> bool:
         """Hand the connection to ``worker`` before the event being handled; False: it stays."""
-        from warren.spread.placement import move
-        return move(self, worker)
+        return move_to_owner(self, worker)
 
     def moved(self, worker: int) -> None:
         """The connection went to ``worker``: nothing more is read or handled here, and closing

@@ -1,7 +1,7 @@
 """Connections handed over between processes: the wire format both sides share, and the
 worker's receiving end (the supervisor's sending end is in workers.py).
 
-A hand-over is one SOCK_SEQPACKET record on a Unix socket from the supervisor to a worker,
+A hand-over is one SOCK_SEQPACKET record (its formats: handoff_records.py) on a Unix socket from the supervisor to a worker,
 carrying the client's TCP socket as an SCM_RIGHTS descriptor and, as data, every octet the
 client has sent so far (protocol header included). The worker replays those octets through
 a fresh ``AMQPConnection``: login, tune and open run again in the worker (with the same
@@ -27,7 +27,6 @@ worker tells the supervisor of a failed HTTP API login, and the supervisor passe
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import socket
@@ -35,79 +34,15 @@ import struct
 
 from warren.codec.frames import method_frame
 from warren.server.connection import AMQPConnection
-from warren.server.tls import TlsSession
+from warren.server.handoff_records import (
+    FAILED_LOGIN, RECORD_MAX, RELAYED, Relayed, pack_failed_login, unpack_failed_login, unpack_handoff, unpack_relayed,
+)
+from warren.server.placement import is_move, unpack_move
 from warren.spec.amqp0_9_1 import ConnectionClose
 
-__all__ = ["HandedOverConnection", "HandoffReceiver", "pack_handoff", "unpack_handoff", "pack_relayed",
-           "unpack_relayed", "Relayed", "RECORD_MAX", "FAILED_LOGIN", "pack_failed_login", "unpack_failed_login"]
+__all__ = ["HandedOverConnection", "HandoffReceiver"]
 
 log = logging.getLogger("warren.handoff")
-
-RECORD_MAX = 1 << 20  # the handshake octets a hand-over carries at most (start-ok is ~frame-max)
-_PEER = struct.Struct(">H")
-
-
-def pack_handoff(peer_host: str, peer_port: int, received: bytes, vhost: str = "/") -> bytes:
-    """host length, host, port, vhost length, vhost (UTF-8, 16-bit lengths), then the octets."""
-    host = peer_host.encode()
-    name = vhost.encode("utf-8", "surrogateescape")
-    return _PEER.pack(len(host)) + host + _PEER.pack(peer_port) + _PEER.pack(len(name)) + name + received
-
-
-def unpack_handoff(record: bytes) -> tuple[tuple[str, int], str, bytes]:
-    """((peer host, peer port), vhost, received octets); ValueError/struct.error if malformed."""
-    (n,) = _PEER.unpack_from(record, 0)
-    host = record[2:2 + n].decode()
-    (port,) = _PEER.unpack_from(record, 2 + n)
-    (v,) = _PEER.unpack_from(record, 4 + n)
-    if 6 + n + v > len(record):
-        raise ValueError("vhost name runs past the record")
-    vhost = record[6 + n:6 + n + v].decode("utf-8", "surrogateescape")
-    return (host, port), vhost, record[6 + n + v:]
-
-
-RELAYED = b"T"  # first octet of a relayed TLS connection's record (a plain one's is 0: a 16-bit length < 256)
-_SIZE = struct.Struct(">I")
-
-
-FAILED_LOGIN = b"F"  # first octet of a failed login's record (no descriptor): the address follows
-
-
-def pack_failed_login(host: str) -> bytes:
-    return FAILED_LOGIN + host.encode()
-
-
-def unpack_failed_login(record: bytes) -> str:
-    return record[1:].decode()
-
-
-class Relayed:
-    """What a relayed TLS connection's socket pair cannot tell the worker (relay.py)."""
-
-    __slots__ = ("peer", "local", "tls")
-
-    def __init__(self, peer: tuple[str, int], local: tuple[str, int], tls: TlsSession) -> None:
-        self.peer = peer
-        self.local = local
-        self.tls = tls
-
-
-def pack_relayed(relayed: Relayed, vhost: str, received: bytes) -> bytes:
-    about = json.dumps({"peer": list(relayed.peer), "local": list(relayed.local),
-                        "tls": relayed.tls.to_record()}).encode()
-    return RELAYED + _SIZE.pack(len(about)) + about + pack_handoff(relayed.peer[0], relayed.peer[1], received, vhost)
-
-
-def unpack_relayed(record: bytes) -> tuple[Relayed, bytes]:
-    """(what the record says of the connection, the plain hand-over record inside); ValueError,
-    KeyError or struct.error if malformed."""
-    (n,) = _SIZE.unpack_from(record, 1)
-    about = json.loads(record[5:5 + n])
-    peer, local = about["peer"], about["local"]
-    relayed = Relayed((str(peer[0]), int(peer[1])), (str(local[0]), int(local[1])),
-                      TlsSession.from_record(about["tls"]))
-    return relayed, record[5 + n:]
-
 
 class HandoffReceiver:
     """A worker's end: accepts the supervisor on ``path`` and adopts every connection it sends."""
@@ -132,7 +67,7 @@ class HandoffReceiver:
             return
         if self._channel is not None:
             # another worker moving a connection here (--worker-mode queues: one record, then it
-            # closes; warren/spread/placement.py); without spread, nobody but the supervisor may
+            # closes; warren/server/placement.py); without spread, nobody but the supervisor may
             if self.server.broker.directory.index is None:
                 channel.close()
                 return
@@ -155,7 +90,6 @@ class HandoffReceiver:
             log.warning("could not tell the supervisor of a failed login from %s: %s", host, e)
 
     def _receive_move(self, channel: socket.socket) -> None:
-        from warren.spread.placement import is_move, unpack_move
         try:
             record, fds, _flags, _addr = socket.recv_fds(channel, RECORD_MAX, 1)
         except BlockingIOError:
@@ -250,7 +184,7 @@ class HandedOverConnection(AMQPConnection):
         super().__init__(server, replay=received)
         self.handoff_vhost = vhost
         # a connection moved from another worker (--worker-mode queues): how many of the octets
-        # received were answered there already (warren/spread/placement.py); 0 from the supervisor
+        # received were answered there already (warren/server/placement.py); 0 from the supervisor
         self.answered = answered
         if relayed is not None:  # TLS the supervisor relays: who the client is (connection_made)
             self.peer, self.local, self.tls = relayed.peer, relayed.local, relayed.tls

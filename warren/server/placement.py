@@ -31,11 +31,11 @@ import os
 import socket
 import struct
 
-from warren.server.handoff import Relayed, pack_handoff, pack_relayed
+from warren.server.handoff_records import Relayed, pack_handoff, pack_relayed
 
 __all__ = ["pack_move", "unpack_move", "is_move", "clean", "move", "MOVE"]
 
-log = logging.getLogger("warren.spread")
+log = logging.getLogger("warren.spread")  # the worker mode it serves
 
 MOVE = b"M"  # first octet of a move record (a supervisor's record starts with a 16-bit length < 256)
 _LENGTH = struct.Struct(">I")

@@ -64,7 +64,7 @@ from warren.protocol.events import ConnectionClosed, Method
 from warren.protocol.amqp1_0 import events as events_1_0
 from warren.protocol.amqp1_0.connection import HEADER_SASL as HEADER_SASL_1_0, ServerConnection as ServerConnection1_0
 from warren.protocol.header import AMQP_0_10, AMQP_1_0, HEADER_SIZE, NEED_MORE, PREFERRED_HEADER, read_header
-from warren.server.handoff import (
+from warren.server.handoff_records import (
     FAILED_LOGIN, RECORD_MAX, Relayed, pack_failed_login, pack_handoff, pack_relayed, unpack_failed_login,
 )
 from warren.server.handshake import handshake_pending, peer_name
