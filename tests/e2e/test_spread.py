@@ -79,7 +79,7 @@ def wait_for(what: str, predicate, timeout: float = 10.0) -> None:
 
 def stay(ch) -> None:
     """Make the channel's connection stay on the worker it landed on: one refusal does that
-    (a replay elsewhere would not close what it closed; warren/spread/placement.py)."""
+    (a replay elsewhere would not close what it closed; warren/server/placement.py)."""
     with pytest.raises(ChannelClosedByBroker):
         ch.queue_declare("no-such-queue-anywhere", passive=True)
 

@@ -197,7 +197,7 @@ class Broker:
         info = self.access.vhost(vhost.name)
         limit = info.limit(MAX_CONNECTIONS) if info is not None else None
         # --worker-mode queues: the other workers' connections count too (a connection moving
-        # here was admitted where it came from already: warren/spread/placement.py)
+        # here was admitted where it came from already: warren/server/placement.py)
         count = len(sessions) + self.directory.counted_elsewhere(("vhost", vhost.name))
         if limit is not None and count >= limit and not session.replaying:
             raise NotAllowed(f"access to vhost '{vhost.name}' refused for user '{user}': connection limit "

@@ -29,7 +29,7 @@ class ClientConnection:
     # the number an AMQP 0-10 connection stamps on what it publishes, for Qpid's no-local
     # queues (warren/protocol/amqp0_10/channel.py ``no_local``); None: other protocols stamp none
     publisher_id = None
-    # --worker-mode queues (warren/spread/placement.py): replaying what another worker answered
+    # --worker-mode queues (warren/server/placement.py): replaying what another worker answered
     # before the connection moved here; something the connection did cannot be replayed there
     # (a refusal closed a channel, a server-named queue's name is not in the client's octets)
     replaying = False

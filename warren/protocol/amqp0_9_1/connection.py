@@ -457,7 +457,7 @@ class ServerConnection:
             return self._method_frame(channel, start, end)
         frames = self.frames
         # where this publish began in the stream: a content taken frame by frame ends in a later
-        # read (--worker-mode queues moves a connection from there: warren/spread/placement.py)
+        # read (--worker-mode queues moves a connection from there: warren/server/placement.py)
         self.publish_start = frames.base + start - 7
         buf = frames.buf
         last = self._last_publish_args
