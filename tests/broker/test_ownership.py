@@ -1,4 +1,4 @@
-"""Who owns a vhost or a queue with --workers N (warren/server/ownership.py): the rule, and the
+"""Who owns a vhost or a queue with --workers N (warren/broker/ownership.py): the rule, and the
 data folder's record of the count, mode and rule it was written with."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import zlib
 
 import pytest
 
-from warren.server.ownership import LEGACY_PLACEMENT, PLACEMENT, LayoutMismatch, check_layout, check_single, place
+from warren.broker.ownership import LEGACY_PLACEMENT, PLACEMENT, LayoutMismatch, check_layout, check_single, place
 from warren.store.definitions import DefinitionsStore
 from warren.spread import queue_owner
 from warren.server.workers import owner_of
