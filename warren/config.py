@@ -132,7 +132,7 @@ class Config:
     handoff_socket: Path | None = None  # take connections from the supervisor here, no TCP listener
     # --worker-mode queues: this worker's number and its links to the others ("PEER:FD", warren/spread)
     worker_index: int = 0
-    worker_placement: int = 2  # the data folder's rule for who owns a queue (warren/server/ownership.py)
+    worker_placement: int = 2  # the data folder's rule for who owns a queue (warren/broker/ownership.py)
     peer_fds: tuple[str, ...] = ()
     policy_file: Path | None = None  # None: policies.json in the data folder
     access_file: Path | None = None  # None: access.json in the data folder (workers: the supervisor's)

@@ -19,7 +19,7 @@ from warren.server.workers import owner_of
 
 pytestmark = pytest.mark.skipif(bool(EXTERNAL_URL), reason="needs a private Warren broker")
 
-# "/" and "a" belong to different workers of two (owner_of: warren/server/ownership.py)
+# "/" and "a" belong to different workers of two (owner_of: warren/broker/ownership.py)
 VHOSTS = ("/", "a")
 
 
@@ -152,7 +152,7 @@ def test_persistent_messages_come_back_to_their_vhost_after_a_restart(tmp_path):
 
 def test_a_start_with_another_worker_count_or_mode_is_refused_and_the_data_stays(tmp_path):
     """Each worker's data lies in its own folder: another count or mode would look in the wrong
-    one and show the vhosts empty, so the start is refused with the reason (warren/server/ownership.py)."""
+    one and show the vhosts empty, so the start is refused with the reason (warren/broker/ownership.py)."""
     args = ("--workers", "2", *(x for v in VHOSTS for x in ("--vhost", v)))
     b = launch_broker(tmp_path, *args)
     try:

@@ -602,7 +602,7 @@ def run(config: Config) -> None:
             log.warning("the distribution %r also installs a package named `warren` here and may have overwritten "
                         "files of %s (PyPI's `warren` is an unrelated project; docs/install.md)", other, DISTRIBUTION)
     if config.workers > 1:
-        from warren.server.ownership import LayoutMismatch
+        from warren.broker.ownership import LayoutMismatch
         from warren.server.workers import Supervisor
         try:  # the node's users and policies live in the supervisor's folder (warren/store/node_file.py)
             check_node_files(config.data_dir)
@@ -619,7 +619,7 @@ def run(config: Config) -> None:
         except RuntimeError as e:  # a worker did not start (it said why on stderr)
             raise StartupError(str(e)) from None
         return
-    from warren.server.ownership import LayoutMismatch, check_single
+    from warren.broker.ownership import LayoutMismatch, check_single
     try:
         check_single(config.data_dir)  # a folder that worker processes wrote
     except LayoutMismatch as e:

@@ -71,7 +71,7 @@ from warren.server.handshake import handshake_pending, peer_name
 from warren.server.handshake import stage as handshake_stage
 from warren.server.limits import HandshakeGate, raise_open_file_limit
 from warren.server.loops import new_event_loop
-from warren.server.ownership import PLACEMENT, check_layout, place
+from warren.broker.ownership import PLACEMENT, check_layout, place
 from warren.server.relay import Relay
 from warren.server.tls import TlsAmqpListener, TlsContexts, TlsError, session_of
 from warren.spec import amqp0_9_1 as spec

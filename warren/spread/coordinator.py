@@ -23,7 +23,7 @@ from warren.spread.channel import SpreadChannel
 from warren.spread.channel_0_10 import SpreadSessionChannel
 from warren.spread.consumers import Consumers
 from warren.spread.dtx import DtxParts
-from warren.server.ownership import PLACEMENT, place
+from warren.broker.ownership import PLACEMENT, place
 from warren.spread.definitions import ADMIN, SEQUENCER, Definitions, queue_owner
 from warren.spread.links import PeerGone, PeerLinks
 from warren.spread.messages import Forwarding, RemoteSync, SpreadFlow
@@ -45,7 +45,7 @@ class Spread(Definitions, Forwarding, Consumers, DtxParts):
         self.broker = broker
         self.index = index
         self.count = count
-        self.placement = placement  # the data folder's rule (warren/server/ownership.py)
+        self.placement = placement  # the data folder's rule (warren/broker/ownership.py)
         self.links = PeerLinks(index, count, peer_fds)
         self.loop: asyncio.AbstractEventLoop | None = None
         # sessions that asked for something another worker may name back (an exclusive queue's)

@@ -25,7 +25,7 @@ import os
 from warren.broker.directory import ADMIN, EXCHANGE_CHANGES
 from warren.errors import AMQPError, InternalError, NotFound, NotImplemented_
 from warren.protocol.amqp0_10.channel import no_local, truthy
-from warren.server.ownership import PLACEMENT, place
+from warren.broker.ownership import PLACEMENT, place
 from warren.spread.links import PeerGone
 from warren.spread.proxy import ProxySession
 from warren.spread.remote_queue import RemoteOwner, RemoteQueue
@@ -39,7 +39,7 @@ SEQUENCER = 0  # the worker that orders every change of definitions
 
 def queue_owner(vhost: str, name: str, workers: int, placement: int = PLACEMENT) -> int:
     """The worker that owns a named, non-exclusive queue: fixed by vhost and name
-    (warren/server/ownership.py: a numbered family of queues is dealt out one per worker)."""
+    (warren/broker/ownership.py: a numbered family of queues is dealt out one per worker)."""
     return place(f"{vhost}\0{name}", name, workers, placement)
 
 
