@@ -25,7 +25,9 @@ import (a module or any module below it):
 * where a queue lives is the broker directory's business (``warren/broker/directory.py``): the
   protocols, the broker, the HTTP API, the metrics and federation import nothing from
   ``warren.spread`` (the server makes the spread directory; the spread package implements the
-  directory and its channels, never the reverse).
+  directory and its channels, never the reverse); the spread in turn imports nothing from the
+  server, the HTTP API or the metrics (placement, which moves sockets, is server glue:
+  ``warren/server/placement.py``; the ownership rule is ``warren/broker/ownership.py``).
 
 Every rule is checked against a deliberate breach too (``test_each_rule_catches_a_breach``).
 
@@ -97,6 +99,7 @@ FEDERATION_FORBIDDEN = ("warren.management", "warren.spread")
 HTTP_BASE_FORBIDDEN = ("warren.management", "warren.metrics")
 METRICS_FORBIDDEN = ("warren.management", "warren.spread")
 MANAGEMENT_FORBIDDEN = ("warren.spread",)
+SPREAD_FORBIDDEN = ("warren.server", "warren.management", "warren.metrics")
 
 # each rule of the module docstring but the sans-IO one: (its name, the modules it covers, what
 # none of them may import)
@@ -109,6 +112,7 @@ RULES = [
     ("http", _modules("http"), HTTP_BASE_FORBIDDEN),
     ("metrics", _modules("metrics"), METRICS_FORBIDDEN),
     ("management", _modules("management"), MANAGEMENT_FORBIDDEN),
+    ("spread", _modules("spread"), SPREAD_FORBIDDEN),
 ]
 
 
@@ -125,6 +129,7 @@ def test_layer_imports_only_downwards(path, forbidden):
     (SANS_IO_FORBIDDEN, "def channel_class():\n    from warren.spread.channel import SpreadChannel"),
     (BROKER_FORBIDDEN, "from warren.spread.remote_queue import RemoteQueue"),
     (MANAGEMENT_FORBIDDEN, "from warren.spread.definitions import ADMIN"),
+    (SPREAD_FORBIDDEN, "from warren.server.ownership import place"),
     (BROKER_FORBIDDEN, "from warren.protocol.amqp0_9_1 import adapter"),
     (BROKER_FORBIDDEN, "from warren.metrics.collect import snapshot"),
     (STORE_FORBIDDEN, "from warren.broker import queue"),
