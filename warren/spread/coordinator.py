@@ -24,7 +24,7 @@ from warren.spread.channel_0_10 import SpreadSessionChannel
 from warren.spread.consumers import Consumers
 from warren.spread.dtx import DtxParts
 from warren.broker.ownership import PLACEMENT, place
-from warren.spread.definitions import ADMIN, SEQUENCER, Definitions, queue_owner
+from warren.spread.definitions import ADMIN, SEQUENCER, DefinitionOrder, queue_owner
 from warren.spread.links import PeerGone, PeerLinks
 from warren.spread.messages import Forwarding, RemoteSync, SpreadFlow
 
@@ -40,7 +40,7 @@ _STATE_MESSAGES = {"congested": "_remote_congestion", "full": "_remote_full", "l
 _SPREAD_CHANNELS = {Channel: SpreadChannel, SessionChannel: SpreadSessionChannel}
 
 
-class Spread(Definitions, Forwarding, Consumers, DtxParts):
+class Spread(DefinitionOrder, Forwarding, Consumers, DtxParts):
     def __init__(self, broker, index: int, count: int, peer_fds: dict[int, int], placement: int = PLACEMENT) -> None:
         self.broker = broker
         self.index = index

@@ -30,7 +30,7 @@ from warren.spread.links import PeerGone
 from warren.spread.proxy import ProxySession
 from warren.spread.remote_queue import RemoteOwner, RemoteQueue
 
-__all__ = ["Definitions", "queue_owner", "SEQUENCER", "ADMIN"]
+__all__ = ["DefinitionOrder", "queue_owner", "SEQUENCER", "ADMIN"]
 
 log = logging.getLogger("warren.spread")
 
@@ -43,7 +43,7 @@ def queue_owner(vhost: str, name: str, workers: int, placement: int = PLACEMENT)
     return place(f"{vhost}\0{name}", name, workers, placement)
 
 
-class Definitions:
+class DefinitionOrder:
     """``Spread``'s part that keeps definitions the same on every worker (a mixin: the state is
     ``Spread``'s)."""
 
