@@ -114,17 +114,36 @@ REFERENCE_ONLY_REASON = ("against the RabbitMQ reference node only: nothing of W
                          "(the one-process run has it)")
 
 
+# The test that starts a worker's SparkSession (tests/spark/conftest.py, session-scoped) is charged
+# its JVM's start, and pytest-timeout counts a test's setup: at load 15-30 (session 16) the start
+# took over 120 s, the default bound, and the fixture's error then failed every Spark test after it
+# in that worker. The first test of each unit that uses it gets this bound instead; the others keep
+# theirs.
+SPARK_SESSION_START_TIMEOUT_S = 300
+
+
+def _charge_the_spark_start(units: dict[str, list]) -> None:
+    for members in units.values():
+        first = next((it for it in members if "spark" in getattr(it, "fixturenames", ())), None)
+        if first is None:
+            continue
+        bound = max((m.args[0] for m in first.iter_markers("timeout") if m.args), default=0)
+        if bound < SPARK_SESSION_START_TIMEOUT_S:
+            first.add_marker(pytest.mark.timeout(SPARK_SESSION_START_TIMEOUT_S), append=False)
+
+
 def pytest_collection_modifyitems(config, items):
     if BROKER_WORKERS > 1 and not EXTERNAL_URL:
         for item in items:
             params = getattr(getattr(item, "callspec", None), "params", {})
             if any(isinstance(v, str) and v == "rabbitmq" for v in params.values()):
                 item.add_marker(pytest.mark.skip(reason=REFERENCE_ONLY_REASON))
-    if not os.environ.get("PYTEST_XDIST_WORKER"):
-        return
     units: dict[str, list] = {}
     for item in items:
         units.setdefault(xdist_unit(item.nodeid), []).append(item)
+    _charge_the_spark_start(units)
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
 
     def longest_first(members) -> tuple:
         timeouts = [m.args[0] for it in members for m in it.iter_markers("timeout") if m.args]
