@@ -40,6 +40,9 @@ def spark(tmp_path_factory):
         .config("spark.executor.extraJavaOptions", JVM_OPTIONS)
         .config("spark.local.dir", str(local))
         .config("spark.sql.session.timeZone", "UTC")
+        # a Python worker must connect back to the JVM within this (15 s by default): on this
+        # shared 2-core machine at a load of 25-30 a streaming source's worker took longer
+        .config("spark.python.authenticate.socketTimeout", "120s")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

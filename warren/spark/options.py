@@ -17,6 +17,7 @@ is the URL-encoded vhost, ``/`` when empty). The bulk read path talks to the HTT
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
 
@@ -96,6 +97,7 @@ DEFAULT_FETCH_MAX_BYTES = 4 * 1024 * 1024
 DEFAULT_FETCH_MAX_RECORDS = 100_000
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_PREFETCH = 2000
+DEFAULT_MAX_TRIGGER_DELAY_S = 15 * 60.0  # Kafka's maxTriggerDelay default
 
 
 @dataclass(frozen=True)
@@ -132,6 +134,38 @@ class ReadOptions:
     fetch_max_records: int = DEFAULT_FETCH_MAX_RECORDS
     timeout_s: float = DEFAULT_TIMEOUT_S
     prefetch: int = DEFAULT_PREFETCH
+    # streamPattern: every stream whose name matches (re.fullmatch), those created later too;
+    # ``streams`` is then empty and ``starting_default`` gives every stream its start
+    stream_pattern: str | None = None
+    starting_default: object = None
+    ending_default: object = LATEST
+    min_records_per_trigger: int | None = None  # Kafka's minOffsetsPerTrigger
+    max_trigger_delay_s: float = DEFAULT_MAX_TRIGGER_DELAY_S
+
+    def starting_for(self, stream: str):
+        """Where ``stream`` starts (a stream found by the pattern has no entry of its own)."""
+        return self.starting.get(stream, self.starting_default)
+
+    def ending_for(self, stream: str):
+        return self.ending.get(stream, self.ending_default)
+
+
+_DURATION_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def duration_option(opts: dict, key: str, default: float) -> float:
+    """Seconds from a duration as Kafka's ``maxTriggerDelay`` takes it (Spark's
+    ``timeStringAsMs``): digits and a unit ``us``, ``ms``, ``s``, ``m``/``min``, ``h``, ``d``;
+    digits alone are milliseconds."""
+    raw = _given(opts, key)
+    if raw is None:
+        return default
+    text = str(raw).strip().lower()
+    digits = len(text) - len(text.lstrip("0123456789"))
+    unit = text[digits:].strip() or "ms"
+    if not digits or unit not in _DURATION_UNITS:
+        raise OptionError(f"option {key} must be a duration such as 15m, 30s or 500ms, not {raw!r}")
+    return int(text[:digits]) * _DURATION_UNITS[unit]
 
 
 def _one_offset(value, key: str, stream: str | None = None):
@@ -252,8 +286,17 @@ def parse_read_options(options, batch: bool) -> ReadOptions:
         raise OptionError(f"option url must be an amqp:// URL, not {url!r}")
     vhost = unquote(parts.path[1:]) if len(parts.path) > 1 else "/"
     streams = tuple(s.strip() for s in str(opts.get("stream", "")).split(",") if s.strip())
-    if not streams:
-        raise OptionError("option stream is required: the stream queue to read (several: comma-separated)")
+    pattern = _given(opts, "streamPattern")
+    if pattern is not None:
+        if streams:
+            raise OptionError("options stream and streamPattern exclude each other: give one")
+        try:
+            re.compile(pattern)
+        except re.error as e:
+            raise OptionError(f"option streamPattern is not a regular expression ({e}): {pattern!r}") from None
+    elif not streams:
+        raise OptionError("option stream is required: the stream queue to read (several: comma-separated), "
+                          "or streamPattern: a regular expression every stream read must match")
     if len(set(streams)) != len(streams):
         raise OptionError(f"option stream names a stream twice: {opts['stream']!r}")
     transport = str(opts.get("transport", "http")).strip().lower()
@@ -263,17 +306,38 @@ def parse_read_options(options, batch: bool) -> ReadOptions:
         if not batch and _given(opts, key) is not None:
             raise OptionError(f"option {key} is for batch reads (spark.read), not readStream")
     _alias(opts, "maxRecordsPerTrigger", "maxOffsetsPerTrigger")
+    _alias(opts, "minRecordsPerTrigger", "minOffsetsPerTrigger")
+    if batch and (_given(opts, "minRecordsPerTrigger") or _given(opts, "maxTriggerDelay")) is not None:
+        raise OptionError("options minRecordsPerTrigger and maxTriggerDelay are for readStream, not batch reads")
     strategy = str(opts.get("startingoffsetsbytimestampstrategy") or "error").strip().lower()
     if strategy not in TIMESTAMP_STRATEGIES:
         raise OptionError(f"option startingOffsetsByTimestampStrategy must be error or latest, not {strategy!r}")
-    starting = parse_offsets(opts.get("startingoffsets"), "startingOffsets", streams,
-                             EARLIEST if batch else LATEST)
+    default_start = EARLIEST if batch else LATEST
+    if pattern is not None:
+        raw = _given(opts, "startingOffsets")
+        if raw is not None and str(raw).strip().startswith("{"):
+            raise OptionError("option startingOffsets per stream (JSON) needs option stream; with streamPattern "
+                              "give earliest, latest or an offset")
+        if raw is not None:
+            default_start = _one_offset(raw, "startingOffsets")
+        for key in ("startingOffsetsByTimestamp", "endingOffsetsByTimestamp", "endingOffsets"):
+            if _given(opts, key) is not None and str(_given(opts, key)).strip().startswith("{"):
+                raise OptionError(f"option {key} per stream (JSON) needs option stream, not streamPattern")
+    starting = parse_offsets(opts.get("startingoffsets"), "startingOffsets", streams, default_start)
     if any(v == LATEST for v in starting.values()) and batch:
         raise OptionError("startingOffsets=latest makes no sense for a batch read (it reads nothing)")
     # by time, as Kafka: startingTimestamp over startingOffsetsByTimestamp over startingOffsets
     starting.update(_by_timestamp(opts, "startingTimestamp", "startingOffsetsByTimestamp", streams, strategy))
+    if pattern is not None and _given(opts, "startingTimestamp") is not None:
+        default_start = AtTimestamp(_timestamp_ms(_given(opts, "startingTimestamp"), "startingTimestamp"), strategy)
     ending = parse_offsets(opts.get("endingoffsets"), "endingOffsets", streams, LATEST)
     ending.update(_by_timestamp(opts, "endingTimestamp", "endingOffsetsByTimestamp", streams, "latest"))
+    default_end = LATEST
+    if pattern is not None:
+        if _given(opts, "endingTimestamp") is not None:
+            default_end = AtTimestamp(_timestamp_ms(_given(opts, "endingTimestamp"), "endingTimestamp"), "latest")
+        elif _given(opts, "endingOffsets") is not None:
+            default_end = _one_offset(_given(opts, "endingOffsets"), "endingOffsets")
     return ReadOptions(
         url=str(url),
         http_url=_http_base(opts, parts.hostname, parts.port),
@@ -294,6 +358,11 @@ def parse_read_options(options, batch: bool) -> ReadOptions:
         fetch_max_records=int_option(opts, "fetchMaxRecords", DEFAULT_FETCH_MAX_RECORDS),
         timeout_s=float_option(opts, "timeout", DEFAULT_TIMEOUT_S),
         prefetch=int_option(opts, "prefetch", DEFAULT_PREFETCH),
+        stream_pattern=pattern,
+        starting_default=default_start,
+        ending_default=default_end,
+        min_records_per_trigger=int_option(opts, "minRecordsPerTrigger", None),
+        max_trigger_delay_s=duration_option(opts, "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY_S),
     )
 
 

@@ -21,6 +21,7 @@ Filter pushdown is opt-in (option ``pushFilters=true``), for two reasons found o
 
 from __future__ import annotations
 
+import re
 from typing import Iterator
 
 import pyarrow as pa
@@ -71,12 +72,15 @@ class StreamBatchReader(DataSourceReader):
         opts, pushed = self.options, self.pushed
         spans: list[tuple[str, int, int]] = []
         with api_for(opts) as api:
-            for stream in opts.streams:
+            names = opts.streams
+            if opts.stream_pattern is not None:  # every stream whose name matches, now
+                names = tuple(n for n in api.stream_names() if re.fullmatch(opts.stream_pattern, n))
+            for stream in names:
                 if pushed.streams is not None and stream not in pushed.streams:
                     continue
                 info = api.info(stream)
-                start = resolve_offset(opts.starting[stream], info, api)
-                end = min(resolve_offset(opts.ending[stream], info, api, ending=True), info.end)
+                start = resolve_offset(opts.starting_for(stream), info, api)
+                end = min(resolve_offset(opts.ending_for(stream), info, api, ending=True), info.end)
                 start, end = pushed.clip(start, end)
                 if end > start and pushed.time_from_ms is not None:
                     start = max(start, api.offset_for_timestamp(stream, pushed.time_from_ms))
@@ -89,7 +93,7 @@ class StreamBatchReader(DataSourceReader):
         size = per_partition(sum(e - b for _s, b, e in spans), opts.records_per_partition, opts.min_partitions)
         ranges = [r for stream, start, end in spans for r in split_range(stream, start, end, size)]
         # Spark needs at least one partition; an empty range reads nothing
-        return ranges or [StreamRange(opts.streams[0], 0, 0)]
+        return ranges or [StreamRange(names[0] if names else "", 0, 0)]
 
     def read(self, partition: StreamRange) -> Iterator[pa.RecordBatch]:
         return read_range(self.options, partition, self.layout)

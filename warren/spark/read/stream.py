@@ -19,6 +19,8 @@ broker keeps no state for the reader.
 from __future__ import annotations
 
 import logging
+import re
+import time
 from typing import Iterator
 
 import pyarrow as pa
@@ -31,7 +33,7 @@ from warren.spark.options import parse_read_options
 from warren.spark.read.planning import StreamRange, admit, per_partition, resolve_offset, retained_start, split_range
 from warren.spark.read.batch import ReadLayout, read_range
 
-__all__ = ["WarrenStreamReader"]
+__all__ = ["WarrenStreamReader", "records_behind"]
 
 log = logging.getLogger("warren.spark")
 
@@ -42,6 +44,7 @@ class WarrenStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.layout = ReadLayout(schema)
         self._api = None
         self._target: dict[str, int] | None = None  # AvailableNow: never plan past these ends
+        self._last_trigger: float | None = None  # minRecordsPerTrigger: when the last batch was planned
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
@@ -54,19 +57,41 @@ class WarrenStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._api = api_for(self.options)
         return self._api
 
+    def _stream_names(self) -> tuple[str, ...]:
+        """The streams read now: the ``stream`` option's, or every stream whose name matches
+        ``streamPattern`` (asked of the HTTP API each time: new streams join the query)."""
+        if self.options.stream_pattern is None:
+            return self.options.streams
+        match = re.compile(self.options.stream_pattern).fullmatch
+        return tuple(n for n in self._client().stream_names() if match(n))
+
     def _infos(self) -> dict:
+        from warren.spark.read.http_api import StreamApiError
+
         api = self._client()
-        return {s: api.info(s) for s in self.options.streams}
+        infos = {}
+        for s in self._stream_names():
+            try:
+                infos[s] = api.info(s)
+            except StreamApiError as e:
+                if self.options.stream_pattern is None or e.status != 404:
+                    raise
+                # found by the pattern and deleted since: no longer read
+        return infos
 
     def _start_of(self, start: dict, stream: str, info) -> int:
-        """A stream's start offset; a stream the checkpoint does not know yet (added to the
-        option since) starts at startingOffsets."""
+        """A stream's start offset; a stream the checkpoint does not know yet starts at
+        startingOffsets (added to the option since), or at its first offset (created since,
+        under streamPattern: as Kafka's subscribePattern reads new partitions from earliest)."""
         if stream in start:
             return int(start[stream])
-        return resolve_offset(self.options.starting[stream], info, self._client())
+        if self.options.stream_pattern is not None:
+            return info.first_offset
+        return resolve_offset(self.options.starting_for(stream), info, self._client())
 
     def initialOffset(self) -> dict:
-        return {s: resolve_offset(self.options.starting[s], info, self._client()) for s, info in self._infos().items()}
+        return {s: resolve_offset(self.options.starting_for(s), info, self._client())
+                for s, info in self._infos().items()}
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = {s: info.end for s, info in self._infos().items()}
@@ -101,25 +126,50 @@ class WarrenStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             begin[s] = b
             end = info.end if self._target is None else min(info.end, self._target.get(s, info.end))
             available[s] = max(b, end)
-        if isinstance(limit, ReadMinRows) and sum(available[s] - begin[s] for s in begin) < limit.min_rows:
+        pending = sum(available[s] - begin[s] for s in begin)
+        if isinstance(limit, ReadMinRows) and pending < limit.min_rows:
+            return {s: self._start_of(start, s, infos[s]) for s in infos}
+        if self._delayed(pending):
             return {s: self._start_of(start, s, infos[s]) for s in infos}
         max_records, max_bytes = self._limits(limit)
         sizes = {s: info.average_record_size for s, info in infos.items()}
         ends = admit(begin, available, max_records, max_bytes, sizes)
         # a stream with nothing new keeps its start offset exactly (no spurious empty batches)
-        return {s: max(ends[s], self._start_of(start, s, infos[s])) for s in infos}
+        ends = {s: max(ends[s], self._start_of(start, s, infos[s])) for s in infos}
+        if any(ends[s] > self._start_of(start, s, infos[s]) for s in infos):
+            self._last_trigger = time.monotonic()
+        return ends
+
+    def _delayed(self, pending: int) -> bool:
+        """minRecordsPerTrigger with maxTriggerDelay, as Kafka's minOffsetsPerTrigger: fewer
+        records than the minimum wait for more until maxTriggerDelay has passed since the last
+        batch (or since the query started); not under Trigger.AvailableNow, which must end."""
+        wanted = self.options.min_records_per_trigger
+        if wanted is None or self._target is not None or pending >= wanted:
+            return False
+        now = time.monotonic()
+        if self._last_trigger is None:
+            self._last_trigger = now
+        return now - self._last_trigger < self.options.max_trigger_delay_s
 
     def reportLatestOffset(self) -> dict:
+        """The committed end of every stream read: Spark shows it as the source's
+        ``latestOffset`` in each progress, beside ``endOffset`` (what the batch read), so the
+        records behind are their difference per stream (``records_behind``)."""
         return {s: info.end for s, info in self._infos().items()}
 
     def partitions(self, start: dict, end: dict) -> list[StreamRange]:
         opts = self.options
         infos = self._infos()
         spans: list[tuple[str, int, int]] = []
-        for s in opts.streams:
+        # the option's order (a replayed batch must cut the same partitions), else by name
+        names = opts.streams if opts.stream_pattern is None else sorted(end)
+        for s in names:
             if s not in end:
                 continue
-            info = infos[s]
+            info = infos.get(s)
+            if info is None:  # under streamPattern, deleted since it was planned
+                continue
             b = self._start_of(start, s, info)
             e = int(end[s])
             if e <= b:
@@ -139,3 +189,24 @@ class WarrenStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._api is not None:
             self._api.close()
             self._api = None
+
+
+def records_behind(progress) -> dict[str, int]:
+    """Per stream, the records committed in the broker and not yet read by the micro-batch a
+    query progress reports (``query.lastProgress``, a dict, or a ``StreamingQueryProgress``):
+    the warren source's ``latestOffset`` (``reportLatestOffset``) less its ``endOffset``."""
+    import json
+
+    if not isinstance(progress, dict):
+        progress = json.loads(progress.json)
+    behind: dict[str, int] = {}
+    for source in progress.get("sources") or ():
+        latest, end = source.get("latestOffset"), source.get("endOffset")
+        latest = json.loads(latest) if isinstance(latest, str) else latest
+        end = json.loads(end) if isinstance(end, str) else end
+        if not isinstance(latest, dict) or not isinstance(end, dict):
+            continue
+        for stream, at in latest.items():
+            if isinstance(at, int):
+                behind[stream] = at - int(end.get(stream, 0))
+    return behind
