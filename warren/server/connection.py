@@ -33,6 +33,7 @@ from warren.protocol.events import Method, Publishes
 from warren.protocol.amqp0_10.adapter import ConnectionHandler as ConnectionHandler0_10
 from warren.protocol.amqp0_10.connection import ServerConnection as ServerConnection0_10
 from warren.protocol.amqp0_10.events import OpenRequested as OpenRequested0_10
+from warren.protocol.amqp1_0.events import OpenRequested as OpenRequested1_0
 from warren.protocol.header import AMQP_0_10, AMQP_1_0, HEADER_SIZE, NEED_MORE, PREFERRED_HEADER, read_header
 from warren.server.handshake import handshake_pending, peer_name
 from warren.server.handshake import stage as handshake_stage
@@ -368,7 +369,7 @@ class AMQPConnection(asyncio.Protocol):
                 if event is None:
                     break
                 if self._replaying and (type(event) is Method and event.method.INDEX == _CONNECTION_OPEN
-                                        or type(event) is OpenRequested0_10):
+                                        or type(event) is OpenRequested0_10 or type(event) is OpenRequested1_0):
                     conn.data_to_send()  # start and tune: the supervisor sent them to the client already
                     self._replaying = False
                 session.handle(event)

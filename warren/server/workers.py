@@ -45,6 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from types import SimpleNamespace
 from pathlib import Path
 
 from warren.access import AccessControl, LoginRefused
@@ -238,9 +239,12 @@ class Greeter(asyncio.Protocol):
                 self._refuse_header()
                 return
             c = self.sup.config
-            if dialect is AMQP_1_0:  # not handed over yet: answered here with a clear refusal
+            if dialect is AMQP_1_0:  # the same offer as the single-process server (connection.py)
+                mechanisms = ("PLAIN", "ANONYMOUS") if c.anonymous_user else ("PLAIN",)
+                if self.tls is not None and b"EXTERNAL" in self.tls.mechanisms:
+                    mechanisms += ("EXTERNAL",)
                 self.conn = ServerConnection1_0(sasl=bytes(self.received[:HEADER_SIZE]) == HEADER_SASL_1_0,
-                                                mechanisms=("PLAIN", "ANONYMOUS"))
+                                                mechanisms=mechanisms)
             elif dialect is AMQP_0_10:  # the same settings as the single-process server (connection.py)
                 self.conn = ServerConnection0_10(
                     self.sup.current_server_properties(), ("PLAIN", "AMQPLAIN"), allow_anonymous=bool(c.anonymous_user),
@@ -256,7 +260,7 @@ class Greeter(asyncio.Protocol):
             self._events_0_10()
             return
         if type(self.conn) is ServerConnection1_0:
-            self._refuse_1_0()
+            self._events_1_0()
             return
         try:
             while (event := self.conn.next_event()) is not None:
@@ -277,26 +281,48 @@ class Greeter(asyncio.Protocol):
             return
         self._write()
 
-    def _refuse_1_0(self) -> None:
-        """AMQP 1.0 is not handed over to workers yet (issue 36): the handshake goes as far as the
-        client's open (any login: nothing is served), which is answered with our open and a close
-        amqp:not-implemented saying why, and a log line."""
-        while (event := self.conn.next_event()) is not None:
-            kind = type(event)
-            if kind is events_1_0.SaslInit:
-                self.conn.sasl_accept()
-            elif kind is events_1_0.OpenRequested:
-                text = "AMQP 1.0 is not served under --workers yet (issue 36): use a single-process broker"
-                log.warning("refused AMQP 1.0 connection from %s: %s", peer_name(self.peer), text)
-                self._close_reason = "AMQP 1.0 is not served under --workers (amqp:not-implemented)"
-                self.conn.refuse_open("amqp:not-implemented", text)
-                self._write()
-                self.sup.loop.call_later(1.0, self._close)
-                return
-            else:  # a protocol error answered by the core, or the client's close
-                self._write()
-                self.sup.loop.call_later(1.0, self._close)
-                return
+    def _events_1_0(self) -> None:
+        """An AMQP 1.0 handshake up to the client's open: its SASL login checked here (PLAIN,
+        EXTERNAL on verified TLS, ANONYMOUS only with --anonymous-user), then the connection goes
+        to the worker owning the vhost of open's hostname (``vhost:NAME``, else the default), as
+        0-9-1's and 0-10's do. Under --worker-mode queues a 1.0 connection is refused: its
+        sessions are not spread over workers yet (amqp:not-implemented, and a log line)."""
+        try:
+            while (event := self.conn.next_event()) is not None:
+                kind = type(event)
+                if kind is events_1_0.SaslInit:
+                    if event.mechanism in ("", "ANONYMOUS"):
+                        if not self.sup.config.anonymous_user:
+                            refused = ConnectionAccessRefused("ANONYMOUS login is not enabled", 10, 11)
+                            refused.log_detail = "login refused: ANONYMOUS (or no SASL layer) needs --anonymous-user"
+                            raise refused
+                        self.conn.sasl_accept()
+                    elif event.mechanism in self.conn.mechanisms:
+                        self._login(SimpleNamespace(mechanism=event.mechanism, response=event.response))
+                    else:
+                        refused = ConnectionAccessRefused(f"unsupported SASL mechanism {event.mechanism!r}", 10, 11)
+                        refused.log_detail = f"login refused: unsupported SASL mechanism {event.mechanism!r}"
+                        raise refused
+                elif kind is events_1_0.OpenRequested:
+                    if self.sup.spread:
+                        text = "AMQP 1.0 is not served under --worker-mode queues yet (issue 36)"
+                        log.warning("refused AMQP 1.0 connection from %s: %s", peer_name(self.peer), text)
+                        self._close_reason = "AMQP 1.0 under --worker-mode queues (amqp:not-implemented)"
+                        self.conn.refuse_open("amqp:not-implemented", text)
+                        self._write()
+                        self.sup.loop.call_later(1.0, self._close)
+                        return
+                    hostname = event.hostname or ""
+                    self._write()  # our AMQP header after SASL: the client has it before the worker's open
+                    self._open(hostname[6:] if hostname.startswith("vhost:") else self.sup.default_vhost)
+                    return
+                else:  # a protocol error answered by the core, or the client's close
+                    self._write()
+                    self.sup.loop.call_later(1.0, self._close)
+                    return
+        except AMQPError as e:
+            self._failed(e)
+            return
         self._write()
 
     def _events_0_10(self) -> None:
@@ -435,7 +461,13 @@ class Greeter(asyncio.Protocol):
                     f" ({detail})" if detail else "")
         self._close_reason = (f"{detail} ({error.reply_code} {error.reply_text.split(' - ')[0]})" if detail
                               else f"connection error {error.reply_code} {error.reply_text}")
-        if type(self.conn) is ServerConnection0_10:  # as the 0-10 adapter answers (amqp0_10/adapter.py)
+        if type(self.conn) is ServerConnection1_0:  # as the 1.0 adapter answers (amqp1_0/adapter.py)
+            if isinstance(error, ConnectionAccessRefused):
+                self.conn.sasl_refuse()
+            else:
+                self.conn.refuse_open("amqp:not-found" if isinstance(error, NotAllowed) else "amqp:unauthorized-access",
+                                      error.text)
+        elif type(self.conn) is ServerConnection0_10:  # as the 0-10 adapter answers (amqp0_10/adapter.py)
             if isinstance(error, ConnectionAccessRefused):
                 self.conn.refuse_login("Authentication failed")
             else:
