@@ -1,9 +1,10 @@
 """Fixtures of the AMQP 1.0 end-to-end tests: real 1.0 clients (Qpid Proton's Python binding,
 Node's rhea, RabbitMQ's AMQP 1.0 Python client) against the broker the session starts.
 
-Under ``--workers`` (WARREN_TEST_BROKER_WORKERS) the supervisor does not hand 1.0 connections to a
-worker yet: it refuses them with ``amqp:not-implemented`` (tests/e2e/amqp1_0/test_workers.py checks
-that answer), and every other test here skips, saying so."""
+Under ``--workers`` (WARREN_TEST_BROKER_WORKERS) the supervisor hands 1.0 connections to the worker
+owning their vhost, as 0-9-1's, and these tests run there too; under ``--worker-mode queues`` it
+refuses them with ``amqp:not-implemented`` (tests/e2e/amqp1_0/test_workers.py checks both), and
+every other test here skips, saying so."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import uuid
 
 import pytest
 
-from tests.conftest import skip_under_workers
+from tests.conftest import skip_under_spread
 
 
 @pytest.fixture(autouse=True)
@@ -20,7 +21,7 @@ def _single_process(request):
     if os.environ.get("WARREN_TEST_BROKER_URL"):
         pytest.skip("these tests start or inspect Warren's own broker")
     if "workers" not in request.node.name:
-        skip_under_workers("AMQP 1.0 connections are not handed over to workers yet (refused with amqp:not-implemented)")
+        skip_under_spread("AMQP 1.0 sessions are not spread over workers yet (refused with amqp:not-implemented)")
 
 
 @pytest.fixture(autouse=True)

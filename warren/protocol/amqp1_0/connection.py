@@ -198,6 +198,8 @@ class ServerConnection:
         else:
             self.phase = Phase.AWAIT_OPEN
 
+    accept_login = sasl_accept  # the --workers supervisor's name for it (warren/server/workers.py)
+
     def sasl_refuse(self, code: int = spec.SaslCode.AUTH, description: str = "") -> None:
         """The login failed: sasl-outcome ``code`` and nothing more (the glue closes the socket);
         without a SASL layer: our open, then close with amqp:unauthorized-access."""
