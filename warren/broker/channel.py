@@ -192,6 +192,16 @@ class BrokerChannel:
         self.last_queue = q.name
         return q.name, q.message_count, len(q.consumers)
 
+    def queue_info(self, name: str) -> dict:
+        """What a client may read of a queue it could declare passively (RabbitMQ 4's AMQP 1.0
+        management node: GET /queues/Q): flags, kind, declared arguments and counts; refused as
+        a passive declare is (404 missing, 405 another connection's exclusive queue, 403)."""
+        authz.queue_declare(self, name, True, {})
+        q = self.vhost.queue(name, self.session)
+        return {"name": q.name, "durable": q.durable, "auto_delete": q.auto_delete,
+                "exclusive": q.exclusive_owner is not None, "type": getattr(q, "queue_type", "classic"),
+                "arguments": dict(q.arguments), "messages": q.message_count, "consumers": len(q.consumers)}
+
     def bind_queue(self, queue: str, exchange: str, routing_key: str, arguments: dict) -> None:
         authz.queue_bind(self, queue, exchange, routing_key)
         self.vhost.bind_queue(self._queue(queue), exchange, routing_key, arguments)

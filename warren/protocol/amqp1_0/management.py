@@ -68,14 +68,15 @@ def _plain(v):
     return v
 
 
-def _queue_info(channel, q, node: str) -> dict:
+def _queue_info(channel, name: str, node: str) -> dict:
+    """The management node's answer about queue ``name`` (the channel's ``queue_info``)."""
+    info = channel.queue_info(name)
     args = {}
-    for k, v in (q.arguments or {}).items():
+    for k, v in info["arguments"].items():
         args[k] = v if isinstance(v, (str, int, float, bool, bytes)) or v is None else str(v)
-    kind = getattr(q, "queue_type", None) or args.get("x-queue-type") or "classic"
-    return {"name": q.name, "vhost": channel.vhost.name, "durable": bool(q.durable), "auto_delete": bool(q.auto_delete),
-            "exclusive": q.exclusive_owner is not None, "type": str(kind), "arguments": args,
-            "message_count": t.ULong(q.message_count), "consumer_count": t.UInt(len(q.consumers)),
+    return {"name": info["name"], "vhost": channel.vhost.name, "durable": bool(info["durable"]),
+            "auto_delete": bool(info["auto_delete"]), "exclusive": info["exclusive"], "type": str(info["type"]),
+            "arguments": args, "message_count": t.ULong(info["messages"]), "consumer_count": t.UInt(info["consumers"]),
             "leader": node, "replicas": [node]}
 
 
@@ -134,12 +135,12 @@ def _dispatch(channel, method: str, parts: list[str], body, node: str) -> tuple[
             arguments = body.get("arguments") or {}
             channel.declare_queue(name, False, bool(body.get("durable", True)), bool(body.get("exclusive", False)),
                                   bool(body.get("auto_delete", False)), dict(arguments))
-            return (200 if existed else 201), _queue_info(channel, vhost.queues[name], node)
+            return (200 if existed else 201), _queue_info(channel, name, node)
         if method == "GET":
-            q = vhost.queues.get(name)
-            if q is None:
-                raise NotFound(f"queue '{name}' in vhost '{vhost.name}' not found")
-            return 200, _queue_info(channel, q, node)
+            try:
+                return 200, _queue_info(channel, name, node)
+            except NotFound:  # RabbitMQ 4's words
+                raise NotFound(f"queue '{name}' in vhost '{vhost.name}' not found") from None
         if method == "DELETE":
             n, held = channel.delete_queue(name, False, False)
             for ch, tag in held:
