@@ -80,7 +80,8 @@ hypothesis_settings.load_profile("warren-tests")
 # it renames node ids, which pytest 9.2 no longer lets it do: pytest-xdist issue 1386.)
 SPARK_DIR = "tests/spark/"
 SPARK_JOBS_DIR = "tests/spark/jobs/"
-SPARK_OWN_PROCESS = ("tests/spark/test_install.py", "tests/spark/test_faults.py")  # Spark in a script of its own: with the jobs
+# Spark in a script of its own: with the jobs
+SPARK_OWN_PROCESS = ("tests/spark/test_install.py", "tests/spark/test_faults.py")
 
 
 def xdist_unit(nodeid: str) -> str:
