@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import struct
 import sys
@@ -135,6 +136,7 @@ def main() -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
