@@ -62,6 +62,7 @@ import weakref
 from collections import defaultdict
 from typing import NamedTuple
 
+from warren.broker.durability import SyncWaiter
 from warren.broker.message import Message
 from warren.errors import CommandInvalid, NotAllowed, NotFound, SoftError
 from warren.store.message import decode_restored
@@ -148,21 +149,6 @@ class Branch:
 
     def __repr__(self) -> str:
         return f"<Branch {self.xid} {self.state} associated={len(self.associated)}>"
-
-
-class _SyncWaiter:
-    """Runs ``callback`` once the durability's sync ``number`` completed (Durability.waiting)."""
-
-    __slots__ = ("durability", "number", "callback")
-
-    def __init__(self, durability, number: int, callback) -> None:
-        self.durability, self.number, self.callback = durability, number, callback
-
-    def synced(self, number: int) -> None:
-        if number >= self.number:
-            self.callback()
-        else:
-            self.durability.waiting.add(self)
 
 
 def manager(broker) -> "DtxManager":
@@ -441,7 +427,7 @@ class DtxManager:
         if branch.parts:
             self.broker.directory.dtx_commit_parts(branch, one_done)
         if need and durability is not None and need > durability.synced:
-            durability.waiting.add(_SyncWaiter(durability, need, one_done))
+            durability.waiting.add(SyncWaiter(durability, need, one_done))
             return
         one_done()
 

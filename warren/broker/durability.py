@@ -166,7 +166,7 @@ class Durability:
         if self.definitions.durable >= self.definitions.changes or self.synced >= self.definitions_sync:
             callback()
         else:
-            self.waiting.add(_SyncWaiter(self, self.definitions_sync, callback))
+            self.waiting.add(SyncWaiter(self, self.definitions_sync, callback))
 
     @property
     def syncing(self) -> bool:
@@ -331,7 +331,7 @@ class Durability:
         self.definitions.close()
 
 
-class _SyncWaiter:
+class SyncWaiter:
     """In ``Durability.waiting``: runs ``callback`` once sync ``number`` has ended."""
 
     __slots__ = ("durability", "number", "callback")
