@@ -286,6 +286,7 @@ def add_snapshot(snap: Snapshot, other: Snapshot) -> None:
     if snap.probes is not None and other.probes is not None:  # new histograms: ours stay as counted
         snap.probes = snap.probes.merged(other.probes)
     snap.queue_rows += other.queue_rows
+    snap.stream_reader_rows += other.stream_reader_rows
     snap.store_damage += other.store_damage
     snap.channel_rows += other.channel_rows
     snap.connection_rows += other.connection_rows
