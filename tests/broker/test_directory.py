@@ -13,7 +13,7 @@ import inspect
 import pytest
 
 from warren.broker.broker import Broker
-from warren.broker.client import ClientConnection
+from warren.broker.connection import BrokerConnection
 from warren.broker.directory import ADMIN, LocalDirectory
 from warren.errors import NotFound, PreconditionFailed
 from warren.spread import Spread
@@ -66,7 +66,7 @@ async def test_changes_apply_at_once_with_the_refusals_of_one_process():
 
 async def test_a_delete_if_empty_is_refused_with_the_text_the_http_api_shows():
     broker = Broker()
-    conn = ClientConnection(broker, ("127.0.0.1", 1), None)
+    conn = BrokerConnection(broker, ("127.0.0.1", 1), None)
     conn.username = "guest"
     conn.open_vhost("/")
     ch = conn.channels[1] = QuietChannel(conn, 1, RecordingSink())

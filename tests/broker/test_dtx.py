@@ -14,7 +14,7 @@ import pytest
 
 from warren.broker.broker import Broker
 from warren.broker.channel import BrokerChannel
-from warren.broker.client import ClientConnection
+from warren.broker.connection import BrokerConnection
 from warren.broker.dtx import DEFAULT_TIMEOUT, IllegalState, InvalidArgument, XaStatus, Xid, manager
 from warren.broker.durability import Durability
 from warren.errors import CommandInvalid, NotAllowed, NotFound
@@ -51,7 +51,7 @@ class World:
     def __init__(self, data) -> None:
         self.durability = Durability(data, fsync=False)
         self.broker = Broker(durability=self.durability)
-        self.conn = ClientConnection(self.broker, ("127.0.0.1", 1), None)
+        self.conn = BrokerConnection(self.broker, ("127.0.0.1", 1), None)
         self.conn.username = "guest"
         self.conn.open_vhost("/")
         self.dtx = manager(self.broker)

@@ -13,7 +13,7 @@ from hypothesis import given, settings, strategies as st
 
 from warren.broker import message as message_module
 from warren.broker.broker import Broker
-from warren.broker.client import ClientConnection
+from warren.broker.connection import BrokerConnection
 from warren.broker.durability import Durability
 
 from .helpers import QuietChannel, RecordingSink
@@ -25,7 +25,7 @@ CC_SIDE = b"\x20\x00" + (lambda e: len(e).to_bytes(4, "big") + e)(
 
 def world(tmp_path, name: str, consumer: bool = False):
     broker = Broker(durability=Durability(tmp_path / name, fsync=False))
-    conn = ClientConnection(broker, ("127.0.0.1", 1), None)
+    conn = BrokerConnection(broker, ("127.0.0.1", 1), None)
     conn.username = "guest"
     conn.open_vhost("/")
     ch = QuietChannel(conn, 1, RecordingSink())

@@ -11,7 +11,7 @@ from __future__ import annotations
 from hypothesis import given, settings, strategies as st
 
 from warren.broker.broker import Broker
-from warren.broker.client import ClientConnection
+from warren.broker.connection import BrokerConnection
 from warren.broker.durability import Durability
 
 from .helpers import QuietChannel, RecordingSink
@@ -23,7 +23,7 @@ EXPIRES_LATER = b"\x01\x00\x06600000"  # ten minutes: still there when the test 
 
 def world(tmp_path, name: str, fast: bool, prefetch: int, dlx: bool, channel_prefetch: int = 0):
     broker = Broker(durability=Durability(tmp_path / name, fsync=False))
-    conn = ClientConnection(broker, ("127.0.0.1", 1), None)
+    conn = BrokerConnection(broker, ("127.0.0.1", 1), None)
     conn.username = "guest"
     conn.open_vhost("/")
     ch = QuietChannel(conn, 1, RecordingSink())

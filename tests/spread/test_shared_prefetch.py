@@ -7,7 +7,7 @@ against two worker processes: tests/e2e/test_spread.py and tests/e2e/test_basic.
 from __future__ import annotations
 
 from warren.broker.broker import Broker
-from warren.broker.client import ClientConnection
+from warren.broker.connection import BrokerConnection
 from warren.broker.durability import Durability
 from warren.spread.proxy import PeerSink, ProxyChannel, ProxySession
 
@@ -36,7 +36,7 @@ class Link:
 def owner(tmp_path):
     """(link, the owner's proxy of the remote channel, a local channel that publishes to "q")."""
     broker = Broker(durability=Durability(tmp_path / "owner", fsync=False))
-    conn = ClientConnection(broker, ("127.0.0.1", 1), None)
+    conn = BrokerConnection(broker, ("127.0.0.1", 1), None)
     conn.username = "guest"
     conn.open_vhost("/")
     publisher = QuietChannel(conn, 1, RecordingSink())

@@ -23,7 +23,6 @@ from operator import itemgetter
 
 from warren.broker.queue import Queue
 from warren.broker.totals import QUEUE_TYPES, TOTALS
-from warren.server.connection import connection_name
 
 __all__ = ["Snapshot", "read_snapshot", "SLICE", "QUEUE_FIELDS", "CHANNEL_FIELDS", "CONNECTION_FIELDS",
            "snapshot_rows", "add_snapshot", "Probes"]
@@ -166,7 +165,7 @@ async def read_snapshot(server, per_object: bool, slice_size: int = SLICE) -> Sn
             snap.paused_by_alarm += 1
         session = conn.session
         channels = list(session.channels.values()) if session is not None else []
-        row = (connection_name(conn), conn.recv_oct, conn.send_oct, len(channels))
+        row = (conn.api_name(), conn.recv_oct, conn.send_oct, len(channels))
         for i in range(1, len(row)):
             conn_sums[i] += row[i]
         if per_object:

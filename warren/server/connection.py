@@ -41,7 +41,7 @@ from warren.server.tls import session_of
 from warren.server.placement import move as move_to_owner
 from warren.spec import amqp0_9_1 as spec
 
-__all__ = ["AMQPConnection", "connection_name", "peer_address", "local_address"]
+__all__ = ["AMQPConnection"]
 
 log = logging.getLogger("warren.connection")
 
@@ -80,7 +80,7 @@ class AMQPConnection(asyncio.Protocol):
     # idle connection against 4.0 before). A new attribute must be named here.
     __slots__ = (
         "server", "config", "loop", "transport", "peer", "conn", "session", "recv_oct", "send_oct",
-        "connected_at", "tls", "local", "api_name", "_header", "_flush_scheduled", "_closing",
+        "connected_at", "tls", "local", "_api_name", "_header", "_flush_scheduled", "_closing",
         "_turn_scheduled", "_blocked", "_throttled", "_flow_timer", "_more_events", "_told_blocked",
         "_close_timer", "_handshake_timer", "_heartbeat", "_timer", "_received", "_sent", "_idle_ticks",
         "_replay", "_replaying", "_started", "_eof", "_close_reason", "_gated", "_output_max",
@@ -94,7 +94,7 @@ class AMQPConnection(asyncio.Protocol):
         self.connected_at = 0.0  # time.time() of the accept (the HTTP API's connected_at)
         self.tls = None  # a TLS connection: its tls.TlsSession (the EXTERNAL login, the HTTP API's ssl columns)
         self.local = None  # our address, where the socket's is not the client's (relayed TLS: relay.py)
-        self.api_name: str | None = None  # "peer -> local", the HTTP API's and Prometheus' name, worked out once
+        self._api_name: str | None = None  # "peer -> local", the HTTP API's and Prometheus' name, worked out once
         # shared server state
         self.server = server
         self.config = server.config
@@ -704,31 +704,27 @@ class AMQPConnection(asyncio.Protocol):
         elif self.transport is not None:
             self.transport.close()
 
+    # --- read models: how the HTTP API and Prometheus name a connection
 
-# --- read models: how the HTTP API and Prometheus name a connection -------------------------
+    def peer_address(self) -> tuple[str, int]:
+        peer = self.peer  # None before the socket was accepted
+        if isinstance(peer, tuple) and len(peer) >= 2:
+            return str(peer[0]), int(peer[1])
+        return "", 0
 
+    def local_address(self) -> tuple[str, int]:
+        if self.local is not None:  # a TLS connection a --workers supervisor relays (warren/server/relay.py)
+            return self.local
+        transport = self.transport
+        sock = transport.get_extra_info("sockname") if transport is not None else None
+        if isinstance(sock, tuple) and len(sock) >= 2:
+            return str(sock[0]), int(sock[1])
+        return "", 0
 
-def peer_address(conn) -> tuple[str, int]:
-    peer = conn.peer  # None before the socket was accepted
-    if isinstance(peer, tuple) and len(peer) >= 2:
-        return str(peer[0]), int(peer[1])
-    return "", 0
-
-
-def local_address(conn) -> tuple[str, int]:
-    if conn.local is not None:  # a TLS connection a --workers supervisor relays (warren/server/relay.py)
-        return conn.local
-    transport = conn.transport
-    sock = transport.get_extra_info("sockname") if transport is not None else None
-    if isinstance(sock, tuple) and len(sock) >= 2:
-        return str(sock[0]), int(sock[1])
-    return "", 0
-
-
-def connection_name(conn) -> str:
-    """RabbitMQ's name of a connection, ``peer -> local`` (the HTTP API's and Prometheus')."""
-    name = conn.api_name
-    if name is None:
-        (ph, pp), (lh, lp) = peer_address(conn), local_address(conn)
-        name = conn.api_name = f"{ph}:{pp} -> {lh}:{lp}"  # the socket's addresses do not change: worked out once
-    return name
+    def api_name(self) -> str:
+        """RabbitMQ's name of a connection, ``peer -> local`` (the HTTP API's and Prometheus')."""
+        name = self._api_name
+        if name is None:
+            (ph, pp), (lh, lp) = self.peer_address(), self.local_address()
+            name = self._api_name = f"{ph}:{pp} -> {lh}:{lp}"  # the socket's addresses do not change: worked out once
+        return name

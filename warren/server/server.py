@@ -467,7 +467,10 @@ class Server:
                 "gc": self.collector.stats()}, server=self, limits=HttpLimits(
                     c.http_header_timeout, c.http_body_timeout, c.http_max_header_size, c.http_max_body_size))
             from warren.management.api.merged import PeerApi
-            self.broker.directory.api = PeerApi(self.http.app)  # the other workers' APIs list ours too
+            from warren.metrics.collect import snapshot_rows
+            # the other workers' APIs and scrapes list ours too
+            self.broker.directory.api = PeerApi(self.http.app, more_rows={
+                "metrics": lambda per_object: snapshot_rows(self, per_object)})
             try:
                 http_port = await self.http.start(c.http_host or c.host, c.http_port,
                                                   ssl_context=self.tls.http_server_context() if c.http_tls else None)

@@ -363,7 +363,7 @@ class Greeter(asyncio.Protocol):
         self._refuse(e)
 
     def _login(self, m) -> None:
-        """The password check the single-process server makes (warren/broker/client.py ``login``),
+        """The password check the single-process server makes (warren/broker/connection.py ``login``),
         against the shared access store; the refusal's reason goes to the log only."""
         def refused(detail: str, delay: float = 0.0) -> ConnectionAccessRefused:
             error = ConnectionAccessRefused(f"Login was refused using authentication mechanism {m.mechanism}. "

@@ -32,7 +32,7 @@ class RemoteOwner:
 class RemoteQueue:
     is_stream = False
     is_here = False  # the handle of a queue that lives in another worker (broker/directory.py)
-    # its consumers are the owner's (``ClientConnection.throttled_by`` asks whether the publisher
+    # its consumers are the owner's (``BrokerConnection.throttled_by`` asks whether the publisher
     # consumes from the congested queue itself: here it never does, as far as it can tell)
     consumers = ()
 

@@ -73,7 +73,7 @@ class QueueBase:
         self.vhost = vhost
         self.name = name
         self.durable = durable
-        self.exclusive_owner = exclusive_owner  # the ClientConnection that owns an exclusive queue, else None
+        self.exclusive_owner = exclusive_owner  # the BrokerConnection that owns an exclusive queue, else None
         self.auto_delete = auto_delete
         self.arguments = arguments or {}
         # the declared arguments plus those of the policy that applies (warren/broker/policies.py),

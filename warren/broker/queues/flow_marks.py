@@ -40,7 +40,7 @@ class FlowMarks:
 
     def _check_congestion(self) -> None:
         """Publishers outrun the consumers: mark the queue congested (the channel then pauses
-        the connection that published, ``ClientConnection.throttled_by``)."""
+        the connection that published, ``BrokerConnection.throttled_by``)."""
         if (len(self.ready) + self.paged > self.flow_high or self.ready_bytes > self.flow_high_bytes) \
                 and self.consumers:
             self.congested = True

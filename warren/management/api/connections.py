@@ -21,7 +21,6 @@ from warren.management.api.common import (
     reply_object, reply_objects,
 )
 from warren.management.api.merged import RemoteRow, merged_fields
-from warren.server.connection import connection_name, local_address, peer_address
 
 __all__ = ["add_routes", "channel_name", "channel_details", "open_connections", "consumer_json"]
 
@@ -29,7 +28,7 @@ DEFAULT_CLOSE_REASON = "Closed via management plugin"
 
 
 def channel_name(ch) -> str:
-    return f"{connection_name(ch.session.io)} ({ch.number})"
+    return f"{ch.session.io.api_name()} ({ch.number})"
 
 
 def open_connections(request) -> list:
@@ -71,7 +70,7 @@ def _ssl_protocol(conn) -> str | None:
 def connection_json(conn, sampler, ranges=st.NO_RANGES) -> dict:
     session = conn.session
     amqp = conn.conn
-    (ph, pp), (lh, lp) = peer_address(conn), local_address(conn)
+    (ph, pp), (lh, lp) = conn.peer_address(), conn.local_address()
     body = {
         "auth_mechanism": session.mechanism,
         "channel_max": amqp.channel_max,
@@ -80,7 +79,7 @@ def connection_json(conn, sampler, ranges=st.NO_RANGES) -> dict:
         "connected_at": int(conn.connected_at * 1000),
         "frame_max": amqp.frame_max,
         "host": lh,
-        "name": connection_name(conn),
+        "name": conn.api_name(),
         "node": node_name(),
         "peer_cert_issuer": None,
         "peer_cert_subject": None,
@@ -114,12 +113,12 @@ def connection_json(conn, sampler, ranges=st.NO_RANGES) -> dict:
 def connection_fields(sampler) -> dict:
     """Cheap getters of a connection's list fields, for sorting and ``columns``."""
     fields = {
-        "name": connection_name,
+        "name": lambda c: c.api_name(),
         "vhost": lambda c: c.session.vhost.name,
         "user": lambda c: c.session.username,
         "channels": lambda c: len(c.session.channels),
-        "peer_host": lambda c: peer_address(c)[0],
-        "peer_port": lambda c: peer_address(c)[1],
+        "peer_host": lambda c: c.peer_address()[0],
+        "peer_port": lambda c: c.peer_address()[1],
         "state": lambda c: "blocked" if c.blocked else "running",
         "connected_at": lambda c: int(c.connected_at * 1000),
         "protocol": _protocol,
@@ -136,18 +135,18 @@ def connection_fields(sampler) -> dict:
 
 def channel_details(ch) -> dict:
     conn = ch.session.io
-    ph, pp = peer_address(conn)
-    return {"connection_name": connection_name(conn), "name": channel_name(ch), "node": node_name(),
+    ph, pp = conn.peer_address()
+    return {"connection_name": conn.api_name(), "name": channel_name(ch), "node": node_name(),
             "number": ch.number, "peer_host": ph, "peer_port": pp, "user": ch.session.username}
 
 
 def channel_json(ch, sampler, ranges=st.NO_RANGES) -> dict:
     conn = ch.session.io
-    ph, pp = peer_address(conn)
+    ph, pp = conn.peer_address()
     body = {
         "acks_uncommitted": sum(len(e) for e, _ in ch.tx_settles),
         "confirm": ch.confirm_mode,
-        "connection_details": {"name": connection_name(conn), "peer_host": ph, "peer_port": pp},
+        "connection_details": {"name": conn.api_name(), "peer_host": ph, "peer_port": pp},
         "consumer_count": ch.consumer_count(),
         "global_prefetch_count": ch.prefetch_count,
         "messages_unacknowledged": len(ch.unacked),
@@ -176,7 +175,7 @@ def channel_fields(sampler) -> dict:
         "vhost": lambda ch: ch.vhost.name,
         "user": lambda ch: ch.session.username,
         "node": lambda ch: node_name(),
-        "connection_details.name": lambda ch: connection_name(ch.session.io),
+        "connection_details.name": lambda ch: ch.session.io.api_name(),
         "consumer_count": lambda ch: ch.consumer_count(),
         "messages_unacknowledged": lambda ch: len(ch.unacked),
         "messages_unconfirmed": lambda ch: max(0, ch.publish_seq - ch.confirmed_upto),
@@ -211,7 +210,7 @@ def consumer_json(c, details: bool = True) -> dict:
 def _find_connection(request: web.Request):
     name = request.match_info["name"]
     for conn in open_connections(request):
-        if connection_name(conn) == name:
+        if conn.api_name() == name:
             return conn
     raise not_found()
 
@@ -231,12 +230,12 @@ async def _reply_connections(request: web.Request, conns: list, vhost: str | Non
     fields = connection_fields(sampler)
     rows = await _remote_rows(request, "connections", vhost)
     if not rows:
-        conns = sorted(conns, key=connection_name)
+        conns = sorted(conns, key=lambda c: c.api_name())
         return await reply_objects(request, conns, lambda c: connection_json(c, sampler, ranges),
-                                   name=connection_name, fields=fields)
-    objects = sorted(conns + rows, key=lambda o: o.name if type(o) is RemoteRow else connection_name(o))
+                                   name=lambda c: c.api_name(), fields=fields)
+    objects = sorted(conns + rows, key=lambda o: o.name if type(o) is RemoteRow else o.api_name())
     return await reply_objects(request, objects, lambda o: o.json if type(o) is RemoteRow else connection_json(
-        o, sampler, ranges), name=lambda o: o.name if type(o) is RemoteRow else connection_name(o),
+        o, sampler, ranges), name=lambda o: o.name if type(o) is RemoteRow else o.api_name(),
         fields=merged_fields(fields))
 
 
@@ -264,7 +263,7 @@ def local_channel_rows(app) -> list[dict]:
 def close_local(app, name: str, reason: str) -> bool:
     """Close our connection so named (another worker's API was asked); False if we have none."""
     for conn in open_connections(app):
-        if connection_name(conn) == name:
+        if conn.api_name() == name:
             conn.session.shutdown(reason)
             conn.close_soon()
             return True
@@ -324,14 +323,14 @@ async def _reply_channels(request: web.Request, conns: list, vhost: str | None =
                           remote: bool = True) -> web.Response:
     sampler = request.app[STATS]
     ranges = st.parse_ranges(request.query, bad_request, listing=True)
-    channels = sorted(_channels(conns), key=lambda ch: (connection_name(ch.session.io), ch.number))
+    channels = sorted(_channels(conns), key=lambda ch: (ch.session.io.api_name(), ch.number))
     rows = await _remote_rows(request, "channels", vhost) if remote else None
     if not rows:
         return await reply_objects(request, channels, lambda ch: channel_json(ch, sampler, ranges),
                                    name=channel_name, fields=channel_fields(sampler))
     objects = sorted(channels + rows, key=lambda o: (
         (o.json["connection_details"]["name"], o.json["number"]) if type(o) is RemoteRow
-        else (connection_name(o.session.io), o.number)))
+        else (o.session.io.api_name(), o.number)))
     return await reply_objects(request, objects, lambda o: o.json if type(o) is RemoteRow else channel_json(
         o, sampler, ranges), name=lambda o: o.name if type(o) is RemoteRow else channel_name(o),
         fields=merged_fields(channel_fields(sampler)))

@@ -64,10 +64,12 @@ class PeerApi:
     """What another worker's API (or Prometheus scrape) asks of ours (``Spread``'s ``api``): our
     objects' JSON, and acts on objects we hold (closing a connection, reading a stream). An
     answer that waits (a stream's read, the owner of a consumer asked in turn) is a coroutine:
-    the links answer once it is done."""
+    the links answer once it is done. ``more_rows`` are kinds other parts of the node answer
+    (the server passes the Prometheus snapshot's, warren/metrics: the HTTP API does not import it)."""
 
-    def __init__(self, app) -> None:
+    def __init__(self, app, more_rows: dict | None = None) -> None:
         self.app = app
+        self.more_rows = more_rows or {}
 
     def rows(self, kind: str, *args):
         from warren.management.api import connections, queues
@@ -81,10 +83,8 @@ class PeerApi:
             return connections.consumer_rows(self.app, *args)
         if kind == "proxy_consumers":
             return connections.proxy_consumer_rows(self.app, *args)
-        if kind == "metrics":  # a Prometheus scrape of another worker (warren/metrics/server.py)
-            from warren.management.api.common import SERVER
-            from warren.metrics.collect import snapshot_rows
-            return snapshot_rows(self.app[SERVER], *args)
+        if kind in self.more_rows:  # "metrics": a Prometheus scrape of another worker (warren/metrics/server.py)
+            return self.more_rows[kind](*args)
         if kind == "vhosts":
             from warren.management.api.vhosts import local_vhost_rows
             return local_vhost_rows(self.app, *args)

@@ -2,8 +2,8 @@
 
 The same asyncio glue as for 0-9-1 (``warren/server/connection.py``) feeds it the events of
 ``warren.protocol.amqp0_10.connection.ServerConnection`` (``handle``) and calls ``fail``,
-``before_flush``, ``shutdown`` and ``connection_lost``. It is the broker's ``ClientConnection``
-(``warren/broker/client.py``: the login, shared with 0-9-1, the vhost with its limits and
+``before_flush``, ``shutdown`` and ``connection_lost``. It is the broker's ``BrokerConnection``
+(``warren/broker/connection.py``: the login, shared with 0-9-1, the vhost with its limits and
 permissions, end of life) plus what is 0-10's own:
 
 * the connection: login (PLAIN, AMQPLAIN; ANONYMOUS only with ``--anonymous-user``, which names
@@ -23,7 +23,7 @@ from __future__ import annotations
 import itertools
 import logging
 
-from warren.broker.client import ClientConnection
+from warren.broker.connection import BrokerConnection
 from warren.errors import AMQPError, ConnectionAccessRefused, NotAllowed, SoftError
 from warren.protocol.amqp0_10 import events as ev
 from warren.protocol.amqp0_10.channel import LATER, ExecutionError, SessionChannel
@@ -42,7 +42,7 @@ _TRANSFER = spec.MessageTransfer.INDEX
 _PUBLISHER_IDS = itertools.count(1)  # one per 0-10 connection, never reused
 
 
-class ConnectionHandler(ClientConnection):
+class ConnectionHandler(BrokerConnection):
     protocol = "AMQP 0-10"
     channel_class = SessionChannel  # or the broker directory's own kind of it (--worker-mode queues: warren/spread)
 

@@ -4,7 +4,7 @@ in, broker operations and 0-9-1 answers out.
 The asyncio glue (``warren/server/connection.py``) feeds every event of the sans-IO
 ``ServerConnection`` to ``handle`` and every protocol error to ``fail``; the handler calls back
 into the glue through ``io`` (``want_flush``, ``close_after_flush``, ``start_heartbeat``) and
-never touches a socket. It is the broker's ``ClientConnection`` (``warren/broker/client.py``:
+never touches a socket. It is the broker's ``BrokerConnection`` (``warren/broker/connection.py``:
 user, vhost, channels, limits, end of life) plus the connection class (login, tune, open), the
 channels' 0-9-1 handlers (``channel.py``) and publisher confirms written once per write batch.
 basic.publish goes straight to ``BrokerChannel.publish``: that is the hot path.
@@ -21,7 +21,7 @@ import logging
 import sys
 
 from warren.broker.auth import certificate_user
-from warren.broker.client import ClientConnection
+from warren.broker.connection import BrokerConnection
 from warren.errors import AMQPError, ConnectionAccessRefused, InternalError, NotImplemented_, SoftError
 from warren.protocol.amqp0_9_1.channel import Channel
 from warren.protocol.amqp0_9_1.delivery import ChannelSink
@@ -43,7 +43,7 @@ _UPDATE_SECRET = spec.ConnectionUpdateSecret.INDEX
 _METHOD_EVENTS = frozenset((Method, Content, Publishes))
 
 
-class ConnectionHandler(ClientConnection):
+class ConnectionHandler(BrokerConnection):
     """``publish_runs`` (``Config.publish_runs``, docs/configuration.md): when consecutive
     publishes are taken as one run (one Publishes event, ``BrokerChannel.publish_run``). None,
     the default: once one of the connection's channels is in confirm mode, where runs halve the
@@ -165,7 +165,7 @@ class ConnectionHandler(ClientConnection):
                 self.io.want_flush()
                 return
             try:
-                username = self.login(m.mechanism, m.response)  # shared by every protocol (broker/client.py)
+                username = self.login(m.mechanism, m.response)  # shared by every protocol (broker/connection.py)
             except ConnectionAccessRefused as error:
                 error.class_id, error.method_id = m.CLASS_ID, m.METHOD_ID
                 if error.throttle_delay:
@@ -177,7 +177,7 @@ class ConnectionHandler(ClientConnection):
         elif index == _TUNE_OK:
             self.io.start_heartbeat(self.conn.heartbeat)
         elif index == _OPEN:
-            self.open_vhost(m.virtual_host)  # 530 when refused (warren/broker/client.py)
+            self.open_vhost(m.virtual_host)  # 530 when refused (warren/broker/connection.py)
             self.conn.accept_open()
             self.io.opened()  # no longer an unauthenticated connection (warren/server/limits.py)
             log.info("connection %s opened (client %s)", self, self.client_name)

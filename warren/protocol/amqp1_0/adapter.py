@@ -3,7 +3,7 @@
 The asyncio glue (``warren/server/connection.py``) feeds it the events of
 ``warren.protocol.amqp1_0.connection.ServerConnection`` (``handle``) and calls ``fail``,
 ``before_flush``, ``shutdown`` and ``connection_lost``, as for 0-9-1 and 0-10. It is the broker's
-``ClientConnection`` (the login, the vhost with its limits and permissions) plus 1.0's own:
+``BrokerConnection`` (the login, the vhost with its limits and permissions) plus 1.0's own:
 
 * the login: SASL PLAIN against Warren's users; EXTERNAL on TLS with a verified client
   certificate (the user its certificate names, as 0-9-1's); ANONYMOUS (or no SASL layer at all)
@@ -31,7 +31,7 @@ import logging
 
 from warren.broker.channel import BrokerChannel, PublishOutcome
 from warren.broker.auth import certificate_user
-from warren.broker.client import ClientConnection
+from warren.broker.connection import BrokerConnection
 from warren.codec.amqp1_0.types import DecodeError, Symbol
 from warren.errors import (AccessRefused, AMQPError, ConnectionAccessRefused, ContentTooLarge, NotAllowed, NotFound,
                            NotImplemented_, PreconditionFailed, ResourceError, ResourceLocked)
@@ -222,7 +222,7 @@ class SessionChannel(BrokerChannel):
             self.reject(tag, False, True)
 
 
-class ConnectionHandler(ClientConnection):
+class ConnectionHandler(BrokerConnection):
     protocol = "AMQP 1.0"
 
     def __init__(self, broker, conn, peer: tuple, io, anonymous_user: str | None = None,

@@ -1,6 +1,6 @@
 """One client connection on the broker side, whatever its protocol.
 
-``ClientConnection`` holds what the broker knows of a connection: who logged in, the virtual
+``BrokerConnection`` holds what the broker knows of a connection: who logged in, the virtual
 host it opened (with the node, user and vhost limits that admitted it), its channels
 (``BrokerChannel``, ``channel.py``), its exclusive queues, whether its transport can take more
 deliveries, and why it ends (its one close line in the log). Each protocol's connection
@@ -9,7 +9,8 @@ and adds what is protocol business: reading events, the login exchange, answerin
 writing frames. The asyncio glue (``warren/server/connection.py``) calls back into it through
 ``io`` and the methods below; the broker never sees a socket.
 
-(This was ``warren.broker.session.Session``; 0-10 uses "session" for its own layer.)
+(This was ``warren.broker.session.Session``, then ``warren.broker.client.ClientConnection``: 0-10
+uses "session" for its own layer, and the protocols' client modes are the ``ClientConnection``s.)
 """
 
 from __future__ import annotations
@@ -20,12 +21,12 @@ from warren.access.errors import LoginRefused
 from warren.broker.auth import parse_response
 from warren.errors import ConnectionAccessRefused, NotAllowed
 
-__all__ = ["ClientConnection"]
+__all__ = ["BrokerConnection"]
 
 log = logging.getLogger("warren.session")
 
 
-class ClientConnection:
+class BrokerConnection:
     # the number an AMQP 0-10 connection stamps on what it publishes, for Qpid's no-local
     # queues (warren/protocol/amqp0_10/channel.py ``no_local``); None: other protocols stamp none
     publisher_id = None
