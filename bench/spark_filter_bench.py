@@ -2,18 +2,22 @@
 """A 1 % selective read pushed down to the broker, against the same query reading everything.
 
     python bench/spark_filter_bench.py [--count 500000] [--keys 100] [--run 1000] [--rounds 3]
-        [--master local[2]]
+        [--master local[2]] [--on routing_key|header|property]
 
 Starts its own broker (ephemeral ports, temporary data folder) and fills a stream with --count
 messages of 100 octets whose routing keys come in runs: --run messages with key ``k000``, then
 --run with ``k001``, … cycling through --keys keys, so one key is 1/keys of the stream (1 % by
-default) in runs, as events of one source or region arrive in bursts. Then, alternating which
-goes first, --rounds times after a warm-up of each:
+default) in runs, as events of one source or region arrive in bursts. Each message of key
+``k<j>`` also carries the header ``region`` = ``r<j>`` (and an integer header ``seq``) and the
+app id ``a<j>``. Then, alternating which goes first, --rounds times after a warm-up of each:
 
-* ``full read``: ``where routing_key = 'k007'`` without pushdown: every record crosses the HTTP
-  API and Spark drops 99 % of them;
-* ``pushed``: the same with ``pushFilters=true``: the broker sends only the blocks of 128
-  offsets whose Bloom filter may hold the key (warren/broker/queues/stream_filter.py).
+* ``full read``: the filter (``--on``: ``routing_key = 'k007'``, ``headers.region = 'r007'``
+  with ``headers`` read as a struct of that header, or ``properties.app_id = 'a007'``) without
+  pushdown: every record crosses the HTTP API and Spark drops 99 % of them;
+* ``pushed``: the same with ``pushFilters=true``: for the routing key the broker sends only the
+  blocks of 128 offsets whose Bloom filter may hold the key (warren/broker/queues/stream_filter.py);
+  for a header or a property only the matching records, checked one by one where they are read
+  (warren/broker/queues/stream_match.py).
 
 Both must count the same rows. Also prints how many records the broker sent for the pushed
 filter (one HTTP pass, no Spark) against the stream's size, and the load average before and
@@ -43,15 +47,19 @@ EXCHANGE = "filter-bench"
 
 
 def fill(host: str, port: int, stream: str, count: int, keys: int, run: int) -> None:
-    props = BasicProperties(content_type="application/octet-stream", delivery_mode=2).encode()
+    """Message i: routing key k<j>, header ``region`` r<j> and app id a<j>, j = (i // run) % keys."""
+    props = [BasicProperties(content_type="application/octet-stream", delivery_mode=2, app_id=f"a{j:03d}",
+                             headers={"region": f"r{j:03d}", "seq": j}).encode() for j in range(keys)]
     with rawamqp.RawConnection(host, port, timeout=120) as conn:
         conn.handshake()
         conn.open_channel(1)
         frames = []
         for i in range(count):
             body = b"%08d" % i + b"x" * 92
-            key = f"k{(i // run) % keys:03d}"
-            header = rawamqp.frame(rawamqp.FRAME_HEADER, 1, struct.pack(">HHQ", 60, 0, len(body)) + props)
+            j = (i // run) % keys
+            key = f"k{j:03d}"
+            props_j = props[j]
+            header = rawamqp.frame(rawamqp.FRAME_HEADER, 1, struct.pack(">HHQ", 60, 0, len(body)) + props_j)
             frames.append(rawamqp.basic_publish(1, EXCHANGE, key) + header + rawamqp.body_frame(1, body))
             if len(frames) >= 5000:
                 conn.send(b"".join(frames))
@@ -67,6 +75,9 @@ def main() -> None:
     ap.add_argument("--run", type=int, default=1000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--on", choices=("routing_key", "header", "property"), default="routing_key",
+                    help="what the filter tests: the routing key (blocks skipped by the Bloom filters), the "
+                         "header region read as a struct field, or the app_id property (record by record)")
     args = ap.parse_args()
 
     import pika
@@ -89,15 +100,25 @@ def main() -> None:
             while api.info(stream).end < args.count:
                 time.sleep(0.1)
             print(f"filled {args.count:,} messages in {time.perf_counter() - t0:.1f} s", flush=True)
-            key = "k007"
-            sent, offset = 0, 0
+            where, wanted = {
+                "routing_key": ("routing_key = 'k007'", {"routing_keys": frozenset({"k007"})}),
+                "header": ("headers.region = 'r007'", {"matches": (("header.region", frozenset({"r007"})),)}),
+                "property": ("properties.app_id = 'a007'", {"matches": (("property.app_id", frozenset({"a007"})),)}),
+            }[args.on]
+            sent, offset, t0 = 0, 0, time.perf_counter()
             while offset < args.count:
-                answer = api.records(stream, offset, args.count, 100_000, 16 << 20, routing_keys=frozenset({key}))
+                answer = api.records(stream, offset, args.count, 100_000, 16 << 20, **wanted)
                 sent += answer.count
                 offset = answer.next_offset
+            dt = time.perf_counter() - t0
         expected = sum(1 for i in range(args.count) if (i // args.run) % args.keys == 7)
-        print(f"the broker sends {sent:,} records for routing_key = {key!r} of {args.count:,} "
-              f"({sent / args.count:.2%}; {expected:,} match)", flush=True)
+        print(f"the broker sends {sent:,} records for {where} of {args.count:,} "
+              f"({sent / args.count:.2%}; {expected:,} match) in {dt:.2f} s over HTTP", flush=True)
+        from warren.spark.schema import PROPERTIES_DDL
+
+        schema = {"routing_key": None,
+                  "header": "body binary, routing_key string, offset long, headers struct<region: string>",
+                  "property": f"body binary, routing_key string, offset long, properties {PROPERTIES_DDL}"}[args.on]
 
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         from pyspark.sql import SparkSession
@@ -111,9 +132,12 @@ def main() -> None:
         register(spark)
 
         def query(pushed: bool) -> int:
-            return (spark.read.format("warren").option("url", url).option("httpUrl", http_url)
+            reader = spark.read.format("warren")
+            if schema is not None:
+                reader = reader.schema(schema)
+            return (reader.option("url", url).option("httpUrl", http_url)
                     .option("stream", stream).option("pushFilters", "true" if pushed else "false").load()
-                    .where(f"routing_key = '{key}'").count())
+                    .where(where).count())
 
         load_before = os.getloadavg()[0]
         times: dict[str, list[float]] = {"full read": [], "pushed": []}

@@ -12,7 +12,9 @@ builds only those (a column nobody asked for is never built).
 * ``timestamp``: when the broker appended the message to the stream (millisecond precision;
   null for a drained queue, and over ``transport=amqp``, whose deliveries do not carry it);
 * ``message_id``, ``content_type``: the two basic properties most jobs use, flat;
-* ``headers``: the AMQP headers table, every value rendered as a string;
+* ``headers``: the AMQP headers table, every value rendered as a string; or, when a read schema
+  gives it as ``struct<name: string, ...>``, only the headers named there (null when absent),
+  on which filters are pushed down to the broker;
 * ``properties``: every other basic property (``PROPERTY_FIELDS``; its ``timestamp`` is the
   publisher's AMQP timestamp property, not the broker's);
 * ``property_list``: the basic property list exactly as the publisher encoded it (AMQP 0-9-1
@@ -25,7 +27,8 @@ from __future__ import annotations
 
 __all__ = [
     "PROPERTY_FIELDS", "COLUMN_TYPES", "COLUMNS", "DEFAULT_COLUMNS", "SCHEMA_DDL", "FULL_SCHEMA_DDL",
-    "read_schema_ddl", "check_read_schema", "spark_type", "LOSSLESS_COLUMNS", "OPT_IN_COLUMNS", "columns_ddl",
+    "read_schema_ddl", "check_read_schema", "spark_type", "named_headers", "LOSSLESS_COLUMNS", "OPT_IN_COLUMNS",
+    "columns_ddl",
 ]
 
 # basic properties other than headers, in the order of the AMQP property list
@@ -93,6 +96,21 @@ def spark_type(column: str):
     return simple[kind]
 
 
+def named_headers(field) -> tuple[tuple[str, bool], ...] | None:
+    """(name, nullable) of each header a ``headers`` column of type ``struct<name: string, ...>``
+    names (None for any other type): a read schema may ask for chosen headers as struct fields
+    instead of the whole map, and Spark pushes filters on struct fields down (``headers.region
+    = 'eu'``), never on map lookups."""
+    from pyspark.sql import types as t
+
+    if field.name != "headers" or not isinstance(field.dataType, t.StructType):
+        return None
+    fields = field.dataType.fields
+    if not fields or not all(isinstance(f.dataType, t.StringType) for f in fields):
+        return None
+    return tuple((f.name, f.nullable) for f in fields)
+
+
 def check_read_schema(schema) -> tuple[str, ...]:
     """The column names of a read schema (Spark's StructType); ValueError naming a column the
     source cannot give, or a type it cannot give it as."""
@@ -100,8 +118,12 @@ def check_read_schema(schema) -> tuple[str, ...]:
     for field in schema.fields:
         if field.name not in COLUMN_TYPES:
             raise ValueError(f"the warren source has no column {field.name!r}; it gives {', '.join(COLUMNS)}")
+        if named_headers(field) is not None:
+            names.append(field.name)
+            continue
         if field.dataType != spark_type(field.name):
-            raise ValueError(f"column {field.name} is {COLUMN_TYPES[field.name]} in the warren source, not "
+            also = " (or struct<name: string, ...> of chosen headers)" if field.name == "headers" else ""
+            raise ValueError(f"column {field.name} is {COLUMN_TYPES[field.name]}{also} in the warren source, not "
                              f"{field.dataType.simpleString()}")
         names.append(field.name)
     return tuple(names)

@@ -120,3 +120,26 @@ def test_push_filters_turns_comparisons_into_ranges():
     assert (exact.offset_from, exact.offset_to, exact.time_from_ms) == (5, 6, ms + 1)
     some, left = push_filters([In(("offset",), (3, 9, 4))])
     assert (some.offset_from, some.offset_to) == (3, 10) and len(left) == 1
+
+
+def test_push_filters_sends_property_and_header_conditions_to_the_broker_and_keeps_them():
+    from pyspark.sql.datasource import EqualTo, GreaterThan, In, IsNotNull
+
+    from warren.spark.read.planning import push_filters
+
+    filters = [EqualTo(("headers", "region"), "eu"), In(("headers", "region"), ["eu", "us"]),
+               In(("properties", "app_id"), ["a", "b"]), EqualTo(("content_type",), "text/plain"),
+               EqualTo(("properties", "delivery_mode"), 2), EqualTo(("message_id",), "m-1"),
+               # not pushed: other operators, nulls, wrong types, U+FFFD, the broker's offset header
+               GreaterThan(("headers", "n"), "3"), In(("properties", "type"), ["x", None]),
+               EqualTo(("properties", "priority"), "high"), EqualTo(("headers", "bad"), "caf\ufffd"),
+               EqualTo(("headers", "x-stream-offset"), "3"), IsNotNull(("headers", "region")),
+               EqualTo(("properties", "timestamp"), 5)]
+    pushed, remaining = push_filters(filters)
+    assert dict(pushed.matches) == {
+        "header.region": frozenset({"eu"}), "property.app_id": frozenset({"a", "b"}),
+        "property.content_type": frozenset({"text/plain"}), "property.delivery_mode": frozenset({"2"}),
+        "property.message_id": frozenset({"m-1"}),
+    }
+    assert pushed.filtered and not push_filters([])[0].filtered
+    assert remaining == filters  # Spark checks every one of them again

@@ -45,6 +45,7 @@ from warren.broker.queues.stream_filter import (
     FilteredRecords, FilterIndex, consumer_filter, filter_size, message_filter_value, records_filter,
 )
 from warren.broker.queues.stream_header import with_stream_offset
+from warren.broker.queues.stream_match import MatchedRecords, record_match
 from warren.broker.queues.stream_readers import HttpReaders, NamedReader
 from warren.errors import NotImplemented_
 from warren.store.stream_store import DEFAULT_STREAM_SEGMENT
@@ -302,7 +303,10 @@ class StreamQueue(QueueBase):
         """What the HTTP API's stream routes read: the store, or for a records request naming
         filter values (``filter``, ``match_unfiltered``) or routing keys (``routing_key``) the
         store seen through the filter (``stream_filter.FilteredRecords``: blocks that cannot
-        match are skipped); a request naming its ``reader`` is remembered (``reader_lags``)."""
+        match are skipped), and for one naming properties or headers (``property.<name>``,
+        ``header.<name>``) only the records that match (``stream_match.MatchedRecords``); a
+        request naming its ``reader`` is remembered (``reader_lags``). ValueError for a
+        malformed filter."""
         store = view = self.store
         if store is None or self.filter_index is None:
             return store
@@ -310,6 +314,9 @@ class StreamQueue(QueueBase):
             wanted = records_filter(query, self.filter_index.bits)
             if wanted is not None:
                 view = FilteredRecords(store, self.filter_index, wanted)
+        match = record_match(query)  # property.<name> / header.<name>: record by record (stream_match.py)
+        if match is not None:
+            view = MatchedRecords(view, match)
         reader = query.get("reader")
         if reader:  # it names itself: remember how far it got (its lag, in the metrics)
             view = NamedReader(view, self.http_readers, str(reader))

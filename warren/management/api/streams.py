@@ -2,7 +2,10 @@
 
 * ``GET /api/streams/{vhost}/{name}``: a stream's offsets and sizes (400 if the queue is no stream);
 * ``GET /api/streams/{vhost}/{name}/records?offset=&max_records=&max_bytes=[&end=]``: committed
-  records in BULK FORMAT (stream_format.py), as ``StreamStore.read_raw`` returns them;
+  records in BULK FORMAT (stream_format.py), as ``StreamStore.read_raw`` returns them; with
+  ``routing_key=`` or ``filter=`` only the blocks whose Bloom filter may match
+  (queues/stream_filter.py), with ``property.<name>=`` or ``header.<name>=`` only the records
+  whose property or header has one of the values (queues/stream_match.py);
 * ``GET /api/streams/{vhost}/{name}/offset?timestamp=MS``: ``{"offset": N}``, the first offset
   stored at that time (milliseconds since the epoch) or later, the next offset if none is
   (``StreamStore.offset_for_timestamp``): readers turn a time window into an offset range.
@@ -22,6 +25,7 @@ import asyncio
 import json
 
 from aiohttp import web
+from multidict import MultiDict
 
 from warren.management.api.auth import readable_vhost
 from warren.management.api.common import BROKER, ApiError, bad_request
@@ -109,12 +113,19 @@ async def _answer(vhost_name: str, name: str, queue, route: str, query) -> tuple
     """(headers, body, content type) of ``route`` (a key of ``ROUTES``) for our ``queue``."""
     if not queue.is_stream:
         raise bad_request(f"queue '{name}' in vhost '{vhost_name}' is not a stream")
-    return await ROUTES[route](vhost_name, name, queue.bulk_view(query), query)  # stream filter: queues/stream.py
+    try:
+        view = queue.bulk_view(query)  # filters: queues/stream_filter.py, stream_match.py
+    except ValueError as e:
+        raise bad_request(str(e)) from None
+    return await ROUTES[route](vhost_name, name, view, query)
 
 
-async def local_answer(app, vhost_name: str, name: str, route: str, query: dict) -> tuple:
+async def local_answer(app, vhost_name: str, name: str, route: str, query: list) -> tuple:
     """What another worker's API asks of our stream: ("ok", headers, body, content type), or
-    ("error", status, error, reason) for its ApiError (the links carry AMQP errors only)."""
+    ("error", status, error, reason) for its ApiError (the links carry AMQP errors only).
+    ``query``: the request's parameters as (name, value) pairs, a name repeated for each of
+    its values (``routing_key``, ``header.<name>``: any of them)."""
+    query = MultiDict(query)
     queue = app[BROKER].vhosts[vhost_name].queues.get(name)
     try:
         if queue is None:
@@ -129,7 +140,7 @@ async def _reply(request: web.Request, route: str) -> web.Response:
     vhost_name, name, queue = _stream(request)
     if not queue.is_here:  # --worker-mode queues: its owner reads it
         answer = await request.app[BROKER].directory.owner_api(queue, "stream",
-                                                               (vhost_name, name, route, dict(request.query)))
+                                                               (vhost_name, name, route, list(request.query.items())))
         if answer[0] == "error":
             raise ApiError(*answer[1:])
         headers, body, content_type = answer[1:]

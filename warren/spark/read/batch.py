@@ -32,7 +32,7 @@ from warren.spark.read.planning import (
     PushedRange, StreamRange, per_partition, push_filters, resolve_offset, retained_start, split_range,
 )
 from warren.spark.read.records import arrow_schema
-from warren.spark.schema import check_read_schema
+from warren.spark.schema import check_read_schema, named_headers
 
 __all__ = ["StreamBatchReader", "PushdownBatchReader", "read_range", "ReadLayout"]
 
@@ -44,20 +44,25 @@ class ReadLayout:
     def __init__(self, schema) -> None:
         self.columns = check_read_schema(schema)
         self.nullable = tuple(f.nullable for f in schema.fields)
+        # headers read as a struct of chosen headers: (name, nullable) of each
+        self.headers = next((named_headers(f) for f in schema.fields if f.name == "headers"), None)
 
     def arrow(self) -> pa.Schema:
-        return arrow_schema(self.columns, self.nullable)
+        return arrow_schema(self.columns, self.nullable, self.headers)
 
 
 def read_range(options, rng: StreamRange, layout: ReadLayout,
-               routing_keys: frozenset | None = None) -> Iterator[pa.RecordBatch]:
-    """The rows of one planned range, over the transport the options name; ``routing_keys``
-    (pushed filters, HTTP only): the broker sends only the blocks that may hold them."""
+               pushed: PushedRange | None = None) -> Iterator[pa.RecordBatch]:
+    """The rows of one planned range, over the transport the options name; ``pushed`` (filters
+    Spark pushed down, HTTP only): the broker sends only the blocks that may hold the routing
+    keys and the records whose properties and headers match (Spark checks them again)."""
     if options.transport == "amqp":
         from warren.spark.read.amqp import read_range_amqp
         return read_range_amqp(options, rng, layout.arrow())
     from warren.spark.read.http import read_range_http
-    return read_range_http(options, rng, layout.arrow(), routing_keys)
+    if pushed is None:
+        return read_range_http(options, rng, layout.arrow())
+    return read_range_http(options, rng, layout.arrow(), pushed.routing_keys or None, pushed.matches)
 
 
 class StreamBatchReader(DataSourceReader):
@@ -105,4 +110,4 @@ class PushdownBatchReader(StreamBatchReader):
         return remaining
 
     def read(self, partition: StreamRange) -> Iterator[pa.RecordBatch]:
-        return read_range(self.options, partition, self.layout, self.pushed.routing_keys or None)
+        return read_range(self.options, partition, self.layout, self.pushed)

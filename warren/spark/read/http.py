@@ -41,20 +41,24 @@ def _reader_name() -> str | None:
 
 
 def read_range_http(options: ReadOptions, rng: StreamRange, schema: pa.Schema = ARROW_SCHEMA,
-                    routing_keys: frozenset | None = None) -> Iterator[pa.RecordBatch]:
+                    routing_keys: frozenset | None = None, matches: tuple = ()) -> Iterator[pa.RecordBatch]:
     """Arrow batches (of ``schema``) of the records [rng.start, rng.end) of ``rng.stream``, in
     offset order; with ``routing_keys``, only the blocks of records the broker's Bloom filters
-    say may hold one of them (the answers then skip offsets: their first offset is not where
-    a record is, so retention is checked when the read is planned only)."""
+    say may hold one of them, with ``matches`` only the records whose properties or headers
+    match (``PushedRange.matches``). Filtered answers skip offsets: their first offset is not
+    where a record is, so retention is checked when the read is planned only, and an answer
+    may hold no record yet say where to go on (the broker bounds the records it looks at)."""
     if rng.end <= rng.start:
         return
     stream = rng.stream
     api = api_for(options)
     reader = _reader_name()
+    filtered = bool(routing_keys) or bool(matches)
 
     def fetch(offset: int) -> RecordRange:
         return api.records(stream, offset, rng.end, min(options.fetch_max_records, rng.end - offset),
-                           options.fetch_max_bytes, padded=True, routing_keys=routing_keys, reader=reader)
+                           options.fetch_max_bytes, padded=True, routing_keys=routing_keys, reader=reader,
+                           matches=matches)
 
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="warren-fetch")
     try:
@@ -63,11 +67,15 @@ def read_range_http(options: ReadOptions, rng: StreamRange, schema: pa.Schema = 
         while pending is not None:
             answer = pending.result()
             pending = None
-            if routing_keys is None and answer.first_offset > cursor:  # retention (or a lost segment) passed it
+            if not filtered and answer.first_offset > cursor:  # retention (or a lost segment) passed it
                 cursor = retained_start(stream, cursor, answer.first_offset, options.fail_on_data_loss)
             if answer.count == 0:
-                if cursor >= rng.end or (routing_keys is not None and answer.next_offset >= rng.end):
+                if cursor >= rng.end or (filtered and answer.next_offset >= rng.end):
                     break
+                if filtered and answer.next_offset > cursor:  # nothing matched in what it looked at
+                    cursor = answer.next_offset
+                    pending = pool.submit(fetch, cursor)
+                    continue
                 raise StreamApiError(
                     f"stream {stream!r}: no record at offset {cursor} though offsets up to {rng.end - 1} "
                     f"were committed when the batch was planned (deleted or re-created meanwhile?)")

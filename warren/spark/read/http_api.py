@@ -190,16 +190,21 @@ class StreamApi:
                           first_timestamp_ms=d.get("first_timestamp"), last_timestamp_ms=d.get("last_timestamp"))
 
     def records(self, name: str, offset: int, end: int | None, max_records: int, max_bytes: int,
-                padded: bool = False, routing_keys: frozenset | None = None, reader: str | None = None) -> RecordRange:
+                padded: bool = False, routing_keys: frozenset | None = None, reader: str | None = None,
+                matches: tuple = ()) -> RecordRange:
         """Committed records from ``offset`` (BULK FORMAT); ``padded``: ``data`` is a numpy
         buffer with ``PAD`` spare octets after the ``size`` octets of entries (``parse_padded``);
         ``routing_keys``: only the blocks the broker's filter says may hold one of them;
+        ``matches``: only the records whose properties or headers match (``(parameter, texts)``
+        pairs, ``PushedRange.matches``);
         ``reader``: the name the broker keeps this reader's position under (its lag metric)."""
         query: dict = {"offset": offset, "max_records": max_records, "max_bytes": max_bytes}
         if end is not None:
             query["end"] = end
         if routing_keys:
             query["routing_key"] = sorted(routing_keys)
+        for parameter, texts in matches:
+            query[parameter] = sorted(texts)
         if reader:
             query["reader"] = reader
         status, headers, body = self._get(self._stream_path(name) + "/records?" + urlencode(query, doseq=True),

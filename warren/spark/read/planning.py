@@ -17,8 +17,10 @@ from dataclasses import dataclass
 
 from pyspark.sql.datasource import InputPartition
 
+from warren.codec.properties import STREAM_OFFSET_HEADER as OFFSET_HEADER
 from warren.spark.read.http_api import StreamInfo
 from warren.spark.options import EARLIEST, LATEST, AtTimestamp
+from warren.spark.schema import PROPERTY_FIELDS
 
 __all__ = [
     "StreamRange", "DataLossError", "resolve_offset", "admit", "split_range", "retained_start", "PushedRange",
@@ -168,6 +170,16 @@ class PushedRange:
     # hold none of them (its Bloom filter per block, warren/broker/queues/stream_filter.py);
     # the blocks it sends hold other keys too, so Spark checks the filter again
     routing_keys: frozenset | None = None
+    # property and header conditions, as the records endpoint's parameters: ((name, texts), ...)
+    # with name ``property.<field>`` or ``header.<name>``, each meaning "one of texts"; the broker
+    # drops the records that do not match (warren/broker/queues/stream_match.py); Spark checks
+    # the filters again all the same (they cost it nothing on the rows that remain)
+    matches: tuple = ()
+
+    @property
+    def filtered(self) -> bool:
+        """Whether the broker's answers skip records (so their offsets are not consecutive)."""
+        return bool(self.routing_keys) or bool(self.matches)
 
     def clip(self, start: int, end: int) -> tuple[int, int]:
         """[start, end) narrowed by the offset bounds."""
@@ -193,20 +205,59 @@ def _integer(value) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+# the basic properties the records endpoint filters on, as (column path, parameter): the flat
+# columns and the fields of ``properties`` (not its timestamp); headers are ("headers", name),
+# which Spark pushes only when the read schema has ``headers`` as a struct of named headers
+# (it never pushes a map lookup such as headers['region'])
+_INT_PROPERTIES = ("delivery_mode", "priority")
+_PUSHED_PROPERTIES = {
+    **{("properties", name): f"property.{name}" for name, kind in PROPERTY_FIELDS if kind in ("string", "int")},
+    ("content_type",): "property.content_type", ("message_id",): "property.message_id",
+}
+
+
+def _match_parameter(f) -> tuple[str, frozenset] | None:
+    """(records endpoint parameter, texts) of an ``=`` / ``IN`` filter on a property or a named
+    header, None when it cannot be pushed (other columns or operators; a null, a value of the
+    wrong type, text holding U+FFFD, which stands for octets that were not UTF-8)."""
+    from pyspark.sql.datasource import EqualTo, In
+
+    column = getattr(f, "attribute", None)
+    if type(f) not in (EqualTo, In) or not isinstance(column, tuple):
+        return None
+    if column in _PUSHED_PROPERTIES:
+        parameter = _PUSHED_PROPERTIES[column]
+    elif len(column) == 2 and column[0] == "headers" and column[1] != OFFSET_HEADER:
+        parameter = f"header.{column[1]}"
+    else:
+        return None
+    values = [f.value] if type(f) is EqualTo else list(f.value)
+    if column[-1] in _INT_PROPERTIES and column[0] == "properties":
+        if not values or not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+            return None
+        return parameter, frozenset(str(v) for v in values)
+    if not values or not all(isinstance(v, str) and "\ufffd" not in v for v in values):
+        return None
+    return parameter, frozenset(values)
+
+
 def push_filters(filters) -> tuple[PushedRange, list]:
     """(what the filters allow, the filters Spark must still evaluate).
 
     Understood: comparisons and ``=`` / ``IN`` on ``offset``, on ``timestamp`` and on
-    ``stream`` (``=`` / ``IN``), and ``routing_key`` ``=`` / ``IN`` (the broker then skips the
-    blocks that cannot hold those keys); a filter is handed back when it is not understood, or
-    when reading the narrowed range does not make it true of every row (timestamps, ``offset
-    IN``, routing keys).
+    ``stream`` (``=`` / ``IN``), ``routing_key`` ``=`` / ``IN`` (the broker then skips the
+    blocks that cannot hold those keys), and ``=`` / ``IN`` on a basic property (``content_type``,
+    ``message_id``, ``properties.<field>``) or a named header (``headers.<name>``, when
+    ``headers`` is read as a struct), which the broker applies record by record; a filter is
+    handed back when it is not understood, or when reading the narrowed range does not make it
+    true of every row (timestamps, ``offset IN``, routing keys, properties and headers).
     """
     from pyspark.sql.datasource import (
         EqualTo, GreaterThan, GreaterThanOrEqual, In, LessThan, LessThanOrEqual,
     )
 
     lo, hi, t_lo, t_hi, streams, keys = 0, None, None, None, None, None
+    matches: dict[str, frozenset] = {}
     remaining = []
 
     def upper(a, b):
@@ -262,4 +313,8 @@ def push_filters(filters) -> tuple[PushedRange, list]:
                 keys = frozenset(names) if keys is None else keys & names
         else:
             remaining.append(f)
-    return PushedRange(lo, hi, t_lo, t_hi, streams, keys), remaining
+            pushed = _match_parameter(f)  # the broker drops what cannot match; Spark checks again
+            if pushed is not None:
+                parameter, texts = pushed
+                matches[parameter] = matches[parameter] & texts if parameter in matches else texts
+    return PushedRange(lo, hi, t_lo, t_hi, streams, keys, tuple(sorted(matches.items()))), remaining

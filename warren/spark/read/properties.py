@@ -10,27 +10,25 @@ application headers), so decoding is per distinct encoded list, not per message:
 keeps a bounded cache keyed by the octets, and the bulk parser asks once per distinct list
 of a batch (``records.py``).
 
-Rendering of header values (the column is ``map<string,string>``): strings as they are;
-booleans ``true``/``false``; integers and decimals in decimal; floats as Python's ``repr``;
-timestamps ISO 8601 UTC (``2024-05-01T12:00:00Z``); byte arrays as UTF-8 (invalid sequences
-replaced by U+FFFD); void as null; nested tables and arrays as compact JSON whose scalars are
-rendered the same way (numbers and booleans stay JSON numbers and booleans). Text that is not
-valid UTF-8 on the wire (the codec keeps it with ``surrogateescape``) gets U+FFFD too, as Arrow
-strings must be UTF-8. The ``x-stream-offset`` header is dropped (the ``offset`` column says
-it), and a headers table left empty is null, so a message published without headers reads the
-same over HTTP and over AMQP, where the broker adds that header to every delivery.
+Header values are rendered as text by ``warren/codec/render.py`` (the column is
+``map<string,string>``, or a struct of named headers): strings as they are, numbers in
+decimal, timestamps ISO 8601 UTC, nested tables and arrays as compact JSON, invalid UTF-8 as
+U+FFFD. The broker's records endpoint renders with the same function when it filters on a
+header, so a filter pushed down keeps exactly the rows Spark would.
+
+The ``x-stream-offset`` header is dropped (the ``offset`` column says it), and a headers table
+left empty is null, so a message published without headers reads the same over HTTP and over
+AMQP, where the broker adds that header to every delivery.
 """
 
 from __future__ import annotations
 
-import datetime
-import decimal
-import json
 import struct
 
 from warren.codec.properties import HEADERS_FLAG, STREAM_OFFSET_HEADER
 from warren.codec.property_edits import headers_span, remove_header
 from warren.codec.fields import decode_table
+from warren.codec.render import render_value, valid_text as _text
 from warren.spark.schema import PROPERTY_FIELDS
 from warren.spec.amqp0_9_1 import BasicProperties
 
@@ -59,56 +57,6 @@ _table_cache: dict[bytes, list | None] = {}
 def clear_cache() -> None:
     _cache.clear()
     _table_cache.clear()
-
-
-def _text(s: str) -> str:
-    """``s`` as valid UTF-8 text: lone surrogates (undecodable wire octets) become U+FFFD."""
-    try:
-        s.encode("utf-8")
-        return s
-    except UnicodeEncodeError:
-        return s.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-
-
-def _json_default(v):
-    if isinstance(v, (decimal.Decimal, datetime.datetime, bytes, bytearray)):
-        return render_value(v)
-    raise TypeError(f"cannot render {type(v).__name__}")
-
-
-def _jsonable(v):
-    if isinstance(v, str):
-        return _text(v)
-    if isinstance(v, dict):
-        return {_text(k): _jsonable(x) for k, x in v.items()}
-    if isinstance(v, list):
-        return [_jsonable(x) for x in v]
-    return v
-
-
-def render_value(v) -> str | None:
-    """A decoded field-table value as the string the ``headers`` column holds."""
-    if v is None:
-        return None
-    if isinstance(v, str):
-        return _text(v)
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return str(int(v))
-    if isinstance(v, float):
-        return repr(v)
-    if isinstance(v, decimal.Decimal):
-        return str(v)
-    if isinstance(v, datetime.datetime):
-        if v.tzinfo is not None:
-            v = v.astimezone(datetime.timezone.utc).replace(tzinfo=None)
-        return v.isoformat() + "Z"
-    if isinstance(v, (bytes, bytearray, memoryview)):
-        return bytes(v).decode("utf-8", "replace")
-    if isinstance(v, (dict, list)):
-        return json.dumps(_jsonable(v), default=_json_default, separators=(",", ":"), ensure_ascii=False)
-    return _text(str(v))
 
 
 def _headers(table: dict | None) -> list[tuple[str, str | None]] | None:

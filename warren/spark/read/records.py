@@ -34,6 +34,7 @@ import zlib
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from warren.spark.read.gather import PAD, be_uint, padded, views
 from warren.spark.read.property_columns import (
@@ -57,10 +58,15 @@ ARROW_TYPES = {
 }
 
 
-def arrow_schema(columns=DEFAULT_COLUMNS, nullable=None) -> pa.Schema:
-    """The Arrow schema of a batch of ``columns`` (``nullable``: one flag per column, default all)."""
+def arrow_schema(columns=DEFAULT_COLUMNS, nullable=None, headers=None) -> pa.Schema:
+    """The Arrow schema of a batch of ``columns`` (``nullable``: one flag per column, default
+    all; ``headers``: (name, nullable) of each header when that column is a struct of chosen
+    headers, ``schema.named_headers``)."""
     flags = nullable or (True,) * len(columns)
-    return pa.schema([pa.field(c, ARROW_TYPES[c], flag) for c, flag in zip(columns, flags)])
+    types = dict(ARROW_TYPES)
+    if headers is not None:
+        types["headers"] = pa.struct([pa.field(name, pa.string(), flag) for name, flag in headers])
+    return pa.schema([pa.field(c, types[c], flag) for c, flag in zip(columns, flags)])
 
 
 ARROW_SCHEMA = arrow_schema(DEFAULT_COLUMNS)
@@ -122,9 +128,23 @@ def _timestamps(ms: np.ndarray) -> pa.Array:
     return pa.array(micros, type=ARROW_TYPES["timestamp"], mask=None if ok.all() else ~ok)
 
 
+def _named_headers(headers: pa.Array, typ: pa.StructType) -> pa.Array:
+    """The ``headers`` map column as the struct of the headers ``typ`` names (a field is null
+    where its header is absent, the struct where the message has no headers)."""
+    if headers.type == typ:
+        return headers
+    if headers.null_count == len(headers):
+        return pa.nulls(len(headers), typ)
+    children = [pc.map_lookup(headers, pa.scalar(f.name, pa.string()), "first") for f in typ]
+    return pa.StructArray.from_arrays(children, fields=list(typ), mask=headers.is_null())
+
+
 def _assemble(built: dict, schema: pa.Schema, n: int) -> pa.RecordBatch:
     """The batch of ``schema`` from the columns built (a column missing there is null)."""
     arrays = [built[f.name] if built.get(f.name) is not None else pa.nulls(n, f.type) for f in schema]
+    if "headers" in schema.names and pa.types.is_struct(schema.field("headers").type):
+        at = schema.names.index("headers")
+        arrays[at] = _named_headers(arrays[at], schema.field("headers").type)
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
