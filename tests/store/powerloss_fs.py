@@ -161,7 +161,8 @@ def _serve(mountpoint: str, control_path: str) -> None:
             self.capacity: int | None = None
             self.used = 0  # octets of file data, as programs see it
             self.counts = {"writes": 0, "fsyncs": 0, "fsyncdirs": 0, "dropped_writes": 0, "dropped_octets": 0,
-                           "dropped_names": 0, "torn": 0, "failed_fsyncs": 0, "failed_writes": 0, "stalls": 0}
+                           "dropped_names": 0, "torn": 0, "failed_fsyncs": 0, "failed_writes": 0, "stalls": 0,
+                           "stalls_ended": 0}
             self.write_seq = 0  # writes so far
             self.generation = 0  # drops and wakes so far: a stalled fsync from before one ends in EIO
             self.woken = trio.Event()
@@ -353,6 +354,7 @@ def _serve(mountpoint: str, control_path: str) -> None:
             generation = self.generation
             with trio.move_on_after(seconds):
                 await self.woken.wait()
+            self.counts["stalls_ended"] += 1  # what overtook a stall happened while it lasted
             if generation != self.generation:
                 raise FUSEError(errno.EIO)  # the power was cut meanwhile: it made nothing durable
 

@@ -4,13 +4,16 @@
   Warren confirms nothing it failed to make durable; it stops (exit status 1) with one CRITICAL
   line saying which store failed and why, rather than carry on as if the data were safe; after
   the power cut that follows, it starts again on its own and every confirmed message is there.
-* EIO on the definitions log's fsync (the group commit's, off the loop): the declare is never
-  answered and the broker stops as for a message store; what was acknowledged comes back.
+* EIO on the definitions log's fsync (the group commit's, off the loop): never retried; the log
+  is rewritten from memory into a new file, and once that is durable the declare is answered and
+  the broker carries on; if the rewrite fails too, the declare is never answered and the broker
+  stops as for a message store. Either way what was acknowledged comes back after a power cut.
 * The fsync worker after a failed fsync: the layer behaves as Linux does (the retry "succeeds"
   with the data gone), and the worker must not take the retry for success (fsyncgate).
 * An fsync that stalls for seconds holds back confirms only: heartbeats, a transient queue and
   another vhost keep flowing meanwhile; a durable declare during the stall waits for its own
-  fsync without holding anyone else, and is there after kill -9 and a power cut.
+  fsync without holding anyone else, and is there after kill -9 and a power cut; so does a
+  declare or a bind through the HTTP API (201 only once it is durable).
 """
 
 from __future__ import annotations
@@ -152,11 +155,12 @@ def test_a_failing_stream_fsync_stops_the_broker_and_loses_nothing_confirmed(plf
     assert {b"before-%d" % i for i in range(20)} | set(confirmed) <= present
 
 
-def test_a_failed_definitions_fsync_stops_the_broker_and_loses_nothing_acknowledged(plfs, data_dir, brokers):
-    """The definitions log is fsynced by the group commit, after the change was applied (so a
-    stalled disk holds no one but the declaring client): a failed fsync there fails the group
-    commit, and the broker stops as for a message store, since a message confirmed into a queue
-    whose declare the failed fsync lost would be a lie. The declare is never answered."""
+def test_a_failed_definitions_fsync_is_not_retried_but_the_log_rewritten_and_nothing_is_lost(plfs, data_dir, brokers):
+    """The definitions log's fsync fails once (EIO; the layer then drops what it covered, as
+    Linux may): the store does not retry it but writes every live definition to a new file,
+    fsyncs it and renames it over the log. The declare is answered once that is durable, the
+    broker carries on (a message confirmed into the new queue), and after a power cut the queue
+    and the message are there."""
     broker = brokers(data_dir)
     conn = connect(broker)
     ch = conn.channel()
@@ -164,10 +168,36 @@ def test_a_failed_definitions_fsync_stops_the_broker_and_loses_nothing_acknowled
     ch.queue_declare("kept", durable=True)
     ch.basic_publish("", "kept", b"before", pika.BasicProperties(delivery_mode=2))
     plfs.fault("fsync", path="/data/definitions", errno_name="EIO", times=1)
+    ch.queue_declare("declared-at-the-failure", durable=True)
+    ch.basic_publish("", "declared-at-the-failure", b"after", pika.BasicProperties(delivery_mode=2))
+    assert plfs.stats()["fault_hits"] == [1]
+    assert broker.proc.poll() is None and "rewritten after a failed fsync; nothing was lost" in broker.log()
+    assert " CRITICAL " not in broker.log()
+    conn.close()
+    plfs.clear()
+    plfs.crash(broker.proc)  # kill -9, then the power cut
+    broker.wait()
+    again = brokers(data_dir)
+    assert bodies_in(again, "kept") == [b"before"]
+    assert bodies_in(again, "declared-at-the-failure") == [b"after"]
+
+
+def test_a_definitions_disk_that_keeps_failing_stops_the_broker_and_loses_nothing_acknowledged(plfs, data_dir,
+                                                                                              brokers):
+    """Every fsync of the log fails, the rewrite's too: the store fails for good, its group
+    commit with it, and the broker stops as for a message store, since a message confirmed into
+    a queue whose declare the failed fsync lost would be a lie. The declare is never answered."""
+    broker = brokers(data_dir)
+    conn = connect(broker)
+    ch = conn.channel()
+    ch.confirm_delivery()
+    ch.queue_declare("kept", durable=True)
+    ch.basic_publish("", "kept", b"before", pika.BasicProperties(delivery_mode=2))
+    plfs.fault("fsync", path="/data/definitions", errno_name="EIO")
     with pytest.raises(AMQPError):
         ch.queue_declare("refused", durable=True)
     stops_saying_so(broker, "definitions log")
-    assert plfs.stats()["fault_hits"] == [1]  # the retry's fsync would have "worked": it was not tried
+    assert len(plfs.stats()["fault_hits"]) == 1 and plfs.stats()["fault_hits"][0] >= 2  # the log, then the rewrite
     plfs.clear()
     plfs.drop()
     again = brokers(data_dir)
@@ -238,6 +268,144 @@ def test_a_durable_declare_during_an_fsync_stall_holds_back_only_its_own_answer(
     ch = connect(again).channel()
     for name in ("declared-before", "declared-during"):
         ch.queue_declare(name, passive=True)
+
+
+def test_an_http_api_change_during_an_fsync_stall_holds_back_only_its_own_answer(plfs, data_dir, brokers):
+    """The HTTP API's durable declares and binds go through the same group commit as a client's:
+    while the definitions log's fsync stalls, the PUT is not answered (never 201 before it is
+    durable) and AMQP traffic in another vhost and on a transient queue goes on; once the stall
+    ends the answers come, and what they acknowledged survives kill -9 and the power cut."""
+    from tests.management.api_client import call
+
+    stall = 8.0  # long enough for six round trips at a load of 15
+    broker = brokers(data_dir, "--vhost", "/", "--vhost", "other", "--heartbeat", "1")
+    api = broker.http_url
+    beat = connect(broker, heartbeat=1)  # closes itself if the broker's heartbeats stop for long
+    tch = beat.channel()
+    tch.queue_declare("transient", durable=False)
+    other = connect(broker, "other")
+    och = other.channel()
+    och.queue_declare("transient-other", durable=False)
+    for op in ("fsync", "fsyncdir"):
+        plfs.fault(op, path="/data", stall=stall)
+    answers: list = []
+
+    def changes():
+        try:
+            answers.append(call(api, "PUT", "/api/queues/%2F/http-q", {"durable": True}, timeout=60)[0])
+            answers.append(call(api, "PUT", "/api/exchanges/%2F/http-x", {"type": "direct", "durable": True},
+                                timeout=60)[0])
+            answers.append(call(api, "POST", "/api/bindings/%2F/e/http-x/q/http-q", {"routing_key": "k"},
+                                timeout=60)[0])
+        except BaseException as e:  # reported by the main thread
+            answers.append(e)
+
+    t = threading.Thread(target=changes)
+    t.start()
+    try:
+        deadline = time.monotonic() + 20
+        while plfs.stats()["stalls"] < 1:  # the PUT's fsync is at the disk, and stuck there
+            assert time.monotonic() < deadline and not answers, f"no fsync stalled: {answers}"
+            time.sleep(0.02)
+        for i in range(3):  # while it stalls: round trips here and in another vhost
+            for ch, queue in ((tch, "transient"), (och, "transient-other")):
+                ch.basic_publish("", queue, b"t%d" % i)
+                got = None
+                while got is None and not answers:
+                    got = ch.basic_get(queue, auto_ack=True)[2]
+                assert got == b"t%d" % i or answers
+            beat.process_data_events(0)
+        assert plfs.stats()["stalls_ended"] == 0, "the round trips waited for the stalled fsync"
+        assert not answers, "the PUT was answered before its fsync ended"
+        plfs.clear()  # the stall under way ends; the next changes go at the disk's pace
+        t.join(stall + 60)
+        assert answers == [201, 201, 201], answers
+        assert beat.is_open
+    finally:
+        plfs.clear()
+        t.join(30)
+    plfs.crash(broker.proc)  # kill -9, then the power cut
+    broker.wait()
+    again = brokers(data_dir)
+    assert call(again.http_url, "GET", "/api/queues/%2F/http-q")[1]["durable"] is True
+    assert call(again.http_url, "GET", "/api/exchanges/%2F/http-x")[0] == 200
+    bound = call(again.http_url, "GET", "/api/bindings/%2F/e/http-x/q/http-q")[1]
+    assert [b["routing_key"] for b in bound] == ["k"]
+
+
+def _stall_the_disk(plfs, stall: float) -> None:
+    for op in ("fsync", "fsyncdir"):  # the whole disk: the log's fsync, and a new folder's
+        plfs.fault(op, path="/data", stall=stall)
+
+
+def _while_stalled(plfs, what: str) -> None:
+    assert plfs.stats()["stalls_ended"] == 0, f"{what} only after the stalled fsync ended"
+
+
+def test_a_0_10_connection_gets_heartbeats_while_its_declare_waits_for_a_stalled_fsync(plfs, data_dir, brokers):
+    """0-10: while a durable queue.declare's completion waits for the definitions fsync, the
+    broker's connection.heartbeat controls keep coming on that connection (nothing else does),
+    then the completion."""
+    from tests.e2e.amqp0_10.client010 import Client010
+    from warren.codec.amqp0_10.frames import SEGMENT_CONTROL, assembly_frames
+    from warren.codec.amqp0_10.types import encode_control
+    from warren.spec import amqp0_10 as spec010
+
+    broker = brokers(data_dir, "--heartbeat", "1")
+    with Client010(broker, heartbeat=1) as c:
+        s = c.session(1)
+        s.send(spec010.QueueDeclare(queue="before-0-10", durable=True))
+        heartbeat = b"".join(bytes(f) for f in assembly_frames(
+            0, [(SEGMENT_CONTROL, encode_control(spec010.ConnectionHeartbeat()))], c.conn.frame_max))
+        _stall_the_disk(plfs, 8.0)
+        cid = c.conn.send_command(1, spec010.QueueDeclare(queue="during-0-10", durable=True), True)
+        c.flush()
+        deadline = time.monotonic() + 30
+        while plfs.stats()["stalls"] < 1:  # the declare's fsync is at the disk, and stuck there
+            assert time.monotonic() < deadline, "no fsync stalled"
+            time.sleep(0.02)
+        received = b""
+        c.sock.settimeout(0.1)
+        while len(received) < 2 * len(heartbeat):  # two of the broker's heartbeats
+            _while_stalled(plfs, "the broker's heartbeats came")
+            try:
+                data = c.sock.recv(1 << 16)
+            except OSError:  # the timeout: look at the layer again
+                continue
+            assert data, "the broker closed the connection while the declare waited"
+            received += data
+        _while_stalled(plfs, "the broker's heartbeats came")
+        assert received == heartbeat * (len(received) // len(heartbeat)), f"not only heartbeats: {received!r}"
+        c.conn.receive_data(received)
+        plfs.clear()
+        s._wait_for(lambda: cid in s.completed, 30)  # the declare's completion, once the stall ended
+        assert s.send(spec010.QueueQuery(queue="during-0-10")).durable
+
+
+def test_an_amqp_1_0_connection_gets_empty_frames_while_its_declare_waits_for_a_stalled_fsync(plfs, data_dir,
+                                                                                               brokers):
+    """AMQP 1.0 (Qpid Proton, heartbeat 2 s: it closes the connection when nothing came for 2 s,
+    and asks the broker for a frame every second): a durable queue declared through the
+    management node waits for the definitions fsync (8 s); the broker's empty frames keep the
+    connection open meanwhile, and the answer comes once the stall ended."""
+    proton = pytest.importorskip("proton")
+    from proton.utils import BlockingConnection
+    from tests.e2e.amqp1_0.test_management import _Paired
+
+    broker = brokers(data_dir)
+    c = BlockingConnection(f"amqp://guest:guest@127.0.0.1:{broker.port}", timeout=60, heartbeat=2)
+    try:
+        sender = c.create_sender("/management", options=_Paired())
+        receiver = c.create_receiver("/management", options=_Paired())
+        _stall_the_disk(plfs, 8.0)
+        sender.send(proton.Message(id="r1", reply_to="$me", address="/queues/during-1-0", subject="PUT",
+                                   body={"durable": True}))
+        answer = receiver.receive(timeout=60)  # raises if Proton closed the connection on its idle time-out
+        assert plfs.stats()["stalls_ended"] >= 1, "answered before the fsync ended"
+        assert int(answer.subject) == 201 and answer.correlation_id == "r1"
+    finally:
+        plfs.clear()
+        c.close()
 
 
 @pytest.mark.parametrize("twin", TWINS)

@@ -31,9 +31,11 @@ delete_queue          queue, if_unused, if_empty, who -> messages deleted
 
 from __future__ import annotations
 
+import asyncio
+
 from warren.errors import InternalError, NotFound, PreconditionFailed
 
-__all__ = ["ADMIN", "CHANGES", "EXCHANGE_CHANGES", "LocalDirectory"]
+__all__ = ["ADMIN", "CHANGES", "EXCHANGE_CHANGES", "LocalDirectory", "durable_change"]
 
 ADMIN = "http"  # who asks: the HTTP API or an import, which may change an exclusive queue
 EXCHANGE_CHANGES = frozenset(("declare_exchange", "delete_exchange", "bind_exchange", "unbind_exchange"))
@@ -77,7 +79,7 @@ class LocalDirectory:
         v = self.broker.vhosts.get(vhost)
         if v is None:
             raise NotFound(f"no vhost '{vhost}'")
-        return apply_change(v, op, args)
+        return await durable_change(self.broker.durability, apply_change, v, op, args)
 
     def define_at_start(self, v, op: str, args: tuple) -> None:
         """``--definitions FILE`` at start-up, before any client: a change to vhost ``v``."""
@@ -225,3 +227,25 @@ def apply_change(v, op: str, args: tuple):
             owner.exclusive_queues.discard(q)
         return n
     raise InternalError(f"unknown definition change {op!r}")
+
+
+async def durable_change(durability, change, *args):
+    """``change(*args)`` on the loop, with the definitions log's fsync left to the next group
+    commit (``DefinitionsStore.defer_fsync``, as while a connection handles its client's
+    methods): returns once what it changed is durable, so the HTTP API answers 201/204 only
+    then, and an fsync that stalls holds this request alone, never the loop (warren/broker/
+    durability.py). Deletes of queues and exchanges are fsynced in the call, as for a client."""
+    if durability is None:  # no data folder: nothing to wait for
+        return change(*args)
+    definitions = durability.definitions
+    held = definitions.answers_held
+    definitions.defer_fsync = True
+    try:
+        return change(*args)
+    finally:
+        definitions.defer_fsync = False
+        if definitions.answers_held != held:  # even after a refusal: nothing overtakes the fsync
+            done = asyncio.get_running_loop().create_future()
+            durability.after_definitions(lambda: done.done() or done.set_result(None))
+            await done
+

@@ -675,10 +675,13 @@ class AMQPConnection(asyncio.Protocol):
             if not self._answer_held:
                 self.conn.send_heartbeat()
                 self.flush()
-            elif type(self.conn) is ServerConnection:
+            else:
                 # output held for a definitions fsync (_hold_answer): what went out so far is whole
-                # frames, so a heartbeat may go now, ahead of the held ones (0-10's wait)
-                self.transport.write(HEARTBEAT_FRAME)
+                # frames, so a heartbeat may go now, ahead of the held ones (0-10's connection.
+                # heartbeat, 1.0's empty frame: their cores make it without queueing it)
+                frame = HEARTBEAT_FRAME if type(self.conn) is ServerConnection else self.conn.heartbeat_frame()
+                if frame:
+                    self.transport.write(frame)
         self._sent = False
         if self._received or self._answer_held:  # held: we are the ones not reading (_hold_answer)
             self._idle_ticks = 0

@@ -46,11 +46,22 @@ only grows: an answer sent once ``durable`` covers its change is never taken bac
 Deletes of queues and exchanges are fsynced at once even then: the caller removes the store
 folder next, and a power cut must not keep that removal while undoing the delete (the queue
 would come back empty).
-Without ``defer_fsync`` (start-up, the HTTP API, the tick) a change is fsynced before the call
-returns, as before, and so is everything deferred before it. A failed deferred fsync fails the
-store for good (``_failed``) and raises from ``sync``, which fails its group commit: the broker
-then stops, since what was applied meanwhile may have been relied on (messages confirmed into a
-queue whose declare the failed fsync lost).
+Without ``defer_fsync`` (start-up, the broker's own changes on its tick) a change is fsynced before
+the call returns, as before, and so is everything deferred before it. The HTTP API defers as a
+client's connection does (warren/broker/directory.py ``durable_change``).
+
+A failed fsync. It is never retried on the same file: after an EIO the kernel may have dropped
+the dirty pages and report success next time (PostgreSQL's "fsyncgate", 2018). The store holds
+every live definition in memory, so it writes them again, whole, to ``<path>.compact`` (with
+the record being logged, in the synchronous path), fsyncs that, renames it over the log and
+fsyncs the folder, as a compaction does (``_rewrite``), the lock held throughout (a failing
+disk only: a change made meanwhile waits for it). If that is durable, nothing was lost: the
+changes the failed fsync covered are in the new file, their answers go, and the store carries
+on (``rewrites`` counts it; the log says so at ERROR). If it fails too, the store fails for good
+(``_failed``, one CRITICAL line): ``sync`` raises, which fails its group commit, and the broker
+stops, since what was applied meanwhile may have been relied on (messages confirmed into a
+queue whose declare the failed fsync lost); in the synchronous path the change is refused and
+so is every later one.
 
 Argument tables are stored as tagged JSON, losslessly: str, int and bool as JSON, None as null,
 and ``["f", repr]`` float (NaN and infinities too), ``["b", base64]`` bytes, ``["D", str]``
@@ -234,6 +245,7 @@ class DefinitionsStore:
         self.changes = 0  # records written since the store opened
         self.durable = 0  # how many of them an fsync covered
         self.answers_held = 0  # calls answered with their fsync deferred (module doc)
+        self.rewrites = 0  # rewrites after a failed fsync that made everything durable again (module doc)
         self._sync_lock = threading.Lock()  # one ``sync`` at a time
         self._lock = threading.Lock()
         self._exchanges: dict[tuple, ExchangeDef] = {}
@@ -405,7 +417,7 @@ class DefinitionsStore:
                     self.on_change()
                 return True
             try:
-                self._fsync_now()
+                self._fsync_now(pending=data)
             except BaseException:
                 self.changes -= 1  # not applied: the next start may or may not find it (never acknowledged)
                 raise
@@ -442,16 +454,56 @@ class DefinitionsStore:
         rec["op"] = "unbind"
         return self._log(rec)
 
-    def _fsync_now(self) -> None:
-        """Fsync on the calling thread, the lock held: every record written so far is durable."""
+    def _fsync_now(self, pending: bytes = b"") -> None:
+        """Fsync on the calling thread, the lock held: every record written so far is durable.
+        A failed fsync is never retried: the log is rewritten from memory, plus ``pending``
+        (the record being logged, not applied yet), into a new file (``_rewrite``)."""
         try:
             self._fsync(self._fd)
         except BaseException as e:
-            self._failed = e  # after a failed fsync, nothing written since the last one is certain
-            log.critical("definitions store %s: fsync failed (%r); every later durable declare, delete or "
-                         "bind is refused until a restart (what the failed fsync covered may be lost)", self.path, e)
-            raise
+            if not self._rewrite(e, pending):
+                log.critical("definitions store %s: fsync failed (%r), and rewriting the log too; every later "
+                             "durable declare, delete or bind is refused until a restart (what the failed fsync "
+                             "covered may be lost)", self.path, e)
+                raise
         self.durable = self.changes
+
+    def _rewrite(self, error: BaseException, pending: bytes = b"") -> bool:
+        """After a failed fsync, the lock held (module doc, "A failed fsync"): the live
+        definitions (and ``pending``) written to ``<path>.compact``, fsynced, renamed over the
+        log, the folder fsynced. True once that is durable; else the store fails for good
+        (``_failed``) and False: the caller says so (CRITICAL)."""
+        log.error("definitions store %s: fsync failed (%r); not retried: rewriting the log from memory into a "
+                  "new file", self.path, error)
+        try:
+            self._replace_with(self._live_content() + pending)
+        except BaseException as e:
+            self._failed = error
+            log.error("definitions store %s: rewriting the log failed too (%r)", self.path, e)
+            return False
+        self.rewrites += 1
+        log.error("definitions store %s: rewritten after a failed fsync; nothing was lost", self.path)
+        return True
+
+    def _live_content(self) -> bytes:
+        live = [*self._exchanges.values(), *self._queues.values(), *self._bindings.values()]
+        return file_header(KIND_DEFINITIONS) + b"".join(_encode(_record(d)) for d in live)
+
+    def _replace_with(self, content: bytes) -> None:
+        """Write ``content`` to a new file, fsync it, rename it over the log and fsync the
+        folder; later records go to the new file. Raises if any step failed."""
+        tmp = self.path + ".compact"
+        fd = self._create(tmp, content)
+        try:
+            os.replace(tmp, self.path)
+        except BaseException:
+            os.close(fd)
+            raise
+        if self._fd is not None:
+            os.close(self._fd)
+        self._fd = fd
+        self._dead = 0
+        self._fsync_dir()
 
     def sync(self) -> int:
         """Fsync every record written before the call, off the event loop (module doc): the lock
@@ -467,11 +519,15 @@ class DefinitionsStore:
                 try:
                     os.fsync(fd)
                 except BaseException as e:
-                    with self._lock:
-                        self._failed = e
-                    raise OSError(getattr(e, "errno", None) or 5,
-                                  f"definitions log {self.path}: fsync failed ({e!r}); what it covered may be lost") \
-                        from e
+                    # never retried (fsyncgate): what the pages held is rewritten from memory
+                    with self._lock:  # held through the rewrite's fsyncs: a rare path, and short
+                        if self._failed is None and self._fd is not None and self._rewrite(e):
+                            upto = self.changes
+                        else:
+                            self._failed = self._failed or e
+                            raise OSError(getattr(e, "errno", None) or 5,
+                                          f"definitions log {self.path}: fsync failed ({e!r}), and rewriting it "
+                                          "too; what it covered may be lost") from e
                 finally:
                     os.close(fd)
             with self._lock:

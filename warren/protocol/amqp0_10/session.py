@@ -566,6 +566,15 @@ class Endpoint:
     def send_heartbeat(self) -> None:
         self._send_control(0, spec.ConnectionHeartbeat())
 
+    def heartbeat_frame(self) -> bytes | None:
+        """One connection.heartbeat, not queued: the glue writes it itself while this
+        connection's output is held (what went out so far is whole assemblies, and a
+        channel-0 control may go between them); None before the connection is open."""
+        if not self.is_open:
+            return None
+        frames = assembly_frames(0, [(SEGMENT_CONTROL, encode_control(spec.ConnectionHeartbeat()))], self.frame_max)
+        return b"".join(bytes(f) for f in frames)
+
     def data_to_send(self) -> list:
         """Everything queued for the peer (session.completed of each session with new
         completions first), for one ``writelines``."""

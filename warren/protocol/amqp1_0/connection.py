@@ -153,6 +153,11 @@ class ServerConnection:
         if self.phase in (Phase.OPEN, Phase.OPENING, Phase.CLOSE_SENT):
             self._write(EMPTY_FRAME)
 
+    def heartbeat_frame(self) -> bytes | None:
+        """An empty frame, not queued: the glue writes it itself while this connection's output
+        is held (what went out so far is whole frames); None where none may go."""
+        return EMPTY_FRAME if self.phase in (Phase.OPEN, Phase.OPENING, Phase.CLOSE_SENT) else None
+
     # --- properties the glue and the HTTP API read ------------------------------------------------
 
     @property
