@@ -10,7 +10,8 @@ from types import SimpleNamespace
 import pytest
 
 from warren.access import AccessControl, Invalid, NotFound
-from warren.broker.limits import BrokerLimits, check_names
+from warren.broker.limits import BrokerLimits
+from warren.protocol.amqp0_9_1.names import check_names
 from warren.config import Config
 from warren.errors import FrameError, NotAllowed
 from warren.server.limits import HandshakeGate, default_unauthenticated_limit, output_bound, raise_open_file_limit

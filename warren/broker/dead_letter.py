@@ -29,8 +29,9 @@ import logging
 import struct
 
 from warren.codec.fields import Long, RawValue, decode_shortstr, decode_value
-from warren.codec.properties import CONTENT_ENCODING_FLAG, CONTENT_TYPE_FLAG, HEADERS_FLAG, salvage_properties, well_formed
-from warren.spec.amqp0_9_1 import BasicProperties
+from warren.codec.properties import (
+    CONTENT_ENCODING_FLAG, CONTENT_TYPE_FLAG, HEADERS_FLAG, decode_basic_properties, salvage_properties, well_formed,
+)
 
 __all__ = ["dead_letter", "dead_letter_targets", "make_dead_letter", "with_header",
            "REJECTED", "EXPIRED", "MAXLEN", "DELIVERY_LIMIT"]
@@ -188,9 +189,9 @@ def _is_cycle(queue_name: str, deaths: list) -> bool:
 def _decode_with_raw_headers(properties: bytes):
     """A fresh BasicProperties (never the message's cached one) and its headers as
     ``{name: RawValue}`` in wire order, so unchanged entries are written back exactly."""
+    props = decode_basic_properties(properties)
     if not properties:
-        return BasicProperties(), {}
-    props, _ = BasicProperties.decode(properties, 0)
+        return props, {}
     raw = {}
     flags = properties[0] << 8 | properties[1]
     if flags & HEADERS_FLAG:

@@ -1,5 +1,5 @@
 """Broker-side limits: connections on the node and per user, channels per user, consumers per
-channel, and names that are not UTF-8. Each refusal with RabbitMQ's reply code and text.
+channel. Each refusal with RabbitMQ's reply code and text.
 
 * ``connection_max`` (RabbitMQ's, default infinity; 0 here): connections open on this node
   (with ``--workers`` each worker counts its own; with ``--worker-mode queues`` the workers tell
@@ -13,11 +13,7 @@ channel, and names that are not UTF-8. Each refusal with RabbitMQ's reply code a
   opened for user 'U' has reached the maximum allowed user limit of (N)``).
 * ``consumer_max_per_channel`` (RabbitMQ's, default infinity; 0 here): at basic.consume
   (530 ``reached maximum (N) of consumers per channel``; a connection error, as RabbitMQ).
-* names: a queue, exchange, routing key or consumer tag whose octets are not UTF-8 is refused
-  as RabbitMQ's parser refuses it, 501 ``FRAME_ERROR - Malformed UTF-8 in shortstr``. The
-  codec keeps such octets (``surrogateescape``) so property lists round-trip; the check is
-  here, on the methods that name things, not on basic.publish (RabbitMQ does not check its
-  routing key either). Length needs no check: a shortstr holds at most 255 octets.
+* names that are not UTF-8 are the 0-9-1 family's business: ``warren/protocol/amqp0_9_1/names.py``.
 
 The session and channel call these; the log line of each refusal is the session's usual one
 (who and what). Nothing here runs on the publish or delivery path.
@@ -26,10 +22,9 @@ The session and channel call these; the log line of each refusal is the session'
 from __future__ import annotations
 
 from warren.access.user_limits import USER_MAX_CHANNELS, USER_MAX_CONNECTIONS
-from warren.errors import FrameError, NotAllowed
-from warren.spec import amqp0_9_1 as spec
+from warren.errors import NotAllowed
 
-__all__ = ["BrokerLimits", "NO_LIMITS", "check_names"]
+__all__ = ["BrokerLimits", "NO_LIMITS"]
 
 
 def _nothing_elsewhere(key) -> int:
@@ -132,39 +127,3 @@ NO_LIMITS = BrokerLimits()  # a Broker built without a server (unit tests, tools
 
 
 # --- names -------------------------------------------------------------------------------------
-
-def _shortstr_fields() -> dict[int, tuple[str, ...]]:
-    """{method INDEX: its shortstr fields} for the channel methods that name queues, exchanges,
-    routing keys or consumer tags (basic.publish excepted: its fast path stays as it is)."""
-    out = {}
-    for name in dir(spec):
-        cls = getattr(spec, name)
-        fields = getattr(cls, "FIELDS", None)
-        index = getattr(cls, "INDEX", None)
-        if not fields or index is None or getattr(cls, "CLASS_ID", 0) in (10, 20):
-            continue  # connection and channel class: no names of the broker's objects
-        if cls is spec.BasicPublish:
-            continue
-        names = tuple(f for f, kind in fields if kind == "shortstr")
-        if names:
-            out[index] = names
-    return out
-
-
-NAMED_METHODS = _shortstr_fields()
-
-
-def check_names(method) -> None:
-    """501 if a name argument of ``method`` is not UTF-8 (RabbitMQ's parser's answer). A name
-    decoded from bad octets holds lone surrogates (``surrogateescape``): ASCII, the usual
-    case, is one ``isascii`` per name."""
-    fields = NAMED_METHODS.get(method.INDEX)
-    if fields is None:
-        return
-    for f in fields:
-        value = getattr(method, f)
-        if value.__class__ is str and not value.isascii():
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError:
-                raise FrameError("Malformed UTF-8 in shortstr") from None

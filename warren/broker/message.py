@@ -27,9 +27,10 @@ from __future__ import annotations
 import struct
 
 from warren.codec.fields import encode_shortstr
-from warren.codec.properties import CONTENT_ENCODING_FLAG, CONTENT_TYPE_FLAG, DELIVERY_MODE_FLAG, HEADERS_FLAG
+from warren.codec.properties import (
+    CONTENT_ENCODING_FLAG, CONTENT_TYPE_FLAG, DELIVERY_MODE_FLAG, HEADERS_FLAG, decode_basic_properties,
+)
 from warren.errors import PreconditionFailed, SyntaxError_
-from warren.spec.amqp0_9_1 import BasicProperties
 from warren.store.message import encode_message_ss
 
 try:
@@ -88,7 +89,7 @@ class Message:
     def __init__(self, exchange: str, routing_key: str, properties: bytes, body) -> None:
         self.properties = properties  # encoded flags + property list
         self.body = body
-        self._decoded: BasicProperties | None = None
+        self._decoded = None  # the decoded BasicProperties, once asked
         names = _names
         hit = names.get(exchange)  # shared_name, inline: this runs for every message
         self.exchange, self.exchange_ss = hit if hit is not None else shared_name(exchange)
@@ -127,17 +128,15 @@ class Message:
         self.ttl = int(exp) / 1000
 
     @property
-    def decoded(self) -> BasicProperties:
-        """The decoded basic properties (cached; raises on a malformed property list)."""
+    def decoded(self):
+        """The decoded basic properties, a 0-9-1 ``BasicProperties`` (cached; raises on a malformed
+        property list)."""
         p = self._decoded
         if p is None:
-            if self.properties:
-                try:
-                    p, _ = BasicProperties.decode(self.properties, 0)
-                except (IndexError, ValueError, struct.error, RecursionError, OverflowError) as e:
-                    raise SyntaxError_(f"malformed content properties: {e}", 60, 40) from None
-            else:
-                p = BasicProperties()
+            try:
+                p = decode_basic_properties(self.properties)
+            except (IndexError, ValueError, struct.error, RecursionError, OverflowError) as e:
+                raise SyntaxError_(f"malformed content properties: {e}", 60, 40) from None
             self._decoded = p
         return p
 

@@ -38,8 +38,9 @@ import struct
 
 from warren.codec.fields import MAX_TABLE_DEPTH, TIMESTAMP_MAX
 from warren.codec.refusals import MALFORMED, TRUNCATED
+from warren.spec.amqp0_9_1 import BasicProperties
 
-__all__ = ["properties_error", "properties_failure", "well_formed", "salvage_properties", "BASIC_PROPERTIES",
+__all__ = ["decode_basic_properties", "properties_error", "properties_failure", "well_formed", "salvage_properties", "BASIC_PROPERTIES",
            "CONTENT_TYPE_FLAG", "CONTENT_ENCODING_FLAG", "HEADERS_FLAG", "DELIVERY_MODE_FLAG", "PRIORITY_FLAG",
            "CORRELATION_ID_FLAG", "REPLY_TO_FLAG", "EXPIRATION_FLAG", "MESSAGE_ID_FLAG", "TIMESTAMP_FLAG",
            "TYPE_FLAG", "USER_ID_FLAG", "APP_ID_FLAG", "CLUSTER_ID_FLAG",
@@ -245,3 +246,12 @@ def salvage_properties(properties: bytes) -> tuple[bytes, str | None]:
             dropped.append(f"{end - off} octets after the last property")
     fixed = kept_flags.to_bytes(2, "big") + b"".join(parts)
     return fixed, "; ".join(dropped) or "nothing"
+
+
+def decode_basic_properties(properties: bytes) -> BasicProperties:
+    """The encoded property list (the broker's message container keeps it so, warren/broker/message.py)
+    as a fresh 0-9-1 ``BasicProperties``; no octets give an empty one. Raises what the decoder raises
+    on a malformed list (IndexError, ValueError, struct.error, RecursionError, OverflowError)."""
+    if not properties:
+        return BasicProperties()
+    return BasicProperties.decode(properties, 0)[0]

@@ -18,10 +18,10 @@ import logging
 import os
 
 from warren.broker import authz, reply_to
-from warren.broker.limits import NAMED_METHODS, check_names
 from warren.broker.message import Message
 from warren.errors import AMQPError, InternalError, NotAllowed
 from warren.protocol.amqp0_9_1.channel import HANDLERS, Channel
+from warren.protocol.amqp0_9_1.names import NAMED_METHODS, check_names
 from warren.spec import amqp0_9_1 as spec
 from warren.spread.links import PeerGone
 from warren.spread.proxy import RemoteConsumer, RemoteSettling, handlers_of

@@ -20,8 +20,8 @@ from __future__ import annotations
 import sys
 
 from warren.broker.channel import BrokerChannel
-from warren.broker.limits import NAMED_METHODS, check_names
 from warren.errors import NotImplemented_
+from warren.protocol.amqp0_9_1.names import NAMED_METHODS, check_names
 from warren.protocol.dialects import EXCHANGE_BOUND
 from warren.spec import amqp0_9_1 as spec
 
@@ -40,7 +40,7 @@ class Channel(BrokerChannel):
         if handler is None:
             raise NotImplemented_(f"{method.NAME} is not supported", method.CLASS_ID, method.METHOD_ID)
         if method.INDEX in NAMED_METHODS:
-            check_names(method)  # names that are not UTF-8: 501 as RabbitMQ (broker/limits.py)
+            check_names(method)  # names that are not UTF-8: 501 as RabbitMQ (names.py)
         handler(self, method)
 
     def _reply(self, method) -> None:
