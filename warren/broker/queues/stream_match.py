@@ -37,9 +37,8 @@ import bisect
 import re
 import struct
 
-from warren.codec.properties import BASIC_PROPERTIES
+from warren.codec.properties import BASIC_PROPERTIES, decode_basic_properties
 from warren.codec.render import render_value, valid_text
-from warren.spec.amqp0_9_1 import BasicProperties
 from warren.store.stream_format import ENTRY_HEADER_SIZE
 
 __all__ = ["MatchedRecords", "RecordMatch", "record_match", "SCAN_BYTES"]
@@ -106,7 +105,7 @@ class RecordMatch:
         if len(props) < 2:
             p = None
         else:
-            p, _ = BasicProperties.decode(props, 0)
+            p = decode_basic_properties(props)
         for (kind, name), texts in self.fields.items():
             if p is None:
                 return False
