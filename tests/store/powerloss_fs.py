@@ -439,6 +439,11 @@ def _serve(mountpoint: str, control_path: str) -> None:
             self.woken.set()
             self.woken = trio.Event()
 
+        def end_stalls(self) -> None:
+            """Every stalled fsync goes on now, as if its stall had run out (it does its work)."""
+            self.woken.set()
+            self.woken = trio.Event()
+
         def sync_all(self) -> None:
             for node in self.nodes.values():
                 if node.is_dir:
@@ -518,6 +523,9 @@ def _serve(mountpoint: str, control_path: str) -> None:
                 return {}
             if cmd == "wake":
                 self.wake()
+                return {}
+            if cmd == "end_stalls":
+                self.end_stalls()
                 return {}
             if cmd == "fault":
                 err = request.get("errno")
@@ -693,6 +701,10 @@ class PowerLossFS:
         with ``exact``); ``errno_name``: "EIO", "ENOSPC"...; ``stall``: seconds the call waits
         first; ``times``: how often (None: until cleared)."""
         self.call("fault", op=op, path=path, errno=errno_name, stall=stall, times=times, exact=exact)
+
+    def end_stalls(self) -> None:
+        """End the stalls under way now, the fsyncs then doing their work (``wake`` fails them)."""
+        self.call("end_stalls")
 
     def capacity(self, octets: int | None) -> dict:
         return self.call("capacity", octets=octets)

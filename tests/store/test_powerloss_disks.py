@@ -270,14 +270,36 @@ def test_a_durable_declare_during_an_fsync_stall_holds_back_only_its_own_answer(
         ch.queue_declare(name, passive=True)
 
 
-def test_an_http_api_change_during_an_fsync_stall_holds_back_only_its_own_answer(plfs, data_dir, brokers):
-    """The HTTP API's durable declares and binds go through the same group commit as a client's:
-    while the definitions log's fsync stalls, the PUT is not answered (never 201 before it is
-    durable) and AMQP traffic in another vhost and on a transient queue goes on; once the stall
-    ends the answers come, and what they acknowledged survives kill -9 and the power cut."""
+POLICY = {"pattern": "^http-", "definition": {"max-length": 100}, "apply-to": "queues"}
+# what each HTTP API test changes during the stall (the first one is held by it), and what must be
+# there after the power cut
+HTTP_CHANGES = {
+    "definitions": ([("PUT", "/api/queues/%2F/http-q", {"durable": True}),
+                     ("PUT", "/api/exchanges/%2F/http-x", {"type": "direct", "durable": True}),
+                     ("POST", "/api/bindings/%2F/e/http-x/q/http-q", {"routing_key": "k"})],
+                    [("/api/queues/%2F/http-q", lambda b: b["durable"] is True),
+                     ("/api/exchanges/%2F/http-x", lambda b: b["type"] == "direct"),
+                     ("/api/bindings/%2F/e/http-x/q/http-q", lambda b: [x["routing_key"] for x in b] == ["k"])]),
+    "access": ([("PUT", "/api/users/http-u", {"password": "pw", "tags": ""}),
+                ("PUT", "/api/permissions/%2F/http-u", {"configure": ".*", "write": ".*", "read": "^x"}),
+                ("PUT", "/api/policies/%2F/http-p", POLICY)],
+               [("/api/users/http-u", lambda b: b["name"] == "http-u"),
+                ("/api/permissions/%2F/http-u", lambda b: b["read"] == "^x"),
+                ("/api/policies/%2F/http-p", lambda b: b["definition"] == POLICY["definition"])]),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(HTTP_CHANGES))
+def test_an_http_api_change_during_an_fsync_stall_holds_back_only_its_own_answer(plfs, data_dir, brokers, kind):
+    """The HTTP API's durable declares and binds go through the same group commit as a client's,
+    and its changes of users, permissions and policies are written on a thread of their own:
+    while the fsync stalls, the PUT is not answered (never 201 before it is durable) and AMQP
+    traffic in another vhost and on a transient queue goes on; once the stall ends the answers
+    come, and what they acknowledged survives kill -9 and the power cut."""
     from tests.management.api_client import call
 
-    stall = 8.0  # long enough for six round trips at a load of 15
+    requests, checks = HTTP_CHANGES[kind]
+    stall = 60.0  # ended by the test (end_stalls) once it saw what it looks for
     broker = brokers(data_dir, "--vhost", "/", "--vhost", "other", "--heartbeat", "1")
     api = broker.http_url
     beat = connect(broker, heartbeat=1)  # closes itself if the broker's heartbeats stop for long
@@ -286,27 +308,21 @@ def test_an_http_api_change_during_an_fsync_stall_holds_back_only_its_own_answer
     other = connect(broker, "other")
     och = other.channel()
     och.queue_declare("transient-other", durable=False)
-    for op in ("fsync", "fsyncdir"):
-        plfs.fault(op, path="/data", stall=stall)
+    before = plfs.stats()
+    _stall_the_disk(plfs, stall)
     answers: list = []
 
     def changes():
         try:
-            answers.append(call(api, "PUT", "/api/queues/%2F/http-q", {"durable": True}, timeout=60)[0])
-            answers.append(call(api, "PUT", "/api/exchanges/%2F/http-x", {"type": "direct", "durable": True},
-                                timeout=60)[0])
-            answers.append(call(api, "POST", "/api/bindings/%2F/e/http-x/q/http-q", {"routing_key": "k"},
-                                timeout=60)[0])
+            for method, path, body in requests:
+                answers.append(call(api, method, path, body, timeout=60)[0])
         except BaseException as e:  # reported by the main thread
             answers.append(e)
 
     t = threading.Thread(target=changes)
     t.start()
     try:
-        deadline = time.monotonic() + 20
-        while plfs.stats()["stalls"] < 1:  # the PUT's fsync is at the disk, and stuck there
-            assert time.monotonic() < deadline and not answers, f"no fsync stalled: {answers}"
-            time.sleep(0.02)
+        _until_stalled(plfs, before, f"{answers}")  # the PUT's fsync is at the disk, and stuck there
         for i in range(3):  # while it stalls: round trips here and in another vhost
             for ch, queue in ((tch, "transient"), (och, "transient-other")):
                 ch.basic_publish("", queue, b"t%d" % i)
@@ -315,10 +331,11 @@ def test_an_http_api_change_during_an_fsync_stall_holds_back_only_its_own_answer
                     got = ch.basic_get(queue, auto_ack=True)[2]
                 assert got == b"t%d" % i or answers
             beat.process_data_events(0)
-        assert plfs.stats()["stalls_ended"] == 0, "the round trips waited for the stalled fsync"
+        _while_stalled(plfs, before, "the round trips came")
         assert not answers, "the PUT was answered before its fsync ended"
-        plfs.clear()  # the stall under way ends; the next changes go at the disk's pace
-        t.join(stall + 60)
+        plfs.clear()
+        plfs.end_stalls()  # the stall under way ends; the next changes go at the disk's pace
+        t.join(60)
         assert answers == [201, 201, 201], answers
         assert beat.is_open
     finally:
@@ -327,10 +344,9 @@ def test_an_http_api_change_during_an_fsync_stall_holds_back_only_its_own_answer
     plfs.crash(broker.proc)  # kill -9, then the power cut
     broker.wait()
     again = brokers(data_dir)
-    assert call(again.http_url, "GET", "/api/queues/%2F/http-q")[1]["durable"] is True
-    assert call(again.http_url, "GET", "/api/exchanges/%2F/http-x")[0] == 200
-    bound = call(again.http_url, "GET", "/api/bindings/%2F/e/http-x/q/http-q")[1]
-    assert [b["routing_key"] for b in bound] == ["k"]
+    for path, check in checks:
+        status, body, _ = call(again.http_url, "GET", path)
+        assert status == 200 and check(body), (path, status, body)
 
 
 def _stall_the_disk(plfs, stall: float) -> None:
@@ -338,8 +354,16 @@ def _stall_the_disk(plfs, stall: float) -> None:
         plfs.fault(op, path="/data", stall=stall)
 
 
-def _while_stalled(plfs, what: str) -> None:
-    assert plfs.stats()["stalls_ended"] == 0, f"{what} only after the stalled fsync ended"
+def _until_stalled(plfs, before: dict, what: str) -> None:
+    """Until an fsync is stuck in a stall (the layer's counts go on over a module's tests)."""
+    deadline = time.monotonic() + 30
+    while plfs.stats()["stalls"] == before["stalls"]:
+        assert time.monotonic() < deadline, f"no fsync stalled: {what}"
+        time.sleep(0.02)
+
+
+def _while_stalled(plfs, before: dict, what: str) -> None:
+    assert plfs.stats()["stalls_ended"] == before["stalls_ended"], f"{what} only after the stalled fsync ended"
 
 
 def test_a_0_10_connection_gets_heartbeats_while_its_declare_waits_for_a_stalled_fsync(plfs, data_dir, brokers):
@@ -357,27 +381,26 @@ def test_a_0_10_connection_gets_heartbeats_while_its_declare_waits_for_a_stalled
         s.send(spec010.QueueDeclare(queue="before-0-10", durable=True))
         heartbeat = b"".join(bytes(f) for f in assembly_frames(
             0, [(SEGMENT_CONTROL, encode_control(spec010.ConnectionHeartbeat()))], c.conn.frame_max))
-        _stall_the_disk(plfs, 8.0)
+        before = plfs.stats()
+        _stall_the_disk(plfs, 60.0)  # ended by the test (end_stalls) once two heartbeats came
         cid = c.conn.send_command(1, spec010.QueueDeclare(queue="during-0-10", durable=True), True)
         c.flush()
-        deadline = time.monotonic() + 30
-        while plfs.stats()["stalls"] < 1:  # the declare's fsync is at the disk, and stuck there
-            assert time.monotonic() < deadline, "no fsync stalled"
-            time.sleep(0.02)
+        _until_stalled(plfs, before, "the declare's")  # its fsync is at the disk, and stuck there
         received = b""
         c.sock.settimeout(0.1)
         while len(received) < 2 * len(heartbeat):  # two of the broker's heartbeats
-            _while_stalled(plfs, "the broker's heartbeats came")
+            _while_stalled(plfs, before, "the broker's heartbeats came")
             try:
                 data = c.sock.recv(1 << 16)
             except OSError:  # the timeout: look at the layer again
                 continue
             assert data, "the broker closed the connection while the declare waited"
             received += data
-        _while_stalled(plfs, "the broker's heartbeats came")
+        _while_stalled(plfs, before, "the broker's heartbeats came")
         assert received == heartbeat * (len(received) // len(heartbeat)), f"not only heartbeats: {received!r}"
         c.conn.receive_data(received)
         plfs.clear()
+        plfs.end_stalls()
         s._wait_for(lambda: cid in s.completed, 30)  # the declare's completion, once the stall ended
         assert s.send(spec010.QueueQuery(queue="during-0-10")).durable
 
@@ -397,11 +420,12 @@ def test_an_amqp_1_0_connection_gets_empty_frames_while_its_declare_waits_for_a_
     try:
         sender = c.create_sender("/management", options=_Paired())
         receiver = c.create_receiver("/management", options=_Paired())
+        before = plfs.stats()
         _stall_the_disk(plfs, 8.0)
         sender.send(proton.Message(id="r1", reply_to="$me", address="/queues/during-1-0", subject="PUT",
                                    body={"durable": True}))
         answer = receiver.receive(timeout=60)  # raises if Proton closed the connection on its idle time-out
-        assert plfs.stats()["stalls_ended"] >= 1, "answered before the fsync ended"
+        assert plfs.stats()["stalls_ended"] > before["stalls_ended"], "answered before the fsync ended"
         assert int(answer.subject) == 201 and answer.correlation_id == "r1"
     finally:
         plfs.clear()

@@ -36,7 +36,7 @@ from warren.access.errors import AlreadyExists, Invalid, LoginRefused, NotFound
 from warren.access.permissions import ConnectionAccess, Permission, TopicPermission, validate_regex
 from warren.access.user_limits import validate_user_limits
 from warren.access.users import ADMINISTRATOR, DEFAULT_LOOPBACK_USERS, User, check_login, normalize_tags
-from warren.store.node_file import file_stamp, locked, replace_durably
+from warren.store.node_file import file_stamp, locked, on_loop, replace_durably
 from warren.access.vhosts import (
     DEFAULT_VHOST_DESCRIPTION, QUEUE_TYPES, VhostInfo, validate_limits, validate_vhost_name,
 )
@@ -490,7 +490,7 @@ class AccessControl:
             self._write(new)
             self._state = new
             self.version += 1
-        self._announce(old, new)
+        on_loop(self._announce, old, new)  # the running broker's part (node_file.py: the HTTP API's thread)
 
     def _announce(self, old: _State, new: _State) -> None:
         added = [v for name, v in new.vhosts.items() if name not in old.vhosts]

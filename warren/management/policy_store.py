@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from warren.broker.policies import Policy, PolicyError, load_policies, save_policies
-from warren.store.node_file import locked
+from warren.store.node_file import locked, on_loop
 
 __all__ = ["all_policies", "replace_policy", "remove_policy", "remove_vhost_policies", "replace_policies_in_file"]
 
@@ -39,7 +39,7 @@ def all_policies(broker) -> list[Policy]:
             return load_policies(pf.path)
         except (PolicyError, OSError) as e:
             log.error("cannot read the policies: %s", e)
-    return [p for v in broker.vhosts.values() for p in v.policies]
+    return on_loop(lambda: [p for v in broker.vhosts.values() for p in v.policies])
 
 
 @contextmanager
@@ -52,15 +52,20 @@ def _change(broker):
         before = list(policies)
         yield policies
         if policies != before:
-            broker.set_policies(policies)
+            on_loop(broker.set_policies, policies)
         return
     with locked(pf.path):
         policies = all_policies(broker)  # the file as it is now, whoever wrote it last
         before = list(policies)
         yield policies
-        if policies != before:
+        changed = policies != before
+        if changed:
             save_policies(pf.path, policies)  # durable first
-            broker.reload_policies()  # then in force, and the file's stamp taken (no second reload)
+    if changed:
+        # then in force, and the file's stamp taken (no second reload); on the loop, when the
+        # HTTP API's thread made the change (warren/store/node_file.py ``on_loop``), and after
+        # the lock: the loop may be waiting for it (a vhost's policies removed)
+        on_loop(broker.reload_policies)
 
 
 def replace_policy(broker, policy: Policy) -> bool:

@@ -10,6 +10,11 @@ What they share, in one place:
   change (without it, the later rename would drop the other's);
 * ``replace_durably(path, data)``: a temporary file, fsync, rename, fsync of the folder, so
   that a change answered to a client survives kill -9 and a power cut;
+* ``on_loop(fn)``: the HTTP API changes these files on a thread of its own (warren/management/
+  api/common.py ``off_loop``), so that an fsync that stalls holds that request only, never the
+  broker's loop; what a change then does to the running broker (a vhost made, policies
+  applied) runs on the loop through ``on_loop``, which the changes call, and the thread waits
+  for it. Called on the loop, or anywhere else, it runs ``fn`` at once;
 * ``check_node_files(data_dir)``: at start, each of them that exists must read as JSON and
   match its checksum, or the broker does not start (``DamagedFile``, one line naming the file
   and the way out): starting without them, or with a flipped bit in a user's name, would drop
@@ -27,18 +32,20 @@ looks damaged: the message says to remove the checksum file then.
 
 from __future__ import annotations
 
+import concurrent.futures
 import fcntl
 import hashlib
 import json
 import os
+import threading
 import zlib
 from contextlib import contextmanager
 from pathlib import Path
 
 from warren.store.damage import DamagedFile
 
-__all__ = ["file_stamp", "locked", "replace_durably", "check_node_file", "check_node_files", "checksum_path",
-           "NODE_FILES"]
+__all__ = ["file_stamp", "locked", "replace_durably", "on_loop", "writer_loop", "check_node_file", "check_node_files",
+           "checksum_path", "NODE_FILES"]
 
 # the node's JSON files in its data folder, and what a start without them would lose
 NODE_FILES = {
@@ -47,6 +54,28 @@ NODE_FILES = {
     "parameters.json": "runtime parameters",
     "global_parameters.json": "global runtime parameters",
 }
+
+
+# on the HTTP API's writer thread: ``writer_loop.loop`` is the loop that handed it the change
+writer_loop = threading.local()
+
+
+def on_loop(fn, *args):
+    """``fn(*args)`` on the broker's loop, its result (or exception) back: handed over and
+    waited for on the HTTP API's writer thread, at once anywhere else (module doc)."""
+    loop = getattr(writer_loop, "loop", None)
+    if loop is None:
+        return fn(*args)
+    done: concurrent.futures.Future = concurrent.futures.Future()
+
+    def run() -> None:
+        try:
+            done.set_result(fn(*args))
+        except BaseException as e:  # handed back to the writer thread, which raises it
+            done.set_exception(e)
+
+    loop.call_soon_threadsafe(run)
+    return done.result()
 
 
 def file_stamp(path) -> tuple | None:

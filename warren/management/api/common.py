@@ -29,6 +29,7 @@ figures).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import datetime
 import functools
 import json
@@ -43,10 +44,11 @@ from warren.broker.node import node_name  # the API modules' node fields (metric
 from warren.codec.fields import MAX_TABLE_DEPTH
 from warren.codec.refusals import DECODE_FAILURES, HTTP_ERROR, MALFORMED, failure_kind, http_status
 from warren.errors import AMQPError
+from warren.store.node_file import writer_loop
 
 __all__ = ["BROKER", "INFO", "SERVER", "STATS", "REALM", "ApiError", "bad_request", "not_found",
            "not_authorised", "read_json", "parse_json", "as_bool", "reply_list", "reply_objects", "node_name",
-           "iso_time", "vhost_or_404", "no_content", "created", "MISSING", "SLICE_SECONDS", "lookup"]
+           "iso_time", "vhost_or_404", "no_content", "created", "MISSING", "SLICE_SECONDS", "lookup", "off_loop"]
 
 BROKER = web.AppKey("broker", Broker)   # its vhosts, access store (users), policies
 INFO = web.AppKey("info", object)       # a callable: extra fields of /api/overview (ports, connections)
@@ -57,6 +59,27 @@ REALM = 'Basic realm="RabbitMQ Management"'  # LWP-based tools (nagios checks) a
 MAX_PAGE_SIZE = 500
 DEFAULT_PAGE_SIZE = 100
 SLICE_SECONDS = 0.005  # reply_objects yields to the loop after this much work (JSON of ~50 queues)
+
+
+# Changes of the node's files (users, vhosts, permissions, limits, policies) run here, one at a
+# time in the order asked: their fsyncs hold the request that asked, never the loop
+# (warren/store/node_file.py ``on_loop``)
+_WRITER = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="warren-node-files")
+
+
+async def off_loop(change, *args, **kw):
+    """``change(*args, **kw)`` (a method of the access model or the policy store) on the node
+    files' writer thread; returns (or raises) once it is durable and in force."""
+    loop = asyncio.get_running_loop()
+
+    def run():
+        writer_loop.loop = loop  # what the change does to the running broker goes back to the loop
+        try:
+            return change(*args, **kw)
+        finally:
+            writer_loop.loop = None
+
+    return await loop.run_in_executor(_WRITER, run)
 
 
 class ApiError(web.HTTPException):

@@ -20,7 +20,7 @@ from warren.management.api.auth import (
     ADMINISTRATOR, POLICYMAKER, check_vhost_access, principal, require, visible_vhosts,
 )
 from warren.management.api.common import (
-    BROKER, ApiError, bad_request, created, no_content, not_found, read_json, reply_list, reply_object,
+    BROKER, ApiError, bad_request, created, no_content, not_found, off_loop, read_json, reply_list, reply_object,
     vhost_or_404,
 )
 
@@ -92,7 +92,7 @@ async def put_policy(request: web.Request) -> web.Response:
                                  body.get("definition"))
     except PolicyError as e:
         raise bad_request(f"Validation failed\n\n{e}\n") from None
-    new = policy_store.replace_policy(request.app[BROKER], policy)
+    new = await off_loop(policy_store.replace_policy, request.app[BROKER], policy)  # the loop free meanwhile
     await _in_force_everywhere(request)
     return created() if new else no_content()
 
@@ -106,7 +106,7 @@ async def _in_force_everywhere(request: web.Request) -> None:
 async def delete_policy(request: web.Request) -> web.Response:
     vhost = _known_vhost(request, request.match_info["vhost"])
     may_change(request, vhost.name)
-    if not policy_store.remove_policy(request.app[BROKER], vhost.name, request.match_info["name"]):
+    if not await off_loop(policy_store.remove_policy, request.app[BROKER], vhost.name, request.match_info["name"]):
         raise not_found()
     await _in_force_everywhere(request)
     return no_content()
@@ -142,10 +142,10 @@ async def vhost_limits_of(request: web.Request) -> web.Response:
     return reply_list(request, items)
 
 
-def _access_call(fn, *args):
+async def _access_call(fn, *args):
     from warren.access import Invalid, NotFound
     try:
-        return fn(*args)
+        return await off_loop(fn, *args)  # durable, the loop free meanwhile (common.py)
     except NotFound as e:
         raise not_found(str(e)) from None
     except Invalid as e:
@@ -161,14 +161,14 @@ async def put_vhost_limit(request: web.Request) -> web.Response:
     value = body["value"]
     if isinstance(value, str) and value.lstrip("-").isdigit():
         value = int(value)
-    _access_call(_access(request).set_vhost_limit, vhost.name, request.match_info["name"], value)
+    await _access_call(_access(request).set_vhost_limit, vhost.name, request.match_info["name"], value)
     return no_content()
 
 
 async def delete_vhost_limit(request: web.Request) -> web.Response:
     require(request, ADMINISTRATOR)
     vhost = _known_vhost(request, request.match_info["vhost"])
-    _access_call(_access(request).clear_vhost_limit, vhost.name, request.match_info["name"])
+    await _access_call(_access(request).clear_vhost_limit, vhost.name, request.match_info["name"])
     return no_content()
 
 
@@ -220,7 +220,7 @@ async def put_parameter(request: web.Request) -> web.Response:
     if component == VHOST_LIMITS:
         if not isinstance(body["value"], dict):
             raise bad_request("vhost-limits needs a JSON object of limits")
-        _access_call(_access(request).set_vhost_limits, vhost.name, body["value"])
+        await _access_call(_access(request).set_vhost_limits, vhost.name, body["value"])
         return no_content()
     try:
         new = request.app[PARAMETERS].put(component, vhost.name, name, body["value"])
@@ -238,7 +238,7 @@ async def delete_parameter(request: web.Request) -> web.Response:
         access = _access(request)
         if not access.vhost_limits(vhost.name):
             raise not_found()
-        _access_call(access.set_vhost_limits, vhost.name, {})
+        await _access_call(access.set_vhost_limits, vhost.name, {})
         return no_content()
     if not request.app[PARAMETERS].delete(component, vhost.name, name):
         raise not_found()

@@ -17,7 +17,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from warren.management.api.auth import ADMINISTRATOR, require
-from warren.management.api.common import BROKER, bad_request, no_content, not_found, read_json, reply_list
+from warren.management.api.common import BROKER, bad_request, no_content, not_found, off_loop, read_json, reply_list
 
 __all__ = ["add_routes"]
 
@@ -52,7 +52,7 @@ async def put_user_limit(request: web.Request) -> web.Response:
     if not isinstance(body, dict) or "value" not in body:
         raise bad_request("[{key_missing,value}]")
     try:
-        _access(request).set_user_limit(user, name, body["value"])
+        await off_loop(_access(request).set_user_limit, user, name, body["value"])  # the loop free meanwhile
     except NotFound:
         raise bad_request(["no_such_user", user]) from None
     except Invalid as e:
@@ -62,7 +62,7 @@ async def put_user_limit(request: web.Request) -> web.Response:
 
 async def delete_user_limit(request: web.Request) -> web.Response:
     require(request, ADMINISTRATOR)
-    _access(request).clear_user_limit(request.match_info["user"], request.match_info["name"])
+    await off_loop(_access(request).clear_user_limit, request.match_info["user"], request.match_info["name"])
     return no_content()
 
 

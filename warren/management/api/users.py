@@ -16,7 +16,7 @@ from aiohttp import web
 
 from warren.management.api.auth import ADMINISTRATOR, require
 from warren.management.api.common import (
-    BROKER, bad_request, created, no_content, not_found, read_json, reply_list, reply_object,
+    BROKER, bad_request, created, no_content, not_found, off_loop, read_json, reply_list, reply_object,
 )
 
 __all__ = ["add_routes", "user_json"]
@@ -26,11 +26,12 @@ def _access(request: web.Request):
     return request.app[BROKER].access
 
 
-def _call(fn, *args, **kw):
-    """A change of the access model, its refusals as RabbitMQ's API answers them."""
+async def _call(fn, *args, **kw):
+    """A change of the access model, on the node files' thread (``off_loop``: answered once
+    durable, the loop free meanwhile), its refusals as RabbitMQ's API answers them."""
     from warren.access import AlreadyExists, Invalid, NotFound
     try:
-        return fn(*args, **kw)
+        return await off_loop(fn, *args, **kw)
     except NotFound as e:
         raise not_found(str(e)) from None
     except (Invalid, AlreadyExists, ValueError) as e:
@@ -101,13 +102,13 @@ async def put_user(request: web.Request) -> web.Response:
         kw["password"] = password
     elif password_hash is not None:
         kw["password_hash"] = password_hash
-    _, new = _call(access.put_user, name, **kw)
+    _, new = await _call(access.put_user, name, **kw)
     return created() if new else no_content()
 
 
 async def delete_user(request: web.Request) -> web.Response:
     require(request, ADMINISTRATOR)
-    _call(_access(request).delete_user, request.match_info["name"])
+    await _call(_access(request).delete_user, request.match_info["name"])
     return no_content()
 
 
@@ -121,7 +122,7 @@ async def bulk_delete_users(request: web.Request) -> web.Response:
     from warren.access import NotFound
     for name in names:
         try:
-            access.delete_user(name)
+            await off_loop(access.delete_user, name)
         except NotFound:
             pass  # RabbitMQ's bulk delete skips names that are gone
     return no_content()
@@ -177,13 +178,13 @@ async def put_permission(request: web.Request) -> web.Response:
         patterns.append(value)
     _exists(access, user, vhost)
     new = access.permission(user, vhost) is None
-    _call(access.set_permissions, user, vhost, *patterns)
+    await _call(access.set_permissions, user, vhost, *patterns)
     return created() if new else no_content()
 
 
 async def delete_permission(request: web.Request) -> web.Response:
     require(request, ADMINISTRATOR)
-    _call(_access(request).clear_permissions, request.match_info["user"], request.match_info["vhost"])
+    await _call(_access(request).clear_permissions, request.match_info["user"], request.match_info["vhost"])
     return no_content()
 
 
@@ -213,14 +214,14 @@ async def put_topic_permission(request: web.Request) -> web.Response:
         raise bad_request("write and read must be strings (regular expressions)")
     _exists(access, user, vhost)
     new = not access.topic_permissions(user=user, vhost=vhost, exchange=exchange)
-    _call(access.set_topic_permissions, user, vhost, exchange, write, read)
+    await _call(access.set_topic_permissions, user, vhost, exchange, write, read)
     return created() if new else no_content()
 
 
 async def delete_topic_permissions(request: web.Request) -> web.Response:
     require(request, ADMINISTRATOR)
     exchange = request.query.get("exchange")
-    _call(_access(request).clear_topic_permissions, request.match_info["user"], request.match_info["vhost"],
+    await _call(_access(request).clear_topic_permissions, request.match_info["user"], request.match_info["vhost"],
           exchange)
     return no_content()
 

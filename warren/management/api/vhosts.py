@@ -16,7 +16,7 @@ from warren.management import policy_store
 from warren.management.api import stats as st
 from warren.management.api.auth import ADMINISTRATOR, check_vhost_access, require, visible_vhosts
 from warren.management.api.common import (
-    BROKER, STATS, as_bool, bad_request, created, no_content, node_name, not_found, read_json,
+    BROKER, STATS, as_bool, bad_request, created, no_content, node_name, not_found, off_loop, read_json,
     reply_list, reply_object,
 )
 from warren.management.api.connections import open_connections
@@ -105,9 +105,9 @@ async def put_vhost(request: web.Request) -> web.Response:
     as_bool(body.get("tracing"), "tracing")
     from warren.access import Invalid
     try:
-        _, new = access.put_vhost(name, **kw)
+        _, new = await off_loop(access.put_vhost, name, **kw)  # durable, the loop free meanwhile
         if new:
-            access.set_permissions(who.name, name, ".*", ".*", ".*")
+            await off_loop(access.set_permissions, who.name, name, ".*", ".*", ".*")
     except (Invalid, ValueError) as e:
         raise bad_request(str(e)) from None
     return created() if new else no_content()
@@ -119,7 +119,7 @@ async def delete_vhost(request: web.Request) -> web.Response:
     name = request.match_info["name"]
     from warren.access import NotFound
     try:
-        access.delete_vhost(name)
+        await off_loop(access.delete_vhost, name)
     except NotFound:
         raise not_found() from None
     broker = request.app[BROKER]
@@ -127,7 +127,7 @@ async def delete_vhost(request: web.Request) -> web.Response:
     # every process holding it deletes it too, then forgets its counts (broker/directory.py)
     await broker.directory.files_changed()
     await broker.directory.api_act("forget_vhost", name)
-    policy_store.remove_vhost_policies(broker, name)
+    await off_loop(policy_store.remove_vhost_policies, broker, name)
     from warren.management.api.policies import PARAMETERS
     request.app[PARAMETERS].delete_vhost(name)
     return no_content()
