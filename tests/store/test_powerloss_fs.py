@@ -254,6 +254,47 @@ def test_an_ack_log_cut_by_a_power_cut_is_a_torn_tail_not_damage(plfs, mnt, seed
         again.close()
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_a_torn_tail_cut_at_start_is_cut_durably_before_the_next_append(plfs, mnt, seed):
+    """Recovery cut a torn ack log back (zeros, whole records, a torn one) without fsyncing the
+    cut; the next appends were written where the cut put the end. A second power cut before the
+    log's next fsync undid the cut and kept a torn new write in the old tail's place, the rest of
+    that tail after it: records behind a bad one, reported (and kept aside) as damage. The
+    crash schedules found it (chains 24 and 32 of session 17's run); the cut is fsynced now."""
+    (mnt / "data").mkdir()
+    fsync_dir(mnt)
+    folder = mnt / "data" / "queues" / "q1"
+    store = QueueStore(folder)
+    for seq in range(1, 301):
+        store.append(seq, b"message %d" % seq)
+    store.sync()
+    for seq in range(1, 21):  # acks fsynced by this sync: the ack log is there for good
+        store.ack(seq)
+    store.sync()
+    store.ack_sync_interval = 3600  # from here ack logs are written at each sync, not fsynced
+    for batch in range(3):
+        for seq in range(21 + 30 * batch, 51 + 30 * batch):
+            store.ack(seq)
+        store.sync()
+    store._release()
+    plfs.drop(tear=True, seed=seed)  # zeros, then the newest write whole or torn
+    again = QueueStore(folder)  # cuts the torn tail
+    again.ack_sync_interval = 3600
+    assert again.recovery_stats.damage == []
+    for seq in range(200, 210):  # one short write where the cut put the end, not fsynced
+        again.ack(seq)
+    again.sync()
+    again._release()
+    cut = plfs.drop(tear=True, seed=seed + 100)
+    assert cut["torn"] and cut["torn"]["path"].endswith("acks.0000000001")
+    third = QueueStore(folder)
+    try:
+        assert third.recovery_stats.damage == []
+        assert not (mnt / "data" / "quarantine").exists()
+    finally:
+        third.close()
+
+
 def test_a_new_data_folders_definitions_survive(plfs, mnt):
     """Fails without fsync_ancestors: mkdir -p made the data folder, whose name nobody fsynced."""
     folder = mnt / "a" / "b"

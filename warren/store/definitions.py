@@ -277,6 +277,7 @@ class DefinitionsStore:
             if scan.end < len(data):
                 log.warning("%s: %s; truncating %d octets", self.path, scan.error, len(data) - scan.end)
                 os.ftruncate(self._fd, scan.end)
+                self._fsync(self._fd)  # durable before any append (segment.py, ``truncate_to``)
             if self._dead >= self.compact_after:
                 self._compact()
         else:  # new, or created but its header never made it to the disk

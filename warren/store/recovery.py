@@ -187,6 +187,6 @@ def _load_acks(seg: Segment, path: str, stats: RecoveryStats, returns: dict, qua
     seg.live -= acked
     seg.live_bytes -= acked_bytes
     stats.acks += acks
-    _count_truncation(stats, dropped + lf.truncate_to(scan.end, scan.error))
+    _count_truncation(stats, dropped + lf.truncate_to(scan.end, scan.error, fsync))
     seg.acks = lf
     return max_ack

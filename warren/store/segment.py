@@ -122,13 +122,22 @@ class LogFile:
                 scan = SeqScan().run(clean, FILE_HEADER_SIZE, types)
         return lf, scan, dropped, damage
 
-    def truncate_to(self, end: int, reason: str | None) -> int:
-        """Cut a recovered file back to its valid prefix; returns the octets dropped."""
+    def truncate_to(self, end: int, reason: str | None, fsync: bool = True) -> int:
+        """Cut a recovered file back to its valid prefix, durably (``fsync``); returns the
+        octets dropped. Without the fsync a power cut before the file's next one could undo
+        the cut while keeping a later append in the old tail's place: the rest of that tail
+        after it then reads as damage in the middle (the power-loss schedules found it)."""
         if not self.created or end >= self.written:
             return 0
         dropped = self.written - end
         log.warning("%s: %s; truncating %d octets at %d", self.path, reason, dropped, end)
-        os.truncate(self.path, end)
+        fd = os.open(self.path, os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            os.ftruncate(fd, end)
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
         self.size = self.written = end
         return dropped
 
@@ -251,7 +260,7 @@ class Segment:
             del seqs[n:], scan.offsets[n:], scan.lengths[n:]
         seg.file = lf
         seg.seqs, seg.offsets, seg.lengths = seqs, scan.offsets, scan.lengths
-        dropped += lf.truncate_to(scan.end, scan.error)
+        dropped += lf.truncate_to(scan.end, scan.error, fsync)
         seg.flags = bytearray(n)
         seg.live = n
         seg.live_bytes = sum(seg.lengths)

@@ -316,7 +316,7 @@ class StreamStore(GroupCommitStore):
         if header_damage is not None:  # the first run under a mended header, in place of the file
             rewrite_file(lf.path, data[:scan.end], self.fsync)
             lf.size = lf.written = scan.end
-        dropped = lf.truncate_to(scan.end, scan.error)
+        dropped = lf.truncate_to(scan.end, scan.error, self.fsync)
         if dropped:
             stats.truncated_files += 1
             stats.truncated_bytes += dropped
