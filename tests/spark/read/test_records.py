@@ -133,6 +133,31 @@ def test_records_of_one_size_take_the_arithmetic_path_and_parse_alike(count, siz
     assert [r["body"] for r in rows] == [bytes([i % 256]) * size for i in range(count)]
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 40), st.sampled_from([b"", b"ex", b"\xffx"]), st.integers(0, 30), st.integers(0, 70),
+       st.booleans(), st.booleans())
+def test_records_of_one_layout_parse_as_the_general_path_does(count, exchange, key_size, body_size, same_key,
+                                                               same_props):
+    """Entries of one size whose records all have the same exchange, routing key and property
+    list lengths take the strided path (records._parse_uniform); it gives what the gathers give."""
+    from warren.spark.read import records
+
+    def props(i: int) -> bytes:
+        i = 0 if same_props else i
+        return BasicProperties(content_type="text/plain", message_id=f"m{i:04d}", headers={"n": i}).encode()
+
+    def key(i: int) -> bytes:
+        return b"k" * key_size if same_key else bytes(97 + (i + j) % 26 for j in range(key_size))
+
+    data = b"".join(ref_entry(1000 + i, 1_700_000_000_000 + i,
+                              ref_record(exchange, key(i), props(i), bytes([i % 256]) * body_size))
+                    for i in range(count))
+    assert records._parse_uniform(records.padded(data), count, len(data) // count, "s", FULL_ARROW_SCHEMA) is not None
+    fast = parse_bulk(data, "s", schema=FULL_ARROW_SCHEMA)
+    slow = parse_bulk(data, "s", verify=True, schema=FULL_ARROW_SCHEMA)  # verify: the general path
+    assert fast.schema == slow.schema and fast.to_pylist() == slow.to_pylist()
+
+
 def test_a_size_pattern_that_only_looks_uniform_is_walked():
     # 3 entries whose total is a multiple of the first entry's size, but the lengths differ
     data = ref_entry(0, 0, ref_record(b"", b"", b"", b"a" * 10)) + \

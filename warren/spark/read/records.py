@@ -79,9 +79,14 @@ _U32 = struct.Struct(">I")
 
 def entry_positions(data) -> np.ndarray:
     """The position of every entry's header in ``data`` (int64); ValueError if one is cut short."""
+    return _entry_layout(data)[0]
+
+
+def _entry_layout(data) -> tuple[np.ndarray, int | None]:
+    """(``entry_positions``, the size of every entry when they all have the same, else None)."""
     size = len(data)
     if size == 0:
-        return np.zeros(0, dtype=np.int64)
+        return np.zeros(0, dtype=np.int64), None
     if size < ENTRY_HEADER_SIZE:
         raise ValueError(f"entry header cut short at 0 ({size} octets)")
     (first_len,) = _U32.unpack_from(data, 20)
@@ -90,8 +95,8 @@ def entry_positions(data) -> np.ndarray:
         positions = np.arange(0, size, step, dtype=np.int64)
         lengths = np.ndarray(shape=(len(positions),), dtype=">u4", buffer=data, offset=20, strides=(step,))
         if (lengths == first_len).all():
-            return positions
-    return _positions_loop(data, size)
+            return positions, step
+    return _positions_loop(data, size), None
 
 
 def _positions_loop(data, size: int) -> np.ndarray:
@@ -179,10 +184,14 @@ def parse_padded(u8: np.ndarray, size: int, stream: str, verify: bool = False,
     """``parse_bulk`` of the ``size`` octets at the start of ``u8``, which has at least ``PAD``
     octets after them (their values do not matter)."""
     data = memoryview(u8)[:size]
-    positions = entry_positions(data)
+    positions, step = _entry_layout(data)
     n = len(positions)
     if n == 0:
         return empty_batch(schema)
+    if step is not None and not verify:
+        batch = _parse_uniform(u8, n, step, stream, schema)
+        if batch is not None:
+            return batch
     wanted = set(schema.names)
     offsets = be_uint(u8, positions + 4, 8)
     record = positions + ENTRY_HEADER_SIZE
@@ -216,6 +225,77 @@ def parse_padded(u8: np.ndarray, size: int, stream: str, verify: bool = False,
         built["property_list"] = views(u8, buffer, props_at + 4, props_len).cast(pa.binary())
     if wanted & set(PROPERTY_COLUMNS):
         built.update(property_columns(u8, buffer, props_at + 4, props_len, wanted))
+    return _assemble(built, schema, n)
+
+
+def _strided(u8: np.ndarray, n: int, step: int, at: int, dtype) -> np.ndarray:
+    """The value of ``dtype`` at octet ``at`` of each of ``n`` entries of ``step`` octets (a view)."""
+    return np.ndarray(shape=(n,), dtype=dtype, buffer=u8, offset=at, strides=(step,))
+
+
+def _strided_octets(u8: np.ndarray, n: int, step: int, at: int, width: int) -> np.ndarray:
+    """The ``width`` octets at octet ``at`` of each entry, as an (n, width) view."""
+    return np.ndarray(shape=(n, width), dtype=np.uint8, buffer=u8, offset=at, strides=(step, 1))
+
+
+def _fixed_width(octets: np.ndarray, typ) -> pa.Array:
+    """A binary (or string, unchecked) array of the rows of ``octets`` (n, width), copied once."""
+    n, width = octets.shape
+    offsets = np.arange(n + 1, dtype=np.int32) * np.int32(width)
+    return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(offsets), pa.py_buffer(np.ascontiguousarray(octets))])
+
+
+def _fixed_text(octets: np.ndarray) -> pa.Array:
+    """Names of one width as strings: one value repeated (checked once), or each row's."""
+    n, width = octets.shape
+    if width == 0 or (octets == octets[0]).all():
+        return _constant_string(bytes(octets[0]).decode("utf-8", "replace"), n)
+    return text_column(_fixed_width(octets, pa.binary()))
+
+
+def _parse_uniform(u8: np.ndarray, n: int, step: int, stream: str, schema: pa.Schema) -> pa.RecordBatch | None:
+    """``parse_padded`` of ``n`` entries of ``step`` octets each whose records all have the same
+    layout (exchange, routing key and property list lengths): every value is then at the same
+    place in each entry, read through strided views with no gather (a stream of one publisher's
+    messages of one size, the common case). None when the layouts differ."""
+    base = ENTRY_HEADER_SIZE
+    if base + 2 > step:
+        return None
+    ex_len = _strided(u8, n, step, base, np.uint8)
+    e = int(ex_len[0])
+    if (ex_len != e).any() or base + 2 + e > step:
+        return None  # (a damaged length: the general path names the offset)
+    rk_len = _strided(u8, n, step, base + 1 + e, np.uint8)
+    r = int(rk_len[0])
+    if (rk_len != r).any():
+        return None
+    props_at = base + 2 + e + r
+    if props_at + 4 > step:
+        return None
+    props_len = _strided(u8, n, step, props_at, ">u4")
+    p = int(props_len[0])
+    if (props_len != p).any():
+        return None
+    body_at = props_at + 4 + p
+    if body_at > step:
+        return None  # malformed: the general path names the offset
+    wanted = set(schema.names)
+    built: dict = {"offset": pa.array(_strided(u8, n, step, 4, ">i8").astype(np.int64), type=pa.int64())}
+    if "body" in wanted:
+        built["body"] = _fixed_width(_strided_octets(u8, n, step, body_at, step - body_at), pa.binary())
+    if "exchange" in wanted:
+        built["exchange"] = _fixed_text(_strided_octets(u8, n, step, base + 1, e))
+    if "routing_key" in wanted:
+        built["routing_key"] = _fixed_text(_strided_octets(u8, n, step, base + 2 + e, r))
+    if "timestamp" in wanted:
+        built["timestamp"] = _timestamps(_strided(u8, n, step, 12, ">i8").astype(np.int64))
+    if "stream" in wanted:
+        built["stream"] = _constant_string(stream, n)
+    if "property_list" in wanted:
+        built["property_list"] = _fixed_width(_strided_octets(u8, n, step, props_at + 4, p), pa.binary())
+    if wanted & set(PROPERTY_COLUMNS):
+        starts = np.arange(props_at + 4, props_at + 4 + n * step, step, dtype=np.int64)
+        built.update(property_columns(u8, pa.py_buffer(u8), starts, np.full(n, p, dtype=np.int64), wanted))
     return _assemble(built, schema, n)
 
 
