@@ -271,16 +271,18 @@ def test_a_durable_declare_during_an_fsync_stall_holds_back_only_its_own_answer(
 
 
 POLICY = {"pattern": "^http-", "definition": {"max-length": 100}, "apply-to": "queues"}
-# what each HTTP API test changes during the stall (the first one is held by it), and what must be
-# there after the power cut
+# what each HTTP API test changes during the stall (the first one is held by it), what must be there
+# after the power cut, and which calls stall: the access model's whole-file change stalls at the
+# folder's fsync, after its rename, when the loop's look for other processes' changes (every HTTP
+# request's, every tick's) sees the file changed and used to wait for its lock
 HTTP_CHANGES = {
-    "definitions": ([("PUT", "/api/queues/%2F/http-q", {"durable": True}),
+    "definitions": (("fsync", "fsyncdir"), [("PUT", "/api/queues/%2F/http-q", {"durable": True}),
                      ("PUT", "/api/exchanges/%2F/http-x", {"type": "direct", "durable": True}),
                      ("POST", "/api/bindings/%2F/e/http-x/q/http-q", {"routing_key": "k"})],
                     [("/api/queues/%2F/http-q", lambda b: b["durable"] is True),
                      ("/api/exchanges/%2F/http-x", lambda b: b["type"] == "direct"),
                      ("/api/bindings/%2F/e/http-x/q/http-q", lambda b: [x["routing_key"] for x in b] == ["k"])]),
-    "access": ([("PUT", "/api/users/http-u", {"password": "pw", "tags": ""}),
+    "access": (("fsyncdir",), [("PUT", "/api/users/http-u", {"password": "pw", "tags": ""}),
                 ("PUT", "/api/permissions/%2F/http-u", {"configure": ".*", "write": ".*", "read": "^x"}),
                 ("PUT", "/api/policies/%2F/http-p", POLICY)],
                [("/api/users/http-u", lambda b: b["name"] == "http-u"),
@@ -298,7 +300,7 @@ def test_an_http_api_change_during_an_fsync_stall_holds_back_only_its_own_answer
     come, and what they acknowledged survives kill -9 and the power cut."""
     from tests.management.api_client import call
 
-    requests, checks = HTTP_CHANGES[kind]
+    ops, requests, checks = HTTP_CHANGES[kind]
     stall = 60.0  # ended by the test (end_stalls) once it saw what it looks for
     broker = brokers(data_dir, "--vhost", "/", "--vhost", "other", "--heartbeat", "1")
     api = broker.http_url
@@ -309,7 +311,8 @@ def test_an_http_api_change_during_an_fsync_stall_holds_back_only_its_own_answer
     och = other.channel()
     och.queue_declare("transient-other", durable=False)
     before = plfs.stats()
-    _stall_the_disk(plfs, stall)
+    for op in ops:
+        plfs.fault(op, path="/data", stall=stall)
     answers: list = []
 
     def changes():
@@ -331,6 +334,7 @@ def test_an_http_api_change_during_an_fsync_stall_holds_back_only_its_own_answer
                     got = ch.basic_get(queue, auto_ack=True)[2]
                 assert got == b"t%d" % i or answers
             beat.process_data_events(0)
+        assert call(api, "GET", "/api/vhosts", timeout=30)[0] == 200  # the HTTP API answers meanwhile
         _while_stalled(plfs, before, "the round trips came")
         assert not answers, "the PUT was answered before its fsync ended"
         plfs.clear()

@@ -421,7 +421,9 @@ class AccessControl:
         """Re-read the file if another process changed it (``--workers``): True if it did."""
         if self.path is None or self._stat() == self._signature:
             return False
-        with self._locked():
+        with locked(self.path, wait=False) as got:
+            if not got:  # a change is being written (maybe ours, on the HTTP API's thread): next look
+                return False
             if self._stat() == self._signature:
                 return False
             old = self._state

@@ -87,18 +87,24 @@ def file_stamp(path) -> tuple | None:
 
 
 @contextmanager
-def locked(path):
+def locked(path, wait: bool = True):
     """Exclusive among the processes sharing ``path`` (and among threads: one open file each);
-    ``None`` (state kept in memory only) locks nothing."""
+    ``None`` (state kept in memory only) locks nothing. Yields True; with ``wait`` False, False
+    at once (nothing locked) while someone else holds it: the loop's looks for other
+    processes' changes must not wait for a change being written, whose fsync may stall."""
     if path is None:
-        yield
+        yield True
         return
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(str(path) + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
     finally:
         os.close(fd)  # releases the lock
 
