@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import errno
 import math
 import os
 
@@ -422,3 +423,61 @@ def test_tuples_and_bytearrays_normalise():
     assert from_tagged(to_tagged({"t": (1, 2), "b": bytearray(b"ab")})) == {"t": [1, 2], "b": b"ab"}
     with pytest.raises(FormatError):
         from_tagged(["?", 1])
+
+
+def _failing_fsync(monkeypatch, path, times: int = 1) -> list:
+    """os.fsync fails with EIO on the file now at ``path`` (its inode), ``times`` times."""
+    real = os.fsync
+    ino = os.stat(path).st_ino
+    failed: list = []
+
+    def fsync(fd):
+        if len(failed) < times and os.fstat(fd).st_ino == ino:
+            failed.append(fd)
+            raise OSError(errno.EIO, "Input/output error")
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    return failed
+
+
+@pytest.mark.parametrize("deferred", [False, True])
+def test_a_failed_fsync_is_not_retried_but_the_log_rewritten_from_memory(tmp_path, monkeypatch, deferred):
+    """In a call (the change being logged goes into the new file) and in the group commit's
+    ``sync`` (every change applied so far does): the store carries on, nothing lost."""
+    path = tmp_path / "definitions.log"
+    store = DefinitionsStore(path)
+    store.declare_queue("/", "a")
+    old_ino = os.stat(path).st_ino
+    failed = _failing_fsync(monkeypatch, path)
+    store.defer_fsync = deferred
+    assert store.declare_queue("/", "b")
+    if deferred:
+        assert store.durable < store.changes
+        assert store.sync() == store.changes
+    assert failed and store.rewrites == 1 and os.stat(path).st_ino != old_ino
+    assert store.durable == store.changes
+    store.defer_fsync = False
+    store.declare_queue("/", "c")  # into the new file
+    store.close()
+    again = DefinitionsStore(path)
+    try:
+        assert [q.name for q in again.load().queues] == ["a", "b", "c"]
+    finally:
+        again.close()
+
+
+def test_a_failed_fsync_whose_rewrite_fails_too_fails_the_store(tmp_path, monkeypatch):
+    path = tmp_path / "definitions.log"
+    store = DefinitionsStore(path)
+    store.declare_queue("/", "a")
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (_ for _ in ()).throw(OSError(errno.EIO, "Input/output error")))
+    with pytest.raises(OSError):
+        store.declare_queue("/", "b")
+    monkeypatch.setattr(os, "fsync", real)
+    with pytest.raises(OSError, match="failed earlier"):  # refused until a restart
+        store.declare_queue("/", "c")
+    assert store.rewrites == 0
+    assert [q.name for q in store.load().queues] == ["a"]
+    store.close()
