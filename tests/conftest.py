@@ -244,8 +244,16 @@ class WorkersNode(subprocess.Popen):
         super().send_signal(sig)
 
 
+# A test that starts its own `--workers` broker runs the same whatever the session's mode: under
+# tools/test-workers it would repeat, minutes of CI for nothing, what the one-process run did.
+OWN_WORKERS_REASON = ("starts its own --workers broker, the same in every run: the one-process run "
+                      "(tools/test) has it")
+
+
 def launch_broker(tmp: Path, *extra: str, data_dir: Path | None = None) -> BrokerProc:
     """Start `python -m warren serve` on an ephemeral port and wait until it listens."""
+    if BROKER_WORKERS > 1 and "--workers" in extra:
+        pytest.skip(OWN_WORKERS_REASON)
     data_dir = data_dir or tmp / "data"
     ready = tmp / f"ready-{uuid.uuid4().hex}.json"
     log_path = tmp / f"broker-{uuid.uuid4().hex[:8]}.log"
