@@ -109,3 +109,9 @@ def test_min_partitions_cuts_a_batch_into_at_least_that_many_tasks():
     assert per_partition(1001, 100_000, 4) == 251  # 4 tasks, the last one shorter
     assert per_partition(1000, 100, 4) == 100  # recordsPerPartition still bounds a task
     assert per_partition(3, 100, 8) == 1
+    # without recordsPerPartition (batch reads): equal tasks of at most PARTITION_BYTES
+    mib = 1024 * 1024
+    assert per_partition(1_000_000, None, None, 170 * mib) == 500_000  # two tasks, not 789k + 211k
+    assert per_partition(1000, None, None, 1 * mib) == 1000
+    assert per_partition(1000, None, 4, 1 * mib) == 250
+    assert per_partition(0, None, None, 0) == 1

@@ -126,7 +126,8 @@ class ReadOptions:
     ending: dict = field(default_factory=dict)
     max_records_per_trigger: int | None = None
     max_bytes_per_trigger: int | None = None
-    records_per_partition: int = DEFAULT_RECORDS_PER_PARTITION
+    # None (batch reads without the option): cut by size, ``planning.PARTITION_BYTES`` a task
+    records_per_partition: int | None = DEFAULT_RECORDS_PER_PARTITION
     min_partitions: int | None = None  # Kafka's minPartitions: cut a batch into at least this many tasks
     fail_on_data_loss: bool = True
     verify_crc: bool = False
@@ -350,7 +351,8 @@ def parse_read_options(options, batch: bool) -> ReadOptions:
         ending=ending,
         max_records_per_trigger=int_option(opts, "maxRecordsPerTrigger", None),
         max_bytes_per_trigger=int_option(opts, "maxBytesPerTrigger", None),
-        records_per_partition=int_option(opts, "recordsPerPartition", DEFAULT_RECORDS_PER_PARTITION),
+        records_per_partition=int_option(opts, "recordsPerPartition",
+                                         None if batch else DEFAULT_RECORDS_PER_PARTITION),
         min_partitions=int_option(opts, "minPartitions", None),
         fail_on_data_loss=bool_option(opts, "failOnDataLoss", True),
         verify_crc=bool_option(opts, "verifyCrc", False),

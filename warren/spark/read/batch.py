@@ -4,7 +4,8 @@ The range is fixed when Spark plans the read (``partitions``, in the driver's pl
 stream, ``startingOffsets`` (default earliest) up to ``endingOffsets`` (default latest: the
 committed end at that moment), narrowed by the filters Spark pushed down (``pushFilters``:
 ``offset`` and ``timestamp`` ranges, ``stream`` names; ``planning.push_filters``), cut into
-``recordsPerPartition`` ranges, one Spark task each. ``read`` runs in the executors and moves
+``recordsPerPartition`` ranges (without the option: as few equal ranges as keep a task near
+128 MiB, ``planning.PARTITION_BYTES``), one Spark task each. ``read`` runs in the executors and moves
 the records with the configured transport, building only the columns of the read schema.
 
 Filter pushdown is opt-in (option ``pushFilters=true``), for two reasons found on pyspark 4.3:
@@ -76,6 +77,7 @@ class StreamBatchReader(DataSourceReader):
 
         opts, pushed = self.options, self.pushed
         spans: list[tuple[str, int, int]] = []
+        octets = 0.0  # the approximate size of the read, for tasks of PARTITION_BYTES
         with api_for(opts) as api:
             names = opts.streams
             if opts.stream_pattern is not None:  # every stream whose name matches, now
@@ -95,7 +97,9 @@ class StreamBatchReader(DataSourceReader):
                     continue
                 start = retained_start(stream, start, info.first_offset, opts.fail_on_data_loss)
                 spans.append((stream, start, end))
-        size = per_partition(sum(e - b for _s, b, e in spans), opts.records_per_partition, opts.min_partitions)
+                octets += (end - start) * info.average_record_size
+        size = per_partition(sum(e - b for _s, b, e in spans), opts.records_per_partition, opts.min_partitions,
+                             octets)
         ranges = [r for stream, start, end in spans for r in split_range(stream, start, end, size)]
         # Spark needs at least one partition; an empty range reads nothing
         return ranges or [StreamRange(names[0] if names else "", 0, 0)]
