@@ -173,7 +173,7 @@ _CODEC_FUNCTIONS: set[str] = set()
 
 
 def _use(fn: str) -> str:
-    """Name of a warren.codec.fields function the module calls (collected while emitting)."""
+    """Name of a warren.spec.fields function the module calls (collected while emitting)."""
     _CODEC_FUNCTIONS.add(fn)
     return fn
 
@@ -418,7 +418,7 @@ def generate(module: str, spec: Spec, title: str | None = None, shared: dict | N
         out.append("from struct import Struct as _Struct")
         out.append("")
     if functions:
-        out.append("from warren.codec.fields import (")
+        out.append("from warren.spec.fields import (")
         out.append("    " + ", ".join(sorted(functions)) + ",")
         out.append(")")
     out.append("from warren.spec.base import Method, Properties, tables")

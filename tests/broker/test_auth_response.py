@@ -9,7 +9,7 @@ import struct
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from tests.codec.test_fields import mutations, nested_table
+from tests.spec.test_fields import mutations, nested_table
 from warren.broker.auth import parse_response
 
 

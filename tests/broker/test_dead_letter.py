@@ -9,7 +9,7 @@ import datetime
 from warren.broker.dead_letter import _is_cycle, make_dead_letter, with_header
 from warren.broker.message import Message
 from warren.broker.vhost import VirtualHost
-from warren.codec.fields import Long, decode_table
+from warren.spec.fields import Long, decode_table
 from warren.spec.amqp0_9_1 import BasicProperties
 
 

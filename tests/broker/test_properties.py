@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from warren.codec.property_edits import headers_span, remove_header, replace_header, replace_reply_to
-from warren.codec.fields import encode_value
+from warren.spec.fields import encode_value
 from warren.spec.amqp0_9_1 import BasicProperties
 
 

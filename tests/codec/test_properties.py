@@ -13,8 +13,8 @@ import pika.spec
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from tests.codec.test_fields import mutations, nested_table, tables
-from warren.codec.fields import MAX_TABLE_DEPTH, TIMESTAMP_MAX, encode_table
+from tests.spec.test_fields import mutations, nested_table, tables
+from warren.spec.fields import MAX_TABLE_DEPTH, TIMESTAMP_MAX, encode_table
 from warren.codec.properties import properties_error, salvage_properties
 from warren.spec.amqp0_9_1 import BasicProperties
 

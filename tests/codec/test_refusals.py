@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 
 from tests.codec.test_properties import REFUSED, hostile_lists
-from warren.codec.fields import FieldTruncated, decode_table
+from warren.spec.fields import FieldTruncated, decode_table
 from warren.codec.properties import properties_error, properties_failure
 from warren.codec.refusals import (
     DECODE_FAILURES, INVALID, MALFORMED, TRUNCATED, amqp0_9_1_refusal, amqp0_10_execution_code,

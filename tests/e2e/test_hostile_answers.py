@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.codec.test_fields import nested_table
+from tests.spec.test_fields import nested_table
 from tests.conftest import EXTERNAL_URL
 from tests.e2e import rawamqp as raw
 

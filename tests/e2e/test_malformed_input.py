@@ -18,9 +18,9 @@ import uuid
 import pika
 import pytest
 
-from tests.codec.test_fields import nested_table
+from tests.spec.test_fields import nested_table
 from tests.codec.test_properties import REFUSED, TAKEN
-from warren.codec.fields import TIMESTAMP_MAX
+from warren.spec.fields import TIMESTAMP_MAX
 from warren.codec.properties import properties_failure
 from warren.codec.refusals import MALFORMED, TRUNCATED
 from warren.spec.amqp0_9_1 import BasicProperties

@@ -645,7 +645,7 @@ def test_send_content_splits_the_body_by_the_negotiated_frame_max(open_peer):
 
 
 def test_send_deliver_writes_the_same_bytes_as_the_generated_encoder(open_peer):
-    from warren.codec.fields import encode_shortstr
+    from warren.spec.fields import encode_shortstr
     open_peer.conn.send_deliver(1, encode_shortstr("ctag"), 2**40, True, encode_shortstr("ex"),
                                 encode_shortstr("r.k"), b"\x80\x00\x01t", b"body")
     out = open_peer.received()
@@ -656,7 +656,7 @@ def test_send_deliver_writes_the_same_bytes_as_the_generated_encoder(open_peer):
 @pytest.mark.parametrize("size", [0, 1, 4096 * 4 - 8, 4096 * 4 - 7, 20_000, 70_000])
 def test_send_deliver_frames_any_body_as_the_generated_encoder_would(open_peer, size):
     # one joined bytes for a small body, separate parts for a large one, frames split at frame-max
-    from warren.codec.fields import encode_shortstr
+    from warren.spec.fields import encode_shortstr
     body = bytes(range(256)) * (size // 256) + bytes(size % 256)
     open_peer.conn.send_deliver(7, encode_shortstr("c"), 3, False, encode_shortstr(""), encode_shortstr("q"),
                                 b"\x10\x00\x02", body)

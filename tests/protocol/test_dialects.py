@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from warren.codec.fields import encode_table
+from warren.spec.fields import encode_table
 from warren.codec.frames import FRAME_HEADER, FrameBuffer, method_frame
 from warren.errors import CommandInvalid, FrameError, NotAllowed, NotImplemented_, UnexpectedFrame
 from warren.protocol.amqp0_9_1.connection import ServerConnection

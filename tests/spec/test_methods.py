@@ -8,7 +8,7 @@ import struct
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from warren.codec.fields import TableValueError
+from warren.spec.fields import TableValueError
 from warren.spec import amqp0_9_1 as spec
 
 ALL_METHODS = sorted(spec.METHODS.values(), key=lambda c: c.INDEX)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from warren.access.errors import LoginRefused
 from warren.access.users import is_loopback
-from warren.codec.fields import FieldDecodeError, decode_shortstr, decode_value
+from warren.spec.fields import FieldDecodeError, decode_shortstr, decode_value
 from warren.errors import ConnectionAccessRefused
 
 __all__ = ["parse_response", "check_certificate_login", "certificate_user", "MECHANISMS", "MECHANISMS_WITH_EXTERNAL"]
@@ -28,7 +28,7 @@ def parse_response(mechanism: str, response: bytes) -> tuple[str, str]:
 
     Nothing else escapes, whatever the octets (a hostile client chooses them before any login):
     an AMQPLAIN table cut short, an integer cut short or nested 5,000 deep is a ValueError
-    (``FieldDecodeError``: decoding is bounded, warren/codec/fields.py), which the session
+    (``FieldDecodeError``: decoding is bounded, warren/spec/fields.py), which the session
     answers 403 ACCESS_REFUSED as a failed login, the reason in the log only."""
     if mechanism == "PLAIN":
         parts = response.split(b"\x00")

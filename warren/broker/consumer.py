@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from warren.codec.fields import encode_shortstr
+from warren.spec.fields import encode_shortstr
 
 if TYPE_CHECKING:
     from warren.broker.channel import Channel

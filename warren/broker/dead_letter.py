@@ -28,7 +28,7 @@ import datetime
 import logging
 import struct
 
-from warren.codec.fields import Long, RawValue, decode_shortstr, decode_value
+from warren.spec.fields import Long, RawValue, decode_shortstr, decode_value
 from warren.codec.properties import (
     CONTENT_ENCODING_FLAG, CONTENT_TYPE_FLAG, HEADERS_FLAG, decode_basic_properties, salvage_properties, well_formed,
 )

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import struct
 
-from warren.codec.fields import encode_shortstr
+from warren.spec.fields import encode_shortstr
 from warren.codec.properties import (
     CONTENT_ENCODING_FLAG, CONTENT_TYPE_FLAG, DELIVERY_MODE_FLAG, HEADERS_FLAG, decode_basic_properties,
 )

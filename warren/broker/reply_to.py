@@ -25,7 +25,7 @@ from __future__ import annotations
 import base64
 import os
 
-from warren.codec.fields import encode_shortstr
+from warren.spec.fields import encode_shortstr
 from warren.codec.property_edits import replace_reply_to
 from warren.errors import NotAllowed, NotFound, PreconditionFailed
 

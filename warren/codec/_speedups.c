@@ -80,7 +80,7 @@ static int frame_at(const unsigned char *b, Py_ssize_t len, Py_ssize_t off, unsi
     return 1;
 }
 
-/* The limits of warren/codec/fields.py: MAX_TABLE_DEPTH and TIMESTAMP_MAX (year 9999). */
+/* The limits of warren/spec/fields.py: MAX_TABLE_DEPTH and TIMESTAMP_MAX (year 9999). */
 #define MAX_TABLE_DEPTH 100
 #define TIMESTAMP_MAX 253402300799ULL
 

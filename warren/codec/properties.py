@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import struct
 
-from warren.codec.fields import MAX_TABLE_DEPTH, TIMESTAMP_MAX
+from warren.spec.fields import MAX_TABLE_DEPTH, TIMESTAMP_MAX
 from warren.codec.refusals import MALFORMED, TRUNCATED
 from warren.spec.amqp0_9_1 import BasicProperties
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import struct
 
-from warren.codec.fields import decode_shortstr, decode_value, encode_shortstr
+from warren.spec.fields import decode_shortstr, decode_value, encode_shortstr
 from warren.codec.properties import (
     CONTENT_ENCODING_FLAG, CONTENT_TYPE_FLAG, CORRELATION_ID_FLAG, DELIVERY_MODE_FLAG, HEADERS_FLAG, PRIORITY_FLAG,
     REPLY_TO_FLAG,

@@ -40,7 +40,7 @@ from __future__ import annotations
 import struct
 
 from warren.errors import AMQPError, FrameError, PreconditionFailed, SyntaxError_
-from warren.codec.fields import FieldTruncated
+from warren.spec.fields import FieldTruncated
 
 __all__ = [
     "TRUNCATED", "MALFORMED", "INVALID", "DECODE_FAILURES", "TRUNCATIONS", "failure_kind",

@@ -44,7 +44,7 @@ from urllib.parse import quote
 from warren.broker.exchanges.base import freeze
 from warren.broker.exchanges.federation_upstream import as_text
 from warren.broker.policies import pick
-from warren.codec.fields import Long  # RabbitMQ insists on type long for these arguments
+from warren.spec.fields import Long  # RabbitMQ insists on type long for these arguments
 from warren.federation.client import Channel, Client, LinkError
 from warren.federation.links import Backoff, connect, connect_any, ensure_queue, sleep_or_stop, status_time
 from warren.federation.uri import UriError, parse_uri, parse_uris

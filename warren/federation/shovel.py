@@ -34,7 +34,7 @@ import time
 from warren.federation.client import Channel, Client, LinkError
 from warren.federation.links import Backoff, Credentials, connect_any, ensure_queue, sleep_or_stop, status_time
 from warren.federation.uri import UriError, parse_uris
-from warren.codec.fields import Long
+from warren.spec.fields import Long
 from warren.spec.amqp0_9_1 import BasicProperties
 
 __all__ = ["ShovelDefinition", "Shovel", "validate", "ShovelError"]

@@ -24,7 +24,7 @@ from __future__ import annotations
 import struct
 from collections import deque
 
-from warren.codec.fields import encode_shortstr, encode_table, encode_value
+from warren.spec.fields import encode_shortstr, encode_table, encode_value
 from warren.codec.frames import (
     FRAME_BODY, FRAME_HEADER, FRAME_HEARTBEAT, FRAME_METHOD, HEARTBEAT_FRAME, FrameBuffer, content_frames,
     method_frame,

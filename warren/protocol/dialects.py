@@ -50,7 +50,7 @@ import decimal
 import functools
 import importlib
 
-from warren.codec.fields import decode_shortstr, decode_table, decode_value
+from warren.spec.fields import decode_shortstr, decode_table, decode_value
 from warren.errors import NotImplemented_
 from warren.spec import amqp0_9_1 as v091
 

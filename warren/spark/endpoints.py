@@ -17,7 +17,7 @@ from __future__ import annotations
 import socket
 import struct
 
-from warren.codec.fields import decode_table
+from warren.spec.fields import decode_table
 
 __all__ = ["DEFAULT_HTTP_PORT", "announced_http_port", "http_url_for", "clear_cache"]
 

@@ -6,7 +6,7 @@ Generated from amqp0-8.xml by tools/gen_spec.py; do not edit, run the tool.
 # fmt: off
 from struct import Struct as _Struct
 
-from warren.codec.fields import (
+from warren.spec.fields import (
     decode_longstr, decode_shortstr, decode_table, encode_longstr, encode_shortstr, encode_table,
 )
 from warren.spec.base import Method, Properties, tables

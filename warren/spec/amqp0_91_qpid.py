@@ -6,7 +6,7 @@ Generated from amqp0-9-1.qpid-stripped.xml by tools/gen_spec.py; do not edit, ru
 # fmt: off
 from struct import Struct as _Struct
 
-from warren.codec.fields import (
+from warren.spec.fields import (
     decode_shortstr, decode_table, encode_shortstr, encode_table,
 )
 from warren.spec.base import Method, Properties, tables

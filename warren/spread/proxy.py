@@ -17,7 +17,7 @@ queue: an ack, reject or requeue of it (``BrokerChannel.settle_entries``, unchan
 from __future__ import annotations
 
 from warren.broker.channel import BrokerChannel
-from warren.codec.fields import encode_shortstr
+from warren.spec.fields import encode_shortstr
 from warren.codec.amqp0_10.types import encode_command
 from warren.protocol.amqp0_10.delivery import NO_BODY, WINDOW as WINDOW_MODE, header_segment
 from warren.spec.amqp0_10 import MessageTransfer

@@ -9,7 +9,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from warren.codec.amqp0_10 import types as t
-from warren.codec.fields import decode_table, encode_table
+from warren.spec.fields import decode_table, encode_table
 from warren.protocol.amqp0_10.properties import (
     CLUSTER_ID_HEADER, MESSAGE_ID_HEADER, TYPE_HEADER, from_basic, plain_arguments, to_basic,
 )

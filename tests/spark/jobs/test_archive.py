@@ -99,3 +99,32 @@ def test_archive_without_java_says_what_is_missing(tmp_path):
     assert result.exit_code == 1
     assert "Spark needs a Java runtime (17 or newer)" in result.output
     assert "JAVA_HOME" in result.output
+
+
+def test_a_pattern_archives_every_matching_stream_and_the_cli_wants_one_of_the_two(spark, broker, tmp_path, uid):
+    """``--stream-pattern``: every stream whose whole name matches is archived (run_archive's
+    query, as the command runs it), the others not; the command refuses both or neither."""
+    from click.testing import CliRunner
+
+    from warren.spark.jobs.archive import archive_command
+
+    names = {f"pat-{uid}-a": 300, f"pat-{uid}-b": 200, f"other-{uid}": 100}
+    for name, count in names.items():
+        declare_stream(broker, name)
+        publish_raw(broker, f"{name}.k", (b"%s-%d" % (name.encode(), i) for i in range(count)),
+                    BasicProperties(delivery_mode=2).encode())
+        wait_committed(broker, name, count)
+    out, cp = tmp_path / "out", tmp_path / "cp"
+    query = run_archive(spark, stream=None, stream_pattern=f"pat-{uid}-.*", path=str(out), checkpoint=str(cp),
+                        url=broker.url, http_url=broker.http_url, trigger="availableNow", interval="10 seconds",
+                        max_records_per_trigger=1000, max_bytes_per_trigger=None, starting_offsets="earliest",
+                        records_per_partition=None, fail_on_data_loss=True, transport="http",
+                        report=lambda line: None)
+    assert query.exception() is None and query.archived_rows == 500
+    got = {r.stream: r.n for r in spark.read.parquet(str(out)).groupBy("stream").count()
+           .withColumnRenamed("count", "n").collect()}
+    assert got == {f"pat-{uid}-a": 300, f"pat-{uid}-b": 200}
+
+    for args in ([], ["--stream", "s", "--stream-pattern", "s.*"]):
+        result = CliRunner().invoke(archive_command, [*args, "--to", str(tmp_path / "x")])
+        assert result.exit_code == 2 and "give --stream or --stream-pattern" in result.output

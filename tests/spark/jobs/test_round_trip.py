@@ -36,7 +36,7 @@ from tests.conftest import EXTERNAL_URL
 from tests.e2e.amqp0_10.client010 import Client010
 from tests.e2e.clientmode import SocketClient
 from tests.spark.stream_helpers import declare_stream, wait_committed
-from warren.codec.fields import TIMESTAMP_MAX, encode_shortstr
+from warren.spec.fields import TIMESTAMP_MAX, encode_shortstr
 from warren.spark.jobs.archive import run_archive
 from warren.spark.jobs.replay import replay
 from warren.spark.write import property_list

@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import EXTERNAL_URL
 from tests.e2e.clientmode import SocketClient
 from tests.spark.stream_helpers import declare_stream, publish_raw, wait_committed
-from warren.codec.fields import encode_shortstr
+from warren.spec.fields import encode_shortstr
 from warren.spark.options import WriteOptions
 from warren.spark.read import properties as rendering
 from warren.spark.schema import FULL_SCHEMA_DDL, PROPERTY_FIELDS

@@ -36,7 +36,7 @@ import time
 
 from warren.broker.exchanges.base import Exchange
 from warren.broker.message import Message
-from warren.codec.fields import encode_value
+from warren.spec.fields import encode_value
 from warren.codec.properties import HEADERS_FLAG
 from warren.codec.property_edits import replace_header
 from warren.errors import CommandInvalid, PreconditionFailed

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from warren.broker.dead_letter import REJECTED, with_header
-from warren.codec.fields import Long
+from warren.spec.fields import Long
 
 if TYPE_CHECKING:
     from warren.broker.message import Message

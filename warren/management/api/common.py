@@ -41,7 +41,7 @@ from aiohttp import hdrs, web
 
 from warren.broker.broker import Broker
 from warren.broker.node import node_name  # the API modules' node fields (metrics use it too)
-from warren.codec.fields import MAX_TABLE_DEPTH
+from warren.spec.fields import MAX_TABLE_DEPTH
 from warren.codec.refusals import DECODE_FAILURES, HTTP_ERROR, MALFORMED, failure_kind, http_status
 from warren.errors import AMQPError
 from warren.store.node_file import writer_loop

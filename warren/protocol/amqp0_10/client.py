@@ -23,7 +23,7 @@ raised when the server's header is not 0-10.
 
 from __future__ import annotations
 
-from warren.codec.fields import encode_shortstr, encode_value
+from warren.spec.fields import encode_shortstr, encode_value
 from warren.protocol.amqp0_10.events import Opened, PeerError, SessionAttached
 from warren.protocol.amqp0_10.session import CLOSE, HEADER, Endpoint
 from warren.spec import amqp0_10 as spec
@@ -110,7 +110,7 @@ class ClientConnection(Endpoint):
         if self.mechanism == "PLAIN":
             return b"\0" + self.username.encode() + b"\0" + self.password.encode()
         if self.mechanism == "AMQPLAIN":
-            # a 0-8 field table's entries (warren.codec.fields), as the broker parses it for 0-9-1
+            # a 0-8 field table's entries (warren.spec.fields), as the broker parses it for 0-9-1
             return b"".join((encode_shortstr("LOGIN"), encode_value(self.username),
                              encode_shortstr("PASSWORD"), encode_value(self.password)))
         return b""  # ANONYMOUS

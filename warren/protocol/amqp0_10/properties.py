@@ -46,7 +46,7 @@ import struct
 import uuid
 
 from warren.codec.amqp0_10 import types as t
-from warren.codec.fields import RawValue
+from warren.spec.fields import RawValue
 from warren.spec import amqp0_10 as spec
 from warren.spec.amqp0_9_1 import BasicProperties
 

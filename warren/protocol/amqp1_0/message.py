@@ -44,7 +44,7 @@ import decimal
 import uuid
 
 from warren.codec.amqp1_0 import types as t
-from warren.codec.fields import Long as Long091
+from warren.spec.fields import Long as Long091
 from warren.spec import amqp1_0 as spec
 from warren.spec.amqp0_9_1 import BasicProperties
 

@@ -21,6 +21,7 @@ flight is done again, with the same offsets, by the next run).
 from __future__ import annotations
 
 import json
+import re
 import signal
 import sys
 import threading
@@ -63,31 +64,39 @@ def _ends(progress: dict) -> dict[str, int]:
     return ends
 
 
-def run_archive(spark, *, stream: str, path: str, checkpoint: str, url: str, http_url: str | None,
+def run_archive(spark, *, stream: str | None, path: str, checkpoint: str, url: str, http_url: str | None,
                 trigger: str, interval: str, max_records_per_trigger: int | None,
                 max_bytes_per_trigger: int | None, starting_offsets: str, records_per_partition: int | None,
                 fail_on_data_loss: bool, transport: str, report=print, progress: Progress | None = None,
-                columns=LOSSLESS_COLUMNS):
+                columns=LOSSLESS_COLUMNS, stream_pattern: str | None = None):
     """Start the query and wait for it; returns it once it ends (stopped or done).
+
+    ``stream`` names the streams (comma-separated); ``stream_pattern`` instead archives every
+    stream whose name matches it (the source's ``streamPattern``: streams created while the
+    query runs join it, from their first offset).
 
     ``progress`` is told, from the first second and then every second, the rows archived by this
     run (finished batches, and the batch in flight estimated from its finished tasks) and the lag:
     records committed in the stream(s) and not archived yet (asked from the HTTP API).
     ``columns``: the read schema's columns (every one by default: a lossless archive).
     """
-    options = parse_read_options({"url": url, "stream": stream, "startingOffsets": starting_offsets,
+    which = {"streamPattern": stream_pattern} if stream_pattern is not None else {"stream": stream}
+    options = parse_read_options({"url": url, **which, "startingOffsets": starting_offsets,
                                   **({"httpUrl": http_url} if http_url else {})}, batch=False)
     api = api_for(options)
     try:  # an API that is not there fails here, in one line naming it
-        infos = {name: api.info(name) for name in options.streams}
+        infos = {name: api.info(name) for name in _streams(api, options)}
     except Exception:
         api.close()
         raise
     # where archiving stands before Spark reports anything: the checkpoint's last commit, or
     # where a new checkpoint starts
-    start = committed_ends(checkpoint) or {s: _start(options.starting[s], infos[s], api) for s in infos}
-    reader = (spark.readStream.format("warren").schema(columns_ddl(columns)).option("url", url).option("stream", stream)
-              .option("startingOffsets", starting_offsets).option("failOnDataLoss", str(fail_on_data_loss).lower())
+    start = committed_ends(checkpoint) or {s: _start(options.starting_for(s), infos[s], api) for s in infos}
+    reader = spark.readStream.format("warren").schema(columns_ddl(columns)).option("url", url)
+    for key, value in which.items():
+        reader = reader.option(key, value)
+    reader = (reader.option("startingOffsets", starting_offsets)
+              .option("failOnDataLoss", str(fail_on_data_loss).lower())
               .option("transport", transport).option("httpUrl", options.http_url))
     for key, value in (("maxRecordsPerTrigger", max_records_per_trigger),
                        ("maxBytesPerTrigger", max_bytes_per_trigger), ("recordsPerPartition", records_per_partition)):
@@ -110,7 +119,7 @@ def run_archive(spark, *, stream: str, path: str, checkpoint: str, url: str, htt
     tracker = spark.sparkContext.statusTracker() if progress is not None else None
     try:
         if progress is not None:  # the first line at once: what is left to archive
-            progress.update(0, _lag(api, options.streams, archived))
+            progress.update(0, _lag(api, options, archived))
         next_look = time.monotonic() + 1.0
         while query.isActive and not stop.is_set():
             query.awaitTermination(0.5)
@@ -122,7 +131,7 @@ def run_archive(spark, *, stream: str, path: str, checkpoint: str, url: str, htt
             if progress is not None and time.monotonic() >= next_look:
                 next_look = time.monotonic() + 1.0
                 in_flight = _in_flight(tracker, planned_ends(checkpoint), archived)
-                lag = _lag(api, options.streams, archived)
+                lag = _lag(api, options, archived)
                 progress.update(rows + in_flight, None if lag is None else max(0, lag - in_flight))
         if stop.is_set() and query.isActive:
             query.stop()
@@ -133,7 +142,7 @@ def run_archive(spark, *, stream: str, path: str, checkpoint: str, url: str, htt
                 rows += int(p["numInputRows"])
                 archived.update(_ends(p))
         if progress is not None:
-            progress.update(rows, _lag(api, options.streams, archived))
+            progress.update(rows, _lag(api, options, archived))
     finally:
         api.close()
         for s, handler in previous.items():
@@ -165,19 +174,34 @@ def _in_flight(tracker, planned: dict, archived: dict) -> int:
     return rows * done // total if total else 0
 
 
-def _lag(api, streams, archived: dict) -> int | None:
+def _streams(api, options) -> list[str]:
+    """The streams archived: those named, or every one whose name matches the pattern now."""
+    if options.stream_pattern is None:
+        return list(options.streams)
+    return [n for n in api.stream_names() if re.fullmatch(options.stream_pattern, n)]
+
+
+def _lag(api, options, archived: dict) -> int | None:
     """Records committed and not archived yet (None when it is not known where archiving stands,
-    or when the HTTP API does not answer: progress is no reason to fail the job)."""
-    if not archived:
+    or when the HTTP API does not answer: progress is no reason to fail the job). Under a
+    pattern, a stream that matches and was not archived yet counts from its first offset."""
+    if not archived and options.stream_pattern is None:
         return None
     try:
-        return sum(max(0, api.info(s).end - archived.get(s, 0)) for s in streams)
+        lag = 0
+        for s in _streams(api, options):
+            info = api.info(s)
+            lag += max(0, info.end - archived.get(s, info.first_offset))
+        return lag
     except Exception:
         return None
 
 
 @click.command("archive")
-@click.option("--stream", required=True, help="Stream queue to archive (several: comma-separated).")
+@click.option("--stream", default=None, help="Stream queue to archive (several: comma-separated).")
+@click.option("--stream-pattern", default=None,
+              help="Archive every stream whose name matches this regular expression (whole name), those "
+                   "created while the job runs too, from their first offset (instead of --stream).")
 @click.option("--to", "path", required=True, help="Output directory (Parquet; any path Spark writes to).")
 @click.option("--checkpoint", default=None, help="Spark checkpoint directory [default: the output path + .checkpoint].")
 @click.option("--url", default=DEFAULT_URL, show_default=True, help="AMQP URL of the broker (vhost in the path).")
@@ -206,7 +230,8 @@ def _lag(api, streams, archived: dict) -> int | None:
               help="Ship the warren package to the executors with the job (for clusters where it is not installed).")
 @click.option("--conf", "confs", multiple=True, metavar="KEY=VALUE", callback=parse_confs,
               help="A Spark setting for the job's session (repeatable), e.g. spark.executor.memory=512m.")
-def archive_command(stream, path, checkpoint, url, http_url, trigger, interval, max_records_per_trigger,
+def archive_command(stream, stream_pattern, path, checkpoint, url, http_url, trigger, interval,
+                    max_records_per_trigger,
                     max_bytes_per_trigger, starting_offsets, records_per_partition, fail_on_data_loss,
                     transport, columns, master, verbose, ship_package, confs) -> None:
     """Archive a stream queue to Parquet, exactly once across restarts (Spark streaming)."""
@@ -217,6 +242,8 @@ def archive_command(stream, path, checkpoint, url, http_url, trigger, interval, 
     def report(line: str) -> None:
         click.echo(line, err=True)
 
+    if (stream is None) == (stream_pattern is None):
+        raise click.UsageError("give --stream or --stream-pattern (one of them)")
     checkpoint = checkpoint or _default_checkpoint(path)
     column_list = tuple(c.strip() for c in columns.split(",") if c.strip())
     try:
@@ -228,24 +255,28 @@ def archive_command(stream, path, checkpoint, url, http_url, trigger, interval, 
             require_java()
         # where the HTTP API is, and that it answers, before Spark starts: a wrong one fails in
         # a second, in one line naming the URL
-        options = parse_read_options({"url": url, "stream": stream, **({"httpUrl": http_url} if http_url else {})},
+        which = {"streamPattern": stream_pattern} if stream_pattern is not None else {"stream": stream}
+        options = parse_read_options({"url": url, **which, **({"httpUrl": http_url} if http_url else {})},
                                      batch=False)
         with api_for(options) as api:
-            for name in options.streams:
+            names = _streams(api, options)
+            for name in names:
                 api.info(name)
         http_url = options.http_url
+        what = stream if stream is not None else f"the streams matching {stream_pattern!r} ({len(names)} now)"
         with job_session("warren-archive", master, ship_package, confs, verbose) as spark:
-            report(f"archiving {stream} to {path} (checkpoint {checkpoint}, trigger {trigger})")
+            report(f"archiving {what} to {path} (checkpoint {checkpoint}, trigger {trigger})")
             progress = Progress("archived", "lag")
             query = run_archive(
                 spark, stream=stream, path=path, checkpoint=checkpoint, url=url, http_url=http_url,
                 trigger=trigger, interval=interval, max_records_per_trigger=max_records_per_trigger,
                 max_bytes_per_trigger=max_bytes_per_trigger, starting_offsets=starting_offsets,
                 records_per_partition=records_per_partition, fail_on_data_loss=fail_on_data_loss,
-                transport=transport, report=report, progress=progress, columns=column_list)
+                transport=transport, report=report, progress=progress, columns=column_list,
+                stream_pattern=stream_pattern)
             if query.exception() is None:
                 lag = progress.left
-                progress.finish(f"archived {query.archived_rows:,} rows of {stream} to {path}"
+                progress.finish(f"archived {query.archived_rows:,} rows of {what} to {path}"
                                 + ("" if lag is None else f", {lag:,} left behind the tail"))
             else:
                 raise click.ClickException(f"the archive query failed: {failure_cause(str(query.exception()))}")

@@ -27,7 +27,7 @@ import struct
 
 from warren.codec.properties import HEADERS_FLAG, STREAM_OFFSET_HEADER
 from warren.codec.property_edits import headers_span, remove_header
-from warren.codec.fields import decode_table
+from warren.spec.fields import decode_table
 from warren.codec.render import render_value, valid_text as _text
 from warren.spark.schema import PROPERTY_FIELDS
 from warren.spec.amqp0_9_1 import BasicProperties

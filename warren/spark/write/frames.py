@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from warren.codec.fields import encode_shortstr
+from warren.spec.fields import encode_shortstr
 from warren.codec.properties import HEADERS_FLAG, MESSAGE_ID_FLAG
 
 __all__ = ["batch_publishes", "octets_of", "FAST_COLUMNS"]

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import struct
 
-from warren.codec.fields import encode_shortstr
+from warren.spec.fields import encode_shortstr
 from warren.codec.properties import HEADERS_FLAG, MESSAGE_ID_FLAG
 from warren.spark.options import WriteOptions
 from warren.spark.amqp_link import parse_url

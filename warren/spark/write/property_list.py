@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import struct
 
-from warren.codec.fields import decode_shortstr, decode_value, encode_shortstr, encode_value
+from warren.spec.fields import decode_shortstr, decode_value, encode_shortstr, encode_value
 from warren.codec.properties import BASIC_PROPERTIES, USER_ID_FLAG
 from warren.spark.read import properties as rendering
 from warren.spark.schema import PROPERTY_FIELDS

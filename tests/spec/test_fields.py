@@ -1,4 +1,4 @@
-"""Field-table codec (warren.codec.fields): round trips, decode-only types, malformed input.
+"""Field-table codec (warren.spec.fields): round trips, decode-only types, malformed input.
 
 INVENTORY.md §5.2: we emit ``t I l d D S T F A x V`` and also decode ``b B U u s i L f``,
 with ``s`` a signed 16-bit integer and ``l``/``L`` signed 64-bit (RabbitMQ/Qpid, not the grammar).
@@ -14,7 +14,7 @@ import struct
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from warren.codec.fields import (
+from warren.spec.fields import (
     MAX_TABLE_DEPTH, TIMESTAMP_MAX, FieldDecodeError, FieldTruncated, TableValueError, decode_array,
     decode_longstr, decode_shortstr, decode_table, decode_value, encode_array, encode_longstr, encode_shortstr,
     encode_table, encode_value,
@@ -422,14 +422,14 @@ def test_random_octets_decode_or_raise_only_decode_failures(data):
 
 
 def test_long_is_always_encoded_as_a_signed_64_bit_l():
-    from warren.codec.fields import Long
+    from warren.spec.fields import Long
     assert encode_value(Long(1)) == b"l" + struct.pack(">q", 1)
     assert encode_value(Long(-5)) == b"l" + struct.pack(">q", -5)
     assert encode_value(1) == b"I" + struct.pack(">i", 1)
 
 
 def test_a_raw_value_is_written_back_as_it_came():
-    from warren.codec.fields import RawValue
+    from warren.spec.fields import RawValue
     raw = b"b\xfe"  # an int8 that a Python int would re-encode as I
     assert encode_table({"k": RawValue(raw)}) == struct.pack(">I", 4) + b"\x01k" + raw
 
