@@ -78,7 +78,8 @@ def test_property_and_header_filters_give_the_rows_of_an_unfiltered_read(spark, 
                                                                          where, expected):
     want = [i for i in range(COUNT) if expected(i)]
     assert _offsets(spark, broker, stream, where) == want
-    assert _offsets(spark, broker, stream, where, push=False) == want
+    if where.startswith("headers.region ="):  # once: the same rows unpushed (Spark's own filter)
+        assert _offsets(spark, broker, stream, where, push=False) == want
 
 
 def test_the_broker_sends_only_the_matching_records(broker, stream):
