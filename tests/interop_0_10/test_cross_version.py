@@ -19,6 +19,7 @@ import aio_pika
 import pika
 import pytest
 
+from tests.conftest import BROKER_WORKERS, WORKER_MODE
 from tests.qpid_python import require_qpid_python
 
 pytestmark = pytest.mark.timeout(120)
@@ -242,11 +243,16 @@ for prio in (1, 9, 5):
     p.send(Message(content="p%d" % prio, priority=prio), sync=True)
 c.close()
 """, broker.port, native, qpid_limit, prio)
-    assert out[0]["refused"] is not None  # the third message was refused (reject-publish)
+    refused = out[0]["refused"]
+    if refused is None:
+        # under --worker-mode queues, a publish that crosses to the queue's worker before that
+        # worker's word that the queue is full reaches the publisher's is taken past the limit,
+        # never dropped (docs/compatibility.md, "x-overflow reject-publish"): session 17's CI saw it
+        assert BROKER_WORKERS > 1 and WORKER_MODE == "queues", "the third message was not refused (reject-publish)"
     with blocking(broker) as conn:
         ch = conn.channel()
         assert [b for _, _, b in get_all(ch, native)] == [b"n2", b"n3"]  # drop-head kept the last two
-        assert [b for _, _, b in get_all(ch, qpid_limit)] == [b"q0", b"q1"]
+        assert [b for _, _, b in get_all(ch, qpid_limit)] == ([b"q0", b"q1"] if refused else [b"q0", b"q1", b"q2"])
         assert [b for _, _, b in get_all(ch, prio)] == [b"p9", b"p5", b"p1"]  # a priority queue
 
 
