@@ -131,8 +131,9 @@ PIKA_SCALARS = st.one_of(
     st.text(max_size=10), st.booleans(), st.integers(-(1 << 63), (1 << 63) - 1),
     st.binary(max_size=10), st.none(),
     st.decimals(min_value=-10**6, max_value=10**6, places=2, allow_nan=False, allow_infinity=False),
-    st.datetimes(min_value=datetime.datetime(1970, 1, 1), max_value=datetime.datetime(9999, 1, 1))
-    .map(lambda d: d.replace(microsecond=0)),
+    # aware, in UTC: pika decodes a timestamp so (a naive one sent came back aware, unequal)
+    st.datetimes(min_value=datetime.datetime(1970, 1, 1), max_value=datetime.datetime(9999, 1, 1),
+                 timezones=st.just(datetime.timezone.utc)).map(lambda d: d.replace(microsecond=0)),
 )
 PIKA_VALUES = st.recursive(PIKA_SCALARS, lambda inner: st.one_of(st.dictionaries(NAMES, inner, max_size=3),
                                                                 st.lists(inner, max_size=3)), max_leaves=6)
