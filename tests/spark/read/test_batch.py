@@ -14,7 +14,6 @@ from warren.spec.amqp0_9_1 import BasicProperties
 
 pytestmark = pytest.mark.skipif(EXTERNAL_URL is not None, reason="reads streams through Warren's HTTP API")
 
-PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
 
 
 def _reader(spark, broker, stream: str, **options):
@@ -41,15 +40,6 @@ def two_streams(broker):
     wait_committed(broker, b, 300)
     return {"a": a, "b": b}
 
-
-@pytest.fixture
-def pushdown(spark):
-    before = spark.conf.get(PUSHDOWN)
-    spark.conf.set(PUSHDOWN, "true")
-    try:
-        yield
-    finally:
-        spark.conf.set(PUSHDOWN, before)
 
 
 def test_the_default_schema_is_flat(spark, broker, two_streams):

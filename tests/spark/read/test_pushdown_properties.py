@@ -17,7 +17,6 @@ from warren.store.stream_format import parse_entries
 
 pytestmark = pytest.mark.skipif(EXTERNAL_URL is not None, reason="reads streams through Warren's HTTP API")
 
-PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
 COUNT = 600
 SCHEMA = ("body binary, offset long, content_type string, message_id string, "
           "headers struct<region: string, n: string, `x-tier`: string>, "
@@ -47,15 +46,6 @@ def stream(broker):
     wait_committed(broker, name, COUNT)
     return name
 
-
-@pytest.fixture
-def pushdown(spark):
-    before = spark.conf.get(PUSHDOWN)
-    spark.conf.set(PUSHDOWN, "true")
-    try:
-        yield
-    finally:
-        spark.conf.set(PUSHDOWN, before)
 
 
 def _offsets(spark, broker, stream: str, where: str, push: bool = True) -> list[int]:
