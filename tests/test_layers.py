@@ -13,8 +13,9 @@ import (a module or any module below it):
   node-wide counts it keeps are ``warren/broker/totals.py``);
 * the store keeps bytes: ``warren.store`` imports nothing from the broker, server or protocol;
 * the Spark data source runs in Spark's Python workers, far from any broker: it may use the
-  sans-IO codec and protocol layers, never the broker's internals (what it needs from there,
-  property-list edits, flags and header names, lives in ``warren/codec``);
+  sans-IO codec and protocol layers, never the broker's or the store's internals (what it needs
+  from there, property-list edits, flags and header names, the records endpoint's entry header,
+  lives in ``warren/codec``);
 * the settings are read before anything runs: ``warren.config`` and ``warren.config_sources``
   import nothing from the server (the TLS settings' valid values live in config, server/tls.py
   applies them);
@@ -107,7 +108,7 @@ SPEC_TABLES = tuple(f"warren.spec.{p.stem}" for p in sorted((ROOT / "spec").glob
 BROKER_FORBIDDEN = ("warren.protocol", *SPEC_TABLES, "warren.server", "warren.metrics", "warren.management",
                     "warren.spread")
 STORE_FORBIDDEN = ("warren.broker", "warren.server", "warren.protocol", "warren.management", "asyncio")
-SPARK_FORBIDDEN = ("warren.broker", "warren.server", "warren.management")
+SPARK_FORBIDDEN = ("warren.broker", "warren.server", "warren.management", "warren.store")
 CONFIG_FORBIDDEN = ("warren.server",)
 FEDERATION_FORBIDDEN = ("warren.management", "warren.spread")
 HTTP_BASE_FORBIDDEN = ("warren.management", "warren.metrics")
@@ -150,6 +151,7 @@ def test_layer_imports_only_downwards(path, forbidden):
     (BROKER_FORBIDDEN, "from warren.spec import amqp0_10 as spec010"),
     (STORE_FORBIDDEN, "from warren.broker import queue"),
     (SPARK_FORBIDDEN, "from warren.management.api.common import BROKER"),
+    (SPARK_FORBIDDEN, "from warren.store.stream_format import ENTRY_HEADER_SIZE"),
     (CONFIG_FORBIDDEN, "def late():\n    from warren.server.tls import TlsContexts"),
     (FEDERATION_FORBIDDEN, "from warren.management.api.policies import may_change"),
     (HTTP_BASE_FORBIDDEN, "import warren.metrics.collect"),

@@ -21,7 +21,8 @@ from warren.broker.broker import Broker
 from warren.broker.durability import Durability
 from warren.management import RECORDS_CONTENT_TYPE, HttpServer
 from warren.management.app import MAX_BYTES_CAP
-from warren.store.stream_format import ENTRY_HEADER_SIZE, parse_entries
+from warren.codec.bulk_records import ENTRY_HEADER_SIZE
+from warren.store.stream_format import parse_entries
 
 
 def basic(user: str, password: str) -> dict:

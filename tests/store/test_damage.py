@@ -18,7 +18,7 @@ import pytest
 from warren.store.damage import quarantine_dir_for, scan_seq_file
 from warren.store.queue_store import QueueStore
 from warren.store.record import FILE_HEADER_SIZE, HEADER_SIZE, T_MESSAGE, append_record, file_header, KIND_MESSAGES
-from warren.store.stream_format import ENTRY_HEADER_SIZE
+from warren.codec.bulk_records import ENTRY_HEADER_SIZE
 from warren.store.stream_store import StreamStore
 
 RECORD = 100  # octets of each test message's record

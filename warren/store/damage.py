@@ -43,7 +43,8 @@ from warren.store.fileio import fsync_dir
 from warren.store.record import (
     FILE_HEADER_SIZE, HEADER, HEADER_SIZE, FormatError, SeqScan, file_header, find_seq_record,
 )
-from warren.store.stream_format import ENTRY_HEADER, ENTRY_HEADER_SIZE, EntryScan, find_entry
+from warren.codec.bulk_records import ENTRY_HEADER, ENTRY_HEADER_SIZE
+from warren.store.stream_format import EntryScan, find_entry
 
 __all__ = [
     "DamagedFile", "damaged_header", "Damage", "StoreDamage", "store_damage", "quarantine_dir_for",

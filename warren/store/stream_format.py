@@ -4,7 +4,7 @@ One entry per record::
 
     crc32 (uint32)  offset (uint64)  timestamp_ms (int64)  length (uint32)  record (length octets)
 
-all big-endian, a 24-octet header. ``crc32`` is the CRC-32 of the 20 header octets after it
+all big-endian, a 24-octet header (its layout: ``warren/codec/bulk_records.py``). ``crc32`` is the CRC-32 of the 20 header octets after it
 followed by the record, so a flipped bit in the offset, the timestamp or the length is caught
 like one in the record. A segment file is a 5-octet file header (record.py, kind ``b"S"``)
 followed by entries and nothing else, which is why a range of entries can be served to a
@@ -23,15 +23,12 @@ import struct
 import zlib
 from array import array
 
-__all__ = [
-    "KIND_STREAM", "ENTRY_HEADER", "ENTRY_HEADER_SIZE", "append_entry", "encode_entry", "parse_entries",
-    "EntryScan", "find_entry",
-]
+from warren.codec.bulk_records import ENTRY_HEADER, ENTRY_HEADER_SIZE
+
+__all__ = ["KIND_STREAM", "append_entry", "encode_entry", "parse_entries", "EntryScan", "find_entry"]
 
 KIND_STREAM = b"S"
 
-ENTRY_HEADER = struct.Struct(">IQqI")   # crc, offset, timestamp_ms, length
-ENTRY_HEADER_SIZE = ENTRY_HEADER.size   # 24
 _COVERED = struct.Struct(">QqI")        # the 20 header octets the crc covers
 
 _crc32 = zlib.crc32

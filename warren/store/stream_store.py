@@ -70,7 +70,8 @@ from warren.store.fileio import fsync_dir
 from warren.store.group_commit import GroupCommitStore, StoreError
 from warren.store.record import FILE_HEADER_SIZE, FormatError, check_file_header, file_header
 from warren.store.segment import LogFile, read_file
-from warren.store.stream_format import ENTRY_HEADER_SIZE, KIND_STREAM, EntryScan, append_entry, parse_entries
+from warren.codec.bulk_records import ENTRY_HEADER_SIZE
+from warren.store.stream_format import KIND_STREAM, append_entry, parse_entries
 
 __all__ = ["StreamStore", "StreamRecoveryStats", "DEFAULT_STREAM_SEGMENT", "TS_BLOCK", "segment_file_name"]
 

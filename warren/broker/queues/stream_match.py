@@ -39,7 +39,7 @@ import struct
 
 from warren.codec.properties import BASIC_PROPERTIES, decode_basic_properties
 from warren.codec.render import render_value, valid_text
-from warren.store.stream_format import ENTRY_HEADER_SIZE
+from warren.codec.bulk_records import ENTRY_HEADER_SIZE
 
 __all__ = ["MatchedRecords", "RecordMatch", "record_match", "SCAN_BYTES"]
 

@@ -36,12 +36,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from warren.spark.read.gather import PAD, be_uint, padded, views
+from warren.spark.read.gather import be_uint, padded, views
 from warren.spark.read.property_columns import (
     HEADERS_TYPE, PROPERTIES_TYPE, PROPERTY_COLUMNS, property_columns, text_column,
 )
 from warren.spark.schema import COLUMNS, DEFAULT_COLUMNS
-from warren.store.stream_format import ENTRY_HEADER_SIZE
+from warren.codec.bulk_records import ENTRY_HEADER_SIZE
 
 __all__ = [
     "ARROW_TYPES", "ARROW_SCHEMA", "FULL_ARROW_SCHEMA", "PROPERTIES_TYPE", "HEADERS_TYPE", "arrow_schema",
