@@ -195,7 +195,7 @@ class Durability:
             try:
                 s.sync()
             except StoreError:
-                if s._closed and s._failed is None:
+                if s.closed_cleanly:
                     continue  # deleted since it was written (queue or delayed exchange): nothing to keep
                 raise
 
@@ -211,7 +211,7 @@ class Durability:
             try:
                 works.append((s, s.sync_begin()))
             except (StoreError, OSError) as e:  # OSError: the write failed, which failed the store
-                if not (s._closed and s.failed is None):  # else deleted since it was written
+                if not s.closed_cleanly:  # else deleted since it was written
                     error = error or e
         return works, error
 

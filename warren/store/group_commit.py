@@ -80,6 +80,12 @@ class GroupCommitStore:
         """The write or fsync error that failed the store for good, or None."""
         return self._failed
 
+    @property
+    def closed_cleanly(self) -> bool:
+        """Closed with no failure: its queue or exchange was deleted (or the broker stopped), so a
+        sync that finds it closed has nothing to keep."""
+        return self._closed and self._failed is None
+
     def _check(self) -> None:
         if self._failed is not None or self._closed:
             raise StoreError(f"{self._label} {self.directory} " + (
