@@ -155,18 +155,25 @@ def test_a_failing_stream_fsync_stops_the_broker_and_loses_nothing_confirmed(plf
     assert {b"before-%d" % i for i in range(20)} | set(confirmed) <= present
 
 
-def test_a_failed_definitions_fsync_is_not_retried_but_the_log_rewritten_and_nothing_is_lost(plfs, data_dir, brokers):
-    """The definitions log's fsync fails once (EIO; the layer then drops what it covered, as
-    Linux may): the store does not retry it but writes every live definition to a new file,
-    fsyncs it and renames it over the log. The declare is answered once that is durable, the
-    broker carries on (a message confirmed into the new queue), and after a power cut the queue
-    and the message are there."""
+def _started_with_a_kept_message(brokers, data_dir):
+    """A broker on the layer, a confirming channel, and one persistent message confirmed into the
+    durable queue "kept" before any fault."""
     broker = brokers(data_dir)
     conn = connect(broker)
     ch = conn.channel()
     ch.confirm_delivery()
     ch.queue_declare("kept", durable=True)
     ch.basic_publish("", "kept", b"before", pika.BasicProperties(delivery_mode=2))
+    return broker, conn, ch
+
+
+def test_a_failed_definitions_fsync_is_not_retried_but_the_log_rewritten_and_nothing_is_lost(plfs, data_dir, brokers):
+    """The definitions log's fsync fails once (EIO; the layer then drops what it covered, as
+    Linux may): the store does not retry it but writes every live definition to a new file,
+    fsyncs it and renames it over the log. The declare is answered once that is durable, the
+    broker carries on (a message confirmed into the new queue), and after a power cut the queue
+    and the message are there."""
+    broker, conn, ch = _started_with_a_kept_message(brokers, data_dir)
     plfs.fault("fsync", path="/data/definitions", errno_name="EIO", times=1)
     ch.queue_declare("declared-at-the-failure", durable=True)
     ch.basic_publish("", "declared-at-the-failure", b"after", pika.BasicProperties(delivery_mode=2))
@@ -187,12 +194,7 @@ def test_a_definitions_disk_that_keeps_failing_stops_the_broker_and_loses_nothin
     """Every fsync of the log fails, the rewrite's too: the store fails for good, its group
     commit with it, and the broker stops as for a message store, since a message confirmed into
     a queue whose declare the failed fsync lost would be a lie. The declare is never answered."""
-    broker = brokers(data_dir)
-    conn = connect(broker)
-    ch = conn.channel()
-    ch.confirm_delivery()
-    ch.queue_declare("kept", durable=True)
-    ch.basic_publish("", "kept", b"before", pika.BasicProperties(delivery_mode=2))
+    broker, conn, ch = _started_with_a_kept_message(brokers, data_dir)
     plfs.fault("fsync", path="/data/definitions", errno_name="EIO")
     with pytest.raises(AMQPError):
         ch.queue_declare("refused", durable=True)
