@@ -28,18 +28,21 @@ connection. Our own bugs are ``amqp:internal-error`` with a traceback in the log
 from __future__ import annotations
 
 import logging
+from urllib.parse import quote
 
 from warren.broker.channel import BrokerChannel, PublishOutcome
 from warren.broker.auth import certificate_user
 from warren.broker.connection import BrokerConnection
-from warren.codec.amqp1_0.types import DecodeError, Symbol
+from warren.codec.amqp1_0.types import Array, DecodeError, Symbol, as_list
 from warren.errors import (AccessRefused, AMQPError, ConnectionAccessRefused, ContentTooLarge, NotAllowed, NotFound,
                            NotImplemented_, PreconditionFailed, ResourceError, ResourceLocked)
 from warren.protocol.amqp1_0 import events as ev
 from warren.broker.node import node_name
 from warren.protocol.amqp1_0 import management
 from warren.protocol.amqp1_0.addresses import AddressError, parse_source, parse_target
-from warren.protocol.amqp1_0.message import from_broker, parse, to_broker
+from warren.broker.later import is_later
+from warren.protocol.amqp1_0.filters import CAPABILITY as FILTEX_CAPABILITY, parse_filter
+from warren.protocol.amqp1_0.message import from_broker, parse, to_broker, view
 from warren.protocol.amqp1_0.session import serial_diff
 from warren.spec import amqp1_0 as spec
 
@@ -47,6 +50,8 @@ __all__ = ["ConnectionHandler", "SessionChannel", "SessionSink", "CONDITIONS"]
 
 log = logging.getLogger("warren.session")
 
+SCAN_TURN = 4096  # messages a stream link's property filter may skip in a row before the others get a turn
+TEMPORARY_QUEUE = "temporary-queue"  # RabbitMQ 4.1's capability of a dynamic source or target
 OUTPUT_BATCH = 1 << 20  # octets queued for one write before deliveries wait (as 0-9-1's and 0-10's sinks)
 MAX_PENDING_REPLIES = 1000  # management responses kept while the client gives their link no credit
 E, LE = spec.AmqpError, spec.LinkError
@@ -61,7 +66,7 @@ CONDITIONS = {NotFound: E.NOT_FOUND, AccessRefused: E.UNAUTHORIZED_ACCESS, Resou
 # RabbitMQ 4 is the reference for 1.0 (RabbitMQ 3.10, which 0-9-1 announces, had no 1.0 core):
 # its product and version in our open, Warren's own in platform and information
 # (docs/compatibility.md); RabbitMQ's AMQP 1.0 clients refuse a server that is not RabbitMQ 4.
-ANNOUNCED_VERSION_1_0 = "4.0.0"
+ANNOUNCED_VERSION_1_0 = "4.1.0"
 
 
 def open_properties(broker) -> dict:
@@ -84,23 +89,35 @@ def _rejected(condition, text: str):
 
 
 class Outgoing:
-    """A link the broker sends on: a consumer of one queue."""
+    """A link the broker sends on: a consumer of one queue. On a stream (``stream``) the
+    consumer always acknowledges (a stream's reader needs it): a pre-settled link (``settled``)
+    is settled here at once, and the link's property filter expressions (``match``) are applied
+    here, a message that does not match being settled unseen (``skipped``: how many in a row;
+    ``paused``: waiting for the next write after ``SCAN_TURN`` of them). ``dynamic``: the
+    temporary queue the link created, deleted when it detaches."""
 
-    __slots__ = ("handle", "consumer", "queue")
+    __slots__ = ("handle", "consumer", "queue", "stream", "settled", "match", "skipped", "paused", "dynamic")
 
-    def __init__(self, handle: int, consumer, queue: str) -> None:
+    def __init__(self, handle: int, consumer, queue: str, stream: bool = False, settled: bool = False,
+                 match=None, dynamic: bool = False) -> None:
         self.handle, self.consumer, self.queue = handle, consumer, queue
+        self.stream, self.settled, self.match = stream, settled, match
+        self.skipped = 0
+        self.paused = False
+        self.dynamic = dynamic
 
 
 class Incoming:
     """A link the client sends on: where its messages go (``exchange`` None: each message's
     ``to``; ``management``: requests to the management node)."""
 
-    __slots__ = ("handle", "name", "exchange", "key", "management")
+    __slots__ = ("handle", "name", "exchange", "key", "management", "dynamic")
 
-    def __init__(self, handle: int, name: str, exchange: str | None, key: str | None, management: bool = False) -> None:
+    def __init__(self, handle: int, name: str, exchange: str | None, key: str | None, management: bool = False,
+                 dynamic: str | None = None) -> None:
         self.handle, self.name, self.exchange, self.key = handle, name, exchange, key
         self.management = management
+        self.dynamic = dynamic  # the temporary queue this link created (a dynamic target), if any
 
 
 class Replies:
@@ -116,7 +133,7 @@ class Replies:
 class SessionSink:
     """Deliveries of one session's channel as transfers on the links that asked for them."""
 
-    __slots__ = ("handler", "conn", "io", "number", "channel", "links", "flow_active")
+    __slots__ = ("handler", "conn", "io", "number", "channel", "links", "flow_active", "dynamic_targets")
 
     def __init__(self, handler, number: int) -> None:
         self.handler = handler
@@ -126,6 +143,7 @@ class SessionSink:
         self.channel = None
         self.links: dict[str, Outgoing] = {}  # consumer tag -> link
         self.flow_active = True
+        self.dynamic_targets: dict[int, str] = {}  # handle -> the temporary queue a dynamic target created
 
     def can_accept(self) -> bool:
         return self.flow_active and self.handler.writable and self.conn.out_bytes < OUTPUT_BATCH
@@ -134,9 +152,30 @@ class SessionSink:
         link = self.links.get(consumer.tag)
         if link is None:
             return
+        if link.stream:
+            self._deliver_stream(link, consumer, tag, redelivered, message)
+            return
         payload = from_broker(message, redelivered)
         delivery_id = self.conn.send_transfer(self.number, link.handle, tag.to_bytes(8, "big"), payload, consumer.no_ack)
         if not consumer.no_ack:
+            self.channel.deliveries[delivery_id] = tag
+        self.io.want_flush()
+
+    def _deliver_stream(self, link: Outgoing, consumer, tag: int, redelivered: bool, message) -> None:
+        v = view(message, redelivered)
+        if link.match is not None and not link.match.matches(v.properties, v.application):
+            self.channel.ack_run([tag])  # not for this link: the stream's reader gets its credit back
+            link.skipped += 1
+            if link.skipped >= SCAN_TURN:  # a long run of misses: the other connections get a turn
+                link.paused = True
+                self.handler.pause_link(self.channel, link)
+            return
+        link.skipped = 0
+        delivery_id = self.conn.send_transfer(self.number, link.handle, tag.to_bytes(8, "big"), v.encode(),
+                                              link.settled)
+        if link.settled:
+            self.channel.ack_run([tag])
+        else:
             self.channel.deliveries[delivery_id] = tag
         self.io.want_flush()
 
@@ -233,6 +272,7 @@ class ConnectionHandler(BrokerConnection):
         self.default_vhost = default_vhost
         self.max_message_size = max_message_size
         self._confirming: set[SessionChannel] = set()
+        self._paused: list = []  # (channel, Outgoing) of stream links whose filter skipped SCAN_TURN in a row
 
     def __str__(self) -> str:
         return super().__str__() + " (AMQP 1.0)"
@@ -343,9 +383,13 @@ class ConnectionHandler(BrokerConnection):
 
     def _attach_outgoing(self, channel: SessionChannel, handle: int, a) -> Outgoing:
         source = a.source
-        address = getattr(source, "address", None)
-        if not isinstance(source, spec.Source) or address is None:
-            raise AddressError("a receiving link needs a source address (dynamic sources are not supported)")
+        if not isinstance(source, spec.Source):
+            raise AddressError("a receiving link needs a source")
+        if source.dynamic:
+            return self._attach_dynamic_source(channel, handle, a)
+        address = source.address
+        if address is None:
+            raise AddressError("a receiving link needs a source address or a dynamic source")
         if address == management.NODE_ADDRESS:  # the management node's responses (management.py)
             channel.replies = Replies(handle)
             self.conn.accept_attach(channel.number, handle, a.source, a.target, a.snd_settle_mode)
@@ -358,27 +402,98 @@ class ConnectionHandler(BrokerConnection):
             queue, _, _ = channel.declare_queue(addr.queue, False, True, False, False, {})
         else:  # it must exist: a passive declare says so (NotFound), as a 0-9-1 client would ask
             queue, _, _ = channel.declare_queue(addr.queue, True, False, False, False, {})
+        stream = bool(getattr(channel.vhost.queue(queue, channel.session), "is_stream", False))
+        link_filter = parse_filter(source.filter, stream)  # filters.py: a stream's offset and filters
         settled = a.snd_settle_mode == spec.SenderSettleMode.SETTLED
-        consumer = channel.consume(queue, f"amqp1.0-link-{handle}", settled, False, {})
-        out = Outgoing(handle, consumer, queue)
+        out = self._consume(channel, handle, queue, settled, stream, link_filter.arguments, link_filter.match)
+        self.conn.accept_attach(channel.number, handle, spec.Source(address=address, default_outcome=RELEASED,
+                                                                    outcomes=[Symbol(s) for s in _OUTCOMES],
+                                                                    filter=link_filter.effective),
+                                a.target, a.snd_settle_mode,
+                                offered_capabilities=[Symbol(FILTEX_CAPABILITY)] if stream else None)
+        return out
+
+    def _consume(self, channel: SessionChannel, handle: int, queue: str, settled: bool, stream: bool = False,
+                 arguments: dict | None = None, match=None, dynamic: bool = False) -> Outgoing:
+        tag = f"amqp1.0-link-{handle}"
+        if stream:
+            # a stream's reader wants a prefetch count and acknowledgements (stream_args.py): the
+            # link's credit sets the count (_credit), and a pre-settled link is settled here
+            saved = channel.consumer_prefetch_count, channel.consumer_prefetch_size
+            channel.set_prefetch(1, 0, False)
+            try:
+                consumer = channel.consume(queue, tag, False, False, arguments or {})
+            finally:
+                channel.set_prefetch(saved[0], saved[1], False)
+        else:
+            consumer = channel.consume(queue, tag, settled, False, {})
+        out = Outgoing(handle, consumer, queue, stream, settled, match, dynamic)
         channel.sink.links[consumer.tag] = out
         base = consumer.has_capacity
         credit, number = self.conn.credit, channel.number
-
-        def has_capacity() -> bool:  # the link's credit and the session's window, then the consumer's own
-            return credit(number, handle) > 0 and base()
+        if stream:
+            def has_capacity() -> bool:  # the link's credit, the session's window, a filter's pause, the consumer's own
+                return credit(number, handle) > 0 and not out.paused and base()
+        else:
+            def has_capacity() -> bool:  # the link's credit and the session's window, then the consumer's own
+                return credit(number, handle) > 0 and base()
         consumer.has_capacity = has_capacity
-        self.conn.accept_attach(channel.number, handle, spec.Source(address=address, default_outcome=RELEASED,
-                                                                    outcomes=[Symbol(s) for s in _OUTCOMES]),
-                                a.target, a.snd_settle_mode)
         return out
+
+    def _temporary_queue(self, channel: SessionChannel, terminus) -> str:
+        """RabbitMQ 4.1's dynamic terminus: with the capability ``temporary-queue``, an exclusive
+        server-named queue, deleted when the link detaches; anything else is refused
+        (amqp:not-implemented, as RabbitMQ refuses it)."""
+        kind = "source" if isinstance(terminus, spec.Source) else "target"
+        capabilities = [str(c) for c in as_list(terminus.capabilities)]
+        if TEMPORARY_QUEUE not in capabilities:
+            raise NotImplemented_(f"Dynamic {kind} not supported (capabilities {capabilities}: "
+                                  f"only '{TEMPORARY_QUEUE}' is)")
+        queue, _, _ = channel.declare_queue("", False, False, True, False, {})
+        return queue
+
+    def _attach_dynamic_source(self, channel: SessionChannel, handle: int, a) -> Outgoing:
+        queue = self._temporary_queue(channel, a.source)
+        try:
+            out = self._consume(channel, handle, queue, a.snd_settle_mode == spec.SenderSettleMode.SETTLED,
+                                dynamic=True)
+        except AMQPError:
+            self._delete_temporary(channel, queue)
+            raise
+        source = spec.Source(address=_queue_address(queue), durable=0, expiry_policy=_LINK_DETACH, timeout=0,
+                             dynamic=True, dynamic_node_properties=_dynamic_node_properties(),
+                             distribution_mode=Symbol("move"), default_outcome=RELEASED,
+                             outcomes=[Symbol(s) for s in _OUTCOMES], capabilities=[Symbol(TEMPORARY_QUEUE)])
+        self.conn.accept_attach(channel.number, handle, source, a.target, a.snd_settle_mode)
+        return out
+
+    def _delete_temporary(self, channel: SessionChannel, queue: str) -> None:
+        """Delete a dynamic link's queue (its link detached)."""
+        try:
+            result = channel.delete_queue(queue, False, False)
+        except AMQPError as error:
+            log.warning("temporary queue '%s' of connection %s not deleted: %s", queue, self, error.text)
+            return
+        if is_later(result):  # not for an exclusive queue of this connection's vhost; never awaited
+            result.close()
+            return
+        for ch, tag in result[1]:
+            ch.notify_cancel(tag)
 
     def _attach_incoming(self, channel: SessionChannel, handle: int, a) -> Incoming:
         target = a.target
         if isinstance(target, spec.Coordinator):
-            raise NotImplemented_("transactions are not implemented")
+            raise NotImplemented_("Transactions not supported")  # RabbitMQ 4's words and condition
         if target is not None and not isinstance(target, spec.Target):
             raise AddressError(f"a sending link's target must be a target, not {type(target).__name__}")
+        if target is not None and target.dynamic:
+            queue = self._temporary_queue(channel, target)
+            answer = spec.Target(address=_queue_address(queue), durable=0, expiry_policy=_LINK_DETACH, timeout=0,
+                                 dynamic=True, dynamic_node_properties=_dynamic_node_properties(),
+                                 capabilities=[Symbol(TEMPORARY_QUEUE)])
+            self.conn.accept_attach(channel.number, handle, a.source, answer, max_message_size=self.max_message_size)
+            channel.sink.dynamic_targets[handle] = queue
+            return Incoming(handle, a.name, "", queue, dynamic=queue)
         address = getattr(target, "address", None)
         if address is None:  # the anonymous terminus: each message's "to"
             incoming = Incoming(handle, a.name, None, None)
@@ -410,8 +525,11 @@ class ConnectionHandler(BrokerConnection):
             return
         if type(out) is not Outgoing:
             return
+        if out.stream:  # the stream's reader reads what the credit lets through, no more
+            c = out.consumer
+            c.prefetch_count = c.unacked + max(self.conn.credit(e.channel, e.handle), 1)
         channel.start_consumer(out.consumer)  # what the new credit lets through
-        if e.drain and self.conn.credit(e.channel, e.handle) > 0 and out.consumer.queue.message_count == 0:
+        if e.drain and self.conn.credit(e.channel, e.handle) > 0 and _nothing_left(out):
             self.conn.drained(e.channel, e.handle)
 
     def _message(self, e: ev.MessageReceived) -> None:
@@ -515,6 +633,11 @@ class ConnectionHandler(BrokerConnection):
                 del channel.sink.links[tag]
                 channel.cancel(tag)
                 channel.requeue_link(out.consumer)
+                if out.dynamic:
+                    self._delete_temporary(channel, out.queue)
+        queue = channel.sink.dynamic_targets.pop(handle, None)
+        if queue is not None:
+            self._delete_temporary(channel, queue)
 
     def _peer_error(self, e: ev.PeerError) -> None:
         where = "" if e.channel is None else f" channel {e.channel}" + ("" if e.handle is None else f" handle {e.handle}")
@@ -562,8 +685,24 @@ class ConnectionHandler(BrokerConnection):
         self._confirming.add(channel)
         self.io.want_flush()
 
+    def pause_link(self, channel: SessionChannel, link: Outgoing) -> None:
+        """A stream link's filter skipped SCAN_TURN messages in a row: it goes on at the next write."""
+        self._paused.append((channel, link))
+        self.io.want_flush()
+
     def before_flush(self) -> bool:
-        """Accept the transfers whose messages reached the disk (one pass per write batch)."""
+        """Accept the transfers whose messages reached the disk (one pass per write batch), and
+        let the stream links a filter paused read on."""
+        if self._paused:
+            paused, self._paused = self._paused, []
+            for channel, link in paused:
+                link.paused = False
+                link.skipped = 0
+                if channel.closed or channel.sink.links.get(link.consumer.tag) is not link:
+                    continue
+                channel.start_consumer(link.consumer)
+                if _nothing_left(link):
+                    self.conn.drained(channel.number, link.handle)
         if self._confirming:
             for ch in self._confirming:
                 ch.flush_confirms()
@@ -578,6 +717,27 @@ class ConnectionHandler(BrokerConnection):
         self.io.want_flush()
 
 
+def _nothing_left(out: Outgoing) -> bool:
+    """Whether the link's queue has nothing for it now (a drain ends): a stream when the
+    link's reader is past the committed end, another queue when it is empty."""
+    queue = out.consumer.queue
+    if out.stream:
+        cursor = queue.cursors.get(out.consumer)
+        return cursor is None or cursor > queue.committed
+    return queue.message_count == 0
+
+
+def _queue_address(queue: str) -> str:
+    return "/queues/" + quote(queue, safe="")
+
+
+def _dynamic_node_properties() -> dict:
+    """What a dynamic node is (part 3 §3.5.9), as RabbitMQ answers: deleted on close, move only."""
+    return {Symbol("lifetime-policy"): spec.DeleteOnClose(),
+            Symbol("supported-dist-modes"): Array([Symbol("move")], type="symbol")}
+
+
+_LINK_DETACH = Symbol("link-detach")
 _OUTCOMES = ("amqp:accepted:list", "amqp:rejected:list", "amqp:released:list", "amqp:modified:list")
 _HANDLERS = {
     ev.SaslInit: ConnectionHandler._sasl, ev.OpenRequested: ConnectionHandler._open,

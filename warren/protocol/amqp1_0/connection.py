@@ -416,7 +416,7 @@ class ServerConnection:
         self._events.append(ev.AttachRequested(session.channel, a.handle, a))
 
     def accept_attach(self, channel: int, handle: int, source, target, snd_settle_mode: int | None = None,
-                      max_message_size: int | None = None) -> None:
+                      max_message_size: int | None = None, offered_capabilities=None) -> None:
         """Answer the client's attach; on a link the client sends on, grant it credit."""
         session = self.sessions.get(channel)
         link = session.links.get(handle) if session is not None else None
@@ -428,19 +428,25 @@ class ServerConnection:
             snd_settle_mode=a.snd_settle_mode if snd_settle_mode is None else snd_settle_mode,
             rcv_settle_mode=spec.ReceiverSettleMode.FIRST, source=source, target=target,
             initial_delivery_count=0 if link.sending else None,
-            max_message_size=max_message_size if not link.sending else None))
+            max_message_size=max_message_size if not link.sending else None,
+            offered_capabilities=offered_capabilities))
         if not link.sending:
             link.delivery_count = a.initial_delivery_count or 0
             self._grant(session, link)
 
     def refuse_attach(self, channel: int, handle: int, condition, description: str) -> None:
-        """Answer with an attach without terminus, then detach with the error (§2.6.3)."""
+        """Answer with an attach without our terminus (the client's echoed, as RabbitMQ 4 does),
+        then detach with the error (§2.6.3)."""
         session = self.sessions.get(channel)
         link = session.links.get(handle) if session is not None else None
         if link is None:
             return
         a = link.attach
-        self._send(channel, spec.Attach(name=a.name, handle=handle, role=not link.sending, source=None, target=None))
+        source, target = (None, a.target) if link.sending else (a.source, None)
+        self._send(channel, spec.Attach(name=a.name, handle=handle, role=not link.sending, source=source,
+                                        target=target, snd_settle_mode=a.snd_settle_mode,
+                                        rcv_settle_mode=a.rcv_settle_mode,
+                                        initial_delivery_count=0 if link.sending else None))
         self.detach_link(channel, handle, condition, description)
 
     def detach_link(self, channel: int, handle: int, condition=None, description: str | None = None) -> None:

@@ -48,7 +48,7 @@ from warren.spec.fields import Long as Long091
 from warren.spec import amqp1_0 as spec
 from warren.spec.amqp0_9_1 import BasicProperties
 
-__all__ = ["Sections", "parse", "to_broker", "from_broker", "AMQP10_TYPE", "PROPERTIES_HEADER"]
+__all__ = ["Sections", "View", "parse", "to_broker", "view", "from_broker", "AMQP10_TYPE", "PROPERTIES_HEADER"]
 
 AMQP10_TYPE = "amqp-1.0"
 PROPERTIES_HEADER = "x-amqp-1.0-properties"
@@ -278,18 +278,41 @@ def _id_from_091(v: str | None):
     return v
 
 
-def from_broker(msg, redelivered: bool) -> bytes:
-    """The encoded 1.0 message of a delivery of the broker's message ``msg``."""
+class View:
+    """A broker message as a 1.0 consumer sees it, before encoding: what a link's property
+    filters (``filters.py``) read, then ``encode`` for the transfer."""
+
+    __slots__ = ("msg", "header", "annotations", "properties", "application")
+
+    def __init__(self, msg, header, annotations: dict, properties, application: dict) -> None:
+        self.msg, self.header, self.annotations = msg, header, annotations
+        self.properties, self.application = properties, application
+
+    def encode(self) -> bytes:
+        msg, b = self.msg, self.msg.decoded
+        p = self.properties
+        sections = [t.encode(self.header), t.encode(t.Described(t.ULong(_MA), self.annotations))]
+        if any(getattr(p, f.name) is not None for f in spec.Properties.FIELDS):
+            sections.append(t.encode(p))
+        if self.application:
+            sections.append(t.encode(t.Described(t.ULong(_AP), self.application)))
+        if b.type == AMQP10_TYPE:
+            sections.append(bytes(msg.body))  # the body sections as the 1.0 publisher sent them
+        else:
+            sections.append(_data_section(msg.body))
+        return b"".join(sections)
+
+
+def view(msg, redelivered: bool) -> View:
+    """The 1.0 sections (but the body) of a delivery of the broker's message ``msg``."""
     b = msg.decoded
     headers = dict(b.headers or {})
-    sections = []
     header = spec.Header(durable=b.delivery_mode == 2, first_acquirer=not redelivered,
                          delivery_count=1 if redelivered else 0)
     if b.priority is not None:
         header.priority = b.priority
     if b.expiration is not None and b.expiration.isdigit():
         header.ttl = int(b.expiration)
-    sections.append(t.encode(header))
     annotations = {t.Symbol("x-exchange"): msg.exchange, t.Symbol("x-routing-key"): msg.routing_key}
     kept_octets = headers.pop(PROPERTIES_HEADER, None)
     application = {}
@@ -302,7 +325,6 @@ def from_broker(msg, redelivered: bool) -> bytes:
             application[k] = _from_091(v)
     if b.type is not None and b.type != AMQP10_TYPE:
         annotations[t.Symbol("x-basic-type")] = b.type
-    sections.append(t.encode(t.Described(t.ULong(_MA), annotations)))
     p = spec.Properties(
         message_id=_id_from_091(b.message_id), user_id=b.user_id.encode("utf-8") if b.user_id is not None else None,
         reply_to=b.reply_to, correlation_id=_id_from_091(b.correlation_id),
@@ -319,15 +341,12 @@ def from_broker(msg, redelivered: bool) -> bytes:
                 v = getattr(kept, f.name)
                 if v is not None:
                     setattr(p, f.name, v)
-    if any(getattr(p, f.name) is not None for f in spec.Properties.FIELDS):
-        sections.append(t.encode(p))
-    if application:
-        sections.append(t.encode(t.Described(t.ULong(_AP), application)))
-    if b.type == AMQP10_TYPE:
-        sections.append(bytes(msg.body))  # the body sections as the 1.0 publisher sent them
-    else:
-        sections.append(_data_section(msg.body))
-    return b"".join(sections)
+    return View(msg, header, annotations, p, application)
+
+
+def from_broker(msg, redelivered: bool) -> bytes:
+    """The encoded 1.0 message of a delivery of the broker's message ``msg``."""
+    return view(msg, redelivered).encode()
 
 
 def _data_section(body) -> bytes:
