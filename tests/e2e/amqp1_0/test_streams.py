@@ -298,3 +298,22 @@ def test_a_stream_sender_is_accepted_once_on_disk(conn, broker, qname):
     r = conn.create_receiver(f"/queues/{qname}", credit=1, options=filters(o=("rabbitmq:stream-offset-spec", "first")))
     assert r.receive(timeout=TIMEOUT).body == b"over 1.0"
     r.accept()
+
+
+def test_a_filter_that_skips_a_long_run_lets_others_through_and_goes_on(conn, broker, qname):
+    # more misses in a row than one turn allows (adapter.SCAN_TURN, 4096): the link pauses
+    # until the next write and goes on from where it stopped
+    p = pika.BlockingConnection(pika.URLParameters(broker.url))
+    ch = p.channel()
+    ch.queue_declare(qname, durable=True, arguments={"x-queue-type": "stream"})
+    for i in range(5000):
+        ch.basic_publish("", qname, b"", pika.BasicProperties(headers={"colour": "blue"}))
+    ch.confirm_delivery()
+    ch.basic_publish("", qname, b"the red one", pika.BasicProperties(headers={"colour": "red"}))
+    p.close()
+    r = conn.create_receiver(f"/queues/{qname}", credit=5, options=filters(
+        o=("rabbitmq:stream-offset-spec", "first"), a=("amqp:application-properties-filter", {"colour": "red"})))
+    m = r.receive(timeout=TIMEOUT)
+    r.accept()
+    assert (m.body, m.annotations["x-stream-offset"]) == (b"the red one", 5000)
+    assert nothing_more(conn, r)
