@@ -171,16 +171,28 @@ def test_a_redeclare_while_the_declare_is_not_durable_waits_too(path):
     s.close()
 
 
-def test_a_delete_is_fsynced_at_once_even_when_deferring(path):
-    """The store folder goes right after a queue's or exchange's delete: the record must be
-    durable first, so deletes are not deferred (and make what was deferred before durable)."""
-    s = DefinitionsStore(path)
+def test_a_delete_is_deferred_like_a_declare_and_its_token_outlives_compactions(path):
+    """A queue's or exchange's delete waits for the group commit's fsync like a declare (its
+    store folder is only put aside meanwhile, warren/store/aside.py); the token it carries stays
+    in the log through compactions, ahead of a declare of the same name, until forgotten."""
+    s = DefinitionsStore(path, compact_after=2)
     s.defer_fsync = True
     s.declare_queue("/", "q")
     s.declare_exchange("/", "x", "fanout")
-    assert s.durable == 0 and s.answers_held == 2
-    assert s.delete_queue("/", "q") and s.delete_exchange("/", "x")
-    assert s.durable == s.changes == 4 and s.answers_held == 2
+    assert s.delete_queue("/", "q", token="t1") and s.delete_exchange("/", "x", token="t2")
+    assert s.durable == 0 and s.changes == 4 and s.answers_held == 4
+    s.declare_queue("/", "q", arguments={"again": 1})
+    s.sync()  # fsyncs, and compacts: the deletes' records stay, before the new declare
+    assert s.durable == s.changes == 5 and s.delete_tokens == {"t1", "t2"} and s.dead_records == 0
+    s.close()
+    s = DefinitionsStore(path, compact_after=4)
+    assert s.delete_tokens == {"t1", "t2"}
+    assert [q.arguments for q in s.load().queues] == [{"again": 1}] and s.load().exchanges == []
+    s.forget_deletes(["t1", "t2"])
+    s.compact()
+    s.close()
+    s = DefinitionsStore(path)
+    assert s.delete_tokens == frozenset() and [q.name for q in s.load().queues] == ["q"]
     s.close()
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import platform
+from contextlib import nullcontext
 from pathlib import Path
 
 from warren import __version__
@@ -171,12 +172,15 @@ class Broker:
         sessions = self.connections.pop(name, set())
         for session in list(sessions):
             session.shutdown(f"vhost '{name}' is deleted")
-        for q in list(vhost.queues.values()):
-            vhost.delete_queue(q)
-        self.directory.vhost_deleted(vhost)  # what stood for queues elsewhere (warren/spread) too
-        for ex in list(vhost.exchanges.values()):
-            if ex.name and vhost.exchanges.get(ex.name) is ex:
-                vhost.remove_exchange(ex)
+        # its deletes are fsynced by the next group commit, off the loop; the HTTP API's answer
+        # waits for it (management/api/vhosts.py)
+        with self.durability.definitions.deferred() if self.durability is not None else nullcontext():
+            for q in list(vhost.queues.values()):
+                vhost.delete_queue(q)
+            self.directory.vhost_deleted(vhost)  # what stood for queues elsewhere (warren/spread) too
+            for ex in list(vhost.exchanges.values()):
+                if ex.name and vhost.exchanges.get(ex.name) is ex:
+                    vhost.remove_exchange(ex)
         vhost.timers.clear()
         log.info("vhost '%s' deleted (%d connections closed)", name, len(sessions))
 

@@ -43,6 +43,7 @@ import logging
 import time
 from pathlib import Path
 
+from warren.store.aside import DeletedFolders, new_token, settle
 from warren.store.damage import store_damage
 from warren.store.definitions import DefinitionsStore
 from warren.store.queue_store import QueueStore, StoreError
@@ -71,6 +72,9 @@ class Durability:
         self.definitions_sync = 0
         if fsync:
             self.definitions.on_change = self._definitions_changed
+        # store folders of deleted queues and exchanges, until the delete is durable (aside.py)
+        self.aside = DeletedFolders(self.definitions, fsync)
+        self._delete_tokens: dict[tuple[str, str], str] = {}  # (root, digest) -> token of its logged delete
         self.queue_root = self.data_dir / "queues"
         # paged-out transient messages: never recovered, so cleared at every start
         self.spill_root = self.data_dir / "spill"
@@ -126,9 +130,35 @@ class Durability:
 
     def delete_side_store(self, store: QueueStore) -> None:
         self.side_stores.pop(store, None)
+        self.remove_store(store)
+
+    # --- deletes (warren/store/aside.py) --------------------------------------------------
+
+    def log_delete(self, kind: str, vhost: str, name: str) -> None:
+        """A durable queue's (``kind`` "queue") or exchange's ("exchange") delete, logged with
+        the token its store folder will be put aside under (``remove_store``): deferred, and
+        answered after the group commit's fsync, when the caller set ``defer_fsync``."""
+        digest = self.queue_dir(vhost, name).name
+        token = new_token()
+        if kind == "queue":
+            self.definitions.delete_queue(vhost, name, token=token)
+            self._delete_tokens[("queues", digest)] = self._delete_tokens[("streams", digest)] = token
+        else:
+            self.definitions.delete_exchange(vhost, name, token=token)
+            self._delete_tokens[("delayed", digest)] = token
+
+    def remove_store(self, store) -> None:
+        """A deleted queue's or exchange's store: closed and its folder put aside, removed by
+        the group commit after the one that makes its delete (``log_delete``) durable."""
         self.dirty.discard(store)
         self.lazy_acks.discard(store)
-        store.delete()
+        self.sync_listeners.pop(store, None)
+        folder = os.path.abspath(store.directory)
+        key = (os.path.basename(os.path.dirname(folder)), os.path.basename(folder))
+        self.aside.put_aside(store, self._delete_tokens.pop(key, None) or new_token())
+        self._delete_tokens.pop(("streams" if key[0] == "queues" else "queues", key[1]), None)
+        self.dirty.add(self.aside)
+        self.request_sync()
 
     def open_stream_store(self, vhost: str, name: str, segment_size: int = DEFAULT_STREAM_SEGMENT,
                           max_bytes: int | None = None, max_age_s: float | None = None,
@@ -142,9 +172,7 @@ class Durability:
         return store
 
     def delete_stream_store(self, store: StreamStore) -> None:
-        self.sync_listeners.pop(store, None)
-        self.dirty.discard(store)
-        store.delete()
+        self.remove_store(store)
 
     def open_spill(self) -> QueueStore:
         return QueueStore(self.spill_root / uuid.uuid4().hex, fsync=False)
@@ -190,7 +218,11 @@ class Durability:
     @staticmethod
     def sync(stores: list) -> None:
         """Runs on a worker thread: flush and fsync every store written since the last sync (the
-        server's stream stores; its queue stores go through ``sync_begin`` and an FsyncWorker)."""
+        server's stream stores; its queue stores go through ``sync_begin`` and an FsyncWorker).
+        The definitions log first, the folders put aside last (they wait for its fsync)."""
+        if len(stores) > 1:
+            stores = sorted(stores, key=lambda s: 0 if type(s) is DefinitionsStore else
+                            2 if type(s) is DeletedFolders else 1)
         for s in stores:
             try:
                 s.sync()
@@ -245,6 +277,10 @@ class Durability:
         waiting, self.waiting = self.waiting, set()
         for ch in waiting:
             ch.synced(number)
+        # folders put aside whose delete was not durable when this group commit began: the next
+        # one removes them (the definitions log is dirty then, or they are due already)
+        if self.aside.pending and (self.definitions in self.dirty or self.aside.due()):
+            self.dirty.add(self.aside)
         if self.dirty:
             self.request_sync()
 
@@ -264,6 +300,7 @@ class Durability:
         """Recreate durable definitions and queue contents; log what was recovered."""
         t0 = time.monotonic()
         defs = self.definitions.load()
+        self._settle_aside(defs)
         messages = 0
         for e in defs.exchanges:
             vhost = broker.vhosts.get(e.vhost)
@@ -287,6 +324,16 @@ class Durability:
             log.warning("vhost '%s' has %d durable queues and %d exchanges in %s but is not served "
                         "(start with --vhost '%s' to serve them)", name, queues,
                         sum(1 for e in defs.exchanges if e.vhost == name), self.data_dir, name)
+
+    def _settle_aside(self, defs) -> None:
+        """Before any store opens: the folders put aside by deletes (warren/store/aside.py) are
+        removed, or renamed back where the delete did not survive a crash."""
+        owned = {self.queue_dir(q.vhost, q.name).name for q in defs.queues}
+        owned_delayed = {self.queue_dir(e.vhost, e.name).name for e in defs.exchanges}
+        tokens = self.definitions.delete_tokens
+        for root, keep in ((self.queue_root, owned), (self.stream_root, owned), (self.delayed_root, owned_delayed)):
+            settle(str(root), keep, tokens, self.fsync)
+        self.definitions.forget_deletes(tokens)  # every folder they named is settled
 
     def _remove_leftover_stores(self, defs) -> None:
         """Remove the store folders no durable queue or exchange owns: a crash came between a
@@ -329,6 +376,7 @@ class Durability:
             except Exception:
                 log.exception("closing store %s", store.directory)
         self.definitions.close()
+        self.aside.close()
 
 
 class SyncWaiter:

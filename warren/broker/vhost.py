@@ -142,10 +142,11 @@ class VirtualHost:
         self.remove_exchange(ex)
 
     def remove_exchange(self, ex: Exchange) -> None:
+        if ex.durable and self.durability is not None:
+            # logged before ``detach`` puts a delayed exchange's store folder aside (store/aside.py)
+            self.durability.log_delete("exchange", self.name, ex.name)
         del self.exchanges[ex.name]
         ex.detach()
-        if ex.durable and self.durability is not None:
-            self.durability.definitions.delete_exchange(self.name, ex.name)
         for b in list(ex.bindings.values()):
             ex.remove_binding(b)
         for b in list(ex.bound_to):
@@ -313,8 +314,8 @@ class VirtualHost:
                     break
             remaining = [e[1] for e in q.ready]
         if q.store is not None:
-            self.durability.definitions.delete_queue(self.name, q.name)
-            q.store.delete()
+            self.durability.log_delete("queue", self.name, q.name)
+            self.durability.remove_store(q.store)  # put aside until the delete is durable (store/aside.py)
         if q.spill is not None:
             q.spill.delete()
             q.spill = None
@@ -327,7 +328,7 @@ class VirtualHost:
 
     def _delete_stream(self, q) -> int:
         """delete_queue for a stream queue: its files go; returns the messages it held."""
-        self.durability.definitions.delete_queue(self.name, q.name)
+        self.durability.log_delete("queue", self.name, q.name)
         n = q.delete_store()
         self._detach(q)
         return n

@@ -30,10 +30,11 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 
-from warren.store.node_file import file_stamp, locked, replace_durably
+from warren.store.node_file import file_stamp, locked, on_loop, replace_durably
 
 __all__ = ["ParameterStore", "FILE_NAME", "GLOBAL_FILE_NAME", "GLOBAL_CHECK"]
 
@@ -56,6 +57,10 @@ class ParameterStore:
         self.parameters: dict[tuple[str, str, str], object] = {}
         self.global_parameters: dict[str, object] = {}
         self.validators: dict = {}  # component -> callable(vhost, name, value), raises ValueError
+        # one change at a time: the HTTP API's writer thread (api/common.py ``off_loop``), or a
+        # caller on the loop (a definitions import); readers on the loop see the old dict or
+        # the new one, which replaces it once it is durable
+        self._changing = threading.Lock()
         self.listeners: list = []  # see the module docstring
         if self.path is not None and self.path.exists() and not self.node_wide:
             try:
@@ -126,11 +131,12 @@ class ParameterStore:
     @contextmanager
     def _change(self):
         """A change of per-vhost parameters: of the shared file when they are the node's."""
-        if self.node_wide:
-            with self._globals_locked():
+        with self._changing:
+            if self.node_wide:
+                with self._globals_locked():
+                    yield
+            else:
                 yield
-        else:
-            yield
 
     # --- reading ---------------------------------------------------------------------------------
 
@@ -147,6 +153,11 @@ class ParameterStore:
 
     # --- changes (durable before they return) ----------------------------------------------------
 
+    # Each change writes a new dict durably, then puts it in place (readers never see a value
+    # that is not durable yet, nor a dict being changed) and tells the listeners on the loop.
+    # The HTTP API calls these on its writer thread, so that an fsync that stalls holds that
+    # request only (warren/store/node_file.py ``on_loop``).
+
     def put(self, component: str, vhost: str, name: str, value) -> bool:
         """Set a parameter; True if it is new."""
         check = self.validators.get(component)
@@ -155,56 +166,60 @@ class ParameterStore:
         key = (component, vhost, name)
         with self._change():
             new = key not in self.parameters
-            self.parameters[key] = value
-            self._save()
+            self._save(parameters={**self.parameters, key: value})
         self._notify(component, vhost, name, value)
         return new
 
     def delete(self, component: str, vhost: str, name: str) -> bool:
         with self._change():
-            if self.parameters.pop((component, vhost, name), _MISSING) is _MISSING:
+            if (component, vhost, name) not in self.parameters:
                 return False
-            self._save()
+            self._save(parameters={k: v for k, v in self.parameters.items() if k != (component, vhost, name)})
         self._notify(component, vhost, name, None)
         return True
 
     def delete_vhost(self, vhost: str) -> None:
         with self._change():
             keys = [k for k in self.parameters if k[1] == vhost]
-            for k in keys:
-                del self.parameters[k]
             if keys:
-                self._save()
+                self._save(parameters={k: v for k, v in self.parameters.items() if k[1] != vhost})
         for k in keys:
             self._notify(*k, None)
 
     def put_global(self, name: str, value) -> bool:
-        with self._globals_locked():
+        with self._changing, self._globals_locked():
             new = name not in self.global_parameters
-            self.global_parameters[name] = value
-            self._save_globals()
+            self._save_globals(globals_={**self.global_parameters, name: value})
         self._notify_global(name, value)
         return new
 
     def delete_global(self, name: str) -> bool:
-        with self._globals_locked():
-            if self.global_parameters.pop(name, _MISSING) is _MISSING:
+        with self._changing, self._globals_locked():
+            if name not in self.global_parameters:
                 return False
-            self._save_globals()
+            self._save_globals(globals_={k: v for k, v in self.global_parameters.items() if k != name})
         self._notify_global(name, None)
         return True
 
-    def _save_globals(self) -> None:
+    def _save_globals(self, globals_: dict | None = None, parameters: dict | None = None) -> None:
+        """Write the new global (and, node-wide, per-vhost) parameters durably, then put them
+        in place; None: as they are."""
         if self.global_path is None:
-            self._save()
+            self._save(parameters, globals_)
             return
-        shared = {"global_parameters": self.list_global()}
+        globals_ = self.global_parameters if globals_ is None else globals_
+        parameters = self.parameters if parameters is None else parameters
+        shared = {"global_parameters": _global_list(globals_)}
         if self.node_wide:
-            shared["parameters"] = self.list()
+            shared["parameters"] = _list(parameters)
         _write_json(self.global_path, shared)
         self._global_stamp = file_stamp(self.global_path)
+        self.global_parameters, self.parameters = globals_, parameters
 
     def _notify(self, component: str, vhost: str, name: str, value) -> None:
+        on_loop(self._notify_now, component, vhost, name, value)  # the listeners live on the loop
+
+    def _notify_now(self, component: str, vhost: str, name: str, value) -> None:
         for listener in list(self.listeners):
             try:
                 listener.parameter_changed(component, vhost, name, value)
@@ -212,22 +227,37 @@ class ParameterStore:
                 log.exception("runtime parameter listener failed on %s/%s/%s", component, vhost, name)
 
     def _notify_global(self, name: str, value) -> None:
+        on_loop(self._notify_global_now, name, value)
+
+    def _notify_global_now(self, name: str, value) -> None:
         for listener in list(self.listeners):
             try:
                 listener.global_parameter_changed(name, value)
             except Exception:
                 log.exception("runtime parameter listener failed on global parameter %s", name)
 
-    def _save(self) -> None:
+    def _save(self, parameters: dict | None = None, globals_: dict | None = None) -> None:
+        """Write the new per-vhost (and global, when they share the file) parameters durably,
+        then put them in place; None: as they are."""
         if self.node_wide:
-            self._save_globals()
+            self._save_globals(globals_, parameters)
             return
-        if self.path is None:
-            return
-        data = {"parameters": self.list()}
-        if self.global_path is None:
-            data["global_parameters"] = self.list_global()
-        _write_json(self.path, data)
+        parameters = self.parameters if parameters is None else parameters
+        globals_ = self.global_parameters if globals_ is None else globals_
+        if self.path is not None:
+            data = {"parameters": _list(parameters)}
+            if self.global_path is None:
+                data["global_parameters"] = _global_list(globals_)
+            _write_json(self.path, data)
+        self.parameters, self.global_parameters = parameters, globals_
+
+
+def _list(parameters: dict) -> list[dict]:
+    return [{"value": v, "vhost": k[1], "component": k[0], "name": k[2]} for k, v in sorted(parameters.items())]
+
+
+def _global_list(globals_: dict) -> list[dict]:
+    return [{"name": k, "value": v} for k, v in sorted(globals_.items())]
 
 
 def _globals_of(data: dict) -> dict:

@@ -80,6 +80,7 @@ import json
 import logging
 import os
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from warren.store.damage import DamagedFile, damaged_header, is_torn_tail
@@ -222,12 +223,25 @@ def _definition(rec: dict):
                       rec["destination_kind"])
 
 
+def _delete_record(op: str, vhost: str, name: str, token: str | None) -> dict:
+    rec = {"op": op, "vhost": vhost, "name": name}
+    if token:
+        rec["token"] = token
+    return rec
+
+
+def _content(kept_deletes: list, live: list) -> bytes:
+    """A whole log: the kept deletes first (replayed, they find nothing to delete: a name
+    declared again comes after them), then the live definitions."""
+    return (file_header(KIND_DEFINITIONS) + b"".join(_encode(r) for r in kept_deletes)
+            + b"".join(_encode(_record(d)) for d in live))
+
+
 def _encode(rec: dict) -> bytes:
     # ensure_ascii: names decoded with surrogateescape (any wire octets) survive as \\udcXX escapes
     return encode_record(T_DEFINITION, json.dumps(rec, separators=(",", ":"), allow_nan=False).encode("ascii"))
 
 
-_DELETES = ("queue.delete", "exchange.delete")  # never deferred (``_log``)
 
 
 class DefinitionsStore:
@@ -252,6 +266,10 @@ class DefinitionsStore:
         self._queues: dict[tuple, QueueDef] = {}
         self._bindings: dict[tuple, BindingDef] = {}
         self._dead = 0  # records in the file that no longer describe anything
+        # deletes logged with a token (their store folder put aside, warren/store/aside.py):
+        # token -> record. A compaction keeps them, ahead of the live definitions, until
+        # ``forget_deletes``: the start tells by them whether a folder's delete was durable
+        self._kept_deletes: dict[str, dict] = {}
         self._fd: int | None = None
         self._failed: BaseException | None = None
         self._open()
@@ -349,9 +367,11 @@ class DefinitionsStore:
                 self._dead += 2
         elif op in ("exchange.delete", "queue.delete"):
             vhost, name = rec["vhost"], rec["name"]
+            if rec.get("token"):
+                self._kept_deletes[rec["token"]] = rec
             table = self._exchanges if op == "exchange.delete" else self._queues
             if table.pop((vhost, name), None) is not None:
-                self._dead += 2
+                self._dead += 1 if rec.get("token") else 2  # a kept delete counts once forgotten
             kind = "exchange" if op == "exchange.delete" else "queue"
             for key, b in list(self._bindings.items()):
                 if b.vhost == vhost and ((b.destination_kind == kind and b.destination == name)
@@ -409,9 +429,8 @@ class DefinitionsStore:
                     self._failed = e
                 raise
             self.changes += 1
-            # a queue's or exchange's delete is followed by its store folder's removal, which must
-            # not outlive a power cut that undoes the delete: that record is fsynced at once
-            if self.defer_fsync and self.fsync and rec["op"] not in _DELETES:
+            # a delete too: its store folder is only put aside, until the delete is durable (aside.py)
+            if self.defer_fsync and self.fsync:
                 self._apply(rec)  # in the order written; durable once ``sync`` says so
                 self.answers_held += 1
                 if self.on_change is not None:
@@ -434,15 +453,42 @@ class DefinitionsStore:
                          internal: bool = False, arguments: dict | None = None) -> bool:
         return self._log(_record(ExchangeDef(vhost, name, type, durable, auto_delete, internal, arguments or {})))
 
-    def delete_exchange(self, vhost: str, name: str) -> bool:
-        return self._log({"op": "exchange.delete", "vhost": vhost, "name": name})
+    def delete_exchange(self, vhost: str, name: str, token: str | None = None) -> bool:
+        """``token``: the name its store folder is put aside under (aside.py), kept with the record."""
+        return self._log(_delete_record("exchange.delete", vhost, name, token))
 
     def declare_queue(self, vhost: str, name: str, durable: bool = True, auto_delete: bool = False,
                       arguments: dict | None = None) -> bool:
         return self._log(_record(QueueDef(vhost, name, durable, auto_delete, arguments or {})))
 
-    def delete_queue(self, vhost: str, name: str) -> bool:
-        return self._log({"op": "queue.delete", "vhost": vhost, "name": name})
+    def delete_queue(self, vhost: str, name: str, token: str | None = None) -> bool:
+        """``token``: as for ``delete_exchange``."""
+        return self._log(_delete_record("queue.delete", vhost, name, token))
+
+    @property
+    def delete_tokens(self) -> frozenset:
+        """The tokens of the deletes the log holds (read at open, or logged since) and not yet
+        forgotten: a folder put aside under one of them was deleted durably (aside.py)."""
+        with self._lock:
+            return frozenset(self._kept_deletes)
+
+    def forget_deletes(self, tokens) -> None:
+        """The folders put aside under ``tokens`` are gone for good: the next compaction drops
+        their delete records."""
+        with self._lock:
+            for t in tokens:
+                if self._kept_deletes.pop(t, None) is not None:
+                    self._dead += 1
+
+    @contextmanager
+    def deferred(self):
+        """``defer_fsync`` set for the changes made inside (the broker's own, such as a vhost's
+        deletion: whoever must answer waits for ``durable``), as it was after."""
+        before, self.defer_fsync = self.defer_fsync, True
+        try:
+            yield self
+        finally:
+            self.defer_fsync = before
 
     def bind(self, vhost: str, source: str, destination: str, routing_key: str, arguments: dict | None = None,
              destination_kind: str = "queue") -> bool:
@@ -487,8 +533,13 @@ class DefinitionsStore:
         return True
 
     def _live_content(self) -> bytes:
-        live = [*self._exchanges.values(), *self._queues.values(), *self._bindings.values()]
-        return file_header(KIND_DEFINITIONS) + b"".join(_encode(_record(d)) for d in live)
+        return _content(*self._live_parts())
+
+    def _live_parts(self) -> tuple[list, list]:
+        """What a compaction writes (copies, taken under the lock): the kept deletes, then
+        every live definition (``_content``)."""
+        return (list(self._kept_deletes.values()),
+                [*self._exchanges.values(), *self._queues.values(), *self._bindings.values()])
 
     def _replace_with(self, content: bytes) -> None:
         """Write ``content`` to a new file, fsync it, rename it over the log and fsync the
@@ -544,9 +595,9 @@ class DefinitionsStore:
             if self._fd is None or self._failed is not None or self._dead < self.compact_after:
                 return
             mark = self.changes
-            live = [*self._exchanges.values(), *self._queues.values(), *self._bindings.values()]
+            parts = self._live_parts()
         tmp = self.path + ".compact"
-        content = file_header(KIND_DEFINITIONS) + b"".join(_encode(_record(d)) for d in live)
+        content = _content(*parts)
         try:
             fd = self._create(tmp, content)
         except OSError as e:
@@ -588,9 +639,7 @@ class DefinitionsStore:
 
     def _compact(self) -> None:
         tmp = self.path + ".compact"
-        live = [*self._exchanges.values(), *self._queues.values(), *self._bindings.values()]
-        content = file_header(KIND_DEFINITIONS) + b"".join(_encode(_record(d)) for d in live)
-        fd = self._create(tmp, content)  # fsynced before the rename: the rename must not expose a hole
+        fd = self._create(tmp, self._live_content())  # fsynced before the rename: the rename must not expose a hole
         try:
             os.replace(tmp, self.path)
         except BaseException:

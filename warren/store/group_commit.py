@@ -123,6 +123,15 @@ class GroupCommitStore:
         if self.fsync:
             fsync_dir(os.path.dirname(os.path.abspath(self.directory)))
 
+    def put_aside(self, aside: str) -> None:
+        """Close without syncing and rename the folder to ``aside``, in the same parent: its
+        queue or exchange was deleted, and the folder goes for good once that delete is
+        durable (warren/store/aside.py). The rename is not fsynced: either name may survive a
+        power cut, and the start sorts them out by the definitions log."""
+        if not self._closed:
+            self._release()
+        os.rename(self.directory, aside)
+
     def __enter__(self):
         return self
 

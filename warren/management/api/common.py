@@ -48,7 +48,8 @@ from warren.store.node_file import writer_loop
 
 __all__ = ["BROKER", "INFO", "SERVER", "STATS", "REALM", "ApiError", "bad_request", "not_found",
            "not_authorised", "read_json", "parse_json", "as_bool", "reply_list", "reply_objects", "node_name",
-           "iso_time", "vhost_or_404", "no_content", "created", "MISSING", "SLICE_SECONDS", "lookup", "off_loop"]
+           "iso_time", "vhost_or_404", "no_content", "created", "MISSING", "SLICE_SECONDS", "lookup", "off_loop",
+           "definitions_durable"]
 
 BROKER = web.AppKey("broker", Broker)   # its vhosts, access store (users), policies
 INFO = web.AppKey("info", object)       # a callable: extra fields of /api/overview (ports, connections)
@@ -80,6 +81,17 @@ async def off_loop(change, *args, **kw):
             writer_loop.loop = None
 
     return await loop.run_in_executor(_WRITER, run)
+
+
+async def definitions_durable(broker) -> None:
+    """Once every change of the definitions log made so far is durable: after the group
+    commit that fsyncs it, off the loop (warren/broker/durability.py ``after_definitions``)."""
+    durability = broker.durability
+    if durability is None:
+        return
+    done = asyncio.get_running_loop().create_future()
+    durability.after_definitions(lambda: done.done() or done.set_result(None))
+    await done
 
 
 class ApiError(web.HTTPException):

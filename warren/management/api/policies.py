@@ -223,7 +223,7 @@ async def put_parameter(request: web.Request) -> web.Response:
         await _access_call(_access(request).set_vhost_limits, vhost.name, body["value"])
         return no_content()
     try:
-        new = request.app[PARAMETERS].put(component, vhost.name, name, body["value"])
+        new = await off_loop(request.app[PARAMETERS].put, component, vhost.name, name, body["value"])
     except ValueError as e:  # a component's validator refused it (warren/federation: shovels, upstreams)
         raise bad_request(f"Validation failed\n\n{e}\n") from None
     await _in_force_everywhere(request)
@@ -240,7 +240,7 @@ async def delete_parameter(request: web.Request) -> web.Response:
             raise not_found()
         await _access_call(access.set_vhost_limits, vhost.name, {})
         return no_content()
-    if not request.app[PARAMETERS].delete(component, vhost.name, name):
+    if not await off_loop(request.app[PARAMETERS].delete, component, vhost.name, name):
         raise not_found()
     await _in_force_everywhere(request)
     return no_content()
@@ -273,14 +273,14 @@ async def put_global_parameter(request: web.Request) -> web.Response:
     body = await read_json(request)
     if "value" not in body:
         raise bad_request("value missing")
-    new = request.app[PARAMETERS].put_global(request.match_info["name"], body["value"])
+    new = await off_loop(request.app[PARAMETERS].put_global, request.match_info["name"], body["value"])
     await _in_force_everywhere(request)
     return created() if new else no_content()
 
 
 async def delete_global_parameter(request: web.Request) -> web.Response:
     require(request, ADMINISTRATOR)
-    if not request.app[PARAMETERS].delete_global(request.match_info["name"]):
+    if not await off_loop(request.app[PARAMETERS].delete_global, request.match_info["name"]):
         raise not_found()
     await _in_force_everywhere(request)
     return no_content()

@@ -16,8 +16,8 @@ from warren.management import policy_store
 from warren.management.api import stats as st
 from warren.management.api.auth import ADMINISTRATOR, check_vhost_access, require, visible_vhosts
 from warren.management.api.common import (
-    BROKER, STATS, as_bool, bad_request, created, no_content, node_name, not_found, off_loop, read_json,
-    reply_list, reply_object,
+    BROKER, STATS, as_bool, bad_request, created, definitions_durable, no_content, node_name, not_found, off_loop,
+    read_json, reply_list, reply_object,
 )
 from warren.management.api.connections import open_connections
 from warren.management.api.merged import add_figures
@@ -118,18 +118,21 @@ async def delete_vhost(request: web.Request) -> web.Response:
     access = _access(request)
     name = request.match_info["name"]
     from warren.access import NotFound
+    broker = request.app[BROKER]
     try:
         await off_loop(access.delete_vhost, name)
     except NotFound:
         raise not_found() from None
-    broker = request.app[BROKER]
+    # its queues' and exchanges' deletes, made on the loop meanwhile (Broker.vhost_deleted), are
+    # fsynced by the group commit: 204 once they are durable
+    await definitions_durable(broker)
     request.app[STATS].forget_vhost(name)  # its message_stats start again at 0 if it comes back
     # every process holding it deletes it too, then forgets its counts (broker/directory.py)
     await broker.directory.files_changed()
     await broker.directory.api_act("forget_vhost", name)
     await off_loop(policy_store.remove_vhost_policies, broker, name)
     from warren.management.api.policies import PARAMETERS
-    request.app[PARAMETERS].delete_vhost(name)
+    await off_loop(request.app[PARAMETERS].delete_vhost, name)
     return no_content()
 
 
