@@ -275,3 +275,13 @@ def test_any_frames_after_open_are_answered_never_raised(frames):
             elif type(e) is ev.MessageReceived:
                 peer.conn.settle_incoming(e.channel, e.delivery_id, spec.Accepted())
         peer.received()
+
+
+@pytest.mark.parametrize("handle, delivery_id, tag, settled", [
+    (0, 0, b"", True), (1, 255, b"\x00" * 8, False), (256, 70000, b"t" * 255, True), (2**32 - 1, 2**32 - 1, b"x", False),
+])
+def test_a_one_frame_delivery_is_the_octets_the_composite_encoder_makes(handle, delivery_id, tag, settled):
+    from warren.protocol.amqp1_0.connection import transfer_frame
+    want = encode_frame(7, spec.Transfer(handle=handle, delivery_id=delivery_id, delivery_tag=tag, message_format=0,
+                                         settled=settled), b"payload")
+    assert transfer_frame(7, handle, delivery_id, tag, settled, b"payload") == want

@@ -105,3 +105,15 @@ def test_sections_out_of_the_spec_order_are_taken_as_proton_sends_them():
     # a management request from RabbitMQ's client (Qpid Proton): amqp-value, then properties
     s = parse(section(0x77, None) + t.encode(spec.Properties(message_id="m", to="/queues/q", subject="GET")))
     assert s.body == [(0x77, None)] and s.properties.subject == "GET"
+
+
+def test_messages_published_alike_share_their_encoded_head_and_keep_their_own_body():
+    from warren.protocol.amqp1_0 import message as m
+    props = BasicProperties(content_type="text/plain", headers={"k": "v"}).encode()
+    first = from_broker(Message("x", "rk", props, b"one"), False)
+    assert from_broker(Message("x", "rk", props, b"one"), False) == first
+    assert parse(from_broker(Message("x", "rk", props, b"two"), False)).body == [(0x75, b"two")]
+    again = parse(from_broker(Message("x", "rk", props, b"one"), True))
+    assert again.header[4] == 1  # redelivered: another head (delivery-count 1)
+    m._HEADS.clear()
+    assert from_broker(Message("x", "rk", props, b"one"), False) == first

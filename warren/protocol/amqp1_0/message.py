@@ -289,18 +289,23 @@ class View:
         self.properties, self.application = properties, application
 
     def encode(self) -> bytes:
-        msg, b = self.msg, self.msg.decoded
+        return self.encode_head() + _body(self.msg, self.msg.decoded.type == AMQP10_TYPE)
+
+    def encode_head(self) -> bytes:
+        """The sections before the body."""
         p = self.properties
         sections = [t.encode(self.header), t.encode(t.Described(t.ULong(_MA), self.annotations))]
         if any(getattr(p, f.name) is not None for f in spec.Properties.FIELDS):
             sections.append(t.encode(p))
         if self.application:
             sections.append(t.encode(t.Described(t.ULong(_AP), self.application)))
-        if b.type == AMQP10_TYPE:
-            sections.append(bytes(msg.body))  # the body sections as the 1.0 publisher sent them
-        else:
-            sections.append(_data_section(msg.body))
         return b"".join(sections)
+
+
+def _body(msg, amqp10: bool) -> bytes:
+    if amqp10:
+        return bytes(msg.body)  # the body sections as the 1.0 publisher sent them
+    return _data_section(msg.body)
 
 
 def view(msg, redelivered: bool) -> View:
@@ -344,9 +349,27 @@ def view(msg, redelivered: bool) -> View:
     return View(msg, header, annotations, p, application)
 
 
+# Messages published alike (one publisher's stream) have the same property octets, exchange and
+# routing key, so the same sections before the body: encoded once, kept here (bounded).
+_HEADS: dict = {}
+_HEADS_MAX = 1024
+_HEAD_KEY_MAX = 4096  # property lists longer than this are not kept
+
+
 def from_broker(msg, redelivered: bool) -> bytes:
     """The encoded 1.0 message of a delivery of the broker's message ``msg``."""
-    return view(msg, redelivered).encode()
+    props = msg.properties
+    keep = type(props) is bytes and len(props) <= _HEAD_KEY_MAX
+    key = (props, msg.exchange, msg.routing_key, redelivered) if keep else None
+    cached = _HEADS.get(key) if keep else None
+    if cached is None:
+        v = view(msg, redelivered)
+        cached = (v.encode_head(), msg.decoded.type == AMQP10_TYPE)
+        if keep:
+            if len(_HEADS) >= _HEADS_MAX:
+                _HEADS.clear()
+            _HEADS[key] = cached
+    return cached[0] + _body(msg, cached[1])
 
 
 def _data_section(body) -> bytes:
