@@ -108,7 +108,8 @@ class DeletedFolders:
                     log.warning("fsync of %s after removing deleted store folders failed (%r); the next start "
                                 "removes them again if need be", parent, e)
                     return  # their tokens stay in the log: the start needs them
-        self.definitions.forget_deletes([t for _, _, t in done])
+        # a folder still there (rmtree failed) keeps its token in the log, for the start
+        self.definitions.forget_deletes([t for _, folder, t in done if not os.path.lexists(folder)])
 
     def close(self) -> None:
         """At shutdown, after the definitions log's close (everything durable): remove the rest."""
