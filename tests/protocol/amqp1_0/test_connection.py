@@ -285,3 +285,49 @@ def test_a_one_frame_delivery_is_the_octets_the_composite_encoder_makes(handle, 
     want = encode_frame(7, spec.Transfer(handle=handle, delivery_id=delivery_id, delivery_tag=tag, message_format=0,
                                          settled=settled), b"payload")
     assert transfer_frame(7, handle, delivery_id, tag, settled, b"payload") == want
+
+
+def _both_ways(body: bytes):
+    from warren.protocol.amqp1_0.connection import split_transfer
+    from warren.codec.amqp1_0.types import DecodeError
+    fast = split_transfer(body)
+    try:
+        slow = split_body(body)
+    except DecodeError:
+        slow = None
+    if fast is not None:  # the shortcut reads only what the decoder reads the same way
+        assert slow is not None and fast[0] == slow[0] and fast[1] == slow[1], (body, fast, slow)
+    return fast, slow
+
+
+@settings(max_examples=300, deadline=None)
+@given(handle=st.integers(0, 2**32 - 1), delivery_id=st.none() | st.integers(0, 2**32 - 1),
+       tag=st.none() | st.binary(max_size=40), settled=st.none() | st.booleans(), more=st.booleans(),
+       aborted=st.booleans(), payload=st.binary(max_size=30))
+def test_the_transfer_shortcut_reads_what_the_decoder_reads(handle, delivery_id, tag, settled, more, aborted, payload):
+    t = spec.Transfer(handle=handle, delivery_id=delivery_id, delivery_tag=tag, message_format=0, settled=settled,
+                      more=more, aborted=aborted)
+    body = encode(t) + payload
+    fast, slow = _both_ways(body)
+    assert fast is not None  # the forms clients send are read by the shortcut
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=60))
+def test_the_transfer_shortcut_on_any_octets(tail):
+    _both_ways(b"\x00\x53\x14" + tail)
+    _both_ways(b"\x00\x53\x14\xc0" + tail)
+
+
+_ELEMENT = st.sampled_from([b"\x40", b"\x43", b"\x41", b"\x42", b"\x52\x07", b"\x70\x00\x01\x00\x00", b"\xa0\x02ab",
+                            b"\xa0\x00", b"\x50\x01", b"\x56\x01", b"\xa1\x01x"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_ELEMENT, max_size=13), st.integers(-2, 2), st.binary(max_size=5))
+def test_the_transfer_shortcut_on_lists_of_field_encodings(elements, size_error, payload):
+    fields = b"".join(elements)
+    size = max(0, len(fields) + 1 + size_error)
+    if size < 256:
+        _both_ways(b"\x00\x53\x14\xc0" + bytes((size, len(elements))) + fields + payload)
+    _both_ways(b"\x00\x53\x14\xd0" + (size + 3).to_bytes(4, "big") + len(elements).to_bytes(4, "big") + fields + payload)
