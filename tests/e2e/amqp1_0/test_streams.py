@@ -317,3 +317,23 @@ def test_a_filter_that_skips_a_long_run_lets_others_through_and_goes_on(conn, br
     r.accept()
     assert (m.body, m.annotations["x-stream-offset"]) == (b"the red one", 5000)
     assert nothing_more(conn, r)
+
+
+def test_a_dynamic_queue_goes_with_its_session(broker):
+    from warren.codec.amqp1_0.types import Symbol
+    from warren.spec import amqp1_0 as spec
+    from .raw10 import Raw10
+    with Raw10(broker) as c:
+        c.login()
+        c.begin(0)
+        c.send(0, spec.Attach(name="replies", handle=0, role=True, target=spec.Target(),
+                              source=spec.Source(dynamic=True, capabilities=[Symbol("temporary-queue")])))
+        source = c.expect(spec.Attach).source
+        assert source.dynamic and source.expiry_policy == "link-detach"
+        queue = source.address[len("/queues/"):]
+        p = pika.BlockingConnection(pika.URLParameters(broker.url))
+        assert pika_queue_exists(p, queue)
+        c.send(0, spec.End())
+        c.expect(spec.End)
+        assert not pika_queue_exists(p, queue)
+        p.close()

@@ -111,13 +111,11 @@ class Incoming:
     """A link the client sends on: where its messages go (``exchange`` None: each message's
     ``to``; ``management``: requests to the management node)."""
 
-    __slots__ = ("handle", "name", "exchange", "key", "management", "dynamic")
+    __slots__ = ("handle", "name", "exchange", "key", "management")
 
-    def __init__(self, handle: int, name: str, exchange: str | None, key: str | None, management: bool = False,
-                 dynamic: str | None = None) -> None:
+    def __init__(self, handle: int, name: str, exchange: str | None, key: str | None, management: bool = False) -> None:
         self.handle, self.name, self.exchange, self.key = handle, name, exchange, key
         self.management = management
-        self.dynamic = dynamic  # the temporary queue this link created (a dynamic target), if any
 
 
 class Replies:
@@ -358,6 +356,10 @@ class ConnectionHandler(BrokerConnection):
     def _ended(self, e: ev.SessionEnded) -> None:
         ch = self.channels.pop(e.channel, None)
         if ch is not None:
+            sink = ch.sink
+            # the session's links are gone: so are their dynamic queues
+            for queue in [out.queue for out in sink.links.values() if out.dynamic] + list(sink.dynamic_targets.values()):
+                self._delete_temporary(ch, queue)
             ch.close()
 
     def _attach(self, e: ev.AttachRequested) -> None:
@@ -493,7 +495,7 @@ class ConnectionHandler(BrokerConnection):
                                  capabilities=[Symbol(TEMPORARY_QUEUE)])
             self.conn.accept_attach(channel.number, handle, a.source, answer, max_message_size=self.max_message_size)
             channel.sink.dynamic_targets[handle] = queue
-            return Incoming(handle, a.name, "", queue, dynamic=queue)
+            return Incoming(handle, a.name, "", queue)
         address = getattr(target, "address", None)
         if address is None:  # the anonymous terminus: each message's "to"
             incoming = Incoming(handle, a.name, None, None)
