@@ -29,6 +29,7 @@ from collections import defaultdict
 from warren.broker import authz, reply_to
 from warren.broker.confirms import Confirms
 from warren.broker.consumer import Consumer
+from warren.broker.later import is_later, then
 from warren.broker.message import Message, clone_messages, untrack as _untrack
 from warren.broker.queues.length_limits import REFUSED
 from warren.codec.properties import EXPIRATION_FLAG, HEADERS_FLAG, REPLY_TO_FLAG, USER_ID_FLAG
@@ -74,13 +75,15 @@ class BrokerChannel:
     # what ``publish`` makes a message with: an adapter may give its messages more to carry
     # (0-10: the publishing connection, for no-local queues)
     new_message = Message
-    # --worker-mode queues (warren/spread/channel.py): this channel's consumers of queues other
-    # workers own, by tag, once it has one; the HTTP API lists them with the channel's own
-    remote_consumers: dict | None = None
+    # what this channel reads from queues that live in another process: the directory's part
+    # (--worker-mode queues: warren/spread/remote_reads.py), made by the first consume or get
+    # of such a queue; its ``consumers`` are listed by the HTTP API with the channel's own
+    remote = None
 
     def __init__(self, session, number: int, sink) -> None:
         self.session = session  # the client connection: user, vhost, access, exclusive queues
         self.vhost = session.vhost
+        self.directory = session.broker.directory  # where queues live; how definitions change
         self.number = number
         self.sink = sink  # where deliveries go (a DeliverySink, warren/broker/delivery.py)
         self.consumers: dict[str, Consumer] = {}
@@ -108,11 +111,16 @@ class BrokerChannel:
         self.publish_allowed = authz.UNCHECKED
         self.publish_checked: dict = {}
 
+    @property
+    def remote_consumers(self) -> dict | None:
+        """This channel's consumers of queues in other processes, by tag (None: it has none)."""
+        return self.remote.consumers if self.remote is not None else None
+
     def consumer_count(self) -> int:
-        """This channel's consumers, with those of queues other workers own under
-        --worker-mode queues (``remote_consumers``): the HTTP API's and Prometheus' figure."""
-        remote = self.remote_consumers
-        return len(self.consumers) + (len(remote) if remote else 0)
+        """This channel's consumers, with those of queues in other processes: the HTTP API's and
+        Prometheus' figure."""
+        remote = self.remote
+        return len(self.consumers) + (len(remote.consumers) if remote is not None else 0)
 
     @property
     def flow_active(self) -> bool:
@@ -155,42 +163,62 @@ class BrokerChannel:
             q.dispatch()
 
     # --- exchanges -----------------------------------------------------------------------------
+    # A change of definitions goes through the directory, which applies it where the vhost
+    # lives; it may answer later (warren/broker/later.py): the adapter answers either way.
 
     def declare_exchange(self, name: str, type_: str, passive: bool, durable: bool, auto_delete: bool,
-                         internal: bool, arguments: dict) -> None:
+                         internal: bool, arguments: dict):
         authz.exchange_declare(self, name, type_, passive, arguments)
-        self.vhost.declare_exchange(name, type_, passive, durable, auto_delete, internal, arguments)
+        if passive or not name:  # every process holds every exchange: checked here
+            self.vhost.declare_exchange(name, type_, passive, durable, auto_delete, internal, arguments)
+            return None
+        return self.directory.change(self.vhost, "declare_exchange",
+                                     (name, type_, False, durable, auto_delete, internal, arguments))
 
-    def delete_exchange(self, name: str, if_unused: bool) -> None:
+    def delete_exchange(self, name: str, if_unused: bool):
         authz.exchange_delete(self, name)
-        self.vhost.delete_exchange(name, if_unused)
+        return self.directory.change(self.vhost, "delete_exchange", (name, if_unused))
 
-    def bind_exchange(self, destination: str, source: str, routing_key: str, arguments: dict) -> None:
+    def bind_exchange(self, destination: str, source: str, routing_key: str, arguments: dict):
         authz.exchange_bind(self, destination, source, routing_key)
-        self.vhost.bind_exchange(destination, source, routing_key, arguments)
+        return self.directory.change(self.vhost, "bind_exchange", (destination, source, routing_key, arguments))
 
-    def unbind_exchange(self, destination: str, source: str, routing_key: str, arguments: dict) -> None:
+    def unbind_exchange(self, destination: str, source: str, routing_key: str, arguments: dict):
         authz.exchange_bind(self, destination, source, routing_key)
-        self.vhost.unbind_exchange(destination, source, routing_key, arguments)
+        return self.directory.change(self.vhost, "unbind_exchange", (destination, source, routing_key, arguments))
 
     # --- queues --------------------------------------------------------------------------------
 
-    def _queue(self, name: str):
-        return self.vhost.queue(name or self.last_queue, self.session)
+    def _handle(self, name: str):
+        """The queue (or the handle of one in another process) this session may use: 404 if
+        missing, 405 if another connection's exclusive queue."""
+        return self.vhost.queue_handle(name, self.session)
 
     def declare_queue(self, name: str, passive: bool, durable: bool, exclusive: bool, auto_delete: bool,
-                      arguments: dict) -> tuple[str, int, int]:
-        """(queue name, ready messages, consumers); an empty name makes a server-named queue."""
+                      arguments: dict):
+        """(queue name, ready messages, consumers), now or later; an empty name makes a
+        server-named queue."""
         if name.startswith(reply_to.REPLY_TO):
             return reply_to.declare(self, name)
         authz.queue_declare(self, name, passive, arguments)
-        session = self.session
-        q = self.vhost.declare_queue(session, name, passive, durable, exclusive, auto_delete, arguments)
-        if q.exclusive_owner is session:
-            session.exclusive_queues.add(q)
-        q.touch()  # x-expires: a declare (passive too) is a use
-        self.last_queue = q.name
-        return q.name, q.message_count, len(q.consumers)
+        if passive:
+            q = self._handle(name)
+            q.touch()  # x-expires: a passive declare is a use too
+            self.last_queue = q.name
+            return then(q.counts(), lambda counts: (q.name, *counts))
+        return then(self.directory.change(self.vhost, "declare_queue",
+                                          (name, durable, exclusive, auto_delete, arguments, self.session)),
+                    self._queue_declared)
+
+    def _queue_declared(self, result: tuple) -> tuple:
+        name = result[0]
+        self.last_queue = name
+        q = self.vhost.queues.get(name)  # (here: not when it lives in another process)
+        if q is not None:
+            q.touch()  # x-expires: a declare is a use
+            if q.exclusive_owner is self.session:
+                self.session.exclusive_queues.add(q)
+        return result
 
     def queue_info(self, name: str) -> dict:
         """What a client may read of a queue it could declare passively (RabbitMQ 4's AMQP 1.0
@@ -202,41 +230,46 @@ class BrokerChannel:
                 "exclusive": q.exclusive_owner is not None, "type": getattr(q, "queue_type", "classic"),
                 "arguments": dict(q.arguments), "messages": q.message_count, "consumers": len(q.consumers)}
 
-    def bind_queue(self, queue: str, exchange: str, routing_key: str, arguments: dict) -> None:
+    def bind_queue(self, queue: str, exchange: str, routing_key: str, arguments: dict):
         authz.queue_bind(self, queue, exchange, routing_key)
-        self.vhost.bind_queue(self._queue(queue), exchange, routing_key, arguments)
+        return self.directory.change(self.vhost, "bind_queue",
+                                     (queue or self.last_queue, exchange, routing_key, arguments, self.session))
 
-    def unbind_queue(self, queue: str, exchange: str, routing_key: str, arguments: dict) -> None:
+    def unbind_queue(self, queue: str, exchange: str, routing_key: str, arguments: dict):
         authz.queue_bind(self, queue, exchange, routing_key)
-        self.vhost.unbind_queue(self.session, queue or self.last_queue, exchange, routing_key, arguments)
+        return self.directory.change(self.vhost, "unbind_queue",
+                                     (queue or self.last_queue, exchange, routing_key, arguments, self.session))
 
-    def purge_queue(self, queue: str) -> int:
-        """Drop the ready messages; returns how many."""
+    def purge_queue(self, queue: str):
+        """Drop the ready messages; how many, now or later."""
         authz.queue_read(self, queue)
-        return self._queue(queue).purge()
+        return self._handle(queue or self.last_queue).purge()
 
-    def delete_queue(self, queue: str, if_unused: bool, if_empty: bool) -> tuple[int, list]:
-        """(messages deleted, held cancel notifications). The consumers of this connection on
-        the queue are told after the answer, as RabbitMQ does (py-amqp/kombu raise
+    def delete_queue(self, queue: str, if_unused: bool, if_empty: bool):
+        """(messages deleted, held cancel notifications), now or later. The consumers of this
+        connection on the queue are told after the answer, as RabbitMQ does (py-amqp/kombu raise
         ConsumerCancelled inside queue_delete otherwise): the caller answers, then calls
-        ``notify_cancel`` of each (channel, tag) held."""
+        ``notify_cancel`` of each (channel, tag) held. Deleting a missing queue succeeds with 0,
+        as in RabbitMQ 3.x."""
         authz.queue_delete(self, queue)
-        name = queue or self.last_queue
-        if name not in self.vhost.queues:
-            return 0, []  # idempotent, as RabbitMQ 3.x: deleting a missing queue succeeds with 0
-        q = self._queue(name)
-        if if_unused and q.consumers:
-            raise PreconditionFailed(f"queue '{q.name}' in vhost '{self.vhost.name}' in use")
-        if if_empty and q.message_count:
-            raise PreconditionFailed(f"queue '{q.name}' in vhost '{self.vhost.name}' is not empty")
         session = self.session
         session.held_cancels = held = []
         try:
-            n = self.vhost.delete_queue(q)
-        finally:
+            deleted = self.directory.change(self.vhost, "delete_queue",
+                                            (queue or self.last_queue, if_unused, if_empty, session))
+        except BaseException:
             session.held_cancels = None
-        session.exclusive_queues.discard(q)
-        return n, held
+            raise
+        if not is_later(deleted):
+            session.held_cancels = None
+            return deleted, held
+
+        async def later():
+            try:
+                return await deleted, held
+            finally:
+                session.held_cancels = None
+        return later()
 
     # --- consumers -----------------------------------------------------------------------------
 
@@ -247,35 +280,37 @@ class BrokerChannel:
             self.prefetch_count, self.prefetch_size = count, size
         else:
             self.consumer_prefetch_count, self.consumer_prefetch_size = count, size
+        if self.remote is not None:  # the other processes' queues our consumers read hear it
+            self.remote.prefetch_changed()
+
+    def set_flow(self, active: bool) -> None:
+        """Whether deliveries may flow (0-9-1 channel.flow), after its answer."""
+        self.sink.flow_active = active
+        if active:
+            self.resume_delivery()
+        if self.remote is not None:
+            self.remote.flow_changed(active)
 
     def consume(self, queue: str, tag: str, no_ack: bool, exclusive: bool, arguments: dict):
-        """A new consumer (an empty tag: the broker names it); returns it (its ``tag``). The
+        """A new consumer (an empty tag: the broker names it), now or later (its ``tag``). The
         caller answers, then ``start_consumer`` hands it what is ready."""
         if queue == reply_to.REPLY_TO:
             return reply_to.consume(self, tag, no_ack)
         authz.queue_read(self, queue)
-        q = self._queue(queue)
+        q = self._handle(queue or self.last_queue)
         tag = tag or "amq.ctag-" + base64.urlsafe_b64encode(os.urandom(16)).rstrip(b"=").decode()
-        if tag in self.consumers:
+        if tag in self.consumers or (self.remote is not None and tag in self.remote.consumers):
             raise NotAllowed(f"attempt to reuse consumer tag '{tag}'")
         self.session.broker.limits.check_consumer(self, tag)  # consumer_max_per_channel
         priority = arguments.get("x-priority") if arguments else None
         if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
             raise PreconditionFailed(f"invalid arg 'x-priority' for queue '{q.name}' in vhost '{self.vhost.name}': "
                                      f"\"expected integer, got {_type_name(priority)}\"")
-        if q.has_exclusive_consumer() or (exclusive and q.consumers):
-            raise AccessRefused(f"queue '{q.name}' in vhost '{self.vhost.name}' in exclusive use")
-        c = Consumer(tag, self, q, no_ack, exclusive, arguments,
-                     self.consumer_prefetch_count, self.consumer_prefetch_size)
-        self.consumers[tag] = c
-        q.add_consumer(c)
-        return c
+        return q.consume(self, tag, no_ack, exclusive, arguments)
 
     def start_consumer(self, consumer) -> None:
         """Deliver what the consumer's queue has ready (after the consume was answered)."""
-        queue = consumer.queue  # None for a reply consumer (reply_to.py)
-        if queue is not None:
-            queue.dispatch()
+        consumer.start()
 
     def cancel(self, tag: str) -> None:
         """End a consumer (an unknown tag is not an error)."""
@@ -285,6 +320,8 @@ class BrokerChannel:
         c = self.consumers.pop(tag, None)
         if c is not None:
             c.queue.remove_consumer(c)
+        elif self.remote is not None:
+            self.remote.cancel(tag)
 
     def consumer_cancelled_by_broker(self, c: Consumer) -> None:
         """The queue went away under a consumer: tell the client (the sink decides how)."""
@@ -501,21 +538,19 @@ class BrokerChannel:
 
     def get(self, queue: str, no_ack: bool):
         """One message taken from a queue: (delivery tag, redelivered, message, messages left),
-        or None when it is empty."""
+        or None when it is empty; now or later."""
         authz.queue_read(self, queue)
-        q = self._queue(queue)
-        entry = q.take(no_ack)  # marks it delivered
-        if entry is None:
+        return then(self._handle(queue or self.last_queue).get(self, no_ack), lambda got: self._got(got, no_ack))
+
+    def _got(self, got, no_ack: bool):
+        if got is None:
             return None
-        seq, msg, redelivered, _ = entry
-        q.stats_get += 1
-        if redelivered:
-            q.stats_redeliver += 1
+        settles, seq, msg, redelivered, left = got  # settles: the queue, or its handle's settler
         tag = self.next_tag
         self.next_tag = tag + 1
         if not no_ack:
-            self.unacked[tag] = (q, seq, msg, None, tag)
-        return tag, redelivered, msg, q.message_count
+            self.unacked[tag] = (settles, seq, msg, None, tag)
+        return tag, redelivered, msg, left
 
     def _take_unacked(self, tag: int, multiple: bool) -> list[tuple]:
         unacked = self.unacked
@@ -604,8 +639,8 @@ class BrokerChannel:
 
     def room_takers(self):
         """What besides this channel's own consumers' queues takes room under the shared
-        prefetch (another process's queues: warren/spread/channel.py)."""
-        return ()
+        prefetch: the other processes whose queues its consumers read."""
+        return self.remote.room_takers() if self.remote is not None else ()
 
     def _settle_tags(self, tag: int, multiple: bool, requeue: bool | None) -> None:
         entries = self._take_unacked(tag, multiple)
@@ -722,6 +757,8 @@ class BrokerChannel:
         self.tx_publishes = []
         if entries:
             self.settle_entries(entries, True)
+        if self.remote is not None:  # the processes whose queues it read drop its part there
+            self.remote.channel_closed()
 
 
 def _type_name(value) -> str:

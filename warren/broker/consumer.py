@@ -47,6 +47,10 @@ class Consumer:
         # identity test; 0-10's credit replaces has_capacity, a no-ack consumer never had it)
         self.counted_capacity = None if no_ack else self.has_capacity
 
+    def start(self) -> None:
+        """Its consume was answered: it gets what its queue has ready."""
+        self.queue.dispatch()
+
     def _capacity_acked(self) -> bool:
         """Its own prefetch, its channel's (global) prefetch, then the transport (the sink)."""
         ch = self.channel

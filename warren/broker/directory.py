@@ -81,6 +81,13 @@ class LocalDirectory:
             raise NotFound(f"no vhost '{vhost}'")
         return await durable_change(self.broker.durability, apply_change, v, op, args)
 
+    def change(self, v, op: str, args: tuple):
+        """A client's change (``CHANGES``; ``who`` is its session) to vhost ``v``: the result
+        now, or an awaitable of it when others must apply it first (warren/broker/later.py).
+        Here, applied at once; its fsync is the connection's group commit, as for any change a
+        connection makes."""
+        return apply_change(v, op, args)
+
     def define_at_start(self, v, op: str, args: tuple) -> None:
         """``--definitions FILE`` at start-up, before any client: a change to vhost ``v``."""
         apply_change(v, op, args)
@@ -95,6 +102,18 @@ class LocalDirectory:
         """The channel class a protocol adapter makes its channels of (the adapter's own, or
         the directory's kind of it that asks elsewhere for queues elsewhere)."""
         return protocol_channel
+
+    def moves_for_queue(self, session, v, name: str) -> bool:
+        """A 0-9-1 connection that may still move (``session.io.placing``) consumes from or
+        gets from queue ``name`` of vhost ``v``: True when it moved to where the queue lives
+        (which then handles the method); False: it stays here for good."""
+        session.io.settle()
+        return False
+
+    def moves_for_publish(self, session, v, exchange: str, routing_key: str) -> bool:
+        """The same for its first publish (to ``exchange`` with ``routing_key``)."""
+        session.io.settle()
+        return False
 
     def unlock_kept(self, session, q) -> None:
         """A 0-10 connection that held exclusive queue ``q`` beyond its life closed: ``q`` is

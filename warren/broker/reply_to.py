@@ -44,13 +44,16 @@ class ReplyConsumer:
     # what code handling queues and consumers reads of a route destination or a consumer:
     # a reply consumer is neither a named queue (dead_letter.py's cycle check) nor reads one
     name = None
-    queue = None  # BrokerChannel.start_consumer: nothing to dispatch
+    queue = None  # it reads no queue: replies are handed to it as they are routed
 
     def __init__(self, tag: str, token: str, channel) -> None:
         self.tag = tag
         self.tag_ss = encode_shortstr(tag)
         self.token = token
         self.channel = channel
+
+    def start(self) -> None:
+        """Its consume was answered: nothing waits for it (a reply goes to it as it comes)."""
 
     def publish(self, msg) -> int:
         """Deliver a reply at once (no-ack: nothing to remember). Returns 0: nothing to sync."""

@@ -209,6 +209,18 @@ class VirtualHost:
             raise self.locked_error(name)
         return q
 
+    def queue_handle(self, name: str, session):
+        """The queue named ``name`` or, when it lives in another process, its handle there
+        (``remote_queues``): what a channel asks of either (``QueueBase.counts``, ``consume``,
+        ``get``, ``purge``) is answered now or later. 404 if missing, 405 if another
+        connection's exclusive queue (a handle's owner is never a session here)."""
+        q = self.queues.get(name) or self.remote_queues.get(name)
+        if q is None:
+            raise NotFound(f"no {self._describe('queue', name)}")
+        if q.exclusive_owner is not None and q.exclusive_owner is not session:
+            raise self.locked_error(name)
+        return q
+
     def locked_error(self, name: str) -> ResourceLocked:
         return ResourceLocked(f"cannot obtain exclusive access to locked {self._describe('queue', name)}. "
                               "It could be originally declared on another connection or the exclusive "

@@ -503,6 +503,21 @@ class AMQPConnection(asyncio.Protocol):
             self._throttled = False
             self._resume_input()
 
+    def when_done(self, awaitable, done) -> None:
+        """An answer the broker gives later (warren/broker/later.py): nothing more is read from
+        the client until ``awaitable`` is done, then ``done(result, error)``, error None on
+        success (not called if the loop cancels it: the connection is going)."""
+        self.hold_input()
+        task = asyncio.ensure_future(awaitable)
+
+        def finished(t) -> None:
+            self.release_input()
+            if t.cancelled():
+                return
+            e = t.exception()
+            done(None if e is not None else t.result(), e)
+        task.add_done_callback(finished)
+
     def flow_released(self) -> None:
         """Every queue we waited for drained below its low mark (called by the QueueFlow)."""
         self._throttled = self._held > 0

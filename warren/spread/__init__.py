@@ -13,9 +13,11 @@ it costs, what is built and what is not.
 * ``remote_queue.py``: what a worker holds of a queue another worker owns.
 * ``proxy.py``: the owner's channel for a consumer on another worker, and the consuming side's
   settler and consumer records.
-* ``channel.py``: the 0-9-1 channel whose definition methods wait for the other workers, and
-  which consumes and gets across workers; ``channel_0_10.py``: the same for a 0-10 session
-  (its subscriptions' credit kept by the queue's owner).
+* ``remote_reads.py``: what a client's channel reads from queues other workers own (consumes,
+  gets, the shared prefetch count: ``shared_prefetch.py``), reached through the queue's
+  handle; a channel of any protocol asks the same ``BrokerChannel`` operations and never which
+  worker holds the queue. ``channel_0_10.py``: a 0-10 session's channel, which still does
+  this for itself (its subscriptions' credit kept by the queue's owner).
 * ``placement.py``: a connection moving to the worker that owns the queue it uses.
 """
 

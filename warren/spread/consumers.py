@@ -1,16 +1,18 @@
 """Consumers across workers: both sides of a channel that reads a queue another worker owns.
 
 The owner serves the channel as a ``ProxyChannel`` (``proxy.py``) per (worker, connection,
-channel number), made by the first consume or get; the consuming worker's ``SpreadChannel``
-(``channel.py``) numbers the deliveries that arrive and hands the room back (``credit``) as it
-writes them to its client.
+channel number), made by the first consume or get; on the consuming worker the channel's
+``RemoteReads`` (``remote_reads.py``; a 0-10 session: ``channel_0_10.py``) numbers the
+deliveries that arrive and hands the room back (``credit``) as it writes them to its client.
 """
 
 from __future__ import annotations
 
 from warren.protocol.amqp0_10.delivery import Subscription
 from warren.protocol.amqp0_10.message import requeue_unmarked
+from warren.spread.channel_0_10 import SpreadSessionChannel
 from warren.spread.proxy import UNMARKED, PeerSink, ProxyChannel, ProxySession, SubscriptionSink
+from warren.spread.remote_reads import RemoteReads
 
 __all__ = ["Consumers"]
 
@@ -157,32 +159,41 @@ class Consumers:
 
     # --- consumers across workers: the consuming worker's side --------------------------------
 
-    def _channel(self, session_id: int, number: int):
-        from warren.spread.channel import SpreadChannel
-        from warren.spread.channel_0_10 import SpreadSessionChannel
+    def reads_of(self, channel):
+        """The part of ``channel`` (a client's, here) that reads other workers' queues."""
+        if channel.remote is None:
+            channel.remote = RemoteReads(self, channel)
+        return channel.remote
+
+    def _reader(self, session_id: int, number: int):
+        """What reads the deliveries other workers send to a channel of ours: its
+        ``RemoteReads``, or a 0-10 session channel itself (channel_0_10.py); None once closed."""
         session = self._sessions.get(session_id)
         ch = session.channels.get(number) if session is not None else None
-        return ch if isinstance(ch, (SpreadChannel, SpreadSessionChannel)) and not ch.closed else None
+        if ch is None or ch.closed:
+            return None
+        if ch.remote is not None:
+            return ch.remote
+        return ch if isinstance(ch, SpreadSessionChannel) else None
 
     def _prefetch_message(self, peer: int, op: str, args: tuple) -> None:
         """An owner's ``want`` or ``return`` of room under one of our channels' shared prefetch."""
-        from warren.spread.channel import SpreadChannel
-        ch = self._channel(args[0], args[1])
-        if not isinstance(ch, SpreadChannel):
+        reads = self._reader(args[0], args[1])
+        if not isinstance(reads, RemoteReads):
             return  # closed meanwhile: its count went with it
         if op == "want":
-            ch.owner_wants(peer)
+            reads.owner_wants(peer)
         else:
-            ch.owner_returns(peer, args[2])
+            reads.owner_returns(peer, args[2])
 
     def _take_deliveries(self, peer: int, items: list) -> None:
         credits: dict = {}
-        channel = self._channel
+        reader = self._reader
         for item in items:
             key = (item[0], item[1])
             credits[key] = credits.get(key, 0) + 1
-            ch = channel(*key)
-            if ch is not None:  # else its channel closed: close_channel gets the owner to requeue it
-                ch.remote_deliver(peer, item)
+            reads = reader(*key)
+            if reads is not None:  # else its channel closed: close_channel gets the owner to requeue it
+                reads.remote_deliver(peer, item)
         for (session_id, number), n in credits.items():
             self.tell(peer, "credit", session_id, number, n)

@@ -17,9 +17,7 @@ import logging
 import weakref
 
 from warren.errors import AMQPError, InternalError, NotFound
-from warren.protocol.amqp0_9_1.channel import Channel
 from warren.protocol.amqp0_10.channel import SessionChannel
-from warren.spread.channel import SpreadChannel
 from warren.spread.channel_0_10 import SpreadSessionChannel
 from warren.spread.consumers import Consumers
 from warren.spread.dtx import DtxParts
@@ -37,7 +35,9 @@ _STATE_MESSAGES = {"congested": "_remote_congestion", "full": "_remote_full", "l
                    "unlock": "_unlock_remote", "alarm": "_remote_alarm"}
 
 
-_SPREAD_CHANNELS = {Channel: SpreadChannel, SessionChannel: SpreadSessionChannel}
+# the protocols whose channels still read other workers' queues for themselves (0-10: its
+# subscriptions' credit is kept by the owner); the others' go through ``RemoteReads``
+_SPREAD_CHANNELS = {SessionChannel: SpreadSessionChannel}
 
 
 class Spread(DefinitionOrder, Forwarding, Consumers, DtxParts):
@@ -84,9 +84,40 @@ class Spread(DefinitionOrder, Forwarding, Consumers, DtxParts):
         return self.count
 
     def channel_class(self, protocol_channel: type) -> type:
-        """Our channels over each protocol's: they ask the owners of queues other workers own
-        (channel.py, channel_0_10.py)."""
+        """Our channels over each protocol's: the protocol's own, but for 0-10's
+        (channel_0_10.py)."""
         return _SPREAD_CHANNELS.get(protocol_channel, protocol_channel)
+
+    # --- placement: a new 0-9-1 connection moves to the owner of the queue it uses -------------
+    # (warren/server/placement.py; the adapter asks while ``session.io.placing``)
+
+    def moves_for_queue(self, session, v, name: str) -> bool:
+        q = v.remote_queues.get(name)
+        if q is not None and q.exclusive_owner is not None:
+            return False  # another connection's exclusive queue: refused here, as before any move
+        return self._place(session, q.owner if q is not None else None)
+
+    def moves_for_publish(self, session, v, exchange: str, routing_key: str) -> bool:
+        return self._place(session, self._publish_owner(v, exchange, routing_key))
+
+    def _place(self, session, owner: int | None) -> bool:
+        """Move to ``owner`` (None: stay for good); True when the connection has gone there."""
+        io = session.io
+        if owner is None or owner == self.index:
+            io.settle()
+            return False
+        return io.move_to(owner)
+
+    @staticmethod
+    def _publish_owner(v, exchange: str, routing_key: str) -> int | None:
+        """The one worker owning every queue a publish would reach, if it depends on the routing
+        key alone; None otherwise (or when one of them is here)."""
+        ex = v.exchanges.get(exchange)
+        dests = ex.run_destinations(routing_key) if ex is not None else None
+        if not dests:
+            return None
+        owners = {-1 if q.is_here else q.owner for q in dests}
+        return owners.pop() if len(owners) == 1 and -1 not in owners else None
 
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
@@ -299,9 +330,9 @@ class Spread(DefinitionOrder, Forwarding, Consumers, DtxParts):
         elif op == "stopping":
             self._peers_stopping.add(peer)
         elif op == "cancelled":
-            ch = self._channel(args[0], args[1])
-            if ch is not None:
-                ch.remote_cancelled(args[2])
+            reads = self._reader(args[0], args[1])
+            if reads is not None:
+                reads.remote_cancelled(args[2])
         elif op in ("dtx_hold", "dtx_rollback"):
             self.dtx_message(peer, op, args)
         else:

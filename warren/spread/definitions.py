@@ -22,7 +22,7 @@ import base64
 import logging
 import os
 
-from warren.broker.directory import ADMIN, EXCHANGE_CHANGES
+from warren.broker.directory import ADMIN, CHANGES, EXCHANGE_CHANGES
 from warren.errors import AMQPError, InternalError, NotFound, NotImplemented_
 from warren.protocol.amqp0_10.channel import no_local, truthy
 from warren.broker.ownership import PLACEMENT, place
@@ -33,6 +33,8 @@ from warren.spread.remote_queue import RemoteOwner, RemoteQueue
 __all__ = ["DefinitionOrder", "queue_owner", "SEQUENCER", "ADMIN"]
 
 log = logging.getLogger("warren.spread")
+
+QUEUE_CHANGES = CHANGES - EXCHANGE_CHANGES  # their last argument is who asks
 
 SEQUENCER = 0  # the worker that orders every change of definitions
 
@@ -112,7 +114,17 @@ class DefinitionOrder:
     def find_queue(self, v, name: str):
         return v.queues.get(name) or v.remote_queues.get(name)
 
-    # --- what a client's channel asks (SpreadChannel): awaitables ---------------------------
+    # --- what a client's channel asks (BrokerChannel, channel_0_10.py): awaitables -----------
+
+    def change(self, v, op: str, args: tuple):
+        """A client's change of definitions (``CHANGES``, its session as ``who``): ordered by
+        the sequencer and applied by every worker before the awaitable is done."""
+        if op in QUEUE_CHANGES:
+            session = args[-1]
+            if op == "declare_queue" and not args[0]:
+                session.unmovable = True  # its name is not in the client's octets: no move (placement.py)
+            args = args[:-1] + (self.session_ref(session),)
+        return self.define(v.name, op, args)
 
     async def define(self, vhost: str, op: str, args: tuple):
         """A change of definitions asked on this worker: ordered by the sequencer."""
@@ -127,12 +139,18 @@ class DefinitionOrder:
         """(ready messages, consumers) of a queue, asked of its owner when remote."""
         if not isinstance(q, RemoteQueue):
             return q.message_count, len(q.consumers)
-        return tuple(await self.ask(q.owner, "counts", q.vhost_name, q.name))
+        return tuple(await self._ask_owner(q, "counts"))
 
     async def purge(self, q) -> int:
         if not isinstance(q, RemoteQueue):
             return q.purge()
-        return await self.ask(q.owner, "purge", q.vhost_name, q.name)
+        return await self._ask_owner(q, "purge")
+
+    async def _ask_owner(self, q, op: str):
+        try:
+            return await self.ask(q.owner, op, q.vhost_name, q.name)
+        except PeerGone as e:
+            raise InternalError(f"another worker did not answer: {e}") from None
 
     def refuse_remote(self, q, what: str) -> AMQPError:
         return NotImplemented_(f"{what} queue '{q.name}' in vhost '{q.vhost_name}' from a connection to worker "

@@ -8,8 +8,8 @@ the link instead of writing basic.deliver. The sink's ``can_accept`` is a window
 room back (``credit``) as it writes them; so a no-ack consumer's queue is not emptied into a
 link faster than its client reads, and a prefetch limit works as in one process.
 
-**On the consuming worker** (``SpreadChannel`` in ``channel.py``) each delivery gets the
-channel's own delivery tag, and its unacked record names a ``RemoteSettler`` in place of the
+**On the consuming worker** (the channel's ``RemoteReads``, ``remote_reads.py``) each delivery
+gets the channel's own delivery tag, and its unacked record names a ``RemoteSettler`` in place of the
 queue: an ack, reject or requeue of it (``BrokerChannel.settle_entries``, unchanged) becomes a
 ``settle`` message to the owner with the owner's delivery tags.
 """
@@ -192,9 +192,11 @@ class RemoteConsumer:
     it, as a local consumer's do, so that ``BrokerChannel.settle_entries`` counts them off the
     channel's prefetch; ``queue`` is then the owner's ``RemoteSettler`` (its dispatch: nothing)."""
 
-    __slots__ = ("tag", "tag_ss", "owner", "no_ack", "queue_name", "pending", "queue", "unacked", "unacked_bytes")
+    __slots__ = ("tag", "tag_ss", "owner", "no_ack", "queue_name", "pending", "queue", "unacked", "unacked_bytes",
+                 "reads")
 
-    def __init__(self, tag: str, owner: int, no_ack: bool, queue_name: str, settler: RemoteSettler) -> None:
+    def __init__(self, tag: str, owner: int, no_ack: bool, queue_name: str, settler: RemoteSettler, reads) -> None:
+        self.reads = reads  # the channel's RemoteReads (remote_reads.py)
         self.tag = tag
         self.tag_ss = encode_shortstr(tag)
         self.owner = owner
@@ -204,6 +206,10 @@ class RemoteConsumer:
         self.unacked = 0
         self.unacked_bytes = 0
         self.pending: list | None = []  # deliveries that came before consume-ok went out
+
+    def start(self) -> None:
+        """Its consume was answered (``BrokerChannel.start_consumer``)."""
+        self.reads.start(self)
 
 
 class RemoteSubscription:
@@ -249,7 +255,7 @@ class RemoteSubscription:
 
 
 class RemoteSettling:
-    """What both protocols' channels on a consuming worker (``channel.py``, ``channel_0_10.py``)
+    """What both reading sides on a consuming worker (``remote_reads.py``, ``channel_0_10.py``)
     share: one ``RemoteSettler`` per owner whose deliveries they hold, made on first use, and
     telling those owners when the channel closes."""
 

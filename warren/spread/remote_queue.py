@@ -3,8 +3,9 @@
 Every worker holds every exchange and binding of a vhost (``coordinator.py``); a binding to a
 queue another worker owns points at a ``RemoteQueue``, so routing stays local and the message is
 then sent to the owner (``Spread.forward``), in order, batched per loop turn. It quacks as much
-of a ``Queue`` as bindings, equivalence checks and routing ask of one: name, durable,
-auto_delete, arguments, bound_to, exclusive_owner, ``publish``.
+of a ``Queue`` as bindings, equivalence checks and routing ask of one (name, durable,
+auto_delete, arguments, bound_to, exclusive_owner, ``publish``), and answers what a channel asks
+of a queue (``QueueBase.counts``, ``consume``, ``get``, ``purge``) by asking the owner: later.
 """
 
 from __future__ import annotations
@@ -64,6 +65,28 @@ class RemoteQueue:
 
     def dispatch(self) -> None:
         pass  # the owner dispatches (what a 0-10 message.flow asks of a subscription's queue)
+
+    # --- what a channel asks of a queue (``QueueBase``'s questions), answered by the owner ------
+
+    def touch(self) -> None:
+        pass  # x-expires counts on the owner, which sees the uses that reach it
+
+    def counts(self):
+        """(ready messages, consumers), from the owner: an awaitable."""
+        return self.spread.queue_counts(self)
+
+    def purge(self):
+        """The owner purges it: an awaitable of how many messages went."""
+        return self.spread.purge(self)
+
+    def consume(self, channel, tag: str, no_ack: bool, exclusive: bool, arguments: dict):
+        """A consumer of ``channel`` that the owner serves: an awaitable of its record."""
+        return self.spread.reads_of(channel).consume(self, tag, no_ack, exclusive, arguments)
+
+    def get(self, channel, no_ack: bool):
+        """basic.get asked of the owner: an awaitable of what ``QueueBase.get`` returns, with
+        the owner's settler in place of the queue."""
+        return self.spread.reads_of(channel).get(self, no_ack)
 
     def takes_runs(self) -> bool:
         return False  # publish_run goes message by message: each is forwarded

@@ -5,7 +5,7 @@ together. Under ``--worker-mode queues`` those consumers may read queues other w
 of which hands out deliveries on its own (``proxy.py``), so the count lives with the channel, on
 the consuming worker, and the owners borrow from it:
 
-* **The lender** (the consuming worker's ``SpreadChannel``) counts in ``consumer_unacked`` its
+* **The lender** (the consuming worker's channel, through its ``RemoteReads``) counts in ``consumer_unacked`` its
   own consumers' deliveries, the deliveries that came from owners and are not settled yet, and
   the room it lent and has not seen used or given back (``lent``). Its own queues check that
   count as in one process, so they never take room an owner holds.
@@ -33,81 +33,91 @@ __all__ = ["Lender", "Borrower"]
 class _OwnerTurn:
     """An owner that asked for room, as one more taker in ``share_room``'s rotation."""
 
-    __slots__ = ("channel", "owner")
+    __slots__ = ("lender", "owner")
 
-    def __init__(self, channel, owner: int) -> None:
-        self.channel = channel
+    def __init__(self, lender, owner: int) -> None:
+        self.lender = lender
         self.owner = owner
 
     def __hash__(self) -> int:
         return hash(self.owner)
 
     def __eq__(self, other) -> bool:
-        return isinstance(other, _OwnerTurn) and other.owner == self.owner and other.channel is self.channel
+        return isinstance(other, _OwnerTurn) and other.owner == self.owner and other.lender is self.lender
 
     def dispatch(self) -> None:
-        self.channel.lend(self.owner)
+        self.lender.lend(self.owner)
 
 
 class Lender:
-    """The consuming worker's side (a mixin of ``SpreadChannel``)."""
+    """The consuming worker's side: the shared count of one channel (``RemoteReads`` holds it)."""
 
-    lent: dict | None = None  # owner -> room lent and not yet seen used or given back
-    wanting: set | None = None  # owners whose consumers wait for room
+    def __init__(self, spread, channel) -> None:
+        self.spread = spread
+        self.channel = channel
+        self.lent: dict[int, int] = {}  # owner -> room lent and not yet seen used or given back
+        self.wanting: set[int] = set()  # owners whose consumers wait for room
 
     def room_takers(self):
         return [_OwnerTurn(self, owner) for owner in sorted(self.wanting)] if self.wanting else ()
 
     def lend(self, owner: int) -> None:
         """All the free shared room to ``owner``, if it still asks (``_OwnerTurn.dispatch``)."""
+        ch = self.channel
         wanting = self.wanting
-        room = self.prefetch_count - self.consumer_unacked
-        if not wanting or owner not in wanting or room <= 0 or self.closed:
+        room = ch.prefetch_count - ch.consumer_unacked
+        if owner not in wanting or room <= 0 or ch.closed:
             return
         wanting.discard(owner)
-        if self.lent is None:
-            self.lent = {}
         self.lent[owner] = self.lent.get(owner, 0) + room
-        self.consumer_unacked += room
-        self.session.broker.directory.tell(owner, "grant", id(self.session), self.number, room)
+        ch.consumer_unacked += room
+        self.spread.tell(owner, "grant", id(ch.session), ch.number, room)
 
     def owner_wants(self, owner: int) -> None:
         """An owner's consumer of this channel waits for room (the owner's ``want``)."""
-        if self.closed:
+        ch = self.channel
+        if ch.closed:
             return
-        if self.wanting is None:
-            self.wanting = set()
         self.wanting.add(owner)
-        if self.prefetch_count and self.consumer_unacked < self.prefetch_count:
-            self.share_room()
+        if ch.prefetch_count and ch.consumer_unacked < ch.prefetch_count:
+            ch.share_room()
 
     def owner_returns(self, owner: int, room: int) -> None:
         """Room lent to ``owner`` that it did not use (the owner's ``return``)."""
-        lent = self.lent.get(owner, 0) if self.lent is not None else 0
+        lent = self.lent.get(owner, 0)
         room = min(room, lent)
         if room <= 0:
             return
+        ch = self.channel
         self.lent[owner] = lent - room
-        self.consumer_unacked -= room
-        if not self.closed:
-            self.share_room()
+        ch.consumer_unacked -= room
+        if not ch.closed:
+            ch.share_room()
 
     def count_arrival(self, owner: int, size: int) -> None:
         """A counted delivery from ``owner`` arrived: it used room lent to the owner (else it was
         made outside the shared count, and counts from now)."""
+        ch = self.channel
         lent = self.lent
-        if lent and lent.get(owner):
+        if lent.get(owner):
             lent[owner] -= 1
         else:
-            self.consumer_unacked += 1
-        self.consumer_unacked_bytes += size
+            ch.consumer_unacked += 1
+        ch.consumer_unacked_bytes += size
 
     def uncount(self, size: int) -> None:
         """A counted delivery that never reached the client (its consumer went): its room back."""
-        self.consumer_unacked -= 1
-        self.consumer_unacked_bytes -= size
-        if self.prefetch_count or self.prefetch_size:
-            self.share_room()
+        ch = self.channel
+        ch.consumer_unacked -= 1
+        ch.consumer_unacked_bytes -= size
+        if ch.prefetch_count or ch.prefetch_size:
+            ch.share_room()
+
+    def prefetch_changed(self) -> None:
+        """basic.qos on the channel: a larger count gives the owners that asked their turn."""
+        ch = self.channel
+        if self.wanting and ch.prefetch_count:
+            ch.share_room()
 
 
 class Borrower:

@@ -25,6 +25,7 @@ class GlueCalls:
     what the handler asks of it is counted, nothing is written anywhere."""
 
     certificate_login = None
+    placing = False  # it may not move to another worker (warren/server/placement.py)
 
     def __init__(self) -> None:
         self.opened_count = 0

@@ -27,8 +27,10 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from warren.broker.consumer import Consumer
+from warren.errors import AccessRefused
+
 if TYPE_CHECKING:
-    from warren.broker.consumer import Consumer
     from warren.broker.message import Message
 
 __all__ = ["QueueBase"]
@@ -98,6 +100,35 @@ class QueueBase:
 
     def has_exclusive_consumer(self) -> bool:
         return any(c.exclusive for c in self.consumers)
+
+    # --- what a channel asks of a queue (``BrokerChannel``); a handle of a queue in another
+    # process (``RemoteQueue``, warren/spread) answers the same questions later --------------
+
+    def counts(self) -> tuple[int, int]:
+        """(ready messages, consumers): a passive declare's answer."""
+        return self.message_count, len(self.consumers)
+
+    def consume(self, channel, tag: str, no_ack: bool, exclusive: bool, arguments: dict):
+        """A new consumer of ``channel`` here (its tag checked new on the channel)."""
+        if self.has_exclusive_consumer() or (exclusive and self.consumers):
+            raise AccessRefused(f"queue '{self.name}' in vhost '{self.vhost.name}' in exclusive use")
+        c = Consumer(tag, channel, self, no_ack, exclusive, arguments,
+                     channel.consumer_prefetch_count, channel.consumer_prefetch_size)
+        channel.consumers[tag] = c
+        self.add_consumer(c)
+        return c
+
+    def get(self, channel, no_ack: bool):
+        """basic.get: (what settles it: this queue, its sequence number, the message,
+        redelivered, messages left), or None when there is none ready."""
+        entry = self.take(no_ack)  # marks it delivered
+        if entry is None:
+            return None
+        seq, msg, redelivered, _ = entry
+        self.stats_get += 1
+        if redelivered:
+            self.stats_redeliver += 1
+        return self, seq, msg, redelivered, self.message_count
 
     def _timed(self) -> None:
         """Ask for ``tick(now)`` calls from ``Broker.tick`` (``vhost.timers``) until ``tick``

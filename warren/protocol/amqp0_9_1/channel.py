@@ -17,21 +17,29 @@ once per write batch.
 
 from __future__ import annotations
 
+import logging
 import sys
 
+from warren.broker import authz
 from warren.broker.channel import BrokerChannel
-from warren.errors import NotImplemented_
+from warren.broker.later import is_later
+from warren.errors import AMQPError, InternalError, NotImplemented_
 from warren.protocol.amqp0_9_1.names import NAMED_METHODS, check_names
 from warren.protocol.dialects import EXCHANGE_BOUND
 from warren.spec import amqp0_9_1 as spec
 
 __all__ = ["Channel", "HANDLERS"]
 
+log = logging.getLogger("warren.protocol")
+
 
 class Channel(BrokerChannel):
     def __init__(self, session, number: int, sink) -> None:
         super().__init__(session, number, sink)
         self.conn = session.conn  # the sans-IO ServerConnection
+        if session.io.placing:  # the first publish may move the connection (warren/server/placement.py)
+            self.publish = self._placing_publish
+            self.publish_run = self._placing_publish_run
 
     # --- dispatch ------------------------------------------------------------------------
 
@@ -41,11 +49,76 @@ class Channel(BrokerChannel):
             raise NotImplemented_(f"{method.NAME} is not supported", method.CLASS_ID, method.METHOD_ID)
         if method.INDEX in NAMED_METHODS:
             check_names(method)  # names that are not UTF-8: 501 as RabbitMQ (names.py)
+        if self.session.replaying and method.INDEX in REPLAY_SKIPPED:
+            # moved here from another worker: this was answered there, and what it declared or
+            # bound is in force on every worker already (placement.py)
+            if method.INDEX == spec.QueueDeclare.INDEX:
+                self.last_queue = method.queue
+            return
         handler(self, method)
 
     def _reply(self, method) -> None:
         self.conn.send_method(self.number, method)
         self.session.want_flush()
+
+    def _when(self, method, result, answer) -> None:
+        """``answer(result)`` now or, when the broker answers later (warren/broker/later.py:
+        another process applies the change or holds the queue), once it is known; nothing more
+        is read from the client meanwhile (``io.when_done``), so the answer goes out before
+        anything the client sent after ``method``. A refusal closes the channel (or
+        connection) as the same refusal answered at once would."""
+        if not is_later(result):
+            answer(result)
+            return
+
+        def done(value, error) -> None:
+            if self.closed:
+                return
+            if error is None:
+                try:
+                    answer(value)
+                except Exception as e:  # (refusals are raised before any answer is written)
+                    error = e
+            if error is not None:
+                if not isinstance(error, AMQPError):
+                    log.error("%s on channel %d of %s failed", method.NAME, self.number, self.session,
+                              exc_info=error)
+                    error = InternalError("internal error")
+                error.class_id, error.method_id = method.CLASS_ID, method.METHOD_ID
+                self.session.fail(error, self.number)
+                return
+            self.session.want_flush()
+        self.session.io.when_done(result, done)
+
+    def _reply_unless_nowait(self, method, reply):
+        """An ``answer`` for ``_when``: ``reply`` unless the client asked for no answer."""
+        if getattr(method, "nowait", False):
+            return lambda _result: None
+        return lambda _result: self._reply(reply)
+
+    # --- placement: a connection that may still move (--worker-mode queues) ---------------
+
+    def _moves(self, queue: str) -> bool:
+        """Before its first consume or get: True when the connection moved to the process
+        holding the queue, which handles this method (warren/server/placement.py)."""
+        name = queue or self.last_queue
+        authz.queue_read(self, name)
+        return self.directory.moves_for_queue(self.session, self.vhost, name)
+
+    def _placing_publish(self, exchange: str, routing_key: str, properties: bytes, body, mandatory: bool):
+        del self.publish, self.publish_run  # the class's from now on: placed after this one
+        if self.session.io.placing and self.directory.moves_for_publish(self.session, self.vhost, exchange,
+                                                                        routing_key):
+            return None  # moved: the owner handles this publish
+        return self.publish(exchange, routing_key, properties, body, mandatory)
+
+    def _placing_publish_run(self, exchange: str, routing_key: str, properties: list, bodies: list,
+                             mandatory: bool) -> int:
+        del self.publish, self.publish_run
+        if self.session.io.placing and self.directory.moves_for_publish(self.session, self.vhost, exchange,
+                                                                        routing_key):
+            return len(bodies)  # moved: the owner handles the run
+        return self.publish_run(exchange, routing_key, properties, bodies, mandatory)
 
     # --- answers that wait (hooks of BrokerChannel) ----------------------------------------
 
@@ -68,10 +141,8 @@ class Channel(BrokerChannel):
     # --- channel class ---------------------------------------------------------------------
 
     def handle_channel_flow(self, m) -> None:
-        self.sink.flow_active = m.active
         self._reply(spec.ChannelFlowOk(m.active))
-        if m.active:
-            self.resume_delivery()
+        self.set_flow(m.active)
 
     def handle_channel_flow_ok(self, m) -> None:
         pass  # we never send channel.flow; a stray flow-ok is harmless
@@ -83,53 +154,52 @@ class Channel(BrokerChannel):
     # --- exchange class --------------------------------------------------------------------
 
     def handle_exchange_declare(self, m) -> None:
-        self.declare_exchange(m.exchange, m.type, m.passive, m.durable, m.auto_delete, m.internal, m.arguments)
-        if not m.nowait:
-            self._reply(spec.ExchangeDeclareOk())
+        self._when(m, self.declare_exchange(m.exchange, m.type, m.passive, m.durable, m.auto_delete, m.internal,
+                                            m.arguments), self._reply_unless_nowait(m, spec.ExchangeDeclareOk()))
 
     def handle_exchange_delete(self, m) -> None:
-        self.delete_exchange(m.exchange, m.if_unused)
-        if not m.nowait:
-            self._reply(spec.ExchangeDeleteOk())
+        self._when(m, self.delete_exchange(m.exchange, m.if_unused),
+                   self._reply_unless_nowait(m, spec.ExchangeDeleteOk()))
 
     def handle_exchange_bind(self, m) -> None:
-        self.bind_exchange(m.destination, m.source, m.routing_key, m.arguments)
-        if not m.nowait:
-            self._reply(spec.ExchangeBindOk())
+        self._when(m, self.bind_exchange(m.destination, m.source, m.routing_key, m.arguments),
+                   self._reply_unless_nowait(m, spec.ExchangeBindOk()))
 
     def handle_exchange_unbind(self, m) -> None:
-        self.unbind_exchange(m.destination, m.source, m.routing_key, m.arguments)
-        if not m.nowait:
-            self._reply(spec.ExchangeUnbindOk())
+        self._when(m, self.unbind_exchange(m.destination, m.source, m.routing_key, m.arguments),
+                   self._reply_unless_nowait(m, spec.ExchangeUnbindOk()))
 
     # --- queue class -----------------------------------------------------------------------
 
     def handle_queue_declare(self, m) -> None:
-        name, messages, consumers = self.declare_queue(m.queue, m.passive, m.durable, m.exclusive,
-                                                       m.auto_delete, m.arguments)
-        if not m.nowait:
-            self._reply(spec.QueueDeclareOk(name, messages, consumers))
+        def declared(result) -> None:
+            if not m.nowait:
+                self._reply(spec.QueueDeclareOk(*result))
+        self._when(m, self.declare_queue(m.queue, m.passive, m.durable, m.exclusive, m.auto_delete, m.arguments),
+                   declared)
 
     def handle_queue_bind(self, m) -> None:
-        self.bind_queue(m.queue, m.exchange, m.routing_key, m.arguments)
-        if not m.nowait:
-            self._reply(spec.QueueBindOk())
+        self._when(m, self.bind_queue(m.queue, m.exchange, m.routing_key, m.arguments),
+                   self._reply_unless_nowait(m, spec.QueueBindOk()))
 
     def handle_queue_unbind(self, m) -> None:
-        self.unbind_queue(m.queue, m.exchange, m.routing_key, m.arguments)
-        self._reply(spec.QueueUnbindOk())
+        self._when(m, self.unbind_queue(m.queue, m.exchange, m.routing_key, m.arguments),
+                   self._reply_unless_nowait(m, spec.QueueUnbindOk()))
 
     def handle_queue_purge(self, m) -> None:
-        n = self.purge_queue(m.queue)
-        if not m.nowait:
-            self._reply(spec.QueuePurgeOk(n))
+        def purged(n: int) -> None:
+            if not m.nowait:
+                self._reply(spec.QueuePurgeOk(n))
+        self._when(m, self.purge_queue(m.queue), purged)
 
     def handle_queue_delete(self, m) -> None:
-        n, held = self.delete_queue(m.queue, m.if_unused, m.if_empty)
-        if not m.nowait:
-            self._reply(spec.QueueDeleteOk(n))
-        for ch, tag in held:  # basic.cancel of our consumers after delete-ok, as RabbitMQ
-            ch.notify_cancel(tag)
+        def deleted(result) -> None:
+            n, held = result
+            if not m.nowait:
+                self._reply(spec.QueueDeleteOk(n))
+            for ch, tag in held:  # basic.cancel of our consumers after delete-ok, as RabbitMQ
+                ch.notify_cancel(tag)
+        self._when(m, self.delete_queue(m.queue, m.if_unused, m.if_empty), deleted)
 
     # --- basic class -------------------------------------------------------------------------
 
@@ -139,10 +209,14 @@ class Channel(BrokerChannel):
         self.resume_delivery()
 
     def handle_basic_consume(self, m) -> None:
-        c = self.consume(m.queue, m.consumer_tag, m.no_ack, m.exclusive, m.arguments)
-        if not m.nowait:
-            self._reply(spec.BasicConsumeOk(c.tag))
-        self.start_consumer(c)
+        if self.session.io.placing and self._moves(m.queue):
+            return  # the worker it moved to handles this consume
+
+        def consumed(c) -> None:
+            if not m.nowait:
+                self._reply(spec.BasicConsumeOk(c.tag))
+            self.start_consumer(c)
+        self._when(m, self.consume(m.queue, m.consumer_tag, m.no_ack, m.exclusive, m.arguments), consumed)
 
     def handle_basic_cancel(self, m) -> None:
         if not m.nowait:
@@ -150,14 +224,18 @@ class Channel(BrokerChannel):
         self.cancel(m.consumer_tag)
 
     def handle_basic_get(self, m) -> None:
-        got = self.get(m.queue, m.no_ack)
-        if got is None:
-            self._reply(spec.BasicGetEmpty())
-            return
-        tag, redelivered, msg, left = got
-        self.conn.send_content(self.number, spec.BasicGetOk(tag, redelivered, msg.exchange, msg.routing_key, left),
-                               msg.properties, msg.body)
-        self.session.want_flush()
+        if self.session.io.placing and self._moves(m.queue):
+            return  # the worker it moved to handles this get
+
+        def got(result) -> None:
+            if result is None:
+                self._reply(spec.BasicGetEmpty())
+                return
+            tag, redelivered, msg, left = result
+            self.conn.send_content(self.number, spec.BasicGetOk(tag, redelivered, msg.exchange, msg.routing_key,
+                                                                left), msg.properties, msg.body)
+            self.session.want_flush()
+        self._when(m, self.get(m.queue, m.no_ack), got)
 
     def handle_basic_ack(self, m) -> None:
         self.ack(m.delivery_tag, m.multiple)
@@ -246,3 +324,7 @@ def _build_handlers() -> dict:
 
 
 HANDLERS = _build_handlers()
+# what the replay of a connection moved here skips (placement.py): changes already in force everywhere
+REPLAY_SKIPPED = frozenset(m.INDEX for m in (
+    spec.ExchangeDeclare, spec.ExchangeDelete, spec.ExchangeBind, spec.ExchangeUnbind, spec.QueueDeclare,
+    spec.QueueBind, spec.QueueUnbind, spec.QueuePurge, spec.QueueDelete))
