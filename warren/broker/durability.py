@@ -25,8 +25,14 @@ once, and fsynced by the next group commit on a pool thread beside the message s
 (the -ok and anything after it) and its input until that group commit ended
 (``after_definitions``), so an fsync that stalls holds that client only, never the loop. A
 message published into a queue just declared is confirmed by a group commit that began after
-the declare was written, so its confirm waits for the declare's fsync too. Other changes (the
-HTTP API, start-up) are fsynced inside the call, before it returns.
+the declare was written, so its confirm waits for the declare's fsync too. The HTTP API
+defers the same way (warren/broker/directory.py ``durable_change``); other changes (start-up,
+the tick) are fsynced inside the call, before it returns.
+
+Deletes: a queue's or exchange's delete is logged with a token (``log_delete``) and deferred
+like a declare; its store folder is renamed aside at once (``remove_store``) and removed by the
+group commit after the one that made the delete durable (``DeletedFolders``, warren/store/
+aside.py); the start brings back a folder whose delete did not survive (``_settle_aside``).
 
 Stream queues keep a ``StreamStore`` each (``streams/<digest>``), written and synced by the same
 group commit; ``sync_listeners`` tell a stream queue when a sync committed its appends, which

@@ -43,9 +43,10 @@ must wait for that fsync before answering: each deferred change, and each call t
 nothing while earlier changes were not durable yet (a redeclare must not be answered before
 the declare it repeats is safe). Changes apply in the order they are written, and ``durable``
 only grows: an answer sent once ``durable`` covers its change is never taken back by a crash.
-Deletes of queues and exchanges are fsynced at once even then: the caller removes the store
-folder next, and a power cut must not keep that removal while undoing the delete (the queue
-would come back empty).
+Deletes of queues and exchanges are deferred too: the broker logs them with a ``token`` and
+only renames the store folder aside until the delete is durable (warren/store/aside.py); the
+records with tokens outlive compactions (written first, ahead of the live definitions) until
+``forget_deletes``, so the start can tell by them whether a folder's delete survived.
 Without ``defer_fsync`` (start-up, the broker's own changes on its tick) a change is fsynced before
 the call returns, as before, and so is everything deferred before it. The HTTP API defers as a
 client's connection does (warren/broker/directory.py ``durable_change``).
