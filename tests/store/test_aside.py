@@ -157,3 +157,19 @@ def _last_record_size(d: Durability) -> int:
         data = f.read()
     ends = [start + n for _, start, n in Scan(data)]
     return ends[-1] - ends[-2]
+
+
+def test_a_queue_that_expires_on_the_tick_is_deleted_without_an_fsync_on_the_loop(tmp_path):
+    """x-expires deletes on the broker's tick: the delete waits for the group commit like a
+    client's (nobody waits for an answer), its folder aside until then."""
+    import time
+
+    d, broker = start(tmp_path)
+    broker.vhosts["/"].declare_queue(None, "q", False, True, False, False, {"x-expires": 1})
+    run_sync(d)
+    broker.tick(time.monotonic() + 60)
+    assert "q" not in broker.vhosts["/"].queues
+    assert d.definitions.durable < d.definitions.changes and len(asides(d)) == 1
+    run_sync(d)
+    assert d.definitions.durable == d.definitions.changes and asides(d) == []
+    d.close([])

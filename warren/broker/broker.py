@@ -140,11 +140,14 @@ class Broker:
             if self.policy_file.changed():
                 self.reload_policies()
             self.access.refresh()  # users, vhosts, permissions changed by another process (--workers)
-        for vhost in self.vhosts.values():
-            if vhost.timers:
-                for t in list(vhost.timers):
-                    if not t.tick(now):
-                        vhost.timers.discard(t)
+        # what a timer deletes (x-expires) is fsynced by the next group commit, off the loop:
+        # nobody waits for an answer (warren/store/aside.py)
+        with self.durability.definitions.deferred() if self.durability is not None else nullcontext():
+            for vhost in self.vhosts.values():
+                if vhost.timers:
+                    for t in list(vhost.timers):
+                        if not t.tick(now):
+                            vhost.timers.discard(t)
         timeout = self.consumer_timeout
         if timeout is not None and now >= timeout.next_check:  # warren/broker/consumer_timeout.py
             timeout.check([s for sessions in self.connections.values() for s in sessions], now)
