@@ -253,7 +253,8 @@ async def durable_change(durability, change, *args):
     commit (``DefinitionsStore.defer_fsync``, as while a connection handles its client's
     methods): returns once what it changed is durable, so the HTTP API answers 201/204 only
     then, and an fsync that stalls holds this request alone, never the loop (warren/broker/
-    durability.py). Deletes of queues and exchanges are fsynced in the call, as for a client."""
+    durability.py). Deletes of queues and exchanges too, their store folders put aside until
+    then (warren/store/aside.py), as for a client."""
     if durability is None:  # no data folder: nothing to wait for
         return change(*args)
     definitions = durability.definitions
