@@ -213,7 +213,10 @@ class AMQPConnection(asyncio.Protocol):
             self._close_timer = None
         self._drop_throttles()
         if self.session is not None:
-            self.session.connection_lost()
+            # what goes with it (auto-delete queues) is fsynced by the next group commit, off the
+            # loop: nobody waits for an answer (warren/store/aside.py)
+            with self.server.durability.definitions.deferred():
+                self.session.connection_lost()
 
     def _log_close(self, exc) -> None:
         """One line per connection, when its socket is gone: who, for how long, and why."""
