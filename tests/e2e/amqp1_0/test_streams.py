@@ -337,3 +337,8 @@ def test_a_dynamic_queue_goes_with_its_session(broker):
         c.expect(spec.End)
         assert not pika_queue_exists(p, queue)
         p.close()
+
+
+def test_an_offset_the_stream_cannot_read_refuses_the_link(conn, stream):
+    with pytest.raises(LinkDetached, match="amqp:precondition-failed.*x-stream-offset"):
+        conn.create_receiver(f"/queues/{stream}", options=filters(o=("rabbitmq:stream-offset-spec", "yesterday")))
