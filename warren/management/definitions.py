@@ -366,12 +366,17 @@ def import_definitions(broker, doc, parameters=None, vhost: str | None = None, a
             raise DefinitionsError(f"{what} in vhost '{v.name}': {err.text}") from None
 
 
-async def import_definitions_live(broker, doc, parameters=None, vhost: str | None = None) -> None:
+async def import_definitions_live(broker, doc, parameters=None, vhost: str | None = None, off_loop=None) -> None:
     """``import_definitions`` into a running broker (the HTTP API): every process sharing its
     vhosts reads the shared files (users, vhosts, policies) again, then every exchange, queue
     and binding is a change through the broker's directory, as a client's declare would be, in
-    the document's order (--worker-mode queues: ordered by worker 0, broker/directory.py)."""
-    _import_settings(broker, doc, parameters, vhost)
+    the document's order (--worker-mode queues: ordered by worker 0, broker/directory.py).
+    ``off_loop``: the HTTP API's writer thread (api/common.py), which writes the users,
+    parameters and policies, so that their fsyncs never hold the loop."""
+    if off_loop is None:
+        _import_settings(broker, doc, parameters, vhost)
+    else:
+        await off_loop(_import_settings, broker, doc, parameters, vhost)
     directory = broker.directory
     await directory.files_changed()
     for what, v, op, args in _object_changes(broker, doc, vhost):

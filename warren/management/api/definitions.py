@@ -11,7 +11,7 @@ import json
 from aiohttp import web
 
 from warren.management.api.auth import ADMINISTRATOR, require
-from warren.management.api.common import BROKER, bad_request, no_content, parse_json, vhost_or_404
+from warren.management.api.common import BROKER, bad_request, no_content, off_loop, parse_json, vhost_or_404
 from warren.management.api.policies import PARAMETERS
 from warren.management.definitions import (
     DefinitionsError, export_definitions, import_definitions_live,
@@ -50,7 +50,7 @@ async def _body(request: web.Request):
 async def _import(request: web.Request, doc, vhost: str | None = None) -> web.Response:
     broker = request.app[BROKER]
     try:
-        await import_definitions_live(broker, doc, request.app[PARAMETERS], vhost)
+        await import_definitions_live(broker, doc, request.app[PARAMETERS], vhost, off_loop)
     except DefinitionsError as e:
         raise bad_request(str(e)) from None
     return no_content()
