@@ -6,8 +6,8 @@ checks what came back:
 
 * publishers with confirms (pika) into two durable queues and a stream; a consumer acking from
   one of them; a stream reader; a client declaring, binding, publishing into and deleting durable
-  queues and exchanges; users, their permissions and policies put and deleted through the HTTP
-  API;
+  queues and exchanges; users, their permissions, policies and runtime parameters (federation
+  upstreams) put and deleted through the HTTP API;
 * every confirmed message is there (``lost``); no message comes back that was never published,
   nor one a consumer acked more than ``ACK_WINDOW`` seconds before the crash (``unexpected``:
   Warren fsyncs ack logs at most every ACK_SYNC_INTERVAL = 1 s, as RabbitMQ syncs acks lazily
@@ -88,6 +88,7 @@ class Model:
         self.exchanges: dict[str, bool] = {}
         self.users: dict[str, bool] = {}
         self.policies: dict[str, bool] = {}
+        self.parameters: dict[str, bool] = {}   # federation upstreams (runtime parameters)
         self.bindings: dict[tuple, bool] = {}     # (exchange, queue) -> bound (acknowledged)
         self.permissions: dict[str, bool] = {}    # user -> has permissions on "/" (acknowledged)
         self.in_doubt: set[tuple] = set()   # (kind, name) under way at the crash
@@ -197,15 +198,17 @@ def admin(broker, model: Model, rng: random.Random, tag: str, stop: threading.Ev
     n = 0
     while not stop.is_set():
         n += 1
-        kind = rng.choice(("user", "policy"))
-        table = model.users if kind == "user" else model.policies
+        kind = rng.choice(("user", "policy", "parameter"))
+        table = {"user": model.users, "policy": model.policies, "parameter": model.parameters}[kind]
         live = [k for k, there in table.items() if there]
         delete = bool(live) and rng.random() < 0.4
-        name = rng.choice(live) if delete else f"pl{kind[0]}-{tag}-{n}"
-        path = f"/api/users/{name}" if kind == "user" else f"/api/policies/%2F/{name}"
-        body = None if delete else ({"password": "pw", "tags": ""} if kind == "user" else
-                                    {"pattern": "^matches-nothing-", "definition": {"max-length": 100},
-                                     "apply-to": "queues"})
+        name = rng.choice(live) if delete else f"pl{kind[0:2]}-{tag}-{n}"
+        path = {"user": f"/api/users/{name}", "policy": f"/api/policies/%2F/{name}",
+                "parameter": f"/api/parameters/federation-upstream/%2F/{name}"}[kind]
+        body = None if delete else {
+            "user": {"password": "pw", "tags": ""},
+            "policy": {"pattern": "^matches-nothing-", "definition": {"max-length": 100}, "apply-to": "queues"},
+            "parameter": {"value": {"uri": "amqp://127.0.0.1:1"}}}[kind]
         model.in_doubt.add((kind, name))
         status = call(broker.http_url, "DELETE" if delete else "PUT", path, body, timeout=10)[0]
         if status not in (201, 204):
@@ -353,6 +356,7 @@ def check(broker, model: Model, crashed_at: float) -> dict:
             ("exchange", model.exchanges, "/api/exchanges/%2F", by_name),
             ("user", model.users, "/api/users", by_name),
             ("policy", model.policies, "/api/policies/%2F", by_name),
+            ("parameter", model.parameters, "/api/parameters/federation-upstream/%2F", by_name),
             ("binding", model.bindings, "/api/bindings/%2F",
              lambda b: (b["source"], b["destination"]) if b["destination_type"] == "queue" else None),
             ("permission", model.permissions, "/api/permissions", lambda p: p["user"] if p["vhost"] == "/" else None)):
