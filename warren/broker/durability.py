@@ -80,7 +80,8 @@ class Durability:
             self.definitions.on_change = self._definitions_changed
         # store folders of deleted queues and exchanges, until the delete is durable (aside.py)
         self.aside = DeletedFolders(self.definitions, fsync)
-        self._delete_tokens: dict[tuple[str, str], str] = {}  # (root, digest) -> token of its logged delete
+        # the newest delete logged: (store roots, digest, token), for the store put aside right after it
+        self._last_delete: tuple[tuple, str, str] | None = None
         self.queue_root = self.data_dir / "queues"
         # paged-out transient messages: never recovered, so cleared at every start
         self.spill_root = self.data_dir / "spill"
@@ -148,10 +149,10 @@ class Durability:
         token = new_token()
         if kind == "queue":
             self.definitions.delete_queue(vhost, name, token=token)
-            self._delete_tokens[("queues", digest)] = self._delete_tokens[("streams", digest)] = token
+            self._last_delete = (("queues", "streams"), digest, token)
         else:
             self.definitions.delete_exchange(vhost, name, token=token)
-            self._delete_tokens[("delayed", digest)] = token
+            self._last_delete = (("delayed",), digest, token)
 
     def remove_store(self, store) -> None:
         """A deleted queue's or exchange's store: closed and its folder put aside, removed by
@@ -160,9 +161,12 @@ class Durability:
         self.lazy_acks.discard(store)
         self.sync_listeners.pop(store, None)
         folder = os.path.abspath(store.directory)
-        key = (os.path.basename(os.path.dirname(folder)), os.path.basename(folder))
-        self.aside.put_aside(store, self._delete_tokens.pop(key, None) or new_token())
-        self._delete_tokens.pop(("streams" if key[0] == "queues" else "queues", key[1]), None)
+        root, digest = os.path.basename(os.path.dirname(folder)), os.path.basename(folder)
+        last, self._last_delete = self._last_delete, None
+        # the token of the delete just logged (a token the log lacks: the start removes the folder
+        # unless the log has its queue, which only a delete that was not logged leaves)
+        token = last[2] if last is not None and root in last[0] and digest == last[1] else new_token()
+        self.aside.put_aside(store, token)
         self.dirty.add(self.aside)
         self.request_sync()
 
