@@ -13,7 +13,12 @@ prefetch 1000, ack multiple every 500). Printed per row and protocol: messages p
 client saw them and the broker's CPU time per message (user + system from /proc/<pid>/stat around
 the phase), which is what the protocol costs Warren whatever the client's speed. RabbitMQ 4
 reports 1.0 faster than 0-9-1 on its broker; this script says where Warren stands. Figures only,
-no assertion; run it on a quiet machine.
+no assertion; run it on a quiet machine (the load average is printed at the start and the end).
+
+The rows are not alike in one way each: the persistent 0-9-1 publisher (pika's blocking
+connection with confirms) waits for each confirm before the next publish, where Proton keeps
+up to its credit (256) unsettled; the 0-9-1 consumer acks every 500th delivery with
+``multiple``, where Proton accepts each (its dispositions coalesced into ranges).
 """
 
 from __future__ import annotations
@@ -106,7 +111,8 @@ def main() -> int:
         proc, info = start_broker(Path(tmp), ["--host", "127.0.0.1", "--http-port", "-1"])
         port = info["port"]
         try:
-            print(f"Warren pid {proc.pid} port {port}; {args.n} messages per row, best of {args.repeat}")
+            print(f"Warren pid {proc.pid} port {port}; {args.n} messages per row, best of {args.repeat}; "
+                  f"load average {os.getloadavg()[0]:.2f} at the start")
             print(f"{'row':<18}{'protocol':<10}{'publish msg/s':>15}{'consume msg/s':>15}"
                   f"{'broker µs/msg pub':>20}{'broker µs/msg con':>20}")
             for label, size, durable in rows:
@@ -124,6 +130,7 @@ def main() -> int:
                             best = got
                     print(f"{label:<18}{proto:<10}{best[0]:>15,.0f}{best[1]:>15,.0f}{best[2]:>20.1f}{best[3]:>20.1f}",
                           flush=True)
+            print(f"load average {os.getloadavg()[0]:.2f} at the end")
         finally:
             stop_broker(proc, 10)
     return 0
