@@ -173,11 +173,11 @@ class Broker:
         if vhost is None:
             return
         sessions = self.connections.pop(name, set())
-        for session in list(sessions):
-            session.shutdown(f"vhost '{name}' is deleted")
         # its deletes are fsynced by the next group commit, off the loop; the HTTP API's answer
         # waits for it (management/api/vhosts.py)
         with self.durability.definitions.deferred() if self.durability is not None else nullcontext():
+            for session in list(sessions):
+                session.shutdown(f"vhost '{name}' is deleted")
             for q in list(vhost.queues.values()):
                 vhost.delete_queue(q)
             self.directory.vhost_deleted(vhost)  # what stood for queues elsewhere (warren/spread) too
