@@ -26,8 +26,9 @@ once, and fsynced by the next group commit on a pool thread beside the message s
 (``after_definitions``), so an fsync that stalls holds that client only, never the loop. A
 message published into a queue just declared is confirmed by a group commit that began after
 the declare was written, so its confirm waits for the declare's fsync too. The HTTP API
-defers the same way (warren/broker/directory.py ``durable_change``); other changes (start-up,
-the tick) are fsynced inside the call, before it returns.
+defers the same way (warren/broker/directory.py ``durable_change``), and so do the broker's own
+deletes (the tick's x-expires, a dropped connection's auto-delete queues, a vhost's deletion),
+which nobody waits for; other changes (start-up) are fsynced inside the call, before it returns.
 
 Deletes: a queue's or exchange's delete is logged with a token (``log_delete``) and deferred
 like a declare; its store folder is renamed aside at once (``remove_store``) and removed by the
