@@ -172,20 +172,22 @@ class BrokerChannel:
         if passive or not name:  # every process holds every exchange: checked here
             self.vhost.declare_exchange(name, type_, passive, durable, auto_delete, internal, arguments)
             return None
-        return self.directory.change(self.vhost, "declare_exchange",
-                                     (name, type_, False, durable, auto_delete, internal, arguments))
+        return then(self.directory.change(self.vhost, "declare_exchange",
+                                          (name, type_, False, durable, auto_delete, internal, arguments)), _nothing)
 
     def delete_exchange(self, name: str, if_unused: bool):
         authz.exchange_delete(self, name)
-        return self.directory.change(self.vhost, "delete_exchange", (name, if_unused))
+        return then(self.directory.change(self.vhost, "delete_exchange", (name, if_unused)), _nothing)
 
     def bind_exchange(self, destination: str, source: str, routing_key: str, arguments: dict):
         authz.exchange_bind(self, destination, source, routing_key)
-        return self.directory.change(self.vhost, "bind_exchange", (destination, source, routing_key, arguments))
+        return then(self.directory.change(self.vhost, "bind_exchange", (destination, source, routing_key, arguments)),
+                    _nothing)
 
     def unbind_exchange(self, destination: str, source: str, routing_key: str, arguments: dict):
         authz.exchange_bind(self, destination, source, routing_key)
-        return self.directory.change(self.vhost, "unbind_exchange", (destination, source, routing_key, arguments))
+        return then(self.directory.change(self.vhost, "unbind_exchange", (destination, source, routing_key, arguments)),
+                    _nothing)
 
     # --- queues --------------------------------------------------------------------------------
 
@@ -232,13 +234,13 @@ class BrokerChannel:
 
     def bind_queue(self, queue: str, exchange: str, routing_key: str, arguments: dict):
         authz.queue_bind(self, queue, exchange, routing_key)
-        return self.directory.change(self.vhost, "bind_queue",
-                                     (queue or self.last_queue, exchange, routing_key, arguments, self.session))
+        return then(self.directory.change(self.vhost, "bind_queue", (queue or self.last_queue, exchange, routing_key,
+                                                                  arguments, self.session)), _nothing)
 
     def unbind_queue(self, queue: str, exchange: str, routing_key: str, arguments: dict):
         authz.queue_bind(self, queue, exchange, routing_key)
-        return self.directory.change(self.vhost, "unbind_queue",
-                                     (queue or self.last_queue, exchange, routing_key, arguments, self.session))
+        return then(self.directory.change(self.vhost, "unbind_queue", (queue or self.last_queue, exchange, routing_key,
+                                                                  arguments, self.session)), _nothing)
 
     def purge_queue(self, queue: str):
         """Drop the ready messages; how many, now or later."""
@@ -759,6 +761,10 @@ class BrokerChannel:
             self.settle_entries(entries, True)
         if self.remote is not None:  # the processes whose queues it read drop its part there
             self.remote.channel_closed()
+
+
+def _nothing(_result) -> None:
+    """What a change without an answer of its own answers (a declare-ok, a bind-ok)."""
 
 
 def _type_name(value) -> str:

@@ -122,6 +122,10 @@ class LocalDirectory:
             q.exclusive_owner = None
             session.exclusive_queues.discard(q)
 
+    def kept_exclusive(self, q, session) -> None:
+        """A 0-10 declare (re)locked ``q`` for ``session`` by Qpid's rule (``QueueBase.relock``):
+        wherever else a handle of it stands, it says so."""
+
     def find_queue(self, vhost, name: str):
         """The queue named ``name`` in ``vhost`` (a Vhost), wherever it lives: the queue, or
         the handle of one elsewhere (``vhost.remote_queues``); None if there is none."""

@@ -12,7 +12,7 @@ the client sent after the method.
 
 from __future__ import annotations
 
-__all__ = ["is_later", "then"]
+__all__ = ["is_later", "then", "in_turn"]
 
 
 def is_later(result) -> bool:
@@ -21,10 +21,32 @@ def is_later(result) -> bool:
 
 
 def then(result, fn):
-    """``fn(result)``, now or once an awaitable ``result`` is done (an awaitable of it then)."""
+    """``fn(result)``, now or once an awaitable ``result`` is done (an awaitable of it then;
+    ``fn`` may itself answer later)."""
     if not is_later(result):
         return fn(result)
 
     async def chained():
-        return fn(await result)
+        answer = fn(await result)
+        return (await answer) if is_later(answer) else answer
     return chained()
+
+
+def in_turn(steps):
+    """Call each of ``steps`` (functions of no argument) in turn, each once the one before has
+    answered: the last one's answer, now or later. A command that makes several changes (0-10
+    unbinding every binding of a key) makes them in order, as in one process."""
+    steps = iter(steps)
+    answer = None
+    for step in steps:
+        answer = step()
+        if is_later(answer):
+            async def rest(first=answer):
+                last = await first
+                for more in steps:
+                    last = more()
+                    if is_later(last):
+                        last = await last
+                return last
+            return rest()
+    return answer

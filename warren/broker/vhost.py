@@ -213,11 +213,11 @@ class VirtualHost:
         """The queue named ``name`` or, when it lives in another process, its handle there
         (``remote_queues``): what a channel asks of either (``QueueBase.counts``, ``consume``,
         ``get``, ``purge``) is answered now or later. 404 if missing, 405 if another
-        connection's exclusive queue (a handle's owner is never a session here)."""
+        connection's exclusive queue."""
         q = self.queues.get(name) or self.remote_queues.get(name)
         if q is None:
             raise NotFound(f"no {self._describe('queue', name)}")
-        if q.exclusive_owner is not None and q.exclusive_owner is not session:
+        if q.locked_against(session):
             raise self.locked_error(name)
         return q
 

@@ -1,17 +1,10 @@
 """The 0-10 session channel of a worker whose vhosts are spread (``--worker-mode queues``).
 
-The 0-10 twin of ``channel.py``. Its commands are ``warren/protocol/amqp0_10``'s, unchanged
-where they can be; what differs:
+Its commands are ``warren/protocol/amqp0_10``'s, unchanged where they can be; what differs:
 
-* **Definitions.** The broker operations that change definitions (exchange declare and delete,
-  queue declare, bind, unbind, delete) are ordered by worker 0 and applied by every worker
-  (``definitions.py``) before the command completes. ``execute`` collects what a command asks
-  for and completes it once every worker applied it (``LATER``); what Qpid's rules do after a
-  declare waits for that too (``after_definitions``). The connection reads nothing more
-  meanwhile (``AMQPConnection.hold_input``), so the next command finds the change in force.
-* **Queues another worker owns** are found by name as their records (``queue_named``):
-  ``queue.query`` asks the owner for the counts, ``queue.purge`` asks it to purge.
-* **Subscriptions to them** are the owner's: there a ``SubscriptionSink`` keeps the credit
+* **Definitions** need nothing here: the 0-10 adapter's commands ask the broker's operations,
+  which the directory answers later (``definitions.py``), and the adapter completes them then.
+* **Subscriptions to queues another worker owns** are the owner's: there a ``SubscriptionSink`` keeps the credit
   (``proxy.py``); here a ``RemoteSubscription`` tells it what ``message.flow``,
   ``set-flow-mode`` and window completions give, and the deliveries it sends are written as
   transfers. ``message.flush`` and ``message.stop`` wait for the owner's answer, which comes
@@ -30,10 +23,9 @@ import logging
 from warren.broker import authz
 from warren.broker.message import Message
 from warren.codec.amqp0_10.sets import SequenceSet
-from warren.broker.exchanges import EXCHANGE_TYPES
-from warren.errors import AccessRefused, AMQPError, CommandInvalid, NotFound, ResourceLocked
+from warren.errors import AccessRefused, AMQPError
 from warren.protocol.amqp0_10 import message as message_class
-from warren.protocol.amqp0_10.channel import LATER, ExecutionError, SessionChannel, query_result
+from warren.protocol.amqp0_10.channel import LATER, ExecutionError, SessionChannel
 from warren.protocol.amqp0_10.delivery import NO_BODY, NOT_ACQUIRED, PRE_ACQUIRED, WINDOW, header_segment
 from warren.protocol.amqp0_10.properties import plain_arguments
 from warren.protocol.amqp0_10.session import error_code_for
@@ -50,36 +42,11 @@ E = spec.ExecutionErrorCode
 
 
 class SpreadSessionChannel(RemoteSettling, SessionChannel):
-    _changes: list | None = None  # while a command runs: the definition changes it asked for
-    _then: list | None = None  # and what waits for them (after_definitions)
-
     def execute(self, command):
         handler = SPREAD_HANDLERS.get(command.INDEX)
         if handler is not None:
             return handler(self, command)
-        self._changes, self._then = changes, then = [], []
-        try:
-            answer = super().execute(command)
-        finally:
-            self._changes = self._then = None
-        if not changes:
-            return answer
-
-        async def apply():
-            for change in changes:  # in the order the command asked for them
-                await change()
-
-        def applied(_):
-            for fn in then:
-                fn()
-            return answer
-        return self._later(apply(), applied)
-
-    def after_definitions(self, fn):
-        if self._changes:
-            self._then.append(fn)
-            return None
-        return fn()
+        return super().execute(command)
 
     def _later(self, awaitable, then):
         """Complete the command being executed once ``awaitable`` is done, with ``then(result)``
@@ -119,123 +86,8 @@ class SpreadSessionChannel(RemoteSettling, SessionChannel):
         task.add_done_callback(done)
         return LATER
 
-    def _change(self, op: str, args: tuple) -> None:
-        spread = self.session.broker.directory
-        vhost = self.vhost.name
-        self._changes.append(lambda: spread.define(vhost, op, args))
-
     def _ref(self):
         return self.session.broker.directory.session_ref(self.session)
-
-    # --- the broker operations that change definitions -----------------------------------
-
-    def queue_named(self, name: str):
-        return self.vhost.queues.get(name) or self.vhost.remote_queues.get(name)
-
-    def declare_exchange(self, name, type_, passive, durable, auto_delete, internal, arguments) -> None:
-        if passive or self._changes is None:
-            return super().declare_exchange(name, type_, passive, durable, auto_delete, internal, arguments)
-        authz.exchange_declare(self, name, type_, passive, arguments)
-        if type_ not in EXCHANGE_TYPES:  # here, as the command's own check maps it to not-found (channel.py)
-            raise CommandInvalid(f"invalid exchange type '{type_}'")
-        self._change("declare_exchange", (name, type_, False, durable, auto_delete, internal, arguments))
-
-    def delete_exchange(self, name: str, if_unused: bool) -> None:
-        authz.exchange_delete(self, name)
-        self._change("delete_exchange", (name, if_unused))
-
-    def declare_queue(self, name, passive, durable, exclusive, auto_delete, arguments):
-        record = self.vhost.remote_queues.get(name)
-        if passive and record is not None:
-            authz.queue_declare(self, name, True, arguments)
-            if record.exclusive_owner is not None and record.exclusive_owner != self._ref():
-                raise self.vhost.locked_error(name)  # another connection's exclusive queue
-            if self._changes is not None:  # its owner says whether it is still there (404 if not)
-                spread, vhost = self.session.broker.directory, self.vhost.name
-
-                async def check() -> None:
-                    _, consumers = await spread.queue_counts(record)
-                    if exclusive and consumers:  # exclusivity asked of a queue someone consumes from
-                        raise ResourceLocked(f"cannot obtain exclusive access to queue '{name}' in vhost '{vhost}'")
-                self._changes.append(check)
-            return name, 0, 0
-        if passive:
-            return super().declare_queue(name, passive, durable, exclusive, auto_delete, arguments)
-        authz.queue_declare(self, name, False, arguments)
-        self._change("declare_queue", (name, durable, exclusive, auto_delete, arguments, self._ref()))
-        return name, 0, 0
-
-    def bind_queue(self, queue: str, exchange: str, routing_key: str, arguments: dict) -> None:
-        authz.queue_bind(self, queue, exchange, routing_key)
-        self._change("bind_queue", (queue, exchange, routing_key, arguments, self._ref()))
-
-    def unbind_queue(self, queue: str, exchange: str, routing_key: str, arguments: dict) -> None:
-        authz.queue_bind(self, queue, exchange, routing_key)
-        self._change("unbind_queue", (queue, exchange, routing_key, arguments, self._ref()))
-
-    def _declared(self, c, name: str, session_scoped: bool, new: bool, arguments: dict) -> None:
-        record = self.vhost.remote_queues.get(name)
-        if record is None:  # (a no-local queue is set up where it is made: Spread._create_queue)
-            super()._declared(c, name, session_scoped, False, arguments)
-            q = self.vhost.queues.get(name)
-            if q is not None and q in self.session.kept_exclusive and q.exclusive_owner is self.session:
-                self.session.broker.directory.lock_changed(q, self._ref())  # (re)locked by us: say so to all
-            return None
-        if c.exclusive and not c.auto_delete and not c.passive and record.exclusive_owner is None \
-                and not record.durable:
-            # Qpid's rule (SessionChannel._declared) for a queue another worker holds: its owner
-            # locks it for us, if nobody consumes from it there
-            spread, ref = self.session.broker.directory, self._ref()
-
-            async def lock():
-                if await spread.ask(record.owner, "lock", self.vhost.name, name, ref.session_id):
-                    record.exclusive_owner = ref
-                    self.session.kept_exclusive.add(record)
-            if self._changes is not None:
-                self._changes.append(lock)
-        return None
-
-    def handle_queue_delete(self, c):
-        name = self.queue_to_delete(c)
-        authz.queue_delete(self, name)
-        spread, session = self.session.broker.directory, self.session
-        # subscriptions on it of the connection's other sessions end after our completion
-        # (SessionChannel.handle_queue_delete); our own stay until the client cancels them
-        session.held_cancels = held = []
-
-        async def delete():
-            try:
-                return await spread.define(self.vhost.name, "delete_queue",
-                                           (name, bool(c.if_unused), bool(c.if_empty), self._ref()))
-            finally:
-                session.held_cancels = None
-
-        def deleted(_):
-            for ch, tag in held:
-                if ch is not self:
-                    ch.notify_cancel(tag)
-            return None
-        return self._later(delete(), deleted)
-
-    def handle_queue_purge(self, c):
-        q = self.vhost.remote_queues.get(c.queue or "")
-        if q is None:
-            return SessionChannel.handle_queue_purge(self, c)
-        authz.queue_read(self, q.name)
-        return self._later(self.session.broker.directory.purge(q), lambda _: None)
-
-    def handle_queue_query(self, c):
-        q = self.vhost.remote_queues.get(c.queue or "")
-        if q is None:
-            return SessionChannel.handle_queue_query(self, c)
-        spread = self.session.broker.directory
-
-        async def query():
-            try:
-                return query_result(q, *await spread.queue_counts(q))
-            except NotFound:  # gone on its owner (an auto-delete queue's last subscription went)
-                return spec.QueueQueueQueryResult(queue="", message_count=0, subscriber_count=0)
-        return self._later(query(), lambda result: result)
 
     # --- subscriptions to another worker's queue -------------------------------------------
 

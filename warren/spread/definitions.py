@@ -24,7 +24,6 @@ import os
 
 from warren.broker.directory import ADMIN, CHANGES, EXCHANGE_CHANGES
 from warren.errors import AMQPError, InternalError, NotFound, NotImplemented_
-from warren.protocol.amqp0_10.channel import no_local, truthy
 from warren.broker.ownership import PLACEMENT, place
 from warren.spread.links import PeerGone
 from warren.spread.proxy import ProxySession
@@ -258,8 +257,6 @@ class DefinitionOrder:
     def _create_queue(self, v, name, durable, exclusive, auto_delete, arguments, ref, server_named) -> dict:
         session = self._session(ref) if exclusive else None
         q = v.declare_queue(session, name, False, durable, exclusive, auto_delete, arguments, server_named)
-        if arguments and truthy(arguments.get("no-local")):  # Qpid's, as a 0-10 declare sets it up in one process
-            no_local(q)
         if exclusive and session is not None and q.exclusive_owner is session:
             session.exclusive_queues.add(q)
         # full from the start (x-max-length 0 with reject-publish): every worker's record says so
@@ -313,6 +310,24 @@ class DefinitionOrder:
         """Our queue ``q`` was locked for ``ref`` (None: unlocked): the others' records say so."""
         for peer in self.links.peers:
             self.tell(peer, "locked", q.vhost.name, q.name, ref)
+
+    async def relock(self, q, session) -> bool:
+        """Qpid's rule for another worker's queue ``q`` (``RemoteQueue.relock``): its owner
+        locks it for ``session`` if it is unlocked and nobody consumes from it there."""
+        if q.exclusive_owner is not None or q.durable:
+            return False
+        ref = self.session_ref(session)
+        try:
+            locked = await self.ask(q.owner, "lock", q.vhost_name, q.name, ref.session_id)
+        except PeerGone as e:
+            raise InternalError(f"another worker did not answer: {e}") from None
+        if locked:
+            q.exclusive_owner = ref
+        return bool(locked)
+
+    def kept_exclusive(self, q, session) -> None:
+        if q.is_here:  # (re)locked here by us: the others' records say so (theirs told us: lock_remote)
+            self.lock_changed(q, self.session_ref(session))
 
     def lock_remote(self, peer: int, vhost: str, name: str, session_id: int) -> bool:
         """On the owner: lock our queue for a connection on ``peer``, as a declare of it there

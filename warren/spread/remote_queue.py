@@ -71,6 +71,14 @@ class RemoteQueue:
     def touch(self) -> None:
         pass  # x-expires counts on the owner, which sees the uses that reach it
 
+    def locked_against(self, session) -> bool:
+        return self.exclusive_owner is not None and self.exclusive_owner != self.spread.session_ref(session)
+
+    def relock(self, session):
+        """Qpid's rule (``QueueBase.relock``), asked of the owner: an awaitable of whether
+        ``session`` holds the queue now."""
+        return self.spread.relock(self, session)
+
     def counts(self):
         """(ready messages, consumers), from the owner: an awaitable."""
         return self.spread.queue_counts(self)

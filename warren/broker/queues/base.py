@@ -104,6 +104,19 @@ class QueueBase:
     # --- what a channel asks of a queue (``BrokerChannel``); a handle of a queue in another
     # process (``RemoteQueue``, warren/spread) answers the same questions later --------------
 
+    def locked_against(self, session) -> bool:
+        """Whether another connection than ``session`` holds this queue exclusively (405)."""
+        return self.exclusive_owner is not None and self.exclusive_owner is not session
+
+    def relock(self, session) -> bool:
+        """Qpid's rule for an exclusive declare (not auto-delete) of a queue that outlives its
+        owner: unlocked and nobody consuming from it, it is locked for ``session`` again.
+        Whether ``session`` holds it now."""
+        if self.exclusive_owner is None and not self.consumers and not self.durable:
+            self.exclusive_owner = session
+            session.exclusive_queues.add(self)
+        return self.exclusive_owner is session
+
     def counts(self) -> tuple[int, int]:
         """(ready messages, consumers): a passive declare's answer."""
         return self.message_count, len(self.consumers)

@@ -52,7 +52,10 @@ def new_queue(vhost, name: str, durable: bool = False, exclusive_owner=None, aut
         kind = "stream" if is_stream_declare(arguments) else "quorum" if is_quorum_declare(arguments) else "classic"
         where = f"queue '{name}' in vhost '{vhost.name}'"
         qpid_args.check(arguments, where, kind)  # 406 before the queue exists
-    return queue_class(arguments)(vhost, name, durable, exclusive_owner, auto_delete, arguments)
+    q = queue_class(arguments)(vhost, name, durable, exclusive_owner, auto_delete, arguments)
+    if arguments and qpid_args.truthy(arguments.get("no-local")):
+        qpid_args.no_local(q)
+    return q
 
 
 def queue_type(queue) -> str:

@@ -21,6 +21,9 @@ without them pays nothing:
   are not given themselves (``QpidLimits``). With a limit and no policy type Qpid rejects
   (``reject-publish``); ``flow_to_disk`` sets no limit (Warren pages on its own).
 
+* ``no-local`` (true, a non-zero number, or "true"/"1"/"yes"): messages the queue's own
+  connection publishes over 0-10 are dropped, not enqueued (``no_local``).
+
 ``check(arguments, where)`` refuses a bad value or a combination Warren does not serve with
 406 PRECONDITION_FAILED, before the queue exists.
 """
@@ -33,7 +36,7 @@ from warren.errors import PreconditionFailed
 
 __all__ = ["LVQ_KEY", "GROUP_KEY", "SHARED_GROUPS", "PRIORITIES", "DEFAULT_GROUP", "LEGACY_LVQ_HEADER",
            "fairshare_limits", "lvq_header", "group_header", "priority_levels", "has_limits", "check", "with_limits",
-           "QpidLimits", "with_qpid_limits", "header_key"]
+           "QpidLimits", "with_qpid_limits", "header_key", "truthy", "no_local"]
 
 LVQ_KEY = "qpid.last_value_queue_key"
 LEGACY_LVQ = ("qpid.last_value_queue", "qpid.last_value_queue_no_browse")
@@ -211,3 +214,30 @@ def header_key(value) -> str | None:
     if isinstance(value, (bytes, bytearray)):
         return bytes(value).decode("utf-8", "replace")
     return str(value)
+
+
+def truthy(value) -> bool:
+    """A Qpid boolean argument: true, a non-zero number, or the text "true"/"1"/"yes"."""
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "1", "yes")
+    return bool(value) if isinstance(value, (bool, int, float)) else False
+
+
+def no_local(queue) -> None:
+    """Qpid's ``no-local`` queue (made so by ``factory.new_queue``): messages its own connection
+    publishes are dropped, not enqueued. Its own connection is the one that owns it exclusively,
+    or the one holding an exclusive subscription on it. The queue's ``publish`` is wrapped for
+    this queue alone (no other queue pays for the check); the publishing connection is known for
+    messages published over 0-10 (their ``publisher``, warren/protocol/amqp0_10/channel.py), the
+    only ones that can come from the same connection."""
+    enqueue = queue.publish
+
+    def publish(message) -> int:
+        publisher = getattr(message, "publisher", None)
+        if publisher is not None:
+            owner = queue.exclusive_owner
+            if (owner is not None and getattr(owner, "publisher_id", None) == publisher) or any(
+                    c.exclusive and c.channel.session.publisher_id == publisher for c in queue.consumers):
+                return 0  # a local message: dropped
+        return enqueue(message)
+    queue.publish = publish

@@ -24,6 +24,7 @@ import itertools
 import logging
 
 from warren.broker.connection import BrokerConnection
+from warren.broker.later import is_later
 from warren.errors import AMQPError, ConnectionAccessRefused, NotAllowed, SoftError
 from warren.protocol.amqp0_10 import events as ev
 from warren.protocol.amqp0_10.channel import LATER, ExecutionError, SessionChannel
@@ -123,8 +124,37 @@ class ConnectionHandler(BrokerConnection):
             return
         if answer is None:
             self.conn.complete(event.channel, event.command_id)
+        elif is_later(answer):
+            self._complete_later(channel, event, answer)
         elif answer is not LATER:
             self.conn.send_result(event.channel, event.command_id, answer)
+
+    def _complete_later(self, channel: SessionChannel, event, answer) -> None:
+        """A command the broker answers later (warren/broker/later.py): nothing more is read
+        from the client meanwhile (the next command may depend on it); then it completes, with
+        its result if it has one, or the session ends with the refusal's execution.exception."""
+        number, command_id = event.channel, event.command_id
+
+        def done(result, error) -> None:
+            if channel.closed:
+                return
+            if error is None:
+                if result is None:
+                    self.conn.complete(number, command_id)
+                else:
+                    self.conn.send_result(number, command_id, result)
+                self.io.want_flush()
+                return
+            if isinstance(error, ExecutionError):
+                code, text = error.code, error.text
+            elif isinstance(error, AMQPError):
+                code, text = error_code_for(error.reply_code), error.text
+            else:
+                log.error("internal error on connection %s session channel %d while handling %s", self, number,
+                          event.command.NAME, exc_info=error)
+                code, text = E.INTERNAL_ERROR, "internal error"
+            self.session_exception(number, command_id, code, text)
+        self.io.when_done(answer, done)
 
     def _refuse(self, channel: SessionChannel, event, code: int, text: str) -> None:
         log.warning("session error on connection %s, channel %d: %s refused: %d %s", self, event.channel,

@@ -3,10 +3,13 @@
 A session attached to a channel is one ``BrokerChannel`` (``warren/broker/channel.py``); its
 commands become the broker's protocol-neutral operations. A handler returns None when the
 command is complete once it returns, a struct for a command with a result (``execution.result``,
-then completion), or ``LATER`` when something completes it afterwards (a persistent transfer on
-disk, a commit). A refusal is a ``warren.errors`` exception (the adapter maps its reply code,
-``error_code_for``) or an ``ExecutionError`` with a 0-10 error code of its own; either way the
-adapter answers ``execution.exception`` and the session ends.
+then completion), ``LATER`` when something completes it afterwards (a persistent transfer on
+disk, a commit), or an awaitable of None or the struct when the broker answers later
+(warren/broker/later.py: the change is applied by other processes first, or the queue lives in
+another one); the adapter then reads nothing more from the client until it is done. A refusal
+is a ``warren.errors`` exception (the adapter maps its reply code, ``error_code_for``) or an
+``ExecutionError`` with a 0-10 error code of its own; either way the adapter answers
+``execution.exception`` and the session ends.
 
 The ``message`` class is in ``message.py``; ``dtx`` goes to ``dtx.py`` when that module exists
 (else 540 not-implemented).
@@ -18,13 +21,15 @@ import importlib
 from collections import deque
 
 from warren.broker.channel import BrokerChannel
+from warren.broker.exchanges import EXCHANGE_TYPES
+from warren.broker.later import in_turn, is_later, then
 from warren.broker.message import Message
 from warren.broker.dead_letter import REROUTE_ARGUMENT
 from warren.errors import CommandInvalid, NotFound, ResourceLocked
 from warren.protocol.amqp0_10.properties import plain_arguments
 from warren.spec import amqp0_10 as spec
 
-__all__ = ["SessionChannel", "ExecutionError", "LATER", "HANDLERS", "query_result", "no_local", "truthy"]
+__all__ = ["SessionChannel", "ExecutionError", "LATER", "HANDLERS", "query_result"]
 
 E = spec.ExecutionErrorCode
 LATER = object()  # a handler's answer: the command completes later
@@ -75,14 +80,9 @@ class SessionChannel(BrokerChannel):
         return self.sink.subscriptions
 
     def queue_named(self, name: str):
-        """The queue a command names, None if there is none (--worker-mode queues: or the
-        record of another worker's, warren/spread/channel_0_10.py)."""
-        return self.vhost.queues.get(name)
-
-    def after_definitions(self, fn):
-        """``fn()`` once the definitions the command changed are in force: at once in one
-        process (--worker-mode queues: after every worker applied them)."""
-        return fn()
+        """The queue a command names, or the handle of one in another process; None if there is
+        none."""
+        return self.vhost.queues.get(name) or self.vhost.remote_queues.get(name)
 
     def execute(self, command):
         if not HANDLERS:
@@ -161,12 +161,13 @@ class SessionChannel(BrokerChannel):
         if existing is not None:  # as for queues: the existing exchange, whatever the other flags
             self.declare_exchange(name, existing.TYPE, True, existing.durable, existing.auto_delete, False, {})
             return None
+        if (c.type or "") not in EXCHANGE_TYPES:  # one we do not know: Qpid's brokers say not-found
+            raise ExecutionError(E.NOT_FOUND, f"invalid exchange type '{c.type or ''}'")
         try:
-            self.declare_exchange(name, c.type or "", False, bool(c.durable), bool(c.auto_delete), False,
-                                  arguments)
-        except CommandInvalid as e:  # an exchange type we do not know: Qpid's brokers say not-found
+            return self.declare_exchange(name, c.type or "", False, bool(c.durable), bool(c.auto_delete), False,
+                                         arguments)
+        except CommandInvalid as e:
             raise ExecutionError(E.NOT_FOUND, e.text) from None
-        return None
 
     def handle_exchange_delete(self, c):
         name = c.exchange or ""
@@ -181,8 +182,7 @@ class SessionChannel(BrokerChannel):
                    if q.arguments.get("x-dead-letter-exchange") == name and q.arguments.get(_AE_MARK)]
         if used_by or any(ex.alternate == name for ex in self.vhost.exchanges.values() if ex.name != name):
             raise ExecutionError(E.NOT_ALLOWED, f"exchange '{name}' is in use as an alternate exchange")
-        self.delete_exchange(name, bool(c.if_unused))
-        return None
+        return self.delete_exchange(name, bool(c.if_unused))
 
     def handle_exchange_query(self, c):
         ex = self.vhost.exchanges.get(c.name or "")
@@ -204,8 +204,7 @@ class SessionChannel(BrokerChannel):
             # Qpid's brokers refuse it (and with internal-error, which their suite checks);
             # RabbitMQ reads a missing x-match as "all"
             raise ExecutionError(E.INTERNAL_ERROR, "a headers binding needs an x-match argument (all or any)")
-        self.bind_queue(c.queue, exchange, c.binding_key or "", arguments)
-        return None
+        return self.bind_queue(c.queue, exchange, c.binding_key or "", arguments)
 
     def handle_exchange_unbind(self, c):
         exchange = c.exchange or ""
@@ -220,9 +219,8 @@ class SessionChannel(BrokerChannel):
         key = c.binding_key or ""
         bound = [b.arguments for b in self.vhost.exchanges[exchange].bindings.values()
                  if b.destination is queue and b.routing_key == key]
-        for arguments in bound or [{}]:
-            self.unbind_queue(c.queue, exchange, key, arguments or {})
-        return None
+        return in_turn([lambda arguments=arguments: self.unbind_queue(c.queue, exchange, key, arguments or {})
+                        for arguments in bound or [{}]])
 
     def handle_exchange_bound(self, c):
         vhost = self.vhost
@@ -271,14 +269,20 @@ class SessionChannel(BrokerChannel):
                 c.passive or existing.exclusive_owner is not None or existing.consumers):
             raise ResourceLocked(f"cannot obtain exclusive access to queue '{name}' in vhost '{self.vhost.name}'")
         passive = bool(c.passive) or existing is not None
-        self.declare_queue(name, passive, bool(c.durable), bool(c.exclusive),
-                           bool(c.auto_delete) and not session_scoped, arguments)
-        return self.after_definitions(lambda: self._declared(c, name, session_scoped, existing is None, arguments))
+        declared = self.declare_queue(name, passive, bool(c.durable), bool(c.exclusive),
+                                      bool(c.auto_delete) and not session_scoped, arguments)
 
-    def _declared(self, c, name: str, session_scoped: bool, new: bool, arguments: dict) -> None:
+        def then_rules(result):
+            # the consumers of a queue in another process are counted there (0 here, above)
+            if existing is not None and c.exclusive and existing.exclusive_owner is not self.session and result[2]:
+                raise ResourceLocked(f"cannot obtain exclusive access to queue '{name}' in vhost '{self.vhost.name}'")
+            return self._declared(c, name, session_scoped)
+        return then(declared, then_rules)
+
+    def _declared(self, c, name: str, session_scoped: bool):
         """What Qpid's rules add to a queue.declare: the session's or connection's hold on an
-        exclusive queue, and the no-local check (on queues this process holds)."""
-        q = self.vhost.queues.get(name)
+        exclusive queue."""
+        q = self.queue_named(name)
         if q is None:
             return None
         if session_scoped and q.exclusive_owner is self.session:
@@ -286,14 +290,12 @@ class SessionChannel(BrokerChannel):
         if c.exclusive and not c.auto_delete and not c.passive:
             # Qpid: an exclusive queue that is not auto-delete outlives its owner, which holds
             # only its lock; an unlocked one nobody consumes from is locked again by this declare
-            if q.exclusive_owner is None and not q.consumers and not q.durable:
-                q.exclusive_owner = self.session
-                self.session.exclusive_queues.add(q)
-            if q.exclusive_owner is self.session:
-                self.session.kept_exclusive.add(q)
-        if new and truthy(arguments.get("no-local")):
-            no_local(q)
+            return then(q.relock(self.session), lambda held: self._kept(q) if held else None)
         return None
+
+    def _kept(self, q) -> None:
+        self.session.kept_exclusive.add(q)
+        self.directory.kept_exclusive(q, self.session)
 
     def queue_to_delete(self, c) -> str:
         """queue.delete's queue name, once checked: one is named, and it exists (0-10)."""
@@ -306,25 +308,34 @@ class SessionChannel(BrokerChannel):
 
     def handle_queue_delete(self, c):
         name = self.queue_to_delete(c)
-        _, held = self.delete_queue(name, bool(c.if_unused), bool(c.if_empty))
-        for ch, tag in held:
-            # our own subscription on it stays, with nothing more to receive, until the client
-            # cancels it (qpid.messaging deletes a receiver's queue, then cancels the receiver)
-            if ch is not self:  # another session of this connection: resource-deleted, after our completion
-                ch.notify_cancel(tag)
-        return None
+
+        def deleted(result) -> None:
+            for ch, tag in result[1]:
+                # our own subscription on it stays, with nothing more to receive, until the client
+                # cancels it (qpid.messaging deletes a receiver's queue, then cancels the receiver)
+                if ch is not self:  # another session of this connection: resource-deleted, after our completion
+                    ch.notify_cancel(tag)
+        return then(self.delete_queue(name, bool(c.if_unused), bool(c.if_empty)), deleted)
 
     def handle_queue_purge(self, c):
         if not c.queue:
             raise ExecutionError(E.ILLEGAL_ARGUMENT, "queue.purge needs a queue name")
-        self.purge_queue(c.queue)
-        return None
+        return then(self.purge_queue(c.queue), _nothing)
 
     def handle_queue_query(self, c):
-        q = self.vhost.queues.get(c.queue or "")
+        q = self.queue_named(c.queue or "")
         if q is None:
-            return spec.QueueQueueQueryResult(queue="", message_count=0, subscriber_count=0)
-        return query_result(q, q.message_count, len(q.consumers))
+            return _no_queue()
+        counts = q.counts()
+        if not is_later(counts):
+            return query_result(q, *counts)
+
+        async def query():
+            try:
+                return query_result(q, *await counts)
+            except NotFound:  # gone where it lived (an auto-delete queue's last subscription went)
+                return _no_queue()
+        return query()
 
     # --- tx class ----------------------------------------------------------------------------
 
@@ -351,6 +362,14 @@ class SessionChannel(BrokerChannel):
             if entries:
                 self.settle_entries(entries, True)
         return None
+
+
+def _no_queue():
+    return spec.QueueQueueQueryResult(queue="", message_count=0, subscriber_count=0)
+
+
+def _nothing(_result) -> None:
+    """A command's answer that completes it with no result."""
 
 
 # exchange names a client may not create (0-10: amq.* the standard's, qpid.* Qpid's own)
@@ -390,32 +409,6 @@ def query_result(q, messages: int, subscribers: int):
     return spec.QueueQueueQueryResult(
         queue=q.name, alternate_exchange=alternate, durable=q.durable, exclusive=q.exclusive_owner is not None,
         auto_delete=q.auto_delete, arguments=arguments or None, message_count=messages, subscriber_count=subscribers)
-
-
-def truthy(value) -> bool:
-    """A Qpid boolean argument: true, a non-zero number, or the text "true"/"1"/"yes"."""
-    if isinstance(value, str):
-        return value.strip().lower() in ("true", "1", "yes")
-    return bool(value) if isinstance(value, (bool, int, float)) else False
-
-
-def no_local(queue) -> None:
-    """Qpid's ``no-local`` queue: messages its own connection publishes are dropped, not
-    enqueued. Its own connection is the one that owns it exclusively, or the one holding an
-    exclusive subscription on it. The queue's ``publish`` is wrapped for this queue alone (no
-    other queue pays for the check); the publisher is known for messages published over 0-10
-    (``PublishedMessage``), the only ones that can come from the same connection."""
-    enqueue = queue.publish
-
-    def publish(message) -> int:
-        publisher = message.publisher
-        if publisher is not None:
-            owner = queue.exclusive_owner
-            if (owner is not None and owner.publisher_id == publisher) or any(
-                    c.exclusive and c.channel.session.publisher_id == publisher for c in queue.consumers):
-                return 0  # a local message: dropped
-        return enqueue(message)
-    queue.publish = publish
 
 
 def _dtx(channel: SessionChannel, command):
