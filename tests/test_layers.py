@@ -28,9 +28,13 @@ import (a module or any module below it):
 * where a queue lives is the broker directory's business (``warren/broker/directory.py``): the
   protocols, the broker, the HTTP API, the metrics and federation import nothing from
   ``warren.spread`` (the server makes the spread directory; the spread package implements the
-  directory and its channels, never the reverse); the spread in turn imports nothing from the
+  directory and the handles of queues on other workers, never the reverse); the spread in turn imports nothing from the
   server, the HTTP API or the metrics (placement, which moves sockets, is server glue:
   ``warren/server/placement.py``; the ownership rule is ``warren/broker/ownership.py``).
+
+* one broker channel, one adapter per protocol family: the classes extending ``BrokerChannel`` are
+  ``CHANNEL_ADAPTERS`` (and ``CHANNEL_CLASSES_PENDING``, each with the reason it is still there);
+  where a queue lives never makes another channel class.
 
 * no two packages import each other, directly or round a longer loop (a package's name is the
   folder under ``warren/``): the server composes the HTTP API and the metrics, which read the
@@ -296,3 +300,55 @@ def test_the_cycle_check_catches_a_breach(tmp_path):
         (tmp_path / name).parent.mkdir(exist_ok=True)
         (tmp_path / name).write_text(text)
     assert _cycles(_package_graph(tmp_path)) == [["metrics", "server"]]
+
+
+# --- one broker channel, one adapter per protocol family ---------------------------------------
+# Where a queue lives is asked of the directory and the queue's handle (warren/broker/directory.py,
+# QueueBase and RemoteQueue), never by subclassing a protocol's channel: the classes that extend
+# BrokerChannel, directly or not, are the protocols' adapters, one each.
+CHANNEL_ADAPTERS = {
+    "protocol/amqp0_9_1/channel.py:Channel",  # 0-9-1 and the 0-8 family (dialects.py)
+    "protocol/amqp0_10/channel.py:SessionChannel",
+    "protocol/amqp1_0/adapter.py:SessionChannel",
+    # the owner's side of a connection on another worker: the adapter of the workers' links
+    "spread/proxy.py:ProxyChannel",
+}
+CHANNEL_CLASSES_PENDING = {
+    # issue 30: 0-10 subscriptions to another worker's queue (their credit is kept by the owner)
+    # still subclass the 0-10 channel; definitions no longer do (since session 18)
+    "spread/channel_0_10.py:SpreadSessionChannel": "0-10 subscriptions across workers",
+}
+
+
+def _channel_classes(root: Path) -> set[str]:
+    """Every class under ``root`` that extends BrokerChannel or one of its subclasses (by name)."""
+    bases: dict[str, tuple[str, set[str]]] = {}
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                names = {b.id if isinstance(b, ast.Name) else b.attr for b in node.bases
+                         if isinstance(b, (ast.Name, ast.Attribute))}
+                bases[f"{path.relative_to(root)}:{node.name}"] = (node.name, names)
+    found, grew = {"BrokerChannel"}, True
+    classes: set[str] = set()
+    while grew:
+        grew = False
+        for where, (name, names) in bases.items():
+            if where not in classes and names & found:
+                classes.add(where)
+                found.add(name)
+                grew = True
+    return classes
+
+
+def test_one_channel_adapter_per_protocol_family():
+    assert _channel_classes(ROOT) == CHANNEL_ADAPTERS | set(CHANNEL_CLASSES_PENDING)
+
+
+def test_the_channel_class_check_catches_a_breach(tmp_path):
+    (tmp_path / "protocol").mkdir()
+    (tmp_path / "protocol/channel.py").write_text("class Channel(BrokerChannel):\n    pass\n")
+    (tmp_path / "spread").mkdir()
+    (tmp_path / "spread/channel.py").write_text("from x import Channel\nclass SpreadChannel(Lender, Channel):\n"
+                                                "    pass\n")
+    assert _channel_classes(tmp_path) == {"protocol/channel.py:Channel", "spread/channel.py:SpreadChannel"}
