@@ -54,7 +54,8 @@ def bodies(d: Durability, name: str = "q") -> list[bytes]:
 
 
 def asides(d: Durability) -> list[str]:
-    return sorted(e for e in os.listdir(d.queue_root) if e.startswith(ASIDE_PREFIX))
+    return sorted(e for root in (d.queue_root, d.stream_root) if root.exists()
+                  for e in os.listdir(root) if e.startswith(ASIDE_PREFIX))
 
 
 def crash(d: Durability) -> None:
@@ -173,3 +174,31 @@ def test_a_queue_that_expires_on_the_tick_is_deleted_without_an_fsync_on_the_loo
     run_sync(d)
     assert d.definitions.durable == d.definitions.changes and asides(d) == []
     d.close([])
+
+
+def test_a_stream_deleted_while_a_group_commit_writes_it_keeps_what_that_commit_confirms(tmp_path):
+    """A stream store is written and fsynced on the group commit's pool thread: deleted after
+    that commit began (its confirms due when it ends), it stays open until the commit wrote
+    it, so a power cut that undoes the delete gives back every entry confirmed."""
+    import time
+
+    d, broker = start(tmp_path)
+    v = broker.vhosts["/"]
+    v.declare_queue(None, "s", False, True, False, False, {"x-queue-type": "stream"})
+    run_sync(d)
+    size = os.path.getsize(d.definitions.path)
+    store = v.queues["s"].store
+    store.append(_record(b"confirmed"), int(time.time() * 1000))
+    d.wrote(store)
+    number, stores = d.begin_sync()  # the commit whose end confirms the entry
+    assert store in stores
+    with d.definitions.deferred():
+        v.delete_queue(v.queues["s"])
+    d.sync([s for s in stores if not hasattr(s, "sync_begin")])  # the pool thread's part
+    d.end_sync(number)
+    with open(d.definitions.path, "rb+") as f:
+        f.truncate(size)  # the power cut: the delete never reached the disk
+    crash(d)
+    d, broker = start(tmp_path)
+    assert broker.vhosts["/"].queues["s"].message_count == 1 and asides(d) == []
+    d.close(broker.all_queues())

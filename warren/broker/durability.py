@@ -167,7 +167,17 @@ class Durability:
         # the token of the delete just logged (a token the log lacks: the start removes the folder
         # unless the log has its queue, which only a delete that was not logged leaves)
         token = last[2] if last is not None and root in last[0] and digest == last[1] else new_token()
-        self.aside.put_aside(store, token)
+        # a store a group commit under way took stays open until then: a stream store's is
+        # written and fsynced on the pool thread, and its confirms go out when that commit ends.
+        # Its buffers are written now, under the folder's name (the files it opens by name), the
+        # fsyncs going to the descriptors (QueueStore wrote its own at the commit's begin)
+        syncing = any(store in stores for stores in self._syncing_stores.values())
+        if syncing and type(store) is not QueueStore:
+            try:
+                store.flush()
+            except (OSError, StoreError):
+                pass  # the store failed: so does the group commit under way, which stops the broker
+        self.aside.put_aside(store, token, syncing)
         self.dirty.add(self.aside)
         self.request_sync()
 
@@ -275,7 +285,7 @@ class Durability:
         if len(stores) > 1:
             stores = list(dict.fromkeys(stores))  # a store in two of the syncs released
         for s in stores:
-            if s.ack_sync_interval and s.acks_owed():  # ack logs left unsynced
+            if s.ack_sync_interval and s.acks_owed() and not self.aside.holds(s):  # ack logs left unsynced
                 self.lazy_acks.add(s)
         if self.sync_listeners:
             for s in stores:

@@ -60,21 +60,30 @@ class DeletedFolders:
         self.definitions = definitions
         self.fsync = fsync
         self._lock = threading.Lock()
-        self._pending: list[tuple[int, str, str]] = []  # (definitions.changes after the delete, folder, token)
+        # (definitions.changes after the delete, folder, token, its store until removed)
+        self._pending: list[tuple[int, str, str, object]] = []
 
-    def put_aside(self, store, token: str) -> str:
-        """On the loop: close ``store`` and rename its folder aside; returns the new path."""
+    def put_aside(self, store, token: str, syncing: bool = False) -> str:
+        """On the loop: close ``store`` and rename its folder aside; returns the new path.
+        ``syncing``: a group commit under way took it, so it stays open until its removal
+        (``GroupCommitStore.put_aside``)."""
         parent, name = os.path.split(os.path.abspath(store.directory))
         aside = os.path.join(parent, f"{ASIDE_PREFIX}{name}.{token}")
         try:
-            store.put_aside(aside)
+            store.put_aside(aside, keep_open=syncing)
         except OSError as e:  # never made, or gone: nothing to keep aside
             log.warning("putting %s aside failed (%r); removing it", store.directory, e)
+            store.release()
             shutil.rmtree(store.directory, ignore_errors=True)
             return aside
         with self._lock:
-            self._pending.append((self.definitions.changes, aside, token))
+            self._pending.append((self.definitions.changes, aside, token, store))
         return aside
+
+    def holds(self, store) -> bool:
+        """Whether ``store`` was put aside (its queue deleted) and waits for its removal."""
+        with self._lock:
+            return any(p[3] is store for p in self._pending)
 
     @property
     def pending(self) -> bool:
@@ -84,7 +93,7 @@ class DeletedFolders:
         """Whether a folder waits whose delete is durable now."""
         durable = self.definitions.durable
         with self._lock:
-            return any(mark <= durable for mark, _, _ in self._pending)
+            return any(p[0] <= durable for p in self._pending)
 
     def sync(self) -> None:
         """Off the loop, after the definitions log's fsync: remove each folder whose delete is
@@ -97,7 +106,8 @@ class DeletedFolders:
         if not done:
             return
         parents = set()
-        for _, folder, _ in done:
+        for _, folder, _, store in done:
+            store.release()  # the sync that still wrote it ended before this one began
             shutil.rmtree(folder, ignore_errors=True)
             parents.add(os.path.dirname(folder))
         if self.fsync:
@@ -109,7 +119,7 @@ class DeletedFolders:
                                 "removes them again if need be", parent, e)
                     return  # their tokens stay in the log: the start needs them
         # a folder still there (rmtree failed) keeps its token in the log, for the start
-        self.definitions.forget_deletes([t for _, folder, t in done if not os.path.lexists(folder)])
+        self.definitions.forget_deletes([t for _, folder, t, _ in done if not os.path.lexists(folder)])
 
     def close(self) -> None:
         """At shutdown, after the definitions log's close (everything durable): remove the rest."""

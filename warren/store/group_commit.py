@@ -123,14 +123,21 @@ class GroupCommitStore:
         if self.fsync:
             fsync_dir(os.path.dirname(os.path.abspath(self.directory)))
 
-    def put_aside(self, aside: str) -> None:
+    def put_aside(self, aside: str, keep_open: bool = False) -> None:
         """Close without syncing and rename the folder to ``aside``, in the same parent: its
         queue or exchange was deleted, and the folder goes for good once that delete is
         durable (warren/store/aside.py). The rename is not fsynced: either name may survive a
-        power cut, and the start sorts them out by the definitions log."""
+        power cut, and the start sorts them out by the definitions log. ``keep_open``: a sync
+        under way still writes it (a stream store's, on the group commit's pool thread: what
+        it covers is confirmed), so it closes later (``release``)."""
+        if not keep_open:
+            self.release()
+        os.rename(self.directory, aside)
+
+    def release(self) -> None:
+        """Close without syncing (a store put aside, once no sync can write it)."""
         if not self._closed:
             self._release()
-        os.rename(self.directory, aside)
 
     def __enter__(self):
         return self
