@@ -28,6 +28,7 @@ import os
 import shutil
 from dataclasses import dataclass, field
 
+from warren.store.aside import ASIDE_PREFIX
 from warren.store.damage import (
     QUARANTINE, Damage, damaged_header, is_torn_tail, quarantine_copy, rewrite_file, scan_seq_file, scan_stream_file,
 )
@@ -109,6 +110,8 @@ def check_data_dir(data_dir) -> CheckReport:
                 continue
             owner = names.get(digest)
             what = f"{kind} '{owner[1]}' in vhost '{owner[0]}'" if owner else f"{kind} folder {digest}"
+            if digest.startswith(ASIDE_PREFIX):  # a delete's (aside.py): the next start removes it or puts it back
+                what = f"{kind} folder {digest}, put aside by a delete"
             for name in sorted(os.listdir(folder)):
                 path = os.path.join(folder, name)
                 if root == "streams":
