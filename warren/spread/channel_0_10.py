@@ -17,7 +17,6 @@ Its commands are ``warren/protocol/amqp0_10``'s, unchanged where they can be; wh
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 from warren.broker import authz
@@ -52,20 +51,15 @@ class SpreadSessionChannel(RemoteSettling, SessionChannel):
         """Complete the command being executed once ``awaitable`` is done, with ``then(result)``
         as its result (None: none); nothing more is read from the client meanwhile. A refusal
         ends the session with execution.exception, as the same refusal in one process would."""
-        io = self.session.io
-        io.hold_input()
         command_id, number, handler = self.current, self.number, self.session
-        task = asyncio.ensure_future(awaitable)
 
-        def done(t) -> None:
-            io.release_input()
-            if self.closed or t.cancelled():
+        def done(result, error) -> None:
+            if self.closed:
                 return
             try:
-                e = t.exception()
-                if e is not None:
-                    raise e
-                answer = then(t.result())
+                if error is not None:
+                    raise error
+                answer = then(result)
             except ExecutionError as e:
                 code, text = e.code, e.text
             except AMQPError as e:
@@ -83,7 +77,7 @@ class SpreadSessionChannel(RemoteSettling, SessionChannel):
                 handler.want_flush()
                 return
             handler.session_exception(number, command_id, code, text)
-        task.add_done_callback(done)
+        handler.io.when_done(awaitable, done)
         return LATER
 
     def _ref(self):
