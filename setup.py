@@ -1,5 +1,6 @@
-"""The optional C accelerators (warren/codec/_speedups.c, warren/store/_fsync.c); everything else
-about the package is in pyproject.toml.
+"""The optional C accelerators, each beside its Python twin (warren/codec/_speedups.c,
+warren/store/_records.c, warren/broker/_messages.c, sharing warren/codec/_cshared.h; and
+warren/store/_fsync.c); everything else about the package is in pyproject.toml.
 
 ``optional=True``: when one cannot be compiled (no C compiler, no Python headers), pip installs
 Warren anyway and the pure-Python code runs instead. ``WARREN_NO_EXTENSIONS=1`` skips it on purpose;
@@ -14,8 +15,13 @@ from setuptools import Extension, setup
 from setuptools.command.editable_wheel import editable_wheel
 
 optional = not os.environ.get("WARREN_REQUIRE_EXTENSIONS")
+shared = {"include_dirs": ["warren/codec"], "depends": ["warren/codec/_cshared.h"], "optional": optional}
 extensions = [] if os.environ.get("WARREN_NO_EXTENSIONS") else [
-    Extension("warren.codec._speedups", ["warren/codec/_speedups.c"], optional=optional),
+    # the codec's fast paths: publish and deliver frames, ack runs, property lists, hand-over batches
+    Extension("warren.codec._speedups", ["warren/codec/_speedups.c"], **shared),
+    # the store's record framing, and the broker's runs of messages
+    Extension("warren.store._records", ["warren/store/_records.c"], **shared),
+    Extension("warren.broker._messages", ["warren/broker/_messages.c"], **shared),
     # the group commit's fsync thread that never takes the GIL (warren/store/fsync_worker.py)
     Extension("warren.store._fsync", ["warren/store/_fsync.c"], optional=optional),
 ]

@@ -37,7 +37,7 @@ NOT_SOURCE = shutil.ignore_patterns(".git", ".venv", "data", "build", "dist", "n
 BUILD_TIMEOUT_S = 300
 INSTALL_TIMEOUT_S = 300
 START_TIMEOUT_S = 30
-ACCELERATORS = ("warren/codec/_speedups", "warren/store/_fsync")
+ACCELERATORS = ("warren/codec/_speedups", "warren/store/_records", "warren/broker/_messages", "warren/store/_fsync")
 
 
 def _environment() -> dict:
@@ -82,7 +82,8 @@ def test_the_build_makes_an_sdist_and_a_wheel_named_warren_broker_with_the_accel
     assert "warren = warren.cli:main" in entry_points
     with tarfile.open(sdist) as t:
         members = {m.name.split("/", 1)[1] for m in t.getmembers() if "/" in m.name}
-    assert {"warren/codec/_speedups.c", "warren/store/_fsync.c", "setup.py", "pyproject.toml", "README.md"} <= members
+    assert {"warren/codec/_speedups.c", "warren/codec/_cshared.h", "warren/store/_records.c", "warren/broker/_messages.c",
+            "warren/store/_fsync.c", "setup.py", "pyproject.toml", "README.md"} <= members
 
 
 @pytest.mark.package

@@ -73,7 +73,7 @@ def test_a_run_ends_as_its_publishes_one_by_one(tmp_path_factory, messages, dest
 
 def test_the_messages_of_a_run_are_out_of_the_collectors_sight(tmp_path):
     if message_module.untrack is None:
-        pytest.skip("warren.codec._speedups is not built: messages stay tracked")
+        pytest.skip("warren.broker._messages is not built: messages stay tracked")
     broker, ch = world(tmp_path, "gc")
     # the first publish on a channel checks the permission one by one; the rest runs
     ch.publish_run("ex", "main", [PLAIN, PLAIN, PERSISTENT], [b"0", b"1", b"2"], False)

@@ -1,4 +1,5 @@
-"""The compiled fast paths (warren/codec/_speedups.c) against their pure-Python twins: for
+"""The compiled fast paths (warren/codec/_speedups.c, warren/store/_records.c,
+warren/broker/_messages.c) against their pure-Python twins: for
 basic.publish (ServerConnection._publish) the same input gives the same events and the same
 errors; for basic.deliver (ServerConnection.send_deliver) the same octets go out.
 
@@ -502,7 +503,7 @@ from warren.store import message as store_message  # noqa: E402
 
 
 @pytest.mark.skipif(store_message.append_message_record is store_message.append_message_record_py,
-                    reason="warren.codec._speedups is not built (setup.py)")
+                    reason="warren.store._records is not built (setup.py)")
 @settings(max_examples=300, deadline=None)
 @given(st.integers(0, 2**64 - 1), st.binary(max_size=256), st.binary(max_size=256), st.binary(max_size=300),
        st.binary(max_size=3000), st.binary(max_size=20))

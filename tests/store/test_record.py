@@ -59,7 +59,7 @@ def test_round_trip(recs):
 @given(rtype=st.sampled_from(TYPES), seq=st.integers(0, 2**64 - 1),
        rest=st.one_of(st.binary(max_size=100), st.binary(min_size=1000, max_size=3000)))
 def test_append_seq_record(impl, rtype, seq, rest):
-    """Both the compiled framing (warren/codec/_speedups.c, its own CRC-32) and the Python one
+    """Both the compiled framing (warren/store/_records.c, its own CRC-32) and the Python one
     write exactly what encode_record (zlib's CRC-32) does."""
     buf = bytearray(b"x")
     assert impl(buf, rtype, seq, rest) == 8 + len(rest)
@@ -67,7 +67,7 @@ def test_append_seq_record(impl, rtype, seq, rest):
 
 
 def test_the_compiled_framing_is_in_use_where_built():
-    speedups = pytest.importorskip("warren.codec._speedups", reason="not built (setup.py)")
+    speedups = pytest.importorskip("warren.store._records", reason="not built (setup.py)")
     assert append_seq_record is speedups.append_seq_record
 
 

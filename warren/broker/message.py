@@ -34,8 +34,7 @@ from warren.errors import PreconditionFailed, SyntaxError_
 from warren.store.message import encode_message_ss
 
 try:
-    from warren.codec._speedups import untrack
-    from warren.codec._speedups import clone_messages as _clone_messages
+    from warren.broker._messages import clone_messages as _clone_messages, untrack
 except ImportError:  # the pure-Python broker: messages stay tracked, nothing else changes
     untrack = _clone_messages = None
 
@@ -160,7 +159,7 @@ def clone_messages_py(template: Message, properties: list, bodies: list) -> list
     builds them one by one then, and ``Message`` reports it where it is. One ``__init__`` per
     run instead of per message: its name lookups are the same for all.
 
-    ``clone_messages`` is this function compiled (``_speedups.c``, the same answers; tested
+    ``clone_messages`` is this function compiled (``_messages.c``, the same answers; tested
     against this one in tests/protocol/test_speedups.py), or this one without the extension."""
     cls = type(template)
     out = [template]

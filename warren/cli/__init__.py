@@ -91,8 +91,10 @@ def version_lines() -> list[str]:
     import platform
 
     import warren
-    try:
+    try:  # each beside its Python twin (setup.py)
+        from warren.broker import _messages  # noqa: F401
         from warren.codec import _speedups  # noqa: F401
+        from warren.store import _records  # noqa: F401
         accelerators = "compiled"
     except ImportError:
         accelerators = "not compiled (pure Python)"

@@ -1,7 +1,10 @@
 /*
- * warren.codec._speedups: the compiled halves of the basic.publish and basic.deliver fast paths,
- * of the store's record framing (append_seq_record, below), and of the hand-over batches between
- * worker processes (take_handover, encode_handover: warren/codec/handover.py).
+ * warren.codec._speedups: the compiled halves of the codec's fast paths: basic.publish and
+ * basic.deliver frames, runs of basic.ack, the property-list check, and the hand-over batches
+ * between worker processes (take_handover, encode_handover: warren/codec/handover.py). The
+ * other layers' compiled twins sit beside their Python ones: the store's record framing
+ * (warren/store/_records.c), the broker's message runs (warren/broker/_messages.c); what they
+ * share is _cshared.h.
  *
  * Why: with a publish's three frames in the receive buffer (nearly always), finding them,
  * checking them and slicing out the arguments, properties and body was about half of the
@@ -43,20 +46,12 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_cshared.h"
+
 #define FRAME_METHOD 1
 #define FRAME_HEADER 2
 #define FRAME_BODY 3
 #define FRAME_END 0xCE
-
-static inline unsigned int be16(const unsigned char *p) { return ((unsigned int)p[0] << 8) | p[1]; }
-
-static inline unsigned long long be32(const unsigned char *p)
-{
-    return ((unsigned long long)p[0] << 24) | ((unsigned long long)p[1] << 16) |
-           ((unsigned long long)p[2] << 8) | p[3];
-}
-
-static inline unsigned long long be64(const unsigned char *p) { return (be32(p) << 32) | be32(p + 4); }
 
 /* One whole frame at off: its type, channel and payload span; 0 if absent, cut short, over
  * frame_max or without its frame-end octet. */
@@ -448,34 +443,6 @@ fail:
     return NULL;
 }
 
-static inline unsigned char *put16(unsigned char *p, unsigned int v)
-{
-    p[0] = (unsigned char)(v >> 8);
-    p[1] = (unsigned char)v;
-    return p + 2;
-}
-
-static inline unsigned char *put32(unsigned char *p, unsigned long long v)
-{
-    p[0] = (unsigned char)(v >> 24);
-    p[1] = (unsigned char)(v >> 16);
-    p[2] = (unsigned char)(v >> 8);
-    p[3] = (unsigned char)v;
-    return p + 4;
-}
-
-static inline unsigned char *put64(unsigned char *p, unsigned long long v)
-{
-    put32(p, v >> 32);
-    return put32(p + 4, v & 0xFFFFFFFFULL);
-}
-
-static inline unsigned char *put(unsigned char *p, const Py_buffer *v)
-{
-    memcpy(p, v->buf, v->len);
-    return p + v->len;
-}
-
 /*
  * deliver_frames(channel, consumer_tag, delivery_tag, redelivered, exchange, routing_key,
  *                properties, body) -> bytes
@@ -542,100 +509,6 @@ done:
     return out;
 }
 
-/* CRC-32 as zlib computes it (reflected polynomial 0xEDB88320), eight octets per step. */
-static uint32_t crc_table[8][256];
-
-static void crc_init(void)
-{
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = i;
-        for (int k = 0; k < 8; k++)
-            c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-        crc_table[0][i] = c;
-    }
-    for (uint32_t i = 0; i < 256; i++)
-        for (int t = 1; t < 8; t++)
-            crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xFF];
-}
-
-static uint32_t crc32_update(uint32_t crc, const unsigned char *p, Py_ssize_t n)
-{
-    crc = ~crc;
-    while (n >= 8) {
-        uint32_t lo = crc ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
-        uint32_t hi = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 | (uint32_t)p[7] << 24;
-        crc = crc_table[7][lo & 0xFF] ^ crc_table[6][(lo >> 8) & 0xFF] ^ crc_table[5][(lo >> 16) & 0xFF] ^
-              crc_table[4][lo >> 24] ^ crc_table[3][hi & 0xFF] ^ crc_table[2][(hi >> 8) & 0xFF] ^
-              crc_table[1][(hi >> 16) & 0xFF] ^ crc_table[0][hi >> 24];
-        p += 8;
-        n -= 8;
-    }
-    while (n-- > 0)
-        crc = crc_table[0][(crc ^ *p++) & 0xFF] ^ (crc >> 8);
-    return ~crc;
-}
-
-/*
- * append_seq_record(buf, rtype, seq, rest) -> payload length
- *     One store record (warren/store/record.py) appended to the bytearray buf: type, payload
- *     length, CRC-32 of type, length and payload, then the payload: seq as uint64 and rest.
- *     The same octets as record.append_seq_record's Python (tests/store/test_record.py).
- */
-static PyObject *append_seq_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    if (nargs != 4 || !PyByteArray_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "append_seq_record expects (bytearray, type, seq, rest)");
-        return NULL;
-    }
-    long rtype = PyLong_AsLong(args[1]);
-    unsigned long long seq = PyLong_AsUnsignedLongLong(args[2]);
-    if (PyErr_Occurred())
-        return NULL;
-    if (rtype < 1 || rtype > 255) {
-        PyErr_SetString(PyExc_ValueError, "record type must be 1..255");
-        return NULL;
-    }
-    Py_buffer rest;
-    if (PyObject_GetBuffer(args[3], &rest, PyBUF_SIMPLE) < 0)
-        return NULL;
-    PyObject *result = NULL;
-    Py_ssize_t n = 8 + rest.len;
-    Py_ssize_t old = PyByteArray_GET_SIZE(args[0]);
-    if ((unsigned long long)n > 0xFFFFFFFFULL) {
-        PyErr_SetString(PyExc_ValueError, "record payload over 4 GiB");
-        goto done;
-    }
-    if (PyByteArray_Resize(args[0], old + 9 + n) < 0)
-        goto done;
-    unsigned char *p = (unsigned char *)PyByteArray_AS_STRING(args[0]) + old;
-    p[0] = (unsigned char)rtype;
-    put32(p + 1, (unsigned long long)n);
-    put64(p + 9, seq);
-    memcpy(p + 17, rest.buf, rest.len);
-    uint32_t crc = crc32_update(0, p, 5);
-    crc = crc32_update(crc, p + 9, n);
-    put32(p + 5, crc);
-    result = PyLong_FromSsize_t(n);
-done:
-    PyBuffer_Release(&rest);
-    return result;
-}
-
-/*
- * untrack(obj) -> None
- *     Takes obj out of the cyclic garbage collector's sight (PyObject_GC_UnTrack). For objects
- *     that can never be part of a reference cycle: warren.broker.message.Message, whose fields
- *     are strings, octets, numbers and the decoded properties (which never refer back). A
- *     queued message is then never visited by a collection, nor is its queue entry (CPython
- *     stops tracking a tuple of untracked items at its first pass).
- */
-static PyObject *untrack(PyObject *self, PyObject *obj)
-{
-    if (PyObject_GC_IsTracked(obj))
-        PyObject_GC_UnTrack(obj);
-    Py_RETURN_NONE;
-}
-
 /* ---- hand-over batches between worker processes (warren/codec/handover.py) ----------------
  *
  * take_handover(buf, pos, cls, defaults, resolve_name, resolve_destination, untrack)
@@ -686,23 +559,6 @@ typedef struct {
     PyObject *name; /* borrowed */
     Py_ssize_t offset;
 } slot_target;
-
-static Py_ssize_t slot_offset(PyTypeObject *tp, PyObject *name)
-{
-    PyObject *d = PyObject_GetAttr((PyObject *)tp, name); /* a slot's class attribute: its descriptor */
-    if (d == NULL) {
-        PyErr_Clear();
-        return -1;
-    }
-    Py_ssize_t offset = -1;
-    if (Py_IS_TYPE(d, &PyMemberDescr_Type)) {
-        PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
-        if (m->type == T_OBJECT_EX && !(m->flags & READONLY) && PyType_IsSubtype(tp, PyDescr_TYPE(d)))
-            offset = m->offset;
-    }
-    Py_DECREF(d);
-    return offset;
-}
 
 static int set_slot(PyObject *obj, const slot_target *t, PyObject *value)
 {
@@ -1360,20 +1216,13 @@ done:
 }
 
 static PyObject *take_acks(PyObject *self, PyObject *const *args, Py_ssize_t nargs); /* at the end */
-static PyObject *append_message_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
-/* the messages of a run of publishes, at the end */
-static PyObject *clone_messages(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
 static PyMethodDef methods[] = {
-    {"append_seq_record", (PyCFunction)(void (*)(void))append_seq_record, METH_FASTCALL,
-     "append_seq_record(buf, rtype, seq, rest) -> int: one store record appended to a bytearray."},
     {"deliver_frames", (PyCFunction)(void (*)(void))deliver_frames, METH_FASTCALL,
      "deliver_frames(channel, consumer_tag, delivery_tag, redelivered, exchange, routing_key, properties, body) "
      "-> bytes: basic.deliver with its header and one body frame."},
     {"properties_error", (PyCFunction)(void (*)(void))properties_error, METH_FASTCALL,
      "properties_error(buf, start, end) -> None | str: why buf[start:end] is not a well-formed basic property list."},
-    {"untrack", (PyCFunction)untrack, METH_O,
-     "untrack(obj) -> None: the garbage collector no longer visits obj (for objects that cannot be in a cycle)."},
     {"take_publish", (PyCFunction)(void (*)(void))take_publish, METH_FASTCALL,
      "take_publish(buf, pos, frame_max, max_body, last_args, last_props) -> None | "
      "(channel, args, props, body, next_pos): a whole basic.publish content at pos."},
@@ -1388,12 +1237,6 @@ static PyMethodDef methods[] = {
     {"take_publishes", (PyCFunction)(void (*)(void))take_publishes, METH_FASTCALL,
      "take_publishes(buf, pos, frame_max, max_body, last_args, last_props, limit) -> None | "
      "(channel, args, props_list, bodies, next_pos): a run of basic.publish contents at pos."},
-    {"append_message_record", (PyCFunction)(void (*)(void))append_message_record, METH_FASTCALL,
-     "append_message_record(buf, seq, exchange_ss, routing_key_ss, properties, body) -> int: a message's store "
-     "record framed from its parts into a bytearray."},
-    {"clone_messages", (PyCFunction)(void (*)(void))clone_messages, METH_FASTCALL,
-     "clone_messages(template, properties, bodies) -> None | [message, ...]: the Messages of a run of "
-     "publishes, untracked (warren/broker/message.py)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1403,7 +1246,6 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__speedups(void)
 {
-    crc_init();
     return PyModule_Create(&module);
 }
 
@@ -1493,177 +1335,3 @@ done:
     return result;
 }
 
-/*
- * append_message_record(buf, seq, exchange_ss, routing_key_ss, properties, body) -> payload length
- *     append_seq_record(buf, T_MESSAGE, seq, encode_message_ss(exchange_ss, routing_key_ss,
- *     properties, body)) without the joined record: the parts are framed straight into the
- *     bytearray buf, so a persistent body is copied once on its way to the segment, not twice
- *     (warren/store/message.py has the Python twin; the same octets).
- */
-static PyObject *append_message_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    if (nargs != 6 || !PyByteArray_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError,
-                        "append_message_record expects (bytearray, seq, exchange_ss, routing_key_ss, properties, body)");
-        return NULL;
-    }
-    unsigned long long seq = PyLong_AsUnsignedLongLong(args[1]);
-    if (seq == (unsigned long long)-1 && PyErr_Occurred())
-        return NULL;
-    Py_buffer parts[4];
-    int got = 0;
-    PyObject *result = NULL;
-    for (; got < 4; got++)
-        if (PyObject_GetBuffer(args[2 + got], &parts[got], PyBUF_SIMPLE) < 0)
-            goto done;
-    unsigned long long n = 8 + 4 + (unsigned long long)parts[0].len + parts[1].len + parts[2].len + parts[3].len;
-    if (n > 0xFFFFFFFFULL || (unsigned long long)parts[2].len > 0xFFFFFFFFULL) {
-        PyErr_SetString(PyExc_ValueError, "record payload over 4 GiB");
-        goto done;
-    }
-    Py_ssize_t old = PyByteArray_GET_SIZE(args[0]);
-    if (PyByteArray_Resize(args[0], old + 9 + (Py_ssize_t)n) < 0)
-        goto done;
-    unsigned char *start = (unsigned char *)PyByteArray_AS_STRING(args[0]) + old, *p = start + 9;
-    start[0] = 0x4D; /* T_MESSAGE */
-    put32(start + 1, n);
-    p = put64(p, seq);
-    memcpy(p, parts[0].buf, parts[0].len);
-    p += parts[0].len;
-    memcpy(p, parts[1].buf, parts[1].len);
-    p += parts[1].len;
-    p = put32(p, (unsigned long long)parts[2].len);
-    memcpy(p, parts[2].buf, parts[2].len);
-    p += parts[2].len;
-    memcpy(p, parts[3].buf, parts[3].len);
-    uint32_t crc = crc32_update(0, start, 5);
-    crc = crc32_update(crc, start + 9, (Py_ssize_t)n);
-    put32(start + 5, crc);
-    result = PyLong_FromUnsignedLongLong(n);
-done:
-    while (got > 0)
-        PyBuffer_Release(&parts[--got]);
-    return result;
-}
-
-/* ---- the messages of a run of publishes (BrokerChannel.publish_run) ------------------------
- *
- * clone_messages(template, properties, bodies)
- *     The compiled twin of warren.broker.message.clone_messages_py: the Messages of a run of
- *     publishes with one exchange and routing key, the first (template, built by the caller
- *     with Message(...)) included: item i has every slot of template but its own properties[i]
- *     and bodies[i], and persistent from properties[i]'s delivery-mode octet (read as
- *     message._delivery_mode reads it). Every item is untracked (untrack above: a Message
- *     cannot be in a cycle). None when a property list after the first is cut short: the
- *     caller then builds them one by one, and Message(...) reports it at its place.
- *     template's class must keep its attributes in its own slots only (no __dict__, no base
- *     with slots): Message. Costs a fraction of Message(...) per item: the run's name lookups
- *     and its __init__ frame are the template's alone.
- */
-static PyObject *str_run_properties, *str_run_body, *str_run_persistent;
-
-/* 1 or 0: whether the property list says delivery-mode 2; -1 when it is cut short */
-static int persistent_of(const unsigned char *p, Py_ssize_t n)
-{
-    if (n < 2 || !(p[0] & 0x10)) /* no delivery-mode */
-        return 0;
-    Py_ssize_t off = 2;
-    if (p[0] & 0x80) { /* content-type, shortstr */
-        if (off >= n)
-            return -1;
-        off += 1 + p[off];
-    }
-    if (p[0] & 0x40) { /* content-encoding, shortstr */
-        if (off >= n)
-            return -1;
-        off += 1 + p[off];
-    }
-    if (p[0] & 0x20) { /* headers, a table: long size, then that many octets */
-        if (off + 4 > n)
-            return -1;
-        off += 4 + (Py_ssize_t)be32(p + off);
-    }
-    if (off >= n)
-        return -1;
-    return p[off] == 2;
-}
-
-static PyObject *clone_messages(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "clone_messages expects 3 arguments");
-        return NULL;
-    }
-    PyObject *template = args[0], *props = args[1], *bodies = args[2];
-    PyTypeObject *tp = Py_TYPE(template);
-    if (!PyList_CheckExact(props) || !PyList_CheckExact(bodies) || PyList_GET_SIZE(props) != PyList_GET_SIZE(bodies)) {
-        PyErr_SetString(PyExc_TypeError, "properties and bodies must be lists of the same length");
-        return NULL;
-    }
-    if (!(tp->tp_flags & Py_TPFLAGS_HEAPTYPE) || tp->tp_base != &PyBaseObject_Type || tp->tp_dictoffset != 0 ||
-        tp->tp_itemsize != 0 || tp->tp_members == NULL || !PyType_IS_GC(tp)) {
-        PyErr_SetString(PyExc_TypeError, "template's class must keep its attributes in its own __slots__");
-        return NULL;
-    }
-    if (str_run_properties == NULL) {
-        if ((str_run_properties = PyUnicode_InternFromString("properties")) == NULL ||
-            (str_run_body = PyUnicode_InternFromString("body")) == NULL ||
-            (str_run_persistent = PyUnicode_InternFromString("persistent")) == NULL)
-            return NULL;
-    }
-    Py_ssize_t at_props = slot_offset(tp, str_run_properties), at_body = slot_offset(tp, str_run_body);
-    Py_ssize_t at_persistent = slot_offset(tp, str_run_persistent);
-    if (at_props < 0 || at_body < 0 || at_persistent < 0) {
-        PyErr_SetString(PyExc_TypeError, "template's class has no properties, body and persistent slots");
-        return NULL;
-    }
-    Py_ssize_t n = PyList_GET_SIZE(bodies);
-    PyObject *out = PyList_New(n);
-    if (out == NULL)
-        return NULL;
-    if (n == 0)
-        return out;
-    Py_INCREF(template);
-    PyList_SET_ITEM(out, 0, template);
-    if (PyObject_GC_IsTracked(template))
-        PyObject_GC_UnTrack(template);
-    PyObject *last_props = NULL;
-    int persistent = 0;
-    for (Py_ssize_t i = 1; i < n; i++) {
-        PyObject *p = PyList_GET_ITEM(props, i);
-        if (p != last_props) {
-            if (!PyBytes_CheckExact(p)) {
-                PyErr_SetString(PyExc_TypeError, "property lists must be bytes");
-                goto fail;
-            }
-            persistent = persistent_of((const unsigned char *)PyBytes_AS_STRING(p), PyBytes_GET_SIZE(p));
-            if (persistent < 0) {
-                Py_DECREF(out);
-                Py_RETURN_NONE;
-            }
-            last_props = p;
-        }
-        PyObject *msg = tp->tp_alloc(tp, 0);
-        if (msg == NULL)
-            goto fail;
-        PyObject_GC_UnTrack(msg); /* filled below, never tracked again */
-        for (PyMemberDef *m = tp->tp_members; m->name != NULL; m++) {
-            if (m->type != T_OBJECT_EX && m->type != T_OBJECT)
-                continue;
-            PyObject *v = *(PyObject **)((char *)template + m->offset);
-            Py_XINCREF(v);
-            *(PyObject **)((char *)msg + m->offset) = v;
-        }
-        PyObject **slot = (PyObject **)((char *)msg + at_props);
-        Py_XSETREF(*slot, Py_NewRef(p));
-        slot = (PyObject **)((char *)msg + at_body);
-        Py_XSETREF(*slot, Py_NewRef(PyList_GET_ITEM(bodies, i)));
-        slot = (PyObject **)((char *)msg + at_persistent);
-        Py_XSETREF(*slot, Py_NewRef(persistent ? Py_True : Py_False));
-        PyList_SET_ITEM(out, i, msg);
-    }
-    return out;
-fail:
-    Py_DECREF(out);
-    return NULL;
-}

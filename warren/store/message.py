@@ -40,7 +40,7 @@ def append_message_record_py(buf: bytearray, seq: int, exchange_ss: bytes, routi
                              body) -> int:
     """The T_MESSAGE store record of ``encode_message_ss``'s parts under ``seq``, appended to
     ``buf`` (record.py's framing); returns the payload length. ``append_message_record`` is
-    this compiled (warren/codec/_speedups.c): the parts framed straight into ``buf``, the body
+    this compiled (warren/store/_records.c): the parts framed straight into ``buf``, the body
     copied once instead of joined first and copied again."""
     return append_seq_record(buf, T_MESSAGE, seq, encode_message_ss(exchange_ss, routing_key_ss, properties, body))
 
@@ -64,7 +64,7 @@ def decode_message(data) -> tuple[str, str, bytes, bytes]:
 
 
 try:
-    from warren.codec._speedups import append_message_record
+    from warren.store._records import append_message_record
 except ImportError:
     append_message_record = append_message_record_py
 

@@ -124,7 +124,7 @@ def append_record(buf: bytearray, rtype: int, *parts) -> int:
 
 def append_seq_record_py(buf: bytearray, rtype: int, seq: int, rest=b"") -> int:
     """``append_record(buf, rtype, <seq as uint64>, rest)``, with fewer steps (the hot path of appends).
-    ``append_seq_record`` is this, compiled when warren/codec/_speedups.c is built (the same octets)."""
+    ``append_seq_record`` is this, compiled when warren/store/_records.c is built (the same octets)."""
     n = 8 + len(rest)
     buf += _HEADER_SEQ.pack(rtype, n, _crc32(rest, _crc32(_TYPE_LEN_SEQ.pack(rtype, n, seq))), seq)
     buf += rest
@@ -132,7 +132,7 @@ def append_seq_record_py(buf: bytearray, rtype: int, seq: int, rest=b"") -> int:
 
 
 try:  # the framing and CRC of every message and ack record in C: ~8 % of a persistent message's CPU
-    from warren.codec._speedups import append_seq_record
+    from warren.store._records import append_seq_record
 except ImportError:
     append_seq_record = append_seq_record_py
 
