@@ -22,7 +22,6 @@ import json
 import logging
 import time
 
-from warren.broker.auth import MECHANISMS
 from warren.codec.frames import FRAME_METHOD, HEARTBEAT_FRAME
 from warren.errors import AMQPError, InternalError
 from warren.broker.totals import TOTALS
@@ -31,11 +30,10 @@ from warren.protocol.amqp0_9_1.connection import ServerConnection
 from warren.protocol.amqp0_9_1.delivery import OUTPUT_BATCH
 from warren.protocol.events import Method, Publishes
 from warren.protocol.amqp0_10.adapter import ConnectionHandler as ConnectionHandler0_10
-from warren.protocol.amqp0_10.connection import ServerConnection as ServerConnection0_10
 from warren.protocol.amqp0_10.events import OpenRequested as OpenRequested0_10
 from warren.protocol.amqp1_0.events import OpenRequested as OpenRequested1_0
 from warren.protocol.header import AMQP_0_10, AMQP_1_0, HEADER_SIZE, NEED_MORE, PREFERRED_HEADER, read_header
-from warren.server.handshake import handshake_pending, peer_name
+from warren.server.handshake import default_vhost, handshake_pending, peer_name, protocol_connection
 from warren.server.handshake import stage as handshake_stage
 from warren.server.tls import session_of
 from warren.server.placement import move as move_to_owner
@@ -286,51 +284,20 @@ class AMQPConnection(asyncio.Protocol):
             return b""
         rest = self._header[HEADER_SIZE:]
         c = self.config
+        self.conn = protocol_connection(dialect, self._header, c, self.server.broker.server_properties(), self.tls)
         if dialect is AMQP_0_10:  # another protocol family over the same broker (warren/protocol/amqp0_10)
-            self._start_0_10()
-            return rest
-        if dialect is AMQP_1_0:  # and a third (warren/protocol/amqp1_0)
-            self._start_1_0()
-            return rest
-        # EXTERNAL too on TLS with a verified client certificate (tls.py); the session reads certificate_login
-        mechanisms = self.tls.mechanisms if self.tls is not None else MECHANISMS
-        self.conn = ServerConnection(self.server.broker.server_properties(), mechanisms, c.frame_max,
-                                     c.channel_max, c.heartbeat, c.max_message_size, dialect=dialect)
-        self.conn.backlogged = self.server.backlogged  # runs when the broker is behind several (connection.py)
-        self.session = ConnectionHandler(self.server.broker, self.conn, self.peer, self, c.publish_runs)
+            self._history = None  # 0-10 connections are not moved (warren/server/placement.py)
+            self.session = ConnectionHandler0_10(self.server.broker, self.conn, self.peer, self, c.anonymous_user)
+        elif dialect is AMQP_1_0:  # and a third (warren/protocol/amqp1_0), imported on first use
+            from warren.protocol.amqp1_0.adapter import ConnectionHandler as ConnectionHandler1_0
+            self._history = None  # 1.0 connections are not moved (warren/server/placement.py)
+            self.session = ConnectionHandler1_0(self.server.broker, self.conn, self.peer, self, c.anonymous_user,
+                                                default_vhost(c), c.max_message_size)
+        else:
+            self.conn.backlogged = self.server.backlogged  # runs when the broker is behind several (connection.py)
+            self.session = ConnectionHandler(self.server.broker, self.conn, self.peer, self, c.publish_runs)
         self.flush()
         return rest
-
-    def _start_0_10(self) -> None:
-        """AMQP 0-10: its own sans-IO connection and adapter; the glue below serves both."""
-        self._history = None  # 0-10 connections are not moved (warren/server/placement.py)
-        c = self.config
-        anonymous = c.anonymous_user
-        default_vhost = "/" if "/" in c.vhosts else c.vhosts[0]
-        self.conn = ServerConnection0_10(self.server.broker.server_properties(), ("PLAIN", "AMQPLAIN"),
-                                         allow_anonymous=bool(anonymous), default_vhost=default_vhost,
-                                         channel_max=c.channel_max or 0xFFFF, max_frame_size=min(c.frame_max or 0xFFFF, 0xFFFF),
-                                         max_message_size=c.max_message_size)
-        self.session = ConnectionHandler0_10(self.server.broker, self.conn, self.peer, self, anonymous)
-        self.flush()
-
-    def _start_1_0(self) -> None:
-        """AMQP 1.0: its own sans-IO connection and adapter, imported on first use."""
-        from warren.protocol.amqp1_0.adapter import ConnectionHandler as ConnectionHandler1_0
-        from warren.protocol.amqp1_0.connection import HEADER_SASL, ServerConnection as ServerConnection1_0
-        self._history = None  # 1.0 connections are not moved (warren/server/placement.py)
-        c = self.config
-        anonymous = c.anonymous_user
-        mechanisms = ("PLAIN", "ANONYMOUS") if anonymous else ("PLAIN",)
-        if self.tls is not None and b"EXTERNAL" in self.tls.mechanisms:  # a verified client certificate
-            mechanisms += ("EXTERNAL",)
-        self.conn = ServerConnection1_0(sasl=self._header[:HEADER_SIZE] == HEADER_SASL, mechanisms=mechanisms,
-                                        max_frame_size=c.frame_max or 131_072, channel_max=c.channel_max or 0xFFFF,
-                                        idle_timeout_ms=c.heartbeat * 1000, max_message_size=c.max_message_size,
-                                        properties={"product": "Warren", "platform": "Python"})
-        self.session = ConnectionHandler1_0(self.server.broker, self.conn, self.peer, self, anonymous,
-                                            "/" if "/" in c.vhosts else c.vhosts[0], c.max_message_size)
-        self.flush()
 
     def _refuse_header(self) -> None:
         log.info("refused protocol header %r from %s", self._header[:8], self.peer)

@@ -1,4 +1,12 @@
-"""The handshake time limit: what a connection must reach within ``handshake_timeout``.
+"""The handshake: the protocol core a header asks for, and what it must reach in time.
+
+``protocol_connection`` makes the sans-IO connection of whichever protocol the client's header
+names, with the node's settings: the single-process server (connection.py) and the workers'
+supervisor (workers.py, which runs the handshake up to connection.open and then hands the
+connection over) both make it here, so what a client is offered (mechanisms, frame and channel
+limits, heartbeat, the default vhost) cannot differ between them.
+
+The handshake time limit: what a connection must reach within ``handshake_timeout``.
 
 A client has ``Config.handshake_timeout`` seconds (RabbitMQ's ``handshake_timeout``: 10 s) from
 the moment its socket is accepted until the broker sends connection.open-ok. The deadline is
@@ -13,9 +21,46 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from warren.protocol.header import HEADER_SIZE
+from warren.broker.auth import MECHANISMS
+from warren.protocol.amqp0_9_1.connection import ServerConnection
+from warren.protocol.amqp0_10.connection import ServerConnection as ServerConnection0_10
+from warren.protocol.amqp1_0.connection import HEADER_SASL as HEADER_SASL_1_0, ServerConnection as ServerConnection1_0
+from warren.protocol.header import AMQP_0_10, AMQP_1_0, HEADER_SIZE
 
-__all__ = ["HandshakeProgress", "handshake_pending", "peer_name", "stage"]
+__all__ = ["HandshakeProgress", "default_vhost", "handshake_pending", "peer_name", "protocol_connection", "stage"]
+
+# what AMQP 0-10 clients may log in with (0-9-1's are the broker's MECHANISMS, or the TLS session's)
+MECHANISMS_0_10 = ("PLAIN", "AMQPLAIN")
+
+
+def default_vhost(config) -> str:
+    """The vhost of a 0-10 or 1.0 client that names none: "/" if served, else the first."""
+    return "/" if "/" in config.vhosts else config.vhosts[0]
+
+
+def protocol_connection(dialect, header: bytes, config, server_properties: dict, tls):
+    """The sans-IO connection for a client whose protocol header (``header``, its first octets)
+    ``read_header`` read as ``dialect``; ``tls`` is its TLS session (warren/server/tls.py) or
+    None. EXTERNAL is offered on TLS with a verified client certificate; ANONYMOUS over 0-10 and
+    1.0 only with --anonymous-user."""
+    c = config
+    anonymous = bool(c.anonymous_user)
+    if dialect is AMQP_0_10:
+        return ServerConnection0_10(server_properties, MECHANISMS_0_10, allow_anonymous=anonymous,
+                                    default_vhost=default_vhost(c), channel_max=c.channel_max or 0xFFFF,
+                                    max_frame_size=min(c.frame_max or 0xFFFF, 0xFFFF),
+                                    max_message_size=c.max_message_size)
+    if dialect is AMQP_1_0:
+        mechanisms = ("PLAIN", "ANONYMOUS") if anonymous else ("PLAIN",)
+        if tls is not None and b"EXTERNAL" in tls.mechanisms:  # a verified client certificate
+            mechanisms += ("EXTERNAL",)
+        return ServerConnection1_0(sasl=bytes(header[:HEADER_SIZE]) == HEADER_SASL_1_0, mechanisms=mechanisms,
+                                   max_frame_size=c.frame_max or 131_072, channel_max=c.channel_max or 0xFFFF,
+                                   idle_timeout_ms=c.heartbeat * 1000, max_message_size=c.max_message_size,
+                                   properties={"product": "Warren", "platform": "Python"})
+    mechanisms = tls.mechanisms if tls is not None else MECHANISMS
+    return ServerConnection(server_properties, mechanisms, c.frame_max, c.channel_max, c.heartbeat,
+                            c.max_message_size, dialect=dialect)
 
 
 class HandshakeProgress(Protocol):

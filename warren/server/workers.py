@@ -51,7 +51,7 @@ from pathlib import Path
 from warren.access import AccessControl, LoginRefused
 from warren.access import FILE_NAME as ACCESS_FILE_NAME
 from warren.access.login_throttle import LoginThrottle
-from warren.broker.auth import MECHANISMS, certificate_user, parse_response
+from warren.broker.auth import certificate_user, parse_response
 from warren.broker.broker import Broker
 from warren.broker.policies import FILE_NAME
 from warren.config import Config
@@ -63,12 +63,12 @@ from warren.protocol.amqp0_10.connection import ServerConnection as ServerConnec
 from warren.protocol.amqp0_10.session import CLOSE as CLOSE_0_10
 from warren.protocol.events import ConnectionClosed, Method
 from warren.protocol.amqp1_0 import events as events_1_0
-from warren.protocol.amqp1_0.connection import HEADER_SASL as HEADER_SASL_1_0, ServerConnection as ServerConnection1_0
-from warren.protocol.header import AMQP_0_10, AMQP_1_0, HEADER_SIZE, NEED_MORE, PREFERRED_HEADER, read_header
+from warren.protocol.amqp1_0.connection import ServerConnection as ServerConnection1_0
+from warren.protocol.header import HEADER_SIZE, NEED_MORE, PREFERRED_HEADER, read_header
 from warren.server.handoff_records import (
     FAILED_LOGIN, RECORD_MAX, Relayed, pack_failed_login, pack_handoff, pack_relayed, unpack_failed_login,
 )
-from warren.server.handshake import handshake_pending, peer_name
+from warren.server.handshake import default_vhost, handshake_pending, peer_name, protocol_connection
 from warren.server.handshake import stage as handshake_stage
 from warren.server.limits import HandshakeGate, raise_open_file_limit
 from warren.server.loops import new_event_loop
@@ -238,22 +238,9 @@ class Greeter(asyncio.Protocol):
             if dialect is None:
                 self._refuse_header()
                 return
-            c = self.sup.config
-            if dialect is AMQP_1_0:  # the same offer as the single-process server (connection.py)
-                mechanisms = ("PLAIN", "ANONYMOUS") if c.anonymous_user else ("PLAIN",)
-                if self.tls is not None and b"EXTERNAL" in self.tls.mechanisms:
-                    mechanisms += ("EXTERNAL",)
-                self.conn = ServerConnection1_0(sasl=bytes(self.received[:HEADER_SIZE]) == HEADER_SASL_1_0,
-                                                mechanisms=mechanisms)
-            elif dialect is AMQP_0_10:  # the same settings as the single-process server (connection.py)
-                self.conn = ServerConnection0_10(
-                    self.sup.current_server_properties(), ("PLAIN", "AMQPLAIN"), allow_anonymous=bool(c.anonymous_user),
-                    default_vhost=self.sup.default_vhost, channel_max=c.channel_max or 0xFFFF,
-                    max_frame_size=min(c.frame_max or 0xFFFF, 0xFFFF), max_message_size=c.max_message_size)
-            else:
-                mechanisms = self.tls.mechanisms if self.tls is not None else MECHANISMS
-                self.conn = ServerConnection(self.sup.current_server_properties(), mechanisms, c.frame_max,
-                                             c.channel_max, c.heartbeat, c.max_message_size, dialect=dialect)
+            # the same offer and limits as the single-process server (handshake.py)
+            self.conn = protocol_connection(dialect, self.received, self.sup.config,
+                                            self.sup.current_server_properties(), self.tls)
             data = bytes(self.received[HEADER_SIZE:])
         self.conn.receive_data(data)
         if type(self.conn) is ServerConnection0_10:
@@ -546,7 +533,7 @@ class Supervisor:
         self.worker_died = False  # a worker exited by itself: the node stops, with status 1
         self._global_parameters_read()
         # the vhost of a 0-10 connection.open that names none, as the single-process server's
-        self.default_vhost = "/" if "/" in config.vhosts else config.vhosts[0]
+        self.default_vhost = default_vhost(config)
         # the handshake happens here: its limits too (limits.py, login_throttle.py)
         self.handshake_gate = HandshakeGate.for_config(config, raise_open_file_limit())
         self.login_throttle = LoginThrottle.for_config(config)
