@@ -47,6 +47,15 @@ def _proton_binary_copies(monkeypatch):
 
 
 @pytest.fixture
+def conn(broker):
+    """A blocking Qpid Proton connection to the broker, closed after the test."""
+    from proton.utils import BlockingConnection
+    c = BlockingConnection(amqp_url(broker), timeout=10)
+    yield c
+    c.close()
+
+
+@pytest.fixture
 def qname():
     return f"q10-{uuid.uuid4().hex[:10]}"
 

@@ -18,13 +18,6 @@ TIMEOUT = 10
 
 
 @pytest.fixture
-def conn(broker):
-    c = BlockingConnection(amqp_url(broker), timeout=TIMEOUT)
-    yield c
-    c.close()
-
-
-@pytest.fixture
 def pch(broker):
     p = pika.BlockingConnection(pika.URLParameters(broker.url))
     yield p.channel()

@@ -20,13 +20,6 @@ OFFSET = symbol("rabbitmq:stream-offset-spec")
 
 
 @pytest.fixture
-def conn(broker):
-    c = BlockingConnection(amqp_url(broker), timeout=TIMEOUT)
-    yield c
-    c.close()
-
-
-@pytest.fixture
 def stream(broker, qname):
     """A stream written over 0-9-1: messages 0..9, odd ones with the header colour=red and the
     filter value "red", even ones "blue"; returns (queue, the second's timestamp after message 4)."""
