@@ -26,14 +26,23 @@ mix, the crash point, the tear), and a failure prints the seed and the line that
 The default run takes one chain of ``DEFAULT_SCHEDULES``; ``-m storage_faults`` runs
 ``MARKED_CHAINS`` chains (1,000 schedules). WARREN_POWERLOSS_SEED=S WARREN_POWERLOSS_SCHEDULES=N
 replays chain S up to its N-th schedule.
+
+A failed chain keeps its evidence (``Evidence``): the broker's log of every start in the chain,
+the seed, each schedule's choices and crash report, what the workload's clients and the checker
+raised (with the wall-clock time, to read beside the logs' times) and the problems, in a folder
+the failure message names: ``$WARREN_POWERLOSS_EVIDENCE/chain-<seed>-<time>`` when that variable
+names a folder, else ``evidence`` in the test's tmp dir.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
+import shutil
 import threading
 import time
+import traceback
 from dataclasses import dataclass, field
 from urllib.parse import quote
 
@@ -75,6 +84,7 @@ class Totals:
     false_alarms: int = 0
     seconds: float = 0.0
     problems: list = field(default_factory=list)
+    evidence: list = field(default_factory=list)  # the folders failed chains' evidence is kept in
 
 
 class Model:
@@ -235,32 +245,86 @@ def _quietly(fn, *args) -> None:
         pass
 
 
+class Evidence:
+    """What a failed chain leaves for after the fact (module doc): every broker start's log,
+    each schedule's choices, what the clients raised and when."""
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+        self.logs: list = []       # every broker start's log file, in order
+        self.schedules: list = []  # one dict per schedule: its choices, the crash report, problems
+        self.events: list = []     # (wall-clock time, what): the clients' errors, the checker's steps
+        self.lock = threading.Lock()
+
+    def started(self, broker) -> None:
+        self.logs.append(broker.log_path)
+
+    def note(self, what: str) -> None:
+        with self.lock:
+            self.events.append((time.time(), what))
+
+    def run(self, name: str, fn, *args) -> None:
+        """A workload thread: the crash ends it with whatever error its client raises, noted."""
+        try:
+            fn(*args)
+        except Exception as e:
+            self.note(f"{name} ended: {e!r}")
+
+    def keep(self, tmp_path, problems: list) -> str:
+        """Copy it all into a folder of its own; returns the folder's path."""
+        root = os.environ.get("WARREN_POWERLOSS_EVIDENCE")
+        folder = (os.path.join(root, f"chain-{self.seed}-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}") if root
+                  else os.path.join(str(tmp_path), "evidence"))
+        os.makedirs(folder, exist_ok=True)
+        for n, log_path in enumerate(self.logs):
+            if log_path is not None and os.path.exists(log_path):
+                shutil.copyfile(log_path, os.path.join(folder, f"broker-start-{n}.log"))
+        with open(os.path.join(folder, "chain.json"), "w") as f:
+            json.dump({"seed": self.seed, "replay": f"WARREN_POWERLOSS_SEED={self.seed} "
+                       f"WARREN_POWERLOSS_SCHEDULES={len(self.schedules)} pytest -n 0 {__file__}::test_crash_schedules",
+                       "schedules": self.schedules,
+                       "events": [{"time": f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(t))},{int(t % 1 * 1000):03d}",
+                                   "what": what} for t, what in self.events],
+                       "problems": problems}, f, indent=1, default=repr)
+        return folder
+
+
 # --- one schedule -----------------------------------------------------------------------------
 
 
-def run_schedule(fs: PowerLossFS, broker, model: Model, seed: int, index: int, workdir, broker_args=()) -> tuple:
+def run_schedule(fs: PowerLossFS, broker, model: Model, seed: int, index: int, workdir, broker_args=(),
+                 evidence: Evidence | None = None) -> tuple:
     """Workload, crash, restart, check: (the restarted broker, this schedule's counts)."""
+    evidence = evidence or Evidence(seed)
     rng = random.Random(seed * 1000 + index)
     tag = f"{seed}-{index}"
     stop, crash_now = threading.Event(), threading.Event()
     crash_at = rng.randrange(1, 150)  # confirmed publishes before the cut
-    threads = [threading.Thread(target=_quietly, args=(publisher, broker, model, random.Random(rng.random()), tag,
-                                                       stop, crash_at, crash_now))]
+    chosen = {"index": index, "crash_at": crash_at, "workload": ["publisher"]}
+    evidence.schedules.append(chosen)
+    threads = [threading.Thread(target=evidence.run, args=("publisher", publisher, broker, model,
+                                                           random.Random(rng.random()), tag, stop, crash_at, crash_now))]
     if rng.random() < 0.8:
-        threads.append(threading.Thread(target=_quietly, args=(consumer, broker, model, stop)))
+        chosen["workload"].append("consumer")
+        threads.append(threading.Thread(target=evidence.run, args=("consumer", consumer, broker, model, stop)))
     if rng.random() < 0.5:
-        threads.append(threading.Thread(target=_quietly, args=(stream_reader, broker, stop)))
+        chosen["workload"].append("stream_reader")
+        threads.append(threading.Thread(target=evidence.run, args=("stream_reader", stream_reader, broker, stop)))
     if rng.random() < 0.7:
-        threads.append(threading.Thread(target=_quietly, args=(declarer, broker, model, random.Random(rng.random()),
-                                                               tag, stop)))
+        chosen["workload"].append("declarer")
+        threads.append(threading.Thread(target=evidence.run, args=("declarer", declarer, broker, model,
+                                                                   random.Random(rng.random()), tag, stop)))
     if rng.random() < 0.7:
-        threads.append(threading.Thread(target=_quietly, args=(admin, broker, model, random.Random(rng.random()),
-                                                               tag, stop)))
+        chosen["workload"].append("admin")
+        threads.append(threading.Thread(target=evidence.run, args=("admin", admin, broker, model,
+                                                                   random.Random(rng.random()), tag, stop)))
+    evidence.note(f"schedule {index}: workload starts ({', '.join(chosen['workload'])})")
     for t in threads:
         t.start()
     crash_now.wait(WORK_TIMEOUT)
     tear, tear_seed = rng.random() < 0.5, rng.randrange(2**32)
     stalled = rng.random() < STALLED_CUTS
+    chosen.update(tear=tear, tear_seed=tear_seed, stalled=stalled)
     if stalled:
         # the cut comes while a group commit's fsync is at the disk: its confirms were never sent
         fs.fault("fsync", path="/data/", stall=60)
@@ -268,18 +332,29 @@ def run_schedule(fs: PowerLossFS, broker, model: Model, seed: int, index: int, w
         while fs.stats()["stalls"] == 0 and time.monotonic() < deadline and broker.proc.poll() is None:
             time.sleep(0.01)
     crashed_at = time.monotonic()
+    evidence.note(f"schedule {index}: the power cut (pid {broker.proc.pid})")
     # the power cut: the process first, then what the disk did not have
     report = fs.crash(broker.proc, tear=tear, seed=tear_seed)
+    chosen["crash"] = {"dropped_writes": report["dropped_writes"], "torn": report["torn"],
+                       "names": sorted(report.get("names") or [])[:200]}
     fs.clear()
     stop.set()
     for t in threads:
         t.join(WORK_TIMEOUT)
         assert not t.is_alive(), "a workload thread did not end after the crash"
+    evidence.note(f"schedule {index}: restarting")
     try:
         restarted = launch_broker(workdir, "--disk-free-limit", "0", *broker_args, data_dir=broker.data_dir)
     except RuntimeError as e:
         return None, {"needed_a_hand": 1, "problems": [f"the broker did not start: {e}"[:3000]]}
-    counts = check(restarted, model, crashed_at)
+    evidence.started(restarted)
+    evidence.note(f"schedule {index}: restarted (pid {restarted.proc.pid}), checking")
+    try:
+        counts = check(restarted, model, crashed_at, evidence)
+    except Exception as e:  # the checker's client failed: a problem of this schedule, with its evidence
+        evidence.note(f"schedule {index}: the checker failed: {traceback.format_exc()}")
+        return restarted, {"problems": [f"the checker failed: {e!r}"]}
+    evidence.note(f"schedule {index}: checked")
     counts["dropped_writes"] = report["dropped_writes"]
     counts["torn"] = 1 if report["torn"] else 0
     counts["stalled_cuts"] = 1 if stalled else 0
@@ -318,7 +393,7 @@ def count_in(broker, queue: str) -> int | None:
     return int(body.get("messages") or 0) if status == 200 else None
 
 
-def check(broker, model: Model, crashed_at: float) -> dict:
+def check(broker, model: Model, crashed_at: float, evidence: Evidence | None = None) -> dict:
     counts = {"confirmed": 0, "lost": 0, "duplicated": 0, "unexpected": 0, "definition_changes": 0,
               "problems": []}
     problems = counts["problems"]
@@ -326,6 +401,8 @@ def check(broker, model: Model, crashed_at: float) -> dict:
         count = count_in(broker, queue)
         if count is None:
             problems.append(f"queue {queue}, declared durable before the first schedule, is gone")
+        if evidence is not None:
+            evidence.note(f"checker: {queue} holds {count}, draining it")
         present = drain(broker, queue, count) if count else []
         seen = set(present)
         confirmed = model.confirmed[queue]
@@ -387,11 +464,16 @@ def check(broker, model: Model, crashed_at: float) -> dict:
 
 
 def run_chain(tmp_path, seed: int, schedules: int, totals: Totals, *broker_args: str) -> None:
+    """``schedules`` schedules of chain ``seed`` on one data folder; a failed chain keeps its
+    evidence (``Evidence.keep``), named in ``totals.evidence``."""
     fs = PowerLossFS.start_or_skip(tmp_path / "mnt", tmp_path)
     broker = None
+    evidence = Evidence(seed)
+    failed: list = []
     try:
         data = fs.mountpoint / "data"
         broker = launch_broker(tmp_path, "--disk-free-limit", "0", *broker_args, data_dir=data)
+        evidence.started(broker)
         conn = _connect(broker)
         ch = conn.channel()
         for q in QUEUES:
@@ -401,22 +483,29 @@ def run_chain(tmp_path, seed: int, schedules: int, totals: Totals, *broker_args:
         model = Model()
         for index in range(schedules):
             started = time.monotonic()
-            restarted, counts = run_schedule(fs, broker, model, seed, index, tmp_path, broker_args)
+            restarted, counts = run_schedule(fs, broker, model, seed, index, tmp_path, broker_args, evidence)
             totals.schedules += 1
             totals.seconds += time.monotonic() - started
             for key in ("confirmed", "lost", "duplicated", "unexpected", "needed_a_hand", "definition_changes",
                         "dropped_writes", "torn", "stalled_cuts", "false_alarms"):
                 setattr(totals, key, getattr(totals, key) + counts.get(key, 0))
+            evidence.schedules[-1]["problems"] = counts.get("problems") or []
             if counts.get("problems"):
                 totals.problems.append((seed, index, counts["problems"]))
+                failed += counts["problems"]
             if restarted is None:
                 broker = None
                 break
             broker = restarted
+    except Exception:
+        failed.append(f"the chain failed: {traceback.format_exc()}")
+        raise
     finally:
         if broker is not None:
             broker.stop()
         fs.stop()
+        if failed:
+            totals.evidence.append(evidence.keep(tmp_path, failed))
 
 
 def report(totals: Totals, seeds: list[int]) -> str:
@@ -432,6 +521,8 @@ def report(totals: Totals, seeds: list[int]) -> str:
         lines += [f"    {p}" for p in problems[:15]]
         if len(problems) > 15:
             lines.append(f"    ... and {len(problems) - 15} more")
+    for folder in totals.evidence:
+        lines.append(f"evidence kept in {folder} (every broker start's log, the schedules, the clients' errors)")
     return "\n".join(lines)
 
 
@@ -504,6 +595,16 @@ def test_the_checker_catches_confirms_sent_before_the_fsync(tmp_path):
     print(report(totals, [4242]))
     assert totals.lost > 0 and totals.problems, report(totals, [4242])
     assert totals.needed_a_hand == 0  # it still starts: it lost data, it did not break
+    # the failed chain kept its evidence where the report says
+    (folder,) = totals.evidence
+    assert folder in report(totals, [4242])
+    kept = json.loads(open(os.path.join(folder, "chain.json")).read())
+    assert kept["seed"] == 4242 and "WARREN_POWERLOSS_SEED=4242" in kept["replay"]
+    assert kept["schedules"][0]["crash_at"] > 0 and kept["schedules"][0]["problems"]
+    assert any("the power cut" in e["what"] for e in kept["events"])
+    logs = sorted(n for n in os.listdir(folder) if n.startswith("broker-start-"))
+    assert logs == ["broker-start-0.log", "broker-start-1.log"]  # the first start and the restart
+    assert os.path.getsize(os.path.join(folder, logs[1])) > 0
 
 
 @pytest.mark.storage_faults
