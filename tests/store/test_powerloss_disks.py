@@ -686,3 +686,62 @@ def _try(fn) -> None:
         fn()
     except Exception:  # the broker died under the call: expected here
         pass
+
+
+def test_a_shovels_own_delete_after_waits_for_a_stalled_fsync_off_the_loop(plfs, data_dir, brokers):
+    """A shovel that reaches its ``src-delete-after`` deletes its own runtime parameter, as
+    RabbitMQ's does; that delete's fsync stalls at the disk: the broker's loop goes on (another
+    connection's transient queue, heartbeats, the HTTP API), the parameter stays listed until
+    the delete is durable (the writer thread the HTTP API's changes use), and then it is gone,
+    and stays gone after kill -9 and the power cut."""
+    from tests.management.api_client import call
+
+    broker = brokers(data_dir, "--heartbeat", "1")
+    api = broker.http_url
+    ch = connect(broker).channel()
+    ch.confirm_delivery()
+    ch.queue_declare("shovel-src", durable=True)
+    ch.queue_declare("shovel-dst", durable=True)
+    status = call(api, "PUT", "/api/parameters/shovel/%2F/once", {"value": {
+        "src-uri": "amqp://", "src-queue": "shovel-src", "dest-uri": "amqp://", "dest-queue": "shovel-dst",
+        "src-delete-after": 5}}, timeout=30)[0]
+    assert status == 201
+    deadline = time.monotonic() + 30
+    while not any(s.get("name") == "once" and s.get("state") == "running"
+                  for s in call(api, "GET", "/api/shovels/%2F", timeout=30)[1] or []):
+        assert time.monotonic() < deadline, "the shovel never ran"
+        time.sleep(0.05)
+    beat = connect(broker, heartbeat=1)  # closes itself if the broker's heartbeats stop for long
+    tch = beat.channel()
+    tch.queue_declare("transient", durable=False)
+    before = plfs.stats()
+    plfs.fault("fsync", path="parameters.json", stall=60.0)  # the parameter's delete (ended below)
+    try:
+        for i in range(5):
+            ch.basic_publish("", "shovel-src", b"m%d" % i, pika.BasicProperties(delivery_mode=2))
+        _until_stalled(plfs, before, "the shovel's own delete")
+        for turn in range(20):  # round trips through the loop while the delete's fsync is stuck
+            tch.basic_publish("", "transient", b"t%d" % turn)
+            got = None
+            while got is None:
+                got = tch.basic_get("transient", auto_ack=True)[2]
+            assert got == b"t%d" % turn
+            beat.process_data_events(0)
+            assert call(api, "GET", "/api/vhosts", timeout=10)[0] == 200
+        status, body, _ = call(api, "GET", "/api/parameters/shovel/%2F/once", timeout=10)
+        assert status == 200, "the parameter went before its delete was durable"
+        _while_stalled(plfs, before, "the round trips came")
+    finally:
+        plfs.clear()
+        plfs.end_stalls()
+    deadline = time.monotonic() + 30
+    while call(api, "GET", "/api/parameters/shovel/%2F/once", timeout=10)[0] != 404:
+        assert time.monotonic() < deadline, "the shovel's parameter was never deleted"
+        time.sleep(0.05)
+    assert beat.is_open  # heartbeats went both ways meanwhile
+    assert "src-delete-after reached" in broker.log() or "deleting it" in broker.log()
+    plfs.crash(broker.proc)  # kill -9, then the power cut
+    broker.wait()
+    again = brokers(data_dir)
+    assert call(again.http_url, "GET", "/api/parameters/shovel/%2F/once")[0] == 404
+    assert sorted(bodies_in(again, "shovel-dst")) == [b"m%d" % i for i in range(5)]

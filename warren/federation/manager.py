@@ -47,6 +47,12 @@ class FederationManager:
         self.federation = Federation(self)
         self.started = False
         self._reconcile_task: asyncio.Task | None = None
+        # ``write(change, *args)``, awaited: runs a change of the node's files on the writer
+        # thread the HTTP API's changes use, returning once it is durable (the server hands in
+        # warren/management/api/common.py ``off_loop``: federation does not import the
+        # management package); None: the change runs at once, on the loop (unit tests)
+        self.write = None
+        self._deleting: set[asyncio.Task] = set()  # shovels' own deletes under way
         parameters.validators[SHOVEL] = self._validate_shovel
         parameters.validators[UPSTREAM] = lambda vhost, name, value: validate_upstream(value)
         parameters.validators[UPSTREAM_SET] = lambda vhost, name, value: validate_upstream_set(value)
@@ -130,8 +136,29 @@ class FederationManager:
         return True
 
     def _shovel_finished(self, vhost: str, name: str) -> None:
-        """src-delete-after reached: the shovel deletes its parameter, as RabbitMQ's does."""
-        self.parameters.delete(SHOVEL, vhost, name)
+        """src-delete-after reached: the shovel deletes its parameter, as RabbitMQ's does, on
+        the writer thread (``write``): its fsync never holds the loop. The parameter is listed
+        until the delete is durable; a definition put meanwhile is not deleted."""
+        value = self.parameters.get(SHOVEL, vhost, name)
+        if self.write is None:
+            self.parameters.delete(SHOVEL, vhost, name)
+            return
+        task = asyncio.get_running_loop().create_task(self._delete_finished(vhost, name, value),
+                                                      name=f"shovel {name} delete-after")
+        self._deleting.add(task)
+        task.add_done_callback(self._deleting.discard)
+
+    async def _delete_finished(self, vhost: str, name: str, value) -> None:
+        try:
+            await self.write(self._delete_if_unchanged, vhost, name, value)
+        except Exception:  # a failed write keeps the parameter (and says so); the broker goes on
+            log.exception("shovel '%s' in vhost '%s' done, but deleting its parameter failed", name, vhost)
+
+    def _delete_if_unchanged(self, vhost: str, name: str, value) -> bool:
+        """On the writer thread: delete the finished shovel's parameter unless it was put again."""
+        if self.parameters.get(SHOVEL, vhost, name) != value:
+            return False
+        return self.parameters.delete(SHOVEL, vhost, name)
 
     # --- federation -------------------------------------------------------------------------
 

@@ -408,6 +408,8 @@ class Server:
         self.parameters = ParameterStore.in_data_dir(c.data_dir, c.global_parameters_file,
                                                      node_wide=c.worker_mode == "queues")
         self.federation = FederationManager(self.broker, self.parameters)  # validates shovels from now on
+        from warren.management.api.common import off_loop
+        self.federation.write = off_loop  # a shovel's own delete-after: the HTTP API's writer thread
         # a worker's API changed them: the others re-read at once (files_changed)
         self.broker.directory.parameters = self.parameters
         # before any client (load_definitions); a --workers worker gets the part of the file with
