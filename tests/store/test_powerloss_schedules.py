@@ -84,7 +84,7 @@ class Totals:
     false_alarms: int = 0
     seconds: float = 0.0
     problems: list = field(default_factory=list)
-    evidence: list = field(default_factory=list)  # the folders failed chains' evidence is kept in
+    evidence: list = field(default_factory=list)  # (folder, broker log errors) of each failed chain
 
 
 class Model:
@@ -269,6 +269,17 @@ class Evidence:
             fn(*args)
         except Exception as e:
             self.note(f"{name} ended: {e!r}")
+
+    def broker_errors(self, limit: int = 5) -> list[str]:
+        """The first ERROR and CRITICAL lines of the broker's logs: a half-edited source tree
+        (an exception in a connection's callback) reads as a broker fault to the checker."""
+        found = []
+        for n, log_path in enumerate(self.logs):
+            if log_path is None or not os.path.exists(log_path):
+                continue
+            with open(log_path, errors="replace") as f:
+                found += [f"start {n}: {line.rstrip()[:300]}" for line in f if " ERROR " in line or " CRITICAL " in line]
+        return found[:limit]
 
     def keep(self, tmp_path, problems: list) -> str:
         """Copy it all into a folder of its own; returns the folder's path."""
@@ -505,7 +516,7 @@ def run_chain(tmp_path, seed: int, schedules: int, totals: Totals, *broker_args:
             broker.stop()
         fs.stop()
         if failed:
-            totals.evidence.append(evidence.keep(tmp_path, failed))
+            totals.evidence.append((evidence.keep(tmp_path, failed), evidence.broker_errors()))
 
 
 def report(totals: Totals, seeds: list[int]) -> str:
@@ -521,8 +532,9 @@ def report(totals: Totals, seeds: list[int]) -> str:
         lines += [f"    {p}" for p in problems[:15]]
         if len(problems) > 15:
             lines.append(f"    ... and {len(problems) - 15} more")
-    for folder in totals.evidence:
+    for folder, errors in totals.evidence:
         lines.append(f"evidence kept in {folder} (every broker start's log, the schedules, the clients' errors)")
+        lines += [f"    broker log: {e}" for e in errors]
     return "\n".join(lines)
 
 
@@ -596,7 +608,7 @@ def test_the_checker_catches_confirms_sent_before_the_fsync(tmp_path):
     assert totals.lost > 0 and totals.problems, report(totals, [4242])
     assert totals.needed_a_hand == 0  # it still starts: it lost data, it did not break
     # the failed chain kept its evidence where the report says
-    (folder,) = totals.evidence
+    ((folder, _),) = totals.evidence
     assert folder in report(totals, [4242])
     kept = json.loads(open(os.path.join(folder, "chain.json")).read())
     assert kept["seed"] == 4242 and "WARREN_POWERLOSS_SEED=4242" in kept["replay"]
