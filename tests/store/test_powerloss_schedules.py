@@ -24,8 +24,8 @@ Schedules run in chains of ``CHAIN`` on one data folder (each restart is the nex
 start, so crashes pile up on the same files); a chain's seed fixes every choice (the workload
 mix, the crash point, the tear), and a failure prints the seed and the line that replays it.
 The default run takes one chain of ``DEFAULT_SCHEDULES``; ``-m storage_faults`` runs
-``MARKED_CHAINS`` chains (1,000 schedules). WARREN_POWERLOSS_SEED=S WARREN_POWERLOSS_SCHEDULES=N
-replays chain S up to its N-th schedule.
+``MARKED_CHAINS`` chains (1,000 schedules; WARREN_POWERLOSS_CHAINS=N runs the first N).
+WARREN_POWERLOSS_SEED=S WARREN_POWERLOSS_SCHEDULES=N replays chain S up to its N-th schedule.
 
 A failed chain keeps its evidence (``Evidence``): the broker's log of every start in the chain,
 the seed, each schedule's choices and crash report, what the workload's clients and the checker
@@ -61,7 +61,7 @@ pytestmark = [
 
 CHAIN = 5                  # schedules on one data folder
 DEFAULT_SCHEDULES = 3      # the default run: one chain of three (about a minute here)
-MARKED_CHAINS = 200        # -m storage_faults: 200 chains of 5
+MARKED_CHAINS = int(os.environ.get("WARREN_POWERLOSS_CHAINS") or 200)  # -m storage_faults: 200 chains of 5
 STALLED_CUTS = 0.25        # the share of schedules whose cut comes during a stalled fsync
 ACK_WINDOW = 3.0           # an ack older than this at the crash was fsynced (1 s interval + the tick)
 QUEUES = ("pl-consumed", "pl-kept")
