@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from memory import CHANNEL_OPEN, OPEN, START_OK, TUNE_OK, frame, method, queue_declare, shortstr  # noqa: E402
 
-from warren.broker.auth import MECHANISMS  # noqa: E402
+from warren.access.login import MECHANISMS  # noqa: E402
 from warren.broker.broker import Broker  # noqa: E402
 from warren.broker.durability import Durability  # noqa: E402
 from warren.protocol.amqp0_9_1.adapter import ConnectionHandler  # noqa: E402

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from warren.broker.auth import parse_response
+from warren.access.login import parse_response
 from warren.errors import ChannelError, NotImplemented_
 from warren.protocol.amqp0_9_1.connection import ServerConnection
 from warren.protocol.client import ClientConnection, Closed, Heartbeat, Opened

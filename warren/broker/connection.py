@@ -17,13 +17,20 @@ from __future__ import annotations
 
 import logging
 
-from warren.access.errors import LoginRefused
-from warren.broker.auth import parse_response
-from warren.errors import ConnectionAccessRefused, NotAllowed
+from warren.access.login import log_in, unknown_vhost
 
-__all__ = ["BrokerConnection"]
+__all__ = ["BrokerConnection", "client_name"]
 
 log = logging.getLogger("warren.session")
+
+
+def client_name(properties: dict) -> str:
+    """What a client calls itself, for its log lines: its client properties' connection_name,
+    else its product, else "-" (also the --workers supervisor's, warren/server/workers.py)."""
+    name = properties.get("connection_name") or properties.get("product")
+    if isinstance(name, (bytes, bytearray)):
+        name = bytes(name).decode("utf-8", "replace")
+    return str(name) if name else "-"
 
 
 class BrokerConnection:
@@ -78,58 +85,24 @@ class BrokerConnection:
 
     @property
     def client_name(self) -> str:
-        """What the client calls itself: client_properties' connection_name, else its product."""
-        props = self.client_properties
-        name = props.get("connection_name") or props.get("product")
-        if isinstance(name, (bytes, bytearray)):
-            name = bytes(name).decode("utf-8", "replace")
-        return str(name) if name else "-"
+        """What the client calls itself (``client_name``)."""
+        return client_name(self.client_properties)
 
     def note_close(self, reason: str) -> None:
         """Record why the connection ends (the first cause is kept)."""
         if self.close_reason is None:
             self.close_reason = reason
 
-    # --- login (every protocol's password mechanisms) -------------------------------------------
+    # --- login (every protocol's mechanisms) ----------------------------------------------------
 
-    def login(self, mechanism: str, response: bytes) -> str:
-        """Check a PLAIN or AMQPLAIN login against the user store and the failed-login throttle
-        (``warren/access``): the user name, else ``ConnectionAccessRefused`` (RabbitMQ's
-        generic text; the reason in ``log_detail``, for the log only). When the throttle delays
-        the answer to a failed login, ``throttle_delay`` holds the seconds to wait."""
-        def refused(detail: str) -> ConnectionAccessRefused:
-            error = ConnectionAccessRefused(f"Login was refused using authentication mechanism {mechanism}. "
-                                            "For details see the broker logfile.")
-            error.log_detail = detail
-            error.throttle_delay = 0.0
-            return error
-        try:
-            username, password = parse_response(mechanism, response)
-        except ValueError as e:  # a malformed response is a failed login; the reason is logged only
-            raise refused(f"unreadable {mechanism} response: {e}") from None
-        host = self.peer[0] if self.peer else None
-        throttle = self.broker.login_throttle  # warren/access/login_throttle.py
-        blocked = throttle.blocked_for(host) if throttle is not None else 0.0
-        if blocked:  # refused without a password check; the client sees the usual refusal
-            raise refused(f"login refused for user '{username}': too many failed logins from {host}, "
-                          f"refused for {blocked:.0f}s more (login throttle)")
-        try:
-            user = self.broker.users.authenticate(username, password, host)
-            reason = "unknown user, wrong password or a loopback-only user from a remote address"
-        except LoginRefused as e:  # the user store says why (warren/access): for the log only
-            user, reason = None, e.reason
-        if user is None:
-            error = refused(f"login refused for user '{username}': {reason}")
-            verdict = throttle.failed(host) if throttle is not None else None
-            if verdict is not None and verdict.blocked:
-                error.log_detail += (f"; {verdict.failures} failed logins from {host}: its logins are refused "
-                                     f"for {throttle.block_time:g}s (login throttle)")
-            elif verdict is not None and verdict.delay:
-                error.log_detail += (f"; failed login {verdict.failures} from {host}: answered after "
-                                     f"{verdict.delay:g}s (login throttle)")
-                error.throttle_delay = verdict.delay
-            raise error
-        return user.name  # the user store's string: one per user, not one per connection
+    def login(self, mechanism: str, response: bytes, offered=None, anonymous_user: str | None = None) -> str:
+        """The user this connection's login names, else ``ConnectionAccessRefused``: the one
+        login step of every protocol and of the ``--workers`` supervisor (``warren/access/login.py``
+        ``log_in``: PLAIN, AMQPLAIN, EXTERNAL on verified TLS, ANONYMOUS with ``offered`` and
+        ``anonymous_user``), with the broker's user store and failed-login throttle."""
+        return log_in(self.broker.users, self.broker.login_throttle, mechanism, response,
+                      self.peer[0] if self.peer else None, certificate=self.io.certificate_login,
+                      offered=offered, anonymous_user=anonymous_user)
 
     # --- the virtual host ----------------------------------------------------------------------
 
@@ -138,9 +111,7 @@ class BrokerConnection:
         exist, the node, user or vhost connection limits refuse, or the user has no permission."""
         vhost = self.broker.vhosts.get(name)
         if vhost is None:
-            error = NotAllowed(f"vhost {name} not found")
-            error.log_detail = f"user '{self.username}' asked for unknown vhost '{name}'"
-            raise error
+            raise unknown_vhost(name, self.username)
         self.limits.admit(self, self.broker.access)  # node and user connection limits: 530
         try:
             self.access = self.broker.admit(self, vhost)  # max-connections, permission in the vhost: 530

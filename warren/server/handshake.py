@@ -4,7 +4,8 @@
 names, with the node's settings: the single-process server (connection.py) and the workers'
 supervisor (workers.py, which runs the handshake up to connection.open and then hands the
 connection over) both make it here, so what a client is offered (mechanisms, frame and channel
-limits, heartbeat, the default vhost) cannot differ between them.
+limits, heartbeat, the default vhost) cannot differ between them. What its login and the vhost
+it names are answered is one step both call too: ``warren/access/login.py``.
 
 The handshake time limit: what a connection must reach within ``handshake_timeout``.
 
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from warren.broker.auth import MECHANISMS
+from warren.access.login import MECHANISMS
 from warren.protocol.amqp0_9_1.connection import ServerConnection
 from warren.protocol.amqp0_10.connection import ServerConnection as ServerConnection0_10
 from warren.protocol.amqp1_0.connection import HEADER_SASL as HEADER_SASL_1_0, ServerConnection as ServerConnection1_0

@@ -34,7 +34,7 @@ the worker learns the session from the hand-over (``TlsSession``).
 Certificate login (SASL EXTERNAL, RabbitMQ's rabbitmq_auth_mechanism_ssl): offered in
 connection.start only on a TLS connection whose client sent a certificate that verified
 (``TlsSession.mechanisms``); the user name comes from the certificate as ``tls_login_from`` says
-(``login_name``), and the session checks that the user exists (broker/auth.py).
+(``login_name``), and the login checks that the user exists (warren/access/login.py).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
-from warren.broker.auth import MECHANISMS, MECHANISMS_WITH_EXTERNAL
+from warren.access.login import MECHANISMS, MECHANISMS_WITH_EXTERNAL
 from warren.config import parse_tls_versions
 
 __all__ = ["TlsContexts", "TlsError", "TlsAmqpListener", "CertificateLogin", "login_name", "distinguished_name", "TlsSession",

@@ -45,14 +45,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from types import SimpleNamespace
 from pathlib import Path
 
-from warren.access import AccessControl, LoginRefused
+from warren.access import AccessControl
 from warren.access import FILE_NAME as ACCESS_FILE_NAME
 from warren.access.login_throttle import LoginThrottle
-from warren.broker.auth import certificate_user, parse_response
+from warren.access.login import log_in, unknown_vhost, vhost_of_hostname
 from warren.broker.broker import Broker
+from warren.broker.connection import client_name
 from warren.broker.policies import FILE_NAME
 from warren.config import Config
 from warren.errors import AMQPError, ConnectionAccessRefused, NotAllowed
@@ -204,11 +204,7 @@ class Greeter(asyncio.Protocol):
                 reason = "client closed the socket (EOF) without connection.close"
             else:
                 reason = f"closed by the broker during the handshake ({handshake_stage(self.received, self.conn)})"
-        props = self.client_properties
-        name = props.get("connection_name") or props.get("product")
-        if isinstance(name, (bytes, bytearray)):
-            name = bytes(name).decode("utf-8", "replace")
-        name = str(name) if name else "-"
+        name = client_name(self.client_properties)
         lived = time.monotonic() - self._started
         log.info("connection closed: %s client=%s lived %.2fs: %s", self, json.dumps(name, ensure_ascii=False),
                  lived, reason, extra={"event": "connection.closed", "peer": peer_name(self.peer),
@@ -259,7 +255,7 @@ class Greeter(asyncio.Protocol):
                     index = event.method.INDEX
                     if index == _START_OK:
                         self.client_properties = event.method.client_properties or {}
-                        self._login(event.method)
+                        self._login(event.method.mechanism, event.method.response)
                     elif index == _OPEN:
                         self._open(event.method.virtual_host)
                         return
@@ -272,36 +268,15 @@ class Greeter(asyncio.Protocol):
         """An AMQP 1.0 handshake up to the client's open: its SASL login checked here (PLAIN,
         EXTERNAL on verified TLS, ANONYMOUS only with --anonymous-user), then the connection goes
         to the worker owning the vhost of open's hostname (``vhost:NAME``, else the default), as
-        0-9-1's and 0-10's do. Under --worker-mode queues a 1.0 connection is refused: its
-        sessions are not spread over workers yet (amqp:not-implemented, and a log line)."""
+        0-9-1's and 0-10's do (under --worker-mode queues: to the next worker in turn)."""
         try:
             while (event := self.conn.next_event()) is not None:
                 kind = type(event)
                 if kind is events_1_0.SaslInit:
-                    if event.mechanism in ("", "ANONYMOUS"):
-                        if not self.sup.config.anonymous_user:
-                            refused = ConnectionAccessRefused("ANONYMOUS login is not enabled", 10, 11)
-                            refused.log_detail = "login refused: ANONYMOUS (or no SASL layer) needs --anonymous-user"
-                            raise refused
-                        self.conn.sasl_accept()
-                    elif event.mechanism in self.conn.mechanisms:
-                        self._login(SimpleNamespace(mechanism=event.mechanism, response=event.response))
-                    else:
-                        refused = ConnectionAccessRefused(f"unsupported SASL mechanism {event.mechanism!r}", 10, 11)
-                        refused.log_detail = f"login refused: unsupported SASL mechanism {event.mechanism!r}"
-                        raise refused
+                    self._login(event.mechanism, event.response)
                 elif kind is events_1_0.OpenRequested:
-                    if self.sup.spread:
-                        text = "AMQP 1.0 is not served under --worker-mode queues yet (issue 36)"
-                        log.warning("refused AMQP 1.0 connection from %s: %s", peer_name(self.peer), text)
-                        self._close_reason = "AMQP 1.0 under --worker-mode queues (amqp:not-implemented)"
-                        self.conn.refuse_open("amqp:not-implemented", text)
-                        self._write()
-                        self.sup.loop.call_later(1.0, self._close)
-                        return
-                    hostname = event.hostname or ""
                     self._write()  # our AMQP header after SASL: the client has it before the worker's open
-                    self._open(hostname[6:] if hostname.startswith("vhost:") else self.sup.default_vhost)
+                    self._open(vhost_of_hostname(event.hostname, self.sup.default_vhost))
                     return
                 else:  # a protocol error answered by the core, or the client's close
                     self._write()
@@ -319,10 +294,7 @@ class Greeter(asyncio.Protocol):
                 kind = type(event)
                 if kind is events_0_10.LoginRequested:
                     self.client_properties = event.client_properties or {}
-                    if event.mechanism == "ANONYMOUS":  # offered only with --anonymous-user
-                        self.conn.accept_login()
-                    else:
-                        self._login(event)
+                    self._login(event.mechanism, event.response)
                 elif kind is events_0_10.OpenRequested:
                     self._open(event.virtual_host)
                     return
@@ -349,52 +321,24 @@ class Greeter(asyncio.Protocol):
             return
         self._refuse(e)
 
-    def _login(self, m) -> None:
-        """The password check the single-process server makes (warren/broker/connection.py ``login``),
-        against the shared access store; the refusal's reason goes to the log only."""
-        def refused(detail: str, delay: float = 0.0) -> ConnectionAccessRefused:
-            error = ConnectionAccessRefused(f"Login was refused using authentication mechanism {m.mechanism}. "
-                                            "For details see the broker logfile.", 10, 11)
-            error.log_detail = detail
-            error.throttle_delay = delay
-            return error
-
-        if m.mechanism == "EXTERNAL":  # offered on TLS with a verified client certificate only
-            self.sup.access.refresh()
-            self.username = certificate_user(self.sup.access, self.tls.login if self.tls is not None else None,
-                                             self.peer[0] if self.peer else None)
-            self.conn.accept_login()
-            return
-        try:
-            username, password = parse_response(m.mechanism, m.response)
-        except ValueError as e:  # a malformed response is a failed login; the reason is logged only
-            raise refused(f"unreadable {m.mechanism} response: {e}") from None
-        host = self.peer[0] if self.peer else None
-        throttle = self.sup.login_throttle
-        blocked = throttle.blocked_for(host)
-        if blocked:
-            raise refused(f"login refused for user '{username}': too many failed logins from {host}, "
-                          f"refused for {blocked:.0f}s more (login throttle)")
-        self.sup.access.refresh()  # a user or password changed since (through a worker's HTTP API): a stat
-        try:
-            self.sup.access.authenticate(username, password, host)
-        except LoginRefused as e:
-            verdict = throttle.failed(host)
-            note = (f"; {verdict.failures} failed logins from {host}: its logins are refused for "
-                    f"{throttle.block_time:g}s (login throttle)" if verdict.blocked else
-                    f"; failed login {verdict.failures} from {host}: answered after {verdict.delay:g}s (login throttle)"
-                    if verdict.delay else "")
-            raise refused(f"login refused for user '{username}': {e.reason}{note}", verdict.delay) from None
-        self.username = username
+    def _login(self, mechanism: str, response: bytes) -> None:
+        """The login step the single-process server takes (warren/access/login.py ``log_in``: the
+        same mechanisms, throttle, refusals and reasons), against the shared access store, re-read
+        first: a user or password may have changed through a worker's HTTP API (a stat)."""
+        sup = self.sup
+        sup.access.refresh()
+        offered = None if type(self.conn) is ServerConnection else self.conn.mechanisms  # 0-10, 1.0: SASL's
+        self.username = log_in(sup.access, sup.login_throttle, mechanism, response,
+                               self.peer[0] if self.peer else None,
+                               certificate=self.tls.login if self.tls is not None else None,
+                               offered=offered, anonymous_user=sup.config.anonymous_user)
         self.conn.accept_login()
 
     def _open(self, vhost: str) -> None:
         self.sup.access.refresh()  # a vhost created since (through a worker's HTTP API)
         worker = self.sup.owner(vhost)
         if worker is None:
-            error = NotAllowed(f"vhost {vhost} not found", 10, 40)
-            error.log_detail = f"user '{self.username}' asked for unknown vhost '{vhost}'"
-            self._refuse(error)
+            self._refuse(unknown_vhost(vhost, self.username))
             return
         if self.tls is not None:
             self._relay(worker, vhost)
@@ -450,13 +394,13 @@ class Greeter(asyncio.Protocol):
                               else f"connection error {error.reply_code} {error.reply_text}")
         if type(self.conn) is ServerConnection1_0:  # as the 1.0 adapter answers (amqp1_0/adapter.py)
             if isinstance(error, ConnectionAccessRefused):
-                self.conn.sasl_refuse()
+                self.conn.refuse_login()
             else:
                 self.conn.refuse_open("amqp:not-found" if isinstance(error, NotAllowed) else "amqp:unauthorized-access",
                                       error.text)
         elif type(self.conn) is ServerConnection0_10:  # as the 0-10 adapter answers (amqp0_10/adapter.py)
             if isinstance(error, ConnectionAccessRefused):
-                self.conn.refuse_login("Authentication failed")
+                self.conn.refuse_login()
             else:
                 self.conn.close_connection(CLOSE_0_10.INVALID_PATH if isinstance(error, NotAllowed)
                                            else CLOSE_0_10.CONNECTION_FORCED, error.text)

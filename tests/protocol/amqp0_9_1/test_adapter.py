@@ -10,7 +10,7 @@ import struct
 
 import pytest
 
-from warren.broker.auth import MECHANISMS
+from warren.access.login import MECHANISMS
 from warren.broker.broker import Broker
 from warren.broker.durability import Durability
 from warren.codec.frames import FRAME_BODY, FRAME_HEADER, FRAME_METHOD, FrameBuffer, header_payload, method_frame

@@ -203,15 +203,8 @@ class ConnectionHandler(BrokerConnection):
     def _login(self, event) -> None:
         self.client_properties = event.client_properties or {}
         self.mechanism = event.mechanism
-        if event.mechanism == "ANONYMOUS":
-            if not self.anonymous_user:  # the layer offers it only when configured
-                self._refuse_login("ANONYMOUS login is not enabled (--anonymous-user)")
-                return
-            self.username = self.anonymous_user
-            self.conn.accept_login()
-            return
-        try:
-            self.username = self.login(event.mechanism, event.response)
+        try:  # ANONYMOUS is offered (and accepted) only with --anonymous-user (warren/access/login.py)
+            self.username = self.login(event.mechanism, event.response, self.conn.mechanisms, self.anonymous_user)
         except ConnectionAccessRefused as error:
             if error.throttle_delay:
                 self.io.refuse_later(error.throttle_delay, error)
@@ -223,7 +216,7 @@ class ConnectionHandler(BrokerConnection):
     def _refuse_login(self, detail: str) -> None:
         log.warning("connection error on %s: login refused (%s)", self, detail)
         self.note_close(f"{detail} (320 connection-forced)")
-        self.conn.refuse_login("Authentication failed")
+        self.conn.refuse_login()  # "Authentication failed" (320), as the --workers supervisor answers
         self._release()
         self.io.close_soon()
 

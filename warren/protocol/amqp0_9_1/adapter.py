@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import sys
 
-from warren.broker.auth import certificate_user
 from warren.broker.connection import BrokerConnection
 from warren.errors import AMQPError, ConnectionAccessRefused, InternalError, NotImplemented_, SoftError
 from warren.protocol.amqp0_9_1.channel import Channel
@@ -159,15 +158,9 @@ class ConnectionHandler(BrokerConnection):
             self.mechanism = sys.intern(m.mechanism)  # one "PLAIN" for every connection, not one each
             caps = m.client_properties.get("capabilities")
             self.capabilities = caps if isinstance(caps, dict) else {}
-            if m.mechanism == "EXTERNAL":  # the certificate login: no password (warren/server/tls.py)
-                self.username = self._certificate_login()
-                self.conn.accept_login()
-                self.io.want_flush()
-                return
-            try:
-                username = self.login(m.mechanism, m.response)  # shared by every protocol (broker/connection.py)
+            try:  # PLAIN, AMQPLAIN, EXTERNAL on verified TLS: every protocol's one step (warren/access/login.py)
+                username = self.login(m.mechanism, m.response)
             except ConnectionAccessRefused as error:
-                error.class_id, error.method_id = m.CLASS_ID, m.METHOD_ID
                 if error.throttle_delay:
                     self.io.refuse_later(error.throttle_delay, error)  # the answer waits; nothing else does
                     return
@@ -184,11 +177,6 @@ class ConnectionHandler(BrokerConnection):
         elif index == _UPDATE_SECRET:
             self.conn.send_method(0, spec.ConnectionUpdateSecretOk())
         self.io.want_flush()
-
-    def _certificate_login(self) -> str:
-        """The user of an EXTERNAL login: named by the client's verified TLS certificate (the
-        glue's ``certificate_login``, set only on such connections), and known to the user store."""
-        return certificate_user(self.broker.users, self.io.certificate_login, self.peer[0] if self.peer else None)
 
     def _admit_channel(self, channel: int) -> None:
         """channel.open (the protocol core asks before open-ok): the user's max-channels."""

@@ -219,6 +219,11 @@ class ServerConnection:
             self.phase = Phase.AWAIT_OPEN
             self.close_connection(E.UNAUTHORIZED_ACCESS, description or "SASL is required")
 
+    def refuse_login(self) -> None:
+        """A refused login, as the adapter and the ``--workers`` supervisor both answer it:
+        sasl-outcome auth; without a SASL layer, close with amqp:unauthorized-access "login refused"."""
+        self.sasl_refuse(spec.SaslCode.AUTH, "login refused")
+
     def _sasl_frame(self, performative) -> None:
         if type(performative) is spec.SaslInit and self.phase is Phase.SASL_INIT:
             self.phase = Phase.SASL_DECIDING
@@ -339,10 +344,15 @@ class ServerConnection:
             self.phase = Phase.OPEN
 
     def refuse_open(self, condition, description: str) -> None:
-        """Our open, then close with the error (§2.4.2: an open is always answered with one)."""
+        """An open we refuse (its vhost missing or not the user's) is not answered: the glue
+        closes the socket, as RabbitMQ 4 does (rabbit_amqp_reader: an error before the connection
+        runs closes it silently). §2.4.2 would have our open then a close with the error, but
+        RabbitMQ's AMQP 1.0 Python client takes a close right after the open for a lost connection
+        and reconnects until it gives up; a refused open is an error it raises at once.
+        ``condition`` and ``description`` are the log's (the adapter writes it)."""
         if self.phase is Phase.OPENING:
-            self._send(0, self._our_open())
-            self.close_connection(condition, description)
+            self.phase = Phase.CLOSED
+            self.closed = True
 
     def close_connection(self, condition=None, description: str | None = None) -> None:
         """Close with an error (or none); input is dropped until the client's close."""
