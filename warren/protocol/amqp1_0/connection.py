@@ -344,10 +344,15 @@ class ServerConnection:
             self.phase = Phase.OPEN
 
     def refuse_open(self, condition, description: str) -> None:
-        """Our open, then close with the error (§2.4.2: an open is always answered with one)."""
+        """An open we refuse (its vhost missing or not the user's) is not answered: the glue
+        closes the socket (after its grace second), as RabbitMQ 4 does (rabbit_amqp_reader: an
+        error before the connection runs closes it silently, after 3 s). §2.4.2 would have our open then a close with the error, but
+        RabbitMQ's AMQP 1.0 Python client takes a close right after the open for a lost connection
+        and reconnects until it gives up; a refused open is an error it raises at once.
+        ``condition`` and ``description`` are the log's (the adapter writes it)."""
         if self.phase is Phase.OPENING:
-            self._send(0, self._our_open())
-            self.close_connection(condition, description)
+            self.phase = Phase.CLOSED
+            self.closed = True
 
     def close_connection(self, condition=None, description: str | None = None) -> None:
         """Close with an error (or none); input is dropped until the client's close."""
