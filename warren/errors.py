@@ -69,6 +69,14 @@ class AMQPError(Exception):
         snake = snake.replace("CONNECTION_ACCESS_REFUSED", "ACCESS_REFUSED")
         return f"{snake} - {self.text}" if self.text else snake
 
+    @property
+    def close_reason(self) -> str:
+        """Why a connection this error closes ends, for its close line (0-9-1's adapter and the
+        --workers supervisor): the logged reason and the code, else the code and the text."""
+        if self.log_detail:
+            return f"{self.log_detail} ({self.reply_code} {self.reply_text.split(' - ')[0]})"
+        return f"connection error {self.reply_code} {self.reply_text}"
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.reply_code}, {self.text!r}, {self.class_id}, {self.method_id})"
 

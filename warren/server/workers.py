@@ -399,8 +399,7 @@ class Greeter(asyncio.Protocol):
         detail = error.log_detail  # what the client is not told (why a login failed)
         log.warning("connection error on %s: %d %s%s", self, error.reply_code, error.reply_text,
                     f" ({detail})" if detail else "")
-        self._close_reason = (f"{detail} ({error.reply_code} {error.reply_text.split(' - ')[0]})" if detail
-                              else f"connection error {error.reply_code} {error.reply_text}")
+        self._close_reason = error.close_reason
         if type(self.conn) is ServerConnection1_0:  # as the 1.0 adapter answers (amqp1_0/adapter.py)
             if isinstance(error, ConnectionAccessRefused):
                 self.conn.refuse_login()

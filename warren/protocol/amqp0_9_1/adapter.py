@@ -142,8 +142,7 @@ class ConnectionHandler(BrokerConnection):
             detail = error.log_detail  # what the client is not told (why a login failed)
             log.warning("connection error on %s: %d %s%s", self, error.reply_code, error.reply_text,
                         f" ({detail})" if detail else "")
-            self.note_close(f"{detail} ({error.reply_code} {error.reply_text.split(' - ')[0]})" if detail
-                            else f"connection error {error.reply_code} {error.reply_text}")
+            self.note_close(error.close_reason)
             self.conn.close_connection(error.reply_code, error.reply_text, error.class_id, error.method_id)
             self._release()
             self.io.close_soon()
