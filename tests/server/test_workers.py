@@ -15,6 +15,12 @@ import pytest
 
 from tests.conftest import EXTERNAL_URL, launch_broker
 from tests.e2e import rawamqp as raw
+from tests.e2e.amqp0_10.client010 import Client010
+from tests.e2e.amqp1_0.raw10 import AMQP_HEADER, SASL_HEADER, Raw10
+from tests.e2e.helpers import wait_until
+from warren.codec.amqp1_0.types import Symbol
+from warren.protocol.amqp0_10 import events as ev10
+from warren.spec import amqp1_0 as spec10
 from warren.server.workers import owner_of
 
 pytestmark = pytest.mark.skipif(bool(EXTERNAL_URL), reason="needs a private Warren broker")
@@ -472,10 +478,54 @@ def test_a_shovel_to_amqp_localhost_reaches_the_ephemeral_port_the_supervisor_li
     assert ready(b)["http_port"] == ready(b)["workers"][owner_of("/", 2)]["http_port"]
 
 
-def test_a_connection_refused_by_the_supervisor_is_logged_as_a_single_process_logs_it(two_workers):
+def _refused_logins(b) -> dict:
+    """Refused AMQP 0-10 and 1.0 logins against broker ``b``: {case: (what the client got, its port)}."""
+    got = {}
+    c = Client010(b, password="wrong", handshake=False)
+    try:
+        got["0-10 password"] = (c.wait(ev10.ConnectionClosed).code, c.sock.getsockname()[1])
+    finally:
+        c.sock.close()
+    with Raw10(b) as c:  # no SASL layer, no --anonymous-user
+        c.send_raw(AMQP_HEADER)
+        assert c.header() == AMQP_HEADER
+        c.send(0, spec10.Open(container_id="anon"))
+        error = c.expect(spec10.Close).error
+        got["1.0 no SASL"] = ((str(error.condition), error.description), c.port)
+    for case, mechanism, response in (("1.0 password", "PLAIN", b"\0guest\0wrong"), ("1.0 mechanism", "CRAM-MD5", b"")):
+        with Raw10(b) as c:
+            c.send_raw(SASL_HEADER)
+            assert c.header() == SASL_HEADER
+            c.expect(spec10.SaslMechanisms)
+            c.send(0, spec10.SaslInit(mechanism=Symbol(mechanism), initial_response=response), sasl=True)
+            got[case] = (c.expect(spec10.SaslOutcome).code, c.port)
+    return got
+
+
+def test_a_connection_refused_by_the_supervisor_is_logged_as_a_single_process_logs_it(tmp_path, two_workers):
     """One "connection error on PEER user=... vhost=-: CODE ... (why)" line and one "connection
-    closed:" line naming the peer as host:port (tests/e2e/test_operator_logs.py's format)."""
+    closed:" line naming the peer as host:port (tests/e2e/test_operator_logs.py's format). The
+    login step is one (warren/access/login.py): a refused 0-10 or 1.0 login gets the same answer
+    from the supervisor as from a single process, and the same reason in the log."""
     b = two_workers
+    (tmp_path / "one").mkdir()
+    one = launch_broker(tmp_path / "one")
+    try:
+        answers = {"one": _refused_logins(one), "workers": _refused_logins(b)}
+        reasons = {"0-10 password": "login refused for user 'guest': wrong password",
+                   "1.0 no SASL": "no SASL layer, and ANONYMOUS login is not enabled (--anonymous-user)",
+                   "1.0 password": "login refused for user 'guest': wrong password",
+                   "1.0 mechanism": "unsupported SASL mechanism 'CRAM-MD5' (offered: PLAIN)"}
+        assert {k: v[0] for k, v in answers["one"].items()} == {k: v[0] for k, v in answers["workers"].items()}
+        assert answers["one"]["1.0 no SASL"][0] == ("amqp:unauthorized-access", "login refused")
+        for name, broker in (("one", one), ("workers", b)):
+            for case, why in reasons.items():
+                peer = f"127.0.0.1:{answers[name][case][1]} "
+                assert wait_until(lambda: any(peer in ln and why in ln and "connection error on" in ln
+                                              for ln in broker.log().splitlines()), timeout=10), \
+                    (name, case, broker.log()[-3000:])
+    finally:
+        one.stop()
     ports = {}
     for case, (user, password, vhost) in {"login": ("nobody", "x", "a"), "vhost": ("guest", "guest", "nope")}.items():
         with raw.RawConnection(b.host, b.port) as rc:
