@@ -93,7 +93,8 @@ SANS_IO_FORBIDDEN = ("asyncio", "socket", "ssl", "selectors", "warren.server", "
 # the modules of warren/protocol that adapt a protocol to the broker's operations
 ADAPTERS = {"protocol/amqp0_9_1/adapter.py", "protocol/amqp0_9_1/channel.py", "protocol/amqp0_9_1/delivery.py",
             "protocol/amqp0_10/adapter.py", "protocol/amqp0_10/channel.py", "protocol/amqp0_10/message.py",
-            "protocol/amqp0_10/delivery.py", "protocol/amqp0_10/dtx.py", "protocol/amqp1_0/adapter.py"}
+            "protocol/amqp0_10/delivery.py", "protocol/amqp0_10/dtx.py", "protocol/amqp1_0/adapter.py",
+            "protocol/amqp1_0/credit.py", "protocol/amqp1_0/management.py"}
 
 
 @pytest.mark.parametrize("path", _modules("codec", "protocol", "spec"), ids=_ids)
@@ -313,11 +314,6 @@ CHANNEL_ADAPTERS = {
     # the owner's side of a connection on another worker: the adapter of the workers' links
     "spread/proxy.py:ProxyChannel",
 }
-CHANNEL_CLASSES_PENDING = {
-    # issue 30: 0-10 subscriptions to another worker's queue (their credit is kept by the owner)
-    # still subclass the 0-10 channel; definitions no longer do (since session 18)
-    "spread/channel_0_10.py:SpreadSessionChannel": "0-10 subscriptions across workers",
-}
 
 
 def _channel_classes(root: Path) -> set[str]:
@@ -342,7 +338,7 @@ def _channel_classes(root: Path) -> set[str]:
 
 
 def test_one_channel_adapter_per_protocol_family():
-    assert _channel_classes(ROOT) == CHANNEL_ADAPTERS | set(CHANNEL_CLASSES_PENDING)
+    assert _channel_classes(ROOT) == CHANNEL_ADAPTERS
 
 
 def test_the_channel_class_check_catches_a_breach(tmp_path):

@@ -502,7 +502,7 @@ def test_a_memory_alarm_on_the_owner_blocks_a_publisher_on_another_worker(tmp_pa
 
 def test_an_amqp_0_10_session_uses_queues_on_either_worker(node):
     """0-10 definitions go through worker 0, and a subscription to a queue another worker owns
-    keeps its credit there (warren/spread/channel_0_10.py). One of the two queues is the other
+    keeps its credit there (warren/broker/credit.py). One of the two queues is the other
     worker's, whichever worker the connection was dealt to."""
     from tests.e2e.amqp0_10.client010 import Client010
     from warren.codec.amqp0_10.sets import SequenceSet

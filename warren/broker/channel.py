@@ -227,10 +227,13 @@ class BrokerChannel:
         management node: GET /queues/Q): flags, kind, declared arguments and counts; refused as
         a passive declare is (404 missing, 405 another connection's exclusive queue, 403)."""
         authz.queue_declare(self, name, True, {})
-        q = self.vhost.queue(name, self.session)
-        return {"name": q.name, "durable": q.durable, "auto_delete": q.auto_delete,
-                "exclusive": q.exclusive_owner is not None, "type": getattr(q, "queue_type", "classic"),
-                "arguments": dict(q.arguments), "messages": q.message_count, "consumers": len(q.consumers)}
+        q = self._handle(name)
+
+        def info(counts: tuple) -> dict:
+            return {"name": q.name, "durable": q.durable, "auto_delete": q.auto_delete,
+                    "exclusive": q.exclusive_owner is not None, "type": q.queue_type,
+                    "arguments": dict(q.arguments), "messages": counts[0], "consumers": counts[1]}
+        return then(q.counts(), info)
 
     def bind_queue(self, queue: str, exchange: str, routing_key: str, arguments: dict):
         authz.queue_bind(self, queue, exchange, routing_key)
@@ -293,9 +296,12 @@ class BrokerChannel:
         if self.remote is not None:
             self.remote.flow_changed(active)
 
-    def consume(self, queue: str, tag: str, no_ack: bool, exclusive: bool, arguments: dict):
+    def consume(self, queue: str, tag: str, no_ack: bool, exclusive: bool, arguments: dict, credit=None):
         """A new consumer (an empty tag: the broker names it), now or later (its ``tag``). The
-        caller answers, then ``start_consumer`` hands it what is ready."""
+        caller answers, then ``start_consumer`` hands it what is ready. ``credit``: the
+        protocol's ``CreditTerms`` (warren/broker/credit.py) when the client grants credit; the
+        consumer's ``credit`` is then its keeper, or the keeper's stand-in when the queue lives
+        in another process."""
         if queue == reply_to.REPLY_TO:
             return reply_to.consume(self, tag, no_ack)
         authz.queue_read(self, queue)
@@ -308,7 +314,7 @@ class BrokerChannel:
         if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
             raise PreconditionFailed(f"invalid arg 'x-priority' for queue '{q.name}' in vhost '{self.vhost.name}': "
                                      f"\"expected integer, got {_type_name(priority)}\"")
-        return q.consume(self, tag, no_ack, exclusive, arguments)
+        return q.consume(self, tag, no_ack, exclusive, arguments, credit)
 
     def start_consumer(self, consumer) -> None:
         """Deliver what the consumer's queue has ready (after the consume was answered)."""

@@ -19,7 +19,8 @@ __all__ = ["Consumer"]
 
 class Consumer:
     __slots__ = ("tag", "tag_ss", "channel", "sink", "queue", "no_ack", "exclusive", "arguments", "priority",
-                 "prefetch_count", "prefetch_size", "unacked", "unacked_bytes", "has_capacity", "counted_capacity")
+                 "prefetch_count", "prefetch_size", "unacked", "unacked_bytes", "has_capacity", "counted_capacity",
+                 "credit")
 
     def __init__(self, tag: str, channel: "Channel", queue: "QueueBase", no_ack: bool, exclusive: bool,
                  arguments: dict, prefetch_count: int, prefetch_size: int) -> None:
@@ -46,6 +47,9 @@ class Consumer:
         # the same bound method while has_capacity is ours and counts prefetch (window(): one
         # identity test; 0-10's credit replaces has_capacity, a no-ack consumer never had it)
         self.counted_capacity = None if no_ack else self.has_capacity
+        # the keeper of the credit its protocol grants (0-10, 1.0: warren/broker/credit.py), which
+        # then gates has_capacity and is charged per delivery; None: prefetch alone
+        self.credit = None
 
     def start(self) -> None:
         """Its consume was answered: it gets what its queue has ready."""

@@ -12,7 +12,7 @@ the client sent after the method.
 
 from __future__ import annotations
 
-__all__ = ["is_later", "then", "in_turn"]
+__all__ = ["is_later", "then", "in_turn", "settled", "run"]
 
 
 def is_later(result) -> bool:
@@ -50,3 +50,53 @@ def in_turn(steps):
                 return last
             return rest()
     return answer
+
+
+async def settled(answer):
+    """``await settled(x)`` in a coroutine run by ``run``: ``x`` itself, or what the awaitable
+    ``x`` gives. It suspends only when ``x`` is an awaitable that is not done."""
+    return (await answer) if is_later(answer) else answer
+
+
+def run(coro):
+    """Run ``coro`` (an ``async def`` that awaits answers through ``settled``) as far as it goes
+    now: its result if it never had to wait (every answer was local), else an awaitable of its
+    result, which goes on from where it stopped. A protocol step made of several operations (a
+    1.0 link's attach: declare, bind, consume) is then written once, as one coroutine, and costs
+    no task when the directory answers at once."""
+    try:
+        first = coro.send(None)
+    except StopIteration as done:
+        return done.value
+    return _Resumed(coro, first)
+
+
+class _Resumed:
+    """The rest of a coroutine that ``run`` started and that stopped at ``first`` (the future it
+    waits for): awaiting this hands ``first`` to the awaiting task and drives the coroutine on,
+    as ``await coro`` would have from the start."""
+
+    __slots__ = ("coro", "first")
+
+    def __init__(self, coro, first) -> None:
+        self.coro = coro
+        self.first = first
+
+    def __await__(self):
+        coro, waiting = self.coro, self.first
+        while True:
+            try:
+                sent = yield waiting
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as e:  # thrown into the awaiting task (a cancel): into the coroutine
+                try:
+                    waiting = coro.throw(e)
+                except StopIteration as done:
+                    return done.value
+                continue
+            try:
+                waiting = coro.send(sent)
+            except StopIteration as done:
+                return done.value

@@ -268,22 +268,13 @@ class Greeter(asyncio.Protocol):
         """An AMQP 1.0 handshake up to the client's open: its SASL login checked here (PLAIN,
         EXTERNAL on verified TLS, ANONYMOUS only with --anonymous-user), then the connection goes
         to the worker owning the vhost of open's hostname (``vhost:NAME``, else the default), as
-        0-9-1's and 0-10's do. Under --worker-mode queues a 1.0 connection is refused: its
-        sessions are not spread over workers yet (amqp:not-implemented, and a log line)."""
+        0-9-1's and 0-10's do (under --worker-mode queues: to the next worker in turn)."""
         try:
             while (event := self.conn.next_event()) is not None:
                 kind = type(event)
                 if kind is events_1_0.SaslInit:
                     self._login(event.mechanism, event.response)
                 elif kind is events_1_0.OpenRequested:
-                    if self.sup.spread:
-                        text = "AMQP 1.0 is not served under --worker-mode queues yet (issue 36)"
-                        log.warning("refused AMQP 1.0 connection from %s: %s", peer_name(self.peer), text)
-                        self._close_reason = "AMQP 1.0 under --worker-mode queues (amqp:not-implemented)"
-                        self.conn.refuse_open("amqp:not-implemented", text)
-                        self._write()
-                        self.sup.loop.call_later(1.0, self._close)
-                        return
                     self._write()  # our AMQP header after SASL: the client has it before the worker's open
                     self._open(vhost_of_hostname(event.hostname, self.sup.default_vhost))
                     return

@@ -16,8 +16,8 @@ it costs, what is built and what is not.
 * ``remote_reads.py``: what a client's channel reads from queues other workers own (consumes,
   gets, the shared prefetch count: ``shared_prefetch.py``), reached through the queue's
   handle; a channel of any protocol asks the same ``BrokerChannel`` operations and never which
-  worker holds the queue. ``channel_0_10.py``: a 0-10 session's channel, which still does
-  this for itself (its subscriptions' credit kept by the queue's owner).
+  worker holds the queue. A consumer whose client grants credit (0-10, 1.0) has its credit
+  kept by the queue's owner (warren/broker/credit.py).
 * ``placement.py``: a connection moving to the worker that owns the queue it uses.
 """
 

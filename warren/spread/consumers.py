@@ -2,19 +2,23 @@
 
 The owner serves the channel as a ``ProxyChannel`` (``proxy.py``) per (worker, connection,
 channel number), made by the first consume or get; on the consuming worker the channel's
-``RemoteReads`` (``remote_reads.py``; a 0-10 session: ``channel_0_10.py``) numbers the
-deliveries that arrive and hands the room back (``credit``) as it writes them to its client.
+``RemoteReads`` (``remote_reads.py``) numbers the deliveries that arrive and hands the room back
+(``credit``) as it writes them to its client. A consumer whose protocol grants credit has its
+credit keeper here on the owner, made from the terms its consume sent (``CREDIT_TERMS``).
 """
 
 from __future__ import annotations
 
-from warren.protocol.amqp0_10.delivery import Subscription
+from warren.protocol.amqp0_10.delivery import SubscriptionTerms
 from warren.protocol.amqp0_10.message import requeue_unmarked
-from warren.spread.channel_0_10 import SpreadSessionChannel
-from warren.spread.proxy import UNMARKED, PeerSink, ProxyChannel, ProxySession, SubscriptionSink
+from warren.protocol.amqp1_0.credit import LinkTerms
+from warren.spread.proxy import UNMARKED, PeerSink, ProxyChannel, ProxySession
 from warren.spread.remote_reads import RemoteReads
 
-__all__ = ["Consumers"]
+__all__ = ["Consumers", "CREDIT_TERMS"]
+
+# the kinds of credit (warren/broker/credit.py) a consume from another worker may bring
+CREDIT_TERMS = {terms.KIND: terms for terms in (SubscriptionTerms, LinkTerms)}
 
 
 class Consumers:
@@ -29,11 +33,11 @@ class Consumers:
             session = self._proxy_sessions[key] = ProxySession(self, peer, session_id, vhost)
         return session
 
-    def _proxy(self, peer: int, session_id: int, number: int, vhost: str, sink_class=PeerSink) -> ProxyChannel:
+    def _proxy(self, peer: int, session_id: int, number: int, vhost: str) -> ProxyChannel:
         session = self._proxy_session(peer, session_id, self._vhost(vhost))
         ch = session.channels.get(number)
         if ch is None:
-            sink = sink_class(self, peer, session_id, number)
+            sink = PeerSink(self, peer, session_id, number)
             ch = session.channels[number] = ProxyChannel(session, number, sink)
             sink.channel = ch
         return ch
@@ -47,10 +51,11 @@ class Consumers:
 
     def _proxy_consume(self, peer: int, args: tuple) -> str:
         (vhost, name, session_id, number, tag, no_ack, exclusive, arguments,
-         consumer_count, consumer_size, channel_count, channel_size) = args
+         consumer_count, consumer_size, channel_count, channel_size, terms) = args
         ch = self._proxy(peer, session_id, number, vhost)
         ch.set_limits(consumer_count, consumer_size, channel_count, channel_size)
-        c = ch.consume(name, tag, no_ack, exclusive, arguments)
+        credit = None if terms is None else CREDIT_TERMS[terms[0]](*terms[1])
+        c = ch.consume(name, tag, no_ack, exclusive, arguments, credit)
         self.loop.call_soon(ch.start_consumer, c)  # after the answer, which goes out first
         return c.tag
 
@@ -63,33 +68,24 @@ class Consumers:
         tag, redelivered, msg, left = got
         return (tag, redelivered, msg.exchange, msg.routing_key, bytes(msg.properties), bytes(msg.body), left)
 
-    # 0-10 subscriptions (warren/spread/channel_0_10.py): their credit is kept here
-
-    def _proxy_subscribe(self, peer: int, args: tuple) -> str:
-        (vhost, name, session_id, number, tag, no_ack, exclusive, arguments, accept_mode, acquire_mode,
-         publisher_id) = args
-        ch = self._proxy(peer, session_id, number, vhost, SubscriptionSink)
-        ch.session.publisher_id = publisher_id  # a no-local queue drops what its subscriber's connection sent
-        c = ch.consume(name, tag, no_ack, exclusive, arguments)
-        ch.sink.subscriptions[c.tag] = Subscription(tag, ch.sink, c, accept_mode, acquire_mode, 0)
-        return c.tag  # no credit yet: nothing is delivered before the client's message.flow
-
-    def _subscription(self, peer: int, session_id: int, number: int, tag: str):
+    def _keeper(self, peer: int, session_id: int, number: int, tag: str):
         ch = self.proxy_channel(peer, session_id, number)
-        if ch is None or not isinstance(ch.sink, SubscriptionSink):
-            return None
-        return ch.sink.subscriptions.get(tag)
+        c = ch.consumers.get(tag) if ch is not None else None
+        return c.credit if c is not None else None
 
-    def _proxy_subscription_ask(self, peer: int, op: str, args: tuple) -> None:
-        """message.flush (deliver what the credit allows now, then no credit) and message.stop
-        (no credit): answered after the deliveries they allowed, which are sent first."""
-        sub = self._subscription(peer, *args)
-        if sub is not None:
-            if op == "sub_flush":
-                sub.queue.dispatch()
-            sub.zero()
-        self._flush()  # the deliveries batched this turn go before the answer
-        return None
+    def _proxy_keeper(self, peer: int, args: tuple, ask: bool):
+        """An operation on a consumer's credit keeper (warren/broker/credit.py), passed on by
+        its stand-in on the consuming worker; what the credit lets through now goes out, and an
+        ``ask`` is answered after those deliveries (0-10's flush and stop, 1.0's drain)."""
+        session_id, number, tag, op, op_args = args
+        keeper = self._keeper(peer, session_id, number, tag)
+        if keeper is None:  # cancelled or closed meanwhile
+            return None
+        answer = keeper.apply(op, op_args)
+        keeper.consumer.queue.dispatch()
+        if ask:
+            self._flush()  # the deliveries batched this turn go before the answer
+        return answer
 
     def _proxy_acquire(self, peer: int, args: tuple) -> list:
         """message.acquire of browsed copies: [(queue sequence number, our delivery tag)] of
@@ -124,23 +120,10 @@ class Consumers:
                     requeue_unmarked(ch, entries)
                 else:
                     ch.settle_entries(entries, requeue)
-        elif op in ("sub_flow", "sub_mode", "sub_credit"):
-            sub = ch.sink.subscriptions.get(args[2]) if isinstance(ch.sink, SubscriptionSink) else None
-            if sub is None:
-                return
-            if op == "sub_flow":
-                sub.add(args[3], args[4])
-            elif op == "sub_mode":
-                sub.set_mode(args[3])
-            else:
-                sub.give_back(args[3])
-            sub.queue.dispatch()
         elif op == "credit":
             ch.sink.credit(args[2])
         elif op == "cancel":
             ch.cancel(args[2])
-            if isinstance(ch.sink, SubscriptionSink):
-                ch.sink.subscriptions.pop(args[2], None)
         elif op == "flow":  # channel.flow of the consuming channel's client
             ch.sink.paused = not args[2]
             if args[2]:
@@ -167,19 +150,17 @@ class Consumers:
 
     def _reader(self, session_id: int, number: int):
         """What reads the deliveries other workers send to a channel of ours: its
-        ``RemoteReads``, or a 0-10 session channel itself (channel_0_10.py); None once closed."""
+        ``RemoteReads``; None once closed."""
         session = self._sessions.get(session_id)
         ch = session.channels.get(number) if session is not None else None
         if ch is None or ch.closed:
             return None
-        if ch.remote is not None:
-            return ch.remote
-        return ch if isinstance(ch, SpreadSessionChannel) else None
+        return ch.remote
 
     def _prefetch_message(self, peer: int, op: str, args: tuple) -> None:
         """An owner's ``want`` or ``return`` of room under one of our channels' shared prefetch."""
         reads = self._reader(args[0], args[1])
-        if not isinstance(reads, RemoteReads):
+        if reads is None:
             return  # closed meanwhile: its count went with it
         if op == "want":
             reads.owner_wants(peer)

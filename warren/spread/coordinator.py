@@ -17,8 +17,6 @@ import logging
 import weakref
 
 from warren.errors import AMQPError, InternalError, NotFound
-from warren.protocol.amqp0_10.channel import SessionChannel
-from warren.spread.channel_0_10 import SpreadSessionChannel
 from warren.spread.consumers import Consumers
 from warren.spread.dtx import DtxParts
 from warren.broker.ownership import PLACEMENT, place
@@ -33,11 +31,6 @@ log = logging.getLogger("warren.spread")
 # one-way messages that set what this worker knows of another's queues: op -> Spread's method
 _STATE_MESSAGES = {"congested": "_remote_congestion", "full": "_remote_full", "locked": "_locked",
                    "unlock": "_unlock_remote", "alarm": "_remote_alarm"}
-
-
-# the protocols whose channels still read other workers' queues for themselves (0-10: its
-# subscriptions' credit is kept by the owner); the others' go through ``RemoteReads``
-_SPREAD_CHANNELS = {SessionChannel: SpreadSessionChannel}
 
 
 class Spread(DefinitionOrder, Forwarding, Consumers, DtxParts):
@@ -84,9 +77,7 @@ class Spread(DefinitionOrder, Forwarding, Consumers, DtxParts):
         return self.count
 
     def channel_class(self, protocol_channel: type) -> type:
-        """Our channels over each protocol's: the protocol's own, but for 0-10's
-        (channel_0_10.py)."""
-        return _SPREAD_CHANNELS.get(protocol_channel, protocol_channel)
+        return protocol_channel  # every protocol's own channel (LocalDirectory's; goes with it)
 
     # --- placement: a new 0-9-1 connection moves to the owner of the queue it uses -------------
     # (warren/server/placement.py; the adapter asks while ``session.io.placing``)
@@ -299,10 +290,8 @@ class Spread(DefinitionOrder, Forwarding, Consumers, DtxParts):
             return self._proxy_consume(peer, args)
         if op == "get":
             return self._proxy_get(peer, args)
-        if op == "subscribe":  # 0-10 (channel_0_10.py)
-            return self._proxy_subscribe(peer, args)
-        if op in ("sub_flush", "sub_stop"):
-            return self._proxy_subscription_ask(peer, op, args)
+        if op == "keeper_ask":  # a consumer's credit (warren/broker/credit.py)
+            return self._proxy_keeper(peer, args, True)
         if op == "acquire":
             return self._proxy_acquire(peer, args)
         if op == "lock":
@@ -318,9 +307,10 @@ class Spread(DefinitionOrder, Forwarding, Consumers, DtxParts):
             self._take_publishes(peer, args[0])
         elif op == "deliver":
             self._take_deliveries(peer, args[0])
-        elif op in ("settle", "credit", "cancel", "qos", "flow", "close_channel", "sub_flow", "sub_mode",
-                    "sub_credit", "grant"):
+        elif op in ("settle", "credit", "cancel", "qos", "flow", "close_channel", "grant"):
             self._proxy_message(peer, op, args)
+        elif op == "keeper":
+            self._proxy_keeper(peer, args, False)
         elif op in ("want", "return"):
             self._prefetch_message(peer, op, args)
         elif op == "count":

@@ -113,7 +113,7 @@ class DefinitionOrder:
     def find_queue(self, v, name: str):
         return v.queues.get(name) or v.remote_queues.get(name)
 
-    # --- what a client's channel asks (BrokerChannel, channel_0_10.py): awaitables -----------
+    # --- what a client's channel asks (BrokerChannel): awaitables -----------
 
     def change(self, v, op: str, args: tuple):
         """A client's change of definitions (``CHANGES``, its session as ``who``): ordered by
@@ -304,7 +304,7 @@ class DefinitionOrder:
         finally:
             self._deleting = None
 
-    # --- Qpid's exclusive queues that outlive their connection (channel_0_10.py) ---------------
+    # --- Qpid's exclusive queues that outlive their connection ---------------
 
     def lock_changed(self, q, ref: RemoteOwner | None) -> None:
         """Our queue ``q`` was locked for ``ref`` (None: unlocked): the others' records say so."""

@@ -17,14 +17,12 @@ queue: an ack, reject or requeue of it (``BrokerChannel.settle_entries``, unchan
 from __future__ import annotations
 
 from warren.broker.channel import BrokerChannel
+from warren.protocol.amqp0_10.delivery import NO_BODY
 from warren.spec.fields import encode_shortstr
-from warren.codec.amqp0_10.types import encode_command
-from warren.protocol.amqp0_10.delivery import NO_BODY, WINDOW as WINDOW_MODE, header_segment
-from warren.spec.amqp0_10 import MessageTransfer
 from warren.spread.shared_prefetch import Borrower
 
-__all__ = ["ProxySession", "ProxyChannel", "PeerSink", "SubscriptionSink", "RemoteSettler", "RemoteConsumer",
-           "RemoteSubscription", "RemoteSettling", "handlers_of", "WINDOW"]
+__all__ = ["ProxySession", "ProxyChannel", "PeerSink", "RemoteSettler", "RemoteConsumer", "KeeperLink",
+           "RemoteSettling", "handlers_of", "WINDOW"]
 
 WINDOW = 4096  # deliveries in flight to the consuming worker, per channel
 UNMARKED = "unmarked"  # a settle's requeue: back to the queue, not marked redelivered
@@ -87,12 +85,25 @@ class PeerSink:
         return not self.stopped and not self.paused and self.in_flight < WINDOW
 
     def deliver(self, consumer, tag: int, redelivered: bool, message) -> None:
-        self.in_flight += 1
+        credit = consumer.credit
+        if credit is not None:  # a 0-10 subscription's or a 1.0 link's keeper (warren/broker/credit.py)
+            credit.charge_for(message)
         if consumer.no_ack:
             tag = None  # nothing to settle, and the consuming channel's prefetch does not count it
-        self.spread.send_delivery(self.worker, (self.session_id, self.number, consumer.tag, tag, redelivered,
+        self._send(consumer.tag, tag, redelivered, message, None)
+
+    def browse(self, keeper, seq: int, message, redelivered: bool) -> None:
+        """A copy the queue keeps (a 0-10 browsing subscription): sent with its queue sequence
+        number, which an acquire names later."""
+        keeper.charge_for(message)
+        self._send(keeper.consumer.tag, None, redelivered, message, seq)
+
+    def _send(self, consumer_tag: str, tag, redelivered: bool, message, seq) -> None:
+        self.in_flight += 1
+        body = message.body
+        self.spread.send_delivery(self.worker, (self.session_id, self.number, consumer_tag, tag, redelivered,
                                                 message.exchange, message.routing_key, bytes(message.properties),
-                                                bytes(message.body)))
+                                                None if body is NO_BODY else bytes(body), seq))
 
     def credit(self, n: int) -> None:
         full = self.in_flight >= WINDOW
@@ -108,43 +119,6 @@ class PeerSink:
 
     def stop(self) -> None:
         self.stopped = True
-
-
-class SubscriptionSink(PeerSink):
-    """The ``PeerSink`` of a 0-10 session's channel: its consumers are subscriptions, whose
-    credit (``warren/protocol/amqp0_10/delivery.py``'s ``Subscription``, unchanged) is kept
-    here on the owner, next to the queue it is checked against. Each delivery carries what the
-    consuming worker needs to write the transfer and give window credit back: the queue
-    sequence number of a browsed copy (None when acquired) and the credit it cost."""
-
-    __slots__ = ("subscriptions",)
-
-    def __init__(self, spread, worker: int, session_id: int, number: int) -> None:
-        super().__init__(spread, worker, session_id, number)
-        self.subscriptions: dict = {}  # consumer tag (the destination) -> Subscription
-
-    def cost(self, msg, destination: str) -> int:
-        return len(header_segment(msg, False)) + len(msg.body)
-
-    def _charge(self, sub, message) -> int:
-        cost = self.cost(message, sub.destination) if sub.octets is not None or sub.mode == WINDOW_MODE else 0
-        sub.charge(cost)
-        return cost
-
-    def _send(self, tag: str, owner_tag, redelivered: bool, message, seq, cost: int) -> None:
-        self.in_flight += 1
-        body = message.body
-        self.spread.send_delivery(self.worker, (self.session_id, self.number, tag, owner_tag, redelivered,
-                                                message.exchange, message.routing_key, bytes(message.properties),
-                                                None if body is NO_BODY else bytes(body), seq, cost))
-
-    def deliver(self, consumer, tag: int, redelivered: bool, message) -> None:
-        sub = self.subscriptions.get(consumer.tag)
-        cost = 0 if sub is None else self._charge(sub, message)
-        self._send(consumer.tag, tag, redelivered, message, None, cost)
-
-    def browse(self, sub, seq: int, message, redelivered: bool) -> None:
-        self._send(sub.destination, None, redelivered, message, seq, self._charge(sub, message))
 
 
 class ProxyChannel(Borrower, BrokerChannel):
@@ -193,7 +167,7 @@ class RemoteConsumer:
     channel's prefetch; ``queue`` is then the owner's ``RemoteSettler`` (its dispatch: nothing)."""
 
     __slots__ = ("tag", "tag_ss", "owner", "no_ack", "queue_name", "pending", "queue", "unacked", "unacked_bytes",
-                 "reads")
+                 "reads", "credit")
 
     def __init__(self, tag: str, owner: int, no_ack: bool, queue_name: str, settler: RemoteSettler, reads) -> None:
         self.reads = reads  # the channel's RemoteReads (remote_reads.py)
@@ -206,58 +180,38 @@ class RemoteConsumer:
         self.unacked = 0
         self.unacked_bytes = 0
         self.pending: list | None = []  # deliveries that came before consume-ok went out
+        self.credit = None  # the stand-in of its credit keeper on the owner (warren/broker/credit.py), if any
 
     def start(self) -> None:
         """Its consume was answered (``BrokerChannel.start_consumer``)."""
         self.reads.start(self)
 
 
-class RemoteSubscription:
-    """On the consuming worker: a 0-10 subscription to a queue on ``owner``. Its credit is kept
-    by the owner (``SubscriptionSink``); what ``message.py`` does to a subscription (flow,
-    flow mode, window credit given back) is told to the owner. ``queue`` is the queue's record."""
+class KeeperLink:
+    """On the consuming worker: how a credit keeper's stand-in (``CreditTerms.far``,
+    warren/broker/credit.py) reaches the keeper beside the queue on ``owner``: ``tell`` an
+    operation, or ``ask`` one, answered after the deliveries it allowed."""
 
-    __slots__ = ("tag", "destination", "queue", "owner", "spread", "session_id", "number", "consumer",
-                 "accept_mode", "acquire_mode", "mode", "command_id", "transfer_commands", "no_ack", "pending")
+    __slots__ = ("spread", "owner", "session_id", "number", "tag")
 
-    def __init__(self, spread, queue, session_id: int, number: int, tag: str, destination: str, accept_mode: int,
-                 acquire_mode: int, no_ack: bool, command_id: int) -> None:
+    def __init__(self, spread, owner: int, session_id: int, number: int, tag: str) -> None:
         self.spread = spread
-        self.queue = queue
-        self.owner = queue.owner
+        self.owner = owner
         self.session_id = session_id
         self.number = number
-        self.tag = tag  # the owner's consumer tag: the destination, or one made for an empty one
-        self.destination = destination
-        self.consumer = self  # message.py cancels ``sub.consumer.tag``
-        self.accept_mode = accept_mode
-        self.acquire_mode = acquire_mode
-        self.no_ack = no_ack
-        self.mode = WINDOW_MODE
-        self.command_id = command_id
-        self.transfer_commands = tuple(
-            encode_command(MessageTransfer(destination=destination, accept_mode=accept_mode, acquire_mode=mode))
-            for mode in (0, 1))  # pre-acquired, not-acquired (browsed copies)
-        self.pending: list | None = []  # deliveries that came before the subscribe completed
+        self.tag = tag
 
-    def _tell(self, op: str, *args) -> None:
-        self.spread.tell(self.owner, op, self.session_id, self.number, self.tag, *args)
+    def tell(self, op: str, *args) -> None:
+        self.spread.tell(self.owner, "keeper", self.session_id, self.number, self.tag, op, args)
 
-    def add(self, unit: int, value) -> None:
-        self._tell("sub_flow", unit, value)
-
-    def set_mode(self, mode: int) -> None:
-        self.mode = mode
-        self._tell("sub_mode", mode)
-
-    def give_back(self, cost: int) -> None:
-        self._tell("sub_credit", cost)
+    def ask(self, op: str, *args):
+        return self.spread.ask(self.owner, "keeper_ask", self.session_id, self.number, self.tag, op, args)
 
 
 class RemoteSettling:
-    """What both reading sides on a consuming worker (``remote_reads.py``, ``channel_0_10.py``)
-    share: one ``RemoteSettler`` per owner whose deliveries they hold, made on first use, and
-    telling those owners when the channel closes."""
+    """What a reading side on a consuming worker (``remote_reads.py``) has: one
+    ``RemoteSettler`` per owner whose deliveries it holds, made on first use, and telling those
+    owners when the channel closes."""
 
     settlers: dict | None = None  # owner -> RemoteSettler
 

@@ -5,7 +5,8 @@ queue another worker owns points at a ``RemoteQueue``, so routing stays local an
 then sent to the owner (``Spread.forward``), in order, batched per loop turn. It quacks as much
 of a ``Queue`` as bindings, equivalence checks and routing ask of one (name, durable,
 auto_delete, arguments, bound_to, exclusive_owner, ``publish``), and answers what a channel asks
-of a queue (``QueueBase.counts``, ``consume``, ``get``, ``purge``) by asking the owner: later.
+of a queue (``QueueBase.counts``, ``consume``, ``get``, ``acquire``, ``purge``) by asking the
+owner: later.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ class RemoteOwner:
 
 
 class RemoteQueue:
-    is_stream = False
     is_here = False  # the handle of a queue that lives in another worker (broker/directory.py)
     # its consumers are the owner's (``BrokerConnection.throttled_by`` asks whether the publisher
     # consumes from the congested queue itself: here it never does, as far as it can tell)
@@ -46,6 +46,11 @@ class RemoteQueue:
         self.durable = durable
         self.auto_delete = auto_delete
         self.arguments = arguments
+        # what RabbitMQ calls its type (QueueBase.queue_type), as its declare said: a stream or a
+        # quorum queue is declared so, the classic queue is the default
+        kind = arguments.get("x-queue-type")
+        self.queue_type = kind if kind in ("stream", "quorum") else "classic"
+        self.is_stream = kind == "stream"
         self.exclusive_owner = exclusive_owner
         self.bound_to: set = set()
         self.deleted = False
@@ -87,9 +92,14 @@ class RemoteQueue:
         """The owner purges it: an awaitable of how many messages went."""
         return self.spread.purge(self)
 
-    def consume(self, channel, tag: str, no_ack: bool, exclusive: bool, arguments: dict):
-        """A consumer of ``channel`` that the owner serves: an awaitable of its record."""
-        return self.spread.reads_of(channel).consume(self, tag, no_ack, exclusive, arguments)
+    def consume(self, channel, tag: str, no_ack: bool, exclusive: bool, arguments: dict, credit=None):
+        """A consumer of ``channel`` that the owner serves: an awaitable of its record (its
+        ``credit``'s keeper is the owner's)."""
+        return self.spread.reads_of(channel).consume(self, tag, no_ack, exclusive, arguments, credit)
+
+    def acquire(self, channel, seqs: list):
+        """0-10's message.acquire of browsed copies, asked of the owner: an awaitable."""
+        return self.spread.reads_of(channel).acquire(self, seqs)
 
     def get(self, channel, no_ack: bool):
         """basic.get asked of the owner: an awaitable of what ``QueueBase.get`` returns, with

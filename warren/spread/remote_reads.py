@@ -10,21 +10,22 @@ the work to this part of the channel, made on first use (``Spread.reads_of``):
   unacked record names the owner's ``RemoteSettler``, so an ack, reject or requeue
   (``BrokerChannel.settle_entries``, unchanged) goes back to the owner. Deliveries that come
   before the consume is answered, or while the client said channel.flow(false), wait here.
-* **get**: asked of the owner, settled the same way.
+* **credit**: a consumer whose protocol grants credit (0-10 subscriptions, 1.0 links) has its
+  keeper on the owner, beside the queue (``CreditTerms``, warren/broker/credit.py); here it
+  holds the keeper's stand-in, which passes the client's grants on (``KeeperLink``).
+* **get**, and 0-10's **acquire** of browsed copies: asked of the owner, settled the same way.
 * **shared prefetch**: the channel's global count lives here and the owners borrow from it
   (``shared_prefetch.Lender``).
 * **close**: the owners drop the channel's consumers and requeue what was in flight to it.
-
-0-10 sessions still read other workers' queues through their own channel class
-(``channel_0_10.py``): their subscriptions' credit is kept by the owner.
 """
 
 from __future__ import annotations
 
 from warren.broker.message import Message
 from warren.errors import InternalError
+from warren.protocol.amqp0_10.delivery import NO_BODY
 from warren.spread.links import PeerGone
-from warren.spread.proxy import RemoteConsumer, RemoteSettling
+from warren.spread.proxy import KeeperLink, RemoteConsumer, RemoteSettling
 from warren.spread.shared_prefetch import Lender
 
 __all__ = ["RemoteReads"]
@@ -51,13 +52,24 @@ class RemoteReads(RemoteSettling):
 
     # --- what the queue's handle asks (RemoteQueue) ------------------------------------------
 
-    def consume(self, q, tag: str, no_ack: bool, exclusive: bool, arguments: dict):
+    def consume(self, q, tag: str, no_ack: bool, exclusive: bool, arguments: dict, credit=None):
         ref = self.spread.session_ref(self.session)
-        rc = self.consumers[tag] = RemoteConsumer(tag, q.owner, no_ack, q.name, self._settler(q.owner), self)
+        rc = RemoteConsumer(tag, q.owner, no_ack, q.name, self._settler(q.owner), self)
+        terms = None
+        if credit is not None:
+            rc.credit = credit.far(KeeperLink(self.spread, q.owner, ref.session_id, self.number, tag), rc, q)
+            terms = (credit.KIND, credit.args)
+        self.consumers[tag] = rc
+        prefetch = self._prefetch()  # as the channel has it now (a 1.0 stream link's is set for this call)
 
         async def consume():
-            await self._ask(q.owner, "consume", q.vhost_name, q.name, ref.session_id, self.number, tag, no_ack,
-                            exclusive, arguments, *self._prefetch())
+            try:
+                await self._ask(q.owner, "consume", q.vhost_name, q.name, ref.session_id, self.number, tag, no_ack,
+                                exclusive, arguments, *prefetch, terms)
+            except BaseException:
+                if self.consumers.get(tag) is rc:  # refused: the tag is free again
+                    del self.consumers[tag]
+                raise
             return rc
         return consume()
 
@@ -79,6 +91,17 @@ class RemoteReads(RemoteSettling):
             return settler, owner_tag, Message(exchange, routing_key, properties, body), redelivered, left
         return get()
 
+    def acquire(self, q, seqs: list):
+        """0-10's message.acquire of browsed copies, asked of the owner: an awaitable of what
+        ``QueueBase.acquire`` returns, with the owner's settler in place of the queue."""
+        ref = self.spread.session_ref(self.session)
+        settler = self._settler(q.owner)
+
+        async def acquire():
+            taken = await self._ask(q.owner, "acquire", q.vhost_name, q.name, ref.session_id, self.number, seqs)
+            return {seq: (settler, owner_tag, None) for seq, owner_tag in taken}
+        return acquire()
+
     # --- what the channel tells (BrokerChannel) ------------------------------------------------
 
     def cancel(self, tag: str) -> None:
@@ -88,7 +111,7 @@ class RemoteReads(RemoteSettling):
         if rc.pending and not rc.no_ack:  # held while channel.flow was off: back to the queue
             self._settler(rc.owner).settle_entries([item[3] for item in rc.pending], True)
             for item in rc.pending:
-                self.lender.uncount(len(item[8]))
+                self.lender.uncount(len(item[8] or b""))
         self.spread.tell(rc.owner, "cancel", id(self.session), self.number, tag)
 
     def prefetch_changed(self) -> None:
@@ -124,7 +147,9 @@ class RemoteReads(RemoteSettling):
     def remote_deliver(self, owner: int, item: tuple, arrived: bool = True) -> None:
         """A delivery from the owner of a queue one of our consumers reads; ``arrived`` False:
         one held here before (pending), counted when it came."""
-        _, _, consumer_tag, owner_tag, redelivered, exchange, routing_key, properties, body = item
+        _, _, consumer_tag, owner_tag, redelivered, exchange, routing_key, properties, body, seq = item
+        if body is None:
+            body = NO_BODY  # a 0-10 transfer without a body segment
         if arrived and owner_tag is not None:  # a consumer that acks: the channel's prefetch counts it
             self.lender.count_arrival(owner, len(body))
         rc = self.consumers.get(consumer_tag)
@@ -140,6 +165,9 @@ class RemoteReads(RemoteSettling):
             rc.pending.append(item)
             return
         msg = Message(exchange, routing_key, properties, body)
+        if seq is not None:  # a copy the queue keeps (0-10 browsing): acquired later by its number
+            ch.sink.browse(rc.credit, seq, msg, redelivered)
+            return
         tag = ch.next_tag
         ch.next_tag = tag + 1
         if not rc.no_ack:
@@ -149,8 +177,14 @@ class RemoteReads(RemoteSettling):
         ch.sink.deliver(rc, tag, redelivered, msg)
 
     def remote_cancelled(self, consumer_tag: str) -> None:
-        """The owner's queue went away under one of our consumers."""
-        if self.consumers.pop(consumer_tag, None) is not None:
+        """The owner's queue went away under one of our consumers: the client is told, after
+        the answer to its own delete when this connection is deleting it (as in one process)."""
+        if self.consumers.pop(consumer_tag, None) is None:
+            return
+        held = self.session.held_cancels
+        if held is not None:
+            held.append((self.channel, consumer_tag))
+        else:
             self.channel.notify_cancel(consumer_tag)
 
     def owner_wants(self, owner: int) -> None:

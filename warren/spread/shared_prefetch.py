@@ -146,20 +146,20 @@ class Borrower:
                 self.shared = False
                 self.asked = False
                 for c in self.consumers.values():
-                    if c.counted_capacity is not None:
+                    if c.counted_capacity is not None and c.credit is None:
                         c.has_capacity = c.counted_capacity
             self.prefetch_count = 0
             self.consumer_unacked = sum(1 for entry in self.unacked.values() if entry[3] is not None)
 
-    def consume(self, queue: str, tag: str, no_ack: bool, exclusive: bool, arguments: dict):
-        c = super().consume(queue, tag, no_ack, exclusive, arguments)
+    def consume(self, queue: str, tag: str, no_ack: bool, exclusive: bool, arguments: dict, credit=None):
+        c = super().consume(queue, tag, no_ack, exclusive, arguments, credit)
         if self.shared:
             self._borrowing(c)
         return c
 
     def _borrowing(self, consumer) -> None:
-        if consumer.counted_capacity is None:
-            return  # no-ack: the prefetch never counts it
+        if consumer.counted_capacity is None or consumer.credit is not None:
+            return  # no-ack: the prefetch never counts it; credit: its keeper gates it
         counted = consumer.counted_capacity
 
         def has_capacity() -> bool:

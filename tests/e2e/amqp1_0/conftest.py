@@ -2,9 +2,8 @@
 Node's rhea, RabbitMQ's AMQP 1.0 Python client) against the broker the session starts.
 
 Under ``--workers`` (WARREN_TEST_BROKER_WORKERS) the supervisor hands 1.0 connections to the worker
-owning their vhost, as 0-9-1's, and these tests run there too; under ``--worker-mode queues`` it
-refuses them with ``amqp:not-implemented`` (tests/e2e/amqp1_0/test_workers.py checks both), and
-every other test here skips, saying so."""
+owning their vhost, as 0-9-1's, or under ``--worker-mode queues`` to the next worker in turn, whose
+links then read and write queues on either worker; these tests run there too."""
 
 from __future__ import annotations
 
@@ -13,15 +12,12 @@ import uuid
 
 import pytest
 
-from tests.conftest import skip_under_spread
 
 
 @pytest.fixture(autouse=True)
-def _single_process(request):
+def _own_broker():
     if os.environ.get("WARREN_TEST_BROKER_URL"):
         pytest.skip("these tests start or inspect Warren's own broker")
-    if "workers" not in request.node.name:
-        skip_under_spread("AMQP 1.0 sessions are not spread over workers yet (refused with amqp:not-implemented)")
 
 
 @pytest.fixture(autouse=True)

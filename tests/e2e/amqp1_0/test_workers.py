@@ -1,17 +1,20 @@
 """AMQP 1.0 under --workers: the supervisor checks the SASL login and hands the connection to the
-worker owning the vhost named in open (vhosts mode); under --worker-mode queues it answers the
-client's open with a close amqp:not-implemented that says so, and logs a line."""
+worker owning the vhost named in open (vhosts mode), or to the next worker in turn under
+--worker-mode queues, where its links read and write queues on any worker."""
 
 from __future__ import annotations
 
 import pika
 import pytest
 from proton import Message
-from proton.utils import BlockingConnection, ConnectionClosed
+from proton.utils import BlockingConnection
 
 from tests.e2e.helpers import wait_until
+from warren.spec import amqp1_0 as spec
+from warren.spread.definitions import queue_owner
 
 from .conftest import amqp_url
+from .raw10 import Raw10
 
 
 def test_under_workers_1_0_goes_to_the_vhosts_worker(start_broker, qname):
@@ -31,8 +34,53 @@ def test_under_workers_1_0_goes_to_the_vhosts_worker(start_broker, qname):
         BlockingConnection(amqp_url(b, password="wrong"), timeout=10)
 
 
-def test_under_workers_queues_mode_1_0_is_refused_with_not_implemented_and_a_log_line(start_broker):
+def _queue_on(name: str, worker: int) -> str:
+    """A queue name that worker ``worker`` of two owns (warren/spread/definitions.py)."""
+    return next(f"{name}-{i}" for i in range(1000) if queue_owner("/", f"{name}-{i}", 2) == worker)
+
+
+def test_under_workers_queues_mode_1_0_links_use_queues_on_either_worker(start_broker, qname):
+    """One queue on each worker: whichever worker the 1.0 connection was dealt to, one of them is
+    the other's, read through its handle with the link's credit kept there
+    (warren/protocol/amqp1_0/credit.py). Messages published over 1.0 and over 0-9-1 come back in
+    order under a small credit; a drain spends the credit once the queue is empty; a queue the
+    management node declares is there for pika."""
     b = start_broker("--workers", "2", "--worker-mode", "queues")
-    with pytest.raises(ConnectionClosed, match="amqp:not-implemented.*worker-mode queues"):
-        BlockingConnection(amqp_url(b), timeout=10)
-    assert wait_until(lambda: "refused AMQP 1.0 connection from 127.0.0.1:" in b.log(), timeout=5)
+    names = [_queue_on(qname, w) for w in (0, 1)]
+    p = pika.BlockingConnection(pika.URLParameters(b.url))
+    ch = p.channel()
+    for name in names:
+        ch.queue_declare(name, durable=True)
+        for i in range(10):
+            ch.basic_publish("", name, f"0-9-1 {i}".encode())
+    c = BlockingConnection(amqp_url(b), timeout=10)
+    try:
+        for name in names:
+            s = c.create_sender(f"/queues/{name}")
+            for i in range(20):
+                s.send(Message(body=f"1.0 {i}".encode(), durable=True, inferred=True))
+            r = c.create_receiver(f"/queues/{name}", credit=3)
+            got = []
+            for _ in range(30):
+                got.append(r.receive(timeout=10).body)
+                r.accept()
+            assert got == [f"0-9-1 {i}".encode() for i in range(10)] + [f"1.0 {i}".encode() for i in range(20)], name
+            r.close()
+            s.close()
+    finally:
+        c.close()
+    for name in names:
+        assert wait_until(lambda: ch.queue_declare(name, passive=True).method.message_count == 0, timeout=10)
+    for name in names:  # a drain: the three messages, then the rest of the credit is spent
+        for i in range(3):
+            ch.basic_publish("", name, b"x")
+        with Raw10(b) as raw:
+            raw.login()
+            raw.begin()
+            raw.attach_receiver(0, 0, f"/queues/{name}")
+            raw.send(0, spec.Flow(next_incoming_id=0, incoming_window=100, next_outgoing_id=0, outgoing_window=100,
+                                  handle=0, delivery_count=0, link_credit=10, drain=True))
+            assert [raw.expect(spec.Transfer).delivery_id for _ in range(3)] == [0, 1, 2]
+            flow = raw.expect(spec.Flow)
+            assert (flow.delivery_count, flow.link_credit, flow.drain) == (10, 0, True), name
+    p.close()

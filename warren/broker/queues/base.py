@@ -121,12 +121,15 @@ class QueueBase:
         """(ready messages, consumers): a passive declare's answer."""
         return self.message_count, len(self.consumers)
 
-    def consume(self, channel, tag: str, no_ack: bool, exclusive: bool, arguments: dict):
-        """A new consumer of ``channel`` here (its tag checked new on the channel)."""
+    def consume(self, channel, tag: str, no_ack: bool, exclusive: bool, arguments: dict, credit=None):
+        """A new consumer of ``channel`` here (its tag checked new on the channel); with
+        ``credit`` (``CreditTerms``, warren/broker/credit.py) its keeper gates it from the start."""
         if self.has_exclusive_consumer() or (exclusive and self.consumers):
             raise AccessRefused(f"queue '{self.name}' in vhost '{self.vhost.name}' in exclusive use")
         c = Consumer(tag, channel, self, no_ack, exclusive, arguments,
                      channel.consumer_prefetch_count, channel.consumer_prefetch_size)
+        if credit is not None:
+            c.credit = credit.keep(c)
         channel.consumers[tag] = c
         self.add_consumer(c)
         return c
@@ -142,6 +145,18 @@ class QueueBase:
         if redelivered:
             self.stats_redeliver += 1
         return self, seq, msg, redelivered, self.message_count
+
+    def acquire(self, channel, seqs: list) -> dict:
+        """0-10's message.acquire of browsed copies: {seq: (this queue, seq, message)} for each
+        of ``seqs`` still ready, now taken (marked delivered)."""
+        if self.deleted:
+            return {}
+        taken = {}
+        for seq in seqs:
+            got = self.take_seq(seq)
+            if got is not None:
+                taken[seq] = (self, seq, got[0])
+        return taken
 
     def _timed(self) -> None:
         """Ask for ``tick(now)`` calls from ``Broker.tick`` (``vhost.timers``) until ``tick``
@@ -171,6 +186,11 @@ class QueueBase:
         """Whether a reject-publish length limit turns the next message away now: never, without
         one (queues/length_limits.py has them)."""
         return False
+
+    def take_seq(self, seq: int):
+        """Take the ready message numbered ``seq`` (a browsed copy): (message, redelivered), or
+        None. A queue type that keeps no ready messages (a stream) is never browsed: None."""
+        return None
 
     def page_out(self) -> None:
         """The memory budget asks a queue holding messages in memory to move some to disk

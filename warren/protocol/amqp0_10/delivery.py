@@ -1,7 +1,10 @@
 """The 0-10 ``DeliverySink`` of one session, and its subscriptions' credit (INVENTORY.md §11.10).
 
 A ``message.subscribe`` is a broker ``Consumer`` (tag = the destination) plus a
-``Subscription``: its accept and acquire modes and its credit. The consumer's ``has_capacity``
+``Subscription``: its accept and acquire modes and its credit, made by the queue's consume from
+the subscription's ``SubscriptionTerms`` (``warren/broker/credit.py``), so that it is kept beside
+the queue wherever the queue lives; a session whose queue is in another process holds a
+``FarSubscription`` that passes the client's flow commands on. The consumer's ``has_capacity``
 (asked by the queue before each delivery) becomes the subscription's: message credit, byte
 credit (the message at the head of the queue must fit), then the consumer's own check
 (``Consumer.has_capacity``: the transport, via ``SessionSink.can_accept``). Credit is zero after
@@ -26,11 +29,13 @@ from bisect import bisect_right
 from collections import deque
 from itertools import islice
 
+from warren.broker.credit import CreditTerms
 from warren.codec.amqp0_10.types import encode_command, encode_header
 from warren.protocol.amqp0_10.properties import from_basic
 from warren.spec.amqp0_10 import MessageTransfer
 
-__all__ = ["SessionSink", "Subscription", "OUTPUT_BATCH", "UNLIMITED", "NO_BODY"]
+__all__ = ["SessionSink", "Subscription", "SubscriptionTerms", "FarSubscription", "OUTPUT_BATCH", "UNLIMITED",
+           "NO_BODY"]
 
 class _NoBody(bytes):
     """The body of a transfer that came without a body segment: empty, and sent on without one
@@ -52,14 +57,57 @@ def _seq_of(entry) -> int:
     return entry[0]
 
 
-class Subscription:
-    __slots__ = ("destination", "sink", "consumer", "queue", "accept_mode", "acquire_mode", "mode", "messages",
-                 "octets", "command_id", "base_capacity", "browsed_upto", "browsed_seqs", "transfer_commands")
+class SubscriptionTerms(CreditTerms):
+    """A ``message.subscribe``'s credit terms (``warren/broker/credit.py``): its keeper is a
+    ``Subscription`` beside the queue; where the queue lives in another process the session
+    holds a ``FarSubscription`` that passes the client's flow commands on to it.
+    ``publisher``: the subscribing connection's number, which a no-local queue compares with
+    each message's (``qpid_args.no_local``)."""
 
-    def __init__(self, destination: str, sink: "SessionSink", consumer, accept_mode: int, acquire_mode: int,
+    KIND = "0-10 subscription"
+    __slots__ = ("destination", "accept_mode", "acquire_mode", "command_id", "publisher")
+
+    def __init__(self, destination: str, accept_mode: int, acquire_mode: int, command_id: int, publisher) -> None:
+        self.destination = destination
+        self.accept_mode = accept_mode
+        self.acquire_mode = acquire_mode
+        self.command_id = command_id
+        self.publisher = publisher
+
+    @property
+    def args(self) -> tuple:
+        return self.destination, self.accept_mode, self.acquire_mode, self.command_id, self.publisher
+
+    def keep(self, consumer) -> "Subscription":
+        session = consumer.channel.session
+        if session.publisher_id is None:  # another process's connection, here as a proxy
+            session.publisher_id = self.publisher
+        return Subscription(self.destination, consumer.sink, consumer, self.accept_mode, self.acquire_mode,
+                            self.command_id)
+
+    def far(self, link, consumer, queue) -> "FarSubscription":
+        return FarSubscription(self, link, consumer, queue)
+
+
+def transfer_commands(destination: str, accept_mode: int) -> tuple:
+    """A subscription's message.transfer command segment, the same octets for every transfer
+    (the ids are implicit), by acquire mode: pre-acquired, not-acquired (browsed copies)."""
+    return tuple(encode_command(MessageTransfer(destination=destination, accept_mode=accept_mode, acquire_mode=mode))
+                 for mode in (PRE_ACQUIRED, NOT_ACQUIRED))
+
+
+class Subscription:
+    """The keeper of a subscription's credit, beside its queue (this module's docstring)."""
+
+    OPS = frozenset({"add", "set_mode", "give_back", "flush", "stop"})  # what a FarSubscription passes on
+    __slots__ = ("destination", "sink", "consumer", "queue", "accept_mode", "acquire_mode", "mode", "messages",
+                 "octets", "command_id", "base_capacity", "browsed_upto", "browsed_seqs", "transfer_commands",
+                 "_cost_of")
+
+    def __init__(self, destination: str, sink, consumer, accept_mode: int, acquire_mode: int,
                  command_id: int) -> None:
         self.destination = destination
-        self.sink = sink
+        self.sink = sink  # the consumer's channel's: a session's SessionSink, or a proxy's (warren/spread)
         self.consumer = consumer
         self.queue = consumer.queue
         self.accept_mode = accept_mode
@@ -71,14 +119,20 @@ class Subscription:
         self.base_capacity = consumer.has_capacity
         self.browsed_upto = 0  # queue seq of the last message browsed
         self.browsed_seqs: set | None = None  # a priority queue's browser: the seqs sent
-        # its message.transfer command segment, the same octets for every transfer (the ids
-        # are implicit), by acquire mode: pre-acquired, not-acquired (browsed copies)
-        self.transfer_commands = tuple(
-            encode_command(MessageTransfer(destination=destination, accept_mode=accept_mode, acquire_mode=mode))
-            for mode in (PRE_ACQUIRED, NOT_ACQUIRED))
+        self.transfer_commands = transfer_commands(destination, accept_mode)
+        self._cost_of = (None, 0)  # (message, cost): the last cost computed
         consumer.has_capacity = self.browse if acquire_mode == NOT_ACQUIRED else self.has_capacity
 
     # --- credit ------------------------------------------------------------------------------
+
+    def cost(self, msg) -> int:
+        """Octets of credit a transfer of ``msg`` takes: its header segment and body."""
+        cached = self._cost_of
+        if cached[0] is msg:
+            return cached[1]
+        cost = transfer_cost(msg)
+        self._cost_of = (msg, cost)
+        return cost
 
     def has_capacity(self) -> bool:
         m = self.messages
@@ -86,7 +140,7 @@ class Subscription:
             return False
         if self.octets is not None:
             ready = self.queue.ready
-            if ready and self.sink.cost(ready[0][1], self.destination) > self.octets:
+            if ready and self.cost(ready[0][1]) > self.octets:
                 return False
         return self.base_capacity()
 
@@ -94,13 +148,17 @@ class Subscription:
         m = self.messages
         if m is not None and m <= 0:
             return False
-        return self.octets is None or self.sink.cost(msg, self.destination) <= self.octets
+        return self.octets is None or self.cost(msg) <= self.octets
 
-    def charge(self, cost: int) -> None:
+    def charge_for(self, msg) -> int:
+        """A transfer of ``msg`` went out (or to the consuming process): its credit is spent.
+        What it cost, for window mode's give-back."""
+        cost = self.cost(msg) if self.octets is not None or self.mode == WINDOW else 0
         if self.messages is not None:
             self.messages -= 1
         if self.octets is not None:
             self.octets = max(0, self.octets - cost)
+        return cost
 
     def give_back(self, cost: int) -> None:
         """Window mode: a transfer the client completed returns its credit."""
@@ -125,6 +183,20 @@ class Subscription:
     def set_mode(self, mode: int) -> None:
         self.mode = mode
         self.zero()
+
+    def flush(self) -> None:
+        """message.flush: the credit is used on what is there now, then none is left."""
+        self.queue.dispatch()
+        self.zero()
+
+    def stop(self) -> None:
+        self.zero()
+
+    def apply(self, op: str, args: tuple):
+        """An operation a ``FarSubscription`` passed on (``OPS``)."""
+        if op not in self.OPS:
+            raise ValueError(f"not a subscription operation: {op!r}")
+        return getattr(self, op)(*args)
 
     # --- browsing ----------------------------------------------------------------------------
 
@@ -162,6 +234,53 @@ class Subscription:
         return False
 
 
+class FarSubscription:
+    """A subscription to a queue another process holds (``--worker-mode queues``): its credit is
+    kept there, by a ``Subscription`` beside the queue. What the client says of the credit
+    (flow, flow mode, window completions, flush, stop) is passed on through ``link``; the
+    transfers that process sends are written here as a local subscription's are
+    (``SessionSink``), and cost what the keeper charged for them."""
+
+    __slots__ = ("destination", "consumer", "queue", "accept_mode", "acquire_mode", "mode", "command_id",
+                 "transfer_commands", "link")
+
+    def __init__(self, terms: SubscriptionTerms, link, consumer, queue) -> None:
+        self.destination = terms.destination
+        self.consumer = consumer
+        self.queue = queue  # the queue's handle: a browsed copy is acquired through it
+        self.accept_mode = terms.accept_mode
+        self.acquire_mode = terms.acquire_mode
+        self.command_id = terms.command_id
+        self.mode = WINDOW
+        self.transfer_commands = transfer_commands(terms.destination, terms.accept_mode)
+        self.link = link
+
+    def charge_for(self, msg) -> int:
+        return transfer_cost(msg) if self.mode == WINDOW else 0  # the keeper charged it; its cost for give_back
+
+    def add(self, unit: int, value: int | None) -> None:
+        self.link.tell("add", unit, value)
+
+    def set_mode(self, mode: int) -> None:
+        self.mode = mode
+        self.link.tell("set_mode", mode)
+
+    def give_back(self, cost: int) -> None:
+        self.link.tell("give_back", cost)
+
+    def flush(self):
+        """An awaitable, done once the transfers the flush allowed are here."""
+        return self.link.ask("flush")
+
+    def stop(self):
+        return self.link.ask("stop")
+
+
+def transfer_cost(msg) -> int:
+    """Octets of credit a transfer of ``msg`` takes: its header segment and body."""
+    return len(header_segment(msg, False)) + len(msg.body)
+
+
 # Encoded header segments by (property list, exchange, routing key, redelivered): deliveries of
 # messages published alike (the usual stream) share one instead of mapping and encoding each
 # message's properties again. Bounded in entries, and long property lists are not kept.
@@ -191,7 +310,7 @@ def header_segment(msg, redelivered: bool) -> bytes:
 class SessionSink:
     """Deliveries of one session's ``BrokerChannel`` as message.transfer commands."""
 
-    __slots__ = ("handler", "conn", "io", "number", "channel", "subscriptions", "flow_active", "_cost_of")
+    __slots__ = ("handler", "conn", "io", "number", "channel", "subscriptions", "flow_active")
 
     def __init__(self, handler, number: int) -> None:
         self.handler = handler  # the connection handler: its ``writable``
@@ -201,27 +320,16 @@ class SessionSink:
         self.channel = None  # the session's channel (set by it)
         self.subscriptions: dict[str, Subscription] = {}  # destination -> subscription
         self.flow_active = True  # False once the session is gone (0-10 has no channel.flow)
-        self._cost_of = (None, None, 0)  # (message, destination, cost): the last cost computed
 
     def can_accept(self) -> bool:
         return self.flow_active and self.handler.writable and self.conn.out_bytes < OUTPUT_BATCH
-
-    def cost(self, msg, destination: str) -> int:
-        """Octets of credit a transfer of ``msg`` takes: its header segment and body."""
-        cached = self._cost_of
-        if cached[0] is msg and cached[1] == destination:
-            return cached[2]
-        cost = len(header_segment(msg, False)) + len(msg.body)
-        self._cost_of = (msg, destination, cost)
-        return cost
 
     def _send(self, sub: Subscription, msg, redelivered: bool, acquire_mode: int) -> int:
         body = msg.body
         transfer_id = self.conn.send_encoded_transfer(self.number, sub.transfer_commands[acquire_mode],
                                                       header_segment(msg, redelivered),
                                                       None if body is NO_BODY else body)
-        cost = self.cost(msg, sub.destination) if sub.octets is not None or sub.mode == WINDOW else 0
-        sub.charge(cost)
+        cost = sub.charge_for(msg)
         if sub.mode == WINDOW:
             self.channel.window[transfer_id] = (sub, cost)
         self.io.want_flush()

@@ -20,10 +20,11 @@ session's ``SessionChannel`` and the command, as those of ``channel.py``:
 from __future__ import annotations
 
 from warren.broker.channel import PublishOutcome
+from warren.broker.later import in_turn, is_later, then
 from warren.codec.amqp0_10.sets import SEQ_MOD, SequenceSet
 from warren.errors import AccessRefused
 from warren.protocol.amqp0_10.channel import LATER, ExecutionError
-from warren.protocol.amqp0_10.delivery import NO_BODY, NOT_ACQUIRED, Subscription
+from warren.protocol.amqp0_10.delivery import NO_BODY, NOT_ACQUIRED, Subscription, SubscriptionTerms
 from warren.protocol.amqp0_10.properties import plain_arguments, to_basic
 from warren.spec import amqp0_10 as spec
 
@@ -132,19 +133,29 @@ def handle_message_reject(ch, c):
 
 
 def handle_message_acquire(ch, c):
-    acquired = []
+    """Take browsed copies: each queue (or the handle of one in another process) takes what is
+    still there, now or later; the result lists the transfers acquired, in order."""
+    by_queue: dict = {}
     for i in transfer_ids(c.transfers, ch.browsed):
         queue, seq = ch.browsed.pop(i)
-        got = None if queue.deleted else queue.take_seq(seq)
-        if got is None:
-            continue
-        msg, _ = got
-        tag = ch.next_tag
-        ch.next_tag = tag + 1
-        ch.unacked[tag] = (queue, seq, msg, None, tag)
-        ch.transfers[i] = tag
-        acquired.append(i)
-    return spec.MessageAcquired(transfers=SequenceSet.of(acquired) if acquired else SequenceSet())
+        by_queue.setdefault(queue, []).append((i, seq))
+    acquired: list[int] = []
+
+    def took(pairs, taken) -> None:
+        for i, seq in pairs:
+            head = taken.get(seq)  # (what settles it, its number there, the message)
+            if head is None:
+                continue
+            tag = ch.next_tag
+            ch.next_tag = tag + 1
+            ch.unacked[tag] = (*head, None, tag)
+            ch.transfers[i] = tag
+            acquired.append(i)
+
+    def step(queue, pairs):
+        return lambda: then(queue.acquire(ch, [seq for _, seq in pairs]), lambda taken: took(pairs, taken))
+    return then(in_turn([step(q, pairs) for q, pairs in by_queue.items()]), lambda _: spec.MessageAcquired(
+        transfers=SequenceSet.of(sorted(acquired)) if acquired else SequenceSet()))
 
 
 def handle_message_resume(ch, c):
@@ -169,16 +180,29 @@ def handle_message_subscribe(ch, c):
     accept_mode = c.accept_mode or 0
     acquire_mode = c.acquire_mode or 0
     no_ack = accept_mode == 1 or acquire_mode == NOT_ACQUIRED  # nothing to settle later
+    terms = SubscriptionTerms(destination, accept_mode, acquire_mode, ch.current, ch.session.publisher_id)
     try:
         consumer = ch.consume(c.queue, destination or "amq.0-10." + str(ch.current), no_ack, bool(c.exclusive),
-                              plain_arguments(c.arguments))
+                              plain_arguments(c.arguments), terms)
     except AccessRefused as e:  # in exclusive use: 0-10's resource-locked
         raise ExecutionError(E.RESOURCE_LOCKED, e.text) from None
-    sub = Subscription(destination, ch.sink, consumer, accept_mode, acquire_mode, ch.current)
-    ch.subscriptions[consumer.tag] = sub
-    if consumer.tag != destination:
+    if is_later(consumer):  # the queue is in another process (nothing more is read meanwhile)
+        consumer = _locked_as_resource_locked(consumer)
+
+    def subscribed(consumer) -> None:
+        sub = consumer.credit  # the Subscription, or the FarSubscription of one elsewhere
         ch.subscriptions[destination] = sub
-    return None
+        ch.subscriptions[consumer.tag] = sub
+        ch.start_consumer(consumer)  # nothing goes before the client's message.flow; held ones now
+        return None
+    return then(consumer, subscribed)
+
+
+async def _locked_as_resource_locked(answer):
+    try:
+        return await answer
+    except AccessRefused as e:
+        raise ExecutionError(E.RESOURCE_LOCKED, e.text) from None
 
 
 def handle_message_cancel(ch, c):
@@ -216,16 +240,14 @@ def handle_message_flow(ch, c):
 
 def handle_message_flush(ch, c):
     sub = ch.subscriptions.get(c.destination or "")
-    if sub is not None:
-        sub.queue.dispatch()  # use the credit on what is there now, then none is left
-        sub.zero()
-        forget_window(ch, sub)
-    return None
+    if sub is None:
+        return None
+    # complete once the transfers the credit allowed now are out; they then give no credit back
+    return then(sub.flush(), lambda _: forget_window(ch, sub))
 
 
 def handle_message_stop(ch, c):
     sub = ch.subscriptions.get(c.destination or "")
-    if sub is not None:
-        sub.zero()
-        forget_window(ch, sub)
-    return None
+    if sub is None:
+        return None
+    return then(sub.stop(), lambda _: forget_window(ch, sub))

@@ -40,7 +40,8 @@ from warren.protocol.amqp1_0 import events as ev
 from warren.broker.node import node_name
 from warren.protocol.amqp1_0 import management
 from warren.protocol.amqp1_0.addresses import AddressError, parse_source, parse_target
-from warren.broker.later import is_later
+from warren.broker.later import is_later, run, settled
+from warren.protocol.amqp1_0.credit import LinkTerms
 from warren.protocol.amqp1_0.filters import CAPABILITY as FILTEX_CAPABILITY, parse_filter
 from warren.protocol.amqp1_0.message import from_broker, parse, to_broker, view
 from warren.protocol.amqp1_0.session import serial_diff
@@ -94,9 +95,12 @@ class Outgoing:
     is settled here at once, and the link's property filter expressions (``match``) are applied
     here, a message that does not match being settled unseen (``skipped``: how many in a row;
     ``paused``: waiting for the next write after ``SCAN_TURN`` of them). ``dynamic``: the
-    temporary queue the link created, deleted when it detaches."""
+    temporary queue the link created, deleted when it detaches. ``overflow``: deliveries from
+    another worker's queue that came after the client took its credit back, written at its
+    next grant (warren/protocol/amqp1_0/credit.py)."""
 
-    __slots__ = ("handle", "consumer", "queue", "stream", "settled", "match", "skipped", "paused", "dynamic")
+    __slots__ = ("handle", "consumer", "queue", "stream", "settled", "match", "skipped", "paused", "dynamic",
+                 "overflow")
 
     def __init__(self, handle: int, consumer, queue: str, stream: bool = False, settled: bool = False,
                  match=None, dynamic: bool = False) -> None:
@@ -105,6 +109,7 @@ class Outgoing:
         self.skipped = 0
         self.paused = False
         self.dynamic = dynamic
+        self.overflow: list = []
 
 
 class Incoming:
@@ -150,6 +155,12 @@ class SessionSink:
         link = self.links.get(consumer.tag)
         if link is None:
             return
+        credit = consumer.credit
+        if credit.far:  # from another worker: sent under the credit it knew of
+            if self.conn.credit(self.number, link.handle) <= 0:
+                link.overflow.append((consumer, tag, redelivered, message))
+                return
+            credit.charge_for(message)
         if link.stream:
             self._deliver_stream(link, consumer, tag, redelivered, message)
             return
@@ -163,6 +174,8 @@ class SessionSink:
         v = view(message, redelivered)
         if link.match is not None and not link.match.matches(v.properties, v.application):
             self.channel.ack_run([tag])  # not for this link: the stream's reader gets its credit back
+            if consumer.credit.far:  # the client's credit was not spent: the owner may send one more
+                consumer.credit.granted(self.conn.credit(self.number, link.handle), False)
             link.skipped += 1
             if link.skipped >= SCAN_TURN:  # a long run of misses: the other connections get a turn
                 link.paused = True
@@ -353,26 +366,56 @@ class ConnectionHandler(BrokerConnection):
             self.conn.refuse_attach(e.channel, e.handle, E.RESOURCE_LIMIT_EXCEEDED, "session refused")
             return
         link = self.conn.sessions[e.channel].links[e.handle]
+        # the queue and its definitions may be in another process (--worker-mode queues): then
+        # the attach is answered later, and nothing more is read from the client meanwhile
+        attach = self._attach_outgoing if link.sending else self._attach_incoming
         try:
-            if link.sending:
-                link.context = self._attach_outgoing(channel, e.handle, a)
+            context = run(attach(channel, e.handle, a))
+        except (AddressError, AMQPError) as error:
+            self._link_refused(e, error)
+            return
+        if not is_later(context):
+            link.context = context
+            return
+
+        def attached(context, error) -> None:
+            if channel.closed:
+                return
+            if error is None:
+                link.context = context
+                self._attached_later(channel, context)
+            elif isinstance(error, (AddressError, AMQPError)):
+                self._link_refused(e, error)
             else:
-                link.context = self._attach_incoming(channel, e.handle, a)
-        except AddressError as error:
+                log.error("internal error on connection %s attaching link '%s'", self, a.name, exc_info=error)
+                self._refuse_link(e, E.INTERNAL_ERROR, "internal error")
+            self.io.want_flush()
+        self.io.when_done(context, attached)
+
+    def _link_refused(self, e, error) -> None:
+        if isinstance(error, AddressError):
             self._refuse_link(e, E.INVALID_FIELD, str(error))
-        except AMQPError as error:
+        else:
             self._refuse_link(e, condition_of(error), error.text)
+
+    def _attached_later(self, channel: SessionChannel, context) -> None:
+        """A link whose queue is in another worker is attached: the credit the client gave it
+        meanwhile goes there, and what was held for it is delivered."""
+        if type(context) is Outgoing:
+            consumer = context.consumer
+            channel.start_consumer(consumer)
+            consumer.credit.granted(self.conn.credit(channel.number, context.handle), False)
 
     def _refuse_link(self, e, condition, text: str) -> None:
         log.warning("AMQP 1.0 link '%s' refused on connection %s: %s %s", e.attach.name, self, condition.value, text)
         self.conn.refuse_attach(e.channel, e.handle, condition, text)
 
-    def _attach_outgoing(self, channel: SessionChannel, handle: int, a) -> Outgoing:
+    async def _attach_outgoing(self, channel: SessionChannel, handle: int, a) -> Outgoing:
         source = a.source
         if not isinstance(source, spec.Source):
             raise AddressError("a receiving link needs a source")
         if source.dynamic:
-            return self._attach_dynamic_source(channel, handle, a)
+            return await self._attach_dynamic_source(channel, handle, a)
         address = source.address
         if address is None:
             raise AddressError("a receiving link needs a source address or a dynamic source")
@@ -382,16 +425,17 @@ class ConnectionHandler(BrokerConnection):
             return channel.replies
         addr = parse_source(str(address))
         if addr.bind:
-            queue, _, _ = channel.declare_queue("", False, False, True, True, {})
-            channel.bind_queue(queue, addr.exchange, addr.key, {})
+            queue, _, _ = await settled(channel.declare_queue("", False, False, True, True, {}))
+            await settled(channel.bind_queue(queue, addr.exchange, addr.key, {}))
         elif addr.declare:
-            queue, _, _ = channel.declare_queue(addr.queue, False, True, False, False, {})
+            queue, _, _ = await settled(channel.declare_queue(addr.queue, False, True, False, False, {}))
         else:  # it must exist: a passive declare says so (NotFound), as a 0-9-1 client would ask
-            queue, _, _ = channel.declare_queue(addr.queue, True, False, False, False, {})
-        stream = bool(getattr(channel.vhost.queue(queue, channel.session), "is_stream", False))
+            queue, _, _ = await settled(channel.declare_queue(addr.queue, True, False, False, False, {}))
+        stream = channel.vhost.queue_handle(queue, channel.session).is_stream
         link_filter = parse_filter(source.filter, stream)  # filters.py: a stream's offset and filters
-        settled = a.snd_settle_mode == spec.SenderSettleMode.SETTLED
-        out = self._consume(channel, handle, queue, settled, stream, link_filter.arguments, link_filter.match)
+        presettled = a.snd_settle_mode == spec.SenderSettleMode.SETTLED
+        out = await self._consume(channel, handle, queue, presettled, stream, link_filter.arguments,
+                                  link_filter.match)
         self.conn.accept_attach(channel.number, handle, spec.Source(address=address, default_outcome=RELEASED,
                                                                     outcomes=[Symbol(s) for s in _OUTCOMES],
                                                                     filter=link_filter.effective),
@@ -399,34 +443,30 @@ class ConnectionHandler(BrokerConnection):
                                 offered_capabilities=[Symbol(FILTEX_CAPABILITY)] if stream else None)
         return out
 
-    def _consume(self, channel: SessionChannel, handle: int, queue: str, settled: bool, stream: bool = False,
-                 arguments: dict | None = None, match=None, dynamic: bool = False) -> Outgoing:
+    async def _consume(self, channel: SessionChannel, handle: int, queue: str, presettled: bool,
+                       stream: bool = False, arguments: dict | None = None, match=None,
+                       dynamic: bool = False) -> Outgoing:
         tag = f"amqp1.0-link-{handle}"
+        out = Outgoing(handle, None, queue, stream, presettled, match, dynamic)
+        number, core_credit = channel.number, self.conn.credit
+        terms = LinkTerms(out, lambda: core_credit(number, handle))  # warren/protocol/amqp1_0/credit.py
         if stream:
             # a stream's reader wants a prefetch count and acknowledgements (stream_args.py): the
             # link's credit sets the count (_credit), and a pre-settled link is settled here
             saved = channel.consumer_prefetch_count, channel.consumer_prefetch_size
             channel.set_prefetch(1, 0, False)
             try:
-                consumer = channel.consume(queue, tag, False, False, arguments or {})
+                consumer = channel.consume(queue, tag, False, False, arguments or {}, terms)
             finally:
                 channel.set_prefetch(saved[0], saved[1], False)
+            consumer = await settled(consumer)
         else:
-            consumer = channel.consume(queue, tag, settled, False, {})
-        out = Outgoing(handle, consumer, queue, stream, settled, match, dynamic)
+            consumer = await settled(channel.consume(queue, tag, presettled, False, {}, terms))
+        out.consumer = consumer
         channel.sink.links[consumer.tag] = out
-        base = consumer.has_capacity
-        credit, number = self.conn.credit, channel.number
-        if stream:
-            def has_capacity() -> bool:  # the link's credit, the session's window, a filter's pause, the consumer's own
-                return credit(number, handle) > 0 and not out.paused and base()
-        else:
-            def has_capacity() -> bool:  # the link's credit and the session's window, then the consumer's own
-                return credit(number, handle) > 0 and base()
-        consumer.has_capacity = has_capacity
         return out
 
-    def _temporary_queue(self, channel: SessionChannel, terminus) -> str:
+    async def _temporary_queue(self, channel: SessionChannel, terminus) -> str:
         """RabbitMQ 4.1's dynamic terminus: with the capability ``temporary-queue``, an exclusive
         server-named queue, deleted when the link detaches; anything else is refused
         (amqp:not-implemented, as RabbitMQ refuses it)."""
@@ -435,14 +475,14 @@ class ConnectionHandler(BrokerConnection):
         if TEMPORARY_QUEUE not in capabilities:
             raise NotImplemented_(f"Dynamic {kind} not supported (capabilities {capabilities}: "
                                   f"only '{TEMPORARY_QUEUE}' is)")
-        queue, _, _ = channel.declare_queue("", False, False, True, False, {})
+        queue, _, _ = await settled(channel.declare_queue("", False, False, True, False, {}))
         return queue
 
-    def _attach_dynamic_source(self, channel: SessionChannel, handle: int, a) -> Outgoing:
-        queue = self._temporary_queue(channel, a.source)
+    async def _attach_dynamic_source(self, channel: SessionChannel, handle: int, a) -> Outgoing:
+        queue = await self._temporary_queue(channel, a.source)
         try:
-            out = self._consume(channel, handle, queue, a.snd_settle_mode == spec.SenderSettleMode.SETTLED,
-                                dynamic=True)
+            out = await self._consume(channel, handle, queue, a.snd_settle_mode == spec.SenderSettleMode.SETTLED,
+                                      dynamic=True)
         except AMQPError:
             self._delete_temporary(channel, queue)
             raise
@@ -460,20 +500,23 @@ class ConnectionHandler(BrokerConnection):
         except AMQPError as error:
             log.warning("temporary queue '%s' of connection %s not deleted: %s", queue, self, error.text)
             return
-        if is_later(result):  # not for an exclusive queue of this connection's vhost; never awaited
-            result.close()
+        if is_later(result):  # its owner is another worker, which deletes it: the client waits
+            def deleted(_result, error) -> None:
+                if error is not None:
+                    log.warning("temporary queue '%s' of connection %s not deleted: %s", queue, self, error)
+            self.io.when_done(result, deleted)
             return
         for ch, tag in result[1]:
             ch.notify_cancel(tag)
 
-    def _attach_incoming(self, channel: SessionChannel, handle: int, a) -> Incoming:
+    async def _attach_incoming(self, channel: SessionChannel, handle: int, a) -> Incoming:
         target = a.target
         if isinstance(target, spec.Coordinator):
             raise NotImplemented_("Transactions not supported")  # RabbitMQ 4's words and condition
         if target is not None and not isinstance(target, spec.Target):
             raise AddressError(f"a sending link's target must be a target, not {type(target).__name__}")
         if target is not None and target.dynamic:
-            queue = self._temporary_queue(channel, target)
+            queue = await self._temporary_queue(channel, target)
             answer = spec.Target(address=_queue_address(queue), durable=0, expiry_policy=_LINK_DETACH, timeout=0,
                                  dynamic=True, dynamic_node_properties=_dynamic_node_properties(),
                                  capabilities=[Symbol(TEMPORARY_QUEUE)])
@@ -488,11 +531,11 @@ class ConnectionHandler(BrokerConnection):
         else:
             addr = parse_target(str(address))
             if addr.exchange:  # it must exist (passive declares, as a 0-9-1 client would ask)
-                channel.declare_exchange(addr.exchange, "direct", True, False, False, False, {})
+                await settled(channel.declare_exchange(addr.exchange, "direct", True, False, False, False, {}))
             if addr.declare:
-                channel.declare_queue(addr.queue, False, True, False, False, {})
+                await settled(channel.declare_queue(addr.queue, False, True, False, False, {}))
             elif addr.queue is not None:
-                channel.declare_queue(addr.queue, True, False, False, False, {})
+                await settled(channel.declare_queue(addr.queue, True, False, False, False, {}))
             incoming = Incoming(handle, a.name, addr.exchange, addr.key)
         self.conn.accept_attach(channel.number, handle, a.source, a.target, max_message_size=self.max_message_size)
         return incoming
@@ -501,7 +544,10 @@ class ConnectionHandler(BrokerConnection):
         channel = self.channels.get(e.channel)
         if channel is None:
             return
-        if e.handle is None:
+        if e.handle is None:  # the session's window opened: links held for it go on
+            for out in list(channel.sink.links.values()):
+                if out.consumer.credit.far:
+                    self._link_credit(channel, out, e.channel)
             channel.resume_delivery()
             return
         link = self.conn.sessions[e.channel].links.get(e.handle)
@@ -509,14 +555,31 @@ class ConnectionHandler(BrokerConnection):
         if type(out) is Replies:
             self._send_replies(channel, out)
             return
-        if type(out) is not Outgoing:
+        if type(out) is not Outgoing or out.consumer is None:
+            return  # (an attach answered later: _attached_later passes the credit on)
+        nothing_left = self._link_credit(channel, out, e.channel, e.drain)
+        if not e.drain:
             return
-        if out.stream:  # the stream's reader reads what the credit lets through, no more
-            c = out.consumer
-            c.prefetch_count = c.unacked + max(self.conn.credit(e.channel, e.handle), 1)
-        channel.start_consumer(out.consumer)  # what the new credit lets through
-        if e.drain and self.conn.credit(e.channel, e.handle) > 0 and _nothing_left(out):
-            self.conn.drained(e.channel, e.handle)
+        keeper, credit = out.consumer.credit, self.conn.credit
+
+        def drain(nothing_left) -> None:
+            if nothing_left and not channel.closed and credit(e.channel, e.handle) > 0 and not out.overflow:
+                self.conn.drained(e.channel, e.handle)
+                keeper.drained()
+                self.io.want_flush()
+        if is_later(nothing_left):
+            self.io.when_done(nothing_left, lambda result, error: drain(error is None and result))
+        else:
+            drain(nothing_left)
+
+    def _link_credit(self, channel: SessionChannel, out: Outgoing, number: int, drain: bool = False):
+        """The link's credit (or its session's window) changed: what was held for want of it
+        goes first, then the keeper lets through what the credit allows
+        (warren/protocol/amqp1_0/credit.py); with ``drain``, whether nothing is left, now or later."""
+        credit = self.conn.credit
+        while out.overflow and credit(number, out.handle) > 0:
+            channel.sink.deliver(*out.overflow.pop(0))
+        return out.consumer.credit.granted(credit(number, out.handle), drain)
 
     def _message(self, e: ev.MessageReceived) -> None:
         channel = self.channels.get(e.channel)
@@ -579,7 +642,21 @@ class ConnectionHandler(BrokerConnection):
         p = sections.properties or spec.Properties()
         body = sections.body[0][1] if len(sections.body) == 1 and sections.body[0][0] == 0x77 else None
         method, path = str(p.subject or ""), str(p.to or "")
-        code, answer = management.handle_request(channel, method, path, body, node_name())
+        result = management.handle_request(channel, method, path, body, node_name())
+        if is_later(result):  # answered by another worker first: nothing more is read meanwhile
+            def answered(result, error) -> None:
+                if error is not None:
+                    log.error("internal error on connection %s: management request %s %s", self, method, path,
+                              exc_info=error)
+                    result = (500, "internal error")
+                if not channel.closed:
+                    self._management_response(channel, p, method, path, *result)
+                    self.io.want_flush()
+            self.io.when_done(result, answered)
+            return
+        self._management_response(channel, p, method, path, *result)
+
+    def _management_response(self, channel: SessionChannel, p, method: str, path: str, code: int, answer) -> None:
         if code >= 400:
             log.warning("management request on connection %s refused: %s %s -> %d %s", self, method, path, code, answer)
         replies = channel.replies
@@ -687,7 +764,7 @@ class ConnectionHandler(BrokerConnection):
                 if channel.closed or channel.sink.links.get(link.consumer.tag) is not link:
                     continue
                 channel.start_consumer(link.consumer)
-                if _nothing_left(link):
+                if link.consumer.credit.nothing_left():
                     self.conn.drained(channel.number, link.handle)
         if self._confirming:
             for ch in self._confirming:
@@ -701,16 +778,6 @@ class ConnectionHandler(BrokerConnection):
         self.conn.close_connection(spec.ConnectionError.CONNECTION_FORCED, reply_text)
         self._release()
         self.io.want_flush()
-
-
-def _nothing_left(out: Outgoing) -> bool:
-    """Whether the link's queue has nothing for it now (a drain ends): a stream when the
-    link's reader is past the committed end, another queue when it is empty."""
-    queue = out.consumer.queue
-    if out.stream:
-        cursor = queue.cursors.get(out.consumer)
-        return cursor is None or cursor > queue.committed
-    return queue.message_count == 0
 
 
 def _queue_address(queue: str) -> str:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from urllib.parse import unquote
 
+from warren.broker.later import run, settled
 from warren.codec.amqp1_0 import types as t
 from warren.errors import AccessRefused, AMQPError, NotFound, PreconditionFailed
 from warren.spec import amqp1_0 as spec
@@ -68,9 +69,9 @@ def _plain(v):
     return v
 
 
-def _queue_info(channel, name: str, node: str) -> dict:
+async def _queue_info(channel, name: str, node: str) -> dict:
     """The management node's answer about queue ``name`` (the channel's ``queue_info``)."""
-    info = channel.queue_info(name)
+    info = await settled(channel.queue_info(name))
     args = {}
     for k, v in info["arguments"].items():
         args[k] = v if isinstance(v, (str, int, float, bool, bytes)) or v is None else str(v)
@@ -80,10 +81,10 @@ def _queue_info(channel, name: str, node: str) -> dict:
             "leader": node, "replicas": [node]}
 
 
-def _queue_exists(channel, name: str) -> bool:
+async def _queue_exists(channel, name: str) -> bool:
     """A passive declare's answer (the channel's own operation, as a 0-9-1 client would ask)."""
     try:
-        channel.declare_queue(name, True, False, False, False, {})
+        await settled(channel.declare_queue(name, True, False, False, False, {}))
     except NotFound:
         return False
     return True
@@ -104,11 +105,16 @@ def _binding_key(spec_text: str) -> dict:
     return out
 
 
-def handle_request(channel, method: str, path: str, body, node: str) -> tuple[int, object]:
+def handle_request(channel, method: str, path: str, body, node: str):
     """(status, response body) of one request on ``channel`` (a ``BrokerChannel``); ``node``
-    is the node's name (a queue's leader and replica)."""
+    is the node's name (a queue's leader and replica). Now, or an awaitable of it when the
+    queue or the definitions are in another process (warren/broker/later.py)."""
+    return run(_answer(channel, method, path, body, node))
+
+
+async def _answer(channel, method: str, path: str, body, node: str) -> tuple[int, object]:
     try:
-        return _dispatch(channel, method.upper(), _segments(path), _plain(body), node)
+        return await _dispatch(channel, method.upper(), _segments(path), _plain(body), node)
     except _Status as s:
         return s.code, s.text
     except NotFound as e:
@@ -121,7 +127,7 @@ def handle_request(channel, method: str, path: str, body, node: str) -> tuple[in
         return 400, e.text
 
 
-def _dispatch(channel, method: str, parts: list[str], body, node: str) -> tuple[int, object]:
+async def _dispatch(channel, method: str, parts: list[str], body, node: str) -> tuple[int, object]:
     body = body if isinstance(body, dict) else {}
     vhost = channel.vhost
     if parts[0] == "queues" and len(parts) in (2, 3) and parts[1]:
@@ -129,20 +135,21 @@ def _dispatch(channel, method: str, parts: list[str], body, node: str) -> tuple[
         if len(parts) == 3:
             if parts[2] != "messages" or method != "DELETE":
                 raise _Status(400, "only DELETE /queues/Q/messages (purge) is served under a queue")
-            return 200, {"message_count": t.ULong(channel.purge_queue(name))}
+            return 200, {"message_count": t.ULong(await settled(channel.purge_queue(name)))}
         if method == "PUT":
-            existed = _queue_exists(channel, name)
+            existed = await _queue_exists(channel, name)
             arguments = body.get("arguments") or {}
-            channel.declare_queue(name, False, bool(body.get("durable", True)), bool(body.get("exclusive", False)),
-                                  bool(body.get("auto_delete", False)), dict(arguments))
-            return (200 if existed else 201), _queue_info(channel, name, node)
+            await settled(channel.declare_queue(name, False, bool(body.get("durable", True)),
+                                                bool(body.get("exclusive", False)), bool(body.get("auto_delete", False)),
+                                                dict(arguments)))
+            return (200 if existed else 201), await _queue_info(channel, name, node)
         if method == "GET":
             try:
-                return 200, _queue_info(channel, name, node)
+                return 200, await _queue_info(channel, name, node)
             except NotFound:  # RabbitMQ 4's words
                 raise NotFound(f"queue '{name}' in vhost '{vhost.name}' not found") from None
         if method == "DELETE":
-            n, held = channel.delete_queue(name, False, False)
+            n, held = await settled(channel.delete_queue(name, False, False))
             for ch, tag in held:
                 ch.notify_cancel(tag)
             return 200, {"message_count": t.ULong(n)}
@@ -150,12 +157,12 @@ def _dispatch(channel, method: str, parts: list[str], body, node: str) -> tuple[
     if parts[0] == "exchanges" and len(parts) == 2 and parts[1]:
         name = unquote(parts[1])
         if method == "PUT":
-            channel.declare_exchange(name, str(body.get("type", "direct")), False, bool(body.get("durable", True)),
-                                     bool(body.get("auto_delete", False)), bool(body.get("internal", False)),
-                                     dict(body.get("arguments") or {}))
+            await settled(channel.declare_exchange(name, str(body.get("type", "direct")), False,
+                                                   bool(body.get("durable", True)), bool(body.get("auto_delete", False)),
+                                                   bool(body.get("internal", False)), dict(body.get("arguments") or {})))
             return 204, None
         if method == "DELETE":
-            channel.delete_exchange(name, False)
+            await settled(channel.delete_exchange(name, False))
             return 204, None
         raise _Status(405, f"{method} is not served on an exchange")
     if parts[0] == "bindings":
@@ -163,19 +170,19 @@ def _dispatch(channel, method: str, parts: list[str], body, node: str) -> tuple[
             source, key = str(body.get("source", "")), str(body.get("binding_key", ""))
             arguments = dict(body.get("arguments") or {})
             if "destination_queue" in body:
-                channel.bind_queue(str(body["destination_queue"]), source, key, arguments)
+                await settled(channel.bind_queue(str(body["destination_queue"]), source, key, arguments))
             elif "destination_exchange" in body:
-                channel.bind_exchange(str(body["destination_exchange"]), source, key, arguments)
+                await settled(channel.bind_exchange(str(body["destination_exchange"]), source, key, arguments))
             else:
                 raise _Status(400, "a binding needs destination_queue or destination_exchange")
             return 204, None
         if method == "DELETE" and len(parts) == 2:
             b = _binding_key(parts[1])
             source, key = b.get("src", ""), b.get("key", "")
-            if "dste" in b or ("dstq" in b and not _queue_exists(channel, b["dstq"])):
-                channel.unbind_exchange(b.get("dste", b.get("dstq", "")), source, key, {})
+            if "dste" in b or ("dstq" in b and not await _queue_exists(channel, b["dstq"])):
+                await settled(channel.unbind_exchange(b.get("dste", b.get("dstq", "")), source, key, {}))
             elif "dstq" in b:
-                channel.unbind_queue(b["dstq"], source, key, {})
+                await settled(channel.unbind_queue(b["dstq"], source, key, {}))
             else:
                 raise _Status(400, "a binding path names dstq= or dste=")
             return 204, None
