@@ -39,6 +39,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import shutil
 import threading
 import time
@@ -245,6 +246,9 @@ def _quietly(fn, *args) -> None:
         pass
 
 
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_.]*(Error|Exception)\b.*:")  # a traceback's last line
+
+
 class Evidence:
     """What a failed chain leaves for after the fact (module doc): every broker start's log,
     each schedule's choices, what the clients raised and when."""
@@ -271,14 +275,16 @@ class Evidence:
             self.note(f"{name} ended: {e!r}")
 
     def broker_errors(self, limit: int = 5) -> list[str]:
-        """The first ERROR and CRITICAL lines of the broker's logs: a half-edited source tree
+        """The first ERROR and CRITICAL lines of the broker's logs, and tracebacks' last lines
+        (a start that failed before its logging): a half-edited source tree
         (an exception in a connection's callback) reads as a broker fault to the checker."""
         found = []
         for n, log_path in enumerate(self.logs):
             if log_path is None or not os.path.exists(log_path):
                 continue
             with open(log_path, errors="replace") as f:
-                found += [f"start {n}: {line.rstrip()[:300]}" for line in f if " ERROR " in line or " CRITICAL " in line]
+                found += [f"start {n}: {line.rstrip()[:300]}" for line in f
+                          if " ERROR " in line or " CRITICAL " in line or _EXCEPTION_LINE.match(line)]
         return found[:limit]
 
     def keep(self, tmp_path, problems: list) -> str:
@@ -357,6 +363,9 @@ def run_schedule(fs: PowerLossFS, broker, model: Model, seed: int, index: int, w
     try:
         restarted = launch_broker(workdir, "--disk-free-limit", "0", *broker_args, data_dir=broker.data_dir)
     except RuntimeError as e:
+        known = {str(p) for p in evidence.logs}  # the failed start's log too, whole
+        evidence.logs += sorted((p for p in workdir.glob("broker-*.log") if str(p) not in known),
+                                key=lambda p: p.stat().st_mtime)
         return None, {"needed_a_hand": 1, "problems": [f"the broker did not start: {e}"[:3000]]}
     evidence.started(restarted)
     evidence.note(f"schedule {index}: restarted (pid {restarted.proc.pid}), checking")
