@@ -78,6 +78,7 @@ class Totals:
     duplicated: int = 0
     unexpected: int = 0
     needed_a_hand: int = 0
+    start_timeouts: int = 0  # restarts still under way when launch_broker stopped waiting
     definition_changes: int = 0
     dropped_writes: int = 0
     torn: int = 0
@@ -366,6 +367,10 @@ def run_schedule(fs: PowerLossFS, broker, model: Model, seed: int, index: int, w
         known = {str(p) for p in evidence.logs}  # the failed start's log too, whole
         evidence.logs += sorted((p for p in workdir.glob("broker-*.log") if str(p) not in known),
                                 key=lambda p: p.stat().st_mtime)
+        if "did not start in" in str(e):  # still starting when launch_broker gave up: slow, or stuck
+            return None, {"start_timeouts": 1, "problems": [
+                f"the broker was still starting when the wait ended (a loaded machine, or a start stuck: its "
+                f"log, kept, tells): {e}"[:3000]]}
         return None, {"needed_a_hand": 1, "problems": [f"the broker did not start: {e}"[:3000]]}
     evidence.started(restarted)
     evidence.note(f"schedule {index}: restarted (pid {restarted.proc.pid}), checking")
@@ -506,7 +511,8 @@ def run_chain(tmp_path, seed: int, schedules: int, totals: Totals, *broker_args:
             restarted, counts = run_schedule(fs, broker, model, seed, index, tmp_path, broker_args, evidence)
             totals.schedules += 1
             totals.seconds += time.monotonic() - started
-            for key in ("confirmed", "lost", "duplicated", "unexpected", "needed_a_hand", "definition_changes",
+            for key in ("confirmed", "lost", "duplicated", "unexpected", "needed_a_hand", "start_timeouts",
+                        "definition_changes",
                         "dropped_writes", "torn", "stalled_cuts", "false_alarms"):
                 setattr(totals, key, getattr(totals, key) + counts.get(key, 0))
             evidence.schedules[-1]["problems"] = counts.get("problems") or []
@@ -531,7 +537,8 @@ def run_chain(tmp_path, seed: int, schedules: int, totals: Totals, *broker_args:
 def report(totals: Totals, seeds: list[int]) -> str:
     lines = [f"power-loss schedules: {totals.schedules} run, {totals.confirmed} confirmed publishes checked, "
              f"{totals.lost} lost, {totals.duplicated} duplicated, {totals.unexpected} unexpected, "
-             f"{totals.needed_a_hand} start-ups needing a hand, {totals.definition_changes} definition and access "
+             f"{totals.needed_a_hand} start-ups needing a hand, {totals.start_timeouts} still starting when the "
+             f"wait ended, {totals.definition_changes} definition and access "
              f"checks, {totals.dropped_writes} unsynced writes dropped, {totals.torn} torn, "
              f"{totals.stalled_cuts} cut during a stalled fsync, {totals.false_alarms} damage reports; "
              f"{totals.seconds / max(totals.schedules, 1):.2f} s per schedule"]
