@@ -49,9 +49,19 @@ def _name(part: str) -> str:
     return name
 
 
+def _bare(address: str) -> None:
+    """A v1 address without a leading "/" is a queue's name, and has no "/" in it: RabbitMQ 4 reads
+    it with rabbit_routing_parser, which refuses "topic://T" or "a/b" as an unknown destination
+    (the link refused with amqp:invalid-field), rather than look for a queue of that name."""
+    if "/" in address:
+        raise AddressError(f"address '{address}' is not one this broker serves (a queue's name has no '/'; "
+                           "RabbitMQ's v2 or v1 forms)")
+
+
 def parse_target(address: str) -> Address:
     """Where messages sent to ``address`` go."""
     if not address.startswith("/"):
+        _bare(address)
         return Address("", address, address)
     parts = address[1:].split("/")
     head = parts[0]
@@ -76,6 +86,7 @@ def parse_target(address: str) -> Address:
 def parse_source(address: str) -> Address:
     """Where a link reading from ``address`` takes its messages."""
     if not address.startswith("/"):
+        _bare(address)
         return Address(None, None, address)
     parts = address[1:].split("/")
     head = parts[0]
