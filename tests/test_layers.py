@@ -348,3 +348,22 @@ def test_the_channel_class_check_catches_a_breach(tmp_path):
     (tmp_path / "spread/channel.py").write_text("from x import Channel\nclass SpreadChannel(Lender, Channel):\n"
                                                 "    pass\n")
     assert _channel_classes(tmp_path) == {"protocol/channel.py:Channel", "spread/channel.py:SpreadChannel"}
+
+
+# --- one message container -----------------------------------------------------------------------
+# The broker keeps a message's properties as an encoded 0-9-1 property list; what it tests of the
+# list's flags is named once, in warren/broker/message.py. No other broker module imports the
+# codec's flag constants.
+def _flag_imports(path: Path) -> list[str]:
+    return [m for m in _imports(path) if m.startswith("warren.codec.properties.") and m.endswith("_FLAG")]
+
+
+@pytest.mark.parametrize("path", [p for p in _modules("broker") if p.name != "message.py"], ids=_ids)
+def test_the_broker_tests_property_flags_through_the_message_container(path):
+    assert not _flag_imports(path), f"{path.name} reads the codec's flags; ask warren/broker/message.py"
+
+
+def test_the_flag_check_catches_a_breach(tmp_path):
+    breach = tmp_path / "queue.py"
+    breach.write_text("from warren.codec.properties import HEADERS_FLAG, decode_basic_properties\n")
+    assert _flag_imports(breach) == ["warren.codec.properties.HEADERS_FLAG"]

@@ -56,3 +56,13 @@ def test_replace_reply_to_changes_only_reply_to(kw):
     assert out.reply_to == "amq.rabbitmq.reply-to.token" and out.message_id == "m"
     for k, v in kw.items():
         assert getattr(out, k) == v
+
+
+def test_header_entries_keep_each_value_as_its_octets_in_wire_order():
+    from warren.codec.property_edits import header_entries
+    props = BasicProperties(content_type="text/plain", headers={"b": 1, "a": "x", "n": {"deep": [1, 2]}},
+                            delivery_mode=2).encode()
+    entries = header_entries(props)
+    assert list(entries) == ["b", "a", "n"]
+    assert entries["a"].data == encode_value("x") and entries["n"].data == encode_value({"deep": [1, 2]})
+    assert header_entries(BasicProperties(delivery_mode=2).encode()) == {} and header_entries(b"") == {}

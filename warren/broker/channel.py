@@ -30,9 +30,11 @@ from warren.broker import authz, reply_to
 from warren.broker.confirms import Confirms
 from warren.broker.consumer import Consumer
 from warren.broker.later import is_later, then
-from warren.broker.message import Message, clone_messages, untrack as _untrack
+from warren.broker.message import (
+    EXPIRATION_HI, HEADERS_HI, PUBLISH_CHECKS_HI, REPLY_TO_HI, USER_ID_LO, Message, clone_messages, may_name_cc,
+    untrack as _untrack,
+)
 from warren.broker.queues.length_limits import REFUSED
-from warren.codec.properties import EXPIRATION_FLAG, HEADERS_FLAG, REPLY_TO_FLAG, USER_ID_FLAG
 from warren.errors import AccessRefused, NotAllowed, NotFound, PreconditionFailed
 from warren.broker.totals import TOTALS
 
@@ -55,11 +57,6 @@ _RETURNED, _DROPPED, _HELD = PublishOutcome.RETURNED, PublishOutcome.DROPPED, Pu
 _UNROUTED = -2  # _route: no queue took it (REFUSED, -1, is a queue's refusal)
 
 # the properties acted on at publish time, tested one octet of the flag word at a time
-_USER_ID_FLAG = USER_ID_FLAG & 0xFF  # low octet
-_EXPIRATION_FLAG_HI = EXPIRATION_FLAG >> 8  # high octet
-_REPLY_TO_FLAG_HI = REPLY_TO_FLAG >> 8
-_CHECKED_FLAGS_HI = _EXPIRATION_FLAG_HI | _REPLY_TO_FLAG_HI
-_HEADERS_FLAG_HI = HEADERS_FLAG >> 8
 
 
 class BrokerChannel:
@@ -359,7 +356,7 @@ class BrokerChannel:
         self.stats_publish += 1
         ex.stats_publish_in += 1
         msg = self.new_message(exchange, routing_key, properties, body)
-        if len(properties) >= 2 and (properties[0] & _CHECKED_FLAGS_HI or properties[1] & _USER_ID_FLAG):
+        if len(properties) >= 2 and (properties[0] & PUBLISH_CHECKS_HI or properties[1] & USER_ID_LO):
             self._check_properties(msg)
         if self.tx_mode:
             self.tx_publishes.append((ex, msg, mandatory))
@@ -427,11 +424,10 @@ class BrokerChannel:
                         untrack(msg)
                 done += 1
                 hi = props[0]  # the C path gives a run whole property lists only (2 octets or more)
-                if hi & _CHECKED_FLAGS_HI or props[1] & _USER_ID_FLAG:
+                if hi & PUBLISH_CHECKS_HI or props[1] & USER_ID_LO:
                     self._check_properties(msg)
                     need = route(ex, msg, mandatory)
-                elif dests is None or (hi & _HEADERS_FLAG_HI and 67 in props  # CC/BCC: Exchange.route's test
-                                       and (props.find(b"\x02CC") >= 0 or props.find(b"\x03BCC") >= 0)):
+                elif dests is None or (hi & HEADERS_HI and may_name_cc(props)):  # Exchange.route's test
                     need = route(ex, msg, mandatory)
                 else:  # _route, inline, with the run's queues
                     need = 0
@@ -471,9 +467,8 @@ class BrokerChannel:
         for props in properties:  # the C path hands equal lists as one object: tested once
             if props is not last:
                 hi = props[0]
-                if (hi & _CHECKED_FLAGS_HI or props[1] & _USER_ID_FLAG
-                        or (hi & _HEADERS_FLAG_HI and 67 in props
-                            and (props.find(b"\x02CC") >= 0 or props.find(b"\x03BCC") >= 0))):
+                if (hi & PUBLISH_CHECKS_HI or props[1] & USER_ID_LO
+                        or (hi & HEADERS_HI and may_name_cc(props))):
                     return False
                 last = props
         size = sum(map(len, bodies))
@@ -492,11 +487,11 @@ class BrokerChannel:
     def _check_properties(self, msg: Message) -> None:
         """The properties the broker acts on at publish time: reply-to, expiration, user-id."""
         properties = msg.properties
-        if properties[0] & _REPLY_TO_FLAG_HI:
+        if properties[0] & REPLY_TO_HI:
             reply_to.rewrite(self, msg)
-        if properties[0] & _EXPIRATION_FLAG_HI:
+        if properties[0] & EXPIRATION_HI:
             msg.check_expiration()
-        if properties[1] & _USER_ID_FLAG:
+        if properties[1] & USER_ID_LO:
             user_id = msg.decoded.user_id
             if user_id is not None and user_id != self.session.username and not authz.may_impersonate(self):
                 raise PreconditionFailed(f"user_id property set to '{user_id}' but authenticated user was "

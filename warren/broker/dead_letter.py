@@ -26,12 +26,10 @@ from __future__ import annotations
 
 import datetime
 import logging
-import struct
 
-from warren.spec.fields import Long, RawValue, decode_shortstr, decode_value
-from warren.codec.properties import (
-    CONTENT_ENCODING_FLAG, CONTENT_TYPE_FLAG, HEADERS_FLAG, decode_basic_properties, salvage_properties, well_formed,
-)
+from warren.spec.fields import Long
+from warren.codec.properties import decode_basic_properties, salvage_properties, well_formed
+from warren.codec.property_edits import header_entries
 
 __all__ = ["dead_letter", "dead_letter_targets", "make_dead_letter", "with_header",
            "REJECTED", "EXPIRED", "MAXLEN", "DELIVERY_LIMIT"]
@@ -40,8 +38,6 @@ __all__ = ["dead_letter", "dead_letter_targets", "make_dead_letter", "with_heade
 REJECTED, EXPIRED, MAXLEN, DELIVERY_LIMIT = "rejected", "expired", "maxlen", "delivery_limit"
 
 log = logging.getLogger("warren.dead_letter")
-
-_u32 = struct.Struct(">I")
 
 REJECTED = "rejected"
 
@@ -189,25 +185,4 @@ def _is_cycle(queue_name: str, deaths: list) -> bool:
 def _decode_with_raw_headers(properties: bytes):
     """A fresh BasicProperties (never the message's cached one) and its headers as
     ``{name: RawValue}`` in wire order, so unchanged entries are written back exactly."""
-    props = decode_basic_properties(properties)
-    if not properties:
-        return props, {}
-    raw = {}
-    flags = properties[0] << 8 | properties[1]
-    if flags & HEADERS_FLAG:
-        off = 2
-        while properties[off - 1] & 1:  # continuation flag words
-            off += 2
-        if flags & CONTENT_TYPE_FLAG:
-            _, off = decode_shortstr(properties, off)
-        if flags & CONTENT_ENCODING_FLAG:
-            _, off = decode_shortstr(properties, off)
-        (size,) = _u32.unpack_from(properties, off)
-        off += 4
-        end = off + size
-        while off < end:
-            name, off = decode_shortstr(properties, off)
-            start = off
-            _, off = decode_value(properties, off)
-            raw.setdefault(name, RawValue(bytes(properties[start:off])))
-    return props, raw
+    return decode_basic_properties(properties), header_entries(properties)

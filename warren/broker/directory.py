@@ -98,11 +98,6 @@ class LocalDirectory:
 
     # --- queues -----------------------------------------------------------------------------
 
-    def channel_class(self, protocol_channel: type) -> type:
-        """The channel class a protocol adapter makes its channels of (the adapter's own, or
-        the directory's kind of it that asks elsewhere for queues elsewhere)."""
-        return protocol_channel
-
     def moves_for_queue(self, session, v, name: str) -> bool:
         """A 0-9-1 connection that may still move (``session.io.placing``) consumes from or
         gets from queue ``name`` of vhost ``v``: True when it moved to where the queue lives

@@ -1,4 +1,15 @@
-"""A published message as the broker keeps it.
+"""A published message as the broker keeps it: the one message container.
+
+**The format.** A message is its exchange, routing key, body and an *encoded AMQP 0-9-1 basic
+property list* (two flag octets, then the properties present, in order:
+warren/codec/properties.py). Every protocol converts at its edge: a 0-10 transfer's header
+(warren/protocol/amqp0_10/properties.py) and a 1.0 message's sections
+(warren/protocol/amqp1_0/message.py) become such a list on the way in and are made again from it
+on the way out; 0-9-1 and the 0-8 family keep the publisher's octets. The broker asks the list
+what it holds through this module (``Message``'s properties; the masks and tests under "What
+the broker tests of the flags", below), never through the codec's flag constants: where a test
+runs per message of a run of publishes, it stays a bit test of the first two octets against
+these masks, since a call would cost each message more than the test.
 
 The property list stays encoded exactly as the publisher sent it and is written back to
 consumers unchanged; it is decoded only when something needs a property (headers for the
@@ -28,7 +39,8 @@ import struct
 
 from warren.spec.fields import encode_shortstr
 from warren.codec.properties import (
-    CONTENT_ENCODING_FLAG, CONTENT_TYPE_FLAG, DELIVERY_MODE_FLAG, HEADERS_FLAG, decode_basic_properties,
+    CONTENT_ENCODING_FLAG, CONTENT_TYPE_FLAG, DELIVERY_MODE_FLAG, EXPIRATION_FLAG, HEADERS_FLAG, PRIORITY_FLAG,
+    REPLY_TO_FLAG, USER_ID_FLAG, decode_basic_properties,
 )
 from warren.errors import PreconditionFailed, SyntaxError_
 from warren.store.message import encode_message_ss
@@ -38,7 +50,8 @@ try:
 except ImportError:  # the pure-Python broker: messages stay tracked, nothing else changes
     untrack = _clone_messages = None
 
-__all__ = ["Message", "clone_messages", "clone_messages_py", "shared_name", "untrack"]
+__all__ = ["Message", "clone_messages", "clone_messages_py", "shared_name", "untrack", "HEADERS_HI", "EXPIRATION_HI",
+           "PRIORITY_HI", "REPLY_TO_HI", "USER_ID_LO", "PUBLISH_CHECKS_HI", "has_headers", "may_name_cc"]
 
 # name -> (the same name, its shortstr encoding): the first str seen stands for every equal
 # one after it, and the encoding is made once. Bounded: cleared when full (routing keys
@@ -46,9 +59,31 @@ __all__ = ["Message", "clone_messages", "clone_messages_py", "shared_name", "unt
 _names: dict[str, tuple[str, bytes]] = {}
 _NAMES_MAX = 10_000
 
-# the flags tested here, in the high octet of the flag word
+# --- What the broker tests of the flags -------------------------------------------------------
+# Masks of the first flag octet (``properties[0]``, "HI") or the second (``properties[1]``,
+# "LO"); a list shorter than two octets has no property.
+HEADERS_HI = HEADERS_FLAG >> 8
+EXPIRATION_HI = EXPIRATION_FLAG >> 8
+PRIORITY_HI = PRIORITY_FLAG >> 8
+REPLY_TO_HI = REPLY_TO_FLAG >> 8
+USER_ID_LO = USER_ID_FLAG & 0xFF
+# what the channel checks when a message is published (BrokerChannel._check_properties):
+# reply-to and expiration here, user-id in USER_ID_LO
+PUBLISH_CHECKS_HI = EXPIRATION_HI | REPLY_TO_HI
 _DELIVERY_MODE_HI = DELIVERY_MODE_FLAG >> 8
-_CONTENT_TYPE_HI, _CONTENT_ENCODING_HI, _HEADERS_HI = CONTENT_TYPE_FLAG >> 8, CONTENT_ENCODING_FLAG >> 8, HEADERS_FLAG >> 8
+_CONTENT_TYPE_HI, _CONTENT_ENCODING_HI = CONTENT_TYPE_FLAG >> 8, CONTENT_ENCODING_FLAG >> 8
+_HEADERS_HI = HEADERS_HI
+
+
+def has_headers(properties) -> bool:
+    return len(properties) >= 2 and bool(properties[0] & HEADERS_HI)
+
+
+def may_name_cc(properties) -> bool:
+    """Whether a list with headers may hold ``CC`` or ``BCC`` (sender-selected distribution):
+    a test of the octets ("C" first, a memchr), which never says no when they are there; the
+    headers are decoded only when it says yes."""
+    return 67 in properties and (properties.find(b"\x02CC") >= 0 or properties.find(b"\x03BCC") >= 0)
 
 
 def shared_name(name: str) -> tuple[str, bytes]:

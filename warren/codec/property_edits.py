@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import struct
 
-from warren.spec.fields import decode_shortstr, decode_value, encode_shortstr
+from warren.spec.fields import RawValue, decode_shortstr, decode_value, encode_shortstr
 from warren.codec.properties import (
     CONTENT_ENCODING_FLAG, CONTENT_TYPE_FLAG, CORRELATION_ID_FLAG, DELIVERY_MODE_FLAG, HEADERS_FLAG, PRIORITY_FLAG,
     REPLY_TO_FLAG,
 )
 
-__all__ = ["headers_span", "remove_header", "replace_header", "replace_reply_to"]
+__all__ = ["headers_span", "header_entries", "remove_header", "replace_header", "set_header", "replace_reply_to"]
 
 _U32 = struct.Struct(">I")
 
@@ -78,6 +78,48 @@ def _entry(props, name: str) -> tuple[int, int, int, int] | None:
         if key == name:
             return start, end, entry, off
     return None
+
+
+def header_entries(props) -> dict:
+    """The headers as ``{name: RawValue}`` in wire order (the first of a repeated name), each
+    value's octets as they came, so that entries nobody changes are written back exactly."""
+    span = headers_span(props)
+    raw: dict = {}
+    if span is None:
+        return raw
+    off, end = span[0] + 4, span[1]
+    while off < end:
+        name, off = decode_shortstr(props, off)
+        start = off
+        _, off = decode_value(props, off)
+        raw.setdefault(name, RawValue(bytes(props[start:off])))
+    return raw
+
+
+def set_header(props: bytes, name: str, encoded_value: bytes) -> bytes:
+    """The property list (maybe empty) with header ``name`` set to ``encoded_value``, for a
+    header set on every message of a kind (a stream delivery's ``x-stream-offset``): no headers
+    table, one is inserted holding only the entry, after content-type and content-encoding (the
+    only properties before it); a table without the name gets the entry appended and its size
+    grown; only a table that may already have it (its octets appear) is walked, to replace it."""
+    entry = encode_shortstr(name) + encoded_value
+    if len(props) < 2:
+        return b"\x20\x00" + _U32.pack(len(entry)) + entry
+    flags, off = _flags(props)
+    for flag, kind in _BEFORE_REPLY_TO[:2]:
+        if flags & flag:
+            off = _skip(props, off, kind)
+    if not flags & HEADERS_FLAG:
+        return b"".join((bytes((props[0] | HEADERS_FLAG >> 8,)), props[1:off], _U32.pack(len(entry)), entry,
+                         props[off:]))
+    (size,) = _U32.unpack_from(props, off)
+    end = off + 4 + size
+    if props.find(entry[:1 + len(name)], off + 4, end) >= 0:  # maybe present (or inside some value)
+        try:
+            return replace_header(props, name, encoded_value)
+        except KeyError:
+            pass  # those octets were part of another value: the name is absent after all
+    return b"".join((props[:off], _U32.pack(size + len(entry)), props[off + 4:end], entry, props[end:]))
 
 
 def remove_header(props: bytes, name: str) -> bytes:

@@ -76,9 +76,6 @@ class Spread(DefinitionOrder, Forwarding, Consumers, DtxParts):
     def workers(self) -> int:
         return self.count
 
-    def channel_class(self, protocol_channel: type) -> type:
-        return protocol_channel  # every protocol's own channel (LocalDirectory's; goes with it)
-
     # --- placement: a new 0-9-1 connection moves to the owner of the queue it uses -------------
     # (warren/server/placement.py; the adapter asks while ``session.io.placing``)
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Collection, Iterable
 
 from warren.broker.dedup import check_arguments, from_arguments
-from warren.codec.properties import HEADERS_FLAG
+from warren.broker.message import HEADERS_HI, may_name_cc
 from warren.codec.property_edits import remove_header
 from warren.errors import PreconditionFailed
 
@@ -187,8 +187,7 @@ class Exchange:
         """The queues a message published here reaches (see the module docstring)."""
         props = message.properties
         # decode only when the property octets hold the names (67 is "C": a cheap memchr first)
-        if (len(props) >= 2 and props[0] & _HEADERS_FLAG_HI and 67 in props
-                and (props.find(b"\x02CC") >= 0 or props.find(b"\x03BCC") >= 0)):
+        if len(props) >= 2 and props[0] & HEADERS_HI and may_name_cc(props):
             routing_keys = sender_selected(message, routing_keys)
         elif len(routing_keys) == 1 and self.dedup is None and not self.exchange_bindings:
             # route_keys' fast path, inline: one call less for nearly every publish
@@ -258,7 +257,6 @@ class Exchange:
 
 _NO_QUEUES: frozenset = frozenset()
 _DEDUP_ARGS = ("x-message-deduplication", "x-cache-size", "x-cache-ttl", "x-deduplication-header")
-_HEADERS_FLAG_HI = HEADERS_FLAG >> 8  # tested in the high octet of the flag word
 _SENDER_SELECTED = ("CC", "BCC")
 
 

@@ -35,9 +35,8 @@ import struct
 import time
 
 from warren.broker.exchanges.base import Exchange
-from warren.broker.message import Message
+from warren.broker.message import Message, has_headers
 from warren.spec.fields import encode_value
-from warren.codec.properties import HEADERS_FLAG
 from warren.codec.property_edits import replace_header
 from warren.errors import CommandInvalid, PreconditionFailed
 from warren.store.message import decode_restored
@@ -47,7 +46,6 @@ __all__ = ["DelayedMessageExchange", "MAX_DELAY_MS"]
 log = logging.getLogger("warren.delayed")
 
 MAX_DELAY_MS = 2**32 - 1  # the plugin's limit (Erlang's longest timer); longer: not delayed
-_HEADERS_FLAG_HI = HEADERS_FLAG >> 8  # tested in the high octet of the flag word
 _X_DELAY = b"\x07x-delay"  # the header's name as a shortstr, for a cheap first look
 _HEAD = struct.Struct(">QH")  # due (ms since the epoch), number of routing keys
 _KEY = struct.Struct(">H")
@@ -56,7 +54,7 @@ _KEY = struct.Struct(">H")
 def delay_of(message) -> int | None:
     """The delay (ms) asked for by the ``x-delay`` header, or None: route at once."""
     props = message.properties
-    if len(props) < 2 or not props[0] & _HEADERS_FLAG_HI or _X_DELAY not in props:
+    if not has_headers(props) or _X_DELAY not in props:
         return None
     value = message.headers.get("x-delay")
     if isinstance(value, bool):

@@ -19,14 +19,13 @@ import time
 from typing import TYPE_CHECKING
 
 from warren.broker.dead_letter import EXPIRED
-from warren.codec.properties import EXPIRATION_FLAG
+from warren.broker.message import EXPIRATION_HI
 
 if TYPE_CHECKING:
     from warren.broker.message import Message
 
 __all__ = ["Expiry"]
 
-_EXPIRATION_HI = EXPIRATION_FLAG >> 8  # tested in the high octet of the flag word
 
 
 class Expiry:
@@ -72,7 +71,7 @@ class Expiry:
     def _ttl_of(self, message: "Message") -> float | None:
         """The TTL of a message read back from disk: the lower of queue and message TTL."""
         props = message.properties
-        if len(props) >= 2 and props[0] & _EXPIRATION_HI:  # decode only then
+        if len(props) >= 2 and props[0] & EXPIRATION_HI:  # decode only then
             try:
                 message.check_expiration()
             except Exception:

@@ -32,17 +32,16 @@ from warren.broker.dead_letter import MAXLEN
 
 from warren.broker.queue import Queue
 from warren.broker.queues.qpid_args import fairshare_limits, priority_levels
-from warren.codec.properties import PRIORITY_FLAG
+from warren.broker.message import PRIORITY_HI
 
 __all__ = ["PriorityQueue", "PriorityReady", "message_priority", "QpidPriorityQueue", "QpidPriorityReady",
            "FairshareReady", "qpid_level"]
 
-_PRIORITY_HI = PRIORITY_FLAG >> 8  # tested in the high octet of the flag word
 
 
 def message_priority(msg, max_priority: int) -> int:
     props = msg.properties
-    if len(props) < 2 or not props[0] & _PRIORITY_HI:
+    if len(props) < 2 or not props[0] & PRIORITY_HI:
         return 0
     p = msg.decoded.priority or 0
     return p if p <= max_priority else max_priority
@@ -141,7 +140,7 @@ QPID_DEFAULT_PRIORITY = 4  # a message without a priority (0-10's and AMQP 1.0's
 def qpid_level(msg, levels: int) -> int:
     """The level (0 = lowest) of a message among a Qpid priority queue's ``levels``."""
     props = msg.properties
-    if len(props) < 2 or not props[0] & _PRIORITY_HI:
+    if len(props) < 2 or not props[0] & PRIORITY_HI:
         p = QPID_DEFAULT_PRIORITY
     else:
         p = msg.decoded.priority

@@ -45,12 +45,10 @@ _PUBLISHER_IDS = itertools.count(1)  # one per 0-10 connection, never reused
 
 class ConnectionHandler(BrokerConnection):
     protocol = "AMQP 0-10"
-    channel_class = SessionChannel  # or the broker directory's own kind of it (--worker-mode queues: warren/spread)
 
     def __init__(self, broker, conn, peer: tuple, io, anonymous_user: str | None = None) -> None:
         super().__init__(broker, peer, io)
         directory = broker.directory
-        self.channel_class = directory.channel_class(SessionChannel)
         # what its messages carry (no-local queues): unique in the node, as a message keeps it
         # when it crosses to another worker
         self.publisher_id = next(_PUBLISHER_IDS) * directory.workers + (directory.index or 0)
@@ -191,7 +189,7 @@ class ConnectionHandler(BrokerConnection):
         except AMQPError as error:
             self.fail(error)
             return
-        self.channels[event.channel] = self.channel_class(self, event.channel, SessionSink(self, event.channel))
+        self.channels[event.channel] = SessionChannel(self, event.channel, SessionSink(self, event.channel))
 
     def _close_channel(self, number) -> None:
         ch = self.channels.pop(number, None)

@@ -51,12 +51,9 @@ class ConnectionHandler(BrokerConnection):
     confirms a lone publisher the broker keeps up with gets slower (docs/performance.md, "Runs of
     publishes"). True: from the start; False: never."""
 
-    channel_class = Channel  # or the broker directory's own kind of it (--worker-mode queues: warren/spread)
-
     def __init__(self, broker, conn, peer: tuple, io, publish_runs: bool | None = None) -> None:
         super().__init__(broker, peer, io)
         self.conn = conn  # the sans-IO ServerConnection
-        self.channel_class = broker.directory.channel_class(Channel)
         # channels with confirms to write at the next flush; made by the first confirm.select
         # (confirms_selected), as only confirming channels ask: 216 B less per idle connection
         self._confirming: set[Channel] | None = None
@@ -99,7 +96,7 @@ class ConnectionHandler(BrokerConnection):
             elif kind is Acks:  # basic.ack frames taken together (warren/codec/acks.py)
                 self.channels[event.channel].ack_run(event.tags)
             elif kind is ChannelOpened:
-                self.channels[event.channel] = self.channel_class(self, event.channel, ChannelSink(self, event.channel))
+                self.channels[event.channel] = Channel(self, event.channel, ChannelSink(self, event.channel))
             elif kind is ChannelClosed:
                 ch = self.channels.pop(event.channel, None)
                 if ch is not None:
