@@ -8,15 +8,17 @@ a record of it (for its bindings), and the delete comes from a connection on tha
   folder put aside (warren/store/aside.py); the other worker's record went without a token (it
   has no folder for it), which is all it needs.
 * The delete never answered (the owner's definitions fsync stalls at the disk) and the power
-  cut: the owner's folder is kept, the queue comes back with every confirmed message, and both
-  workers know it again (a publish through the other worker reaches it).
+  cut: the owner's connections go on meanwhile; the owner's folder is kept, the queue comes back
+  with every confirmed message, and both workers know it again (a publish through the other
+  worker reaches it).
 
 Through pika against a node on the power-loss layer (tests/store/powerloss_fs.py), both cases in
-one test behind ``-m storage_faults`` (a two-worker node started twice: about 25 s here). No fix
-was needed: the owner logs a delete asked by the sequencer with its token, fsynced before it
-answers (on its loop: the link's handler does not defer the fsync, so a stall there holds the
-owner's loop, which this test does not measure), and the record's delete on the other worker
-needs no token.
+one test behind ``-m storage_faults`` (a two-worker node started twice: about 25 s here). The owner
+logs a delete asked through the sequencer with its folder's token and answers once it is
+durable; since session 19 its fsync is the group commit's (``_off_the_loop`` in
+warren/spread/definitions.py), so round trips on the owner go on while it stalls (before, the
+owner fsynced on its loop and they stopped). The record's delete on the other worker needs no
+token (it has no folder).
 """
 
 from __future__ import annotations
@@ -123,6 +125,10 @@ def folders(data: Path, name: str) -> list[str]:
     return found
 
 
+def _while_stalled(plfs, before: dict) -> None:
+    assert plfs.stats()["stalls_ended"] == before["stalls_ended"], "the round trips came only after the stall"
+
+
 def count(ch, name: str) -> int | None:
     try:
         return ch.queue_declare(name, passive=True).method.message_count
@@ -157,6 +163,8 @@ def test_a_remote_queues_delete_across_a_power_cut(tmp_path, plfs, request):
         publish(ch, undone, 20)
         assert folders(data, doomed) and folders(data, doomed)[0].startswith("1/")  # the owner's folder
         ch.queue_delete(doomed)  # from worker 0: the owner, worker 1, deletes it; worker 0 forgets its record
+        owner_conn, owner_ch = on_worker(node, 1)  # round trips on the owner while its fsync stalls, below
+        owner_ch.queue_declare("sd-transient", durable=False, exclusive=True)
         # the next delete stalls at the owner's definitions fsync, and is never answered
         before = plfs.stats()
         plfs.fault("fsync", path="/data/workers/1/definitions", stall=60)  # ended by the cut
@@ -173,6 +181,14 @@ def test_a_remote_queues_delete_across_a_power_cut(tmp_path, plfs, request):
         while plfs.stats()["stalls"] == before["stalls"]:
             assert time.monotonic() < deadline, "the owner's delete never reached its fsync"
             time.sleep(0.02)
+        # the owner's loop goes on meanwhile: its delete's fsync is the group commit's, off the loop
+        for turn in range(5):
+            owner_ch.basic_publish("", "sd-transient", b"t%d" % turn)
+            got = None
+            while got is None:
+                got = owner_ch.basic_get("sd-transient", auto_ack=True)[2]
+            assert got == b"t%d" % turn
+        _while_stalled(plfs, before)
         assert not answered, answered  # not answered while the owner's fsync stalls
         power_cut(plfs, node)
         plfs.clear()

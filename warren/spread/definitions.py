@@ -38,6 +38,27 @@ QUEUE_CHANGES = CHANGES - EXCHANGE_CHANGES  # their last argument is who asks
 SEQUENCER = 0  # the worker that orders every change of definitions
 
 
+def _off_the_loop(durability, change, *args):
+    """``change(*args)`` with the definitions log's fsync left to the group commit (off the loop,
+    as a client's delete in one process: warren/broker/directory.py ``durable_change``): its
+    result, or a future of it that resolves once the change is durable (the owner's answer to a
+    delete asked through the sequencer waits for it; links.py answers an awaitable when done)."""
+    if durability is None:
+        return change(*args)
+    definitions = durability.definitions
+    held, deferred = definitions.answers_held, definitions.defer_fsync
+    definitions.defer_fsync = True
+    try:
+        result = change(*args)
+    finally:
+        definitions.defer_fsync = deferred
+    if definitions.answers_held == held:
+        return result  # nothing durable changed (a transient queue)
+    done = asyncio.get_running_loop().create_future()
+    durability.after_definitions(lambda: done.done() or done.set_result(result))
+    return done
+
+
 def queue_owner(vhost: str, name: str, workers: int, placement: int = PLACEMENT) -> int:
     """The worker that owns a named, non-exclusive queue: fixed by vhost and name
     (warren/broker/ownership.py: a numbered family of queues is dealt out one per worker)."""
@@ -205,6 +226,8 @@ class DefinitionOrder:
             await self.links.broadcast("forget", v.name, name, skip=q.owner)
         else:
             n = self._delete_local(v, q, if_unused, if_empty)
+            if isinstance(n, asyncio.Future):  # durable first (_off_the_loop), then the others forget it
+                n = await n
             await self.links.broadcast("forget", v.name, name)
         return n
 
@@ -300,7 +323,7 @@ class DefinitionOrder:
             raise PreconditionFailed(f"queue '{q.name}' in vhost '{v.name}' is not empty")
         self._deleting = q  # queue_deleted: the sequencer tells the others itself
         try:
-            return v.delete_queue(q)
+            return _off_the_loop(v.durability, v.delete_queue, q)
         finally:
             self._deleting = None
 
