@@ -27,8 +27,23 @@ from warren.spread import queue_owner
 pytestmark = pytest.mark.skipif(bool(EXTERNAL_URL), reason="needs a private Warren broker")
 
 
+_STARTED: list = []  # the nodes this test started, stopped after it whatever became of it
+
+
 def spread_node(tmp_path, *extra, data_dir=None):
-    return launch_broker(tmp_path, "--workers", "2", "--worker-mode", "queues", *extra, data_dir=data_dir)
+    b = launch_broker(tmp_path, "--workers", "2", "--worker-mode", "queues", *extra, data_dir=data_dir)
+    _STARTED.append(b)
+    return b
+
+
+@pytest.fixture(autouse=True)
+def _stop_every_node():
+    """A test that fails before it stops its node (or between a kill -9 and the restart) must
+    not leave the node running: seen after a failed run, a supervisor and its two workers
+    were still up an hour later."""
+    yield
+    while _STARTED:
+        _STARTED.pop().stop()
 
 
 @pytest.fixture

@@ -9,7 +9,8 @@ import pika
 import pytest
 
 from tests.conftest import EXTERNAL_URL
-from tests.e2e.test_spread import (
+from tests.e2e.test_spread import (  # noqa: F401 (_stop_every_node: the autouse fixture, here too)
+    _stop_every_node,
     apis,
     connect,
     get,
