@@ -330,13 +330,19 @@ class BrokerChannel:
 
     def consumer_cancelled_by_broker(self, c: Consumer) -> None:
         """The queue went away under a consumer: tell the client (the sink decides how)."""
-        if self.consumers.pop(c.tag, None) is None or self.closed:
+        if self.consumers.pop(c.tag, None) is not None:
+            self.cancelled_by_broker(c.tag)
+
+    def cancelled_by_broker(self, tag: str) -> None:
+        """Tell the client its consumer ``tag`` ended, after the answer to its own queue delete
+        when this connection is deleting the queue (a consumer of a queue here or elsewhere)."""
+        if self.closed:
             return
         held = self.session.held_cancels
         if held is not None:  # this connection is deleting the queue: after its answer
-            held.append((self, c.tag))
+            held.append((self, tag))
         else:
-            self.notify_cancel(c.tag)
+            self.notify_cancel(tag)
 
     def notify_cancel(self, tag: str) -> None:
         if not self.closed:

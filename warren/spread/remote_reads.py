@@ -179,13 +179,8 @@ class RemoteReads(RemoteSettling):
     def remote_cancelled(self, consumer_tag: str) -> None:
         """The owner's queue went away under one of our consumers: the client is told, after
         the answer to its own delete when this connection is deleting it (as in one process)."""
-        if self.consumers.pop(consumer_tag, None) is None:
-            return
-        held = self.session.held_cancels
-        if held is not None:
-            held.append((self.channel, consumer_tag))
-        else:
-            self.channel.notify_cancel(consumer_tag)
+        if self.consumers.pop(consumer_tag, None) is not None:
+            self.channel.cancelled_by_broker(consumer_tag)
 
     def owner_wants(self, owner: int) -> None:
         self.lender.owner_wants(owner)

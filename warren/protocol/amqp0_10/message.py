@@ -136,10 +136,11 @@ def handle_message_acquire(ch, c):
     """Take browsed copies: each queue (or the handle of one in another process) takes what is
     still there, now or later; the result lists the transfers acquired, in order."""
     by_queue: dict = {}
-    for i in transfer_ids(c.transfers, ch.browsed):
+    asked = transfer_ids(c.transfers, ch.browsed)
+    for i in asked:
         queue, seq = ch.browsed.pop(i)
         by_queue.setdefault(queue, []).append((i, seq))
-    acquired: list[int] = []
+    acquired: set[int] = set()
 
     def took(pairs, taken) -> None:
         for i, seq in pairs:
@@ -150,12 +151,13 @@ def handle_message_acquire(ch, c):
             ch.next_tag = tag + 1
             ch.unacked[tag] = (*head, None, tag)
             ch.transfers[i] = tag
-            acquired.append(i)
+            acquired.add(i)
 
     def step(queue, pairs):
         return lambda: then(queue.acquire(ch, [seq for _, seq in pairs]), lambda taken: took(pairs, taken))
+    # in the order asked (transfer ids are serial numbers: sorting would break where they wrap)
     return then(in_turn([step(q, pairs) for q, pairs in by_queue.items()]), lambda _: spec.MessageAcquired(
-        transfers=SequenceSet.of(sorted(acquired)) if acquired else SequenceSet()))
+        transfers=SequenceSet.of([i for i in asked if i in acquired]) if acquired else SequenceSet()))
 
 
 def handle_message_resume(ch, c):

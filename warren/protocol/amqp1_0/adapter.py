@@ -174,8 +174,9 @@ class SessionSink:
         v = view(message, redelivered)
         if link.match is not None and not link.match.matches(v.properties, v.application):
             self.channel.ack_run([tag])  # not for this link: the stream's reader gets its credit back
-            if consumer.credit.far:  # the client's credit was not spent: the owner may send one more
-                consumer.credit.granted(self.conn.credit(self.number, link.handle), False)
+            credit = consumer.credit
+            if credit.far:  # the client's credit was not spent: the owner may send one more
+                credit.granted(self.conn.credit(self.number, link.handle), False)
             link.skipped += 1
             if link.skipped >= SCAN_TURN:  # a long run of misses: the other connections get a turn
                 link.paused = True
