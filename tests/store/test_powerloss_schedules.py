@@ -26,6 +26,9 @@ mix, the crash point, the tear), and a failure prints the seed and the line that
 The default run takes one chain of ``DEFAULT_SCHEDULES``; ``-m storage_faults`` runs
 ``MARKED_CHAINS`` chains (1,000 schedules; WARREN_POWERLOSS_CHAINS=N runs the first N).
 WARREN_POWERLOSS_SEED=S WARREN_POWERLOSS_SCHEDULES=N replays chain S up to its N-th schedule.
+WARREN_POWERLOSS_START_TIMEOUT=SECONDS bounds each start's wait for the broker (default: the
+fixtures' 60 s); a long run beside other work raises it (session 19: recovery under load 12-16
+took longer, and those chains failed on the wait, not on what they checked).
 
 A failed chain keeps its evidence (``Evidence``): the broker's log of every start in the chain,
 the seed, each schedule's choices and crash report, what the workload's clients and the checker
@@ -68,6 +71,7 @@ ACK_WINDOW = 3.0           # an ack older than this at the crash was fsynced (1 
 QUEUES = ("pl-consumed", "pl-kept")
 STREAM = "pl-stream"
 WORK_TIMEOUT = 30.0
+START_TIMEOUT = float(os.environ.get("WARREN_POWERLOSS_START_TIMEOUT") or 0) or None  # None: the fixtures'
 
 
 @dataclass
@@ -362,7 +366,8 @@ def run_schedule(fs: PowerLossFS, broker, model: Model, seed: int, index: int, w
         assert not t.is_alive(), "a workload thread did not end after the crash"
     evidence.note(f"schedule {index}: restarting")
     try:
-        restarted = launch_broker(workdir, "--disk-free-limit", "0", *broker_args, data_dir=broker.data_dir)
+        restarted = launch_broker(workdir, "--disk-free-limit", "0", *broker_args, data_dir=broker.data_dir,
+                                  start_timeout=START_TIMEOUT)
     except RuntimeError as e:
         known = {str(p) for p in evidence.logs}  # the failed start's log too, whole
         evidence.logs += sorted((p for p in workdir.glob("broker-*.log") if str(p) not in known),
@@ -497,7 +502,8 @@ def run_chain(tmp_path, seed: int, schedules: int, totals: Totals, *broker_args:
     failed: list = []
     try:
         data = fs.mountpoint / "data"
-        broker = launch_broker(tmp_path, "--disk-free-limit", "0", *broker_args, data_dir=data)
+        broker = launch_broker(tmp_path, "--disk-free-limit", "0", *broker_args, data_dir=data,
+                               start_timeout=START_TIMEOUT)
         evidence.started(broker)
         conn = _connect(broker)
         ch = conn.channel()
@@ -584,7 +590,7 @@ def test_a_queue_deleted_in_a_crash_leaves_nothing_to_a_new_one_of_its_name(tmp_
     broker = None
     try:
         data = fs.mountpoint / "data"
-        broker = launch_broker(tmp_path, "--disk-free-limit", "0", data_dir=data)
+        broker = launch_broker(tmp_path, "--disk-free-limit", "0", data_dir=data, start_timeout=START_TIMEOUT)
         conn = _connect(broker)
         ch = conn.channel()
         ch.confirm_delivery()
@@ -603,7 +609,7 @@ def test_a_queue_deleted_in_a_crash_leaves_nothing_to_a_new_one_of_its_name(tmp_
         deleter.join(30)
         fs.clear()
         assert any(name.startswith(f"/data/{root}/") for name in report["names"]), report  # the folder came back
-        broker = launch_broker(tmp_path, "--disk-free-limit", "0", data_dir=data)
+        broker = launch_broker(tmp_path, "--disk-free-limit", "0", data_dir=data, start_timeout=START_TIMEOUT)
         ch = _connect(broker).channel()
         ch.queue_declare("doomed", durable=True, arguments=arguments)
         assert count_in(broker, "doomed") == 0  # not the 10 of the deleted queue
