@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,10 @@ WORKER_MODES = ("vhosts", "queues")
 # The TLS settings' valid values, with RabbitMQ's names (warren/server/tls.py applies them):
 # ssl_options.verify, ssl_cert_login_from (subject_alt_name is its older spelling),
 # ssl_cert_login_san_type, and the protocol versions offered (older ones are broken).
+# --cluster-etcd: plain HTTP to etcd's JSON gateway for now (https: not built yet)
+CLUSTER_URL = re.compile(r"http://[A-Za-z0-9.\-\[\]:]+:[0-9]{1,5}/?")
+CLUSTER_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
+
 TLS_VERIFY_MODES = ("none", "peer", "require")
 TLS_LOGIN_FROM = ("common_name", "distinguished_name", "subject_alternative_name", "subject_alt_name")
 TLS_SAN_TYPES = ("dns", "email", "uri", "ip")
@@ -159,6 +164,40 @@ class Config:
     tls_login_san_type: str = "dns"
     tls_login_san_index: int = 0
 
+    # A cluster on etcd (warren/cluster, docs/clustering.md): the etcd members' client URLs
+    # (empty: a single node, and warren.cluster is never imported), this node's name in the
+    # cluster, the cluster's name (its keys live under /warren/<cluster_name>/), a file holding
+    # the cluster secret (mode 0600; None: the node that creates the cluster makes one and keeps
+    # it in etcd), and the TTL in seconds of the lease that holds this node's membership
+    cluster_etcd: tuple[str, ...] = ()
+    node_name: str | None = None
+    cluster_name: str = "warren"
+    cluster_secret_file: Path | None = None
+    cluster_lease_ttl: int = 10
+
+    def _validate_cluster(self) -> None:
+        if isinstance(self.cluster_etcd, str):  # the command line's "http://a:2379,http://b:2379"
+            self.cluster_etcd = tuple(u.strip() for u in self.cluster_etcd.split(",") if u.strip())
+        self.cluster_etcd = tuple(self.cluster_etcd)
+        if not self.cluster_etcd:
+            if self.node_name is not None or self.cluster_secret_file is not None:
+                raise ValueError("node-name and cluster-secret-file need cluster-etcd (the etcd members' URLs)")
+            return
+        bad = [u for u in self.cluster_etcd if not CLUSTER_URL.fullmatch(u)]
+        if bad:
+            raise ValueError(f"cluster-etcd takes http://HOST:PORT URLs of etcd members, not {', '.join(bad)}")
+        if self.node_name is None:
+            raise ValueError("cluster-etcd needs node-name (this node's name in the cluster)")
+        for what, name in (("node-name", self.node_name), ("cluster-name", self.cluster_name)):
+            if not CLUSTER_NAME.fullmatch(name):
+                raise ValueError(f"{what} {name!r} must be 1 to 64 letters, digits, '.', '_' or '-'")
+        if not 2 <= self.cluster_lease_ttl <= 300:
+            raise ValueError("cluster-lease-ttl must be 2..300 seconds")
+        if self.workers > 1:
+            raise ValueError("cluster-etcd does not run with workers > 1 yet (docs/clustering.md)")
+        if self.cluster_secret_file is not None:
+            self.cluster_secret_file = Path(self.cluster_secret_file)
+
     def _validate_tls(self) -> None:
         if not -1 <= self.tls_port <= 65535:
             raise ValueError(f"tls port {self.tls_port} out of range (-1 = off)")
@@ -234,6 +273,7 @@ class Config:
         if not 0 < self.handshake_timeout <= 3600:
             raise ValueError("handshake-timeout must be more than 0 and at most 3600 seconds")
         self._validate_limits()
+        self._validate_cluster()
         if self.consumer_timeout < 0:
             raise ValueError("consumer-timeout must be 0 (off) or a number of milliseconds")
         if self.log_level not in LOG_LEVELS:

@@ -59,6 +59,8 @@ OPTION_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
      ("tls_cert", "tls_key", "tls_ca", "tls_verify", "tls_versions", "tls_ciphers", "http_tls", "tls_login_from",
       "tls_login_san_type", "tls_login_san_index")),
     ("Cluster: worker processes", ("workers", "worker_mode")),
+    ("Cluster on etcd (docs/clustering.md)",
+     ("cluster_etcd", "node_name", "cluster_name", "cluster_secret_file", "cluster_lease_ttl")),
     ("Tuning", ("loop", "publish_runs", "yield_after_confirms")),
     ("Logging", ("log_level", "log_format", "log_file")),
     ("Settings", ("config_file", "print_config", "help")),
@@ -220,6 +222,17 @@ class ServeCommand(OneLineErrors):
 @click.option("--worker-mode", default="vhosts", show_default=True, type=click.Choice(["vhosts", "queues"]),
               help="With --workers N: each worker owns whole vhosts, or (experimental) some queues of every vhost "
                    "(docs/performance.md, 'One vhost over worker processes').")
+@click.option("--cluster-etcd", default=None,
+              help="Join (or create) a cluster through these etcd members: http://HOST:PORT[,...] "
+                   "(docs/clustering.md; default: a single node).")
+@click.option("--node-name", default=None, help="This node's name in the cluster (with --cluster-etcd).")
+@click.option("--cluster-name", default=Config.cluster_name, show_default=True,
+              help="The cluster to join or create: its keys live under /warren/NAME/ in etcd.")
+@click.option("--cluster-secret-file", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="The cluster secret, in a file of mode 0600 (default: the first node makes one, kept in etcd).")
+@click.option("--cluster-lease-ttl", default=Config.cluster_lease_ttl, show_default=True, type=int,
+              help="Seconds after which a node that stopped renewing its lease (killed, cut off) leaves the "
+                   "member list.")
 @click.option("--handoff-socket", type=click.Path(path_type=Path), default=None, hidden=True)
 @click.option("--worker-index", default=0, type=int, hidden=True)
 @click.option("--worker-placement", default=2, type=int, hidden=True)

@@ -291,6 +291,7 @@ class Server:
         self.sync_latency = Histogram(SYNC_BUCKETS)  # seconds per group commit (warren_store_sync_seconds)
         # why the broker stopped by itself (a failed group commit), for a non-zero exit status
         self.failure: str | None = None
+        self.cluster = None  # this node's membership with --cluster-etcd (warren/cluster/node.py), set by run()
 
     # --- group commit -----------------------------------------------------------------------
 
@@ -489,11 +490,21 @@ class Server:
                                    "tls_port": tls_port, "http_host": c.http_host or c.host, "http_port": http_port,
                                    "http_tls": c.http_tls, "prometheus_port": prometheus_port}))
         tmp.replace(self._listeners_file)
+        if self.cluster is not None:  # the member record lists the listeners (warren/cluster/node.py)
+            await self._announce(amqp_port=port, amqps_port=tls_port, http_port=http_port,
+                                 prometheus_port=prometheus_port, amqp_host=c.host)
         if c.ready_file:
             tmp = c.ready_file.with_suffix(".tmp")
             tmp.write_text(json.dumps({"host": c.host, "port": port, "pid": os.getpid(), "http_port": http_port,
                                        "prometheus_port": prometheus_port, "tls_port": tls_port}))
             tmp.replace(c.ready_file)
+
+    async def _announce(self, **listeners) -> None:
+        from warren.cluster.etcd import EtcdError
+        try:
+            await self.cluster.announce(**listeners)
+        except EtcdError as e:  # the membership holds without them; the log says why they are missing
+            log.warning("cluster: could not list this node's listeners in etcd: %s", e)
 
     async def _start_metrics(self) -> int:
         """The Prometheus endpoint (warren/metrics), imported only when it is on."""
@@ -593,6 +604,8 @@ class Server:
         self.fsync_worker.close()
         if self._listeners_file is not None:
             self._listeners_file.unlink(missing_ok=True)
+        if self.cluster is not None:  # the member key goes at once (lease revoked)
+            await self.cluster.leave()
         log.info("shutdown complete")
 
 
@@ -632,10 +645,29 @@ def run(config: Config) -> None:
     tune_young_collections()
     loop = new_event_loop(config.loop)
     asyncio.set_event_loop(loop)
-    server = Server(config, loop)
+    cluster = _join_cluster(config, loop) if config.cluster_etcd else None
+    try:
+        server = Server(config, loop)
+    except BaseException:
+        if cluster is not None:
+            loop.run_until_complete(cluster.leave())
+        loop.close()
+        raise
+    server.cluster = cluster
     try:
         loop.run_until_complete(server.serve())
     finally:
         loop.close()
     if server.failure is not None:  # exit 1, so that a service manager sees a failure, not a stop
         raise SystemExit(1)
+
+
+def _join_cluster(config: Config, loop: asyncio.AbstractEventLoop):
+    """--cluster-etcd: create or join the cluster before recovery (a data folder of another cluster
+    or a node name already running is refused first); warren.cluster is imported only here."""
+    from warren.cluster.node import ClusterError, join
+    try:
+        return loop.run_until_complete(join(config))
+    except ClusterError as e:
+        loop.close()
+        raise StartupError(str(e)) from None

@@ -1,0 +1,301 @@
+"""Starting a clustered node: create or join the cluster in etcd, hold a membership lease.
+
+Keys, under ``/warren/<cluster name>/`` (docs/clustering.md):
+
+``id``            the cluster's identity, written once by the node that creates the cluster
+                  (JSON: ``id``, a random UUID; ``created``; ``by``, the creating node's name)
+``secret``        the cluster secret, when the creating node made it (no --cluster-secret-file)
+``secret-check``  sha256 of ``<id>:<secret>``: a joining node's secret must give the same digest
+``nodes/<NAME>``  one per running node, held by that node's lease (JSON: name, pid, listeners)
+
+The creating node writes ``id``, ``secret`` and ``secret-check`` in one transaction that
+succeeds only if ``id`` does not exist yet: of two first nodes starting at once, one creates
+and the other joins. A node's ``nodes/<NAME>`` is written the same way (only if absent, with
+its lease), so a second node of the same name is refused while the first one's lease lives,
+and a node that dies (kill -9) leaves the list when its lease ends (``cluster_lease_ttl``).
+
+The data folder records the cluster it belongs to (``cluster.json``: cluster name, id, node
+name), written once the join succeeded; a folder of another cluster (another id) or of another
+node name is refused. A data folder without the file (a single node's, or a new one) joins.
+
+Nothing uses the cluster secret yet but this join check: it is for the inter-node protocol,
+not built yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import os
+import secrets
+import stat
+import time
+import uuid
+from pathlib import Path
+
+from warren.cluster.etcd import EtcdClient, EtcdError, EtcdNoQuorum
+
+__all__ = ["ClusterError", "ClusterNode", "CLUSTER_FILE", "join", "cluster_prefix"]
+
+log = logging.getLogger("warren.cluster")
+
+CLUSTER_FILE = "cluster.json"  # in the data folder: which cluster and node it belongs to
+
+
+class ClusterError(Exception):
+    """The node cannot join its cluster; ``str()`` is one line for the operator."""
+
+
+def cluster_prefix(cluster_name: str) -> str:
+    return f"/warren/{cluster_name}/"
+
+
+def _digest(cluster_id: str, secret: str) -> str:
+    return hashlib.sha256(f"{cluster_id}:{secret}".encode()).hexdigest()
+
+
+def read_secret_file(path: Path) -> str:
+    """The secret in ``path``; ClusterError if it cannot be read, is empty, or is readable or
+    writable by anyone but its owner (it must be 0600 or stricter, as an Erlang cookie)."""
+    try:
+        mode = os.stat(path).st_mode
+        text = path.read_text().strip()
+    except OSError as e:
+        raise ClusterError(f"cannot read cluster secret file {path}: {e.strerror or e}") from None
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise ClusterError(f"cluster secret file {path} is open to others (mode {stat.S_IMODE(mode):04o}): "
+                           f"chmod 600 {path}")
+    if not text:
+        raise ClusterError(f"cluster secret file {path} is empty")
+    return text
+
+
+def read_folder_record(data_dir: Path) -> dict | None:
+    path = data_dir / CLUSTER_FILE
+    try:
+        record = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        raise ClusterError(f"cannot read {path}: {e}") from None
+    if not isinstance(record, dict) or not isinstance(record.get("cluster_id"), str):
+        raise ClusterError(f"{path} is not a cluster record (no cluster_id)")
+    return record
+
+
+def write_folder_record(data_dir: Path, record: dict) -> None:
+    path = data_dir / CLUSTER_FILE
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "w") as f:
+        f.write(json.dumps(record, indent=1) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    tmp.replace(path)
+    fd = os.open(data_dir, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class ClusterNode:
+    """This node's membership: the etcd client, the cluster's id, the lease that holds
+    ``nodes/<name>`` and the task that keeps it alive."""
+
+    def __init__(self, client: EtcdClient, cluster_name: str, node_name: str, cluster_id: str,
+                 lease: int, ttl: int, record: dict) -> None:
+        self.client = client
+        self.cluster_name = cluster_name
+        self.node_name = node_name
+        self.cluster_id = cluster_id
+        self.prefix = cluster_prefix(cluster_name)
+        self.lease = lease
+        self.ttl = ttl
+        self.record = record  # the value of nodes/<name>
+        self._keeper: asyncio.Task | None = None
+        self._left = False
+
+    @property
+    def node_key(self) -> str:
+        return f"{self.prefix}nodes/{self.node_name}"
+
+    def start_keepalive(self) -> None:
+        if self._keeper is None:
+            self._keeper = asyncio.get_running_loop().create_task(self._keep_alive())
+
+    async def _keep_alive(self) -> None:
+        """Renew the lease every third of its TTL. While etcd cannot be reached the node goes on
+        serving (nothing depends on the cluster yet) and says so once; a lease that expired
+        meanwhile (the member key is gone) is replaced by a new one if the name is still free."""
+        failing = False
+        while not self._left:
+            await asyncio.sleep(max(0.5, self.ttl / 3))
+            try:
+                left = await self.client.keep_alive(self.lease)
+                if left <= 0:
+                    log.warning("cluster %s: this node's lease expired (etcd was out of reach for more than "
+                                "%d s); registering %s again", self.cluster_name, self.ttl, self.node_name)
+                    await self._register_again()
+                if failing:
+                    log.info("cluster %s: etcd reachable again, membership of %s renewed",
+                             self.cluster_name, self.node_name)
+                failing = False
+            except EtcdError as e:
+                if not failing:
+                    log.warning("cluster %s: cannot renew this node's lease: %s", self.cluster_name, e)
+                failing = True
+            except ClusterError as e:
+                log.error("cluster %s: %s", self.cluster_name, e)
+                failing = True
+
+    async def _register_again(self) -> None:
+        lease, self.ttl = await self.client.grant(self.ttl)
+        written, existing = await self.client.put_if_absent(self.node_key, json.dumps(self.record), lease=lease)
+        if not written:
+            await self.client.revoke(lease)
+            raise ClusterError(f"node name {self.node_name} was taken by another node while etcd was out of reach "
+                               f"({_describe(existing.value if existing else b'')}); this node is not listed")
+        self.lease = lease
+
+    async def announce(self, **listeners) -> None:
+        """Add the node's listeners (ports) to its member record, once they are bound."""
+        self.record = {**self.record, **listeners, "state": "running"}
+        await self.client.put(self.node_key, json.dumps(self.record), lease=self.lease)
+
+    async def members(self) -> list[dict]:
+        """The live members' records (those whose lease is alive), by name."""
+        kvs = await self.client.get_prefix(f"{self.prefix}nodes/")
+        out = []
+        for kv in kvs:
+            try:
+                out.append(json.loads(kv.value))
+            except ValueError:
+                continue
+        return out
+
+    async def leave(self, timeout: float = 3.0) -> None:
+        """Stop renewing and revoke the lease: the member key goes at once. Bounded: a node whose
+        etcd is gone still stops (its key then goes when the lease ends)."""
+        self._left = True
+        if self._keeper is not None:
+            self._keeper.cancel()
+            try:
+                await self._keeper
+            except asyncio.CancelledError:
+                pass
+            self._keeper = None
+        try:
+            await asyncio.wait_for(self.client.revoke(self.lease), timeout)
+        except (EtcdError, asyncio.TimeoutError) as e:
+            log.warning("cluster %s: could not leave at once (%s); the member key goes in %d s",
+                        self.cluster_name, e or "no answer in time", self.ttl)
+        await self.client.close()
+
+
+def _describe(value: bytes) -> str:
+    try:
+        record = json.loads(value)
+        return f"pid {record.get('pid')} on {record.get('host')}, started {record.get('started')}"
+    except ValueError:
+        return "a record Warren did not write"
+
+
+async def join(config, *, timeout: float = 5.0) -> ClusterNode:
+    """Create or join ``config.cluster_name`` through the etcd at ``config.cluster_etcd``, as
+    ``config.node_name``; the member, its lease being kept alive. ClusterError (one line) when
+    refused: a data folder of another cluster or node, a name already running, a wrong or
+    missing secret, a secret file open to others, etcd unreachable or without quorum."""
+    name, cluster = config.node_name, config.cluster_name
+    data_dir = Path(config.data_dir)
+    own_secret = read_secret_file(config.cluster_secret_file) if config.cluster_secret_file else None
+    folder = read_folder_record(data_dir)
+    if folder is not None and folder.get("cluster_name") != cluster:
+        raise ClusterError(f"data folder {data_dir.resolve()} belongs to cluster {folder.get('cluster_name')!r} "
+                           f"(id {folder['cluster_id']}), not {cluster!r}")
+    if folder is not None and folder.get("node_name") != name:
+        raise ClusterError(f"data folder {data_dir.resolve()} is node {folder.get('node_name')!r}'s, "
+                           f"not {name!r}'s")
+    client = EtcdClient(config.cluster_etcd, timeout=timeout)
+    lease = 0
+    try:
+        prefix = cluster_prefix(cluster)
+        cluster_id, created = await _create_or_read(client, prefix, name, own_secret, folder)
+        if folder is not None and folder["cluster_id"] != cluster_id:
+            raise ClusterError(f"data folder {data_dir.resolve()} belongs to another cluster (id "
+                               f"{folder['cluster_id']}) than {cluster!r} in etcd (id {cluster_id})")
+        await _check_secret(client, prefix, cluster, cluster_id, own_secret)
+        lease, ttl = await client.grant(config.cluster_lease_ttl)
+        record = {"name": name, "cluster": cluster, "cluster_id": cluster_id, "pid": os.getpid(),
+                  "host": os.uname().nodename, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                  "state": "starting"}
+        written, existing = await client.put_if_absent(f"{prefix}nodes/{name}", json.dumps(record), lease=lease)
+        if not written:
+            raise ClusterError(f"node name {name!r} is already running in cluster {cluster!r} "
+                               f"({_describe(existing.value if existing else b'')}; its lease is alive)")
+        if folder is None:
+            write_folder_record(data_dir, {"cluster_name": cluster, "cluster_id": cluster_id, "node_name": name})
+        node = ClusterNode(client, cluster, name, cluster_id, lease, ttl, record)
+        log.info("cluster %s (id %s): %s node %s through etcd at %s (lease %d s)", cluster, cluster_id,
+                 "created by" if created else "joined as", name, ", ".join(config.cluster_etcd), ttl)
+        node.start_keepalive()
+        return node
+    except EtcdNoQuorum as e:
+        await _give_up(client, lease)
+        raise ClusterError(f"cannot join cluster {cluster!r}: {e}") from None
+    except EtcdError as e:
+        await _give_up(client, lease)
+        raise ClusterError(f"cannot join cluster {cluster!r}: {e}") from None
+    except BaseException:
+        await _give_up(client, lease)
+        raise
+
+
+async def _give_up(client: EtcdClient, lease: int) -> None:
+    if lease:
+        try:
+            await client.revoke(lease)
+        except EtcdError:
+            pass
+    await client.close()
+
+
+async def _create_or_read(client: EtcdClient, prefix: str, name: str, own_secret: str | None,
+                          folder: dict | None) -> tuple[str, bool]:
+    """The cluster's id, and whether this node created it (in one transaction with its secret)."""
+    existing = await client.get(prefix + "id")
+    if existing is None:
+        if folder is not None:  # a folder of a cluster this etcd never had (or lost)
+            raise ClusterError(f"data folder belongs to cluster id {folder['cluster_id']}, which this etcd "
+                               f"does not hold (under {prefix}): not creating a new cluster over it")
+        cluster_id = str(uuid.uuid4())
+        secret = own_secret if own_secret is not None else secrets.token_hex(32)
+        also = {prefix + "secret-check": _digest(cluster_id, secret)}
+        if own_secret is None:
+            also[prefix + "secret"] = secret
+        identity = json.dumps({"id": cluster_id, "by": name,
+                               "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+        written, existing = await client.put_if_absent(prefix + "id", identity, also=also)
+        if written:
+            return cluster_id, True
+    try:
+        return json.loads(existing.value)["id"], False
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise ClusterError(f"{prefix}id in etcd is not a Warren cluster's identity") from None
+
+
+async def _check_secret(client: EtcdClient, prefix: str, cluster: str, cluster_id: str,
+                        own_secret: str | None) -> None:
+    check = await client.get(prefix + "secret-check")
+    if check is None:
+        raise ClusterError(f"cluster {cluster!r} has no {prefix}secret-check in etcd (not made by Warren?)")
+    secret = own_secret
+    if secret is None:
+        stored = await client.get(prefix + "secret")
+        if stored is None:
+            raise ClusterError(f"cluster {cluster!r} was created with a secret file: give --cluster-secret-file")
+        secret = stored.value.decode()
+    if _digest(cluster_id, secret) != check.value.decode():
+        raise ClusterError(f"the cluster secret of {'--cluster-secret-file' if own_secret is not None else 'etcd'} "
+                           f"is not cluster {cluster!r}'s (its secret-check in etcd differs)")
