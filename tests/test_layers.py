@@ -32,6 +32,11 @@ import (a module or any module below it):
   server, the HTTP API or the metrics (placement, which moves sockets, is server glue:
   ``warren/server/placement.py``; the ownership rule is ``warren/broker/ownership.py``).
 
+* a cluster is the server's business (issue 32): ``warren.protocol``, ``warren.management``,
+  ``warren.spark`` and ``warren.broker`` import nothing from ``warren.cluster`` (the server joins
+  the cluster at start-up; a queue on another node will be a handle behind the broker's directory,
+  as a queue on another worker is).
+
 * one broker channel, one adapter per protocol family: the classes extending ``BrokerChannel`` are
   ``CHANNEL_ADAPTERS`` (and ``CHANNEL_CLASSES_PENDING``, each with the reason it is still there);
   where a queue lives never makes another channel class.
@@ -120,6 +125,7 @@ HTTP_BASE_FORBIDDEN = ("warren.management", "warren.metrics")
 METRICS_FORBIDDEN = ("warren.management", "warren.spread")
 MANAGEMENT_FORBIDDEN = ("warren.spread",)
 SPREAD_FORBIDDEN = ("warren.server", "warren.management", "warren.metrics")
+CLUSTER_FORBIDDEN = ("warren.cluster",)
 
 # each rule of the module docstring but the sans-IO one: (its name, the modules it covers, what
 # none of them may import)
@@ -133,6 +139,7 @@ RULES = [
     ("metrics", _modules("metrics"), METRICS_FORBIDDEN),
     ("management", _modules("management"), MANAGEMENT_FORBIDDEN),
     ("spread", _modules("spread"), SPREAD_FORBIDDEN),
+    ("cluster", _modules("protocol", "management", "spark", "broker"), CLUSTER_FORBIDDEN),
 ]
 
 
@@ -161,6 +168,8 @@ def test_layer_imports_only_downwards(path, forbidden):
     (FEDERATION_FORBIDDEN, "from warren.management.api.policies import may_change"),
     (HTTP_BASE_FORBIDDEN, "import warren.metrics.collect"),
     (METRICS_FORBIDDEN, "def scrape():\n    from warren.management.api.common import node_name"),
+    (CLUSTER_FORBIDDEN, "def nodes():\n    from warren.cluster.node import ClusterNode"),
+    (CLUSTER_FORBIDDEN, "import warren.cluster"),
 ])
 def test_each_rule_catches_a_breach(tmp_path, forbidden, breach):
     """A module that breaks the rule, top-level or inside a function, is named by the check."""
