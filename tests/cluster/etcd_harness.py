@@ -8,6 +8,7 @@ healthy (``GET /health``: it has a leader and answers). ``stop()`` ends each mem
 
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 import signal
@@ -126,6 +127,28 @@ class EtcdCluster:
                 logs = "\n".join(f"--- {m.name}\n{m.log()[-3000:]}" for m in waiting)
                 raise RuntimeError(f"etcd members {[m.name for m in waiting]} not healthy in {timeout:g} s:\n{logs}")
             time.sleep(0.1)
+
+    def get_prefix(self, prefix: str, timeout: float = 5.0) -> dict[str, bytes]:
+        """Every key under ``prefix`` -> its value, read through the first member that answers
+        (the JSON gateway, as a Warren node reads it)."""
+        end = bytearray(prefix.encode())
+        end[-1] += 1
+        body = json.dumps({"key": base64.b64encode(prefix.encode()).decode(),
+                           "range_end": base64.b64encode(bytes(end)).decode()}).encode()
+        errors = []
+        for m in self.members:
+            if m.proc is None or m.proc.poll() is not None:
+                continue
+            try:
+                request = urllib.request.Request(m.url + "/v3/kv/range", body, {"Content-Type": "application/json"})
+                with urllib.request.urlopen(request, timeout=timeout) as resp:
+                    answer = json.loads(resp.read())
+            except (OSError, ValueError) as e:
+                errors.append(f"{m.name}: {e}")
+                continue
+            return {base64.b64decode(kv["key"]).decode(): base64.b64decode(kv.get("value", ""))
+                    for kv in answer.get("kvs") or []}
+        raise RuntimeError(f"no etcd member answered a range of {prefix}: {errors}")
 
     def kill(self, index: int) -> None:
         """kill -9 of one member, by its PID."""

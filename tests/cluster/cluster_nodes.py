@@ -1,0 +1,90 @@
+"""Clustered Warren nodes for the tests of tests/cluster: start them (tests/conftest.py's
+``launch_broker``), start ones that must be refused, read the member list from etcd."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pika
+
+from tests.cluster.etcd_harness import EtcdCluster
+from tests.conftest import BrokerProc, launch_broker
+
+REFUSAL_TIMEOUT_S = 60.0  # a refused start exits within this (it waits on etcd for at most 5 s per member)
+
+
+class Nodes:
+    """Starts clustered nodes (stopped after the test, whatever became of it) and refused ones."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.started: list[BrokerProc] = []
+
+    def args(self, etcd: str, cluster: str, name: str, *extra: str) -> list[str]:
+        return ["--workers", "1", "--cluster-etcd", etcd, "--cluster-name", cluster, "--node-name", name, *extra]
+
+    def start(self, etcd: str, cluster: str, name: str, *extra: str, data_dir: Path | None = None) -> BrokerProc:
+        node = launch_broker(self.tmp, *self.args(etcd, cluster, name, *extra),
+                             data_dir=data_dir or self.tmp / f"data-{name}")
+        self.started.append(node)
+        return node
+
+    def refused(self, etcd: str, cluster: str, name: str, *extra: str, data_dir: Path | None = None) -> str:
+        """Start a node that must be refused: its exit status is 1 and stderr ends with one
+        ``Error: ...`` line, returned."""
+        data_dir = data_dir or self.tmp / f"data-refused-{uuid.uuid4().hex[:6]}"
+        proc = subprocess.run([sys.executable, "-m", "warren", "serve", "--host", "127.0.0.1", "--port", "0",
+                               "--http-port", "0", "--data-dir", str(data_dir), *self.args(etcd, cluster, name, *extra)],
+                              capture_output=True, text=True, timeout=REFUSAL_TIMEOUT_S, stdin=subprocess.DEVNULL)
+        assert proc.returncode == 1, (proc.returncode, proc.stderr)
+        errors = [line for line in proc.stderr.splitlines() if line.startswith("Error: ")]
+        assert len(errors) == 1 and "Traceback" not in proc.stderr, proc.stderr
+        return errors[0]
+
+    def stop_all(self) -> None:
+        """Every node started, SIGTERM to all at once, then each waited for (SIGKILL past the bound):
+        a node leaving a cluster whose etcd is gone waits a few seconds for it, in parallel."""
+        for node in self.started:
+            if node.proc is not None and node.proc.poll() is None:
+                node.proc.send_signal(signal.SIGTERM)
+        for node in self.started:
+            node.stop()
+
+
+def members(etcd: EtcdCluster, cluster: str) -> dict[str, dict]:
+    prefix = f"/warren/{cluster}/nodes/"
+    return {k[len(prefix):]: json.loads(v) for k, v in etcd.get_prefix(prefix).items()}
+
+
+def wait_until(condition, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout:g} s: {what}")
+        time.sleep(0.1)
+
+
+def publish_and_get(node, queue: str) -> bytes:
+    """Declare a queue on ``node``, publish to it with confirms, get the message back."""
+    conn = pika.BlockingConnection(pika.URLParameters(node.url))
+    try:
+        ch = conn.channel()
+        ch.confirm_delivery()
+        ch.queue_declare(queue, durable=True)
+        body = f"to {queue}".encode()
+        ch.basic_publish("", queue, body, pika.BasicProperties(delivery_mode=2))
+        method, _props, got = ch.basic_get(queue, auto_ack=True)
+        assert method is not None, "the message published is not in its queue"
+        ch.queue_delete(queue)
+        return got
+    finally:
+        conn.close()

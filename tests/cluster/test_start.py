@@ -1,0 +1,185 @@
+"""Starting a cluster (issue 32, item 1): real etcd members and real `warren serve` processes.
+
+What is checked, through etcd's own keys and the processes' exit status and stderr: the first
+node of a cluster name creates it and the next joins (a members key each, held by a lease); a
+second node of a running name, a data folder of another cluster, a secret file open to others or
+not the cluster's, and an etcd out of reach are refused with one line and exit status 1; a node
+killed with kill -9 leaves the member list when its lease ends, one stopped cleanly at once;
+each node serves AMQP as a single node does. Waits are on the observable key, bounded.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import pytest
+
+from tests.cluster.cluster_nodes import members, publish_and_get, wait_until
+
+LEASE_TTL = "2"  # seconds: the killed node's key must go within a few of them
+GONE_TIMEOUT_S = 20.0  # TTL 2 s (etcd may round a short lease up), on two busy cores
+
+
+def test_the_first_node_creates_the_cluster_the_second_joins_and_each_serves_amqp(etcd1, nodes, cluster_name):
+    a = nodes.start(etcd1.endpoints, cluster_name, "a")
+    b = nodes.start(etcd1.endpoints, cluster_name, "b")
+    listed = members(etcd1, cluster_name)
+    assert sorted(listed) == ["a", "b"]
+    assert (listed["a"]["amqp_port"], listed["a"]["http_port"]) == (a.port, a.http_port)
+    assert (listed["b"]["amqp_port"], listed["b"]["pid"]) == (b.port, b.proc.pid)
+    identity = json.loads(etcd1.get_prefix(f"/warren/{cluster_name}/id")[f"/warren/{cluster_name}/id"])
+    assert identity["by"] == "a"
+    for node, name in ((a, "a"), (b, "b")):
+        record = json.loads((node.data_dir / "cluster.json").read_text())
+        assert record == {"cluster_name": cluster_name, "cluster_id": identity["id"], "node_name": name}
+        assert publish_and_get(node, f"local-{name}") == f"to local-{name}".encode()
+    assert "created by node a" in a.log() and "joined as node b" in b.log()
+    # a clean stop revokes the lease: the key is gone once the process has exited
+    b.stop()
+    assert sorted(members(etcd1, cluster_name)) == ["a"]
+
+
+def test_a_second_node_of_a_running_name_is_refused(etcd1, nodes, cluster_name):
+    a = nodes.start(etcd1.endpoints, cluster_name, "a")
+    line = nodes.refused(etcd1.endpoints, cluster_name, "a")
+    assert line.startswith(f"Error: node name 'a' is already running in cluster '{cluster_name}' "
+                           f"(pid {a.proc.pid} on "), line
+    assert "its lease is alive" in line
+    assert members(etcd1, cluster_name)["a"]["pid"] == a.proc.pid  # the running one is untouched
+
+
+def test_a_data_folder_of_another_cluster_is_refused(etcd1, nodes, cluster_name, tmp_path):
+    a = nodes.start(etcd1.endpoints, cluster_name, "a")
+    a.stop()
+    line = nodes.refused(etcd1.endpoints, cluster_name + "x", "a", data_dir=a.data_dir)
+    assert line.startswith(f"Error: data folder {a.data_dir.resolve()} belongs to cluster '{cluster_name}' (id "), line
+    line = nodes.refused(etcd1.endpoints, cluster_name, "b", data_dir=a.data_dir)
+    assert line == f"Error: data folder {a.data_dir.resolve()} is node 'a''s, not 'b''s", line
+    # the same cluster name, another cluster (this etcd's cluster was made afresh, say)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "cluster.json").write_text(json.dumps({"cluster_name": cluster_name, "node_name": "c",
+                                                    "cluster_id": "00000000-0000-0000-0000-000000000000"}))
+    line = nodes.refused(etcd1.endpoints, cluster_name, "c", data_dir=other)
+    assert line.startswith(f"Error: data folder {other.resolve()} belongs to another cluster "
+                           f"(id 00000000-0000-0000-0000-000000000000) than '{cluster_name}' in etcd"), line
+    # its own folder still starts
+    nodes.start(etcd1.endpoints, cluster_name, "a", data_dir=a.data_dir)
+    assert sorted(members(etcd1, cluster_name)) == ["a"]
+
+
+def test_a_node_killed_leaves_the_list_when_its_lease_ends_and_may_start_again(etcd1, nodes, cluster_name):
+    a = nodes.start(etcd1.endpoints, cluster_name, "a", "--cluster-lease-ttl", LEASE_TTL)
+    b = nodes.start(etcd1.endpoints, cluster_name, "b", "--cluster-lease-ttl", LEASE_TTL)
+    a.proc.kill()  # kill -9: no lease revoked
+    a.proc.wait(timeout=10)
+    wait_until(lambda: sorted(members(etcd1, cluster_name)) == ["b"], GONE_TIMEOUT_S, "node a's key gone")
+    # b keeps its own lease alive meanwhile (several TTLs have passed), and serves
+    assert publish_and_get(b, "still-b") == b"to still-b"
+    again = nodes.start(etcd1.endpoints, cluster_name, "a", data_dir=a.data_dir)
+    assert members(etcd1, cluster_name)["a"]["pid"] == again.proc.pid
+
+
+def test_the_cluster_secret_is_kept_in_etcd_and_a_wrong_one_refused(etcd1, nodes, cluster_name, tmp_path):
+    # made by the creating node and kept in etcd when no file is given
+    nodes.start(etcd1.endpoints, cluster_name, "a")
+    kept = etcd1.get_prefix(f"/warren/{cluster_name}/")
+    assert len(kept[f"/warren/{cluster_name}/secret"]) == 64
+    secret = tmp_path / "secret"
+    secret.write_text("not this cluster's\n")
+    secret.chmod(0o600)
+    line = nodes.refused(etcd1.endpoints, cluster_name, "b", "--cluster-secret-file", str(secret))
+    assert line == (f"Error: the cluster secret of --cluster-secret-file is not cluster '{cluster_name}''s "
+                    f"(its secret-check in etcd differs)")
+
+
+def test_a_secret_file_open_to_others_is_refused(tmp_path):
+    from warren.cluster.node import ClusterError, read_secret_file
+    secret = tmp_path / "secret"
+    secret.write_text("s3cret\n")
+    for mode in (0o644, 0o640, 0o604, 0o620):
+        secret.chmod(mode)
+        with pytest.raises(ClusterError) as refused:
+            read_secret_file(secret)
+        assert str(refused.value) == f"cluster secret file {secret} is open to others (mode {mode:04o}): chmod 600 {secret}"
+    secret.chmod(0o400)
+    assert read_secret_file(secret) == "s3cret"
+
+
+@pytest.mark.cluster
+def test_a_cluster_made_with_a_secret_file(etcd1, nodes, cluster_name, tmp_path, request):
+    """-m cluster: the right secret file joins; a cluster created with a file keeps no secret in
+    etcd, and a node without the file is refused (six starts, about 15 s here)."""
+    if "cluster" not in (request.config.option.markexpr or ""):
+        pytest.skip("runs with -m cluster (six node starts): the default run refuses a wrong secret")
+    nodes.start(etcd1.endpoints, cluster_name, "a")
+    kept = etcd1.get_prefix(f"/warren/{cluster_name}/")[f"/warren/{cluster_name}/secret"].decode()
+    secret = tmp_path / "secret"
+    secret.write_text(kept + "\n")
+    secret.chmod(0o600)
+    nodes.start(etcd1.endpoints, cluster_name, "b", "--cluster-secret-file", str(secret))
+    with_file = cluster_name + "f"
+    secret.write_text("s3cret\n")
+    nodes.start(etcd1.endpoints, with_file, "c", "--cluster-secret-file", str(secret))
+    assert f"/warren/{with_file}/secret" not in etcd1.get_prefix(f"/warren/{with_file}/")
+    line = nodes.refused(etcd1.endpoints, with_file, "d")
+    assert line == f"Error: cluster '{with_file}' was created with a secret file: give --cluster-secret-file"
+    nodes.start(etcd1.endpoints, with_file, "d", "--cluster-secret-file", str(secret))
+    assert sorted(members(etcd1, with_file)) == ["c", "d"]
+
+
+def test_etcd_out_of_reach_is_refused_with_one_line(tmp_path):
+    import asyncio
+
+    from warren.cluster.node import ClusterError, join
+    from warren.config import Config
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = Config(data_dir=tmp_path, cluster_etcd=(f"http://127.0.0.1:{port}",), node_name="a",
+                    cluster_name="c").validate()
+    with pytest.raises(ClusterError) as refused:
+        asyncio.run(join(config, timeout=2))
+    assert str(refused.value).startswith(f"cannot join cluster 'c': etcd is unreachable (http://127.0.0.1:{port}: ")
+    assert not (tmp_path / "cluster.json").exists()
+
+
+@pytest.mark.parametrize("given, line", [
+    ({"cluster_etcd": "http://127.0.0.1:2379"}, "cluster-etcd needs node-name (this node's name in the cluster)"),
+    ({"node_name": "a"}, "node-name and cluster-secret-file need cluster-etcd (the etcd members' URLs)"),
+    ({"cluster_etcd": "127.0.0.1:2379", "node_name": "a"},
+     "cluster-etcd takes http://HOST:PORT URLs of etcd members, not 127.0.0.1:2379"),
+    ({"cluster_etcd": "http://127.0.0.1:2379", "node_name": "a b"},
+     "node-name 'a b' must be 1 to 64 letters, digits, '.', '_' or '-'"),
+    ({"cluster_etcd": "http://127.0.0.1:2379", "node_name": "a", "cluster_lease_ttl": 1},
+     "cluster-lease-ttl must be 2..300 seconds"),
+    ({"cluster_etcd": "http://127.0.0.1:2379", "node_name": "a", "workers": 2},
+     "cluster-etcd does not run with workers > 1 yet (docs/clustering.md)"),
+])
+def test_cluster_settings_are_checked_before_anything_starts(given, line):
+    from warren.config_sources import SettingsError, resolve
+    with pytest.raises(SettingsError) as refused:
+        resolve(given, environ={})
+    assert str(refused.value) == line
+
+
+def test_the_settings_come_from_the_file_and_the_environment_too(tmp_path):
+    from warren.config_sources import resolve, to_toml
+    toml = tmp_path / "warren.toml"
+    toml.write_text('cluster-etcd = ["http://127.0.0.1:2379", "http://127.0.0.1:22379"]\ncluster-name = "prod"\n')
+    config, sources = resolve({}, config_file=toml, environ={"WARREN_NODE_NAME": "n1"})
+    assert (config.cluster_etcd, config.node_name, config.cluster_name) == (
+        ("http://127.0.0.1:2379", "http://127.0.0.1:22379"), "n1", "prod")
+    assert 'node_name = "n1"  # environment (WARREN_NODE_NAME)' in to_toml(config, sources)
+    config, _ = resolve({"cluster_etcd": "http://a:1,http://b:2", "node_name": "x"}, environ={})
+    assert config.cluster_etcd == ("http://a:1", "http://b:2")
+
+
+def test_a_single_node_never_imports_the_cluster_package():
+    import subprocess
+    import sys
+    code = ("import sys; import warren.cli, warren.cli.serve, warren.server.server, warren.config_sources; "
+            "print('warren.cluster' in sys.modules or any(m.startswith('warren.cluster.') for m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.stdout.strip() == "False", proc.stderr
