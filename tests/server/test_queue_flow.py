@@ -5,6 +5,7 @@ the pause times out) is tested with real clients in tests/e2e/test_flow.py."""
 from __future__ import annotations
 
 from warren.broker.queue import Queue
+from warren.broker.queues.flow_marks import FlowMarks
 from warren.broker.vhost import VirtualHost
 from warren.server.queue_flow import QueueFlow
 
@@ -56,12 +57,8 @@ def test_a_queue_tells_its_flow_listener_when_it_stops_being_congested():
     flow = QueueFlow()
     a = Conn("a")
     q = Queue(VirtualHost("/"), "q")
-    old = Queue.flow_listener
-    Queue.flow_listener = flow
-    try:
-        q.congested = True
-        flow.hold(a, q)
-        q.release_flow()
-    finally:
-        Queue.flow_listener = old
+    q.flow = FlowMarks(listener=flow)  # this queue's marks only (the server sets Queue.flow for all)
+    q.congested = True
+    flow.hold(a, q)
+    q.release_flow()
     assert not q.congested and a.released == 1 and len(flow) == 0

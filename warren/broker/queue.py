@@ -11,18 +11,23 @@ a writable transport) call ``dispatch``, which hands ready messages to consumers
 turn by turn, until one or the other runs out.
 
 This module is the queue's core: taking messages in (``publish``), handing them out
-(``dispatch``, ``take``) and their leaving (``forget``, ``requeue``, ``purge``). What every queue
-type has, the stream included (identity, consumers, bindings, store, the HTTP API's counters, and
-the defaults the mixins below override), is ``QueueBase`` in ``warren/broker/queues/base.py``.
-Each of the classic queue's other jobs is a part of its own in ``warren/broker/queues/``, a
-mixin of ``Queue`` whose state lives on the queue:
+(``dispatch``, ``take``) and their leaving (``forget``, ``requeue``, ``purge``, ``expire``, the
+drop-head of a length limit). What every queue type has, the stream included (identity,
+consumers, bindings, store, the HTTP API's counters, and the defaults of the operations every
+type answers), is ``QueueBase`` in ``warren/broker/queues/base.py``. Each of the classic queue's
+features is an object the queue holds, with its own state and rules, in ``warren/broker/queues/``:
 
-* ``expiry.py``: message TTL and ``x-expires`` (the deadlines, ``tick``);
-* ``length_limits.py``: ``x-max-length(-bytes)`` and ``x-overflow``;
-* ``delivery_limit.py``: ``x-delivery-limit`` and ``x-delivery-count``;
-* ``consumer_choice.py``: single active consumer and consumer priorities;
-* ``paging.py``: queues larger than memory, out to disk and back;
-* ``flow_marks.py``: the backlog marks that pause publishers.
+* ``expiry.py``, ``self.expiry``: message TTL and ``x-expires`` (what deadline a message gets);
+* ``length_limits.py``, ``self.length_limit``: ``x-max-length(-bytes)`` and ``x-overflow``;
+* ``delivery_limit.py``, ``self.taken``: what a taken message needs to come back, and
+  ``x-delivery-limit``'s counts (``x-delivery-count``);
+* ``consumer_choice.py``, ``self.choice``: the consumers' order, single active consumer,
+  consumer priorities, the round-robin positions;
+* ``paging.py``, ``self.pager``: queues larger than memory, out to disk and back;
+* ``flow_marks.py``, ``Queue.flow``: the backlog marks that pause publishers (the server's).
+
+Where ``publish`` and ``dispatch`` run per message they read a few plain flags the features
+set (``limited``, ``counts_deliveries``, ``_plain``, ``plain_enqueue``) rather than asking them.
 
 RabbitMQ's queue arguments (``docs/features.md``) are all read in ``apply_arguments`` from the
 effective arguments (declared ones plus a policy's, ``policies.py``), again when policies change.
@@ -39,18 +44,16 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING
 
-from warren.broker.dead_letter import DELIVERY_LIMIT, EXPIRED, MAXLEN, REROUTE_ARGUMENT, dead_letter
+from warren.broker.dead_letter import DELIVERY_LIMIT, EXPIRED, MAXLEN, REJECTED, REROUTE_ARGUMENT, dead_letter
 from warren.broker.dedup import queue_duplicate, remember_stored
 from warren.broker.memory import MESSAGE_OVERHEAD
 from warren.broker.queues.base import QueueBase
 from warren.broker.queues.consumer_choice import ConsumerChoice
-from warren.broker.queues.delivery_limit import DeliveryLimit
+from warren.broker.queues.delivery_limit import TakenMessages
 from warren.broker.queues.expiry import Expiry
 from warren.broker.queues.flow_marks import FlowMarks
-from warren.broker.queues.length_limits import (
-    DROP_HEAD, OVERFLOW_MODES, REFUSED, REJECT_PUBLISH_DLX, LengthLimits,
-)
-from warren.broker.queues.paging import PAGE_BATCH, PAGE_LOW, PAGE_LOW_BYTES, Paging
+from warren.broker.queues.length_limits import DROP_HEAD, OVERFLOW_MODES, REFUSED, REJECT_PUBLISH_DLX, LengthLimit
+from warren.broker.queues.paging import PAGE_BATCH, PAGE_LOW, PAGE_LOW_BYTES, Pager
 
 if TYPE_CHECKING:
     from warren.broker.message import Message
@@ -60,36 +63,48 @@ __all__ = ["Queue"]
 _DEDUP_ARGS = ("x-message-deduplication", "x-cache-size", "x-cache-ttl", "x-deduplication-header")
 
 
+class _EmptyMessage:
+    """What ``refuses_publishes`` asks the length limit about: a message with an empty body."""
+
+    __slots__ = ()
+    body = b""
+
+
+_EMPTY = _EmptyMessage()
+
+
 def _int_arg(arguments: dict, key: str) -> int | None:
     v = arguments.get(key)
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
-class Queue(Expiry, LengthLimits, DeliveryLimit, ConsumerChoice, Paging, FlowMarks, QueueBase):
-    # the mixins come first: each overrides the neutral default of its job in QueueBase
-    # (``page_out``, ``refuses_publishes``, ...); what was published is ``_seq`` (one per
-    # enqueued message)
+class Queue(QueueBase):
     queue_type = "classic"  # subclasses say otherwise (quorum)
+    # the server's backlog marks and their listener, one for every queue (queues/flow_marks.py);
+    # the server sets its own at start
+    flow = FlowMarks()
 
     def __init__(self, vhost, name: str, durable: bool = False, exclusive_owner=None,
                  auto_delete: bool = False, arguments: dict | None = None) -> None:
         super().__init__(vhost, name, durable, exclusive_owner, auto_delete, arguments)
         self.ready: deque = deque()  # (seq, message, redelivered, deadline)
         self.ready_bytes = 0
-        self.spill = None  # a non-durable QueueStore for paged-out transient messages
-        self.paged = 0  # messages on disk only, all with a seq above page_boundary
-        self.page_boundary = 0
-        self._seq = 0
-        self._rr = 0  # round-robin position in self.consumers
+        self.paged = 0  # messages on disk only (the pager knows where), all with a seq above its boundary
+        self.paged_bytes = 0  # body octets of the paged messages (estimated after a restart)
+        self._seq = 0  # what was published: one per enqueued message
         self._dispatching = False
         args = self.arguments
-        self.paged_bytes = 0  # body octets of the paged messages (estimated after a restart)
-        self._returns: dict[int, int] = {}  # seq -> times returned (x-delivery-limit only)
-        # seq -> (message as queued, deadline) of taken messages with a TTL or a delivery limit
-        self._taken: dict[int, tuple] = {}
-        self.single_active = args.get("x-single-active-consumer") is True
-        self._plain = not self.single_active  # no SAC and every consumer of the same priority
-        self._priority_rr: dict[int, int] = {}  # x-priority -> round-robin position in its group
+        # the queue's features, each an object with its own state (warren/broker/queues/)
+        self.expiry = Expiry()
+        self.length_limit = LengthLimit(None, None)  # x-max-length(-bytes); ``limited`` says if any applies
+        self.taken = TakenMessages()
+        self.choice = ConsumerChoice(self.consumers, args.get("x-single-active-consumer") is True)
+        self.pager = Pager()
+        # hot-path gates, copies of what the features above say (kept where publish and
+        # dispatch read them without a second attribute look-up):
+        self.single_active = self.choice.single_active
+        self._plain = self.choice.plain  # no SAC and every consumer of the same priority
+        self.counts_deliveries = False  # an x-delivery-limit applies (self.taken.limit)
         # the declared arguments plus those of the policy that applies (warren/broker/policies.py)
         self.apply_arguments(vhost.effective_arguments("queue", name, self.arguments))
 
@@ -99,6 +114,14 @@ class Queue(Expiry, LengthLimits, DeliveryLimit, ConsumerChoice, Paging, FlowMar
         HTTP API's and Prometheus' published count."""
         return self._seq
 
+    # what the arguments set, for those who read them (tests, the workers' spread, the HTTP API)
+    message_ttl = property(lambda self: self.expiry.message_ttl)
+    expires = property(lambda self: self.expiry.expires)
+    delivery_limit = property(lambda self: self.taken.limit)
+    max_length = property(lambda self: self.length_limit.max_length)
+    max_length_bytes = property(lambda self: self.length_limit.max_length_bytes)
+    overflow = property(lambda self: self.length_limit.overflow)
+
     def apply_arguments(self, effective: dict) -> None:
         """(Re)configure the TTL, length limits, dead-lettering, delivery limit, expiry and
         deduplication from the effective arguments (declared + policy): at creation and
@@ -106,29 +129,36 @@ class Queue(Expiry, LengthLimits, DeliveryLimit, ConsumerChoice, Paging, FlowMar
         old = self.effective
         self.effective = args = effective
         ttl = _int_arg(args, "x-message-ttl")
-        # applies to messages enqueued from now on (those queued keep their deadline, as RabbitMQ)
-        self.message_ttl: float | None = ttl / 1000 if ttl is not None else None
+        expires = _int_arg(args, "x-expires")
+        self.expiry = Expiry(ttl / 1000 if ttl is not None else None, expires / 1000 if expires else None)
         dlx = args.get("x-dead-letter-exchange")
         self.dead_letter_exchange: str | None = dlx if isinstance(dlx, str) else None
         dlrk = args.get("x-dead-letter-routing-key")
         self.dead_letter_routing_key: str | None = dlrk if isinstance(dlrk, str) else None
-        self.max_length = _int_arg(args, "x-max-length")
-        self.max_length_bytes = _int_arg(args, "x-max-length-bytes")
-        self.limited = self.max_length is not None or self.max_length_bytes is not None
-        self.overflow = args.get("x-overflow") if args.get("x-overflow") in OVERFLOW_MODES else DROP_HEAD
-        self.delivery_limit = _int_arg(args, "x-delivery-limit")
-        expires = _int_arg(args, "x-expires")
-        self.expires: float | None = expires / 1000 if expires else None
+        max_length, max_length_bytes = _int_arg(args, "x-max-length"), _int_arg(args, "x-max-length-bytes")
+        overflow = args.get("x-overflow") if args.get("x-overflow") in OVERFLOW_MODES else DROP_HEAD
+        self.limited = max_length is not None or max_length_bytes is not None
+        self.length_limit = self.new_length_limit(max_length, max_length_bytes, overflow)
+        self.taken.limit = limit = self.delivery_limit_of(args)
+        self.counts_deliveries = limit is not None
         self.deduplicating = "x-message-deduplication" in args
         # publish's fast path: none of the above applies to an enqueue (length limits are
         # tested there on their own: a subclass may set them after this)
-        self.plain_enqueue = not self.deduplicating and self.message_ttl is None
+        self.plain_enqueue = not self.deduplicating and ttl is None
         if any(old.get(k) != args.get(k) for k in _DEDUP_ARGS):
             self.__dict__.pop("dedup", None)  # queue_duplicate builds the cache again
-        if self.expires is not None:
-            self._timed()
-        if self.limited and self.overflow == DROP_HEAD and (self.ready or self.paged) and self._over_limit():
+        if self.expiry.expires is not None:
+            self.ask_for_ticks()
+        if self.limited and not self.length_limit.rejects and (self.ready or self.paged) and self._over_limit():
             self._drop_over_limit()  # a lower limit applied to a longer queue (RabbitMQ drops the head)
+
+    def new_length_limit(self, max_length: int | None, max_length_bytes: int | None, overflow: str) -> LengthLimit:
+        """The length limit of these arguments (a queue type may count its own way: quorum)."""
+        return LengthLimit(max_length, max_length_bytes, overflow)
+
+    def delivery_limit_of(self, args: dict) -> int | None:
+        """x-delivery-limit of these effective arguments (a queue type may have a default: quorum)."""
+        return _int_arg(args, "x-delivery-limit")
 
     # --- taking messages in -------------------------------------------------------------
 
@@ -190,13 +220,15 @@ class Queue(Expiry, LengthLimits, DeliveryLimit, ConsumerChoice, Paging, FlowMar
                 if (len(consumers) != 1 or not self._plain or consumers[0].counted_capacity is None
                         or consumers[0].has_capacity()):
                     self.dispatch()
-                if not self.congested and (len(ready) > self.flow_high or self.ready_bytes > self.flow_high_bytes):
-                    self._check_congestion()
+                if not self.congested:
+                    flow = self.flow
+                    if len(ready) > flow.high or self.ready_bytes > flow.high_bytes:
+                        self._check_congestion()
             return 0
         if self.deduplicating and queue_duplicate(self, message):
             return 0  # a duplicate: dropped (warren/broker/dedup.py)
-        if self.limited and self.overflow != DROP_HEAD and self._would_overflow(message):
-            if self.overflow == REJECT_PUBLISH_DLX:
+        if self.limited and self.length_limit.rejects and self._would_overflow(message):
+            if self.length_limit.overflow == REJECT_PUBLISH_DLX:
                 self._dead_letter((message,), MAXLEN)
             return REFUSED  # checked before any consumer is offered it, as RabbitMQ
         self._seq += 1
@@ -207,7 +239,7 @@ class Queue(Expiry, LengthLimits, DeliveryLimit, ConsumerChoice, Paging, FlowMar
                                           message.body))
             need = self.durability.wrote(self.store)
         if self.paged:
-            self._page_write(self._seq, message)
+            self.pager.write(self, self._seq, message)
             self.paged += 1
             self.paged_bytes += len(message.body)
             if self.limited:
@@ -215,16 +247,13 @@ class Queue(Expiry, LengthLimits, DeliveryLimit, ConsumerChoice, Paging, FlowMar
             if self.consumers and not self.congested:
                 self._check_congestion()
             return need
-        ttl = self.message_ttl
-        msg_ttl = message.ttl
-        if msg_ttl is not None and (ttl is None or msg_ttl < ttl):
-            ttl = msg_ttl
+        ttl = self.expiry.ttl_of(message)
         if ttl is None:
             deadline = 0
         elif ttl:
             deadline = time.monotonic() + ttl
-            self._timed()
-        elif self.ready or not self._can_deliver_now():
+            self.ask_for_ticks()
+        elif self.ready or not self.choice.can_deliver_now():
             # TTL 0: expired at once unless a consumer can take it now (RabbitMQ)
             self.forget(self._seq, message)
             self._dead_letter((message,), EXPIRED)
@@ -243,21 +272,21 @@ class Queue(Expiry, LengthLimits, DeliveryLimit, ConsumerChoice, Paging, FlowMar
             # as above; an expiring head goes through dispatch, which drops it
             if len(consumers) != 1 or not self._plain or consumers[0].has_capacity() or self.ready[0][3]:
                 self.dispatch()
-            if not self.congested and (len(self.ready) > self.flow_high or self.ready_bytes > self.flow_high_bytes):
-                self._check_congestion()
+            if not self.congested:
+                flow = self.flow
+                if len(self.ready) > flow.high or self.ready_bytes > flow.high_bytes:
+                    self._check_congestion()
         if self.limited:
             self._drop_over_limit()  # after the consumers had their chance, as RabbitMQ
         return need
 
     def restore(self, seq: int, message: "Message", delivered: bool) -> None:
         """Put back a message recovered from the store (start-up), in seq order."""
-        ttl = self.message_ttl
-        if message.ttl is not None and (ttl is None or message.ttl < ttl):
-            ttl = message.ttl
+        ttl = self.expiry.ttl_of(message)
         self.ready.append((seq, message, delivered, time.monotonic() + ttl if ttl is not None else 0))
         self.ready_bytes += len(message.body)
         if ttl is not None:
-            self._timed()
+            self.ask_for_ticks()
 
     def resume_numbering(self, last_seq: int) -> None:
         """The end of a start-up recovery (every stored message is back, in memory or paged)."""
@@ -269,10 +298,9 @@ class Queue(Expiry, LengthLimits, DeliveryLimit, ConsumerChoice, Paging, FlowMar
 
     def forget(self, seq: int, message: "Message") -> None:
         """A taken or expired message is gone for good (acked, dropped, delivered without ack)."""
-        if self._taken:
-            self._taken.pop(seq, None)
-        if self._returns:
-            self._returns.pop(seq, None)
+        taken = self.taken
+        if taken.by_seq or taken.returns:
+            taken.settled(seq)
         if self.store is not None and message.persistent and not self.deleted:
             self.store.ack(seq)
             self.durability.wrote(self.store)
@@ -284,13 +312,12 @@ class Queue(Expiry, LengthLimits, DeliveryLimit, ConsumerChoice, Paging, FlowMar
             for seq, msg in items:
                 self.forget(seq, msg)
             return
-        taken, returns, store = self._taken, self._returns, self.store
+        taken, store = self.taken, self.store
+        remembered = taken.by_seq or taken.returns
         seqs = []
         for seq, msg in items:
-            if taken:
-                taken.pop(seq, None)
-            if returns:
-                returns.pop(seq, None)
+            if remembered:
+                taken.settled(seq)
             if store is not None and msg.persistent:
                 seqs.append(seq)
         if seqs and not self.deleted:
@@ -316,29 +343,24 @@ class Queue(Expiry, LengthLimits, DeliveryLimit, ConsumerChoice, Paging, FlowMar
             return
         back = []
         gone = []
-        taken = self._taken
-        limit = self.delivery_limit
+        taken = self.taken
+        returning = taken.returning if taken.by_seq or taken.limit is not None else None
         timed = False
         for seq, msg in entries:
             deadline = 0
-            if taken:
-                info = taken.pop(seq, None)
-                if info is not None:
-                    msg, deadline = info
-                    timed = timed or bool(deadline)
-            if limit is not None:
-                n = self._returns.get(seq, 0) + 1
-                if n > limit:
+            if returning is not None:
+                msg, deadline, dies = returning(seq, msg)
+                if dies:
                     self.forget(seq, msg)
                     gone.append(msg)
                     continue
-                self._returns[seq] = n
+                timed = timed or bool(deadline)
             back.append((seq, msg, redelivered, deadline))
         if back:
             back.sort(key=lambda e: e[0])
             self._put_back(back)
             if timed:
-                self._timed()
+                self.ask_for_ticks()
         self._dead_letter(gone, DELIVERY_LIMIT)
         self.dispatch()
 
@@ -364,8 +386,8 @@ class Queue(Expiry, LengthLimits, DeliveryLimit, ConsumerChoice, Paging, FlowMar
             return None
         seq, msg, redelivered, deadline = self.ready.popleft()
         self.ready_bytes -= len(msg.body)
-        if deadline or self.delivery_limit is not None:
-            msg = self._taking(seq, msg, deadline, no_ack, True)
+        if deadline or self.counts_deliveries:
+            msg = self.taken.taking(seq, msg, deadline, no_ack, True)
         self.delivered(seq, msg, no_ack)
         if self.congested:
             self._check_drained()
@@ -392,8 +414,8 @@ class Queue(Expiry, LengthLimits, DeliveryLimit, ConsumerChoice, Paging, FlowMar
         _, msg, redelivered, deadline = entry
         self.ready_bytes -= len(msg.body)
         self.last_used = time.monotonic()
-        if deadline or self.delivery_limit is not None:
-            msg = self._taking(seq, msg, deadline, False, True)
+        if deadline or self.counts_deliveries:
+            msg = self.taken.taking(seq, msg, deadline, False, True)
         self.delivered(seq, msg, False)
         if self.congested:
             self._check_drained()
@@ -405,14 +427,13 @@ class Queue(Expiry, LengthLimits, DeliveryLimit, ConsumerChoice, Paging, FlowMar
             for seq, msg, _, _ in self.ready:
                 self.forget(seq, msg)
             if self.paged:
-                while page := self.store.unacked_after(self.page_boundary, PAGE_BATCH):
+                pager = self.pager
+                while page := self.store.unacked_after(pager.boundary, PAGE_BATCH):
                     for seq, _ in page:
                         self.store.ack(seq)
-                    self.page_boundary = page[-1][0]
+                    pager.boundary = page[-1][0]
                 self.durability.wrote(self.store)
-        if self.spill is not None:
-            self.spill.delete()
-            self.spill = None
+        self.pager.discard()
         self.paged = 0
         self.paged_bytes = 0
         self.ready.clear()
@@ -432,7 +453,7 @@ class Queue(Expiry, LengthLimits, DeliveryLimit, ConsumerChoice, Paging, FlowMar
             if ready and ready[0][3]:
                 self.expire()
             if (len(consumers) == 1 and ready and self._plain and not self.paged
-                    and self.delivery_limit is None):
+                    and not self.counts_deliveries):
                 # One consumer on a queue held in memory (the multi-queue rows: every queue of
                 # fanout-1p-10q and 4p4c-16B-4q): no round-robin, nothing to page in, no
                 # delivery count; the loop below in its simplest form, one message per turn.
@@ -457,7 +478,7 @@ class Queue(Expiry, LengthLimits, DeliveryLimit, ConsumerChoice, Paging, FlowMar
                             self.forget(seq, msg)
                             self._dead_letter((msg,), EXPIRED)
                             break  # dead-lettering may have changed anything: the general loop goes on
-                        msg = self._taking(seq, msg, deadline, no_ack)
+                        msg = self.taken.taking(seq, msg, deadline, no_ack)
                     if store is not None:
                         self.delivered(seq, msg, no_ack)
                     deliver(c, self, seq, msg, redelivered)
@@ -476,16 +497,11 @@ class Queue(Expiry, LengthLimits, DeliveryLimit, ConsumerChoice, Paging, FlowMar
                         if not c.has_capacity():
                             return
                     else:
-                        for step in range(n):
-                            i = (self._rr + step) % n
-                            c = consumers[i]
-                            if c.has_capacity():
-                                break
-                        else:
+                        c = self.choice.next_round_robin()
+                        if c is None:
                             return  # nobody can take more now
-                        self._rr = (i + 1) % n
                 else:
-                    c = self._pick()
+                    c = self.choice.pick()
                     if c is None:
                         return
                 seq, msg, redelivered, deadline = ready.popleft()
@@ -495,9 +511,9 @@ class Queue(Expiry, LengthLimits, DeliveryLimit, ConsumerChoice, Paging, FlowMar
                         self.forget(seq, msg)
                         self._dead_letter((msg,), EXPIRED)
                         continue  # expired on its way to the head
-                    msg = self._taking(seq, msg, deadline, c.no_ack)
-                elif self.delivery_limit is not None:
-                    msg = self._taking(seq, msg, deadline, c.no_ack)
+                    msg = self.taken.taking(seq, msg, deadline, c.no_ack)
+                elif self.counts_deliveries:
+                    msg = self.taken.taking(seq, msg, deadline, c.no_ack)
                 if self.store is not None:
                     self.delivered(seq, msg, c.no_ack)
                 c.channel.deliver(c, self, seq, msg, redelivered)
@@ -505,6 +521,152 @@ class Queue(Expiry, LengthLimits, DeliveryLimit, ConsumerChoice, Paging, FlowMar
             self._dispatching = False
             if self.congested:
                 self._check_drained()
+
+    # --- expiry (queues/expiry.py decides the deadlines) ------------------------------------
+
+    def expire(self) -> None:
+        """Drop (dead-letter) expired messages from the head of the queue."""
+        ready = self.ready
+        if ready and ready[0][3]:
+            now = time.monotonic()
+            gone = []
+            while ready and ready[0][3] and ready[0][3] <= now:
+                gone.append(ready.popleft())
+            self.expired(gone)
+
+    def expired(self, entries) -> None:
+        """Ready entries taken off the queue because they expired: forgotten, dead-lettered."""
+        if not entries:
+            return
+        for seq, msg, _, _ in entries:
+            self.ready_bytes -= len(msg.body)
+            self.forget(seq, msg)
+        self._dead_letter([e[1] for e in entries], EXPIRED)
+
+    def tick(self, now: float) -> bool:
+        """Expire the head and, with x-expires, delete the queue when unused for that long.
+        Returns whether to keep ticking."""
+        if self.deleted or self.vhost.queues.get(self.name) is not self:
+            self._ticking = False
+            return False
+        expiry = self.expiry
+        if not self.consumers and expiry.unused_too_long(self.last_used, now):
+            self._ticking = False
+            self.vhost.delete_queue(self)
+            return False
+        self.expire()
+        if self.congested:
+            self._check_drained()
+        self._ticking = expiry.expires is not None or bool(self.ready) or bool(self.paged)
+        return self._ticking
+
+    # --- length limits (queues/length_limits.py) ---------------------------------------------
+
+    def _would_overflow(self, message: "Message") -> bool:
+        """Whether enqueuing ``message`` would pass a limit (reject-publish refuses it first)."""
+        return self.length_limit.over(len(self.ready) + self.paged + 1,
+                                      self.ready_bytes + self.paged_bytes + len(message.body))
+
+    def _over_limit(self) -> bool:
+        return self.length_limit.over(len(self.ready) + self.paged, self.ready_bytes + self.paged_bytes)
+
+    def _drop_over_limit(self) -> None:
+        """x-overflow drop-head: drop (dead-letter) from the head until within the limits."""
+        gone = []
+        while self._over_limit():
+            if self.paged and len(self.ready) < PAGE_LOW and self.ready_bytes < PAGE_LOW_BYTES:
+                self.page_in()
+            if not self.ready:
+                break
+            seq, msg, _, _ = self.ready.popleft()
+            self.ready_bytes -= len(msg.body)
+            self.forget(seq, msg)
+            gone.append(msg)
+        self._dead_letter(gone, MAXLEN)
+
+    def publish_past_limit(self, message: "Message") -> int:
+        """``publish`` of a message another worker routed here and has counted as taken
+        (--worker-mode queues, warren/spread/messages.py): a reject-publish limit does not turn
+        it away; that worker refuses its publishers while ``refuses_publishes`` says so."""
+        if not (self.limited and self.length_limit.rejects):
+            return self.publish(message)
+        self.limited = False
+        try:
+            return self.publish(message)
+        finally:
+            self.limited = True
+
+    def refuses_publishes(self) -> bool:
+        """Whether a reject-publish limit turns the next message away now (an empty one)."""
+        return self.limited and self.length_limit.rejects and self._would_overflow(_EMPTY)
+
+    # --- a taken message rejected (queues/delivery_limit.py keeps what it needs) --------------
+
+    def reject(self, seq: int, message: "Message") -> None:
+        """A taken message was rejected or nacked without requeue: gone, and dead-lettered."""
+        message = self.taken.as_queued(seq, message)
+        self.forget(seq, message)
+        self._dead_letter((message,), REJECTED)
+
+    # --- consumers (queues/consumer_choice.py orders them) -------------------------------------
+
+    def add_consumer(self, consumer) -> None:
+        self.choice.add(consumer)
+        self._plain = self.choice.plain
+        self.had_consumer = True
+
+    def remove_consumer(self, consumer) -> None:
+        if not self.choice.remove(consumer):
+            return
+        self._plain = self.choice.plain
+        consumers = self.consumers
+        if not consumers:
+            self.last_used = time.monotonic()  # x-expires counts from the last consumer's going
+            if self.congested:
+                self.release_flow()  # nobody drains it now: paging bounds its memory instead
+        if self.auto_delete and not consumers and self.had_consumer:
+            self.vhost.delete_queue(self)
+        elif consumers and self.ready:
+            self.dispatch()  # the next active consumer (SAC) or a lower priority may take over
+
+    # --- paging (queues/paging.py) --------------------------------------------------------------
+
+    def page_out(self) -> None:
+        """Move the tail of the ready messages to disk and enter paging mode (the memory budget)."""
+        self.pager.page_out(self)
+
+    def page_in(self) -> None:
+        """Read the next batch of paged messages back into memory, in seq order."""
+        self.pager.page_in(self)
+
+    def resume_paging(self, paged: int, boundary: int, paged_bytes: int) -> None:
+        """After a restart: ``paged`` stored messages above ``boundary`` stay on disk (vhost's recovery)."""
+        self.paged = paged
+        self.paged_bytes = paged_bytes
+        self.pager.resume(boundary)
+
+    def drop_paged(self) -> None:
+        """The queue is deleted: what it paged out to its spill goes (its store goes with it)."""
+        self.pager.discard()
+        self.paged = 0
+
+    # --- flow marks (queues/flow_marks.py) ------------------------------------------------------
+
+    def _check_congestion(self) -> None:
+        """Publishers outrun the consumers: mark the queue congested (the channel then pauses
+        the connection that published, ``BrokerConnection.throttled_by``)."""
+        if self.consumers and self.flow.passed(len(self.ready) + self.paged, self.ready_bytes):
+            self.congested = True
+
+    def _check_drained(self) -> None:
+        """Called where the backlog shrinks: below the low marks, read the publishers again."""
+        if not self.consumers or self.deleted or self.flow.drained(len(self.ready) + self.paged, self.ready_bytes):
+            self.release_flow()
+
+    def release_flow(self) -> None:
+        """No longer congested: the publishers held for this queue are resumed."""
+        self.congested = False
+        self.flow.listener.drained(self)
 
     def __repr__(self) -> str:
         return f"<Queue {self.name!r} ready={len(self.ready)} consumers={len(self.consumers)}>"

@@ -299,12 +299,11 @@ class VirtualHost:
             q.restore(seq, msg, delivered)
             count += 1
         if len(store) > count:
-            q.paged = len(store) - count
-            q.page_boundary = head[-1][0]
+            paged = len(store) - count
             # x-max-length-bytes: the paged bodies, estimated from the record octets on disk
             # less the head's own overhead per record (reading them all would defeat paging)
             overhead = (head_record_bytes - q.ready_bytes) / count if count else 0
-            q.paged_bytes = max(0, int(store.message_bytes - head_record_bytes - overhead * q.paged))
+            q.resume_paging(paged, head[-1][0], max(0, int(store.message_bytes - head_record_bytes - overhead * paged)))
         q.resume_numbering(store.last_seq)
         return len(store)
 
@@ -328,10 +327,7 @@ class VirtualHost:
         if q.store is not None:
             self.durability.log_delete("queue", self.name, q.name)
             self.durability.remove_store(q.store)  # put aside until the delete is durable (store/aside.py)
-        if q.spill is not None:
-            q.spill.delete()
-            q.spill = None
-        q.paged = 0
+        q.drop_paged()
         self._detach(q)  # unbound first: a queue bound to its own alternate does not get them back
         n = q.purge()
         if reroute and remaining:

@@ -4,7 +4,7 @@ A queue with consumers whose backlog passes its flow mark is *congested* (``Queu
 ``warren/broker/queues/flow_marks.py``). A connection that publishes to it is held: the glue stops reading
 from it (``AMQPConnection.throttle``), so TCP pushes back on the publisher, until the queue
 drains to its low mark. The broker never holds a connection: a queue only tells the one
-``QueueFlow`` of the server that it drained (``drained``, the queue's ``flow_listener``), and
+``QueueFlow`` of the server that it drained (``drained``, the listener of the queues' ``FlowMarks``), and
 this object, which keeps both directions (queue -> connections it holds, connection -> queues
 it waits for), resumes every connection that waited for nothing else
 (``AMQPConnection.flow_released``).

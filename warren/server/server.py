@@ -25,6 +25,7 @@ from warren.broker.limits import BrokerLimits
 from warren.broker.broker import TICK, Broker
 from warren.broker.durability import MAX_SYNCS_IN_FLIGHT, Durability
 from warren.broker.queue import Queue
+from warren.broker.queues.flow_marks import FlowMarks
 from warren.config import Config
 from warren.management import HttpServer
 from warren.http.limits import HttpLimits
@@ -242,12 +243,11 @@ class Server:
         self.fsync_worker = FsyncWorker()
         loop.add_reader(self.fsync_worker.fileno(), self._fsyncs_completed)
         self._commits: dict[int, _GroupCommit] = {}
-        # the flow-control marks of every queue (warren/broker/queues/flow_marks.py); 0 turns a mark off
-        Queue.flow_high = config.queue_flow_high or sys.maxsize
-        Queue.flow_high_bytes = config.queue_flow_high_bytes or sys.maxsize
         # the publishers congested queues hold back; the queues tell it when they drain
         self.queue_flow = QueueFlow()
-        Queue.flow_listener = self.queue_flow
+        # the flow-control marks of every queue (warren/broker/queues/flow_marks.py); 0 turns a mark off
+        Queue.flow = FlowMarks(config.queue_flow_high or sys.maxsize, config.queue_flow_high_bytes or sys.maxsize,
+                               self.queue_flow)
         # --worker-mode queues: this worker's part of a node whose vhosts are spread (warren/spread)
         self.spread = None
         if config.peer_fds or (config.worker_mode == "queues" and config.handoff_socket is not None):

@@ -110,7 +110,7 @@ class Spread(DefinitionOrder, Forwarding, Consumers, DtxParts):
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
         from warren.broker.queue import Queue
-        Queue.flow_listener = SpreadFlow(Queue.flow_listener, self)  # drained queues tell publishers' workers
+        Queue.flow.listener = SpreadFlow(Queue.flow.listener, self)  # drained queues tell publishers' workers
         await self.links.start(self)
         if self._dtx_held:  # parts of prepared dtx branches, recovered: are their branches still prepared?
             self.dtx_task(self.dtx_ask_homes())

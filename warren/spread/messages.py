@@ -330,7 +330,7 @@ class Forwarding:
         q.congested = congested
         if not congested:
             from warren.broker.queue import Queue
-            Queue.flow_listener.drained(q)  # the publishers held for it resume
+            Queue.flow.listener.drained(q)  # the publishers held for it resume
 
     def _synced_future(self):
         """An awaitable done once this worker's group commit covers every append made so far."""

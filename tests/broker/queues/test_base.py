@@ -1,5 +1,5 @@
 """QueueBase (warren/broker/queues/base.py): what every queue type has. The stream queue derives
-from it alone and has nothing of the classic queue's mixins; the defaults every type shares work
+from it alone and holds none of the classic queue's features; the defaults every type shares work
 on a queue that overrides none of them."""
 
 from __future__ import annotations
@@ -15,19 +15,18 @@ from warren.broker.memory import MemoryBudget
 from warren.broker.queue import Queue
 from warren.broker.queues.base import QueueBase
 from warren.broker.queues.consumer_choice import ConsumerChoice
-from warren.broker.queues.delivery_limit import DeliveryLimit
+from warren.broker.queues.delivery_limit import TakenMessages
 from warren.broker.queues.expiry import Expiry
 from warren.broker.queues.flow_marks import FlowMarks
-from warren.broker.queues.length_limits import LengthLimits
-from warren.broker.queues.paging import Paging
+from warren.broker.queues.length_limits import LengthLimit
+from warren.broker.queues.paging import Pager
 from warren.broker.queues.stream import StreamQueue
 from warren.broker.vhost import VirtualHost
 
-CLASSIC_MIXINS = (Expiry, LengthLimits, DeliveryLimit, ConsumerChoice, Paging, FlowMarks)
-# the operations every queue answers, which a classic mixin implements for the classic queue and
-# the stream (or QueueBase's default) in its own way
-SHARED_WITH_THE_MIXINS = {"tick", "add_consumer", "remove_consumer", "reject", "page_out", "publish_past_limit",
-                          "refuses_publishes"}
+# the operations every queue answers, which the classic queue and the stream (or QueueBase's
+# default) each answer in their own way
+SHARED_WITH_THE_CLASSIC_QUEUE = {"tick", "add_consumer", "remove_consumer", "reject", "page_out", "publish_past_limit",
+                                 "refuses_publishes"}
 
 
 class Minimal(QueueBase):
@@ -65,28 +64,28 @@ def test_the_stream_queue_is_not_a_classic_queue():
     assert issubclass(StreamQueue, QueueBase) and issubclass(Queue, QueueBase)
     assert not issubclass(StreamQueue, Queue)
     assert StreamQueue.__mro__ == (StreamQueue, QueueBase, object)
-    for mixin in CLASSIC_MIXINS:
-        assert not issubclass(StreamQueue, mixin)
 
 
-def test_the_stream_queue_has_none_of_the_classic_mixins_methods():
-    """What a stream shares by name with a mixin is an operation every queue answers, and the
-    answer is the stream's own (or QueueBase's), never the mixin's."""
-    for mixin in CLASSIC_MIXINS:
-        for name in _own_names(mixin):
-            if name in SHARED_WITH_THE_MIXINS:
-                assert getattr(StreamQueue, name) is not getattr(mixin, name), (mixin.__name__, name)
-            else:
-                assert not hasattr(StreamQueue, name), (mixin.__name__, name)
+def test_the_classic_queue_is_composed_not_inherited(vhost):
+    """Each feature of the classic queue is an object it holds, with its own state; the class
+    itself derives from QueueBase alone."""
+    assert Queue.__mro__ == (Queue, QueueBase, object)
+    q = Queue(vhost, "q", arguments={"x-max-length": 3, "x-message-ttl": 1000, "x-delivery-limit": 2})
+    parts = {"expiry": Expiry, "length_limit": LengthLimit, "taken": TakenMessages, "choice": ConsumerChoice,
+             "pager": Pager, "flow": FlowMarks}
+    for attribute, cls in parts.items():
+        assert isinstance(getattr(q, attribute), cls), attribute
+    assert (q.max_length, q.message_ttl, q.delivery_limit) == (3, 1.0, 2)
+    assert q.limited and q.counts_deliveries
 
 
-def test_the_classic_queue_keeps_its_mixins_first():
-    """The mixins override QueueBase's neutral defaults: they come before it in the MRO."""
-    mro = Queue.__mro__
-    assert mro.index(QueueBase) > max(mro.index(m) for m in CLASSIC_MIXINS)
-    assert Queue.page_out is Paging.page_out
-    assert Queue.refuses_publishes is LengthLimits.refuses_publishes
-    assert Queue.publish_past_limit is LengthLimits.publish_past_limit
+def test_the_stream_queue_holds_none_of_the_classic_features(vhost):
+    """What a stream shares by name with the classic queue is an operation every queue answers,
+    and the answer is the stream's own (or QueueBase's)."""
+    for attribute in ("expiry", "length_limit", "taken", "choice", "pager", "flow"):
+        assert not hasattr(StreamQueue, attribute), attribute
+    for name in SHARED_WITH_THE_CLASSIC_QUEUE:
+        assert getattr(StreamQueue, name) is not getattr(Queue, name), name
 
 
 def test_identity_and_bookkeeping_are_set_for_any_queue(vhost):
@@ -138,8 +137,8 @@ def test_touch_and_exclusive_consumers(vhost):
 
 def test_timed_joins_the_vhost_timers_once(vhost):
     q = Minimal(vhost, "m")
-    q._timed()
-    q._timed()
+    q.ask_for_ticks()
+    q.ask_for_ticks()
     assert q in vhost.timers and q._ticking
 
 

@@ -37,7 +37,7 @@ def test_a_reject_dead_letters_the_message_as_it_was_queued():
     q.publish(msg("m"))
     assert count_of(q.take()[1]) == 0  # basic.get carries the count, 0 included
     seq = q._seq
-    q.reject(seq, q._taken[seq][0])
+    q.reject(seq, q.taken.by_seq[seq][0])
     (entry,) = dead.ready
     headers = headers_of(entry[1])
     assert "x-delivery-count" not in headers and headers["x-death"][0]["reason"] == "rejected"

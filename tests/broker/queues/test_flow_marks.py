@@ -4,6 +4,7 @@ mark with consumers, drained below half of it; end to end: tests/e2e/test_flow.p
 from __future__ import annotations
 
 from warren.broker.queue import Queue
+from warren.broker.queues.flow_marks import FlowMarks
 from warren.broker.vhost import VirtualHost
 
 from .helpers import consumer, msg
@@ -11,9 +12,8 @@ from .helpers import consumer, msg
 
 def marked_queue(high: int) -> tuple[Queue, list]:
     q = Queue(VirtualHost("/"), "q")
-    q.flow_high = high
     told: list = []
-    q.flow_listener = type("L", (), {"drained": staticmethod(lambda queue: told.append(queue.name))})()
+    q.flow = FlowMarks(high, listener=type("L", (), {"drained": staticmethod(lambda queue: told.append(queue.name))})())
     return q, told
 
 
@@ -46,7 +46,7 @@ def test_without_consumers_a_backlog_never_congests_and_losing_the_last_one_rele
 
 def test_the_byte_mark_counts_ready_body_octets():
     q, _ = marked_queue(1000)
-    q.flow_high_bytes = 10
+    q.flow.high_bytes = 10
     consumer(q, "c", prefetch=1)
     q.publish(msg("0123456789"))  # delivered at once
     q.publish(msg("0123456789"))

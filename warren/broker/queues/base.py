@@ -6,8 +6,8 @@ Why it exists: the channel, the vhost, the HTTP API, the metrics, the memory bud
 workers' spread all hold "a queue" without asking which type it is. What they read of any queue
 lives here, so that a queue type which is not a classic queue (a stream is an append-only log)
 does not inherit the classic queue's features only to switch them off again. The classic queue's
-own jobs (TTL, length limits, delivery limit, consumer choice, paging, flow marks) are mixins of
-``Queue`` and nothing here depends on them.
+own features (TTL, length limits, delivery limit, consumer choice, paging, flow marks) are objects
+``Queue`` holds, and nothing here depends on them.
 
 Here: the queue's identity (vhost, name, flags, arguments and the ``effective`` ones that a policy
 changes), its consumers, its bindings, its store, the counters of the HTTP API, ``queue_type`` and
@@ -18,7 +18,7 @@ do" for any type without the feature.
 Each queue type implements the rest, which callers use on any queue: ``publish``, ``dispatch``,
 ``add_consumer``/``remove_consumer``, ``take`` (basic.get), ``purge``, ``forget`` (an ack),
 ``reject``, ``requeue``, ``message_count`` and ``apply_arguments`` (at creation, and again when the
-policies change); ``tick`` too if it asks for ticks (``_timed``). Its ``__init__`` calls this one
+policies change); ``tick`` too if it asks for ticks (``ask_for_ticks``). Its ``__init__`` calls this one
 first, then sets its own state, then applies the effective arguments.
 """
 
@@ -89,7 +89,7 @@ class QueueBase:
         self.memory = None  # the broker's MemoryBudget (None: never page)
         self.deleted = False
         self.last_used = time.monotonic()  # x-expires and the HTTP API's idle_since
-        self._ticking = False  # in vhost.timers (_timed)
+        self._ticking = False  # in vhost.timers (ask_for_ticks)
         # over a flow mark with consumers: its publishers are paused (queues/flow_marks.py); the
         # channel asks every queue it published to
         self.congested = False
@@ -158,7 +158,7 @@ class QueueBase:
                 taken[seq] = (self, seq, got[0])
         return taken
 
-    def _timed(self) -> None:
+    def ask_for_ticks(self) -> None:
         """Ask for ``tick(now)`` calls from ``Broker.tick`` (``vhost.timers``) until ``tick``
         returns False: a classic queue's deadlines and x-expires, a stream's retention."""
         if not self._ticking:

@@ -1,15 +1,13 @@
-"""Which consumer gets the next message: a part of the classic queue (``warren/broker/queue.py``).
+"""Which consumer gets the next message: a collaborator of the classic queue (``warren/broker/queue.py``).
 
 ``x-single-active-consumer`` delivers to the first consumer registered only, the next one
 taking over when it goes; otherwise consumers are kept sorted by ``x-priority`` (highest first)
 and a delivery goes to the highest priority with capacity, round-robin within a priority.
-``_plain`` says that neither applies (one priority, no SAC): ``Queue.dispatch`` then goes
-round-robin itself, without ``_pick``.
+``plain`` says that neither applies (one priority, no SAC): the queue's dispatch then asks
+``next_round_robin`` only, or, with one consumer, nobody at all.
 """
 
 from __future__ import annotations
-
-import time
 
 from warren.broker.consumer import Consumer
 
@@ -17,41 +15,56 @@ __all__ = ["ConsumerChoice"]
 
 
 class ConsumerChoice:
-    """``Queue``'s consumers, in the order deliveries go to them (its state is the queue's:
-    ``consumers``, ``single_active``, ``_plain``, ``_rr``, ``_priority_rr``)."""
+    """The order of a queue's consumers and the round-robin positions in it. ``consumers`` is the
+    queue's own list (``QueueBase.consumers``, which everyone reads): only this object reorders it."""
 
-    def add_consumer(self, consumer: Consumer) -> None:
+    __slots__ = ("consumers", "single_active", "plain", "rr", "priority_rr")
+
+    def __init__(self, consumers: list[Consumer], single_active: bool) -> None:
+        self.consumers = consumers
+        self.single_active = single_active
+        self.plain = not single_active  # no SAC and every consumer of the same priority
+        self.rr = 0  # round-robin position in consumers (plain)
+        self.priority_rr: dict[int, int] = {}  # x-priority -> round-robin position in its group
+
+    def add(self, consumer: Consumer) -> None:
         consumers = self.consumers
         if self.single_active or not consumers or consumer.priority <= consumers[-1].priority:
             consumers.append(consumer)  # SAC: registration order decides who is next
         else:  # after the consumers of its priority and above (highest first)
             i = next(i for i, c in enumerate(consumers) if c.priority < consumer.priority)
             consumers.insert(i, consumer)
-            if i <= self._rr:
-                self._rr += 1
-        self._plain = not self.single_active and consumers[0].priority == consumers[-1].priority
-        self.had_consumer = True
+            if i <= self.rr:
+                self.rr += 1
+        self.plain = not self.single_active and consumers[0].priority == consumers[-1].priority
 
-    def remove_consumer(self, consumer: Consumer) -> None:
-        try:
-            i = self.consumers.index(consumer)
-        except ValueError:
-            return
-        del self.consumers[i]
-        if i < self._rr:
-            self._rr -= 1
+    def remove(self, consumer: Consumer) -> bool:
+        """Whether ``consumer`` was one of them (now gone)."""
         consumers = self.consumers
-        self._plain = not self.single_active and (not consumers or consumers[0].priority == consumers[-1].priority)
-        if not consumers:
-            self.last_used = time.monotonic()  # x-expires counts from the last consumer's going
-            if self.congested:
-                self.release_flow()  # nobody drains it now: paging bounds its memory instead
-        if self.auto_delete and not consumers and self.had_consumer:
-            self.vhost.delete_queue(self)
-        elif consumers and self.ready:
-            self.dispatch()  # the next active consumer (SAC) or a lower priority may take over
+        try:
+            i = consumers.index(consumer)
+        except ValueError:
+            return False
+        del consumers[i]
+        if i < self.rr:
+            self.rr -= 1
+        self.plain = not self.single_active and (not consumers or consumers[0].priority == consumers[-1].priority)
+        return True
 
-    def _pick(self) -> Consumer | None:
+    def next_round_robin(self) -> Consumer | None:
+        """``plain``: the next consumer in turn that has capacity, or None when none has."""
+        consumers = self.consumers
+        n = len(consumers)
+        rr = self.rr
+        for step in range(n):
+            i = (rr + step) % n
+            c = consumers[i]
+            if c.has_capacity():
+                self.rr = (i + 1) % n
+                return c
+        return None
+
+    def pick(self) -> Consumer | None:
         """The consumer for the next delivery when SAC or consumer priorities apply."""
         consumers = self.consumers
         if self.single_active:
@@ -65,20 +78,38 @@ class ConsumerChoice:
             while j < n and consumers[j].priority == p:
                 j += 1
             size = j - i
-            start = self._priority_rr.get(p, 0)
+            start = self.priority_rr.get(p, 0)
             for step in range(size):
                 k = (start + step) % size
                 c = consumers[i + k]
                 if c.has_capacity():
-                    self._priority_rr[p] = (k + 1) % size
+                    self.priority_rr[p] = (k + 1) % size
                     return c
             i = j
         return None
 
-    def _can_deliver_now(self) -> bool:
+    def turns(self) -> list[Consumer]:
+        """Every consumer in the order it is offered the next message (a queue that may have to
+        skip some, Qpid's message groups): the one active consumer, else round-robin, higher
+        x-priority first."""
+        consumers = self.consumers
+        if self.single_active:
+            return consumers[:1]
+        start = self.rr % len(consumers)
+        order = consumers[start:] + consumers[:start]
+        if not self.plain:
+            order.sort(key=lambda c: -c.priority)  # stable: round-robin within a priority
+        return order
+
+    def took(self, consumer: Consumer) -> None:
+        """``consumer``, offered a turn (``turns``), took a message: the turn passes it."""
+        self.rr = (self.consumers.index(consumer) + 1) % len(self.consumers)
+
+    def can_deliver_now(self) -> bool:
         """Whether a message published now would go straight to a consumer (TTL 0)."""
-        if not self.consumers:
+        consumers = self.consumers
+        if not consumers:
             return False
         if self.single_active:
-            return self.consumers[0].has_capacity()
-        return any(c.has_capacity() for c in self.consumers)
+            return consumers[0].has_capacity()
+        return any(c.has_capacity() for c in consumers)

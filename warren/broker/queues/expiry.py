@@ -1,24 +1,23 @@
-"""Message TTL and queue expiry: a part of the classic queue (``warren/broker/queue.py``).
+"""Message TTL and queue expiry: a collaborator of the classic queue (``warren/broker/queue.py``).
 
 A message's deadline is the monotonic time it expires: the lower of the queue's
 ``x-message-ttl`` and the message's ``expiration`` property, set as it is enqueued (``publish``)
 or read back (``page_in``, ``restore``). As in RabbitMQ, expired messages are dropped when they
-reach the head of the queue; besides that check on every take, a queue holding messages with a
-deadline (or declared with ``x-expires``) sits in ``vhost.timers`` and ``tick`` expires its head
-as time passes, as RabbitMQ's timer does. A TTL of 0 expires a message at once unless a consumer
-can take it now. A taken message keeps its deadline (``_taken``) and takes it back on requeue.
+reach the head of the queue (the queue's ``expire``); besides that check on every take, a queue
+holding messages with a deadline (or declared with ``x-expires``) sits in ``vhost.timers`` and
+its ``tick`` expires its head as time passes, as RabbitMQ's timer does. A TTL of 0 expires a
+message at once unless a consumer can take it now. A taken message keeps its deadline
+(``delivery_limit.py``'s ``TakenMessages``) and takes it back on requeue.
 
 ``x-expires``: ``tick`` deletes the queue once unused that long (no consumer, no basic.get, no
 declare); ``last_used`` is when it was last used. What every queue type has of this (``last_used``,
-``touch``, and ``_timed``, which asks for ``tick`` calls) is in ``base.py``.
+``touch``, and ``ask_for_ticks``, which asks for ``tick`` calls) is in ``base.py``.
 """
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING
 
-from warren.broker.dead_letter import EXPIRED
 from warren.broker.message import EXPIRATION_HI
 
 if TYPE_CHECKING:
@@ -27,56 +26,34 @@ if TYPE_CHECKING:
 __all__ = ["Expiry"]
 
 
-
 class Expiry:
-    """``Queue``'s expiry of messages and of the queue itself (its state is the queue's:
-    ``ready``, ``message_ttl``, ``expires``, ``last_used``, ``_ticking``; ``_timed`` and
-    ``touch`` are ``QueueBase``'s)."""
+    """A queue's ``x-message-ttl`` and ``x-expires``, and the TTL each message gets from them."""
 
-    def expire(self) -> None:
-        """Drop (dead-letter) expired messages from the head of the queue."""
-        ready = self.ready
-        if ready and ready[0][3]:
-            now = time.monotonic()
-            gone = []
-            while ready and ready[0][3] and ready[0][3] <= now:
-                gone.append(ready.popleft())
-            self._expired(gone)
+    __slots__ = ("message_ttl", "expires")
 
-    def _expired(self, entries) -> None:
-        """Entries taken off the ready messages because they expired: forget, dead-letter."""
-        if not entries:
-            return
-        for seq, msg, _, _ in entries:
-            self.ready_bytes -= len(msg.body)
-            self.forget(seq, msg)
-        self._dead_letter([e[1] for e in entries], EXPIRED)
+    def __init__(self, message_ttl: float | None = None, expires: float | None = None) -> None:
+        # seconds; applies to messages enqueued from now on (those queued keep their deadline, as RabbitMQ)
+        self.message_ttl = message_ttl
+        self.expires = expires  # seconds unused after which the queue is deleted, or None
 
-    def tick(self, now: float) -> bool:
-        """Expire the head and, with x-expires, delete the queue when unused for that long.
-        Returns whether to keep ticking."""
-        if self.deleted or self.vhost.queues.get(self.name) is not self:
-            self._ticking = False
-            return False
-        if self.expires is not None and not self.consumers and now - self.last_used >= self.expires:
-            self._ticking = False
-            self.vhost.delete_queue(self)
-            return False
-        self.expire()
-        if self.congested:
-            self._check_drained()
-        self._ticking = self.expires is not None or bool(self.ready) or bool(self.paged)
-        return self._ticking
+    def ttl_of(self, message: "Message") -> float | None:
+        """The TTL a message gets here: the lower of the queue's and its own, or None."""
+        ttl = self.message_ttl
+        msg_ttl = message.ttl
+        if msg_ttl is not None and (ttl is None or msg_ttl < ttl):
+            return msg_ttl
+        return ttl
 
-    def _ttl_of(self, message: "Message") -> float | None:
-        """The TTL of a message read back from disk: the lower of queue and message TTL."""
+    def ttl_of_stored(self, message: "Message") -> float | None:
+        """``ttl_of`` for a message read back from disk, whose expiration is not decoded yet."""
         props = message.properties
         if len(props) >= 2 and props[0] & EXPIRATION_HI:  # decode only then
             try:
                 message.check_expiration()
             except Exception:
                 pass  # it was valid when published; keep the message rather than lose it
-        ttl = self.message_ttl
-        if message.ttl is not None and (ttl is None or message.ttl < ttl):
-            ttl = message.ttl
-        return ttl
+        return self.ttl_of(message)
+
+    def unused_too_long(self, last_used: float, now: float) -> bool:
+        """x-expires: whether a queue unused since ``last_used`` is to be deleted at ``now``."""
+        return self.expires is not None and now - last_used >= self.expires

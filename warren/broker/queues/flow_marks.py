@@ -1,15 +1,17 @@
-"""Flow marks: a part of the classic queue (``warren/broker/queue.py``).
+"""Flow marks: a collaborator of the classic queue (``warren/broker/queue.py``).
 
 Flow control (docs/performance.md): a queue with consumers whose backlog passes either high mark
 is "congested"; the connections that publish to it stop being read until it drains to the low
-marks (the server's ``QueueFlow``, which the queue tells: ``flow_listener``). Without this a
-flat-out publisher built a backlog of 600k messages (seconds of latency) beside a slower
-consumer.
+marks (the server's ``QueueFlow``, which the marks' listener tells). Without this a flat-out
+publisher built a backlog of 600k messages (seconds of latency) beside a slower consumer.
 
 The marks trade latency for slack: a congested queue's backlog sits between the low and the high
 mark, so its messages wait about mark / consume rate. shared/perf's 1p1c-1KiB-confirm (80k
 msg/s) held 2,049 ready messages at a 2 MiB mark (p99 31 ms, RabbitMQ 10 ms), 257 at 256 KiB
 (docs/performance.md).
+
+The marks and the listener are the server's, one ``FlowMarks`` for every queue (``Queue.flow``,
+set at start from the configuration); each queue keeps its own ``congested`` flag.
 """
 
 from __future__ import annotations
@@ -30,29 +32,21 @@ class _NoFlowListener:
 
 
 class FlowMarks:
-    """``Queue``'s congestion (its state is the queue's: ``congested``, ``ready``, ``paged``)."""
+    """The backlog marks of queues with consumers, and who is told when a queue drained."""
 
-    flow_high = FLOW_HIGH  # class attributes: the server may set other marks (Config)
-    flow_high_bytes = FLOW_HIGH_BYTES
-    # told when a congested queue drained (``drained(queue)``): the server's QueueFlow
-    # (warren/server/queue_flow.py), which resumes the publishers it held for this queue
-    flow_listener = _NoFlowListener()
+    __slots__ = ("high", "high_bytes", "listener")
 
-    def _check_congestion(self) -> None:
-        """Publishers outrun the consumers: mark the queue congested (the channel then pauses
-        the connection that published, ``BrokerConnection.throttled_by``)."""
-        if (len(self.ready) + self.paged > self.flow_high or self.ready_bytes > self.flow_high_bytes) \
-                and self.consumers:
-            self.congested = True
+    def __init__(self, high: int = FLOW_HIGH, high_bytes: int = FLOW_HIGH_BYTES, listener=None) -> None:
+        self.high = high  # ready (+ paged) messages
+        self.high_bytes = high_bytes  # octets of ready bodies in memory
+        # told when a congested queue drained (``drained(queue)``): the server's QueueFlow
+        # (warren/server/queue_flow.py), which resumes the publishers it held for that queue
+        self.listener = listener if listener is not None else _NoFlowListener()
 
-    def _check_drained(self) -> None:
-        """Called where the backlog shrinks: below the low marks, read the publishers again."""
-        if (not self.consumers or self.deleted
-                or (len(self.ready) + self.paged <= self.flow_high * FLOW_LOW_RATIO
-                    and self.ready_bytes <= self.flow_high_bytes * FLOW_LOW_RATIO)):
-            self.release_flow()
+    def passed(self, count: int, size: int) -> bool:
+        """Whether a backlog of ``count`` messages, ``size`` octets in memory, passed a high mark."""
+        return count > self.high or size > self.high_bytes
 
-    def release_flow(self) -> None:
-        """No longer congested: the publishers held for this queue are resumed."""
-        self.congested = False
-        self.flow_listener.drained(self)
+    def drained(self, count: int, size: int) -> bool:
+        """Whether such a backlog is down to the low marks (publishers are read again)."""
+        return count <= self.high * FLOW_LOW_RATIO and size <= self.high_bytes * FLOW_LOW_RATIO

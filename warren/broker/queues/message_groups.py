@@ -127,27 +127,15 @@ class GroupQueue(Queue):
             gone = [ready[i] for i in expired]
             for i in reversed(expired):
                 del ready[i]
-            self._expired(gone)
+            self.expired(gone)
             if found is not None:
                 found -= len(expired)
         return found
 
-    def _turns(self) -> list:
-        """The consumers in the order they are offered a message: the one active consumer
-        (x-single-active-consumer), else round-robin, higher x-priority first."""
-        consumers = self.consumers
-        if self.single_active:
-            return consumers[:1]
-        start = self._rr % len(consumers)
-        order = consumers[start:] + consumers[:start]
-        if not self._plain:
-            order.sort(key=lambda c: -c.priority)  # stable: round-robin within a priority
-        return order
-
     def _deliver_one(self) -> bool:
         """One message to the first consumer in turn that has capacity and may take one."""
         ready = self.ready
-        for c in self._turns():
+        for c in self.choice.turns():
             if not c.has_capacity():  # a browser sends its copies here, and answers False
                 continue
             i = self._find(c)
@@ -156,13 +144,13 @@ class GroupQueue(Queue):
             seq, msg, redelivered, deadline = ready[i]
             del ready[i]
             self.ready_bytes -= len(msg.body)
-            self._rr = (self.consumers.index(c) + 1) % len(self.consumers)
+            self.choice.took(c)
             if deadline and deadline <= time.monotonic():
-                self._expired([(seq, msg, redelivered, deadline)])
+                self.expired([(seq, msg, redelivered, deadline)])
                 return True
             group = self.group_of(msg)
-            if deadline or self.delivery_limit is not None:
-                msg = self._taking(seq, msg, deadline, c.no_ack)
+            if deadline or self.counts_deliveries:
+                msg = self.taken.taking(seq, msg, deadline, c.no_ack)
             if not c.no_ack:
                 self._hold(seq, group, c)
             if self.store is not None:
@@ -201,8 +189,8 @@ class GroupQueue(Queue):
         del self.ready[i]
         self.ready_bytes -= len(msg.body)
         group = self.group_of(msg)
-        if deadline or self.delivery_limit is not None:
-            msg = self._taking(seq, msg, deadline, no_ack, True)
+        if deadline or self.counts_deliveries:
+            msg = self.taken.taking(seq, msg, deadline, no_ack, True)
         if not no_ack:
             self._hold(seq, group, getter)
         self.delivered(seq, msg, no_ack)

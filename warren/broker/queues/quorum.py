@@ -194,11 +194,6 @@ class QuorumQueue(Queue):
                         "drop-head applies (as RabbitMQ)", self.name, self.vhost.name)
             effective = {**effective, "x-overflow": DROP_HEAD}
         super().apply_arguments(effective)
-        limit = effective.get("x-delivery-limit")
-        if isinstance(limit, int) and not isinstance(limit, bool):
-            self.delivery_limit = limit if limit >= 0 else NO_LIMIT
-        else:
-            self.delivery_limit = DEFAULT_DELIVERY_LIMIT
         strategy = effective.get("x-dead-letter-strategy")
         if strategy == AT_LEAST_ONCE and (self.overflow != REJECT_PUBLISH or self.dead_letter_exchange is None):
             log.warning("queue '%s': x-dead-letter-strategy at-least-once needs x-overflow reject-publish and "
@@ -207,6 +202,12 @@ class QuorumQueue(Queue):
         self.dead_letter_strategy = AT_LEAST_ONCE if strategy == AT_LEAST_ONCE else AT_MOST_ONCE
         if self.overflow != REJECT_PUBLISH:
             self._refusing = False
+
+    def delivery_limit_of(self, args: dict) -> int:
+        limit = args.get("x-delivery-limit")
+        if isinstance(limit, int) and not isinstance(limit, bool):
+            return limit if limit >= 0 else NO_LIMIT
+        return DEFAULT_DELIVERY_LIMIT
 
     # --- publishing: every message stored ------------------------------------------------------
 
@@ -222,14 +223,13 @@ class QuorumQueue(Queue):
         # dead letters still on their way count, as RabbitMQ's (at-least-once back-pressure)
         count = len(self.ready) + self.paged + len(self._dlx_waiting)
         size = self.ready_bytes + self.paged_bytes + sum(len(d.message.body) for d in self._dlx_waiting.values())
+        limit = self.length_limit
         if self._refusing:
-            if ((self.max_length is None or count <= int(self.max_length * LOW_LIMIT))
-                    and (self.max_length_bytes is None or size <= int(self.max_length_bytes * LOW_LIMIT))):
+            if limit.within(count, size, LOW_LIMIT):
                 self._refusing = False
             else:
                 return True
-        if (self.max_length is not None and count > self.max_length) or (
-                self.max_length_bytes is not None and size > self.max_length_bytes):
+        if limit.over(count, size):
             self._refusing = True
             return True
         return False
@@ -262,7 +262,7 @@ class QuorumQueue(Queue):
         super().restore(seq, message, self._recovered_count(seq, delivered) > 0)
 
     def page_in(self) -> None:
-        boundary = self.page_boundary
+        boundary = self.pager.boundary
         super().page_in()
         for level in (self.ready.high, self.ready.normal):  # the entries read back: seq > boundary
             for i in range(len(level) - 1, -1, -1):
@@ -285,7 +285,7 @@ class QuorumQueue(Queue):
             self.durability.wrote(store)
         count = store.returned(seq)
         if count:
-            self._returns[seq] = count
+            self.taken.recovered(seq, count)
         return count
 
     # --- consumers -----------------------------------------------------------------------------
@@ -301,10 +301,7 @@ class QuorumQueue(Queue):
         held = self._held
         if held is None:
             return super().forget(seq, message)
-        if self._taken:
-            self._taken.pop(seq, None)
-        if self._returns:
-            self._returns.pop(seq, None)
+        self.taken.settled(seq)
         held[id(message)] = (seq, message)  # acked when the method returns, unless dead-lettered
 
     def _dead_letter(self, messages, reason: str) -> None:
@@ -328,7 +325,7 @@ class QuorumQueue(Queue):
             self._dlx_waiting[seq] = dl
             self._forward(dl)
         if self._dlx_waiting:
-            self._timed()
+            self.ask_for_ticks()
 
     def _forward(self, dl: _DeadLetter) -> None:
         """Offer a waiting dead letter to the queues its DLX routes it to that lack it; ack it

@@ -22,7 +22,7 @@ segment rotation. A cursor left below the first retained offset continues from t
 
 ``StreamQueue`` derives from ``QueueBase`` (``base.py``: identity, consumers, bindings, store,
 counters, what callers read of any queue) and from nothing of the classic queue
-(``warren/broker/queue.py`` and its mixins): no TTL, dead-lettering, length limits, delivery
+(``warren/broker/queue.py`` and the features it holds): no TTL, dead-lettering, length limits, delivery
 limit, consumer priorities, paging or flow marks, whose arguments its declare refuses. Here:
 the log (``attach``, ``delete_store``), retention, publish and the sync that commits, cursors
 and dispatch, and a stream's answers to the operations every queue has: basic.get and
@@ -159,7 +159,7 @@ class StreamQueue(QueueBase):
         if self.max_bytes is not None or self.max_age_s is not None:
             self._next_retention = 0.0
             self.enforce_retention()
-            self._timed()  # Broker.tick calls tick() from now on
+            self.ask_for_ticks()  # Broker.tick calls tick() from now on
 
     def enforce_retention(self) -> int:
         store = self.store
