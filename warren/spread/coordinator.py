@@ -20,7 +20,7 @@ from warren.errors import AMQPError, InternalError, NotFound
 from warren.spread.consumers import Consumers
 from warren.spread.dtx import DtxParts
 from warren.broker.ownership import PLACEMENT, place
-from warren.spread.definitions import ADMIN, SEQUENCER, DefinitionOrder, queue_owner
+from warren.spread.definitions import ADMIN, SEQUENCER, DefinitionOrder, _off_the_loop, queue_owner
 from warren.spread.links import PeerGone, PeerLinks
 from warren.spread.messages import Forwarding, RemoteSync, SpreadFlow
 
@@ -229,31 +229,40 @@ class Spread(DefinitionOrder, Forwarding, Consumers, DtxParts):
     # --- answering the others (PeerLinks' handler) ---------------------------------------------
 
     def peer_request(self, peer: int, op: str, args: tuple):
+        # a change of definitions is applied at once, in the order the sequencer sent it, and
+        # answered once durable here: its fsync is the group commit's, off the loop
+        # (definitions.py ``_off_the_loop``), so a stalled disk holds that answer, not this worker
         if op == "define":
             vhost, what, what_args = args
             return self._sequence(peer, vhost, what, what_args)
         if op == "apply":
             vhost, what, what_args = args
+            v = self._vhost(vhost)
             try:
-                return self._apply(self._vhost(vhost), what, what_args)
-            except AMQPError as e:  # the sequencer checked it: we hold something it does not
-                log.error("worker %d could not apply %s %r from worker 0: %s", self.index, what, what_args, e)
-                return None
+                done = _off_the_loop(v.durability, self._apply, v, what, what_args)
+            except AMQPError as e:
+                return self._not_applied(what, what_args, e, None)
+            if isinstance(done, asyncio.Future):
+                return self._not_applied(what, what_args, None, done)
+            return done
         if op == "record":
-            self._add_record(*args)
-            return None
+            v = self._vhost(args[0])
+            return _off_the_loop(v.durability, self._add_record, *args)
         if op == "forget":
-            self._forget(self._vhost(args[0]), args[1])
-            return None
+            v = self._vhost(args[0])
+            return _off_the_loop(v.durability, self._forget, v, args[1])
         if op == "forgotten":  # on the sequencer: an owner deleted a queue by itself
             vhost, name = args
             v = self._vhost(vhost)
-            self._forget(v, name)
-            return self._tell_forget(vhost, name, skip=peer)
+            # the others are told in this turn (the order of changes), the answer once both are durable
+            here = _off_the_loop(v.durability, self._forget, v, name)
+            told = self.links.broadcast("forget", vhost, name, skip=peer)
+            return told if here is None else _both(here, told)
         if op == "create_queue":
             vhost, name, durable, exclusive, auto_delete, arguments, ref, server_named = args
-            return self._create_queue(self._vhost(vhost), name, durable, exclusive, auto_delete, arguments, ref,
-                                      server_named)
+            v = self._vhost(vhost)
+            return _off_the_loop(v.durability, self._create_queue, v, name, durable, exclusive, auto_delete,
+                                 arguments, ref, server_named)
         if op == "delete_queue":
             vhost, name, if_unused, if_empty = args
             v = self._vhost(vhost)
@@ -297,6 +306,22 @@ class Spread(DefinitionOrder, Forwarding, Consumers, DtxParts):
             return self.dtx_request(peer, op, args)
         raise InternalError(f"unknown request {op!r} from worker {peer}")
 
+    async def _not_applied(self, what: str, what_args: tuple, error: AMQPError | None, done) -> None:
+        """An "apply" from the sequencer, answered once durable here (``done``); a refusal is
+        logged, not returned: the sequencer checked it, so we hold something it does not."""
+        if error is not None:
+            durable = getattr(error, "durable_after", None)
+            if durable is not None:
+                await durable
+        else:
+            try:
+                await done
+                return None
+            except AMQPError as e:
+                error = e
+        log.error("worker %d could not apply %s %r from worker 0: %s", self.index, what, what_args, error)
+        return None
+
     def peer_message(self, peer: int, op: str, args: tuple) -> None:
         if op == "handover":
             self._take_handover(peer, args[0])
@@ -332,3 +357,9 @@ class Spread(DefinitionOrder, Forwarding, Consumers, DtxParts):
         log.critical("worker %d: the link to worker %d closed; the node stops", self.index, peer)
         if self.on_failure is not None:
             self.on_failure(f"the link to worker {peer} closed")
+
+
+async def _both(here: asyncio.Future, told: asyncio.Future):
+    """``told``'s result once ``here`` (a change durable on this worker) is done too."""
+    await here
+    return await told

@@ -38,25 +38,73 @@ QUEUE_CHANGES = CHANGES - EXCHANGE_CHANGES  # their last argument is who asks
 SEQUENCER = 0  # the worker that orders every change of definitions
 
 
-def _off_the_loop(durability, change, *args):
+def _deferred(durability, change, *args):
     """``change(*args)`` with the definitions log's fsync left to the group commit (off the loop,
-    as a client's delete in one process: warren/broker/directory.py ``durable_change``): its
-    result, or a future of it that resolves once the change is durable (the owner's answer to a
-    delete asked through the sequencer waits for it; links.py answers an awaitable when done)."""
+    as a client's change in one process: warren/broker/directory.py ``durable_change``): its
+    result and ``None``, or a future done once what it wrote is durable. A refusal is raised at
+    once; if the call held an answer anyway (a no-op over a change not durable yet), the
+    exception carries that future as ``durable_after``: it is not answered before it."""
     if durability is None:
-        return change(*args)
+        return change(*args), None
     definitions = durability.definitions
     held, deferred = definitions.answers_held, definitions.defer_fsync
     definitions.defer_fsync = True
     try:
         result = change(*args)
+    except Exception as e:
+        if definitions.answers_held != held:
+            e.durable_after = _when_durable(durability)
+        raise
     finally:
         definitions.defer_fsync = deferred
-    if definitions.answers_held == held:
-        return result  # nothing durable changed (a transient queue)
+    return result, (None if definitions.answers_held == held else _when_durable(durability))
+
+
+def _when_durable(durability, result=None, error: BaseException | None = None) -> asyncio.Future:
+    """A future of ``result`` (or ``error``), done once every definitions change made so far is
+    durable (the group commit's fsync ended; never if it failed: the broker stops)."""
     done = asyncio.get_running_loop().create_future()
-    durability.after_definitions(lambda: done.done() or done.set_result(result))
+
+    def settle() -> None:
+        if not done.done():
+            if error is not None:
+                done.set_exception(error)
+            else:
+                done.set_result(result)
+    durability.after_definitions(settle)
     return done
+
+
+def _off_the_loop(durability, change, *args):
+    """``_deferred`` for a worker answering another (links.py answers an awaitable when it is
+    done): ``change(*args)``'s result, or a future of it (or of its refusal) that resolves once
+    the change is durable."""
+    try:
+        result, durable = _deferred(durability, change, *args)
+    except Exception as e:
+        if getattr(e, "durable_after", None) is None:
+            raise
+        return _when_durable(durability, error=e)
+    return result if durable is None else _when_durable(durability, result)
+
+
+async def _settled(*waits) -> None:
+    """Wait for every one of ``waits`` that is not None (futures: a change durable here, the
+    others' answers); the first error is raised once all have ended."""
+    waits = [w for w in waits if w is not None]
+    if waits:
+        results = await asyncio.gather(*waits, return_exceptions=True)
+        for r in results:
+            if isinstance(r, BaseException):
+                raise r
+
+
+async def _refused(e: Exception):
+    """Raise refusal ``e`` once what its call held is durable (``_deferred``)."""
+    durable = getattr(e, "durable_after", None)
+    if durable is not None:
+        await durable
+    raise e
 
 
 def queue_owner(vhost: str, name: str, workers: int, placement: int = PLACEMENT) -> int:
@@ -186,8 +234,15 @@ class DefinitionOrder:
             return await self._sequence_declare_queue(origin, v, *args)
         if op == "delete_queue":
             return await self._sequence_delete_queue(origin, v, *args)
-        result = self._apply(v, op, args)  # raises the refusal, as one process would
-        await self.links.broadcast("apply", vhost, op, args)
+        # applied here (raising the refusal, as one process would) and sent to the others in
+        # one turn, so that every worker applies the changes in this order; the answer waits
+        # for this worker's fsync (the group commit's, off the loop) and the others' answers
+        # (each sent once durable there)
+        try:
+            result, durable = _deferred(v.durability, self._apply, v, op, args)
+        except AMQPError as e:
+            await _refused(e)
+        await _settled(durable, self.links.broadcast("apply", vhost, op, args))
         return result
 
     async def _sequence_declare_queue(self, origin, v, name, durable, exclusive, auto_delete, arguments, ref):
@@ -202,16 +257,23 @@ class DefinitionOrder:
         if server_named:
             name = self.server_name(v.name, origin)
         owner = self.owner_for_declare(v.name, name, exclusive, origin)
+        here = None  # this worker's change, durable once it is done (_deferred)
         if owner == self.index:
-            made = self._create_queue(v, name, durable, exclusive, auto_delete, arguments, ref, server_named)
-        else:
+            try:
+                made, here = _deferred(v.durability, self._create_queue, v, name, durable, exclusive, auto_delete,
+                                       arguments, ref, server_named)
+            except AMQPError as e:
+                await _refused(e)
+        else:  # answered by the owner once its create is durable
             made = await self.ask(owner, "create_queue", v.name, name, durable, exclusive, auto_delete,
                                             arguments, ref, server_named)
         record = (v.name, name, owner, made["durable"], auto_delete, arguments, ref if exclusive else None,
                   made["full"])
         if owner != self.index:
-            self._add_record(*record)
-        await self.links.broadcast("record", *record, skip=owner)
+            _, here = _deferred(v.durability, self._add_record, *record)
+        # the records go out in this turn (the order of changes); declare-ok once every worker's
+        # copy is durable
+        await _settled(here, self.links.broadcast("record", *record, skip=owner))
         return (name, made["messages"], made["consumers"])
 
     async def _sequence_delete_queue(self, origin, v, name, if_unused, if_empty, ref):
@@ -222,8 +284,8 @@ class DefinitionOrder:
             self._check_lock(v, q, ref, name, only_if_exclusive=True)
         if isinstance(q, RemoteQueue):
             n = await self.ask(q.owner, "delete_queue", v.name, name, if_unused, if_empty)
-            self._forget(v, name)
-            await self.links.broadcast("forget", v.name, name, skip=q.owner)
+            _, here = _deferred(v.durability, self._forget, v, name)
+            await _settled(here, self.links.broadcast("forget", v.name, name, skip=q.owner))
         else:
             n = self._delete_local(v, q, if_unused, if_empty)
             if isinstance(n, asyncio.Future):  # durable first (_off_the_loop), then the others forget it

@@ -1,0 +1,185 @@
+"""Durable declares under ``--workers 2 --worker-mode queues`` (warren/spread) while a worker's
+definitions fsync stalls, then a power cut.
+
+Every worker logs each durable change in its own definitions log: the owner of a queue its
+create, every other worker a record of it (for its bindings) and its copy of each exchange and
+binding. Since session 20 each does so off its loop (the group commit's fsync,
+``_off_the_loop`` / ``_deferred`` in warren/spread/definitions.py) and answers the sequencer once
+durable, and the sequencer answers the client once every worker has. Here worker 1's
+definitions fsync stalls while a connection on worker 0 declares a queue worker 1 owns (the
+owner's create), a queue worker 0 owns (worker 1's record) and an exchange with a binding
+(worker 1's copies):
+
+* none is answered during the stall;
+* worker 1's loop goes on meanwhile: round trips on a transient queue there, on "/" and on
+  another vhost (before, worker 1 fsynced on its loop and nothing it served moved until the
+  disk answered; heartbeats are that loop's timers too);
+* after kill -9 of the node and the power cut, everything answered before the stall is there
+  on both workers (queues with their confirmed messages, the exchange and binding routing from
+  either worker), and the node starts by itself.
+
+Through pika against a node on the power-loss layer (tests/store/powerloss_fs.py), behind
+``-m storage_faults`` like tests/store/test_spread_deletes.py (a two-worker node started twice).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pika
+import pytest
+
+from tests.conftest import EXTERNAL_URL, launch_broker
+from tests.management.api_client import call
+from tests.store.powerloss_fs import PowerLossFS, unavailable_reason
+from tests.store.test_spread_deletes import count, on_worker, owned_by, power_cut, publish
+
+SKIP = unavailable_reason()
+pytestmark = [
+    pytest.mark.skipif(SKIP is not None, reason=f"no FUSE here: {SKIP}"),
+    pytest.mark.skipif(bool(EXTERNAL_URL), reason="needs a private Warren node on the power-loss layer"),
+]
+
+OTHER = "sd-other"  # a second vhost, served beside "/"
+
+
+@pytest.fixture
+def plfs(tmp_path):
+    (tmp_path / "fs").mkdir()
+    yield from PowerLossFS.mounted(tmp_path / "fs")
+
+
+def start(tmp_path, data):
+    return launch_broker(tmp_path, "--disk-free-limit", "0", "--workers", "2", "--worker-mode", "queues",
+                         "--heartbeat", "1", data_dir=data)
+
+
+def on_worker_in(node, worker: int, vhost: str, heartbeat: int | None = None):
+    """(connection, channel) on ``worker`` in ``vhost``: connections are dealt out in turn, so
+    open them until one lands there (the HTTP API names each connection's worker)."""
+    for i in range(8):
+        name = f"w{worker}-{vhost}-{i}-{time.monotonic_ns()}"
+        conn = pika.BlockingConnection(pika.ConnectionParameters(
+            "127.0.0.1", node.port, virtual_host=vhost, heartbeat=heartbeat,
+            client_properties={"connection_name": name}, socket_timeout=10))
+        deadline = time.monotonic() + 10
+        serving = None
+        while serving is None and time.monotonic() < deadline:
+            status, rows, _ = call(node.http_url, "GET", "/api/connections", timeout=10)
+            serving = next((r["worker"] for r in rows or []
+                            if r.get("client_properties", {}).get("connection_name") == name), None)
+        if serving == worker:
+            return conn, conn.channel()
+        conn.close()
+    raise AssertionError(f"no connection to {vhost} landed on worker {worker}")
+
+
+def round_trip(ch, queue: str, body: bytes) -> None:
+    ch.basic_publish("", queue, body)
+    deadline = time.monotonic() + 20
+    got = None
+    while got is None:
+        assert time.monotonic() < deadline, f"{body!r} never came back from {queue}"
+        got = ch.basic_get(queue, auto_ack=True)[2]
+    assert got == body
+
+
+@pytest.mark.storage_faults
+@pytest.mark.timeout(300)
+def test_declares_while_a_workers_fsync_stalls_then_a_power_cut(tmp_path, plfs, request):
+    if "storage_faults" not in (request.config.option.markexpr or ""):
+        pytest.skip("a two-worker node started twice on the power-loss layer (about 30 s here): runs with "
+                    "-m storage_faults")
+    data = plfs.mountpoint / "data"
+    node = start(tmp_path, data)
+    on1, on0 = owned_by(1, "sc-acked"), owned_by(0, "sc-acked0")
+    owner_made, recorded = owned_by(1, "sc-stalled"), owned_by(0, "sc-stalled0")
+    undone = owned_by(1, "sc-undone")
+    try:
+        status, _, _ = call(node.http_url, "PUT", f"/api/vhosts/{OTHER}", {})
+        assert status in (201, 204), status
+        status, _, _ = call(node.http_url, "PUT", f"/api/permissions/{OTHER}/guest",
+                            {"configure": ".*", "write": ".*", "read": ".*"})
+        assert status in (201, 204), status
+        conn, ch = on_worker(node, 0)
+        # answered before any stall: must survive the cut on both workers
+        ch.exchange_declare("sc-x", "direct", durable=True)
+        for q in (on1, on0):
+            ch.queue_declare(q, durable=True)
+            ch.queue_bind(q, "sc-x", routing_key=q)
+            publish(ch, q, 7)
+        # worker 1's loop, watched during each stall: "/", another vhost, heartbeats of 1 s
+        c1, ch1 = on_worker(node, 1)
+        ch1.queue_declare("sc-transient", durable=False, exclusive=True)
+        beat, och1 = on_worker_in(node, 1, OTHER, heartbeat=1)  # closes itself if heartbeats stop
+        och1.queue_declare("sc-transient-other", durable=False, exclusive=True)
+
+        def stalled(act, end: bool) -> list:
+            """``act`` on a connection of its own while worker 1's definitions fsync stalls: not
+            answered meanwhile, worker 1 serving on; with ``end`` the stall then ends and the
+            answer comes. One change per stall: a second write to the file would wait in the
+            kernel behind the stalled fsync (FUSE holds the inode lock through it)."""
+            answers: list = []
+
+            def run() -> None:
+                try:
+                    c = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", node.port, socket_timeout=10))
+                    act(c.channel())
+                    answers.append("answered")
+                    c.close()
+                except Exception as e:  # the node dies under it (the cut)
+                    answers.append(e)
+            before = plfs.stats()
+            plfs.fault("fsync", path="/data/workers/1/definitions", stall=60)
+            t = threading.Thread(target=run, daemon=True)
+            t.start()
+            deadline = time.monotonic() + 30
+            while plfs.stats()["stalls"] == before["stalls"]:
+                assert time.monotonic() < deadline, f"no definitions fsync of worker 1 stalled: {answers}"
+                time.sleep(0.02)
+            for turn in range(3):  # worker 1 serves on: its fsync is the group commit's, off its loop
+                round_trip(ch1, "sc-transient", b"t%d" % turn)
+                round_trip(och1, "sc-transient-other", b"o%d" % turn)
+                beat.process_data_events(0)
+            assert plfs.stats()["stalls_ended"] == before["stalls_ended"], "the round trips came only after the stall"
+            assert not answers, f"answered during the stall: {answers}"
+            if end:
+                plfs.clear()
+                plfs.end_stalls()
+                t.join(60)
+                assert answers == ["answered"], answers
+                assert beat.is_open
+            return answers
+
+        stalled(lambda c: c.queue_declare(owner_made, durable=True), True)  # the owner's create
+        stalled(lambda c: c.queue_declare(recorded, durable=True), True)  # worker 1's record of worker 0's
+        stalled(lambda c: c.exchange_declare("sc-y", "fanout", durable=True), True)  # worker 1's copy
+        ch.queue_bind(owner_made, "sc-y")
+        publish(ch, owner_made, 3)
+        never = stalled(lambda c: c.queue_declare(undone, durable=True), False)  # the cut comes first
+        power_cut(plfs, node)
+        plfs.clear()
+        deadline = time.monotonic() + 30
+        while not never and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert never and isinstance(never[0], Exception), never  # never declare-ok
+    finally:
+        plfs.clear()
+        node.stop()
+    node = start(tmp_path, data)  # by itself: no hand needed
+    try:
+        for worker in (0, 1):
+            conn, ch = on_worker(node, worker)
+            # every confirmed message (and each one routed from worker 0 on the turn before)
+            for q, n in ((on1, 7 + worker), (on0, 7 + worker), (owner_made, 3 + worker), (recorded, 0)):
+                assert count(ch, q) == n, (worker, q)
+            ch.confirm_delivery()
+            for q in (on1, on0):  # the exchange and its bindings, from this worker
+                ch.basic_publish("sc-x", q, b"routed", pika.BasicProperties(delivery_mode=2), mandatory=True)
+                assert count(ch, q) == 8 + worker, (worker, q)
+            ch.basic_publish("sc-y", "", b"fanned", pika.BasicProperties(delivery_mode=2), mandatory=True)
+            assert count(ch, owner_made) == 4 + worker, worker
+            conn.close()
+    finally:
+        node.stop()
