@@ -298,7 +298,9 @@ def test_retention_by_bytes_with_small_segments_drops_the_oldest(broker, conn, c
     start = first_offset()
     got, _ = consume(conn, q, "first", settle=0.5)
     kept = offsets(got)
-    assert kept[0] == start and kept == sorted(set(kept))
+    # retention may drop another segment between the two reads (its tick runs on its own): the
+    # second read starts at the first offset seen or later, never earlier
+    assert kept[0] >= start and kept == sorted(set(kept))
     assert 20 <= len(got) <= 120  # about 20 kB of 200-octet messages remain, give or take a segment
     if not RABBITMQ:  # RabbitMQ's offsets skip a number per segment (its tracking chunks)
         assert kept == list(range(start, 500))
