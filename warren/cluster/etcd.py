@@ -224,9 +224,9 @@ class EtcdClient:
         answer = await self.call("lease/grant", {"TTL": str(ttl)})
         return int(answer["ID"]), int(answer.get("TTL", ttl))
 
-    async def keep_alive(self, lease: int) -> int:
+    async def keep_alive(self, lease: int, *, timeout: float | None = None) -> int:
         """Renew ``lease`` once; the TTL it has again, 0 if it has expired (or never was)."""
-        answer = await self.call("lease/keepalive", {"ID": str(lease)})
+        answer = await self.call("lease/keepalive", {"ID": str(lease)}, timeout)
         # a stream of one answer: {"result": {"ID": ..., "TTL": ...}}
         result = answer.get("result", answer)
         return int(result.get("TTL", 0))

@@ -133,7 +133,8 @@ class ClusterNode:
         while not self._left:
             await asyncio.sleep(max(0.5, self.ttl / 3))
             try:
-                left = await self.client.keep_alive(self.lease)
+                # bounded by a third of the TTL: a slow member must not hold the next renewal past it
+                left = await self.client.keep_alive(self.lease, timeout=max(0.5, self.ttl / 3))
                 if left <= 0:
                     log.warning("cluster %s: this node's lease expired (etcd was out of reach for more than "
                                 "%d s); registering %s again", self.cluster_name, self.ttl, self.node_name)

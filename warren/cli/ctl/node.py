@@ -1,4 +1,4 @@
-"""`status`, `ping` and `await_startup`: is the broker there, and how is it."""
+"""`status`, `ping`, `await_startup` and `cluster_status`: is the broker there, and how is it."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from warren.cli.ctl import api, common_options, ctl, settings
 from warren.cli.ctl.client import EX_NOPERM, EX_TEMPFAIL, ApiError, CtlError
 from warren.cli.ctl.output import emit_value, info
 
-__all__ = ["status", "ping", "await_startup"]
+__all__ = ["status", "ping", "await_startup", "cluster_status"]
 
 AWAIT_DEFAULT_S = 300.0  # rabbitmqctl await_startup's default
 POLL_INTERVAL_S = 0.2
@@ -157,3 +157,103 @@ def await_startup() -> None:
     if show_progress and tty and last_report != started:
         click.echo("", err=True)
     info(s, f"The broker at {s.url} is up ({time.monotonic() - started:.1f} s).")
+
+
+# rabbitmqctl cluster_status's "purpose" of each listener protocol (RabbitMQ 3.10's words)
+LISTENER_PURPOSES = {
+    "amqp": "AMQP 0-9-1 and AMQP 1.0",
+    "amqp/ssl": "AMQP 0-9-1 and AMQP 1.0 over TLS",
+    "http": "HTTP API",
+    "https": "HTTP API over TLS (HTTPS)",
+    "http/prometheus": "Prometheus exporter API over HTTP",
+    "https/prometheus": "Prometheus exporter API over TLS (HTTPS)",
+    "clustering": "inter-node and CLI tool communication",
+}
+
+
+def cluster_status_value(overview: dict, nodes: list[dict], feature_flags: list[dict] | None) -> dict:
+    """rabbitmqctl cluster_status's JSON (``--formatter json``), from the HTTP API: the node that
+    answers lists the others (/api/nodes); a node's version is the answering node's (the API
+    gives one per cluster)."""
+    names = [n.get("name", "?") for n in nodes] or [overview.get("node", "?")]
+    product = overview.get("product_name") or "RabbitMQ"
+    version = overview.get("product_version") or overview.get("rabbitmq_version", "?")
+    runtime = overview.get("erlang_version", "?")
+    alarms = []
+    for n in nodes:
+        if n.get("mem_alarm"):
+            alarms.append({"node": n.get("name"), "resource": "memory", "type": "resource_limit"})
+        if n.get("disk_free_alarm"):
+            alarms.append({"node": n.get("name"), "resource": "disk", "type": "resource_limit"})
+    listeners: dict[str, list] = {}
+    for listener in overview.get("listeners") or []:
+        protocol = listener.get("protocol", "?")
+        listeners.setdefault(listener.get("node", names[0]), []).append({
+            "interface": _interface(listener.get("ip_address", "?")), "node": listener.get("node", names[0]),
+            "port": listener.get("port", "?"), "protocol": protocol,
+            "purpose": LISTENER_PURPOSES.get(protocol, protocol)})
+    return {
+        "cluster_name": overview.get("cluster_name") or names[0],
+        "disk_nodes": names,
+        "running_nodes": [n.get("name") for n in nodes if n.get("running", True)] or names,
+        "versions": {name: {"product_name": product, "product_version": version, "runtime": runtime}
+                     for name in names},
+        "maintenance_status": {n.get("name"): "being drained" if n.get("being_drained") else "not under maintenance"
+                               for n in nodes} or {names[0]: "not under maintenance"},
+        "alarms": alarms,
+        "partitions": {n.get("name"): n.get("partitions") for n in nodes if n.get("partitions")},
+        "listeners": listeners,
+        "feature_flags": [{"name": f.get("name"), "state": f.get("state")} for f in feature_flags or []],
+    }
+
+
+def _interface(address: str) -> str:
+    """An IPv6 address in brackets, as rabbitmqctl prints ``[::]``."""
+    return f"[{address}]" if ":" in address and not address.startswith("[") else address
+
+
+def cluster_status_text(value: dict, is_rabbitmq: bool) -> str:
+    """rabbitmqctl 3.10's layout: the section titles, one node or item a line, (none) when empty."""
+    runtime_word = "Erlang" if is_rabbitmq else "Python"
+
+    def section(title: str, lines: list[str]) -> list[str]:
+        return ["", title, "", *(lines or ["(none)"])]
+
+    out = ["Basics", "", f"Cluster name: {value['cluster_name']}"]
+    out += section("Disk Nodes", value["disk_nodes"])
+    out += section("Running Nodes", value["running_nodes"])
+    out += section("Versions", [f"{node}: {v['product_name']} {v['product_version']} on {runtime_word} "
+                                f"{v['runtime'].removeprefix('Python ')}" for node, v in value["versions"].items()])
+    out += section("Maintenance status", [f"Node: {node}, status: {status}"
+                                          for node, status in value["maintenance_status"].items()])
+    out += section("Alarms", [("Memory alarm on node " if a["resource"] == "memory" else "Free disk space alarm on node ")
+                              + str(a["node"]) for a in value["alarms"]])
+    out += section("Network Partitions", [f"Node {node} cannot communicate with {', '.join(map(str, peers))}"
+                                          for node, peers in value["partitions"].items()])
+    out += section("Listeners", [f"Node: {listener['node']}, interface: {listener['interface']}, "
+                                 f"port: {listener['port']}, protocol: {listener['protocol']}, "
+                                 f"purpose: {listener['purpose']}"
+                                 for node_listeners in value["listeners"].values() for listener in node_listeners])
+    out += section("Feature flags", [f"Flag: {f['name']}, state: {f['state']}" for f in value["feature_flags"]])
+    return "\n".join(out)
+
+
+@ctl.command("cluster_status")
+@common_options
+def cluster_status() -> None:
+    """Displays the cluster's nodes, running nodes, versions, alarms, partitions, listeners and
+    feature flags, in rabbitmqctl's layout (a Warren cluster on etcd lists its live members once
+    its HTTP API does: docs/clustering.md)."""
+    s = settings()
+    client = api(s)
+    overview = client.get("overview")
+    info(s, f"Cluster status of node {overview.get('node', '?')} ...")
+    nodes = client.get("nodes")
+    try:
+        flags = client.get("feature-flags")
+    except ApiError as e:
+        if e.status not in (404, 405):
+            raise
+        flags = []  # Warren has none
+    value = cluster_status_value(overview, nodes if isinstance(nodes, list) else [], flags)
+    emit_value(s, value, cluster_status_text(value, not is_warren(overview)))
