@@ -155,6 +155,30 @@ class AMQPConnection(asyncio.Protocol):
         return self.tls.login if self.tls is not None else None
 
     def connection_made(self, transport) -> None:
+        try:
+            self._connection_made(transport)
+        except Exception as e:
+            self._setup_failed(transport, e)
+
+    def _setup_failed(self, transport, e: Exception) -> None:
+        """``connection_made`` raised (our bug: nothing there refuses a client). asyncio would
+        log it and go on reading the socket into a half-made connection until the handshake
+        deadline (if it was set at all): the socket is closed at once instead, with a line
+        saying what and who; ``connection_lost`` then undoes what was counted, as for any close."""
+        self.transport = transport
+        if self.peer is None:
+            try:
+                self.peer = transport.get_extra_info("peername")
+            except Exception:
+                pass
+        self._closing = True
+        self._close_reason = f"setting up the connection failed: {type(e).__name__}: {e}"
+        log.error("closing the connection from %s at once: setting it up failed (a bug of ours): %s: %s",
+                  peer_name(self.peer), type(e).__name__, e, exc_info=e,
+                  extra={"event": "connection.setup_failed", "peer": peer_name(self.peer)})
+        transport.abort()
+
+    def _connection_made(self, transport) -> None:
         self.transport = transport
         if self.peer is None:  # else a relayed TLS connection, whose hand-over said who (relay.py)
             self.peer = transport.get_extra_info("peername")

@@ -163,6 +163,17 @@ class Greeter(asyncio.Protocol):
         return f"{peer_name(self.peer)} user={self.username or '-'} vhost=-"
 
     def connection_made(self, transport) -> None:
+        try:
+            self._connection_made(transport)
+        except Exception as e:  # our bug: closed at once, not left to the handshake deadline
+            self.transport = transport
+            self._close_reason = f"setting up the connection failed: {type(e).__name__}: {e}"
+            log.error("closing the connection from %s at once: setting it up failed (a bug of ours): %s: %s",
+                      peer_name(self.peer), type(e).__name__, e, exc_info=e,
+                      extra={"event": "connection.setup_failed", "peer": peer_name(self.peer)})
+            transport.abort()
+
+    def _connection_made(self, transport) -> None:
         self.transport = transport
         self.peer = transport.get_extra_info("peername")
         self.tls = session_of(transport, self.sup.config)
