@@ -15,6 +15,10 @@ sampled rates. This module puts them together with these middlewares:
 * shared files, under ``--worker-mode queues``: a change of vhosts, users, permissions or limits
   reaches every worker before the answer.
 
+A path under ``/api/`` that ends in one "/" is routed as without it when it finds no route as
+it is (``DELETE /api/vhosts/NAME/`` is ``DELETE /api/vhosts/NAME``), as RabbitMQ's router
+(cowboy's) drops a trailing empty segment; a "//" inside a path stays an empty name.
+
 Names in paths are percent-decoded once by the router (``%2F`` is ``/``, ``%252F`` the three
 characters ``%2F``) and only ever looked up in the broker's dicts: no path reaches the disk.
 """
@@ -26,6 +30,7 @@ import logging
 import os
 
 from aiohttp import hdrs, web
+from yarl import URL
 
 from warren.management.api import (
     bindings, connections, definitions, exchanges, federation, health, overview, policies, queues, streams, users,
@@ -91,6 +96,28 @@ async def _shared_files_everywhere(request: web.Request, handler):
     return response
 
 
+def _ignore_one_trailing_slash(router) -> None:
+    """RabbitMQ's HTTP API reads ``/api/vhosts/NAME/`` as ``/api/vhosts/NAME``: cowboy's router,
+    which its management plugin uses, splits a path into segments and drops one trailing empty
+    segment (``cowboy_router:split_path``; its own tests match ``/path/123/`` to ``/path/123``).
+    Here: a path under /api/ that ends in "/" and finds no route is resolved once more without
+    that "/" (percent-encoded as it came: ``%2F`` stays a name). What resolves as it is (the
+    web UI's paths) is untouched, and only one "/" goes, as in cowboy."""
+    resolve = router.resolve
+
+    async def resolve_without_trailing_slash(request: web.Request):
+        match = await resolve(request)
+        exc = match.http_exception
+        raw = request.rel_url.raw_path
+        if exc is None or exc.status != 404 or not raw.endswith("/") or not raw.startswith("/api/") or raw == "/api/":
+            return match
+        retry = await resolve(request.clone(rel_url=URL.build(
+            path=raw[:-1], query_string=request.rel_url.raw_query_string, encoded=True)))
+        return match if retry.http_exception is not None else retry
+
+    router.resolve = resolve_without_trailing_slash
+
+
 async def _start_sampler(app: web.Application) -> None:
     app[STATS].start(asyncio.get_running_loop())
 
@@ -127,4 +154,5 @@ def build_app(broker, info=None, server=None) -> web.Application:
     for resource in RESOURCES:
         resource.add_routes(app)
     ui.add_routes(app)  # the web UI at / (warren/management/ui): its own middleware, before errors and auth
+    _ignore_one_trailing_slash(app.router)
     return app
