@@ -49,6 +49,9 @@ EMPTY_TABLE = b"\x00\x00\x00\x00"
 class NullIO:
     """What the session calls on the socket glue; nothing to do without a socket."""
 
+    certificate_login = None  # no TLS: no client certificate to log in with
+    placing = False  # one process: no connection moves to another worker
+
     def want_flush(self) -> None:
         pass
 
