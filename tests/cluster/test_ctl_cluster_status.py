@@ -3,10 +3,6 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 from warren.cli.ctl.node import cluster_status_text, cluster_status_value
 
 # what RabbitMQ 3.10.8's management API answered for a one-node broker (abridged), and what its
@@ -69,21 +65,3 @@ def test_alarms_and_a_second_node():
     assert "\n\nDisk Nodes\n\nr@localhost\ns@h\n\nRunning Nodes\n\nr@localhost\n\n" in text
     assert "\n\nAlarms\n\nMemory alarm on node r@localhost\nFree disk space alarm on node s@h\n\n" in text
     assert text.endswith("Feature flags\n\n(none)")
-
-
-def test_against_a_warren_node(start_broker):
-    node = start_broker()
-    run = subprocess.run([sys.executable, "-m", "warren", "ctl", "--url", node.http_url, "cluster_status"],
-                         capture_output=True, text=True, timeout=60)
-    assert run.returncode == 0, run.stderr
-    assert run.stderr.startswith("Cluster status of node ")
-    lines = run.stdout.splitlines()
-    assert [lines[i] for i in (0, 4, 8, 12)] == ["Basics", "Disk Nodes", "Running Nodes", "Versions"]
-    assert lines[14].endswith(" on Python " + sys.version.split()[0]) and ": Warren " in lines[14]
-    assert f"port: {node.port}, protocol: amqp, purpose: AMQP 0-9-1 and AMQP 1.0" in run.stdout
-    run = subprocess.run([sys.executable, "-m", "warren", "ctl", "--url", node.http_url, "cluster_status",
-                          "--formatter", "json"], capture_output=True, text=True, timeout=60)
-    value = json.loads(run.stdout)
-    assert sorted(value) == ["alarms", "cluster_name", "disk_nodes", "feature_flags", "listeners",
-                             "maintenance_status", "partitions", "running_nodes", "versions"]
-    assert value["running_nodes"] == value["disk_nodes"] and len(value["disk_nodes"]) == 1
