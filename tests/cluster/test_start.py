@@ -205,3 +205,31 @@ def check_ctl_cluster_status(node):
                              "maintenance_status", "partitions", "running_nodes", "versions"]
     # one node: the HTTP API does not list a cluster's members yet (docs/clustering.md)
     assert value["running_nodes"] == value["disk_nodes"] and len(value["disk_nodes"]) == 1
+
+
+@pytest.mark.cluster
+def test_a_node_paused_past_its_lease(etcd1, nodes, cluster_name, request, tmp_path):
+    """-m cluster: a node stopped (SIGSTOP) past its lease leaves the list and, continued, registers
+    again; if another node took its name meanwhile, it logs that once and leaves the name alone."""
+    import signal
+    if "cluster" not in (request.config.option.markexpr or ""):
+        pytest.skip("runs with -m cluster (waits on two lease expiries)")
+    a = nodes.start(etcd1.endpoints, cluster_name, "a", "--cluster-lease-ttl", LEASE_TTL)
+    a.signal(signal.SIGSTOP)
+    try:
+        wait_until(lambda: not members(etcd1, cluster_name), GONE_TIMEOUT_S, "the paused node's key gone")
+    finally:
+        a.signal(signal.SIGCONT)
+    wait_until(lambda: members(etcd1, cluster_name).get("a", {}).get("pid") == a.proc.pid, GONE_TIMEOUT_S,
+               "the node registered again")
+    assert "registering a again" in a.log()
+    # paused again; meanwhile another process takes the name
+    a.signal(signal.SIGSTOP)
+    try:
+        wait_until(lambda: not members(etcd1, cluster_name), GONE_TIMEOUT_S, "the paused node's key gone")
+        other = nodes.start(etcd1.endpoints, cluster_name, "a", data_dir=tmp_path / "other-a")
+    finally:
+        a.signal(signal.SIGCONT)
+    wait_until(lambda: "was taken by another node" in a.log(), GONE_TIMEOUT_S, "the first node saw its name taken")
+    assert members(etcd1, cluster_name)["a"]["pid"] == other.proc.pid
+    assert a.log().count("was taken by another node") == 1

@@ -35,7 +35,7 @@ import time
 import uuid
 from pathlib import Path
 
-from warren.cluster.etcd import EtcdClient, EtcdError, EtcdNoQuorum
+from warren.cluster.etcd import EtcdClient, EtcdError
 
 __all__ = ["ClusterError", "ClusterNode", "CLUSTER_FILE", "join", "cluster_prefix"]
 
@@ -129,27 +129,28 @@ class ClusterNode:
         """Renew the lease every third of its TTL. While etcd cannot be reached the node goes on
         serving (nothing depends on the cluster yet) and says so once; a lease that expired
         meanwhile (the member key is gone) is replaced by a new one if the name is still free."""
-        failing = False
+        problem: str | None = None  # logged once until it changes or ends
         while not self._left:
             await asyncio.sleep(max(0.5, self.ttl / 3))
             try:
                 # bounded by a third of the TTL: a slow member must not hold the next renewal past it
                 left = await self.client.keep_alive(self.lease, timeout=max(0.5, self.ttl / 3))
                 if left <= 0:
-                    log.warning("cluster %s: this node's lease expired (etcd was out of reach for more than "
-                                "%d s); registering %s again", self.cluster_name, self.ttl, self.node_name)
+                    if problem is None:
+                        log.warning("cluster %s: this node's lease expired (etcd was out of reach for more "
+                                    "than %d s); registering %s again", self.cluster_name, self.ttl, self.node_name)
                     await self._register_again()
-                if failing:
-                    log.info("cluster %s: etcd reachable again, membership of %s renewed",
-                             self.cluster_name, self.node_name)
-                failing = False
+                if problem is not None:
+                    log.info("cluster %s: membership of %s renewed", self.cluster_name, self.node_name)
+                problem = None
             except EtcdError as e:
-                if not failing:
+                if problem is None:
                     log.warning("cluster %s: cannot renew this node's lease: %s", self.cluster_name, e)
-                failing = True
+                problem = problem or str(e)
             except ClusterError as e:
-                log.error("cluster %s: %s", self.cluster_name, e)
-                failing = True
+                if problem != str(e):
+                    log.error("cluster %s: %s", self.cluster_name, e)
+                problem = str(e)
 
     async def _register_again(self) -> None:
         lease, self.ttl = await self.client.grant(self.ttl)
@@ -242,10 +243,7 @@ async def join(config, *, timeout: float = 5.0) -> ClusterNode:
                  "created by" if created else "joined as", name, ", ".join(config.cluster_etcd), ttl)
         node.start_keepalive()
         return node
-    except EtcdNoQuorum as e:
-        await _give_up(client, lease)
-        raise ClusterError(f"cannot join cluster {cluster!r}: {e}") from None
-    except EtcdError as e:
+    except EtcdError as e:  # unreachable, no quorum (EtcdNoQuorum), or refused: the error says which
         await _give_up(client, lease)
         raise ClusterError(f"cannot join cluster {cluster!r}: {e}") from None
     except BaseException:
