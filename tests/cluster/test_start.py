@@ -233,3 +233,34 @@ def test_a_node_paused_past_its_lease(etcd1, nodes, cluster_name, request, tmp_p
     wait_until(lambda: "was taken by another node" in a.log(), GONE_TIMEOUT_S, "the first node saw its name taken")
     assert members(etcd1, cluster_name)["a"]["pid"] == other.proc.pid
     assert a.log().count("was taken by another node") == 1
+
+
+async def test_each_node_follows_the_member_list(etcd1, cluster_name, tmp_path):
+    """ClusterNode.members, kept by a watch on nodes/: a join and a leave show at the other node
+    (in this process: two joins on one loop, bounded waits on the view)."""
+    def config(name):
+        return Config(data_dir=tmp_path / name, cluster_etcd=tuple(etcd1.urls), node_name=name,
+                      cluster_name=cluster_name).validate()
+
+    async def until(condition, what):
+        for _ in range(200):  # 10 s
+            if condition():
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"not within 10 s: {what}")
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a = await join(config("a"))
+    try:
+        b = await join(config("b"))
+        try:
+            await until(lambda: sorted(a.members) == ["a", "b"] and sorted(b.members) == ["a", "b"], "both see both")
+            await b.announce(amqp_port=1234)
+            await until(lambda: a.members["b"].get("amqp_port") == 1234, "a sees b's listeners")
+            assert await a.read_members() == a.members
+        finally:
+            await b.leave()
+        await until(lambda: sorted(a.members) == ["a"], "a sees b leave")
+    finally:
+        await a.leave()

@@ -189,8 +189,13 @@ class EtcdClient:
 
     async def get_prefix(self, prefix: str | bytes) -> list[KeyValue]:
         """Every key under ``prefix``, in key order."""
+        return (await self.range_prefix(prefix))[0]
+
+    async def range_prefix(self, prefix: str | bytes) -> tuple[list[KeyValue], int]:
+        """Every key under ``prefix``, and the store's revision they were read at (a watch from
+        that revision + 1 misses nothing and repeats nothing)."""
         answer = await self.call("kv/range", {"key": _b64(prefix), "range_end": _b64(prefix_end(prefix))})
-        return [KeyValue.of(kv) for kv in answer.get("kvs") or []]
+        return [KeyValue.of(kv) for kv in answer.get("kvs") or []], int(answer.get("header", {}).get("revision", 0))
 
     async def delete(self, key: str | bytes) -> int:
         """Delete ``key``; how many keys went (0 or 1)."""

@@ -115,7 +115,11 @@ class ClusterNode:
         self.ttl = ttl
         self.record = record  # the value of nodes/<name>
         self._keeper: asyncio.Task | None = None
+        self._watcher: asyncio.Task | None = None
         self._left = False
+        # the live members by name (their records), this node's included: read once, then kept
+        # by a watch on nodes/ (start_watch); the HTTP API may read it (no import of this package)
+        self.members: dict[str, dict] = {node_name: record}
 
     @property
     def node_key(self) -> str:
@@ -124,6 +128,40 @@ class ClusterNode:
     def start_keepalive(self) -> None:
         if self._keeper is None:
             self._keeper = asyncio.get_running_loop().create_task(self._keep_alive())
+
+    def start_watch(self) -> None:
+        if self._watcher is None:
+            self._watcher = asyncio.get_running_loop().create_task(self._watch_members())
+
+    async def _watch_members(self) -> None:
+        """``members`` from etcd: read whole, then followed by a watch from the revision read
+        (nothing missed, nothing twice); read whole again whenever the watch ends or fails (etcd
+        restarted, a member gone, the revision compacted). One streamed response, no thread.
+        A member cut off from its majority may hold the stream open silently: the view is then
+        stale until the stream ends (the lease renewals log the trouble meanwhile)."""
+        prefix = f"{self.prefix}nodes/"
+        problem = None
+        while not self._left:
+            try:
+                kvs, revision = await self.client.range_prefix(prefix)
+                self.members = {kv.key.decode()[len(prefix):]: _record(kv.value) for kv in kvs}
+                if problem is not None:
+                    log.info("cluster %s: following the member list again", self.cluster_name)
+                problem = None
+                async for event in self.client.watch_prefix(prefix, start_revision=revision + 1):
+                    name = event.kv.key.decode()[len(prefix):]
+                    if event.kind == "DELETE":
+                        self.members.pop(name, None)
+                    else:
+                        self.members[name] = _record(event.kv.value)
+            except EtcdError as e:
+                if problem is None:
+                    log.warning("cluster %s: cannot follow the member list: %s", self.cluster_name, e)
+                problem = str(e)
+            except ValueError as e:  # not JSON: a stream cut mid-line
+                problem = str(e)
+            if not self._left:
+                await asyncio.sleep(max(0.5, self.ttl / 3))
 
     async def _keep_alive(self) -> None:
         """Renew the lease every third of its TTL. While etcd cannot be reached the node goes on
@@ -166,34 +204,37 @@ class ClusterNode:
         self.record = {**self.record, **listeners, "state": "running"}
         await self.client.put(self.node_key, json.dumps(self.record), lease=self.lease)
 
-    async def members(self) -> list[dict]:
-        """The live members' records (those whose lease is alive), by name."""
-        kvs = await self.client.get_prefix(f"{self.prefix}nodes/")
-        out = []
-        for kv in kvs:
-            try:
-                out.append(json.loads(kv.value))
-            except ValueError:
-                continue
-        return out
+    async def read_members(self) -> dict[str, dict]:
+        """The live members' records (those whose lease is alive), by name, read from etcd now."""
+        prefix = f"{self.prefix}nodes/"
+        return {kv.key.decode()[len(prefix):]: _record(kv.value) for kv in await self.client.get_prefix(prefix)}
 
     async def leave(self, timeout: float = 3.0) -> None:
         """Stop renewing and revoke the lease: the member key goes at once. Bounded: a node whose
         etcd is gone still stops (its key then goes when the lease ends)."""
         self._left = True
-        if self._keeper is not None:
-            self._keeper.cancel()
-            try:
-                await self._keeper
-            except asyncio.CancelledError:
-                pass
-            self._keeper = None
+        for task in (self._keeper, self._watcher):
+            if task is not None:
+                task.cancel()
+                try:
+                    await task
+                except asyncio.CancelledError:
+                    pass
+        self._keeper = self._watcher = None
         try:
             await asyncio.wait_for(self.client.revoke(self.lease), timeout)
         except (EtcdError, asyncio.TimeoutError) as e:
             log.warning("cluster %s: could not leave at once (%s); the member key goes in %d s",
                         self.cluster_name, e or "no answer in time", self.ttl)
         await self.client.close()
+
+
+def _record(value: bytes) -> dict:
+    try:
+        record = json.loads(value)
+    except ValueError:
+        return {"state": "unreadable"}
+    return record if isinstance(record, dict) else {"state": "unreadable"}
 
 
 def _describe(value: bytes) -> str:
@@ -242,6 +283,7 @@ async def join(config, *, timeout: float = 5.0) -> ClusterNode:
         log.info("cluster %s (id %s): %s node %s through etcd at %s (lease %d s)", cluster, cluster_id,
                  "created by" if created else "joined as", name, ", ".join(config.cluster_etcd), ttl)
         node.start_keepalive()
+        node.start_watch()
         return node
     except EtcdError as e:  # unreachable, no quorum (EtcdNoQuorum), or refused: the error says which
         await _give_up(client, lease)
