@@ -24,6 +24,7 @@ Through pika against a node on the power-loss layer (tests/store/powerloss_fs.py
 
 from __future__ import annotations
 
+import select
 import threading
 import time
 
@@ -31,6 +32,7 @@ import pika
 import pytest
 
 from tests.conftest import EXTERNAL_URL, launch_broker
+from tests.e2e import rawamqp as raw
 from tests.management.api_client import call
 from tests.store.powerloss_fs import PowerLossFS, unavailable_reason
 from tests.store.test_spread_deletes import count, on_worker, owned_by, power_cut, publish
@@ -95,6 +97,7 @@ def test_declares_while_a_workers_fsync_stalls_then_a_power_cut(tmp_path, plfs, 
     node = start(tmp_path, data)
     on1, on0 = owned_by(1, "sc-acked"), owned_by(0, "sc-acked0")
     owner_made, recorded = owned_by(1, "sc-stalled"), owned_by(0, "sc-stalled0")
+    seq_made = owned_by(0, "sc-sequenced")
     undone = owned_by(1, "sc-undone")
     try:
         status, _, _ = call(node.http_url, "PUT", f"/api/vhosts/{OTHER}", {})
@@ -115,11 +118,20 @@ def test_declares_while_a_workers_fsync_stalls_then_a_power_cut(tmp_path, plfs, 
         beat, och1 = on_worker_in(node, 1, OTHER, heartbeat=1)  # closes itself if heartbeats stop
         och1.queue_declare("sc-transient-other", durable=False, exclusive=True)
 
-        def stalled(act, end: bool) -> list:
-            """``act`` on a connection of its own while worker 1's definitions fsync stalls: not
-            answered meanwhile, worker 1 serving on; with ``end`` the stall then ends and the
-            answer comes. One change per stall: a second write to the file would wait in the
-            kernel behind the stalled fsync (FUSE holds the inode lock through it)."""
+        ch.queue_declare("sc-transient0", durable=False, exclusive=True)  # on worker 0
+        watched = {1: [(ch1, "sc-transient"), (och1, "sc-transient-other")], 0: [(ch, "sc-transient0")]}
+
+        redeclarer = raw.RawConnection("127.0.0.1", node.port, timeout=60)
+        redeclarer.handshake(heartbeat=0)
+        redeclarer.open_channel(1)
+
+        def stalled(act, end: bool, worker: int = 1, redeclare: str | None = None) -> list:
+            """``act`` on a connection of its own while ``worker``'s definitions fsync stalls:
+            not answered meanwhile, every worker serving on; with ``end`` the stall then ends
+            and the answer comes. ``redeclare``: the same queue declared by another client
+            (raw frames, sent once the stall began) is not answered before it either. One
+            change per stall: a second write to the file would wait in the kernel behind the
+            stalled fsync (FUSE holds the inode lock through it)."""
             answers: list = []
 
             def run() -> None:
@@ -131,33 +143,50 @@ def test_declares_while_a_workers_fsync_stalls_then_a_power_cut(tmp_path, plfs, 
                 except Exception as e:  # the node dies under it (the cut)
                     answers.append(e)
             before = plfs.stats()
-            plfs.fault("fsync", path="/data/workers/1/definitions", stall=60)
+            plfs.fault("fsync", path=f"/data/workers/{worker}/definitions", stall=60)
             t = threading.Thread(target=run, daemon=True)
             t.start()
             deadline = time.monotonic() + 30
             while plfs.stats()["stalls"] == before["stalls"]:
-                assert time.monotonic() < deadline, f"no definitions fsync of worker 1 stalled: {answers}"
+                assert time.monotonic() < deadline, f"no definitions fsync of worker {worker} stalled: {answers}"
                 time.sleep(0.02)
-            for turn in range(3):  # worker 1 serves on: its fsync is the group commit's, off its loop
-                round_trip(ch1, "sc-transient", b"t%d" % turn)
-                round_trip(och1, "sc-transient-other", b"o%d" % turn)
+            if redeclare is not None:
+                redeclarer.send(raw.queue_declare(1, redeclare, durable=True))
+            # every worker serves on (its fsync is the group commit's, off its loop); these
+            # round trips on both workers take several loop turns each, by which the redeclare
+            # sent before them has been read and, were it answered at once, answered
+            for turn in range(3):
+                for w in (0, 1):
+                    for c, queue in watched[w]:
+                        round_trip(c, queue, b"t%d" % turn)
                 beat.process_data_events(0)
             assert plfs.stats()["stalls_ended"] == before["stalls_ended"], "the round trips came only after the stall"
             assert not answers, f"answered during the stall: {answers}"
+            if redeclare is not None:
+                assert not redeclarer.buf and not select.select([redeclarer.sock], [], [], 0)[0], \
+                    "the redeclare was answered during the stall"
             if end:
                 plfs.clear()
                 plfs.end_stalls()
                 t.join(60)
                 assert answers == ["answered"], answers
+                if redeclare is not None:
+                    redeclarer.expect(raw.QUEUE_DECLARE_OK, 1)
                 assert beat.is_open
             return answers
 
-        stalled(lambda c: c.queue_declare(owner_made, durable=True), True)  # the owner's create
-        stalled(lambda c: c.queue_declare(recorded, durable=True), True)  # worker 1's record of worker 0's
+        def declare(name):
+            return lambda c: c.queue_declare(name, durable=True)
+
+        stalled(declare(owner_made), True, redeclare=owner_made)  # the owner's create (and a redeclare)
+        stalled(declare(recorded), True)  # worker 1's record of worker 0's queue
         stalled(lambda c: c.exchange_declare("sc-y", "fanout", durable=True), True)  # worker 1's copy
+        # the sequencer's own create (worker 0 owns it) and a redeclare of it from another client
+        stalled(declare(seq_made), True, worker=0, redeclare=seq_made)
+        redeclarer.close()
         ch.queue_bind(owner_made, "sc-y")
         publish(ch, owner_made, 3)
-        never = stalled(lambda c: c.queue_declare(undone, durable=True), False)  # the cut comes first
+        never = stalled(declare(undone), False)  # the cut comes first
         power_cut(plfs, node)
         plfs.clear()
         deadline = time.monotonic() + 30
@@ -172,7 +201,8 @@ def test_declares_while_a_workers_fsync_stalls_then_a_power_cut(tmp_path, plfs, 
         for worker in (0, 1):
             conn, ch = on_worker(node, worker)
             # every confirmed message (and each one routed from worker 0 on the turn before)
-            for q, n in ((on1, 7 + worker), (on0, 7 + worker), (owner_made, 3 + worker), (recorded, 0)):
+            for q, n in ((on1, 7 + worker), (on0, 7 + worker), (owner_made, 3 + worker), (recorded, 0),
+                         (seq_made, 0)):
                 assert count(ch, q) == n, (worker, q)
             ch.confirm_delivery()
             for q in (on1, on0):  # the exchange and its bindings, from this worker

@@ -246,6 +246,10 @@ class DefinitionOrder:
         return result
 
     async def _sequence_declare_queue(self, origin, v, name, durable, exclusive, auto_delete, arguments, ref):
+        # a declare of this name still under way (its declare-ok waits for every worker's copy
+        # to be durable): this one is answered after it, never before what it repeats is durable
+        while name and (pending := self._declaring.get((v.name, name))) is not None:
+            await pending
         q = self.find_queue(v, name) if name else None
         if q is not None:
             self._check_lock(v, q, ref if exclusive else None, name)
@@ -256,6 +260,17 @@ class DefinitionOrder:
         server_named = not name
         if server_named:
             name = self.server_name(v.name, origin)
+        key = (v.name, name)
+        self._declaring[key] = under_way = asyncio.get_running_loop().create_future()
+        try:
+            return await self._sequence_create_queue(v, name, durable, exclusive, auto_delete, arguments, ref,
+                                                     server_named, origin)
+        finally:
+            del self._declaring[key]
+            under_way.set_result(None)
+
+    async def _sequence_create_queue(self, v, name, durable, exclusive, auto_delete, arguments, ref, server_named,
+                                     origin):
         owner = self.owner_for_declare(v.name, name, exclusive, origin)
         here = None  # this worker's change, durable once it is done (_deferred)
         if owner == self.index:
