@@ -264,3 +264,19 @@ async def test_each_node_follows_the_member_list(etcd1, cluster_name, tmp_path):
         await until(lambda: sorted(a.members) == ["a"], "a sees b leave")
     finally:
         await a.leave()
+
+
+@pytest.mark.cluster
+def test_a_member_folder_started_alone_says_so(etcd1, nodes, cluster_name, request, start_broker):
+    """-m cluster: a cluster member's data folder started without --cluster-etcd serves as a single
+    node (recovery, say) and the log says it belongs to a cluster."""
+    if "cluster" not in (request.config.option.markexpr or ""):
+        pytest.skip("runs with -m cluster (two node starts)")
+    a = nodes.start(etcd1.endpoints, cluster_name, "a")
+    a.stop()
+    alone = start_broker("--workers", "1", data_dir=a.data_dir)
+    assert "belongs to a cluster (cluster.json) but --cluster-etcd is not given: serving it as a single node" \
+        in alone.log()
+    assert publish_and_get(alone, "alone") == b"to alone"
+    assert not members(etcd1, cluster_name)
+

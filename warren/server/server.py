@@ -646,6 +646,9 @@ def run(config: Config) -> None:
     loop = new_event_loop(config.loop)
     asyncio.set_event_loop(loop)
     cluster = _join_cluster(config, loop) if config.cluster_etcd else None
+    if cluster is None and (config.data_dir / "cluster.json").exists():  # warren/cluster/node.py's record
+        log.warning("data folder %s belongs to a cluster (cluster.json) but --cluster-etcd is not given: "
+                    "serving it as a single node", config.data_dir.resolve())
     try:
         server = Server(config, loop)
     except BaseException:
