@@ -496,10 +496,17 @@ class Queue(QueueBase):
                         c = consumers[0]
                         if not c.has_capacity():
                             return
-                    else:
-                        c = self.choice.next_round_robin()
-                        if c is None:
+                    else:  # round-robin, inline (a call per delivery costs the 4p4c-1q row)
+                        choice = self.choice
+                        rr = choice.rr
+                        for step in range(n):
+                            i = (rr + step) % n
+                            c = consumers[i]
+                            if c.has_capacity():
+                                break
+                        else:
                             return  # nobody can take more now
+                        choice.rr = (i + 1) % n
                 else:
                     c = self.choice.pick()
                     if c is None:

@@ -3,8 +3,9 @@
 ``x-single-active-consumer`` delivers to the first consumer registered only, the next one
 taking over when it goes; otherwise consumers are kept sorted by ``x-priority`` (highest first)
 and a delivery goes to the highest priority with capacity, round-robin within a priority.
-``plain`` says that neither applies (one priority, no SAC): the queue's dispatch then asks
-``next_round_robin`` only, or, with one consumer, nobody at all.
+``plain`` says that neither applies (one priority, no SAC): the queue's dispatch then goes
+round-robin itself, moving ``rr`` (a call per delivery cost 4 % of the queue's instructions with
+four consumers), or, with one consumer, asks nobody at all.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ class ConsumerChoice:
         self.consumers = consumers
         self.single_active = single_active
         self.plain = not single_active  # no SAC and every consumer of the same priority
-        self.rr = 0  # round-robin position in consumers (plain)
+        self.rr = 0  # round-robin position in consumers (plain; the queue's dispatch moves it)
         self.priority_rr: dict[int, int] = {}  # x-priority -> round-robin position in its group
 
     def add(self, consumer: Consumer) -> None:
@@ -50,19 +51,6 @@ class ConsumerChoice:
             self.rr -= 1
         self.plain = not self.single_active and (not consumers or consumers[0].priority == consumers[-1].priority)
         return True
-
-    def next_round_robin(self) -> Consumer | None:
-        """``plain``: the next consumer in turn that has capacity, or None when none has."""
-        consumers = self.consumers
-        n = len(consumers)
-        rr = self.rr
-        for step in range(n):
-            i = (rr + step) % n
-            c = consumers[i]
-            if c.has_capacity():
-                self.rr = (i + 1) % n
-                return c
-        return None
 
     def pick(self) -> Consumer | None:
         """The consumer for the next delivery when SAC or consumer priorities apply."""
