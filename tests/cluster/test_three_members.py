@@ -4,12 +4,18 @@ quorum (one line naming it)."""
 
 from __future__ import annotations
 
+import asyncio
+
 from tests.cluster.cluster_nodes import members, publish_and_get
+from warren.cluster.node import join
+from warren.config import Config
 
 
-def test_nodes_start_through_three_members_and_not_without_a_quorum(etcd3, nodes, cluster_name):
+def test_nodes_start_through_three_members_and_not_without_a_quorum(etcd3, nodes, cluster_name, tmp_path):
     a = nodes.start(etcd3.endpoints, cluster_name, "a")
-    etcd3.kill(0)  # the first URL given: the next node joins through another member
+    # in this process: two members whose watch and renewals go to the first member, killed
+    asyncio.run(_views_survive_the_loss_of_their_member(etcd3, cluster_name, tmp_path))
+    # the first URL given is dead: the next node joins through another member
     b = nodes.start(etcd3.endpoints, cluster_name, "b")
     assert sorted(members(etcd3, cluster_name)) == ["a", "b"]
     etcd3.kill(1)  # one member of three left: no quorum
@@ -18,3 +24,31 @@ def test_nodes_start_through_three_members_and_not_without_a_quorum(etcd3, nodes
     # the running nodes go on serving AMQP (nothing depends on etcd yet)
     for node, name in ((a, "a"), (b, "b")):
         assert publish_and_get(node, f"quorumless-{name}") == f"to quorumless-{name}".encode()
+
+
+async def _views_survive_the_loss_of_their_member(etcd3, cluster_name, tmp_path):
+    def config(name):
+        (tmp_path / name).mkdir()
+        return Config(data_dir=tmp_path / name, cluster_etcd=tuple(etcd3.urls), node_name=name,
+                      cluster_name=cluster_name).validate()
+
+    async def until(condition, what, timeout=20.0):
+        for _ in range(int(timeout / 0.05)):
+            if condition():
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"not within {timeout:g} s: {what}")
+
+    x = await join(config("x"))
+    try:
+        y = await join(config("y"))
+        try:
+            await until(lambda: sorted(x.members) == ["a", "x", "y"], "x sees a, x and y")
+            etcd3.kill(0)  # x's watch stream breaks: it reads again through another member
+        finally:
+            await y.leave()
+        await until(lambda: sorted(x.members) == ["a", "x"], "x sees y leave, through another member")
+        assert sorted(await x.read_members()) == ["a", "x"]
+    finally:
+        await x.leave()
+

@@ -268,7 +268,10 @@ class EtcdClient:
                 if resp.status != 200:
                     raise EtcdError(f"etcd at {endpoint} refused a watch: HTTP {resp.status}")
                 while True:
-                    line = await resp.content.readline()
+                    try:
+                        line = await resp.content.readline()
+                    except (aiohttp.ClientError, OSError) as e:  # the member went away mid-stream
+                        raise EtcdUnreachable(f"etcd at {endpoint} ended a watch: {_reason(e)}") from None
                     if not line:
                         return
                     if not line.strip():

@@ -141,9 +141,13 @@ class ClusterNode:
         stale until the stream ends (the lease renewals log the trouble meanwhile)."""
         prefix = f"{self.prefix}nodes/"
         problem = None
+        quick = False  # the last round was read again at once after a short watch
         while not self._left:
+            followed = False  # the read worked: read again at once (at most twice in a row if short)
+            began = asyncio.get_running_loop().time()
             try:
                 kvs, revision = await self.client.range_prefix(prefix)
+                followed = True
                 self.members = {kv.key.decode()[len(prefix):]: _record(kv.value) for kv in kvs}
                 if problem is not None:
                     log.info("cluster %s: following the member list again", self.cluster_name)
@@ -160,8 +164,14 @@ class ClusterNode:
                 problem = str(e)
             except ValueError as e:  # not JSON: a stream cut mid-line
                 problem = str(e)
-            if not self._left:
-                await asyncio.sleep(max(0.5, self.ttl / 3))
+            if self._left:
+                break
+            short = asyncio.get_running_loop().time() - began <= 1.0
+            if followed and not (short and quick):
+                quick = short
+                continue
+            quick = False
+            await asyncio.sleep(max(0.5, self.ttl / 3))
 
     async def _keep_alive(self) -> None:
         """Renew the lease every third of its TTL. While etcd cannot be reached the node goes on
