@@ -288,7 +288,10 @@ async def join(config, *, timeout: float = 5.0) -> ClusterNode:
             raise ClusterError(f"node name {name!r} is already running in cluster {cluster!r} "
                                f"({_describe(existing.value if existing else b'')}; its lease is alive)")
         if folder is None:
-            write_folder_record(data_dir, {"cluster_name": cluster, "cluster_id": cluster_id, "node_name": name})
+            try:
+                write_folder_record(data_dir, {"cluster_name": cluster, "cluster_id": cluster_id, "node_name": name})
+            except OSError as e:
+                raise ClusterError(f"cannot write {data_dir.resolve() / CLUSTER_FILE}: {e.strerror or e}") from None
         node = ClusterNode(client, cluster, name, cluster_id, lease, ttl, record)
         log.info("cluster %s (id %s): %s node %s through etcd at %s (lease %d s)", cluster, cluster_id,
                  "created by" if created else "joined as", name, ", ".join(config.cluster_etcd), ttl)
