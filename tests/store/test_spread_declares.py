@@ -97,7 +97,7 @@ def test_declares_while_a_workers_fsync_stalls_then_a_power_cut(tmp_path, plfs, 
     node = start(tmp_path, data)
     on1, on0 = owned_by(1, "sc-acked"), owned_by(0, "sc-acked0")
     owner_made, recorded = owned_by(1, "sc-stalled"), owned_by(0, "sc-stalled0")
-    seq_made = owned_by(0, "sc-sequenced")
+    seq_made, gone = owned_by(0, "sc-sequenced"), owned_by(1, "sc-gone")
     undone = owned_by(1, "sc-undone")
     try:
         status, _, _ = call(node.http_url, "PUT", f"/api/vhosts/{OTHER}", {})
@@ -112,6 +112,8 @@ def test_declares_while_a_workers_fsync_stalls_then_a_power_cut(tmp_path, plfs, 
             ch.queue_declare(q, durable=True)
             ch.queue_bind(q, "sc-x", routing_key=q)
             publish(ch, q, 7)
+        ch.queue_declare(gone, durable=True)
+        publish(ch, gone, 2)
         # worker 1's loop, watched during each stall: "/", another vhost, heartbeats of 1 s
         c1, ch1 = on_worker(node, 1)
         ch1.queue_declare("sc-transient", durable=False, exclusive=True)
@@ -183,6 +185,9 @@ def test_declares_while_a_workers_fsync_stalls_then_a_power_cut(tmp_path, plfs, 
         stalled(lambda c: c.exchange_declare("sc-y", "fanout", durable=True), True)  # worker 1's copy
         # the sequencer's own create (worker 0 owns it) and a redeclare of it from another client
         stalled(declare(seq_made), True, worker=0, redeclare=seq_made)
+        # a delete stalled at the owner's fsync and a declare of the name meanwhile: the declare
+        # waits for the delete (before, it found the record, asked the owner, and got 404)
+        stalled(lambda c: c.queue_delete(gone), True, redeclare=gone)
         redeclarer.close()
         ch.queue_bind(owner_made, "sc-y")
         publish(ch, owner_made, 3)
@@ -202,7 +207,7 @@ def test_declares_while_a_workers_fsync_stalls_then_a_power_cut(tmp_path, plfs, 
             conn, ch = on_worker(node, worker)
             # every confirmed message (and each one routed from worker 0 on the turn before)
             for q, n in ((on1, 7 + worker), (on0, 7 + worker), (owner_made, 3 + worker), (recorded, 0),
-                         (seq_made, 0)):
+                         (seq_made, 0), (gone, 0)):  # gone: declared again after its delete, empty
                 assert count(ch, q) == n, (worker, q)
             ch.confirm_delivery()
             for q in (on1, on0):  # the exchange and its bindings, from this worker

@@ -59,7 +59,8 @@ class Spread(DefinitionOrder, Forwarding, Consumers, DtxParts):
         self.stopping = False
         self._peers_stopping: set[int] = set()
         self._deleting = None  # the queue a delete asked through the sequencer is removing
-        # on the sequencer: (vhost, name) -> a future done when the declare creating it has answered
+        # on the sequencer: (vhost, name) -> a future done when the declare creating that queue,
+        # or the delete removing it, has answered (definitions.py _changing)
         self._declaring: dict[tuple[str, str], asyncio.Future] = {}
         # flow control across workers: our congested queues -> the workers told so, which hold
         # their publishers to it (RemoteQueue.congested) until we tell them it drained

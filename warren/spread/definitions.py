@@ -21,6 +21,7 @@ import asyncio
 import base64
 import logging
 import os
+from contextlib import contextmanager
 
 from warren.broker.directory import ADMIN, CHANGES, EXCHANGE_CHANGES
 from warren.errors import AMQPError, InternalError, NotFound, NotImplemented_
@@ -246,10 +247,11 @@ class DefinitionOrder:
         return result
 
     async def _sequence_declare_queue(self, origin, v, name, durable, exclusive, auto_delete, arguments, ref):
-        # a declare of this name still under way (its declare-ok waits for every worker's copy
-        # to be durable): this one is answered after it, never before what it repeats is durable
-        while name and (pending := self._declaring.get((v.name, name))) is not None:
-            await pending
+        # a declare or delete of this name still under way (its answer waits for every worker's
+        # copy to be durable): this one comes after it, never answered before what it repeats
+        # is durable, nor sent to the others between a delete's parts
+        if name:
+            await self._after_changes_of(v.name, name)
         q = self.find_queue(v, name) if name else None
         if q is not None:
             self._check_lock(v, q, ref if exclusive else None, name)
@@ -260,11 +262,22 @@ class DefinitionOrder:
         server_named = not name
         if server_named:
             name = self.server_name(v.name, origin)
-        key = (v.name, name)
-        self._declaring[key] = under_way = asyncio.get_running_loop().create_future()
-        try:
+        with self._changing(v.name, name):
             return await self._sequence_create_queue(v, name, durable, exclusive, auto_delete, arguments, ref,
                                                      server_named, origin)
+
+    async def _after_changes_of(self, vhost: str, name: str) -> None:
+        """On the sequencer: once no declare or delete of queue ``name`` is under way."""
+        while (pending := self._declaring.get((vhost, name))) is not None:
+            await pending
+
+    @contextmanager
+    def _changing(self, vhost: str, name: str):
+        """A declare or delete of queue ``name`` under way (``_after_changes_of`` waits for it)."""
+        key = (vhost, name)
+        self._declaring[key] = under_way = asyncio.get_running_loop().create_future()
+        try:
+            yield
         finally:
             del self._declaring[key]
             under_way.set_result(None)
@@ -292,6 +305,11 @@ class DefinitionOrder:
         return (name, made["messages"], made["consumers"])
 
     async def _sequence_delete_queue(self, origin, v, name, if_unused, if_empty, ref):
+        await self._after_changes_of(v.name, name)
+        with self._changing(v.name, name):  # a declare of the name waits until every worker forgot it
+            return await self._sequence_delete(v, name, if_unused, if_empty, ref)
+
+    async def _sequence_delete(self, v, name, if_unused, if_empty, ref):
         q = self.find_queue(v, name)
         if q is None:
             return 0  # idempotent, as RabbitMQ 3.x
