@@ -687,6 +687,14 @@ class BrokerChannel:
         """Requeue the deliveries (release), or let them die (dead-lettered if the queue says so)."""
         self._settle_tags(tag, multiple, requeue)
 
+    def annotate(self, tag: int, headers: dict) -> None:
+        """AMQP 1.0's ``modified`` outcome with message annotations (as 0-9-1 headers) for the
+        unacked delivery ``tag``, before its ``reject``: its queue decides whether they join the
+        message (``QueueBase.annotate``: quorum queues only, as RabbitMQ 4)."""
+        entry = self.unacked.get(tag)
+        if entry is not None:
+            entry[0].annotate(entry[1], headers)
+
     def recover(self) -> None:
         """Every unacked delivery back to its queue."""
         entries = list(self.unacked.values())

@@ -31,7 +31,7 @@ from warren.spec.fields import Long
 from warren.codec.properties import decode_basic_properties, salvage_properties, well_formed
 from warren.codec.property_edits import header_entries
 
-__all__ = ["dead_letter", "dead_letter_targets", "make_dead_letter", "with_header",
+__all__ = ["dead_letter", "dead_letter_targets", "make_dead_letter", "with_header", "with_headers",
            "REJECTED", "EXPIRED", "MAXLEN", "DELIVERY_LIMIT"]
 
 # the reasons, as RabbitMQ writes them in x-death
@@ -153,10 +153,15 @@ def _rewrite(msg, properties: bytes, reason: str, queue_name: str, routing_key: 
 
 def with_header(msg, name: str, value):
     """A copy of ``msg`` whose header ``name`` is ``value`` (other headers kept as they were)."""
+    return with_headers(msg, {name: value})
+
+
+def with_headers(msg, changes: dict):
+    """A copy of ``msg`` with the headers of ``changes`` set (other headers kept as they were)."""
     from warren.broker.message import Message
     props, raw = _decode_with_raw_headers(msg.properties)
     headers = dict(raw)
-    headers[name] = value
+    headers.update(changes)
     props.headers = headers
     out = Message(msg.exchange, msg.routing_key, props.encode(), msg.body)
     out.ttl = msg.ttl

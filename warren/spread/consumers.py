@@ -12,7 +12,7 @@ from __future__ import annotations
 from warren.protocol.amqp0_10.delivery import SubscriptionTerms
 from warren.protocol.amqp0_10.message import requeue_unmarked
 from warren.protocol.amqp1_0.credit import LinkTerms
-from warren.spread.proxy import UNMARKED, PeerSink, ProxyChannel, ProxySession
+from warren.spread.proxy import ANNOTATE, UNMARKED, PeerSink, ProxyChannel, ProxySession
 from warren.spread.remote_reads import RemoteReads
 
 __all__ = ["Consumers", "CREDIT_TERMS"]
@@ -114,6 +114,11 @@ class Consumers:
         if op == "settle":
             tags, requeue = args[2], args[3]
             unacked = ch.unacked
+            if requeue == ANNOTATE:  # 1.0's modified outcome: its reject or requeue comes next
+                for t in tags:
+                    if t in unacked:
+                        ch.annotate(t, args[4])
+                return
             entries = [unacked.pop(t) for t in tags if t in unacked]
             if entries:
                 if requeue == UNMARKED:

@@ -26,6 +26,7 @@ __all__ = ["ProxySession", "ProxyChannel", "PeerSink", "RemoteSettler", "RemoteC
 
 WINDOW = 4096  # deliveries in flight to the consuming worker, per channel
 UNMARKED = "unmarked"  # a settle's requeue: back to the queue, not marked redelivered
+ANNOTATE = "annotate"  # a settle's requeue: not settled yet, its message annotated (1.0's modified)
 
 
 class _AllowAll:
@@ -155,6 +156,10 @@ class RemoteSettler:
 
     def reject(self, seq: int, msg) -> None:
         self.settle_entries([seq], False)
+
+    def annotate(self, seq: int, headers: dict) -> None:
+        # before the reject or requeue that follows it, on the same link: in order at the owner
+        self.spread.tell(self.owner, "settle", self.session_id, self.number, [seq], ANNOTATE, headers)
 
     def dispatch(self) -> None:
         pass

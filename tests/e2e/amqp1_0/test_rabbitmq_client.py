@@ -112,3 +112,65 @@ def test_rabbitmqs_client_declares_binds_purges_and_deletes_through_the_manageme
     finally:
         environment.close()
         p.close()
+
+
+class _AnnotatingHandler(AMQPMessagingHandler):
+    """Requeues "requeue" once and discards "discard", each with the annotation x-opt-why; the
+    annotations the redelivered "requeue" carries are kept."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list = []
+        self.redelivered_annotations: dict | None = None
+
+    def on_amqp_message(self, event: Event) -> None:
+        body = Converter.bytes_to_string(event.message.body)
+        self.seen.append(body)
+        if body == "discard":
+            self.delivery_context.discard_with_annotations(event, {"x-opt-why": "broken"})
+        elif body == "requeue" and self.seen.count("requeue") == 1:
+            self.delivery_context.requeue_with_annotations(event, {"x-opt-why": "busy"})
+        else:
+            self.redelivered_annotations = dict(event.message.annotations or {})
+            self.delivery_context.accept(event)
+        if len(self.seen) == 3:
+            raise _Stop()
+
+
+@pytest.mark.parametrize("queue_type", ["quorum", "classic"])
+def test_a_modified_outcomes_annotations_join_the_message_of_a_quorum_queue_only(broker, qname, queue_type):
+    """RabbitMQ 4 adds a ``modified`` outcome's message annotations to the message requeued or
+    dead-lettered from a quorum queue, and keeps classic queues' messages as they are."""
+    p = pika.BlockingConnection(pika.URLParameters(broker.url))
+    ch = p.channel()
+    ch.queue_declare(f"{qname}-dlq")
+    ch.queue_declare(qname, durable=True, arguments={
+        "x-queue-type": queue_type, "x-dead-letter-exchange": "", "x-dead-letter-routing-key": f"{qname}-dlq"})
+    environment = Environment(f"amqp://guest:guest@{broker.host}:{broker.port}/")
+    try:
+        connection = environment.connection()
+        connection.dial()
+        publisher = connection.publisher(AddressHelper.queue_address(qname))
+        for body in ("discard", "requeue"):
+            assert publisher.publish(Message(body=Converter.string_to_bytes(body))).remote_state == Delivery.ACCEPTED
+        publisher.close()
+        handler = _AnnotatingHandler()
+        consumer = connection.consumer(AddressHelper.queue_address(qname), message_handler=handler)
+        with pytest.raises(_Stop):
+            consumer.run()
+        consumer.close()
+        connection.close()
+        assert handler.seen == ["discard", "requeue", "requeue"]
+        dead = ch.basic_get(f"{qname}-dlq", auto_ack=True)
+        assert dead[2] == b"discard"
+        if queue_type == "quorum":
+            assert handler.redelivered_annotations.get("x-opt-why") == "busy"
+            assert dead[1].headers["x-opt-why"] == "broken"
+        else:
+            assert "x-opt-why" not in handler.redelivered_annotations
+            assert "x-opt-why" not in (dead[1].headers or {})
+    finally:
+        environment.close()
+        ch.queue_delete(qname)
+        ch.queue_delete(f"{qname}-dlq")
+        p.close()

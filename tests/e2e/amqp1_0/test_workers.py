@@ -84,3 +84,43 @@ def test_under_workers_queues_mode_1_0_links_use_queues_on_either_worker(start_b
             flow = raw.expect(spec.Flow)
             assert (flow.delivery_count, flow.link_credit, flow.drain) == (10, 0, True), name
     p.close()
+
+
+def test_under_workers_queues_mode_a_modified_outcome_annotates_the_other_workers_quorum_queue(start_broker, qname):
+    """A quorum queue on each worker: the modified outcome's annotations of a delivery from the
+    other worker's queue travel to its owner before the requeue or reject (warren/spread/proxy.py
+    ``RemoteSettler.annotate``) and join the message there, as they do in one process."""
+    client = pytest.importorskip("rabbitmq_amqp_python_client")
+    from .test_rabbitmq_client import _AnnotatingHandler, _Stop
+    b = start_broker("--workers", "2", "--worker-mode", "queues")
+    names = [_queue_on(qname, w) for w in (0, 1)]
+    p = pika.BlockingConnection(pika.URLParameters(b.url))
+    ch = p.channel()
+    environment = client.Environment(f"amqp://guest:guest@{b.host}:{b.port}/")
+    try:
+        connection = environment.connection()
+        connection.dial()
+        for name in names:
+            ch.queue_declare(f"{name}-dlq", durable=True)
+            ch.queue_declare(name, durable=True, arguments={
+                "x-queue-type": "quorum", "x-dead-letter-exchange": "", "x-dead-letter-routing-key": f"{name}-dlq"})
+            for body in (b"discard", b"requeue"):
+                ch.basic_publish("", name, body)
+            handler = _AnnotatingHandler()
+            consumer = connection.consumer(client.AddressHelper.queue_address(name), message_handler=handler)
+            with pytest.raises(_Stop):
+                consumer.run()
+            consumer.close()
+            assert handler.redelivered_annotations.get("x-opt-why") == "busy", name
+            dead = []  # the dead-lettered message reaches its queue once the owner's reject ran
+
+            def got_dead_letter(name=name) -> bool:
+                dead.append(ch.basic_get(f"{name}-dlq", auto_ack=True))
+                return dead[-1][0] is not None
+
+            assert wait_until(got_dead_letter, timeout=10), name
+            assert dead[-1][2] == b"discard" and dead[-1][1].headers["x-opt-why"] == "broken", name
+        connection.close()
+    finally:
+        environment.close()
+        p.close()

@@ -187,6 +187,11 @@ class QueueBase:
         one (queues/length_limits.py has them)."""
         return False
 
+    def annotate(self, seq: int, headers: dict) -> None:
+        """AMQP 1.0's ``modified`` outcome with message annotations, for the taken message
+        ``seq`` about to be requeued or rejected: RabbitMQ 4 adds them to the message in quorum
+        queues only (``queues/quorum.py``); any other queue type keeps the message as it is."""
+
     def take_seq(self, seq: int):
         """Take the ready message numbered ``seq`` (a browsed copy): (message, redelivered), or
         None. A queue type that keeps no ready messages (a stream) is never browsed: None."""

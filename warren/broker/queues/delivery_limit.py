@@ -79,6 +79,15 @@ class TakenMessages:
         self.returns[seq] = n
         return msg, deadline, False
 
+    def edit(self, seq: int, change) -> bool:
+        """Message ``seq``, if remembered, becomes ``change(message as queued)`` for its return
+        or its rejection (a 1.0 ``modified`` outcome's annotations). Whether it was remembered."""
+        info = self.by_seq.get(seq)
+        if info is None:
+            return False
+        self.by_seq[seq] = (change(info[0]), info[1])
+        return True
+
     def recovered(self, seq: int, count: int) -> None:
         """A message read back from a store after a restart had returned ``count`` times."""
         self.returns[seq] = count

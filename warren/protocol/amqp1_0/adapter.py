@@ -43,7 +43,7 @@ from warren.protocol.amqp1_0.addresses import AddressError, parse_source, parse_
 from warren.broker.later import is_later, run, settled
 from warren.protocol.amqp1_0.credit import LinkTerms
 from warren.protocol.amqp1_0.filters import CAPABILITY as FILTEX_CAPABILITY, parse_filter
-from warren.protocol.amqp1_0.message import from_broker, parse, to_broker, view
+from warren.protocol.amqp1_0.message import annotations_as_headers, from_broker, parse, to_broker, view
 from warren.protocol.amqp1_0.session import serial_diff
 from warren.spec import amqp1_0 as spec
 
@@ -255,10 +255,15 @@ class SessionChannel(BrokerChannel):
         elif kind is spec.Rejected:
             for tag in tags:
                 self.reject(tag, False, False)
-        elif kind is spec.Modified and state.undeliverable_here:
+        elif kind is spec.Modified:
+            # its annotations join the message in the queues that keep them (quorum, as RabbitMQ 4)
+            annotations = state.message_annotations
+            headers = annotations_as_headers(annotations) if isinstance(annotations, dict) else None
             for tag in tags:
-                self.reject(tag, False, False)
-        else:  # released, modified, received: back to the queue
+                if headers:
+                    self.annotate(tag, headers)
+                self.reject(tag, False, not state.undeliverable_here)
+        else:  # released, received: back to the queue
             for tag in tags:
                 self.reject(tag, False, True)
 

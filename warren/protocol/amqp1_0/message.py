@@ -48,7 +48,7 @@ from warren.spec.fields import Long as Long091
 from warren.spec import amqp1_0 as spec
 from warren.spec.amqp0_9_1 import BasicProperties
 
-__all__ = ["Sections", "View", "parse", "to_broker", "view", "from_broker", "AMQP10_TYPE", "PROPERTIES_HEADER"]
+__all__ = ["Sections", "View", "annotations_as_headers", "parse", "to_broker", "view", "from_broker", "AMQP10_TYPE", "PROPERTIES_HEADER"]
 
 AMQP10_TYPE = "amqp-1.0"
 PROPERTIES_HEADER = "x-amqp-1.0-properties"
@@ -190,6 +190,24 @@ def _shortstr(v) -> str | None:
     return None
 
 
+_NOT_HEADERS = ("x-basic-type", "x-basic-delivery-mode", "x-basic-priority", "x-basic-expiration", "x-exchange",
+                "x-routing-key")
+
+
+def annotations_as_headers(annotations: dict) -> dict:
+    """The ``x-`` message annotations of a map as 0-9-1 headers of the same names (``x-cc``:
+    ``CC``): a message's own (``to_broker``) or a ``modified`` outcome's. Keys that are not
+    ``x-``, or name a property 0-9-1 keeps elsewhere, are left out."""
+    headers = {}
+    for k, v in annotations.items():
+        if not isinstance(k, str) or not k.startswith("x-") or len(k.encode("utf-8")) > 255 or k in _NOT_HEADERS:
+            continue
+        v = _to_091(v)
+        if v is not _DROP:
+            headers["CC" if k == "x-cc" else str(k)] = v
+    return headers
+
+
 def to_broker(s: Sections) -> tuple[bytes, bytes]:
     """(encoded 0-9-1 property list, body) of a message received over 1.0."""
     h = s.header
@@ -203,15 +221,7 @@ def to_broker(s: Sections) -> tuple[bytes, bytes]:
             v = _to_091(v)
             if v is not _DROP:
                 headers[str(k)] = v
-    for k, v in ma.items():
-        if not isinstance(k, str) or not k.startswith("x-") or len(k.encode("utf-8")) > 255:
-            continue
-        if k in ("x-basic-type", "x-basic-delivery-mode", "x-basic-priority", "x-basic-expiration",
-                 "x-exchange", "x-routing-key"):
-            continue
-        v = _to_091(v)
-        if v is not _DROP:
-            headers["CC" if k == "x-cc" else str(k)] = v
+    headers.update(annotations_as_headers(ma))
     p = s.properties or spec.Properties()
     message_id = _message_id(p.message_id, "x-message-id", headers)
     correlation_id = _message_id(p.correlation_id, "x-correlation-id", headers)
