@@ -57,26 +57,6 @@ def start(tmp_path, data):
                          "--heartbeat", "1", data_dir=data)
 
 
-def on_worker_in(node, worker: int, vhost: str, heartbeat: int | None = None):
-    """(connection, channel) on ``worker`` in ``vhost``: connections are dealt out in turn, so
-    open them until one lands there (the HTTP API names each connection's worker)."""
-    for i in range(8):
-        name = f"w{worker}-{vhost}-{i}-{time.monotonic_ns()}"
-        conn = pika.BlockingConnection(pika.ConnectionParameters(
-            "127.0.0.1", node.port, virtual_host=vhost, heartbeat=heartbeat,
-            client_properties={"connection_name": name}, socket_timeout=10))
-        deadline = time.monotonic() + 10
-        serving = None
-        while serving is None and time.monotonic() < deadline:
-            status, rows, _ = call(node.http_url, "GET", "/api/connections", timeout=10)
-            serving = next((r["worker"] for r in rows or []
-                            if r.get("client_properties", {}).get("connection_name") == name), None)
-        if serving == worker:
-            return conn, conn.channel()
-        conn.close()
-    raise AssertionError(f"no connection to {vhost} landed on worker {worker}")
-
-
 def round_trip(ch, queue: str, body: bytes) -> None:
     ch.basic_publish("", queue, body)
     deadline = time.monotonic() + 20
@@ -117,7 +97,7 @@ def test_declares_while_a_workers_fsync_stalls_then_a_power_cut(tmp_path, plfs, 
         # worker 1's loop, watched during each stall: "/", another vhost, heartbeats of 1 s
         c1, ch1 = on_worker(node, 1)
         ch1.queue_declare("sc-transient", durable=False, exclusive=True)
-        beat, och1 = on_worker_in(node, 1, OTHER, heartbeat=1)  # closes itself if heartbeats stop
+        beat, och1 = on_worker(node, 1, OTHER, heartbeat=1)  # closes itself if heartbeats stop
         och1.queue_declare("sc-transient-other", durable=False, exclusive=True)
 
         ch.queue_declare("sc-transient0", durable=False, exclusive=True)  # on worker 0

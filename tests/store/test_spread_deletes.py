@@ -87,14 +87,16 @@ def _state(pid: int) -> str:
         return "zombie"
 
 
-def on_worker(node, worker: int) -> tuple:
-    """(connection, channel) of a connection served by ``worker``: connections are dealt out in
-    turn, and one refusal makes a connection stay where it landed (warren/server/placement.py)."""
+def on_worker(node, worker: int, vhost: str = "/", heartbeat: int | None = None) -> tuple:
+    """(connection, channel) of a connection to ``vhost`` served by ``worker``: connections are
+    dealt out in turn, and one refusal makes a connection stay where it landed
+    (warren/server/placement.py)."""
     from tests.management.api_client import call
     for i in range(8):
-        name = f"w{worker}-{i}-{time.monotonic_ns()}"
+        name = f"w{worker}-{vhost}-{i}-{time.monotonic_ns()}"
         conn = pika.BlockingConnection(pika.ConnectionParameters(
-            "127.0.0.1", node.port, client_properties={"connection_name": name}, socket_timeout=10))
+            "127.0.0.1", node.port, virtual_host=vhost, heartbeat=heartbeat,
+            client_properties={"connection_name": name}, socket_timeout=10))
         ch = conn.channel()
         with pytest.raises(pika.exceptions.ChannelClosedByBroker):
             ch.queue_declare("no-such-queue-anywhere", passive=True)  # stays where it landed
@@ -107,7 +109,7 @@ def on_worker(node, worker: int) -> tuple:
         if serving == worker:
             return conn, conn.channel()
         conn.close()
-    raise AssertionError(f"no connection landed on worker {worker}")
+    raise AssertionError(f"no connection to {vhost} landed on worker {worker}")
 
 
 def owned_by(worker: int, prefix: str) -> str:

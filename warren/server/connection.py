@@ -33,7 +33,7 @@ from warren.protocol.amqp0_10.adapter import ConnectionHandler as ConnectionHand
 from warren.protocol.amqp0_10.events import OpenRequested as OpenRequested0_10
 from warren.protocol.amqp1_0.events import OpenRequested as OpenRequested1_0
 from warren.protocol.header import AMQP_0_10, AMQP_1_0, HEADER_SIZE, NEED_MORE, PREFERRED_HEADER, read_header
-from warren.server.handshake import default_vhost, handshake_pending, peer_name, protocol_connection
+from warren.server.handshake import default_vhost, handshake_pending, peer_name, protocol_connection, setup_failed
 from warren.server.handshake import stage as handshake_stage
 from warren.server.tls import session_of
 from warren.server.placement import move as move_to_owner
@@ -172,10 +172,7 @@ class AMQPConnection(asyncio.Protocol):
             except Exception:
                 pass
         self._closing = True
-        self._close_reason = f"setting up the connection failed: {type(e).__name__}: {e}"
-        log.error("closing the connection from %s at once: setting it up failed (a bug of ours): %s: %s",
-                  peer_name(self.peer), type(e).__name__, e, exc_info=e,
-                  extra={"event": "connection.setup_failed", "peer": peer_name(self.peer)})
+        self._close_reason = setup_failed(self.peer, e)
         transport.abort()
 
     def _connection_made(self, transport) -> None:

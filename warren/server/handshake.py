@@ -20,6 +20,7 @@ supervisor (workers.py, which runs the handshake up to connection.open itself) s
 
 from __future__ import annotations
 
+import logging
 from typing import Protocol
 
 from warren.access.login import MECHANISMS
@@ -28,7 +29,10 @@ from warren.protocol.amqp0_10.connection import ServerConnection as ServerConnec
 from warren.protocol.amqp1_0.connection import HEADER_SASL as HEADER_SASL_1_0, ServerConnection as ServerConnection1_0
 from warren.protocol.header import AMQP_0_10, AMQP_1_0, HEADER_SIZE
 
-__all__ = ["HandshakeProgress", "default_vhost", "handshake_pending", "peer_name", "protocol_connection", "stage"]
+__all__ = ["HandshakeProgress", "default_vhost", "handshake_pending", "peer_name", "protocol_connection", "setup_failed",
+           "stage"]
+
+log = logging.getLogger("warren.server")
 
 # what AMQP 0-10 clients may log in with (0-9-1's are the broker's MECHANISMS, or the TLS session's)
 MECHANISMS_0_10 = ("PLAIN", "AMQPLAIN")
@@ -92,6 +96,17 @@ def stage(header: bytes | bytearray, conn: HandshakeProgress | None) -> str:
             return "nothing received"
         return f"protocol header incomplete ({min(len(header), HEADER_SIZE)} of {HEADER_SIZE} octets)"
     return conn.handshake_stage
+
+
+def setup_failed(peer, error: Exception) -> str:
+    """``connection_made`` raised (our bug: nothing there refuses a client), in one process or in
+    the supervisor's Greeter: the line that says what and who; returns the connection's close
+    reason. The caller aborts the socket at once rather than leave a half-made connection to the
+    handshake deadline."""
+    log.error("closing the connection from %s at once: setting it up failed (a bug of ours): %s: %s",
+              peer_name(peer), type(error).__name__, error, exc_info=error,
+              extra={"event": "connection.setup_failed", "peer": peer_name(peer)})
+    return f"setting up the connection failed: {type(error).__name__}: {error}"
 
 
 def peer_name(peer) -> str:

@@ -68,7 +68,7 @@ from warren.protocol.header import HEADER_SIZE, NEED_MORE, PREFERRED_HEADER, rea
 from warren.server.handoff_records import (
     FAILED_LOGIN, RECORD_MAX, Relayed, pack_failed_login, pack_handoff, pack_relayed, unpack_failed_login,
 )
-from warren.server.handshake import default_vhost, handshake_pending, peer_name, protocol_connection
+from warren.server.handshake import default_vhost, handshake_pending, peer_name, protocol_connection, setup_failed
 from warren.server.handshake import stage as handshake_stage
 from warren.server.limits import HandshakeGate, raise_open_file_limit
 from warren.server.loops import new_event_loop
@@ -167,10 +167,7 @@ class Greeter(asyncio.Protocol):
             self._connection_made(transport)
         except Exception as e:  # our bug: closed at once, not left to the handshake deadline
             self.transport = transport
-            self._close_reason = f"setting up the connection failed: {type(e).__name__}: {e}"
-            log.error("closing the connection from %s at once: setting it up failed (a bug of ours): %s: %s",
-                      peer_name(self.peer), type(e).__name__, e, exc_info=e,
-                      extra={"event": "connection.setup_failed", "peer": peer_name(self.peer)})
+            self._close_reason = setup_failed(self.peer, e)
             transport.abort()
 
     def _connection_made(self, transport) -> None:
