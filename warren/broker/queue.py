@@ -247,7 +247,10 @@ class Queue(QueueBase):
             if self.consumers and not self.congested:
                 self._check_congestion()
             return need
-        ttl = self.expiry.ttl_of(message)
+        ttl = self.expiry.message_ttl  # Expiry.ttl_of, inline: this runs for every persistent message
+        msg_ttl = message.ttl
+        if msg_ttl is not None and (ttl is None or msg_ttl < ttl):
+            ttl = msg_ttl
         if ttl is None:
             deadline = 0
         elif ttl:
