@@ -60,6 +60,18 @@ def _wait_rows(spark, query, table: str, count: int, timeout: float = 180.0) -> 
         query.awaitTermination(0.2)  # returns at once while the query runs on: a bounded poll
 
 
+def _wait_progress(query, count: int, timeout: float = 60.0) -> list:
+    """The progress reports of the batches that read rows, once they add up to ``count``: the
+    memory sink shows a batch's rows before the query appends the batch's progress."""
+    deadline = time.monotonic() + timeout
+    while True:
+        progress = [p for p in query.recentProgress if p["numInputRows"]]
+        if sum(p["numInputRows"] for p in progress) >= count:
+            return progress
+        assert time.monotonic() < deadline, f"progress of {[p['numInputRows'] for p in progress]} rows after {timeout}s"
+        query.awaitTermination(0.2)  # a bounded poll, as _wait_rows
+
+
 def test_stream_pattern_reads_every_matching_stream_and_new_ones(spark, broker, uid):
     first, later, other = f"pat-{uid}-a", f"pat-{uid}-b", f"nopat-{uid}"
     for name, count in ((first, 120), (other, 30)):
@@ -121,7 +133,7 @@ def test_min_records_wait_for_more_until_max_trigger_delay(spark, broker, uid):
         wait_committed(broker, name, 200)
         rows = _wait_rows(spark, q, f"minrec_{uid}", 200)
         batches = [(p["numInputRows"], datetime.datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")))
-                   for p in q.recentProgress if p["numInputRows"]]
+                   for p in _wait_progress(q, 200)]
     finally:
         q.stop()
     assert [n for n, _ in batches] == [30, 20, 150]
