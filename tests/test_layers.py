@@ -232,6 +232,34 @@ def _private_reads(source: str) -> list[str]:
     return out
 
 
+# a compiled twin is imported as a private module (``from warren.codec import _speedups``): the
+# names inside it are public
+C_TWINS = {"_speedups", "_records", "_messages", "_fsync"}
+
+
+def _private_imports(source: str) -> list[str]:
+    """Names starting with ``_`` that ``from X import`` takes from another module."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module != "__future__":
+            for alias in node.names:
+                if alias.name.startswith("_") and not alias.name.startswith("__") and alias.name not in C_TWINS:
+                    out.append(f"line {node.lineno}: from {node.module} import {alias.name}")
+    return out
+
+
+@pytest.mark.parametrize("path", _cases(_modules(*(p.name for p in ROOT.iterdir() if p.is_dir()
+                                                   and not p.name.startswith("__"))), {}))
+def test_no_module_imports_another_modules_private_names(path):
+    assert not _private_imports(path.read_text())
+
+
+def test_the_private_import_check_catches_a_breach():
+    assert _private_imports("from warren.spread.definitions import queue_owner, _deferred\n") == [
+        "line 1: from warren.spread.definitions import _deferred"]
+    assert not _private_imports("from warren.codec import _speedups\nfrom __future__ import annotations\n")
+
+
 @pytest.mark.parametrize("path", _cases(_modules(*(p.name for p in ROOT.iterdir() if p.is_dir()
                                                    and not p.name.startswith("__"))), PRIVATE_READS_PENDING))
 def test_no_module_reads_another_modules_private_attributes(path):

@@ -4,7 +4,7 @@ definitions fsync stalls, then a power cut.
 Every worker logs each durable change in its own definitions log: the owner of a queue its
 create, every other worker a record of it (for its bindings) and its copy of each exchange and
 binding. Since session 20 each does so off its loop (the group commit's fsync,
-``_off_the_loop`` / ``_deferred`` in warren/spread/definitions.py) and answers the sequencer once
+``off_the_loop`` / ``_deferred`` in warren/spread/definitions.py) and answers the sequencer once
 durable, and the sequencer answers the client once every worker has. Here worker 1's
 definitions fsync stalls while a connection on worker 0 declares a queue worker 1 owns (the
 owner's create), a queue worker 0 owns (worker 1's record) and an exchange with a binding

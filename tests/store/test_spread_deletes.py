@@ -15,7 +15,7 @@ a record of it (for its bindings), and the delete comes from a connection on tha
 Through pika against a node on the power-loss layer (tests/store/powerloss_fs.py), both cases in
 one test behind ``-m storage_faults`` (a two-worker node started twice: about 25 s here). The owner
 logs a delete asked through the sequencer with its folder's token and answers once it is
-durable; since session 19 its fsync is the group commit's (``_off_the_loop`` in
+durable; since session 19 its fsync is the group commit's (``off_the_loop`` in
 warren/spread/definitions.py), so round trips on the owner go on while it stalls (before, the
 owner fsynced on its loop and they stopped). The record's delete on the other worker needs no
 token (it has no folder).

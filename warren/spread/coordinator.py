@@ -20,7 +20,7 @@ from warren.errors import AMQPError, InternalError, NotFound
 from warren.spread.consumers import Consumers
 from warren.spread.dtx import DtxParts
 from warren.broker.ownership import PLACEMENT, place
-from warren.spread.definitions import ADMIN, SEQUENCER, DefinitionOrder, _off_the_loop, queue_owner
+from warren.spread.definitions import ADMIN, SEQUENCER, DefinitionOrder, off_the_loop, queue_owner
 from warren.spread.links import PeerGone, PeerLinks
 from warren.spread.messages import Forwarding, RemoteSync, SpreadFlow
 
@@ -234,7 +234,7 @@ class Spread(DefinitionOrder, Forwarding, Consumers, DtxParts):
     def peer_request(self, peer: int, op: str, args: tuple):
         # a change of definitions is applied at once, in the order the sequencer sent it, and
         # answered once durable here: its fsync is the group commit's, off the loop
-        # (definitions.py ``_off_the_loop``), so a stalled disk holds that answer, not this worker
+        # (definitions.py ``off_the_loop``), so a stalled disk holds that answer, not this worker
         if op == "define":
             vhost, what, what_args = args
             return self._sequence(peer, vhost, what, what_args)
@@ -242,7 +242,7 @@ class Spread(DefinitionOrder, Forwarding, Consumers, DtxParts):
             vhost, what, what_args = args
             v = self._vhost(vhost)
             try:
-                done = _off_the_loop(v.durability, self._apply, v, what, what_args)
+                done = off_the_loop(v.durability, self._apply, v, what, what_args)
             except AMQPError as e:
                 return self._not_applied(what, what_args, e, None)
             if isinstance(done, asyncio.Future):
@@ -250,21 +250,21 @@ class Spread(DefinitionOrder, Forwarding, Consumers, DtxParts):
             return done
         if op == "record":
             v = self._vhost(args[0])
-            return _off_the_loop(v.durability, self._add_record, *args)
+            return off_the_loop(v.durability, self._add_record, *args)
         if op == "forget":
             v = self._vhost(args[0])
-            return _off_the_loop(v.durability, self._forget, v, args[1])
+            return off_the_loop(v.durability, self._forget, v, args[1])
         if op == "forgotten":  # on the sequencer: an owner deleted a queue by itself
             vhost, name = args
             v = self._vhost(vhost)
             # the others are told in this turn (the order of changes), the answer once both are durable
-            here = _off_the_loop(v.durability, self._forget, v, name)
+            here = off_the_loop(v.durability, self._forget, v, name)
             told = self.links.broadcast("forget", vhost, name, skip=peer)
             return told if here is None else _both(here, told)
         if op == "create_queue":
             vhost, name, durable, exclusive, auto_delete, arguments, ref, server_named = args
             v = self._vhost(vhost)
-            return _off_the_loop(v.durability, self._create_queue, v, name, durable, exclusive, auto_delete,
+            return off_the_loop(v.durability, self._create_queue, v, name, durable, exclusive, auto_delete,
                                  arguments, ref, server_named)
         if op == "delete_queue":
             vhost, name, if_unused, if_empty = args

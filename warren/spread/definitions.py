@@ -30,7 +30,7 @@ from warren.spread.links import PeerGone
 from warren.spread.proxy import ProxySession
 from warren.spread.remote_queue import RemoteOwner, RemoteQueue
 
-__all__ = ["DefinitionOrder", "queue_owner", "SEQUENCER", "ADMIN"]
+__all__ = ["DefinitionOrder", "off_the_loop", "queue_owner", "SEQUENCER", "ADMIN"]
 
 log = logging.getLogger("warren.spread")
 
@@ -76,7 +76,7 @@ def _when_durable(durability, result=None, error: BaseException | None = None) -
     return done
 
 
-def _off_the_loop(durability, change, *args):
+def off_the_loop(durability, change, *args):
     """``_deferred`` for a worker answering another (links.py answers an awaitable when it is
     done): ``change(*args)``'s result, or a future of it (or of its refusal) that resolves once
     the change is durable."""
@@ -321,7 +321,7 @@ class DefinitionOrder:
             await _settled(here, self.links.broadcast("forget", v.name, name, skip=q.owner))
         else:
             n = self._delete_local(v, q, if_unused, if_empty)
-            if isinstance(n, asyncio.Future):  # durable first (_off_the_loop), then the others forget it
+            if isinstance(n, asyncio.Future):  # durable first (off_the_loop), then the others forget it
                 n = await n
             await self.links.broadcast("forget", v.name, name)
         return n
@@ -418,7 +418,7 @@ class DefinitionOrder:
             raise PreconditionFailed(f"queue '{q.name}' in vhost '{v.name}' is not empty")
         self._deleting = q  # queue_deleted: the sequencer tells the others itself
         try:
-            return _off_the_loop(v.durability, v.delete_queue, q)
+            return off_the_loop(v.durability, v.delete_queue, q)
         finally:
             self._deleting = None
 

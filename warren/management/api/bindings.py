@@ -25,7 +25,8 @@ from warren.management.api.common import (
 )
 from warren.broker.directory import ADMIN
 
-__all__ = ["add_routes", "binding_json", "properties_key", "queue_bindings", "vhost_bindings", "exchange_name"]
+__all__ = ["add_routes", "binding_json", "properties_key", "queue_bindings", "sorted_bindings", "vhost_bindings",
+           "exchange_name"]
 
 DEFAULT_EXCHANGE = "amq.default"  # how paths name the default exchange ("")
 
@@ -56,7 +57,7 @@ def binding_json(vhost, b) -> dict:
             "arguments": jsonable(b.arguments or {}), "properties_key": properties_key(b.routing_key, b.arguments)}
 
 
-def _sorted(bindings) -> list:
+def sorted_bindings(bindings) -> list:
     return sorted(bindings, key=lambda b: (b.source.name, _kind(b.destination), b.destination.name, b.routing_key,
                                            json.dumps(jsonable(b.arguments or {}), sort_keys=True)))
 
@@ -72,11 +73,11 @@ def vhost_bindings(vhost) -> list:
     """Every binding of the vhost: the default exchange's first, then by source."""
     out: list = default_bindings(vhost)
     explicit = [b for ex in vhost.exchanges.values() if ex.name for b in ex.bindings.values()]
-    return out + _sorted(explicit)
+    return out + sorted_bindings(explicit)
 
 
 def queue_bindings(vhost, q) -> list:
-    return [q] + _sorted(q.bound_to)
+    return [q] + sorted_bindings(q.bound_to)
 
 
 def _field(getter_of_queue, getter_of_binding):
@@ -137,7 +138,7 @@ def _ends(request: web.Request):
 def _between(vhost, source, destination) -> list:
     if source.name == "" and hasattr(destination, "consumers"):
         return [destination]
-    return _sorted(b for b in source.bindings.values() if b.destination is destination)
+    return sorted_bindings(b for b in source.bindings.values() if b.destination is destination)
 
 
 async def list_between(request: web.Request) -> web.Response:

@@ -12,7 +12,9 @@ from warren.broker.policies import pick
 from warren.errors import AMQPError
 from warren.management.api import stats as st
 from warren.management.api.auth import check_permission, check_vhost_access, principal, readable_vhost, visible_vhosts
-from warren.management.api.bindings import binding_json, default_bindings, exchange_name, reply_bindings, _sorted
+from warren.management.api.bindings import (
+    binding_json, default_bindings, exchange_name, reply_bindings, sorted_bindings,
+)
 from warren.management.api.common import (
     BROKER, STATS, amqp_error, as_bool, bad_request, created, jsonable, no_content, not_found, read_json,
     reply_list, reply_object, reply_objects,
@@ -139,12 +141,12 @@ async def source_bindings(request: web.Request) -> web.Response:
     vhost, ex = _exchange(request)
     if ex.name == "":  # every queue: many
         return await reply_bindings(request, [(vhost, q) for q in default_bindings(vhost)])
-    return reply_list(request, [binding_json(vhost, b) for b in _sorted(ex.bindings.values())])
+    return reply_list(request, [binding_json(vhost, b) for b in sorted_bindings(ex.bindings.values())])
 
 
 async def destination_bindings(request: web.Request) -> web.Response:
     vhost, ex = _exchange(request)
-    return reply_list(request, [binding_json(vhost, b) for b in _sorted(ex.bound_to)])
+    return reply_list(request, [binding_json(vhost, b) for b in sorted_bindings(ex.bound_to)])
 
 
 async def publish_message(request: web.Request) -> web.Response:
