@@ -148,7 +148,7 @@ class ClusterNode:
             try:
                 kvs, revision = await self.client.range_prefix(prefix)
                 followed = True
-                self.members = {kv.key.decode()[len(prefix):]: _record(kv.value) for kv in kvs}
+                self.members = _members(prefix, kvs)
                 if problem is not None:
                     log.info("cluster %s: following the member list again", self.cluster_name)
                 problem = None
@@ -217,7 +217,7 @@ class ClusterNode:
     async def read_members(self) -> dict[str, dict]:
         """The live members' records (those whose lease is alive), by name, read from etcd now."""
         prefix = f"{self.prefix}nodes/"
-        return {kv.key.decode()[len(prefix):]: _record(kv.value) for kv in await self.client.get_prefix(prefix)}
+        return _members(prefix, await self.client.get_prefix(prefix))
 
     async def leave(self, timeout: float = 3.0) -> None:
         """Stop renewing and revoke the lease: the member key goes at once. Bounded: a node whose
@@ -237,6 +237,11 @@ class ClusterNode:
             log.warning("cluster %s: could not leave at once (%s); the member key goes in %d s",
                         self.cluster_name, e or "no answer in time", self.ttl)
         await self.client.close()
+
+
+def _members(prefix: str, kvs) -> dict[str, dict]:
+    """The member records of the ``nodes/`` keys read, by node name."""
+    return {kv.key.decode()[len(prefix):]: _record(kv.value) for kv in kvs}
 
 
 def _record(value: bytes) -> dict:
