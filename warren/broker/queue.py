@@ -94,9 +94,8 @@ class Queue(QueueBase):
         self._seq = 0  # what was published: one per enqueued message
         self._dispatching = False
         args = self.arguments
-        # the queue's features, each an object with its own state (warren/broker/queues/)
-        self.expiry = Expiry()
-        self.length_limit = LengthLimit(None, None)  # x-max-length(-bytes); ``limited`` says if any applies
+        # the queue's features, each an object with its own state (warren/broker/queues/); those
+        # made of arguments alone (Expiry, LengthLimit) are made by apply_arguments
         self.taken = TakenMessages()
         self.choice = ConsumerChoice(self.consumers, args.get("x-single-active-consumer") is True)
         self.pager = Pager()
@@ -104,7 +103,6 @@ class Queue(QueueBase):
         # dispatch read them without a second attribute look-up):
         self.single_active = self.choice.single_active
         self._plain = self.choice.plain  # no SAC and every consumer of the same priority
-        self.counts_deliveries = False  # an x-delivery-limit applies (self.taken.limit)
         # the declared arguments plus those of the policy that applies (warren/broker/policies.py)
         self.apply_arguments(vhost.effective_arguments("queue", name, self.arguments))
 
@@ -138,9 +136,9 @@ class Queue(QueueBase):
         max_length, max_length_bytes = _int_arg(args, "x-max-length"), _int_arg(args, "x-max-length-bytes")
         overflow = args.get("x-overflow") if args.get("x-overflow") in OVERFLOW_MODES else DROP_HEAD
         self.limited = max_length is not None or max_length_bytes is not None
-        self.length_limit = self.new_length_limit(max_length, max_length_bytes, overflow)
+        self.length_limit = LengthLimit(max_length, max_length_bytes, overflow)  # ``limited``: if any applies
         self.taken.limit = limit = self.delivery_limit_of(args)
-        self.counts_deliveries = limit is not None
+        self.counts_deliveries = limit is not None  # hot-path gate: an x-delivery-limit applies
         self.deduplicating = "x-message-deduplication" in args
         # publish's fast path: none of the above applies to an enqueue (length limits are
         # tested there on their own: a subclass may set them after this)
@@ -151,10 +149,6 @@ class Queue(QueueBase):
             self.ask_for_ticks()
         if self.limited and not self.length_limit.rejects and (self.ready or self.paged) and self._over_limit():
             self._drop_over_limit()  # a lower limit applied to a longer queue (RabbitMQ drops the head)
-
-    def new_length_limit(self, max_length: int | None, max_length_bytes: int | None, overflow: str) -> LengthLimit:
-        """The length limit of these arguments (a queue type may count its own way: quorum)."""
-        return LengthLimit(max_length, max_length_bytes, overflow)
 
     def delivery_limit_of(self, args: dict) -> int | None:
         """x-delivery-limit of these effective arguments (a queue type may have a default: quorum)."""
