@@ -483,15 +483,23 @@ class AccessControl:
     @contextmanager
     def _change(self):
         """Apply a change to a copy of the state; durable, then in force, then announced."""
-        with self._locked():
-            if self.path is not None and self._stat() != self._signature:
-                self._read()  # another process wrote since: change its latest state
-            old = self._state
-            new = old.copy()
-            yield new
-            self._write(new)
-            self._state = new
-            self.version += 1
+        taken = None  # another process's (or, in a cluster, another node's) change read here
+        try:
+            with self._locked():
+                if self.path is not None and self._stat() != self._signature:
+                    before = self._state
+                    self._read()  # another process wrote since: change its latest state
+                    self.version += 1
+                    taken = (before, self._state)  # announced as refresh() would have, even if this change fails
+                old = self._state
+                new = old.copy()
+                yield new
+                self._write(new)
+                self._state = new
+                self.version += 1
+        finally:
+            if taken is not None:
+                on_loop(self._announce, *taken)
         on_loop(self._announce, old, new)  # the running broker's part (node_file.py: the HTTP API's thread)
 
     def _announce(self, old: _State, new: _State) -> None:

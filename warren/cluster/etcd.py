@@ -30,11 +30,13 @@ from typing import AsyncIterator, Sequence
 
 import aiohttp
 
-__all__ = ["EtcdClient", "EtcdError", "EtcdUnreachable", "EtcdNoQuorum", "KeyValue", "WatchEvent", "prefix_end"]
+__all__ = ["EtcdClient", "EtcdError", "EtcdUnreachable", "EtcdNoQuorum", "KeyValue", "WatchEvent", "prefix_end",
+           "NO_QUORUM_MARKS"]
 
 # what etcd answers when it cannot serve a request that needs its Raft majority
 _NO_QUORUM_MARKS = ("no leader", "request timed out", "leader changed", "too many requests",
                     "timed out waiting for read index", "not capable")
+NO_QUORUM_MARKS = _NO_QUORUM_MARKS  # for shared_files.py's blocking calls
 
 
 class EtcdError(Exception):

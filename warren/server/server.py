@@ -292,6 +292,7 @@ class Server:
         # why the broker stopped by itself (a failed group commit), for a non-zero exit status
         self.failure: str | None = None
         self.cluster = None  # this node's membership with --cluster-etcd (warren/cluster/node.py), set by run()
+        self.cluster_files = None  # its node files kept in etcd (warren/cluster/shared_files.py), set by run()
 
     # --- group commit -----------------------------------------------------------------------
 
@@ -391,7 +392,8 @@ class Server:
         if now - self._backlog_since >= BACKLOG_WINDOW:
             self._backlog_since = now
             self.backlogged.clear()  # who is still behind says so again with its next large read
-        if self.config.global_parameters_file is not None and now - self._globals_checked >= GLOBAL_CHECK:
+        if (self.config.global_parameters_file is not None or self.cluster_files is not None) \
+                and now - self._globals_checked >= GLOBAL_CHECK:
             self._globals_checked = now  # a worker: another may have changed cluster_name
             try:
                 self.parameters.refresh_global()
@@ -406,8 +408,10 @@ class Server:
         from warren.federation.manager import FederationManager
         from warren.management.parameters import ParameterStore
         # one store: the HTTP API's too; a worker's global parameters are the node's, shared
-        self.parameters = ParameterStore.in_data_dir(c.data_dir, c.global_parameters_file,
-                                                     node_wide=c.worker_mode == "queues")
+        shared, node_wide = c.global_parameters_file, c.worker_mode == "queues"
+        if self.cluster_files is not None:  # the cluster's, one file kept in etcd (warren/cluster/shared_files.py)
+            shared, node_wide = c.data_dir / "parameters.json", True
+        self.parameters = ParameterStore.in_data_dir(c.data_dir, shared, node_wide=node_wide)
         self.federation = FederationManager(self.broker, self.parameters)  # validates shovels from now on
         from warren.management.api.common import off_loop
         self.federation.write = off_loop  # a shovel's own delete-after: the HTTP API's writer thread
@@ -604,6 +608,8 @@ class Server:
         self.fsync_worker.close()
         if self._listeners_file is not None:
             self._listeners_file.unlink(missing_ok=True)
+        if self.cluster_files is not None:
+            await self.cluster_files.stop()
         if self.cluster is not None:  # the member key goes at once (lease revoked)
             await self.cluster.leave()
         log.info("shutdown complete")
@@ -645,7 +651,7 @@ def run(config: Config) -> None:
     tune_young_collections()
     loop = new_event_loop(config.loop)
     asyncio.set_event_loop(loop)
-    cluster = _join_cluster(config, loop) if config.cluster_etcd else None
+    cluster, cluster_files = _join_cluster(config, loop) if config.cluster_etcd else (None, None)
     if cluster is None and (config.data_dir / "cluster.json").exists():  # warren/cluster/node.py's record
         log.warning("data folder %s belongs to a cluster (cluster.json) but --cluster-etcd is not given: "
                     "serving it as a single node", config.data_dir.resolve())
@@ -656,7 +662,9 @@ def run(config: Config) -> None:
             loop.run_until_complete(cluster.leave())
         loop.close()
         raise
-    server.cluster = cluster
+    server.cluster, server.cluster_files = cluster, cluster_files
+    if cluster_files is not None:
+        cluster_files.start(loop)  # the watcher of the shared metadata
     try:
         loop.run_until_complete(server.serve())
     finally:
@@ -670,7 +678,18 @@ def _join_cluster(config: Config, loop: asyncio.AbstractEventLoop):
     or a node name already running is refused first); warren.cluster is imported only here."""
     from warren.cluster.node import ClusterError, join
     try:
-        return loop.run_until_complete(join(config))
+        cluster = loop.run_until_complete(join(config))
     except ClusterError as e:
         loop.close()
         raise StartupError(str(e)) from None
+    # the node files are the cluster's: taken from etcd (or seeded there) before the broker reads them
+    from warren.cluster.etcd import EtcdError
+    from warren.cluster.shared_files import SharedFiles
+    files = SharedFiles(cluster, config.data_dir)
+    try:
+        files.take_or_seed()
+    except (EtcdError, OSError) as e:
+        loop.run_until_complete(cluster.leave())
+        loop.close()
+        raise StartupError(f"cannot take cluster {config.cluster_name!r}'s metadata: {e}") from None
+    return cluster, files

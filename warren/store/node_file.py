@@ -18,7 +18,14 @@ What they share, in one place:
 * ``check_node_files(data_dir)``: at start, each of them that exists must read as JSON and
   match its checksum, or the broker does not start (``DamagedFile``, one line naming the file
   and the way out): starting without them, or with a flipped bit in a user's name, would drop
-  users, permissions or policies without anyone deciding to.
+  users, permissions or policies without anyone deciding to;
+* ``share(path, hook)``: with ``--cluster-etcd`` the files are the cluster's, kept in etcd
+  (warren/cluster/shared_files.py registers a hook per file): ``locked(path)`` (waiting) then
+  also takes the cluster-wide lock and brings the cluster's latest content into the file before
+  the caller reads it, and ``replace_durably(path, ...)`` writes to etcd before the file (an
+  exception, and nothing written, when etcd cannot commit it). ``apply_shared`` is how the
+  cluster's watcher writes another node's change into the file (no echo). Without a cluster
+  nothing is registered and each of these costs one look at an empty dict.
 
 The checksum: ``replace_durably`` writes ``.<name>.sum`` beside the file (JSON: the SHA-256 of
 the new content and of the content it replaces, so a crash between the two renames leaves a
@@ -45,7 +52,7 @@ from pathlib import Path
 from warren.store.damage import DamagedFile
 
 __all__ = ["file_stamp", "locked", "replace_durably", "on_loop", "writer_loop", "check_node_file", "check_node_files",
-           "checksum_path", "NODE_FILES"]
+           "checksum_path", "NODE_FILES", "share", "unshare", "apply_shared", "replace_locally"]
 
 # the node's JSON files in its data folder, and what a start without them would lose
 NODE_FILES = {
@@ -54,6 +61,24 @@ NODE_FILES = {
     "parameters.json": "runtime parameters",
     "global_parameters.json": "global runtime parameters",
 }
+
+
+# --cluster-etcd: absolute path -> the hook that keeps it in etcd (module doc; an object with
+# ``acquire()``, ``release()`` and ``publish(data)``); empty on a single node
+_shared: dict[str, object] = {}
+
+
+def share(path, hook) -> None:
+    """Keep ``path`` in the cluster through ``hook`` from now on (module doc)."""
+    _shared[os.path.abspath(path)] = hook
+
+
+def unshare(path) -> None:
+    _shared.pop(os.path.abspath(path), None)
+
+
+def _hook(path):
+    return _shared.get(os.path.abspath(path)) if _shared else None
 
 
 # on the HTTP API's writer thread: ``writer_loop.loop`` is the loop that handed it the change
@@ -104,15 +129,65 @@ def locked(path, wait: bool = True):
         except BlockingIOError:
             yield False
             return
-        yield True
+        hook = _hook(path) if wait else None  # the loop's looks (wait False) never wait on etcd
+        if hook is None:
+            yield True
+            return
+        hook.acquire()  # the cluster-wide lock, and the cluster's latest content in the file
+        try:
+            yield True
+        finally:
+            hook.release()
     finally:
         os.close(fd)  # releases the lock
 
 
 def replace_durably(path, data: bytes, mode: int = 0o644, fsync: bool = True) -> None:
     """``path`` holds ``data`` whole or its old content, never a part (``fsync=False``: not
-    after a power cut, for tests)."""
+    after a power cut, for tests). A file shared with the cluster goes to etcd first (module doc)."""
+    hook = _hook(path)
+    if hook is not None:
+        hook.publish(data)  # raises when etcd did not commit it: the file is left as it was
+    _replace(Path(path), data, mode, fsync)
+
+
+def apply_shared(path, data: bytes, mode: int = 0o644, still_new=None) -> bool:
+    """Write another node's change (from etcd) into the shared file ``path``, under its flock,
+    without sending it back to etcd; ``still_new()`` (if given) is asked inside the lock and a
+    False skips the write. True if the file was written (it did not hold ``data`` already)."""
+    with _flock_only(path):
+        if still_new is not None and not still_new():
+            return False
+        try:
+            with open(path, "rb") as f:
+                if f.read() == data:
+                    return False
+        except FileNotFoundError:
+            pass
+        _replace(Path(path), data, mode, True)
+        return True
+
+
+def replace_locally(path, data: bytes, mode: int = 0o644) -> None:
+    """``replace_durably`` without the cluster's part, for a caller that holds the file's lock
+    and writes what etcd already holds (warren/cluster/shared_files.py)."""
+    _replace(Path(path), data, mode, True)
+
+
+@contextmanager
+def _flock_only(path):
+    """``locked`` without the cluster's part (the watcher writing what the cluster has)."""
     path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(str(path) + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield True
+    finally:
+        os.close(fd)
+
+
+def _replace(path: Path, data: bytes, mode: int, fsync: bool) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)

@@ -1,0 +1,175 @@
+"""Users, vhosts, permissions, policies and parameters are one state for the cluster, kept in
+etcd (warren/cluster/shared_files.py): a change made through one node's HTTP API acts on the
+others within a second, two nodes changing at once both keep their change, a node restarted
+takes what changed while it was down, and without etcd a change is refused (503) while AMQP goes
+on. Real etcd, real nodes, real clients (pika, the HTTP API over urllib)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import pika
+import pytest
+
+from tests.cluster.cluster_nodes import publish_and_get, wait_until
+from tests.cluster.etcd_harness import ETCD, MISSING_REASON, EtcdCluster
+
+APPLIED_S = 10.0  # a change reaches the other nodes within a second; the bound allows a loaded machine
+LEASE_TTL = "2"  # the killed node's name is free again within a few seconds
+
+
+def api(node, method: str, path: str, body=None, timeout: float = 30.0) -> tuple[int, object]:
+    """One HTTP API call as guest: (status, JSON answer or None)."""
+    request = urllib.request.Request(node.http_url + path, method=method,
+                                     data=None if body is None else json.dumps(body).encode())
+    request.add_header("Authorization", "Basic " + base64.b64encode(b"guest:guest").decode())
+    request.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as resp:
+            raw = resp.read()
+            return resp.status, json.loads(raw) if raw else None
+    except urllib.error.HTTPError as e:
+        raw = e.read()
+        try:
+            return e.code, json.loads(raw) if raw else None
+        except ValueError:
+            return e.code, raw.decode(errors="replace")
+
+
+def ok(answer: tuple[int, object]) -> object:
+    status, body = answer
+    assert 200 <= status < 300, answer
+    return body
+
+
+def q(name: str) -> str:
+    return urllib.parse.quote(name, safe="")
+
+
+def connect(node, user="guest", password="guest", vhost="/") -> pika.BlockingConnection:
+    return pika.BlockingConnection(pika.ConnectionParameters(
+        node.host, node.port, vhost, pika.PlainCredentials(user, password), connection_attempts=1,
+        socket_timeout=10, blocked_connection_timeout=10))
+
+
+def logs_in(node, user, password, vhost="/") -> bool:
+    try:
+        connect(node, user, password, vhost).close()
+        return True
+    except pika.exceptions.AMQPError:
+        return False
+
+
+def users_of(node) -> set[str]:
+    return {u["name"] for u in ok(api(node, "GET", "/api/users"))}
+
+
+def test_users_vhosts_permissions_and_policies_made_on_one_node_act_on_the_others(etcd1, nodes, cluster_name):
+    n1 = nodes.start(etcd1.endpoints, cluster_name, "n1")
+    n2 = nodes.start(etcd1.endpoints, cluster_name, "n2")
+    n3 = nodes.start(etcd1.endpoints, cluster_name, "n3")
+    # a user added through node 1's API logs in over AMQP on node 2
+    ok(api(n1, "PUT", "/api/users/alice", {"password": "pw-a", "tags": ""}))
+    ok(api(n1, "PUT", "/api/permissions/%2F/alice", {"configure": ".*", "write": ".*", "read": ".*"}))
+    wait_until(lambda: logs_in(n2, "alice", "pw-a"), APPLIED_S, "alice logs in on n2")
+    # a vhost made on node 2 is usable on node 3, and its deletion too
+    ok(api(n2, "PUT", "/api/vhosts/v2", {}))
+    ok(api(n2, "PUT", "/api/permissions/v2/guest", {"configure": ".*", "write": ".*", "read": ".*"}))
+    wait_until(lambda: logs_in(n3, "guest", "guest", "v2"), APPLIED_S, "guest opens v2 on n3")
+    conn = connect(n3, vhost="v2")
+    ch = conn.channel()
+    ch.confirm_delivery()
+    ch.queue_declare("in-v2", durable=True)
+    ch.basic_publish("", "in-v2", b"hello v2")
+    assert ch.basic_get("in-v2", auto_ack=True)[2] == b"hello v2"
+    conn.close()
+    ok(api(n2, "DELETE", "/api/vhosts/v2"))
+    wait_until(lambda: not logs_in(n3, "guest", "guest", "v2"), APPLIED_S, "v2 gone on n3")
+    wait_until(lambda: "v2" not in {v["name"] for v in ok(api(n3, "GET", "/api/vhosts"))}, APPLIED_S,
+               "v2 not listed on n3")
+    # permissions cleared on node 3 act on node 1
+    ok(api(n3, "DELETE", "/api/permissions/%2F/alice"))
+    wait_until(lambda: not logs_in(n1, "alice", "pw-a"), APPLIED_S, "alice refused on n1")
+    # a policy set on node 1 acts on a queue declared on node 2
+    conn = connect(n2)
+    ch = conn.channel()
+    ch.confirm_delivery()
+    ch.queue_declare("ml.q", durable=True)
+    ok(api(n1, "PUT", "/api/policies/%2F/ml", {"pattern": "^ml\\.", "definition": {"max-length": 2},
+                                                "apply-to": "queues"}))
+    wait_until(lambda: ok(api(n2, "GET", "/api/queues/%2F/ml.q")).get("policy") == "ml", APPLIED_S,
+               "the policy in force on n2's queue")
+    for i in range(5):
+        ch.basic_publish("", "ml.q", f"m{i}".encode())
+    assert ch.queue_declare("ml.q", passive=True).method.message_count == 2
+    conn.close()
+    # a runtime parameter and a global one, set on node 3, are listed by node 1
+    ok(api(n3, "PUT", "/api/global-parameters/shared-note", {"value": "from n3"}))
+    wait_until(lambda: api(n1, "GET", "/api/global-parameters/shared-note")[0] == 200, APPLIED_S,
+               "the global parameter on n1")
+
+
+def test_two_nodes_adding_users_at_once_both_keep_theirs(etcd1, nodes, cluster_name):
+    n1 = nodes.start(etcd1.endpoints, cluster_name, "n1")
+    n2 = nodes.start(etcd1.endpoints, cluster_name, "n2")
+    errors = []
+
+    def add(node, prefix):
+        try:
+            for i in range(8):
+                ok(api(node, "PUT", f"/api/users/{prefix}{i}", {"password": "x", "tags": ""}))
+        except BaseException as e:  # said by the test, not lost in the thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=add, args=(n, p)) for n, p in ((n1, "one-"), (n2, "two-"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors, errors
+    wanted = {f"{p}{i}" for p in ("one-", "two-") for i in range(8)}
+    for node in (n1, n2):
+        wait_until(lambda: wanted <= users_of(node), APPLIED_S, f"every user on {node.port}")
+
+
+def test_a_node_restarted_takes_what_changed_while_it_was_down(etcd1, nodes, cluster_name):
+    n1 = nodes.start(etcd1.endpoints, cluster_name, "n1", "--cluster-lease-ttl", LEASE_TTL)
+    n2 = nodes.start(etcd1.endpoints, cluster_name, "n2", "--cluster-lease-ttl", LEASE_TTL)
+    n2.proc.kill()  # kill -9
+    n2.proc.wait(timeout=10)
+    ok(api(n1, "PUT", "/api/users/while-down", {"password": "pw", "tags": ""}))
+    ok(api(n1, "PUT", "/api/permissions/%2F/while-down", {"configure": ".*", "write": ".*", "read": ".*"}))
+    prefix = f"/warren/{cluster_name}/nodes/"
+    wait_until(lambda: prefix + "n2" not in etcd1.get_prefix(prefix), 30, "the killed node's lease ends")
+    again = nodes.start(etcd1.endpoints, cluster_name, "n2", "--cluster-lease-ttl", LEASE_TTL, data_dir=n2.data_dir)
+    assert logs_in(again, "while-down", "pw")  # at once: taken before the broker read its files
+
+
+@pytest.fixture
+def own_etcd(tmp_path):
+    """A one-member etcd of this test's own, which it stops."""
+    if ETCD is None:
+        pytest.skip(MISSING_REASON)
+    etcd = EtcdCluster(tmp_path / "etcd", 1).start()
+    try:
+        yield etcd
+    finally:
+        etcd.stop()
+
+
+def test_without_etcd_a_change_is_refused_and_amqp_goes_on(own_etcd, nodes, cluster_name):
+    n1 = nodes.start(own_etcd.endpoints, cluster_name, "n1")
+    ok(api(n1, "PUT", "/api/users/before", {"password": "pw", "tags": ""}))
+    own_etcd.stop()
+    status, body = api(n1, "PUT", "/api/users/after", {"password": "pw", "tags": ""})
+    assert status == 503, (status, body)
+    assert body["error"] == "service_unavailable" and "etcd" in body["reason"], body
+    assert "a change of access.json was refused" in n1.log()
+    assert "after" not in users_of(n1)
+    assert publish_and_get(n1, "still-serving") == b"to still-serving"
+    assert "before" in users_of(n1)
