@@ -29,6 +29,7 @@ WORKER_MODES = ("vhosts", "queues")
 # --cluster-etcd: plain HTTP to etcd's JSON gateway for now (https: not built yet)
 CLUSTER_URL = re.compile(r"http://[A-Za-z0-9.\-\[\]:]+:[0-9]{1,5}/?")
 CLUSTER_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
+NODE_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}(@[A-Za-z0-9._-]{1,64})?")  # RabbitMQ's rabbit@host form allowed
 
 TLS_VERIFY_MODES = ("none", "peer", "require")
 TLS_LOGIN_FROM = ("common_name", "distinguished_name", "subject_alternative_name", "subject_alt_name")
@@ -188,9 +189,11 @@ class Config:
             raise ValueError(f"cluster-etcd takes http://HOST:PORT URLs of etcd members, not {', '.join(bad)}")
         if self.node_name is None:
             raise ValueError("cluster-etcd needs node-name (this node's name in the cluster)")
-        for what, name in (("node-name", self.node_name), ("cluster-name", self.cluster_name)):
-            if not CLUSTER_NAME.fullmatch(name):
-                raise ValueError(f"{what} {name!r} must be 1 to 64 letters, digits, '.', '_' or '-'")
+        if not NODE_NAME.fullmatch(self.node_name):
+            raise ValueError(f"node-name {self.node_name!r} must be NAME or NAME@HOST, each 1 to 64 letters, "
+                             "digits, '.', '_' or '-'")
+        if not CLUSTER_NAME.fullmatch(self.cluster_name):
+            raise ValueError(f"cluster-name {self.cluster_name!r} must be 1 to 64 letters, digits, '.', '_' or '-'")
         if not 2 <= self.cluster_lease_ttl <= 300:
             raise ValueError("cluster-lease-ttl must be 2..300 seconds")
         if self.workers > 1:

@@ -153,7 +153,7 @@ def test_etcd_out_of_reach_is_refused_with_one_line(tmp_path):
     ({"cluster_etcd": "127.0.0.1:2379", "node_name": "a"},
      "cluster-etcd takes http://HOST:PORT URLs of etcd members, not 127.0.0.1:2379"),
     ({"cluster_etcd": "http://127.0.0.1:2379", "node_name": "a b"},
-     "node-name 'a b' must be 1 to 64 letters, digits, '.', '_' or '-'"),
+     "node-name 'a b' must be NAME or NAME@HOST, each 1 to 64 letters, digits, '.', '_' or '-'"),
     ({"cluster_etcd": "http://127.0.0.1:2379", "node_name": "a", "cluster_lease_ttl": 1},
      "cluster-lease-ttl must be 2..300 seconds"),
     ({"cluster_etcd": "http://127.0.0.1:2379", "node_name": "a", "workers": 2},
@@ -195,16 +195,17 @@ def check_ctl_cluster_status(node):
     assert run.returncode == 0, run.stderr
     assert run.stderr.startswith("Cluster status of node ")
     lines = run.stdout.splitlines()
-    assert [lines[i] for i in (0, 4, 8, 12)] == ["Basics", "Disk Nodes", "Running Nodes", "Versions"]
-    assert lines[14].endswith(" on Python " + sys.version.split()[0]) and ": Warren " in lines[14]
+    assert lines[:2] == ["Basics", ""] and lines[2].startswith("Cluster name: ")
+    assert lines[3:16] == ["", "Disk Nodes", "", "a", "b", "", "Running Nodes", "", "a", "b", "", "Versions", ""]
+    assert lines[16].startswith("a: Warren ") and lines[16].endswith(" on Python " + sys.version.split()[0])
     assert f"port: {node.port}, protocol: amqp, purpose: AMQP 0-9-1 and AMQP 1.0" in run.stdout
     run = subprocess.run([sys.executable, "-m", "warren", "ctl", "--url", node.http_url, "cluster_status",
                           "--formatter", "json"], capture_output=True, text=True, timeout=60)
     value = json.loads(run.stdout)
     assert sorted(value) == ["alarms", "cluster_name", "disk_nodes", "feature_flags", "listeners",
                              "maintenance_status", "partitions", "running_nodes", "versions"]
-    # one node: the HTTP API does not list a cluster's members yet (docs/clustering.md)
-    assert value["running_nodes"] == value["disk_nodes"] and len(value["disk_nodes"]) == 1
+    # both nodes, as the HTTP API lists them (tests/cluster/test_seen_as_cluster.py)
+    assert value["running_nodes"] == value["disk_nodes"] == ["a", "b"]
 
 
 @pytest.mark.cluster

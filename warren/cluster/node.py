@@ -6,7 +6,11 @@ Keys, under ``/warren/<cluster name>/`` (docs/clustering.md):
                   (JSON: ``id``, a random UUID; ``created``; ``by``, the creating node's name)
 ``secret``        the cluster secret, when the creating node made it (no --cluster-secret-file)
 ``secret-check``  sha256 of ``<id>:<secret>``: a joining node's secret must give the same digest
-``nodes/<NAME>``  one per running node, held by that node's lease (JSON: name, pid, listeners)
+``nodes/<NAME>``  one per running node, held by that node's lease (JSON: name, pid, listeners,
+                  and ``status``: the node's figures as its ``/api/nodes`` row shows them,
+                  written again every ``STATUS_INTERVAL`` seconds)
+``members/<NAME>`` one per node that ever joined, without a lease: the cluster's disc nodes,
+                  running or not, until ``forget`` (``warren ctl forget_cluster_node``) removes it
 
 The creating node writes ``id``, ``secret`` and ``secret-check`` in one transaction that
 succeeds only if ``id`` does not exist yet: of two first nodes starting at once, one creates
@@ -37,11 +41,12 @@ from pathlib import Path
 
 from warren.cluster.etcd import EtcdClient, EtcdError
 
-__all__ = ["ClusterError", "ClusterNode", "CLUSTER_FILE", "join", "cluster_prefix"]
+__all__ = ["ClusterError", "ClusterNode", "CLUSTER_FILE", "STATUS_INTERVAL", "join", "cluster_prefix"]
 
 log = logging.getLogger("warren.cluster")
 
 CLUSTER_FILE = "cluster.json"  # in the data folder: which cluster and node it belongs to
+STATUS_INTERVAL = 5.0  # seconds between writes of this node's figures (RabbitMQ samples every 5 s)
 
 
 class ClusterError(Exception):
@@ -115,11 +120,15 @@ class ClusterNode:
         self.ttl = ttl
         self.record = record  # the value of nodes/<name>
         self._keeper: asyncio.Task | None = None
-        self._watcher: asyncio.Task | None = None
+        self._watchers: list[asyncio.Task] = []
+        self._reporter: asyncio.Task | None = None
         self._left = False
         # the live members by name (their records), this node's included: read once, then kept
         # by a watch on nodes/ (start_watch); the HTTP API may read it (no import of this package)
         self.members: dict[str, dict] = {node_name: record}
+        # every node that joined and was not forgotten, running or not (members/), kept the same way
+        self.known: dict[str, dict] = {node_name: {"name": node_name}}
+        self.status_of = None  # () -> this node's figures (the HTTP API's /api/nodes row), set by it
 
     @property
     def node_key(self) -> str:
@@ -130,16 +139,34 @@ class ClusterNode:
             self._keeper = asyncio.get_running_loop().create_task(self._keep_alive())
 
     def start_watch(self) -> None:
-        if self._watcher is None:
-            self._watcher = asyncio.get_running_loop().create_task(self._watch_members())
+        if not self._watchers:
+            loop = asyncio.get_running_loop()
+            self._watchers = [loop.create_task(self._follow("nodes/", "members", "member list")),
+                              loop.create_task(self._follow("members/", "known", "list of nodes"))]
 
-    async def _watch_members(self) -> None:
-        """``members`` from etcd: read whole, then followed by a watch from the revision read
-        (nothing missed, nothing twice); read whole again whenever the watch ends or fails (etcd
-        restarted, a member gone, the revision compacted). One streamed response, no thread.
-        A member cut off from its majority may hold the stream open silently: the view is then
-        stale until the stream ends (the lease renewals log the trouble meanwhile)."""
-        prefix = f"{self.prefix}nodes/"
+    def running(self, name: str) -> bool:
+        """Whether ``name``'s lease is alive and it listens (its record says running)."""
+        return self.members.get(name, {}).get("state") == "running"
+
+    async def forget(self, name: str) -> None:
+        """Remove ``name`` from the cluster for good (``warren ctl forget_cluster_node``): only a
+        node that is not running (ClusterError otherwise, or when no such node joined). Started
+        again with its data folder, it is refused (``join``)."""
+        if name in self.members:
+            raise ClusterError(f"node {name!r} is running: stop it before forgetting it")
+        if await self.client.delete(f"{self.prefix}members/{name}") == 0:
+            raise ClusterError(f"node {name!r} is not a node of cluster {self.cluster_name!r}")
+        self.known.pop(name, None)
+        log.info("cluster %s: node %s forgotten", self.cluster_name, name)
+
+    async def _follow(self, subkey: str, attribute: str, what: str) -> None:
+        """The records under ``subkey`` from etcd into ``self.<attribute>``, by name: read whole,
+        then followed by a watch from the revision read (nothing missed, nothing twice); read
+        whole again whenever the watch ends or fails (etcd restarted, a member gone, the revision
+        compacted). One streamed response, no thread. A member cut off from its majority may
+        hold the stream open silently: the view is then stale until the stream ends (the lease
+        renewals log the trouble meanwhile)."""
+        prefix = self.prefix + subkey
         problem = None
         quick = False  # the last round was read again at once after a short watch
         while not self._left:
@@ -148,19 +175,20 @@ class ClusterNode:
             try:
                 kvs, revision = await self.client.range_prefix(prefix)
                 followed = True
-                self.members = _members(prefix, kvs)
+                records = _members(prefix, kvs)
+                setattr(self, attribute, records)
                 if problem is not None:
-                    log.info("cluster %s: following the member list again", self.cluster_name)
+                    log.info("cluster %s: following the %s again", self.cluster_name, what)
                 problem = None
                 async for event in self.client.watch_prefix(prefix, start_revision=revision + 1):
                     name = event.kv.key.decode()[len(prefix):]
                     if event.kind == "DELETE":
-                        self.members.pop(name, None)
+                        records.pop(name, None)
                     else:
-                        self.members[name] = _record(event.kv.value)
+                        records[name] = _record(event.kv.value)
             except EtcdError as e:
                 if problem is None:
-                    log.warning("cluster %s: cannot follow the member list: %s", self.cluster_name, e)
+                    log.warning("cluster %s: cannot follow the %s: %s", self.cluster_name, what, e)
                 problem = str(e)
             except ValueError as e:  # not JSON: a stream cut mid-line
                 problem = str(e)
@@ -210,9 +238,31 @@ class ClusterNode:
         self.lease = lease
 
     async def announce(self, **listeners) -> None:
-        """Add the node's listeners (ports) to its member record, once they are bound."""
+        """Add the node's listeners (ports) to its member record, once they are bound; from then
+        on its figures (``status_of``) are written again every ``STATUS_INTERVAL`` seconds."""
         self.record = {**self.record, **listeners, "state": "running"}
+        await self._write_record()
+        if self._reporter is None and self.status_of is not None:
+            self._reporter = asyncio.get_running_loop().create_task(self._report())
+
+    async def _write_record(self) -> None:
+        if self.status_of is not None:
+            try:
+                self.record = {**self.record, "status": self.status_of()}
+            except Exception:  # the figures are a view: a failure to gather them must not stop the node
+                log.exception("cluster %s: this node's figures could not be gathered", self.cluster_name)
         await self.client.put(self.node_key, json.dumps(self.record), lease=self.lease)
+
+    async def _report(self) -> None:
+        """This node's figures into its member record every ``STATUS_INTERVAL`` seconds, which
+        the other nodes' ``/api/nodes`` show (RabbitMQ's nodes ask each other; here etcd's watch
+        carries them). etcd out of reach: the lease renewal logs it, this waits for the next turn."""
+        while not self._left:
+            await asyncio.sleep(STATUS_INTERVAL)
+            try:
+                await self._write_record()
+            except EtcdError:
+                pass
 
     async def read_members(self) -> dict[str, dict]:
         """The live members' records (those whose lease is alive), by name, read from etcd now."""
@@ -223,14 +273,15 @@ class ClusterNode:
         """Stop renewing and revoke the lease: the member key goes at once. Bounded: a node whose
         etcd is gone still stops (its key then goes when the lease ends)."""
         self._left = True
-        for task in (self._keeper, self._watcher):
+        for task in (self._keeper, self._reporter, *self._watchers):
             if task is not None:
                 task.cancel()
                 try:
                     await task
                 except asyncio.CancelledError:
                     pass
-        self._keeper = self._watcher = None
+        self._keeper = self._reporter = None
+        self._watchers = []
         try:
             await asyncio.wait_for(self.client.revoke(self.lease), timeout)
         except (EtcdError, asyncio.TimeoutError) as e:
@@ -284,11 +335,17 @@ async def join(config, *, timeout: float = 5.0) -> ClusterNode:
             raise ClusterError(f"data folder {data_dir.resolve()} belongs to another cluster (id "
                                f"{folder['cluster_id']}) than {cluster!r} in etcd (id {cluster_id})")
         await _check_secret(client, prefix, cluster, cluster_id, own_secret)
+        member_key = f"{prefix}members/{name}"
+        if folder is not None and await client.get(member_key) is None:
+            raise ClusterError(f"node {name!r} was removed from cluster {cluster!r} (forget_cluster_node): its "
+                               f"data folder {data_dir.resolve()} is no longer the cluster's; start it with a new one")
         lease, ttl = await client.grant(config.cluster_lease_ttl)
         record = {"name": name, "cluster": cluster, "cluster_id": cluster_id, "pid": os.getpid(),
                   "host": os.uname().nodename, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                   "state": "starting"}
-        written, existing = await client.put_if_absent(f"{prefix}nodes/{name}", json.dumps(record), lease=lease)
+        joined = json.dumps({"name": name, "joined": record["started"]})
+        written, existing = await client.put_if_absent(f"{prefix}nodes/{name}", json.dumps(record), lease=lease,
+                                                       also=None if folder is not None else {member_key: joined})
         if not written:
             raise ClusterError(f"node name {name!r} is already running in cluster {cluster!r} "
                                f"({_describe(existing.value if existing else b'')}; its lease is alive)")

@@ -24,6 +24,7 @@ from warren.access.login_throttle import LoginThrottle
 from warren.broker.limits import BrokerLimits
 from warren.broker.broker import TICK, Broker
 from warren.broker.durability import MAX_SYNCS_IN_FLIGHT, Durability
+from warren.broker.node import name_node
 from warren.broker.queue import Queue
 from warren.broker.queues.flow_marks import FlowMarks
 from warren.config import Config
@@ -682,6 +683,7 @@ def _join_cluster(config: Config, loop: asyncio.AbstractEventLoop):
     except ClusterError as e:
         loop.close()
         raise StartupError(str(e)) from None
+    name_node(config.node_name)  # the HTTP API, Prometheus and shovels name the node so
     # the node files are the cluster's: taken from etcd (or seeded there) before the broker reads them
     from warren.cluster.etcd import EtcdError
     from warren.cluster.shared_files import SharedFiles

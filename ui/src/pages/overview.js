@@ -1,5 +1,5 @@
 // Overview: totals, live charts of queued messages and message rates, node (memory, disk,
-// alarms, descriptors), listeners and versions.
+// alarms, descriptors), the nodes of a cluster, listeners and versions.
 import { useMemo } from 'preact/hooks';
 import { html, fmtNum, fmtBytes, fmtDuration, hasTag } from '../util.js';
 import { useApi, useApp } from '../state.js';
@@ -36,8 +36,12 @@ export function Overview() {
   if (!data) return html`<h1 tabindex="-1">Overview</h1>${ov.error ? html`<${ErrorBox} error=${ov.error} />` : html`<${Loading} />`}`;
   const totals = data.object_totals || {};
   const qt = data.queue_totals || {};
-  const node = nodes.data && nodes.data[0];
-  const alarms = node ? [node.mem_alarm && 'memory', node.disk_free_alarm && 'disk'].filter(Boolean) : [];
+  // the answering node's gauges; a cluster's nodes (every node lists them all) in a table below
+  const node = nodes.data && (nodes.data.find((n) => n.name === data.node) || nodes.data[0]);
+  const cluster = nodes.data && nodes.data.length > 1 ? nodes.data : null;
+  const alarmsOf = (n) => [n.mem_alarm && 'memory', n.disk_free_alarm && 'disk'].filter(Boolean);
+  // RabbitMQ's alarms are the cluster's: one node's alarm blocks publishers on every node
+  const alarms = (nodes.data || []).flatMap((n) => alarmsOf(n).map((a) => (cluster ? `${a} on ${n.name}` : a)));
   return html`
     <h1 tabindex="-1">Overview</h1>
     <${ErrorBox} error=${ov.error} />
@@ -67,8 +71,20 @@ export function Overview() {
           ['Memory measured as', node.mem_calculation_strategy], ['Rates mode', node.rates_mode],
           ['Process id', node.os_pid]]} />
       <//>` : nodes.error ? html`<p class="muted">Node details need the monitoring or administrator tag.</p>` : null}
+    ${cluster ? html`
+      <${Section} title="Nodes" id="nodes">
+        <${Table} caption="Nodes of the cluster" rows=${cluster} rowKey=${(n) => n.name}
+          columns=${[{ key: 'name', label: 'Name' },
+            { key: 'running', label: 'State', render: (n) => (n.running ? 'running'
+              : html`<strong class="badge alarm">down</strong>`) },
+            { key: 'mem_used', label: 'Memory', cls: 'num', render: (n) => (n.running ? fmtBytes(n.mem_used) : '') },
+            { key: 'disk_free', label: 'Disk free', cls: 'num', render: (n) => (n.running ? fmtBytes(n.disk_free) : '') },
+            { key: 'fd_used', label: 'File descriptors', cls: 'num', render: (n) => (n.running ? fmtNum(n.fd_used) : '') },
+            { key: 'alarms', label: 'Alarms', render: (n) => alarmsOf(n).join(', ') || (n.running ? 'none' : '') },
+            { key: 'uptime', label: 'Uptime', cls: 'num', render: (n) => (n.running ? fmtDuration(n.uptime) : '') }]} />
+      <//>` : null}
     <${Section} title="Listeners" id="listeners">
-      <${Table} caption="Listeners" rows=${data.listeners || []} rowKey=${(l) => `${l.protocol}:${l.port}`}
+      <${Table} caption="Listeners" rows=${data.listeners || []} rowKey=${(l) => `${l.node}:${l.protocol}:${l.port}`}
         columns=${[{ key: 'protocol', label: 'Protocol' }, { key: 'ip_address', label: 'Bound to' },
           { key: 'port', label: 'Port', cls: 'num' }, { key: 'node', label: 'Node' }]} />
     <//>

@@ -1,4 +1,5 @@
-"""`status`, `ping`, `await_startup` and `cluster_status`: is the broker there, and how is it."""
+"""`status`, `ping`, `await_startup` and `cluster_status`: is the broker there, and how is it;
+`forget_cluster_node`: a node of its cluster removed for good."""
 
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ from urllib.parse import urlsplit, urlunsplit
 import click
 
 from warren.cli.ctl import api, common_options, ctl, settings
-from warren.cli.ctl.client import EX_NOPERM, EX_TEMPFAIL, ApiError, CtlError
+from warren.cli.ctl.client import EX_DATAERR, EX_NOPERM, EX_SOFTWARE, EX_TEMPFAIL, EX_UNAVAILABLE, ApiError, CtlError
 from warren.cli.ctl.output import emit_value, info
 
-__all__ = ["status", "ping", "await_startup", "cluster_status"]
+__all__ = ["status", "ping", "await_startup", "cluster_status", "forget_cluster_node"]
 
 AWAIT_DEFAULT_S = 300.0  # rabbitmqctl await_startup's default
 POLL_INTERVAL_S = 0.2
@@ -242,8 +243,8 @@ def cluster_status_text(value: dict, is_rabbitmq: bool) -> str:
 @common_options
 def cluster_status() -> None:
     """Displays the cluster's nodes, running nodes, versions, alarms, partitions, listeners and
-    feature flags, in rabbitmqctl's layout (a Warren cluster on etcd lists its live members once
-    its HTTP API does: docs/clustering.md)."""
+    feature flags, in rabbitmqctl's layout (a Warren cluster on etcd: every node that joined and
+    was not forgotten, docs/clustering.md)."""
     s = settings()
     client = api(s)
     overview = client.get("overview")
@@ -257,3 +258,23 @@ def cluster_status() -> None:
         flags = []  # Warren has none
     value = cluster_status_value(overview, nodes if isinstance(nodes, list) else [], flags)
     emit_value(s, value, cluster_status_text(value, not is_warren(overview)))
+
+
+@ctl.command("forget_cluster_node")
+@click.argument("node")
+@common_options
+def forget_cluster_node(node: str) -> None:
+    """Removes a stopped NODE from the cluster for good, asked of a running node (started again
+    with its data folder, NODE is refused: give it a new one)."""
+    s = settings()
+    info(s, f"Removing node {node} from the cluster")
+    try:
+        api(s).delete("nodes", node)
+    except ApiError as e:
+        if e.status == 404:
+            raise CtlError(EX_UNAVAILABLE, f"The node selected ({node}) is not in the cluster.") from None
+        if e.status in (400, 409):
+            raise CtlError(EX_DATAERR, " ".join((e.reason or "").split())) from None
+        if e.status == 503:
+            raise CtlError(EX_SOFTWARE, " ".join((e.reason or "").split())) from None
+        raise

@@ -1,7 +1,13 @@
 """``/api/overview``, ``/api/nodes[/{name}]``, ``/api/whoami``, ``/api/cluster-name``,
 ``/api/extensions``: the node as RabbitMQ's management plugin describes it.
 
-Warren is one node, named RabbitMQ's way (``rabbit@<short host name>``, common.node_name).
+A single Warren is one node, named RabbitMQ's way (``rabbit@<short host name>``,
+common.node_name). A node of a cluster (docs/clustering.md) is named by its ``--node-name`` and
+lists every node of the cluster from ``server.cluster``, the node's view of etcd (read, never
+imported): ``known``, every node that joined and was not forgotten; ``members``, those whose
+lease lives, each record with its listeners and ``status``, the figures that node's own
+``/api/nodes`` row shows, written by it every 5 s. A node that joined but does not run is a row
+``running: false``, as RabbitMQ lists a stopped disc node.
 The overview says ``product_name`` Warren with its own ``product_version``, and
 ``rabbitmq_version``/``management_version`` 3.10.8: the API level it implements (tools gate
 features on it). Warren's own fields (``product``, ``version``, ``vhosts``, ``queues``,
@@ -10,6 +16,7 @@ features on it). Warren's own fields (``product``, ``version``, ``vhosts``, ``qu
 
 from __future__ import annotations
 
+import logging
 import os
 import platform
 import resource
@@ -20,9 +27,9 @@ from aiohttp import web
 
 from warren import __version__
 from warren.management.api import stats as st
-from warren.management.api.auth import MONITORING, principal, require, visible_vhosts
+from warren.management.api.auth import ADMINISTRATOR, MONITORING, principal, require, visible_vhosts
 from warren.management.api.common import (
-    BROKER, INFO, SERVER, STATS, bad_request, not_found, node_name, reply_list, reply_object,
+    BROKER, INFO, SERVER, STATS, ApiError, bad_request, no_content, not_found, node_name, reply_list, reply_object,
 )
 from warren.management.api.merged import add_figures
 
@@ -37,16 +44,47 @@ EXCHANGE_TYPES = [
     {"name": "x-consistent-hash", "description": "Consistent Hashing Exchange", "enabled": True},
     {"name": "x-delayed-message", "description": "Delayed Message Exchange", "enabled": True},
 ]
+log = logging.getLogger("warren.management")
 SAMPLE_RETENTION = {"global": [600, 3600, 28800, 86400], "basic": [600, 3600], "detailed": [600]}
 
 
-def _ports(request: web.Request) -> dict:
-    return request.app[INFO]() or {}
+def _ports(app: web.Application) -> dict:
+    return app[INFO]() or {}
 
 
-def listeners(request: web.Request) -> list[dict]:
-    server = request.app[SERVER]
-    info = _ports(request)
+def _cluster(app: web.Application):
+    """This node's membership (warren/cluster/node.py ``ClusterNode``), None on a single node."""
+    server = app[SERVER]
+    return getattr(server, "cluster", None) if server is not None else None
+
+
+def listeners(app: web.Application) -> list[dict]:
+    """This node's listeners, then those of every other running node of its cluster."""
+    out = _own_listeners(app)
+    cluster = _cluster(app)
+    if cluster is not None:
+        for name, record in sorted(cluster.members.items()):
+            if name != node_name() and record.get("state") == "running":
+                out += _member_listeners(name, record)
+    return out
+
+
+def _member_listeners(node: str, record: dict) -> list[dict]:
+    """Another node's listeners as its member record lists them (warren/cluster/node.py)."""
+    host = record.get("amqp_host") or "127.0.0.1"
+    out = []
+    for key, protocol in (("amqp_port", "amqp"), ("amqps_port", "amqp/ssl"), ("http_port", "http"),
+                          ("prometheus_port", "http/prometheus")):
+        if record.get(key) is not None:
+            opts = {"port": record[key]} if protocol.startswith("http") else {"backlog": 1024, "nodelay": True}
+            out.append({"node": node, "protocol": protocol, "ip_address": host, "port": record[key],
+                        "socket_opts": opts})
+    return out
+
+
+def _own_listeners(app: web.Application) -> list[dict]:
+    server = app[SERVER]
+    info = _ports(app)
     node = node_name()
     out = []
     amqp_port = info.get("amqp_port")
@@ -109,7 +147,7 @@ async def overview(request: web.Request) -> web.Response:
         add_figures(object_totals, {k: v for k, v in more_objects.items() if k != "exchanges"})
         streams += more_streams
     node = node_name()
-    info = _ports(request)
+    info = _ports(request.app)
     body = {
         "management_version": API_VERSION,
         "rates_mode": "basic",
@@ -128,7 +166,7 @@ async def overview(request: web.Request) -> web.Response:
         "object_totals": object_totals,
         "statistics_db_event_queue": 0,
         "node": node,
-        "listeners": listeners(request),
+        "listeners": listeners(request.app),
         "contexts": [{"node": node, "description": "RabbitMQ Management", "path": "/",
                       "port": str(info.get("http_port", ""))}],
         # Warren's own
@@ -195,9 +233,10 @@ def _rss() -> int:
         return 0
 
 
-def node_info(request: web.Request) -> dict:
-    server = request.app[SERVER]
-    sampler = request.app[STATS]
+def node_info(app: web.Application) -> dict:
+    """This node's row of /api/nodes."""
+    server = app[SERVER]
+    sampler = app[STATS]
     fd_used, fd_total = _fd_counts()
     alarms = server.alarms if server is not None else None
     raised = alarms.raised if alarms is not None else set()
@@ -208,7 +247,7 @@ def node_info(request: web.Request) -> dict:
     except OSError:
         disk_free = 0
     node = node_name()
-    info = _ports(request)
+    info = _ports(app)
     return {
         "name": node,
         "type": "disc",
@@ -229,7 +268,7 @@ def node_info(request: web.Request) -> dict:
         "fd_total": fd_total,
         # the listening sockets count too (RabbitMQ counts connections only): an idle node is
         # not "0 sockets", which nagios' check_rabbitmq_server reads as "unable to get values"
-        "sockets_used": len(sampler.connections()) + len(listeners(request)),
+        "sockets_used": len(sampler.connections()) + len(_own_listeners(app)),
         "sockets_used_details": st.details(0.0),
         "sockets_total": int(fd_total * 0.9),
         "proc_used": threading.active_count(),
@@ -255,16 +294,68 @@ def node_info(request: web.Request) -> dict:
     }
 
 
+def node_rows(app: web.Application) -> list[dict]:
+    """Every node of the cluster by name (this one alone on a single node): this node's row
+    fresh, a running node's as it last wrote it, a stopped one's as RabbitMQ shows a stopped
+    disc node."""
+    own = node_info(app)
+    cluster = _cluster(app)
+    if cluster is None:
+        return [own]
+    rows = []
+    for name in sorted(set(cluster.known) | set(cluster.members)):
+        if name == own["name"]:
+            rows.append(own)
+        elif cluster.running(name):
+            status = cluster.members[name].get("status")
+            rows.append({**(status if isinstance(status, dict) else {}), "name": name, "type": "disc",
+                         "running": True})
+        else:
+            rows.append(_stopped_row(name))
+    return rows
+
+
+def _stopped_row(name: str) -> dict:
+    """A node that joined and is not running: what RabbitMQ 3.10 shows of one (no figures)."""
+    return {"name": name, "type": "disc", "running": False, "being_drained": False, "partitions": [],
+            "cluster_links": [], "os_pid": None, "mem_alarm": False, "disk_free_alarm": False,
+            "applications": [], "contexts": [], "exchange_types": [], "auth_mechanisms": [],
+            "enabled_plugins": [], "config_files": [], "log_files": []}
+
+
 async def nodes(request: web.Request) -> web.Response:
     require(request, MONITORING)
-    return reply_list(request, [node_info(request)])
+    return reply_list(request, node_rows(request.app))
 
 
 async def node(request: web.Request) -> web.Response:
     require(request, MONITORING)
-    if request.match_info["node"] != node_name():
+    for row in node_rows(request.app):
+        if row["name"] == request.match_info["node"]:
+            return reply_object(request, row)
+    raise not_found()
+
+
+async def forget_node(request: web.Request) -> web.Response:
+    """``DELETE /api/nodes/{node}``: Warren's own (RabbitMQ's API has no such route; its
+    ``rabbitmqctl forget_cluster_node`` goes over Erlang distribution, ``warren ctl``'s over
+    this). A running node or an unknown one is refused; etcd out of reach answers 503."""
+    require(request, ADMINISTRATOR)
+    cluster = _cluster(request.app)
+    name = request.match_info["node"]
+    if cluster is None:
+        raise bad_request(f"node {node_name()} is not a node of a cluster: there is no node to forget")
+    if name == node_name() or cluster.running(name) or name in cluster.members:
+        raise ApiError(409, "conflict", f"node {name} is running: stop it before forgetting it")
+    if name not in cluster.known:
         raise not_found()
-    return reply_object(request, node_info(request))
+    try:
+        await cluster.forget(name)
+    except Exception as e:  # etcd out of reach or without quorum (warren/cluster/etcd.py), or raced
+        log.warning("HTTP API: forgetting node %s failed for %s: %s", name, principal(request).name, e)
+        raise ApiError(503, "unavailable", f"could not forget node {name}: {e}") from None
+    log.info("HTTP API: node %s forgotten by %s", name, principal(request).name)
+    return no_content()
 
 
 async def whoami(request: web.Request) -> web.Response:
@@ -280,11 +371,21 @@ async def extensions(request: web.Request) -> web.Response:
     return web.json_response([])
 
 
+async def _report_to_cluster(app: web.Application) -> None:
+    """In a cluster, this node's /api/nodes row is what it writes into its member record for
+    the other nodes to show (warren/cluster/node.py ``status_of``)."""
+    cluster = _cluster(app)
+    if cluster is not None:
+        cluster.status_of = lambda: node_info(app)
+
+
 def add_routes(app: web.Application) -> None:
+    app.on_startup.append(_report_to_cluster)
     r = app.router
     r.add_get("/api/overview", overview)
     r.add_get("/api/nodes", nodes)
     r.add_get("/api/nodes/{node}", node)
+    r.add_delete("/api/nodes/{node}", forget_node)
     r.add_get("/api/whoami", whoami)
     r.add_get("/api/cluster-name", cluster_name)
     r.add_get("/api/extensions", extensions)
