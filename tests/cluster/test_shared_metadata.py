@@ -18,6 +18,7 @@ import pytest
 
 from tests.cluster.cluster_nodes import publish_and_get, wait_until
 from tests.cluster.etcd_harness import ETCD, MISSING_REASON, EtcdCluster
+from tests.conftest import launch_broker
 
 APPLIED_S = 10.0  # a change reaches the other nodes within a second; the bound allows a loaded machine
 LEASE_TTL = "2"  # the killed node's name is free again within a few seconds
@@ -173,3 +174,53 @@ def test_without_etcd_a_change_is_refused_and_amqp_goes_on(own_etcd, nodes, clus
     assert "after" not in users_of(n1)
     assert publish_and_get(n1, "still-serving") == b"to still-serving"
     assert "before" in users_of(n1)
+
+
+def shovels_on(node, name: str) -> list[dict]:
+    return [s for s in ok(api(node, "GET", "/api/shovels")) if s["name"] == name]
+
+
+def moves(plain, body: bytes) -> bool:
+    """A message published to the shovel's source queue on ``plain`` reaches its destination."""
+    conn = connect(plain)
+    try:
+        ch = conn.channel()
+        ch.confirm_delivery()
+        ch.basic_publish("", "s-src", body)
+        got = wait_until(lambda: ch.basic_get("s-dst", auto_ack=True)[2], APPLIED_S, f"{body!r} shovelled")
+        return got == body
+    finally:
+        conn.close()
+
+
+def test_one_node_runs_each_shovel_and_another_takes_it_when_that_node_dies(etcd1, nodes, cluster_name, tmp_path):
+    plain = launch_broker(tmp_path, "--workers", "1", data_dir=tmp_path / "plain-data")
+    nodes.started.append(plain)  # stopped with the nodes
+    conn = connect(plain)
+    for queue in ("s-src", "s-dst"):
+        conn.channel().queue_declare(queue, durable=True)
+    conn.close()
+    n1 = nodes.start(etcd1.endpoints, cluster_name, "n1", "--cluster-lease-ttl", LEASE_TTL)
+    n2 = nodes.start(etcd1.endpoints, cluster_name, "n2", "--cluster-lease-ttl", LEASE_TTL)
+    uri = f"amqp://guest:guest@127.0.0.1:{plain.port}"
+    ok(api(n1, "PUT", "/api/parameters/shovel/%2F/s1",
+           {"value": {"src-uri": uri, "src-queue": "s-src", "dest-uri": uri, "dest-queue": "s-dst"}}))
+
+    def running(among):
+        return [n for n in among if any(s["state"] == "running" for s in shovels_on(n, "s1"))]
+
+    runner = wait_until(lambda: running((n1, n2)), APPLIED_S, "the shovel runs on a node")[0]
+    other = n2 if runner is n1 else n1
+    # the other node has the definition (its listeners heard of it in the same loop turn) and runs nothing
+    wait_until(lambda: api(other, "GET", "/api/parameters/shovel/%2F/s1")[0] == 200, APPLIED_S, "the shovel defined")
+    assert shovels_on(other, "s1") == [], "the shovel runs on both nodes"
+    runs = etcd1.get_prefix(f"/warren/{cluster_name}/runs/")
+    assert runs == {f"/warren/{cluster_name}/runs/shovel/%2F/s1": ("n1" if runner is n1 else "n2").encode()}, runs
+    assert moves(plain, b"first")
+    runner.proc.kill()  # kill -9: its lease ends, its key goes, the other node takes the shovel
+    runner.proc.wait(timeout=10)
+    wait_until(lambda: running((other,)), 30, "the other node runs the shovel")
+    assert moves(plain, b"second")
+    ok(api(other, "DELETE", "/api/parameters/shovel/%2F/s1"))
+    prefix = f"/warren/{cluster_name}/runs/"
+    wait_until(lambda: not etcd1.get_prefix(prefix), APPLIED_S, "the shovel's run key released")

@@ -240,6 +240,7 @@ class SharedFiles:
         self._task: asyncio.Task | None = None
         self._stopped = False
         self.applied_changes = 0  # other nodes' changes written into the files (logs, tests)
+        self.runs = None  # which node runs each shovel (runs.py), once the server has its federation
 
     # --- start ----------------------------------------------------------------------------------
 
@@ -275,8 +276,16 @@ class SharedFiles:
         if self._task is None:
             self._task = loop.create_task(self._watch())
 
+    def run_once(self, manager, parameters) -> None:
+        """One node of the cluster runs each shovel (runs.py), from now on."""
+        from warren.cluster.runs import Runs
+        self.runs = Runs(self.node, manager)
+        self.runs.install(parameters)
+
     async def stop(self) -> None:
         self._stopped = True
+        if self.runs is not None:
+            await self.runs.stop()
         for f in self.files.values():
             node_file.unshare(f.path)
         if self._task is not None:

@@ -1,0 +1,194 @@
+"""One node of the cluster runs each shovel (docs/clustering.md, "Shared metadata").
+
+The runtime parameters are the cluster's (shared_files.py), so every node hears of each shovel
+and would start it. Instead, the node that runs one holds the key
+``/warren/<C>/runs/shovel/<vhost>/<name>`` (vhost and name percent-quoted), written only if
+absent with the node's membership lease: whichever node writes it first runs the shovel, the
+others do not. When that node stops or dies, its lease ends, the key goes, and the other nodes,
+which watch ``runs/``, try to take it: one wins and starts the shovel (within the lease TTL of
+the death, plus a moment). A shovel deleted releases its key.
+
+This plugs into the federation manager's existing seam, ``runs_here(vhost, kind, name)`` (with
+``--worker-mode queues`` the one that picks a worker per shovel): it must answer at once, on the
+loop, so an unknown shovel answers False and a claim starts in the background; once won, the
+shovel is started through ``restart_shovel``. Federation links are left to each node
+(``kind`` other than ``shovel``): exchanges and queues are still each node's own, so each node
+federates its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import urllib.parse
+
+from warren.cluster.etcd import EtcdError
+
+__all__ = ["Runs"]
+
+log = logging.getLogger("warren.cluster")
+
+SHOVEL = "shovel"
+
+
+class Runs:
+    def __init__(self, node, manager) -> None:
+        self.node = node  # node.py's ClusterNode: client, lease, name
+        self.manager = manager  # warren/federation/manager.py FederationManager
+        self.prefix = f"{node.prefix}runs/"
+        self.held: set[tuple[str, str, str]] = set()  # (kind, vhost, name) whose key this node holds
+        self.others: dict[tuple[str, str, str], str] = {}  # held by another node: its name
+        self._claiming: set[tuple[str, str, str]] = set()
+        self._default = manager.runs_here
+        self._task: asyncio.Task | None = None
+        self._stopped = False
+        self._background: set[asyncio.Task] = set()
+
+    def install(self, parameters) -> None:
+        """Take over the manager's ``runs_here`` for shovels, hear of shovels cleared, and watch
+        ``runs/`` (on the running loop)."""
+        self.manager.runs_here = self.runs_here
+        parameters.listeners.append(self)
+        self._task = asyncio.get_running_loop().create_task(self._watch(), name="cluster runs")
+
+    async def stop(self) -> None:
+        self._stopped = True
+        tasks = [t for t in (self._task, *self._background) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def key(self, k: tuple[str, str, str]) -> str:
+        return self.prefix + "/".join(urllib.parse.quote(part, safe="") for part in k)
+
+    def _of(self, key: bytes) -> tuple[str, str, str] | None:
+        parts = key.decode()[len(self.prefix):].split("/")
+        return tuple(urllib.parse.unquote(p) for p in parts) if len(parts) == 3 else None
+
+    # --- the manager's seam ---------------------------------------------------------------------
+
+    def runs_here(self, vhost: str, kind: str, name: str) -> bool:
+        if kind != SHOVEL:
+            return self._default(vhost, kind, name)
+        k = (kind, vhost, name)
+        if k in self.held:
+            return True
+        if k not in self.others:
+            self._claim_soon(k)
+        return False
+
+    def parameter_changed(self, component: str, vhost: str, name: str, value) -> None:
+        k = (component, vhost, name)
+        if component == SHOVEL and value is None and k in self.held:
+            self.held.discard(k)
+            self._spawn(self._release(k))
+
+    def global_parameter_changed(self, name: str, value) -> None:
+        pass
+
+    # --- claims -----------------------------------------------------------------------------------
+
+    def _spawn(self, coro) -> None:
+        if self._stopped:
+            coro.close()
+            return
+        task = asyncio.get_running_loop().create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def _claim_soon(self, k) -> None:
+        if k not in self._claiming:
+            self._claiming.add(k)
+            self._spawn(self._claim(k))
+
+    async def _claim(self, k) -> None:
+        try:
+            written, existing = await self.node.client.put_if_absent(self.key(k), self.node.node_name,
+                                                                     lease=self.node.lease)
+        except EtcdError as e:
+            log.warning("cluster %s: cannot take the run of %s '%s' in vhost '%s': %s", self.node.cluster_name,
+                        k[0], k[2], k[1], e)
+            return  # tried again when the watch reads runs/ again
+        finally:
+            self._claiming.discard(k)
+        if not written:
+            if existing is not None and existing.lease == self.node.lease:
+                written = True  # ours already (a claim answered late)
+            else:
+                self.others[k] = existing.value.decode() if existing is not None else "?"
+                return
+        self.held.add(k)
+        log.info("cluster %s: this node runs %s '%s' in vhost '%s'", self.node.cluster_name, k[0], k[2], k[1])
+        self.manager.restart_shovel(k[1], k[2])
+
+    async def _release(self, k) -> None:
+        try:
+            await self.node.client.delete(self.key(k))
+        except EtcdError as e:  # the key goes with the lease anyway
+            log.warning("cluster %s: cannot release the run of %s '%s': %s", self.node.cluster_name, k[0], k[2], e)
+
+    def _lost(self, k, holder: str | None) -> None:
+        """Another node runs ``k`` now (our lease ended meanwhile): ours stops."""
+        self.held.discard(k)
+        if holder is not None:
+            self.others[k] = holder
+        shovel = self.manager.shovels.pop((k[1], k[2]), None)
+        if shovel is not None:
+            log.warning("cluster %s: %s '%s' in vhost '%s' is run by another node now: stopped here",
+                        self.node.cluster_name, k[0], k[2], k[1])
+            self._spawn(shovel.stop())
+
+    def _unclaimed(self) -> None:
+        """Every shovel defined that no node runs: try to take it."""
+        for p in self.manager.parameters.list(SHOVEL):
+            k = (SHOVEL, p["vhost"], p["name"])
+            if k not in self.held and k not in self.others and p["vhost"] in self.manager.broker.vhosts:
+                self._claim_soon(k)
+
+    # --- the watch ------------------------------------------------------------------------------
+
+    async def _watch(self) -> None:
+        client = self.node.client
+        problem = None
+        while not self._stopped:
+            try:
+                kvs, revision = await client.range_prefix(self.prefix)
+                seen = {}
+                for kv in kvs:
+                    k = self._of(kv.key)
+                    if k is not None:
+                        seen[k] = kv
+                for k in list(self.held):
+                    kv = seen.get(k)
+                    if kv is None or kv.lease != self.node.lease:
+                        self._lost(k, kv.value.decode() if kv is not None else None)
+                self.others = {k: kv.value.decode() for k, kv in seen.items() if kv.lease != self.node.lease}
+                self.held |= {k for k, kv in seen.items() if kv.lease == self.node.lease}
+                problem = None
+                if self.manager.started:
+                    self._unclaimed()
+                async for event in client.watch_prefix(self.prefix, start_revision=revision + 1):
+                    k = self._of(event.kv.key)
+                    if k is None:
+                        continue
+                    if event.kind == "DELETE":
+                        self.others.pop(k, None)
+                        if k in self.held:
+                            self._lost(k, None)
+                        if self.manager.parameters.get(k[0], k[1], k[2]) is not self.manager.parameters.MISSING:
+                            self._claim_soon(k)  # its node went: one of the others takes it
+                    elif event.kv.lease == self.node.lease:
+                        self.held.add(k)
+                    else:
+                        if k in self.held:
+                            self._lost(k, event.kv.value.decode())
+                        self.others[k] = event.kv.value.decode()
+            except EtcdError as e:
+                if problem is None:
+                    log.warning("cluster %s: cannot follow which node runs each shovel: %s", self.node.cluster_name, e)
+                problem = str(e)
+            except ValueError as e:
+                problem = str(e)
+            if self._stopped:
+                break
+            await asyncio.sleep(0.5 if problem is None else 1.0)
