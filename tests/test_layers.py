@@ -33,9 +33,11 @@ import (a module or any module below it):
   ``warren/server/placement.py``; the ownership rule is ``warren/broker/ownership.py``).
 
 * a cluster is the server's business (issue 32): ``warren.protocol``, ``warren.management``,
-  ``warren.spark`` and ``warren.broker`` import nothing from ``warren.cluster`` (the server joins
-  the cluster at start-up; a queue on another node will be a handle behind the broker's directory,
-  as a queue on another worker is).
+  ``warren.spark``, ``warren.broker``, ``warren.store``, ``warren.access`` and ``warren.federation``
+  import nothing from ``warren.cluster`` (the server joins the cluster at start-up; a queue on
+  another node will be a handle behind the broker's directory, as a queue on another worker is;
+  the node files reach etcd through hooks the cluster registers in ``warren/store/node_file.py``,
+  and a shovel's node is chosen through the federation manager's ``runs_here``).
 
 * one broker channel, one adapter per protocol family: the classes extending ``BrokerChannel`` are
   ``CHANNEL_ADAPTERS`` (and ``CHANNEL_CLASSES_PENDING``, each with the reason it is still there);
@@ -139,7 +141,8 @@ RULES = [
     ("metrics", _modules("metrics"), METRICS_FORBIDDEN),
     ("management", _modules("management"), MANAGEMENT_FORBIDDEN),
     ("spread", _modules("spread"), SPREAD_FORBIDDEN),
-    ("cluster", _modules("protocol", "management", "spark", "broker"), CLUSTER_FORBIDDEN),
+    ("cluster", _modules("protocol", "management", "spark", "broker", "store", "access", "federation"),
+     CLUSTER_FORBIDDEN),
 ]
 
 

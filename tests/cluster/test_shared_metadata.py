@@ -138,9 +138,17 @@ def test_two_nodes_adding_users_at_once_both_keep_theirs(etcd1, nodes, cluster_n
         wait_until(lambda: wanted <= users_of(node), APPLIED_S, f"every user on {node.port}")
 
 
-def test_a_node_restarted_takes_what_changed_while_it_was_down(etcd1, nodes, cluster_name):
-    n1 = nodes.start(etcd1.endpoints, cluster_name, "n1", "--cluster-lease-ttl", LEASE_TTL)
+def test_the_first_node_seeds_the_cluster_and_a_node_restarted_takes_what_changed_while_it_was_down(
+        etcd1, nodes, cluster_name, tmp_path):
+    # a single node's users become the cluster's when it creates the cluster
+    alone = launch_broker(tmp_path, "--workers", "1", data_dir=tmp_path / "data-n1")
+    nodes.started.append(alone)
+    ok(api(alone, "PUT", "/api/users/from-before", {"password": "pw0", "tags": ""}))
+    ok(api(alone, "PUT", "/api/permissions/%2F/from-before", {"configure": ".*", "write": ".*", "read": ".*"}))
+    alone.stop()
+    n1 = nodes.start(etcd1.endpoints, cluster_name, "n1", "--cluster-lease-ttl", LEASE_TTL, data_dir=alone.data_dir)
     n2 = nodes.start(etcd1.endpoints, cluster_name, "n2", "--cluster-lease-ttl", LEASE_TTL)
+    assert logs_in(n2, "from-before", "pw0")  # at once: n2 took the cluster's users before serving
     n2.proc.kill()  # kill -9
     n2.proc.wait(timeout=10)
     ok(api(n1, "PUT", "/api/users/while-down", {"password": "pw", "tags": ""}))
