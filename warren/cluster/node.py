@@ -122,6 +122,7 @@ class ClusterNode:
         self._keeper: asyncio.Task | None = None
         self._watchers: list[asyncio.Task] = []
         self._reporter: asyncio.Task | None = None
+        self._writes: set[asyncio.Task] = set()
         self._left = False
         # the live members by name (their records), this node's included: read once, then kept
         # by a watch on nodes/ (start_watch); the HTTP API may read it (no import of this package)
@@ -129,6 +130,7 @@ class ClusterNode:
         # every node that joined and was not forgotten, running or not (members/), kept the same way
         self.known: dict[str, dict] = {node_name: {"name": node_name}}
         self.status_of = None  # () -> this node's figures (the HTTP API's /api/nodes row), set by it
+        self.on_change = None  # () called after each change of ``members`` (warren/cluster/alarms.py)
 
     @property
     def node_key(self) -> str:
@@ -177,6 +179,7 @@ class ClusterNode:
                 followed = True
                 records = _members(prefix, kvs)
                 setattr(self, attribute, records)
+                self._changed(attribute)
                 if problem is not None:
                     log.info("cluster %s: following the %s again", self.cluster_name, what)
                 problem = None
@@ -186,6 +189,7 @@ class ClusterNode:
                         records.pop(name, None)
                     else:
                         records[name] = _record(event.kv.value)
+                    self._changed(attribute)
             except EtcdError as e:
                 if problem is None:
                     log.warning("cluster %s: cannot follow the %s: %s", self.cluster_name, what, e)
@@ -252,6 +256,26 @@ class ClusterNode:
             except Exception:  # the figures are a view: a failure to gather them must not stop the node
                 log.exception("cluster %s: this node's figures could not be gathered", self.cluster_name)
         await self.client.put(self.node_key, json.dumps(self.record), lease=self.lease)
+
+    def _changed(self, attribute: str) -> None:
+        if attribute == "members" and self.on_change is not None:
+            try:
+                self.on_change()
+            except Exception:  # a listener's failure must not stop the watch
+                log.exception("cluster %s: a listener of the member list failed", self.cluster_name)
+
+    def report_now(self) -> None:
+        """Write this node's record (its figures) now, not at the next turn: its alarms changed."""
+        if self._reporter is not None and not self._left:
+            task = asyncio.get_running_loop().create_task(self._report_once())
+            self._writes.add(task)  # held until done (the loop keeps only a weak reference)
+            task.add_done_callback(self._writes.discard)
+
+    async def _report_once(self) -> None:
+        try:
+            await self._write_record()
+        except EtcdError as e:
+            log.warning("cluster %s: could not write this node's figures: %s", self.cluster_name, e)
 
     async def _report(self) -> None:
         """This node's figures into its member record every ``STATUS_INTERVAL`` seconds, which

@@ -112,7 +112,8 @@ class ResourceAlarms:
     def set_alarm(self, name: str, on: bool, detail: str = "", local: bool = True) -> None:
         """Raise or clear alarm ``name``; ``local`` False for another worker's (``--worker-mode
         queues``: its publishers may be ours, so its alarm blocks ours too, as a RabbitMQ
-        cluster's does on every node), which is not told on."""
+        cluster's does on every node) or another node's of a cluster (``"memory (node c)"``,
+        warren/cluster/alarms.py), which is not told on."""
         was_blocked = bool(self.raised)
         changed = on != (name in self.raised)
         if on and name not in self.raised:
@@ -134,8 +135,17 @@ class ResourceAlarms:
 
     def resources(self) -> set[str]:
         """The resources alarmed on the node: ours and, with --worker-mode queues, the other
-        workers' ("memory (worker 1)" is "memory")."""
-        return {name.split(" (worker ")[0] for name in self.raised}
+        workers' ("memory (worker 1)" is "memory"); not other nodes' (``elsewhere``)."""
+        return {name.split(" (worker ")[0] for name in self.raised if " (node " not in name}
+
+    def elsewhere(self) -> list[tuple[str, str]]:
+        """(node, resource) of the alarms other nodes of a cluster raised, which block ours too."""
+        out = []
+        for name in self.raised:
+            resource, sep, node = name.partition(" (node ")
+            if sep:
+                out.append((node.removesuffix(")"), resource))
+        return sorted(out)
 
     def reason(self) -> str:
         return "low on " + " and ".join(sorted(self.raised)) if self.raised else ""

@@ -466,6 +466,9 @@ class Server:
             log.info("Warren listening for AMQP over TLS on %s:%d (client certificates: %s)", c.host, tls_port,
                      {"none": "not asked", "peer": "verified if sent", "require": "required"}[c.tls_verify])
         self.alarms.start()
+        if self.cluster is not None:  # one node's alarm blocks every node's publishers (warren/cluster/alarms.py)
+            from warren.cluster.alarms import share_alarms
+            share_alarms(self.cluster, self.alarms)
         # shovels and federation links: a URI with an empty host is this broker, over loopback
         self.federation.start(port, c.default_user, c.default_pass)
         self._tick_handle = self.loop.call_later(TICK, self._tick)

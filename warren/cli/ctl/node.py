@@ -193,14 +193,16 @@ def cluster_status_value(overview: dict, nodes: list[dict], feature_flags: list[
             "interface": _interface(listener.get("ip_address", "?")), "node": listener.get("node", names[0]),
             "port": listener.get("port", "?"), "protocol": protocol,
             "purpose": LISTENER_PURPOSES.get(protocol, protocol)})
+    running = [n.get("name") for n in nodes if n.get("running", True)] or names
     return {
         "cluster_name": overview.get("cluster_name") or names[0],
         "disk_nodes": names,
-        "running_nodes": [n.get("name") for n in nodes if n.get("running", True)] or names,
+        "running_nodes": running,
+        # what is asked of running nodes: a down node has no entry (as rabbitmqctl's)
         "versions": {name: {"product_name": product, "product_version": version, "runtime": runtime}
-                     for name in names},
+                     for name in running},
         "maintenance_status": {n.get("name"): "being drained" if n.get("being_drained") else "not under maintenance"
-                               for n in nodes} or {names[0]: "not under maintenance"},
+                               for n in nodes if n.get("running", True)} or {names[0]: "not under maintenance"},
         "alarms": alarms,
         "partitions": {n.get("name"): n.get("partitions") for n in nodes if n.get("partitions")},
         "listeners": listeners,
@@ -273,7 +275,9 @@ def forget_cluster_node(node: str) -> None:
     except ApiError as e:
         if e.status == 404:
             raise CtlError(EX_UNAVAILABLE, f"The node selected ({node}) is not in the cluster.") from None
-        if e.status in (400, 409):
+        if e.status == 409:  # a running node: rabbitmqctl's status for it
+            raise CtlError(EX_UNAVAILABLE, " ".join((e.reason or "").split())) from None
+        if e.status == 400:
             raise CtlError(EX_DATAERR, " ".join((e.reason or "").split())) from None
         if e.status == 503:
             raise CtlError(EX_SOFTWARE, " ".join((e.reason or "").split())) from None

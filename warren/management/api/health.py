@@ -30,14 +30,19 @@ def _failed(reason: str, **extra) -> web.Response:
     return web.json_response({"status": "failed", "reason": reason, **extra}, status=503)
 
 
-def _alarms(request: web.Request) -> list[dict]:
+def _alarms(request: web.Request, cluster_wide: bool = False) -> list[dict]:
+    """This node's alarms; ``cluster_wide``, the other nodes' of its cluster too."""
     server = request.app[SERVER]
-    raised = server.alarms.resources() if server is not None else set()
-    return [{"node": node_name(), "resource": name} for name in sorted(raised)]
+    if server is None:
+        return []
+    found = [{"node": node_name(), "resource": name} for name in sorted(server.alarms.resources())]
+    if cluster_wide:
+        found += [{"node": node, "resource": resource} for node, resource in server.alarms.elsewhere()]
+    return found
 
 
 async def alarms(request: web.Request) -> web.Response:
-    found = _alarms(request)
+    found = _alarms(request, cluster_wide=True)
     if found:
         return _failed("resource alarm(s) in effect in the cluster", alarms=found)
     return _ok()

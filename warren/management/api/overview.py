@@ -316,11 +316,8 @@ def node_rows(app: web.Application) -> list[dict]:
 
 
 def _stopped_row(name: str) -> dict:
-    """A node that joined and is not running: what RabbitMQ 3.10 shows of one (no figures)."""
-    return {"name": name, "type": "disc", "running": False, "being_drained": False, "partitions": [],
-            "cluster_links": [], "os_pid": None, "mem_alarm": False, "disk_free_alarm": False,
-            "applications": [], "contexts": [], "exchange_types": [], "auth_mechanisms": [],
-            "enabled_plugins": [], "config_files": [], "log_files": []}
+    """A node that joined and is not running: exactly what RabbitMQ 3.10 shows of one."""
+    return {"name": name, "type": "disc", "running": False, "cluster_links": []}
 
 
 async def nodes(request: web.Request) -> web.Response:
@@ -346,7 +343,7 @@ async def forget_node(request: web.Request) -> web.Response:
     if cluster is None:
         raise bad_request(f"node {node_name()} is not a node of a cluster: there is no node to forget")
     if name == node_name() or cluster.running(name) or name in cluster.members:
-        raise ApiError(409, "conflict", f"node {name} is running: stop it before forgetting it")
+        raise ApiError(409, "conflict", f"node {name} is running: it must be stopped before it can be removed")
     if name not in cluster.known:
         raise not_found()
     try:
