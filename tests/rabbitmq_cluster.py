@@ -33,7 +33,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.rabbitmq_node import RABBITMQ_SERVER, RABBITMQCTL, RabbitNode, rabbitmq_missing
+from tests.rabbitmq_node import RABBITMQ_SERVER, RABBITMQCTL, STOP_GRACE_S, RabbitNode, rabbitmq_missing
 
 __all__ = ["ClusterNode", "RabbitCluster", "start_rabbitmq_cluster", "rabbitmq_missing"]
 
@@ -61,6 +61,11 @@ class ClusterNode(RabbitNode):
     """One member: RabbitNode's ctl, api, log, kill9 and stop, and a restart of the same node."""
 
     index: int = 0
+
+    def ctl_result(self, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess:
+        """rabbitmqctl's exit status, stdout and stderr, for answers that are refusals."""
+        return subprocess.run([RABBITMQCTL, "-n", self.name, *args], env=self.env, capture_output=True, text=True,
+                              timeout=timeout)
 
     def launch(self) -> None:
         with open(self.base / "server.out", "ab") as out:
@@ -144,8 +149,14 @@ class RabbitCluster:
     def stop(self) -> None:
         """Every node (SIGTERM, then SIGKILL of its own PIDs), then the cluster's epmd."""
         for node in self.nodes:  # all at once: each VM lingers a few seconds after SIGTERM
-            if node.proc.poll() is None:
+            if node.proc is not None and node.proc.poll() is None:
                 node.proc.terminate()
+        deadline = time.monotonic() + STOP_GRACE_S  # one grace for the three, not one each
+        for node in self.nodes:
+            try:
+                node.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
         for node in self.nodes:
             node.stop()
         if self.epmd.poll() is None:

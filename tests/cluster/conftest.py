@@ -52,3 +52,19 @@ def nodes(tmp_path) -> Nodes:
         yield n
     finally:
         n.stop_all()
+
+
+@pytest.fixture(scope="session")
+def rabbitmq_cluster(tmp_path_factory):
+    """Debian's RabbitMQ 3.10 as a private three-node cluster (tests/rabbitmq_cluster.py), the
+    reference Warren's cluster is compared with; shared by the session, so a test that kills or
+    forgets a node brings it back before it ends. Skipped where rabbitmq-server is not installed."""
+    from tests.rabbitmq_cluster import rabbitmq_missing, start_rabbitmq_cluster
+    why = rabbitmq_missing()
+    if why:
+        pytest.skip(why)
+    cluster = start_rabbitmq_cluster(tmp_path_factory.mktemp("rabbitmq-cluster"))
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

@@ -1,0 +1,320 @@
+"""RabbitMQ 3.10 as a three-node cluster (tests/rabbitmq_cluster.py), the reference for Warren's:
+what its management API, rabbitmqctl and AMQP answer with every node up, with a node killed, after
+it restarts and after forget_cluster_node. docs/compatibility.md ("A cluster: RabbitMQ 3.10 beside
+Warren") says the same in prose; Warren's cluster is built to match it.
+
+Behind the ``cluster`` marker (``pytest -m cluster tests/cluster/test_beside_rabbitmq_cluster.py``):
+the cluster's start alone takes 30-40 s, a node's restart 10-20 s. The tests share the session's
+cluster and run in file order; a test that kills or forgets a node brings it back before it ends.
+Every wait is for an answer the cluster gives (bounded), never for a time.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+
+import pika
+import pika.exceptions
+import pytest
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
+
+WAIT_S = 60.0  # a node seen down (or up) by the others, a row's figures filled in
+ANSI = re.compile(r"\x1b\[[0-9;]*m")  # rabbitmqctl 3.10 prints its section titles in bold, even into a pipe
+
+# keys every running node's /api/nodes row has (RabbitMQ 3.10.8 has 93; the figures' *_details omitted)
+RUNNING_ROW_KEYS = {
+    "name", "type", "running", "partitions", "os_pid", "uptime", "mem_used", "mem_limit", "mem_alarm",
+    "mem_calculation_strategy", "disk_free", "disk_free_limit", "disk_free_alarm", "fd_used", "fd_total",
+    "sockets_used", "sockets_total", "proc_used", "proc_total", "run_queue", "processors", "net_ticktime",
+    "rates_mode", "exchange_types", "auth_mechanisms", "applications", "contexts", "enabled_plugins",
+    "cluster_links", "config_files", "log_files", "db_dir"}
+# a stopped (killed) node's row: this and nothing else
+STOPPED_ROW_KEYS = {"name", "type", "running", "cluster_links"}
+# a queue whose node is down: its /api/queues row (no figures)
+DOWN_QUEUE_KEYS = {"name", "vhost", "node", "state", "type", "durable", "auto_delete", "exclusive", "arguments"}
+CLUSTER_STATUS_KEYS = {"cluster_name", "disk_nodes", "ram_nodes", "running_nodes", "versions", "maintenance_status",
+                       "alarms", "partitions", "listeners", "feature_flags"}
+SECTIONS = ["Basics", "Disk Nodes", "Running Nodes", "Versions", "Maintenance status", "Alarms",
+            "Network Partitions", "Listeners", "Feature flags"]
+
+
+@pytest.fixture(scope="session", autouse=True)  # session: before the session's cluster starts
+def _only_with_the_marker(request):
+    if "cluster" not in (request.config.option.markexpr or ""):
+        pytest.skip("runs with -m cluster (a three-node RabbitMQ cluster starts in 30-40 s)")
+
+
+def wait_for(condition, what: str, timeout: float = WAIT_S):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout:g} s: {what}")
+        time.sleep(0.2)
+
+
+def rows(node, path: str) -> list[dict]:
+    status, body = node.api("GET", path)
+    assert status == 200, (path, status, body)
+    return body
+
+
+def full_rows(node) -> list[dict] | None:
+    """/api/nodes once every running node's row has its figures (a node that has just started
+    shows five keys until its first statistics arrive)."""
+    got = rows(node, "/api/nodes")
+    return got if all(not r["running"] or "uptime" in r for r in got) else None
+
+
+def running(node, via) -> bool | None:
+    """What ``via``'s /api/nodes says of ``node``: running, stopped, or absent (None)."""
+    return next((r["running"] for r in rows(via, "/api/nodes") if r["name"] == node.name), None)
+
+
+def cluster_status(node) -> tuple[dict, str]:
+    """rabbitmqctl cluster_status's JSON and its text (the bold of the titles removed)."""
+    value = json.loads(node.ctl("cluster_status", "--formatter", "json"))
+    return value, ANSI.sub("", node.ctl("cluster_status"))
+
+
+def sections(text: str) -> dict[str, list[str]]:
+    """The text layout's sections: title -> its lines (blank lines dropped)."""
+    out: dict[str, list[str]] = {}
+    current = None
+    for line in text.splitlines():
+        if line in SECTIONS:
+            current = out.setdefault(line, [])
+        elif line and current is not None:
+            current.append(line)
+    return out
+
+
+def amqp_error(url: str, action) -> tuple[int, str] | str:
+    """The channel.close (code, text) ``action(channel)`` ends with, or "ok"."""
+    conn = pika.BlockingConnection(pika.URLParameters(url))
+    try:
+        ch = conn.channel()
+        try:
+            action(ch)
+        except pika.exceptions.ChannelClosedByBroker as e:
+            return e.reply_code, e.reply_text
+        return "ok"
+    finally:
+        if conn.is_open:
+            conn.close()
+
+
+def publish(url: str, queue: str, bodies: list[bytes], mandatory: bool = False) -> tuple[list, list]:
+    """Publish with confirms to the default exchange: (each body's outcome "ack" or the error's
+    name, the basic.returns (code, text))."""
+    conn = pika.BlockingConnection(pika.URLParameters(url))
+    try:
+        ch = conn.channel()
+        returned = []
+        ch.add_on_return_callback(lambda _ch, method, _props, _body: returned.append((method.reply_code, method.reply_text)))
+        ch.confirm_delivery()
+        outcomes = []
+        for body in bodies:
+            try:
+                ch.basic_publish("", queue, body, pika.BasicProperties(delivery_mode=2), mandatory=mandatory)
+                outcomes.append("ack")
+            except (pika.exceptions.UnroutableError, pika.exceptions.NackError) as e:
+                outcomes.append(type(e).__name__)
+        conn.process_data_events(0)
+        return outcomes, returned
+    finally:
+        conn.close()
+
+
+def drain(url: str, queue: str) -> list[bytes]:
+    conn = pika.BlockingConnection(pika.URLParameters(url))
+    try:
+        ch = conn.channel()
+        got = []
+        for _ in range(1000):  # bounded
+            method, _props, body = ch.basic_get(queue, auto_ack=True)
+            if method is None:
+                break
+            got.append(body)
+        return got
+    finally:
+        conn.close()
+
+
+def declare(url: str, queue: str, durable: bool = True) -> None:
+    assert amqp_error(url, lambda ch: ch.queue_declare(queue, durable=durable)) == "ok"
+
+
+def test_nodes_overview_and_cluster_status_with_every_node_up(rabbitmq_cluster):
+    n1, n2, n3 = rabbitmq_cluster.nodes
+    names = [n1.name, n2.name, n3.name]
+
+    # /api/nodes: one row per node, by name, each with the same keys whichever node answers
+    got = wait_for(lambda: full_rows(n1), "every row's figures")
+    assert [r["name"] for r in got] == names
+    for r in got:
+        assert RUNNING_ROW_KEYS <= set(r), RUNNING_ROW_KEYS - set(r)
+        assert (r["type"], r["running"], r["partitions"], r["mem_alarm"], r["disk_free_alarm"]) == \
+            ("disc", True, [], False, False)
+        assert isinstance(r["os_pid"], str) and r["os_pid"].isdigit()  # a string, as Erlang's os:getpid()
+        assert isinstance(r["uptime"], int) and r["uptime"] > 0  # milliseconds
+        assert "listeners" not in r and "being_drained" not in r  # listeners: /api/overview only
+    assert {r["name"] for r in wait_for(lambda: full_rows(n2), "node 2's rows")} == set(names)
+    # a row's cluster_links: the links of that node to the others (with their traffic figures)
+    assert {link["name"] for link in got[0]["cluster_links"]} == set(names[1:])
+
+    # /api/overview: the answering node, the cluster's name, every node's listeners
+    for asked in (n1, n2):
+        status, overview = asked.api("GET", "/api/overview")
+        assert status == 200
+        assert overview["node"] == asked.name
+        # no cluster name set: each node answers its own default, its name with the machine's
+        # host name (node 1: "warren-test-<id>-1@vm", node 2: "warren-test-<id>-2@vm")
+        assert overview["cluster_name"].startswith(asked.name.split("@")[0] + "@")  # @vm here, not @localhost
+        listeners = overview["listeners"]
+        assert {(x["node"], x["protocol"]) for x in listeners} == \
+            {(n, p) for n in names for p in ("amqp", "clustering", "http", "http/prometheus")}
+        for x in listeners:
+            assert {"node", "protocol", "ip_address", "port", "socket_opts"} <= set(x)
+        assert [x["protocol"] for x in listeners] == sorted(x["protocol"] for x in listeners)  # by protocol
+        amqp = {x["node"]: (x["ip_address"], x["port"]) for x in listeners if x["protocol"] == "amqp"}
+        assert amqp == {n.name: ("127.0.0.1", n.amqp_port) for n in (n1, n2, n3)}
+        http = {x["node"]: (x["ip_address"], x["port"]) for x in listeners if x["protocol"] == "http"}
+        assert http == {n.name: ("::", n.http_port) for n in (n1, n2, n3)}  # "::" though bound to 127.0.0.1
+
+    # rabbitmqctl cluster_status: JSON and text
+    value, text = cluster_status(n1)
+    assert set(value) == CLUSTER_STATUS_KEYS
+    assert value["cluster_name"].startswith(n1.name.split("@")[0] + "@")  # the answering node's
+    assert value["disk_nodes"] == names and value["ram_nodes"] == []
+    assert sorted(value["running_nodes"]) == names  # in no fixed order (seen: 3, 2, 1)
+    assert value["versions"] == {n: {"rabbitmq_name": "RabbitMQ", "rabbitmq_version": "3.10.8",
+                                     "erlang_version": value["versions"][n]["erlang_version"]} for n in names}
+    assert value["maintenance_status"] == {n: "not under maintenance" for n in names}
+    assert (value["alarms"], value["partitions"]) == ([], {})
+    assert sorted(value["listeners"]) == names
+    for n in names:
+        assert [x["protocol"] for x in value["listeners"][n]] == ["http", "http/prometheus", "clustering", "amqp"]
+        assert {x["node"] for x in value["listeners"][n]} == {n}
+        assert set(value["listeners"][n][0]) == {"interface", "node", "port", "protocol", "purpose"}
+    flag = next(f for f in value["feature_flags"] if f["name"] == "quorum_queue")
+    assert set(flag) == {"desc", "doc_url", "name", "provided_by", "stability", "state"}
+    assert text.splitlines()[0] == f"Cluster status of node {n1.name} ..."
+    got_sections = sections(text)
+    assert list(got_sections) == SECTIONS
+    assert got_sections["Basics"] == [f"Cluster name: {value['cluster_name']}"]
+    assert got_sections["Disk Nodes"] == names and got_sections["Running Nodes"] == names  # the text sorts them
+    assert got_sections["Versions"] == [f"{n}: RabbitMQ 3.10.8 on Erlang {value['versions'][n]['erlang_version']}"
+                                        for n in names]
+    assert got_sections["Alarms"] == ["(none)"] and got_sections["Network Partitions"] == ["(none)"]
+    assert got_sections["Listeners"][:4] == [
+        f"Node: {n1.name}, interface: [::], port: {n1.http_port}, protocol: http, purpose: HTTP API",
+        f"Node: {n1.name}, interface: [::], port: {n1.prometheus_port}, protocol: http/prometheus, "
+        "purpose: Prometheus exporter API over HTTP",
+        f"Node: {n1.name}, interface: [::], port: {value['listeners'][n1.name][2]['port']}, protocol: clustering, "
+        "purpose: inter-node and CLI tool communication",
+        f"Node: {n1.name}, interface: 127.0.0.1, port: {n1.amqp_port}, protocol: amqp, purpose: AMQP 0-9-1 and AMQP 1.0"]
+    assert len(got_sections["Listeners"]) == 12
+
+
+def test_a_killed_node_and_its_queues_then_its_restart(rabbitmq_cluster):
+    n1, n2, n3 = rabbitmq_cluster.nodes
+    durable, transient = f"d-{uuid.uuid4().hex[:8]}", f"t-{uuid.uuid4().hex[:8]}"
+    # declared through node 3: a classic queue lives on the node its client is connected to
+    declare(n3.amqp_url, durable)
+    declare(n3.amqp_url, transient, durable=False)
+    assert publish(n3.amqp_url, durable, [b"m0", b"m1", b"m2"]) == (["ack"] * 3, [])
+    queues = {r["name"]: r for r in rows(n1, "/api/queues")}
+    assert queues[durable]["node"] == n3.name and queues[transient]["node"] == n3.name
+
+    n3.kill9()
+    try:
+        wait_for(lambda: running(n3, n1) is False, "node 1 sees node 3 stopped")
+        # /api/nodes: the killed node's row is four keys
+        row = next(r for r in rows(n1, "/api/nodes") if r["name"] == n3.name)
+        assert row == {"name": n3.name, "type": "disc", "running": False, "cluster_links": []}
+        # /api/queues: the durable queue is "down" with no figures; the transient one is gone
+        queues = {r["name"]: r for r in rows(n1, "/api/queues")}
+        assert transient not in queues
+        assert set(queues[durable]) == DOWN_QUEUE_KEYS
+        assert (queues[durable]["state"], queues[durable]["node"]) == ("down", n3.name)
+        # ... and the queue's own route does not find it
+        assert n1.api("GET", f"/api/queues/%2F/{durable}")[0] == 404
+
+        # AMQP through node 1: declare (passive or not), get and bind are refused with 404
+        down = (404, f"NOT_FOUND - home node '{n3.name}' of durable queue '{durable}' in vhost '/' is down or inaccessible")
+        assert amqp_error(n1.amqp_url, lambda ch: ch.queue_declare(durable, passive=True)) == down
+        assert amqp_error(n1.amqp_url, lambda ch: ch.queue_declare(durable, durable=True)) == down
+        assert amqp_error(n1.amqp_url, lambda ch: ch.basic_get(durable)) == down
+        assert amqp_error(n1.amqp_url, lambda ch: ch.queue_bind(durable, "amq.direct", "k")) == down
+        # a publish finds no route: mandatory, it returns 312 NO_ROUTE; otherwise it is confirmed
+        # (basic.ack) and dropped
+        assert publish(n1.amqp_url, durable, [b"returned"], mandatory=True) == (["UnroutableError"], [(312, "NO_ROUTE")])
+        assert publish(n1.amqp_url, durable, [b"dropped"]) == (["ack"], [])
+        # the transient queue's name is free: declared again, it lives on node 1
+        declare(n1.amqp_url, transient, durable=False)
+        assert {r["name"]: r["node"] for r in rows(n1, "/api/queues")}[transient] == n1.name
+
+        # cluster_status: node 3 is a disk node, not running, and nothing else of it is shown
+        value, text = cluster_status(n1)
+        names12 = [n1.name, n2.name]
+        assert value["disk_nodes"] == [n1.name, n2.name, n3.name]
+        assert sorted(value["running_nodes"]) == names12
+        assert sorted(value["versions"]) == names12 and sorted(value["listeners"]) == names12
+        assert sorted(value["maintenance_status"]) == names12
+        got_sections = sections(text)
+        assert list(got_sections) == SECTIONS
+        assert got_sections["Disk Nodes"] == [n1.name, n2.name, n3.name]
+        assert got_sections["Running Nodes"] == names12
+        assert [line.split(":")[0] for line in got_sections["Versions"]] == names12
+        assert len(got_sections["Listeners"]) == 8
+    finally:
+        n3.restart()
+    wait_for(lambda: running(n3, n1), "node 1 sees node 3 running again")
+    # its durable queue is back, on node 3, with the messages confirmed before the kill (not the dropped one)
+    wait_for(lambda: {r["name"]: r.get("state") for r in rows(n1, "/api/queues")}.get(durable) == "running",
+             "the durable queue running again")
+    assert {r["name"]: r["node"] for r in rows(n1, "/api/queues")}[durable] == n3.name
+    assert drain(n1.amqp_url, durable) == [b"m0", b"m1", b"m2"]
+    for q in (durable, transient):
+        assert amqp_error(n1.amqp_url, lambda ch, q=q: ch.queue_delete(q)) == "ok"
+    wait_for(lambda: full_rows(n1), "node 3's row with its figures again")
+
+
+def test_forget_cluster_node(rabbitmq_cluster):
+    n1, n2, n3 = rabbitmq_cluster.nodes
+    queue = f"f-{uuid.uuid4().hex[:8]}"
+    declare(n3.amqp_url, queue)
+    # a running node cannot be forgotten
+    refused = n1.ctl_result("forget_cluster_node", n3.name)
+    assert (refused.returncode, refused.stdout.strip(), refused.stderr.strip()) == (
+        69, f"Removing node {n3.name} from the cluster",
+        f"Error:\nRabbitMQ on node {n3.name} must be stopped with 'rabbitmqctl -n {n3.name} stop_app' "
+        "before it can be removed")
+    try:
+        n3.stop()
+        wait_for(lambda: running(n3, n1) is False, "node 1 sees node 3 stopped")
+        forgotten_text = n1.ctl("forget_cluster_node", n3.name)
+        assert forgotten_text.strip() == f"Removing node {n3.name} from the cluster"
+        # /api/nodes: no row for it at all (not a stopped row)
+        assert [r["name"] for r in rows(n1, "/api/nodes")] == [n1.name, n2.name]
+        value, _text = cluster_status(n1)
+        assert value["disk_nodes"] == [n1.name, n2.name]
+        assert sorted(value["running_nodes"]) == [n1.name, n2.name]
+        # its durable queues are deleted with it
+        assert queue not in {r["name"] for r in rows(n1, "/api/queues")}
+        assert amqp_error(n1.amqp_url, lambda ch: ch.queue_declare(queue, passive=True)) == \
+            (404, f"NOT_FOUND - no queue '{queue}' in vhost '/'")
+        # forgetting it again: it is not in the cluster
+        again = n1.ctl_result("forget_cluster_node", n3.name)
+        assert (again.returncode, again.stderr.strip()) == (
+            69, "Error:\n{:not_a_cluster_node, 'The node selected is not in the cluster.'}")
+    finally:
+        rabbitmq_cluster.rejoin(2)  # a fresh database, joined again: the session's cluster is whole
+    assert [r["name"] for r in wait_for(lambda: full_rows(n1), "three full rows")] == [n1.name, n2.name, n3.name]
