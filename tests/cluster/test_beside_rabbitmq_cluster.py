@@ -11,14 +11,23 @@ Every wait is for an answer the cluster gives (bounded), never for a time.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
+import signal
+import subprocess
+import sys
 import time
+import urllib.error
+import urllib.request
 import uuid
+from dataclasses import dataclass
 
 import pika
 import pika.exceptions
 import pytest
+
+from tests.cluster.cluster_nodes import Nodes
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
@@ -147,6 +156,25 @@ def drain(url: str, queue: str) -> list[bytes]:
         conn.close()
 
 
+def down_queue_answers(url: str, queue: str) -> dict:
+    """What a node (``url``) answers about a durable queue whose node is down, in this order."""
+    return {
+        "declare passive": amqp_error(url, lambda ch: ch.queue_declare(queue, passive=True)),
+        "declare": amqp_error(url, lambda ch: ch.queue_declare(queue, durable=True)),
+        "basic.get": amqp_error(url, lambda ch: ch.basic_get(queue)),
+        "queue.bind": amqp_error(url, lambda ch: ch.queue_bind(queue, "amq.direct", "k")),
+        "publish mandatory": publish(url, queue, [b"returned"], mandatory=True),
+        "publish": publish(url, queue, [b"dropped"]),
+    }
+
+
+def rabbitmq_down_queue_answers(home: str, queue: str) -> dict:
+    """RabbitMQ 3.10.8's answers (down_queue_answers) for a durable queue of node ``home``, down."""
+    down = (404, f"NOT_FOUND - home node '{home}' of durable queue '{queue}' in vhost '/' is down or inaccessible")
+    return {"declare passive": down, "declare": down, "basic.get": down, "queue.bind": down,
+            "publish mandatory": (["UnroutableError"], [(312, "NO_ROUTE")]), "publish": (["ack"], [])}
+
+
 def declare(url: str, queue: str, durable: bool = True) -> None:
     assert amqp_error(url, lambda ch: ch.queue_declare(queue, durable=durable)) == "ok"
 
@@ -247,16 +275,10 @@ def test_a_killed_node_and_its_queues_then_its_restart(rabbitmq_cluster):
         # ... and the queue's own route does not find it
         assert n1.api("GET", f"/api/queues/%2F/{durable}")[0] == 404
 
-        # AMQP through node 1: declare (passive or not), get and bind are refused with 404
-        down = (404, f"NOT_FOUND - home node '{n3.name}' of durable queue '{durable}' in vhost '/' is down or inaccessible")
-        assert amqp_error(n1.amqp_url, lambda ch: ch.queue_declare(durable, passive=True)) == down
-        assert amqp_error(n1.amqp_url, lambda ch: ch.queue_declare(durable, durable=True)) == down
-        assert amqp_error(n1.amqp_url, lambda ch: ch.basic_get(durable)) == down
-        assert amqp_error(n1.amqp_url, lambda ch: ch.queue_bind(durable, "amq.direct", "k")) == down
-        # a publish finds no route: mandatory, it returns 312 NO_ROUTE; otherwise it is confirmed
+        # AMQP through node 1: declare (passive or not), get and bind are refused with 404; a
+        # publish finds no route: mandatory, it returns 312 NO_ROUTE; otherwise it is confirmed
         # (basic.ack) and dropped
-        assert publish(n1.amqp_url, durable, [b"returned"], mandatory=True) == (["UnroutableError"], [(312, "NO_ROUTE")])
-        assert publish(n1.amqp_url, durable, [b"dropped"]) == (["ack"], [])
+        assert down_queue_answers(n1.amqp_url, durable) == rabbitmq_down_queue_answers(n3.name, durable)
         # the transient queue's name is free: declared again, it lives on node 1
         declare(n1.amqp_url, transient, durable=False)
         assert {r["name"]: r["node"] for r in rows(n1, "/api/queues")}[transient] == n1.name
@@ -318,3 +340,249 @@ def test_forget_cluster_node(rabbitmq_cluster):
     finally:
         rabbitmq_cluster.rejoin(2)  # a fresh database, joined again: the session's cluster is whole
     assert [r["name"] for r in wait_for(lambda: full_rows(n1), "three full rows")] == [n1.name, n2.name, n3.name]
+
+
+# ---- Warren's side: the same questions to a three-node Warren cluster on etcd, compared with the
+# answers above. What Warren answers differently is an xfail saying so (strict: a fix shows as
+# XPASS, and the mark goes); the killed-node test collects its differences and ends as an xfail
+# listing them, after its hard checks of what already matches.
+
+LEASE_TTL = "2"  # seconds: a killed node's row turns running false within a few of them
+WARREN_NAMES = ["a", "b", "c"]
+
+
+@dataclass
+class WarrenCluster:
+    nodes: Nodes
+    etcd: str
+    name: str
+    members: list
+
+    def restart(self, index: int):
+        """The node started again with its name and data folder."""
+        old = self.members[index]
+        self.members[index] = self.nodes.start(self.etcd, self.name, WARREN_NAMES[index], "--cluster-lease-ttl",
+                                               LEASE_TTL, data_dir=old.data_dir)
+        return self.members[index]
+
+
+@pytest.fixture(scope="module")
+def warren_cluster(etcd1, tmp_path_factory) -> WarrenCluster:
+    nodes = Nodes(tmp_path_factory.mktemp("warren-cluster"))
+    name = f"t{uuid.uuid4().hex[:10]}"
+    try:
+        members = [nodes.start(etcd1.endpoints, name, n, "--cluster-lease-ttl", LEASE_TTL) for n in WARREN_NAMES]
+        yield WarrenCluster(nodes, etcd1.endpoints, name, members)
+    finally:
+        nodes.stop_all()
+
+
+class WarrenApi:
+    """RabbitNode's ``api`` for a Warren node (guest/guest), so that rows() and running() serve both."""
+
+    def __init__(self, node, name: str) -> None:
+        self.node, self.name = node, name
+
+    def api(self, method: str, path: str, timeout: float = 30.0):
+        request = urllib.request.Request(self.node.http_url + path, method=method, headers={
+            "Authorization": "Basic " + base64.b64encode(b"guest:guest").decode()})
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as answer:
+                status, payload = answer.status, answer.read()
+        except urllib.error.HTTPError as e:
+            status, payload = e.code, e.read()
+        return status, json.loads(payload) if payload else None
+
+
+def warren(cluster: WarrenCluster, index: int) -> WarrenApi:
+    return WarrenApi(cluster.members[index], WARREN_NAMES[index])
+
+
+def warren_ctl(node, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "warren", "ctl", "--url", node.http_url, *args],
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+
+
+def warren_cluster_status(node) -> tuple[dict, str]:
+    return (json.loads(warren_ctl(node, "cluster_status", "--formatter", "json").stdout),
+            warren_ctl(node, "cluster_status").stdout)
+
+
+def warren_full_rows(api: WarrenApi) -> list[dict] | None:
+    got = rows(api, "/api/nodes")
+    return got if all(not r["running"] or "uptime" in r for r in got) else None
+
+
+def test_warren_nodes_rows_have_rabbitmqs_keys(warren_cluster):
+    a, b = warren(warren_cluster, 0), warren(warren_cluster, 1)
+    for asked in (a, b):
+        got = wait_for(lambda asked=asked: warren_full_rows(asked), "every row's figures")
+        assert [r["name"] for r in got] == WARREN_NAMES  # sorted by name, as RabbitMQ's
+        for r in got:
+            assert RUNNING_ROW_KEYS <= set(r), RUNNING_ROW_KEYS - set(r)
+            assert (r["type"], r["running"], r["partitions"], r["mem_alarm"], r["disk_free_alarm"]) == \
+                ("disc", True, [], False, False)
+            assert isinstance(r["os_pid"], str) and r["os_pid"].isdigit()
+            assert isinstance(r["uptime"], int) and r["uptime"] > 0
+            assert "listeners" not in r
+
+
+@pytest.mark.xfail(strict=True, reason="Warren's /api/nodes rows carry being_drained (RabbitMQ 3.11+'s key); "
+                                       "RabbitMQ 3.10.8's rows have none")
+def test_warren_nodes_rows_have_no_key_rabbitmq_310_lacks(warren_cluster):
+    got = wait_for(lambda: warren_full_rows(warren(warren_cluster, 0)), "every row's figures")
+    assert all("being_drained" not in r for r in got)
+
+
+@pytest.mark.xfail(strict=True, reason="a Warren node's cluster_links is []: its links to the other nodes are not "
+                                       "listed; RabbitMQ lists one per other running node")
+def test_warren_cluster_links_list_the_other_nodes(warren_cluster):
+    got = wait_for(lambda: warren_full_rows(warren(warren_cluster, 0)), "every row's figures")
+    assert {link["name"] for link in got[0]["cluster_links"]} == set(WARREN_NAMES[1:])
+
+
+def test_warren_overview_lists_every_nodes_listeners(warren_cluster):
+    names = set()
+    for i in (0, 1):
+        status, overview = warren(warren_cluster, i).api("GET", "/api/overview")
+        assert status == 200 and overview["node"] == WARREN_NAMES[i]
+        names.add(overview["cluster_name"])  # Warren: one name for the cluster (RabbitMQ's, once set)
+        listeners = overview["listeners"]
+        assert {(x["node"], x["protocol"]) for x in listeners} >= \
+            {(n, p) for n in WARREN_NAMES for p in ("amqp", "clustering", "http")}
+        for x in listeners:
+            assert {"node", "protocol", "ip_address", "port", "socket_opts"} <= set(x)
+        amqp = {x["node"]: (x["ip_address"], x["port"]) for x in listeners if x["protocol"] == "amqp"}
+        assert amqp == {n: ("127.0.0.1", m.port) for n, m in zip(WARREN_NAMES, warren_cluster.members)}
+    assert len(names) == 1
+
+
+@pytest.mark.xfail(strict=True, reason="Warren's /api/overview lists the listeners node by node; RabbitMQ's are "
+                                       "sorted by protocol (amqp, clustering, http, http/prometheus)")
+def test_warren_overview_listeners_sorted_by_protocol(warren_cluster):
+    listeners = warren(warren_cluster, 0).api("GET", "/api/overview")[1]["listeners"]
+    assert [x["protocol"] for x in listeners] == sorted(x["protocol"] for x in listeners)
+
+
+def test_warren_cluster_status_layout(warren_cluster):
+    a = warren_cluster.members[0]
+    value, text = warren_cluster_status(a)
+    assert CLUSTER_STATUS_KEYS - {"ram_nodes"} <= set(value)
+    assert value["disk_nodes"] == WARREN_NAMES and sorted(value["running_nodes"]) == WARREN_NAMES
+    assert value["maintenance_status"] == {n: "not under maintenance" for n in WARREN_NAMES}
+    assert (value["alarms"], value["partitions"]) == ([], {})
+    assert sorted(value["listeners"]) == sorted(value["versions"]) == WARREN_NAMES
+    for n in WARREN_NAMES:
+        assert {x["node"] for x in value["listeners"][n]} == {n}
+        assert all(set(x) == {"interface", "node", "port", "protocol", "purpose"} for x in value["listeners"][n])
+    got_sections = sections(text)
+    assert list(got_sections) == SECTIONS
+    assert got_sections["Basics"] == [f"Cluster name: {value['cluster_name']}"]
+    assert got_sections["Disk Nodes"] == WARREN_NAMES and got_sections["Running Nodes"] == WARREN_NAMES
+    assert [line.split(":")[0] for line in got_sections["Versions"]] == WARREN_NAMES
+    assert got_sections["Alarms"] == ["(none)"] and got_sections["Network Partitions"] == ["(none)"]
+    assert all(re.fullmatch(r"Node: \S+, interface: \S+, port: \d+, protocol: \S+, purpose: .+", line)
+               for line in got_sections["Listeners"])
+
+
+@pytest.mark.xfail(strict=True, reason="warren ctl cluster_status's JSON has no ram_nodes (RabbitMQ 3.10: [])")
+def test_warren_cluster_status_has_ram_nodes(warren_cluster):
+    assert warren_cluster_status(warren_cluster.members[0])[0]["ram_nodes"] == []
+
+
+@pytest.mark.xfail(strict=True, reason="warren ctl cluster_status's versions are {product_name, product_version, "
+                                       "runtime}; rabbitmqctl 3.10's {rabbitmq_name, rabbitmq_version, "
+                                       "erlang_version}")
+def test_warren_cluster_status_versions_keys(warren_cluster):
+    value = warren_cluster_status(warren_cluster.members[0])[0]
+    assert all(set(v) == {"rabbitmq_name", "rabbitmq_version", "erlang_version"} for v in value["versions"].values())
+
+
+@pytest.mark.xfail(strict=True, reason="warren ctl cluster_status lists a node's listeners amqp, http, clustering; "
+                                       "rabbitmqctl 3.10: http, http/prometheus, clustering, amqp")
+def test_warren_cluster_status_listeners_in_rabbitmqs_order(warren_cluster):
+    order = ["http", "http/prometheus", "clustering", "amqp"]
+    for entries in warren_cluster_status(warren_cluster.members[0])[0]["listeners"].values():
+        protocols = [x["protocol"] for x in entries]
+        assert protocols == [p for p in order if p in protocols]
+
+
+@pytest.mark.xfail(strict=True, reason="warren ctl prints 'Cluster status of node N ...' on stderr; rabbitmqctl "
+                                       "on stdout, as the text's first line")
+def test_warren_cluster_status_text_opens_with_the_node(warren_cluster):
+    text = warren_cluster_status(warren_cluster.members[0])[1]
+    assert text.splitlines()[0] == "Cluster status of node a ..."
+
+
+def test_warren_a_killed_node_and_its_queues_then_its_restart(warren_cluster):
+    """The hard checks are what Warren answers as RabbitMQ already; the queue's answers, where
+    they differ, end the test as an xfail listing them (queues are not shared across nodes yet)."""
+    a, c = warren(warren_cluster, 0), warren(warren_cluster, 2)
+    c_node = warren_cluster.members[2]
+    durable, transient = f"d-{uuid.uuid4().hex[:8]}", f"t-{uuid.uuid4().hex[:8]}"
+    declare(c_node.url, durable)
+    declare(c_node.url, transient, durable=False)
+    assert publish(c_node.url, durable, [b"m0", b"m1", b"m2"]) == (["ack"] * 3, [])
+    assert {r["name"]: r["node"] for r in rows(a, "/api/queues")}[durable] == "c"
+    differences = []
+
+    def differ(what: str, rabbitmq, got) -> None:
+        if rabbitmq != got:
+            differences.append(f"{what}: RabbitMQ {rabbitmq!r}, Warren {got!r}")
+
+    c_node.signal(signal.SIGKILL)
+    c_node.proc.wait(timeout=30)
+    try:
+        wait_for(lambda: running(c, a) is False, "node a sees node c stopped")
+        row = next(r for r in rows(a, "/api/nodes") if r["name"] == "c")
+        assert row == {"name": "c", "type": "disc", "running": False, "cluster_links": []}
+        value, text = warren_cluster_status(a.node)
+        assert value["disk_nodes"] == WARREN_NAMES and sorted(value["running_nodes"]) == ["a", "b"]
+        assert sorted(value["versions"]) == sorted(value["listeners"]) == sorted(value["maintenance_status"]) == \
+            ["a", "b"]
+        got_sections = sections(text)
+        assert got_sections["Disk Nodes"] == WARREN_NAMES and got_sections["Running Nodes"] == ["a", "b"]
+        assert [line.split(":")[0] for line in got_sections["Versions"]] == ["a", "b"]
+
+        queues = {r["name"]: r for r in rows(a, "/api/queues")}
+        assert transient not in queues
+        differ("/api/queues row of the down durable queue", ("down", "c", DOWN_QUEUE_KEYS),
+               (queues[durable].get("state"), queues[durable].get("node"), set(queues[durable]))
+               if durable in queues else None)
+        assert a.api("GET", f"/api/queues/%2F/{durable}")[0] == 404
+        got = down_queue_answers(a.node.url, durable)
+        for what, expected in rabbitmq_down_queue_answers("c", durable).items():
+            differ(what, expected, got[what])
+    finally:
+        c = WarrenApi(warren_cluster.restart(2), "c")
+    wait_for(lambda: running(c, a), "node a sees node c running again")
+    queues = {r["name"]: r for r in rows(a, "/api/queues")}
+    differ("the durable queue after the restart (node, state)", ("c", "running"),
+           (queues[durable].get("node"), queues[durable].get("state")) if durable in queues else None)
+    differ("its messages, through node a", [b"m0", b"m1", b"m2"], drain(a.node.url, durable))
+    for q in (durable, transient):
+        for node in (a.node, c.node):  # wherever Warren put one
+            amqp_error(node.url, lambda ch, q=q: ch.queue_delete(q))
+    if differences:
+        pytest.xfail("Warren differs for a queue on a killed node: " + "; ".join(differences))
+
+
+def test_warren_forget_cluster_node(warren_cluster):
+    a = warren(warren_cluster, 0)
+    c_node = warren_cluster.members[2]
+    wait_for(lambda: running(WarrenApi(c_node, "c"), a), "node c running")
+    refused = warren_ctl(a.node, "forget_cluster_node", "c")
+    assert refused.returncode == 69 and "must be stopped before it can be removed" in refused.stderr
+    c_node.stop()
+    wait_for(lambda: running(WarrenApi(c_node, "c"), a) is False, "node a sees node c stopped")
+    forgotten = warren_ctl(a.node, "forget_cluster_node", "c")
+    assert forgotten.returncode == 0, forgotten.stderr
+    assert [r["name"] for r in rows(a, "/api/nodes")] == ["a", "b"]  # no row at all, as RabbitMQ
+    value = warren_cluster_status(a.node)[0]
+    assert value["disk_nodes"] == ["a", "b"] and sorted(value["running_nodes"]) == ["a", "b"]
+    again = warren_ctl(a.node, "forget_cluster_node", "c")
+    assert again.returncode == 69 and "The node selected (c) is not in the cluster." in again.stderr
+    # the one difference left here: where the line goes
+    if forgotten.stdout.strip() != "Removing node c from the cluster":
+        pytest.xfail("warren ctl forget_cluster_node prints 'Removing node c from the cluster' on stderr; "
+                     "rabbitmqctl on stdout")
