@@ -78,6 +78,8 @@ def test_users_vhosts_permissions_and_policies_made_on_one_node_act_on_the_other
     ok(api(n1, "PUT", "/api/users/alice", {"password": "pw-a", "tags": ""}))
     ok(api(n1, "PUT", "/api/permissions/%2F/alice", {"configure": ".*", "write": ".*", "read": ".*"}))
     wait_until(lambda: logs_in(n2, "alice", "pw-a"), APPLIED_S, "alice logs in on n2")
+    assert "access.json changed by another node" in n2.log()
+    assert "changed by another node" not in n1.log()  # its own changes are not written back (no echo)
     # a vhost made on node 2 is usable on node 3, and its deletion too
     ok(api(n2, "PUT", "/api/vhosts/v2", {}))
     ok(api(n2, "PUT", "/api/permissions/v2/guest", {"configure": ".*", "write": ".*", "read": ".*"}))
