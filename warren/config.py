@@ -175,6 +175,8 @@ class Config:
     cluster_name: str = "warren"
     cluster_secret_file: Path | None = None
     cluster_lease_ttl: int = 10
+    # the inter-node links' port (warren/cluster/links.py; 0: any free one, announced in etcd)
+    cluster_port: int = 0
 
     def _validate_cluster(self) -> None:
         if isinstance(self.cluster_etcd, str):  # the command line's "http://a:2379,http://b:2379"
@@ -194,6 +196,8 @@ class Config:
                              "digits, '.', '_' or '-'")
         if not CLUSTER_NAME.fullmatch(self.cluster_name):
             raise ValueError(f"cluster-name {self.cluster_name!r} must be 1 to 64 letters, digits, '.', '_' or '-'")
+        if not 0 <= self.cluster_port <= 65535:
+            raise ValueError("cluster-port must be 0..65535")
         if not 2 <= self.cluster_lease_ttl <= 300:
             raise ValueError("cluster-lease-ttl must be 2..300 seconds")
         if self.workers > 1:

@@ -55,6 +55,8 @@ class LocalDirectory:
         self.alarms = None
         self.parameters = None
         self.api = None
+        # the other nodes of a cluster, for the HTTP API's lists and acts (warren/cluster/api.py)
+        self.elsewhere = None
 
     # --- life cycle (warren/server/server.py) -----------------------------------------------
 
@@ -198,13 +200,13 @@ class LocalDirectory:
 
     async def api_rows(self, kind: str, *args, only=None) -> list[dict]:
         """The others' objects of ``kind`` ("queues", "connections", "channels", ...) as their
-        HTTP APIs show them; none when alone."""
-        return []
+        HTTP APIs show them: the other nodes' in a cluster; none when alone."""
+        return [] if self.elsewhere is None else await self.elsewhere.api_rows(kind, args)
 
     async def api_act(self, what: str, *args) -> bool:
         """Ask the others to do ``what`` to an object they hold (close a connection); True if
         one did."""
-        return False
+        return False if self.elsewhere is None else await self.elsewhere.api_act(what, args)
 
 
 def apply_change(v, op: str, args: tuple):

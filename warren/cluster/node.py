@@ -22,8 +22,7 @@ The data folder records the cluster it belongs to (``cluster.json``: cluster nam
 name), written once the join succeeded; a folder of another cluster (another id) or of another
 node name is refused. A data folder without the file (a single node's, or a new one) joins.
 
-Nothing uses the cluster secret yet but this join check: it is for the inter-node protocol,
-not built yet.
+The cluster secret is checked at join and then proves each inter-node link (links.py).
 """
 
 from __future__ import annotations
@@ -131,6 +130,7 @@ class ClusterNode:
         self.known: dict[str, dict] = {node_name: {"name": node_name}}
         self.status_of = None  # () -> this node's figures (the HTTP API's /api/nodes row), set by it
         self.on_change = None  # () called after each change of ``members`` (warren/cluster/alarms.py)
+        self.secret = ""  # the cluster secret (set by ``join``): what the inter-node links prove (links.py)
 
     @property
     def node_key(self) -> str:
@@ -358,7 +358,7 @@ async def join(config, *, timeout: float = 5.0) -> ClusterNode:
         if folder is not None and folder["cluster_id"] != cluster_id:
             raise ClusterError(f"data folder {data_dir.resolve()} belongs to another cluster (id "
                                f"{folder['cluster_id']}) than {cluster!r} in etcd (id {cluster_id})")
-        await _check_secret(client, prefix, cluster, cluster_id, own_secret)
+        secret = await _check_secret(client, prefix, cluster, cluster_id, own_secret)
         member_key = f"{prefix}members/{name}"
         if folder is not None and await client.get(member_key) is None:
             raise ClusterError(f"node {name!r} was removed from cluster {cluster!r} (forget_cluster_node): its "
@@ -379,6 +379,7 @@ async def join(config, *, timeout: float = 5.0) -> ClusterNode:
             except OSError as e:
                 raise ClusterError(f"cannot write {data_dir.resolve() / CLUSTER_FILE}: {e.strerror or e}") from None
         node = ClusterNode(client, cluster, name, cluster_id, lease, ttl, record)
+        node.secret = secret  # the inter-node links' (links.py)
         log.info("cluster %s (id %s): %s node %s through etcd at %s (lease %d s)", cluster, cluster_id,
                  "created by" if created else "joined as", name, ", ".join(config.cluster_etcd), ttl)
         node.start_keepalive()
@@ -426,7 +427,8 @@ async def _create_or_read(client: EtcdClient, prefix: str, name: str, own_secret
 
 
 async def _check_secret(client: EtcdClient, prefix: str, cluster: str, cluster_id: str,
-                        own_secret: str | None) -> None:
+                        own_secret: str | None) -> str:
+    """The cluster's secret (the file's, or the one kept in etcd), checked against secret-check."""
     check = await client.get(prefix + "secret-check")
     if check is None:
         raise ClusterError(f"cluster {cluster!r} has no {prefix}secret-check in etcd (not made by Warren?)")
@@ -439,3 +441,4 @@ async def _check_secret(client: EtcdClient, prefix: str, cluster: str, cluster_i
     if _digest(cluster_id, secret) != check.value.decode():
         raise ClusterError(f"the cluster secret of {'--cluster-secret-file' if own_secret is not None else 'etcd'} "
                            f"is not cluster {cluster!r}'s (its secret-check in etcd differs)")
+    return secret

@@ -293,6 +293,7 @@ class Server:
         # why the broker stopped by itself (a failed group commit), for a non-zero exit status
         self.failure: str | None = None
         self.cluster = None  # this node's membership with --cluster-etcd (warren/cluster/node.py), set by run()
+        self.node_links = None  # its links to the other nodes (warren/cluster/links.py), set in startup
         self.cluster_files = None  # its node files kept in etcd (warren/cluster/shared_files.py), set by run()
 
     # --- group commit -----------------------------------------------------------------------
@@ -466,9 +467,11 @@ class Server:
             log.info("Warren listening for AMQP over TLS on %s:%d (client certificates: %s)", c.host, tls_port,
                      {"none": "not asked", "peer": "verified if sent", "require": "required"}[c.tls_verify])
         self.alarms.start()
+        cluster_port = None
         if self.cluster is not None:  # one node's alarm blocks every node's publishers (warren/cluster/alarms.py)
             from warren.cluster.alarms import share_alarms
             share_alarms(self.cluster, self.alarms)
+            cluster_port = await self._link_nodes()
         # shovels and federation links: a URI with an empty host is this broker, over loopback
         self.federation.start(port, c.default_user, c.default_pass)
         self._tick_handle = self.loop.call_later(TICK, self._tick)
@@ -502,12 +505,29 @@ class Server:
         tmp.replace(self._listeners_file)
         if self.cluster is not None:  # the member record lists the listeners (warren/cluster/node.py)
             await self._announce(amqp_port=port, amqps_port=tls_port, http_port=http_port,
-                                 prometheus_port=prometheus_port, amqp_host=c.host)
+                                 prometheus_port=prometheus_port, amqp_host=c.host, cluster_port=cluster_port)
         if c.ready_file:
             tmp = c.ready_file.with_suffix(".tmp")
             tmp.write_text(json.dumps({"host": c.host, "port": port, "pid": os.getpid(), "http_port": http_port,
                                        "prometheus_port": prometheus_port, "tls_port": tls_port}))
             tmp.replace(c.ready_file)
+
+    async def _link_nodes(self) -> int:
+        """The inter-node links (warren/cluster/links.py): the other nodes' API rows in ours,
+        ours in theirs (warren/cluster/api.py); the port they link to."""
+        from warren.cluster.api import ClusterApi
+        from warren.cluster.links import NodeLinks
+        c = self.config
+        peers = ClusterApi(self.broker.directory)
+        self.node_links = NodeLinks(self.cluster, peers)
+        try:
+            cluster_port = await self.node_links.start(c.host, c.cluster_port)
+        except OSError as e:
+            raise _listen_error("inter-node", c.host, c.cluster_port, e) from None
+        peers.links = self.node_links
+        self.broker.directory.elsewhere = peers
+        log.info("cluster: other nodes link to this one on %s:%d", c.host, cluster_port)
+        return cluster_port
 
     async def _announce(self, **listeners) -> None:
         from warren.cluster.etcd import EtcdError
@@ -579,6 +599,8 @@ class Server:
             self.handoff.close()
         if self.http is not None:  # before the stores close: no stream read may start after that
             await self.http.stop()
+        if self.node_links is not None:  # the other nodes ask this one nothing more
+            await self.node_links.close()
         if self.metrics is not None:
             await self.metrics.stop()
         if self.federation is not None:  # shovels and links close their connections (to us too)

@@ -74,7 +74,7 @@ def _member_listeners(node: str, record: dict) -> list[dict]:
     host = record.get("amqp_host") or "127.0.0.1"
     out = []
     for key, protocol in (("amqp_port", "amqp"), ("amqps_port", "amqp/ssl"), ("http_port", "http"),
-                          ("prometheus_port", "http/prometheus")):
+                          ("prometheus_port", "http/prometheus"), ("cluster_port", "clustering")):
         if record.get(key) is not None:
             opts = {"port": record[key]} if protocol.startswith("http") else {"backlog": 1024, "nodelay": True}
             out.append({"node": node, "protocol": protocol, "ip_address": host, "port": record[key],
@@ -101,6 +101,10 @@ def _own_listeners(app: web.Application) -> list[dict]:
         out.append({"node": node, "protocol": "https" if info.get("http_tls") else "http",
                     "ip_address": http_host, "port": http_port,
                     "socket_opts": {"port": http_port}})
+    links = getattr(server, "node_links", None) if server is not None else None
+    if links is not None and links.port is not None:  # the inter-node links (warren/cluster/links.py)
+        out.append({"node": node, "protocol": "clustering", "ip_address": host, "port": links.port,
+                    "socket_opts": {}})
     return out
 
 
