@@ -1,12 +1,14 @@
 """RabbitMQ 3.10 as a three-node cluster (tests/rabbitmq_cluster.py), the reference for Warren's:
 what its management API, rabbitmqctl and AMQP answer with every node up, with a node killed, after
-it restarts and after forget_cluster_node. docs/compatibility.md ("A cluster: RabbitMQ 3.10 beside
-Warren") says the same in prose; Warren's cluster is built to match it.
+it restarts and after forget_cluster_node; then the same questions to a three-node Warren cluster
+on etcd (the ``test_warren_*`` tests), where each answer that differs is an xfail giving the
+difference. docs/compatibility.md ("A cluster: RabbitMQ 3.10 beside Warren") says it in prose.
 
-Behind the ``cluster`` marker (``pytest -m cluster tests/cluster/test_beside_rabbitmq_cluster.py``):
-the cluster's start alone takes 30-40 s, a node's restart 10-20 s. The tests share the session's
-cluster and run in file order; a test that kills or forgets a node brings it back before it ends.
-Every wait is for an answer the cluster gives (bounded), never for a time.
+Behind the ``cluster`` marker (``pytest -m cluster tests/cluster/test_beside_rabbitmq_cluster.py``,
+``-k warren`` for Warren's side alone, ~20 s): RabbitMQ's cluster starts in 30-40 s and its side
+takes ~95 s. The tests share one cluster of each and run in file order; a test that kills or
+forgets a node brings it back before it ends. Every wait is for an answer the cluster gives
+(bounded), never for a time.
 """
 
 from __future__ import annotations
