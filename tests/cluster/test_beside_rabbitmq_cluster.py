@@ -177,6 +177,26 @@ def rabbitmq_down_queue_answers(home: str, queue: str) -> dict:
             "publish mandatory": (["UnroutableError"], [(312, "NO_ROUTE")]), "publish": (["ack"], [])}
 
 
+def definitions(node) -> dict:
+    status, body = node.api("GET", "/api/definitions")
+    assert status == 200, (status, body)
+    return body
+
+
+def exported(defs: dict, queue: str, exchange: str) -> tuple[dict | None, bool]:
+    """The queue's entry in an export (None when absent) and whether its binding to ``exchange`` is there."""
+    entry = next((q for q in defs["queues"] if q["name"] == queue), None)
+    bound = any(b["source"] == exchange and b["destination"] == queue for b in defs["bindings"])
+    return entry, bound
+
+
+def import_queues(node, *queues: str) -> int:
+    """POST /api/definitions with durable queues alone: the status."""
+    body = {"queues": [{"name": q, "vhost": "/", "durable": True, "auto_delete": False, "arguments": {}}
+                       for q in queues]}
+    return node.api("POST", "/api/definitions", body)[0]
+
+
 def declare(url: str, queue: str, durable: bool = True) -> None:
     assert amqp_error(url, lambda ch: ch.queue_declare(queue, durable=durable)) == "ok"
 
@@ -260,8 +280,18 @@ def test_a_killed_node_and_its_queues_then_its_restart(rabbitmq_cluster):
     declare(n3.amqp_url, durable)
     declare(n3.amqp_url, transient, durable=False)
     assert publish(n3.amqp_url, durable, [b"m0", b"m1", b"m2"]) == (["ack"] * 3, [])
+    exchange, imported = f"x-{durable}", f"i-{durable}"
+    assert amqp_error(n3.amqp_url, lambda ch: (ch.exchange_declare(exchange, "topic", durable=True),
+                                                 ch.queue_bind(durable, exchange, "k"))) == "ok"
     queues = {r["name"]: r for r in rows(n1, "/api/queues")}
     assert queues[durable]["node"] == n3.name and queues[transient]["node"] == n3.name
+    # definitions: the same export from every node; a queue's entry names no node; a running
+    # node's non-durable queue is exported too
+    defs = definitions(n1)
+    assert defs == definitions(n2)
+    assert exported(defs, durable, exchange) == (
+        {"name": durable, "vhost": "/", "durable": True, "auto_delete": False, "arguments": {}}, True)
+    assert exported(defs, transient, exchange)[0]["durable"] is False
 
     n3.kill9()
     try:
@@ -284,6 +314,16 @@ def test_a_killed_node_and_its_queues_then_its_restart(rabbitmq_cluster):
         # the transient queue's name is free: declared again, it lives on node 1
         declare(n1.amqp_url, transient, durable=False)
         assert {r["name"]: r["node"] for r in rows(n1, "/api/queues")}[transient] == n1.name
+        # definitions: the down durable queue is still exported, its binding is not (back after
+        # the restart); an import through node 2 puts a new queue on node 2, and accepts the
+        # down queue (it exists) without a word
+        defs = definitions(n1)
+        assert exported(defs, durable, exchange) == (
+            {"name": durable, "vhost": "/", "durable": True, "auto_delete": False, "arguments": {}}, False)
+        assert any(e["name"] == exchange for e in defs["exchanges"])
+        assert import_queues(n2, imported, durable) == 204
+        queues = {r["name"]: r for r in rows(n1, "/api/queues")}
+        assert queues[imported]["node"] == n2.name and queues[durable]["state"] == "down"
 
         # cluster_status: node 3 is a disk node, not running, and nothing else of it is shown
         value, text = cluster_status(n1)
@@ -306,8 +346,10 @@ def test_a_killed_node_and_its_queues_then_its_restart(rabbitmq_cluster):
              "the durable queue running again")
     assert {r["name"]: r["node"] for r in rows(n1, "/api/queues")}[durable] == n3.name
     assert drain(n1.amqp_url, durable) == [b"m0", b"m1", b"m2"]
-    for q in (durable, transient):
+    assert exported(definitions(n1), durable, exchange)[1]  # its binding exported again
+    for q in (durable, transient, imported):
         assert amqp_error(n1.amqp_url, lambda ch, q=q: ch.queue_delete(q)) == "ok"
+    assert amqp_error(n1.amqp_url, lambda ch: ch.exchange_delete(exchange)) == "ok"
     wait_for(lambda: full_rows(n1), "node 3's row with its figures again")
 
 
@@ -385,9 +427,10 @@ class WarrenApi:
     def __init__(self, node, name: str) -> None:
         self.node, self.name = node, name
 
-    def api(self, method: str, path: str, timeout: float = 30.0):
-        request = urllib.request.Request(self.node.http_url + path, method=method, headers={
-            "Authorization": "Basic " + base64.b64encode(b"guest:guest").decode()})
+    def api(self, method: str, path: str, body=None, timeout: float = 30.0):
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(self.node.http_url + path, data=data, method=method, headers={
+            "Authorization": "Basic " + base64.b64encode(b"guest:guest").decode(), "Content-Type": "application/json"})
         try:
             with urllib.request.urlopen(request, timeout=timeout) as answer:
                 status, payload = answer.status, answer.read()
@@ -525,12 +568,20 @@ def test_warren_a_killed_node_and_its_queues_then_its_restart(warren_cluster):
     declare(c_node.url, durable)
     declare(c_node.url, transient, durable=False)
     assert publish(c_node.url, durable, [b"m0", b"m1", b"m2"]) == (["ack"] * 3, [])
+    exchange, imported = f"x-{durable}", f"i-{durable}"
+    assert amqp_error(c_node.url, lambda ch: (ch.exchange_declare(exchange, "topic", durable=True),
+                                                ch.queue_bind(durable, exchange, "k"))) == "ok"
     assert {r["name"]: r["node"] for r in rows(a, "/api/queues")}[durable] == "c"
     differences = []
 
     def differ(what: str, rabbitmq, got) -> None:
         if rabbitmq != got:
             differences.append(f"{what}: RabbitMQ {rabbitmq!r}, Warren {got!r}")
+
+    entry = {"name": durable, "vhost": "/", "durable": True, "auto_delete": False, "arguments": {}}
+    defs = definitions(a)
+    differ("the same export from nodes a and b", True, defs == definitions(warren(warren_cluster, 1)))
+    differ("node a's export of node c's durable queue and its binding", (entry, True), exported(defs, durable, exchange))
 
     c_node.signal(signal.SIGKILL)
     c_node.proc.wait(timeout=30)
@@ -552,6 +603,11 @@ def test_warren_a_killed_node_and_its_queues_then_its_restart(warren_cluster):
                (queues[durable].get("state"), queues[durable].get("node"), set(queues[durable]))
                if durable in queues else None)
         assert a.api("GET", f"/api/queues/%2F/{durable}")[0] == 404
+        defs = definitions(a)
+        differ("node a's export with node c down (queue, binding)", (entry, False), exported(defs, durable, exchange))
+        differ("an import through node b of a new queue and the down one", 204,
+               import_queues(warren(warren_cluster, 1), imported, durable))
+        differ("the imported queue's node", "b", {r["name"]: r["node"] for r in rows(a, "/api/queues")}.get(imported))
         got = down_queue_answers(a.node.url, durable)
         for what, expected in rabbitmq_down_queue_answers("c", durable).items():
             differ(what, expected, got[what])
@@ -562,9 +618,11 @@ def test_warren_a_killed_node_and_its_queues_then_its_restart(warren_cluster):
     differ("the durable queue after the restart (node, state)", ("c", "running"),
            (queues[durable].get("node"), queues[durable].get("state")) if durable in queues else None)
     differ("its messages, through node a", [b"m0", b"m1", b"m2"], drain(a.node.url, durable))
-    for q in (durable, transient):
-        for node in (a.node, c.node):  # wherever Warren put one
+    differ("its binding exported again", True, exported(definitions(a), durable, exchange)[1])
+    for node in (a.node, warren_cluster.members[1], c.node):  # wherever Warren put them
+        for q in (durable, transient, imported):
             amqp_error(node.url, lambda ch, q=q: ch.queue_delete(q))
+        amqp_error(node.url, lambda ch: ch.exchange_delete(exchange))
     if differences:
         pytest.xfail("Warren differs for a queue on a killed node: " + "; ".join(differences))
 
