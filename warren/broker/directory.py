@@ -81,13 +81,26 @@ class LocalDirectory:
         v = self.broker.vhosts.get(vhost)
         if v is None:
             raise NotFound(f"no vhost '{vhost}'")
+        if self.elsewhere is not None:  # a queue of another node: that node changes it
+            answer = self.elsewhere.define(v, op, args)
+            if answer is not None:
+                return await answer
+        return await durable_change(self.broker.durability, apply_change, v, op, args)
+
+    async def define_here(self, vhost: str, op: str, args: tuple):
+        """``define`` in this process only: what another node asks of a queue that lives here."""
+        v = self.broker.vhosts.get(vhost)
+        if v is None:
+            raise NotFound(f"no vhost '{vhost}'")
         return await durable_change(self.broker.durability, apply_change, v, op, args)
 
     def change(self, v, op: str, args: tuple):
         """A client's change (``CHANGES``; ``who`` is its session) to vhost ``v``: the result
         now, or an awaitable of it when others must apply it first (warren/broker/later.py).
         Here, applied at once; its fsync is the connection's group commit, as for any change a
-        connection makes."""
+        connection makes. In a cluster, a durable queue whose node is down is refused first."""
+        if self.elsewhere is not None:
+            self.elsewhere.check_change(v, op, args)
         return apply_change(v, op, args)
 
     def define_at_start(self, v, op: str, args: tuple) -> None:
@@ -126,15 +139,22 @@ class LocalDirectory:
     def find_queue(self, vhost, name: str):
         """The queue named ``name`` in ``vhost`` (a Vhost), wherever it lives: the queue, or
         the handle of one elsewhere (``vhost.remote_queues``); None if there is none."""
-        return vhost.queues.get(name) or vhost.remote_queues.get(name)
+        found = vhost.queues.get(name) or vhost.remote_queues.get(name)
+        if found is None and self.elsewhere is not None:  # another node's (warren/cluster/api.py)
+            return self.elsewhere.find_queue(vhost.name, name)
+        return found
 
     async def purge(self, q) -> int:
         """Purge ``q`` (a queue or a handle of one elsewhere); the messages purged."""
+        if not q.is_here and self.elsewhere is not None:
+            return await self.elsewhere.purge(q)
         return q.purge()
 
     async def owner_api(self, q, what: str, args: tuple):
         """What the HTTP API of the process owning ``q`` (a handle, ``q.is_here`` False)
         answers to ``what`` ("get": take messages, "stream": read a stream)."""
+        if not q.is_here and self.elsewhere is not None:
+            return await self.elsewhere.owner_api(q, what, args)
         raise InternalError(f"queue '{q.name}' is here: the HTTP API answers for it itself")
 
     def proxy_sessions(self) -> list:
@@ -201,7 +221,7 @@ class LocalDirectory:
     async def api_rows(self, kind: str, *args, only=None) -> list[dict]:
         """The others' objects of ``kind`` ("queues", "connections", "channels", ...) as their
         HTTP APIs show them: the other nodes' in a cluster; none when alone."""
-        return [] if self.elsewhere is None else await self.elsewhere.api_rows(kind, args)
+        return [] if self.elsewhere is None else await self.elsewhere.api_rows(kind, args, only=only)
 
     async def api_act(self, what: str, *args) -> bool:
         """Ask the others to do ``what`` to an object they hold (close a connection); True if

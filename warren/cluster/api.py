@@ -16,11 +16,21 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from warren.errors import InternalError
+from warren.cluster.queues import NodeQueue
+from warren.errors import InternalError, NotFound
 
-__all__ = ["ClusterApi", "NODE_LOCAL"]
+__all__ = ["ClusterApi", "NODE_LOCAL", "QUEUE_CHANGES", "down_text"]
 
 log = logging.getLogger("warren.cluster")
+
+QUEUE_CHANGES = frozenset({"declare_queue", "delete_queue", "bind_queue", "unbind_queue"})
+
+
+def down_text(record: dict) -> str:
+    """RabbitMQ 3.10's words for a durable queue whose home node is down."""
+    return (f"home node '{record['node']}' of durable queue '{record['name']}' in vhost "
+            f"'{record['vhost']}' is down or inaccessible")
+
 
 # kinds that stay each node's own: a Prometheus scrape answers for the scraped node (each node
 # is scraped), and proxy consumers are a worker-process matter
@@ -30,8 +40,9 @@ NODE_LOCAL = frozenset({"metrics", "proxy_consumers"})
 class ClusterApi:
     """The directory's view of the other nodes (``directory.elsewhere``) and the answers to them."""
 
-    def __init__(self, directory) -> None:
+    def __init__(self, directory, queues) -> None:
         self.directory = directory
+        self.queues = queues  # the queue directory (queues.py): where each queue lives
         self.links = None  # NodeLinks, set once listening (warren/server/server.py)
 
     # --- what the other nodes ask of this one (NodeLinks' handler) -----------------------------
@@ -44,14 +55,66 @@ class ClusterApi:
         if op == "api_act":
             what, what_args = args
             return False if api is None else api.act(what, *what_args)
+        if op == "define":  # the HTTP API of another node changes a queue that lives here
+            vhost, what, what_args = args
+            return self.directory.define_here(vhost, what, what_args)
+        if op == "purge":
+            vhost, name = args
+            return self._here(vhost, name).purge()
         raise InternalError(f"node {node} asked for {op!r}, which this node does not know")
+
+    def _here(self, vhost: str, name: str):
+        v = self.directory.broker.vhosts.get(vhost)
+        q = v.queues.get(name) if v is not None else None
+        if q is None or q.deleted:
+            raise NotFound(f"no queue '{name}' in vhost '{vhost}'")
+        return q
 
     # --- what this node asks of the others -------------------------------------------------------
 
-    async def api_rows(self, kind: str, args: tuple) -> list:
+    def find_queue(self, vhost: str, name: str):
+        """A handle of queue ``name`` of ``vhost`` living on another running node, or None."""
+        record = self.queues.where(vhost, name)
+        if record is None or not self.queues.cluster.running(record["node"]):
+            return None
+        return NodeQueue(record)
+
+    def define(self, v, op: str, args: tuple):
+        """A change the HTTP API asks (``ADMIN``) of a queue that lives on another node: an
+        awaitable of that node's answer; None when it is this node's to make (the queue is here,
+        or nowhere: a new one is placed here, RabbitMQ's client-local). A durable queue whose
+        node is down is refused as RabbitMQ 3.10 refuses it."""
+        if op not in QUEUE_CHANGES:
+            return None
+        name = args[0]
+        if name in v.queues:
+            return None
+        record = self.queues.where(v.name, name)
+        if record is None:
+            return None
+        if not self.queues.cluster.running(record["node"]):
+            raise NotFound(down_text(record))
+        return self.links.ask(record["node"], "define", v.name, op, args)
+
+    def check_change(self, v, op: str, args: tuple) -> None:
+        """A client's change (AMQP) of a queue that is not here: refused if it is a durable
+        queue whose node is down, as RabbitMQ's home-node check."""
+        if op not in QUEUE_CHANGES or args[0] in v.queues:
+            return
+        record = self.queues.where(v.name, args[0])
+        if record is not None and record.get("durable") and not self.queues.cluster.running(record["node"]):
+            raise NotFound(down_text(record))
+
+    async def owner_api(self, q, what: str, args: tuple):
+        return await self.links.ask(q.owner, "api_act", what, args)
+
+    async def purge(self, q) -> int:
+        return await self.links.ask(q.owner, "purge", q.vhost_name, q.name)
+
+    async def api_rows(self, kind: str, args: tuple, only=None) -> list:
         if kind in NODE_LOCAL or self.links is None:
             return []
-        peers = self.links.running_peers()
+        peers = self.links.running_peers() if only is None else [only]
         answers = await asyncio.gather(*(self.links.ask(p, "api_rows", kind, args) for p in peers),
                                        return_exceptions=True)
         rows = []
@@ -60,6 +123,8 @@ class ClusterApi:
                 log.warning("cluster: node %s's %s are missing from this answer: %s", peer, kind, answer)
                 continue
             rows.extend(answer)
+        if kind == "queues" and only is None and args and args[1] is None:  # a list: down nodes' queues too
+            rows.extend(self.queues.down_rows(args[0]))
         return rows
 
     async def api_act(self, what: str, args: tuple) -> bool:

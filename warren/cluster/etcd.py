@@ -204,6 +204,15 @@ class EtcdClient:
         answer = await self.call("kv/deleterange", {"key": _b64(key)})
         return int(answer.get("deleted", 0))
 
+    async def write_many(self, puts: Sequence[tuple[str, str, int]], deletes: Sequence[str] = ()) -> None:
+        """Put each ``(key, value, lease)`` and delete each key of ``deletes``, in one transaction
+        (etcd refuses more than 128 operations in one: the caller keeps below)."""
+        ops = [{"request_put": {"key": _b64(k), "value": _b64(v), **({"lease": str(lease)} if lease else {})}}
+               for k, v, lease in puts]
+        ops += [{"request_delete_range": {"key": _b64(k)}} for k in deletes]
+        if ops:
+            await self.call("kv/txn", {"compare": [], "success": ops})
+
     async def put_if_absent(self, key: str | bytes, value: str | bytes, *, lease: int = 0,
                             also: dict | None = None) -> tuple[bool, KeyValue | None]:
         """Compare-and-swap: write ``key`` (and the keys of ``also``, in the same transaction)

@@ -128,6 +128,8 @@ class ClusterNode:
         self.members: dict[str, dict] = {node_name: record}
         # every node that joined and was not forgotten, running or not (members/), kept the same way
         self.known: dict[str, dict] = {node_name: {"name": node_name}}
+        # every node's queues by key (queues/<vhost>/<name>/<node>), kept the same way (queues.py)
+        self.queues: dict[str, dict] = {}
         self.status_of = None  # () -> this node's figures (the HTTP API's /api/nodes row), set by it
         self.on_change = None  # () called after each change of ``members`` (warren/cluster/alarms.py)
         self.secret = ""  # the cluster secret (set by ``join``): what the inter-node links prove (links.py)
@@ -144,7 +146,8 @@ class ClusterNode:
         if not self._watchers:
             loop = asyncio.get_running_loop()
             self._watchers = [loop.create_task(self._follow("nodes/", "members", "member list")),
-                              loop.create_task(self._follow("members/", "known", "list of nodes"))]
+                              loop.create_task(self._follow("members/", "known", "list of nodes")),
+                              loop.create_task(self._follow("queues/", "queues", "queue directory"))]
 
     def running(self, name: str) -> bool:
         """Whether ``name``'s lease is alive and it listens (its record says running)."""
@@ -159,6 +162,11 @@ class ClusterNode:
         if await self.client.delete(f"{self.prefix}members/{name}") == 0:
             raise ClusterError(f"node {name!r} is not a node of cluster {self.cluster_name!r}")
         self.known.pop(name, None)
+        # its durable queues go with it, as RabbitMQ deletes a forgotten node's (queues.py)
+        stale = [kv.key.decode() for kv in await self.client.get_prefix(f"{self.prefix}queues/")
+                 if kv.key.decode().endswith("/" + name)]
+        for i in range(0, len(stale), 100):
+            await self.client.write_many([], stale[i:i + 100])
         log.info("cluster %s: node %s forgotten", self.cluster_name, name)
 
     async def _follow(self, subkey: str, attribute: str, what: str) -> None:

@@ -294,6 +294,7 @@ class Server:
         self.failure: str | None = None
         self.cluster = None  # this node's membership with --cluster-etcd (warren/cluster/node.py), set by run()
         self.node_links = None  # its links to the other nodes (warren/cluster/links.py), set in startup
+        self.queue_directory = None  # where the cluster's queues live (warren/cluster/queues.py), set in startup
         self.cluster_files = None  # its node files kept in etcd (warren/cluster/shared_files.py), set by run()
 
     # --- group commit -----------------------------------------------------------------------
@@ -514,11 +515,15 @@ class Server:
 
     async def _link_nodes(self) -> int:
         """The inter-node links (warren/cluster/links.py): the other nodes' API rows in ours,
-        ours in theirs (warren/cluster/api.py); the port they link to."""
+        ours in theirs, their queues found through ours (warren/cluster/api.py, queues.py); the
+        port they link to."""
         from warren.cluster.api import ClusterApi
         from warren.cluster.links import NodeLinks
+        from warren.cluster.queues import QueueDirectory
         c = self.config
-        peers = ClusterApi(self.broker.directory)
+        self.queue_directory = QueueDirectory(self.cluster, self.broker)  # where each queue lives, in etcd
+        self.queue_directory.start()
+        peers = ClusterApi(self.broker.directory, self.queue_directory)
         self.node_links = NodeLinks(self.cluster, peers)
         try:
             cluster_port = await self.node_links.start(c.host, c.cluster_port)
@@ -601,6 +606,7 @@ class Server:
             await self.http.stop()
         if self.node_links is not None:  # the other nodes ask this one nothing more
             await self.node_links.close()
+            await self.queue_directory.stop()
         if self.metrics is not None:
             await self.metrics.stop()
         if self.federation is not None:  # shovels and links close their connections (to us too)

@@ -1,0 +1,189 @@
+"""Where each queue of the cluster lives: the queue directory in etcd.
+
+Each node lists its own queues under ``/warren/<C>/queues/<vhost>/<name>/<node>`` (vhost and
+name percent-encoded), the value being what ``/api/queues`` shows of a queue that cannot be
+asked (``name``, ``vhost``, ``node``, ``type``, ``durable``, ``auto_delete``, ``exclusive``,
+``arguments``). A durable queue's key has no lease: it stays while its node is down, which is
+how every other node knows that queue is there and down (RabbitMQ's ``state: down``, its
+``home node ... is down or inaccessible``). Other queues' keys are held by the node's lease:
+they go with it, as the queues do.
+
+The node writes the differences between its queues and what it last wrote once a second
+(``PUBLISH_INTERVAL``), in transactions of at most ``BATCH`` operations, rather than on each
+declare: nothing is added to a declare's path, and the directory is a view at most a second
+old. Every node follows the prefix (ClusterNode's ``queues``, a watch); ``forget`` removes a
+forgotten node's keys, as RabbitMQ deletes a forgotten node's queues.
+
+What uses it: the HTTP API (a queue of another node is found, shown, read, purged and deleted
+through any node; a down node's durable queues are listed ``state: down``) and a declare
+through another node of a durable queue whose node is down (refused as RabbitMQ refuses it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from urllib.parse import quote
+
+from warren.cluster.etcd import EtcdError
+
+__all__ = ["QueueDirectory", "NodeQueue", "PUBLISH_INTERVAL", "queue_key"]
+
+log = logging.getLogger("warren.cluster")
+
+PUBLISH_INTERVAL = 1.0  # seconds between two writes of this node's differences
+BATCH = 100  # operations per etcd transaction (etcd refuses more than 128)
+
+
+def queue_key(prefix: str, vhost: str, name: str, node: str) -> str:
+    return f"{prefix}queues/{quote(vhost, safe='')}/{quote(name, safe='')}/{node}"
+
+
+def _plain(value):
+    """A queue argument as JSON can carry it (AMQP tables may hold bytes, decimals, times)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8", "replace")
+    return str(value)
+
+
+class NodeQueue:
+    """What a node holds of a queue that lives on another node (the HTTP API's handle of it:
+    warren/broker/directory.py ``find_queue``); ``owner`` is that node's name."""
+
+    is_here = False
+    consumers = ()
+    deleted = False
+
+    def __init__(self, record: dict) -> None:
+        self.name = record["name"]
+        self.vhost_name = record["vhost"]
+        self.owner = record["node"]
+        self.durable = bool(record.get("durable"))
+        self.auto_delete = bool(record.get("auto_delete"))
+        self.exclusive = bool(record.get("exclusive"))
+        self.arguments = record.get("arguments") or {}
+        self.queue_type = record.get("type", "classic")
+        self.is_stream = self.queue_type == "stream"
+        self.exclusive_owner = None
+        self.bound_to: set = set()
+
+
+class QueueDirectory:
+    """This node's part of the queue directory (module doc): ``start`` publishes its queues;
+    ``where(vhost, name)`` and ``down_rows(vhosts)`` read every node's."""
+
+    def __init__(self, cluster, broker) -> None:
+        self.cluster = cluster
+        self.broker = broker
+        self.published: dict[str, str] = {}  # key -> value, as last written
+        self._task: asyncio.Task | None = None
+        self._stopped = False
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._publish_loop())
+
+    async def stop(self) -> None:
+        self._stopped = True
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+
+    # --- this node's queues into etcd ------------------------------------------------------------
+
+    def _ours(self) -> dict[str, tuple[str, bool]]:
+        """key -> (value, held by the lease) for every queue this node holds now."""
+        prefix, me = self.cluster.prefix, self.cluster.node_name
+        out = {}
+        for vhost in list(self.broker.vhosts.values()):
+            for q in list(vhost.queues.values()):
+                if q.deleted:
+                    continue
+                exclusive = q.exclusive_owner is not None
+                record = {"name": q.name, "vhost": vhost.name, "node": me, "type": q.queue_type,
+                          "durable": q.durable, "auto_delete": q.auto_delete, "exclusive": exclusive,
+                          "arguments": _plain(q.arguments)}
+                out[queue_key(prefix, vhost.name, q.name, me)] = (json.dumps(record, sort_keys=True),
+                                                                   exclusive or not q.durable)
+        return out
+
+    async def _publish_loop(self) -> None:
+        problem = None
+        first = True
+        while not self._stopped:
+            try:
+                if first:  # what a previous run of this node left (its durable queues' keys)
+                    me = "/" + self.cluster.node_name
+                    kvs = await self.cluster.client.get_prefix(self.cluster.prefix + "queues/")
+                    self.published = {kv.key.decode(): kv.value.decode() for kv in kvs
+                                      if kv.key.decode().endswith(me)}
+                    first = False
+                await self.publish_once()
+                if problem is not None:
+                    log.info("cluster %s: the queue directory is written again", self.cluster.cluster_name)
+                problem = None
+            except EtcdError as e:
+                if problem is None:
+                    log.warning("cluster %s: cannot write this node's queues into the queue directory: %s",
+                                self.cluster.cluster_name, e)
+                problem = str(e)
+            await asyncio.sleep(PUBLISH_INTERVAL)
+
+    async def publish_once(self) -> None:
+        """Write what changed since the last write (puts and deletes, in batches)."""
+        ours = self._ours()
+        puts = [(k, v, self.cluster.lease if leased else 0) for k, (v, leased) in ours.items()
+                if self.published.get(k) != v]
+        deletes = [k for k in self.published if k not in ours]
+        ops = [("put", p) for p in puts] + [("delete", d) for d in deletes]
+        for i in range(0, len(ops), BATCH):
+            chunk = ops[i:i + BATCH]
+            await self.cluster.client.write_many([p for kind, p in chunk if kind == "put"],
+                                                 [d for kind, d in chunk if kind == "delete"])
+            for kind, item in chunk:
+                if kind == "put":
+                    self.published[item[0]] = item[1]
+                else:
+                    self.published.pop(item, None)
+
+    # --- every node's queues, as followed ---------------------------------------------------------
+
+    def records(self, vhost: str | None = None, name: str | None = None) -> list[dict]:
+        """Every queue of the directory (of ``vhost``, named ``name``), other nodes' only."""
+        me = self.cluster.node_name
+        out = []
+        for record in list(self.cluster.queues.values()):
+            if record.get("node") == me or "name" not in record:
+                continue
+            if (vhost is None or record.get("vhost") == vhost) and (name is None or record["name"] == name):
+                out.append(record)
+        return out
+
+    def where(self, vhost: str, name: str) -> dict | None:
+        """The record of queue ``name`` of ``vhost`` on another node: a running node's first,
+        else a down node's; None if no other node holds one."""
+        found = self.records(vhost, name)
+        running = [r for r in found if self.cluster.running(r["node"])]
+        return (running or found or [None])[0]
+
+    def down_rows(self, vhosts: list[str]) -> list[dict]:
+        """``/api/queues`` rows of the durable queues whose node is down (RabbitMQ 3.10's shape)."""
+        rows = []
+        for record in self.records():
+            if record.get("vhost") in vhosts and not self.cluster.running(record["node"]):
+                rows.append({"name": record["name"], "vhost": record["vhost"], "node": record["node"],
+                             "state": "down", "type": record.get("type", "classic"),
+                             "durable": record.get("durable", True), "auto_delete": record.get("auto_delete", False),
+                             "exclusive": record.get("exclusive", False), "arguments": record.get("arguments", {})})
+        return rows
