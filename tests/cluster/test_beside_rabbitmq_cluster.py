@@ -5,8 +5,8 @@ on etcd (the ``test_warren_*`` tests), where each answer that differs is an xfai
 difference. docs/compatibility.md ("A cluster: RabbitMQ 3.10 beside Warren") says it in prose.
 
 Behind the ``cluster`` marker (``pytest -m cluster tests/cluster/test_beside_rabbitmq_cluster.py``,
-``-k warren`` for Warren's side alone, ~20 s): RabbitMQ's cluster starts in 30-40 s and its side
-takes ~95 s. The tests share one cluster of each and run in file order; a test that kills or
+``-k warren`` for Warren's side alone, ~20 s): RabbitMQ's cluster starts in 25-35 s and the whole
+file takes ~105 s (load 3.5-3.9). The tests share one cluster of each and run in file order; a test that kills or
 forgets a node brings it back before it ends. Every wait is for an answer the cluster gives
 (bounded), never for a time.
 """
@@ -56,7 +56,7 @@ SECTIONS = ["Basics", "Disk Nodes", "Running Nodes", "Versions", "Maintenance st
 @pytest.fixture(scope="session", autouse=True)  # session: before the session's cluster starts
 def _only_with_the_marker(request):
     if "cluster" not in (request.config.option.markexpr or ""):
-        pytest.skip("runs with -m cluster (a three-node RabbitMQ cluster starts in 30-40 s)")
+        pytest.skip("runs with -m cluster (a three-node RabbitMQ cluster starts in 25-35 s)")
 
 
 def wait_for(condition, what: str, timeout: float = WAIT_S):
