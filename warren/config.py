@@ -177,6 +177,9 @@ class Config:
     cluster_lease_ttl: int = 10
     # the inter-node links' port (warren/cluster/links.py; 0: any free one, announced in etcd)
     cluster_port: int = 0
+    # TLS on the inter-node links, with tls_cert/tls_key and tls_ca: each node presents its
+    # certificate and verifies the other's against tls_ca (warren/server/tls.py node_link_contexts)
+    cluster_tls: bool = False
 
     def _validate_cluster(self) -> None:
         if isinstance(self.cluster_etcd, str):  # the command line's "http://a:2379,http://b:2379"
@@ -198,6 +201,9 @@ class Config:
             raise ValueError(f"cluster-name {self.cluster_name!r} must be 1 to 64 letters, digits, '.', '_' or '-'")
         if not 0 <= self.cluster_port <= 65535:
             raise ValueError("cluster-port must be 0..65535")
+        if self.cluster_tls and (self.tls_cert is None or self.tls_ca is None):
+            raise ValueError("cluster-tls needs tls-cert (this node's certificate, tls-key if apart) and tls-ca "
+                             "(the CA the other nodes' certificates chain to)")
         if not 2 <= self.cluster_lease_ttl <= 300:
             raise ValueError("cluster-lease-ttl must be 2..300 seconds")
         if self.workers > 1:

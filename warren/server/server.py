@@ -524,7 +524,14 @@ class Server:
         self.queue_directory = QueueDirectory(self.cluster, self.broker)  # where each queue lives, in etcd
         self.queue_directory.start()
         peers = ClusterApi(self.broker.directory, self.queue_directory)
-        self.node_links = NodeLinks(self.cluster, peers)
+        listener = dialler = None
+        if c.cluster_tls:  # both sides present and verify certificates (tls.py)
+            from warren.server.tls import TlsError, node_link_contexts
+            try:
+                listener, dialler = node_link_contexts(c)
+            except TlsError as e:
+                raise StartupError(f"cluster-tls: {e}") from None
+        self.node_links = NodeLinks(self.cluster, peers, server_ssl=listener, client_ssl=dialler)
         try:
             cluster_port = await self.node_links.start(c.host, c.cluster_port)
         except OSError as e:

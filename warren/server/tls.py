@@ -50,7 +50,7 @@ from pathlib import Path
 from warren.access.login import MECHANISMS, MECHANISMS_WITH_EXTERNAL
 from warren.config import parse_tls_versions
 
-__all__ = ["TlsContexts", "TlsError", "TlsAmqpListener", "CertificateLogin", "login_name", "distinguished_name", "TlsSession",
+__all__ = ["node_link_contexts", "TlsContexts", "TlsError", "TlsAmqpListener", "CertificateLogin", "login_name", "distinguished_name", "TlsSession",
            "session_of"]
 
 log = logging.getLogger("warren.tls")
@@ -106,6 +106,23 @@ def build_context(config, *, client_certificates: bool = True) -> ssl.SSLContext
             raise TlsError(f"cannot load TLS CA file {config.tls_ca}: {getattr(e, 'reason', None) or e}") from None
         ctx.verify_mode = ssl.CERT_REQUIRED if config.tls_verify == "require" else ssl.CERT_OPTIONAL
     return ctx
+
+
+def node_link_contexts(config) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    """The inter-node links' contexts (``--cluster-tls``, warren/cluster/links.py): as listener
+    and as dialler, each presenting the node's certificate and requiring the other's to chain
+    to ``tls_ca``; the dialler checks the name it dialled (an address: an IP SAN) too."""
+    listener = build_context(config, client_certificates=False)
+    dialler = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    dialler.minimum_version, dialler.maximum_version = listener.minimum_version, listener.maximum_version
+    _load_chain(dialler, Path(config.tls_cert), Path(config.tls_key) if config.tls_key else None)
+    for ctx in (listener, dialler):
+        try:
+            ctx.load_verify_locations(cafile=str(config.tls_ca))
+        except (ssl.SSLError, OSError) as e:
+            raise TlsError(f"cannot load TLS CA file {config.tls_ca}: {getattr(e, 'reason', None) or e}") from None
+        ctx.verify_mode = ssl.CERT_REQUIRED
+    return listener, dialler
 
 
 class TlsContexts:
