@@ -30,6 +30,7 @@ import pika.exceptions
 import pytest
 
 from tests.cluster.cluster_nodes import Nodes
+from tests.cluster.etcd_harness import EtcdCluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
@@ -143,19 +144,24 @@ def publish(url: str, queue: str, bodies: list[bytes], mandatory: bool = False) 
         conn.close()
 
 
-def drain(url: str, queue: str) -> list[bytes]:
+def drain(url: str, queue: str) -> list[bytes] | tuple[int, str]:
+    """Every message basic.get finds in the queue, or the channel.close (code, text) it ends with."""
     conn = pika.BlockingConnection(pika.URLParameters(url))
     try:
         ch = conn.channel()
         got = []
         for _ in range(1000):  # bounded
-            method, _props, body = ch.basic_get(queue, auto_ack=True)
+            try:
+                method, _props, body = ch.basic_get(queue, auto_ack=True)
+            except pika.exceptions.ChannelClosedByBroker as e:
+                return e.reply_code, e.reply_text
             if method is None:
                 break
             got.append(body)
         return got
     finally:
-        conn.close()
+        if conn.is_open:
+            conn.close()
 
 
 def down_queue_answers(url: str, queue: str) -> dict:
@@ -190,11 +196,11 @@ def exported(defs: dict, queue: str, exchange: str) -> tuple[dict | None, bool]:
     return entry, bound
 
 
-def import_queues(node, *queues: str) -> int:
-    """POST /api/definitions with durable queues alone: the status."""
+def import_queues(node, *queues: str) -> tuple[int, object]:
+    """POST /api/definitions with durable queues alone: (status, body)."""
     body = {"queues": [{"name": q, "vhost": "/", "durable": True, "auto_delete": False, "arguments": {}}
                        for q in queues]}
-    return node.api("POST", "/api/definitions", body)[0]
+    return node.api("POST", "/api/definitions", body)
 
 
 def declare(url: str, queue: str, durable: bool = True) -> None:
@@ -321,7 +327,7 @@ def test_a_killed_node_and_its_queues_then_its_restart(rabbitmq_cluster):
         assert exported(defs, durable, exchange) == (
             {"name": durable, "vhost": "/", "durable": True, "auto_delete": False, "arguments": {}}, False)
         assert any(e["name"] == exchange for e in defs["exchanges"])
-        assert import_queues(n2, imported, durable) == 204
+        assert import_queues(n2, imported, durable) == (204, None)
         queues = {r["name"]: r for r in rows(n1, "/api/queues")}
         assert queues[imported]["node"] == n2.name and queues[durable]["state"] == "down"
 
@@ -398,9 +404,19 @@ WARREN_NAMES = ["a", "b", "c"]
 @dataclass
 class WarrenCluster:
     nodes: Nodes
-    etcd: str
+    etcd_cluster: EtcdCluster
     name: str
     members: list
+
+    @property
+    def etcd(self) -> str:
+        return self.etcd_cluster.endpoints
+
+    def in_directory(self, queue: str, node: str) -> bool:
+        """The queue is in the cluster's queue directory in etcd (warren/cluster/queues.py: each
+        node writes its queues there once a second)."""
+        return f"/warren/{self.name}/queues/%2F/{queue}/{node}" in self.etcd_cluster.get_prefix(
+            f"/warren/{self.name}/queues/")
 
     def restart(self, index: int):
         """The node started again with its name and data folder."""
@@ -416,7 +432,7 @@ def warren_cluster(etcd1, tmp_path_factory) -> WarrenCluster:
     name = f"t{uuid.uuid4().hex[:10]}"
     try:
         members = [nodes.start(etcd1.endpoints, name, n, "--cluster-lease-ttl", LEASE_TTL) for n in WARREN_NAMES]
-        yield WarrenCluster(nodes, etcd1.endpoints, name, members)
+        yield WarrenCluster(nodes, etcd1, name, members)
     finally:
         nodes.stop_all()
 
@@ -572,6 +588,9 @@ def test_warren_a_killed_node_and_its_queues_then_its_restart(warren_cluster):
     assert amqp_error(c_node.url, lambda ch: (ch.exchange_declare(exchange, "topic", durable=True),
                                                 ch.queue_bind(durable, exchange, "k"))) == "ok"
     assert {r["name"]: r["node"] for r in rows(a, "/api/queues")}[durable] == "c"
+    # Warren's directory of queues is up to a second behind a declare (RabbitMQ's Mnesia is not):
+    # what is compared is the cluster once it knows the queue
+    wait_for(lambda: warren_cluster.in_directory(durable, "c"), "the durable queue in the directory")
     differences = []
 
     def differ(what: str, rabbitmq, got) -> None:
@@ -605,7 +624,7 @@ def test_warren_a_killed_node_and_its_queues_then_its_restart(warren_cluster):
         assert a.api("GET", f"/api/queues/%2F/{durable}")[0] == 404
         defs = definitions(a)
         differ("node a's export with node c down (queue, binding)", (entry, False), exported(defs, durable, exchange))
-        differ("an import through node b of a new queue and the down one", 204,
+        differ("an import through node b of a new queue and the down one", (204, None),
                import_queues(warren(warren_cluster, 1), imported, durable))
         differ("the imported queue's node", "b", {r["name"]: r["node"] for r in rows(a, "/api/queues")}.get(imported))
         got = down_queue_answers(a.node.url, durable)
