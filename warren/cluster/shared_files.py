@@ -13,8 +13,9 @@ half second). This module plugs into those two calls (``node_file.share``):
 * ``locked(path)`` also takes the file's **cluster-wide lock**, the key ``locks/<name>`` written
   only if absent with a lease of its own (``LOCK_TTL``), and in the same etcd transaction reads
   the file's key: if another node changed it since, its content goes into the local file first,
-  so the store's read inside the lock sees the cluster's latest. Leaving the lock revokes that
-  lease (the key goes); a node that dies holding it holds it at most ``LOCK_TTL`` seconds.
+  so the store's read inside the lock sees the cluster's latest. The put below deletes the lock
+  key in its own transaction; a change that writes nothing (refused by the store) revokes the
+  lock's lease; a node that dies holding the lock holds it at most ``LOCK_TTL`` seconds.
 * ``replace_durably(path, data)`` puts ``data`` in etcd first, in a transaction that succeeds
   only while the lock key is still the one this node created (a node that lost its lock, cut
   off past its TTL, cannot overwrite a later change), then writes the file. A change is thus
@@ -182,7 +183,11 @@ class _File:
             raise self.owner.refuse(self.name, str(e)) from None
         self._holder, self._depth, self._lease, self._lock_revision = threading.get_ident(), 1, lease, revision
         if kv is not None and kv.mod_revision > self.applied:
-            self._take(kv)
+            try:
+                self._take(kv)
+            except BaseException:  # the file could not be written: no change, the lock freed
+                self.release()
+                raise
 
     def release(self) -> None:
         if self._holder != threading.get_ident():
@@ -191,7 +196,8 @@ class _File:
         if self._depth:
             return
         lease, self._holder, self._lease, self._lock_revision = self._lease, None, 0, 0
-        self.owner.drop_lock(lease)
+        if lease:  # 0: the fenced put released it already
+            self.owner.drop_lock(lease)
 
     def publish(self, data: bytes) -> None:
         if self._holder != threading.get_ident():  # written without node_file.locked: lock it here
@@ -202,7 +208,10 @@ class _File:
                 self.release()
             return
         try:
+            if not self._lease:  # a second write in one hold: the first put freed the lock, take it again
+                self._lease, self._lock_revision, _ = self.owner.take_lock(self)
             self.applied = self.owner.put_fenced(self, data)
+            self._lease = 0  # the put deleted the lock key; its lease ends by itself (LOCK_TTL)
         except EtcdError as e:
             raise self.owner.refuse(self.name, str(e)) from None
 
@@ -336,11 +345,14 @@ class SharedFiles:
                             self.node.cluster_name, e, LOCK_TTL)
 
     def put_fenced(self, f: _File, data: bytes) -> int:
-        """Put ``data`` as ``f``'s content if our lock key is still ours; the revision written."""
+        """Put ``data`` as ``f``'s content if our lock key is still ours, and delete that key in
+        the same transaction (the lock is free once the change is in etcd: one call fewer than a
+        revoke after it; the lease, holding nothing, ends by itself); the revision written."""
         answer = self.etcd.call("kv/txn", {
             "compare": [{"key": _b64(f.lock_key), "target": "CREATE", "result": "EQUAL",
                          "create_revision": str(f._lock_revision)}],
-            "success": [{"request_put": {"key": _b64(f.key), "value": _b64(data)}}],
+            "success": [{"request_put": {"key": _b64(f.key), "value": _b64(data)}},
+                        {"request_delete_range": {"key": _b64(f.lock_key)}}],
             "failure": []})
         if not answer.get("succeeded"):
             raise EtcdError(f"this node lost the cluster's lock of {f.name} before writing it (etcd was "
