@@ -1,13 +1,17 @@
 """Clustered Warren nodes for the tests of tests/cluster: start them (tests/conftest.py's
-``launch_broker``), start ones that must be refused, read the member list from etcd."""
+``launch_broker``), start ones that must be refused, read the member list from etcd, ask a
+node's HTTP API."""
 
 from __future__ import annotations
 
+import base64
 import json
 import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -16,6 +20,7 @@ import pika
 from tests.cluster.etcd_harness import EtcdCluster
 from tests.conftest import BrokerProc, launch_broker
 
+GUEST = "Basic " + base64.b64encode(b"guest:guest").decode()
 REFUSAL_TIMEOUT_S = 60.0  # a refused start exits within this (it waits on etcd for at most 5 s per member)
 
 
@@ -88,3 +93,25 @@ def publish_and_get(node, queue: str) -> bytes:
         return got
     finally:
         conn.close()
+
+
+def api(node, path: str, method: str = "GET", body=None):
+    """``/api/<path>`` of ``node`` as guest: its JSON (None when empty); an error status raises
+    urllib's HTTPError."""
+    return api_status(node, path, method, body, raise_errors=True)[1]
+
+
+def api_status(node, path: str, method: str = "GET", body=None, raise_errors: bool = False) -> tuple[int, object]:
+    """``/api/<path>`` of ``node`` as guest: (HTTP status, JSON or None), an error status included."""
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(f"{node.http_url}/api/{path}", data=data, method=method,
+                                     headers={"Authorization": GUEST, "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            raw = answer.read()
+            return answer.status, (json.loads(raw) if raw else None)
+    except urllib.error.HTTPError as e:
+        if raise_errors:
+            raise
+        raw = e.read()
+        return e.code, (json.loads(raw) if raw else None)

@@ -5,27 +5,17 @@ told and what the health check answers, bounded."""
 
 from __future__ import annotations
 
-import base64
-import json
 import time
-import urllib.error
-import urllib.request
 
 import pika
 
-from tests.cluster.cluster_nodes import wait_until
+from tests.cluster.cluster_nodes import api_status, wait_until
 
 TIMEOUT_S = 30.0
-AUTH = "Basic " + base64.b64encode(b"guest:guest").decode()
 
 
 def health(node, check: str) -> tuple[int, dict]:
-    request = urllib.request.Request(f"{node.http_url}/api/health/checks/{check}", headers={"Authorization": AUTH})
-    try:
-        with urllib.request.urlopen(request, timeout=30) as answer:
-            return answer.status, json.loads(answer.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
+    return api_status(node, f"health/checks/{check}")
 
 
 def test_a_disk_alarm_on_one_node_blocks_the_publishers_of_another(etcd1, nodes, cluster_name, uid):

@@ -11,7 +11,6 @@ node still serves the others; a record carrying a class that is not allowed is n
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import hmac
 import json
@@ -20,25 +19,15 @@ import pickle
 import socket
 import struct
 import time
-import urllib.error
-import urllib.request
 from urllib.parse import quote
 
 import pika
 import pytest
 
-from tests.cluster.cluster_nodes import wait_until
+from tests.cluster.cluster_nodes import api, wait_until
 
 TIMEOUT_S = 30.0
-AUTH = "Basic " + base64.b64encode(b"guest:guest").decode()
 MAGIC = b"WARREN-NODE 1\n"  # warren/cluster/links.py's protocol, written out here as a client would
-
-
-def api(node, path: str, method: str = "GET"):
-    request = urllib.request.Request(f"{node.http_url}/api/{path}", method=method, headers={"Authorization": AUTH})
-    with urllib.request.urlopen(request, timeout=30) as answer:
-        body = answer.read()
-        return json.loads(body) if body else None
 
 
 def cluster_port(node) -> int:

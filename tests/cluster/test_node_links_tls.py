@@ -5,25 +5,16 @@ and the nodes go on. Waits are on what the API shows, bounded."""
 
 from __future__ import annotations
 
-import base64
 import json
 import socket
 import ssl
-import urllib.request
 
 import pika
 
-from tests.cluster.cluster_nodes import wait_until
+from tests.cluster.cluster_nodes import api, wait_until
 from tests.e2e.tlscerts import Pki
 
 TIMEOUT_S = 30.0
-AUTH = "Basic " + base64.b64encode(b"guest:guest").decode()
-
-
-def api(node, path: str):
-    request = urllib.request.Request(f"{node.http_url}/api/{path}", headers={"Authorization": AUTH})
-    with urllib.request.urlopen(request, timeout=30) as answer:
-        return json.loads(answer.read())
 
 
 def test_nodes_link_over_tls_and_refuse_clear_text_and_strangers(etcd1, nodes, cluster_name, tmp_path, uid):

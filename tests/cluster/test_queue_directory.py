@@ -10,49 +10,29 @@ confirmed message. Waits are on what the API shows, bounded.
 
 from __future__ import annotations
 
-import base64
-import json
 import signal
-import urllib.error
-import urllib.request
 
 import pika
 import pytest
 
-from tests.cluster.cluster_nodes import wait_until
+from tests.cluster.cluster_nodes import api, api_status, wait_until
 
 LEASE_TTL = "2"
 TIMEOUT_S = 40.0
-AUTH = "Basic " + base64.b64encode(b"guest:guest").decode()
-
-
-def api(node, path: str, method: str = "GET", body=None):
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(f"{node.http_url}/api/{path}", data=data, method=method,
-                                     headers={"Authorization": AUTH, "Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=30) as answer:
-        raw = answer.read()
-        return answer.status, (json.loads(raw) if raw else None)
 
 
 def status_of(node, path: str, method: str = "GET", body=None) -> int:
-    try:
-        return api(node, path, method, body)[0]
-    except urllib.error.HTTPError as e:
-        return e.code
+    return api_status(node, path, method, body)[0]
 
 
 def shown(node, name: str, messages: int) -> dict | None:
     """The queue's row as ``node`` shows it, once it shows ``messages`` messages."""
-    try:
-        row = api(node, f"queues/%2F/{name}")[1]
-    except urllib.error.HTTPError:
-        return None
-    return row if row.get("messages") == messages else None
+    status, row = api_status(node, f"queues/%2F/{name}")
+    return row if status == 200 and row.get("messages") == messages else None
 
 
 def queue_rows(node, name: str) -> list[dict]:
-    return [q for q in api(node, "queues/%2F")[1] if q["name"] == name]
+    return [q for q in api(node, "queues/%2F") if q["name"] == name]
 
 
 def test_a_queue_of_another_node_through_the_api_then_down_then_back(etcd1, nodes, cluster_name, uid):
@@ -72,8 +52,8 @@ def test_a_queue_of_another_node_through_the_api_then_down_then_back(etcd1, node
     row = wait_until(lambda: shown(b, durable, 3), TIMEOUT_S, "node b showing node a's queue with 3 messages")
     assert row["node"] == "a" and row["durable"] is True
     # read through node b: node a takes them (and puts them back)
-    status, got = api(b, f"queues/%2F/{durable}/get", "POST",
-                      {"count": 2, "ackmode": "ack_requeue_true", "encoding": "auto"})
+    status, got = api_status(b, f"queues/%2F/{durable}/get", "POST",
+                             {"count": 2, "ackmode": "ack_requeue_true", "encoding": "auto"})
     assert status == 200 and [m["payload"] for m in got] == ["m0", "m1"]
     # declared again through node b: node a answers (it exists), node b makes no queue of its own
     assert status_of(b, f"queues/%2F/{durable}", "PUT", {"durable": True}) == 204
@@ -82,7 +62,7 @@ def test_a_queue_of_another_node_through_the_api_then_down_then_back(etcd1, node
     assert status_of(b, f"queues/%2F/{durable}", "PUT", {"durable": False}) == 400
     # purged through node b
     assert status_of(b, f"queues/%2F/{durable}/contents", "DELETE") == 204
-    wait_until(lambda: api(a, f"queues/%2F/{durable}")[1].get("messages") == 0, TIMEOUT_S, "node a's queue purged")
+    wait_until(lambda: api(a, f"queues/%2F/{durable}").get("messages") == 0, TIMEOUT_S, "node a's queue purged")
 
     conn = pika.BlockingConnection(pika.URLParameters(a.url))
     ch = conn.channel()

@@ -11,36 +11,23 @@ forgotten node's data folder is refused at its next start. Waits are on what the
 
 from __future__ import annotations
 
-import base64
 import json
 import signal
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 
 import pika
 
-from tests.cluster.cluster_nodes import wait_until
+from tests.cluster.cluster_nodes import api, api_status, wait_until
 
 LEASE_TTL = "2"  # seconds: the killed node's row turns to running false within a few of them
 GONE_TIMEOUT_S = 30.0  # TTL 2 s (etcd may round a short lease up), on two busy cores
-AUTH = "Basic " + base64.b64encode(b"guest:guest").decode()
-
-
-def api(node, path: str, method: str = "GET"):
-    request = urllib.request.Request(f"{node.http_url}/api/{path}", method=method, headers={"Authorization": AUTH})
-    with urllib.request.urlopen(request, timeout=30) as answer:
-        body = answer.read()
-        return json.loads(body) if body else None
 
 
 def api_error(node, path: str, method: str) -> tuple[int, dict]:
-    try:
-        api(node, path, method)
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
-    raise AssertionError(f"{method} /api/{path} was not refused")
+    status, body = api_status(node, path, method)
+    assert status >= 400, f"{method} /api/{path} was not refused"
+    return status, body
 
 
 def ctl(node, *args: str) -> subprocess.CompletedProcess:
