@@ -83,6 +83,7 @@ class QueueDirectory:
         self.cluster = cluster
         self.broker = broker
         self.published: dict[str, str] = {}  # key -> value, as last written
+        self.lease = cluster.lease  # the lease the leased keys were written with
         self._task: asyncio.Task | None = None
         self._stopped = False
 
@@ -143,6 +144,9 @@ class QueueDirectory:
     async def publish_once(self) -> None:
         """Write what changed since the last write (puts and deletes, in batches)."""
         ours = self._ours()
+        if self.cluster.lease != self.lease:  # registered again (node.py): the old lease took its keys
+            self.published = {k: v for k, v in self.published.items() if k in ours and not ours[k][1]}
+            self.lease = self.cluster.lease
         puts = [(k, v, self.cluster.lease if leased else 0) for k, (v, leased) in ours.items()
                 if self.published.get(k) != v]
         deletes = [k for k in self.published if k not in ours]
