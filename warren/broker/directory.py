@@ -206,11 +206,14 @@ class LocalDirectory:
     # --- counts that span processes (the node's connection limits, Broker.admit) ------------
 
     def counted_elsewhere(self, key: tuple) -> int:
-        """How many of ``key`` (("node",), ("user", name), ("vhost", name)) the others hold."""
-        return 0
+        """How many of ``key`` (("node",), ("user", name), ("vhost", name)) the others hold:
+        in a cluster, the other nodes' connections and channels of a user."""
+        return 0 if self.elsewhere is None else self.elsewhere.counted_elsewhere(key)
 
     def count_changed(self, key: tuple, count: int) -> None:
         """Our count of ``key`` is now ``count``: the others hear it."""
+        if self.elsewhere is not None:
+            self.elsewhere.count_changed(key, count)
 
     def runs_here(self, vhost: str, kind: str, name: str) -> bool:
         """Whether this process runs the shovel or federation link ``name`` (one runs each)."""

@@ -32,6 +32,9 @@ def down_text(record: dict) -> str:
             f"'{record['vhost']}' is down or inaccessible")
 
 
+# what a node counts for the whole cluster: a user's connections, a user's channels
+CLUSTER_COUNTS = frozenset({"user", "channels"})
+
 # kinds that stay each node's own: a Prometheus scrape answers for the scraped node (each node
 # is scraped), and proxy consumers are a worker-process matter
 NODE_LOCAL = frozenset({"metrics", "proxy_consumers"})
@@ -44,6 +47,7 @@ class ClusterApi:
         self.directory = directory
         self.queues = queues  # the queue directory (queues.py): where each queue lives
         self.links = None  # NodeLinks, set once listening (warren/server/server.py)
+        self.counts: dict[str, int] = {}  # this node's counts the others add to theirs (CLUSTER_COUNTS)
 
     # --- what the other nodes ask of this one (NodeLinks' handler) -----------------------------
 
@@ -69,6 +73,29 @@ class ClusterApi:
         if q is None or q.deleted:
             raise NotFound(f"no queue '{name}' in vhost '{vhost}'")
         return q
+
+    # --- a user's connections and channels, counted over the cluster ----------------------------
+
+    def count_changed(self, key: tuple, count: int) -> None:
+        """Our count of ``key`` changed: a user's connections or channels travel in this node's
+        member record (node.py ``share_counts``), which every node adds to its own for the
+        user's limits, as RabbitMQ counts them over the cluster; the node's own connection
+        limit stays the node's."""
+        if key[0] not in CLUSTER_COUNTS:
+            return
+        name = "/".join(key)
+        if count:
+            self.counts[name] = count
+        else:
+            self.counts.pop(name, None)
+        self.queues.cluster.share_counts(self.counts)
+
+    def counted_elsewhere(self, key: tuple) -> int:
+        if key[0] not in CLUSTER_COUNTS:
+            return 0
+        cluster, name = self.queues.cluster, "/".join(key)
+        return sum(record.get("counts", {}).get(name, 0) for node, record in list(cluster.members.items())
+                   if node != cluster.node_name and cluster.running(node))
 
     # --- what this node asks of the others -------------------------------------------------------
 

@@ -46,6 +46,7 @@ log = logging.getLogger("warren.cluster")
 
 CLUSTER_FILE = "cluster.json"  # in the data folder: which cluster and node it belongs to
 STATUS_INTERVAL = 5.0  # seconds between writes of this node's figures (RabbitMQ samples every 5 s)
+COUNTS_DELAY = 0.05  # seconds a change of counts waits for others to join its write
 
 
 class ClusterError(Exception):
@@ -122,6 +123,8 @@ class ClusterNode:
         self._watchers: list[asyncio.Task] = []
         self._reporter: asyncio.Task | None = None
         self._writes: set[asyncio.Task] = set()
+        self._counts_due = False  # a write of the counts is scheduled (share_counts)
+        self._writing = asyncio.Lock()
         self._left = False
         # the live members by name (their records), this node's included: read once, then kept
         # by a watch on nodes/ (start_watch); the HTTP API may read it (no import of this package)
@@ -258,12 +261,15 @@ class ClusterNode:
             self._reporter = asyncio.get_running_loop().create_task(self._report())
 
     async def _write_record(self) -> None:
-        if self.status_of is not None:
-            try:
-                self.record = {**self.record, "status": self.status_of()}
-            except Exception:  # the figures are a view: a failure to gather them must not stop the node
-                log.exception("cluster %s: this node's figures could not be gathered", self.cluster_name)
-        await self.client.put(self.node_key, json.dumps(self.record), lease=self.lease)
+        # one write at a time, each of the record as it is when its turn comes: the last write
+        # is of the newest record (two in flight could reach etcd in either order)
+        async with self._writing:
+            if self.status_of is not None:
+                try:
+                    self.record = {**self.record, "status": self.status_of()}
+                except Exception:  # the figures are a view: a failure to gather them must not stop the node
+                    log.exception("cluster %s: this node's figures could not be gathered", self.cluster_name)
+            await self.client.put(self.node_key, json.dumps(self.record), lease=self.lease)
 
     def _changed(self, attribute: str) -> None:
         if attribute == "members" and self.on_change is not None:
@@ -272,9 +278,21 @@ class ClusterNode:
             except Exception:  # a listener's failure must not stop the watch
                 log.exception("cluster %s: a listener of the member list failed", self.cluster_name)
 
+    def share_counts(self, counts: dict) -> None:
+        """This node's counts (a user's connections and channels: warren/cluster/api.py) into
+        its member record, written within moments; changes meanwhile go in the same write."""
+        self.record = {**self.record, "counts": dict(counts)}
+        if not self._counts_due and not self._left:
+            self._counts_due = True
+            asyncio.get_running_loop().call_later(COUNTS_DELAY, self._write_counts)
+
+    def _write_counts(self) -> None:
+        self._counts_due = False
+        self.report_now()
+
     def report_now(self) -> None:
         """Write this node's record (its figures) now, not at the next turn: its alarms changed."""
-        if self._reporter is not None and not self._left:
+        if self.record.get("state") == "running" and not self._left:  # announced: else announce writes it
             task = asyncio.get_running_loop().create_task(self._report_once())
             self._writes.add(task)  # held until done (the loop keeps only a weak reference)
             task.add_done_callback(self._writes.discard)
