@@ -111,6 +111,19 @@ def test_users_vhosts_permissions_and_policies_made_on_one_node_act_on_the_other
         ch.basic_publish("", "ml.q", f"m{i}".encode())
     assert ch.queue_declare("ml.q", passive=True).method.message_count == 2
     conn.close()
+    # definitions imported through node 2 are exported by node 3
+    ok(api(n2, "POST", "/api/definitions", {
+        "users": [{"name": "imported", "password_hash": "", "tags": ""}],
+        "vhosts": [{"name": "v-imported"}],
+        "permissions": [{"user": "imported", "vhost": "v-imported", "configure": ".*", "write": ".*", "read": ".*"}],
+        "policies": [{"vhost": "v-imported", "name": "p-imported", "pattern": ".*", "apply-to": "queues",
+                      "definition": {"max-length": 5}, "priority": 0}]}))
+
+    def exported():
+        d = ok(api(n3, "GET", "/api/definitions"))
+        return ("imported" in {u["name"] for u in d["users"]} and "v-imported" in {v["name"] for v in d["vhosts"]}
+                and "p-imported" in {p["name"] for p in d["policies"]})
+    wait_until(exported, APPLIED_S, "the imported definitions exported by n3")
     # a runtime parameter and a global one, set on node 3, are listed by node 1
     ok(api(n3, "PUT", "/api/global-parameters/shared-note", {"value": "from n3"}))
     wait_until(lambda: api(n1, "GET", "/api/global-parameters/shared-note")[0] == 200, APPLIED_S,
