@@ -222,6 +222,8 @@ def test_nodes_overview_and_cluster_status_with_every_node_up(rabbitmq_cluster):
         assert isinstance(r["uptime"], int) and r["uptime"] > 0  # milliseconds
         assert "listeners" not in r and "being_drained" not in r  # listeners: /api/overview only
     assert {r["name"] for r in wait_for(lambda: full_rows(n2), "node 2's rows")} == set(names)
+    assert n1.api("GET", f"/api/nodes/{n2.name}")[1]["name"] == n2.name
+    assert n1.api("GET", "/api/nodes/nobody@localhost") == (500, None)  # 3.10.8's answer (Warren: 404)
     # a row's cluster_links: the links of that node to the others (with their traffic figures)
     assert {link["name"] for link in got[0]["cluster_links"]} == set(names[1:])
 
@@ -305,6 +307,7 @@ def test_a_killed_node_and_its_queues_then_its_restart(rabbitmq_cluster):
         # /api/nodes: the killed node's row is four keys
         row = next(r for r in rows(n1, "/api/nodes") if r["name"] == n3.name)
         assert row == {"name": n3.name, "type": "disc", "running": False, "cluster_links": []}
+        assert n1.api("GET", f"/api/nodes/{n3.name}") == (200, row)
         # /api/queues: the durable queue is "down" with no figures; the transient one is gone
         queues = {r["name"]: r for r in rows(n1, "/api/queues")}
         assert transient not in queues
@@ -387,6 +390,12 @@ def test_forget_cluster_node(rabbitmq_cluster):
         again = n1.ctl_result("forget_cluster_node", n3.name)
         assert (again.returncode, again.stderr.strip()) == (
             69, "Error:\n{:not_a_cluster_node, 'The node selected is not in the cluster.'}")
+        # started again with its old folder, the forgotten node does not boot (its database still
+        # names the cluster); rabbitmq-server's script then exits, with status 0
+        n3.launch()
+        wait_for(lambda: n3.proc.poll() is not None, "the forgotten node's boot fails", timeout=120)
+        assert n3.proc.returncode == 0
+        assert "BOOT FAILED" in n3.log() and "inconsistent_cluster" in n3.log()
     finally:
         rabbitmq_cluster.rejoin(2)  # a fresh database, joined again: the session's cluster is whole
     assert [r["name"] for r in wait_for(lambda: full_rows(n1), "three full rows")] == [n1.name, n2.name, n3.name]
@@ -608,6 +617,7 @@ def test_warren_a_killed_node_and_its_queues_then_its_restart(warren_cluster):
         wait_for(lambda: running(c, a) is False, "node a sees node c stopped")
         row = next(r for r in rows(a, "/api/nodes") if r["name"] == "c")
         assert row == {"name": "c", "type": "disc", "running": False, "cluster_links": []}
+        assert a.api("GET", "/api/nodes/c") == (200, row)
         value, text = warren_cluster_status(a.node)
         assert value["disk_nodes"] == WARREN_NAMES and sorted(value["running_nodes"]) == ["a", "b"]
         assert sorted(value["versions"]) == sorted(value["listeners"]) == sorted(value["maintenance_status"]) == \
@@ -650,6 +660,9 @@ def test_warren_forget_cluster_node(warren_cluster):
     a = warren(warren_cluster, 0)
     c_node = warren_cluster.members[2]
     wait_for(lambda: running(WarrenApi(c_node, "c"), a), "node c running")
+    queue = f"f-{uuid.uuid4().hex[:8]}"
+    declare(c_node.url, queue)
+    wait_for(lambda: warren_cluster.in_directory(queue, "c"), "the durable queue in the directory")
     refused = warren_ctl(a.node, "forget_cluster_node", "c")
     assert refused.returncode == 69 and "must be stopped before it can be removed" in refused.stderr
     c_node.stop()
@@ -661,7 +674,15 @@ def test_warren_forget_cluster_node(warren_cluster):
     assert value["disk_nodes"] == ["a", "b"] and sorted(value["running_nodes"]) == ["a", "b"]
     again = warren_ctl(a.node, "forget_cluster_node", "c")
     assert again.returncode == 69 and "The node selected (c) is not in the cluster." in again.stderr
-    # the one difference left here: where the line goes
+    # its durable queues are deleted with it (RabbitMQ), and the differences left
+    differences = []
     if forgotten.stdout.strip() != "Removing node c from the cluster":
-        pytest.xfail("warren ctl forget_cluster_node prints 'Removing node c from the cluster' on stderr; "
-                     "rabbitmqctl on stdout")
+        differences.append("warren ctl forget_cluster_node prints 'Removing node c from the cluster' on stderr; "
+                           "rabbitmqctl on stdout")
+    if queue in {r["name"] for r in rows(a, "/api/queues")}:
+        differences.append("the forgotten node's durable queue is still listed by node a")
+    answer = amqp_error(a.node.url, lambda ch: ch.queue_declare(queue, passive=True))
+    if answer != (404, f"NOT_FOUND - no queue '{queue}' in vhost '/'"):
+        differences.append(f"a passive declare of the forgotten node's queue through node a answers {answer!r}")
+    if differences:
+        pytest.xfail("; ".join(differences))
