@@ -272,6 +272,9 @@ class SharedFiles:
                 kv = KeyValue.of(kvs[0]) if kvs else None
             if kv is not None:
                 with node_file.locked(f.path):  # not shared yet: the flock alone
+                    if f.path.exists() and f.path.read_bytes() != kv.value:  # changed alone, or another folder's
+                        log.info("cluster %s: %s replaced by the cluster's (changed while this node was away, "
+                                 "or this folder's own before it joined)", self.node.cluster_name, f.path)
                     f._take(kv)
         for f in self.files.values():
             node_file.share(f.path, f)
@@ -389,8 +392,9 @@ class SharedFiles:
                 problem = str(e)
             except ValueError as e:  # not JSON: a stream cut mid-line
                 problem = str(e)
-            except OSError as e:  # a file could not be written: said, and tried again
-                log.error("cluster %s: cannot write the shared metadata: %s", self.node.cluster_name, e)
+            except OSError as e:  # a file could not be written: said (once), and tried again
+                if problem != str(e):
+                    log.error("cluster %s: cannot write the shared metadata: %s", self.node.cluster_name, e)
                 problem = str(e)
             if self._stopped:
                 break
