@@ -32,7 +32,8 @@ keeps it safe when a lock outlives its holder.
 The **watcher** (``start``: an asyncio task, as the member watch in node.py) reads ``files/``
 whole, then follows it from the revision read; each change of another node is written into the
 local file (``node_file.apply_shared``, on a thread: it fsyncs), and the existing looks apply it
-to the running broker within a second: vhosts made or torn down, users, policies, parameters.
+to the running broker within a second (``attach``: at once after the write): vhosts made or torn
+down, users, policies, parameters.
 A node's own writes are not applied again: the revision each file holds is remembered
 (``applied``), and an event at or below it is skipped.
 
@@ -250,6 +251,7 @@ class SharedFiles:
         self._stopped = False
         self.applied_changes = 0  # other nodes' changes written into the files (logs, tests)
         self.runs = None  # which node runs each shovel (runs.py), once the server has its federation
+        self._appliers: dict = {}  # file name -> what applies it to the running broker (attach)
 
     # --- start ----------------------------------------------------------------------------------
 
@@ -288,8 +290,15 @@ class SharedFiles:
         if self._task is None:
             self._task = loop.create_task(self._watch())
 
-    def run_once(self, manager, parameters) -> None:
-        """One node of the cluster runs each shovel (runs.py), from now on."""
+    def attach(self, broker, manager, parameters) -> None:
+        """Once the server has them: another node's change written into a file is applied to
+        the running broker at once (the half-second looks would apply it too, later), and one
+        node of the cluster runs each shovel (runs.py)."""
+        def policies():
+            if broker.policy_file.changed():
+                broker.reload_policies()
+        self._appliers = {"access.json": broker.access.refresh, "policies.json": policies,
+                          "parameters.json": parameters.refresh_global}
         from warren.cluster.runs import Runs
         self.runs = Runs(self.node, manager)
         self.runs.install(parameters)
@@ -408,3 +417,9 @@ class SharedFiles:
             self.applied_changes += 1
             log.info("cluster %s: %s changed by another node (revision %d)", self.node.cluster_name, f.name,
                      kv.mod_revision)
+            applier = self._appliers.get(f.name)
+            if applier is not None:
+                try:
+                    applier()
+                except Exception:  # the next look tries again; the watch goes on
+                    log.exception("cluster %s: applying %s to the broker failed", self.node.cluster_name, f.name)

@@ -418,8 +418,8 @@ class Server:
         self.federation = FederationManager(self.broker, self.parameters)  # validates shovels from now on
         from warren.management.api.common import off_loop
         self.federation.write = off_loop  # a shovel's own delete-after: the HTTP API's writer thread
-        if self.cluster_files is not None:  # one node of the cluster runs each shovel (warren/cluster/runs.py)
-            self.cluster_files.run_once(self.federation, self.parameters)
+        if self.cluster_files is not None:  # others' changes applied at once; one node runs each shovel (warren/cluster)
+            self.cluster_files.attach(self.broker, self.federation, self.parameters)
         # a worker's API changed them: the others re-read at once (files_changed)
         self.broker.directory.parameters = self.parameters
         # before any client (load_definitions); a --workers worker gets the part of the file with
