@@ -203,6 +203,41 @@ def import_queues(node, *queues: str) -> tuple[int, object]:
     return node.api("POST", "/api/definitions", body)
 
 
+def scrape(prometheus_url: str, path: str) -> str:
+    with urllib.request.urlopen(prometheus_url + path, timeout=30) as answer:
+        return answer.read().decode()
+
+
+def sample(text: str, name: str, **labels: str) -> float | None:
+    """The value of the first sample ``name`` whose labels include ``labels`` (None: no such sample)."""
+    for line in text.splitlines():
+        if not line.startswith(name) or line[len(name):len(name) + 1] not in ("{", " "):
+            continue
+        head, _, value = line.rpartition(" ")
+        found = dict(re.findall(r'(\w+)="([^"]*)"', head))
+        if all(found.get(k) == v for k, v in labels.items()):
+            return float(value)
+    return None
+
+
+def identity(text: str) -> dict[str, str]:
+    line = next(line for line in text.splitlines() if line.startswith("rabbitmq_identity_info{"))
+    return dict(re.findall(r'(\w+)="([^"]*)"', line))
+
+
+def prometheus_own_node(url1: str, url3: str, q1: str, q3: str) -> dict:
+    """What two nodes' Prometheus endpoints say of a queue of node 1 (2 messages) and one of node 3
+    (7 messages): per node, (its /metrics/per-object's ready count for q1, for q3; its
+    /metrics's total ready)."""
+    out = {}
+    for which, url in (("node 1", url1), ("node 3", url3)):
+        per_object, aggregated = scrape(url, "/metrics/per-object"), scrape(url, "/metrics")
+        out[which] = (sample(per_object, "rabbitmq_queue_messages_ready", queue=q1),
+                      sample(per_object, "rabbitmq_queue_messages_ready", queue=q3),
+                      sample(aggregated, "rabbitmq_queue_messages_ready"))
+    return out
+
+
 def declare(url: str, queue: str, durable: bool = True) -> None:
     assert amqp_error(url, lambda ch: ch.queue_declare(queue, durable=durable)) == "ok"
 
@@ -279,6 +314,29 @@ def test_nodes_overview_and_cluster_status_with_every_node_up(rabbitmq_cluster):
         "purpose: inter-node and CLI tool communication",
         f"Node: {n1.name}, interface: 127.0.0.1, port: {n1.amqp_port}, protocol: amqp, purpose: AMQP 0-9-1 and AMQP 1.0"]
     assert len(got_sections["Listeners"]) == 12
+
+
+def test_prometheus_answers_for_its_own_node(rabbitmq_cluster):
+    """Every Prometheus endpoint of RabbitMQ 3.10 (/metrics, /metrics/per-object) answers for the
+    node asked, not for the cluster: "aggregated" sums that node's objects. The node is named only
+    in rabbitmq_identity_info, whose rabbitmq_cluster is that node's own default cluster name."""
+    n1, _n2, n3 = rabbitmq_cluster.nodes
+    q1, q3 = f"p1-{uuid.uuid4().hex[:8]}", f"p3-{uuid.uuid4().hex[:8]}"
+    declare(n1.amqp_url, q1)
+    declare(n3.amqp_url, q3)
+    try:
+        publish(n1.amqp_url, q1, [b"x"] * 2)
+        publish(n3.amqp_url, q3, [b"x"] * 7)
+        expected = {"node 1": (2.0, None, 2.0), "node 3": (None, 7.0, 7.0)}  # no other queue exists now
+        wait_for(lambda: prometheus_own_node(n1.prometheus_url, n3.prometheus_url, q1, q3) == expected,
+                 f"each node's metrics of its own queue alone: {expected}")
+        ids = [identity(scrape(n.prometheus_url, "/metrics")) for n in (n1, n3)]
+        assert [i["rabbitmq_node"] for i in ids] == [n1.name, n3.name]
+        assert [i["rabbitmq_cluster"].split("@")[0] for i in ids] == [n1.name.split("@")[0], n3.name.split("@")[0]]
+        assert ids[0]["rabbitmq_cluster_permanent_id"] == ids[1]["rabbitmq_cluster_permanent_id"]
+    finally:
+        for url, q in ((n1.amqp_url, q1), (n3.amqp_url, q3)):
+            amqp_error(url, lambda ch, q=q: ch.queue_delete(q))
 
 
 def test_a_killed_node_and_its_queues_then_its_restart(rabbitmq_cluster):
