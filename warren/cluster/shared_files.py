@@ -4,11 +4,15 @@ metadata").
 ``access.json`` (users, vhosts, permissions, topic permissions, vhost and user limits),
 ``policies.json`` and ``parameters.json`` (runtime and global parameters) are each kept whole
 under ``/warren/<C>/files/<name>``. The stores that own them (warren/access/control.py,
-warren/management/policy_store.py, warren/management/parameters.py) do not change: they already
+warren/management/policy_store.py, warren/management/parameters.py) hardly change: they already
 read-modify-write their file under ``node_file.locked`` and write it with
 ``node_file.replace_durably``, and they already take a change that another process wrote into
 the file (``AccessControl.refresh``, ``Broker.tick``'s policy look, ``refresh_global``, every
-half second). This module plugs into those two calls (``node_file.share``):
+half second), as ``--workers`` needs. (The server gives the parameter store ``parameters.json``
+as its node-wide shared file, as ``--worker-mode queues`` does with its own, so that it is read
+again under the lock and looked at; ``AccessControl._change`` announces what it read again
+there, vhosts made or gone, as ``refresh`` would.) This module plugs into those two calls
+(``node_file.share``):
 
 * ``locked(path)`` also takes the file's **cluster-wide lock**, the key ``locks/<name>`` written
   only if absent with a lease of its own (``LOCK_TTL``), and in the same etcd transaction reads
