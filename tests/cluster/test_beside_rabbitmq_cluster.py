@@ -5,8 +5,8 @@ on etcd (the ``test_warren_*`` tests), where each answer that differs is an xfai
 difference. docs/compatibility.md ("A cluster: RabbitMQ 3.10 beside Warren") says it in prose.
 
 Behind the ``cluster`` marker (``pytest -m cluster tests/cluster/test_beside_rabbitmq_cluster.py``,
-``-k warren`` for Warren's side alone, ~20 s): RabbitMQ's cluster starts in 25-35 s and the whole
-file takes ~105 s (load 3.5-3.9). The tests share one cluster of each and run in file order; a test that kills or
+``-k warren`` for Warren's side alone, ~20 s): RabbitMQ's cluster starts in 25-35 s (55 s at load
+9) and the whole file takes 105 s at load 3.5-3.9, 150 s at load 6-7. The tests share one cluster of each and run in file order; a test that kills or
 forgets a node brings it back before it ends. Every wait is for an answer the cluster gives
 (bounded), never for a time.
 """
