@@ -742,7 +742,7 @@ def test_warren_classic_queue_placement(warren_cluster):
                         "vhost '/' of queue type rabbit_classic_queue")
         if got != [refusal]:
             differences.append(f"x-queue-leader-locator on a classic queue: RabbitMQ 3.10 refuses it (406), Warren "
-                               f"{got} (the issue asks for 3.12's queue_leader_locator)")
+                               f"{got} (the issue asks for the later releases' queue_leader_locator)")
     finally:
         delete_queues(url, prefix, b)
     if differences:
