@@ -130,7 +130,7 @@ def test_users_vhosts_permissions_and_policies_made_on_one_node_act_on_the_other
                "the global parameter on n1")
 
 
-def test_two_nodes_adding_users_at_once_both_keep_theirs(etcd1, nodes, cluster_name):
+def test_two_nodes_adding_users_and_policies_at_once_both_keep_theirs(etcd1, nodes, cluster_name):
     n1 = nodes.start(etcd1.endpoints, cluster_name, "n1")
     n2 = nodes.start(etcd1.endpoints, cluster_name, "n2")
     errors = []
@@ -139,6 +139,9 @@ def test_two_nodes_adding_users_at_once_both_keep_theirs(etcd1, nodes, cluster_n
         try:
             for i in range(8):
                 ok(api(node, "PUT", f"/api/users/{prefix}{i}", {"password": "x", "tags": ""}))
+                if i % 2:
+                    ok(api(node, "PUT", f"/api/policies/%2F/{prefix}{i}",
+                           {"pattern": f"^{prefix}{i}$", "definition": {"max-length": i}}))
         except BaseException as e:  # said by the test, not lost in the thread
             errors.append(e)
 
@@ -149,8 +152,11 @@ def test_two_nodes_adding_users_at_once_both_keep_theirs(etcd1, nodes, cluster_n
         t.join(timeout=120)
     assert not errors, errors
     wanted = {f"{p}{i}" for p in ("one-", "two-") for i in range(8)}
+    policies = {f"{p}{i}" for p in ("one-", "two-") for i in range(1, 8, 2)}
     for node in (n1, n2):
         wait_until(lambda: wanted <= users_of(node), APPLIED_S, f"every user on {node.port}")
+        wait_until(lambda: policies <= {p["name"] for p in ok(api(node, "GET", "/api/policies"))}, APPLIED_S,
+                   f"every policy on {node.port}")
 
 
 def test_the_first_node_seeds_the_cluster_and_a_node_restarted_takes_what_changed_while_it_was_down(
