@@ -13,7 +13,7 @@ import threading
 
 import pika
 
-from tests.cluster.cluster_nodes import api_status, wait_until
+from tests.cluster.cluster_nodes import api_status, members, wait_until
 
 LEASE_TTL = "2"
 TIMEOUT_S = 60.0
@@ -83,6 +83,8 @@ def test_kill_9_of_one_node_loses_nothing_confirmed_anywhere(etcd1, nodes, clust
         publishers[name].join(timeout=TIMEOUT_S)
         assert publishers[name].failure is None, publishers[name].failure
 
+    # its name is free once its lease ends (a start before that is refused: the name is running)
+    wait_until(lambda: "c" not in members(etcd1, cluster_name), TIMEOUT_S, "node c's lease ended")
     started["c"] = nodes.start(etcd1.endpoints, cluster_name, "c", "--cluster-lease-ttl", LEASE_TTL,
                                data_dir=started["c"].data_dir)
     # node a's API sees node c's queue running again (the queue directory, through the link)

@@ -35,7 +35,7 @@ import asyncio
 
 from warren.errors import InternalError, NotFound, PreconditionFailed
 
-__all__ = ["ADMIN", "CHANGES", "EXCHANGE_CHANGES", "LocalDirectory", "durable_change"]
+__all__ = ["ADMIN", "CHANGES", "EXCHANGE_CHANGES", "LocalDirectory", "apply_change", "durable_change"]
 
 ADMIN = "http"  # who asks: the HTTP API or an import, which may change an exclusive queue
 EXCHANGE_CHANGES = frozenset(("declare_exchange", "delete_exchange", "bind_exchange", "unbind_exchange"))
@@ -85,13 +85,6 @@ class LocalDirectory:
             answer = self.elsewhere.define(v, op, args)
             if answer is not None:
                 return await answer
-        return await durable_change(self.broker.durability, apply_change, v, op, args)
-
-    async def define_here(self, vhost: str, op: str, args: tuple):
-        """``define`` in this process only: what another node asks of a queue that lives here."""
-        v = self.broker.vhosts.get(vhost)
-        if v is None:
-            raise NotFound(f"no vhost '{vhost}'")
         return await durable_change(self.broker.durability, apply_change, v, op, args)
 
     def change(self, v, op: str, args: tuple):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from warren.broker.directory import apply_change, durable_change
 from warren.cluster.queues import NodeQueue
 from warren.errors import InternalError, NotFound
 
@@ -61,7 +62,11 @@ class ClusterApi:
             return False if api is None else api.act(what, *what_args)
         if op == "define":  # the HTTP API of another node changes a queue that lives here
             vhost, what, what_args = args
-            return self.directory.define_here(vhost, what, what_args)
+            v = self.directory.broker.vhosts.get(vhost)
+            if v is None:
+                raise NotFound(f"no vhost '{vhost}'")
+            # made here, answered once durable, as the HTTP API's own change (directory.py)
+            return durable_change(self.directory.broker.durability, apply_change, v, what, what_args)
         if op == "purge":
             vhost, name = args
             return self._here(vhost, name).purge()
