@@ -40,7 +40,7 @@ from pathlib import Path
 
 from warren.cluster.etcd import EtcdClient, EtcdError
 
-__all__ = ["ClusterError", "ClusterNode", "CLUSTER_FILE", "STATUS_INTERVAL", "join", "cluster_prefix"]
+__all__ = ["ClusterError", "ClusterNode", "CLUSTER_FILE", "STATUS_INTERVAL", "join", "cluster_prefix", "cancel_tasks"]
 
 log = logging.getLogger("warren.cluster")
 
@@ -51,6 +51,14 @@ COUNTS_DELAY = 0.05  # seconds a change of counts waits for others to join its w
 
 class ClusterError(Exception):
     """The node cannot join its cluster; ``str()`` is one line for the operator."""
+
+
+async def cancel_tasks(*tasks) -> None:
+    """Cancel the cluster's background tasks (None ones skipped) and wait until they ended."""
+    running = [t for t in tasks if t is not None]
+    for task in running:
+        task.cancel()
+    await asyncio.gather(*running, return_exceptions=True)
 
 
 def cluster_prefix(cluster_name: str) -> str:
@@ -323,13 +331,7 @@ class ClusterNode:
         """Stop renewing and revoke the lease: the member key goes at once. Bounded: a node whose
         etcd is gone still stops (its key then goes when the lease ends)."""
         self._left = True
-        for task in (self._keeper, self._reporter, *self._watchers):
-            if task is not None:
-                task.cancel()
-                try:
-                    await task
-                except asyncio.CancelledError:
-                    pass
+        await cancel_tasks(self._keeper, self._reporter, *self._watchers)
         self._keeper = self._reporter = None
         self._watchers = []
         try:

@@ -27,6 +27,7 @@ import logging
 from urllib.parse import quote
 
 from warren.cluster.etcd import EtcdError
+from warren.cluster.node import cancel_tasks
 
 __all__ = ["QueueDirectory", "NodeQueue", "PUBLISH_INTERVAL", "queue_key"]
 
@@ -93,13 +94,8 @@ class QueueDirectory:
 
     async def stop(self) -> None:
         self._stopped = True
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+        await cancel_tasks(self._task)
+        self._task = None
 
     # --- this node's queues into etcd ------------------------------------------------------------
 

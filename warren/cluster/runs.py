@@ -23,6 +23,7 @@ import logging
 import urllib.parse
 
 from warren.cluster.etcd import EtcdError
+from warren.cluster.node import cancel_tasks
 
 __all__ = ["Runs"]
 
@@ -53,10 +54,7 @@ class Runs:
 
     async def stop(self) -> None:
         self._stopped = True
-        tasks = [t for t in (self._task, *self._background) if t is not None]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_tasks(self._task, *self._background)
 
     def key(self, k: tuple[str, str, str]) -> str:
         return self.prefix + "/".join(urllib.parse.quote(part, safe="") for part in k)

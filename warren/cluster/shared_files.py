@@ -68,6 +68,7 @@ from pathlib import Path
 from aiohttp import web
 
 from warren.cluster.etcd import NO_QUORUM_MARKS, EtcdError, EtcdNoQuorum, EtcdUnreachable, KeyValue
+from warren.cluster.node import cancel_tasks
 from warren.store import node_file
 
 __all__ = ["SharedFiles", "SharedMetadataUnavailable", "FILES", "LOCK_TTL"]
@@ -313,13 +314,8 @@ class SharedFiles:
             await self.runs.stop()
         for f in self.files.values():
             node_file.unshare(f.path)
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+        await cancel_tasks(self._task)
+        self._task = None
 
     # --- the lock and the fenced put (on the writer thread) ------------------------------------
 
