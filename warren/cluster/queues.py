@@ -85,6 +85,7 @@ class QueueDirectory:
         self.broker = broker
         self.published: dict[str, str] = {}  # key -> value, as last written
         self.lease = cluster.lease  # the lease the leased keys were written with
+        self._made: dict[int, tuple] = {}  # id(queue) -> (queue, exclusive, key, value, leased): _ours
         self._task: asyncio.Task | None = None
         self._stopped = False
 
@@ -100,19 +101,26 @@ class QueueDirectory:
     # --- this node's queues into etcd ------------------------------------------------------------
 
     def _ours(self) -> dict[str, tuple[str, bool]]:
-        """key -> (value, held by the lease) for every queue this node holds now."""
+        """key -> (value, held by the lease) for every queue this node holds now. A queue's entry
+        is made once and kept while the queue lives (only a 0-10 relock changes it), so the look
+        each second costs a dictionary read per queue, not a JSON encoding."""
         prefix, me = self.cluster.prefix, self.cluster.node_name
-        out = {}
+        out, made, kept = {}, self._made, {}
         for vhost in list(self.broker.vhosts.values()):
             for q in list(vhost.queues.values()):
                 if q.deleted:
                     continue
                 exclusive = q.exclusive_owner is not None
-                record = {"name": q.name, "vhost": vhost.name, "node": me, "type": q.queue_type,
-                          "durable": q.durable, "auto_delete": q.auto_delete, "exclusive": exclusive,
-                          "arguments": _plain(q.arguments)}
-                out[queue_key(prefix, vhost.name, q.name, me)] = (json.dumps(record, sort_keys=True),
-                                                                   exclusive or not q.durable)
+                entry = made.get(id(q))
+                if entry is None or entry[0] is not q or entry[1] != exclusive:
+                    record = {"name": q.name, "vhost": vhost.name, "node": me, "type": q.queue_type,
+                              "durable": q.durable, "auto_delete": q.auto_delete, "exclusive": exclusive,
+                              "arguments": _plain(q.arguments)}
+                    entry = (q, exclusive, queue_key(prefix, vhost.name, q.name, me),
+                             json.dumps(record, sort_keys=True), exclusive or not q.durable)
+                kept[id(q)] = entry
+                out[entry[2]] = (entry[3], entry[4])
+        self._made = kept
         return out
 
     async def _publish_loop(self) -> None:
