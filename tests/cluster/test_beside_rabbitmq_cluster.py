@@ -705,8 +705,6 @@ def test_warren_prometheus_answers_for_its_own_node(warren_cluster):
             amqp_error(url, lambda ch, q=q: ch.queue_delete(q))
 
 
-@pytest.mark.xfail(strict=True, reason="each Warren node's rabbitmq_identity_info has its own "
-                                       "rabbitmq_cluster_permanent_id; RabbitMQ's nodes share the cluster's")
 def test_warren_prometheus_permanent_id_is_the_clusters(warren_cluster):
     ids = [identity(scrape(warren_cluster.prometheus_url(i), "/metrics")) for i in (0, 1, 2)]
     assert len({i["rabbitmq_cluster_permanent_id"] for i in ids}) == 1
@@ -749,8 +747,6 @@ def test_warren_classic_queue_placement(warren_cluster):
         pytest.xfail("; ".join(differences))
 
 
-@pytest.mark.xfail(strict=True, reason="Warren's /api/overview lists the listeners node by node; RabbitMQ's are "
-                                       "sorted by protocol (amqp, clustering, http, http/prometheus)")
 def test_warren_overview_listeners_sorted_by_protocol(warren_cluster):
     listeners = warren(warren_cluster, 0).api("GET", "/api/overview")[1]["listeners"]
     assert [x["protocol"] for x in listeners] == sorted(x["protocol"] for x in listeners)

@@ -137,6 +137,16 @@ class LocalDirectory:
             return self.elsewhere.find_queue(vhost.name, name)
         return found
 
+    def missing_queue(self, vhost, name: str):
+        """The error for queue ``name`` that ``vhost`` (a Vhost) does not hold: 404 ``no queue``;
+        in a cluster, RabbitMQ's answer for a durable queue whose node is down, or 405 for an
+        exclusive queue of another node's connection."""
+        if self.elsewhere is not None:
+            error = self.elsewhere.missing_queue(vhost, name)
+            if error is not None:
+                return error
+        return NotFound(f"no queue '{name}' in vhost '{vhost.name}'")
+
     async def purge(self, q) -> int:
         """Purge ``q`` (a queue or a handle of one elsewhere); the messages purged."""
         if not q.is_here and self.elsewhere is not None:

@@ -204,7 +204,7 @@ class VirtualHost:
             remote = self.remote_queues.get(name)
             if remote is not None:  # --worker-mode queues: it lives on another worker
                 raise remote.spread.refuse_remote(remote, "using")
-            raise NotFound(f"no {self._describe('queue', name)}")
+            raise self.directory.missing_queue(self, name)
         if q.exclusive_owner is not None and q.exclusive_owner is not session:
             raise self.locked_error(name)
         return q
@@ -216,7 +216,7 @@ class VirtualHost:
         connection's exclusive queue."""
         q = self.queues.get(name) or self.remote_queues.get(name)
         if q is None:
-            raise NotFound(f"no {self._describe('queue', name)}")
+            raise self.directory.missing_queue(self, name)
         if q.locked_against(session):
             raise self.locked_error(name)
         return q

@@ -130,12 +130,24 @@ class ClusterApi:
 
     def check_change(self, v, op: str, args: tuple) -> None:
         """A client's change (AMQP) of a queue that is not here: refused if it is a durable
-        queue whose node is down, as RabbitMQ's home-node check."""
+        queue whose node is down, as RabbitMQ's home-node check, or an exclusive queue of a
+        connection on another node (405, as RabbitMQ locks it for the whole cluster)."""
         if op not in QUEUE_CHANGES or args[0] in v.queues:
             return
-        record = self.queues.where(v.name, args[0])
-        if record is not None and record.get("durable") and not self.queues.cluster.running(record["node"]):
-            raise NotFound(down_text(record))
+        error = self.missing_queue(v, args[0])
+        if error is not None:
+            raise error
+
+    def missing_queue(self, v, name: str):
+        """What a client asking for queue ``name``, which is not here, is answered when another
+        node holds it: RabbitMQ's home-node error if that node is down (a durable queue), 405 if
+        it is exclusive to a connection there; None otherwise (404 ``no queue``)."""
+        record = self.queues.where(v.name, name)
+        if record is None:
+            return None
+        if not self.queues.cluster.running(record["node"]):
+            return NotFound(down_text(record)) if record.get("durable") else None
+        return v.locked_error(name) if record.get("exclusive") else None
 
     async def owner_api(self, q, what: str, args: tuple):
         return await self.links.ask(q.owner, "api_act", what, args)

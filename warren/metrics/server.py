@@ -63,8 +63,12 @@ class MetricsServer:
         node = node_name()
         cluster = server.broker.cluster_name or node
         # RabbitMQ draws a random id once per cluster and stores it; Warren's is derived from the
-        # node name and the data folder, so it is the same across restarts with no extra file
-        digest = hashlib.sha256(f"{node}|{server.config.data_dir.resolve()}".encode()).digest()
+        # node name and the data folder, so it is the same across restarts with no extra file; a
+        # node of a cluster on etcd derives it from the cluster's id, the same on every node
+        membership = getattr(server, "cluster", None)
+        origin = f"cluster|{membership.cluster_id}" if membership is not None else \
+            f"{node}|{server.config.data_dir.resolve()}"
+        digest = hashlib.sha256(origin.encode()).digest()
         cluster_id = "rabbitmq-cluster-id-" + base64.urlsafe_b64encode(digest[:16]).decode().rstrip("=")
         self.identity_labels = (("rabbitmq_node", node), ("rabbitmq_cluster", cluster),
                                 ("rabbitmq_cluster_permanent_id", cluster_id))

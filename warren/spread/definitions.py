@@ -183,6 +183,9 @@ class DefinitionOrder:
     def find_queue(self, v, name: str):
         return v.queues.get(name) or v.remote_queues.get(name)
 
+    def missing_queue(self, v, name: str):
+        return NotFound(f"no queue '{name}' in vhost '{v.name}'")
+
     # --- what a client's channel asks (BrokerChannel): awaitables -----------
 
     def change(self, v, op: str, args: tuple):

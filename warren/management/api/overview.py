@@ -59,13 +59,15 @@ def _cluster(app: web.Application):
 
 
 def listeners(app: web.Application) -> list[dict]:
-    """This node's listeners, then those of every other running node of its cluster."""
+    """This node's listeners and those of every other running node of its cluster, by protocol
+    (as RabbitMQ sorts them), each protocol's this node's first."""
     out = _own_listeners(app)
     cluster = _cluster(app)
     if cluster is not None:
         for name, record in sorted(cluster.members.items()):
             if name != node_name() and record.get("state") == "running":
                 out += _member_listeners(name, record)
+        out.sort(key=lambda listener: listener["protocol"])
     return out
 
 
