@@ -2,7 +2,7 @@
 real nodes, pika and the HTTP API.
 
 A queue of node a is shown, read, purged, declared again and deleted through node b's HTTP API
-(node a does it); killed with kill -9, node a's durable queue is listed by node b as ``state:
+(node a does it); an exclusive queue of a connection on node a is locked (405) for node b's; killed with kill -9, node a's durable queue is listed by node b as ``state:
 down`` (its transient one gone with a's lease), is 404 by name, and a declare of it through node
 b is refused as RabbitMQ 3.10 refuses it; node a started again has the queue back with every
 confirmed message. Waits are on what the API shows, bounded.
@@ -63,6 +63,18 @@ def test_a_queue_of_another_node_through_the_api_then_down_then_back(etcd1, node
     # purged through node b
     assert status_of(b, f"queues/%2F/{durable}/contents", "DELETE") == 204
     wait_until(lambda: api(a, f"queues/%2F/{durable}").get("messages") == 0, TIMEOUT_S, "node a's queue purged")
+
+    # an exclusive queue of a connection on node a is locked for node b's clients, as RabbitMQ's
+    holder = pika.BlockingConnection(pika.URLParameters(a.url))
+    holder.channel().queue_declare(f"mine-{uid}", exclusive=True)
+    wait_until(lambda: queue_rows(b, f"mine-{uid}"), TIMEOUT_S, "node b listing node a's exclusive queue")
+    other = pika.BlockingConnection(pika.URLParameters(b.url))
+    for use in (lambda ch: ch.queue_declare(f"mine-{uid}"), lambda ch: ch.basic_get(f"mine-{uid}")):
+        with pytest.raises(pika.exceptions.ChannelClosedByBroker) as locked:
+            use(other.channel())
+        assert locked.value.reply_code == 405
+    other.close()
+    holder.close()
 
     conn = pika.BlockingConnection(pika.URLParameters(a.url))
     ch = conn.channel()
