@@ -67,7 +67,8 @@ def test_a_queue_of_another_node_through_the_api_then_down_then_back(etcd1, node
     # an exclusive queue of a connection on node a is locked for node b's clients, as RabbitMQ's
     holder = pika.BlockingConnection(pika.URLParameters(a.url))
     holder.channel().queue_declare(f"mine-{uid}", exclusive=True)
-    wait_until(lambda: queue_rows(b, f"mine-{uid}"), TIMEOUT_S, "node b listing node a's exclusive queue")
+    key = f"/warren/{cluster_name}/queues/%2F/mine-{uid}/a"  # the queue directory (warren/cluster/queues.py)
+    wait_until(lambda: etcd1.get_prefix(key), TIMEOUT_S, "node a's exclusive queue in the queue directory")
     other = pika.BlockingConnection(pika.URLParameters(b.url))
     for use in (lambda ch: ch.queue_declare(f"mine-{uid}"), lambda ch: ch.basic_get(f"mine-{uid}")):
         with pytest.raises(pika.exceptions.ChannelClosedByBroker) as locked:
