@@ -35,6 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.ports import free_ports
 from tests.rabbitmq_node import RABBITMQ_SERVER, RABBITMQCTL, STOP_GRACE_S, RabbitNode, rabbitmq_missing
 
 __all__ = ["ClusterNode", "RabbitCluster", "start_rabbitmq_cluster", "rabbitmq_missing"]
@@ -44,18 +45,6 @@ START_TIMEOUT_S = 120.0  # one node: ~6 s idle, 15-20 s loaded; three at once on
 JOIN_TIMEOUT_S = 120.0
 PLUGINS = ("rabbitmq_management", "rabbitmq_prometheus")
 EPMD = shutil.which("epmd") or "/usr/bin/epmd"
-
-
-def _ports(n: int) -> list[int]:
-    """n distinct free ports on 127.0.0.1 (all held until all are chosen)."""
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 @dataclass
@@ -177,7 +166,7 @@ def _node(base: Path, home: Path, prefix: str, index: int, epmd_port: int) -> Cl
     (base / "mnesia").mkdir()
     (base / "log").mkdir()
     name = f"{prefix}-{index}@localhost"
-    amqp_port, dist_port, http_port, prometheus_port = _ports(4)
+    amqp_port, dist_port, http_port, prometheus_port = free_ports(4)
     (base / "enabled_plugins").write_text("[" + ",".join(PLUGINS) + "].\n")
     (base / "rabbitmq.conf").write_text(
         f"listeners.tcp.1 = 127.0.0.1:{amqp_port}\n"
@@ -228,7 +217,7 @@ def start_rabbitmq_cluster(base: Path | None = None) -> RabbitCluster:
     cookie = home / ".erlang.cookie"
     cookie.write_text("".join(secrets.choice(string.ascii_uppercase) for _ in range(20)))
     cookie.chmod(0o400)
-    (epmd_port,) = _ports(1)
+    (epmd_port,) = free_ports(1)
     cluster = RabbitCluster(base, _start_epmd(epmd_port), epmd_port)
     prefix = f"warren-test-{uuid.uuid4().hex[:12]}"
     try:

@@ -30,7 +30,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -40,6 +39,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
+
+from tests.ports import free_ports
 
 __all__ = ["RabbitNode", "start_rabbitmq_node", "rabbitmq_missing", "RABBITMQ_SERVER"]
 
@@ -57,20 +58,6 @@ def rabbitmq_missing() -> str | None:
     if not os.path.exists(RABBITMQ_SERVER) or not os.path.exists(RABBITMQCTL):
         return f"rabbitmq-server is not installed ({RABBITMQ_SERVER} not found; Debian: apt install rabbitmq-server)"
     return None
-
-
-def _free_ports(n: int) -> list[int]:
-    """n different free ports: each socket stays bound until all are chosen (one bound and closed
-    at a time, the kernel may hand out the same port twice: the node then failed to boot with
-    `incompatible_listeners`, management and prometheus on one port)."""
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 @dataclass
@@ -189,7 +176,7 @@ def start_rabbitmq_node(base: Path | None = None) -> RabbitNode:
     (base / "mnesia").mkdir(parents=True, exist_ok=True)
     (base / "log").mkdir(exist_ok=True)
     name = f"warren-test-{uuid.uuid4().hex[:12]}@localhost"
-    amqp_port, dist_port, http_port, prometheus_port = _free_ports(4)
+    amqp_port, dist_port, http_port, prometheus_port = free_ports(4)
     (base / "enabled_plugins").write_text("[" + ",".join(PLUGINS) + "].\n")
     (base / "rabbitmq.conf").write_text(
         f"listeners.tcp.1 = 127.0.0.1:{amqp_port}\n"

@@ -12,7 +12,6 @@ import base64
 import json
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -20,24 +19,12 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.ports import free_ports
+
 ETCD = shutil.which("etcd")
 MISSING_REASON = "etcd is not installed (Debian's etcd-server: apt-get install etcd-server)"
 START_TIMEOUT_S = 60.0  # every member healthy (three members on two busy cores elect in a few seconds)
 STOP_TIMEOUT_S = 10.0
-
-
-def _free_ports(n: int) -> list[int]:
-    """``n`` distinct ephemeral ports, free when asked (held together, so never the same one twice)."""
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 @dataclass
@@ -85,7 +72,7 @@ class EtcdCluster:
 
     def start(self) -> "EtcdCluster":
         assert ETCD is not None, MISSING_REASON
-        ports = _free_ports(2 * self.size)
+        ports = free_ports(2 * self.size)
         self.members = [Member(f"etcd{i}", ports[2 * i], ports[2 * i + 1], self.base / f"etcd{i}",
                                self.base / f"etcd{i}.log") for i in range(self.size)]
         initial = ",".join(f"{m.name}={m.peer_url}" for m in self.members)

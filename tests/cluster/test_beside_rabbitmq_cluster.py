@@ -20,7 +20,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 import uuid
@@ -30,7 +29,7 @@ import pika
 import pika.exceptions
 import pytest
 
-from tests.cluster.cluster_nodes import Nodes
+from tests.cluster.cluster_nodes import Nodes, wait_until
 from tests.cluster.etcd_harness import EtcdCluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
@@ -62,14 +61,7 @@ def _only_with_the_marker(request):
 
 
 def wait_for(condition, what: str, timeout: float = WAIT_S):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout:g} s: {what}")
-        time.sleep(0.2)
+    return wait_until(condition, timeout, what)
 
 
 def rows(node, path: str) -> list[dict]:
