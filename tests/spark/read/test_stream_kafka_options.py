@@ -136,10 +136,16 @@ def test_min_records_wait_for_more_until_max_trigger_delay(spark, broker, uid):
                    for p in _wait_progress(q, 200)]
     finally:
         q.stop()
-    assert [n for n, _ in batches] == [30, 20, 150]
+    counts = [n for n, _ in batches]
+    # the third batch is planned once at least the minimum of the 150 is there: a trigger may
+    # come while the publisher is still writing them (CI saw [30, 20, 120, 30]), and the rest,
+    # below the minimum again, waits the delay
+    assert counts[:2] == [30, 20] and counts[2] >= 100 and sum(counts[2:]) == 150, counts
     # Spark stamps each progress with its trigger's start; the source planned the batch in it
-    between = (batches[1][1] - batches[0][1]).total_seconds()
-    assert between >= delay - 0.5, f"20 records (below the minimum) were planned {between:.1f}s after the last batch"
+    for i in [1] + [i for i in range(3, len(batches)) if counts[i] < 100]:
+        between = (batches[i][1] - batches[i - 1][1]).total_seconds()
+        assert between >= delay - 0.5, \
+            f"{counts[i]} records (below the minimum) were planned {between:.1f}s after the last batch"
     assert sorted(r.offset for r in rows) == list(range(200))
 
 
