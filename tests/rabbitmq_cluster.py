@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.ports import free_ports
-from tests.rabbitmq_node import RABBITMQ_SERVER, RABBITMQCTL, STOP_GRACE_S, RabbitNode, rabbitmq_missing
+from tests.rabbitmq_node import RABBITMQ_SERVER, RABBITMQCTL, STOP_GRACE_S, RabbitNode, node_env, rabbitmq_missing
 
 __all__ = ["ClusterNode", "RabbitCluster", "start_rabbitmq_cluster", "rabbitmq_missing"]
 
@@ -175,22 +175,8 @@ def _node(base: Path, home: Path, prefix: str, index: int, epmd_port: int) -> Cl
         "collect_statistics_interval = 1000\n"  # management statistics every 1 s (default 5 s)
         "log.console = false\nlog.file.level = info\n")
     (base / "rabbitmq-env.conf").write_text("")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RABBITMQ_", "ERL_"))}
-    env.update({
-        "HOME": str(home),  # the cluster's one Erlang cookie, never the shared node's
-        "ERL_EPMD_PORT": str(epmd_port),  # the cluster's own epmd (the CLI reads it too)
-        "RABBITMQ_NODENAME": name, "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
-        "RABBITMQ_NODE_PORT": str(amqp_port), "RABBITMQ_DIST_PORT": str(dist_port),
-        "RABBITMQ_MNESIA_BASE": str(base / "mnesia"), "RABBITMQ_LOG_BASE": str(base / "log"),
-        "RABBITMQ_ENABLED_PLUGINS_FILE": str(base / "enabled_plugins"),
-        "RABBITMQ_CONFIG_FILE": str(base / "rabbitmq.conf"),
-        "RABBITMQ_ADVANCED_CONFIG_FILE": str(base / "advanced.config"),
-        "RABBITMQ_CONF_ENV_FILE": str(base / "rabbitmq-env.conf"),
-        "RABBITMQ_PID_FILE": str(base / "node.pid"),
-        "RABBITMQ_PLUGINS_EXPAND_DIR": str(base / "plugins-expand"),
-        "RABBITMQ_FEATURE_FLAGS_FILE": str(base / "feature_flags"),
-        "RABBITMQ_QUORUM_DIR": str(base / "quorum"),
-    })
+    # the cluster's one Erlang cookie (HOME), never the shared node's; its own epmd (the CLI reads it too)
+    env = node_env(base, name, amqp_port, dist_port, home=home, ERL_EPMD_PORT=str(epmd_port))
     return ClusterNode(name, amqp_port, http_port, prometheus_port, base, env, None, index=index)
 
 

@@ -42,7 +42,7 @@ from urllib.parse import quote
 
 from tests.ports import free_ports
 
-__all__ = ["RabbitNode", "start_rabbitmq_node", "rabbitmq_missing", "RABBITMQ_SERVER"]
+__all__ = ["RabbitNode", "start_rabbitmq_node", "rabbitmq_missing", "RABBITMQ_SERVER", "node_env"]
 
 RABBITMQ_SERVER = os.environ.get("RABBITMQ_SERVER", "/usr/lib/rabbitmq/bin/rabbitmq-server")
 RABBITMQCTL = os.path.join(os.path.dirname(RABBITMQ_SERVER), "rabbitmqctl")
@@ -185,21 +185,7 @@ def start_rabbitmq_node(base: Path | None = None) -> RabbitNode:
         "collect_statistics_interval = 1000\n"  # management statistics every 1 s (default 5 s)
         "log.console = false\nlog.file.level = info\n")
     (base / "rabbitmq-env.conf").write_text("")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RABBITMQ_")}
-    env.update({
-        "HOME": str(base),  # its own Erlang cookie, never the shared node's
-        "RABBITMQ_NODENAME": name, "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
-        "RABBITMQ_NODE_PORT": str(amqp_port), "RABBITMQ_DIST_PORT": str(dist_port),
-        "RABBITMQ_MNESIA_BASE": str(base / "mnesia"), "RABBITMQ_LOG_BASE": str(base / "log"),
-        "RABBITMQ_ENABLED_PLUGINS_FILE": str(base / "enabled_plugins"),
-        "RABBITMQ_CONFIG_FILE": str(base / "rabbitmq.conf"),
-        "RABBITMQ_ADVANCED_CONFIG_FILE": str(base / "advanced.config"),
-        "RABBITMQ_CONF_ENV_FILE": str(base / "rabbitmq-env.conf"),
-        "RABBITMQ_PID_FILE": str(base / "node.pid"),
-        "RABBITMQ_PLUGINS_EXPAND_DIR": str(base / "plugins-expand"),
-        "RABBITMQ_FEATURE_FLAGS_FILE": str(base / "feature_flags"),
-        "RABBITMQ_QUORUM_DIR": str(base / "quorum"),
-    })
+    env = node_env(base, name, amqp_port, dist_port, home=base)
     with open(base / "server.out", "wb") as out:
         proc = subprocess.Popen([RABBITMQ_SERVER], env=env, stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, cwd=base, start_new_session=True)
@@ -246,3 +232,26 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def node_env(base: Path, name: str, amqp_port: int, dist_port: int, home: Path, **more: str) -> dict:
+    """rabbitmq-server's environment for a private node in folder ``base``: nothing of the
+    caller's ``RABBITMQ_``/``ERL_`` settings, its own cookie (``home``) and files; ``more`` adds
+    variables (a cluster's own ``ERL_EPMD_PORT``)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RABBITMQ_", "ERL_"))}
+    env.update({
+        "HOME": str(home),
+        "RABBITMQ_NODENAME": name, "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
+        "RABBITMQ_NODE_PORT": str(amqp_port), "RABBITMQ_DIST_PORT": str(dist_port),
+        "RABBITMQ_MNESIA_BASE": str(base / "mnesia"), "RABBITMQ_LOG_BASE": str(base / "log"),
+        "RABBITMQ_ENABLED_PLUGINS_FILE": str(base / "enabled_plugins"),
+        "RABBITMQ_CONFIG_FILE": str(base / "rabbitmq.conf"),
+        "RABBITMQ_ADVANCED_CONFIG_FILE": str(base / "advanced.config"),
+        "RABBITMQ_CONF_ENV_FILE": str(base / "rabbitmq-env.conf"),
+        "RABBITMQ_PID_FILE": str(base / "node.pid"),
+        "RABBITMQ_PLUGINS_EXPAND_DIR": str(base / "plugins-expand"),
+        "RABBITMQ_FEATURE_FLAGS_FILE": str(base / "feature_flags"),
+        "RABBITMQ_QUORUM_DIR": str(base / "quorum"),
+        **more,
+    })
+    return env
