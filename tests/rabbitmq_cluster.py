@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.ports import free_ports
-from tests.rabbitmq_node import RABBITMQ_SERVER, RABBITMQCTL, STOP_GRACE_S, RabbitNode, node_env, rabbitmq_missing
+from tests.rabbitmq_node import RABBITMQ_SERVER, RABBITMQCTL, STOP_GRACE_S, RabbitNode, prepare_node, rabbitmq_missing
 
 __all__ = ["ClusterNode", "RabbitCluster", "start_rabbitmq_cluster", "rabbitmq_missing"]
 
@@ -163,20 +163,10 @@ class RabbitCluster:
 
 def _node(base: Path, home: Path, prefix: str, index: int, epmd_port: int) -> ClusterNode:
     base.mkdir(parents=True)
-    (base / "mnesia").mkdir()
-    (base / "log").mkdir()
     name = f"{prefix}-{index}@localhost"
-    amqp_port, dist_port, http_port, prometheus_port = free_ports(4)
-    (base / "enabled_plugins").write_text("[" + ",".join(PLUGINS) + "].\n")
-    (base / "rabbitmq.conf").write_text(
-        f"listeners.tcp.1 = 127.0.0.1:{amqp_port}\n"
-        f"management.tcp.port = {http_port}\nmanagement.tcp.ip = 127.0.0.1\n"
-        f"prometheus.tcp.port = {prometheus_port}\nprometheus.tcp.ip = 127.0.0.1\n"
-        "collect_statistics_interval = 1000\n"  # management statistics every 1 s (default 5 s)
-        "log.console = false\nlog.file.level = info\n")
-    (base / "rabbitmq-env.conf").write_text("")
     # the cluster's one Erlang cookie (HOME), never the shared node's; its own epmd (the CLI reads it too)
-    env = node_env(base, name, amqp_port, dist_port, home=home, ERL_EPMD_PORT=str(epmd_port))
+    amqp_port, http_port, prometheus_port, env = prepare_node(base, name, PLUGINS, home=home,
+                                                              ERL_EPMD_PORT=str(epmd_port))
     return ClusterNode(name, amqp_port, http_port, prometheus_port, base, env, None, index=index)
 
 

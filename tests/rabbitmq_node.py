@@ -42,7 +42,7 @@ from urllib.parse import quote
 
 from tests.ports import free_ports
 
-__all__ = ["RabbitNode", "start_rabbitmq_node", "rabbitmq_missing", "RABBITMQ_SERVER", "node_env"]
+__all__ = ["RabbitNode", "start_rabbitmq_node", "rabbitmq_missing", "RABBITMQ_SERVER", "node_env", "prepare_node"]
 
 RABBITMQ_SERVER = os.environ.get("RABBITMQ_SERVER", "/usr/lib/rabbitmq/bin/rabbitmq-server")
 RABBITMQCTL = os.path.join(os.path.dirname(RABBITMQ_SERVER), "rabbitmqctl")
@@ -173,19 +173,8 @@ class RabbitNode:
 def start_rabbitmq_node(base: Path | None = None) -> RabbitNode:
     """Start a private node (see the module docstring) and wait until its API answers."""
     base = Path(base or tempfile.mkdtemp(prefix="warren-rabbit-"))
-    (base / "mnesia").mkdir(parents=True, exist_ok=True)
-    (base / "log").mkdir(exist_ok=True)
     name = f"warren-test-{uuid.uuid4().hex[:12]}@localhost"
-    amqp_port, dist_port, http_port, prometheus_port = free_ports(4)
-    (base / "enabled_plugins").write_text("[" + ",".join(PLUGINS) + "].\n")
-    (base / "rabbitmq.conf").write_text(
-        f"listeners.tcp.1 = 127.0.0.1:{amqp_port}\n"
-        f"management.tcp.port = {http_port}\nmanagement.tcp.ip = 127.0.0.1\n"
-        f"prometheus.tcp.port = {prometheus_port}\nprometheus.tcp.ip = 127.0.0.1\n"
-        "collect_statistics_interval = 1000\n"  # management statistics every 1 s (default 5 s)
-        "log.console = false\nlog.file.level = info\n")
-    (base / "rabbitmq-env.conf").write_text("")
-    env = node_env(base, name, amqp_port, dist_port, home=base)
+    amqp_port, http_port, prometheus_port, env = prepare_node(base, name, PLUGINS, home=base)
     with open(base / "server.out", "wb") as out:
         proc = subprocess.Popen([RABBITMQ_SERVER], env=env, stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, cwd=base, start_new_session=True)
@@ -232,6 +221,23 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def prepare_node(base: Path, name: str, plugins, home: Path, **more: str) -> tuple[int, int, int, dict]:
+    """A private node's folder ``base`` (its config, plugins, database and log folders) on free
+    ports: (AMQP port, management port, Prometheus port, rabbitmq-server's environment)."""
+    (base / "mnesia").mkdir(parents=True, exist_ok=True)
+    (base / "log").mkdir(exist_ok=True)
+    amqp_port, dist_port, http_port, prometheus_port = free_ports(4)
+    (base / "enabled_plugins").write_text("[" + ",".join(plugins) + "].\n")
+    (base / "rabbitmq.conf").write_text(
+        f"listeners.tcp.1 = 127.0.0.1:{amqp_port}\n"
+        f"management.tcp.port = {http_port}\nmanagement.tcp.ip = 127.0.0.1\n"
+        f"prometheus.tcp.port = {prometheus_port}\nprometheus.tcp.ip = 127.0.0.1\n"
+        "collect_statistics_interval = 1000\n"  # management statistics every 1 s (default 5 s)
+        "log.console = false\nlog.file.level = info\n")
+    (base / "rabbitmq-env.conf").write_text("")
+    return amqp_port, http_port, prometheus_port, node_env(base, name, amqp_port, dist_port, home, **more)
 
 
 def node_env(base: Path, name: str, amqp_port: int, dist_port: int, home: Path, **more: str) -> dict:
