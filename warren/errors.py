@@ -26,7 +26,7 @@ __all__ = [
     "ContentTooLarge", "NoRoute", "AccessRefused", "NotFound", "ResourceLocked", "PreconditionFailed",
     "ConnectionForced", "InvalidPath", "FrameError", "SyntaxError_", "CommandInvalid", "ChannelError",
     "UnexpectedFrame", "ResourceError", "NotAllowed", "NotImplemented_", "InternalError",
-    "ConnectionAccessRefused", "error_for_code",
+    "ConnectionAccessRefused", "error_for_code", "error_record", "error_from_record",
 ]
 
 REPLY_SUCCESS = 200
@@ -168,3 +168,21 @@ class InternalError(HardError):
 def error_for_code(code: int, hard: bool) -> type[AMQPError]:
     """The exception class for a reply code (used by the client-mode codec and tests)."""
     return _BY_CODE[(hard, code)]
+
+
+def error_record(error: BaseException, where: str) -> tuple:
+    """An error as it travels to another process or node: its class name and text for an
+    AMQPError (raised again there as the same class), else an InternalError naming ``where``."""
+    if isinstance(error, AMQPError):
+        return (type(error).__name__, error.text)
+    return ("InternalError", f"{type(error).__name__} on {where}")
+
+
+def error_from_record(record) -> AMQPError:
+    """``error_record``'s tuple raised again: the ``warren.errors`` class it names (InternalError
+    for a name that is not one)."""
+    name, text = record
+    cls = globals().get(str(name))
+    if not (isinstance(cls, type) and issubclass(cls, AMQPError)):
+        cls = InternalError
+    return cls(str(text))

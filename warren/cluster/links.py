@@ -231,7 +231,7 @@ class NodeLinks:
             if not isinstance(error, amqp_errors.AMQPError):
                 log.error("cluster: a request from another node failed", exc_info=(type(error), error,
                                                                                   error.__traceback__))
-            record = ("a", rid, _describe(error), None)
+            record = ("a", rid, amqp_errors.error_record(error, "another node"), None)
         else:
             record = ("a", rid, None, task.result())
         data = pickle.dumps(record, pickle.HIGHEST_PROTOCOL)
@@ -336,7 +336,7 @@ class NodeLinks:
                 if error is None:
                     fut.set_result(result)
                 else:
-                    fut.set_exception(_rebuild(error))
+                    fut.set_exception(amqp_errors.error_from_record(error))
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         except (pickle.UnpicklingError, ValueError, EOFError, struct.error) as e:
@@ -365,17 +365,3 @@ class NodeLinks:
                 await asyncio.wait_for(self._server.wait_closed(), 2.0)
             except asyncio.TimeoutError:
                 pass
-
-
-def _describe(error: BaseException) -> tuple:
-    if isinstance(error, amqp_errors.AMQPError):
-        return (type(error).__name__, error.text)
-    return ("InternalError", f"{type(error).__name__} on another node")
-
-
-def _rebuild(error) -> BaseException:
-    name, text = error
-    cls = getattr(amqp_errors, str(name), None)
-    if not (isinstance(cls, type) and issubclass(cls, amqp_errors.AMQPError)):
-        cls = amqp_errors.InternalError
-    return cls(str(text))

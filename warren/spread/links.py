@@ -194,7 +194,7 @@ class PeerLinks:
             if error is None:
                 waiting[1].set_result(result)
             else:
-                waiting[1].set_exception(_rebuild(error))
+                waiting[1].set_exception(amqp_errors.error_from_record(error))
         elif kind == "m":
             _, op, args = record
             try:
@@ -210,7 +210,7 @@ class PeerLinks:
             if not isinstance(error, amqp_errors.AMQPError):
                 log.error("worker %d: a request from worker %d failed", self.index, peer,
                           exc_info=(type(error), error, error.__traceback__))
-            error = _describe(error)
+            error = amqp_errors.error_record(error, "another worker")
         link.send(("a", rid, error, result))
 
     def _lost(self, peer: int, exc) -> None:
@@ -222,18 +222,3 @@ class PeerLinks:
                     fut.set_exception(PeerGone(f"the link to worker {peer} closed"))
         if not self.closed and self.handler is not None:
             self.handler.peer_lost(peer)
-
-
-def _describe(error: BaseException) -> tuple:
-    """An error as it travels: its class name, and for an AMQPError its reply code and text."""
-    if isinstance(error, amqp_errors.AMQPError):
-        return (type(error).__name__, error.text)
-    return ("InternalError", f"{type(error).__name__} on another worker")
-
-
-def _rebuild(error: tuple) -> BaseException:
-    name, text = error
-    cls = getattr(amqp_errors, name, None)
-    if not (isinstance(cls, type) and issubclass(cls, amqp_errors.AMQPError)):
-        cls = amqp_errors.InternalError
-    return cls(text)
