@@ -3,15 +3,17 @@
 Why: a node answers for the whole cluster (RabbitMQ's nodes ask each other over Erlang
 distribution); what it needs of another node it asks over a link. Each node listens on its
 cluster port (``--cluster-port``, announced in its member record as ``cluster_port``: the
-"clustering" listener of ``/api/overview``) and dials another node when it first needs it; the
-node that dialled asks, the other answers, on that connection.
+"clustering" listener of ``/api/overview``) and dials another node when it first needs to send
+it something. A node writes to another only over the link it dialled, and reads on the link the
+other dialled: requests, answers and one-way messages from one node to another travel one
+connection, in the order they were sent.
 
 **Authentication** (the cluster secret, RabbitMQ's Erlang cookie): each side proves it holds the
 secret without sending it, over fresh random nonces from both sides, so a recorded exchange
 proves nothing later:
 
 1. the dialler sends ``WARREN-NODE 1`` and a JSON line: its node name, the cluster id, its
-   nonce;
+   nonce, its cluster port (where the listener sends what it sends back);
 2. the listener answers a JSON line: its node name, its nonce, and its proof,
    HMAC-SHA256(secret, "listener" | cluster id | dialler's nonce | listener's nonce);
 3. the dialler checks it (a listener without the secret is dropped) and sends its own proof,
@@ -26,7 +28,7 @@ other's against the CA; the secret is still checked inside.
 
 **Records** after the handshake: a 4-octet length and a pickled tuple, as between the worker
 processes of one node (warren/spread/links.py): a request ``("q", id, op, args)`` answered by
-``("a", id, error, result)``. Unlike those, a link between machines unpickles with an allow-list
+``("a", id, error, result)``, or a one-way message ``("m", op, args)``. Unlike those, a link between machines unpickles with an allow-list
 (``_Restricted``): plain data (tuples, lists, dicts, strings, numbers) and the few classes named
 in ``ALLOWED``, nothing else, so even a peer holding the secret cannot make this node run code
 by sending a crafted record. An error raised by the handler travels as its class name and text
@@ -98,30 +100,45 @@ def _send_line(writer: asyncio.StreamWriter, value: dict) -> None:
     writer.write(json.dumps(value).encode() + b"\n")
 
 
-class _Dialled:
-    """A link this node opened to another: requests out, answers in."""
+class _Peer:
+    """Another node as this one knows it: the link this node dialled to it (everything this node
+    sends it goes there, in order), what waits to be written until that link is up, and the
+    requests it has not answered yet (its answers come on the link it dialled to this node)."""
 
-    def __init__(self, node: str, reader, writer) -> None:
+    def __init__(self, node: str) -> None:
         self.node = node
-        self.reader = reader
-        self.writer = writer
+        self.writer: asyncio.StreamWriter | None = None
+        self.dialling: asyncio.Task | None = None
+        self.backlog: list[bytes] = []  # records made while the link was being dialled
         self.waiting: dict[int, asyncio.Future] = {}
         self.next_id = 0
-        self.reading: asyncio.Task | None = None
+        self.address: tuple[str, int] | None = None  # where it listens, as its hello said
+        self.watching: asyncio.Task | None = None  # ends when our dialled link closes
+
+    def ready(self) -> bool:
+        return self.writer is not None and not self.writer.is_closing()
 
     def fail_all(self, why: str) -> None:
-        for fut in self.waiting.values():
+        waiting, self.waiting = self.waiting, {}
+        for fut in waiting.values():
             if not fut.done():
                 fut.set_exception(NodeUnavailable(why))
-        self.waiting.clear()
 
 
 class NodeLinks:
-    """This node's links: ``start`` listens, ``ask(node, op, *args)`` asks another node.
+    """This node's links: ``start`` listens; ``ask(node, op, *args)`` asks another node and
+    ``tell(node, op, *args)`` tells it something that needs no answer.
+
+    Each node writes to another only over the link it dialled to it, and reads what that node
+    sends on the link that node dialled: so whatever one node sends another (requests, answers,
+    one-way messages) arrives in the order it was sent, which the queues served across nodes
+    rely on (a consume's deliveries after its answer, a flush's answer after the deliveries it
+    let through: warren/cluster/reach.py).
 
     ``cluster`` is the ClusterNode (its name, cluster id, secret, and ``members``: where each
-    running node listens); ``handler.node_request(node, op, args)`` answers the others (a result,
-    an awaitable of one, or a raised ``AMQPError``)."""
+    running node listens); the ``handler`` answers the others: ``node_request(node, op, args)``
+    (a result, an awaitable of one, or a raised ``AMQPError``), ``node_message(node, op, args)``
+    and ``node_lost(node)`` (the link from that node closed: it stopped or died)."""
 
     def __init__(self, cluster, handler, *, server_ssl: ssl.SSLContext | None = None,
                  client_ssl: ssl.SSLContext | None = None) -> None:
@@ -131,11 +148,16 @@ class NodeLinks:
         self.client_ssl = client_ssl
         self.port: int | None = None
         self._server: asyncio.AbstractServer | None = None
-        self._dialled: dict[str, _Dialled] = {}
-        self._dialling: dict[str, asyncio.Future] = {}
+        self._peers: dict[str, _Peer] = {}
         self._answering: set[asyncio.Task] = set()
         self.refused = 0  # connections refused at the handshake (logs, tests)
         self.closed = False
+
+    def _peer(self, node: str) -> _Peer:
+        peer = self._peers.get(node)
+        if peer is None:
+            peer = self._peers[node] = _Peer(node)
+        return peer
 
     @property
     def secret(self) -> str:
@@ -164,7 +186,7 @@ class NodeLinks:
                 return
             if node is None:
                 return
-            await self._answer_records(node, reader, writer)
+            await self._read_from(node, reader)
         finally:
             self._answering.discard(task)
             writer.close()
@@ -198,24 +220,59 @@ class NodeLinks:
             return None
         _send_line(writer, {"ok": True})
         await writer.drain()
+        port = hello.get("port")
+        if isinstance(port, int) and 0 < port < 65536:  # where to send it what we send it (answers)
+            host = writer.get_extra_info("peername")[0]
+            self._peer(claimed).address = (host, port)
         log.info("cluster: node %s linked from %s", claimed, where)
         return claimed
 
-    async def _answer_records(self, node: str, reader, writer) -> None:
-        while not self.closed:
-            try:
-                record = await self._read_record(reader)
-            except (asyncio.IncompleteReadError, ConnectionError):
-                return
-            except (pickle.UnpicklingError, ValueError, EOFError, struct.error) as e:
-                log.error("cluster: node %s sent a record this node does not take (%s); closing its link", node, e)
-                return
-            if not (isinstance(record, tuple) and len(record) == 4 and record[0] == "q"):
-                log.error("cluster: node %s sent a record that is not a request; closing its link", node)
-                return
-            _, rid, op, args = record
-            task = asyncio.ensure_future(self._answer(node, op, args))
-            task.add_done_callback(lambda t, rid=rid: self._send_answer(writer, rid, t))
+    async def _read_from(self, node: str, reader) -> None:
+        """What ``node`` sends on the link it dialled: its requests (answered over ours), its
+        answers to ours, its messages; in the order it sent them."""
+        why = f"the link from node {node} closed"
+        try:
+            while not self.closed:
+                try:
+                    record = await self._read_record(reader)
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return
+                except (pickle.UnpicklingError, ValueError, EOFError, struct.error) as e:
+                    why = f"node {node} sent a record this node does not take ({e})"
+                    log.error("cluster: %s; closing its link", why)
+                    return
+                kind = record[0] if isinstance(record, tuple) and record else None
+                if kind == "q" and len(record) == 4:
+                    _, rid, op, args = record
+                    task = asyncio.ensure_future(self._answer(node, op, args))
+                    task.add_done_callback(lambda t, rid=rid: self._send_answer(node, rid, t))
+                elif kind == "a" and len(record) == 4:
+                    self._answered(node, *record[1:])
+                elif kind == "m" and len(record) == 3:
+                    try:
+                        self.handler.node_message(node, record[1], record[2])
+                    except Exception:
+                        log.exception("cluster: node %s's message %r failed here", node, record[1])
+                else:
+                    why = f"node {node} sent a record that is neither a request, an answer nor a message"
+                    log.error("cluster: %s; closing its link", why)
+                    return
+        finally:
+            self._lost(node, why)
+
+    def _lost(self, node: str, why: str) -> None:
+        """The link from ``node`` closed: what it had not answered will not be, the link to it
+        is dropped too (a node that comes back is dialled afresh), and the handler hears it."""
+        peer = self._peers.get(node)
+        if peer is not None:
+            if peer.writer is not None:
+                peer.writer.close()
+                peer.writer = None
+            peer.fail_all(why)
+        if not self.closed:
+            lost = getattr(self.handler, "node_lost", None)
+            if lost is not None:
+                lost(node)
 
     async def _answer(self, node: str, op: str, args):
         result = self.handler.node_request(node, op, args)
@@ -223,8 +280,8 @@ class NodeLinks:
             result = await result
         return result
 
-    def _send_answer(self, writer, rid: int, task: asyncio.Task) -> None:
-        if writer.is_closing():
+    def _send_answer(self, node: str, rid: int, task: asyncio.Task) -> None:
+        if task.cancelled():
             return
         error = task.exception()
         if error is not None:
@@ -234,8 +291,17 @@ class NodeLinks:
             record = ("a", rid, amqp_errors.error_record(error, "another node"), None)
         else:
             record = ("a", rid, None, task.result())
-        data = pickle.dumps(record, pickle.HIGHEST_PROTOCOL)
-        writer.write(_LENGTH.pack(len(data)) + data)
+        self._send(node, record)
+
+    def _answered(self, node: str, rid: int, error, result) -> None:
+        peer = self._peers.get(node)
+        fut = peer.waiting.pop(rid, None) if peer is not None else None
+        if fut is None or fut.done():
+            return
+        if error is None:
+            fut.set_result(result)
+        else:
+            fut.set_exception(amqp_errors.error_from_record(error))
 
     @staticmethod
     async def _read_record(reader):
@@ -244,23 +310,71 @@ class NodeLinks:
             raise ValueError(f"a record of {n} octets")
         return _loads(await reader.readexactly(n))
 
-    # --- dialling and asking -------------------------------------------------------------------
+    # --- dialling, asking and telling ------------------------------------------------------------
 
-    async def ask(self, node: str, op: str, *args, timeout: float = ASK_TIMEOUT):
-        """``op`` run by ``node``: its result, the error it raised, or NodeUnavailable."""
-        link = await self._link(node)
-        link.next_id += 1
-        rid = link.next_id
+    async def ask(self, node: str, op: str, *args, timeout: float | None = ASK_TIMEOUT):
+        """``op`` run by ``node``: its result, the error it raised, or NodeUnavailable
+        (``timeout`` None: as long as the link lasts)."""
+        if self.closed:
+            raise NodeUnavailable("this node is stopping")
+        peer = self._peer(node)
+        peer.next_id += 1
+        rid = peer.next_id
         fut = asyncio.get_running_loop().create_future()
-        link.waiting[rid] = fut
-        data = pickle.dumps(("q", rid, op, args), pickle.HIGHEST_PROTOCOL)
-        link.writer.write(_LENGTH.pack(len(data)) + data)
+        peer.waiting[rid] = fut
+        self._send(node, ("q", rid, op, args))
         try:
+            if timeout is None:
+                return await fut
             return await asyncio.wait_for(fut, timeout)
         except asyncio.TimeoutError:
             raise NodeUnavailable(f"node {node} did not answer {op} within {timeout:g} s") from None
         finally:
-            link.waiting.pop(rid, None)
+            peer.waiting.pop(rid, None)
+
+    def tell(self, node: str, op: str, *args, now: bool = False) -> None:
+        """A one-way message to ``node``, after everything sent it before (``now``: the
+        workers' links' flag, meaningless here: every record is written at once)."""
+        if not self.closed:
+            self._send(node, ("m", op, args))
+
+    def _send(self, node: str, record: tuple) -> None:
+        data = pickle.dumps(record, pickle.HIGHEST_PROTOCOL)
+        peer = self._peer(node)
+        if peer.ready() and not peer.backlog:
+            peer.writer.write(_LENGTH.pack(len(data)) + data)
+            return
+        peer.backlog.append(_LENGTH.pack(len(data)) + data)
+        if peer.dialling is None:
+            peer.dialling = asyncio.ensure_future(self._connect(peer))
+
+    async def _connect(self, peer: _Peer) -> None:
+        """Dial ``peer`` and write what waited; if it cannot be reached, what waited is dropped
+        and its requests fail."""
+        try:
+            reader, writer = await self._dial(peer)
+        except NodeUnavailable as e:
+            peer.dialling = None
+            peer.backlog.clear()
+            peer.fail_all(str(e))
+            log.warning("cluster: %s", e)
+            return
+        peer.writer, peer.dialling = writer, None
+        backlog, peer.backlog = peer.backlog, []
+        writer.write(b"".join(backlog))
+        peer.watching = asyncio.ensure_future(self._watch(peer, reader, writer))
+
+    async def _watch(self, peer: _Peer, reader, writer) -> None:
+        """The other node writes nothing on the link we dialled: its end is read for its close."""
+        try:
+            while await reader.read(4096):
+                pass
+        except (ConnectionError, ssl.SSLError, OSError):
+            pass
+        if peer.writer is writer:
+            peer.writer = None
+            writer.close()
+            peer.fail_all(f"the link to node {peer.node} closed")
 
     def running_peers(self) -> list[str]:
         """The other nodes that run and announced a cluster port."""
@@ -268,24 +382,17 @@ class NodeLinks:
         return sorted(name for name, record in self.cluster.members.items()
                       if name != me and record.get("state") == "running" and record.get("cluster_port"))
 
-    async def _link(self, node: str) -> _Dialled:
-        link = self._dialled.get(node)
-        if link is not None and not link.writer.is_closing():
-            return link
-        pending = self._dialling.get(node)
-        if pending is None:
-            pending = asyncio.ensure_future(self._dial(node))
-            self._dialling[node] = pending
-            pending.add_done_callback(lambda _f: self._dialling.pop(node, None))
-        return await asyncio.shield(pending)
-
-    async def _dial(self, node: str) -> _Dialled:
+    async def _dial(self, peer: _Peer):
         if self.closed:
             raise NodeUnavailable("this node is stopping")
+        node = peer.node
         record = self.cluster.members.get(node)
-        if record is None or not record.get("cluster_port"):
+        if record is not None and record.get("cluster_port"):
+            host, port = record.get("amqp_host") or "127.0.0.1", record["cluster_port"]
+        elif peer.address is not None:  # it dialled us before etcd's watch told us where it listens
+            host, port = peer.address
+        else:
             raise NodeUnavailable(f"node {node} is not running")
-        host, port = record.get("amqp_host") or "127.0.0.1", record["cluster_port"]
         try:
             reader, writer = await asyncio.wait_for(
                 asyncio.open_connection(host, port, ssl=self.client_ssl,
@@ -299,17 +406,15 @@ class NodeLinks:
             writer.close()
             raise NodeUnavailable(f"node {node} at {host}:{port} refused this node's link: "
                                   f"{e or 'no handshake in time'}") from None
-        link = _Dialled(node, reader, writer)
-        link.reading = asyncio.ensure_future(self._read_answers(link))
-        self._dialled[node] = link
-        return link
+        return reader, writer
 
     async def _introduce(self, node: str, reader, writer) -> None:
         """The dialler's side of the handshake (module doc); ValueError if the other node fails it."""
         cluster_id = self.cluster.cluster_id
         nonce = os.urandom(32).hex()
         writer.write(MAGIC)
-        _send_line(writer, {"node": self.cluster.node_name, "cluster_id": cluster_id, "nonce": nonce})
+        _send_line(writer, {"node": self.cluster.node_name, "cluster_id": cluster_id, "nonce": nonce,
+                            "port": self.port})
         await writer.drain()
         hello = await _line(reader)
         their_nonce = hello.get("nonce")
@@ -321,43 +426,18 @@ class NodeLinks:
         if not (await _line(reader)).get("ok"):
             raise ValueError("no ok")
 
-    async def _read_answers(self, link: _Dialled) -> None:
-        why = f"the link to node {link.node} closed"
-        try:
-            while True:
-                record = await self._read_record(link.reader)
-                if not (isinstance(record, tuple) and len(record) == 4 and record[0] == "a"):
-                    why = f"node {link.node} sent a record that is not an answer"
-                    break
-                _, rid, error, result = record
-                fut = link.waiting.pop(rid, None)
-                if fut is None or fut.done():
-                    continue
-                if error is None:
-                    fut.set_result(result)
-                else:
-                    fut.set_exception(amqp_errors.error_from_record(error))
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        except (pickle.UnpicklingError, ValueError, EOFError, struct.error) as e:
-            why = f"node {link.node} sent a record this node does not take ({e})"
-            log.error("cluster: %s; closing its link", why)
-        finally:
-            if self._dialled.get(link.node) is link:
-                del self._dialled[link.node]
-            link.writer.close()
-            link.fail_all(why)
-
     async def close(self) -> None:
         self.closed = True
         if self._server is not None:
             self._server.close()
-        for link in list(self._dialled.values()):
-            link.writer.close()
-            link.fail_all("this node is stopping")
-            if link.reading is not None:
-                link.reading.cancel()
-        self._dialled.clear()
+        for peer in list(self._peers.values()):
+            if peer.writer is not None:
+                peer.writer.close()
+            for task in (peer.dialling, peer.watching):
+                if task is not None:
+                    task.cancel()
+            peer.fail_all("this node is stopping")
+        self._peers.clear()
         for task in list(self._answering):
             task.cancel()
         if self._server is not None:
