@@ -61,6 +61,21 @@ class Confirms:
                 self.on_ready(self)
             self.durability.waiting.add(self)  # until settle finds them all synced
 
+    def nack_unsynced(self) -> int:
+        """Every publish still waiting for a sync becomes a nack (a cluster's node that held
+        some of them did not answer: warren/cluster/reach.py). Some may have been kept: a nack
+        says a message may be lost, never the reverse. Returns how many."""
+        if not self.unsynced:
+            return 0
+        first = self.unsynced[0][0]
+        self.unsynced.clear()
+        waited = range(max(first, self.confirmed_upto + 1), self.published_upto + 1)
+        self.nacks = deque(sorted(set(self.nacks).union(waited)))
+        if not self._flagged:
+            self._flagged = True
+            self.on_ready(self)
+        return len(waited)
+
     def settle(self) -> list[tuple[int, bool, bool]]:
         """What may be told now, in order: ``(publish number, multiple, ack)`` with ack False
         for a nack (never multiple). Everything before the first publish still waiting for the

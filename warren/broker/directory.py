@@ -65,6 +65,8 @@ class LocalDirectory:
 
     def tick(self) -> None:
         """Every server tick (0.5 s): what others count of ours is brought up to date."""
+        if self.elsewhere is not None:
+            self.elsewhere.tick()
 
     def stop(self) -> None:
         """The node stops: the others hear it, rather than take it for a failure."""
@@ -91,9 +93,9 @@ class LocalDirectory:
         """A client's change (``CHANGES``; ``who`` is its session) to vhost ``v``: the result
         now, or an awaitable of it when others must apply it first (warren/broker/later.py).
         Here, applied at once; its fsync is the connection's group commit, as for any change a
-        connection makes. In a cluster, a durable queue whose node is down is refused first."""
-        if self.elsewhere is not None:
-            self.elsewhere.check_change(v, op, args)
+        connection makes. In a cluster, the node of the queue makes it (``elsewhere.change``)."""
+        if self.elsewhere is not None:  # a queue of another node: it makes the change (warren/cluster/api.py)
+            return self.elsewhere.change(v, op, args)
         return apply_change(v, op, args)
 
     def define_at_start(self, v, op: str, args: tuple) -> None:

@@ -51,9 +51,12 @@ class VirtualHost:
         self.memory = memory  # the broker's MemoryBudget: queues page out past it
         self.durability = durability  # None: nothing is stored (tests of the model alone)
         self.queues: dict[str, QueueBase] = {}
-        # --worker-mode queues (warren/spread): the queues other workers own, as handles; the
-        # broker's directory says where each queue lives (directory.py; alone until the broker's)
+        # the queues other workers own (--worker-mode queues, warren/spread) or other nodes hold (a
+        # cluster, warren/cluster/reach.py), as handles; the broker's directory says where each
+        # queue lives (directory.py; alone until the broker's)
         self.remote_queues: dict = {}
+        # durable bindings restored at start-up to a queue that is not here (restore_binding)
+        self.bindings_waiting: list = []
         self.directory = LocalDirectory(None)
         self.timers: set = set()  # objects with tick(now) -> bool (keep ticking); Broker.tick calls them
         self.reply_channels: dict = {}  # direct reply-to: token -> ReplyConsumer (warren/broker/reply_to.py)
@@ -382,6 +385,10 @@ class VirtualHost:
             dest = self.queues.get(d.destination) or self.remote_queues.get(d.destination)
         if src is not None and dest is not None:
             src.bind(dest, d.routing_key, d.arguments)
+        elif src is not None and d.destination_kind == "queue":
+            # a queue that is not here: in a cluster, another node's, bound once its handle is
+            # known (warren/cluster/reach.py); else it never comes and the binding stays unused
+            self.bindings_waiting.append(d)
 
     def unbind_queue(self, session, name: str, exchange: str, routing_key: str, arguments: dict) -> None:
         """queue.unbind, idempotent as in RabbitMQ 3.x: a missing queue, exchange or binding is

@@ -16,13 +16,17 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from warren.broker.directory import apply_change, durable_change
-from warren.cluster.queues import NodeQueue
+from warren.broker.directory import ADMIN, apply_change, durable_change
+from warren.broker.exchanges.base import Binding
+from warren.cluster.etcd import EtcdError
+from warren.cluster.reach import NodeQueue
 from warren.errors import InternalError, NotFound
 
 __all__ = ["ClusterApi", "NODE_LOCAL", "QUEUE_CHANGES", "down_text"]
 
 log = logging.getLogger("warren.cluster")
+
+DIRECTORY_WRITE_S = 2.0  # a declare waits this long at most for the queue directory's write
 
 QUEUE_CHANGES = frozenset({"declare_queue", "delete_queue", "bind_queue", "unbind_queue"})
 
@@ -48,6 +52,7 @@ class ClusterApi:
         self.directory = directory
         self.queues = queues  # the queue directory (queues.py): where each queue lives
         self.links = None  # NodeLinks, set once listening (warren/server/server.py)
+        self.reach = None  # NodeReach: queues of other nodes served through this one (reach.py)
         self.counts: dict[str, int] = {}  # this node's counts the others add to theirs (CLUSTER_COUNTS)
 
     # --- what the other nodes ask of this one (NodeLinks' handler) -----------------------------
@@ -65,12 +70,44 @@ class ClusterApi:
             v = self.directory.broker.vhosts.get(vhost)
             if v is None:
                 raise NotFound(f"no vhost '{vhost}'")
-            # made here, answered once durable, as the HTTP API's own change (directory.py)
-            return durable_change(self.directory.broker.durability, apply_change, v, what, what_args)
+            # made here, answered once durable, as the HTTP API's own change (directory.py), and
+            # once the queue directory says so (a queue made or deleted)
+            return self._published(durable_change(self.directory.broker.durability, apply_change, v, what,
+                                                  what_args), what)
         if op == "purge":
             vhost, name = args
             return self._here(vhost, name).purge()
-        raise InternalError(f"node {node} asked for {op!r}, which this node does not know")
+        answer = NotImplemented if self.reach is None else self.reach.request(node, op, args)
+        if answer is NotImplemented:
+            raise InternalError(f"node {node} asked for {op!r}, which this node does not know")
+        return answer
+
+    def node_message(self, node: str, op: str, args: tuple) -> None:
+        if self.reach is not None:
+            self.reach.message(node, op, args)
+
+    def node_lost(self, node: str) -> None:
+        if self.reach is not None:
+            self.reach.node_lost(node)
+
+    def tick(self) -> None:
+        if self.reach is not None:
+            self.reach.tick()
+
+    async def _published(self, change, what: str):
+        """``change``'s result once the queue directory holds what it made or deleted: another
+        node then finds a queue declared here as soon as the declare is answered."""
+        result = (await change) if asyncio.iscoroutine(change) or isinstance(change, asyncio.Future) else change
+        if what in ("declare_queue", "delete_queue"):
+            try:
+                await asyncio.wait_for(self.queues.publish_once(), DIRECTORY_WRITE_S)
+            except (EtcdError, asyncio.TimeoutError) as e:
+                # the queue is made here all the same (AMQP goes on without etcd): the directory
+                # has it once etcd answers again (queues.py writes what changed every second)
+                log.warning("cluster: queue '%s' is not in the queue directory yet (etcd: %s); other nodes "
+                            "find it once etcd answers", result[0] if isinstance(result, tuple) else "?",
+                            e or "no answer in time")
+        return result
 
     def _here(self, vhost: str, name: str):
         v = self.directory.broker.vhosts.get(vhost)
@@ -109,7 +146,7 @@ class ClusterApi:
         record = self.queues.where(vhost, name)
         if record is None or not self.queues.cluster.running(record["node"]):
             return None
-        return NodeQueue(record)
+        return NodeQueue(record, self.reach)
 
     def define(self, v, op: str, args: tuple):
         """A change the HTTP API asks (``ADMIN``) of a queue that lives on another node: an
@@ -128,15 +165,73 @@ class ClusterApi:
             raise NotFound(down_text(record))
         return self.links.ask(record["node"], "define", v.name, op, args)
 
-    def check_change(self, v, op: str, args: tuple) -> None:
-        """A client's change (AMQP) of a queue that is not here: refused if it is a durable
-        queue whose node is down, as RabbitMQ's home-node check, or an exclusive queue of a
-        connection on another node (405, as RabbitMQ locks it for the whole cluster)."""
-        if op not in QUEUE_CHANGES or args[0] in v.queues:
-            return
-        error = self.missing_queue(v, args[0])
-        if error is not None:
-            raise error
+    def change(self, v, op: str, args: tuple):
+        """A client's change (AMQP; ``who`` its session): its result or an awaitable of it.
+
+        A queue here, or a name no node holds: made here (RabbitMQ's ``client-local``), and a
+        declare or delete is answered once the queue directory says so. A queue of another
+        running node: a declare (its equivalence checked there) or delete is made by that node;
+        a binding is made here, to the queue's handle, so this node's exchanges route to it, and
+        on that node, so its exchanges do too (the exchange there may be missing: then only
+        here). Refused: a durable queue whose node is down (RabbitMQ's home-node check), an
+        exclusive queue of a connection on another node, or an exclusive declare of another
+        node's queue (405, as RabbitMQ locks it for the whole cluster)."""
+        if op not in QUEUE_CHANGES or not args[0] or args[0] in v.queues:
+            return self._made_here(v, op, args)
+        name = args[0]
+        record = self.queues.where(v.name, name)
+        running = record is not None and self.queues.cluster.running(record["node"])
+        if record is None or not running:
+            if record is not None and record.get("durable"):
+                raise NotFound(down_text(record))
+            return self._made_here(v, op, args)
+        if record.get("exclusive"):
+            raise v.locked_error(name)
+        node = record["node"]
+        if op == "declare_queue":
+            _, durable, exclusive, auto_delete, arguments, _ = args
+            if exclusive:
+                raise v.locked_error(name)
+            return self.links.ask(node, "define", v.name, op, (name, durable, False, auto_delete, arguments, ADMIN),
+                                  timeout=None)
+        if op == "delete_queue":
+            return self._deleted_there(v, node, args[:-1] + (ADMIN,))
+        handle = v.remote_queues.get(name)
+        if handle is None:  # the directory knows it, the handles not yet (this turn's refresh)
+            self.reach.refresh()
+            handle = v.remote_queues.get(name)
+        _, exchange, routing_key, arguments, _ = args
+        if op == "bind_queue":
+            v.bind_queue(handle, exchange, routing_key, arguments)
+        else:
+            source = v.exchanges.get(exchange)
+            if exchange == "" or source is None or handle is None:
+                apply_change(v, op, args)  # the default exchange's 403, or nothing to remove
+            else:
+                b = source.bindings.get(Binding(source, handle, routing_key, arguments).key)
+                if b is not None:
+                    v.remove_binding(source, b)
+        return self._bound_there(v, node, op, args[:-1] + (ADMIN,))
+
+    def _made_here(self, v, op: str, args: tuple):
+        result = apply_change(v, op, args)
+        if op in ("declare_queue", "delete_queue"):
+            return self._published(result, op)
+        return result
+
+    async def _deleted_there(self, v, node: str, args: tuple) -> int:
+        deleted = await self.links.ask(node, "define", v.name, "delete_queue", args, timeout=None)
+        handle = v.remote_queues.get(args[0])
+        if handle is not None:  # gone now, not when the directory's watch says so
+            self.reach.forget_handle(v, handle)
+        return deleted
+
+    async def _bound_there(self, v, node: str, op: str, args: tuple) -> None:
+        try:
+            await self.links.ask(node, "define", v.name, op, args, timeout=None)
+        except NotFound as e:  # the exchange is not there: exchanges are each node's (docs/clustering.md)
+            log.info("cluster: %s of queue '%s' in vhost '%s' made on this node only: node %s says %s",
+                     op, args[0], v.name, node, e)
 
     def missing_queue(self, v, name: str):
         """What a client asking for queue ``name``, which is not here, is answered when another

@@ -143,6 +143,10 @@ class ClusterNode:
         self.queues: dict[str, dict] = {}
         self.status_of = None  # () -> this node's figures (the HTTP API's /api/nodes row), set by it
         self.on_change = None  # () called after each change of ``members`` (warren/cluster/alarms.py)
+        # nodes whose inter-node link closed (warren/cluster/reach.py) since their record last
+        # changed: not running, whatever their lease says until it ends
+        self.unreachable: set[str] = set()
+        self.on_queues = None  # () called after each change of ``queues`` (warren/cluster/reach.py)
         self.secret = ""  # the cluster secret (set by ``join``): what the inter-node links prove (links.py)
 
     @property
@@ -161,18 +165,22 @@ class ClusterNode:
                               loop.create_task(self._follow("queues/", "queues", "queue directory"))]
 
     def running(self, name: str) -> bool:
-        """Whether ``name``'s lease is alive and it listens (its record says running)."""
-        return self.members.get(name, {}).get("state") == "running"
+        """Whether ``name``'s lease is alive, it listens (its record says running) and its link
+        to this node did not close since (``unreachable``)."""
+        return self.members.get(name, {}).get("state") == "running" and name not in self.unreachable
 
     async def forget(self, name: str) -> None:
         """Remove ``name`` from the cluster for good (``warren ctl forget_cluster_node``): only a
         node that is not running (ClusterError otherwise, or when no such node joined). Started
         again with its data folder, it is refused (``join``)."""
-        if name in self.members:
+        if self.running(name):  # (a node whose link closed is not, though its lease may live on a moment)
             raise ClusterError(f"node {name!r} is running: stop it before forgetting it")
         if await self.client.delete(f"{self.prefix}members/{name}") == 0:
             raise ClusterError(f"node {name!r} is not a node of cluster {self.cluster_name!r}")
         self.known.pop(name, None)
+        # its member key, if its lease has not ended yet (it died a moment ago), goes too
+        await self.client.delete(f"{self.prefix}nodes/{name}")
+        self.members.pop(name, None)
         # its durable queues go with it, as RabbitMQ deletes a forgotten node's (queues.py)
         stale = [kv.key.decode() for kv in await self.client.get_prefix(f"{self.prefix}queues/")
                  if kv.key.decode().endswith("/" + name)]
@@ -208,6 +216,8 @@ class ClusterNode:
                         records.pop(name, None)
                     else:
                         records[name] = _record(event.kv.value)
+                        if attribute == "members":  # it wrote its record again: it runs (again)
+                            self.unreachable.discard(name)
                     self._changed(attribute)
             except EtcdError as e:
                 if problem is None:
@@ -280,11 +290,12 @@ class ClusterNode:
             await self.client.put(self.node_key, json.dumps(self.record), lease=self.lease)
 
     def _changed(self, attribute: str) -> None:
-        if attribute == "members" and self.on_change is not None:
+        listener = {"members": self.on_change, "queues": self.on_queues}.get(attribute)
+        if listener is not None:
             try:
-                self.on_change()
+                listener()
             except Exception:  # a listener's failure must not stop the watch
-                log.exception("cluster %s: a listener of the member list failed", self.cluster_name)
+                log.exception("cluster %s: a listener of the %s failed", self.cluster_name, attribute)
 
     def share_counts(self, counts: dict) -> None:
         """This node's counts (a user's connections and channels: warren/cluster/api.py) into

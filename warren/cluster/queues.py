@@ -14,9 +14,11 @@ declare: nothing is added to a declare's path, and the directory is a view at mo
 old. Every node follows the prefix (ClusterNode's ``queues``, a watch); ``forget`` removes a
 forgotten node's keys, as RabbitMQ deletes a forgotten node's queues.
 
-What uses it: the HTTP API (a queue of another node is found, shown, read, purged and deleted
-through any node; a down node's durable queues are listed ``state: down``) and a declare
-through another node of a durable queue whose node is down (refused as RabbitMQ refuses it).
+What uses it: the handles of other nodes' queues that any node serves (``reach.py``), the HTTP
+API (a queue of another node is found, shown, read, purged and deleted through any node; a down
+node's durable queues are listed ``state: down``) and a declare through another node of a
+durable queue whose node is down (refused as RabbitMQ refuses it). A declare that makes a queue
+writes its key before it is answered (``publish_once``), so another node knows it at once.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from urllib.parse import quote
 from warren.cluster.etcd import EtcdError
 from warren.cluster.node import cancel_tasks
 
-__all__ = ["QueueDirectory", "NodeQueue", "PUBLISH_INTERVAL", "queue_key"]
+__all__ = ["QueueDirectory", "PUBLISH_INTERVAL", "queue_key"]
 
 log = logging.getLogger("warren.cluster")
 
@@ -52,28 +54,6 @@ def _plain(value):
     if isinstance(value, (bytes, bytearray)):
         return bytes(value).decode("utf-8", "replace")
     return str(value)
-
-
-class NodeQueue:
-    """What a node holds of a queue that lives on another node (the HTTP API's handle of it:
-    warren/broker/directory.py ``find_queue``); ``owner`` is that node's name."""
-
-    is_here = False
-    consumers = ()
-    deleted = False
-
-    def __init__(self, record: dict) -> None:
-        self.name = record["name"]
-        self.vhost_name = record["vhost"]
-        self.owner = record["node"]
-        self.durable = bool(record.get("durable"))
-        self.auto_delete = bool(record.get("auto_delete"))
-        self.exclusive = bool(record.get("exclusive"))
-        self.arguments = record.get("arguments") or {}
-        self.queue_type = record.get("type", "classic")
-        self.is_stream = self.queue_type == "stream"
-        self.exclusive_owner = None
-        self.bound_to: set = set()
 
 
 class QueueDirectory:

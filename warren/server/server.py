@@ -515,11 +515,12 @@ class Server:
 
     async def _link_nodes(self) -> int:
         """The inter-node links (warren/cluster/links.py): the other nodes' API rows in ours,
-        ours in theirs, their queues found through ours (warren/cluster/api.py, queues.py); the
-        port they link to."""
+        ours in theirs, their queues found and served through ours (warren/cluster/api.py,
+        queues.py, reach.py); the port they link to."""
         from warren.cluster.api import ClusterApi
         from warren.cluster.links import NodeLinks
         from warren.cluster.queues import QueueDirectory
+        from warren.cluster.reach import NodeReach
         c = self.config
         self.queue_directory = QueueDirectory(self.cluster, self.broker)  # where each queue lives, in etcd
         self.queue_directory.start()
@@ -537,6 +538,10 @@ class Server:
         except OSError as e:
             raise _listen_error("inter-node", c.host, c.cluster_port, e) from None
         peers.links = self.node_links
+        # the other nodes' queues served through this one: handles kept from the queue directory
+        peers.reach = NodeReach(self.cluster, self.broker)
+        peers.reach.start(self.node_links)
+        self.cluster.on_queues = peers.reach.directory_changed
         self.broker.directory.elsewhere = peers
         log.info("cluster: other nodes link to this one on %s:%d", c.host, cluster_port)
         return cluster_port

@@ -219,22 +219,21 @@ class RemoteSettling:
     owners when the channel closes."""
 
     settlers: dict | None = None  # owner -> RemoteSettler
+    spread = None  # what reaches the owners (a Spread, or a cluster's NodeReach)
 
     def _settler(self, owner: int) -> RemoteSettler:
         if self.settlers is None:
             self.settlers = {}
         settler = self.settlers.get(owner)
         if settler is None:
-            settler = self.settlers[owner] = RemoteSettler(self.session.broker.directory, owner, id(self.session),
-                                                           self.number)
+            settler = self.settlers[owner] = RemoteSettler(self.spread, owner, id(self.session), self.number)
         return settler
 
     def _tell_owners_closed(self, owners) -> None:
         """After the channel's own close settled what it held: each owner drops our consumers
         or subscriptions and requeues what was in flight to us."""
-        spread = self.session.broker.directory
         for owner in owners:
-            spread.tell(owner, "close_channel", id(self.session), self.number)
+            self.spread.tell(owner, "close_channel", id(self.session), self.number)
 
 
 def handlers_of(cls, classes: dict, known=None) -> dict:

@@ -65,7 +65,7 @@ def listeners(app: web.Application) -> list[dict]:
     cluster = _cluster(app)
     if cluster is not None:
         for name, record in sorted(cluster.members.items()):
-            if name != node_name() and record.get("state") == "running":
+            if name != node_name() and cluster.running(name):
                 out += _member_listeners(name, record)
         out.sort(key=lambda listener: listener["protocol"])
     return out
@@ -348,7 +348,7 @@ async def forget_node(request: web.Request) -> web.Response:
     name = request.match_info["node"]
     if cluster is None:
         raise bad_request(f"node {node_name()} is not a node of a cluster: there is no node to forget")
-    if name == node_name() or cluster.running(name) or name in cluster.members:
+    if name == node_name() or cluster.running(name):
         raise ApiError(409, "conflict", f"node {name} is running: it must be stopped before it can be removed")
     if name not in cluster.known:
         raise not_found()

@@ -1,0 +1,385 @@
+"""Queues of other nodes, served through this one: what a client's channel reaches across nodes.
+
+A client connected to any node publishes to, consumes from, gets from, purges and acks a queue
+that lives on another node, through the same ``BrokerChannel`` operations as a queue here: the
+queue's handle (``NodeQueue``, in ``vhost.remote_queues`` as another worker's ``RemoteQueue``
+is) answers the queue-type interface (warren/broker/queues/base.py) by asking the queue's node
+over the inter-node links (``links.py``). No protocol adapter, HTTP route or Spark module knows.
+
+What crosses is what crosses between the worker processes of one node (warren/spread), and
+the same code does it: messages batched per loop turn to their queue's node, deliveries batched
+back, each delivery numbered with the consuming channel's own tags, its settles sent back, a
+shared prefetch lent to the queue's node, credit kept beside the queue (``Forwarding`` and
+``Consumers`` of warren/spread, reached here with node names where they have worker numbers).
+What differs between machines is here:
+
+* **which queues are elsewhere**: the queue directory in etcd (``queues.py``) names each
+  queue's node; ``refresh`` keeps a handle of each other node's queue in its vhost (a
+  non-exclusive queue: another node's exclusive queue is refused 405 and a queue of a node that
+  is down is refused as RabbitMQ 3.10 refuses it, ``api.py``). Durable bindings to another
+  node's queue, kept in this node's definitions log, are bound again once its handle is known
+  (``vhost.bindings_waiting``).
+* **a node that goes**: its queues' consumers here are cancelled (basic.cancel, as RabbitMQ
+  tells consumers of a queue whose node went), what its clients' channels held of our queues
+  goes back to them, and a publisher confirm that waited for its disk is a nack
+  (``NodeSync``): RabbitMQ nacks what a queue's process could not take.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import weakref
+
+from warren.broker.queues.length_limits import REFUSED
+from warren.cluster.links import NodeUnavailable
+from warren.errors import NotFound
+from warren.spread.consumers import Consumers
+from warren.spread.messages import Forwarding
+from warren.spread.remote_queue import RemoteOwner
+
+__all__ = ["NodeReach", "NodeQueue"]
+
+log = logging.getLogger("warren.cluster")
+
+NODE_SYNC_TIMEOUT_S = 30.0  # a queue's node that does not answer a sync: what waited for it is nacked
+ASK_TIMEOUT_S = 60.0  # a consume, get or purge asked of a queue's node
+
+
+class NodeSync:
+    """A queue's node as one more store of this node's group commit (``Durability``): a
+    persistent message forwarded to a durable queue there marks it dirty, and its ``sync`` (on
+    the server's sync pool thread) asks that node to answer once its own group commit covers
+    what this node sent it. If the node cannot answer (gone, or silent past the time-out), the
+    commit is not failed (this node's disk is fine) but every publisher confirm waiting for it is
+    a nack (``NodeReach.nack_waiting``): never a confirm of what the node may not hold."""
+
+    ack_sync_interval = 0
+    closed_cleanly = False
+    failed = None
+
+    def __init__(self, reach: "NodeReach", node: str) -> None:
+        self.reach = reach
+        self.node = node
+        self.directory = f"node {node}"  # for Durability's log lines
+
+    def sync(self) -> None:
+        fut = concurrent.futures.Future()
+        loop = self.reach.loop
+        loop.call_soon_threadsafe(self.reach.ask_sync, self.node, fut)
+        try:
+            fut.result(NODE_SYNC_TIMEOUT_S)
+        except Exception as e:  # noqa: BLE001: whatever kept the answer away, the confirms are nacked
+            done = concurrent.futures.Future()
+            loop.call_soon_threadsafe(self.reach.nack_waiting, self.node, str(e) or type(e).__name__, done)
+            done.result(NODE_SYNC_TIMEOUT_S)
+
+    def close(self) -> None:
+        pass
+
+
+class _Syncs(dict):
+    def __init__(self, reach: "NodeReach") -> None:
+        super().__init__()
+        self.reach = reach
+
+    def __missing__(self, node: str) -> NodeSync:
+        sync = self[node] = NodeSync(self.reach, node)
+        return sync
+
+
+class NodeQueue:
+    """A queue that lives on another node, as this node holds it: what bindings, routing and a
+    channel ask of a queue (``RemoteQueue``'s questions), answered by its node. Also the HTTP
+    API's handle of it (warren/broker/directory.py ``find_queue``); ``owner`` is its node."""
+
+    is_here = False
+    consumers = ()
+
+    def __init__(self, record: dict, reach: "NodeReach | None" = None) -> None:
+        self.reach = reach
+        self.name = record["name"]
+        self.vhost_name = record["vhost"]
+        self.owner = record["node"]
+        self.durable = bool(record.get("durable"))
+        self.auto_delete = bool(record.get("auto_delete"))
+        self.exclusive = bool(record.get("exclusive"))
+        self.arguments = record.get("arguments") or {}
+        self.queue_type = record.get("type", "classic")
+        self.is_stream = self.queue_type == "stream"
+        self.exclusive_owner = None
+        self.bound_to: set = set()
+        self.deleted = False
+        self.congested = False  # its node says it is congested (flow control, as between workers)
+        self.full: str | None = None  # its node says it is full (x-overflow reject-publish)
+
+    @property
+    def down(self) -> bool:
+        return self.reach is None or not self.reach.running(self.owner)
+
+    def _check_up(self) -> None:
+        if self.down:
+            from warren.cluster.api import down_text
+            raise NotFound(down_text({"name": self.name, "vhost": self.vhost_name, "node": self.owner}))
+
+    def publish(self, msg) -> int:
+        """Sent to its node; the sync number a confirm waits for (0: none), or REFUSED (a nack)
+        while its node is down or says the queue is full."""
+        if self.down:
+            return REFUSED
+        if self.full is not None:
+            return self.reach.refuse_forward(self, msg)
+        return self.reach.forward(self, msg)
+
+    def dispatch(self) -> None:
+        pass
+
+    def touch(self) -> None:
+        pass
+
+    def locked_against(self, session) -> bool:
+        return self.exclusive
+
+    def relock(self, session):
+        return False  # Qpid's rule holds for a queue of this node's connections only
+
+    def counts(self):
+        self._check_up()
+        return self.reach.ask_queue(self, "counts")
+
+    def purge(self):
+        self._check_up()
+        return self.reach.ask_queue(self, "purge")
+
+    def consume(self, channel, tag: str, no_ack: bool, exclusive: bool, arguments: dict, credit=None):
+        self._check_up()
+        return self.reach.reads_of(channel).consume(self, tag, no_ack, exclusive, arguments, credit)
+
+    def acquire(self, channel, seqs: list):
+        self._check_up()
+        return self.reach.reads_of(channel).acquire(self, seqs)
+
+    def get(self, channel, no_ack: bool):
+        self._check_up()
+        return self.reach.reads_of(channel).get(self, no_ack)
+
+    def takes_runs(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return f"NodeQueue({self.vhost_name!r}, {self.name!r}, node={self.owner!r})"
+
+
+class NodeReach(Forwarding, Consumers):
+    """This node's part of serving queues across nodes (module doc). ``Forwarding`` and
+    ``Consumers`` are warren/spread's, whose peers are here node names."""
+
+    index = None  # (Forwarding.remote_reply: direct reply-to across nodes is not built)
+    count = 0
+
+    def __init__(self, cluster, broker) -> None:
+        self.cluster = cluster
+        self.broker = broker
+        self.links = None  # NodeLinks, set once listening
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._sessions: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+        self._outgoing: dict = {}
+        self._deliveries: dict = {}
+        self._proxy_sessions: dict = {}
+        self._flush_scheduled = False
+        self._remote_syncs = _Syncs(self)
+        self._replies: dict = {}
+        self.congested_told: dict = {}
+        self._full_told: dict = {}
+        self._refresh_due = False
+
+    def start(self, links) -> None:
+        from warren.broker.queue import Queue
+        from warren.spread.messages import SpreadFlow
+        self.links = links
+        self.loop = asyncio.get_running_loop()
+        Queue.flow.listener = SpreadFlow(Queue.flow.listener, self)  # drained queues tell publishers' nodes
+        self.refresh()
+
+    def tick(self) -> None:
+        """The server's tick: our full queues with room again tell their publishers' nodes."""
+        self.check_full()
+
+    def running(self, node: str) -> bool:
+        return self.cluster.running(node)
+
+    # --- what Forwarding and Consumers ask of their owner ---------------------------------------
+
+    def ask(self, node: str, op: str, *args):
+        if node in self._outgoing or node in self._deliveries:
+            self._flush()
+        # a future, not a coroutine: Forwarding adds callbacks to a sync's answer
+        return asyncio.ensure_future(self._ask(node, op, args))
+
+    async def _ask(self, node: str, op: str, args: tuple):
+        try:
+            return await self.links.ask(node, op, *args, timeout=ASK_TIMEOUT_S)
+        except NodeUnavailable as e:  # what RabbitMQ answers for a queue whose node is down
+            self.node_lost(node)
+            raise NotFound(f"node '{node}' is down or inaccessible ({e})") from None
+
+    def tell(self, node: str, op: str, *args, now: bool = False) -> None:
+        if node in self._outgoing or node in self._deliveries:
+            self._flush()
+        self.links.tell(node, op, *args)
+
+    def session_ref(self, session) -> RemoteOwner:
+        self._sessions[id(session)] = session
+        return RemoteOwner(self.cluster.node_name, id(session))
+
+    def _vhost(self, name: str):
+        v = self.broker.vhosts.get(name)
+        if v is None:
+            raise NotFound(f"no vhost '{name}' on node {self.cluster.node_name}")
+        return v
+
+    def ask_queue(self, q: NodeQueue, op: str):
+        """An awaitable of ``op`` ("counts", "purge") answered by ``q``'s node."""
+        return self.ask(q.owner, op, q.vhost_name, q.name)
+
+    # --- which queues are elsewhere: handles kept from the queue directory ----------------------
+
+    def directory_changed(self) -> None:
+        """The queue directory changed (a watch event): the handles follow, once per loop turn."""
+        if not self._refresh_due and self.loop is not None:
+            self._refresh_due = True
+            self.loop.call_soon(self.refresh)
+
+    def refresh(self) -> None:
+        self._refresh_due = False
+        me = self.cluster.node_name
+        wanted: dict = {}
+        for record in list(self.cluster.queues.values()):
+            node = record.get("node")
+            if node == me or "name" not in record or record.get("exclusive"):
+                continue
+            if not self.cluster.running(node) and not record.get("durable"):
+                continue  # a transient queue of a node that is down is gone with it
+            key = (record.get("vhost"), record["name"])
+            if key not in wanted or self.cluster.running(node):
+                wanted[key] = record
+        for v in list(self.broker.vhosts.values()):
+            for name, q in list(v.remote_queues.items()):
+                record = wanted.get((v.name, name))
+                if record is None or record["node"] != q.owner or name in v.queues:
+                    self.forget_handle(v, q)
+        for (vhost, name), record in wanted.items():
+            v = self.broker.vhosts.get(vhost)
+            if v is None or name in v.queues or name in v.remote_queues:
+                continue
+            q = v.remote_queues[name] = NodeQueue(record, self)
+            waiting = v.bindings_waiting
+            if waiting:
+                for d in [d for d in waiting if d.destination == name]:
+                    waiting.remove(d)
+                    v.restore_binding(d)
+
+    def ask_sync(self, node: str, fut: concurrent.futures.Future) -> None:
+        """On the loop, for NodeSync: everything sent to ``node`` so far, then the question."""
+        self._ask_sync(node, fut)
+
+    def forget_handle(self, v, q: NodeQueue) -> None:
+        """``q`` is gone from the directory (deleted, or its node forgotten): its handle and the
+        bindings to it go."""
+        del v.remote_queues[q.name]
+        q.deleted = True
+        for b in list(q.bound_to):
+            v.remove_binding(b.source, b)
+
+    # --- a node that goes --------------------------------------------------------------------
+
+    def node_lost(self, node: str) -> None:
+        """``node``'s link closed (it stopped or died): consumers here of its queues are
+        cancelled; our queues' consumers of its clients' channels go, their unacked messages
+        back to the queues."""
+        if node in self.cluster.unreachable:
+            return
+        self.cluster.unreachable.add(node)
+        self.directory_changed()  # its transient queues' handles go
+        log.warning("cluster: node %s is gone; its queues' consumers here are cancelled", node)
+        for session in list(self._sessions.values()):
+            for ch in list(getattr(session, "channels", {}).values()):
+                reads = getattr(ch, "remote", None)
+                if reads is None or ch.closed:
+                    continue
+                for tag, rc in list(reads.consumers.items()):
+                    if rc.owner == node:
+                        reads.remote_cancelled(tag)
+        for key in [k for k in self._proxy_sessions if k[0] == node]:
+            session = self._proxy_sessions.pop(key)
+            for ch in list(session.channels.values()):
+                ch.close()
+            session.channels.clear()
+        self._outgoing.pop(node, None)
+        self._deliveries.pop(node, None)
+
+    def nack_waiting(self, node: str, why: str, done: concurrent.futures.Future) -> None:
+        """On the loop, for NodeSync: ``node`` did not answer a sync; every confirm waiting for
+        a sync now is a nack (those of this node's own queues too: a nack may be of a message
+        kept, never the reverse)."""
+        try:
+            d = self.broker.durability
+            count = 0
+            for waiter in list(d.waiting):
+                nack = getattr(waiter, "nack_unsynced", None)
+                if nack is not None:
+                    count += nack()
+            if count:
+                log.warning("cluster: node %s did not confirm what was sent to its queues (%s): %d publisher "
+                            "confirms are nacks", node, why, count)
+        finally:
+            done.set_result(None)
+
+    # --- what the other nodes ask and tell (NodeLinks' handler, through ClusterApi) ------------
+
+    def request(self, node: str, op: str, args: tuple):
+        self.cluster.unreachable.discard(node)
+        if op == "counts":
+            vhost, name = args
+            v = self.broker.vhosts.get(vhost)
+            q = v.queues.get(name) if v is not None else None
+            if q is None or q.deleted:
+                raise NotFound(f"no queue '{name}' in vhost '{vhost}'")
+            return q.message_count, len(q.consumers)
+        if op == "sync":
+            return self._synced_future()
+        if op == "consume":
+            return self._proxy_consume(node, args)
+        if op == "get":
+            return self._proxy_get(node, args)
+        if op == "keeper_ask":
+            return self._proxy_keeper(node, args, True)
+        if op == "acquire":
+            return self._proxy_acquire(node, args)
+        return NotImplemented
+
+    def message(self, node: str, op: str, args: tuple) -> None:
+        self.cluster.unreachable.discard(node)
+        if op == "handover":
+            self._take_handover(node, args[0])
+        elif op == "publish":
+            self._take_publishes(node, args[0])
+        elif op == "deliver":
+            self._take_deliveries(node, args[0])
+        elif op in ("settle", "credit", "cancel", "qos", "flow", "close_channel", "grant"):
+            self._proxy_message(node, op, args)
+        elif op == "keeper":
+            self._proxy_keeper(node, args, False)
+        elif op in ("want", "return"):
+            self._prefetch_message(node, op, args)
+        elif op == "congested":
+            self._remote_congestion(*args)
+        elif op == "full":
+            self._remote_full(*args)
+        elif op == "cancelled":
+            reads = self._reader(args[0], args[1])
+            if reads is not None:
+                reads.remote_cancelled(args[2])
+        else:
+            log.error("cluster: unknown message %r from node %s", op, node)
