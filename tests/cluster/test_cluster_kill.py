@@ -1,9 +1,11 @@
 """kill -9 of a node while every node takes confirmed publishes (issue 32, "How it is judged"):
-three real nodes, a pika publisher with confirms on each, publishing unique ids to a durable
-queue of its own node. Node c is killed with kill -9 mid-stream while the others go on; then
-started again with its data folder. Counted per queue: lost (confirmed, never delivered) and
-unexpected (delivered, never published) must be 0; duplicated is reported. Nothing waits on
-time: on counts of confirms, a bounded wait on the restarted node's queue in the API.
+three real nodes, pika publishers with confirms publishing unique ids to durable queues, of
+their own node in the first test, of other nodes in the second (through node b to queues on
+nodes a and c). Node c is killed with kill -9 mid-stream while the others go on; then started
+again with its data folder. Counted per queue: lost (confirmed, never delivered) and unexpected
+(delivered, never published) must be 0; duplicated is reported. A nack is a publish not
+confirmed (the publisher goes on). Nothing waits on time: on counts of confirms, a bounded wait
+on the restarted node's queue in the API.
 """
 
 from __future__ import annotations
@@ -24,9 +26,10 @@ AFTER_KILL = 150  # more confirms on each surviving node after it
 class Publisher(threading.Thread):
     """Publishes ``<node>:<n>`` with confirms until told to stop or its connection fails."""
 
-    def __init__(self, node, name: str) -> None:
+    def __init__(self, node, name: str, queue: str | None = None) -> None:
         super().__init__(daemon=True)
-        self.node, self.name, self.queue = node, name, f"kill9-{name}"
+        self.node, self.name, self.queue = node, name, queue or f"kill9-{name}"
+        self.nacked = 0
         self.published: set[str] = set()  # sent, confirmed or not (unknown when the node died)
         self.confirmed: list[str] = []
         self.stop = threading.Event()
@@ -42,9 +45,13 @@ class Publisher(threading.Thread):
             while not self.stop.is_set():
                 body = f"{self.name}:{n}"
                 self.published.add(body)
-                ch.basic_publish("", self.queue, body.encode(), pika.BasicProperties(delivery_mode=2))
-                self.confirmed.append(body)  # basic_publish returned: the broker confirmed it
                 n += 1
+                try:
+                    ch.basic_publish("", self.queue, body.encode(), pika.BasicProperties(delivery_mode=2))
+                except pika.exceptions.NackError:
+                    self.nacked += 1  # not confirmed: may or may not be there
+                    continue
+                self.confirmed.append(body)  # basic_publish returned: the broker confirmed it
             conn.close()
         except (pika.exceptions.AMQPError, OSError) as e:  # the killed node's publisher ends here
             self.failure = e
@@ -99,3 +106,52 @@ def test_kill_9_of_one_node_loses_nothing_confirmed_anywhere(etcd1, nodes, clust
                         len(unexpected))
         assert not lost and not unexpected, (name, sorted(lost)[:5], sorted(unexpected)[:5])
     print("\nper node: confirmed, delivered, lost, duplicated, unexpected:", report)
+
+
+def test_kill_9_of_a_queue_node_loses_nothing_confirmed_through_another_node(etcd1, nodes, cluster_name):
+    started = {name: nodes.start(etcd1.endpoints, cluster_name, name, "--cluster-lease-ttl", LEASE_TTL)
+               for name in ("a", "b", "c")}
+    for name in ("a", "c"):  # each queue lives on its own node, declared there
+        conn = pika.BlockingConnection(pika.URLParameters(started[name].url))
+        conn.channel().queue_declare(f"across-{name}", durable=True)
+        conn.close()
+    # through node b to node a's and node c's queues, and from node c to node a's
+    publishers = {"b>a": Publisher(started["b"], "b>a", "across-a"), "b>c": Publisher(started["b"], "b>c", "across-c"),
+                  "c>a": Publisher(started["c"], "c>a", "across-a")}
+    for p in publishers.values():
+        p.start()
+    wait_until(lambda: min(len(p.confirmed) for p in publishers.values()) >= BEFORE_KILL, TIMEOUT_S,
+               "every publisher confirmed through another node")
+    mark = len(publishers["b>a"].confirmed)
+    started["c"].signal(signal.SIGKILL)
+    started["c"].proc.wait(timeout=30)
+    publishers["c>a"].join(timeout=TIMEOUT_S)
+    assert publishers["c>a"].failure is not None, "node c's publisher did not see its node die"
+    # node b goes on taking what goes to node a's queue; node c's queue is refused meanwhile (nacks)
+    wait_until(lambda: len(publishers["b>a"].confirmed) >= mark + AFTER_KILL, TIMEOUT_S,
+               "node b confirming to node a's queue after node c's kill")
+    wait_until(lambda: publishers["b>c"].nacked or publishers["b>c"].failure, TIMEOUT_S,
+               "node b nacking (or failing) what goes to node c's queue while c is down")
+    for name in ("b>a", "b>c"):
+        publishers[name].stop.set()
+        publishers[name].join(timeout=TIMEOUT_S)
+    assert publishers["b>a"].failure is None, publishers["b>a"].failure
+
+    wait_until(lambda: "c" not in members(etcd1, cluster_name), TIMEOUT_S, "node c's lease ended")
+    started["c"] = nodes.start(etcd1.endpoints, cluster_name, "c", "--cluster-lease-ttl", LEASE_TTL,
+                               data_dir=started["c"].data_dir)
+    wait_until(lambda: api_status(started["b"], "queues/%2F/across-c")[0] == 200, TIMEOUT_S,
+               "node c's queue served through node b after the restart")
+    # drained through node b, the node neither queue lives on
+    delivered = {"across-a": drain(started["b"], "across-a"), "across-c": drain(started["b"], "across-c")}
+    report = {}
+    for name, p in publishers.items():
+        queue = delivered[p.queue]
+        mine = [body for body in queue if body.startswith(name + ":")]
+        lost = set(p.confirmed) - set(mine)
+        unexpected = set(mine) - p.published
+        report[name] = (len(p.confirmed), p.nacked, len(mine), len(lost), len(mine) - len(set(mine)), len(unexpected))
+        assert not lost and not unexpected, (name, sorted(lost)[:5], sorted(unexpected)[:5])
+    strangers = [body for queue in delivered.values() for body in queue if body.split(":")[0] not in publishers]
+    assert not strangers, strangers[:5]
+    print("\nper publisher: confirmed, nacked, delivered, lost, duplicated, unexpected:", report)
