@@ -52,10 +52,10 @@ def test_a_client_of_node_b_uses_a_queue_of_node_a(etcd1, nodes, cluster_name, u
     name = f"on-a-{uid}"
     on_a = connect(a)
     on_a.channel().queue_declare(name, durable=True)
+    known_on(b, name)  # node b's watch of the queue directory brings it within moments
     on_b = connect(b)
     try:
         ch = on_b.channel()
-        # declared on a, answered there: b serves it as soon as a's declare-ok came
         assert ch.queue_declare(name, passive=True).method.message_count == 0
         assert ch.queue_declare(name, durable=True).method.message_count == 0  # equivalent: ok
         ch.confirm_delivery()
@@ -129,6 +129,7 @@ def test_a_node_that_goes_cancels_the_consumers_of_its_queues(etcd1, nodes, clus
     on_a = connect(a)
     on_a.channel().queue_declare(f"q-{uid}", durable=True)
     on_a.close()
+    known_on(b, f"q-{uid}")
     on_b = connect(b)
     try:
         ch = on_b.channel()
@@ -152,3 +153,106 @@ def test_a_node_that_goes_cancels_the_consumers_of_its_queues(etcd1, nodes, clus
     finally:
         if on_b.is_open:
             on_b.close()
+
+
+def test_exchanges_and_bindings_made_on_one_node_route_on_every_node(etcd1, nodes, cluster_name, uid):
+    a = nodes.start(etcd1.endpoints, cluster_name, "a")
+    b = nodes.start(etcd1.endpoints, cluster_name, "b")
+    exchange, queue = f"x-{uid}", f"bound-{uid}"
+    on_a = connect(a)
+    on_b = connect(b)
+    try:
+        # a consumer's usual declarations, all on node a: exchange, queue, binding, and an
+        # exclusive server-named queue bound to a fanout (a reply or broadcast queue)
+        ch = on_a.channel()
+        ch.exchange_declare(exchange, "topic", durable=True)
+        ch.queue_declare(queue, durable=True)
+        ch.queue_bind(queue, exchange, routing_key="orders.*")
+        ch.exchange_declare(f"fan-{uid}", "fanout")
+        private = ch.queue_declare("", exclusive=True).method.queue
+        ch.queue_bind(private, f"fan-{uid}")
+
+        # a publisher's, on node b: the exchange is there (declare-ok came after etcd took it);
+        # node b makes the bindings once its watch brings them (within moments)
+        wait_until(lambda: {(x["source"], x["destination"]) for x in api(b, "bindings/%2F")}
+                   >= {(exchange, queue), (f"fan-{uid}", private)}, TIMEOUT_S, "node b holding node a's bindings")
+        pub = on_b.channel()
+        pub.exchange_declare(exchange, "topic", durable=True)  # equivalent: ok
+        pub.confirm_delivery()
+        pub.basic_publish(exchange, "orders.new", b"routed across", pika.BasicProperties(delivery_mode=2),
+                          mandatory=True)
+        with pytest.raises(pika.exceptions.UnroutableError):
+            pub.basic_publish(exchange, "invoices.new", b"nowhere", mandatory=True)
+        pub.basic_publish(f"fan-{uid}", "", b"to the exclusive queue", mandatory=True)
+        wait_until(lambda: depth(on_a, queue) == 1, TIMEOUT_S, "the message on node a's queue")
+        assert ch.basic_get(private, auto_ack=True)[2] == b"to the exclusive queue"
+        # an exclusive queue of a connection on node a: used through node b, 405
+        with pytest.raises(pika.exceptions.ChannelClosedByBroker) as locked:
+            on_b.channel().basic_get(private)
+        assert locked.value.reply_code == 405
+
+        # node a's check holds on node b: the exchange's type is node a's
+        with pytest.raises(pika.exceptions.ChannelClosedByBroker) as inequivalent:
+            on_b.channel().exchange_declare(exchange, "direct", durable=True)
+        assert inequivalent.value.reply_code == 406
+
+        # unbound through node b: node a no longer routes that way either
+        pub = on_b.channel()
+        pub.queue_unbind(queue, exchange, routing_key="orders.*")
+        pub.confirm_delivery()
+        with pytest.raises(pika.exceptions.UnroutableError):
+            pub.basic_publish(exchange, "orders.new", b"unbound", mandatory=True)
+        ch = on_a.channel()
+        ch.confirm_delivery()
+        wait_until(lambda: _unroutable(ch, exchange, "orders.new"), TIMEOUT_S, "node a's binding gone")
+
+        # deleted through node a: gone on node b
+        ch.exchange_delete(exchange)
+        with pytest.raises(pika.exceptions.ChannelClosedByBroker) as missing:
+            on_b.channel().exchange_declare(exchange, "topic", passive=True)
+        assert missing.value.reply_code == 404
+        rows = {x["name"] for x in api(b, f"exchanges/%2F")}
+        assert exchange not in rows and f"fan-{uid}" in rows
+    finally:
+        for conn in (on_a, on_b):
+            if conn.is_open:
+                conn.close()
+
+
+def _unroutable(ch, exchange: str, routing_key: str) -> bool:
+    try:
+        ch.basic_publish(exchange, routing_key, b"probe", mandatory=True)
+    except pika.exceptions.UnroutableError:
+        return True
+    ch.connection.channel().queue_purge(f"bound-{exchange[2:]}")  # it was routed: not gone yet
+    return False
+
+
+def test_a_node_takes_the_changes_made_while_it_was_down(etcd1, nodes, cluster_name, uid):
+    a = nodes.start(etcd1.endpoints, cluster_name, "a")
+    b = nodes.start(etcd1.endpoints, cluster_name, "b")
+    conn = connect(b)
+    ch = conn.channel()
+    ch.exchange_declare(f"old-{uid}", "direct", durable=True)
+    ch.queue_declare(f"kept-{uid}", durable=True)
+    ch.queue_bind(f"kept-{uid}", f"old-{uid}", routing_key="k")
+    conn.close()
+    b.stop()
+    conn = connect(a)
+    ch = conn.channel()
+    ch.exchange_delete(f"old-{uid}")
+    ch.exchange_declare(f"new-{uid}", "fanout", durable=True)
+    conn.close()
+    b = nodes.start(etcd1.endpoints, cluster_name, "b", data_dir=b.data_dir)
+    names = {x["name"] for x in api(b, "exchanges/%2F")}  # made etcd's before it listened
+    assert f"new-{uid}" in names and f"old-{uid}" not in names
+    known_on(b, f"kept-{uid}")
+    conn = connect(b)
+    try:
+        ch = conn.channel()
+        ch.queue_bind(f"kept-{uid}", f"new-{uid}")
+        ch.confirm_delivery()
+        ch.basic_publish(f"new-{uid}", "", b"after", mandatory=True)
+        assert ch.queue_declare(f"kept-{uid}", passive=True).method.message_count == 1
+    finally:
+        conn.close()

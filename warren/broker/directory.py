@@ -83,10 +83,8 @@ class LocalDirectory:
         v = self.broker.vhosts.get(vhost)
         if v is None:
             raise NotFound(f"no vhost '{vhost}'")
-        if self.elsewhere is not None:  # a queue of another node: that node changes it
-            answer = self.elsewhere.define(v, op, args)
-            if answer is not None:
-                return await answer
+        if self.elsewhere is not None:  # a cluster: a queue's node changes it, etcd shares it (warren/cluster)
+            return await self.elsewhere.define(v, op, args)
         return await durable_change(self.broker.durability, apply_change, v, op, args)
 
     def change(self, v, op: str, args: tuple):

@@ -14,12 +14,14 @@ the rest of the cluster is listed.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 
 from warren.broker.directory import ADMIN, apply_change, durable_change
 from warren.broker.exchanges.base import Binding
 from warren.cluster.etcd import EtcdError
 from warren.cluster.reach import NodeQueue
+from warren.cluster.topology import TOPOLOGY_CHANGES
 from warren.errors import InternalError, NotFound
 
 __all__ = ["ClusterApi", "NODE_LOCAL", "QUEUE_CHANGES", "down_text"]
@@ -53,6 +55,7 @@ class ClusterApi:
         self.queues = queues  # the queue directory (queues.py): where each queue lives
         self.links = None  # NodeLinks, set once listening (warren/server/server.py)
         self.reach = None  # NodeReach: queues of other nodes served through this one (reach.py)
+        self.topology = None  # SharedTopology: exchanges and bindings in etcd (topology.py)
         self.counts: dict[str, int] = {}  # this node's counts the others add to theirs (CLUSTER_COUNTS)
 
     # --- what the other nodes ask of this one (NodeLinks' handler) -----------------------------
@@ -71,9 +74,8 @@ class ClusterApi:
             if v is None:
                 raise NotFound(f"no vhost '{vhost}'")
             # made here, answered once durable, as the HTTP API's own change (directory.py), and
-            # once the queue directory says so (a queue made or deleted)
-            return self._published(durable_change(self.directory.broker.durability, apply_change, v, what,
-                                                  what_args), what)
+            # once etcd holds what it made or deleted
+            return self.define(v, what, what_args)
         if op == "purge":
             vhost, name = args
             return self._here(vhost, name).purge()
@@ -93,21 +95,6 @@ class ClusterApi:
     def tick(self) -> None:
         if self.reach is not None:
             self.reach.tick()
-
-    async def _published(self, change, what: str):
-        """``change``'s result once the queue directory holds what it made or deleted: another
-        node then finds a queue declared here as soon as the declare is answered."""
-        result = (await change) if asyncio.iscoroutine(change) or isinstance(change, asyncio.Future) else change
-        if what in ("declare_queue", "delete_queue"):
-            try:
-                await asyncio.wait_for(self.queues.publish_once(), DIRECTORY_WRITE_S)
-            except (EtcdError, asyncio.TimeoutError) as e:
-                # the queue is made here all the same (AMQP goes on without etcd): the directory
-                # has it once etcd answers again (queues.py writes what changed every second)
-                log.warning("cluster: queue '%s' is not in the queue directory yet (etcd: %s); other nodes "
-                            "find it once etcd answers", result[0] if isinstance(result, tuple) else "?",
-                            e or "no answer in time")
-        return result
 
     def _here(self, vhost: str, name: str):
         v = self.directory.broker.vhosts.get(vhost)
@@ -149,45 +136,43 @@ class ClusterApi:
         return NodeQueue(record, self.reach)
 
     def define(self, v, op: str, args: tuple):
-        """A change the HTTP API asks (``ADMIN``) of a queue that lives on another node: an
-        awaitable of that node's answer; None when it is this node's to make (the queue is here,
-        or nowhere: a new one is placed here, RabbitMQ's client-local). A durable queue whose
-        node is down is refused as RabbitMQ 3.10 refuses it."""
-        if op not in QUEUE_CHANGES:
-            return None
-        name = args[0]
-        if name in v.queues:
-            return None
-        record = self.queues.where(v.name, name)
-        if record is None:
-            return None
-        if not self.queues.cluster.running(record["node"]):
-            raise NotFound(down_text(record))
-        return self.links.ask(record["node"], "define", v.name, op, args)
+        """A change the HTTP API or an import asks (``ADMIN``): an awaitable of its result,
+        made as ``change`` says, answered once durable here too."""
+        durability = self.directory.broker.durability
+        return self._change(v, op, args, lambda v, op, args: durable_change(durability, apply_change, v, op, args))
 
     def change(self, v, op: str, args: tuple):
         """A client's change (AMQP; ``who`` its session): its result or an awaitable of it.
 
-        A queue here, or a name no node holds: made here (RabbitMQ's ``client-local``), and a
-        declare or delete is answered once the queue directory says so. A queue of another
-        running node: a declare (its equivalence checked there) or delete is made by that node;
-        a binding is made here, to the queue's handle, so this node's exchanges route to it, and
-        on that node, so its exchanges do too (the exchange there may be missing: then only
-        here). Refused: a durable queue whose node is down (RabbitMQ's home-node check), an
-        exclusive queue of a connection on another node, or an exclusive declare of another
-        node's queue (405, as RabbitMQ locks it for the whole cluster)."""
-        if op not in QUEUE_CHANGES or not args[0] or args[0] in v.queues:
-            return self._made_here(v, op, args)
-        name = args[0]
-        record = self.queues.where(v.name, name)
-        running = record is not None and self.queues.cluster.running(record["node"])
-        if record is None or not running:
-            if record is not None and record.get("durable"):
-                raise NotFound(down_text(record))
-            return self._made_here(v, op, args)
-        if record.get("exclusive"):
+        A queue here, or a name no node holds: made here (RabbitMQ's ``client-local``). A queue
+        of another running node: a declare (its equivalence checked there) or a delete is made
+        by that node; a binding to it is made here, to its handle. Exchanges and bindings are
+        then written to etcd (topology.py) and a queue made or deleted to the queue directory
+        (queues.py): the client is answered once they hold it, so any node routes and finds it.
+        Refused: a durable queue whose node is down (RabbitMQ's home-node check), an exclusive
+        queue of a connection on another node, or an exclusive declare of another node's queue
+        (405, as RabbitMQ locks it for the whole cluster); a change of exchanges or bindings
+        while etcd cannot take it."""
+        return self._change(v, op, args, apply_change)
+
+    def _change(self, v, op: str, args: tuple, make):
+        record = None
+        if op in QUEUE_CHANGES and args[0] and args[0] not in v.queues:
+            record = self.queues.where(v.name, args[0])
+            if record is not None and not self.queues.cluster.running(record["node"]):
+                if record.get("durable"):
+                    raise NotFound(down_text(record))
+                record = None  # a transient queue of a node that is down: gone with it
+        shared = op in TOPOLOGY_CHANGES and self.topology is not None
+        if record is None:  # made here
+            before = None
+            if shared:
+                before = self.topology.snapshot(v, op, args)
+                self.topology.check_writable(v, op, args, before)
+            return self._written(make(v, op, args), v, op, args, before)
+        name, node = args[0], record["node"]
+        if record.get("exclusive") and (op == "declare_queue" or args[-1] != ADMIN):
             raise v.locked_error(name)
-        node = record["node"]
         if op == "declare_queue":
             _, durable, exclusive, auto_delete, arguments, _ = args
             if exclusive:
@@ -200,23 +185,45 @@ class ClusterApi:
         if handle is None:  # the directory knows it, the handles not yet (this turn's refresh)
             self.reach.refresh()
             handle = v.remote_queues.get(name)
+        if handle is None:
+            raise NotFound(f"no queue '{name}' in vhost '{v.name}'")
+        before = self.topology.snapshot(v, op, args) if shared else None
+        if shared:
+            self.topology.check_writable(v, op, args, before)
         _, exchange, routing_key, arguments, _ = args
         if op == "bind_queue":
             v.bind_queue(handle, exchange, routing_key, arguments)
         else:
             source = v.exchanges.get(exchange)
-            if exchange == "" or source is None or handle is None:
+            if exchange == "" or source is None:
                 apply_change(v, op, args)  # the default exchange's 403, or nothing to remove
             else:
                 b = source.bindings.get(Binding(source, handle, routing_key, arguments).key)
                 if b is not None:
                     v.remove_binding(source, b)
-        return self._bound_there(v, node, op, args[:-1] + (ADMIN,))
+        return self._written(None, v, op, args, before)
 
-    def _made_here(self, v, op: str, args: tuple):
-        result = apply_change(v, op, args)
+    def _written(self, result, v, op: str, args: tuple, before: dict | None):
+        """``result`` (or an awaitable of it), once etcd holds what the change made: the
+        exchanges and bindings (``before``: what they were), a queue made or deleted."""
+        if before is None and op not in ("declare_queue", "delete_queue"):
+            return result
+        return self._published(result, v, op, args, before)
+
+    async def _published(self, result, v, op: str, args: tuple, before: dict | None):
+        if inspect.isawaitable(result):
+            result = await result
+        if before is not None:
+            await self.topology.written(v, op, args, before)
         if op in ("declare_queue", "delete_queue"):
-            return self._published(result, op)
+            try:
+                await asyncio.wait_for(self.queues.publish_once(), DIRECTORY_WRITE_S)
+            except (EtcdError, asyncio.TimeoutError) as e:
+                # the queue is made here all the same (AMQP goes on without etcd): the directory
+                # has it once etcd answers again (queues.py writes what changed every second)
+                log.warning("cluster: queue '%s' is not in the queue directory yet (etcd: %s); other nodes "
+                            "find it once etcd answers", result[0] if isinstance(result, tuple) else args[0],
+                            e or "no answer in time")
         return result
 
     async def _deleted_there(self, v, node: str, args: tuple) -> int:
@@ -225,13 +232,6 @@ class ClusterApi:
         if handle is not None:  # gone now, not when the directory's watch says so
             self.reach.forget_handle(v, handle)
         return deleted
-
-    async def _bound_there(self, v, node: str, op: str, args: tuple) -> None:
-        try:
-            await self.links.ask(node, "define", v.name, op, args, timeout=None)
-        except NotFound as e:  # the exchange is not there: exchanges are each node's (docs/clustering.md)
-            log.info("cluster: %s of queue '%s' in vhost '%s' made on this node only: node %s says %s",
-                     op, args[0], v.name, node, e)
 
     def missing_queue(self, v, name: str):
         """What a client asking for queue ``name``, which is not here, is answered when another

@@ -141,6 +141,11 @@ class ClusterNode:
         self.known: dict[str, dict] = {node_name: {"name": node_name}}
         # every node's queues by key (queues/<vhost>/<name>/<node>), kept the same way (queues.py)
         self.queues: dict[str, dict] = {}
+        # every exchange and binding by key (topology/<vhost>/...), kept the same way (topology.py)
+        self.topology: dict[str, dict] = {}
+        self.on_topology = None  # () called after each change of ``topology`` (warren/cluster/topology.py)
+        # why etcd cannot take a change now (the lease's last renewal failed), or None
+        self.etcd_problem: str | None = None
         self.status_of = None  # () -> this node's figures (the HTTP API's /api/nodes row), set by it
         self.on_change = None  # () called after each change of ``members`` (warren/cluster/alarms.py)
         # nodes whose inter-node link closed (warren/cluster/reach.py) since their record last
@@ -162,7 +167,8 @@ class ClusterNode:
             loop = asyncio.get_running_loop()
             self._watchers = [loop.create_task(self._follow("nodes/", "members", "member list")),
                               loop.create_task(self._follow("members/", "known", "list of nodes")),
-                              loop.create_task(self._follow("queues/", "queues", "queue directory"))]
+                              loop.create_task(self._follow("queues/", "queues", "queue directory")),
+                              loop.create_task(self._follow("topology/", "topology", "exchanges and bindings"))]
 
     def running(self, name: str) -> bool:
         """Whether ``name``'s lease is alive, it listens (its record says running) and its link
@@ -236,7 +242,8 @@ class ClusterNode:
 
     async def _keep_alive(self) -> None:
         """Renew the lease every third of its TTL. While etcd cannot be reached the node goes on
-        serving (nothing depends on the cluster yet) and says so once; a lease that expired
+        serving its queues, says so once, and refuses changes of exchanges and bindings
+        (``etcd_problem``, topology.py); a lease that expired
         meanwhile (the member key is gone) is replaced by a new one if the name is still free."""
         problem: str | None = None  # logged once until it changes or ends
         while not self._left:
@@ -260,6 +267,7 @@ class ClusterNode:
                 if problem != str(e):
                     log.error("cluster %s: %s", self.cluster_name, e)
                 problem = str(e)
+            self.etcd_problem = problem
 
     async def _register_again(self) -> None:
         lease, self.ttl = await self.client.grant(self.ttl)
@@ -290,7 +298,7 @@ class ClusterNode:
             await self.client.put(self.node_key, json.dumps(self.record), lease=self.lease)
 
     def _changed(self, attribute: str) -> None:
-        listener = {"members": self.on_change, "queues": self.on_queues}.get(attribute)
+        listener = {"members": self.on_change, "queues": self.on_queues, "topology": self.on_topology}.get(attribute)
         if listener is not None:
             try:
                 listener()

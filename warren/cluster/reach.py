@@ -193,6 +193,7 @@ class NodeReach(Forwarding, Consumers):
         self.congested_told: dict = {}
         self._full_told: dict = {}
         self._refresh_due = False
+        self.topology = None  # SharedTopology (topology.py): its bindings may wait for our handles
 
     def start(self, links) -> None:
         from warren.broker.queue import Queue
@@ -208,6 +209,15 @@ class NodeReach(Forwarding, Consumers):
 
     def running(self, node: str) -> bool:
         return self.cluster.running(node)
+
+    def forward(self, q: NodeQueue, msg) -> int:
+        """``Forwarding.forward``, and a confirm of a transient message (or of one to a
+        transient queue) waits for its node too: confirmed once that node took it, as RabbitMQ
+        confirms it once the queue did, not once it left this node."""
+        need = super().forward(q, msg)
+        if not need and self.broker.durability is not None:
+            return self.broker.durability.wrote(self._remote_syncs[q.owner])
+        return need
 
     # --- what Forwarding and Consumers ask of their owner ---------------------------------------
 
@@ -257,8 +267,8 @@ class NodeReach(Forwarding, Consumers):
         wanted: dict = {}
         for record in list(self.cluster.queues.values()):
             node = record.get("node")
-            if node == me or "name" not in record or record.get("exclusive"):
-                continue
+            if node == me or "name" not in record:
+                continue  # (an exclusive queue's handle routes to it; a channel's use of it is refused 405)
             if not self.cluster.running(node) and not record.get("durable"):
                 continue  # a transient queue of a node that is down is gone with it
             key = (record.get("vhost"), record["name"])
@@ -279,6 +289,8 @@ class NodeReach(Forwarding, Consumers):
                 for d in [d for d in waiting if d.destination == name]:
                     waiting.remove(d)
                     v.restore_binding(d)
+        if self.topology is not None:
+            self.topology.retry_waiting()  # bindings that waited for a queue of another node
 
     def ask_sync(self, node: str, fut: concurrent.futures.Future) -> None:
         """On the loop, for NodeSync: everything sent to ``node`` so far, then the question."""

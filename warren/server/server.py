@@ -520,7 +520,9 @@ class Server:
         from warren.cluster.api import ClusterApi
         from warren.cluster.links import NodeLinks
         from warren.cluster.queues import QueueDirectory
+        from warren.cluster.etcd import EtcdError
         from warren.cluster.reach import NodeReach
+        from warren.cluster.topology import SharedTopology
         c = self.config
         self.queue_directory = QueueDirectory(self.cluster, self.broker)  # where each queue lives, in etcd
         self.queue_directory.start()
@@ -542,6 +544,13 @@ class Server:
         peers.reach = NodeReach(self.cluster, self.broker)
         peers.reach.start(self.node_links)
         self.cluster.on_queues = peers.reach.directory_changed
+        # every exchange and binding shared through etcd: this node's made etcd's first
+        peers.topology = peers.reach.topology = SharedTopology(self.cluster, self.broker)
+        try:
+            await peers.topology.start()
+        except EtcdError as e:
+            raise StartupError(f"cannot read cluster {self.cluster.cluster_name!r}'s exchanges and bindings: {e}") from None
+        self.cluster.on_topology = peers.topology.changed
         self.broker.directory.elsewhere = peers
         log.info("cluster: other nodes link to this one on %s:%d", c.host, cluster_port)
         return cluster_port
