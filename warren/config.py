@@ -180,6 +180,11 @@ class Config:
     # TLS on the inter-node links, with tls_cert/tls_key and tls_ca: each node presents its
     # certificate and verifies the other's against tls_ca (warren/server/tls.py node_link_contexts)
     cluster_tls: bool = False
+    # where a new queue is placed in a cluster (RabbitMQ's queue_leader_locator): client-local
+    # (the node the client is connected to), balanced (the running node with the fewest queues),
+    # or a node's name (Warren's: every new queue on that node while it runs); a queue's
+    # x-queue-leader-locator (or 3.x's x-queue-master-locator) argument chooses for itself
+    queue_leader_locator: str = "client-local"
 
     def _validate_cluster(self) -> None:
         if isinstance(self.cluster_etcd, str):  # the command line's "http://a:2379,http://b:2379"
@@ -208,6 +213,8 @@ class Config:
             raise ValueError("cluster-lease-ttl must be 2..300 seconds")
         if self.workers > 1:
             raise ValueError("cluster-etcd does not run with workers > 1 yet (docs/clustering.md)")
+        if not self.queue_leader_locator:
+            raise ValueError("queue-leader-locator must be client-local, balanced or a node's name")
         if self.cluster_secret_file is not None:
             self.cluster_secret_file = Path(self.cluster_secret_file)
 

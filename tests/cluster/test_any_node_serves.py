@@ -256,3 +256,31 @@ def test_a_node_takes_the_changes_made_while_it_was_down(etcd1, nodes, cluster_n
         assert ch.queue_declare(f"kept-{uid}", passive=True).method.message_count == 1
     finally:
         conn.close()
+
+
+def test_queue_leader_locator_places_new_queues(etcd1, nodes, cluster_name, uid):
+    a = nodes.start(etcd1.endpoints, cluster_name, "a")
+    b = nodes.start(etcd1.endpoints, cluster_name, "b", "--queue-leader-locator", "a")
+    conn = connect(b)
+    try:
+        ch = conn.channel()
+        ch.queue_declare(f"placed-{uid}", durable=True)  # b's locator: node a
+        # RabbitMQ 3.10's classic queues name theirs x-queue-master-locator (x-queue-leader-locator
+        # is refused there, as here)
+        ch.queue_declare(f"local-{uid}", durable=True, arguments={"x-queue-master-locator": "client-local"})
+        private = ch.queue_declare("", exclusive=True).method.queue  # exclusive: always here
+        ch.confirm_delivery()
+        ch.basic_publish("", f"placed-{uid}", b"on a", pika.BasicProperties(delivery_mode=2))
+        assert ch.basic_get(f"placed-{uid}", auto_ack=True)[2] == b"on a"  # at once, through b
+        wait_until(lambda: len({q["name"] for q in api(a, "queues")} & {f"placed-{uid}", f"local-{uid}", private}) == 3,
+                   TIMEOUT_S, "all three listed")
+        nodes_of = {q["name"]: q["node"] for q in api(a, "queues")}
+        assert nodes_of[f"placed-{uid}"] == "a"
+        assert nodes_of[f"local-{uid}"] == "b" and nodes_of[private] == "b"
+        # min-masters (4.x's balanced): a new queue goes to the node with fewer queues (a has
+        # one, b two)
+        ch.queue_declare(f"balanced-{uid}", arguments={"x-queue-master-locator": "min-masters"})
+        wait_until(lambda: any(q["name"] == f"balanced-{uid}" and q["node"] == "a" for q in api(b, "queues")),
+                   TIMEOUT_S, "the balanced queue on node a")
+    finally:
+        conn.close()

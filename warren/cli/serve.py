@@ -61,7 +61,7 @@ OPTION_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Cluster: worker processes", ("workers", "worker_mode")),
     ("Cluster on etcd (docs/clustering.md)",
      ("cluster_etcd", "node_name", "cluster_name", "cluster_secret_file", "cluster_lease_ttl", "cluster_port",
-                                           "cluster_tls")),
+                                           "cluster_tls", "queue_leader_locator")),
     ("Tuning", ("loop", "publish_runs", "yield_after_confirms")),
     ("Logging", ("log_level", "log_format", "log_file")),
     ("Settings", ("config_file", "print_config", "help")),
@@ -238,6 +238,9 @@ class ServeCommand(OneLineErrors):
               help="The port other nodes of the cluster link to (0: any free one, announced in etcd).")
 @click.option("--cluster-tls/--no-cluster-tls", default=Config.cluster_tls, show_default=True,
               help="TLS on the inter-node links, with --tls-cert/--tls-key and --tls-ca (both sides verified).")
+@click.option("--queue-leader-locator", default=Config.queue_leader_locator, show_default=True,
+              help="Where a new queue is placed in a cluster: client-local, balanced (the node with the fewest "
+                   "queues), or a node's name.")
 @click.option("--handoff-socket", type=click.Path(path_type=Path), default=None, hidden=True)
 @click.option("--worker-index", default=0, type=int, hidden=True)
 @click.option("--worker-placement", default=2, type=int, hidden=True)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import random
 
 from warren.broker.directory import ADMIN, apply_change, durable_change
 from warren.broker.exchanges.base import Binding
@@ -56,6 +57,7 @@ class ClusterApi:
         self.links = None  # NodeLinks, set once listening (warren/server/server.py)
         self.reach = None  # NodeReach: queues of other nodes served through this one (reach.py)
         self.topology = None  # SharedTopology: exchanges and bindings in etcd (topology.py)
+        self.locator = "client-local"  # where a new queue goes (--queue-leader-locator, ``placed``)
         self.counts: dict[str, int] = {}  # this node's counts the others add to theirs (CLUSTER_COUNTS)
 
     # --- what the other nodes ask of this one (NodeLinks' handler) -----------------------------
@@ -164,6 +166,10 @@ class ClusterApi:
                     raise NotFound(down_text(record))
                 record = None  # a transient queue of a node that is down: gone with it
         shared = op in TOPOLOGY_CHANGES and self.topology is not None
+        if record is None and op == "declare_queue":
+            node = self.placed(v, args)
+            if node is not None:  # a new queue that the locator places on another node
+                return self._declared_there(v, node, args)
         if record is None:  # made here
             before = None
             if shared:
@@ -174,11 +180,9 @@ class ClusterApi:
         if record.get("exclusive") and (op == "declare_queue" or args[-1] != ADMIN):
             raise v.locked_error(name)
         if op == "declare_queue":
-            _, durable, exclusive, auto_delete, arguments, _ = args
-            if exclusive:
+            if args[2]:  # exclusive
                 raise v.locked_error(name)
-            return self.links.ask(node, "define", v.name, op, (name, durable, False, auto_delete, arguments, ADMIN),
-                                  timeout=None)
+            return self._declared_there(v, node, args)
         if op == "delete_queue":
             return self._deleted_there(v, node, args[:-1] + (ADMIN,))
         handle = v.remote_queues.get(name)
@@ -225,6 +229,45 @@ class ClusterApi:
                             "find it once etcd answers", result[0] if isinstance(result, tuple) else args[0],
                             e or "no answer in time")
         return result
+
+    def placed(self, v, args: tuple) -> str | None:
+        """The running node other than this one where a new queue ``declare_queue(*args)`` goes,
+        or None: here. RabbitMQ's queue_leader_locator (``locator``, or the queue's own
+        x-queue-leader-locator / 3.x's x-queue-master-locator): client-local, balanced (the
+        running node with the fewest queues, this one on a tie), random; or a node's name
+        (Warren's). A server-named or exclusive queue is always this node's, as in RabbitMQ."""
+        name, _, exclusive, _, arguments, _ = args
+        if not name or exclusive:
+            return None
+        locator = (arguments.get("x-queue-leader-locator") or arguments.get("x-queue-master-locator")
+                   or self.locator)
+        cluster, me = self.queues.cluster, self.queues.cluster.node_name
+        if locator == "client-local":
+            return None
+        running = [n for n in cluster.members if n == me or cluster.running(n)]
+        if locator in ("balanced", "least-leaders", "min-masters"):
+            counts = {n: 0 for n in running}
+            counts[me] = sum(len(x.queues) for x in self.directory.broker.vhosts.values())
+            for record in list(cluster.queues.values()):
+                if record.get("node") in counts and record.get("node") != me:
+                    counts[record["node"]] += 1
+            fewest = min(counts.values())
+            return None if counts[me] == fewest else min(n for n in running if counts[n] == fewest)
+        if locator == "random":
+            choice = random.choice(running)
+            return None if choice == me else choice
+        return locator if locator != me and cluster.running(locator) else None
+
+    async def _declared_there(self, v, node: str, args: tuple):
+        """A new queue made on ``node``: its answer, and its handle here at once (the client's
+        next method may use it before the queue directory's watch brings it)."""
+        name, durable, _, auto_delete, arguments, _ = args
+        answer = await self.links.ask(node, "define", v.name, "declare_queue",
+                                      (name, durable, False, auto_delete, arguments, ADMIN), timeout=None)
+        self.reach.add_handle(v, {"name": name, "vhost": v.name, "node": node, "durable": durable,
+                                  "auto_delete": auto_delete, "exclusive": False, "arguments": arguments,
+                                  "type": arguments.get("x-queue-type", "classic")})
+        return answer
 
     async def _deleted_there(self, v, node: str, args: tuple) -> int:
         deleted = await self.links.ask(node, "define", v.name, "delete_queue", args, timeout=None)

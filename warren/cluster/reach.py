@@ -44,7 +44,8 @@ __all__ = ["NodeReach", "NodeQueue"]
 log = logging.getLogger("warren.cluster")
 
 NODE_SYNC_TIMEOUT_S = 30.0  # a queue's node that does not answer a sync: what waited for it is nacked
-ASK_TIMEOUT_S = 60.0  # a consume, get or purge asked of a queue's node
+ASK_TIMEOUT_S = 60.0
+EXPECTED_S = 10.0  # a handle made from a node's answer waits this long for the directory to list it  # a consume, get or purge asked of a queue's node
 
 
 class NodeSync:
@@ -111,6 +112,7 @@ class NodeQueue:
         self.exclusive_owner = None
         self.bound_to: set = set()
         self.deleted = False
+        self.expected_until = 0.0  # made before the queue directory listed it (NodeReach.add_handle)
         self.congested = False  # its node says it is congested (flow control, as between workers)
         self.full: str | None = None  # its node says it is full (x-overflow reject-publish)
 
@@ -277,6 +279,8 @@ class NodeReach(Forwarding, Consumers):
         for v in list(self.broker.vhosts.values()):
             for name, q in list(v.remote_queues.items()):
                 record = wanted.get((v.name, name))
+                if record is None and q.expected_until > self.loop.time():
+                    continue  # made by its node a moment ago (add_handle): the watch has not brought it yet
                 if record is None or record["node"] != q.owner or name in v.queues:
                     self.forget_handle(v, q)
         for (vhost, name), record in wanted.items():
@@ -291,6 +295,14 @@ class NodeReach(Forwarding, Consumers):
                     v.restore_binding(d)
         if self.topology is not None:
             self.topology.retry_waiting()  # bindings that waited for a queue of another node
+
+    def add_handle(self, v, record: dict) -> None:
+        """The handle of a queue another node just made or answered for (before the watch)."""
+        if record["name"] not in v.queues and record["name"] not in v.remote_queues:
+            q = v.remote_queues[record["name"]] = NodeQueue(record, self)
+            q.expected_until = self.loop.time() + EXPECTED_S
+            if self.topology is not None:
+                self.topology.retry_waiting()
 
     def ask_sync(self, node: str, fut: concurrent.futures.Future) -> None:
         """On the loop, for NodeSync: everything sent to ``node`` so far, then the question."""

@@ -541,6 +541,7 @@ class Server:
             raise _listen_error("inter-node", c.host, c.cluster_port, e) from None
         peers.links = self.node_links
         # the other nodes' queues served through this one: handles kept from the queue directory
+        peers.locator = c.queue_leader_locator  # where a new queue goes
         peers.reach = NodeReach(self.cluster, self.broker)
         peers.reach.start(self.node_links)
         self.cluster.on_queues = peers.reach.directory_changed
