@@ -284,3 +284,39 @@ def test_queue_leader_locator_places_new_queues(etcd1, nodes, cluster_name, uid)
                    TIMEOUT_S, "the balanced queue on node a")
     finally:
         conn.close()
+
+
+def test_a_0_10_client_of_node_b_uses_a_queue_of_node_a(etcd1, nodes, cluster_name, uid):
+    """Qpid's qpid.messaging (0-10, Python 2.7) through node b: the same broker operations as
+    0-9-1's reach node a's queue: a sender's messages land there, a receiver fetches and
+    acknowledges them, what it does not acknowledge comes back."""
+    from tests.interop_0_10.test_cross_version import qpid
+    a = nodes.start(etcd1.endpoints, cluster_name, "a")
+    b = nodes.start(etcd1.endpoints, cluster_name, "b")
+    name = f"q010-{uid}"
+    on_a = connect(a)
+    try:
+        on_a.channel().queue_declare(name, durable=True)
+        known_on(b, name)
+        printed = qpid(r"""
+c = connect()
+s = c.session()
+snd = s.sender(sys.argv[2])
+for i in range(5):
+    snd.send(Message(content="m%d" % i, durable=True), sync=True)
+r = s.receiver(sys.argv[2])
+got = [r.fetch(timeout=10).content for i in range(3)]
+s.acknowledge(sync=True)
+r2 = c.session().receiver(sys.argv[2])
+r2.fetch(timeout=10)  # never acknowledged: back on node a's queue when the connection closes
+print(json.dumps(got))
+c.close()
+""", b.port, name)
+        assert printed == [["m0", "m1", "m2"]]
+        wait_until(lambda: depth(on_a, name) == 2, TIMEOUT_S, "two left on node a's queue")
+        ch = on_a.channel()
+        method, _, body = ch.basic_get(name, auto_ack=True)
+        assert body == b"m3" and method.redelivered
+        assert ch.basic_get(name, auto_ack=True)[2] == b"m4"
+    finally:
+        on_a.close()

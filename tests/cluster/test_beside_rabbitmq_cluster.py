@@ -29,7 +29,7 @@ import pika
 import pika.exceptions
 import pytest
 
-from tests.cluster.cluster_nodes import Nodes, wait_until
+from tests.cluster.cluster_nodes import Nodes, members, wait_until
 from tests.cluster.etcd_harness import EtcdCluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
@@ -565,8 +565,11 @@ class WarrenCluster:
             f"/warren/{self.name}/queues/")
 
     def restart(self, index: int):
-        """The node started again with its name and data folder."""
+        """The node started again with its name and data folder, once its lease has ended (the
+        others see a killed node down at once, its name is free only then)."""
         old = self.members[index]
+        wait_for(lambda: WARREN_NAMES[index] not in members(self.etcd_cluster, self.name),
+                 f"node {WARREN_NAMES[index]}'s lease ended")
         self.members[index] = self.nodes.start(self.etcd, self.name, WARREN_NAMES[index], *self.args(index),
                                                data_dir=old.data_dir)
         return self.members[index]

@@ -247,10 +247,14 @@ class ClusterApi:
         running = [n for n in cluster.members if n == me or cluster.running(n)]
         if locator in ("balanced", "least-leaders", "min-masters"):
             counts = {n: 0 for n in running}
-            counts[me] = sum(len(x.queues) for x in self.directory.broker.vhosts.values())
-            for record in list(cluster.queues.values()):
-                if record.get("node") in counts and record.get("node") != me:
-                    counts[record["node"]] += 1
+            vhosts = list(self.directory.broker.vhosts.values())
+            counts[me] = sum(len(x.queues) for x in vhosts)
+            # the others' from the directory, and those made a moment ago that it has not brought
+            placed = {(r.get("vhost"), r.get("name"), r.get("node")) for r in list(cluster.queues.values())}
+            placed.update((x.name, q.name, q.owner) for x in vhosts for q in x.remote_queues.values())
+            for _, _, node in placed:
+                if node in counts and node != me:
+                    counts[node] += 1
             fewest = min(counts.values())
             return None if counts[me] == fewest else min(n for n in running if counts[n] == fewest)
         if locator == "random":

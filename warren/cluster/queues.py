@@ -169,7 +169,8 @@ class QueueDirectory:
         """``/api/queues`` rows of the durable queues whose node is down (RabbitMQ 3.10's shape)."""
         rows = []
         for record in self.records():
-            if record.get("vhost") in vhosts and not self.cluster.running(record["node"]):
+            # a down node's durable queues (its others' keys go with its lease, moments later)
+            if record.get("vhost") in vhosts and record.get("durable") and not self.cluster.running(record["node"]):
                 rows.append({"name": record["name"], "vhost": record["vhost"], "node": record["node"],
                              "state": "down", "type": record.get("type", "classic"),
                              "durable": record.get("durable", True), "auto_delete": record.get("auto_delete", False),
