@@ -320,3 +320,39 @@ c.close()
         assert ch.basic_get(name, auto_ack=True)[2] == b"m4"
     finally:
         on_a.close()
+
+
+def test_definitions_exported_and_imported_through_any_node_cover_the_cluster(etcd1, nodes, cluster_name, uid):
+    a = nodes.start(etcd1.endpoints, cluster_name, "a")
+    b = nodes.start(etcd1.endpoints, cluster_name, "b")
+    on_a = connect(a)
+    try:
+        ch = on_a.channel()
+        ch.exchange_declare(f"ex-{uid}", "direct", durable=True)
+        ch.queue_declare(f"qa-{uid}", durable=True, arguments={"x-max-length": 10})
+        ch.queue_bind(f"qa-{uid}", f"ex-{uid}", routing_key="r")
+    finally:
+        on_a.close()
+    known_on(b, f"qa-{uid}")
+
+    def exported(node) -> tuple:
+        defs = api(node, "definitions")
+        return ({q["name"]: q["arguments"] for q in defs["queues"] if q["name"].endswith(uid)},
+                {x["name"] for x in defs["exchanges"] if x["name"].endswith(uid)},
+                {(x["source"], x["destination"], x["routing_key"]) for x in defs["bindings"]
+                 if x["destination"].endswith(uid)})
+    wait_until(lambda: exported(b)[2], TIMEOUT_S, "node b holding the binding")
+    assert exported(b) == exported(a) == ({f"qa-{uid}": {"x-max-length": 10}}, {f"ex-{uid}"},
+                                          {(f"ex-{uid}", f"qa-{uid}", "r")})
+
+    # an import through node b: a new queue made there, its binding to it and to node a's queue
+    # shared, and node a's queue's declaration checked by node a (equivalent: taken)
+    body = {"queues": [{"name": f"qb-{uid}", "vhost": "/", "durable": True, "auto_delete": False, "arguments": {}},
+                       {"name": f"qa-{uid}", "vhost": "/", "durable": True, "auto_delete": False,
+                        "arguments": {"x-max-length": 10}}],
+            "bindings": [{"source": f"ex-{uid}", "vhost": "/", "destination": f"qb-{uid}", "destination_type": "queue",
+                          "routing_key": "r2", "arguments": {}}]}
+    api(b, "definitions", "POST", body)
+    rows = {q["name"]: q["node"] for q in api(a, "queues") if q["name"].endswith(uid)}
+    assert rows == {f"qa-{uid}": "a", f"qb-{uid}": "b"}
+    wait_until(lambda: (f"ex-{uid}", f"qb-{uid}", "r2") in exported(a)[2], TIMEOUT_S, "node a holding the import's binding")
