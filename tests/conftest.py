@@ -50,6 +50,10 @@ BROKER_WORKERS = int(os.environ.get("WARREN_TEST_BROKER_WORKERS") or 1)
 # over the workers, warren/spread)
 WORKER_MODE = os.environ.get("WARREN_TEST_WORKER_MODE") or "vhosts"
 
+# WARREN_TEST_CLUSTER=1: every broker the fixtures start is two cluster nodes, the client's node 2
+# and node 1 holding its queues (tests/cluster_mode.py, tools/test-cluster)
+CLUSTER_MODE = bool(os.environ.get("WARREN_TEST_CLUSTER"))
+
 # A bound on waiting for the ready file (a broker that exits fails at once): at load 15-30 on this
 # 2-core machine (session 16) a one-process broker took over 20 s to write it, and dozens of tests
 # failed as "broker did not start"; three processes start under --workers 2
@@ -253,7 +257,17 @@ OWN_WORKERS_REASON = ("starts its own --workers broker, the same in every run: t
 def launch_broker(tmp: Path, *extra: str, data_dir: Path | None = None,
                   start_timeout: float | None = None) -> BrokerProc:
     """Start `python -m warren serve` on an ephemeral port and wait until it listens (at most
-    ``start_timeout`` seconds, START_TIMEOUT_S by default: long runs under load raise it)."""
+    ``start_timeout`` seconds, START_TIMEOUT_S by default: long runs under load raise it).
+    Under WARREN_TEST_CLUSTER, a two-node cluster whose node 2 is returned (tests/cluster_mode.py)."""
+    if CLUSTER_MODE and not EXTERNAL_URL:
+        from tests.cluster_mode import launch
+        return launch(tmp, extra, data_dir, start_timeout)
+    return launch_node(tmp, *extra, data_dir=data_dir, start_timeout=start_timeout)
+
+
+def launch_node(tmp: Path, *extra: str, data_dir: Path | None = None, start_timeout: float | None = None,
+                process_class: type[subprocess.Popen] | None = None) -> BrokerProc:
+    """One `warren serve` process (``launch_broker``'s); ``process_class`` instead of Popen."""
     start_timeout = START_TIMEOUT_S if start_timeout is None else start_timeout
     if BROKER_WORKERS > 1 and "--workers" in extra:
         pytest.skip(OWN_WORKERS_REASON)
@@ -265,7 +279,7 @@ def launch_broker(tmp: Path, *extra: str, data_dir: Path | None = None,
         "--host", "127.0.0.1", "--port", "0",
         "--data-dir", str(data_dir), "--ready-file", str(ready), "--http-port", "0", *extra,
     ]
-    node = subprocess.Popen
+    node = process_class or subprocess.Popen
     if BROKER_WORKERS > 1 and "--workers" not in extra:
         args += ["--workers", str(BROKER_WORKERS), "--worker-mode", WORKER_MODE]
         node = WorkersNode
@@ -316,6 +330,20 @@ def skip_under_spread(why: str) -> None:
     --worker-mode queues (WARREN_TEST_WORKER_MODE): ``why`` says what that mode does not do yet."""
     if BROKER_WORKERS > 1 and WORKER_MODE == "queues" and not EXTERNAL_URL:
         pytest.skip(f"not under --workers {BROKER_WORKERS} --worker-mode queues: {why}")
+
+
+def skip_under_cluster(why: str) -> None:
+    """Skip the calling test under WARREN_TEST_CLUSTER (tests/cluster_mode.py): ``why`` says what
+    cannot apply to a client of node 2 whose queues live on node 1, or what a cluster does not do yet."""
+    if CLUSTER_MODE and not EXTERNAL_URL:
+        pytest.skip(f"not with the client on cluster node 2 and the queues on node 1: {why}")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session):
+    if CLUSTER_MODE:  # this process's etcd member, once its brokers are stopped
+        from tests.cluster_mode import stop_etcd
+        stop_etcd()
 
 
 @pytest.fixture(scope="session")

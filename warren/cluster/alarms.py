@@ -41,5 +41,5 @@ def share_alarms(cluster, alarms) -> None:
     def local_changed(name: str, on: bool, detail: str) -> None:
         cluster.report_now()  # the others block (or unblock) their publishers within moments
 
-    cluster.on_change = members_changed
+    cluster.listen("members", members_changed)
     alarms.on_local_change = local_changed

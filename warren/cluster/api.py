@@ -141,7 +141,8 @@ class ClusterApi:
         """A change the HTTP API or an import asks (``ADMIN``): an awaitable of its result,
         made as ``change`` says, answered once durable here too."""
         durability = self.directory.broker.durability
-        return self._change(v, op, args, lambda v, op, args: durable_change(durability, apply_change, v, op, args))
+        return self._change(v, op, args, lambda v, op, args: durable_change(durability, apply_change, v, op, args),
+                            admin=True)
 
     def change(self, v, op: str, args: tuple):
         """A client's change (AMQP; ``who`` its session): its result or an awaitable of it.
@@ -157,11 +158,13 @@ class ClusterApi:
         while etcd cannot take it."""
         return self._change(v, op, args, apply_change)
 
-    def _change(self, v, op: str, args: tuple, make):
+    def _change(self, v, op: str, args: tuple, make, admin: bool = False):
         record = None
         if op in QUEUE_CHANGES and args[0] and args[0] not in v.queues:
             record = self.queues.where(v.name, args[0])
             if record is not None and not self.queues.cluster.running(record["node"]):
+                if record.get("durable") and admin and op == "declare_queue":
+                    return self._exists(record)  # RabbitMQ 3.10's import (or PUT) of it: taken as it is
                 if record.get("durable"):
                     raise NotFound(down_text(record))
                 record = None  # a transient queue of a node that is down: gone with it
@@ -206,6 +209,10 @@ class ClusterApi:
                 if b is not None:
                     v.remove_binding(source, b)
         return self._written(None, v, op, args, before)
+
+    @staticmethod
+    async def _exists(record: dict) -> tuple:
+        return record["name"], 0, 0
 
     def _written(self, result, v, op: str, args: tuple, before: dict | None):
         """``result`` (or an awaitable of it), once etcd holds what the change made: the

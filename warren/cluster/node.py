@@ -143,15 +143,14 @@ class ClusterNode:
         self.queues: dict[str, dict] = {}
         # every exchange and binding by key (topology/<vhost>/...), kept the same way (topology.py)
         self.topology: dict[str, dict] = {}
-        self.on_topology = None  # () called after each change of ``topology`` (warren/cluster/topology.py)
         # why etcd cannot take a change now (the lease's last renewal failed), or None
         self.etcd_problem: str | None = None
         self.status_of = None  # () -> this node's figures (the HTTP API's /api/nodes row), set by it
-        self.on_change = None  # () called after each change of ``members`` (warren/cluster/alarms.py)
+        # () called after each change of ``members``, ``queues`` or ``topology`` (``listen``)
+        self._listeners: dict[str, list] = {"members": [], "queues": [], "topology": []}
         # nodes whose inter-node link closed (warren/cluster/reach.py) since their record last
         # changed: not running, whatever their lease says until it ends
         self.unreachable: set[str] = set()
-        self.on_queues = None  # () called after each change of ``queues`` (warren/cluster/reach.py)
         self.secret = ""  # the cluster secret (set by ``join``): what the inter-node links prove (links.py)
 
     @property
@@ -297,13 +296,24 @@ class ClusterNode:
                     log.exception("cluster %s: this node's figures could not be gathered", self.cluster_name)
             await self.client.put(self.node_key, json.dumps(self.record), lease=self.lease)
 
+    def listen(self, attribute: str, listener) -> None:
+        """Call ``listener()`` after each change of ``members`` (alarms.py, reach.py),
+        ``queues`` (reach.py) or ``topology`` (topology.py), and after a node's link closed
+        (``members``: ``unreachable`` changed)."""
+        self._listeners[attribute].append(listener)
+
     def _changed(self, attribute: str) -> None:
-        listener = {"members": self.on_change, "queues": self.on_queues, "topology": self.on_topology}.get(attribute)
-        if listener is not None:
+        for listener in self._listeners.get(attribute, ()):
             try:
                 listener()
             except Exception:  # a listener's failure must not stop the watch
                 log.exception("cluster %s: a listener of the %s failed", self.cluster_name, attribute)
+
+    def mark_unreachable(self, name: str) -> None:
+        """``name``'s link closed (reach.py): not running from now until it writes its record."""
+        if name not in self.unreachable:
+            self.unreachable.add(name)
+            self._changed("members")
 
     def share_counts(self, counts: dict) -> None:
         """This node's counts (a user's connections and channels: warren/cluster/api.py) into

@@ -113,12 +113,20 @@ class NodeQueue:
         self.bound_to: set = set()
         self.deleted = False
         self.expected_until = 0.0  # made before the queue directory listed it (NodeReach.add_handle)
+        # the bindings to it taken out of their exchanges while its node is down: (source, key, arguments)
+        self.parked: list | None = None
         self.congested = False  # its node says it is congested (flow control, as between workers)
         self.full: str | None = None  # its node says it is full (x-overflow reject-publish)
 
     @property
     def down(self) -> bool:
         return self.reach is None or not self.reach.running(self.owner)
+
+    @property
+    def routable(self) -> bool:
+        """The default exchange routes to it (its node runs); other exchanges' bindings to it
+        are parked meanwhile (``NodeReach.park``)."""
+        return not self.down
 
     def _check_up(self) -> None:
         if self.down:
@@ -127,7 +135,8 @@ class NodeQueue:
 
     def publish(self, msg) -> int:
         """Sent to its node; the sync number a confirm waits for (0: none), or REFUSED (a nack)
-        while its node is down or says the queue is full."""
+        while its node says the queue is full, or if its node went in this very turn (routed
+        before the bindings were parked)."""
         if self.down:
             return REFUSED
         if self.full is not None:
@@ -283,6 +292,14 @@ class NodeReach(Forwarding, Consumers):
                     continue  # made by its node a moment ago (add_handle): the watch has not brought it yet
                 if record is None or record["node"] != q.owner or name in v.queues:
                     self.forget_handle(v, q)
+        for v in list(self.broker.vhosts.values()):
+            for q in list(v.remote_queues.values()):
+                if not isinstance(q, NodeQueue):
+                    continue
+                if q.down:
+                    self.park(q)
+                elif q.parked is not None:
+                    self.unpark(q)
         for (vhost, name), record in wanted.items():
             v = self.broker.vhosts.get(vhost)
             if v is None or name in v.queues or name in v.remote_queues:
@@ -308,11 +325,38 @@ class NodeReach(Forwarding, Consumers):
         """On the loop, for NodeSync: everything sent to ``node`` so far, then the question."""
         self._ask_sync(node, fut)
 
+    @staticmethod
+    def park(q: NodeQueue) -> None:
+        """``q``'s node is down: its bindings leave their exchanges (not the definitions log,
+        nor etcd), so what they routed to it is unroutable meanwhile (a mandatory publish is
+        returned, a confirm is an ack), as RabbitMQ 3.10 answers for a queue on a down node."""
+        if q.parked is None:
+            q.parked = []
+        for b in list(q.bound_to):
+            b.source.remove_binding(b)
+            q.parked.append((b.source, b.routing_key, b.arguments))
+
+    @staticmethod
+    def unpark(q: NodeQueue) -> None:
+        """``q``'s node runs again: its parked bindings are back in their exchanges."""
+        parked, q.parked = q.parked, None
+        for source, routing_key, arguments in parked or ():
+            if source.vhost is not None and source.vhost.exchanges.get(source.name) is source:
+                source.bind(q, routing_key, arguments)
+
+    def unbind_parked(self, q: NodeQueue, source_name: str, routing_key: str, arguments: dict) -> bool:
+        """A binding removed while parked (topology.py): True if it was one of them."""
+        before = len(q.parked or ())
+        if q.parked:
+            q.parked = [p for p in q.parked if (p[0].name, p[1], p[2]) != (source_name, routing_key, arguments)]
+        return len(q.parked or ()) != before
+
     def forget_handle(self, v, q: NodeQueue) -> None:
         """``q`` is gone from the directory (deleted, or its node forgotten): its handle and the
         bindings to it go."""
         del v.remote_queues[q.name]
         q.deleted = True
+        self.unpark(q)  # (so that they are removed below, from the definitions log too)
         for b in list(q.bound_to):
             v.remove_binding(b.source, b)
 
@@ -324,8 +368,7 @@ class NodeReach(Forwarding, Consumers):
         back to the queues."""
         if node in self.cluster.unreachable:
             return
-        self.cluster.unreachable.add(node)
-        self.directory_changed()  # its transient queues' handles go
+        self.cluster.mark_unreachable(node)  # (its listeners refresh the handles: parked, transient ones gone)
         log.warning("cluster: node %s is gone; its queues' consumers here are cancelled", node)
         for session in list(self._sessions.values()):
             for ch in list(getattr(session, "channels", {}).values()):

@@ -78,6 +78,7 @@ class SharedTopology:
         self.waiting: list[dict] = []  # bindings whose queue is not known here yet
         self._due = False
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.reach = None  # NodeReach (reach.py): bindings to a down node's queue are parked there
 
     @property
     def prefix(self) -> str:
@@ -264,6 +265,8 @@ class SharedTopology:
                 self.waiting.append(record)
                 return
             v.bind_queue(destination, source.name, record["routing_key"], record["arguments"])
+            if getattr(destination, "parked", None) is not None or getattr(destination, "down", False):
+                self.reach.park(destination)  # a queue whose node is down: parked with its others
         except AMQPError as e:  # held here otherwise (a race of two nodes' declares): the log says so
             log.error("cluster %s: node %s cannot make %s: %s", self.cluster.cluster_name, self.cluster.node_name,
                       record, e)
@@ -289,3 +292,8 @@ class SharedTopology:
         b = source.bindings.get(Binding(source, destination, record["routing_key"], record["arguments"]).key)
         if b is not None:
             v.remove_binding(source, b)
+        elif getattr(destination, "parked", None):  # its node is down (reach.py): the parked one goes
+            if self.reach.unbind_parked(destination, source.name, record["routing_key"], record["arguments"]):
+                if v.durability is not None and source.durable and destination.durable:
+                    v.durability.definitions.unbind(v.name, source.name, destination.name, record["routing_key"],
+                                                    record["arguments"], "queue")

@@ -544,14 +544,16 @@ class Server:
         peers.locator = c.queue_leader_locator  # where a new queue goes
         peers.reach = NodeReach(self.cluster, self.broker)
         peers.reach.start(self.node_links)
-        self.cluster.on_queues = peers.reach.directory_changed
+        self.cluster.listen("queues", peers.reach.directory_changed)
+        self.cluster.listen("members", peers.reach.directory_changed)  # a node down or back: its handles
         # every exchange and binding shared through etcd: this node's made etcd's first
         peers.topology = peers.reach.topology = SharedTopology(self.cluster, self.broker)
+        peers.topology.reach = peers.reach
         try:
             await peers.topology.start()
         except EtcdError as e:
             raise StartupError(f"cannot read cluster {self.cluster.cluster_name!r}'s exchanges and bindings: {e}") from None
-        self.cluster.on_topology = peers.topology.changed
+        self.cluster.listen("topology", peers.topology.changed)
         self.broker.directory.elsewhere = peers
         log.info("cluster: other nodes link to this one on %s:%d", c.host, cluster_port)
         return cluster_port

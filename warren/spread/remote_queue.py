@@ -36,6 +36,7 @@ class RemoteQueue:
     # its consumers are the owner's (``BrokerConnection.throttled_by`` asks whether the publisher
     # consumes from the congested queue itself: here it never does, as far as it can tell)
     consumers = ()
+    routable = True  # the default exchange routes to it (a cluster's handle of a down node's queue: not)
 
     def __init__(self, spread, vhost: str, name: str, owner: int, durable: bool, auto_delete: bool,
                  arguments: dict, exclusive_owner: RemoteOwner | None) -> None:

@@ -24,8 +24,8 @@ class DefaultExchange(Exchange):
         q = self._queues.get(routing_key)
         if q is not None:
             return (q,)
-        q = self._vhost.remote_queues.get(routing_key)  # --worker-mode queues: another worker's
-        if q is not None:
+        q = self._vhost.remote_queues.get(routing_key)  # another worker's or another node's
+        if q is not None and q.routable:  # (not a queue whose node is down: warren/cluster/reach.py)
             return (q,)
         # direct reply-to: "amq.rabbitmq.reply-to.<token>" reaches that channel's reply consumer
         rc = lookup(self._vhost, routing_key)
