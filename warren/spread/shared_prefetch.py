@@ -126,6 +126,7 @@ class Borrower:
 
     shared = False
     asked = False  # a want was sent and no room came since
+    grant_turn = 0  # grant: which queue goes first next time
 
     def set_limits(self, consumer_count: int, consumer_size: int, channel_count: int, channel_size: int) -> None:
         """The consuming channel's prefetch (at a consume, and at each basic.qos there; the
@@ -192,7 +193,14 @@ class Borrower:
             return
         self.asked = False
         self.consumer_unacked -= room
-        self.resume_delivery()
+        # the queues take turns at it (the first to dispatch takes what it can use): a turn of
+        # its own, since share_room's also turns at each settle, two steps per lent slot
+        sources = list(dict.fromkeys(c.queue for c in self.consumers.values()))
+        if sources:
+            start = self.grant_turn % len(sources)
+            self.grant_turn += 1
+            for q in sources[start:] + sources[:start]:
+                q.dispatch()
         self._give_back()
 
     def _give_back(self) -> None:
