@@ -356,3 +356,44 @@ def test_definitions_exported_and_imported_through_any_node_cover_the_cluster(et
     rows = {q["name"]: q["node"] for q in api(a, "queues") if q["name"].endswith(uid)}
     assert rows == {f"qa-{uid}": "a", f"qb-{uid}": "b"}
     wait_until(lambda: (f"ex-{uid}", f"qb-{uid}", "r2") in exported(a)[2], TIMEOUT_S, "node a holding the import's binding")
+
+
+def test_a_stream_and_direct_reply_to_across_nodes(etcd1, nodes, cluster_name, uid):
+    """A stream on node a read from its first offset through node b; an RPC whose client is on
+    node b (direct reply-to) and whose server is on node a gets its answer."""
+    a = nodes.start(etcd1.endpoints, cluster_name, "a")
+    b = nodes.start(etcd1.endpoints, cluster_name, "b", "--queue-leader-locator", "a")
+    on_a, on_b = connect(a), connect(b)
+    try:
+        ch = on_b.channel()
+        ch.queue_declare(f"s-{uid}", durable=True, arguments={"x-queue-type": "stream"})  # made on node a
+        ch.confirm_delivery()
+        for i in range(10):
+            ch.basic_publish("", f"s-{uid}", b"m%d" % i)
+        ch.basic_qos(prefetch_count=5)
+        got = []
+        ch.basic_consume(f"s-{uid}", lambda c, m, p, body: (got.append(body), c.basic_ack(m.delivery_tag)),
+                         arguments={"x-stream-offset": "first"})
+        wait_until(lambda: (on_b.process_data_events(time_limit=0.1), len(got) >= 10)[1], TIMEOUT_S,
+                   "the stream read through node b")
+        assert got == [b"m%d" % i for i in range(10)]
+        assert {q["name"]: q["node"] for q in api(a, "queues")}[f"s-{uid}"] == "a"
+
+        server = on_a.channel()
+        server.queue_declare(f"rpc-{uid}")  # node a's own (client-local there)
+        client = on_b.channel()
+        replies = []
+        client.basic_consume("amq.rabbitmq.reply-to", lambda c, m, p, body: replies.append(body), auto_ack=True)
+        client.basic_publish("", f"rpc-{uid}", b"ask", pika.BasicProperties(reply_to="amq.rabbitmq.reply-to"))
+        def request():
+            got = server.basic_get(f"rpc-{uid}", auto_ack=True)
+            return got if got[0] is not None else None
+        method, properties, body = wait_until(request, TIMEOUT_S, "the request on node a")
+        assert body == b"ask" and properties.reply_to.startswith("amq.rabbitmq.reply-to.")
+        server.basic_publish("", properties.reply_to, b"answer")
+        wait_until(lambda: (on_b.process_data_events(time_limit=0.1), replies)[1], TIMEOUT_S, "the reply on node b")
+        assert replies == [b"answer"]
+    finally:
+        for conn in (on_a, on_b):
+            if conn.is_open:
+                conn.close()

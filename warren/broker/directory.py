@@ -184,7 +184,12 @@ class LocalDirectory:
     def remote_reply(self, vhost: str, routing_key: str):
         """A direct reply-to consumer elsewhere that ``routing_key`` names, as a destination
         the default exchange routes to; None if there is none."""
-        return None
+        return None if self.elsewhere is None else self.elsewhere.reply_to(vhost, routing_key)
+
+    def reply_suffix(self) -> str:
+        """What a direct reply-to token made here ends with, so that a reply published
+        elsewhere finds this process (``remote_reply``): another node's name in a cluster."""
+        return "" if self.elsewhere is None else self.elsewhere.reply_suffix
 
     # --- dtx branches whose work spans processes (warren/broker/dtx.py) ----------------------
 

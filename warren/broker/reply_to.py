@@ -91,9 +91,7 @@ def consume(channel, tag: str, no_ack: bool) -> ReplyConsumer:
         raise PreconditionFailed("reply consumer already set")
     tag = tag or "amq.ctag-" + _random()
     token = _random()
-    worker = channel.vhost.directory.index
-    if worker is not None:  # --worker-mode queues: the token names our worker too (a reply from
-        token += f".{worker}"  # a connection on another worker is sent here: warren/spread)
+    token += channel.vhost.directory.reply_suffix()  # where a reply from another process is sent
     rc = channel.reply_consumer = ReplyConsumer(tag, token, channel)
     channel.vhost.reply_channels[token] = rc
     return rc

@@ -298,6 +298,13 @@ class ClusterApi:
             return NotFound(down_text(record)) if record.get("durable") else None
         return v.locked_error(name) if record.get("exclusive") else None
 
+    @property
+    def reply_suffix(self) -> str:
+        return self.reach.reply_suffix if self.reach is not None else ""
+
+    def reply_to(self, vhost: str, routing_key: str):
+        return self.reach.remote_reply(vhost, routing_key) if self.reach is not None else None
+
     async def owner_api(self, q, what: str, args: tuple):
         return await self.links.ask(q.owner, "api_act", what, args)
 

@@ -28,6 +28,7 @@ What differs between machines is here:
 from __future__ import annotations
 
 import asyncio
+import base64
 import concurrent.futures
 import logging
 import weakref
@@ -36,7 +37,8 @@ from warren.broker.queues.length_limits import REFUSED
 from warren.cluster.links import NodeUnavailable
 from warren.errors import NotFound
 from warren.spread.consumers import Consumers
-from warren.spread.messages import Forwarding
+from warren.broker.reply_to import PREFIX as REPLY_PREFIX
+from warren.spread.messages import Forwarding, RemoteReply
 from warren.spread.remote_queue import RemoteOwner
 
 __all__ = ["NodeReach", "NodeQueue"]
@@ -186,8 +188,6 @@ class NodeReach(Forwarding, Consumers):
     """This node's part of serving queues across nodes (module doc). ``Forwarding`` and
     ``Consumers`` are warren/spread's, whose peers are here node names."""
 
-    index = None  # (Forwarding.remote_reply: direct reply-to across nodes is not built)
-    count = 0
 
     def __init__(self, cluster, broker) -> None:
         self.cluster = cluster
@@ -320,6 +320,32 @@ class NodeReach(Forwarding, Consumers):
             q.expected_until = self.loop.time() + EXPECTED_S
             if self.topology is not None:
                 self.topology.retry_waiting()
+
+    # --- direct reply-to across nodes ---------------------------------------------------------
+
+    @property
+    def reply_suffix(self) -> str:
+        """A reply token made here ends with ``.n-`` and this node's name (base64, no dots)."""
+        return ".n-" + base64.urlsafe_b64encode(self.cluster.node_name.encode()).rstrip(b"=").decode()
+
+    def remote_reply(self, vhost: str, routing_key: str):
+        """The reply consumer another running node's token names, as a destination (warren/
+        spread's ``RemoteReply``: the reply crosses with the messages batched for that node)."""
+        if not routing_key.startswith(REPLY_PREFIX):
+            return None
+        tail = routing_key.rpartition(".")[2]
+        if not tail.startswith("n-"):
+            return None
+        try:
+            node = base64.urlsafe_b64decode(tail[2:] + "=" * (-len(tail[2:]) % 4)).decode()
+        except (ValueError, UnicodeDecodeError):
+            return None
+        if node == self.cluster.node_name or not self.running(node):
+            return None
+        reply = self._replies.get((node, vhost))
+        if reply is None:
+            reply = self._replies[(node, vhost)] = RemoteReply(self, node, vhost)
+        return reply
 
     def ask_sync(self, node: str, fut: concurrent.futures.Future) -> None:
         """On the loop, for NodeSync: everything sent to ``node`` so far, then the question."""

@@ -183,6 +183,9 @@ class DefinitionOrder:
     def find_queue(self, v, name: str):
         return v.queues.get(name) or v.remote_queues.get(name)
 
+    def reply_suffix(self) -> str:
+        return f".{self.index}"  # a reply from a connection on another worker is sent here
+
     def missing_queue(self, v, name: str):
         return NotFound(f"no queue '{name}' in vhost '{v.name}'")
 
