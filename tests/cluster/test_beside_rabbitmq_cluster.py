@@ -658,8 +658,6 @@ def test_warren_nodes_rows_have_no_key_rabbitmq_310_lacks(warren_cluster):
     assert all("being_drained" not in r for r in got)
 
 
-@pytest.mark.xfail(strict=True, reason="a Warren node's cluster_links is []: its links to the other nodes are not "
-                                       "listed; RabbitMQ lists one per other running node")
 def test_warren_cluster_links_list_the_other_nodes(warren_cluster):
     got = wait_for(lambda: warren_full_rows(warren(warren_cluster, 0)), "every row's figures")
     assert {link["name"] for link in got[0]["cluster_links"]} == set(WARREN_NAMES[1:])

@@ -15,7 +15,7 @@ import signal
 import pika
 import pytest
 
-from tests.cluster.cluster_nodes import api, api_status, wait_until
+from tests.cluster.cluster_nodes import api, api_status, members, wait_until
 
 LEASE_TTL = "2"
 TIMEOUT_S = 40.0
@@ -104,7 +104,9 @@ def test_a_queue_of_another_node_through_the_api_then_down_then_back(etcd1, node
     assert refused.value.reply_code == 404
     conn.close()
 
-    # node a again, with its data folder: the queue is back with every confirmed message
+    # node a again, with its data folder, once its lease ended (the others saw it down at once,
+    # by its link closing): the queue is back with every confirmed message
+    wait_until(lambda: "a" not in members(etcd1, cluster_name), TIMEOUT_S, "node a's lease ended")
     nodes.start(etcd1.endpoints, cluster_name, "a", "--cluster-lease-ttl", LEASE_TTL, data_dir=a.data_dir)
     wait_until(lambda: shown(b, durable, 2), TIMEOUT_S, "node b showing the queue back with its 2 messages")
     assert status_of(b, f"queues/%2F/{durable}", "DELETE") == 204

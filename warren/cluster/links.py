@@ -114,6 +114,8 @@ class _Peer:
         self.next_id = 0
         self.address: tuple[str, int] | None = None  # where it listens, as its hello said
         self.watching: asyncio.Task | None = None  # ends when our dialled link closes
+        self.sent = 0  # octets written to it, and read from it (/api/nodes' cluster_links)
+        self.received = 0
 
     def ready(self) -> bool:
         return self.writer is not None and not self.writer.is_closing()
@@ -234,13 +236,14 @@ class NodeLinks:
         try:
             while not self.closed:
                 try:
-                    record = await self._read_record(reader)
+                    record, size = await self._read_record(reader)
                 except (asyncio.IncompleteReadError, ConnectionError):
                     return
                 except (pickle.UnpicklingError, ValueError, EOFError, struct.error) as e:
                     why = f"node {node} sent a record this node does not take ({e})"
                     log.error("cluster: %s; closing its link", why)
                     return
+                self._peer(node).received += size
                 kind = record[0] if isinstance(record, tuple) and record else None
                 if kind == "q" and len(record) == 4:
                     _, rid, op, args = record
@@ -308,7 +311,7 @@ class NodeLinks:
         (n,) = _LENGTH.unpack(await reader.readexactly(4))
         if n > RECORD_MAX:
             raise ValueError(f"a record of {n} octets")
-        return _loads(await reader.readexactly(n))
+        return _loads(await reader.readexactly(n)), n + 4
 
     # --- dialling, asking and telling ------------------------------------------------------------
 
@@ -341,6 +344,7 @@ class NodeLinks:
     def _send(self, node: str, record: tuple) -> None:
         data = pickle.dumps(record, pickle.HIGHEST_PROTOCOL)
         peer = self._peer(node)
+        peer.sent += len(data) + 4
         if peer.ready() and not peer.backlog:
             peer.writer.write(_LENGTH.pack(len(data)) + data)
             return
@@ -358,6 +362,10 @@ class NodeLinks:
             peer.backlog.clear()
             peer.fail_all(str(e))
             log.warning("cluster: %s", e)
+            if not self.closed:  # not running for us until it writes its record again
+                lost = getattr(self.handler, "node_lost", None)
+                if lost is not None:
+                    lost(peer.node)
             return
         peer.writer, peer.dialling = writer, None
         backlog, peer.backlog = peer.backlog, []
@@ -375,6 +383,27 @@ class NodeLinks:
             peer.writer = None
             writer.close()
             peer.fail_all(f"the link to node {peer.node} closed")
+
+    def link_all(self) -> None:
+        """Link to every other running node now (RabbitMQ's nodes connect to each other at
+        once): a node's death is then seen by every other at once, by its link closing."""
+        for node in self.running_peers():
+            peer = self._peers.get(node)
+            if peer is None or not (peer.ready() or peer.dialling):
+                self.tell(node, "hello")
+
+    def status(self) -> list[dict]:
+        """RabbitMQ's ``cluster_links`` of this node's ``/api/nodes`` row: one per linked node."""
+        out = []
+        for node, peer in sorted(self._peers.items()):
+            if not peer.ready():
+                continue
+            sock, there = peer.writer.get_extra_info("sockname"), peer.writer.get_extra_info("peername")
+            out.append({"name": node, "peer_addr": there[0], "peer_port": there[1], "sock_addr": sock[0],
+                        "sock_port": sock[1],
+                        "stats": {"send_bytes": peer.sent, "send_bytes_details": {"rate": 0.0},
+                                  "recv_bytes": peer.received, "recv_bytes_details": {"rate": 0.0}}})
+        return out
 
     def running_peers(self) -> list[str]:
         """The other nodes that run and announced a cluster port."""

@@ -266,6 +266,12 @@ class NodeReach(Forwarding, Consumers):
 
     # --- which queues are elsewhere: handles kept from the queue directory ----------------------
 
+    def members_changed(self) -> None:
+        """A node joined, returned, left or went: link to the running ones, follow the handles."""
+        if self.links is not None and not self.links.closed:
+            self.links.link_all()
+        self.directory_changed()
+
     def directory_changed(self) -> None:
         """The queue directory changed (a watch event): the handles follow, once per loop turn."""
         if not self._refresh_due and self.loop is not None:
@@ -470,6 +476,8 @@ class NodeReach(Forwarding, Consumers):
             self._remote_congestion(*args)
         elif op == "full":
             self._remote_full(*args)
+        elif op == "hello":
+            pass  # a node linked to us (NodeLinks.link_all): nothing to do
         elif op == "cancelled":
             reads = self._reader(args[0], args[1])
             if reads is not None:

@@ -545,7 +545,7 @@ class Server:
         peers.reach = NodeReach(self.cluster, self.broker)
         peers.reach.start(self.node_links)
         self.cluster.listen("queues", peers.reach.directory_changed)
-        self.cluster.listen("members", peers.reach.directory_changed)  # a node down or back: its handles
+        self.cluster.listen("members", peers.reach.members_changed)  # linked to every node; its handles
         # every exchange and binding shared through etcd: this node's made etcd's first
         peers.topology = peers.reach.topology = SharedTopology(self.cluster, self.broker)
         peers.topology.reach = peers.reach

@@ -293,7 +293,8 @@ def node_info(app: web.Application) -> dict:
         "contexts": [{"node": node, "description": "RabbitMQ Management", "path": "/",
                       "port": str(info.get("http_port", ""))}],
         "enabled_plugins": ["rabbitmq_management"],
-        "cluster_links": [],
+        # the inter-node links to the other nodes (warren/cluster/links.py), RabbitMQ's distribution links
+        "cluster_links": _cluster_links(server),
         "config_files": [],
         "log_files": [],
         "db_dir": str(server.config.data_dir) if server is not None else "",
@@ -337,6 +338,11 @@ async def node(request: web.Request) -> web.Response:
         if row["name"] == request.match_info["node"]:
             return reply_object(request, row)
     raise not_found()
+
+
+def _cluster_links(server) -> list:
+    links = getattr(server, "node_links", None) if server is not None else None
+    return links.status() if links is not None else []
 
 
 async def forget_node(request: web.Request) -> web.Response:
