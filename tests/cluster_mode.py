@@ -6,16 +6,17 @@ node 2 and the queues on node 1 (tools/test-cluster; issue 32's "any node serves
 this pytest process (started at the first broker, stopped at the session's end: ``stop_etcd``),
 and returns n2's BrokerProc. So a test's client talks to n2, and every queue it declares with a
 name lives on n1 and is served through n2 over the inter-node links (server-named and exclusive
-queues stay on n2, as RabbitMQ keeps them on the client's node). It returns once each node lists
-the other as running (the ``listeners`` of its /api/overview: the predicate the leader locator
-reads), so the first declare goes to n1.
+queues stay on n2, as RabbitMQ keeps them on the client's node). It returns once each node has
+linked to the other, which it does on seeing the other running (the leader locator's test), so
+the first declare goes to n1.
 
 Stopping the broker stops both: n2's process is a ``PairedNode``, whose signals (SIGTERM,
 SIGKILL, any) reach n1 too and whose ``wait`` waits for both; a restart on the same data folder
 (``data_dir``) restarts both in the same cluster (its name derives from the folder), after the
 nodes' etcd keys of a killed pair are gone (their leases end in ``--cluster-lease-ttl``; a
 second node of a name whose lease lives is refused). ``store_dir`` is n1's data folder: named
-queues live there.
+queues live there. ``log()`` is n2's (the client's node: tests read it from an offset); n1's is
+``queue_node.log()``.
 
 A test that starts its own ``--workers`` broker, or cluster nodes of its own (tests/cluster),
 skips: it runs the same in the ordinary run. tests/conftest.py's ``skip_under_cluster(why)`` skips a
@@ -26,13 +27,10 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import shutil
 import subprocess
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,10 +83,6 @@ def _broker_proc_class():
         def store_dirs(self) -> list[Path]:
             return [self.queue_node.data_dir, self.data_dir]
 
-        def log(self) -> str:
-            """n2's log, then n1's (marked), so a failing test's message shows both."""
-            return BrokerProc.log(self) + f"\n----- node {QUEUE_NODE}'s log -----\n" + self.queue_node.log()
-
     return ClusterBrokerProc
 
 
@@ -130,27 +124,23 @@ def _wait_keys_gone(cluster: str, name: str, timeout: float) -> None:
         time.sleep(0.1)
 
 
-def _lists_running(node, other: str) -> bool:
-    request = urllib.request.Request(f"{node.http_url}/api/overview",
-                                     headers={"Authorization": "Basic Z3Vlc3Q6Z3Vlc3Q="})  # guest:guest
-    try:
-        with urllib.request.urlopen(request, timeout=5) as answer:
-            listeners = json.loads(answer.read()).get("listeners") or []
-    except (OSError, ValueError, urllib.error.URLError):
-        return False
-    return any(row.get("node") == other for row in listeners)
+def _linked_from(node, other: str) -> bool:
+    """Whether ``other`` dialled ``node`` (each node dials every node it sees running, at once:
+    warren/cluster/links.py ``link_all``): ``other`` then counts ``node`` running. Read in the log,
+    which needs no user (a test may start a broker without guest)."""
+    return f"cluster: node {other} linked from" in node.log()
 
 
 def _wait_each_sees_the_other(n1, n2, timeout: float) -> None:
     deadline = time.monotonic() + timeout
-    for node, other in ((n2, QUEUE_NODE), (n1, CLIENT_NODE)):
-        while not _lists_running(node, other):
+    for node, other in ((n1, CLIENT_NODE), (n2, QUEUE_NODE)):
+        while not _linked_from(node, other):
             for proc in (n1.proc, n2.proc):
                 if proc.poll() is not None:
                     raise RuntimeError(f"a node exited with {proc.returncode}:\n{n2.log()}\n{n1.log()}")
             if time.monotonic() > deadline:
-                raise RuntimeError(f"node {node.args[node.args.index('--node-name') + 1]} does not list node "
-                                   f"{other} as running after {timeout:g} s:\n{n2.log()}\n{n1.log()}")
+                raise RuntimeError(f"node {other} did not link to the other node in {timeout:g} s:"
+                                   f"\n{n2.log()}\n{n1.log()}")
             time.sleep(0.05)
 
 

@@ -138,11 +138,12 @@ def _charge_the_spark_start(units: dict[str, list]) -> None:
 
 
 def pytest_collection_modifyitems(config, items):
-    if BROKER_WORKERS > 1 and not EXTERNAL_URL:
+    if (BROKER_WORKERS > 1 or CLUSTER_MODE) and not EXTERNAL_URL:
+        reason = REFERENCE_ONLY_REASON.replace("--workers", "cluster") if CLUSTER_MODE else REFERENCE_ONLY_REASON
         for item in items:
             params = getattr(getattr(item, "callspec", None), "params", {})
             if any(isinstance(v, str) and v == "rabbitmq" for v in params.values()):
-                item.add_marker(pytest.mark.skip(reason=REFERENCE_ONLY_REASON))
+                item.add_marker(pytest.mark.skip(reason=reason))
     units: dict[str, list] = {}
     for item in items:
         units.setdefault(xdist_unit(item.nodeid), []).append(item)

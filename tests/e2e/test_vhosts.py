@@ -12,7 +12,7 @@ import pika
 import pytest
 from pika.exceptions import ChannelClosedByBroker, ConnectionClosedByBroker, ProbableAccessDeniedError
 
-from tests.conftest import launch_broker
+from tests.conftest import launch_broker, skip_under_cluster
 from tests.e2e.access_admin import WarrenAdmin, admin  # noqa: F401 (admin: a fixture)
 from tests.e2e.helpers import wait_until
 
@@ -32,6 +32,8 @@ def new_vhost(admin) -> str:
 
 
 def test_a_vhost_created_at_run_time_serves_at_once(admin):
+    if admin.__class__.__name__ == "WarrenAdmin":
+        skip_under_cluster("makes its vhosts in the data folder's access.json from outside (access_admin.WarrenAdmin): node n1, where the queues go, never sees them (a cluster's vhosts and users are etcd's)")
     vhost = new_vhost(admin)
     with guest(admin, vhost) as c:
         ch = c.channel()
@@ -41,6 +43,8 @@ def test_a_vhost_created_at_run_time_serves_at_once(admin):
 
 
 def test_deleting_a_vhost_closes_its_connections_and_removes_its_objects(admin):
+    if admin.__class__.__name__ == "WarrenAdmin":
+        skip_under_cluster("makes its vhosts in the data folder's access.json from outside (access_admin.WarrenAdmin): node n1, where the queues go, never sees them (a cluster's vhosts and users are etcd's)")
     vhost = new_vhost(admin)
     c = guest(admin, vhost)
     ch = c.channel()
@@ -102,6 +106,8 @@ def test_max_connections_refuses_at_open(admin):
 
 
 def test_max_queues_refuses_a_new_queue_at_declare(admin):
+    if admin.__class__.__name__ == "WarrenAdmin":
+        skip_under_cluster("makes its vhosts in the data folder's access.json from outside (access_admin.WarrenAdmin): node n1, where the queues go, never sees them (a cluster's vhosts and users are etcd's)")
     vhost = new_vhost(admin)
     admin.set_vhost_limit(vhost, "max-queues", 1)
     admin.settle()
