@@ -189,6 +189,8 @@ class NodeLinks:
             if node is None:
                 return
             await self._read_from(node, reader)
+        except asyncio.CancelledError:
+            return  # this node is stopping (close): nothing to report
         finally:
             self._answering.discard(task)
             writer.close()
@@ -406,10 +408,11 @@ class NodeLinks:
         return out
 
     def running_peers(self) -> list[str]:
-        """The other nodes that run and announced a cluster port."""
-        me = self.cluster.node_name
-        return sorted(name for name, record in self.cluster.members.items()
-                      if name != me and record.get("state") == "running" and record.get("cluster_port"))
+        """The other nodes that run (``ClusterNode.running``: not one whose link just closed) and
+        announced a cluster port."""
+        me, cluster = self.cluster.node_name, self.cluster
+        return sorted(name for name, record in list(cluster.members.items())
+                      if name != me and cluster.running(name) and record.get("cluster_port"))
 
     async def _dial(self, peer: _Peer):
         if self.closed:
