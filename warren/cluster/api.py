@@ -98,6 +98,11 @@ class ClusterApi:
         if self.reach is not None:
             self.reach.tick()
 
+    def flush(self) -> None:
+        """The node stops: what is batched for other nodes is written now (links.py close)."""
+        if self.reach is not None:
+            self.reach.flush_now()
+
     def _here(self, vhost: str, name: str):
         v = self.directory.broker.vhosts.get(vhost)
         q = v.queues.get(name) if v is not None else None

@@ -63,7 +63,11 @@ RECORD_MAX = 64 * 1024 * 1024
 _LENGTH = struct.Struct(">I")
 
 # the classes a record may carry besides plain data: (module, name)
-ALLOWED = frozenset({("warren.management.api.stats", "Ranges")})
+ALLOWED = frozenset({("warren.management.api.stats", "Ranges"),
+                     # what an AMQP field table may hold besides plain data (a stream offset's
+                     # timestamp, a decimal): value types whose unpickling runs no code of the peer's
+                     ("datetime", "datetime"), ("datetime", "timezone"), ("datetime", "timedelta"),
+                     ("decimal", "Decimal")})
 
 
 class NodeUnavailable(ConnectionError):
@@ -459,6 +463,9 @@ class NodeLinks:
             raise ValueError("no ok")
 
     async def close(self) -> None:
+        flush = getattr(self.handler, "flush", None)
+        if flush is not None:
+            flush()  # what was batched for other nodes this turn is written before the links close
         self.closed = True
         if self._server is not None:
             self._server.close()

@@ -75,7 +75,8 @@ class NodeSync:
             fut.result(NODE_SYNC_TIMEOUT_S)
         except Exception as e:  # noqa: BLE001: whatever kept the answer away, the confirms are nacked
             done = concurrent.futures.Future()
-            loop.call_soon_threadsafe(self.reach.nack_waiting, self.node, str(e) or type(e).__name__, done)
+            loop.call_soon_threadsafe(self.reach.nack_waiting, self.node, str(e) or type(e).__name__, done,
+                                      isinstance(e, NodeRefused))
             done.result(NODE_SYNC_TIMEOUT_S)
 
     def close(self) -> None:
@@ -118,7 +119,7 @@ class NodeQueue:
         # the bindings to it taken out of their exchanges while its node is down: (source, key, arguments)
         self.parked: list | None = None
         self.congested = False  # its node says it is congested (flow control, as between workers)
-        self.full: str | None = None  # its node says it is full (x-overflow reject-publish)
+        self.full: str | None = None  # its node says it is full (unused: its node refuses, strict_limits)
 
     @property
     def down(self) -> bool:
@@ -136,13 +137,11 @@ class NodeQueue:
             raise NotFound(down_text({"name": self.name, "vhost": self.vhost_name, "node": self.owner}))
 
     def publish(self, msg) -> int:
-        """Sent to its node; the sync number a confirm waits for (0: none), or REFUSED (a nack)
-        while its node says the queue is full, or if its node went in this very turn (routed
-        before the bindings were parked)."""
+        """Sent to its node; the sync number a confirm waits for, or REFUSED (a nack) if its
+        node went in this very turn (routed before the bindings were parked). A full queue
+        there refuses it as it refuses its own clients' (``strict_limits``): the sync says so."""
         if self.down:
             return REFUSED
-        if self.full is not None:
-            return self.reach.refuse_forward(self, msg)
         return self.reach.forward(self, msg)
 
     def dispatch(self) -> None:
@@ -184,9 +183,17 @@ class NodeQueue:
         return f"NodeQueue({self.vhost_name!r}, {self.name!r}, node={self.owner!r})"
 
 
+class NodeRefused(Exception):
+    """A queue's node refused a message sent since the last sync (a full reject-publish queue)."""
+
+
 class NodeReach(Forwarding, Consumers):
     """This node's part of serving queues across nodes (module doc). ``Forwarding`` and
     ``Consumers`` are warren/spread's, whose peers are here node names."""
+
+    # a full queue refuses what another node sends as it refuses its own clients' messages: the
+    # publishing node's confirms wait for the answer to a sync, which says so (``request``)
+    strict_limits = True
 
 
     def __init__(self, cluster, broker) -> None:
@@ -204,6 +211,7 @@ class NodeReach(Forwarding, Consumers):
         self.congested_told: dict = {}
         self._full_told: dict = {}
         self._refresh_due = False
+        self._refused_from: set[str] = set()  # nodes a message of which a full queue here refused
         self.topology = None  # SharedTopology (topology.py): its bindings may wait for our handles
 
     def start(self, links) -> None:
@@ -213,6 +221,9 @@ class NodeReach(Forwarding, Consumers):
         self.loop = asyncio.get_running_loop()
         Queue.flow.listener = SpreadFlow(Queue.flow.listener, self)  # drained queues tell publishers' nodes
         self.refresh()
+
+    def flush_now(self) -> None:
+        self._flush()
 
     def tick(self) -> None:
         """The server's tick: our full queues with room again tell their publishers' nodes."""
@@ -353,9 +364,26 @@ class NodeReach(Forwarding, Consumers):
             reply = self._replies[(node, vhost)] = RemoteReply(self, node, vhost)
         return reply
 
+    def refused_by(self, peer: str) -> None:
+        self._refused_from.add(peer)
+
     def ask_sync(self, node: str, fut: concurrent.futures.Future) -> None:
-        """On the loop, for NodeSync: everything sent to ``node`` so far, then the question."""
-        self._ask_sync(node, fut)
+        """On the loop, for NodeSync: everything sent to ``node`` so far, then the question;
+        its answer says whether a queue there refused something since (NodeRefused)."""
+        self._flush()
+        answer = self.ask(node, "sync")
+
+        def done(a: asyncio.Future) -> None:
+            if fut.done():
+                return
+            e = a.exception()
+            if e is None and a.result():
+                e = NodeRefused(f"a full queue on node {node} refused a message")
+            if e is not None:
+                fut.set_exception(e)
+            else:
+                fut.set_result(None)
+        answer.add_done_callback(done)
 
     @staticmethod
     def park(q: NodeQueue) -> None:
@@ -418,10 +446,10 @@ class NodeReach(Forwarding, Consumers):
         self._outgoing.pop(node, None)
         self._deliveries.pop(node, None)
 
-    def nack_waiting(self, node: str, why: str, done: concurrent.futures.Future) -> None:
-        """On the loop, for NodeSync: ``node`` did not answer a sync; every confirm waiting for
-        a sync now is a nack (those of this node's own queues too: a nack may be of a message
-        kept, never the reverse)."""
+    def nack_waiting(self, node: str, why: str, done: concurrent.futures.Future, refused: bool = False) -> None:
+        """On the loop, for NodeSync: ``node`` did not answer a sync, or a full queue there
+        refused a message (``refused``); every confirm waiting for a sync now is a nack (those
+        of this node's own queues too: a nack may be of a message kept, never the reverse)."""
         try:
             d = self.broker.durability
             count = 0
@@ -429,7 +457,9 @@ class NodeReach(Forwarding, Consumers):
                 nack = getattr(waiter, "nack_unsynced", None)
                 if nack is not None:
                     count += nack()
-            if count:
+            if count and refused:
+                log.debug("cluster: a full queue on node %s refused a message: %d confirms are nacks", node, count)
+            elif count:
                 log.warning("cluster: node %s did not confirm what was sent to its queues (%s): %d publisher "
                             "confirms are nacks", node, why, count)
         finally:
@@ -446,8 +476,10 @@ class NodeReach(Forwarding, Consumers):
             if q is None or q.deleted:
                 raise NotFound(f"no queue '{name}' in vhost '{vhost}'")
             return q.message_count, len(q.consumers)
-        if op == "sync":
-            return self._synced_future()
+        if op == "sync":  # what was refused is known now: every message sent before it was taken in
+            refused = node in self._refused_from
+            self._refused_from.discard(node)
+            return self._synced_then(self._synced_future(), refused)
         if op == "consume":
             return self._proxy_consume(node, args)
         if op == "get":
@@ -457,6 +489,11 @@ class NodeReach(Forwarding, Consumers):
         if op == "acquire":
             return self._proxy_acquire(node, args)
         return NotImplemented
+
+    @staticmethod
+    async def _synced_then(synced, refused: bool) -> bool:
+        await synced
+        return refused
 
     def message(self, node: str, op: str, args: tuple) -> None:
         self.cluster.unreachable.discard(node)

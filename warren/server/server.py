@@ -628,9 +628,6 @@ class Server:
             self.handoff.close()
         if self.http is not None:  # before the stores close: no stream read may start after that
             await self.http.stop()
-        if self.node_links is not None:  # the other nodes ask this one nothing more
-            await self.node_links.close()
-            await self.queue_directory.stop()
         if self.metrics is not None:
             await self.metrics.stop()
         if self.federation is not None:  # shovels and links close their connections (to us too)
@@ -655,6 +652,9 @@ class Server:
         # --worker-mode queues: group commits waiting for another worker's answer end first (it
         # answers while it stops too), then the links close
         await self.broker.directory.close(lambda: not self._commits, self.config.shutdown_timeout)
+        if self.node_links is not None:  # after our clients and their commits: what they sent other
+            await self.node_links.close()  # nodes' queues has gone (links.close flushes it first)
+            await self.queue_directory.stop()
         # 5. flush and close the stores (no group commit may start after this); the group
         # commits at the disk end first, as they would have (QueueStore.sync waits for them)
         self._stores_closed = True

@@ -96,6 +96,15 @@ class RemoteSync:
 class Forwarding:
     """``Spread``'s part that sends messages to their queues' owners and takes theirs (a mixin)."""
 
+    # the owner's length limits: False, what another worker forwarded is taken past them (it
+    # was confirmed as taken there, or will be); True (a cluster's nodes, whose confirms wait for
+    # the owner's answer: warren/cluster/reach.py), the queue refuses it as one node would, and
+    # ``refused_by(peer)`` tells the publishing side
+    strict_limits = False
+
+    def refused_by(self, peer) -> None:
+        """A message from ``peer`` was refused by a full queue here (``strict_limits``)."""
+
     # --- messages to remote queues ------------------------------------------------------------
 
     def forward(self, q: RemoteQueue, msg) -> int:
@@ -220,9 +229,14 @@ class Forwarding:
 
         msgs, destinations, _, _, _ = take_batch(batch, 0, Message, _MESSAGE_DEFAULTS, _resolve_name, queues_of, True)
         limited = None
+        strict = self.strict_limits
         for msg, queues in zip(msgs, destinations):
             for q in queues:
-                q.publish_past_limit(msg)  # the publishing worker counted it as taken
+                if strict and q.limited:
+                    if q.publish(msg) == REFUSED:
+                        self.refused_by(peer)
+                else:
+                    q.publish_past_limit(msg)  # the publishing worker counted it as taken
                 if q.congested:
                     self._held_by(peer, q)
                 if q.limited:
@@ -260,7 +274,10 @@ class Forwarding:
                 msg.check_expiration()
             except AMQPError:
                 pass
-            if past_limit:
+            if self.strict_limits and q.limited:
+                if q.publish(msg) == REFUSED:
+                    self.refused_by(peer)
+            elif past_limit:
                 q.publish_past_limit(msg)  # the publishing worker counted it as taken
             else:
                 q.publish(msg)  # refused there already (refuse_forward): dead-lettered if still full
