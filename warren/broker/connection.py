@@ -133,6 +133,11 @@ class BrokerConnection:
         for c in queue.consumers:
             if c.channel.session is self:
                 return
+        if not queue.is_here:  # a queue of another process: our channels' consumers of it are there
+            for ch in self.channels.values():
+                remote = ch.remote
+                if remote is not None and any(rc.queue_name == queue.name for rc in remote.consumers.values()):
+                    return
         self.io.throttle(queue)
 
     def set_writable(self, writable: bool) -> None:
