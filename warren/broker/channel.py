@@ -769,13 +769,13 @@ class BrokerChannel:
             c.queue.remove_consumer(c)
         self.consumers.clear()
         self._restore_tx_settles()  # uncommitted acks never happened
+        if self.remote is not None:  # the processes whose queues it read drop its part there first:
+            self.remote.channel_closed()  # their consumers go, what it held is requeued there, once
         entries = list(self.unacked.values())
         self.unacked.clear()
         self.tx_publishes = []
         if entries:
             self.settle_entries(entries, True)
-        if self.remote is not None:  # the processes whose queues it read drop its part there
-            self.remote.channel_closed()
 
 
 def _nothing(_result) -> None:

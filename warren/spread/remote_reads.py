@@ -137,8 +137,9 @@ class RemoteReads(RemoteSettling):
         return self.lender.room_takers()
 
     def channel_closed(self) -> None:
-        """After the channel's own close settled what it held (through the settlers): each
-        owner drops our consumers and requeues what was in flight to us."""
+        """The channel closes: each owner drops our consumers and requeues what it delivered
+        to us and we hold (the settles the channel's close sends after this find nothing
+        there: a consumer still there would have taken a requeued message again, counted twice)."""
         owners = set(self.settlers or ()) | {rc.owner for rc in self.consumers.values()}
         self._tell_owners_closed(owners)
 
