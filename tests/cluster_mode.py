@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -52,16 +53,26 @@ class PairedNode(subprocess.Popen):
     test that stops, kills or waits for "the broker" does so to the whole cluster."""
 
     partner: subprocess.Popen | None = None
+    _after_me: int | None = None  # SIGTERM: given to node n1 once node n2 has stopped (``wait``)
 
     def send_signal(self, sig: int) -> None:
         super().send_signal(sig)
-        if self.partner is not None and self.partner.poll() is None:
+        if self.partner is None or self.partner.poll() is not None:
+            return
+        if sig == signal.SIGTERM and self.poll() is None:
+            # node n2 stops first, as one node would: what its clients sent node n1's queues
+            # reaches n1 before n1 stops too
+            self._after_me = sig
+        else:
             self.partner.send_signal(sig)
 
     def wait(self, timeout: float | None = None) -> int:
         deadline = None if timeout is None else time.monotonic() + timeout
         code = super().wait(timeout)
         if self.partner is not None:
+            if self._after_me is not None and self.partner.poll() is None:
+                self.partner.send_signal(self._after_me)
+            self._after_me = None
             self.partner.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
         return code
 
