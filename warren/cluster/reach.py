@@ -297,8 +297,8 @@ class NodeReach(Forwarding, Consumers):
             node = record.get("node")
             if node == me or "name" not in record:
                 continue  # (an exclusive queue's handle routes to it; a channel's use of it is refused 405)
-            if not self.cluster.running(node) and not record.get("durable"):
-                continue  # a transient queue of a node that is down is gone with it
+            # a queue of a node that is down keeps its handle, parked (below): a node taken for
+            # down a moment too soon loses no binding; its transient queues' keys go with its lease
             key = (record.get("vhost"), record["name"])
             if key not in wanted or self.cluster.running(node):
                 wanted[key] = record
