@@ -78,21 +78,46 @@ def wait_until(condition, timeout: float, what: str):
         time.sleep(0.1)
 
 
-def publish_and_get(node, queue: str) -> bytes:
-    """Declare a queue on ``node``, publish to it with confirms, get the message back."""
+def publish_and_get(node, queue: str, declare: bool = True) -> bytes:
+    """Declare a queue on ``node`` (or use it as it is: ``declare`` False), publish to it with
+    confirms, get the message back; a queue declared here is deleted after."""
     conn = pika.BlockingConnection(pika.URLParameters(node.url))
     try:
         ch = conn.channel()
         ch.confirm_delivery()
-        ch.queue_declare(queue, durable=True)
+        if declare:
+            ch.queue_declare(queue, durable=True)
         body = f"to {queue}".encode()
         ch.basic_publish("", queue, body, pika.BasicProperties(delivery_mode=2))
         method, _props, got = ch.basic_get(queue, auto_ack=True)
         assert method is not None, "the message published is not in its queue"
-        ch.queue_delete(queue)
+        if declare:
+            ch.queue_delete(queue)
         return got
     finally:
         conn.close()
+
+
+def declare(node, queue: str) -> None:
+    conn = pika.BlockingConnection(pika.URLParameters(node.url))
+    try:
+        conn.channel().queue_declare(queue, durable=True)
+    finally:
+        conn.close()
+
+
+def declare_refused(node, queue: str) -> str:
+    """A declare of a new queue on ``node``: the text of the 541 it is refused with (etcd without quorum)."""
+    conn = pika.BlockingConnection(pika.URLParameters(node.url))
+    try:
+        conn.channel().queue_declare(queue, durable=True)
+    except pika.exceptions.ConnectionClosedByBroker as e:
+        assert e.reply_code == 541, e
+        return e.reply_text
+    finally:
+        if conn.is_open:
+            conn.close()
+    raise AssertionError(f"the declare of {queue} was not refused")
 
 
 def api(node, path: str, method: str = "GET", body=None):

@@ -16,7 +16,7 @@ import urllib.request
 import pika
 import pytest
 
-from tests.cluster.cluster_nodes import publish_and_get, wait_until
+from tests.cluster.cluster_nodes import declare, declare_refused, publish_and_get, wait_until
 from tests.cluster.etcd_harness import ETCD, MISSING_REASON, EtcdCluster
 from tests.conftest import launch_broker
 
@@ -195,13 +195,16 @@ def own_etcd(tmp_path):
 def test_without_etcd_a_change_is_refused_and_amqp_goes_on(own_etcd, nodes, cluster_name):
     n1 = nodes.start(own_etcd.endpoints, cluster_name, "n1")
     ok(api(n1, "PUT", "/api/users/before", {"password": "pw", "tags": ""}))
+    declare(n1, "still-serving")
     own_etcd.stop()
     status, body = api(n1, "PUT", "/api/users/after", {"password": "pw", "tags": ""})
     assert status == 503, (status, body)
     assert body["error"] == "service_unavailable" and "etcd" in body["reason"], body
     assert "a change of access.json was refused" in n1.log()
     assert "after" not in users_of(n1)
-    assert publish_and_get(n1, "still-serving") == b"to still-serving"
+    # publishing and consuming on an existing queue go on; a new queue is a change: refused
+    assert publish_and_get(n1, "still-serving", declare=False) == b"to still-serving"
+    assert "etcd" in declare_refused(n1, "new-while-down")
     assert "before" in users_of(n1)
 
 

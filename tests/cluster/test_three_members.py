@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from tests.cluster.cluster_nodes import members, publish_and_get
+from tests.cluster.cluster_nodes import declare, declare_refused, members, publish_and_get
 from warren.cluster.node import join
 from warren.config import Config
 
@@ -18,12 +18,15 @@ def test_nodes_start_through_three_members_and_not_without_a_quorum(etcd3, nodes
     # the first URL given is dead: the next node joins through another member
     b = nodes.start(etcd3.endpoints, cluster_name, "b")
     assert sorted(members(etcd3, cluster_name)) == ["a", "b"]
+    for node, name in ((a, "a"), (b, "b")):
+        declare(node, f"quorumless-{name}")
     etcd3.kill(1)  # one member of three left: no quorum
     line = nodes.refused(etcd3.endpoints, cluster_name, "c")
     assert line.startswith(f"Error: cannot join cluster '{cluster_name}': etcd has no quorum ("), line
-    # the running nodes go on serving AMQP (nothing depends on etcd yet)
+    # the running nodes go on serving their queues; a new queue is refused (a metadata change)
     for node, name in ((a, "a"), (b, "b")):
-        assert publish_and_get(node, f"quorumless-{name}") == f"to quorumless-{name}".encode()
+        assert publish_and_get(node, f"quorumless-{name}", declare=False) == f"to quorumless-{name}".encode()
+        assert "etcd" in declare_refused(node, f"new-{name}")
 
 
 async def _views_survive_the_loss_of_their_member(etcd3, cluster_name, tmp_path):

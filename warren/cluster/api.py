@@ -183,7 +183,10 @@ class ClusterApi:
             if shared:
                 before = self.topology.snapshot(v, op, args)
                 self.topology.check_writable(v, op, args, before)
-            return self._written(make(v, op, args), v, op, args, before)
+            new = op == "declare_queue" and (not args[0] or args[0] not in v.queues)
+            if new or (op == "delete_queue" and args[0] in v.queues):
+                self._check_etcd(op)
+            return self._written(make(v, op, args), v, op, args, before, new)
         name, node = args[0], record["node"]
         if record.get("exclusive") and (op == "declare_queue" or args[-1] != ADMIN):
             raise v.locked_error(name)
@@ -219,14 +222,22 @@ class ClusterApi:
     async def _exists(record: dict) -> tuple:
         return record["name"], 0, 0
 
-    def _written(self, result, v, op: str, args: tuple, before: dict | None):
+    def _check_etcd(self, op: str) -> None:
+        """A queue made or deleted is a change of the cluster's metadata: refused while etcd
+        cannot take it (the last lease renewal failed), as exchanges and bindings are."""
+        problem = self.queues.cluster.etcd_problem
+        if problem is not None:
+            raise InternalError(f"cluster {self.queues.cluster.cluster_name}: {op} is refused: etcd cannot take "
+                                f"it now ({problem})")
+
+    def _written(self, result, v, op: str, args: tuple, before: dict | None, new: bool = False):
         """``result`` (or an awaitable of it), once etcd holds what the change made: the
         exchanges and bindings (``before``: what they were), a queue made or deleted."""
         if before is None and op not in ("declare_queue", "delete_queue"):
             return result
-        return self._published(result, v, op, args, before)
+        return self._published(result, v, op, args, before, new)
 
-    async def _published(self, result, v, op: str, args: tuple, before: dict | None):
+    async def _published(self, result, v, op: str, args: tuple, before: dict | None, new: bool = False):
         if inspect.isawaitable(result):
             result = await result
         if before is not None:
@@ -235,11 +246,18 @@ class ClusterApi:
             try:
                 await asyncio.wait_for(self.queues.publish_once(), DIRECTORY_WRITE_S)
             except (EtcdError, asyncio.TimeoutError) as e:
-                # the queue is made here all the same (AMQP goes on without etcd): the directory
-                # has it once etcd answers again (queues.py writes what changed every second)
+                why = str(e) or "no answer in time"
+                name = result[0] if isinstance(result, tuple) else args[0]
+                q = v.queues.get(name) if new else None
+                if q is not None and not q.message_count:  # made a moment ago: unmade, and refused
+                    v.delete_queue(q)
+                    log.warning("cluster: a declare of queue '%s' was refused: etcd did not take it (%s)", name, why)
+                    raise InternalError(f"cluster {self.queues.cluster.cluster_name}: declare_queue is refused: "
+                                        f"etcd did not take it ({why})") from None
+                # a delete (made): the directory follows once etcd answers again (queues.py
+                # writes what changed every second)
                 log.warning("cluster: queue '%s' is not in the queue directory yet (etcd: %s); other nodes "
-                            "find it once etcd answers", result[0] if isinstance(result, tuple) else args[0],
-                            e or "no answer in time")
+                            "find it once etcd answers", name, why)
         return result
 
     def placed(self, v, args: tuple) -> str | None:
