@@ -31,7 +31,7 @@ from urllib.parse import quote
 from warren.cluster.etcd import EtcdError
 from warren.cluster.node import cancel_tasks
 
-__all__ = ["QueueDirectory", "PUBLISH_INTERVAL", "queue_key"]
+__all__ = ["QueueDirectory", "PUBLISH_INTERVAL", "queue_key", "plain"]
 
 log = logging.getLogger("warren.cluster")
 
@@ -43,14 +43,15 @@ def queue_key(prefix: str, vhost: str, name: str, node: str) -> str:
     return f"{prefix}queues/{quote(vhost, safe='')}/{quote(name, safe='')}/{node}"
 
 
-def _plain(value):
-    """A queue argument as JSON can carry it (AMQP tables may hold bytes, decimals, times)."""
+def plain(value):
+    """An argument as JSON carries it, the same on every node (AMQP tables may hold bytes,
+    decimals, times): the queue directory's and the shared topology's (topology.py)."""
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     if isinstance(value, (bytes, bytearray)):
         return bytes(value).decode("utf-8", "replace")
     return str(value)
@@ -95,7 +96,7 @@ class QueueDirectory:
                 if entry is None or entry[0] is not q or entry[1] != exclusive:
                     record = {"name": q.name, "vhost": vhost.name, "node": me, "type": q.queue_type,
                               "durable": q.durable, "auto_delete": q.auto_delete, "exclusive": exclusive,
-                              "arguments": _plain(q.arguments)}
+                              "arguments": plain(q.arguments)}
                     entry = (q, exclusive, queue_key(prefix, vhost.name, q.name, me),
                              json.dumps(record, sort_keys=True), exclusive or not q.durable)
                 kept[id(q)] = entry

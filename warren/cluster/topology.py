@@ -36,6 +36,7 @@ import logging
 from urllib.parse import quote
 
 from warren.broker.exchanges.base import Binding
+from warren.cluster.queues import plain
 from warren.errors import AMQPError, InternalError
 
 __all__ = ["SharedTopology", "TOPOLOGY_CHANGES"]
@@ -46,19 +47,6 @@ TOPOLOGY_CHANGES = frozenset({"declare_exchange", "delete_exchange", "bind_excha
                               "bind_queue", "unbind_queue", "delete_queue"})
 WRITE_TIMEOUT_S = 5.0  # a change waits this long at most for etcd's commit
 SEEDED = "topology-seeded"  # the key that says the cluster's topology is in etcd
-
-
-def _plain(value):
-    """An argument as JSON carries it, the same on every node (tables may hold bytes)."""
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, (bytes, bytearray)):
-        return bytes(value).decode("utf-8", "replace")
-    return str(value)
 
 
 def _is_exchange(destination) -> bool:
@@ -136,7 +124,7 @@ class SharedTopology:
         if _shared(ex.name):
             out[self.exchange_key(v.name, ex.name)] = {
                 "kind": "exchange", "vhost": v.name, "name": ex.name, "type": ex.TYPE, "durable": ex.durable,
-                "auto_delete": ex.auto_delete, "internal": ex.internal, "arguments": _plain(ex.arguments)}
+                "auto_delete": ex.auto_delete, "internal": ex.internal, "arguments": plain(ex.arguments)}
         if with_bindings and ex.name:
             for b in list(ex.bindings.values()):
                 self._add_binding(out, v, b)
@@ -145,7 +133,7 @@ class SharedTopology:
         source, destination = b.source, b.destination
         record = {"kind": "binding", "vhost": v.name, "source": source.name,
                   "destination_type": "exchange" if _is_exchange(destination) else "queue",
-                  "destination": destination.name, "routing_key": b.routing_key, "arguments": _plain(b.arguments),
+                  "destination": destination.name, "routing_key": b.routing_key, "arguments": plain(b.arguments),
                   "durable": bool(source.durable and destination.durable)}
         out[self.binding_key(record)] = record
 
