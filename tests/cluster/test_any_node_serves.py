@@ -206,8 +206,10 @@ def test_exchanges_and_bindings_made_on_one_node_route_on_every_node(etcd1, node
         ch.confirm_delivery()
         wait_until(lambda: _unroutable(ch, exchange, "orders.new"), TIMEOUT_S, "node a's binding gone")
 
-        # deleted through node a: gone on node b
+        # deleted through node a: gone on node b (once its watch brought it)
         ch.exchange_delete(exchange)
+        wait_until(lambda: exchange not in {x["name"] for x in api(b, "exchanges/%2F")}, TIMEOUT_S,
+                   "node b without the exchange")
         with pytest.raises(pika.exceptions.ChannelClosedByBroker) as missing:
             on_b.channel().exchange_declare(exchange, "topic", passive=True)
         assert missing.value.reply_code == 404

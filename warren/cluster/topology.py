@@ -46,6 +46,7 @@ log = logging.getLogger("warren.cluster")
 TOPOLOGY_CHANGES = frozenset({"declare_exchange", "delete_exchange", "bind_exchange", "unbind_exchange",
                               "bind_queue", "unbind_queue", "delete_queue"})
 WRITE_TIMEOUT_S = 5.0  # a change waits this long at most for etcd's commit
+OWN_WRITE_S = 10.0  # a watch view without our own write is taken as older than it this long at most
 SEEDED = "topology-seeded"  # the key that says the cluster's topology is in etcd
 
 
@@ -67,6 +68,8 @@ class SharedTopology:
         self._due = False
         self.loop: asyncio.AbstractEventLoop | None = None
         self.reach = None  # NodeReach (reach.py): bindings to a down node's queue are parked there
+        # key -> (record or None: deleted, when) of our own recent writes (``written``)
+        self.written_here: dict[str, tuple] = {}
 
     @property
     def prefix(self) -> str:
@@ -200,7 +203,15 @@ class SharedTopology:
                       self.cluster.cluster_name, op, v.name, self.cluster.node_name, why)
             raise InternalError(f"{op} was made on node {self.cluster.node_name} only: etcd did not take it "
                                 f"({why})") from None
-        # ``applied`` is left to the watch: our change comes back through it and is found made
+        # ``applied`` is left to the watch: our change comes back through it and is found made;
+        # until it has, a view from before it must not undo it here (``_follow_to``)
+        now = self.loop.time()
+        for key, record in after.items():
+            if before.get(key) != record:
+                self.written_here[key] = (record, now)
+        for key in before:
+            if key not in after:
+                self.written_here[key] = (None, now)
 
     # --- what the others changed ---------------------------------------------------------------
 
@@ -216,15 +227,56 @@ class SharedTopology:
 
     def _follow_to(self, held: dict[str, dict]) -> None:
         previous, self.applied = self.applied, held
+        stale = self._stale(held)
         for key, record in previous.items():
-            if key not in held:
+            if key not in held and key not in stale:
                 self._remove(record)
-        # exchanges before the bindings that name them
+        # exchanges before the bindings that name them; what the view holds unchanged but this
+        # node lacks is made too (a removal above may have auto-deleted an exchange that the
+        # view, several changes later, holds again)
         for kind in ("exchange", "binding"):
             for key, record in held.items():
-                if record.get("kind") == kind and previous.get(key) != record:
+                if record.get("kind") == kind and key not in stale and (
+                        previous.get(key) != record or not self._here(record)):
                     self._make(record)
         self.retry_waiting()
+
+    def _here(self, record: dict) -> bool:
+        """Whether this node holds ``record``'s exchange or binding (a binding whose queue it
+        does not know yet counts as held: it waits for it)."""
+        v = self.broker.vhosts.get(record.get("vhost"))
+        if v is None:
+            return True
+        if record["kind"] == "exchange":
+            return record["name"] in v.exchanges
+        source = v.exchanges.get(record["source"])
+        if source is None:
+            return False
+        if record["destination_type"] == "exchange":
+            destination = v.exchanges.get(record["destination"])
+        else:
+            destination = v.queues.get(record["destination"]) or v.remote_queues.get(record["destination"])
+        if destination is None:
+            return True
+        if getattr(destination, "parked", None):
+            return True  # its node is down: parked (reach.py)
+        return Binding(source, destination, record["routing_key"], record["arguments"]).key in source.bindings
+
+    def _stale(self, held: dict[str, dict]) -> set:
+        """Keys this node wrote a moment ago that the watch's view does not show yet: the view
+        is older than our change there (a queue deleted and declared again at once would lose
+        the new one's bindings to the old one's delete). Forgotten once the view shows them, or
+        after ``OWN_WRITE_S``."""
+        if not self.written_here:
+            return set()
+        now = self.loop.time()
+        stale = set()
+        for key, (record, when) in list(self.written_here.items()):
+            if held.get(key) == record or now - when > OWN_WRITE_S:
+                del self.written_here[key]
+            else:
+                stale.add(key)
+        return stale
 
     def retry_waiting(self) -> None:
         """Bindings that waited for their queue: made if it is known now (reach.py's refresh)."""
