@@ -14,15 +14,21 @@ shared prefetch lent to the queue's node, credit kept beside the queue (``Forwar
 What differs between machines is here:
 
 * **which queues are elsewhere**: the queue directory in etcd (``queues.py``) names each
-  queue's node; ``refresh`` keeps a handle of each other node's queue in its vhost (a
-  non-exclusive queue: another node's exclusive queue is refused 405 and a queue of a node that
-  is down is refused as RabbitMQ 3.10 refuses it, ``api.py``). Durable bindings to another
-  node's queue, kept in this node's definitions log, are bound again once its handle is known
-  (``vhost.bindings_waiting``).
-* **a node that goes**: its queues' consumers here are cancelled (basic.cancel, as RabbitMQ
-  tells consumers of a queue whose node went), what its clients' channels held of our queues
-  goes back to them, and a publisher confirm that waited for its disk is a nack
-  (``NodeSync``): RabbitMQ nacks what a queue's process could not take.
+  queue's node; ``refresh`` keeps a handle of each other node's queue in its vhost (an
+  exclusive one too: messages route to it, a channel's use of it is 405). Durable bindings to
+  another node's queue, kept in this node's definitions log, are bound again once its handle is
+  known (``vhost.bindings_waiting``); the shared topology binds the others (topology.py).
+* **a node that goes** (its link closes): its queues' consumers here are cancelled
+  (basic.cancel, as RabbitMQ tells consumers of a queue whose node went), its queues' bindings
+  are parked (a publish finds no route: RabbitMQ 3.10's answer), what its clients' channels held
+  of our queues goes back to them, and a publisher confirm that waited for it is a nack
+  (``NodeSync``). Its handles go when its queues leave the directory.
+* **limits and confirms**: a full queue here refuses what another node sends as it refuses its
+  own clients' (``strict_limits``), and the answer to that node's next sync says so: its
+  waiting confirms are nacks. A confirm through another node waits for that node to take the
+  message.
+* **direct reply-to**: a reply token ends with its node's name (``reply_suffix``); a reply
+  published on another node crosses with the messages batched for this one.
 """
 
 from __future__ import annotations
