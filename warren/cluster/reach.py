@@ -125,7 +125,6 @@ class NodeQueue:
         # the bindings to it taken out of their exchanges while its node is down: (source, key, arguments)
         self.parked: list | None = None
         self.congested = False  # its node says it is congested (flow control, as between workers)
-        self.full: str | None = None  # its node says it is full (unused: its node refuses, strict_limits)
 
     @property
     def down(self) -> bool:
@@ -517,8 +516,6 @@ class NodeReach(Forwarding, Consumers):
             self._prefetch_message(node, op, args)
         elif op == "congested":
             self._remote_congestion(*args)
-        elif op == "full":
-            self._remote_full(*args)
         elif op == "hello":
             pass  # a node linked to us (NodeLinks.link_all): nothing to do
         elif op == "cancelled":

@@ -54,6 +54,16 @@ def _is_exchange(destination) -> bool:
     return hasattr(destination, "bindings")  # a queue, or another node's queue's handle, has none
 
 
+def _ends(v, record: dict) -> tuple:
+    """(source exchange, destination exchange or queue or another node's queue's handle) of a
+    binding record, as vhost ``v`` holds them now; None for an end it does not hold."""
+    source = v.exchanges.get(record["source"])
+    name = record["destination"]
+    if record["destination_type"] == "exchange":
+        return source, v.exchanges.get(name)
+    return source, v.queues.get(name) or v.remote_queues.get(name)
+
+
 def _shared(name: str) -> bool:
     """Exchanges every vhost makes for itself (the default, amq.*) are not written."""
     return bool(name) and not name.startswith("amq.")
@@ -249,13 +259,9 @@ class SharedTopology:
             return True
         if record["kind"] == "exchange":
             return record["name"] in v.exchanges
-        source = v.exchanges.get(record["source"])
+        source, destination = _ends(v, record)
         if source is None:
             return False
-        if record["destination_type"] == "exchange":
-            destination = v.exchanges.get(record["destination"])
-        else:
-            destination = v.queues.get(record["destination"]) or v.remote_queues.get(record["destination"])
         if destination is None:
             return True
         if getattr(destination, "parked", None):
@@ -293,14 +299,13 @@ class SharedTopology:
                 v.declare_exchange(record["name"], record["type"], False, record["durable"], record["auto_delete"],
                                    record["internal"], record["arguments"])
                 return
-            source = v.exchanges.get(record["source"])
+            source, destination = _ends(v, record)
             if source is None:
                 return  # deleted meanwhile (its own delete follows)
             if record["destination_type"] == "exchange":
-                if record["destination"] in v.exchanges:
-                    v.bind_exchange(record["destination"], source.name, record["routing_key"], record["arguments"])
+                if destination is not None:
+                    v.bind_exchange(destination.name, source.name, record["routing_key"], record["arguments"])
                 return
-            destination = v.queues.get(record["destination"]) or v.remote_queues.get(record["destination"])
             if destination is None:
                 self.waiting.append(record)
                 return
@@ -319,13 +324,9 @@ class SharedTopology:
             if record["name"] in v.exchanges:
                 v.delete_exchange(record["name"], False)
             return
-        source = v.exchanges.get(record["source"])
+        source, destination = _ends(v, record)
         if source is None:
             return
-        if record["destination_type"] == "exchange":
-            destination = v.exchanges.get(record["destination"])
-        else:
-            destination = v.queues.get(record["destination"]) or v.remote_queues.get(record["destination"])
         if destination is None:
             self.waiting = [r for r in self.waiting if r != record]
             return

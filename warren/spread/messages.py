@@ -245,7 +245,7 @@ class Forwarding:
                     limited.add(q)
             if msg.persistent:
                 msg.routed()
-        if limited:
+        if limited and not self.strict_limits:  # (strict: the sync's answer says it, not a "full" message)
             self._check_full(peer, limited)
 
     def _take_publishes(self, peer: int, items: list) -> None:
@@ -289,7 +289,7 @@ class Forwarding:
                 if limited is None:
                     limited = set()
                 limited.add(q)
-        if limited:
+        if limited and not self.strict_limits:  # (strict: the sync's answer says it, not a "full" message)
             self._check_full(peer, limited)
 
     # --- x-overflow reject-publish across workers ------------------------------------------------
