@@ -55,8 +55,6 @@ class VirtualHost:
         # cluster, warren/cluster/reach.py), as handles; the broker's directory says where each
         # queue lives (directory.py; alone until the broker's)
         self.remote_queues: dict = {}
-        # durable bindings restored at start-up to a queue that is not here (restore_binding)
-        self.bindings_waiting: list = []
         self.directory = LocalDirectory(None)
         self.timers: set = set()  # objects with tick(now) -> bool (keep ticking); Broker.tick calls them
         self.reply_channels: dict = {}  # direct reply-to: token -> ReplyConsumer (warren/broker/reply_to.py)
@@ -383,12 +381,8 @@ class VirtualHost:
             dest = self.exchanges.get(d.destination)
         else:
             dest = self.queues.get(d.destination) or self.remote_queues.get(d.destination)
-        if src is not None and dest is not None:
-            src.bind(dest, d.routing_key, d.arguments)
-        elif src is not None and d.destination_kind == "queue":
-            # a queue that is not here: in a cluster, another node's, bound once its handle is
-            # known (warren/cluster/reach.py); else it never comes and the binding stays unused
-            self.bindings_waiting.append(d)
+        if src is not None and dest is not None:  # (in a cluster, one to another node's queue is
+            src.bind(dest, d.routing_key, d.arguments)  # made from etcd's: warren/cluster/topology.py)
 
     def unbind_queue(self, session, name: str, exchange: str, routing_key: str, arguments: dict) -> None:
         """queue.unbind, idempotent as in RabbitMQ 3.x: a missing queue, exchange or binding is

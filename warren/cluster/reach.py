@@ -15,9 +15,8 @@ What differs between machines is here:
 
 * **which queues are elsewhere**: the queue directory in etcd (``queues.py``) names each
   queue's node; ``refresh`` keeps a handle of each other node's queue in its vhost (an
-  exclusive one too: messages route to it, a channel's use of it is 405). Durable bindings to
-  another node's queue, kept in this node's definitions log, are bound again once its handle is
-  known (``vhost.bindings_waiting``); the shared topology binds the others (topology.py).
+  exclusive one too: messages route to it, a channel's use of it is 405). Bindings to it are
+  the shared topology's (topology.py), made once its handle is known.
 * **a node that goes** (its link closes): its queues' consumers here are cancelled
   (basic.cancel, as RabbitMQ tells consumers of a queue whose node went), its queues' bindings
   are parked (a publish finds no route: RabbitMQ 3.10's answer), what its clients' channels held
@@ -326,12 +325,7 @@ class NodeReach(Forwarding, Consumers):
             v = self.broker.vhosts.get(vhost)
             if v is None or name in v.queues or name in v.remote_queues:
                 continue
-            q = v.remote_queues[name] = NodeQueue(record, self)
-            waiting = v.bindings_waiting
-            if waiting:
-                for d in [d for d in waiting if d.destination == name]:
-                    waiting.remove(d)
-                    v.restore_binding(d)
+            v.remote_queues[name] = NodeQueue(record, self)
         if self.topology is not None:
             self.topology.retry_waiting()  # bindings that waited for a queue of another node
 
