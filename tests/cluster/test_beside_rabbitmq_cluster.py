@@ -17,7 +17,6 @@ import base64
 import json
 import re
 import signal
-import socket
 import subprocess
 import sys
 import urllib.error
@@ -30,6 +29,7 @@ import pika.exceptions
 import pytest
 
 from tests.cluster.cluster_nodes import Nodes, members, wait_until
+from tests.ports import free_ports
 from tests.cluster.etcd_harness import EtcdCluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
@@ -585,19 +585,6 @@ def warren_cluster(etcd1, tmp_path_factory) -> WarrenCluster:
         yield cluster
     finally:
         nodes.stop_all()
-
-
-def free_ports(n: int) -> list[int]:
-    """n distinct free ports on 127.0.0.1 for the nodes' Prometheus listeners (Warren's ready file
-    has them, but launch_broker keeps only the AMQP and HTTP ones)."""
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for sock in socks:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in socks]
-    finally:
-        for sock in socks:
-            sock.close()
 
 
 class WarrenApi:
