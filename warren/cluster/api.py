@@ -44,7 +44,8 @@ def down_text(record: dict) -> str:
 CLUSTER_COUNTS = frozenset({"user", "channels"})
 
 # kinds that stay each node's own: a Prometheus scrape answers for the scraped node (each node
-# is scraped), and proxy consumers are a worker-process matter
+# is scraped; /metrics/cluster asks for "metrics_text", below), and proxy consumers are a
+# worker-process matter
 NODE_LOCAL = frozenset({"metrics", "proxy_consumers"})
 
 
@@ -59,11 +60,14 @@ class ClusterApi:
         self.topology = None  # SharedTopology: exchanges and bindings in etcd (topology.py)
         self.locator = "client-local"  # where a new queue goes (--queue-leader-locator, ``placed``)
         self.counts: dict[str, int] = {}  # this node's counts the others add to theirs (CLUSTER_COUNTS)
+        self.node_metrics = None  # this node's /metrics text for another's /metrics/cluster (warren/metrics)
 
     # --- what the other nodes ask of this one (NodeLinks' handler) -----------------------------
 
     def node_request(self, node: str, op: str, args: tuple):
         api = self.directory.api  # None without an HTTP API: nothing to show
+        if op == "api_rows" and args[0] == "metrics_text":  # with or without an HTTP API
+            return [] if self.node_metrics is None else self.node_metrics()
         if op == "api_rows":
             kind, kind_args = args
             return [] if api is None or kind in NODE_LOCAL else api.rows(kind, *kind_args)
