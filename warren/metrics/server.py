@@ -29,6 +29,7 @@ from warren import __version__
 from warren.broker.node import node_name
 from warren.http.limits import HttpLimits, limits_middleware
 from warren.http.site import GuardedSite
+from warren.metrics.cluster_view import merge_nodes
 from warren.metrics.collect import Probes, add_snapshot, read_snapshot
 from warren.metrics.probes import GcPauseProbe, Histogram, LoopLagProbe
 from warren.metrics.detailed import render_detailed
@@ -43,6 +44,7 @@ PROMETHEUS_PORT_DEFAULT = 15692  # RabbitMQ's rabbitmq_prometheus port
 RABBITMQ_API_LEVEL = "3.10.8"  # the RabbitMQ this follows (the HTTP API's rabbitmq_version)
 GZIP_LEVEL = 1  # the text compresses about 10:1 even at the fastest level
 WRITE_SIZE = 65536  # octets gathered before a write to the socket
+PEER_TEXT_KIND = "metrics_text"  # what /metrics/cluster asks of the other nodes (warren/cluster/api.py)
 
 
 class MetricsServer:
@@ -82,6 +84,7 @@ class MetricsServer:
         app.router.add_get("/metrics", self.aggregated)
         app.router.add_get("/metrics/per-object", self.per_object)
         app.router.add_get("/metrics/detailed", self.detailed)
+        app.router.add_get("/metrics/cluster", self.cluster)
         return app
 
     async def aggregated(self, request: web.Request) -> web.StreamResponse:
@@ -107,12 +110,62 @@ class MetricsServer:
         """``families`` (a list, even empty): /metrics/detailed's answer instead of the whole exposition."""
         endpoint = "/metrics/detailed" if families is not None else "/metrics/per-object" if per_object else "/metrics"
         started = time.perf_counter()
+        snap = await self.node_snapshot(per_object)
+        chunks = (render(snap, self) if families is None
+                  else render_detailed(snap, self.server.broker, families, vhosts or [], self.identity_lines()))
+        return await self.stream(request, endpoint, started, chunks, snap.read_seconds, snap.longest_step)
+
+    async def node_snapshot(self, per_object: bool):
+        """This node's snapshot (collect.py), every worker's under --worker-mode queues."""
         snap = await read_snapshot(self.server, per_object)
         snap.probes = Probes.of(self)
         # --worker-mode queues: every worker's queues, channels and counts (broker/directory.py)
         for other in await self.server.broker.directory.api_rows("metrics", per_object):
             add_snapshot(snap, other)
-        busy = snap.read_seconds
+        return snap
+
+    async def cluster(self, request: web.Request) -> web.StreamResponse:
+        """``/metrics/cluster``: the aggregated families of every running node of the cluster,
+        labelled ``rabbitmq_node`` (cluster_view.py); a node alone answers for itself the same way."""
+        started = time.perf_counter()
+        snap, theirs = await asyncio.gather(self.node_snapshot(False), self.cluster_texts())
+
+        def chunks():
+            texts = [(node_name(), "".join(render(snap, self))), *theirs]  # a few hundred lines
+            yield ""  # a turn for the loop before the merge
+            answered = {node for node, _ in texts}
+            yield from merge_nodes(texts, [node for node in self.cluster_nodes() if node not in answered])
+
+        return await self.stream(request, "/metrics/cluster", started, chunks(), snap.read_seconds, snap.longest_step)
+
+    async def cluster_texts(self) -> list[tuple[str, str]]:
+        """The other running nodes' /metrics texts, (node, text); a node that does not answer
+        within the links' bound is left out and logged (warren/cluster/api.py ``api_rows``)."""
+        if getattr(self.server, "cluster", None) is None:
+            return []
+        rows = await self.server.broker.directory.api_rows(PEER_TEXT_KIND)
+        return [(row["node"], row["text"]) for row in rows]
+
+    def cluster_nodes(self) -> list[str]:
+        """Every node of the cluster, running or not (just this one outside a cluster)."""
+        membership = getattr(self.server, "cluster", None)
+        if membership is None:
+            return [node_name()]
+        return sorted({*membership.known, *membership.members})
+
+    async def node_rows(self) -> list[dict]:
+        """What another node's /metrics/cluster asks of this one: this node's /metrics text."""
+        snap = await self.node_snapshot(False)
+        text = []
+        for chunk in render(snap, self):
+            text.append(chunk)
+            await asyncio.sleep(0)
+        return [{"node": node_name(), "text": "".join(text)}]
+
+    async def stream(self, request: web.Request, endpoint: str, started: float, chunks, busy: float,
+                     longest: float) -> web.StreamResponse:
+        """Write ``chunks`` (text) as the response, a turn of the loop between them; ``busy`` and
+        ``longest``: the loop time the scrape used before (its snapshot's reading)."""
         response = web.StreamResponse(headers={"Content-Type": CONTENT_TYPE})
         gzip = "gzip" in request.headers.get("Accept-Encoding", "")
         compressor = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 31) if gzip else None
@@ -120,11 +173,8 @@ class MetricsServer:
             response.headers["Content-Encoding"] = "gzip"
         await response.prepare(request)
         step = time.thread_time()
-        longest = snap.longest_step
         pending: list[bytes] = []
         size = 0
-        chunks = (render(snap, self) if families is None
-                  else render_detailed(snap, self.server.broker, families, vhosts or [], self.identity_lines()))
         for chunk in chunks:
             if chunk:
                 data = chunk.encode()
@@ -159,8 +209,13 @@ class MetricsServer:
         self.port = await self._site.start(host, port, ssl_context)
         self.loop_lag.start()
         self.gc_pauses.start()
-        log.info("Prometheus metrics on %s://%s:%d/metrics (and /metrics/per-object, /metrics/detailed)",
-                 "https" if ssl_context else "http", host, self.port)
+        # in a cluster, the other nodes' /metrics/cluster ask this one for its text over the links
+        # (the directory's ``elsewhere``: warren/cluster/api.py's ClusterApi, set before we start)
+        elsewhere = getattr(self.server.broker.directory, "elsewhere", None)
+        if elsewhere is not None:
+            elsewhere.node_metrics = self.node_rows
+        log.info("Prometheus metrics on %s://%s:%d/metrics (and /metrics/per-object, /metrics/detailed, "
+                 "/metrics/cluster)", "https" if ssl_context else "http", host, self.port)
         return self.port
 
     async def stop(self) -> None:
