@@ -1,10 +1,13 @@
-"""The Prometheus endpoint: ``/metrics``, ``/metrics/per-object`` and ``/metrics/detailed`` on their own port.
+"""The Prometheus endpoint: ``/metrics``, ``/metrics/per-object``, ``/metrics/detailed`` and
+``/metrics/cluster`` on their own port.
 
 As RabbitMQ's ``rabbitmq_prometheus`` (port 15692): ``/metrics`` sums the queue, channel and
 connection families over the node, so its size does not grow with the number of queues;
 ``/metrics/per-object`` has one sample per queue, channel and connection. Both carry the node's
 and Warren's own families (render.py, docs/metrics.md). ``/metrics/detailed`` answers only the
-families a scrape asks for, of the vhosts it asks for (detailed.py).
+families a scrape asks for, of the vhosts it asks for (detailed.py). ``/metrics/cluster`` (Warren's)
+holds ``/metrics`` of every running node of a cluster, each sample labelled with its node
+(cluster_view.py); the others stay the node's own, as RabbitMQ's do.
 
 Served by aiohttp on the broker's event loop, behind the HTTP API's guard (time and size limits,
 warren/http/limits.py). A scrape must not stall the broker: the snapshot is read a slice of
@@ -84,7 +87,7 @@ class MetricsServer:
         app.router.add_get("/metrics", self.aggregated)
         app.router.add_get("/metrics/per-object", self.per_object)
         app.router.add_get("/metrics/detailed", self.detailed)
-        app.router.add_get("/metrics/cluster", self.cluster)
+        app.router.add_get("/metrics/cluster", self.cluster_wide)
         return app
 
     async def aggregated(self, request: web.Request) -> web.StreamResponse:
@@ -124,7 +127,7 @@ class MetricsServer:
             add_snapshot(snap, other)
         return snap
 
-    async def cluster(self, request: web.Request) -> web.StreamResponse:
+    async def cluster_wide(self, request: web.Request) -> web.StreamResponse:
         """``/metrics/cluster``: the aggregated families of every running node of the cluster,
         labelled ``rabbitmq_node`` (cluster_view.py); a node alone answers for itself the same way."""
         started = time.perf_counter()
@@ -144,7 +147,8 @@ class MetricsServer:
         if getattr(self.server, "cluster", None) is None:
             return []
         rows = await self.server.broker.directory.api_rows(PEER_TEXT_KIND)
-        return [(row["node"], row["text"]) for row in rows]
+        return [(row["node"], row["text"]) for row in rows  # (a row of another shape: a node that cannot tell)
+                if isinstance(row, dict) and isinstance(row.get("node"), str) and isinstance(row.get("text"), str)]
 
     def cluster_nodes(self) -> list[str]:
         """Every node of the cluster, running or not (just this one outside a cluster)."""
