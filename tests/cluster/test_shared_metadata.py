@@ -280,3 +280,107 @@ def test_with_two_etcd_members_of_three_gone_a_change_is_refused_on_every_node(n
         assert "late" not in {p["name"] for p in ok(api(node, "GET", "/api/policies"))}
         assert "kept" in {v["name"] for v in ok(api(node, "GET", "/api/vhosts"))}
         assert publish_and_get(node, "without-quorum") == b"to without-quorum"
+
+
+def test_one_node_runs_a_federated_exchanges_links_and_another_takes_them_when_that_node_dies(
+        etcd1, nodes, cluster_name, tmp_path):
+    """Exchanges and policies are the cluster's, so every node would run an exchange's federation
+    links; one does (warren/cluster/runs.py), and when it dies another takes them over. The
+    upstream's queue is named after the cluster, not the node (as RabbitMQ's), so what the upstream
+    received meanwhile waits there and arrives: nothing published upstream is lost."""
+    upstream = launch_broker(tmp_path, "--workers", "1", data_dir=tmp_path / "upstream-data")
+    nodes.started.append(upstream)  # stopped with the nodes
+    conn = connect(upstream)
+    conn.channel().exchange_declare("fed.x", "direct", durable=True)
+    conn.close()
+    n1 = nodes.start(etcd1.endpoints, cluster_name, "n1", "--cluster-lease-ttl", LEASE_TTL)
+    n2 = nodes.start(etcd1.endpoints, cluster_name, "n2", "--cluster-lease-ttl", LEASE_TTL)
+    ok(api(n1, "PUT", "/api/parameters/federation-upstream/%2F/up",
+           {"value": {"uri": f"amqp://guest:guest@127.0.0.1:{upstream.port}"}}))
+    ok(api(n1, "PUT", "/api/policies/%2F/fed", {"pattern": r"^fed\.x$", "apply-to": "exchanges",
+                                                 "definition": {"federation-upstream": "up"}}))
+    conn = connect(n1)
+    conn.channel().exchange_declare("fed.x", "direct", durable=True)
+    conn.close()
+
+    key = f"/warren/{cluster_name}/runs/exchange/%2F/fed.x"
+    name = wait_until(lambda: etcd1.get_prefix(key).get(key), APPLIED_S, "a node runs the exchange's links").decode()
+    runner, other = (n1, n2) if name == "n1" else (n2, n1)
+    conn = connect(other)  # the queue lives on the node that survives
+    ch = conn.channel()
+    ch.queue_declare("fed-q", durable=True)
+    ch.queue_bind("fed-q", "fed.x", "k")
+    conn.close()
+    upstream_queue = "federation: fed.x -> warren:/:fed.x"  # the cluster's name: warren (set_cluster_name)
+    wait_until(lambda: consumers_if_any(upstream, upstream_queue) == 1, APPLIED_S, "the link consumes upstream")
+    wait_until(lambda: upstream_bound(upstream), APPLIED_S, "fed-q's binding key bound upstream by the link")
+    assert arrived(upstream, other, [b"m-%d" % i for i in range(10)]) == [b"m-%d" % i for i in range(10)]
+    assert consumers(upstream, upstream_queue) == 1, "the exchange's links run on more than one node"
+    links = ok(api(other, "GET", "/api/federation-links"))  # every node's links
+    assert [(link["exchange"], link["status"]) for link in links] == [("fed.x", "running")], links
+
+    runner.proc.kill()  # kill -9: its link's consumer goes at once, its run key with its lease
+    runner.proc.wait(timeout=10)
+    wait_until(lambda: consumers_if_any(upstream, upstream_queue) == 0, APPLIED_S, "the dead node's link gone")
+    during = [b"during-%d" % i for i in range(10)]
+    publish_confirmed(upstream, during)  # waits in the upstream's queue until the other node's link runs
+    wait_until(lambda: etcd1.get_prefix(key).get(key) == other_name(name).encode(), 30,
+               "the other node takes the exchange's links")
+    assert arrived(upstream, other, [], expect=during) == during
+    assert consumers(upstream, upstream_queue) == 1
+    ok(api(other, "DELETE", "/api/policies/%2F/fed"))
+    wait_until(lambda: not etcd1.get_prefix(key), APPLIED_S, "the run released once no policy federates it")
+
+
+def upstream_bound(upstream) -> bool:
+    """The link bound the upstream's fed.x with fed-q's key (what it would drop otherwise)."""
+    return any(b["source"] == "fed.x" and b["routing_key"] == "k" for b in ok(api(upstream, "GET", "/api/bindings")))
+
+
+def other_name(name: str) -> str:
+    return "n2" if name == "n1" else "n1"
+
+
+def consumers_if_any(broker, queue: str) -> int:
+    """The consumers of ``queue`` on ``broker``, 0 while it does not exist."""
+    conn = connect(broker)
+    try:
+        return conn.channel().queue_declare(queue, passive=True).method.consumer_count
+    except pika.exceptions.ChannelClosedByBroker:
+        return 0
+    finally:
+        if conn.is_open:
+            conn.close()
+
+
+def publish_confirmed(broker, bodies: list[bytes]) -> None:
+    conn = connect(broker)
+    try:
+        ch = conn.channel()
+        ch.confirm_delivery()
+        for body in bodies:
+            ch.basic_publish("fed.x", "k", body, pika.BasicProperties(delivery_mode=2))
+    finally:
+        conn.close()
+
+
+def arrived(upstream, node, bodies: list[bytes], expect: list[bytes] | None = None) -> list[bytes]:
+    """Publish ``bodies`` to the upstream's fed.x, then read fed-q through ``node`` until as many
+    messages as were published (or ``expect``ed) came: what came, in order."""
+    publish_confirmed(upstream, bodies)
+    want = len(bodies) if expect is None else len(expect)
+    conn = connect(node)
+    got: list[bytes] = []
+    try:
+        ch = conn.channel()
+
+        def one_more() -> bool:
+            body = ch.basic_get("fed-q", auto_ack=True)[2]
+            if body is not None:
+                got.append(body)
+            return len(got) >= want
+
+        wait_until(one_more, 30, f"{want} messages federated")
+        return got
+    finally:
+        conn.close()

@@ -1,19 +1,23 @@
-"""One node of the cluster runs each shovel (docs/clustering.md, "Shared metadata").
+"""One node of the cluster runs each shovel and each federated exchange's links (docs/clustering.md,
+"Shared metadata").
 
-The runtime parameters are the cluster's (shared_files.py), so every node hears of each shovel
-and would start it. Instead, the node that runs one holds the key
-``/warren/<C>/runs/shovel/<vhost>/<name>`` (vhost and name percent-quoted), written only if
-absent with the node's membership lease: whichever node writes it first runs the shovel, the
-others do not. When that node stops or dies, its lease ends, the key goes, and the other nodes,
-which watch ``runs/``, try to take it: one wins and starts the shovel (within the lease TTL of
-the death, plus a moment). A shovel deleted releases its key.
+The runtime parameters and policies are the cluster's (shared_files.py) and so are exchanges
+(topology.py), so every node hears of each shovel and each federated exchange and would run it:
+a message would then be shovelled, or federated, once per node. Instead, the node that runs one
+holds the key ``/warren/<C>/runs/<kind>/<vhost>/<name>`` (``kind`` "shovel" or "exchange"; vhost
+and name percent-quoted), written only if absent with the node's membership lease: whichever
+node writes it first runs it, the others do not. When that node stops or dies, its lease ends,
+the key goes, and the other nodes, which watch ``runs/``, try to take it: one wins and starts it
+(within the lease TTL of the death, plus a moment). A shovel deleted, or an exchange no
+federation policy applies to any more (or deleted), releases its key.
 
-This plugs into the federation manager's existing seam, ``runs_here(vhost, kind, name)`` (with
-``--worker-mode queues`` the one that picks a worker per shovel): it must answer at once, on the
-loop, so an unknown shovel answers False and a claim starts in the background; once won, the
-shovel is started through ``restart_shovel``. Federation links are left to each node
-(``kind`` other than ``shovel``): exchanges and queues are still each node's own, so each node
-federates its own.
+This plugs into the federation manager's existing seams: ``runs_here(vhost, kind, name)`` (with
+``--worker-mode queues`` the one that picks a worker per shovel and exchange) must answer at
+once, on the loop, so an unclaimed one answers False and a claim starts in the background; once
+won, a shovel is started through ``restart_shovel`` and an exchange's links by a reconcile of
+federation. ``exchanges_federated`` hears, after each reconcile, which exchanges a federation
+policy applies to. A queue's federation links run on the queue's node, which alone holds the
+queue (other nodes have a handle in ``remote_queues``, which federation does not read).
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ __all__ = ["Runs"]
 log = logging.getLogger("warren.cluster")
 
 SHOVEL = "shovel"
+EXCHANGE = "exchange"  # a federated exchange: all its upstreams' links
+CLAIMED = (SHOVEL, EXCHANGE)
 
 
 class Runs:
@@ -46,9 +52,11 @@ class Runs:
         self._background: set[asyncio.Task] = set()
 
     def install(self, parameters) -> None:
-        """Take over the manager's ``runs_here`` for shovels, hear of shovels cleared, and watch
+        """Take over the manager's ``runs_here`` for shovels and exchanges, hear of shovels cleared
+        and of exchanges no longer federated, and watch
         ``runs/`` (on the running loop)."""
         self.manager.runs_here = self.runs_here
+        self.manager.exchanges_federated = self.exchanges_federated
         parameters.listeners.append(self)
         self._task = asyncio.get_running_loop().create_task(self._watch(), name="cluster runs")
 
@@ -66,7 +74,7 @@ class Runs:
     # --- the manager's seam ---------------------------------------------------------------------
 
     def runs_here(self, vhost: str, kind: str, name: str) -> bool:
-        if kind != SHOVEL:
+        if kind not in CLAIMED:
             return self._default(vhost, kind, name)
         k = (kind, vhost, name)
         if k in self.held:
@@ -83,6 +91,11 @@ class Runs:
 
     def global_parameter_changed(self, name: str, value) -> None:
         pass
+
+    def exchanges_federated(self, federated: set[tuple[str, str]]) -> None:
+        for k in [k for k in self.held if k[0] == EXCHANGE and (k[1], k[2]) not in federated]:
+            self.held.discard(k)
+            self._spawn(self._release(k))
 
     # --- claims -----------------------------------------------------------------------------------
 
@@ -117,7 +130,13 @@ class Runs:
                 return
         self.held.add(k)
         log.info("cluster %s: this node runs %s '%s' in vhost '%s'", self.node.cluster_name, k[0], k[2], k[1])
-        self.manager.restart_shovel(k[1], k[2])
+        self._started(k)
+
+    def _started(self, k) -> None:
+        if k[0] == SHOVEL:
+            self.manager.restart_shovel(k[1], k[2])
+        else:
+            self.manager.federation.reconcile(force=True)  # its links start: runs_here answers True now
 
     async def _release(self, k) -> None:
         try:
@@ -130,10 +149,13 @@ class Runs:
         self.held.discard(k)
         if holder is not None:
             self.others[k] = holder
+        log.warning("cluster %s: %s '%s' in vhost '%s' is run by another node now: stopped here",
+                    self.node.cluster_name, k[0], k[2], k[1])
+        if k[0] == EXCHANGE:
+            self.manager.federation.reconcile(force=True)  # its links stop: runs_here answers False now
+            return
         shovel = self.manager.shovels.pop((k[1], k[2]), None)
         if shovel is not None:
-            log.warning("cluster %s: %s '%s' in vhost '%s' is run by another node now: stopped here",
-                        self.node.cluster_name, k[0], k[2], k[1])
             self._spawn(shovel.stop())
 
     def _unclaimed(self) -> None:
@@ -173,7 +195,9 @@ class Runs:
                         self.others.pop(k, None)
                         if k in self.held:
                             self._lost(k, None)
-                        if self.manager.parameters.get(k[0], k[1], k[2]) is not self.manager.parameters.MISSING:
+                        if k[0] == EXCHANGE:
+                            self.manager.federation.reconcile(force=True)  # its node went: asks runs_here again
+                        elif self.manager.parameters.get(k[0], k[1], k[2]) is not self.manager.parameters.MISSING:
                             self._claim_soon(k)  # its node went: one of the others takes it
                     elif event.kv.lease == self.node.lease:
                         self.held.add(k)

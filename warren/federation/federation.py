@@ -144,8 +144,13 @@ class Federation:
         return out
 
     def desired(self) -> dict[tuple, dict]:
-        """(vhost, kind, name, upstream) -> upstream config, from the policies in force."""
+        """(vhost, kind, name, upstream) -> upstream config, from the policies in force.
+
+        An exchange's links run in one process (``runs_here``): asked only of exchanges a
+        federation policy applies to, since in a cluster the asking claims the run; those
+        exchanges are told to the manager (``exchanges_federated``), which releases the others."""
         out: dict[tuple, dict] = {}
+        federated: set[tuple[str, str]] = set()
         for vhost in list(self.manager.broker.vhosts.values()):
             policies = [p for p in vhost.policies if any(k in p.definition for k in POLICY_KEYS)]
             if not policies:
@@ -157,17 +162,20 @@ class Federation:
                         continue
                     if kind == "queue" and obj.exclusive_owner is not None:
                         continue
-                    if kind == "exchange" and not self.manager.runs_here(vhost.name, kind, name):
-                        continue  # --worker-mode queues: another worker runs it
                     p = pick(vhost.policies, vhost.name, kind, name)
-                    if p is None:
+                    if p is None or not any(isinstance(p.definition.get(key), str) for key in POLICY_KEYS):
                         continue
+                    if kind == "exchange":
+                        federated.add((vhost.name, name))
+                        if not self.manager.runs_here(vhost.name, kind, name):
+                            continue  # another worker (--worker-mode queues) or node (a cluster) runs it
                     for key in POLICY_KEYS:
                         value = p.definition.get(key)
                         if isinstance(value, str):
                             for up_name, cfg in self._upstreams(vhost.name, value, key):
                                 out[(vhost.name, kind, name, up_name)] = cfg
                             break
+        self.manager.exchanges_federated(federated)
         return out
 
     def reconcile(self, force: bool = False) -> None:

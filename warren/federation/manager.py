@@ -15,7 +15,8 @@ which exchanges and queues are federated when an upstream changes and every
 Only vhosts this process serves are run (with ``--workers`` each worker runs its own vhosts'
 shovels and links; with ``--worker-mode queues``, where the runtime parameters are the node's,
 one worker runs each shovel and exchange link, ``runs_here``, and a queue's link runs on the
-worker that owns the queue). Their status over HTTP is every worker's (``warren/management/api/federation.py``).
+worker that owns the queue; in a cluster one node runs each shovel and each federated exchange's
+links, warren/cluster/runs.py, and a queue's links run on the queue's node). Their status over HTTP is every worker's (``warren/management/api/federation.py``).
 """
 
 from __future__ import annotations
@@ -114,6 +115,10 @@ class FederationManager:
         """--worker-mode queues: every worker serves the vhost, one of them runs each shovel
         and exchange link (a queue's link runs on the queue's owner, the one that holds it)."""
         return self.broker.directory.runs_here(vhost, kind, name)
+
+    def exchanges_federated(self, federated: set[tuple[str, str]]) -> None:
+        """The (vhost, exchange) pairs a federation policy applies to now, after each reconcile:
+        a cluster (warren/cluster/runs.py) releases the runs of the others; alone, nothing to do."""
 
     def _start_shovel(self, vhost: str, name: str, value) -> None:
         if vhost not in self.broker.vhosts or not self.runs_here(vhost, "shovel", name):
