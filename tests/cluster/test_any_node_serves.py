@@ -399,3 +399,51 @@ def test_a_stream_and_direct_reply_to_across_nodes(etcd1, nodes, cluster_name, u
         for conn in (on_a, on_b):
             if conn.is_open:
                 conn.close()
+
+
+def test_one_name_declared_through_two_nodes_at_once_is_one_queue(etcd1, nodes, cluster_name, uid):
+    """Two clients declare the same new names at the same moment, one through each node: each
+    name becomes one queue, on one node (the queue directory's claim, warren/cluster/queues.py),
+    and both declares are answered ok; a message published through either node is got once."""
+    import threading
+
+    a = nodes.start(etcd1.endpoints, cluster_name, "a")
+    b = nodes.start(etcd1.endpoints, cluster_name, "b")
+    names = [f"both-{uid}-{i}" for i in range(20)]
+    answers: dict[str, list] = {"a": [], "b": []}
+    start = threading.Barrier(2, timeout=TIMEOUT_S)
+
+    def declare_all(node, which: str) -> None:
+        conn = connect(node)
+        try:
+            ch = conn.channel()
+            start.wait()
+            for name in names:
+                answers[which].append(ch.queue_declare(name, durable=True).method.queue)
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=declare_all, args=(n, w)) for n, w in ((a, "a"), (b, "b"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(TIMEOUT_S)
+    assert answers == {"a": names, "b": names}
+    rows = api(a, "queues")
+    homes = {}
+    for row in rows:
+        if row["name"] in names:
+            homes.setdefault(row["name"], []).append(row["node"])
+    assert sorted(homes) == sorted(names) and all(len(h) == 1 for h in homes.values()), homes
+    on_a, on_b = connect(a), connect(b)
+    try:
+        pub = on_a.channel()
+        pub.confirm_delivery()
+        for name in names:
+            pub.basic_publish("", name, name.encode(), mandatory=True)
+        got = on_b.channel()
+        assert [got.basic_get(name, auto_ack=True)[2] for name in names] == [n.encode() for n in names]
+        assert [depth(on_a, name) for name in names] == [0] * len(names)
+    finally:
+        on_a.close()
+        on_b.close()

@@ -190,6 +190,8 @@ class ClusterApi:
             new = op == "declare_queue" and (not args[0] or args[0] not in v.queues)
             if new or (op == "delete_queue" and args[0] in v.queues):
                 self._check_etcd(op)
+            if new and args[0]:  # a name another node may be declaring at this moment too
+                return self._claimed(v, op, args, make)
             return self._written(make(v, op, args), v, op, args, before, new)
         name, node = args[0], record["node"]
         if record.get("exclusive") and (op == "declare_queue" or args[-1] != ADMIN):
@@ -221,6 +223,39 @@ class ClusterApi:
                 if b is not None:
                     v.remove_binding(source, b)
         return self._written(None, v, op, args, before)
+
+    async def _claimed(self, v, op: str, args: tuple, make):
+        """A new queue's declare: made here once the name is claimed in the queue directory
+        (queues.py ``claim``); if another node claimed it first (both declared at once), it is
+        declared there instead, as if its key had been seen before."""
+        name, durable, exclusive, _, arguments, _ = args
+        try:
+            claim = await asyncio.wait_for(self.queues.claim(v.name, name, durable, exclusive, arguments),
+                                           DIRECTORY_WRITE_S)
+        except (EtcdError, asyncio.TimeoutError) as e:
+            raise InternalError(f"cluster {self.queues.cluster.cluster_name}: declare_queue is refused: etcd "
+                                f"did not take it ({str(e) or 'no answer in time'})") from None
+        holder = claim.holder
+        if holder is not None and holder["node"] != self.queues.cluster.node_name:
+            log.info("cluster: queue '%s' in vhost '%s' was declared on node %s at the same moment: declared there",
+                     name, v.name, holder["node"])
+            if exclusive or holder.get("exclusive"):
+                raise v.locked_error(name)
+            if not self.queues.cluster.running(holder["node"]):
+                raise NotFound(down_text(holder))
+            return await self._declared_there(v, holder["node"], args)
+        # won, or this node's own claim (another client's declare here a moment ago)
+        try:
+            result = make(v, op, args)
+            if inspect.isawaitable(result):  # the HTTP API's: made once awaited
+                result = await result
+        except BaseException:
+            if holder is None and name not in v.queues:
+                await self.queues.unclaim(claim)
+            raise
+        if holder is None:
+            self.queues.made(claim)
+        return await self._published(result, v, op, args, None, True)
 
     @staticmethod
     async def _exists(record: dict) -> tuple:

@@ -233,6 +233,22 @@ class EtcdClient:
         kvs = (answer.get("responses") or [{}])[0].get("response_range", {}).get("kvs") or []
         return False, KeyValue.of(kvs[0]) if kvs else None
 
+    async def put_if_none_under(self, key: str, value: str, prefix: str, *, lease: int = 0
+                                ) -> tuple[bool, list[KeyValue]]:
+        """Write ``key`` only if no key under ``prefix`` exists (a compare over the range: etcd
+        3.3 and later): (True, []) when written; (False, the keys there) when some existed."""
+        put = {"key": _b64(key), "value": _b64(value), **({"lease": str(lease)} if lease else {})}
+        end = _b64(prefix_end(prefix))
+        answer = await self.call("kv/txn", {
+            "compare": [{"key": _b64(prefix), "range_end": end, "target": "CREATE", "result": "EQUAL",
+                         "create_revision": "0"}],
+            "success": [{"request_put": put}],
+            "failure": [{"request_range": {"key": _b64(prefix), "range_end": end}}]})
+        if answer.get("succeeded"):
+            return True, []
+        kvs = (answer.get("responses") or [{}])[0].get("response_range", {}).get("kvs") or []
+        return False, [KeyValue.of(kv) for kv in kvs]
+
     # --- leases ----------------------------------------------------------------------------
 
     async def grant(self, ttl: int) -> tuple[int, int]:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from dataclasses import dataclass
 from urllib.parse import quote
 
 from warren.cluster.etcd import EtcdError
@@ -55,6 +56,14 @@ def plain(value):
     if isinstance(value, (bytes, bytearray)):
         return bytes(value).decode("utf-8", "replace")
     return str(value)
+
+
+@dataclass
+class Claim:
+    """A new queue's name claimed in the directory (``QueueDirectory.claim``)."""
+    key: str
+    value: str
+    holder: dict | None = None  # another node's record of the name: the claim lost
 
 
 class QueueDirectory:
@@ -145,6 +154,35 @@ class QueueDirectory:
                     self.published[item[0]] = item[1]
                 else:
                     self.published.pop(item, None)
+
+    async def claim(self, vhost: str, name: str, durable: bool, exclusive: bool, arguments: dict) -> Claim:
+        """Before this node makes a new queue ``name``: its key written only if no node's key
+        for that name exists, so two nodes declaring one name at once do not both make it (the
+        loser declares the winner's). Won (``holder`` None): call ``made`` or ``unclaim`` next,
+        without an await between; lost: ``holder`` is the record of the node holding the name."""
+        me = self.cluster.node_name
+        record = {"name": name, "vhost": vhost, "node": me, "type": arguments.get("x-queue-type", "classic"),
+                  "durable": durable, "auto_delete": False, "exclusive": exclusive, "arguments": plain(arguments)}
+        key = queue_key(self.cluster.prefix, vhost, name, me)
+        claim = Claim(key, json.dumps(record, sort_keys=True))
+        written, there = await self.cluster.client.put_if_none_under(
+            key, claim.value, key[:-len(me)], lease=self.cluster.lease if exclusive or not durable else 0)
+        if not written:
+            claim.holder = {"name": name, "vhost": vhost, "node": there[0].key.decode().rsplit("/", 1)[-1]}
+            try:
+                claim.holder.update(json.loads(there[0].value))
+            except ValueError:
+                pass
+        return claim
+
+    def made(self, claim: Claim) -> None:
+        """The claimed queue is made: its key is taken as written (``publish_once`` writes it
+        again only if the queue differs from the claim: a policy's queue type, say)."""
+        self.published[claim.key] = claim.value
+
+    async def unclaim(self, claim: Claim) -> None:
+        """The claimed queue was not made (its declare refused): its key goes."""
+        await self.cluster.client.delete(claim.key)
 
     # --- every node's queues, as followed ---------------------------------------------------------
 
