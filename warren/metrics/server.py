@@ -213,11 +213,6 @@ class MetricsServer:
         self.port = await self._site.start(host, port, ssl_context)
         self.loop_lag.start()
         self.gc_pauses.start()
-        # in a cluster, the other nodes' /metrics/cluster ask this one for its text over the links
-        # (the directory's ``elsewhere``: warren/cluster/api.py's ClusterApi, set before we start)
-        elsewhere = getattr(self.server.broker.directory, "elsewhere", None)
-        if elsewhere is not None:
-            elsewhere.node_metrics = self.node_rows
         log.info("Prometheus metrics on %s://%s:%d/metrics (and /metrics/per-object, /metrics/detailed, "
                  "/metrics/cluster)", "https" if ssl_context else "http", host, self.port)
         return self.port

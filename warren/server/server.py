@@ -572,6 +572,8 @@ class Server:
         host = c.prometheus_host or c.http_host or c.host
         self.metrics = MetricsServer(self, HttpLimits(c.http_header_timeout, c.http_body_timeout,
                                                       c.http_max_header_size, c.http_max_body_size))
+        if self.cluster is not None:  # the other nodes' /metrics/cluster ask this one's text over the links
+            self.broker.directory.elsewhere.node_metrics = self.metrics.node_rows
         try:
             return await self.metrics.start(host, c.prometheus_port,  # HTTPS with --http-tls too
                                             ssl_context=self.tls.http_server_context() if c.http_tls else None)
