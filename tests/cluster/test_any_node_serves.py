@@ -447,3 +447,47 @@ def test_one_name_declared_through_two_nodes_at_once_is_one_queue(etcd1, nodes, 
     finally:
         on_a.close()
         on_b.close()
+
+
+def test_one_exchange_name_declared_with_two_types_at_once_is_one_exchange(etcd1, nodes, cluster_name, uid):
+    """Node a declares new exchanges as direct while node b declares the same names as fanout, at
+    the same moment: of each pair one declare is ok and the other 406 (RabbitMQ's inequivalent
+    'type'), and both nodes end with the winner's type (topology.py writes a new exchange only if
+    no node wrote that name meanwhile)."""
+    import threading
+
+    a = nodes.start(etcd1.endpoints, cluster_name, "a")
+    b = nodes.start(etcd1.endpoints, cluster_name, "b")
+    names = [f"x-both-{uid}-{i}" for i in range(20)]
+    outcome: dict[str, dict[str, str]] = {"a": {}, "b": {}}
+    start = threading.Barrier(2, timeout=TIMEOUT_S)
+
+    def declare_all(node, which: str, kind: str) -> None:
+        conn = connect(node)
+        try:
+            ch = conn.channel()
+            start.wait()
+            for name in names:
+                try:
+                    ch.exchange_declare(name, kind, durable=True)
+                    outcome[which][name] = kind
+                except pika.exceptions.ChannelClosedByBroker as e:
+                    assert e.reply_code == 406 and "inequivalent arg 'type'" in e.reply_text, e
+                    outcome[which][name] = "406"
+                    ch = conn.channel()
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=declare_all, args=(n, w, k)) for n, w, k in
+               ((a, "a", "direct"), (b, "b", "fanout"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(TIMEOUT_S)
+    for name in names:
+        pair = sorted([outcome["a"].get(name), outcome["b"].get(name)])
+        assert pair in (["406", "direct"], ["406", "fanout"]), (name, pair)
+        winner = pair[1]
+        for node in (a, b):
+            wait_until(lambda node=node: api(node, f"exchanges/%2F/{name}")["type"] == winner, TIMEOUT_S,
+                       f"{name} is {winner} on node {node.port}")

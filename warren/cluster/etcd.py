@@ -204,14 +204,26 @@ class EtcdClient:
         answer = await self.call("kv/deleterange", {"key": _b64(key)})
         return int(answer.get("deleted", 0))
 
-    async def write_many(self, puts: Sequence[tuple[str, str, int]], deletes: Sequence[str] = ()) -> None:
+    async def write_many(self, puts: Sequence[tuple[str, str, int]], deletes: Sequence[str] = (),
+                         absent: str | None = None) -> KeyValue | None:
         """Put each ``(key, value, lease)`` and delete each key of ``deletes``, in one transaction
-        (etcd refuses more than 128 operations in one: the caller keeps below)."""
+        (etcd refuses more than 128 operations in one: the caller keeps below). With ``absent``,
+        only if that key does not exist: else nothing is written and its value returned."""
         ops = [{"request_put": {"key": _b64(k), "value": _b64(v), **({"lease": str(lease)} if lease else {})}}
                for k, v, lease in puts]
         ops += [{"request_delete_range": {"key": _b64(k)}} for k in deletes]
-        if ops:
+        if not ops:
+            return None
+        if absent is None:
             await self.call("kv/txn", {"compare": [], "success": ops})
+            return None
+        answer = await self.call("kv/txn", {
+            "compare": [{"key": _b64(absent), "target": "CREATE", "result": "EQUAL", "create_revision": "0"}],
+            "success": ops, "failure": [{"request_range": {"key": _b64(absent)}}]})
+        if answer.get("succeeded"):
+            return None
+        kvs = (answer.get("responses") or [{}])[0].get("response_range", {}).get("kvs") or []
+        return KeyValue.of(kvs[0]) if kvs else None
 
     async def put_if_absent(self, key: str | bytes, value: str | bytes, *, lease: int = 0,
                             also: dict | None = None) -> tuple[bool, KeyValue | None]:

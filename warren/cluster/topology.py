@@ -37,7 +37,7 @@ from urllib.parse import quote
 
 from warren.broker.exchanges.base import Binding
 from warren.cluster.queues import plain
-from warren.errors import AMQPError, InternalError
+from warren.errors import AMQPError, InternalError, PreconditionFailed
 
 __all__ = ["SharedTopology", "TOPOLOGY_CHANGES"]
 
@@ -203,10 +203,17 @@ class SharedTopology:
         deletes = [self.prefix + key for key in before if key not in after]
         if not puts and not deletes:
             return
+        # a new exchange: written only if no node wrote that name meanwhile (two declaring it at once)
+        new = self.exchange_key(v.name, args[0]) if op == "declare_exchange" else None
+        absent = self.prefix + new if new is not None and new not in before and new in after else None
         try:
             for i in range(0, max(len(puts), len(deletes)), 100):
-                await asyncio.wait_for(self.cluster.client.write_many(puts[i:i + 100], deletes[i:i + 100]),
-                                       WRITE_TIMEOUT_S)
+                theirs = await asyncio.wait_for(self.cluster.client.write_many(
+                    puts[i:i + 100], deletes[i:i + 100], absent=absent), WRITE_TIMEOUT_S)
+                if theirs is not None:
+                    return self._declared_elsewhere(v, args[0], json.loads(theirs.value), after[new])
+        except PreconditionFailed:
+            raise
         except Exception as e:  # noqa: BLE001: made here, not shared: the client hears so
             why = str(e) or "no answer in time"
             log.error("cluster %s: %s in vhost '%s' was made on node %s but etcd did not take it (%s)",
@@ -222,6 +229,23 @@ class SharedTopology:
         for key in before:
             if key not in after:
                 self.written_here[key] = (None, now)
+
+    def _declared_elsewhere(self, v, name: str, theirs: dict, mine: dict) -> None:
+        """Another node declared exchange ``name`` first, a moment before this node's declare
+        reached etcd: the same exchange, and this declare is answered ok (the watch brings
+        nothing new); another one, and the exchange made here a moment ago (without bindings yet)
+        is unmade, the other node's made in its place (the watch may have brought it already,
+        and failed to make it over ours), and the client answered 406 as its declare of an
+        existing exchange would be."""
+        if theirs == mine:
+            return
+        if v.exchanges.get(name) is not None:
+            v.delete_exchange(name, False)
+        self._make(theirs)
+        v.check_equivalent("exchange", name, [(flag, theirs.get(flag), mine.get(flag))
+                                              for flag in ("type", "durable", "auto_delete", "internal")],
+                           theirs.get("arguments") or {}, mine.get("arguments") or {})
+        raise PreconditionFailed(f"exchange '{name}' in vhost '{v.name}' was declared otherwise on another node")
 
     # --- what the others changed ---------------------------------------------------------------
 
