@@ -12,7 +12,7 @@ from warren.broker.memory import default_budget
 from warren.broker.queues.flow_marks import FLOW_HIGH, FLOW_HIGH_BYTES
 from warren.protocol.amqp0_9_1.connection import CHANNEL_MAX_DEFAULT, FRAME_MAX_DEFAULT, MAX_MESSAGE_SIZE
 
-__all__ = ["Config", "INTERNAL_FIELDS", "LOG_LEVELS", "LOG_FORMATS", "LOOPS", "WORKER_MODES"]
+__all__ = ["AUTH_MECHANISMS", "Config", "INTERNAL_FIELDS", "LOG_LEVELS", "LOG_FORMATS", "LOOPS", "WORKER_MODES"]
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("text", "json")
@@ -21,6 +21,9 @@ LOOPS = ("auto", "uvloop", "asyncio")
 INTERNAL_FIELDS = frozenset({"handoff_socket", "policy_file", "access_file", "global_parameters_file", "peer_fds",
                              "worker_index", "worker_placement"})
 WORKER_MODES = ("vhosts", "queues")
+# the SASL mechanisms Warren can offer (RabbitMQ's auth_mechanisms names them so too), in the
+# order Warren has always offered them: the default of auth_mechanisms (warren/access/login.py)
+AUTH_MECHANISMS = ("PLAIN", "AMQPLAIN", "ANONYMOUS", "EXTERNAL")
 
 
 # The TLS settings' valid values, with RabbitMQ's names (warren/server/tls.py applies them):
@@ -84,6 +87,11 @@ class Config:
     # AMQP 0-10's ANONYMOUS login (Qpid's clients offer it): off unless this names the user it
     # logs in as (docs/versions.md)
     anonymous_user: str | None = None
+    # the SASL mechanisms offered, in this order, by every protocol's handshake (RabbitMQ's
+    # auth_mechanisms), each only where the connection can use it (warren/access/login.py
+    # ``mechanisms_offered``). The default offers what Warren always has; PLAIN,AMQPLAIN is
+    # RabbitMQ 3.10's default, which never offers EXTERNAL
+    auth_mechanisms: tuple[str, ...] = AUTH_MECHANISMS
     # milliseconds a delivery may stay unacked before its channel is closed with 406 (RabbitMQ's
     # consumer_timeout, default 30 min; 0 = off; warren/broker/consumer_timeout.py)
     consumer_timeout: int = 1_800_000
@@ -253,10 +261,23 @@ class Config:
         if isinstance(self.loopback_users, str):  # the command line's "guest,admin"
             self.loopback_users = tuple(u.strip() for u in self.loopback_users.split(",") if u.strip())
         self.loopback_users = tuple(self.loopback_users)
+        self._validate_auth_mechanisms()
         if self.login_failure_delay < 0 or self.login_failure_limit < 0 or self.login_block_time < 0:
             raise ValueError("login-failure-delay, login-failure-limit and login-block-time must be 0 (off) or more")
         if self.login_failure_delay >= self.handshake_timeout:
             raise ValueError("login-failure-delay must be shorter than handshake-timeout")
+
+    def _validate_auth_mechanisms(self) -> None:
+        if isinstance(self.auth_mechanisms, str):  # the command line's "PLAIN,AMQPLAIN"
+            self.auth_mechanisms = tuple(m.strip() for m in self.auth_mechanisms.split(",") if m.strip())
+        names = tuple(dict.fromkeys(str(m).upper() for m in self.auth_mechanisms))  # RabbitMQ's are upper case
+        unknown = [m for m in names if m not in AUTH_MECHANISMS]
+        if unknown:
+            raise ValueError(f"auth-mechanisms: unknown mechanism {unknown[0]!r} "
+                             f"(known: {', '.join(AUTH_MECHANISMS)})")
+        if not names:
+            raise ValueError(f"auth-mechanisms names no mechanism (known: {', '.join(AUTH_MECHANISMS)})")
+        self.auth_mechanisms = names
 
     def paging_budget(self) -> int:
         """The memory budget in octets: as given, or below the watermark so queues page first."""

@@ -17,8 +17,10 @@ reason in the log and the same login-throttle count whichever process answers:
   and the connection limits are the broker's (``BrokerConnection.open_vhost``), checked in the
   process that serves the vhost.
 
-The mechanisms offered are the handshake's (``warren/server/handshake.py``
-``protocol_connection``); users, passwords and the password check are the user store's
+The mechanisms offered: ``mechanisms_offered``, the node's ``auth_mechanisms`` (RabbitMQ's
+setting of that name) narrowed to what one connection can use, which the handshake
+(``warren/server/handshake.py`` ``protocol_connection``) puts in connection.start or
+sasl-mechanisms; a login with another mechanism is refused here. Users, passwords and the password check are the user store's
 (``control.AccessControl.authenticate``).
 """
 
@@ -30,13 +32,41 @@ from warren.errors import ConnectionAccessRefused, NotAllowed
 from warren.spec.fields import FieldDecodeError, decode_shortstr, decode_value
 
 __all__ = ["MECHANISMS", "MECHANISMS_WITH_EXTERNAL", "certificate_user", "check_certificate_login", "log_in",
-           "parse_response", "password_login", "refused", "unknown_vhost", "vhost_of_hostname"]
+           "mechanism_rows", "mechanisms_offered", "parse_response", "password_login", "refused", "unknown_vhost", "vhost_of_hostname"]
 
 MECHANISMS = b"PLAIN AMQPLAIN"
 # on a TLS connection whose client certificate verified (warren/server/tls.py): the certificate
 # login, RabbitMQ's rabbitmq_auth_mechanism_ssl; last, so a client choosing the first it knows
 # still picks a password mechanism
 MECHANISMS_WITH_EXTERNAL = MECHANISMS + b" EXTERNAL"
+
+# what each protocol family can log in with at all: 0-9-1 (and 0-8, 0-9) has no ANONYMOUS, 0-10
+# no EXTERNAL, 1.0 no AMQPLAIN (a table is no SASL response a 1.0 client sends)
+USABLE = {"0-9-1": ("PLAIN", "AMQPLAIN", "EXTERNAL"), "0-10": ("PLAIN", "AMQPLAIN", "ANONYMOUS"),
+          "1.0": ("PLAIN", "ANONYMOUS", "EXTERNAL")}
+
+# RabbitMQ's descriptions of its mechanisms, as GET /api/nodes shows them (auth_mechanisms)
+DESCRIPTIONS = {"PLAIN": "SASL PLAIN authentication mechanism", "AMQPLAIN": "QPid AMQPLAIN mechanism",
+                "ANONYMOUS": "SASL ANONYMOUS authentication mechanism",
+                "EXTERNAL": "TLS peer verification-based authentication plugin. Used in combination with the "
+                            "EXTERNAL SASL mechanism."}
+
+
+def mechanisms_offered(configured, protocol: str, *, verified_certificate: bool, anonymous: bool) -> tuple[str, ...]:
+    """The mechanisms a connection of ``protocol`` ("0-9-1", "0-10" or "1.0") is offered, in the
+    order of ``configured`` (``Config.auth_mechanisms``): those the protocol can use, EXTERNAL
+    only with ``verified_certificate`` (TLS whose client certificate verified), ANONYMOUS only
+    when ``anonymous`` (--anonymous-user names its user). May be empty: then no login succeeds."""
+    usable = USABLE[protocol]
+    return tuple(m for m in configured if m in usable and (m != "EXTERNAL" or verified_certificate)
+                 and (m != "ANONYMOUS" or anonymous))
+
+
+def mechanism_rows(configured) -> list[dict]:
+    """RabbitMQ's ``auth_mechanisms`` of a ``GET /api/nodes`` row: every mechanism Warren knows,
+    ``enabled`` when ``configured`` (``Config.auth_mechanisms``) names it; those first, in its order."""
+    names = list(configured) + [m for m in DESCRIPTIONS if m not in configured]
+    return [{"name": m, "description": DESCRIPTIONS[m], "enabled": m in configured} for m in names]
 
 
 def parse_response(mechanism: str, response: bytes) -> tuple[str, str]:
@@ -139,19 +169,27 @@ def password_login(users, throttle, mechanism: str, response: bytes, host: str |
 
 
 def log_in(users, throttle, mechanism: str, response: bytes, host: str | None, *, certificate=None,
-           offered=None, anonymous_user: str | None = None) -> str:
+           offered=None, anonymous_user: str | None = None, start_offer: bytes | None = None) -> str:
     """The user a connection's login names, else ``ConnectionAccessRefused`` (``refused``).
 
     ``certificate``: the TLS session's ``tls.CertificateLogin`` (None without a verified client
     certificate), for EXTERNAL. ``offered``: the SASL mechanisms an AMQP 0-10 or 1.0 connection
     offered (None for 0-9-1, whose start-ok any mechanism name may reach): there ANONYMOUS, or
     ``""`` (1.0 without a SASL layer), logs in as ``anonymous_user`` when it is set, and a
-    mechanism not offered is refused."""
+    mechanism not offered is refused. ``start_offer``: what a 0-9-1 (0-8, 0-9) connection.start
+    offered, its space-separated mechanisms (None: not checked); another mechanism is refused
+    with RabbitMQ's 403 for it, the reason in the log."""
+    if start_offer is not None and mechanism.encode() not in start_offer.split():
+        if not (mechanism == "EXTERNAL" and certificate is None):  # certificate_user says why: no certificate
+            raise refused(mechanism, f"mechanism {mechanism} is not offered to this connection "
+                                     f"(offered: {start_offer.decode() or 'none'}; auth-mechanisms)")
     if offered is not None:
         if mechanism in ("", "ANONYMOUS"):
             if not anonymous_user:
                 raise _refused_plainly("ANONYMOUS login is not enabled (--anonymous-user)" if mechanism
                                        else "no SASL layer, and ANONYMOUS login is not enabled (--anonymous-user)")
+            if mechanism == "ANONYMOUS" and mechanism not in offered:  # auth-mechanisms leaves it out
+                raise _refused_plainly(f"unsupported SASL mechanism 'ANONYMOUS' (offered: {' '.join(offered)})")
             return anonymous_user
         if mechanism not in offered:
             raise _refused_plainly(f"unsupported SASL mechanism {mechanism!r} (offered: {' '.join(offered)})")

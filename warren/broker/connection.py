@@ -95,14 +95,16 @@ class BrokerConnection:
 
     # --- login (every protocol's mechanisms) ----------------------------------------------------
 
-    def login(self, mechanism: str, response: bytes, offered=None, anonymous_user: str | None = None) -> str:
+    def login(self, mechanism: str, response: bytes, offered=None, anonymous_user: str | None = None,
+              start_offer: bytes | None = None) -> str:
         """The user this connection's login names, else ``ConnectionAccessRefused``: the one
         login step of every protocol and of the ``--workers`` supervisor (``warren/access/login.py``
         ``log_in``: PLAIN, AMQPLAIN, EXTERNAL on verified TLS, ANONYMOUS with ``offered`` and
-        ``anonymous_user``), with the broker's user store and failed-login throttle."""
+        ``anonymous_user``; 0-9-1's ``start_offer``, what its connection.start offered), with the
+        broker's user store and failed-login throttle."""
         return log_in(self.broker.users, self.broker.login_throttle, mechanism, response,
                       self.peer[0] if self.peer else None, certificate=self.io.certificate_login,
-                      offered=offered, anonymous_user=anonymous_user)
+                      offered=offered, anonymous_user=anonymous_user, start_offer=start_offer)
 
     # --- the virtual host ----------------------------------------------------------------------
 

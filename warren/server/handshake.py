@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 from typing import Protocol
 
-from warren.access.login import MECHANISMS
+from warren.access.login import mechanisms_offered
 from warren.protocol.amqp0_9_1.connection import ServerConnection
 from warren.protocol.amqp0_10.connection import ServerConnection as ServerConnection0_10
 from warren.protocol.amqp1_0.connection import HEADER_SASL as HEADER_SASL_1_0, ServerConnection as ServerConnection1_0
@@ -34,9 +34,6 @@ __all__ = ["HandshakeProgress", "default_vhost", "handshake_pending", "peer_name
 
 log = logging.getLogger("warren.server")
 
-# what AMQP 0-10 clients may log in with (0-9-1's are the broker's MECHANISMS, or the TLS session's)
-MECHANISMS_0_10 = ("PLAIN", "AMQPLAIN")
-
 
 def default_vhost(config) -> str:
     """The vhost of a 0-10 or 1.0 client that names none: "/" if served, else the first."""
@@ -46,26 +43,34 @@ def default_vhost(config) -> str:
 def protocol_connection(dialect, header: bytes, config, server_properties: dict, tls):
     """The sans-IO connection for a client whose protocol header (``header``, its first octets)
     ``read_header`` read as ``dialect``; ``tls`` is its TLS session (warren/server/tls.py) or
-    None. EXTERNAL is offered on TLS with a verified client certificate; ANONYMOUS over 0-10 and
-    1.0 only with --anonymous-user."""
+    None. It is offered ``config.auth_mechanisms`` in that order, narrowed to what it can use
+    (``mechanisms_offered``): EXTERNAL on TLS with a verified client certificate, ANONYMOUS over
+    0-10 and 1.0 only with --anonymous-user."""
     c = config
-    anonymous = bool(c.anonymous_user)
+
+    def offered(protocol: str) -> tuple[str, ...]:
+        verified = tls is not None and b"EXTERNAL" in tls.mechanisms  # a verified client certificate
+        return mechanisms_offered(c.auth_mechanisms, protocol, verified_certificate=verified,
+                                  anonymous=bool(c.anonymous_user))
+
     if dialect is AMQP_0_10:
-        return ServerConnection0_10(server_properties, MECHANISMS_0_10, allow_anonymous=anonymous,
+        mechanisms = offered("0-10")
+        return ServerConnection0_10(server_properties, mechanisms, allow_anonymous="ANONYMOUS" in mechanisms,
                                     default_vhost=default_vhost(c), channel_max=c.channel_max or 0xFFFF,
                                     max_frame_size=min(c.frame_max or 0xFFFF, 0xFFFF),
                                     max_message_size=c.max_message_size)
     if dialect is AMQP_1_0:
-        mechanisms = ("PLAIN", "ANONYMOUS") if anonymous else ("PLAIN",)
-        if tls is not None and b"EXTERNAL" in tls.mechanisms:  # a verified client certificate
-            mechanisms += ("EXTERNAL",)
-        return ServerConnection1_0(sasl=bytes(header[:HEADER_SIZE]) == HEADER_SASL_1_0, mechanisms=mechanisms,
+        return ServerConnection1_0(sasl=bytes(header[:HEADER_SIZE]) == HEADER_SASL_1_0, mechanisms=offered("1.0"),
                                    max_frame_size=c.frame_max or 131_072, channel_max=c.channel_max or 0xFFFF,
                                    idle_timeout_ms=c.heartbeat * 1000, max_message_size=c.max_message_size,
                                    properties={"product": "Warren", "platform": "Python"})
-    mechanisms = tls.mechanisms if tls is not None else MECHANISMS
-    return ServerConnection(server_properties, mechanisms, c.frame_max, c.channel_max, c.heartbeat,
+    start_offer = " ".join(offered("0-9-1")).encode()
+    conn = ServerConnection(server_properties, start_offer, c.frame_max, c.channel_max, c.heartbeat,
                             c.max_message_size, dialect=dialect)
+    # what connection.start offered, for the login step (warren/access/login.py ``log_in``): a
+    # start-ok naming another mechanism is refused
+    conn.mechanisms = start_offer
+    return conn
 
 
 class HandshakeProgress(Protocol):

@@ -31,9 +31,10 @@ cannot export them (kernel TLS offload would be the only way, and is not in ``ss
 supervisor keeps TLS connections and relays their plaintext to the workers (relay.py), and
 the worker learns the session from the hand-over (``TlsSession``).
 
-Certificate login (SASL EXTERNAL, RabbitMQ's rabbitmq_auth_mechanism_ssl): offered in
-connection.start only on a TLS connection whose client sent a certificate that verified
-(``TlsSession.mechanisms``); the user name comes from the certificate as ``tls_login_from`` says
+Certificate login (SASL EXTERNAL, RabbitMQ's rabbitmq_auth_mechanism_ssl): usable only on a
+TLS connection whose client sent a certificate that verified (``TlsSession.mechanisms``), and
+offered there when ``auth_mechanisms`` names it, as it does by default (the handshake,
+warren/server/handshake.py); the user name comes from the certificate as ``tls_login_from`` says
 (``login_name``), and the login checks that the user exists (warren/access/login.py).
 """
 
@@ -243,7 +244,8 @@ class TlsSession:
 
     @property
     def mechanisms(self) -> bytes:
-        """The SASL mechanisms connection.start offers: EXTERNAL only with a verified certificate."""
+        """The SASL mechanisms this session allows, EXTERNAL only with a verified certificate;
+        the handshake offers those of them ``auth_mechanisms`` names (warren/access/login.py)."""
         return MECHANISMS_WITH_EXTERNAL if self.login is not None else MECHANISMS
 
     def to_record(self) -> dict:

@@ -82,7 +82,10 @@ class ServerConnection(Endpoint):
                  max_frame_size: int = 0xFFFF, heartbeat_min: int = 0, heartbeat_max: int = 600,
                  max_message_size: int = 128 << 20) -> None:
         super().__init__(max_frame_size, max_message_size)
-        self.mechanisms = [m for m in mechanisms if m != "ANONYMOUS"] + (["ANONYMOUS"] if allow_anonymous else [])
+        # in the order given (the node's auth-mechanisms); ANONYMOUS only when allowed, last if not named
+        self.mechanisms = [m for m in mechanisms if m != "ANONYMOUS" or allow_anonymous]
+        if allow_anonymous and "ANONYMOUS" not in self.mechanisms:
+            self.mechanisms.append("ANONYMOUS")
         self.default_vhost = default_vhost
         self.channel_max = channel_max
         self.heartbeat = 0  # negotiated (seconds; 0 = none)
