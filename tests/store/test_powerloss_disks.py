@@ -209,66 +209,87 @@ def test_a_definitions_disk_that_keeps_failing_stops_the_broker_and_loses_nothin
         ch.queue_declare("refused", passive=True)
 
 
-def test_a_durable_declare_during_an_fsync_stall_holds_back_only_its_own_answer(plfs, data_dir, brokers):
-    """Every fsync on the data folder's disk stalls for seconds while a client declares a durable
-    queue: its declare-ok waits for the definitions log's fsync (and nothing else on its
-    connection overtakes it), while another client's transient queue, a transient queue in
-    another vhost and heartbeats go on. Once the stall ends the declare is answered, and the
-    queue survives kill -9 and the power cut after it."""
-    stall = 4.0
+def test_durable_declares_during_an_fsync_stall_hold_back_only_their_own_answers(plfs, data_dir, brokers):
+    """Every fsync on the data folder's disk stalls while two clients declare a durable queue
+    each, the second once the first's fsync is stuck: each declare-ok waits for the definitions
+    log's fsync (and nothing else on its connection overtakes it), while a third client's round
+    trips on a transient queue, a transient queue in another vhost, the HTTP API and heartbeats
+    are answered within a bound. The second declare's record must not be written on the loop:
+    the layer, like the kernel's FUSE, holds the log's inode lock through the stalled fsync, and
+    a write there held the loop (every client) until the stall ended. Once the stall ends both
+    declares are answered, and both queues survive kill -9 and the power cut after it."""
+    from tests.management.api_client import call
+
+    bound = 3.0  # seconds a round trip may take during the stall (the loop is free)
     broker = brokers(data_dir, "--vhost", "/", "--vhost", "other", "--heartbeat", "1")
-    declarer = connect(broker, heartbeat=1)  # its own heartbeats must get through while it waits
-    dch = declarer.channel()
-    dch.queue_declare("declared-before", durable=True)
+    declarers = [connect(broker, heartbeat=1) for _ in range(2)]  # their heartbeats must get through meanwhile
+    channels = [c.channel() for c in declarers]
+    channels[0].queue_declare("declared-before", durable=True)
     beat = connect(broker, heartbeat=1)  # closes itself if the broker's heartbeats stop for long
     tch = beat.channel()
     tch.queue_declare("transient", durable=False)
     other = connect(broker, "other")
     och = other.channel()
     och.queue_declare("transient-other", durable=False)
-    for op in ("fsync", "fsyncdir"):  # the whole disk: the log's fsync, and a new folder's
-        plfs.fault(op, path="/data", stall=stall)
-    declared = threading.Event()
+    before = plfs.stats()
+    _stall_the_disk(plfs, 60.0)  # ended by the test (end_stalls) once it saw what it looks for
+    names = ["declared-during-1", "declared-during-2"]
+    declared = [threading.Event(), threading.Event()]
     errors: list[BaseException] = []
 
-    def declare():
+    def declare(i: int) -> None:
         try:
-            dch.queue_declare("declared-during", durable=True)
-            declared.set()
+            channels[i].queue_declare(names[i], durable=True)
+            declared[i].set()
         except BaseException as e:  # reported by the main thread
             errors.append(e)
 
-    t = threading.Thread(target=declare)
-    t.start()
+    threads = [threading.Thread(target=declare, args=(i,)) for i in range(2)]
     try:
+        threads[0].start()
+        _until_stalled(plfs, before, f"the first declare's: {errors}")  # its fsync is at the disk, stuck there
+        threads[1].start()
+        # the second declare is applied (its queue listed) while the first's fsync still stalls
         deadline = time.monotonic() + 20
-        while plfs.stats()["stalls"] < 1:  # the declare's fsync is at the disk, and stuck there
-            assert time.monotonic() < deadline and not errors, f"no fsync stalled: {errors}"
+        while True:
+            t0 = time.monotonic()
+            try:
+                status = call(broker.http_url, "GET", "/api/queues/%2F/declared-during-2", timeout=bound)[0]
+            except OSError as e:  # urllib's time-out
+                pytest.fail(f"the HTTP API did not answer within {bound} s during the stall ({e!r}): the "
+                            "second declare's write held the loop")
+            assert time.monotonic() - t0 < bound
+            if status == 200:
+                break
+            assert time.monotonic() < deadline and not errors, f"the second declare never came: {errors}"
             time.sleep(0.02)
-        # while it stalls: round trips on a transient queue here and in another vhost
-        for i in range(3):
+        for i in range(3):  # while it stalls: round trips on a transient queue here and in another vhost
             for ch, queue in ((tch, "transient"), (och, "transient-other")):
+                t0 = time.monotonic()
                 ch.basic_publish("", queue, b"t%d" % i)
                 got = None
-                while got is None and not declared.is_set():
+                while got is None and time.monotonic() - t0 < bound:
                     got = ch.basic_get(queue, auto_ack=True)[2]
-                assert got == b"t%d" % i or declared.is_set()
+                took = time.monotonic() - t0
+                assert got == b"t%d" % i and took < bound, f"a transient round trip took {took:.1f} s: {got!r}"
             beat.process_data_events(0)
-        assert not declared.is_set(), "the declare was answered before its fsync ended, or the stall was too short"
+        _while_stalled(plfs, before, "the round trips came")
+        assert not any(e.is_set() for e in declared), "a declare was answered before its fsync ended"
         assert beat.is_open
-        t.join(stall + 30)
-        assert declared.is_set(), f"the declare was never answered: {errors}"
-        assert declarer.is_open and beat.is_open  # heartbeats went both ways on both connections
-        plfs.clear()
-        dch.queue_declare("declared-during", passive=True)
     finally:
         plfs.clear()
-        t.join(30)
+        plfs.end_stalls()  # the stall under way ends; the next fsyncs go at the disk's pace
+        for t in threads:
+            t.join(60)
+    assert all(e.is_set() for e in declared), f"a declare was never answered: {errors}"
+    assert all(c.is_open for c in declarers) and beat.is_open  # heartbeats went both ways on every connection
+    for name in names:
+        channels[0].queue_declare(name, passive=True)
     plfs.crash(broker.proc)  # kill -9, then the power cut
     broker.wait()
     again = brokers(data_dir)
     ch = connect(again).channel()
-    for name in ("declared-before", "declared-during"):
+    for name in ("declared-before", *names):
         ch.queue_declare(name, passive=True)
 
 

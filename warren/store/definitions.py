@@ -271,6 +271,9 @@ class DefinitionsStore:
         # token -> record. A compaction keeps them, ahead of the live definitions, until
         # ``forget_deletes``: the start tells by them whether a folder's delete was durable
         self._kept_deletes: dict[str, dict] = {}
+        # the records of deferred changes, applied but not written yet: ``sync`` writes them,
+        # in this order, right before its fsync (module doc, "Deferred fsyncs")
+        self._unwritten: list[bytes] = []
         self._fd: int | None = None
         self._failed: BaseException | None = None
         self._open()
@@ -405,20 +408,33 @@ class DefinitionsStore:
 
     def _log(self, rec: dict) -> bool:
         """Write, fsync, then apply one change; False (and no I/O) if it changes nothing.
-        With ``defer_fsync``: write and apply, the fsync left to ``sync`` (module doc)."""
+        With ``defer_fsync``: apply it and keep its record for ``sync`` to write and fsync, no
+        I/O here (module doc, "Deferred fsyncs")."""
         data = _encode(rec)  # before the lock and before any I/O: a bad argument raises here
-        with self._lock:
-            if self._failed is not None:
-                raise OSError(f"definitions store {self.path} failed earlier: {self._failed!r}")
-            if self._fd is None:
-                raise ValueError("definitions store is closed")
+        if self.defer_fsync and self.fsync:
+            with self._lock:
+                self._check_open()
+                if self._is_noop(rec):
+                    if self.durable < self.changes:  # what it repeats is not durable yet
+                        self.answers_held += 1
+                    return False
+                # a delete too: its store folder is only put aside, until the delete is durable (aside.py)
+                self._unwritten.append(data)
+                self.changes += 1
+                self._apply(rec)  # in the order of the changes; durable once ``sync`` says so
+                self.answers_held += 1
+                if self.on_change is not None:
+                    self.on_change()
+                return True
+        # the sync lock first, as ``sync`` takes them: the records a sync under way took are
+        # written before this one
+        with self._sync_lock, self._lock:
+            self._check_open()
             if self._is_noop(rec):
                 if self.durable < self.changes:  # what it repeats is not durable yet
-                    if self.defer_fsync:
-                        self.answers_held += 1
-                    else:
-                        self._fsync_now()
+                    self._fsync_now()
                 return False
+            self._write_unwritten()  # deferred changes before it: the log keeps their order
             good = os.fstat(self._fd).st_size
             try:
                 if os.write(self._fd, data) != len(data):
@@ -430,13 +446,6 @@ class DefinitionsStore:
                     self._failed = e
                 raise
             self.changes += 1
-            # a delete too: its store folder is only put aside, until the delete is durable (aside.py)
-            if self.defer_fsync and self.fsync:
-                self._apply(rec)  # in the order written; durable once ``sync`` says so
-                self.answers_held += 1
-                if self.on_change is not None:
-                    self.on_change()
-                return True
             try:
                 self._fsync_now(pending=data)
             except BaseException:
@@ -449,6 +458,12 @@ class DefinitionsStore:
                 except OSError as e:  # the change itself is durable; compaction is retried next time
                     log.warning("%s: compaction failed: %r", self.path, e)
             return True
+
+    def _check_open(self) -> None:
+        if self._failed is not None:
+            raise OSError(f"definitions store {self.path} failed earlier: {self._failed!r}")
+        if self._fd is None:
+            raise ValueError("definitions store is closed")
 
     def declare_exchange(self, vhost: str, name: str, type: str, durable: bool = True, auto_delete: bool = False,
                          internal: bool = False, arguments: dict | None = None) -> bool:
@@ -503,9 +518,11 @@ class DefinitionsStore:
         return self._log(rec)
 
     def _fsync_now(self, pending: bytes = b"") -> None:
-        """Fsync on the calling thread, the lock held: every record written so far is durable.
-        A failed fsync is never retried: the log is rewritten from memory, plus ``pending``
-        (the record being logged, not applied yet), into a new file (``_rewrite``)."""
+        """On the calling thread, both locks held: the deferred records not written yet are
+        written, then the file fsynced: every change so far is durable. A failed fsync is never
+        retried: the log is rewritten from memory, plus ``pending`` (the record being logged,
+        not applied yet), into a new file (``_rewrite``)."""
+        self._write_unwritten()
         try:
             self._fsync(self._fd)
         except BaseException as e:
@@ -516,21 +533,39 @@ class DefinitionsStore:
                 raise
         self.durable = self.changes
 
-    def _rewrite(self, error: BaseException, pending: bytes = b"") -> bool:
-        """After a failed fsync, the lock held (module doc, "A failed fsync"): the live
-        definitions (and ``pending``) written to ``<path>.compact``, fsynced, renamed over the
-        log, the folder fsynced. True once that is durable; else the store fails for good
+    def _write_unwritten(self) -> None:
+        """Both locks held: append the records of deferred changes that no ``sync`` took yet.
+        A failed write is handled as a failed fsync (they are applied already): the log is
+        rewritten from memory, or the store fails for good and this raises."""
+        if not self._unwritten:
+            return
+        data = b"".join(self._unwritten)
+        self._unwritten.clear()
+        try:
+            _write_all(self._fd, data)
+        except BaseException as e:
+            if not self._rewrite(e, what="write"):
+                log.critical("definitions store %s: a write failed (%r), and rewriting the log too; every later "
+                             "durable declare, delete or bind is refused until a restart", self.path, e)
+                raise
+
+    def _rewrite(self, error: BaseException, pending: bytes = b"", what: str = "fsync") -> bool:
+        """After a failed fsync (or write of deferred records), the lock held (module doc, "A
+        failed fsync"): the live definitions (and ``pending``) written to ``<path>.compact``,
+        fsynced, renamed over the log, the folder fsynced. True once that is durable, the
+        deferred records not written yet being in it too; else the store fails for good
         (``_failed``) and False: the caller says so (CRITICAL)."""
-        log.error("definitions store %s: fsync failed (%r); not retried: rewriting the log from memory into a "
-                  "new file", self.path, error)
+        log.error("definitions store %s: %s failed (%r); not retried: rewriting the log from memory into a "
+                  "new file", self.path, what, error)
         try:
             self._replace_with(self._live_content() + pending)
         except BaseException as e:
             self._failed = error
             log.error("definitions store %s: rewriting the log failed too (%r)", self.path, e)
             return False
+        self._unwritten.clear()  # applied, so in the live definitions just written
         self.rewrites += 1
-        log.error("definitions store %s: rewritten after a failed fsync; nothing was lost", self.path)
+        log.error("definitions store %s: rewritten after a failed %s; nothing was lost", self.path, what)
         return True
 
     def _live_content(self) -> bytes:
@@ -559,27 +594,36 @@ class DefinitionsStore:
         self._fsync_dir()
 
     def sync(self) -> int:
-        """Fsync every record written before the call, off the event loop (module doc): the lock
-        is held only to take a duplicate of the descriptor, never through an fsync. Compacts
-        when due. Returns ``durable``; a failed fsync fails the store for good and raises."""
+        """Write the records of the deferred changes made before the call, then fsync them, off
+        the event loop (module doc): the lock is held only to take those records and a duplicate
+        of the descriptor, never through a write or an fsync. Compacts when due. Returns
+        ``durable``; a failed write or fsync the log's rewrite does not make good fails the
+        store for good and raises."""
         with self._sync_lock:
             with self._lock:
                 if self._failed is not None:
                     raise OSError(f"definitions store {self.path} failed earlier: {self._failed!r}")
                 upto = self.changes
-                fd = os.dup(self._fd) if self._fd is not None and self.durable < upto and self.fsync else None
+                fd, data = None, b""
+                if self._fd is not None and self.durable < upto and self.fsync:
+                    fd = os.dup(self._fd)
+                    data = b"".join(self._unwritten)  # every change up to ``upto`` not written yet
+                    self._unwritten.clear()
             if fd is not None:
+                what = "write"
                 try:
+                    _write_all(fd, data)
+                    what = "fsync"
                     os.fsync(fd)
                 except BaseException as e:
                     # never retried (fsyncgate): what the pages held is rewritten from memory
                     with self._lock:  # held through the rewrite's fsyncs: a rare path, and short
-                        if self._failed is None and self._fd is not None and self._rewrite(e):
+                        if self._failed is None and self._fd is not None and self._rewrite(e, what=what):
                             upto = self.changes
                         else:
                             self._failed = self._failed or e
                             raise OSError(getattr(e, "errno", None) or 5,
-                                          f"definitions log {self.path}: fsync failed ({e!r}), and rewriting it "
+                                          f"definitions log {self.path}: {what} failed ({e!r}), and rewriting it "
                                           "too; what it covered may be lost") from e
                 finally:
                     os.close(fd)
@@ -590,8 +634,10 @@ class DefinitionsStore:
             return self.durable
 
     def _compact_unlocked(self) -> None:
-        """``_compact`` for ``sync``: the new file is written and fsynced without the lock, and
-        renamed under it only if nothing changed meanwhile (else the next sync tries again)."""
+        """``_compact`` for ``sync`` (its sync lock held): the new file is written and fsynced
+        without the lock, and renamed under it only if nothing changed meanwhile (else the next
+        sync tries again). The records of deferred changes not written yet are in it, so they
+        are durable once its folder is fsynced."""
         with self._lock:
             if self._fd is None or self._failed is not None or self._dead < self.compact_after:
                 return
@@ -613,6 +659,7 @@ class DefinitionsStore:
             os.close(self._fd)
             self._fd = fd
             self._dead = 0
+            self._unwritten.clear()  # made before ``mark``: in the new file
         try:
             self._fsync_dir()  # before this sync returns: no later change counts as durable before it
         except BaseException as e:
@@ -620,6 +667,8 @@ class DefinitionsStore:
                 self._failed = e
             raise OSError(getattr(e, "errno", None) or 5, f"definitions log {self.path}: fsync of its folder "
                           f"after compaction failed ({e!r})") from e
+        with self._lock:
+            self.durable = max(self.durable, mark)
 
     def load(self) -> Definitions:
         """The current definitions, each list in the order of declaration (copies)."""
@@ -635,10 +684,12 @@ class DefinitionsStore:
         return self._dead
 
     def compact(self) -> None:
-        with self._lock:
+        with self._sync_lock, self._lock:
             self._compact()
 
     def _compact(self) -> None:
+        """Both locks held (or at open): the live definitions, the deferred changes not written
+        yet with them, into a new file renamed over the log."""
         tmp = self.path + ".compact"
         fd = self._create(tmp, self._live_content())  # fsynced before the rename: the rename must not expose a hole
         try:
@@ -651,6 +702,7 @@ class DefinitionsStore:
         os.close(self._fd)
         self._fd = fd
         self._dead = 0
+        self._unwritten.clear()  # applied, so in the new file
         try:
             self._fsync_dir()
         except BaseException as e:
@@ -659,10 +711,11 @@ class DefinitionsStore:
             log.critical("definitions store %s: fsync of its folder after compaction failed (%r); every "
                          "later durable declare, delete or bind is refused until a restart", self.path, e)
             raise
+        self.durable = self.changes
 
     def close(self) -> None:
-        """Fsync what a deferred change left unsynced (unless the store failed), then close."""
-        with self._lock:
+        """Write and fsync what a deferred change left (unless the store failed), then close."""
+        with self._sync_lock, self._lock:
             if self._fd is not None:
                 try:
                     if self.durable < self.changes and self._failed is None:
@@ -676,6 +729,16 @@ class DefinitionsStore:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """All of ``data`` appended to ``fd``; a write that takes nothing raises."""
+    mv = memoryview(data)
+    while mv:
+        n = os.write(fd, mv)
+        if n <= 0:
+            raise OSError(5, "short write to the definitions log")
+        mv = mv[n:]
 
 
 def find_definition_records(data, bad: int) -> tuple[list[tuple[int, int]], int]:
