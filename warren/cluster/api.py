@@ -60,6 +60,7 @@ class ClusterApi:
         self.topology = None  # SharedTopology: exchanges and bindings in etcd (topology.py)
         self.locator = "client-local"  # where a new queue goes (--queue-leader-locator, ``placed``)
         self.counts: dict[str, int] = {}  # this node's counts the others add to theirs (CLUSTER_COUNTS)
+        self.replicas = None  # Replicas: replicated quorum queues, led or followed here (replicas.py)
         self.node_metrics = None  # this node's /metrics text for another's /metrics/cluster (warren/metrics)
 
     # --- what the other nodes ask of this one (NodeLinks' handler) -----------------------------
@@ -85,13 +86,18 @@ class ClusterApi:
         if op == "purge":
             vhost, name = args
             return self._here(vhost, name).purge()
+        if op == "r_sync" and self.replicas is not None:
+            return self.replicas.request(node, op, args)
         answer = NotImplemented if self.reach is None else self.reach.request(node, op, args)
         if answer is NotImplemented:
             raise InternalError(f"node {node} asked for {op!r}, which this node does not know")
         return answer
 
     def node_message(self, node: str, op: str, args: tuple) -> None:
-        if self.reach is not None:
+        if op.startswith("r_"):
+            if self.replicas is not None:
+                self.replicas.message(node, op, args)
+        elif self.reach is not None:
             self.reach.message(node, op, args)
 
     def node_lost(self, node: str) -> None:
@@ -255,6 +261,8 @@ class ClusterApi:
             raise
         if holder is None:
             self.queues.made(claim)
+        if self.replicas is not None and name in v.queues:  # a quorum queue: its members, then led here
+            await self.replicas.created(v, v.queues[name])
         return await self._published(result, v, op, args, None, True)
 
     @staticmethod

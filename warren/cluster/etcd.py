@@ -261,6 +261,18 @@ class EtcdClient:
         kvs = (answer.get("responses") or [{}])[0].get("response_range", {}).get("kvs") or []
         return False, [KeyValue.of(kv) for kv in kvs]
 
+    async def write_if_unchanged(self, key: str, mod_revision: int, puts: Sequence[tuple[str, str, int]],
+                                 deletes: Sequence[str] = ()) -> bool:
+        """Compare-and-swap: the puts and deletes in one transaction, only if ``key`` was last
+        changed at ``mod_revision`` (nobody wrote it since it was read). True when written."""
+        ops = [{"request_put": {"key": _b64(k), "value": _b64(v), **({"lease": str(lease)} if lease else {})}}
+               for k, v, lease in puts]
+        ops += [{"request_delete_range": {"key": _b64(k)}} for k in deletes]
+        answer = await self.call("kv/txn", {
+            "compare": [{"key": _b64(key), "target": "MOD", "result": "EQUAL", "mod_revision": str(mod_revision)}],
+            "success": ops})
+        return bool(answer.get("succeeded"))
+
     # --- leases ----------------------------------------------------------------------------
 
     async def grant(self, ttl: int) -> tuple[int, int]:

@@ -143,11 +143,13 @@ class ClusterNode:
         self.queues: dict[str, dict] = {}
         # every exchange and binding by key (topology/<vhost>/...), kept the same way (topology.py)
         self.topology: dict[str, dict] = {}
+        # every replicated queue's record by key (replicas/<vhost>/<name>), kept the same way (replicas.py)
+        self.replicas: dict[str, dict] = {}
         # why etcd cannot take a change now (the lease's last renewal failed), or None
         self.etcd_problem: str | None = None
         self.status_of = None  # () -> this node's figures (the HTTP API's /api/nodes row), set by it
-        # () called after each change of ``members``, ``queues`` or ``topology`` (``listen``)
-        self._listeners: dict[str, list] = {"members": [], "queues": [], "topology": []}
+        # () called after each change of ``members``, ``queues``, ``topology`` or ``replicas`` (``listen``)
+        self._listeners: dict[str, list] = {"members": [], "queues": [], "topology": [], "replicas": []}
         # nodes whose inter-node link closed (warren/cluster/reach.py) since their record last
         # changed: not running, whatever their lease says until it ends
         self.unreachable: set[str] = set()
@@ -167,7 +169,8 @@ class ClusterNode:
             self._watchers = [loop.create_task(self._follow("nodes/", "members", "member list")),
                               loop.create_task(self._follow("members/", "known", "list of nodes")),
                               loop.create_task(self._follow("queues/", "queues", "queue directory")),
-                              loop.create_task(self._follow("topology/", "topology", "exchanges and bindings"))]
+                              loop.create_task(self._follow("topology/", "topology", "exchanges and bindings")),
+                              loop.create_task(self._follow("replicas/", "replicas", "replicated queues"))]
 
     def running(self, name: str) -> bool:
         """Whether ``name``'s lease is alive, it listens (its record says running) and its link

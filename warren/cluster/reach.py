@@ -297,6 +297,7 @@ class NodeReach(Forwarding, Consumers):
         self._refresh_due = False
         me = self.cluster.node_name
         wanted: dict = {}
+        moved = False  # a handle with bindings went: they are made again to its queue's new place
         for record in list(self.cluster.queues.values()):
             node = record.get("node")
             if node == me or "name" not in record:
@@ -312,6 +313,7 @@ class NodeReach(Forwarding, Consumers):
                 if record is None and q.expected_until > self.loop.time():
                     continue  # made by its node a moment ago (add_handle): the watch has not brought it yet
                 if record is None or record["node"] != q.owner or name in v.queues:
+                    moved = moved or bool(q.bound_to)
                     self.forget_handle(v, q)
         for v in list(self.broker.vhosts.values()):
             for q in list(v.remote_queues.values()):
@@ -328,6 +330,8 @@ class NodeReach(Forwarding, Consumers):
             v.remote_queues[name] = NodeQueue(record, self)
         if self.topology is not None:
             self.topology.retry_waiting()  # bindings that waited for a queue of another node
+            if moved:  # (a replicated queue taken by another node: replicas.py)
+                self.topology.changed()
 
     def add_handle(self, v, record: dict) -> None:
         """The handle of a queue another node just made or answered for (before the watch)."""

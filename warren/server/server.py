@@ -295,6 +295,7 @@ class Server:
         self.cluster = None  # this node's membership with --cluster-etcd (warren/cluster/node.py), set by run()
         self.node_links = None  # its links to the other nodes (warren/cluster/links.py), set in startup
         self.queue_directory = None  # where the cluster's queues live (warren/cluster/queues.py), set in startup
+        self.replicas = None  # replicated quorum queues (warren/cluster/replicas.py), set in startup
         self.cluster_files = None  # its node files kept in etcd (warren/cluster/shared_files.py), set by run()
 
     # --- group commit -----------------------------------------------------------------------
@@ -522,11 +523,19 @@ class Server:
         from warren.cluster.queues import QueueDirectory
         from warren.cluster.etcd import EtcdError
         from warren.cluster.reach import NodeReach
+        from warren.cluster.replicas import Replicas
         from warren.cluster.topology import SharedTopology
         c = self.config
         self.queue_directory = QueueDirectory(self.cluster, self.broker)  # where each queue lives, in etcd
-        self.queue_directory.start()
         peers = ClusterApi(self.broker.directory, self.queue_directory)
+        # replicated quorum queues: led again here, or dropped for the node that leads them now,
+        # before this node lists its queues in the directory
+        self.replicas = peers.replicas = Replicas(self.cluster, self.broker, peers)
+        try:
+            await self.replicas.settle()
+        except EtcdError as e:
+            raise StartupError(f"cannot read cluster {self.cluster.cluster_name!r}'s replicated queues: {e}") from None
+        self.queue_directory.start()
         listener = dialler = None
         if c.cluster_tls:  # both sides present and verify certificates (tls.py)
             from warren.server.tls import TlsError, node_link_contexts
@@ -555,6 +564,7 @@ class Server:
             raise StartupError(f"cannot read cluster {self.cluster.cluster_name!r}'s exchanges and bindings: {e}") from None
         self.cluster.listen("topology", peers.topology.changed)
         self.broker.directory.elsewhere = peers
+        self.replicas.start()
         log.info("cluster: other nodes link to this one on %s:%d", c.host, cluster_port)
         return cluster_port
 
@@ -655,6 +665,7 @@ class Server:
         # answers while it stops too), then the links close
         await self.broker.directory.close(lambda: not self._commits, self.config.shutdown_timeout)
         if self.node_links is not None:  # after our clients and their commits: what they sent other
+            await self.replicas.stop()  # (a replicated store's last sync is then this node's alone)
             await self.node_links.close()  # nodes' queues has gone (links.close flushes it first)
             await self.queue_directory.stop()
         # 5. flush and close the stores (no group commit may start after this); the group

@@ -1,0 +1,124 @@
+"""Replicated quorum queues (issue 33, its first part: warren/cluster/replicas.py): a quorum
+queue declared on a cluster of three gets three members; a confirmed message is on a majority's
+disks; kill -9 of its leader, and a follower takes the queue with every confirmed message, served
+through any node. Real etcd, real nodes, pika; counted as the kill tests count: lost (confirmed,
+never delivered) and unexpected (delivered, never published) must be 0, duplicates reported.
+Waits are on what etcd, the HTTP API or a client shows, never on time.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.parse
+
+import pika
+
+from tests.cluster.cluster_nodes import api, members, wait_until
+
+LEASE_TTL = "2"  # the killed leader's lease ends within a few seconds: then its followers vote
+TIMEOUT_S = 60.0
+
+
+def connect(node) -> pika.BlockingConnection:
+    return pika.BlockingConnection(pika.URLParameters(node.url))
+
+
+def record(etcd, cluster: str, queue: str) -> dict | None:
+    key = f"/warren/{cluster}/replicas/%2F/{urllib.parse.quote(queue, safe='')}"
+    value = etcd.get_prefix(key).get(key)
+    return json.loads(value) if value is not None else None
+
+
+def drain(node, queue: str, expected: int) -> list[str]:
+    """Every message of ``queue`` through ``node`` (basic.get, acked) until ``expected`` came or the
+    queue answers empty after that many."""
+    conn = connect(node)
+    got: list[str] = []
+    try:
+        ch = conn.channel()
+        while True:
+            method, _, body = ch.basic_get(queue, auto_ack=True)
+            if body is None:
+                if len(got) >= expected:
+                    return got
+                wait_until(lambda: ch.queue_declare(queue, passive=True).method.message_count > 0, TIMEOUT_S,
+                           f"more messages in {queue} ({len(got)} of {expected})")
+                continue
+            got.append(body.decode())
+    finally:
+        if conn.is_open:
+            conn.close()
+
+
+def test_a_quorum_queue_has_three_members_and_survives_its_leaders_kill(etcd1, nodes, cluster_name, uid):
+    a = nodes.start(etcd1.endpoints, cluster_name, "a", "--cluster-lease-ttl", LEASE_TTL)
+    b = nodes.start(etcd1.endpoints, cluster_name, "b", "--cluster-lease-ttl", LEASE_TTL)
+    c = nodes.start(etcd1.endpoints, cluster_name, "c", "--cluster-lease-ttl", LEASE_TTL)
+    queue = f"qq-{uid}"
+    conn = connect(a)
+    ch = conn.channel()
+    ch.queue_declare(queue, durable=True, arguments={"x-queue-type": "quorum"})
+    held = record(etcd1, cluster_name, queue)
+    assert held is not None and held["leader"] == "a" and held["members"] == ["a", "b", "c"], held
+    ch.confirm_delivery()
+    published = [f"m-{i}" for i in range(300)]
+    for body in published[:200]:
+        ch.basic_publish("", queue, body.encode(), pika.BasicProperties(delivery_mode=2))
+    # a consumer takes 50 and acks them: settlements are replicated too
+    for _ in range(50):
+        method, _, body = ch.basic_get(queue)
+        ch.basic_ack(method.delivery_tag)
+    for body in published[200:]:
+        ch.basic_publish("", queue, body.encode(), pika.BasicProperties(delivery_mode=2))
+    conn.close()
+
+    a.proc.kill()  # kill -9 of the leader
+    a.proc.wait(timeout=10)
+    taken = wait_until(lambda: (r := record(etcd1, cluster_name, queue)) and r["leader"] != "a" and r, TIMEOUT_S,
+                       "a follower takes the queue")
+    assert taken["leader"] in ("b", "c") and taken["epoch"] >= 2, taken
+    other = b if taken["leader"] == "c" else c  # served through the node that is not its leader too
+    wait_until(lambda: any(q["name"] == queue and q.get("node") == taken["leader"] for q in api(other, "queues")),
+               TIMEOUT_S, "the queue directory names the new leader")
+    got = drain(other, queue, 250)
+    lost = set(published[50:]) - set(got)
+    unexpected = set(got) - set(published)
+    assert not lost and not unexpected, (len(lost), sorted(lost)[:5], sorted(unexpected)[:5])
+    duplicated = len(got) - len(set(got))
+    assert duplicated == 0, duplicated  # nothing was out when the leader died: each came once
+
+
+def test_a_follower_that_was_down_catches_up_and_the_queue_takes_publishes_meanwhile(etcd1, nodes, cluster_name, uid):
+    """A follower stopped: the queue confirms with the other (a majority of three); back, it
+    takes a snapshot; then the leader is killed and that follower can take over with everything."""
+    a = nodes.start(etcd1.endpoints, cluster_name, "a", "--cluster-lease-ttl", LEASE_TTL)
+    b = nodes.start(etcd1.endpoints, cluster_name, "b", "--cluster-lease-ttl", LEASE_TTL)
+    c = nodes.start(etcd1.endpoints, cluster_name, "c", "--cluster-lease-ttl", LEASE_TTL)
+    queue = f"qq-back-{uid}"
+    conn = connect(a)
+    ch = conn.channel()
+    ch.queue_declare(queue, durable=True, arguments={"x-queue-type": "quorum"})
+    ch.confirm_delivery()
+    c.stop()  # SIGTERM: a follower gone
+    for i in range(100):
+        ch.basic_publish("", queue, f"m-{i}".encode(), pika.BasicProperties(delivery_mode=2))
+    conn.close()
+    c = nodes.start(etcd1.endpoints, cluster_name, "c", "--cluster-lease-ttl", LEASE_TTL)
+    b.proc.kill()  # b held the only copy besides a's: c must have caught up before a goes too
+    b.proc.wait(timeout=10)
+    conn = connect(a)
+    ch = conn.channel()
+    ch.confirm_delivery()
+    # confirmed now only with c's sync (a majority of three is a and c): c caught up
+    ch.basic_publish("", queue, b"after", pika.BasicProperties(delivery_mode=2))
+    conn.close()
+    a.proc.kill()
+    a.proc.wait(timeout=10)
+    wait_until(lambda: "b" not in members(etcd1, cluster_name), TIMEOUT_S, "b's lease ended")
+    b = nodes.start(etcd1.endpoints, cluster_name, "b", "--cluster-lease-ttl", LEASE_TTL,
+                    data_dir=nodes.tmp / "data-b")
+    taken = wait_until(lambda: (r := record(etcd1, cluster_name, queue)) and r["leader"] != "a" and r, TIMEOUT_S,
+                       "a follower takes the queue")
+    assert taken["leader"] == "c", taken  # b's copy stopped at its kill; c's has "after"
+    got = drain(c, queue, 101)
+    assert sorted(got) == sorted([f"m-{i}" for i in range(100)] + ["after"])

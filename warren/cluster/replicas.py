@@ -1,0 +1,653 @@
+"""Replicated quorum queues: a queue's messages on a majority of its members' disks before a
+confirm, and a member that takes over when its leader's node dies (issue 33, its first part).
+
+**Members.** A durable quorum queue declared in a cluster gets ``x-quorum-initial-group-size``
+members (default 3, or every running node if fewer): its leader, the node that made it, and
+followers, the other running nodes by name. etcd holds the queue's record,
+``/warren/<C>/replicas/<vhost>/<name>`` = ``{"leader", "epoch", "members"}``; every change of
+leader is a compare-and-swap on it that raises the epoch, so two nodes never both take it.
+
+**Leader.** The queue runs on its leader as on one node (warren/broker/queues/quorum.py), its
+store wrapped (``ReplicatedStore``): every append, ack, delivered and returned mark is also an
+*operation*, numbered, sent to each follower at the end of the loop turn (``r_ops``). A
+follower that joins, returns or missed operations first gets a *snapshot* of the store's live
+messages (``r_snap``), then the operations after it. The group commit's sync of the store
+(on a pool thread: the wrapper is not a plain QueueStore) asks each follower in step to sync up
+to the last operation (``r_sync``) and waits for enough of them to answer that, with its own
+fsync, a majority of the members hold everything: RabbitMQ's quorum rule. If they do not
+answer in time, the confirms waiting are nacks (never a confirm of what a majority may not hold).
+
+**Follower.** Applies snapshots and operations to a store of its own, a QueueStore in
+``<data>/replicas/<digest>`` (the queue folder's digest), the same files the leader's queue
+folder holds: it is not a queue here, and no client reaches it. Operations of an older epoch
+than the follower has seen are refused.
+
+**Failover.** When the leader's node is gone (its lease ended: ``members``), each follower
+stops taking the old epoch's operations and votes in etcd (``replica-votes/<vhost>/<name>/
+<node>``, with its lease): its last operation's number and whether it was in step. Once a
+majority of the members voted, the in-step voter with the highest number takes the queue (the
+compare-and-swap, which also moves the queue directory's key): a confirmed message was on a
+majority, so on at least one voter, and the highest one has every operation the others have. It
+moves its replica folder into its queue folder and declares the queue there: the queue starts
+from it as after a restart (messages that were out are redelivered, ``redelivered`` set), and
+leads the others. With a majority of members gone, nobody takes it: the queue waits, as
+RabbitMQ's does. A node that returns and finds another leader in the record drops its copy and
+follows.
+
+Not built yet (docs/clustering.md, "Not built yet"): streams; publishers held (rather than
+nacked) during a failover; consumers on other nodes kept (they are cancelled, as for a classic
+queue whose node went); membership commands; a leader cut off from etcd stepping down before
+its lease can end elsewhere (a partition: its confirms need a follower that has voted, so it
+confirms nothing, but it may still deliver).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import logging
+import os
+import shutil
+from urllib.parse import quote
+
+from warren.broker.directory import ADMIN, apply_change, durable_change
+from warren.cluster.etcd import EtcdError
+from warren.cluster.node import cancel_tasks
+from warren.cluster.queues import plain, queue_key
+from warren.store.message import encode_message_ss
+from warren.store.queue_store import QueueStore
+
+__all__ = ["Replicas", "ReplicatedStore", "DEFAULT_GROUP_SIZE"]
+
+log = logging.getLogger("warren.cluster")
+
+DEFAULT_GROUP_SIZE = 3  # RabbitMQ's x-quorum-initial-group-size default
+SYNC_TIMEOUT_S = 10.0  # followers that do not answer a sync: the confirms waiting are nacks
+SNAPSHOT_CHUNK = 1000  # messages per snapshot record
+VOTE_POLL_S = 0.2  # how often a voter reads the votes while an election runs
+ELECTION_S = 60.0  # a voter gives up waiting for a majority's votes after this long (and votes again later)
+
+
+def _quote(part: str) -> str:
+    return quote(part, safe="")
+
+
+class ReplicatedStore:
+    """A leader's QueueStore, whose changes are also operations for the followers. Everything
+    else is the store's own (``__getattr__``)."""
+
+    ack_sync_interval = 0  # acks go out with the next sync, as the messages do
+
+    def __init__(self, inner: QueueStore, leader: "Leader") -> None:
+        self.inner = inner
+        self.leader = leader
+
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)
+
+    def __len__(self) -> int:
+        return len(self.inner)
+
+    def append(self, seq: int, record) -> None:
+        self.inner.append(seq, record)
+        self.leader.op(("a", seq, record if type(record) is bytes else encode_message_ss(*record)))
+
+    def ack(self, seq: int) -> None:
+        self.inner.ack(seq)
+        self.leader.op(("k", (seq,)))
+
+    def ack_run(self, seqs) -> None:
+        seqs = tuple(seqs)
+        self.inner.ack_run(seqs)
+        self.leader.op(("k", seqs))
+
+    def mark_delivered(self, seq: int) -> None:
+        self.inner.mark_delivered(seq)
+        self.leader.op(("d", seq))
+
+    def mark_returned(self, seq: int) -> None:
+        self.inner.mark_returned(seq)
+        self.leader.op(("r", seq))
+
+    def sync(self) -> int:
+        """On the group commit's pool thread: this node's fsync, and a majority's (module doc).
+        Once stopping (the links closed), this node's alone."""
+        if self.leader.stopped:
+            return self.inner.sync()
+        fut = concurrent.futures.Future()
+        loop = self.leader.replicas.loop
+        loop.call_soon_threadsafe(self.leader.ask_syncs, fut)
+        covered = self.inner.sync()
+        try:
+            fut.result(SYNC_TIMEOUT_S)
+        except Exception as e:  # noqa: BLE001: whatever kept the majority away, the confirms are nacked
+            done = concurrent.futures.Future()
+            loop.call_soon_threadsafe(self.leader.replicas.nack_waiting, self.leader.describe(),
+                                      str(e) or type(e).__name__, done)
+            done.result(SYNC_TIMEOUT_S)
+        return covered
+
+
+class Leader:
+    """This node leads a replicated queue (module doc): its operations, and its followers' state."""
+
+    def __init__(self, replicas: "Replicas", v, q, epoch: int, members: list[str]) -> None:
+        self.replicas = replicas
+        self.vhost, self.name, self.q = v.name, q.name, q
+        self.epoch = epoch
+        self.members = members
+        self.index = 0  # the number of the last operation
+        self.sent_upto = 0  # the last operation sent (or covered by a snapshot)
+        self.pending: list = []  # the operations after it, not sent yet (this loop turn's)
+        self.in_step: set[str] = set()  # followers sent a snapshot, and every operation since
+        self.stopped = False
+
+    def describe(self) -> str:
+        return f"quorum queue '{self.name}' in vhost '{self.vhost}'"
+
+    @property
+    def followers(self) -> list[str]:
+        return [m for m in self.members if m != self.replicas.me]
+
+    @property
+    def needed(self) -> int:
+        """Follower answers a sync needs: a majority of the members, this node counted."""
+        return len(self.members) // 2
+
+    def op(self, operation: tuple) -> None:
+        self.index += 1
+        if not self.in_step:  # nobody to send it to: a follower back takes a snapshot
+            self.pending.clear()
+            self.sent_upto = self.index
+            return
+        if not self.pending:
+            self.replicas.flush_soon(self)
+        self.pending.append(operation)
+
+    def flush(self) -> None:
+        if not self.pending or self.stopped:
+            return
+        ops, self.pending = self.pending, []
+        first = self.sent_upto + 1
+        self.sent_upto += len(ops)
+        for node in list(self.in_step):
+            self.replicas.tell(node, "r_ops", self.vhost, self.name, self.epoch, first, ops)
+
+    def ask_syncs(self, fut: concurrent.futures.Future) -> None:
+        """On the loop: everything sent, then each follower in step asked to sync up to now."""
+        self.flush()
+        needed = self.needed
+        if needed == 0:
+            fut.set_result(None)
+            return
+        asked = list(self.in_step)
+        if len(asked) < needed:
+            fut.set_exception(ReplicaError(f"{self.describe()}: {len(asked)} of its followers are in step, "
+                                           f"{needed} needed"))
+            return
+        state = {"ok": 0, "failed": 0}
+        upto = self.index
+
+        def answered(a: asyncio.Future, node: str) -> None:
+            if fut.done():
+                return
+            if a.exception() is None:
+                state["ok"] += 1
+                if state["ok"] >= needed:
+                    fut.set_result(None)
+                return
+            self.out_of_step(node, str(a.exception()))
+            state["failed"] += 1
+            if len(asked) - state["failed"] < needed:
+                fut.set_exception(ReplicaError(f"{self.describe()}: followers did not sync ({a.exception()})"))
+
+        for node in asked:
+            answer = self.replicas.ask(node, "r_sync", self.vhost, self.name, self.epoch, upto)
+            answer.add_done_callback(lambda a, node=node: answered(a, node))
+
+    def out_of_step(self, node: str, why: str) -> None:
+        if node in self.in_step:
+            self.in_step.discard(node)
+            log.warning("cluster: %s: follower %s is out of step (%s); a snapshot brings it back",
+                        self.describe(), node, why)
+            self.replicas.catch_up_soon(self, node)
+
+    def snapshot_to(self, node: str) -> None:
+        """Send ``node`` the store's live messages, then the operations from now on (it is in
+        step once the snapshot is sent: the link keeps them in order)."""
+        store = self.q.store.inner if isinstance(self.q.store, ReplicatedStore) else self.q.store
+        self.flush()
+        self.pending.clear()
+        self.sent_upto = self.index
+        part, after = 0, 0
+        while True:
+            page = store.unacked_after(after, SNAPSHOT_CHUNK)
+            items = [(seq, bytes(store.read(seq)), delivered, store.returned(seq)) for seq, delivered in page]
+            final = len(page) < SNAPSHOT_CHUNK
+            self.replicas.tell(node, "r_snap", self.vhost, self.name, self.epoch, self.replicas.me, part, items,
+                               final, self.index)
+            if final:
+                break
+            part, after = part + 1, page[-1][0]
+        self.in_step.add(node)
+
+
+class Follower:
+    """This node follows a replicated queue: its replica store (module doc)."""
+
+    def __init__(self, replicas: "Replicas", vhost: str, name: str) -> None:
+        self.replicas = replicas
+        self.vhost, self.name = vhost, name
+        self.epoch = 0  # the newest epoch seen: operations of an older one are refused
+        self.leader = ""
+        self.store: QueueStore | None = None
+        self.applied = 0  # the number of the last operation applied
+        self.in_step = False  # a whole snapshot taken, and every operation since
+        self.fenced = False  # voting: the old leader's operations are refused
+
+    @property
+    def path(self) -> str:
+        return self.replicas.replica_dir(self.vhost, self.name)
+
+    def snapshot(self, epoch: int, leader: str, part: int, items: list, final: bool, index: int) -> None:
+        """One part of a leader's snapshot: the first replaces what this replica held."""
+        if epoch < self.epoch or (self.fenced and epoch == self.epoch):
+            return
+        if part == 0:
+            self.reset()
+            self.epoch, self.leader, self.fenced = epoch, leader, False
+        elif epoch != self.epoch or self.store is None:
+            return
+        store = self.store
+        for seq, record, delivered, returned in items:
+            store.append(seq, record)
+            for _ in range(returned):
+                store.mark_returned(seq)
+            if delivered:
+                store.mark_delivered(seq)
+        if final:
+            self.applied = index
+            self.in_step = True
+
+    def reset(self) -> None:
+        self.close()
+        shutil.rmtree(self.path, ignore_errors=True)
+        self.store = QueueStore(self.path, fsync=self.replicas.durability.fsync)
+        self.applied = 0
+        self.in_step = False
+
+    def operations(self, epoch: int, first: int, ops: list) -> None:
+        if epoch != self.epoch or self.fenced or not self.in_step:
+            return
+        if first != self.applied + 1:  # a gap: out of step until the next snapshot
+            self.in_step = False
+            return
+        store = self.store
+        for op in ops:
+            kind = op[0]
+            if kind == "a":
+                store.append(op[1], op[2])
+            elif kind == "k":
+                store.ack_run(op[1])
+            elif kind == "d":
+                store.mark_delivered(op[1])
+            else:
+                store.mark_returned(op[1])
+        self.applied = first + len(ops) - 1
+
+    async def sync(self, epoch: int, upto: int) -> int:
+        if epoch != self.epoch or self.fenced or not self.in_step or self.applied < upto:
+            raise ReplicaError(f"node {self.replicas.me} is not in step with epoch {epoch} up to {upto} "
+                               f"(epoch {self.epoch}, applied {self.applied}, in step {self.in_step}, "
+                               f"voting {self.fenced})")
+        store = self.store
+        await asyncio.to_thread(store.sync)
+        return upto
+
+    def close(self) -> None:
+        if self.store is not None:
+            store, self.store = self.store, None
+            try:
+                store.close()
+            except Exception:  # noqa: BLE001: a replica that cannot close is replaced by the next snapshot
+                log.exception("cluster: closing the replica of queue '%s' failed", self.name)
+
+
+class ReplicaError(Exception):
+    pass
+
+
+class Replicas:
+    """This node's replicated quorum queues: those it leads, those it follows (module doc)."""
+
+    def __init__(self, cluster, broker, api) -> None:
+        self.cluster = cluster
+        self.broker = broker
+        self.api = api  # ClusterApi: links, reach (nack_waiting)
+        self.durability = broker.durability
+        self.me = cluster.node_name
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.leading: dict[tuple[str, str], Leader] = {}
+        self.following: dict[tuple[str, str], Follower] = {}
+        self._flush_due: list[Leader] = []
+        self._tasks: set[asyncio.Task] = set()
+        self._electing: set[tuple[str, str]] = set()
+        self._promote_at_start: list = []  # taken at start, made once the links are up (``start``)
+        self._stopped = False
+
+    # --- keys and folders ------------------------------------------------------------------
+
+    def record_key(self, vhost: str, name: str) -> str:
+        return f"{self.cluster.prefix}replicas/{_quote(vhost)}/{_quote(name)}"
+
+    def votes_prefix(self, vhost: str, name: str) -> str:
+        return f"{self.cluster.prefix}replica-votes/{_quote(vhost)}/{_quote(name)}/"
+
+    def replica_dir(self, vhost: str, name: str) -> str:
+        digest = os.path.basename(str(self.durability.queue_dir(vhost, name)))
+        return os.path.join(str(self.durability.data_dir), "replicas", digest)
+
+    def record(self, vhost: str, name: str) -> dict | None:
+        return self.cluster.replicas.get(f"{_quote(vhost)}/{_quote(name)}")
+
+    # --- the links ---------------------------------------------------------------------------
+
+    def tell(self, node: str, op: str, *args) -> None:
+        if self.api.links is not None and self.cluster.running(node):
+            self.api.links.tell(node, op, *args)
+
+    def ask(self, node: str, op: str, *args) -> asyncio.Future:
+        return asyncio.ensure_future(self.api.links.ask(node, op, *args, timeout=SYNC_TIMEOUT_S))
+
+    def nack_waiting(self, what: str, why: str, done: concurrent.futures.Future) -> None:
+        self.api.reach.nack_waiting(what, why, done)
+
+    def flush_soon(self, leader: Leader) -> None:
+        if not self._flush_due:
+            self.loop.call_soon(self._flush)
+        self._flush_due.append(leader)
+
+    def _flush(self) -> None:
+        due, self._flush_due = self._flush_due, []
+        for leader in due:
+            leader.flush()
+
+    def _spawn(self, coro) -> None:
+        if self._stopped:
+            coro.close()
+            return
+        task = self.loop.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # --- start and stop --------------------------------------------------------------------------
+
+    async def settle(self) -> None:
+        """At start, before this node publishes its queues: each local durable quorum queue is
+        led again (the record's epoch raised) or, if another node leads it now, dropped here
+        (this node follows it); the replicas this node holds are kept for following."""
+        self.loop = asyncio.get_running_loop()
+        kvs, _ = await self.cluster.client.range_prefix(f"{self.cluster.prefix}replicas/")
+        records = {}
+        for kv in kvs:
+            try:
+                records[kv.key.decode()[len(self.cluster.prefix) + len("replicas/"):]] = (json.loads(kv.value), kv)
+            except ValueError:
+                continue
+        for v in list(self.broker.vhosts.values()):
+            for q in list(v.queues.values()):
+                if not self._replicated(q):
+                    continue
+                found = records.get(f"{_quote(v.name)}/{_quote(q.name)}")
+                if found is None:
+                    await self._create(v, q)
+                elif found[0].get("leader") == self.me:
+                    if not await self._take(v.name, q.name, found[0], found[1]):
+                        self._drop_local(v, q)
+                else:
+                    self._drop_local(v, q)
+        for key, (record, kv) in records.items():  # led here, but the queue was never made here (taken, then died)
+            vhost, name = record.get("vhost"), record.get("name")
+            v = self.broker.vhosts.get(vhost)
+            if record.get("leader") == self.me and v is not None and name not in v.queues \
+                    and os.path.isdir(self.replica_dir(vhost, name)):
+                if await self._take(vhost, name, record, kv):
+                    self._promote_at_start.append((vhost, name, record))
+
+    def start(self) -> None:
+        """Links are up: lead (snapshots to the followers), follow, and watch for leaders gone."""
+        self.cluster.listen("members", self.members_changed)
+        self.cluster.listen("replicas", self.records_changed)
+        for vhost, name, record in self._promote_at_start:
+            self._spawn(self._promote(vhost, name, record))
+        self._promote_at_start = []
+        self.members_changed()
+
+    async def stop(self) -> None:
+        self._stopped = True
+        await cancel_tasks(*self._tasks)
+        for leader in self.leading.values():
+            leader.stopped = True
+        for follower in self.following.values():
+            follower.close()
+
+    @staticmethod
+    def _replicated(q) -> bool:
+        return q.queue_type == "quorum" and q.durable and q.exclusive_owner is None
+
+    # --- a new queue, led here -------------------------------------------------------------------
+
+    async def created(self, v, q) -> None:
+        """A durable quorum queue just declared here: its record (epoch 1, its members), then led."""
+        if self._replicated(q) and (v.name, q.name) not in self.leading:
+            await self._create(v, q)
+
+    async def _create(self, v, q) -> None:
+        size = q.arguments.get("x-quorum-initial-group-size", DEFAULT_GROUP_SIZE)
+        size = size if isinstance(size, int) and size > 0 else DEFAULT_GROUP_SIZE
+        others = sorted(n for n in self.cluster.members if n != self.me and self.cluster.running(n))
+        members = [self.me] + others[:size - 1]
+        record = {"vhost": v.name, "name": q.name, "leader": self.me, "epoch": 1, "members": members,
+                  "arguments": plain(q.arguments)}
+        written, existing = await self.cluster.client.put_if_absent(self.record_key(v.name, q.name),
+                                                                    json.dumps(record, sort_keys=True))
+        if not written:  # declared before and deleted while this node was down, or a race: take it
+            record = json.loads(existing.value)
+            if not await self._take(v.name, q.name, record, existing):
+                return
+            record = self.record(v.name, q.name) or record
+        self.cluster.replicas[f"{_quote(v.name)}/{_quote(q.name)}"] = record
+        self._lead(v, q, record)
+
+    def _lead(self, v, q, record: dict) -> None:
+        leader = Leader(self, v, q, record["epoch"], list(record["members"]))
+        store = q.store.inner if isinstance(q.store, ReplicatedStore) else q.store
+        q.store = ReplicatedStore(store, leader)
+        self.leading[(v.name, q.name)] = leader
+        self.following.pop((v.name, q.name), None)
+        log.info("cluster: this node leads %s (epoch %d, members %s)", leader.describe(), leader.epoch,
+                 ", ".join(leader.members))
+        if self.loop is not None and self.api.links is not None:
+            for node in leader.followers:
+                if self.cluster.running(node):
+                    leader.snapshot_to(node)
+
+    async def _take(self, vhost: str, name: str, record: dict, kv) -> bool:
+        """Raise the record's epoch with this node as its leader, if nobody changed it since
+        ``kv`` was read; the queue directory's key moves here in the same transaction."""
+        new = {**record, "leader": self.me, "epoch": int(record.get("epoch", 0)) + 1}
+        old_leader = record.get("leader")
+        deletes = [queue_key(self.cluster.prefix, vhost, name, old_leader)] if old_leader and old_leader != self.me else []
+        taken = await self.cluster.client.write_if_unchanged(
+            self.record_key(vhost, name), kv.mod_revision, [(self.record_key(vhost, name),
+                                                             json.dumps(new, sort_keys=True), 0)], deletes)
+        if taken:
+            self.cluster.replicas[f"{_quote(vhost)}/{_quote(name)}"] = new
+            record.update(new)
+        return taken
+
+    # --- a queue led elsewhere -------------------------------------------------------------------
+
+    def _drop_local(self, v, q) -> None:
+        """Another node leads ``q``: this node's copy goes (every confirmed message is on the
+        leader: module doc) and this node follows it."""
+        log.warning("cluster: %s is led by node %s now: this node's copy is dropped, and it follows",
+                    f"quorum queue '{q.name}' in vhost '{v.name}'", (self.record(v.name, q.name) or {}).get("leader"))
+        v.delete_queue(q)
+
+    # --- what the cluster's views say ------------------------------------------------------------
+
+    def members_changed(self) -> None:
+        """A node came or went: followers that came back are caught up; a leader gone is
+        replaced (an election, module doc)."""
+        if self.loop is None:
+            return
+        for leader in list(self.leading.values()):
+            for node in leader.followers:
+                if node not in leader.in_step and self.cluster.running(node):
+                    self.catch_up_soon(leader, node)
+                elif node in leader.in_step and not self.cluster.running(node):
+                    leader.in_step.discard(node)
+        self.records_changed()
+
+    def records_changed(self) -> None:
+        for key, record in list(self.cluster.replicas.items()):
+            members = record.get("members") or []
+            if self.me not in members:
+                continue
+            vhost, name, leader = record.get("vhost"), record.get("name"), record.get("leader")
+            k = (vhost, name)
+            if leader == self.me:
+                continue
+            follower = self.following.get(k)
+            if follower is None:
+                if k in self.leading:  # taken by another node: this one stops
+                    self._stepped_down(k)
+                follower = self.following[k] = Follower(self, vhost, name)
+            if leader not in self.cluster.members and k not in self._electing:
+                self._electing.add(k)
+                self._spawn(self._elect(k, record))
+        for k in [k for k in self.following if f"{_quote(k[0])}/{_quote(k[1])}" not in self.cluster.replicas]:
+            self.following.pop(k).close()  # the queue was deleted
+            shutil.rmtree(self.replica_dir(*k), ignore_errors=True)
+
+    def _stepped_down(self, k) -> None:
+        leader = self.leading.pop(k)
+        leader.stopped = True
+        v = self.broker.vhosts.get(k[0])
+        q = v.queues.get(k[1]) if v is not None else None
+        if q is not None:
+            log.warning("cluster: %s was taken by another node: this node stops serving it", leader.describe())
+            v.delete_queue(q)
+
+    def catch_up_soon(self, leader: Leader, node: str) -> None:
+        def send() -> None:
+            if not leader.stopped and node not in leader.in_step and self.cluster.running(node):
+                leader.snapshot_to(node)
+        self.loop.call_soon(send)
+
+    # --- an election (module doc) -----------------------------------------------------------------
+
+    async def _elect(self, k, record: dict) -> None:
+        vhost, name = k
+        follower = self.following[k]
+        epoch = int(record.get("epoch", 0))
+        try:
+            follower.fenced = True
+            vote = {"node": self.me, "epoch": epoch, "applied": follower.applied, "in_step": follower.in_step}
+            await self.cluster.client.put(self.votes_prefix(vhost, name) + self.me, json.dumps(vote),
+                                          lease=self.cluster.lease)
+            members = record.get("members") or []
+            needed = len(members) // 2 + 1
+            deadline = self.loop.time() + ELECTION_S
+            while not self._stopped and self.loop.time() < deadline:
+                current = self.record(vhost, name)
+                if current is None or int(current.get("epoch", 0)) != epoch:
+                    return  # decided (by another voter, or the leader came back)
+                votes = [json.loads(kv.value) for kv in await self.cluster.client.get_prefix(self.votes_prefix(vhost, name))]
+                votes = [x for x in votes if x.get("epoch") == epoch and x.get("node") in members]
+                if len(votes) >= needed:
+                    best = max((x for x in votes if x.get("in_step")), key=lambda x: (x["applied"], x["node"]),
+                               default=None)
+                    if best is None:
+                        log.error("cluster: quorum queue '%s' in vhost '%s': no voter was in step with its leader: "
+                                  "nobody takes it", name, vhost)
+                        return
+                    if best["node"] == self.me:
+                        kv = await self.cluster.client.get(self.record_key(vhost, name))
+                        current = json.loads(kv.value) if kv is not None else None
+                        if current is not None and int(current.get("epoch", 0)) == epoch \
+                                and await self._take(vhost, name, current, kv):
+                            await self._promote(vhost, name, current)
+                            for x in votes:
+                                await self.cluster.client.delete(self.votes_prefix(vhost, name) + x["node"])
+                        return
+                await asyncio.sleep(VOTE_POLL_S)
+        except EtcdError as e:
+            log.warning("cluster: quorum queue '%s' in vhost '%s': the election failed (%s); tried again", name,
+                        vhost, e)
+        finally:  # (the vote's fence stays: a snapshot of a newer epoch lifts it)
+            self._electing.discard(k)
+
+    async def _promote(self, vhost: str, name: str, record: dict) -> None:
+        """This node took the queue: its replica becomes its queue folder, the queue is declared
+        here and starts from it (as after a restart), then this node leads it."""
+        follower = self.following.pop((vhost, name), None)
+        if follower is not None:
+            follower.close()
+        v = self.broker.vhosts.get(vhost)
+        if v is None:
+            log.error("cluster: quorum queue '%s': no vhost '%s' here to take it into", name, vhost)
+            return
+        source, target = self.replica_dir(vhost, name), str(self.durability.queue_dir(vhost, name))
+        if os.path.isdir(source):
+            shutil.rmtree(target, ignore_errors=True)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            os.rename(source, target)
+        arguments = dict(record.get("arguments") or {})
+        handle = v.remote_queues.get(name)
+        if handle is not None:
+            arguments = dict(handle.arguments)
+            self.api.reach.forget_handle(v, handle)
+        arguments["x-queue-type"] = "quorum"
+        await durable_change(self.durability, apply_change, v, "declare_queue",
+                             (name, True, False, False, arguments, ADMIN))
+        q = v.queues[name]
+        log.warning("cluster: this node took quorum queue '%s' in vhost '%s' (epoch %d): %d messages", name, vhost,
+                    record["epoch"], q.message_count)
+        self._lead(v, q, record)
+        if self.api.topology is not None:  # its bindings, which went with the old leader's handle
+            self.api.topology.changed()
+        await self.api.queues.publish_once()  # the other nodes route to it here from now on
+
+    # --- what the leader sends (NodeLinks' handler, through ClusterApi) -----------------------------
+
+    def message(self, node: str, op: str, args: tuple) -> None:
+        vhost, name, epoch = args[0], args[1], args[2]
+        follower = self.following.get((vhost, name))
+        if follower is None:
+            follower = self.following[(vhost, name)] = Follower(self, vhost, name)
+        if op == "r_snap":
+            follower.snapshot(epoch, *args[3:])
+        elif op == "r_ops":
+            follower.operations(epoch, args[3], args[4])
+
+    def request(self, node: str, op: str, args: tuple):
+        vhost, name, epoch, upto = args
+        follower = self.following.get((vhost, name))
+        if follower is None:
+            raise ReplicaError(f"node {self.me} does not follow queue '{name}' in vhost '{vhost}'")
+        return follower.sync(epoch, upto)
+
+    # --- the HTTP API's view ------------------------------------------------------------------------
+
+    def describe(self, vhost: str, name: str) -> dict | None:
+        """``leader``, ``members`` and ``online`` for /api/queues, as RabbitMQ shows a quorum queue."""
+        record = self.record(vhost, name)
+        if record is None:
+            return None
+        members = list(record.get("members") or [])
+        return {"leader": record.get("leader"), "members": members,
+                "online": [m for m in members if m == self.me or self.cluster.running(m)]}
+
