@@ -19,13 +19,15 @@ fsyncs run on the FsyncWorker's GIL-free thread one after the other, a second sy
 only splits the same messages over two fsyncs: persist-confirm ran 76k msg/s with 1, 64k with
 2 (docs/performance.md, session 8).
 
-Definitions: a change made while a client's methods are handled is written and applied at
-once, and fsynced by the next group commit on a pool thread beside the message stores
-(``DefinitionsStore.defer_fsync``, warren/store/definitions.py); the connection holds its answer
-(the -ok and anything after it) and its input until that group commit ended
-(``after_definitions``), so an fsync that stalls holds that client only, never the loop. A
-message published into a queue just declared is confirmed by a group commit that began after
-the declare was written, so its confirm waits for the declare's fsync too. The HTTP API
+Definitions: a change made while a client's methods are handled is applied at once, and
+written and fsynced by the next group commit on a pool thread beside the message stores
+(``DefinitionsStore.defer_fsync``, warren/store/definitions.py: the record waits in memory, and
+the pool thread writes it right before its fsync, in the order of the changes); the connection
+holds its answer (the -ok and anything after it) and its input until that group commit ended
+(``after_definitions``), so an fsync that stalls holds that client only, never the loop, nor
+does a second client's change during it (its write would wait behind the stalled fsync of the
+same file). A message published into a queue just declared is confirmed by a group commit
+that began after the declare was made, so its confirm waits for the declare's fsync too. The HTTP API
 defers the same way (warren/broker/directory.py ``durable_change``), and so do the broker's own
 deletes (the tick's x-expires, a dropped connection's auto-delete queues, a vhost's deletion),
 which nobody waits for; other changes (start-up) are fsynced inside the call, before it returns.

@@ -10,7 +10,7 @@ One file, the format header then one T_DEFINITION record per change, each a JSON
      "queue" | "exchange", "routing_key": ..., "arguments": ...}
 
 Every change is written and fsynced before the method returns, so the broker can send
-declare-ok / bind-ok afterwards; or, while ``defer_fsync`` is set, written and applied at once
+declare-ok / bind-ok afterwards; or, while ``defer_fsync`` is set, applied at once and written
 and fsynced later by ``sync`` on another thread (the broker's group commit), the caller holding
 its answer until then (see "Deferred fsyncs" below). A change that changes nothing (redeclaring an identical
 queue, deleting a missing one) writes nothing: clients redeclare their topology on every
@@ -33,16 +33,27 @@ and the way out (``warren store check``, and its ``--repair``, which keeps every
 after copying the file to the quarantine folder).
 
 Deferred fsyncs. An fsync of this file on the event loop's thread held every connection for as
-long as the disk took (seconds, when it stalls). With ``defer_fsync`` set (the broker sets it
-while it handles a client's methods, warren/server/connection.py), ``_log`` writes the record
-(to the page cache) and applies it, counts it in ``changes``, and calls ``on_change`` (the
-broker asks for a group commit, warren/broker/durability.py); ``sync`` then fsyncs, on a pool
-thread, everything written before it began (``durable`` counts what is), and compacts when due
-without holding the lock through any fsync. ``answers_held`` counts the calls whose caller
-must wait for that fsync before answering: each deferred change, and each call that changed
-nothing while earlier changes were not durable yet (a redeclare must not be answered before
-the declare it repeats is safe). Changes apply in the order they are written, and ``durable``
-only grows: an answer sent once ``durable`` covers its change is never taken back by a crash.
+long as the disk took (seconds, when it stalls); so did a write of it, which may wait in the
+kernel behind a stalled fsync of the same file (the kernel's FUSE holds the file's inode lock
+through an fsync; a device that needs stable pages, a full journal). With ``defer_fsync`` set
+(the broker sets it while it handles a client's methods, warren/server/connection.py), ``_log``
+does no I/O: it applies the change, appends its record to ``_unwritten``, counts it in
+``changes``, and calls ``on_change`` (the broker asks for a group commit, warren/broker/
+durability.py); ``sync`` then, on a pool thread, takes the records not written yet (under the
+lock, with a duplicate of the descriptor), writes them in one call and fsyncs, without the lock
+(``durable`` counts what it covered), and compacts when due without holding the lock through any
+fsync. One ``sync`` at a time (``_sync_lock``), each taking the records in the order of the
+changes, so the file holds them in that order; a call without ``defer_fsync`` takes the sync
+lock first and writes the records not written yet before its own. ``answers_held`` counts the
+calls whose caller must wait for that fsync before answering: each deferred change, and each
+call that changed nothing while earlier changes were not durable yet (a redeclare must not be
+answered before the declare it repeats is safe). Changes apply in the order they are made, and
+``durable`` only grows: an answer sent once ``durable`` covers its change is never taken back
+by a crash; a crash before the sync loses records whose changes were applied but never answered
+(the memory that held them goes with the process). A compaction or a rewrite writes every live
+definition, those not written yet too, which are then dropped from ``_unwritten``. While a sync
+stalls, ``_unwritten`` grows by one record per held caller at most (a connection reads nothing
+more until its change is durable), plus the broker's own deletes.
 Deletes of queues and exchanges are deferred too: the broker logs them with a ``token`` and
 only renames the store folder aside until the delete is durable (warren/store/aside.py); the
 records with tokens outlive compactions (written first, ahead of the live definitions) until
@@ -51,18 +62,22 @@ Without ``defer_fsync`` (start-up, the broker's own changes on its tick) a chang
 the call returns, as before, and so is everything deferred before it. The HTTP API defers as a
 client's connection does (warren/broker/directory.py ``durable_change``).
 
-A failed fsync. It is never retried on the same file: after an EIO the kernel may have dropped
-the dirty pages and report success next time (PostgreSQL's "fsyncgate", 2018). The store holds
-every live definition in memory, so it writes them again, whole, to ``<path>.compact`` (with
-the record being logged, in the synchronous path), fsyncs that, renames it over the log and
-fsyncs the folder, as a compaction does (``_rewrite``), the lock held throughout (a failing
-disk only: a change made meanwhile waits for it). If that is durable, nothing was lost: the
-changes the failed fsync covered are in the new file, their answers go, and the store carries
-on (``rewrites`` counts it; the log says so at ERROR). If it fails too, the store fails for good
-(``_failed``, one CRITICAL line): ``sync`` raises, which fails its group commit, and the broker
-stops, since what was applied meanwhile may have been relied on (messages confirmed into a
-queue whose declare the failed fsync lost); in the synchronous path the change is refused and
-so is every later one.
+A failed fsync, or write. An fsync is never retried on the same file: after an EIO the kernel
+may have dropped the dirty pages and report success next time (PostgreSQL's "fsyncgate", 2018).
+The store holds every live definition in memory, so it writes them again, whole, to
+``<path>.compact`` (with the record being logged, in the synchronous path), fsyncs that, renames
+it over the log and fsyncs the folder, as a compaction does (``_rewrite``), the lock held
+throughout (a failing disk only: a change made meanwhile waits for it). A failed write of
+deferred records (``sync``'s, or a synchronous call writing them before its own) is handled the
+same way, since their changes are applied already: the file may end in part of a record, and
+the new one holds them whole. If that is durable, nothing was lost: the changes the failed call
+covered are in the new file, their answers go, and the store carries on (``rewrites`` counts
+it; the log says so at ERROR). If it fails too, the store fails for good (``_failed``, one
+CRITICAL line): ``sync`` raises, which fails its group commit, and the broker stops, since what
+was applied meanwhile may have been relied on (messages confirmed into a queue whose declare
+the failed fsync lost); in the synchronous path the change is refused and so is every later
+one. A synchronous call's own failed write is taken back (the file truncated to its length
+before it) and refuses that change alone, as before.
 
 Argument tables are stored as tagged JSON, losslessly: str, int and bool as JSON, None as null,
 and ``["f", repr]`` float (NaN and infinities too), ``["b", base64]`` bytes, ``["D", str]``
