@@ -193,6 +193,8 @@ class SharedTopology:
         if into is not None:
             for b in list(into.bound_to):
                 self._add_binding(out, v, b)
+                if b.source.auto_delete:  # its last binding gone, it goes too: etcd's record with it
+                    self._add_exchange(out, v, b.source, True)
         return out
 
     async def written(self, v, op: str, args: tuple, before: dict) -> None:
