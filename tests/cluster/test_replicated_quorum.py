@@ -60,6 +60,8 @@ def test_a_quorum_queue_has_three_members_and_survives_its_leaders_kill(etcd1, n
     ch.queue_declare(queue, durable=True, arguments={"x-queue-type": "quorum"})
     held = record(etcd1, cluster_name, queue)
     assert held is not None and held["leader"] == "a" and held["members"] == ["a", "b", "c"], held
+    row = api(b, f"queues/%2F/{queue}")  # RabbitMQ's quorum queue fields, through another node
+    assert (row["leader"], row["members"], row["online"]) == ("a", ["a", "b", "c"], ["a", "b", "c"]), row
     ch.confirm_delivery()
     published = [f"m-{i}" for i in range(300)]
     for body in published[:200]:
@@ -80,6 +82,8 @@ def test_a_quorum_queue_has_three_members_and_survives_its_leaders_kill(etcd1, n
     other = b if taken["leader"] == "c" else c  # served through the node that is not its leader too
     wait_until(lambda: any(q["name"] == queue and q.get("node") == taken["leader"] for q in api(other, "queues")),
                TIMEOUT_S, "the queue directory names the new leader")
+    row = api(other, f"queues/%2F/{queue}")
+    assert row["leader"] == taken["leader"] and sorted(row["online"]) == ["b", "c"], row
     got = drain(other, queue, 250)
     lost = set(published[50:]) - set(got)
     unexpected = set(got) - set(published)

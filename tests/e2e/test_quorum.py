@@ -306,3 +306,6 @@ def test_the_http_api_reports_the_quorum_type(broker, ch, cleanup, uid):
     with urllib.request.urlopen(req, timeout=5) as r:
         info = json.load(r)
     assert info["type"] == "quorum" and info["durable"] is True
+    # RabbitMQ's quorum fields: one node's alone, or a cluster's members (warren/cluster/replicas.py)
+    assert info["leader"] == info["node"] and info["leader"] in info["members"]
+    assert sorted(info["online"]) == sorted(info["members"])

@@ -137,6 +137,11 @@ class LocalDirectory:
             return self.elsewhere.find_queue(vhost.name, name)
         return found
 
+    def quorum_members(self, vhost: str, name: str) -> dict | None:
+        """A replicated quorum queue's ``leader``, ``members`` and ``online`` nodes (a cluster's,
+        warren/cluster/replicas.py); None: the queue is this node's alone."""
+        return None if self.elsewhere is None else self.elsewhere.quorum_members(vhost, name)
+
     def missing_queue(self, vhost, name: str):
         """The error for queue ``name`` that ``vhost`` (a Vhost) does not hold: 404 ``no queue``;
         in a cluster, RabbitMQ's answer for a durable queue whose node is down, or 405 for an

@@ -357,6 +357,9 @@ class ClusterApi:
             self.reach.forget_handle(v, handle)
         return deleted
 
+    def quorum_members(self, vhost: str, name: str) -> dict | None:
+        return None if self.replicas is None else self.replicas.describe(vhost, name)
+
     def missing_queue(self, v, name: str):
         """What a client asking for queue ``name``, which is not here, is answered when another
         node holds it: RabbitMQ's home-node error if that node is down (a durable queue), 405 if
