@@ -9,6 +9,8 @@ Waits are on what etcd, the HTTP API or a client shows, never on time.
 from __future__ import annotations
 
 import json
+import threading
+import time
 import urllib.parse
 
 import pika
@@ -126,3 +128,87 @@ def test_a_follower_that_was_down_catches_up_and_the_queue_takes_publishes_meanw
     assert taken["leader"] == "c", taken  # b's copy stopped at its kill; c's has "after"
     got = drain(c, queue, 101)
     assert sorted(got) == sorted([f"m-{i}" for i in range(100)] + ["after"])
+
+
+class Publisher(threading.Thread):
+    """Publishes ``<name>:<n>`` with confirms to ``queue`` through ``node`` until told to stop; a
+    nack or a return is a publish not confirmed (a queue between leaders takes nothing)."""
+
+    def __init__(self, node, name: str, queue: str) -> None:
+        super().__init__(daemon=True)
+        self.node, self.name, self.queue = node, name, queue
+        self.published: set[str] = set()
+        self.confirmed: list[str] = []
+        self.confirmed_at: list[float] = []  # when each confirmed publish was sent (time.monotonic())
+        self.not_confirmed = 0
+        self.stop = threading.Event()
+        self.failure: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            conn = connect(self.node)
+            ch = conn.channel()
+            ch.confirm_delivery()
+            n = 0
+            while not self.stop.is_set():
+                body = f"{self.name}:{n}"
+                n += 1
+                self.published.add(body)
+                sent = time.monotonic()
+                try:
+                    ch.basic_publish("", self.queue, body.encode(), pika.BasicProperties(delivery_mode=2),
+                                     mandatory=True)
+                except (pika.exceptions.NackError, pika.exceptions.UnroutableError):
+                    self.not_confirmed += 1
+                    continue
+                self.confirmed.append(body)
+                self.confirmed_at.append(sent)
+            conn.close()
+        except BaseException as e:  # noqa: BLE001: the test reports it
+            self.failure = e
+
+
+def test_kill_9_of_the_leader_during_confirmed_publishing_loses_nothing(etcd1, nodes, cluster_name, uid):
+    """Two publishers, through the two followers' nodes, publish with confirms while the leader is
+    killed: publishes between leaders are nacked or returned, then confirmed again once a follower
+    took the queue. Lost (confirmed, never delivered) and unexpected are 0; the time from the kill
+    to the first confirm after it is printed."""
+    a = nodes.start(etcd1.endpoints, cluster_name, "a", "--cluster-lease-ttl", LEASE_TTL)
+    b = nodes.start(etcd1.endpoints, cluster_name, "b", "--cluster-lease-ttl", LEASE_TTL)
+    c = nodes.start(etcd1.endpoints, cluster_name, "c", "--cluster-lease-ttl", LEASE_TTL)
+    queue = f"qq-kill-{uid}"
+    conn = connect(a)
+    conn.channel().queue_declare(queue, durable=True, arguments={"x-queue-type": "quorum"})
+    conn.close()
+    for node in (b, c):
+        wait_until(lambda node=node: any(q["name"] == queue for q in api(node, "queues")), TIMEOUT_S,
+                   "the queue known to every node")
+    publishers = [Publisher(b, "pb", queue), Publisher(c, "pc", queue)]
+    for p in publishers:
+        p.start()
+    wait_until(lambda: all(len(p.confirmed) >= 150 or p.failure for p in publishers), TIMEOUT_S,
+               "150 confirms each before the kill")
+    before = [len(p.confirmed) for p in publishers]
+    killed_at = time.monotonic()
+    a.proc.kill()
+    a.proc.wait(timeout=10)
+    wait_until(lambda: all(len(p.confirmed) >= n + 150 or p.failure for p, n in zip(publishers, before)), TIMEOUT_S,
+               "150 more confirms each after the kill")
+    for p in publishers:
+        p.stop.set()
+    for p in publishers:
+        p.join(TIMEOUT_S)
+        assert p.failure is None, p.failure
+    first_after = min(t for p in publishers for t in p.confirmed_at if t > killed_at)  # sent after the kill
+    taken = record(etcd1, cluster_name, queue)
+    confirmed = {body for p in publishers for body in p.confirmed}
+    published = {body for p in publishers for body in p.published}
+    got = drain(b, queue, len(confirmed))
+    lost = confirmed - set(got)
+    unexpected = set(got) - published
+    print(f"\nreplicated quorum queue, kill -9 of its leader: confirmed {len(confirmed)}, not confirmed "
+          f"{sum(p.not_confirmed for p in publishers)}, delivered {len(got)}, lost {len(lost)}, unexpected "
+          f"{len(unexpected)}, duplicated {len(got) - len(set(got))}; new leader {taken['leader']} (epoch "
+          f"{taken['epoch']}); from the kill to the first confirmed publish sent after it: {first_after - killed_at:.2f} s "
+          f"(lease TTL {LEASE_TTL} s)")
+    assert not lost and not unexpected, (sorted(lost)[:5], sorted(unexpected)[:5])
