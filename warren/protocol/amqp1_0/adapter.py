@@ -174,9 +174,8 @@ class SessionSink:
         v = view(message, redelivered)
         if link.match is not None and not link.match.matches(v.properties, v.application):
             self.channel.ack_run([tag])  # not for this link: the stream's reader gets its credit back
-            credit = consumer.credit
-            if credit.far:  # the client's credit was not spent: the owner may send one more
-                credit.granted(self.conn.credit(self.number, link.handle), False)
+            if consumer.credit.far:  # the client's credit was not spent: the owner may send one more
+                self.handler.regrant_at_next_write(self.channel, link)
             link.skipped += 1
             if link.skipped >= SCAN_TURN:  # a long run of misses: the other connections get a turn
                 link.paused = True
@@ -290,6 +289,8 @@ class ConnectionHandler(BrokerConnection):
         self.max_message_size = max_message_size
         self._confirming: set[SessionChannel] = set()
         self._paused: list = []  # (channel, Outgoing) of stream links whose filter skipped SCAN_TURN in a row
+        # far stream links whose filter settled messages unseen since the last write -> their channel
+        self._regrants: dict = {}
 
     def __str__(self) -> str:
         return super().__str__() + " (AMQP 1.0)"
@@ -759,9 +760,24 @@ class ConnectionHandler(BrokerConnection):
         self._paused.append((channel, link))
         self.io.want_flush()
 
+    def regrant_at_next_write(self, channel: SessionChannel, link: Outgoing) -> None:
+        """A stream link reading another worker's stream settled a message its filter refused,
+        which took none of the client's credit: the owner may send one more. Told at the next
+        write, once for all the link's misses of the batch: one ``limit`` message, not one each
+        (``FarLinkCredit.granted`` tells written + credit, which covers every miss so far)."""
+        self._regrants[link] = channel
+        self.io.want_flush()
+
     def before_flush(self) -> bool:
-        """Accept the transfers whose messages reached the disk (one pass per write batch), and
-        let the stream links a filter paused read on."""
+        """Accept the transfers whose messages reached the disk (one pass per write batch), tell
+        other workers the credit their streams' filtered links got back, and let the stream
+        links a filter paused read on."""
+        if self._regrants:
+            regrants, self._regrants = self._regrants, {}
+            for link, channel in regrants.items():
+                if channel.closed or channel.sink.links.get(link.consumer.tag) is not link:
+                    continue  # detached meanwhile: its consumer and credit are gone
+                link.consumer.credit.granted(self.conn.credit(channel.number, link.handle), False)
         if self._paused:
             paused, self._paused = self._paused, []
             for channel, link in paused:
