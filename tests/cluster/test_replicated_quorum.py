@@ -212,3 +212,68 @@ def test_kill_9_of_the_leader_during_confirmed_publishing_loses_nothing(etcd1, n
           f"{taken['epoch']}); from the kill to the first confirmed publish sent after it: {first_after - killed_at:.2f} s "
           f"(lease TTL {LEASE_TTL} s)")
     assert not lost and not unexpected, (sorted(lost)[:5], sorted(unexpected)[:5])
+
+
+def test_a_deleted_replicated_queue_leaves_no_record_and_no_replica(etcd1, nodes, cluster_name, uid):
+    a = nodes.start(etcd1.endpoints, cluster_name, "a")
+    b = nodes.start(etcd1.endpoints, cluster_name, "b")
+    queue = f"qq-gone-{uid}"
+    conn = connect(b)  # through another node: the queue lives where the locator puts it (b, client-local)
+    ch = conn.channel()
+    ch.queue_declare(queue, durable=True, arguments={"x-queue-type": "quorum"})
+    ch.confirm_delivery()
+    ch.basic_publish("", queue, b"x", pika.BasicProperties(delivery_mode=2))
+    held = record(etcd1, cluster_name, queue)
+    assert held["members"] == ["b", "a"], held
+    replicas = a.data_dir / "replicas"
+    wait_until(lambda: replicas.is_dir() and any(replicas.iterdir()), TIMEOUT_S, "a's replica folder")
+    ch.queue_delete(queue)
+    conn.close()
+    wait_until(lambda: record(etcd1, cluster_name, queue) is None, TIMEOUT_S, "the record deleted")
+    wait_until(lambda: not any(replicas.iterdir()), TIMEOUT_S, "a's replica removed")
+
+
+def test_delivery_counts_and_messages_out_survive_the_leaders_kill(etcd1, nodes, cluster_name, uid):
+    """Settlements are operations too: a message returned twice comes from the new leader with
+    x-delivery-count 2, and one that was out (delivered, not acked) when the leader died comes
+    back redelivered."""
+    a = nodes.start(etcd1.endpoints, cluster_name, "a", "--cluster-lease-ttl", LEASE_TTL)
+    b = nodes.start(etcd1.endpoints, cluster_name, "b", "--cluster-lease-ttl", LEASE_TTL)
+    c = nodes.start(etcd1.endpoints, cluster_name, "c", "--cluster-lease-ttl", LEASE_TTL)
+    queue = f"qq-count-{uid}"
+    conn = connect(a)
+    ch = conn.channel()
+    ch.queue_declare(queue, durable=True, arguments={"x-queue-type": "quorum"})
+    ch.confirm_delivery()
+    for body in (b"returned", b"out", b"last"):
+        ch.basic_publish("", queue, body, pika.BasicProperties(delivery_mode=2))
+    for _ in range(2):
+        method, _, body = ch.basic_get(queue)
+        assert body == b"returned"
+        ch.basic_nack(method.delivery_tag, requeue=True)
+    method, _, body = ch.basic_get(queue)
+    assert body == b"returned"
+    ch.basic_nack(method.delivery_tag, requeue=True)  # a third return...
+    holder = connect(a)
+    out_ch = holder.channel()
+    ch.basic_publish("", queue, b"barrier", pika.BasicProperties(delivery_mode=2))  # its confirm: all synced
+    got = [out_ch.basic_get(queue) for _ in range(2)]
+    assert [g[2] for g in got] == [b"returned", b"out"]  # both out, unacked, when the leader dies
+    a.proc.kill()
+    a.proc.wait(timeout=10)
+    taken = wait_until(lambda: (r := record(etcd1, cluster_name, queue)) and r["leader"] != "a" and r, TIMEOUT_S,
+                       "a follower takes the queue")
+    node = b if taken["leader"] == "b" else c
+    conn = connect(node)
+    try:
+        ch = conn.channel()
+        seen = {}
+        for _ in range(4):
+            method, properties, body = ch.basic_get(queue, auto_ack=True)
+            seen[body] = (method.redelivered, (properties.headers or {}).get("x-delivery-count"))
+    finally:
+        conn.close()
+    # "returned" came back three times, then was out once more: its fourth return is the kill's
+    assert seen[b"returned"] == (True, 4), seen
+    assert seen[b"out"][0] is True, seen
+    assert seen[b"out"][1] == 1 and seen[b"last"] == (False, 0) and seen[b"barrier"] == (False, 0), seen

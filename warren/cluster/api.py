@@ -107,6 +107,8 @@ class ClusterApi:
     def tick(self) -> None:
         if self.reach is not None:
             self.reach.tick()
+        if self.replicas is not None:
+            self.replicas.tick()
 
     def flush(self) -> None:
         """The node stops: what is batched for other nodes is written now (links.py close)."""

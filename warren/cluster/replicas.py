@@ -496,6 +496,27 @@ class Replicas:
                     f"quorum queue '{q.name}' in vhost '{v.name}'", (self.record(v.name, q.name) or {}).get("leader"))
         v.delete_queue(q)
 
+    # --- a queue deleted here -------------------------------------------------------------------
+
+    def tick(self) -> None:
+        """From the server's tick: a queue this node led and deleted (a client, the HTTP API,
+        x-expires) loses its record, and its followers their replicas (they watch the records)."""
+        for k, leader in list(self.leading.items()):
+            if leader.q.deleted:
+                del self.leading[k]
+                leader.stopped = True
+                self._spawn(self._forget(k, leader.epoch))
+
+    async def _forget(self, k, epoch: int) -> None:
+        key = self.record_key(*k)
+        try:
+            kv = await self.cluster.client.get(key)
+            if kv is not None and json.loads(kv.value).get("epoch") == epoch:  # not declared again since
+                await self.cluster.client.write_if_unchanged(key, kv.mod_revision, [], [key])
+        except EtcdError as e:
+            log.warning("cluster: the record of deleted quorum queue '%s' in vhost '%s' stays in etcd: %s",
+                        k[1], k[0], e)
+
     # --- what the cluster's views say ------------------------------------------------------------
 
     def members_changed(self) -> None:
