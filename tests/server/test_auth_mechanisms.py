@@ -99,6 +99,10 @@ def test_a_0_9_1_login_with_a_mechanism_connection_start_did_not_offer_is_refuse
     assert e.value.reply_code == 403 and e.value.text.startswith("Login was refused using authentication mechanism PLAIN")
     assert e.value.log_detail == ("mechanism PLAIN is not offered to this connection (offered: AMQPLAIN; "
                                   "auth-mechanisms)")
+    odd = str(b"PL\xffIN", "utf-8", "surrogateescape")  # a name of any octets, as start-ok's shortstr reads it
+    with pytest.raises(ConnectionAccessRefused) as e:
+        log_in(users, None, odd, plain, peer, start_offer=b"PLAIN")
+    assert e.value.reply_code == 403 and "is not offered" in e.value.log_detail
     # a verified certificate where EXTERNAL is not offered: refused, saying so
     with pytest.raises(ConnectionAccessRefused) as e:
         log_in(users, None, "EXTERNAL", b"", peer, certificate=CertificateLogin("carol"), start_offer=b"PLAIN AMQPLAIN")

@@ -179,7 +179,8 @@ def log_in(users, throttle, mechanism: str, response: bytes, host: str | None, *
     mechanism not offered is refused. ``start_offer``: what a 0-9-1 (0-8, 0-9) connection.start
     offered, its space-separated mechanisms (None: not checked); another mechanism is refused
     with RabbitMQ's 403 for it, the reason in the log."""
-    if start_offer is not None and mechanism.encode() not in start_offer.split():
+    # compared as text, never encoded: the name a client chose may hold any octets (surrogate escapes)
+    if start_offer is not None and mechanism not in start_offer.decode("ascii").split():
         if not (mechanism == "EXTERNAL" and certificate is None):  # certificate_user says why: no certificate
             raise refused(mechanism, f"mechanism {mechanism} is not offered to this connection "
                                      f"(offered: {start_offer.decode() or 'none'}; auth-mechanisms)")
