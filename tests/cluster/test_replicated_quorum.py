@@ -256,9 +256,11 @@ def test_delivery_counts_and_messages_out_survive_the_leaders_kill(etcd1, nodes,
     ch.basic_nack(method.delivery_tag, requeue=True)  # a third return...
     holder = connect(a)
     out_ch = holder.channel()
-    ch.basic_publish("", queue, b"barrier", pika.BasicProperties(delivery_mode=2))  # its confirm: all synced
     got = [out_ch.basic_get(queue) for _ in range(2)]
     assert [g[2] for g in got] == [b"returned", b"out"]  # both out, unacked, when the leader dies
+    # its confirm: the followers synced every operation before it, the deliveries' marks too (a
+    # delivery whose mark had not reached a follower comes back not flagged redelivered)
+    ch.basic_publish("", queue, b"barrier", pika.BasicProperties(delivery_mode=2))
     a.proc.kill()
     a.proc.wait(timeout=10)
     taken = wait_until(lambda: (r := record(etcd1, cluster_name, queue)) and r["leader"] != "a" and r, TIMEOUT_S,
@@ -277,3 +279,41 @@ def test_delivery_counts_and_messages_out_survive_the_leaders_kill(etcd1, nodes,
     assert seen[b"returned"] == (True, 4), seen
     assert seen[b"out"][0] is True, seen
     assert seen[b"out"][1] == 1 and seen[b"last"] == (False, 0) and seen[b"barrier"] == (False, 0), seen
+
+
+def test_a_stopped_leader_returns_as_a_follower_and_every_node_stopped_and_started_keeps_the_queue(
+        etcd1, nodes, cluster_name, uid):
+    """The leader stopped (SIGTERM): a follower takes the queue at once (the lease is revoked);
+    the old leader, started again with its folder, finds another leader and follows. Then every
+    node stopped and started: the last leader leads again, and every confirmed message is there."""
+    a = nodes.start(etcd1.endpoints, cluster_name, "a")
+    b = nodes.start(etcd1.endpoints, cluster_name, "b")
+    c = nodes.start(etcd1.endpoints, cluster_name, "c")
+    queue = f"qq-stop-{uid}"
+    conn = connect(a)
+    ch = conn.channel()
+    ch.queue_declare(queue, durable=True, arguments={"x-queue-type": "quorum"})
+    ch.confirm_delivery()
+    for i in range(50):
+        ch.basic_publish("", queue, f"m-{i}".encode(), pika.BasicProperties(delivery_mode=2))
+    conn.close()
+    a.stop()
+    taken = wait_until(lambda: (r := record(etcd1, cluster_name, queue)) and r["leader"] != "a" and r, TIMEOUT_S,
+                       "a follower takes the queue")
+    a = nodes.start(etcd1.endpoints, cluster_name, "a", data_dir=nodes.tmp / "data-a")
+    leader = b if taken["leader"] == "b" else c
+    wait_until(lambda: api(leader, f"queues/%2F/{queue}")["online"] == ["a", "b", "c"], TIMEOUT_S,
+               "a back among the online members")
+    assert record(etcd1, cluster_name, queue)["leader"] == taken["leader"]  # a follows
+    assert not any(q["name"] == queue and q.get("node") == "a" for q in api(a, "queues"))
+    conn = connect(a)
+    ch = conn.channel()
+    ch.confirm_delivery()
+    for i in range(50, 60):
+        ch.basic_publish("", queue, f"m-{i}".encode(), pika.BasicProperties(delivery_mode=2))
+    conn.close()
+    for node in (a, b, c):
+        node.stop()
+    a, b, c = (nodes.start(etcd1.endpoints, cluster_name, n, data_dir=nodes.tmp / f"data-{n}") for n in "abc")
+    got = drain(a, queue, 60)
+    assert sorted(got) == sorted(f"m-{i}" for i in range(60)), (len(got), sorted(set(got))[:5])

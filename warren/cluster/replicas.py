@@ -122,6 +122,8 @@ class ReplicatedStore:
         try:
             fut.result(SYNC_TIMEOUT_S)
         except Exception as e:  # noqa: BLE001: whatever kept the majority away, the confirms are nacked
+            if self.leader.stopped:  # the node stops: its clients are gone, nobody waits for a confirm
+                return covered
             done = concurrent.futures.Future()
             loop.call_soon_threadsafe(self.leader.replicas.nack_waiting, self.leader.describe(),
                                       str(e) or type(e).__name__, done)
@@ -190,23 +192,27 @@ class Leader:
         upto = self.index
 
         def answered(a: asyncio.Future, node: str) -> None:
+            error = ReplicaError("cancelled") if a.cancelled() else a.exception()  # (always taken)
+            if error is not None:
+                self.out_of_step(node, str(error) or type(error).__name__)
             if fut.done():
                 return
-            if a.exception() is None:
+            if error is None:
                 state["ok"] += 1
                 if state["ok"] >= needed:
                     fut.set_result(None)
                 return
-            self.out_of_step(node, str(a.exception()))
             state["failed"] += 1
             if len(asked) - state["failed"] < needed:
-                fut.set_exception(ReplicaError(f"{self.describe()}: followers did not sync ({a.exception()})"))
+                fut.set_exception(ReplicaError(f"{self.describe()}: followers did not sync ({error})"))
 
         for node in asked:
             answer = self.replicas.ask(node, "r_sync", self.vhost, self.name, self.epoch, upto)
             answer.add_done_callback(lambda a, node=node: answered(a, node))
 
     def out_of_step(self, node: str, why: str) -> None:
+        if self.stopped:
+            return
         if node in self.in_step:
             self.in_step.discard(node)
             log.warning("cluster: %s: follower %s is out of step (%s); a snapshot brings it back",
@@ -404,9 +410,11 @@ class Replicas:
                     await self._create(v, q)
                 elif found[0].get("leader") == self.me:
                     if not await self._take(v.name, q.name, found[0], found[1]):
-                        self._drop_local(v, q)
+                        self._drop_local(v, q, "another")  # taken a moment ago
+                    else:
+                        self._lead(v, q, found[0])
                 else:
-                    self._drop_local(v, q)
+                    self._drop_local(v, q, found[0].get("leader"))
         for key, (record, kv) in records.items():  # led here, but the queue was never made here (taken, then died)
             vhost, name = record.get("vhost"), record.get("name")
             v = self.broker.vhosts.get(vhost)
@@ -489,11 +497,11 @@ class Replicas:
 
     # --- a queue led elsewhere -------------------------------------------------------------------
 
-    def _drop_local(self, v, q) -> None:
+    def _drop_local(self, v, q, leader: str | None) -> None:
         """Another node leads ``q``: this node's copy goes (every confirmed message is on the
         leader: module doc) and this node follows it."""
-        log.warning("cluster: %s is led by node %s now: this node's copy is dropped, and it follows",
-                    f"quorum queue '{q.name}' in vhost '{v.name}'", (self.record(v.name, q.name) or {}).get("leader"))
+        log.warning("cluster: quorum queue '%s' in vhost '%s' is led by node %s now: this node's copy is dropped, "
+                    "and it follows", q.name, v.name, leader)
         v.delete_queue(q)
 
     # --- a queue deleted here -------------------------------------------------------------------
@@ -591,9 +599,10 @@ class Replicas:
                 if len(votes) >= needed:
                     best = max((x for x in votes if x.get("in_step")), key=lambda x: (x["applied"], x["node"]),
                                default=None)
-                    if best is None:
-                        log.error("cluster: quorum queue '%s' in vhost '%s': no voter was in step with its leader: "
-                                  "nobody takes it", name, vhost)
+                    if best is None:  # (its leader may return: this node votes again when members change)
+                        log.warning("cluster: quorum queue '%s' in vhost '%s': none of the members voting was in step "
+                                    "with its leader %s, which is down: nobody takes it until it returns", name, vhost,
+                                    record.get("leader"))
                         return
                     if best["node"] == self.me:
                         kv = await self.cluster.client.get(self.record_key(vhost, name))
