@@ -8,9 +8,9 @@ definitions.py): written, applied, and answered once the group commit has fsynce
 (its own pika connection, on a thread) repeats: queue.declare of a durable queue of its own,
 queue.bind to amq.direct, queue.delete; the row gives the changes per second over every client
 (a declare, a bind and a delete are three) and the median and 99th percentile of one change's
-round trip. ``--source`` runs the same rows against other checkouts of Warren (a snapshot of an
-older commit, say), one broker at a time, taking turns row by row, since the machine's load
-drifts. Figures, never assertions.
+round trip. ``--source`` (repeatable; the default is this checkout) runs the rows against those
+checkouts of Warren (this one and a snapshot of an older commit, say), one broker at a time,
+taking turns row by row, since the machine's load drifts. Figures, never assertions.
 """
 
 from __future__ import annotations
@@ -72,11 +72,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--clients", default="1,4", help="comma-separated client counts, one row each")
-    parser.add_argument("--source", action="append", default=[], help="another checkout of Warren to run too")
+    parser.add_argument("--source", action="append", default=[], help="a checkout of Warren to run (repeatable)")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--warren-args", default="")
     args = parser.parse_args()
-    sources = [ROOT, *(Path(s).resolve() for s in args.source)]
+    sources = [Path(s).resolve() for s in args.source] or [ROOT]
     extra = shlex.split(args.warren_args)
     print(f"{'source':<40} {'clients':>7} {'changes/s':>10} {'p50 ms':>8} {'p99 ms':>8}")
     with tempfile.TemporaryDirectory(prefix="declare-churn-") as tmp:
