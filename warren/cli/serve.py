@@ -53,7 +53,8 @@ OPTION_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
       "memory_high_watermark", "disk_free_limit", "queue_flow_high", "queue_flow_high_bytes",
       "http_header_timeout", "http_body_timeout", "http_max_body_size")),
     ("Users, virtual hosts and logins",
-     ("vhosts", "default_user", "default_pass", "loopback_users", "anonymous_user", "login_failure_delay",
+     ("vhosts", "default_user", "default_pass", "loopback_users", "anonymous_user", "auth_mechanisms",
+      "login_failure_delay",
       "login_failure_limit", "login_block_time", "login_throttle_loopback")),
     ("TLS (docs/security.md)",
      ("tls_cert", "tls_key", "tls_ca", "tls_verify", "tls_versions", "tls_ciphers", "http_tls", "tls_login_from",
@@ -151,6 +152,9 @@ class ServeCommand(OneLineErrors):
                    "(RabbitMQ's loopback_users; '' = none).")
 @click.option("--anonymous-user", default=None,
               help="AMQP 0-10 clients may log in with SASL ANONYMOUS, as this user (off by default).")
+@click.option("--auth-mechanisms", default=",".join(Config.auth_mechanisms), show_default=True,
+              help="SASL mechanisms offered, in this order, where each can be used (RabbitMQ's auth_mechanisms; "
+                   "PLAIN,AMQPLAIN is RabbitMQ 3.10's, without EXTERNAL; docs/security.md).")
 @click.option("--login-failure-delay", default=Config.login_failure_delay, show_default=True, type=float,
               help="Seconds a failed login's answer waits after a few failures from its address (0 = off).")
 @click.option("--login-failure-limit", default=Config.login_failure_limit, show_default=True, type=int,

@@ -335,11 +335,13 @@ class Greeter(asyncio.Protocol):
         first: a user or password may have changed through a worker's HTTP API (a stat)."""
         sup = self.sup
         sup.access.refresh()
-        offered = None if type(self.conn) is ServerConnection else self.conn.mechanisms  # 0-10, 1.0: SASL's
+        start_ok = type(self.conn) is ServerConnection  # 0-9-1: connection.start's offer; 0-10, 1.0: SASL's
         self.username = log_in(sup.access, sup.login_throttle, mechanism, response,
                                self.peer[0] if self.peer else None,
                                certificate=self.tls.login if self.tls is not None else None,
-                               offered=offered, anonymous_user=sup.config.anonymous_user)
+                               offered=None if start_ok else self.conn.mechanisms,
+                               start_offer=self.conn.mechanisms if start_ok else None,
+                               anonymous_user=sup.config.anonymous_user)
         self.conn.accept_login()
 
     def _open(self, vhost: str) -> None:

@@ -26,6 +26,8 @@ import time
 from aiohttp import web
 
 from warren import __version__
+from warren.access.login import mechanism_rows
+from warren.config import AUTH_MECHANISMS
 from warren.management.api import stats as st
 from warren.management.api.auth import ADMINISTRATOR, MONITORING, principal, require, visible_vhosts
 from warren.management.api.common import (
@@ -287,8 +289,8 @@ def node_info(app: web.Application) -> dict:
         "net_ticktime": 60,
         "rates_mode": "basic",
         "exchange_types": EXCHANGE_TYPES,
-        "auth_mechanisms": [{"name": "PLAIN", "description": "SASL PLAIN authentication mechanism", "enabled": True},
-                            {"name": "AMQPLAIN", "description": "QPid AMQPLAIN mechanism", "enabled": True}],
+        # RabbitMQ's rows: each mechanism known, enabled as auth_mechanisms says (warren/access/login.py)
+        "auth_mechanisms": mechanism_rows(server.config.auth_mechanisms if server is not None else AUTH_MECHANISMS),
         "applications": [{"name": "warren", "description": "Warren", "version": __version__}],
         "contexts": [{"node": node, "description": "RabbitMQ Management", "path": "/",
                       "port": str(info.get("http_port", ""))}],
