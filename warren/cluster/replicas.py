@@ -447,9 +447,18 @@ class Replicas:
     # --- a new queue, led here -------------------------------------------------------------------
 
     async def created(self, v, q) -> None:
-        """A durable quorum queue just declared here: its record (epoch 1, its members), then led."""
-        if self._replicated(q) and (v.name, q.name) not in self.leading:
-            await self._create(v, q)
+        """A durable quorum queue just declared here: its record (epoch 1, its members), then led.
+        A queue of that name deleted a moment ago (before the tick saw it) is forgotten first: its
+        record is taken again, epoch raised, so its followers start afresh."""
+        if not self._replicated(q):
+            return
+        old = self.leading.get((v.name, q.name))
+        if old is not None and old.q is q:
+            return
+        if old is not None:
+            del self.leading[(v.name, q.name)]
+            old.stopped = True
+        await self._create(v, q)
 
     async def _create(self, v, q) -> None:
         size = q.arguments.get("x-quorum-initial-group-size", DEFAULT_GROUP_SIZE)
