@@ -137,7 +137,7 @@ def test_every_change_is_fsynced_before_returning(path, monkeypatch):
 
 # --- deferred fsyncs (the broker's group commit fsyncs the log off the event loop) -------------
 
-def test_a_deferred_change_is_written_and_applied_at_once_and_fsynced_by_sync(path, monkeypatch):
+def test_a_deferred_change_is_applied_at_once_and_written_and_fsynced_by_sync(path, monkeypatch):
     s = DefinitionsStore(path)
     woken = []
     s.on_change = lambda: woken.append(s.changes)

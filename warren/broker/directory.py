@@ -137,6 +137,12 @@ class LocalDirectory:
             return self.elsewhere.find_queue(vhost.name, name)
         return found
 
+    @property
+    def quorum(self):
+        """The replicated quorum queues' membership and status (a cluster's: warren/cluster/
+        replicas.py ``change_members``, ``replicated``, ``status``), or None alone."""
+        return None if self.elsewhere is None else self.elsewhere.quorum
+
     def quorum_members(self, vhost: str, name: str) -> dict | None:
         """A replicated quorum queue's ``leader``, ``members`` and ``online`` nodes (a cluster's,
         warren/cluster/replicas.py); None: the queue is this node's alone."""

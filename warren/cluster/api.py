@@ -86,7 +86,7 @@ class ClusterApi:
         if op == "purge":
             vhost, name = args
             return self._here(vhost, name).purge()
-        if op == "r_sync" and self.replicas is not None:
+        if op in ("r_sync", "r_status") and self.replicas is not None:
             return self.replicas.request(node, op, args)
         answer = NotImplemented if self.reach is None else self.reach.request(node, op, args)
         if answer is NotImplemented:
@@ -361,6 +361,11 @@ class ClusterApi:
 
     def quorum_members(self, vhost: str, name: str) -> dict | None:
         return None if self.replicas is None else self.replicas.describe(vhost, name)
+
+    @property
+    def quorum(self):
+        """The replicated quorum queues' membership and status (replicas.py), or None."""
+        return self.replicas
 
     def missing_queue(self, v, name: str):
         """What a client asking for queue ``name``, which is not here, is answered when another

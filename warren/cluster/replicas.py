@@ -143,6 +143,9 @@ class Leader:
         self.sent_upto = 0  # the last operation sent (or covered by a snapshot)
         self.pending: list = []  # the operations after it, not sent yet (this loop turn's)
         self.in_step: set[str] = set()  # followers sent a snapshot, and every operation since
+        self.synced: dict[str, int] = {}  # the last operation each follower said it synced
+        self.snapshots: dict[str, int] = {}  # the operation each follower's last snapshot covered
+        self.committed = 0  # the last operation a majority of the members synced
         self.stopped = False
 
     def describe(self) -> str:
@@ -181,6 +184,7 @@ class Leader:
         self.flush()
         needed = self.needed
         if needed == 0:
+            self.committed = self.index
             fut.set_result(None)
             return
         asked = list(self.in_step)
@@ -198,8 +202,10 @@ class Leader:
             if fut.done():
                 return
             if error is None:
+                self.synced[node] = max(self.synced.get(node, 0), upto)
                 state["ok"] += 1
                 if state["ok"] >= needed:
+                    self.committed = max(self.committed, upto)
                     fut.set_result(None)
                 return
             state["failed"] += 1
@@ -237,6 +243,21 @@ class Leader:
                 break
             part, after = part + 1, page[-1][0]
         self.in_step.add(node)
+        self.snapshots[node] = self.index
+
+    def status(self) -> list[dict]:
+        """rabbitmq-queues quorum_status's rows: each member's state and how far it is."""
+        rows = []
+        for node in self.members:
+            if node == self.replicas.me:
+                state, index = "leader", self.index
+            elif not self.replicas.cluster.running(node):
+                state, index = "noproc", None
+            else:
+                state, index = ("follower" if node in self.in_step else "catching up"), self.synced.get(node)
+            rows.append({"Node Name": node, "Raft State": state, "Log Index": index, "Commit Index": self.committed,
+                         "Snapshot Index": self.snapshots.get(node), "Term": self.epoch})
+        return rows
 
 
 class Follower:
@@ -552,11 +573,20 @@ class Replicas:
     def records_changed(self) -> None:
         for key, record in list(self.cluster.replicas.items()):
             members = record.get("members") or []
-            if self.me not in members:
-                continue
             vhost, name, leader = record.get("vhost"), record.get("name"), record.get("leader")
             k = (vhost, name)
+            if self.me not in members:
+                if k in self.following:  # a member no more (delete_member, shrink): its replica goes
+                    self.following.pop(k).close()
+                    shutil.rmtree(self.replica_dir(*k), ignore_errors=True)
+                continue
             if leader == self.me:
+                led = self.leading.get(k)
+                if led is not None and led.members != members:  # add_member, delete_member, grow, shrink
+                    led.members = list(members)
+                    for node in set(led.in_step) - set(members):
+                        led.in_step.discard(node)
+                    self.members_changed()
                 continue
             follower = self.following.get(k)
             if follower is None:
@@ -673,11 +703,67 @@ class Replicas:
             follower.operations(epoch, args[3], args[4])
 
     def request(self, node: str, op: str, args: tuple):
+        if op == "r_status":
+            led = self.leading.get((args[0], args[1]))
+            if led is None:
+                raise ReplicaError(f"node {self.me} does not lead queue '{args[1]}' in vhost '{args[0]}'")
+            return led.status()
         vhost, name, epoch, upto = args
         follower = self.following.get((vhost, name))
         if follower is None:
             raise ReplicaError(f"node {self.me} does not follow queue '{name}' in vhost '{vhost}'")
         return follower.sync(epoch, upto)
+
+    # --- membership (rabbitmq-queues add_member, delete_member, grow, shrink) -------------------------
+
+    async def change_members(self, vhost: str, name: str, add: tuple = (), remove: tuple = ()) -> dict:
+        """The queue's members with ``add`` added and ``remove`` removed, in its record (a
+        compare-and-swap: its leader follows it, snapshotting to a new member; a removed one
+        drops its replica). Its leader is not removed (ValueError), nor a node the cluster does
+        not know; the record afterwards is returned."""
+        key = self.record_key(vhost, name)
+        for _ in range(10):  # another change between the read and the write: read again
+            kv = await self.cluster.client.get(key)
+            if kv is None:
+                raise LookupError(f"no replicated quorum queue '{name}' in vhost '{vhost}'")
+            record = json.loads(kv.value)
+            members = list(record.get("members") or [])
+            for node in add:
+                if node not in self.cluster.known:
+                    raise ValueError(f"node {node} is not a node of cluster {self.cluster.cluster_name}")
+                if node not in members:
+                    members.append(node)
+            for node in remove:
+                if node == record.get("leader"):
+                    raise ValueError(f"node {node} is the leader of quorum queue '{name}' in vhost '{vhost}': "
+                                     "it cannot be removed while it leads")
+                if node in members:
+                    members.remove(node)
+            if members == record.get("members"):
+                return record
+            new = {**record, "members": members}
+            if await self.cluster.client.write_if_unchanged(key, kv.mod_revision,
+                                                            [(key, json.dumps(new, sort_keys=True), 0)]):
+                log.info("cluster: quorum queue '%s' in vhost '%s': members %s", name, vhost, ", ".join(members))
+                return new
+        raise ReplicaError(f"quorum queue '{name}' in vhost '{vhost}': its record kept changing")
+
+    def replicated(self) -> list[dict]:
+        """Every replicated queue's record."""
+        return [dict(r) for r in list(self.cluster.replicas.values())]
+
+    def status(self, vhost: str, name: str):
+        """quorum_status's rows, from the queue's leader (asked over the links if another node)."""
+        led = self.leading.get((vhost, name))
+        if led is not None:
+            return led.status()
+        record = self.record(vhost, name)
+        if record is None:
+            raise LookupError(f"no replicated quorum queue '{name}' in vhost '{vhost}'")
+        leader = record.get("leader")
+        if not self.cluster.running(leader):
+            raise ReplicaError(f"the leader of quorum queue '{name}' in vhost '{vhost}', node {leader}, is down")
+        return self.api.links.ask(leader, "r_status", vhost, name, timeout=SYNC_TIMEOUT_S)
 
     # --- the HTTP API's view ------------------------------------------------------------------------
 

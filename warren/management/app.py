@@ -36,7 +36,7 @@ from warren.management.api import (
     bindings, connections, definitions, exchanges, federation, health, overview, policies, queues, streams, users,
     vhosts,
 )
-from warren.management.api import user_limits
+from warren.management.api import quorum, user_limits
 from warren.management.api.auth import auth_middleware
 from warren.management.api.common import BROKER, INFO, SERVER, STATS, ApiError, not_found
 from warren.management.api.stats import INTERVAL, Sampler
@@ -51,6 +51,7 @@ log = logging.getLogger("warren.management")
 RESOURCES = (overview, health, connections, queues, exchanges, bindings, vhosts, users, policies, definitions,
              streams, federation)  # federation: /api/shovels, /api/federation-links
 RESOURCES += (user_limits,)  # /api/user-limits (warren/management/api/user_limits.py)
+RESOURCES += (quorum,)  # /api/queues/quorum/...: a replicated quorum queue's members (warren/management/api/quorum.py)
 
 
 @web.middleware

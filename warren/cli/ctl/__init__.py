@@ -13,7 +13,9 @@ or the URL's ``user:pass@``, default guest/guest). The general options (those, `
 Modules: `client.py` (HTTP and exit codes), `output.py` (formatters), `listing.py` (the
 ``list_*`` commands), `node.py` (status, ping, await_startup), `access.py` (users, vhosts,
 permissions, limits), `objects.py` (queues, connections, policies), `definitions.py`,
-`parameters.py` (runtime parameters, shovels, federation links), `discover.py` (a local Warren).
+`parameters.py` (runtime parameters, shovels, federation links), `quorum.py` (a cluster's
+replicated quorum queues: add_member, delete_member, grow, shrink, quorum_status), `discover.py`
+(a local Warren).
 """
 
 from __future__ import annotations
@@ -183,4 +185,4 @@ def ctl() -> None:
 
 
 # the commands register themselves on `ctl`
-from warren.cli.ctl import access, definitions, listing, node, objects, parameters  # noqa: E402,F401
+from warren.cli.ctl import access, definitions, listing, node, objects, parameters, quorum  # noqa: E402,F401
