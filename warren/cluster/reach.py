@@ -50,6 +50,8 @@ __all__ = ["NodeReach", "NodeQueue"]
 
 log = logging.getLogger("warren.cluster")
 
+HELD_MAX = 100_000  # messages held for replicated queues between leaders, at most (then nacked)
+HELD_TIMEOUT_S = 30.0  # held longer than this (no leader came): dropped, their confirms nacked
 NODE_SYNC_TIMEOUT_S = 30.0  # a queue's node that does not answer a sync: what waited for it is nacked
 ASK_TIMEOUT_S = 60.0
 EXPECTED_S = 10.0  # a handle made from a node's answer waits this long for the directory to list it  # a consume, get or purge asked of a queue's node
@@ -81,6 +83,43 @@ class NodeSync:
         except Exception as e:  # noqa: BLE001: whatever kept the answer away, the confirms are nacked
             done = concurrent.futures.Future()
             loop.call_soon_threadsafe(self.reach.nack_waiting, self.node, str(e) or type(e).__name__, done,
+                                      isinstance(e, NodeRefused))
+            done.result(NODE_SYNC_TIMEOUT_S)
+
+    def close(self) -> None:
+        pass
+
+
+class HeldSync:
+    """The messages held for replicated queues between leaders (``NodeReach.hold``) as one more
+    store of this node's group commit: its ``sync`` (on the pool thread) waits until they went to
+    the queues' new leaders and those synced them; if they never do, the confirms waiting are
+    nacks. (The group commit waits meanwhile, so this node's other confirms wait too: a failover
+    holds them back for its second or two.)"""
+
+    ack_sync_interval = 0
+    closed_cleanly = False
+    failed = None
+    directory = "messages held between leaders"
+
+    def __init__(self, reach: "NodeReach") -> None:
+        self.reach = reach
+
+    def sync(self) -> None:
+        loop = self.reach.loop
+        fut = concurrent.futures.Future()
+        loop.call_soon_threadsafe(self.reach.held_wait, fut)
+        try:
+            nodes, stores = fut.result(HELD_TIMEOUT_S + NODE_SYNC_TIMEOUT_S)
+            for store in stores:  # taken here: this node leads the queue now
+                store.sync()
+            for node in nodes:
+                synced = concurrent.futures.Future()
+                loop.call_soon_threadsafe(self.reach.ask_sync, node, synced)
+                synced.result(NODE_SYNC_TIMEOUT_S)
+        except Exception as e:  # noqa: BLE001: whatever kept them from a leader, the confirms are nacked
+            done = concurrent.futures.Future()
+            loop.call_soon_threadsafe(self.reach.nack_waiting, "a new leader", str(e) or type(e).__name__, done,
                                       isinstance(e, NodeRefused))
             done.result(NODE_SYNC_TIMEOUT_S)
 
@@ -131,9 +170,10 @@ class NodeQueue:
 
     @property
     def routable(self) -> bool:
-        """The default exchange routes to it (its node runs); other exchanges' bindings to it
-        are parked meanwhile (``NodeReach.park``)."""
-        return not self.down
+        """The default exchange routes to it (its node runs, or it is a replicated queue whose
+        followers are taking it over); other exchanges' bindings to it are parked meanwhile
+        (``NodeReach.park``)."""
+        return not self.down or self.reach.failover_expected(self.vhost_name, self.name)
 
     def _check_up(self) -> None:
         if self.down:
@@ -144,8 +184,8 @@ class NodeQueue:
         """Sent to its node; the sync number a confirm waits for, or REFUSED (a nack) if its
         node went in this very turn (routed before the bindings were parked). A full queue
         there refuses it as it refuses its own clients' (``strict_limits``): the sync says so."""
-        if self.down:
-            return REFUSED
+        if self.down:  # a replicated queue between leaders holds it here (``NodeReach.hold``)
+            return self.reach.hold(self, msg)
         return self.reach.forward(self, msg)
 
     def dispatch(self) -> None:
@@ -216,6 +256,17 @@ class NodeReach(Forwarding, Consumers):
         self._full_told: dict = {}
         self._refresh_due = False
         self._refused_from: set[str] = set()  # nodes a message of which a full queue here refused
+        # messages for replicated queues between leaders (``hold``), and where they went since
+        self._held: dict[tuple[str, str], list] = {}
+        self._held_count = 0
+        self._held_since = 0.0
+        self._released_nodes: set[str] = set()
+        self._released_stores: set = set()
+        self._held_waiters: list[concurrent.futures.Future] = []
+        self._held_sync = HeldSync(self)
+        # (vhost, name) -> whether a replicated queue whose leader is down will have another one
+        # (warren/cluster/replicas.py ``failover_expected``, set by the server)
+        self.failover_expected = lambda vhost, name: False
         self.topology = None  # SharedTopology (topology.py): its bindings may wait for our handles
 
     def start(self, links) -> None:
@@ -312,6 +363,8 @@ class NodeReach(Forwarding, Consumers):
                 record = wanted.get((v.name, name))
                 if record is None and q.expected_until > self.loop.time():
                     continue  # made by its node a moment ago (add_handle): the watch has not brought it yet
+                if record is None and self.failover_expected(v.name, name):
+                    continue  # its old leader's key went: kept (routing, holding) until the new one's comes
                 if record is None or record["node"] != q.owner or name in v.queues:
                     moved = moved or bool(q.bound_to)
                     self.forget_handle(v, q)
@@ -319,15 +372,16 @@ class NodeReach(Forwarding, Consumers):
             for q in list(v.remote_queues.values()):
                 if not isinstance(q, NodeQueue):
                     continue
-                if q.down:
+                if q.down and not self.failover_expected(v.name, q.name):
                     self.park(q)
-                elif q.parked is not None:
+                elif q.parked is not None and not q.down:
                     self.unpark(q)
         for (vhost, name), record in wanted.items():
             v = self.broker.vhosts.get(vhost)
             if v is None or name in v.queues or name in v.remote_queues:
                 continue
             v.remote_queues[name] = NodeQueue(record, self)
+            self.release(v, name)  # what was held for it between leaders
         if self.topology is not None:
             self.topology.retry_waiting()  # bindings that waited for a queue of another node
             if moved:  # (a replicated queue taken by another node: replicas.py)
@@ -340,6 +394,78 @@ class NodeReach(Forwarding, Consumers):
             q.expected_until = self.loop.time() + EXPECTED_S
             if self.topology is not None:
                 self.topology.retry_waiting()
+
+    # --- publishes to a replicated queue between leaders ---------------------------------------
+
+    def hold(self, q: NodeQueue, msg) -> int:
+        """``q``'s leader is down and a follower is taking it over (replicas.py): the message
+        waits here (at most ``HELD_MAX``) and goes to the new leader once its handle is known;
+        its confirm waits for that (``HeldSync``), as RabbitMQ's channel holds publishes to a
+        quorum queue until a leader is elected. Otherwise (or past the bound, or without a data
+        folder) REFUSED: a nack."""
+        if (self._held_count >= HELD_MAX or self.broker.durability is None
+                or not self.failover_expected(q.vhost_name, q.name)):
+            return REFUSED
+        if not self._held_count:
+            self._held_since = self.loop.time()
+            self.loop.call_later(HELD_TIMEOUT_S, self._held_expired, self._held_since)
+        self._held.setdefault((q.vhost_name, q.name), []).append(msg)
+        self._held_count += 1
+        return self.broker.durability.wrote(self._held_sync)
+
+    def release(self, v, name: str) -> None:
+        """The queue ``name`` has its new leader (its handle, or the queue itself here): what was
+        held for it goes there."""
+        msgs = self._held.pop((v.name, name), None)
+        if not msgs:
+            return
+        target = v.queues.get(name) or v.remote_queues.get(name)
+        self._held_count -= len(msgs)
+        if target is None:
+            log.warning("cluster: %d messages held for queue '%s' in vhost '%s' have nowhere to go: dropped, "
+                        "their confirms nacked", len(msgs), name, v.name)
+            self._held_failed("the queue has no leader")
+            return
+        for msg in msgs:
+            target.publish(msg)
+        if isinstance(target, NodeQueue):
+            self._released_nodes.add(target.owner)
+        elif target.store is not None:
+            self._released_stores.add(target.store)
+        log.info("cluster: %d messages held for queue '%s' in vhost '%s' while it had no leader went to it",
+                 len(msgs), name, v.name)
+        self._held_done()
+
+    def held_wait(self, fut: concurrent.futures.Future) -> None:
+        """On the loop, for HeldSync: ``fut`` gets (nodes, stores) the held messages went to,
+        once none is held any more."""
+        self._held_waiters.append(fut)
+        self._held_done()
+
+    def _held_done(self) -> None:
+        if self._held_count or not self._held_waiters:
+            return
+        nodes, stores = self._released_nodes, self._released_stores
+        self._released_nodes, self._released_stores = set(), set()
+        waiters, self._held_waiters = self._held_waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result((nodes, stores))
+
+    def _held_expired(self, since: float) -> None:
+        if self._held_count and self._held_since == since:
+            log.warning("cluster: %d messages held for queues without a leader for %g s: dropped, their confirms "
+                        "nacked", self._held_count, HELD_TIMEOUT_S)
+            self._held.clear()
+            self._held_count = 0
+            self._held_failed(f"no leader within {HELD_TIMEOUT_S:g} s")
+
+    def _held_failed(self, why: str) -> None:
+        waiters, self._held_waiters = self._held_waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_exception(NodeRefused(why))
+        self._held_done()
 
     # --- direct reply-to across nodes ---------------------------------------------------------
 

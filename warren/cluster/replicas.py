@@ -51,7 +51,7 @@ import os
 import shutil
 from urllib.parse import quote
 
-from warren.broker.directory import ADMIN, apply_change, durable_change
+from warren.broker.directory import ADMIN, apply_change
 from warren.cluster.etcd import EtcdError
 from warren.cluster.node import cancel_tasks
 from warren.cluster.queues import plain, queue_key
@@ -680,12 +680,18 @@ class Replicas:
             arguments = dict(handle.arguments)
             self.api.reach.forget_handle(v, handle)
         arguments["x-queue-type"] = "quorum"
-        await durable_change(self.durability, apply_change, v, "declare_queue",
-                             (name, True, False, False, arguments, ADMIN))
+        # declared with its record written and fsynced off the loop by this task, not by the next
+        # group commit: one may be waiting for this very queue (the publishes held for it here,
+        # reach.py ``HeldSync``)
+        definitions = self.durability.definitions
+        with definitions.deferred():
+            apply_change(v, "declare_queue", (name, True, False, False, arguments, ADMIN))
+        await asyncio.to_thread(definitions.sync)
         q = v.queues[name]
         log.warning("cluster: this node took quorum queue '%s' in vhost '%s' (epoch %d): %d messages", name, vhost,
                     record["epoch"], q.message_count)
         self._lead(v, q, record)
+        self.api.reach.release(v, name)  # what this node's clients published to it meanwhile
         if self.api.topology is not None:  # its bindings, which went with the old leader's handle
             self.api.topology.changed()
         await self.api.queues.publish_once()  # the other nodes route to it here from now on
@@ -764,6 +770,17 @@ class Replicas:
         if not self.cluster.running(leader):
             raise ReplicaError(f"the leader of quorum queue '{name}' in vhost '{vhost}', node {leader}, is down")
         return self.api.links.ask(leader, "r_status", vhost, name, timeout=SYNC_TIMEOUT_S)
+
+    def failover_expected(self, vhost: str, name: str) -> bool:
+        """Whether queue ``name``, whose leader's node is down, is replicated and a majority of
+        its members run: one of them takes it (an election), so what is published to it
+        meanwhile is held for it (reach.py ``hold``), not refused."""
+        record = self.record(vhost, name)
+        if record is None:
+            return False
+        members = record.get("members") or []
+        alive = [m for m in members if m != record.get("leader") and (m == self.me or self.cluster.running(m))]
+        return len(alive) >= len(members) // 2 + 1
 
     # --- the HTTP API's view ------------------------------------------------------------------------
 

@@ -552,6 +552,7 @@ class Server:
         # the other nodes' queues served through this one: handles kept from the queue directory
         peers.locator = c.queue_leader_locator  # where a new queue goes
         peers.reach = NodeReach(self.cluster, self.broker)
+        peers.reach.failover_expected = self.replicas.failover_expected  # publishes held between leaders
         peers.reach.start(self.node_links)
         self.cluster.listen("queues", peers.reach.directory_changed)
         self.cluster.listen("members", peers.reach.members_changed)  # linked to every node; its handles
