@@ -9,6 +9,7 @@ Waits are on what etcd, the HTTP API or a client shows, never on time.
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import threading
@@ -422,3 +423,44 @@ def test_members_added_and_removed_with_ctl_and_the_added_one_can_take_over(etcd
     wait_until(lambda: any(q["name"] == queue and q.get("node") == taken["leader"] for q in api(b, "queues")),
                TIMEOUT_S, "the queue directory names the new leader")
     assert sorted(drain(b, queue, 40)) == sorted(f"m-{i}" for i in range(40))
+
+
+def test_a_leader_paused_past_its_lease_steps_down_when_it_resumes(etcd1, nodes, cluster_name, uid):
+    """SIGSTOP of the leader past its lease: its followers take the queue; publishes through
+    another node are confirmed by the new leader; SIGCONT: the old leader finds the record taken,
+    stops serving its copy and follows. Nothing confirmed is lost."""
+    a = nodes.start(etcd1.endpoints, cluster_name, "a", "--cluster-lease-ttl", LEASE_TTL)
+    b = nodes.start(etcd1.endpoints, cluster_name, "b", "--cluster-lease-ttl", LEASE_TTL)
+    nodes.start(etcd1.endpoints, cluster_name, "c", "--cluster-lease-ttl", LEASE_TTL)
+    queue = f"qq-pause-{uid}"
+    conn = connect(a)
+    ch = conn.channel()
+    ch.queue_declare(queue, durable=True, arguments={"x-queue-type": "quorum"})
+    ch.confirm_delivery()
+    for i in range(20):
+        ch.basic_publish("", queue, f"m-{i}".encode(), pika.BasicProperties(delivery_mode=2))
+    conn.close()
+    a.proc.send_signal(signal.SIGSTOP)
+    try:
+        taken = wait_until(lambda: (r := record(etcd1, cluster_name, queue)) and r["leader"] != "a" and r, TIMEOUT_S,
+                           "a follower takes the queue from the paused leader")
+        wait_until(lambda: any(q["name"] == queue and q.get("node") == taken["leader"] for q in api(b, "queues")),
+                   TIMEOUT_S, "the queue directory names the new leader")
+        conn = connect(b)
+        ch = conn.channel()
+        ch.confirm_delivery()
+        for i in range(20, 40):
+            ch.basic_publish("", queue, f"m-{i}".encode(), pika.BasicProperties(delivery_mode=2))
+        conn.close()
+    finally:
+        a.proc.send_signal(signal.SIGCONT)
+    wait_until(lambda: queue not in {q["name"] for q in api_local(a)}, TIMEOUT_S, "a stops serving its copy")
+    wait_until(lambda: api(a, f"queues/%2F/{queue}").get("leader") == taken["leader"], TIMEOUT_S,
+               "a sees the new leader")
+    assert sorted(drain(a, queue, 40)) == sorted(f"m-{i}" for i in range(40))
+
+
+def api_local(node) -> list[dict]:
+    """The queues ``node`` itself holds (its /api/queues rows whose node is its own)."""
+    me = api(node, "overview")["node"]
+    return [q for q in api(node, "queues") if q.get("node") == me]
