@@ -383,6 +383,7 @@ def test_a_stream_and_direct_reply_to_across_nodes(etcd1, nodes, cluster_name, u
 
         server = on_a.channel()
         server.queue_declare(f"rpc-{uid}")  # node a's own (client-local there)
+        known_on(b, f"rpc-{uid}")  # else node b, its watch behind, finds no queue to route to
         client = on_b.channel()
         replies = []
         client.basic_consume("amq.rabbitmq.reply-to", lambda c, m, p, body: replies.append(body), auto_ack=True)

@@ -464,3 +464,74 @@ def api_local(node) -> list[dict]:
     """The queues ``node`` itself holds (its /api/queues rows whose node is its own)."""
     me = api(node, "overview")["node"]
     return [q for q in api(node, "queues") if q.get("node") == me]
+
+
+class Consumer(threading.Thread):
+    """Consumes ``queue`` through ``node`` (manual acks, prefetch 10) until told to stop; records
+    every body and whether the broker cancelled it."""
+
+    def __init__(self, node, queue: str) -> None:
+        super().__init__(daemon=True)
+        self.node, self.queue = node, queue
+        self.got: list[str] = []
+        self.cancelled = threading.Event()
+        self.consuming = threading.Event()
+        self.stop = threading.Event()
+        self.failure: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            conn = connect(self.node)
+            ch = conn.channel()
+            ch.basic_qos(prefetch_count=10)
+            ch.add_on_cancel_callback(lambda _frame: self.cancelled.set())
+
+            def on_message(ch, method, _props, body) -> None:
+                self.got.append(body.decode())
+                ch.basic_ack(method.delivery_tag)
+
+            ch.basic_consume(self.queue, on_message)
+            self.consuming.set()
+            while not self.stop.is_set():
+                conn.process_data_events(time_limit=0.1)
+            conn.close()
+        except BaseException as e:  # noqa: BLE001: the test reports it
+            self.failure = e
+
+
+def test_a_consumer_on_another_node_keeps_consuming_through_the_leaders_kill(etcd1, nodes, cluster_name, uid):
+    """A consumer through node b and a publisher through node c while the leader (a) is killed:
+    the consumer is not cancelled (as RabbitMQ keeps a quorum queue's consumers through a leader
+    change); it receives every confirmed message, those it had not acked again."""
+    a = nodes.start(etcd1.endpoints, cluster_name, "a", "--cluster-lease-ttl", LEASE_TTL)
+    b = nodes.start(etcd1.endpoints, cluster_name, "b", "--cluster-lease-ttl", LEASE_TTL)
+    c = nodes.start(etcd1.endpoints, cluster_name, "c", "--cluster-lease-ttl", LEASE_TTL)
+    queue = f"qq-keep-{uid}"
+    conn = connect(a)
+    conn.channel().queue_declare(queue, durable=True, arguments={"x-queue-type": "quorum"})
+    conn.close()
+    for node in (b, c):
+        wait_until(lambda node=node: any(q["name"] == queue for q in api(node, "queues")), TIMEOUT_S,
+                   "the queue known to every node")
+    consumer = Consumer(b, queue)
+    consumer.start()
+    assert consumer.consuming.wait(TIMEOUT_S)
+    publisher = Publisher(c, "pc", queue)
+    publisher.start()
+    wait_until(lambda: len(publisher.confirmed) >= 150 or publisher.failure, TIMEOUT_S, "150 confirms before the kill")
+    before = len(publisher.confirmed)
+    a.proc.kill()
+    a.proc.wait(timeout=10)
+    wait_until(lambda: len(publisher.confirmed) >= before + 150 or publisher.failure, TIMEOUT_S,
+               "150 more confirms after the kill")
+    publisher.stop.set()
+    publisher.join(TIMEOUT_S)
+    assert publisher.failure is None, publisher.failure
+    confirmed = set(publisher.confirmed)
+    wait_until(lambda: confirmed <= set(consumer.got) or consumer.failure or consumer.cancelled.is_set(), TIMEOUT_S,
+               "every confirmed message consumed")
+    consumer.stop.set()
+    consumer.join(TIMEOUT_S)
+    assert consumer.failure is None, consumer.failure
+    assert not consumer.cancelled.is_set(), "the consumer was cancelled"
+    assert not confirmed - set(consumer.got) and not set(consumer.got) - publisher.published

@@ -35,12 +35,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import concurrent.futures
+import inspect
 import logging
 import weakref
 
 from warren.broker.queues.length_limits import REFUSED
 from warren.cluster.links import NodeUnavailable
-from warren.errors import NotFound
+from warren.errors import AMQPError, NotFound
 from warren.spread.consumers import Consumers
 from warren.broker.reply_to import PREFIX as REPLY_PREFIX
 from warren.spread.messages import Forwarding, RemoteReply
@@ -264,6 +265,8 @@ class NodeReach(Forwarding, Consumers):
         self._released_stores: set = set()
         self._held_waiters: list[concurrent.futures.Future] = []
         self._held_sync = HeldSync(self)
+        # consumers of replicated queues between leaders: (channel, tag, RemoteConsumer) by queue
+        self._resuming: dict[tuple[str, str], list] = {}
         # (vhost, name) -> whether a replicated queue whose leader is down will have another one
         # (warren/cluster/replicas.py ``failover_expected``, set by the server)
         self.failover_expected = lambda vhost, name: False
@@ -415,7 +418,8 @@ class NodeReach(Forwarding, Consumers):
 
     def release(self, v, name: str) -> None:
         """The queue ``name`` has its new leader (its handle, or the queue itself here): what was
-        held for it goes there."""
+        held for it goes there, and its consumers here consume from it again."""
+        self._resume(v, name)
         msgs = self._held.pop((v.name, name), None)
         if not msgs:
             return
@@ -435,6 +439,40 @@ class NodeReach(Forwarding, Consumers):
         log.info("cluster: %d messages held for queue '%s' in vhost '%s' while it had no leader went to it",
                  len(msgs), name, v.name)
         self._held_done()
+
+    def _resume(self, v, name: str) -> None:
+        """Each consumer kept through the failover (``node_lost``) consumes from the new leader
+        with its tag, flags and arguments: its client sees nothing but redeliveries of what it
+        had not acked (the old tags' acks are taken and go nowhere). Refused there (the channel
+        closed meanwhile, an exclusive consumer already there): cancelled, as before."""
+        target = v.queues.get(name) or v.remote_queues.get(name)
+        for ch, tag, rc in self._resuming.pop((v.name, name), ()):
+            reads = ch.remote
+            if ch.closed or reads is None or reads.consumers.get(tag) is not rc:
+                continue  # closed or cancelled meanwhile
+            del reads.consumers[tag]
+            exclusive, arguments = rc.terms
+            try:
+                if target is None:
+                    raise NotFound(f"no queue '{name}' in vhost '{v.name}'")
+                started = target.consume(ch, tag, rc.no_ack, exclusive, arguments)
+            except AMQPError as e:
+                log.warning("cluster: consumer %s of queue '%s' could not consume again (%s): cancelled", tag, name, e)
+                ch.cancelled_by_broker(tag)
+                continue
+            if inspect.isawaitable(started):
+                task = asyncio.ensure_future(started)
+                task.add_done_callback(lambda t, ch=ch, tag=tag: self._resumed(ch, tag, t))
+            else:
+                started.start()
+
+    @staticmethod
+    def _resumed(ch, tag: str, task: asyncio.Future) -> None:
+        if task.cancelled() or task.exception() is not None:
+            if not ch.closed:
+                ch.cancelled_by_broker(tag)
+            return
+        task.result().start()
 
     def held_wait(self, fut: concurrent.futures.Future) -> None:
         """On the loop, for HeldSync: ``fut`` gets (nodes, stores) the held messages went to,
@@ -558,14 +596,22 @@ class NodeReach(Forwarding, Consumers):
         if node in self.cluster.unreachable:
             return
         self.cluster.mark_unreachable(node)  # (its listeners refresh the handles: parked, transient ones gone)
-        log.warning("cluster: node %s is gone; its queues' consumers here are cancelled", node)
+        log.warning("cluster: node %s is gone; its queues' consumers here are cancelled (a replicated queue's "
+                    "consume again once it has a leader)", node)
         for session in list(self._sessions.values()):
             for ch in list(getattr(session, "channels", {}).values()):
                 reads = getattr(ch, "remote", None)
                 if reads is None or ch.closed:
                     continue
                 for tag, rc in list(reads.consumers.items()):
-                    if rc.owner == node:
+                    if rc.owner != node:
+                        continue
+                    vhost = ch.vhost.name
+                    if rc.credit is None and self.failover_expected(vhost, rc.queue_name):
+                        # kept: it consumes from the new leader (``_resume``), as RabbitMQ keeps a
+                        # quorum queue's consumers through a leader change
+                        self._resuming.setdefault((vhost, rc.queue_name), []).append((ch, tag, rc))
+                    else:
                         reads.remote_cancelled(tag)
         for key in [k for k in self._proxy_sessions if k[0] == node]:
             session = self._proxy_sessions.pop(key)

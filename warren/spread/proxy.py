@@ -172,7 +172,7 @@ class RemoteConsumer:
     channel's prefetch; ``queue`` is then the owner's ``RemoteSettler`` (its dispatch: nothing)."""
 
     __slots__ = ("tag", "tag_ss", "owner", "no_ack", "queue_name", "pending", "queue", "unacked", "unacked_bytes",
-                 "reads", "credit")
+                 "reads", "credit", "terms")
 
     def __init__(self, tag: str, owner: int, no_ack: bool, queue_name: str, settler: RemoteSettler, reads) -> None:
         self.reads = reads  # the channel's RemoteReads (remote_reads.py)
@@ -186,6 +186,7 @@ class RemoteConsumer:
         self.unacked_bytes = 0
         self.pending: list | None = []  # deliveries that came before consume-ok went out
         self.credit = None  # the stand-in of its credit keeper on the owner (warren/broker/credit.py), if any
+        self.terms = (False, {})  # its consume's exclusive flag and arguments (a cluster consumes again with them)
 
     def start(self) -> None:
         """Its consume was answered (``BrokerChannel.start_consumer``)."""
