@@ -189,6 +189,12 @@ class DefinitionOrder:
     def missing_queue(self, v, name: str):
         return NotFound(f"no queue '{name}' in vhost '{v.name}'")
 
+    # a node's workers replicate nothing (replicated quorum queues are a cluster's: warren/cluster)
+    quorum = None
+
+    def quorum_members(self, vhost: str, name: str) -> dict | None:
+        return None
+
     # --- what a client's channel asks (BrokerChannel): awaitables -----------
 
     def change(self, v, op: str, args: tuple):
