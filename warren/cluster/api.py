@@ -179,6 +179,10 @@ class ClusterApi:
         record = None
         if op in QUEUE_CHANGES and args[0] and args[0] not in v.queues:
             record = self.queues.where(v.name, args[0])
+            handle = v.remote_queues.get(args[0])
+            if record is None and isinstance(handle, NodeQueue):  # made there a moment ago: the watch is behind
+                record = {"name": handle.name, "vhost": v.name, "node": handle.owner, "durable": handle.durable,
+                          "exclusive": handle.exclusive}
             if record is not None and not self.queues.cluster.running(record["node"]):
                 if record.get("durable") and admin and op == "declare_queue":
                     return self._exists(record)  # RabbitMQ 3.10's import (or PUT) of it: taken as it is

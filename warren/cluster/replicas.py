@@ -287,12 +287,19 @@ class Follower:
         elif epoch != self.epoch or self.store is None:
             return
         store = self.store
-        for seq, record, delivered, returned in items:
-            store.append(seq, record)
-            for _ in range(returned):
-                store.mark_returned(seq)
-            if delivered:
-                store.mark_delivered(seq)
+        try:
+            for seq, record, delivered, returned in items:
+                store.append(seq, record)
+                for _ in range(returned):
+                    store.mark_returned(seq)
+                if delivered:
+                    store.mark_delivered(seq)
+        except (ValueError, OSError) as e:  # the next snapshot starts afresh
+            log.error("cluster: the replica of queue '%s' in vhost '%s' could not take a snapshot: %s", self.name,
+                      self.vhost, e)
+            self.in_step = False
+            self.close()  # its other parts find no store: the leader's next sync fails, and snapshots again
+            return
         if final:
             self.applied = index
             self.in_step = True
@@ -311,16 +318,22 @@ class Follower:
             self.in_step = False
             return
         store = self.store
-        for op in ops:
-            kind = op[0]
-            if kind == "a":
-                store.append(op[1], op[2])
-            elif kind == "k":
-                store.ack_run(op[1])
-            elif kind == "d":
-                store.mark_delivered(op[1])
-            else:
-                store.mark_returned(op[1])
+        try:
+            for op in ops:
+                kind = op[0]
+                if kind == "a":
+                    store.append(op[1], op[2])
+                elif kind == "k":
+                    store.ack_run(op[1])
+                elif kind == "d":
+                    store.mark_delivered(op[1])
+                else:
+                    store.mark_returned(op[1])
+        except (ValueError, OSError) as e:  # a replica that cannot take them: out of step, snapshotted again
+            log.error("cluster: the replica of queue '%s' in vhost '%s' could not apply operations %d-%d: %s",
+                      self.name, self.vhost, first, first + len(ops) - 1, e)
+            self.in_step = False
+            return
         self.applied = first + len(ops) - 1
 
     async def sync(self, epoch: int, upto: int) -> int:
