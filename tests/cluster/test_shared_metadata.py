@@ -271,6 +271,8 @@ def test_with_two_etcd_members_of_three_gone_a_change_is_refused_on_every_node(n
     b = nodes.start(etcd3.endpoints, cluster_name, "b")
     ok(api(a, "PUT", "/api/vhosts/kept", {}))
     wait_until(lambda: "kept" in {v["name"] for v in ok(api(b, "GET", "/api/vhosts"))}, APPLIED_S, "kept on b")
+    for node in (a, b):
+        declare(node, f"existing-{node.port}")  # publishing to existing queues goes on without etcd
     etcd3.kill(0)
     etcd3.kill(1)  # one member of three left: it answers, but cannot commit
     for node in (a, b):
@@ -279,7 +281,9 @@ def test_with_two_etcd_members_of_three_gone_a_change_is_refused_on_every_node(n
         assert "a change of policies.json was refused" in node.log()
         assert "late" not in {p["name"] for p in ok(api(node, "GET", "/api/policies"))}
         assert "kept" in {v["name"] for v in ok(api(node, "GET", "/api/vhosts"))}
-        assert publish_and_get(node, "without-quorum") == b"to without-quorum"
+        queue = f"existing-{node.port}"
+        assert publish_and_get(node, queue, declare=False) == f"to {queue}".encode()
+        assert "etcd" in declare_refused(node, f"new-{node.port}")  # a new queue is a change: refused
 
 
 def test_one_node_runs_a_federated_exchanges_links_and_another_takes_them_when_that_node_dies(
