@@ -56,10 +56,25 @@ def drain(node, queue: str, expected: int) -> list[str]:
             conn.close()
 
 
+def three_nodes(etcd, nodes, cluster_name: str) -> tuple:
+    """Nodes a, b and c of a new cluster, with a short lease (a killed node's ends within seconds)."""
+    return tuple(nodes.start(etcd.endpoints, cluster_name, n, "--cluster-lease-ttl", LEASE_TTL) for n in "abc")
+
+
+def taken_from(etcd, cluster: str, queue: str, old: str = "a") -> dict:
+    """The queue's record once a node other than ``old`` leads it."""
+    return wait_until(lambda: (r := record(etcd, cluster, queue)) and r["leader"] != old and r, TIMEOUT_S,
+                      f"a follower takes the queue from {old}")
+
+
+def named_in_directory(node, queue: str, leader: str) -> None:
+    """Wait until ``node``'s /api/queues lists ``queue`` on ``leader``."""
+    wait_until(lambda: any(q["name"] == queue and q.get("node") == leader for q in api(node, "queues")), TIMEOUT_S,
+               f"the queue directory names {leader}")
+
+
 def test_a_quorum_queue_has_three_members_and_survives_its_leaders_kill(etcd1, nodes, cluster_name, uid):
-    a = nodes.start(etcd1.endpoints, cluster_name, "a", "--cluster-lease-ttl", LEASE_TTL)
-    b = nodes.start(etcd1.endpoints, cluster_name, "b", "--cluster-lease-ttl", LEASE_TTL)
-    c = nodes.start(etcd1.endpoints, cluster_name, "c", "--cluster-lease-ttl", LEASE_TTL)
+    a, b, c = three_nodes(etcd1, nodes, cluster_name)
     queue = f"qq-{uid}"
     conn = connect(a)
     ch = conn.channel()
@@ -82,12 +97,10 @@ def test_a_quorum_queue_has_three_members_and_survives_its_leaders_kill(etcd1, n
 
     a.proc.kill()  # kill -9 of the leader
     a.proc.wait(timeout=10)
-    taken = wait_until(lambda: (r := record(etcd1, cluster_name, queue)) and r["leader"] != "a" and r, TIMEOUT_S,
-                       "a follower takes the queue")
+    taken = taken_from(etcd1, cluster_name, queue)
     assert taken["leader"] in ("b", "c") and taken["epoch"] >= 2, taken
     other = b if taken["leader"] == "c" else c  # served through the node that is not its leader too
-    wait_until(lambda: any(q["name"] == queue and q.get("node") == taken["leader"] for q in api(other, "queues")),
-               TIMEOUT_S, "the queue directory names the new leader")
+    named_in_directory(other, queue, taken["leader"])
     row = api(other, f"queues/%2F/{queue}")
     assert row["leader"] == taken["leader"] and sorted(row["online"]) == ["b", "c"], row
     got = drain(other, queue, 250)
@@ -107,9 +120,7 @@ def test_a_follower_that_was_down_catches_up_and_the_queue_takes_publishes_meanw
     if "cluster" not in (request.config.option.markexpr or ""):
         pytest.skip("runs with -m cluster (five node starts, two lease expiries): the default run kills a leader "
                     "with both followers in step")
-    a = nodes.start(etcd1.endpoints, cluster_name, "a", "--cluster-lease-ttl", LEASE_TTL)
-    b = nodes.start(etcd1.endpoints, cluster_name, "b", "--cluster-lease-ttl", LEASE_TTL)
-    c = nodes.start(etcd1.endpoints, cluster_name, "c", "--cluster-lease-ttl", LEASE_TTL)
+    a, b, c = three_nodes(etcd1, nodes, cluster_name)
     queue = f"qq-back-{uid}"
     conn = connect(a)
     ch = conn.channel()
@@ -133,8 +144,7 @@ def test_a_follower_that_was_down_catches_up_and_the_queue_takes_publishes_meanw
     wait_until(lambda: "b" not in members(etcd1, cluster_name), TIMEOUT_S, "b's lease ended")
     b = nodes.start(etcd1.endpoints, cluster_name, "b", "--cluster-lease-ttl", LEASE_TTL,
                     data_dir=nodes.tmp / "data-b")
-    taken = wait_until(lambda: (r := record(etcd1, cluster_name, queue)) and r["leader"] != "a" and r, TIMEOUT_S,
-                       "a follower takes the queue")
+    taken = taken_from(etcd1, cluster_name, queue)
     assert taken["leader"] == "c", taken  # b's copy stopped at its kill; c's has "after"
     got = drain(c, queue, 101)
     assert sorted(got) == sorted([f"m-{i}" for i in range(100)] + ["after"])
@@ -182,9 +192,7 @@ def test_kill_9_of_the_leader_during_confirmed_publishing_loses_nothing(etcd1, n
     """Two publishers, through the two followers' nodes, publish with confirms while the leader is
     killed: publishes between leaders are held, and confirmed once a follower took the queue. Lost (confirmed, never delivered) and unexpected are 0; the time from the kill
     to the first confirm after it is printed."""
-    a = nodes.start(etcd1.endpoints, cluster_name, "a", "--cluster-lease-ttl", LEASE_TTL)
-    b = nodes.start(etcd1.endpoints, cluster_name, "b", "--cluster-lease-ttl", LEASE_TTL)
-    c = nodes.start(etcd1.endpoints, cluster_name, "c", "--cluster-lease-ttl", LEASE_TTL)
+    a, b, c = three_nodes(etcd1, nodes, cluster_name)
     queue = f"qq-kill-{uid}"
     conn = connect(a)
     ch = conn.channel()
@@ -258,9 +266,7 @@ def test_delivery_counts_and_messages_out_survive_the_leaders_kill(etcd1, nodes,
     """Settlements are operations too: a message returned twice comes from the new leader with
     x-delivery-count 2, and one that was out (delivered, not acked) when the leader died comes
     back redelivered."""
-    a = nodes.start(etcd1.endpoints, cluster_name, "a", "--cluster-lease-ttl", LEASE_TTL)
-    b = nodes.start(etcd1.endpoints, cluster_name, "b", "--cluster-lease-ttl", LEASE_TTL)
-    c = nodes.start(etcd1.endpoints, cluster_name, "c", "--cluster-lease-ttl", LEASE_TTL)
+    a, b, c = three_nodes(etcd1, nodes, cluster_name)
     queue = f"qq-count-{uid}"
     conn = connect(a)
     ch = conn.channel()
@@ -284,8 +290,7 @@ def test_delivery_counts_and_messages_out_survive_the_leaders_kill(etcd1, nodes,
     ch.basic_publish("", queue, b"barrier", pika.BasicProperties(delivery_mode=2))
     a.proc.kill()
     a.proc.wait(timeout=10)
-    taken = wait_until(lambda: (r := record(etcd1, cluster_name, queue)) and r["leader"] != "a" and r, TIMEOUT_S,
-                       "a follower takes the queue")
+    taken = taken_from(etcd1, cluster_name, queue)
     node = b if taken["leader"] == "b" else c
     conn = connect(node)
     try:
@@ -324,8 +329,7 @@ def test_a_stopped_leader_returns_as_a_follower_and_every_node_stopped_and_start
         ch.basic_publish("", queue, f"m-{i}".encode(), pika.BasicProperties(delivery_mode=2))
     conn.close()
     a.stop()
-    taken = wait_until(lambda: (r := record(etcd1, cluster_name, queue)) and r["leader"] != "a" and r, TIMEOUT_S,
-                       "a follower takes the queue")
+    taken = taken_from(etcd1, cluster_name, queue)
     a = nodes.start(etcd1.endpoints, cluster_name, "a", data_dir=nodes.tmp / "data-a")
     leader = b if taken["leader"] == "b" else c
     wait_until(lambda: api(leader, f"queues/%2F/{queue}")["online"] == ["a", "b", "c"], TIMEOUT_S,
@@ -348,9 +352,7 @@ def test_a_stopped_leader_returns_as_a_follower_and_every_node_stopped_and_start
 def test_a_queue_deleted_and_declared_again_at_once_is_replicated_again(etcd1, nodes, cluster_name, uid):
     """Deleted and declared again before the leader's tick saw the delete: the new queue has its
     record taken again (epoch raised) and is replicated, as its leader's kill shows."""
-    a = nodes.start(etcd1.endpoints, cluster_name, "a", "--cluster-lease-ttl", LEASE_TTL)
-    b = nodes.start(etcd1.endpoints, cluster_name, "b", "--cluster-lease-ttl", LEASE_TTL)
-    nodes.start(etcd1.endpoints, cluster_name, "c", "--cluster-lease-ttl", LEASE_TTL)
+    a, b, _c = three_nodes(etcd1, nodes, cluster_name)
     queue = f"qq-again-{uid}"
     conn = connect(a)
     ch = conn.channel()
@@ -364,10 +366,8 @@ def test_a_queue_deleted_and_declared_again_at_once_is_replicated_again(etcd1, n
     conn.close()
     a.proc.kill()
     a.proc.wait(timeout=10)
-    wait_until(lambda: (r := record(etcd1, cluster_name, queue)) and r["leader"] != "a", TIMEOUT_S,
-               "a follower takes the queue")
-    wait_until(lambda: any(q["name"] == queue and q.get("node") != "a" for q in api(b, "queues")), TIMEOUT_S,
-               "the queue directory names the new leader")
+    taken = taken_from(etcd1, cluster_name, queue)
+    named_in_directory(b, queue, taken["leader"])
     assert sorted(drain(b, queue, 20)) == sorted(f"m-{i}" for i in range(20))
 
 
@@ -380,9 +380,7 @@ def test_members_added_and_removed_with_ctl_and_the_added_one_can_take_over(etcd
     """rabbitmq-queues' add_member, delete_member, grow, shrink and quorum_status as `warren ctl`
     commands: a queue of two members (a, b) gets c (a snapshot brings it in step), loses b, and
     when its leader is killed c takes it with every message; shrink and grow move c out and in."""
-    a = nodes.start(etcd1.endpoints, cluster_name, "a", "--cluster-lease-ttl", LEASE_TTL)
-    b = nodes.start(etcd1.endpoints, cluster_name, "b", "--cluster-lease-ttl", LEASE_TTL)
-    c = nodes.start(etcd1.endpoints, cluster_name, "c", "--cluster-lease-ttl", LEASE_TTL)
+    a, b, c = three_nodes(etcd1, nodes, cluster_name)
     queue = f"qq-members-{uid}"
     conn = connect(a)
     ch = conn.channel()
@@ -418,10 +416,8 @@ def test_members_added_and_removed_with_ctl_and_the_added_one_can_take_over(etcd
     wait_until(lambda: states() == {"a": "leader", "b": "follower", "c": "follower"}, TIMEOUT_S, "b in step")
     a.proc.kill()
     a.proc.wait(timeout=10)
-    taken = wait_until(lambda: (r := record(etcd1, cluster_name, queue)) and r["leader"] != "a" and r, TIMEOUT_S,
-                       "a follower takes the queue")
-    wait_until(lambda: any(q["name"] == queue and q.get("node") == taken["leader"] for q in api(b, "queues")),
-               TIMEOUT_S, "the queue directory names the new leader")
+    taken = taken_from(etcd1, cluster_name, queue)
+    named_in_directory(b, queue, taken["leader"])
     assert sorted(drain(b, queue, 40)) == sorted(f"m-{i}" for i in range(40))
 
 
@@ -429,9 +425,7 @@ def test_a_leader_paused_past_its_lease_steps_down_when_it_resumes(etcd1, nodes,
     """SIGSTOP of the leader past its lease: its followers take the queue; publishes through
     another node are confirmed by the new leader; SIGCONT: the old leader finds the record taken,
     stops serving its copy and follows. Nothing confirmed is lost."""
-    a = nodes.start(etcd1.endpoints, cluster_name, "a", "--cluster-lease-ttl", LEASE_TTL)
-    b = nodes.start(etcd1.endpoints, cluster_name, "b", "--cluster-lease-ttl", LEASE_TTL)
-    nodes.start(etcd1.endpoints, cluster_name, "c", "--cluster-lease-ttl", LEASE_TTL)
+    a, b, _c = three_nodes(etcd1, nodes, cluster_name)
     queue = f"qq-pause-{uid}"
     conn = connect(a)
     ch = conn.channel()
@@ -442,10 +436,8 @@ def test_a_leader_paused_past_its_lease_steps_down_when_it_resumes(etcd1, nodes,
     conn.close()
     a.proc.send_signal(signal.SIGSTOP)
     try:
-        taken = wait_until(lambda: (r := record(etcd1, cluster_name, queue)) and r["leader"] != "a" and r, TIMEOUT_S,
-                           "a follower takes the queue from the paused leader")
-        wait_until(lambda: any(q["name"] == queue and q.get("node") == taken["leader"] for q in api(b, "queues")),
-                   TIMEOUT_S, "the queue directory names the new leader")
+        taken = taken_from(etcd1, cluster_name, queue)
+        named_in_directory(b, queue, taken["leader"])
         conn = connect(b)
         ch = conn.channel()
         ch.confirm_delivery()
@@ -503,9 +495,7 @@ def test_a_consumer_on_another_node_keeps_consuming_through_the_leaders_kill(etc
     """A consumer through node b and a publisher through node c while the leader (a) is killed:
     the consumer is not cancelled (as RabbitMQ keeps a quorum queue's consumers through a leader
     change); it receives every confirmed message, those it had not acked again."""
-    a = nodes.start(etcd1.endpoints, cluster_name, "a", "--cluster-lease-ttl", LEASE_TTL)
-    b = nodes.start(etcd1.endpoints, cluster_name, "b", "--cluster-lease-ttl", LEASE_TTL)
-    c = nodes.start(etcd1.endpoints, cluster_name, "c", "--cluster-lease-ttl", LEASE_TTL)
+    a, b, c = three_nodes(etcd1, nodes, cluster_name)
     queue = f"qq-keep-{uid}"
     conn = connect(a)
     conn.channel().queue_declare(queue, durable=True, arguments={"x-queue-type": "quorum"})

@@ -21,6 +21,19 @@ def _refused(e: ApiError) -> CtlError:
     return CtlError(EX_UNAVAILABLE if e.status in (404, 503) else EX_DATAERR, reason)
 
 
+def _member(queue: str, node: str, vhost: str, adding: bool) -> None:
+    s = settings()
+    info(s, f"Adding a replica for queue {queue} on node {node}..." if adding
+         else f"Removing a replica of queue {queue} on node {node}...")
+    try:
+        if adding:
+            api(s).post("queues", "quorum", vhost, queue, "replicas", "add", body={"node": node})
+        else:
+            api(s).delete("queues", "quorum", vhost, queue, "replicas", "delete", body={"node": node})
+    except ApiError as e:
+        raise _refused(e) from None
+
+
 @ctl.command("add_member")
 @click.argument("queue")
 @click.argument("node")
@@ -28,12 +41,7 @@ def _refused(e: ApiError) -> CtlError:
 @common_options
 def add_member(queue: str, node: str, vhost: str) -> None:
     """Adds NODE as a member of quorum queue QUEUE (its leader sends it a snapshot)."""
-    s = settings()
-    info(s, f"Adding a replica for queue {queue} on node {node}...")
-    try:
-        api(s).post("queues", "quorum", vhost, queue, "replicas", "add", body={"node": node})
-    except ApiError as e:
-        raise _refused(e) from None
+    _member(queue, node, vhost, adding=True)
 
 
 @ctl.command("delete_member")
@@ -43,12 +51,7 @@ def add_member(queue: str, node: str, vhost: str) -> None:
 @common_options
 def delete_member(queue: str, node: str, vhost: str) -> None:
     """Removes NODE from the members of quorum queue QUEUE (not its leader)."""
-    s = settings()
-    info(s, f"Removing a replica of queue {queue} on node {node}...")
-    try:
-        api(s).delete("queues", "quorum", vhost, queue, "replicas", "delete", body={"node": node})
-    except ApiError as e:
-        raise _refused(e) from None
+    _member(queue, node, vhost, adding=False)
 
 
 @ctl.command("grow")

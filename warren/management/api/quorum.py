@@ -53,20 +53,21 @@ async def _change(request: web.Request, vhost: str, name: str, add=(), remove=()
         raise ApiError(503, "unavailable", f"the members of queue '{name}' could not be changed: {e}") from None
 
 
-async def add_member(request: web.Request) -> web.Response:
+async def _member(request: web.Request, adding: bool) -> web.Response:
     require(request, ADMINISTRATOR)
     vhost = readable_vhost(request, monitor_ok=False)
     node = _node(await read_json(request))
-    await _change(request, vhost.name, request.match_info["name"], add=[node])
+    await _change(request, vhost.name, request.match_info["name"], add=[node] if adding else [],
+                  remove=[] if adding else [node])
     return no_content()
+
+
+async def add_member(request: web.Request) -> web.Response:
+    return await _member(request, adding=True)
 
 
 async def delete_member(request: web.Request) -> web.Response:
-    require(request, ADMINISTRATOR)
-    vhost = readable_vhost(request, monitor_ok=False)
-    node = _node(await read_json(request))
-    await _change(request, vhost.name, request.match_info["name"], remove=[node])
-    return no_content()
+    return await _member(request, adding=False)
 
 
 def _matching(replicas, body: dict) -> list[dict]:
