@@ -141,8 +141,11 @@ class ClusterNode:
         self.known: dict[str, dict] = {node_name: {"name": node_name}}
         # every node's queues by key (queues/<vhost>/<name>/<node>), kept the same way (queues.py)
         self.queues: dict[str, dict] = {}
-        # every exchange and binding by key (topology/<vhost>/...), kept the same way (topology.py)
+        # every exchange and binding by key (topology/<vhost>/...), kept the same way (topology.py),
+        # and each key's etcd create revision: the cluster's order of creation (a consistent-hash
+        # exchange's buckets follow its bindings' order)
         self.topology: dict[str, dict] = {}
+        self.topology_order: dict[str, int] = {}
         # every replicated queue's record by key (replicas/<vhost>/<name>), kept the same way (replicas.py)
         self.replicas: dict[str, dict] = {}
         # why etcd cannot take a change now (the lease's last renewal failed), or None
@@ -213,6 +216,8 @@ class ClusterNode:
                 kvs, revision = await self.client.range_prefix(prefix)
                 followed = True
                 records = _members(prefix, kvs)
+                if attribute == "topology":
+                    self.topology_order = {kv.key.decode()[len(prefix):]: kv.create_revision for kv in kvs}
                 setattr(self, attribute, records)
                 self._changed(attribute)
                 if problem is not None:
@@ -222,8 +227,12 @@ class ClusterNode:
                     name = event.kv.key.decode()[len(prefix):]
                     if event.kind == "DELETE":
                         records.pop(name, None)
+                        if attribute == "topology":
+                            self.topology_order.pop(name, None)
                     else:
                         records[name] = _record(event.kv.value)
+                        if attribute == "topology":
+                            self.topology_order[name] = event.kv.create_revision
                         if attribute == "members":  # it wrote its record again: it runs (again)
                             self.unreachable.discard(name)
                     self._changed(attribute)

@@ -114,6 +114,7 @@ class SharedTopology:
                      self.cluster.cluster_name, len(puts), self.cluster.node_name)
         kvs = await client.get_prefix(self.prefix)
         held = {kv.key.decode()[len(self.prefix):]: json.loads(kv.value) for kv in kvs}
+        self.cluster.topology_order.update({kv.key.decode()[len(self.prefix):]: kv.create_revision for kv in kvs})
         for key, record in self._records().items():  # deleted while this node was down
             if key not in held:
                 self._remove(record)
@@ -270,8 +271,10 @@ class SharedTopology:
         # exchanges before the bindings that name them; what the view holds unchanged but this
         # node lacks is made too (a removal above may have auto-deleted an exchange that the
         # view, several changes later, holds again)
+        order = self.cluster.topology_order  # bindings made in the cluster's order of creation
+        in_order = sorted(held.items(), key=lambda item: order.get(item[0], 0))
         for kind in ("exchange", "binding"):
-            for key, record in held.items():
+            for key, record in in_order:
                 if record.get("kind") == kind and key not in stale and (
                         previous.get(key) != record or not self._here(record)):
                     self._make(record)
