@@ -19,7 +19,7 @@ import urllib.parse
 import pika
 import pytest
 
-from tests.cluster.cluster_nodes import api, members, wait_until
+from tests.cluster.cluster_nodes import api, api_status, members, wait_until
 
 LEASE_TTL = "2"  # the killed leader's lease ends within a few seconds: then its followers vote
 TIMEOUT_S = 60.0
@@ -101,8 +101,9 @@ def test_a_quorum_queue_has_three_members_and_survives_its_leaders_kill(etcd1, n
     assert taken["leader"] in ("b", "c") and taken["epoch"] >= 2, taken
     other = b if taken["leader"] == "c" else c  # served through the node that is not its leader too
     named_in_directory(other, queue, taken["leader"])
-    row = api(other, f"queues/%2F/{queue}")
-    assert row["leader"] == taken["leader"] and sorted(row["online"]) == ["b", "c"], row
+    row = wait_until(lambda: (r := api_status(other, f"queues/%2F/{queue}")[1]) and r.get("leader") == taken["leader"]
+                     and r, TIMEOUT_S, "the queue's row through another node names the new leader")
+    assert sorted(row["online"]) == ["b", "c"], row
     got = drain(other, queue, 250)
     lost = set(published[50:]) - set(got)
     unexpected = set(got) - set(published)

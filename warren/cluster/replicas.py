@@ -785,14 +785,16 @@ class Replicas:
         return self.api.links.ask(leader, "r_status", vhost, name, timeout=SYNC_TIMEOUT_S)
 
     def failover_expected(self, vhost: str, name: str) -> bool:
-        """Whether queue ``name``, whose leader's node is down, is replicated and a majority of
-        its members run: one of them takes it (an election), so what is published to it
-        meanwhile is held for it (reach.py ``hold``), not refused."""
+        """Whether queue ``name``, whose handle here names a node that is down (or whose old
+        leader's key left the queue directory), is replicated and a majority of its members
+        run: one of them leads it, or will once elected and once the directory lists it there,
+        so what is published to it meanwhile is held for it (reach.py ``hold``), not refused,
+        and its handle is kept until the new one comes."""
         record = self.record(vhost, name)
         if record is None:
             return False
         members = record.get("members") or []
-        alive = [m for m in members if m != record.get("leader") and (m == self.me or self.cluster.running(m))]
+        alive = [m for m in members if m == self.me or self.cluster.running(m)]
         return len(alive) >= len(members) // 2 + 1
 
     # --- the HTTP API's view ------------------------------------------------------------------------
