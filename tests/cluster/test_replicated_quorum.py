@@ -261,6 +261,19 @@ def test_a_deleted_replicated_queue_leaves_no_record_and_no_replica(etcd1, nodes
     conn.close()
     wait_until(lambda: record(etcd1, cluster_name, queue) is None, TIMEOUT_S, "the record deleted")
     wait_until(lambda: not any(replicas.iterdir()), TIMEOUT_S, "a's replica removed")
+    # node a no longer routes to it: a mandatory publish through a comes back
+    conn = connect(a)
+    ch = conn.channel()
+    ch.confirm_delivery()
+
+    def returned() -> bool:
+        try:
+            ch.basic_publish("", queue, b"late", mandatory=True)
+        except pika.exceptions.UnroutableError:
+            return True
+        return False
+    wait_until(returned, TIMEOUT_S, "a publish to the deleted queue returned")
+    conn.close()
 
 
 def test_delivery_counts_and_messages_out_survive_the_leaders_kill(etcd1, nodes, cluster_name, uid):

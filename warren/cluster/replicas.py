@@ -584,6 +584,8 @@ class Replicas:
         self.records_changed()
 
     def records_changed(self) -> None:
+        if self.api.reach is not None:  # handles kept for a replicated queue follow its record (reach.py)
+            self.api.reach.directory_changed()
         for key, record in list(self.cluster.replicas.items()):
             members = record.get("members") or []
             vhost, name, leader = record.get("vhost"), record.get("name"), record.get("leader")
