@@ -73,13 +73,15 @@ def test_integer_widths_keep_their_field_table_type():
     st.integers(-(1 << 63), (1 << 63) - 1), st.text(max_size=50), st.binary(max_size=50), st.booleans(),
     st.none(), st.floats(allow_nan=False))))
 @example({"x-amqp-0-9-1.type": None})  # the name of a carried property, not one: stays a header (CI found it)
-@example({"x-amqp-0-9-1.type": ""})  # an empty one too (CI found it, session 23)
+@example({"x-amqp-0-9-1.type": ""})  # carried as the type property, empty (CI found the test's own gap)
+@example({"x-amqp-0-9-1.type": "0"})
 @example({"x-amqp-0-9-1.cluster-id": "c" * 300, "x-amqp-0-9-1.message-id": 7})
 def test_application_headers_survive_0_10_to_0_9_1_and_back(headers):
     mp = spec.MessageMessageProperties(application_headers=headers)
     p = BasicProperties.decode(to_basic(None, mp), 0)[0]
-    table = decode_table(encode_table(p.headers or {}), 0)[0]
-    _, m = from_basic(BasicProperties(headers=table), "", "", False)
+    # the headers through a 0-9-1 table's codec; the properties that carry some of them as they are
+    p.headers = decode_table(encode_table(p.headers or {}), 0)[0] or None
+    _, m = from_basic(p, "", "", False)
     assert (m.application_headers if m is not None else {}) == headers
 
 

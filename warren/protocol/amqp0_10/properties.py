@@ -133,10 +133,9 @@ def _short(s: str | None) -> str | None:
 
 
 def _property_header(headers: dict, name: str) -> str | None:
-    """Take ``headers[name]`` out as a shortstr property's value when it is one (an empty one
-    is not: a 0-9-1 property list does not carry an empty ``type``, so it stays a header)."""
+    """Take ``headers[name]`` out as a shortstr property's value when it is one."""
     value = headers.get(name)
-    if not isinstance(value, str) or not value or _short(value) != value:
+    if not isinstance(value, str) or _short(value) != value:
         return None
     del headers[name]
     return value
