@@ -65,12 +65,8 @@ def protocol_connection(dialect, header: bytes, config, server_properties: dict,
                                    idle_timeout_ms=c.heartbeat * 1000, max_message_size=c.max_message_size,
                                    properties={"product": "Warren", "platform": "Python"})
     start_offer = " ".join(offered("0-9-1")).encode()
-    conn = ServerConnection(server_properties, start_offer, c.frame_max, c.channel_max, c.heartbeat,
+    return ServerConnection(server_properties, start_offer, c.frame_max, c.channel_max, c.heartbeat,
                             c.max_message_size, dialect=dialect)
-    # what connection.start offered, for the login step (warren/access/login.py ``log_in``): a
-    # start-ok naming another mechanism is refused
-    conn.mechanisms = start_offer
-    return conn
 
 
 class HandshakeProgress(Protocol):

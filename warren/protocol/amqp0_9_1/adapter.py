@@ -154,11 +154,8 @@ class ConnectionHandler(BrokerConnection):
             self.mechanism = sys.intern(m.mechanism)  # one "PLAIN" for every connection, not one each
             caps = m.client_properties.get("capabilities")
             self.capabilities = caps if isinstance(caps, dict) else {}
-            # what connection.start offered (warren/server/handshake.py sets it; a connection made
-            # elsewhere, the adapter tests and bench/pipeline.py, has none and is not checked)
-            start_offer = getattr(self.conn, "mechanisms", None)
             try:  # PLAIN, AMQPLAIN, EXTERNAL on verified TLS: every protocol's one step (warren/access/login.py)
-                username = self.login(m.mechanism, m.response, start_offer=start_offer)
+                username = self.login(m.mechanism, m.response, start_offer=self.conn.mechanisms)
             except ConnectionAccessRefused as error:
                 if error.throttle_delay:
                     self.io.refuse_later(error.throttle_delay, error)  # the answer waits; nothing else does

@@ -148,6 +148,7 @@ class ServerConnection:
         self.channel_max = channel_max
         self.heartbeat = heartbeat
         self.max_message_size = max_message_size
+        self.mechanisms = mechanisms  # what connection.start offers: a start-ok naming another is refused
         self.state = ConnectionState()
         self.frames = FrameBuffer(frame_max)
         self.channels: dict[int, int] = {}
