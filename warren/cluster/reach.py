@@ -82,13 +82,21 @@ class NodeSync:
         try:
             fut.result(NODE_SYNC_TIMEOUT_S)
         except Exception as e:  # noqa: BLE001: whatever kept the answer away, the confirms are nacked
-            done = concurrent.futures.Future()
-            loop.call_soon_threadsafe(self.reach.nack_waiting, self.node, str(e) or type(e).__name__, done,
-                                      isinstance(e, NodeRefused))
-            done.result(NODE_SYNC_TIMEOUT_S)
+            nack_from_pool(self.reach, self.node, e)
 
     def close(self) -> None:
         pass
+
+
+def nack_from_pool(reach: "NodeReach", what: str, error: BaseException) -> None:
+    """On a group commit's pool thread, for a store that waited on other nodes (``NodeSync``,
+    ``HeldSync``, replicas.py's ``ReplicatedStore``) and did not get what it waited for: every
+    publisher confirm waiting now is a nack (``NodeReach.nack_waiting``, on the loop), and the
+    commit goes on (this node's disk is fine)."""
+    done = concurrent.futures.Future()
+    reach.loop.call_soon_threadsafe(reach.nack_waiting, what, str(error) or type(error).__name__, done,
+                                    isinstance(error, NodeRefused))
+    done.result(NODE_SYNC_TIMEOUT_S)
 
 
 class HeldSync:
@@ -119,10 +127,7 @@ class HeldSync:
                 loop.call_soon_threadsafe(self.reach.ask_sync, node, synced)
                 synced.result(NODE_SYNC_TIMEOUT_S)
         except Exception as e:  # noqa: BLE001: whatever kept them from a leader, the confirms are nacked
-            done = concurrent.futures.Future()
-            loop.call_soon_threadsafe(self.reach.nack_waiting, "a new leader", str(e) or type(e).__name__, done,
-                                      isinstance(e, NodeRefused))
-            done.result(NODE_SYNC_TIMEOUT_S)
+            nack_from_pool(self.reach, "a new leader", e)
 
     def close(self) -> None:
         pass

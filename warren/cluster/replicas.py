@@ -55,6 +55,7 @@ from warren.broker.directory import ADMIN, apply_change
 from warren.cluster.etcd import EtcdError
 from warren.cluster.node import cancel_tasks
 from warren.cluster.queues import plain, queue_key
+from warren.cluster.reach import nack_from_pool
 from warren.store.message import encode_message_ss
 from warren.store.queue_store import QueueStore
 
@@ -124,10 +125,7 @@ class ReplicatedStore:
         except Exception as e:  # noqa: BLE001: whatever kept the majority away, the confirms are nacked
             if self.leader.stopped:  # the node stops: its clients are gone, nobody waits for a confirm
                 return covered
-            done = concurrent.futures.Future()
-            loop.call_soon_threadsafe(self.leader.replicas.nack_waiting, self.leader.describe(),
-                                      str(e) or type(e).__name__, done)
-            done.result(SYNC_TIMEOUT_S)
+            nack_from_pool(self.leader.replicas.api.reach, self.leader.describe(), e)
         return covered
 
 
@@ -399,9 +397,6 @@ class Replicas:
 
     def ask(self, node: str, op: str, *args) -> asyncio.Future:
         return asyncio.ensure_future(self.api.links.ask(node, op, *args, timeout=SYNC_TIMEOUT_S))
-
-    def nack_waiting(self, what: str, why: str, done: concurrent.futures.Future) -> None:
-        self.api.reach.nack_waiting(what, why, done)
 
     def flush_soon(self, leader: Leader) -> None:
         if not self._flush_due:
