@@ -22,7 +22,6 @@ core). Figures, never assertions.
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 import tempfile
 import uuid
@@ -30,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.compare import build_perf, fmt, headline, median, p99_ms, run_one, scenario_names, start_warren, \
+from bench.compare import build_perf, fmt, headline, median, p99_ms, run_one, scenario_names, start_warren, stop_all, \
     tree_cpu_s  # noqa: E402
 from tests.cluster.etcd_harness import ETCD, EtcdCluster  # noqa: E402
 
@@ -82,14 +81,7 @@ def main() -> None:
                       f"{fmt(ratio, '.2f'):>8} {fmt(median([x.get('cpu_us_per_msg') for x in results]), '.1f'):>10} "
                       f"{fmt(median([x.get('other_cpu_pct') for x in results]), '.0f'):>5}", flush=True)
     finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in procs:
-            try:
-                proc.wait(timeout=15)
-            except Exception:  # noqa: BLE001: past the bound, it is killed
-                proc.kill()
+        stop_all(procs)
         etcd.stop()
 
 

@@ -33,6 +33,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -116,6 +117,18 @@ class RssSampler(threading.Thread):
                 except OSError:
                     continue
             self.peak_kib = max(self.peak_kib, kib)
+
+
+def stop_all(procs: list) -> None:
+    """SIGTERM to every broker started, then each waited for (killed past 15 s)."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.wait(timeout=15)
+        except Exception:  # noqa: BLE001: past the bound, it is killed
+            proc.kill()
 
 
 def scenario_names(perf: Path) -> list[str]:

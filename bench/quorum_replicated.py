@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -31,7 +30,7 @@ import pika
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.compare import PERF, fmt, headline, median, p99_ms, start_warren  # noqa: E402
+from bench.compare import PERF, fmt, headline, median, p99_ms, start_warren, stop_all  # noqa: E402
 from tests.cluster.etcd_harness import ETCD, EtcdCluster  # noqa: E402
 from tests.rabbitmq_cluster import start_rabbitmq_cluster  # noqa: E402
 
@@ -116,14 +115,7 @@ def main() -> None:
             if rates["warren"] and rates["rabbitmq"]:
                 print(f"{name:28} warren/rabbitmq {rates['warren'] / rates['rabbitmq']:.2f}", flush=True)
     finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in procs:
-            try:
-                proc.wait(timeout=15)
-            except Exception:  # noqa: BLE001: past the bound, it is killed
-                proc.kill()
+        stop_all(procs)
         if rabbit is not None:
             rabbit.stop()
         etcd.stop()
