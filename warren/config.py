@@ -185,6 +185,10 @@ class Config:
     cluster_lease_ttl: int = 10
     # the inter-node links' port (warren/cluster/links.py; 0: any free one, announced in etcd)
     cluster_port: int = 0
+    # where the other nodes dial this one, HOST:PORT, when not the cluster port itself: a NAT, a
+    # proxy in front of it (the fault harness of tests/cluster/faults puts one there); None: the
+    # host and the cluster port
+    cluster_advertise: str | None = None
     # TLS on the inter-node links, with tls_cert/tls_key and tls_ca: each node presents its
     # certificate and verifies the other's against tls_ca (warren/server/tls.py node_link_contexts)
     cluster_tls: bool = False
@@ -214,6 +218,10 @@ class Config:
             raise ValueError(f"cluster-name {self.cluster_name!r} must be 1 to 64 letters, digits, '.', '_' or '-'")
         if not 0 <= self.cluster_port <= 65535:
             raise ValueError("cluster-port must be 0..65535")
+        if self.cluster_advertise is not None:
+            host, _, port = self.cluster_advertise.rpartition(":")
+            if not host or not port.isdigit() or not 0 < int(port) <= 65535:
+                raise ValueError(f"cluster-advertise takes HOST:PORT, not {self.cluster_advertise!r}")
         if self.cluster_tls and (self.tls_cert is None or self.tls_ca is None):
             raise ValueError("cluster-tls needs tls-cert (this node's certificate, tls-key if apart) and tls-ca "
                              "(the CA the other nodes' certificates chain to)")

@@ -62,7 +62,7 @@ OPTION_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Cluster: worker processes", ("workers", "worker_mode")),
     ("Cluster on etcd (docs/clustering.md)",
      ("cluster_etcd", "node_name", "cluster_name", "cluster_secret_file", "cluster_lease_ttl", "cluster_port",
-                                           "cluster_tls", "queue_leader_locator")),
+      "cluster_advertise", "cluster_tls", "queue_leader_locator")),
     ("Tuning", ("loop", "publish_runs", "yield_after_confirms")),
     ("Logging", ("log_level", "log_format", "log_file")),
     ("Settings", ("config_file", "print_config", "help")),
@@ -240,6 +240,8 @@ class ServeCommand(OneLineErrors):
                    "member list.")
 @click.option("--cluster-port", default=Config.cluster_port, show_default=True, type=int,
               help="The port other nodes of the cluster link to (0: any free one, announced in etcd).")
+@click.option("--cluster-advertise", default=None, metavar="HOST:PORT",
+              help="Where the other nodes dial this one, when not --host and the cluster port (a NAT, a proxy).")
 @click.option("--cluster-tls/--no-cluster-tls", default=Config.cluster_tls, show_default=True,
               help="TLS on the inter-node links, with --tls-cert/--tls-key and --tls-ca (both sides verified).")
 @click.option("--queue-leader-locator", default=Config.queue_leader_locator, show_default=True,

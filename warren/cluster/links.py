@@ -13,7 +13,8 @@ secret without sending it, over fresh random nonces from both sides, so a record
 proves nothing later:
 
 1. the dialler sends ``WARREN-NODE 1`` and a JSON line: its node name, the cluster id, its
-   nonce, its cluster port (where the listener sends what it sends back);
+   nonce, its cluster port (where the listener sends what it sends back; with
+   ``--cluster-advertise``, the host and port it advertises);
 2. the listener answers a JSON line: its node name, its nonce, and its proof,
    HMAC-SHA256(secret, "listener" | cluster id | dialler's nonce | listener's nonce);
 3. the dialler checks it (a listener without the secret is dropped) and sends its own proof,
@@ -153,6 +154,9 @@ class NodeLinks:
         self.server_ssl = server_ssl
         self.client_ssl = client_ssl
         self.port: int | None = None
+        # (host, port) the other nodes dial this one at, when not this host and ``port``
+        # (``--cluster-advertise``): told in the handshake, so answers come back that way too
+        self.advertised: tuple[str, int] | None = None
         self._server: asyncio.AbstractServer | None = None
         self._peers: dict[str, _Peer] = {}
         self._answering: set[asyncio.Task] = set()
@@ -228,9 +232,10 @@ class NodeLinks:
             return None
         _send_line(writer, {"ok": True})
         await writer.drain()
-        port = hello.get("port")
+        port, host = hello.get("port"), hello.get("host")
         if isinstance(port, int) and 0 < port < 65536:  # where to send it what we send it (answers)
-            host = writer.get_extra_info("peername")[0]
+            if not isinstance(host, str) or not host:
+                host = writer.get_extra_info("peername")[0]
             self._peer(claimed).address = (host, port)
         log.info("cluster: node %s linked from %s", claimed, where)
         return claimed
@@ -424,7 +429,7 @@ class NodeLinks:
         node = peer.node
         record = self.cluster.members.get(node)
         if record is not None and record.get("cluster_port"):
-            host, port = record.get("amqp_host") or "127.0.0.1", record["cluster_port"]
+            host, port = record.get("cluster_host") or record.get("amqp_host") or "127.0.0.1", record["cluster_port"]
         elif peer.address is not None:  # it dialled us before etcd's watch told us where it listens
             host, port = peer.address
         else:
@@ -449,8 +454,10 @@ class NodeLinks:
         cluster_id = self.cluster.cluster_id
         nonce = os.urandom(32).hex()
         writer.write(MAGIC)
-        _send_line(writer, {"node": self.cluster.node_name, "cluster_id": cluster_id, "nonce": nonce,
-                            "port": self.port})
+        introduction = {"node": self.cluster.node_name, "cluster_id": cluster_id, "nonce": nonce, "port": self.port}
+        if self.advertised is not None:
+            introduction["host"], introduction["port"] = self.advertised
+        _send_line(writer, introduction)
         await writer.drain()
         hello = await _line(reader)
         their_nonce = hello.get("nonce")

@@ -47,6 +47,10 @@ log = logging.getLogger("warren.cluster")
 CLUSTER_FILE = "cluster.json"  # in the data folder: which cluster and node it belongs to
 STATUS_INTERVAL = 5.0  # seconds between writes of this node's figures (RabbitMQ samples every 5 s)
 COUNTS_DELAY = 0.05  # seconds a change of counts waits for others to join its write
+# the part of the lease's TTL this node does not count on (``lease_valid``): etcd counts the TTL
+# from when a renewal reaches it, this node from before it sent it, and the margin covers clocks
+# that run at slightly different rates (a lease ends by etcd's clock, is trusted by this node's)
+LEASE_MARGIN = 0.2
 
 
 class ClusterError(Exception):
@@ -126,6 +130,10 @@ class ClusterNode:
         self.prefix = cluster_prefix(cluster_name)
         self.lease = lease
         self.ttl = ttl
+        # until when (time.monotonic()) this node's lease surely lives, whatever became of etcd
+        # since: a replicated queue's leader serves only until then (replicas.py); set by
+        # ``lease_renewed`` for each grant and renewal, from when it was sent
+        self.lease_valid_until = 0.0
         self.record = record  # the value of nodes/<name>
         self._keeper: asyncio.Task | None = None
         self._watchers: list[asyncio.Task] = []
@@ -152,7 +160,9 @@ class ClusterNode:
         self.etcd_problem: str | None = None
         self.status_of = None  # () -> this node's figures (the HTTP API's /api/nodes row), set by it
         # () called after each change of ``members``, ``queues``, ``topology`` or ``replicas`` (``listen``)
-        self._listeners: dict[str, list] = {"members": [], "queues": [], "topology": [], "replicas": []}
+        # ``lease`` after each renewal or new lease (``lease_valid_until``, ``lease``)
+        self._listeners: dict[str, list] = {"members": [], "queues": [], "topology": [], "replicas": [],
+                                            "lease": []}
         # nodes whose inter-node link closed (warren/cluster/reach.py) since their record last
         # changed: not running, whatever their lease says until it ends
         self.unreachable: set[str] = set()
@@ -161,6 +171,15 @@ class ClusterNode:
     @property
     def node_key(self) -> str:
         return f"{self.prefix}nodes/{self.node_name}"
+
+    def lease_renewed(self, sent_at: float, ttl: int) -> None:
+        """A grant or renewal sent at ``sent_at`` (time.monotonic()) came back with ``ttl``."""
+        self.lease_valid_until = max(self.lease_valid_until, sent_at + ttl * (1.0 - LEASE_MARGIN))
+
+    def lease_valid(self) -> bool:
+        """Whether this node's lease surely lives now: past ``lease_valid_until`` etcd may have
+        ended it (a node paused, or cut off from etcd), and another node may lead what it led."""
+        return time.monotonic() < self.lease_valid_until
 
     def start_keepalive(self) -> None:
         if self._keeper is None:
@@ -261,8 +280,12 @@ class ClusterNode:
             await asyncio.sleep(max(0.5, self.ttl / 3))
             try:
                 # bounded by a third of the TTL: a slow member must not hold the next renewal past it
+                sent_at = time.monotonic()
                 left = await self.client.keep_alive(self.lease, timeout=max(0.5, self.ttl / 3))
-                if left <= 0:
+                if left > 0:
+                    self.lease_renewed(sent_at, min(left, self.ttl))
+                    self._changed("lease")
+                else:
                     if problem is None:
                         log.warning("cluster %s: this node's lease expired (etcd was out of reach for more "
                                     "than %d s); registering %s again", self.cluster_name, self.ttl, self.node_name)
@@ -281,6 +304,7 @@ class ClusterNode:
             self.etcd_problem = problem
 
     async def _register_again(self) -> None:
+        sent_at = time.monotonic()
         lease, self.ttl = await self.client.grant(self.ttl)
         written, existing = await self.client.put_if_absent(self.node_key, json.dumps(self.record), lease=lease)
         if not written:
@@ -288,6 +312,9 @@ class ClusterNode:
             raise ClusterError(f"node name {self.node_name} was taken by another node while etcd was out of reach "
                                f"({_describe(existing.value if existing else b'')}); this node is not listed")
         self.lease = lease
+        # a new lease: what the old one allowed is over (a leader of the old one serves no more)
+        self.lease_valid_until = sent_at + self.ttl * (1.0 - LEASE_MARGIN)
+        self._changed("lease")
 
     async def announce(self, **listeners) -> None:
         """Add the node's listeners (ports) to its member record, once they are bound; from then
@@ -310,8 +337,9 @@ class ClusterNode:
 
     def listen(self, attribute: str, listener) -> None:
         """Call ``listener()`` after each change of ``members`` (alarms.py, reach.py),
-        ``queues`` (reach.py) or ``topology`` (topology.py), and after a node's link closed
-        (``members``: ``unreachable`` changed)."""
+        ``queues`` (reach.py) or ``topology`` (topology.py), after a node's link closed
+        (``members``: ``unreachable`` changed), and after each renewal or replacement of this
+        node's ``lease`` (replicas.py)."""
         self._listeners[attribute].append(listener)
 
     def _changed(self, attribute: str) -> None:
@@ -432,6 +460,7 @@ async def join(config, *, timeout: float = 5.0) -> ClusterNode:
         if folder is not None and await client.get(member_key) is None:
             raise ClusterError(f"node {name!r} was removed from cluster {cluster!r} (forget_cluster_node): its "
                                f"data folder {data_dir.resolve()} is no longer the cluster's; start it with a new one")
+        granted_at = time.monotonic()
         lease, ttl = await client.grant(config.cluster_lease_ttl)
         record = {"name": name, "cluster": cluster, "cluster_id": cluster_id, "pid": os.getpid(),
                   "host": os.uname().nodename, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -449,6 +478,7 @@ async def join(config, *, timeout: float = 5.0) -> ClusterNode:
                 raise ClusterError(f"cannot write {data_dir.resolve() / CLUSTER_FILE}: {e.strerror or e}") from None
         node = ClusterNode(client, cluster, name, cluster_id, lease, ttl, record)
         node.secret = secret  # the inter-node links' (links.py)
+        node.lease_renewed(granted_at, ttl)
         log.info("cluster %s (id %s): %s node %s through etcd at %s (lease %d s)", cluster, cluster_id,
                  "created by" if created else "joined as", name, ", ".join(config.cluster_etcd), ttl)
         node.start_keepalive()

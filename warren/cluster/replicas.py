@@ -34,11 +34,19 @@ leads the others. With a majority of members gone, nobody takes it: the queue wa
 RabbitMQ's does. A node that returns and finds another leader in the record drops its copy and
 follows.
 
-Not built yet (docs/clustering.md, "Not built yet"): streams; publishers held (rather than
-nacked) during a failover; consumers on other nodes kept (they are cancelled, as for a classic
-queue whose node went); membership commands; a leader cut off from etcd stepping down before
-its lease can end elsewhere (a partition: its confirms need a follower that has voted, so it
-confirms nothing, but it may still deliver).
+**Serving.** A leader hands messages out (dispatch, basic.get) only while its node's etcd lease
+surely lives (``ClusterNode.lease_valid``: counted from before each renewal was sent, less a
+margin), and only under the lease it took the queue with: a node paused (SIGSTOP) or cut off
+from etcd past its lease stops delivering before etcd can end the lease and the followers elect
+another leader, so two leaders never serve at once. Its confirms need no such check: a
+follower that voted refuses the old epoch's syncs. A lease that ends and is replaced (the node
+registered again) makes the leader take its queue again, a new epoch, if nobody took it
+meanwhile. Each serving interval's start and end are logged on ``time.monotonic()`` for the
+fault harness (tests/cluster/faults). A pause in the middle of one dispatch can still hand out
+what that dispatch was handing out (at most a prefetch window): duplicates at worst, as with
+any redelivery.
+
+Not built yet (docs/clustering.md, "Not built yet"): streams.
 """
 
 from __future__ import annotations
@@ -49,6 +57,7 @@ import json
 import logging
 import os
 import shutil
+import time
 from urllib.parse import quote
 
 from warren.broker.directory import ADMIN, apply_change
@@ -145,9 +154,43 @@ class Leader:
         self.snapshots: dict[str, int] = {}  # the operation each follower's last snapshot covered
         self.committed = 0  # the last operation a majority of the members synced
         self.stopped = False
+        # the lease this node held when it took the queue: it serves under that lease alone
+        # (``serving``); a new lease (the old one ended) means another node may have taken it
+        self.lease = replicas.cluster.lease
+        self.serving_since: float | None = None  # time.monotonic() of this serving interval's start
+        self.valid_until = 0.0  # the lease's validity at the last check that let it serve
 
     def describe(self) -> str:
         return f"quorum queue '{self.name}' in vhost '{self.vhost}'"
+
+    def serving(self) -> bool:
+        """Whether the queue may deliver now (the queue asks before each dispatch and basic.get):
+        only while this node's lease surely lives, the lease it took the queue under (module doc,
+        "Serving"). The start and the end of each interval are logged (``interval``)."""
+        cluster = self.replicas.cluster
+        if not self.stopped and cluster.lease == self.lease and cluster.lease_valid():
+            self.valid_until = cluster.lease_valid_until
+            if self.serving_since is None:
+                self.serving_since = time.monotonic()
+                self.interval(f"serving from {self.serving_since:.3f}")
+            return True
+        if self.serving_since is not None:
+            self.serving_since = None
+            self.interval(f"served until {self.valid_until:.3f} (its node's lease was not renewed in time)")
+        return False
+
+    def stop_serving(self, why: str) -> None:
+        """The queue goes from this node (taken by another, deleted, the node stops)."""
+        self.stopped = True
+        if self.serving_since is not None:
+            self.serving_since = None
+            self.interval(f"served until {min(time.monotonic(), self.valid_until):.3f} ({why})")
+
+    def interval(self, what: str) -> None:
+        # one line per start and end, on time.monotonic() (one clock for every process of the
+        # machine): the fault harness checks that no two leaders' intervals overlap
+        log.info("cluster: lease interval of %s, epoch %d, node %s: %s", self.describe(), self.epoch,
+                 self.replicas.me, what)
 
     @property
     def followers(self) -> list[str]:
@@ -456,6 +499,7 @@ class Replicas:
         """Links are up: lead (snapshots to the followers), follow, and watch for leaders gone."""
         self.cluster.listen("members", self.members_changed)
         self.cluster.listen("replicas", self.records_changed)
+        self.cluster.listen("lease", self.lease_changed)
         for vhost, name, record in self._promote_at_start:
             self._spawn(self._promote(vhost, name, record))
         self._promote_at_start = []
@@ -465,7 +509,7 @@ class Replicas:
         self._stopped = True
         await cancel_tasks(*self._tasks)
         for leader in self.leading.values():
-            leader.stopped = True
+            leader.stop_serving("this node stops")
         for follower in self.following.values():
             follower.close()
 
@@ -486,7 +530,7 @@ class Replicas:
             return
         if old is not None:
             del self.leading[(v.name, q.name)]
-            old.stopped = True
+            old.stop_serving("the queue was deleted")
         await self._create(v, q)
 
     async def _create(self, v, q) -> None:
@@ -510,6 +554,7 @@ class Replicas:
         leader = Leader(self, v, q, record["epoch"], list(record["members"]))
         store = q.store.inner if isinstance(q.store, ReplicatedStore) else q.store
         q.store = ReplicatedStore(store, leader)
+        q.serving = leader.serving
         self.leading[(v.name, q.name)] = leader
         self.following.pop((v.name, q.name), None)
         log.info("cluster: this node leads %s (epoch %d, members %s)", leader.describe(), leader.epoch,
@@ -518,6 +563,7 @@ class Replicas:
             for node in leader.followers:
                 if self.cluster.running(node):
                     leader.snapshot_to(node)
+        leader.serving()  # the interval's start, logged
 
     async def _take(self, vhost: str, name: str, record: dict, kv) -> bool:
         """Raise the record's epoch with this node as its leader, if nobody changed it since
@@ -550,7 +596,7 @@ class Replicas:
         for k, leader in list(self.leading.items()):
             if leader.q.deleted:
                 del self.leading[k]
-                leader.stopped = True
+                leader.stop_serving("the queue was deleted")
                 self._spawn(self._forget(k, leader.epoch))
 
     async def _forget(self, k, epoch: int) -> None:
@@ -610,9 +656,41 @@ class Replicas:
             self.following.pop(k).close()  # the queue was deleted
             shutil.rmtree(self.replica_dir(*k), ignore_errors=True)
 
+    def lease_changed(self) -> None:
+        """This node's lease was renewed, or replaced after it ended. A leader that stopped
+        serving under a lease still alive serves again; one whose lease ended takes its queue
+        again under the new lease (a new epoch) if nobody took it meanwhile (``_retake``)."""
+        for k, leader in list(self.leading.items()):
+            if leader.lease != self.cluster.lease:
+                if k not in self._electing:
+                    self._electing.add(k)
+                    self._spawn(self._retake(k, leader))
+            elif leader.serving_since is None and not leader.q.deleted:
+                leader.q.dispatch()  # (which asks ``serving``: the new interval's start)
+
+    async def _retake(self, k, leader: Leader) -> None:
+        try:
+            kv = await self.cluster.client.get(self.record_key(*k))
+            record = json.loads(kv.value) if kv is not None else None
+            if record is None or record.get("leader") != self.me or int(record.get("epoch", 0)) != leader.epoch:
+                return  # taken (or deleted): the records' watch makes this node follow
+            if self.leading.get(k) is not leader or not await self._take(*k, record, kv):
+                return
+            leader.stop_serving("its node's lease ended; taken again under a new one")
+            log.warning("cluster: this node's lease ended and nobody took %s meanwhile: it leads it again (epoch %d)",
+                        leader.describe(), record["epoch"])
+            del self.leading[k]
+            self._lead(self.broker.vhosts[k[0]], leader.q, record)
+            leader.q.dispatch()
+        except EtcdError as e:
+            log.warning("cluster: %s could not be taken again under this node's new lease (%s); tried again at "
+                        "the next renewal", leader.describe(), e)
+        finally:
+            self._electing.discard(k)
+
     def _stepped_down(self, k) -> None:
         leader = self.leading.pop(k)
-        leader.stopped = True
+        leader.stop_serving("taken by another node")
         v = self.broker.vhosts.get(k[0])
         q = v.queues.get(k[1]) if v is not None else None
         if q is not None:

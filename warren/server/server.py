@@ -506,8 +506,13 @@ class Server:
                                    "http_tls": c.http_tls, "prometheus_port": prometheus_port}))
         tmp.replace(self._listeners_file)
         if self.cluster is not None:  # the member record lists the listeners (warren/cluster/node.py)
+            advertised = {}
+            if c.cluster_advertise:  # other nodes dial that address (a NAT, a proxy), not the port itself
+                host, _, advertised_port = c.cluster_advertise.rpartition(":")
+                advertised = {"cluster_host": host, "cluster_port": int(advertised_port)}
             await self._announce(amqp_port=port, amqps_port=tls_port, http_port=http_port,
-                                 prometheus_port=prometheus_port, amqp_host=c.host, cluster_port=cluster_port)
+                                 prometheus_port=prometheus_port, amqp_host=c.host,
+                                 **{"cluster_port": cluster_port, **advertised})
         if c.ready_file:
             tmp = c.ready_file.with_suffix(".tmp")
             tmp.write_text(json.dumps({"host": c.host, "port": port, "pid": os.getpid(), "http_port": http_port,
@@ -548,6 +553,9 @@ class Server:
             cluster_port = await self.node_links.start(c.host, c.cluster_port)
         except OSError as e:
             raise _listen_error("inter-node", c.host, c.cluster_port, e) from None
+        if c.cluster_advertise:  # what this node's handshakes tell the nodes it dials
+            host, _, advertised_port = c.cluster_advertise.rpartition(":")
+            self.node_links.advertised = (host, int(advertised_port))
         peers.links = self.node_links
         # the other nodes' queues served through this one: handles kept from the queue directory
         peers.locator = c.queue_leader_locator  # where a new queue goes

@@ -174,6 +174,9 @@ def _holding(method):
 
 class QuorumQueue(Queue):
     queue_type = QUORUM_TYPE
+    # a replicated queue's leader in a cluster hands messages out only while this answers True:
+    # its node's lease surely lives (warren/cluster/replicas.py sets it); None on one node
+    serving = None
 
     def __init__(self, vhost, name: str, durable: bool = True, exclusive_owner=None,
                  auto_delete: bool = False, arguments: dict | None = None) -> None:
@@ -208,6 +211,22 @@ class QuorumQueue(Queue):
         if isinstance(limit, int) and not isinstance(limit, bool):
             return limit if limit >= 0 else NO_LIMIT
         return DEFAULT_DELIVERY_LIMIT
+
+    # --- handing out, while serving ------------------------------------------------------------
+
+    def dispatch(self) -> None:
+        if self.serving is None or self.serving():
+            super().dispatch()
+
+    def take(self, no_ack: bool = False):
+        if self.serving is not None and not self.serving():
+            return None  # (basic.get answers empty, as while its leader is elected elsewhere)
+        return super().take(no_ack)
+
+    def take_seq(self, seq: int):
+        if self.serving is not None and not self.serving():
+            return None
+        return super().take_seq(seq)
 
     # --- publishing: every message stored ------------------------------------------------------
 
