@@ -163,6 +163,7 @@ def test_percentiles_by_nearest_rank():
     assert percentiles(values) == {50: 50.0, 99: 99.0}
     assert percentiles([3.0, 1.0, 2.0], ps=(0, 50, 100)) == {0: 1.0, 50: 2.0, 100: 3.0}
     assert percentiles([7.0]) == {50: 7.0, 99: 7.0}
+    assert percentiles([4.0, 1.0, 3.0, 2.0]) == {50: 2.0, 99: 4.0}  # the 99th of four is the largest
     assert percentiles([]) == {50: None, 99: None}
     with pytest.raises(ValueError):
         percentiles([1.0], ps=(101,))
