@@ -3,7 +3,8 @@
 ``EtcdCluster(base, size).start()`` starts 1 or 3 members on ephemeral 127.0.0.1 ports, each
 with its own data folder under ``base``, and waits (bounded) until every member says it is
 healthy (``GET /health``: it has a leader and answers). ``stop()`` ends each member by its PID
-(SIGTERM, then SIGKILL past a bound); ``kill(i)`` is a kill -9 of one member.
+(SIGTERM, then SIGKILL past a bound); ``kill(i)`` is a kill -9 of one member, ``restart(i)``
+starts it again.
 """
 
 from __future__ import annotations
@@ -77,6 +78,7 @@ class EtcdCluster:
                                self.base / f"etcd{i}.log") for i in range(self.size)]
         initial = ",".join(f"{m.name}={m.peer_url}" for m in self.members)
         token = f"warren-test-{self.base.name}"
+        self._initial, self._token = initial, token
         for m in self.members:
             self._launch(m, initial, token)
         try:
@@ -143,6 +145,14 @@ class EtcdCluster:
         if proc is not None and proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=STOP_TIMEOUT_S)
+
+    def restart(self, index: int) -> None:
+        """Start a killed member again on its ports and data folder (it rejoins with its data)
+        and wait until it is healthy."""
+        m = self.members[index]
+        assert m.proc is None or m.proc.poll() is not None, f"{m.name} still runs"
+        self._launch(m, self._initial, self._token)
+        self.wait_healthy([m])
 
     def stop(self) -> None:
         """Every member ended by its PID: SIGTERM, SIGKILL past the bound. Idempotent."""

@@ -414,6 +414,7 @@ class Replicas:
         self._flush_due: list[Leader] = []
         self._tasks: set[asyncio.Task] = set()
         self._electing: set[tuple[str, str]] = set()
+        self._creating: set = set()  # queues whose record ``created`` is writing
         self._promote_at_start: list = []  # taken at start, made once the links are up (``start``)
         self._stopped = False
 
@@ -523,7 +524,7 @@ class Replicas:
         """A durable quorum queue just declared here: its record (epoch 1, its members), then led.
         A queue of that name deleted a moment ago (before the tick saw it) is forgotten first: its
         record is taken again, epoch raised, so its followers start afresh."""
-        if not self._replicated(q):
+        if not self._replicated(q) or q in self._creating:  # (two declares at once: one record)
             return
         old = self.leading.get((v.name, q.name))
         if old is not None and old.q is q:
@@ -531,7 +532,11 @@ class Replicas:
         if old is not None:
             del self.leading[(v.name, q.name)]
             old.stop_serving("the queue was deleted")
-        await self._create(v, q)
+        self._creating.add(q)
+        try:
+            await self._create(v, q)
+        finally:
+            self._creating.discard(q)
 
     async def _create(self, v, q) -> None:
         size = q.arguments.get("x-quorum-initial-group-size", DEFAULT_GROUP_SIZE)
@@ -552,6 +557,9 @@ class Replicas:
 
     def _lead(self, v, q, record: dict) -> None:
         leader = Leader(self, v, q, record["epoch"], list(record["members"]))
+        before = self.leading.get((v.name, q.name))
+        if before is not None:  # led again (a new epoch): the old epoch's interval ends here
+            before.stop_serving(f"led again, epoch {leader.epoch}")
         store = q.store.inner if isinstance(q.store, ReplicatedStore) else q.store
         q.store = ReplicatedStore(store, leader)
         q.serving = leader.serving

@@ -212,22 +212,6 @@ class QuorumQueue(Queue):
             return limit if limit >= 0 else NO_LIMIT
         return DEFAULT_DELIVERY_LIMIT
 
-    # --- handing out, while serving ------------------------------------------------------------
-
-    def dispatch(self) -> None:
-        if self.serving is None or self.serving():
-            super().dispatch()
-
-    def take(self, no_ack: bool = False):
-        if self.serving is not None and not self.serving():
-            return None  # (basic.get answers empty, as while its leader is elected elsewhere)
-        return super().take(no_ack)
-
-    def take_seq(self, seq: int):
-        if self.serving is not None and not self.serving():
-            return None
-        return super().take_seq(seq)
-
     # --- publishing: every message stored ------------------------------------------------------
 
     @_holding
@@ -259,8 +243,24 @@ class QuorumQueue(Queue):
 
     # --- taking, returning: delivery counts ------------------------------------------------------
 
-    take = _holding(Queue.take)
-    dispatch = _holding(Queue.dispatch)
+    # a replicated queue's leader hands nothing out while it is not ``serving``
+
+    @_holding
+    def take(self, no_ack: bool = False):
+        if self.serving is not None and not self.serving():
+            return None  # (basic.get answers empty, as while its leader is elected elsewhere)
+        return Queue.take(self, no_ack)
+
+    def take_seq(self, seq: int):
+        if self.serving is not None and not self.serving():
+            return None
+        return super().take_seq(seq)
+
+    @_holding
+    def dispatch(self) -> None:
+        if self.serving is None or self.serving():
+            Queue.dispatch(self)
+
     expire = _holding(Queue.expire)
     reject = _holding(Queue.reject)
 
