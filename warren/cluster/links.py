@@ -61,6 +61,7 @@ HANDSHAKE_TIMEOUT = 10.0  # seconds for the whole handshake, either side
 ASK_TIMEOUT = 5.0  # seconds a node waits for another's answer (an API list waits that long for a stalled node)
 LINE_MAX = 4096  # a handshake line longer than this is refused
 RECORD_MAX = 64 * 1024 * 1024
+READ_TURN_S = 0.02  # a link's reader hands the loop over at least this often
 _LENGTH = struct.Struct(">I")
 
 # the classes a record may carry besides plain data: (module, name)
@@ -244,8 +245,15 @@ class NodeLinks:
         """What ``node`` sends on the link it dialled: its requests (answered over ours), its
         answers to ours, its messages; in the order it sent them."""
         why = f"the link from node {node} closed"
+        loop = asyncio.get_running_loop()
+        turn_ends = loop.time() + READ_TURN_S
         try:
             while not self.closed:
+                if loop.time() > turn_ends:
+                    # records already buffered are read without a pause: a node that sends a
+                    # flood must not keep this node's loop (its lease's renewals) waiting
+                    await asyncio.sleep(0)
+                    turn_ends = loop.time() + READ_TURN_S
                 try:
                     record, size = await self._read_record(reader)
                 except (asyncio.IncompleteReadError, ConnectionError):

@@ -272,6 +272,7 @@ class NodeReach(Forwarding, Consumers):
         self._held_sync = HeldSync(self)
         # consumers of replicated queues between leaders: (channel, tag, RemoteConsumer) by queue
         self._resuming: dict[tuple[str, str], list] = {}
+        self._resuming_since: dict[tuple[str, str], float] = {}  # when each queue's first was kept
         # (vhost, name) -> whether a replicated queue whose leader is down will have another one
         # (warren/cluster/replicas.py ``failover_expected``, set by the server)
         self.failover_expected = lambda vhost, name: False
@@ -390,6 +391,13 @@ class NodeReach(Forwarding, Consumers):
                 continue
             v.remote_queues[name] = NodeQueue(record, self)
             self.release(v, name)  # what was held for it between leaders
+        # held for a leader whose link closed but which still leads (a link cut and back, a
+        # partition healed before anyone took the queue over): back to it now it is reachable
+        for vhost, name in set(self._held) | set(self._resuming):
+            v = self.broker.vhosts.get(vhost)
+            target = v.queues.get(name) or v.remote_queues.get(name) if v is not None else None
+            if target is not None and not getattr(target, "down", False):
+                self.release(v, name)
         if self.topology is not None:
             self.topology.retry_waiting()  # bindings that waited for a queue of another node
             if moved:  # (a replicated queue taken by another node: replicas.py)
@@ -451,7 +459,9 @@ class NodeReach(Forwarding, Consumers):
         had not acked (the old tags' acks are taken and go nowhere). Refused there (the channel
         closed meanwhile, an exclusive consumer already there): cancelled, as before."""
         target = v.queues.get(name) or v.remote_queues.get(name)
-        for ch, tag, rc in self._resuming.pop((v.name, name), ()):
+        kept = self._resuming.pop((v.name, name), ())
+        self._resuming_since.pop((v.name, name), None)  # (its expiry timer is moot)
+        for ch, tag, rc in kept:
             reads = ch.remote
             if ch.closed or reads is None or reads.consumers.get(tag) is not rc:
                 continue  # closed or cancelled meanwhile
@@ -470,6 +480,20 @@ class NodeReach(Forwarding, Consumers):
                 task.add_done_callback(lambda t, ch=ch, tag=tag: self._resumed(ch, tag, t))
             else:
                 started.start()
+
+    def _resume_expired(self, key: tuple[str, str], since: float) -> None:
+        """Consumers kept HELD_TIMEOUT_S for a queue that found no leader in that time: cancelled
+        (basic.cancel, where the client asked for it), so their clients consume again themselves."""
+        if self._resuming_since.get(key) != since:
+            return  # resumed meanwhile (and perhaps kept again since, with a timer of its own)
+        del self._resuming_since[key]
+        kept = self._resuming.pop(key, ())
+        log.warning("cluster: %d consumers of queue '%s' in vhost '%s' waited %d s for a leader: cancelled",
+                    len(kept), key[1], key[0], HELD_TIMEOUT_S)
+        for ch, tag, rc in kept:
+            reads = ch.remote
+            if not ch.closed and reads is not None and reads.consumers.get(tag) is rc:
+                reads.remote_cancelled(tag)
 
     @staticmethod
     def _resumed(ch, tag: str, task: asyncio.Future) -> None:
@@ -615,7 +639,11 @@ class NodeReach(Forwarding, Consumers):
                     if rc.credit is None and self.failover_expected(vhost, rc.queue_name):
                         # kept: it consumes from the new leader (``_resume``), as RabbitMQ keeps a
                         # quorum queue's consumers through a leader change
-                        self._resuming.setdefault((vhost, rc.queue_name), []).append((ch, tag, rc))
+                        key = (vhost, rc.queue_name)
+                        if key not in self._resuming:
+                            since = self._resuming_since[key] = self.loop.time()
+                            self.loop.call_later(HELD_TIMEOUT_S, self._resume_expired, key, since)
+                        self._resuming.setdefault(key, []).append((ch, tag, rc))
                     else:
                         reads.remote_cancelled(tag)
         for key in [k for k in self._proxy_sessions if k[0] == node]:

@@ -77,6 +77,7 @@ SYNC_TIMEOUT_S = 10.0  # followers that do not answer a sync: the confirms waiti
 SNAPSHOT_CHUNK = 1000  # messages per snapshot record
 VOTE_POLL_S = 0.2  # how often a voter reads the votes while an election runs
 ELECTION_S = 60.0  # a voter gives up waiting for a majority's votes after this long (and votes again later)
+CATCH_UP_INTERVAL_S = 0.5  # a follower gets at most one snapshot this often
 
 
 def _quote(part: str) -> str:
@@ -154,6 +155,8 @@ class Leader:
         self.snapshots: dict[str, int] = {}  # the operation each follower's last snapshot covered
         self.committed = 0  # the last operation a majority of the members synced
         self.stopped = False
+        self.snapshot_sent_at: dict[str, float] = {}  # loop.time() of each follower's last snapshot
+        self.catching_up: set[str] = set()  # followers a snapshot is scheduled for (``catch_up_soon``)
         # the lease this node held when it took the queue: it serves under that lease alone
         # (``serving``); a new lease (the old one ended) means another node may have taken it
         self.lease = replicas.cluster.lease
@@ -285,6 +288,7 @@ class Leader:
             part, after = part + 1, page[-1][0]
         self.in_step.add(node)
         self.snapshots[node] = self.index
+        self.snapshot_sent_at[node] = self.replicas.loop.time()
 
     def status(self) -> list[dict]:
         """rabbitmq-queues quorum_status's rows: each member's state and how far it is."""
@@ -652,10 +656,10 @@ class Replicas:
                         led.in_step.discard(node)
                     self.members_changed()
                 continue
+            if k in self.leading:  # taken by another node: this one stops
+                self._stepped_down(k)
             follower = self.following.get(k)
             if follower is None:
-                if k in self.leading:  # taken by another node: this one stops
-                    self._stepped_down(k)
                 follower = self.following[k] = Follower(self, vhost, name)
             if leader not in self.cluster.members and k not in self._electing:
                 self._electing.add(k)
@@ -706,10 +710,20 @@ class Replicas:
             v.delete_queue(q)
 
     def catch_up_soon(self, leader: Leader, node: str) -> None:
+        """A snapshot for ``node``, at most one per CATCH_UP_INTERVAL_S: a follower that refuses
+        every sync (it voted, or follows a newer epoch this node has not heard of yet) must not
+        make this node send snapshot after snapshot as fast as it can."""
+        if node in leader.catching_up:
+            return
+        leader.catching_up.add(node)
+
         def send() -> None:
+            leader.catching_up.discard(node)
             if not leader.stopped and node not in leader.in_step and self.cluster.running(node):
                 leader.snapshot_to(node)
-        self.loop.call_soon(send)
+        last = leader.snapshot_sent_at.get(node)
+        wait = 0.0 if last is None else max(0.0, last + CATCH_UP_INTERVAL_S - self.loop.time())
+        self.loop.call_later(wait, send)
 
     # --- an election (module doc) -----------------------------------------------------------------
 
@@ -796,6 +810,13 @@ class Replicas:
 
     def message(self, node: str, op: str, args: tuple) -> None:
         vhost, name, epoch = args[0], args[1], args[2]
+        led = self.leading.get((vhost, name))
+        if led is not None:
+            if epoch <= led.epoch:
+                return  # from a leader this node replaced, which has not heard yet: nothing to follow
+            # a newer epoch was taken in etcd (only a compare-and-swap makes one): this node's is over,
+            # whether or not the records' watch has said so yet
+            self._stepped_down((vhost, name))
         follower = self.following.get((vhost, name))
         if follower is None:
             follower = self.following[(vhost, name)] = Follower(self, vhost, name)

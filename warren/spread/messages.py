@@ -103,7 +103,11 @@ class Forwarding:
     strict_limits = False
 
     def refused_by(self, peer) -> None:
-        """A message from ``peer`` was refused by a full queue here (``strict_limits``)."""
+        """A message from ``peer`` was refused by a full queue here (``strict_limits``), or found
+        its queue gone (deleted, or a replicated queue another node leads now). Between workers
+        nothing is said (a queue deleted meanwhile drops what was on its way, as one process
+        does); between nodes the next sync's answer nacks the confirms waiting (reach.py): the
+        sender routed to a queue it still saw, and a confirm would promise what nobody holds."""
 
     # --- messages to remote queues ------------------------------------------------------------
 
@@ -222,10 +226,10 @@ class Forwarding:
             v = v_cache.get(vhost)
             if v is None:
                 v = v_cache[vhost] = self.broker.vhosts.get(vhost)
-            if v is None:
-                return []
-            found = v.queues.get
-            return [q for q in map(found, names) if q is not None]  # deleted meanwhile: dropped
+            found = [q for q in map(v.queues.get, names) if q is not None] if v is not None else []
+            if len(found) < len(names):  # deleted meanwhile, or moved: dropped, and said (``refused_by``)
+                self.refused_by(peer)
+            return found
 
         msgs, destinations, _, _, _ = take_batch(batch, 0, Message, _MESSAGE_DEFAULTS, _resolve_name, queues_of, True)
         limited = None
@@ -264,7 +268,8 @@ class Forwarding:
                     rc = reply_lookup(v, name)
                     if rc is not None:
                         rc.publish(Message(exchange, routing_key, properties, body))
-                continue  # deleted meanwhile: dropped, as a message routed to a queue being deleted
+                self.refused_by(peer)  # deleted meanwhile, or moved: dropped, and said
+                continue
             if publisher is None:
                 msg = Message(exchange, routing_key, properties, body)
             else:

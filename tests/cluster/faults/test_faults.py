@@ -1,0 +1,98 @@
+"""The fault harness's runs (issue 33, item 5): a replicated quorum queue on three nodes, two
+publishers and two consumers reconnecting through every fault (workload.py), one fault a cycle
+(harness.py: kill -9 of the leader, of a follower, of an etcd member; the leader paused past its
+lease; the leader partitioned from everyone, from etcd alone, from the other nodes alone; a slow
+disk under the leader; one node's wall clock an hour ahead all along), then a drain after the
+last one healed, and the checker (checker.py): lost 0, unexpected 0, no two serving intervals of
+the queue overlapping; duplicates and each fault kind's recovery times reported.
+
+Without a marker each fault kind runs once (about two minutes); ``-m cluster_faults`` runs
+WARREN_FAULT_CYCLES cycles (100 by default), the figures docs/clustering.md reports.
+WARREN_FAULT_REPORT names a file for the run's report (JSON) besides the one line printed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+import pytest
+
+from tests.cluster.etcd_harness import ETCD, MISSING_REASON
+from tests.cluster.faults.checker import check, overlapping_leaders, percentiles
+from tests.cluster.faults.harness import FAULTS, FaultCluster, Nemesis, recovery_times, wait_for
+from tests.cluster.faults.workload import Workload
+
+QUEUE = "fault-harness"
+QUEUE_KEY = "//" + QUEUE  # how harness.py's intervals name it: its vhost "/", a slash, its name
+DRAIN_TIMEOUT_S = 120.0
+
+
+def cycles_asked(request) -> int:
+    if "cluster_faults" in (request.config.option.markexpr or ""):
+        return int(os.environ.get("WARREN_FAULT_CYCLES", "100"))
+    return len(FAULTS)
+
+
+def report(faults: list[dict], result, overlaps: list, history: dict, cluster: FaultCluster) -> dict:
+    times = recovery_times(faults, history["publishes"])
+    return {"cycles": len(faults), "check": result.summary(), "lost": result.lost, "unexpected": result.unexpected,
+            "duplicates": result.duplicates, "reordered": result.reordered, "overlapping_leaders": len(overlaps),
+            "recovery_s": {kind: {"runs": len(v), **{f"p{p}": round(x, 2) for p, x in percentiles(v).items()}}
+                           for kind, v in sorted(times.items())},
+            "faults": faults, "stats": history["stats"],
+            "events": [(round(t, 3), what) for t, what in cluster.events]}
+
+
+@pytest.mark.cluster_faults
+@pytest.mark.timeout(3 * 3600)  # bounded by the cycles asked: each cycle's waits are (harness.py)
+def test_faults_lose_no_confirmed_message_and_never_two_leaders_at_once(tmp_path, request):
+    if ETCD is None:
+        pytest.skip(MISSING_REASON)
+    cycles = cycles_asked(request)
+    cluster = FaultCluster(tmp_path).start()
+    workload = None
+    try:
+        workload = Workload([n.url for n in cluster.nodes], QUEUE).start()
+        wait_for(lambda: workload.counts()["confirmed"] >= 50, 120, "the first 50 confirms")
+        wait_for(lambda: cluster.whole(QUEUE), 60, "the queue on every node")
+        nemesis = Nemesis(cluster, workload, QUEUE)
+        faults = []
+        for i in range(cycles):
+            kind = FAULTS[i % len(FAULTS)]
+            fault = nemesis.inject(kind)
+            faults.append(fault)
+            counts = workload.counts()
+            print(f"[fault harness] cycle {i + 1}/{cycles} {kind} on {fault['node']}: whole again after "
+                  f"{fault['end'] - fault['start']:.1f} s; confirmed {counts['confirmed']}, delivered "
+                  f"{counts['delivered']}, reconnects {counts['reconnects']}", file=sys.stderr, flush=True)
+        workload.stop_publishing()
+        drained = workload.drain(DRAIN_TIMEOUT_S)
+        workload.stop()
+        history = workload.history()
+        result = check(history)
+        intervals = [i for i in cluster.intervals() if i[0] == QUEUE_KEY]
+        overlaps = overlapping_leaders(intervals)
+        figures = report(faults, result, overlaps, history, cluster)
+        print(f"[fault harness] {json.dumps({k: figures[k] for k in ('cycles', 'check', 'overlapping_leaders', 'recovery_s')})}",
+              file=sys.stderr, flush=True)
+        # the whole run beside the nodes' logs (a failure is read from them), and where asked
+        for path in (tmp_path / "report.json", os.environ.get("WARREN_FAULT_REPORT")):
+            if path:
+                with open(path, "w") as out:
+                    json.dump({**figures, "intervals": intervals, "history": history}, out)
+        assert result.lost == 0, (result.summary(), result.lost_ids[:20], drained)
+        assert result.unexpected == 0, (result.summary(), result.unexpected_ids[:20])
+        assert not overlaps, overlaps
+        # every kind moved the queue or kept it serving: each cycle ended with more confirmed
+        assert result.confirmed >= 50 + 20 * cycles, result.summary()
+        # the leaders' intervals were read: at least one per leader change the faults caused
+        taken = sum(1 for f in faults if f["taken"] is not None)
+        assert len({(i[1], i[2]) for i in intervals}) >= taken + 1, intervals
+        assert not history["stats"]["crashed_threads"], history["stats"]
+    finally:
+        if workload is not None:
+            workload.stop()
+        cluster.stop()
