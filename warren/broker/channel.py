@@ -193,6 +193,18 @@ class BrokerChannel:
         missing, 405 if another connection's exclusive queue."""
         return self.vhost.queue_handle(name, self.session)
 
+    def _handle_soon(self, name: str):
+        """``_handle``, now or later: a queue known nowhere here that the directory may still
+        find (a cluster's node reads etcd for a queue another node made a moment ago: the 404's
+        ``look_again``, warren/cluster/api.py) is looked for first, and its 404 stands if not found."""
+        try:
+            return self._handle(name)
+        except NotFound as e:
+            look_again = getattr(e, "look_again", None)
+            if look_again is None:
+                raise
+            return then(look_again(), lambda _: self._handle(name))
+
     def declare_queue(self, name: str, passive: bool, durable: bool, exclusive: bool, auto_delete: bool,
                       arguments: dict):
         """(queue name, ready messages, consumers), now or later; an empty name makes a
@@ -201,13 +213,15 @@ class BrokerChannel:
             return reply_to.declare(self, name)
         authz.queue_declare(self, name, passive, arguments)
         if passive:
-            q = self._handle(name)
-            q.touch()  # x-expires: a passive declare is a use too
-            self.last_queue = q.name
-            return then(q.counts(), lambda counts: (q.name, *counts))
+            return then(self._handle_soon(name), self._declared_passively)
         return then(self.directory.change(self.vhost, "declare_queue",
                                           (name, durable, exclusive, auto_delete, arguments, self.session)),
                     self._queue_declared)
+
+    def _declared_passively(self, q):
+        q.touch()  # x-expires: a passive declare is a use too
+        self.last_queue = q.name
+        return then(q.counts(), lambda counts: (q.name, *counts))
 
     def _queue_declared(self, result: tuple) -> tuple:
         name = result[0]
@@ -245,7 +259,7 @@ class BrokerChannel:
     def purge_queue(self, queue: str):
         """Drop the ready messages; how many, now or later."""
         authz.queue_read(self, queue)
-        return self._handle(queue or self.last_queue).purge()
+        return then(self._handle_soon(queue or self.last_queue), lambda q: q.purge())
 
     def delete_queue(self, queue: str, if_unused: bool, if_empty: bool):
         """(messages deleted, held cancel notifications), now or later. The consumers of this
@@ -302,7 +316,10 @@ class BrokerChannel:
         if queue == reply_to.REPLY_TO:
             return reply_to.consume(self, tag, no_ack)
         authz.queue_read(self, queue)
-        q = self._handle(queue or self.last_queue)
+        return then(self._handle_soon(queue or self.last_queue),
+                    lambda q: self._consume_from(q, tag, no_ack, exclusive, arguments, credit))
+
+    def _consume_from(self, q, tag: str, no_ack: bool, exclusive: bool, arguments: dict, credit):
         tag = tag or "amq.ctag-" + base64.urlsafe_b64encode(os.urandom(16)).rstrip(b"=").decode()
         if tag in self.consumers or (self.remote is not None and tag in self.remote.consumers):
             raise NotAllowed(f"attempt to reuse consumer tag '{tag}'")
@@ -549,7 +566,8 @@ class BrokerChannel:
         """One message taken from a queue: (delivery tag, redelivered, message, messages left),
         or None when it is empty; now or later."""
         authz.queue_read(self, queue)
-        return then(self._handle(queue or self.last_queue).get(self, no_ack), lambda got: self._got(got, no_ack))
+        return then(then(self._handle_soon(queue or self.last_queue), lambda q: q.get(self, no_ack)),
+                    lambda got: self._got(got, no_ack))
 
     def _got(self, got, no_ack: bool):
         if got is None:

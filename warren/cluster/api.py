@@ -175,11 +175,15 @@ class ClusterApi:
         while etcd cannot take it."""
         return self._change(v, op, args, apply_change)
 
-    def _change(self, v, op: str, args: tuple, make, admin: bool = False):
+    def _change(self, v, op: str, args: tuple, make, admin: bool = False, looked: bool = False):
         record = None
         if op in QUEUE_CHANGES and args[0] and args[0] not in v.queues:
             record = self.queues.where(v.name, args[0])
             handle = v.remote_queues.get(args[0])
+            if record is None and handle is None and op != "declare_queue" and not looked:
+                # known nowhere here: perhaps made on another node a moment ago (a declare
+                # needs no look: its claim in etcd finds another node's queue)
+                return self._looked_again(v, op, args, make, admin)
             if record is None and isinstance(handle, NodeQueue):  # made there a moment ago: the watch is behind
                 record = {"name": handle.name, "vhost": v.name, "node": handle.owner, "durable": handle.durable,
                           "exclusive": handle.exclusive}
@@ -374,13 +378,58 @@ class ClusterApi:
     def missing_queue(self, v, name: str):
         """What a client asking for queue ``name``, which is not here, is answered when another
         node holds it: RabbitMQ's home-node error if that node is down (a durable queue), 405 if
-        it is exclusive to a connection there; None otherwise (404 ``no queue``)."""
+        it is exclusive to a connection there; a 404 ``no queue`` that may ``look_again`` when
+        the queue may have been made on another node a moment ago; None otherwise (404)."""
         record = self.queues.where(v.name, name)
-        if record is None:
-            return None
-        if not self.queues.cluster.running(record["node"]):
+        running = record is not None and self.queues.cluster.running(record["node"])
+        if record is None or (running and not record.get("exclusive")):
+            # made on another node a moment ago (not in the directory as followed yet, or in it
+            # but without its handle until this turn's refresh): the channel may look again
+            error = NotFound(f"no queue '{name}' in vhost '{v.name}'")
+            error.look_again = lambda: self.look_again(v, name)
+            return error
+        if not running:
             return NotFound(down_text(record)) if record.get("durable") else None
-        return v.locked_error(name) if record.get("exclusive") else None
+        return v.locked_error(name)
+
+    async def look_again(self, v, name: str) -> bool:
+        """Queue ``name``, of which this node has no handle: if the queue directory as followed
+        lists it on a running node, its handle is made now (the watch brought it, this turn's
+        refresh has not run); if it lists none, etcd itself is read (one linearizable range
+        read) and a running node's queue found there gets its handle now, as the watch would
+        have made it a moment later: a node knows a queue once another node's declare-ok went
+        out, as RabbitMQ's do. True if a queue of that name is known now; False if none is
+        (deleted meanwhile, never made) or etcd could not be read: the 404 stands. Only a miss
+        pays this read."""
+        if name in v.queues or name in v.remote_queues:
+            return True
+        if self.reach is None:
+            return False
+        record = self.queues.where(v.name, name)
+        if record is not None and self.queues.cluster.running(record["node"]):
+            self.reach.add_handle(v, record)  # the watch brought it: its handle, before this turn's refresh
+            return True
+        if self.queues.cluster.etcd_problem is not None:
+            return False  # etcd cannot answer now: not waited for
+        try:
+            records = await asyncio.wait_for(self.queues.read(v.name, name), DIRECTORY_WRITE_S)
+        except (EtcdError, asyncio.TimeoutError) as e:
+            log.debug("cluster: queue '%s' in vhost '%s' could not be looked for in etcd: %s", name, v.name, e)
+            return False
+        if name in v.queues or name in v.remote_queues:  # made here, or brought by the watch, meanwhile
+            return True
+        running = [r for r in records if self.queues.cluster.running(r["node"])]
+        if not running:
+            return False
+        self.reach.add_handle(v, running[0])
+        return True
+
+    async def _looked_again(self, v, op: str, args: tuple, make, admin: bool):
+        """``_change`` of a queue known nowhere here, once etcd was read for it (``look_again``):
+        a bind, unbind or delete of a queue another node made a moment ago goes to it."""
+        await self.look_again(v, args[0])
+        result = self._change(v, op, args, make, admin, looked=True)
+        return (await result) if inspect.isawaitable(result) else result
 
     @property
     def reply_suffix(self) -> str:

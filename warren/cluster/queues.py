@@ -18,7 +18,9 @@ What uses it: the handles of other nodes' queues that any node serves (``reach.p
 API (a queue of another node is found, shown, read, purged and deleted through any node; a down
 node's durable queues are listed ``state: down``) and a declare through another node of a
 durable queue whose node is down (refused as RabbitMQ refuses it). A declare that makes a queue
-writes its key before it is answered (``publish_once``), so another node knows it at once.
+writes its key before it is answered (``publish_once``), so another node knows it at once:
+a node asked for a queue it has no handle of reads that queue's keys from etcd itself (``read``,
+api.py ``look_again``) rather than answer 404 while its watch is a moment behind.
 """
 
 from __future__ import annotations
@@ -195,6 +197,24 @@ class QueueDirectory:
                 continue
             if (vhost is None or record.get("vhost") == vhost) and (name is None or record["name"] == name):
                 out.append(record)
+        return out
+
+    async def read(self, vhost: str, name: str) -> list[dict]:
+        """Other nodes' records of queue ``name`` of ``vhost`` as etcd holds them now: one
+        linearizable range read, not the watch's view (which may be a moment behind)."""
+        prefix = queue_key(self.cluster.prefix, vhost, name, "")
+        me = self.cluster.node_name
+        out = []
+        for kv in await self.cluster.client.get_prefix(prefix):
+            node = kv.key.decode()[len(prefix):]
+            if node == me or not node or "/" in node:
+                continue
+            try:
+                record = json.loads(kv.value)
+            except ValueError:
+                continue
+            if isinstance(record, dict):
+                out.append({**record, "name": name, "vhost": vhost, "node": record.get("node") or node})
         return out
 
     def where(self, vhost: str, name: str) -> dict | None:
