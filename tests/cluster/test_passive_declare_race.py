@@ -1,7 +1,8 @@
 """A queue declared through one node is known to every node once its declare-ok went out (issue
 32): a passive declare, basic.get, bind or delete through a third node a moment later finds it,
 though that node's watch of the queue directory has not brought it yet (the node reads etcd
-itself on a miss: warren/cluster/api.py ``look_again``). RabbitMQ's Mnesia answers so at once.
+itself on a miss: warren/cluster/api.py ``look_again``), and another connection's exclusive
+queue is 405 there, not 404. RabbitMQ's Mnesia answers so at once.
 With real etcd, three real nodes and pika; no wait on time.
 
 The race is real: node b writes the queue's key to etcd before its declare-ok, and node c's
@@ -114,28 +115,35 @@ def test_a_passive_declare_through_a_third_node_finds_a_queue_just_declared(thre
 
 
 def test_get_bind_and_delete_through_a_third_node_right_after_the_declare(three, uid):
-    _, b, c = three
+    a, b, c = three
     on_b, on_c = connect(b), connect(c)
     try:
         declares = on_b.channel()
-        for i in range(30):
-            got, bound, deleted = f"get-{uid}-{i}", f"bind-{uid}-{i}", f"del-{uid}-{i}"
-            declares.queue_declare(got)
-            assert on_c.channel().basic_get(got, auto_ack=True) == (None, None, None)  # there, empty
+        with directory_traffic(a, uid):
+            for i in range(30):
+                got, bound, deleted = f"get-{uid}-{i}", f"bind-{uid}-{i}", f"del-{uid}-{i}"
+                declares.queue_declare(got)
+                assert on_c.channel().basic_get(got, auto_ack=True) == (None, None, None)  # there, empty
 
-            declares.queue_declare(bound)
-            ch = on_c.channel()
-            ch.queue_bind(bound, "amq.direct", routing_key=bound)
-            ch.confirm_delivery()
-            ch.basic_publish("amq.direct", bound, b"routed", mandatory=True)  # unroutable would raise
-            assert declares.queue_declare(bound, passive=True).method.message_count == 1
+                declares.queue_declare(bound)
+                ch = on_c.channel()
+                ch.queue_bind(bound, "amq.direct", routing_key=bound)
+                ch.confirm_delivery()
+                ch.basic_publish("amq.direct", bound, b"routed", mandatory=True)  # unroutable would raise
+                assert declares.queue_declare(bound, passive=True).method.message_count == 1
 
-            declares.queue_declare(deleted)
-            on_c.channel().queue_delete(deleted)  # node b's queue goes, not a no-op on c
-            with pytest.raises(pika.exceptions.ChannelClosedByBroker) as refused:
-                declares.queue_declare(deleted, passive=True)
-            assert refused.value.reply_code == 404
-            declares = on_b.channel()
+                locked = f"excl-{uid}-{i}"
+                declares.queue_declare(locked, exclusive=True)
+                with pytest.raises(pika.exceptions.ChannelClosedByBroker) as refused:
+                    on_c.channel().queue_declare(locked, passive=True)
+                assert refused.value.reply_code == 405  # another connection's exclusive queue, not 404
+
+                declares.queue_declare(deleted)
+                on_c.channel().queue_delete(deleted)  # node b's queue goes, not a no-op on c
+                with pytest.raises(pika.exceptions.ChannelClosedByBroker) as refused:
+                    declares.queue_declare(deleted, passive=True)
+                assert refused.value.reply_code == 404
+                declares = on_b.channel()
     finally:
         on_b.close()
         on_c.close()
