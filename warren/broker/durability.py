@@ -183,11 +183,14 @@ class Durability:
         self.dirty.add(self.aside)
         self.request_sync()
 
+    def stream_dir(self, vhost: str, name: str) -> Path:
+        return self.stream_root / self.queue_dir(vhost, name).name
+
     def open_stream_store(self, vhost: str, name: str, segment_size: int = DEFAULT_STREAM_SEGMENT,
                           max_bytes: int | None = None, max_age_s: float | None = None,
                           on_synced=None) -> StreamStore:
         """The log of a stream queue; ``on_synced()`` runs after every sync that covered it."""
-        store = StreamStore(self.stream_root / self.queue_dir(vhost, name).name, fsync=self.fsync,
+        store = StreamStore(self.stream_dir(vhost, name), fsync=self.fsync,
                             segment_size=segment_size, max_bytes=max_bytes, max_age_s=max_age_s)
         self._note_damage("stream", vhost, name, store)
         if on_synced is not None:

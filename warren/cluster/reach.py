@@ -273,6 +273,7 @@ class NodeReach(Forwarding, Consumers):
         # consumers of replicated queues between leaders: (channel, tag, RemoteConsumer) by queue
         self._resuming: dict[tuple[str, str], list] = {}
         self._resuming_since: dict[tuple[str, str], float] = {}  # when each queue's first was kept
+        self._failed_through = -1  # commits up to this number failed to make their appends safe (``nack_waiting``)
         # (vhost, name) -> whether a replicated queue whose leader is down will have another one
         # (warren/cluster/replicas.py ``failover_expected``, set by the server)
         self.failover_expected = lambda vhost, name: False
@@ -636,7 +637,10 @@ class NodeReach(Forwarding, Consumers):
                     if rc.owner != node:
                         continue
                     vhost = ch.vhost.name
-                    if rc.credit is None and self.failover_expected(vhost, rc.queue_name):
+                    handle = ch.vhost.remote_queues.get(rc.queue_name)
+                    # (a stream's consumer is cancelled, as RabbitMQ's: its offset is its client's to resume)
+                    if rc.credit is None and not getattr(handle, "is_stream", False) \
+                            and self.failover_expected(vhost, rc.queue_name):
                         # kept: it consumes from the new leader (``_resume``), as RabbitMQ keeps a
                         # quorum queue's consumers through a leader change
                         key = (vhost, rc.queue_name)
@@ -654,10 +658,30 @@ class NodeReach(Forwarding, Consumers):
         self._outgoing.pop(node, None)
         self._deliveries.pop(node, None)
 
+    def nack_all(self, why: str) -> None:
+        """On the loop: a replicated queue this node led was taken by another node (replicas.py)
+        and goes from here with what it took last, which may be on no other member: every confirm
+        waiting now is a nack, this node's clients' and those other nodes wait for from it (the
+        commits not begun yet included: the queue's store leaves them when it is deleted)."""
+        d = self.broker.durability
+        if d is not None:
+            self._failed_through = max(self._failed_through, d.next_sync)
+        done = concurrent.futures.Future()
+        self.nack_waiting(self.cluster.node_name, why, done)
+
     def nack_waiting(self, node: str, why: str, done: concurrent.futures.Future, refused: bool = False) -> None:
         """On the loop, for NodeSync: ``node`` did not answer a sync, or a full queue there
         refused a message (``refused``); every confirm waiting for a sync now is a nack (those
-        of this node's own queues too: a nack may be of a message kept, never the reverse)."""
+        of this node's own queues too: a nack may be of a message kept, never the reverse), and
+        so is each confirm another node waits for from a sync of this node's that covered it
+        (``_synced_then``)."""
+        if not refused:  # (a full queue refused one message: the others' safety is not in doubt)
+            # every commit begun so far counts as failed (the failing one is among them): a sync
+            # asked of this node that waits for one of them answers "refused", even one asked
+            # after this failure (its messages are in a commit this failure may have spoilt)
+            d = self.broker.durability
+            if d is not None:
+                self._failed_through = max(self._failed_through, d.next_sync - 1)
         try:
             d = self.broker.durability
             count = 0
@@ -687,7 +711,9 @@ class NodeReach(Forwarding, Consumers):
         if op == "sync":  # what was refused is known now: every message sent before it was taken in
             refused = node in self._refused_from
             self._refused_from.discard(node)
-            return self._synced_then(self._synced_future(), refused)
+            d = self.broker.durability
+            need = (d.next_sync if d.dirty else d.next_sync - 1) if d is not None else 0  # as _synced_future's
+            return self._synced_then(self._synced_future(), refused, need)
         if op == "consume":
             return self._proxy_consume(node, args)
         if op == "get":
@@ -698,10 +724,12 @@ class NodeReach(Forwarding, Consumers):
             return self._proxy_acquire(node, args)
         return NotImplemented
 
-    @staticmethod
-    async def _synced_then(synced, refused: bool) -> bool:
+    async def _synced_then(self, synced, refused: bool, need: int) -> bool:
         await synced
-        return refused
+        # a commit of this node's that could not make what it covered safe (a replicated queue's
+        # majority missing, a node it forwarded to silent: ``nack_waiting``) refuses the other
+        # nodes' messages it covered too: their confirms are nacks, as this node's own are
+        return refused or need <= self._failed_through
 
     def message(self, node: str, op: str, args: tuple) -> None:
         self.cluster.unreachable.discard(node)

@@ -1,5 +1,5 @@
-"""Replicated quorum queues: a queue's messages on a majority of its members' disks before a
-confirm, and a member that takes over when its leader's node dies (issue 33, its first part).
+"""Replicated quorum queues and streams: a queue's messages on a majority of its members' disks
+before a confirm, and a member that takes over when its leader's node dies (issue 33).
 
 **Members.** A durable quorum queue declared in a cluster gets ``x-quorum-initial-group-size``
 members (default 3, or every running node if fewer): its leader, the node that made it, and
@@ -46,7 +46,13 @@ fault harness (tests/cluster/faults). A pause in the middle of one dispatch can 
 what that dispatch was handing out (at most a prefetch window): duplicates at worst, as with
 any redelivery.
 
-Not built yet (docs/clustering.md, "Not built yet"): streams.
+**Streams** are replicated the same way, as logs (``ReplicatedStreamStore``): each append (offset,
+timestamp, record) and each retention run is an operation, a snapshot is the retained log from its
+first offset, a follower's StreamStore starts there (``StreamStore.start_at``) and refuses an
+entry at another offset than its next, so offsets are the same on every member; the leader's
+readers see only what a majority holds.
+
+Not built yet (docs/clustering.md, "Not built yet"): followers serving a stream's reads.
 """
 
 from __future__ import annotations
@@ -67,6 +73,7 @@ from warren.cluster.queues import plain, queue_key
 from warren.cluster.reach import nack_from_pool
 from warren.store.message import encode_message_ss
 from warren.store.queue_store import QueueStore
+from warren.store.stream_store import StreamStore
 
 __all__ = ["Replicas", "ReplicatedStore", "DEFAULT_GROUP_SIZE"]
 
@@ -75,6 +82,7 @@ log = logging.getLogger("warren.cluster")
 DEFAULT_GROUP_SIZE = 3  # RabbitMQ's x-quorum-initial-group-size default
 SYNC_TIMEOUT_S = 10.0  # followers that do not answer a sync: the confirms waiting are nacks
 SNAPSHOT_CHUNK = 1000  # messages per snapshot record
+SNAPSHOT_STREAM_BYTES = 4 * 1024 * 1024  # a stream's snapshot record holds at most this many octets of entries
 VOTE_POLL_S = 0.2  # how often a voter reads the votes while an election runs
 ELECTION_S = 60.0  # a voter gives up waiting for a majority's votes after this long (and votes again later)
 CATCH_UP_INTERVAL_S = 0.5  # a follower gets at most one snapshot this often
@@ -123,20 +131,53 @@ class ReplicatedStore:
 
     def sync(self) -> int:
         """On the group commit's pool thread: this node's fsync, and a majority's (module doc).
-        Once stopping (the links closed), this node's alone."""
-        if self.leader.stopped:
+        Once the node stops (the links closed), this node's alone: its clients are gone."""
+        if self.leader.replicas.stopping:
             return self.inner.sync()
-        fut = concurrent.futures.Future()
-        loop = self.leader.replicas.loop
-        loop.call_soon_threadsafe(self.leader.ask_syncs, fut)
+        asked = self.leader.ask_majority()
         covered = self.inner.sync()
-        try:
-            fut.result(SYNC_TIMEOUT_S)
-        except Exception as e:  # noqa: BLE001: whatever kept the majority away, the confirms are nacked
-            if self.leader.stopped:  # the node stops: its clients are gone, nobody waits for a confirm
-                return covered
-            nack_from_pool(self.leader.replicas.api.reach, self.leader.describe(), e)
+        self.leader.sync_majority(asked)
         return covered
+
+
+class ReplicatedStreamStore(ReplicatedStore):
+    """A leader's StreamStore, whose appends and retention runs are also operations for the
+    followers, and whose readers (consumers, the HTTP API's bulk reads) see only what a majority
+    of the members holds: ``committed_offset`` is the last offset a successful sync covered, so
+    an offset handed out never names another record after a failover."""
+
+    def __init__(self, inner, leader: "Leader") -> None:
+        super().__init__(inner, leader)
+        self.replicated_offset = inner.committed_offset  # what the store held when it was led
+
+    @property
+    def committed_offset(self) -> int:
+        return self.replicated_offset
+
+    def append(self, record, timestamp_ms: int) -> int:
+        offset = self.inner.append(record, timestamp_ms)
+        self.leader.op(("s", offset, timestamp_ms, bytes(record)))
+        return offset
+
+    def enforce_retention(self, now_ms: int) -> int:
+        inner = self.inner
+        dropped = inner.enforce_retention(now_ms)
+        if dropped:  # the followers drop the same segments (their appends made the same ones)
+            self.leader.op(("e", now_ms, inner.max_bytes, inner.max_age_s))
+        return dropped
+
+    def read_raw(self, offset: int, max_records: int, max_bytes: int, end: int | None = None):
+        limit = self.replicated_offset + 1
+        return self.inner.read_raw(offset, max_records, max_bytes, limit if end is None else min(end, limit))
+
+    def sync(self) -> int:
+        if self.leader.replicas.stopping:
+            return self.inner.sync()
+        asked = self.leader.ask_majority()
+        covered = self.inner.sync()
+        if self.leader.sync_majority(asked):
+            self.replicated_offset = max(self.replicated_offset, covered)
+        return self.replicated_offset
 
 
 class Leader:
@@ -164,7 +205,7 @@ class Leader:
         self.valid_until = 0.0  # the lease's validity at the last check that let it serve
 
     def describe(self) -> str:
-        return f"quorum queue '{self.name}' in vhost '{self.vhost}'"
+        return f"{'stream' if self.q.is_stream else 'quorum queue'} '{self.name}' in vhost '{self.vhost}'"
 
     def serving(self) -> bool:
         """Whether the queue may deliver now (the queue asks before each dispatch and basic.get):
@@ -223,8 +264,32 @@ class Leader:
         for node in list(self.in_step):
             self.replicas.tell(node, "r_ops", self.vhost, self.name, self.epoch, first, ops)
 
+    def ask_majority(self) -> concurrent.futures.Future:
+        """From the group commit's pool thread, before this node's own fsync: the followers asked
+        to sync everything so far (``ask_syncs``, on the loop)."""
+        fut = concurrent.futures.Future()
+        self.replicas.loop.call_soon_threadsafe(self.ask_syncs, fut)
+        return fut
+
+    def sync_majority(self, asked: concurrent.futures.Future) -> bool:
+        """On the pool thread, after this node's fsync: whether a majority holds everything
+        ``ask_majority`` covered. If not, the confirms waiting are nacks (never a confirm of what
+        a majority may not hold)."""
+        try:
+            asked.result(SYNC_TIMEOUT_S)
+            return True
+        except Exception as e:  # noqa: BLE001: whatever kept the majority away, the confirms are nacked
+            # (a leader taken over or deleted nacks too: its clients are still there, and what it
+            # appended last may be on no other member; a node that stops has no clients left)
+            if not self.replicas.stopping:
+                nack_from_pool(self.replicas.api.reach, self.describe(), e)
+            return False
+
     def ask_syncs(self, fut: concurrent.futures.Future) -> None:
         """On the loop: everything sent, then each follower in step asked to sync up to now."""
+        if self.stopped:  # taken over, or deleted: nothing it appended since is sure to be anywhere else
+            fut.set_exception(ReplicaError(f"{self.describe()}: this node leads it no more"))
+            return
         self.flush()
         needed = self.needed
         if needed == 0:
@@ -276,19 +341,36 @@ class Leader:
         self.flush()
         self.pending.clear()
         self.sent_upto = self.index
-        part, after = 0, 0
-        while True:
-            page = store.unacked_after(after, SNAPSHOT_CHUNK)
-            items = [(seq, bytes(store.read(seq)), delivered, store.returned(seq)) for seq, delivered in page]
-            final = len(page) < SNAPSHOT_CHUNK
-            self.replicas.tell(node, "r_snap", self.vhost, self.name, self.epoch, self.replicas.me, part, items,
-                               final, self.index)
-            if final:
-                break
-            part, after = part + 1, page[-1][0]
+        if self.q.is_stream:
+            self._stream_snapshot_to(node, store)
+        else:
+            part, after = 0, 0
+            while True:
+                page = store.unacked_after(after, SNAPSHOT_CHUNK)
+                items = [(seq, bytes(store.read(seq)), delivered, store.returned(seq)) for seq, delivered in page]
+                final = len(page) < SNAPSHOT_CHUNK
+                self.replicas.tell(node, "r_snap", self.vhost, self.name, self.epoch, self.replicas.me, part, items,
+                                   final, self.index)
+                if final:
+                    break
+                part, after = part + 1, page[-1][0]
         self.in_step.add(node)
         self.snapshots[node] = self.index
         self.snapshot_sent_at[node] = self.replicas.loop.time()
+
+    def _stream_snapshot_to(self, node: str, store) -> None:
+        """A stream's snapshot: every retained entry, offsets and timestamps kept, from the
+        first retained offset on (the follower's log starts there: ``StreamStore.start_at``)."""
+        part, offset = 0, store.first_offset
+        first = offset
+        while True:
+            entries = store.read(offset, SNAPSHOT_CHUNK, SNAPSHOT_STREAM_BYTES)
+            final = not entries or entries[-1][0] + 1 >= store.next_offset
+            self.replicas.tell(node, "r_snap", self.vhost, self.name, self.epoch, self.replicas.me, part,
+                               [(o, ts, bytes(r)) for o, ts, r in entries], final, self.index, first)
+            if final:
+                break
+            part, offset = part + 1, entries[-1][0] + 1
 
     def status(self) -> list[dict]:
         """rabbitmq-queues quorum_status's rows: each member's state and how far it is."""
@@ -317,28 +399,36 @@ class Follower:
         self.applied = 0  # the number of the last operation applied
         self.in_step = False  # a whole snapshot taken, and every operation since
         self.fenced = False  # voting: the old leader's operations are refused
+        self.stream = False  # the replica of a stream (a StreamStore), not of a queue
 
     @property
     def path(self) -> str:
         return self.replicas.replica_dir(self.vhost, self.name)
 
-    def snapshot(self, epoch: int, leader: str, part: int, items: list, final: bool, index: int) -> None:
-        """One part of a leader's snapshot: the first replaces what this replica held."""
+    def snapshot(self, epoch: int, leader: str, part: int, items: list, final: bool, index: int,
+                 stream_first: int | None = None) -> None:
+        """One part of a leader's snapshot: the first replaces what this replica held. A stream's
+        (``stream_first``: its first retained offset) is a log of entries, a queue's its live
+        messages with their marks."""
         if epoch < self.epoch or (self.fenced and epoch == self.epoch):
             return
         if part == 0:
-            self.reset()
+            self.reset(stream_first)
             self.epoch, self.leader, self.fenced = epoch, leader, False
         elif epoch != self.epoch or self.store is None:
             return
         store = self.store
         try:
-            for seq, record, delivered, returned in items:
-                store.append(seq, record)
-                for _ in range(returned):
-                    store.mark_returned(seq)
-                if delivered:
-                    store.mark_delivered(seq)
+            if self.stream:
+                for offset, timestamp_ms, record in items:
+                    self._append_entry(offset, timestamp_ms, record)
+            else:
+                for seq, record, delivered, returned in items:
+                    store.append(seq, record)
+                    for _ in range(returned):
+                        store.mark_returned(seq)
+                    if delivered:
+                        store.mark_delivered(seq)
         except (ValueError, OSError) as e:  # the next snapshot starts afresh
             log.error("cluster: the replica of queue '%s' in vhost '%s' could not take a snapshot: %s", self.name,
                       self.vhost, e)
@@ -349,12 +439,23 @@ class Follower:
             self.applied = index
             self.in_step = True
 
-    def reset(self) -> None:
+    def reset(self, stream_first: int | None = None) -> None:
         self.close()
         shutil.rmtree(self.path, ignore_errors=True)
-        self.store = QueueStore(self.path, fsync=self.replicas.durability.fsync)
+        fsync = self.replicas.durability.fsync
+        self.stream = stream_first is not None
+        if self.stream:
+            self.store = StreamStore(self.path, fsync=fsync)
+            self.store.start_at(stream_first)
+        else:
+            self.store = QueueStore(self.path, fsync=fsync)
         self.applied = 0
         self.in_step = False
+
+    def _append_entry(self, offset: int, timestamp_ms: int, record: bytes) -> None:
+        if offset != self.store.next_offset:  # offsets are the same on every member, or this is out of step
+            raise ValueError(f"entry {offset} where {self.store.next_offset} comes next")
+        self.store.append(record, timestamp_ms)
 
     def operations(self, epoch: int, first: int, ops: list) -> None:
         if epoch != self.epoch or self.fenced or not self.in_step:
@@ -372,8 +473,13 @@ class Follower:
                     store.ack_run(op[1])
                 elif kind == "d":
                     store.mark_delivered(op[1])
-                else:
+                elif kind == "r":
                     store.mark_returned(op[1])
+                elif kind == "s":
+                    self._append_entry(op[1], op[2], op[3])
+                else:  # "e": a stream's retention, as its leader ran it
+                    store.set_retention(op[2], op[3])
+                    store.enforce_retention(op[1])
         except (ValueError, OSError) as e:  # a replica that cannot take them: out of step, snapshotted again
             log.error("cluster: the replica of queue '%s' in vhost '%s' could not apply operations %d-%d: %s",
                       self.name, self.vhost, first, first + len(ops) - 1, e)
@@ -510,6 +616,11 @@ class Replicas:
         self._promote_at_start = []
         self.members_changed()
 
+    @property
+    def stopping(self) -> bool:
+        """The node stops: its links close, its clients are gone."""
+        return self._stopped
+
     async def stop(self) -> None:
         self._stopped = True
         await cancel_tasks(*self._tasks)
@@ -520,7 +631,7 @@ class Replicas:
 
     @staticmethod
     def _replicated(q) -> bool:
-        return q.queue_type == "quorum" and q.durable and q.exclusive_owner is None
+        return q.queue_type in ("quorum", "stream") and q.durable and q.exclusive_owner is None
 
     # --- a new queue, led here -------------------------------------------------------------------
 
@@ -543,12 +654,14 @@ class Replicas:
             self._creating.discard(q)
 
     async def _create(self, v, q) -> None:
-        size = q.arguments.get("x-quorum-initial-group-size", DEFAULT_GROUP_SIZE)
+        # RabbitMQ's arguments: a quorum queue's group size, a stream's initial cluster size
+        size = q.arguments.get("x-initial-cluster-size" if q.is_stream else "x-quorum-initial-group-size",
+                               DEFAULT_GROUP_SIZE)
         size = size if isinstance(size, int) and size > 0 else DEFAULT_GROUP_SIZE
         others = sorted(n for n in self.cluster.members if n != self.me and self.cluster.running(n))
         members = [self.me] + others[:size - 1]
         record = {"vhost": v.name, "name": q.name, "leader": self.me, "epoch": 1, "members": members,
-                  "arguments": plain(q.arguments)}
+                  "arguments": plain(q.arguments), "type": q.queue_type}
         written, existing = await self.cluster.client.put_if_absent(self.record_key(v.name, q.name),
                                                                     json.dumps(record, sort_keys=True))
         if not written:  # declared before and deleted while this node was down, or a race: take it
@@ -565,8 +678,13 @@ class Replicas:
         if before is not None:  # led again (a new epoch): the old epoch's interval ends here
             before.stop_serving(f"led again, epoch {leader.epoch}")
         store = q.store.inner if isinstance(q.store, ReplicatedStore) else q.store
-        q.store = ReplicatedStore(store, leader)
-        q.serving = leader.serving
+        wrapped = ReplicatedStreamStore(store, leader) if q.is_stream else ReplicatedStore(store, leader)
+        listeners = self.durability.sync_listeners  # a stream hears of its syncs (durability.py)
+        if q.store in listeners:
+            listeners[wrapped] = listeners.pop(q.store)
+        q.store = wrapped
+        if not q.is_stream:  # (a stream's readers see only what a majority holds, from any leader)
+            q.serving = leader.serving
         self.leading[(v.name, q.name)] = leader
         self.following.pop((v.name, q.name), None)
         log.info("cluster: this node leads %s (epoch %d, members %s)", leader.describe(), leader.epoch,
@@ -657,7 +775,7 @@ class Replicas:
                     self.members_changed()
                 continue
             if k in self.leading:  # taken by another node: this one stops
-                self._stepped_down(k)
+                self._stepped_down(k, leader)
             follower = self.following.get(k)
             if follower is None:
                 follower = self.following[k] = Follower(self, vhost, name)
@@ -700,14 +818,21 @@ class Replicas:
         finally:
             self._electing.discard(k)
 
-    def _stepped_down(self, k) -> None:
+    def _stepped_down(self, k, new_leader: str) -> None:
         leader = self.leading.pop(k)
-        leader.stop_serving("taken by another node")
+        leader.stop_serving(f"taken by node {new_leader}")
         v = self.broker.vhosts.get(k[0])
         q = v.queues.get(k[1]) if v is not None else None
         if q is not None:
-            log.warning("cluster: %s was taken by another node: this node stops serving it", leader.describe())
+            log.warning("cluster: %s was taken by node %s: this node stops serving it", leader.describe(), new_leader)
+            # before its store leaves the group commit: what it took last is on no majority
+            self.api.reach.nack_all(f"{leader.describe()} was taken by another node")
             v.delete_queue(q)
+            # and what this node's clients publish to it from now on goes to the new leader, not
+            # nowhere (unroutable, and so confirmed) until the queue directory's watch says where
+            self.api.reach.add_handle(v, {"name": q.name, "vhost": v.name, "node": new_leader, "type": q.queue_type,
+                                          "durable": True, "auto_delete": False, "exclusive": False,
+                                          "arguments": plain(q.arguments)})
 
     def catch_up_soon(self, leader: Leader, node: str) -> None:
         """A snapshot for ``node``, at most one per CATCH_UP_INTERVAL_S: a follower that refuses
@@ -779,7 +904,9 @@ class Replicas:
         if v is None:
             log.error("cluster: quorum queue '%s': no vhost '%s' here to take it into", name, vhost)
             return
-        source, target = self.replica_dir(vhost, name), str(self.durability.queue_dir(vhost, name))
+        kind = record.get("type", "quorum")
+        target = self.durability.stream_dir(vhost, name) if kind == "stream" else self.durability.queue_dir(vhost, name)
+        source, target = self.replica_dir(vhost, name), str(target)
         if os.path.isdir(source):
             shutil.rmtree(target, ignore_errors=True)
             os.makedirs(os.path.dirname(target), exist_ok=True)
@@ -789,7 +916,7 @@ class Replicas:
         if handle is not None:
             arguments = dict(handle.arguments)
             self.api.reach.forget_handle(v, handle)
-        arguments["x-queue-type"] = "quorum"
+        arguments["x-queue-type"] = kind
         # declared with its record written and fsynced off the loop by this task, not by the next
         # group commit: one may be waiting for this very queue (the publishes held for it here,
         # reach.py ``HeldSync``)
@@ -798,8 +925,8 @@ class Replicas:
             apply_change(v, "declare_queue", (name, True, False, False, arguments, ADMIN))
         await asyncio.to_thread(definitions.sync)
         q = v.queues[name]
-        log.warning("cluster: this node took quorum queue '%s' in vhost '%s' (epoch %d): %d messages", name, vhost,
-                    record["epoch"], q.message_count)
+        log.warning("cluster: this node took %s '%s' in vhost '%s' (epoch %d): %d messages", kind if kind == "stream"
+                    else "quorum queue", name, vhost, record["epoch"], q.message_count)
         self._lead(v, q, record)
         self.api.reach.release(v, name)  # what this node's clients published to it meanwhile
         if self.api.topology is not None:  # its bindings, which went with the old leader's handle
@@ -815,8 +942,8 @@ class Replicas:
             if epoch <= led.epoch:
                 return  # from a leader this node replaced, which has not heard yet: nothing to follow
             # a newer epoch was taken in etcd (only a compare-and-swap makes one): this node's is over,
-            # whether or not the records' watch has said so yet
-            self._stepped_down((vhost, name))
+            # whether or not the records' watch has said so yet; the sender leads it
+            self._stepped_down((vhost, name), node)
         follower = self.following.get((vhost, name))
         if follower is None:
             follower = self.following[(vhost, name)] = Follower(self, vhost, name)

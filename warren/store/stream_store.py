@@ -357,6 +357,18 @@ class StreamStore(GroupCommitStore):
             self.flush()
         return offset
 
+    def start_at(self, offset: int) -> None:
+        """An empty store takes its first entry at ``offset``: a replica of a stream whose leader's
+        retained log starts there (warren/cluster/replicas.py), so offsets are the same on every
+        member. ValueError for a store that holds entries."""
+        with self._lock:
+            self._check()
+            if self._count or self.next_offset != self.first_offset or len(self._segments) != 1:
+                raise ValueError("only an empty stream store can start at another offset")
+            self._segments = [_Segment(offset, self._path(offset))]
+            self.first_offset = self.next_offset = offset
+            self.committed_offset = offset - 1
+
     def _rotate(self) -> _Segment:
         old = self._segments[-1]
         old.cache = None  # only the newest segment is tailed

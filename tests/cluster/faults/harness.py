@@ -26,6 +26,12 @@ Faults (``FAULTS``), each ``inject`` returning once the cluster should be whole 
 * ``leader-from-nodes``: the leader cut from the other nodes alone (etcd still renews its
   lease: nobody takes the queue; its confirms fail meanwhile), for two lease TTLs.
 * ``slow-disk``: every fsync of the leader 300 ms late, for two lease TTLs.
+* ``links-slow``: every link between nodes 200 ms late each way, for two lease TTLs.
+* ``links-cut``: every link of the leader to and from the other nodes reset once (they dial again).
+* ``links-drop``: the leader's links to and from the other nodes refused (reset) for two lease
+  TTLs: as ``leader-from-nodes``, the peers hearing a refusal rather than silence.
+* ``kill-followers``: kill -9 of both followers (a majority gone: nothing may be confirmed) for two
+  lease TTLs, then both started again.
 
 Every node start and kill is recorded (``launches``) and each node's log is read for its serving
 intervals (warren/cluster/replicas.py, "Serving"), the ones a kill -9 left open ended at the kill.
@@ -55,10 +61,11 @@ SHIM_SOURCE = Path(__file__).with_name("slow_fsync.c")
 RECOVERY_TIMEOUT_S = 90.0  # a fault's effect (a new leader, more confirms) and the cluster whole again
 RESTART_TIMEOUT_S = 60.0  # a killed node started again: refused while its old lease lives, so retried
 SLOW_FSYNC_MS = 300
+LINK_DELAY_S = 0.2
 FAULTS = ("kill-leader", "kill-follower", "kill-etcd", "pause-leader", "partition-leader", "leader-from-etcd",
-          "leader-from-nodes", "slow-disk")
+          "leader-from-nodes", "slow-disk", "links-slow", "links-cut", "links-drop", "kill-followers")
 
-INTERVAL = re.compile(r"lease interval of quorum queue '(?P<queue>.*)' in vhost '(?P<vhost>.*)', epoch (?P<epoch>\d+), "
+INTERVAL = re.compile(r"lease interval of (?:quorum queue|stream) '(?P<queue>.*)' in vhost '(?P<vhost>.*)', epoch (?P<epoch>\d+), "
                       r"node (?P<node>\S+): (?:serving from (?P<start>[\d.]+)|served until (?P<end>[\d.]+))")
 
 
@@ -336,6 +343,34 @@ class Nemesis:
                 time.sleep(hold)  # the fault's length: nothing to wait for (nobody takes the queue)
             proxy.heal()
             c.note("healed")
+        elif kind == "links-slow":
+            names = [n.name for n in c.nodes]
+            for a in names:
+                for b in names:
+                    if a != b:
+                        proxy.set_link(a, b, "delay", LINK_DELAY_S)
+            c.note(f"every node link {LINK_DELAY_S:g} s late")
+            time.sleep(hold)  # the fault's length
+            proxy.heal()
+            c.note("healed")
+        elif kind == "links-cut":
+            for other in others:
+                proxy.set_link(leader.name, other.name, "cut")
+                proxy.set_link(other.name, leader.name, "cut")
+            c.note(f"cut {leader.name}'s links once")
+        elif kind == "links-drop":
+            proxy.partition([leader.name], [n.name for n in others], state="drop")
+            c.note(f"{leader.name}'s links refused")
+            time.sleep(hold)  # the fault's length
+            proxy.heal()
+            c.note("healed")
+        elif kind == "kill-followers":
+            fault["node"] = "+".join(n.name for n in others)
+            for victim in others:
+                c.kill(victim)
+            time.sleep(hold)  # the fault's length: a majority gone, nothing may be confirmed meanwhile
+            for victim in others:
+                c.launch(victim)
         elif kind == "slow-disk":
             leader.delay_file.write_text(str(SLOW_FSYNC_MS))
             c.note(f"slowed {leader.name}'s disk")

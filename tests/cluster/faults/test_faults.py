@@ -1,14 +1,15 @@
 """The fault harness's runs (issue 33, item 5): a replicated quorum queue on three nodes, two
 publishers and two consumers reconnecting through every fault (workload.py), one fault a cycle
-(harness.py: kill -9 of the leader, of a follower, of an etcd member; the leader paused past its
-lease; the leader partitioned from everyone, from etcd alone, from the other nodes alone; a slow
-disk under the leader; one node's wall clock an hour ahead all along), then a drain after the
-last one healed, and the checker (checker.py): lost 0, unexpected 0, no two serving intervals of
+(harness.py: kill -9 of the leader, of a follower, of both followers, of an etcd member; the
+leader paused past its lease; the leader partitioned from everyone, from etcd alone, from the
+other nodes alone (silence, or refusals); its links cut once; every link slow; a slow disk under
+the leader; one node's wall clock an hour ahead all along), then a drain after the last one healed, and the checker (checker.py): lost 0, unexpected 0, no two serving intervals of
 the queue overlapping; duplicates and each fault kind's recovery times reported.
 
-Without a marker each fault kind runs once (about two minutes); ``-m cluster_faults`` runs
+Without a marker each fault kind runs once (one to two minutes); ``-m cluster_faults`` runs
 WARREN_FAULT_CYCLES cycles (100 by default), the figures docs/clustering.md reports.
-WARREN_FAULT_REPORT names a file for the run's report (JSON) besides the one line printed.
+WARREN_FAULT_KINDS=pause-leader,kill-leader runs only those kinds, in turn. WARREN_FAULT_REPORT
+names a file for the run's report (JSON) besides the one line printed.
 """
 
 from __future__ import annotations
@@ -30,10 +31,18 @@ QUEUE_KEY = "//" + QUEUE  # how harness.py's intervals name it: its vhost "/", a
 DRAIN_TIMEOUT_S = 120.0
 
 
+def kinds_asked() -> tuple[str, ...]:
+    """WARREN_FAULT_KINDS (comma-separated, harness.py's names) or every kind, in turn."""
+    asked = tuple(k for k in os.environ.get("WARREN_FAULT_KINDS", "").split(",") if k)
+    unknown = set(asked) - set(FAULTS)
+    assert not unknown, f"no such fault: {sorted(unknown)} (harness.py FAULTS: {', '.join(FAULTS)})"
+    return asked or FAULTS
+
+
 def cycles_asked(request) -> int:
     if "cluster_faults" in (request.config.option.markexpr or ""):
         return int(os.environ.get("WARREN_FAULT_CYCLES", "100"))
-    return len(FAULTS)
+    return len(kinds_asked())
 
 
 def report(faults: list[dict], result, overlaps: list, history: dict, cluster: FaultCluster) -> dict:
@@ -51,7 +60,7 @@ def report(faults: list[dict], result, overlaps: list, history: dict, cluster: F
 def test_faults_lose_no_confirmed_message_and_never_two_leaders_at_once(tmp_path, request):
     if ETCD is None:
         pytest.skip(MISSING_REASON)
-    cycles = cycles_asked(request)
+    cycles, kinds = cycles_asked(request), kinds_asked()
     cluster = FaultCluster(tmp_path).start()
     workload = None
     try:
@@ -61,7 +70,7 @@ def test_faults_lose_no_confirmed_message_and_never_two_leaders_at_once(tmp_path
         nemesis = Nemesis(cluster, workload, QUEUE)
         faults = []
         for i in range(cycles):
-            kind = FAULTS[i % len(FAULTS)]
+            kind = kinds[i % len(kinds)]
             fault = nemesis.inject(kind)
             faults.append(fault)
             counts = workload.counts()

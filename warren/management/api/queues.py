@@ -134,7 +134,7 @@ def queue_json(q, vhost, sampler, unacked: dict, detailed: bool = False, ranges=
         "vhost": vhost.name,
     }
     sampler.details_of(q, st.QUEUE, vec, st.LENGTHS, ranges, out=body, suffix_only=True)
-    if q.queue_type == "quorum":  # RabbitMQ's leader, members and online: this node's alone, or a cluster's
+    if q.queue_type in ("quorum", "stream"):  # RabbitMQ's leader, members and online: this node's, or a cluster's
         here = node_name()
         body.update(vhost.directory.quorum_members(vhost.name, q.name) or {"leader": here, "members": [here],
                                                                              "online": [here]})
