@@ -20,7 +20,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.ports import free_ports
+from tests.ports import free_ports, restartable_ports
 
 ETCD = shutil.which("etcd")
 MISSING_REASON = "etcd is not installed (Debian's etcd-server: apt-get install etcd-server)"
@@ -61,6 +61,7 @@ class EtcdCluster:
     base: Path
     size: int = 1
     members: list[Member] = field(default_factory=list)
+    restartable: bool = False  # ports below the ephemeral range: a member killed and started again finds them free
 
     @property
     def urls(self) -> list[str]:
@@ -73,7 +74,7 @@ class EtcdCluster:
 
     def start(self) -> "EtcdCluster":
         assert ETCD is not None, MISSING_REASON
-        ports = free_ports(2 * self.size)
+        ports = restartable_ports(2 * self.size) if self.restartable else free_ports(2 * self.size)
         self.members = [Member(f"etcd{i}", ports[2 * i], ports[2 * i + 1], self.base / f"etcd{i}",
                                self.base / f"etcd{i}.log") for i in range(self.size)]
         initial = ",".join(f"{m.name}={m.peer_url}" for m in self.members)

@@ -54,7 +54,7 @@ from pathlib import Path
 from tests.cluster.etcd_harness import EtcdCluster
 from tests.cluster.faults.proxy import FaultProxy
 from tests.conftest import BrokerProc, launch_node
-from tests.ports import free_ports
+from tests.ports import restartable_ports
 
 FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 SHIM_SOURCE = Path(__file__).with_name("slow_fsync.c")
@@ -122,10 +122,10 @@ class FaultCluster:
         self.tmp = tmp
         self.lease_ttl = lease_ttl
         self.cluster_name = f"faults{os.getpid()}{int(time.monotonic() * 1000) % 100000}"
-        self.etcd = EtcdCluster(tmp / "etcd", 3)
+        self.etcd = EtcdCluster(tmp / "etcd", 3, restartable=True)
         self.proxy = FaultProxy()
         self.shim: Path | None = None
-        ports = free_ports(3 * size)
+        ports = restartable_ports(3 * size)  # kept across restarts: below the ephemeral range
         self.nodes = [Node(f"n{i + 1}", ports[3 * i], ports[3 * i + 1], ports[3 * i + 2], tmp / f"data-n{i + 1}",
                            tmp / f"slow-n{i + 1}", skew=skew if f"n{i + 1}" == skewed else None)
                       for i in range(size)]
