@@ -150,6 +150,28 @@ def _end(lease: tuple) -> float:
     return math.inf if lease[4] is None else lease[4]
 
 
+def offset_conflicts(history: dict) -> dict:
+    """A stream's offsets checked (deliveries that carry one): ``{"offsets": n, "conflicts":
+    [(offset, [ids])], "moved": [(id, [offsets])], "consumer_duplicates": n}``. Two ids at one
+    offset (an offset that named another record after a failover) or one id at two offsets (a
+    message appended twice) must not happen; a consumer reading an offset twice (it went on from
+    its last recorded offset, which it had already had) is counted."""
+    ids_at: dict = defaultdict(set)
+    offsets_of: dict = defaultdict(set)
+    per_consumer: Counter = Counter()
+    for d in history["deliveries"]:
+        offset = d.get("offset")
+        if offset is None:
+            continue
+        ids_at[offset].add(d["id"])
+        offsets_of[d["id"]].add(offset)
+        per_consumer[(d["consumer"], offset)] += 1
+    return {"offsets": len(ids_at),
+            "conflicts": sorted((o, sorted(ids)) for o, ids in ids_at.items() if len(ids) > 1),
+            "moved": sorted((i, sorted(os)) for i, os in offsets_of.items() if len(os) > 1),
+            "consumer_duplicates": sum(n - 1 for n in per_consumer.values())}
+
+
 def percentiles(values, ps=(50, 99)) -> dict:
     """``{p: the p-th percentile of values}`` by the nearest-rank method (a value that occurred:
     the smallest one with at least p % of the values at or below it); None for no values."""

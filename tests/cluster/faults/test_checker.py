@@ -167,3 +167,19 @@ def test_percentiles_by_nearest_rank():
     assert percentiles([]) == {50: None, 99: None}
     with pytest.raises(ValueError):
         percentiles([1.0], ps=(101,))
+
+
+def test_offset_conflicts_names_two_ids_at_one_offset_one_id_at_two_and_a_consumers_rereads():
+    from tests.cluster.faults.checker import offset_conflicts
+
+    def d(i, offset, consumer="c0"):
+        return {"id": i, "offset": offset, "consumer": consumer, "redelivered": False, "time": 0.0}
+    clean = {"deliveries": [d("p0-0", 0), d("p0-1", 1), d("p0-0", 0, "c1"), d("p0-1", 1, "c1")]}
+    assert offset_conflicts(clean) == {"offsets": 2, "conflicts": [], "moved": [], "consumer_duplicates": 0}
+    bad = {"deliveries": [d("p0-0", 0), d("p0-1", 1), d("p0-9", 1, "c1"), d("p0-0", 5, "c1"), d("p0-1", 1)]}
+    found = offset_conflicts(bad)
+    assert found["conflicts"] == [(1, ["p0-1", "p0-9"])]
+    assert found["moved"] == [("p0-0", [0, 5])]
+    assert found["consumer_duplicates"] == 1  # c0 read offset 1 twice
+    # deliveries of a queue (no offset) are not counted
+    assert offset_conflicts({"deliveries": [{"id": "x", "consumer": "c0"}]})["offsets"] == 0

@@ -40,6 +40,7 @@ import pika
 import pika.exceptions
 
 QUORUM = {"x-queue-type": "quorum"}
+STREAM = {"x-queue-type": "stream"}
 
 # pika closes a connection that received nothing for its check interval (heartbeat + 5 s) twice
 # running: a blackholed connection is noticed within 10 to 20 s (20 s measured, a SIGSTOPped broker)
@@ -89,10 +90,10 @@ class _Log:
             if outcome == "confirmed" and record["id"] not in self.delivered_ids:
                 self.missing.add(record["id"])
 
-    def delivered(self, message_id: str, redelivered: bool, consumer: str, url: str) -> None:
+    def delivered(self, message_id: str, redelivered: bool, consumer: str, url: str, offset: int | None = None) -> None:
         with self.lock:
             self.deliveries.append({"id": message_id, "redelivered": redelivered, "consumer": consumer,
-                                    "url": url, "time": time.monotonic()})
+                                    "url": url, "time": time.monotonic(), "offset": offset})
             self.delivered_ids.add(message_id)
             self.missing.discard(message_id)
 
@@ -109,6 +110,10 @@ class Workload:
     def __init__(self, urls: list[str], queue: str, publishers: int = 2, consumers: int = 2,
                  queue_arguments: dict | None = QUORUM, heartbeat: int = HEARTBEAT_S,
                  prefetch: int = PREFETCH, join_timeout: float = JOIN_TIMEOUT_S) -> None:
+        # a stream (``queue_arguments`` STREAM): each consumer reads it from the first offset and,
+        # after any failure, goes on from the offset after the last one it recorded, as a stream
+        # client does; each delivery's offset is recorded (checker.py ``offset_conflicts``)
+        self.stream = (queue_arguments or {}).get("x-queue-type") == "stream"
         if not urls:
             raise ValueError("a workload needs at least one URL")
         self.urls = list(urls)
@@ -120,6 +125,7 @@ class Workload:
         self.publisher_names = [f"p{i}" for i in range(publishers)]
         self.consumer_names = [f"c{i}" for i in range(consumers)]
         self._next_seq = dict.fromkeys(self.publisher_names, 0)  # each touched by its own thread only
+        self._next_offset: dict[str, int] = {}  # a stream consumer's next offset (its own thread's)
         self._log = _Log()
         self._stop_publishing = threading.Event()
         self._stop_consuming = threading.Event()
@@ -321,10 +327,16 @@ class Workload:
         channel.add_on_cancel_callback(cancelled.append)
 
         def on_message(ch, method, properties, body: bytes) -> None:
-            self._log.delivered(message_id(properties, body), bool(method.redelivered), name, url)
+            offset = None
+            if self.stream:
+                offset = (properties.headers or {}).get("x-stream-offset")
+                if isinstance(offset, int):
+                    self._next_offset[name] = offset + 1
+            self._log.delivered(message_id(properties, body), bool(method.redelivered), name, url, offset)
             ch.basic_ack(method.delivery_tag)
 
-        channel.basic_consume(self.queue, on_message, auto_ack=False)
+        arguments = {"x-stream-offset": self._next_offset.get(name, "first")} if self.stream else None
+        channel.basic_consume(self.queue, on_message, auto_ack=False, arguments=arguments)
         while not self._stop_consuming.is_set():
             connection.process_data_events(time_limit=POLL_S)
             if cancelled:
