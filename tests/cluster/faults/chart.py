@@ -18,7 +18,9 @@ FAULT_TOP, FAULT_HEIGHT = RATE_TOP + RATE_HEIGHT + 20, 22
 LEADER_TOP, ROW = FAULT_TOP + FAULT_HEIGHT + 30, 20
 COLOURS = {"kill-leader": "#d62728", "kill-follower": "#ff9896", "kill-etcd": "#9467bd", "pause-leader": "#ff7f0e",
            "partition-leader": "#1f77b4", "leader-from-etcd": "#17becf", "leader-from-nodes": "#2ca02c",
-           "slow-disk": "#8c564b"}
+           "slow-disk": "#8c564b", "links-slow": "#bcbd22", "links-cut": "#e377c2", "links-drop": "#7f7f7f",
+           "kill-followers": "#000000"}
+LEGEND_PER_ROW = 6
 
 
 def per_second(times: list[float], start: float, seconds: int) -> list[int]:
@@ -41,7 +43,8 @@ def draw(report: dict) -> str:
     rates = {"confirmed": per_second(confirms, start, seconds), "delivered": per_second(deliveries, start, seconds)}
     top = max(max(r) for r in rates.values()) or 1
     nodes = sorted({i[1] for i in report["intervals"]})
-    height = LEADER_TOP + ROW * len(nodes) + 50
+    legend_rows = (len(COLOURS) + LEGEND_PER_ROW - 1) // LEGEND_PER_ROW
+    height = LEADER_TOP + ROW * len(nodes) + 35 + 16 * legend_rows
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" font-family="sans-serif" '
            f'font-size="11"><rect width="100%" height="100%" fill="white"/>',
            f'<text x="{LEFT}" y="14" font-size="12">{report["cycles"]} faults; overlapping leaders: '
@@ -68,8 +71,9 @@ def draw(report: dict) -> str:
                            f'fill="#555"><title>epoch {epoch}</title></rect>')
     legend_y = LEADER_TOP + ROW * len(nodes) + 25
     for i, (kind, colour) in enumerate(COLOURS.items()):
-        out.append(f'<rect x="{LEFT + i * 125}" y="{legend_y - 9}" width="10" height="10" fill="{colour}"/>'
-                   f'<text x="{LEFT + i * 125 + 14}" y="{legend_y}">{kind}</text>')
+        x0, y0 = LEFT + (i % LEGEND_PER_ROW) * 150, legend_y + (i // LEGEND_PER_ROW) * 16
+        out.append(f'<rect x="{x0}" y="{y0 - 9}" width="10" height="10" fill="{colour}"/>'
+                   f'<text x="{x0 + 14}" y="{y0}">{kind}</text>')
     out.append(f'<text x="{LEFT}" y="{height - 5}">{seconds} s</text></svg>')
     return "\n".join(out)
 
