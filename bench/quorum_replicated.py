@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""One replicated quorum queue, Warren against RabbitMQ 3.10, three nodes each (issue 33).
+"""One replicated quorum queue (or stream), Warren against RabbitMQ 3.10, three nodes each (issue 33).
 
-    python bench/quorum_replicated.py [--duration 10] [--repeat 3] [--only NAME,...]
+    python bench/quorum_replicated.py [--duration 10] [--repeat 3] [--only NAME,...] [--queue-type stream]
 
 Starts a three-node Warren cluster on one etcd member (Debian's etcd-server) and a three-node
 RabbitMQ 3.10 cluster (Debian's rabbitmq-server, tests/rabbitmq_cluster.py), then runs the shared
@@ -11,7 +11,8 @@ queue (``x-queue-type: quorum``, three members), so the load generator's own dec
 every message is replicated to the two other nodes and confirmed once a majority holds it.
 Default scenario: ``1p1c-1KiB-persist-confirm`` (1 KiB persistent, confirms window 128, one
 publisher and one consumer), the issue's yardstick. Prints per scenario and broker the median
-msg/s and p99 latency and Warren/RabbitMQ. The machine is shared (``oth%``: the rest of its CPU
+msg/s and p99 latency and Warren/RabbitMQ. ``--queue-type stream`` declares a replicated stream
+instead (``x-queue-type: stream``, three members on each). The machine is shared (``oth%``: the rest of its CPU
 meanwhile). Figures, never assertions.
 """
 
@@ -38,28 +39,39 @@ DEFAULT_SCENARIOS = "1p1c-1KiB-persist-confirm"
 PREFIX = "qqbench"
 
 
-def build_passive_perf(tmp: Path) -> Path:
+PURGE = """    amqp_queue_purge_ok_t *p = amqp_queue_purge(c, 1, amqp_cstring_bytes(queue_names[i]));
+    if (!(ok = rpc_ok(c, "queue.purge", err, n))) break;
+    if (p) *leftover += p->message_count;
+"""
+
+
+def build_passive_perf(tmp: Path, queue_type: str) -> Path:
     """The shared load generator built with its queue.declare made passive (in a copy: the shared
     source is untouched), so that it uses the quorum queue declared before each run: its own
-    declare has no ``x-queue-type``, which both brokers refuse (406) for an existing quorum queue."""
+    declare has no ``x-queue-type``, which both brokers refuse (406) for an existing quorum queue.
+    For a stream its queue.purge goes too (both brokers refuse it on a stream, 540; the stream is
+    declared anew before each run anyway)."""
     dest = tmp / "perf"
     shutil.copytree(PERF, dest)
     source = dest / "amqp-perf.c"
     text = source.read_text()
     declare = "amqp_queue_declare(c, 1, amqp_cstring_bytes(queue_names[i]), 0, opt.durable"
-    if declare not in text:
-        raise SystemExit("the shared amqp-perf.c's queue.declare changed: update bench/quorum_replicated.py")
-    source.write_text(text.replace(declare, declare.replace("]), 0, opt", "]), 1, opt")))
+    if declare not in text or (queue_type == "stream" and PURGE not in text):
+        raise SystemExit("the shared amqp-perf.c's queue.declare or purge changed: update bench/quorum_replicated.py")
+    text = text.replace(declare, declare.replace("]), 0, opt", "]), 1, opt"))
+    if queue_type == "stream":
+        text = text.replace(PURGE, "")
+    source.write_text(text)
     subprocess.run(["make", "-s"], cwd=dest, check=True, capture_output=True)
     return dest
 
 
-def declare_quorum(port: int, queue: str) -> None:
+def declare_replicated(port: int, queue: str, queue_type: str) -> None:
     conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", port))
     try:
         ch = conn.channel()
         ch.queue_delete(queue)
-        ch.queue_declare(queue, durable=True, arguments={"x-queue-type": "quorum"})
+        ch.queue_declare(queue, durable=True, arguments={"x-queue-type": queue_type})
     finally:
         conn.close()
 
@@ -81,11 +93,12 @@ def main() -> None:
     ap.add_argument("--warmup", type=float, default=2)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--only", default=DEFAULT_SCENARIOS)
+    ap.add_argument("--queue-type", choices=("quorum", "stream"), default="quorum")
     args = ap.parse_args()
     if ETCD is None:
         raise SystemExit("etcd is not installed (apt install etcd-server)")
     tmp = Path(tempfile.mkdtemp(prefix="warren-qq-bench-"))
-    perf = build_passive_perf(tmp)
+    perf = build_passive_perf(tmp, args.queue_type)
     etcd = EtcdCluster(tmp / "etcd", 1).start()
     procs, rabbit = [], None
     try:
@@ -102,7 +115,7 @@ def main() -> None:
                 order = list(brokers) if r % 2 == 0 else list(reversed(brokers))
                 for broker in order:
                     port = brokers[broker]
-                    declare_quorum(port, f"{PREFIX}-{name}")
+                    declare_replicated(port, f"{PREFIX}-{name}", args.queue_type)
                     result = run(perf, port, name, args, tmp / f"{broker}.jsonl")
                     if "error" in result:
                         print(f"  {broker}: {result['error']}", flush=True)
