@@ -90,6 +90,7 @@ def test_a_stream_has_three_members_and_keeps_every_confirmed_offset_through_its
     after = read_stream(other, stream, len(published))
     assert after == before  # every confirmed message, at the same offset, nothing more
     assert bulk_read(leader, stream) == records_before  # the Spark source's reads: the same offsets and records
+    assert bulk_read(other, stream) == records_before  # through a node that is not its leader too
 
     # the new leader takes appends after the last offset, and a follower back from the dead catches up
     conn = connect(other)
