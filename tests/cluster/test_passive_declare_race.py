@@ -21,6 +21,7 @@ import pika
 import pytest
 
 from tests.cluster.cluster_nodes import wait_until
+from tests.cluster.test_any_node_serves import known_on
 
 TIMEOUT_S = 30.0
 ROUNDS = 200
@@ -28,21 +29,6 @@ ROUNDS = 200
 
 def connect(node) -> pika.BlockingConnection:
     return pika.BlockingConnection(pika.URLParameters(node.url))
-
-
-def known_on(node, name: str) -> None:
-    """Wait until ``node`` serves ``name`` (a passive declare through it answers)."""
-    def served():
-        conn = connect(node)
-        try:
-            conn.channel().queue_declare(name, passive=True)
-            return True
-        except pika.exceptions.ChannelClosedByBroker:
-            return False
-        finally:
-            if conn.is_open:
-                conn.close()
-    wait_until(served, TIMEOUT_S, f"node serving queue {name}")
 
 
 @contextlib.contextmanager

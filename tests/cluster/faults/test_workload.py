@@ -5,26 +5,14 @@ counters or on the API."""
 
 from __future__ import annotations
 
-import time
-
 import pika
 
+from tests.cluster.cluster_nodes import wait_until
 from tests.cluster.faults.checker import check
 from tests.cluster.faults.workload import Workload
 from tests.management.api_client import call, q
 
 TIMEOUT_S = 60.0
-
-
-def wait_until(condition, what: str, timeout: float = TIMEOUT_S):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout:g} s: {what}")
-        time.sleep(0.05)  # a poll interval, not a wait for time to pass
 
 
 def test_the_workload_reconnects_after_its_connections_are_closed_and_loses_nothing(start_broker, uid):
@@ -36,16 +24,16 @@ def test_the_workload_reconnects_after_its_connections_are_closed_and_loses_noth
 
     workload = Workload([broker.url], queue, publishers=2, consumers=2, queue_arguments={})
     with workload:
-        wait_until(lambda: workload.counts()["confirmed"] >= 200, "200 confirmed ids")
+        wait_until(lambda: workload.counts()["confirmed"] >= 200, TIMEOUT_S, "200 confirmed ids")
         mine = wait_until(lambda: (cs := call(broker.http_url, "GET", "/api/connections")[1]) and len(cs) == 4 and cs,
-                          "the workload's 4 connections listed")
+                          TIMEOUT_S, "the workload's 4 connections listed")
         confirmed_before = workload.counts()["confirmed"]
         for connection in mine:
             status = call(broker.http_url, "DELETE", f"/api/connections/{q(connection['name'])}",
                           headers={"X-Reason": "fault harness test"})[0]
             assert status == 204, (status, connection["name"])
-        wait_until(lambda: workload.counts()["reconnects"] >= 4, "each of the 4 threads reconnected")
-        wait_until(lambda: workload.counts()["confirmed"] >= confirmed_before + 100, "100 more confirmed ids")
+        wait_until(lambda: workload.counts()["reconnects"] >= 4, TIMEOUT_S, "each of the 4 threads reconnected")
+        wait_until(lambda: workload.counts()["confirmed"] >= confirmed_before + 100, TIMEOUT_S, "100 more confirmed ids")
         workload.stop_publishing()
         assert workload.drain(TIMEOUT_S), workload.counts()
 
