@@ -714,8 +714,8 @@ class Replicas:
     def _drop_local(self, v, q, leader: str | None) -> None:
         """Another node leads ``q``: this node's copy goes (every confirmed message is on the
         leader: module doc) and this node follows it."""
-        log.warning("cluster: quorum queue '%s' in vhost '%s' is led by node %s now: this node's copy is dropped, "
-                    "and it follows", q.name, v.name, leader)
+        log.warning("cluster: %s '%s' in vhost '%s' is led by node %s now: this node's copy is dropped, "
+                    "and it follows", "stream" if q.is_stream else "quorum queue", q.name, v.name, leader)
         v.delete_queue(q)
 
     # --- a queue deleted here -------------------------------------------------------------------

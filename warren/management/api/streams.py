@@ -138,9 +138,13 @@ async def local_answer(app, vhost_name: str, name: str, route: str, query: list)
 
 async def _reply(request: web.Request, route: str) -> web.Response:
     vhost_name, name, queue = _stream(request)
-    if not queue.is_here:  # --worker-mode queues: its owner reads it
-        answer = await request.app[BROKER].directory.owner_api(queue, "stream",
-                                                               (vhost_name, name, route, list(request.query.items())))
+    if not queue.is_here:  # --worker-mode queues, or a cluster: its owner (its leader) reads it
+        try:
+            answer = await request.app[BROKER].directory.owner_api(queue, "stream",
+                                                                   (vhost_name, name, route, list(request.query.items())))
+        except ConnectionError as e:  # its node gone (a replicated stream between leaders): try again
+            raise ApiError(503, "service_unavailable", f"the node of stream '{name}' in vhost '{vhost_name}' "
+                                                       f"cannot be reached now ({e}): try again") from None
         if answer[0] == "error":
             raise ApiError(*answer[1:])
         headers, body, content_type = answer[1:]

@@ -33,6 +33,10 @@ from warren.spark.options import parse_read_options
 from warren.spark.read.planning import StreamRange, admit, per_partition, resolve_offset, retained_start, split_range
 from warren.spark.read.batch import ReadLayout, read_range
 
+# a stream's HTTP API answering 503 (its leader being replaced) is asked again this long, this often
+UNAVAILABLE_WAIT_S = 30.0
+UNAVAILABLE_POLL_S = 0.5
+
 __all__ = ["WarrenStreamReader", "records_behind"]
 
 log = logging.getLogger("warren.spark")
@@ -72,12 +76,29 @@ class WarrenStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         infos = {}
         for s in self._stream_names():
             try:
-                infos[s] = api.info(s)
+                infos[s] = self._info(api, s)
             except StreamApiError as e:
                 if self.options.stream_pattern is None or e.status != 404:
                     raise
                 # found by the pattern and deleted since: no longer read
         return infos
+
+    @staticmethod
+    def _info(api, stream: str):
+        """``api.info(stream)``; a 503 (a replicated stream between leaders in a cluster: the node
+        asked cannot reach its leader for a moment) asked again for at most UNAVAILABLE_WAIT_S,
+        rather than failing the query."""
+        from warren.spark.read.http_api import StreamApiError
+
+        deadline = time.monotonic() + UNAVAILABLE_WAIT_S
+        while True:
+            try:
+                return api.info(stream)
+            except StreamApiError as e:
+                if e.status != 503 or time.monotonic() > deadline:
+                    raise
+                log.info("stream %r unavailable (%s): asking again", stream, e)
+                time.sleep(UNAVAILABLE_POLL_S)
 
     def _start_of(self, start: dict, stream: str, info) -> int:
         """A stream's start offset; a stream the checkpoint does not know yet starts at
