@@ -96,18 +96,6 @@ class FailoverRun(Run):
         finally:
             conn.close()
 
-    def declare_outputs(self, cache_size: int) -> None:
-        conn, ch = self.channel()
-        try:
-            ch.exchange_declare(self.exchange, "fanout", durable=True)
-            ch.queue_declare(self.deduplicating, durable=True,
-                             arguments={"x-message-deduplication": True, "x-cache-size": cache_size})
-            ch.queue_declare(self.plain, durable=True)
-            ch.queue_bind(self.deduplicating, self.exchange)
-            ch.queue_bind(self.plain, self.exchange)
-        finally:
-            conn.close()
-
     def publish_confirmed(self, count: int) -> None:
         """``count`` messages into the stream through n2, each confirmed (on a majority's disks)."""
         conn, ch = self.channel()

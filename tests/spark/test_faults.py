@@ -130,6 +130,10 @@ class Run:
 
     def declare(self, cache_size: int) -> None:
         declare_stream(self.broker, self.stream)
+        self.declare_outputs(cache_size)
+
+    def declare_outputs(self, cache_size: int) -> None:
+        """The exchange the job writes to, and the deduplicating and plain queues bound to it."""
         conn, ch = self.channel()
         try:
             ch.exchange_declare(self.exchange, "fanout", durable=True)
