@@ -17,7 +17,8 @@ C compiler) ready, its delay 0 until a slow-disk fault writes one.
 Faults (``FAULTS``), each ``inject`` returning once the cluster should be whole again:
 
 * ``kill-leader``: kill -9 of the queue's leader; back once another node took the queue.
-* ``kill-follower``: kill -9 of a follower; back once the queue confirmed more without it.
+* ``kill-follower``: kill -9 of a follower (a member of the queue); back once the queue confirmed
+  more without it.
 * ``kill-etcd``: kill -9 of one etcd member of three; back once more was confirmed.
 * ``pause-leader``: SIGSTOP of the leader until another node took the queue (past its lease),
   then SIGCONT: it must stop serving as it resumes.
@@ -30,7 +31,7 @@ Faults (``FAULTS``), each ``inject`` returning once the cluster should be whole 
 * ``links-cut``: every link of the leader to and from the other nodes reset once (they dial again).
 * ``links-drop``: the leader's links to and from the other nodes refused (reset) for two lease
   TTLs: as ``leader-from-nodes``, the peers hearing a refusal rather than silence.
-* ``kill-followers``: kill -9 of both followers (a majority gone: nothing may be confirmed) for two
+* ``kill-followers``: kill -9 of its followers (a majority gone: nothing may be confirmed) for two
   lease TTLs, then both started again.
 
 Every node start and kill is recorded (``launches``) and each node's log is read for its serving
@@ -294,6 +295,9 @@ class Nemesis:
         leader = self.leader()
         epoch = c.record(self.queue)["epoch"]
         others = [n for n in c.nodes if n is not leader]
+        # the queue's other members (with more nodes than members, the rest hold no copy)
+        members = (c.record(self.queue) or {}).get("members") or []
+        followers = [n for n in others if n.name in members] or others
         etcds = [f"etcd{i}" for i in range(len(c.etcd.members))]
         fault = {"cycle": self.cycle, "kind": kind, "node": leader.name, "taken": None}
         hold = 2.0 * c.lease_ttl
@@ -304,7 +308,7 @@ class Nemesis:
             fault["taken"] = self._taken_from(leader, epoch)
             c.launch(leader)
         elif kind == "kill-follower":
-            victim = others[self.cycle % len(others)]
+            victim = followers[self.cycle % len(followers)]
             fault["node"] = victim.name
             confirmed = self.workload.counts()["confirmed"]
             c.kill(victim)
@@ -365,11 +369,11 @@ class Nemesis:
             proxy.heal()
             c.note("healed")
         elif kind == "kill-followers":
-            fault["node"] = "+".join(n.name for n in others)
-            for victim in others:
+            fault["node"] = "+".join(n.name for n in followers)
+            for victim in followers:
                 c.kill(victim)
             time.sleep(hold)  # the fault's length: a majority gone, nothing may be confirmed meanwhile
-            for victim in others:
+            for victim in followers:
                 c.launch(victim)
         elif kind == "slow-disk":
             leader.delay_file.write_text(str(SLOW_FSYNC_MS))

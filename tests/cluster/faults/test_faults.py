@@ -10,7 +10,8 @@ names one message on every leader, no message is at two offsets.
 
 Without a marker each fault kind runs once (one to two minutes); ``-m cluster_faults`` runs
 WARREN_FAULT_CYCLES cycles (100 by default), the figures docs/clustering.md reports.
-WARREN_FAULT_KINDS=pause-leader,kill-leader runs only those kinds, in turn. WARREN_FAULT_REPORT
+WARREN_FAULT_KINDS=pause-leader,kill-leader runs only those kinds, in turn; WARREN_FAULT_NODES=5
+runs five nodes (the queue still has three members). WARREN_FAULT_REPORT
 names a file for the run's report (JSON) besides the one line printed.
 """
 
@@ -64,7 +65,7 @@ def run(tmp_path, request, queue: str, arguments: dict, kinds: tuple[str, ...], 
     intervals, faults)."""
     if ETCD is None:
         pytest.skip(MISSING_REASON)
-    cluster = FaultCluster(tmp_path).start()
+    cluster = FaultCluster(tmp_path, size=int(os.environ.get("WARREN_FAULT_NODES", "3"))).start()
     workload = None
     try:
         workload = Workload([n.url for n in cluster.nodes], queue, queue_arguments=arguments).start()
