@@ -20,7 +20,6 @@ import shutil
 import statistics
 import sys
 import tempfile
-import threading
 import time
 import urllib.parse
 import uuid
@@ -32,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.cluster.cluster_nodes import Nodes, members, wait_until  # noqa: E402
 from tests.cluster.etcd_harness import ETCD, EtcdCluster  # noqa: E402
+from tests.cluster.test_replicated_quorum import Publisher  # noqa: E402
 
 TIMEOUT_S = 60.0
 
@@ -40,32 +40,6 @@ def record(etcd, cluster: str, queue: str) -> dict | None:
     key = f"/warren/{cluster}/replicas/%2F/{urllib.parse.quote(queue, safe='')}"
     value = etcd.get_prefix(key).get(key)
     return json.loads(value) if value is not None else None
-
-
-class Publisher(threading.Thread):
-    def __init__(self, node, queue: str, tag: str) -> None:
-        super().__init__(daemon=True)
-        self.node, self.queue, self.tag = node, queue, tag
-        self.sent: set[str] = set()
-        self.confirmed: list[tuple[str, float, float]] = []  # (body, sent, confirmed)
-        self.stop = threading.Event()
-
-    def run(self) -> None:
-        conn = pika.BlockingConnection(pika.URLParameters(self.node.url))
-        ch = conn.channel()
-        ch.confirm_delivery()
-        n = 0
-        while not self.stop.is_set():
-            body = f"{self.tag}:{n}"
-            n += 1
-            self.sent.add(body)
-            sent = time.monotonic()
-            try:
-                ch.basic_publish("", self.queue, body.encode(), pika.BasicProperties(delivery_mode=2))
-            except pika.exceptions.NackError:
-                continue
-            self.confirmed.append((body, sent, time.monotonic()))
-        conn.close()
 
 
 def main() -> None:
@@ -90,16 +64,16 @@ def main() -> None:
         for cycle in range(args.cycles):
             leader = record(etcd, cluster, queue)["leader"]
             through = next(n for n in "abc" if n != leader)
-            publisher = Publisher(running[through], queue, f"c{cycle}")
+            publisher = Publisher(running[through], f"c{cycle}", queue)
             publishers.append(publisher)
             publisher.start()
             wait_until(lambda: len(publisher.confirmed) >= 100, TIMEOUT_S, "confirms before the kill")
             killed_at = time.monotonic()
             running[leader].proc.kill()
             running[leader].proc.wait(timeout=10)
-            wait_until(lambda: any(sent > killed_at for _, sent, _ in publisher.confirmed), TIMEOUT_S,
+            wait_until(lambda: any(sent > killed_at for sent, _ in publisher.confirmed_at), TIMEOUT_S,
                        "a confirm after the kill")
-            took = min(confirmed for _, sent, confirmed in publisher.confirmed if sent > killed_at) - killed_at
+            took = min(confirmed for sent, confirmed in publisher.confirmed_at if sent > killed_at) - killed_at
             times.append(took)
             publisher.stop.set()
             publisher.join(TIMEOUT_S)
@@ -108,8 +82,8 @@ def main() -> None:
             wait_until(lambda: leader not in members(etcd, cluster), TIMEOUT_S, "the killed node's lease ended")
             running[leader] = nodes.start(etcd.endpoints, cluster, leader, *extra, data_dir=tmp / f"data-{leader}")
             wait_until(lambda: leader in members(etcd, cluster), TIMEOUT_S, "the killed node back")
-        confirmed = {body for p in publishers for body, _, _ in p.confirmed}
-        sent = set().union(*(p.sent for p in publishers))
+        confirmed = {body for p in publishers for body in p.confirmed}
+        sent = set().union(*(p.published for p in publishers))
         conn = pika.BlockingConnection(pika.URLParameters(running["a"].url))
         ch = conn.channel()
         got = []

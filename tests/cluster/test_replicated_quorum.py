@@ -151,42 +151,56 @@ def test_a_follower_that_was_down_catches_up_and_the_queue_takes_publishes_meanw
     assert sorted(got) == sorted([f"m-{i}" for i in range(100)] + ["after"])
 
 
-class Publisher(threading.Thread):
-    """Publishes ``<name>:<n>`` with confirms to ``queue`` through ``node`` until told to stop; a
-    nack or a return is a publish not confirmed (a queue between leaders takes nothing)."""
+class ClientThread(threading.Thread):
+    """A pika client on its own connection through ``node`` until told to stop (``session``);
+    whatever it raises is kept for the test to report."""
 
-    def __init__(self, node, name: str, queue: str, exchange: str = "") -> None:
+    def __init__(self, node) -> None:
         super().__init__(daemon=True)
-        self.node, self.name, self.queue, self.exchange = node, name, queue, exchange
-        self.published: set[str] = set()
-        self.confirmed: list[str] = []
-        self.confirmed_at: list[tuple[float, float]] = []  # (sent, confirmed) of each, time.monotonic()
-        self.not_confirmed = 0
+        self.node = node
         self.stop = threading.Event()
         self.failure: BaseException | None = None
 
     def run(self) -> None:
         try:
             conn = connect(self.node)
-            ch = conn.channel()
-            ch.confirm_delivery()
-            n = 0
-            while not self.stop.is_set():
-                body = f"{self.name}:{n}"
-                n += 1
-                self.published.add(body)
-                sent = time.monotonic()
-                try:
-                    ch.basic_publish(self.exchange, self.queue, body.encode(), pika.BasicProperties(delivery_mode=2),
-                                     mandatory=True)
-                except (pika.exceptions.NackError, pika.exceptions.UnroutableError):
-                    self.not_confirmed += 1
-                    continue
-                self.confirmed.append(body)
-                self.confirmed_at.append((sent, time.monotonic()))
+            self.session(conn, conn.channel())
             conn.close()
         except BaseException as e:  # noqa: BLE001: the test reports it
             self.failure = e
+
+    def session(self, conn, ch) -> None:
+        raise NotImplementedError
+
+
+class Publisher(ClientThread):
+    """Publishes ``<name>:<n>`` with confirms to ``queue`` through ``node`` until told to stop; a
+    nack or a return is a publish not confirmed (a queue between leaders takes nothing)."""
+
+    def __init__(self, node, name: str, queue: str, exchange: str = "") -> None:
+        super().__init__(node)
+        self.name, self.queue, self.exchange = name, queue, exchange
+        self.published: set[str] = set()
+        self.confirmed: list[str] = []
+        self.confirmed_at: list[tuple[float, float]] = []  # (sent, confirmed) of each, time.monotonic()
+        self.not_confirmed = 0
+
+    def session(self, conn, ch) -> None:
+        ch.confirm_delivery()
+        n = 0
+        while not self.stop.is_set():
+            body = f"{self.name}:{n}"
+            n += 1
+            self.published.add(body)
+            sent = time.monotonic()
+            try:
+                ch.basic_publish(self.exchange, self.queue, body.encode(), pika.BasicProperties(delivery_mode=2),
+                                 mandatory=True)
+            except (pika.exceptions.NackError, pika.exceptions.UnroutableError):
+                self.not_confirmed += 1
+                continue
+            self.confirmed.append(body)
+            self.confirmed_at.append((sent, time.monotonic()))
 
 
 def test_kill_9_of_the_leader_during_confirmed_publishing_loses_nothing(etcd1, nodes, cluster_name, uid):
@@ -472,37 +486,29 @@ def api_local(node) -> list[dict]:
     return [q for q in api(node, "queues") if q.get("node") == me]
 
 
-class Consumer(threading.Thread):
+class Consumer(ClientThread):
     """Consumes ``queue`` through ``node`` (manual acks, prefetch 10) until told to stop; records
     every body and whether the broker cancelled it."""
 
     def __init__(self, node, queue: str) -> None:
-        super().__init__(daemon=True)
-        self.node, self.queue = node, queue
+        super().__init__(node)
+        self.queue = queue
         self.got: list[str] = []
         self.cancelled = threading.Event()
         self.consuming = threading.Event()
-        self.stop = threading.Event()
-        self.failure: BaseException | None = None
 
-    def run(self) -> None:
-        try:
-            conn = connect(self.node)
-            ch = conn.channel()
-            ch.basic_qos(prefetch_count=10)
-            ch.add_on_cancel_callback(lambda _frame: self.cancelled.set())
+    def session(self, conn, ch) -> None:
+        ch.basic_qos(prefetch_count=10)
+        ch.add_on_cancel_callback(lambda _frame: self.cancelled.set())
 
-            def on_message(ch, method, _props, body) -> None:
-                self.got.append(body.decode())
-                ch.basic_ack(method.delivery_tag)
+        def on_message(ch, method, _props, body) -> None:
+            self.got.append(body.decode())
+            ch.basic_ack(method.delivery_tag)
 
-            ch.basic_consume(self.queue, on_message)
-            self.consuming.set()
-            while not self.stop.is_set():
-                conn.process_data_events(time_limit=0.1)
-            conn.close()
-        except BaseException as e:  # noqa: BLE001: the test reports it
-            self.failure = e
+        ch.basic_consume(self.queue, on_message)
+        self.consuming.set()
+        while not self.stop.is_set():
+            conn.process_data_events(time_limit=0.1)
 
 
 def test_a_consumer_on_another_node_keeps_consuming_through_the_leaders_kill(etcd1, nodes, cluster_name, uid):
