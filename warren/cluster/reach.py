@@ -675,15 +675,13 @@ class NodeReach(Forwarding, Consumers):
         of this node's own queues too: a nack may be of a message kept, never the reverse), and
         so is each confirm another node waits for from a sync of this node's that covered it
         (``_synced_then``)."""
-        if not refused:  # (a full queue refused one message: the others' safety is not in doubt)
+        d = self.broker.durability
+        if not refused and d is not None:  # (a full queue refused one message: the others' safety is not in doubt)
             # every commit begun so far counts as failed (the failing one is among them): a sync
             # asked of this node that waits for one of them answers "refused", even one asked
             # after this failure (its messages are in a commit this failure may have spoilt)
-            d = self.broker.durability
-            if d is not None:
-                self._failed_through = max(self._failed_through, d.next_sync - 1)
+            self._failed_through = max(self._failed_through, d.next_sync - 1)
         try:
-            d = self.broker.durability
             count = 0
             for waiter in list(d.waiting):
                 nack = getattr(waiter, "nack_unsynced", None)
@@ -711,8 +709,7 @@ class NodeReach(Forwarding, Consumers):
         if op == "sync":  # what was refused is known now: every message sent before it was taken in
             refused = node in self._refused_from
             self._refused_from.discard(node)
-            d = self.broker.durability
-            need = (d.next_sync if d.dirty else d.next_sync - 1) if d is not None else 0  # as _synced_future's
+            need = self._sync_needed() if self.broker.durability is not None else 0
             return self._synced_then(self._synced_future(), refused, need)
         if op == "consume":
             return self._proxy_consume(node, args)

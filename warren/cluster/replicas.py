@@ -88,6 +88,11 @@ ELECTION_S = 60.0  # a voter gives up waiting for a majority's votes after this 
 CATCH_UP_INTERVAL_S = 0.5  # a follower gets at most one snapshot this often
 
 
+def kind_of(q) -> str:
+    """How the logs name a replicated queue's type."""
+    return "stream" if q.is_stream else "quorum queue"
+
+
 def _quote(part: str) -> str:
     return quote(part, safe="")
 
@@ -136,7 +141,11 @@ class ReplicatedStore:
             return self.inner.sync()
         asked = self.leader.ask_majority()
         covered = self.inner.sync()
-        self.leader.sync_majority(asked)
+        return self.synced(covered, self.leader.sync_majority(asked))
+
+    def synced(self, covered: int, on_majority: bool) -> int:
+        """What ``sync`` returns once this node's fsync covered ``covered`` and a majority held it
+        (``on_majority``) or not (its confirms are nacks then): the store's own answer."""
         return covered
 
 
@@ -170,12 +179,8 @@ class ReplicatedStreamStore(ReplicatedStore):
         limit = self.replicated_offset + 1
         return self.inner.read_raw(offset, max_records, max_bytes, limit if end is None else min(end, limit))
 
-    def sync(self) -> int:
-        if self.leader.replicas.stopping:
-            return self.inner.sync()
-        asked = self.leader.ask_majority()
-        covered = self.inner.sync()
-        if self.leader.sync_majority(asked):
+    def synced(self, covered: int, on_majority: bool) -> int:
+        if on_majority:
             self.replicated_offset = max(self.replicated_offset, covered)
         return self.replicated_offset
 
@@ -205,7 +210,7 @@ class Leader:
         self.valid_until = 0.0  # the lease's validity at the last check that let it serve
 
     def describe(self) -> str:
-        return f"{'stream' if self.q.is_stream else 'quorum queue'} '{self.name}' in vhost '{self.vhost}'"
+        return f"{kind_of(self.q)} '{self.name}' in vhost '{self.vhost}'"
 
     def serving(self) -> bool:
         """Whether the queue may deliver now (the queue asks before each dispatch and basic.get):
@@ -715,7 +720,7 @@ class Replicas:
         """Another node leads ``q``: this node's copy goes (every confirmed message is on the
         leader: module doc) and this node follows it."""
         log.warning("cluster: %s '%s' in vhost '%s' is led by node %s now: this node's copy is dropped, "
-                    "and it follows", "stream" if q.is_stream else "quorum queue", q.name, v.name, leader)
+                    "and it follows", kind_of(q), q.name, v.name, leader)
         v.delete_queue(q)
 
     # --- a queue deleted here -------------------------------------------------------------------
@@ -925,8 +930,8 @@ class Replicas:
             apply_change(v, "declare_queue", (name, True, False, False, arguments, ADMIN))
         await asyncio.to_thread(definitions.sync)
         q = v.queues[name]
-        log.warning("cluster: this node took %s '%s' in vhost '%s' (epoch %d): %d messages", kind if kind == "stream"
-                    else "quorum queue", name, vhost, record["epoch"], q.message_count)
+        log.warning("cluster: this node took %s '%s' in vhost '%s' (epoch %d): %d messages", kind_of(q), name, vhost,
+                    record["epoch"], q.message_count)
         self._lead(v, q, record)
         self.api.reach.release(v, name)  # what this node's clients published to it meanwhile
         if self.api.topology is not None:  # its bindings, which went with the old leader's handle

@@ -354,11 +354,16 @@ class Forwarding:
             from warren.broker.queue import Queue
             Queue.flow.listener.drained(q)  # the publishers held for it resume
 
+    def _sync_needed(self) -> int:
+        """The number of the group commit that covers every append made so far."""
+        d = self.broker.durability
+        return d.next_sync if d.dirty else d.next_sync - 1
+
     def _synced_future(self):
         """An awaitable done once this worker's group commit covers every append made so far."""
         d = self.broker.durability
         fut = self.loop.create_future()
-        need = d.next_sync if d.dirty else d.next_sync - 1
+        need = self._sync_needed()
         if need <= d.synced:
             fut.set_result(None)
             return fut
