@@ -8,7 +8,9 @@ HTTP API or a client shows.
 
 from __future__ import annotations
 
-import base64
+import os
+import signal
+import time
 import urllib.request
 
 import pika
@@ -102,16 +104,100 @@ def test_a_stream_has_three_members_and_keeps_every_confirmed_offset_through_its
     assert got[-1] == (before[-1][0] + 1, "after"), got[-3:]
 
 
-def test_a_stream_consumer_on_another_node_is_cancelled_when_its_leader_dies(etcd1, nodes, cluster_name, uid):
-    """As RabbitMQ's: a stream consumer resumes from an offset its client knows, so the broker
-    cancels it (basic.cancel, the client asked for consumer cancel notifications) rather than
-    starting it again from its first offset spec."""
+class StreamConsumer:
+    """A consumer of ``stream`` through ``node`` from its first offset, kept open: what it got
+    as (offset, body), and whether the broker cancelled it."""
+
+    def __init__(self, node, stream: str) -> None:
+        self.conn = connect(node)
+        ch = self.conn.channel()
+        ch.basic_qos(prefetch_count=50)
+        self.got: list[tuple[int, str]] = []
+        self.cancelled = False
+        ch.add_on_cancel_callback(lambda frame: setattr(self, "cancelled", True))
+
+        def on_message(channel, method, properties, body) -> None:
+            self.got.append((properties.headers["x-stream-offset"], body.decode()))
+            channel.basic_ack(method.delivery_tag)
+        ch.basic_consume(stream, on_message, arguments={"x-stream-offset": "first"})
+
+    def until(self, condition, what: str) -> None:
+        deadline = time.monotonic() + TIMEOUT_S
+        while not condition():
+            assert time.monotonic() < deadline, f"not within {TIMEOUT_S:g} s: {what} ({len(self.got)} got)"
+            self.conn.process_data_events(time_limit=0.1)
+
+    def close(self) -> None:
+        if self.conn.is_open:
+            self.conn.close()
+
+
+def publish(node, stream: str, bodies: list[str]) -> None:
+    conn = connect(node)
+    ch = conn.channel()
+    ch.confirm_delivery()
+    for body in bodies:
+        ch.basic_publish("", stream, body.encode(), pika.BasicProperties(delivery_mode=2))
+    conn.close()
+
+
+def test_followers_serve_a_streams_reads_up_to_its_commit_and_go_on_through_its_leaders_kill(
+        etcd1, nodes, cluster_name, uid):
+    """RabbitMQ reads a stream from the member on the consumer's node: with the leader paused
+    (SIGSTOP), every confirmed message is still read through each follower's node, over AMQP and
+    over the HTTP bulk reads, at the leader's offsets; a consumer on a follower's node goes on
+    through the leader's kill -9 and reads what the new leader appends; the one on the node that
+    takes the stream over is cancelled, as the leader's consumers are."""
     a, b, c = three_nodes(etcd1, nodes, cluster_name)
-    stream = f"stc-{uid}"
+    stream = f"stf-{uid}"
     conn = connect(a)
     conn.channel().queue_declare(stream, durable=True, arguments=STREAM)
     conn.close()
-    consumer = connect(b)
+    published = [f"m-{i}" for i in range(200)]
+    publish(a, stream, published)
+    expected = list(enumerate(published))
+    leader_records = bulk_read(a, stream)
+
+    os.kill(a.proc.pid, signal.SIGSTOP)  # (the leader told its commit before it confirmed)
+    try:
+        for follower in (b, c):
+            assert read_stream(follower, stream, len(published)) == expected
+            assert bulk_read(follower, stream) == leader_records
+        consumers = {"b": StreamConsumer(b, stream), "c": StreamConsumer(c, stream)}
+        for consumer in consumers.values():
+            consumer.until(lambda consumer=consumer: len(consumer.got) >= len(published), "the replica's messages")
+    finally:
+        os.kill(a.proc.pid, signal.SIGCONT)
+
+    a.proc.kill()
+    a.proc.wait(timeout=10)
+    taken = taken_from(etcd1, cluster_name, stream)
+    leader, follower = ("b", "c") if taken["leader"] == "b" else ("c", "b")
+    publish(b if leader == "b" else c, stream, ["after-0", "after-1"])
+    on_follower, on_leader = consumers[follower], consumers[leader]
+    try:
+        on_follower.until(lambda: len(on_follower.got) >= len(published) + 2, "the new leader's appends")
+        assert on_follower.got == expected + [(200, "after-0"), (201, "after-1")]
+        assert not on_follower.cancelled
+        on_leader.until(lambda: on_leader.cancelled, "the cancel of the consumer on the node that took it")
+    finally:
+        for consumer in consumers.values():
+            consumer.close()
+
+
+def test_a_stream_consumer_on_a_node_without_a_replica_is_cancelled_when_its_leader_dies(
+        etcd1, nodes, cluster_name, uid):
+    """As RabbitMQ's: a stream consumer resumes from an offset its client knows, so the broker
+    cancels it (basic.cancel, the client asked for consumer cancel notifications) rather than
+    starting it again from its first offset spec. Node c holds no replica (two members): its
+    consumer reads from the leader."""
+    a, b, c = three_nodes(etcd1, nodes, cluster_name)
+    stream = f"stc-{uid}"
+    conn = connect(a)
+    conn.channel().queue_declare(stream, durable=True, arguments={**STREAM, "x-initial-cluster-size": 2})
+    conn.close()
+    assert record(etcd1, cluster_name, stream)["members"] == ["a", "b"]
+    consumer = connect(c)
     ch = consumer.channel()
     ch.basic_qos(prefetch_count=10)
     cancelled = []
@@ -125,4 +211,5 @@ def test_a_stream_consumer_on_another_node_is_cancelled_when_its_leader_dies(etc
         deadline_checks += 1
     assert cancelled == [tag]
     consumer.close()
-    taken_from(etcd1, cluster_name, stream)
+    # (one of two members left is no majority: nobody takes it until node a returns, as RabbitMQ's)
+    assert record(etcd1, cluster_name, stream)["leader"] == "a"

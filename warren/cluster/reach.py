@@ -54,8 +54,8 @@ log = logging.getLogger("warren.cluster")
 HELD_MAX = 100_000  # messages held for replicated queues between leaders, at most (then nacked)
 HELD_TIMEOUT_S = 30.0  # held longer than this (no leader came): dropped, their confirms nacked
 NODE_SYNC_TIMEOUT_S = 30.0  # a queue's node that does not answer a sync: what waited for it is nacked
-ASK_TIMEOUT_S = 60.0
-EXPECTED_S = 10.0  # a handle made from a node's answer waits this long for the directory to list it  # a consume, get or purge asked of a queue's node
+ASK_TIMEOUT_S = 60.0  # a consume, get or purge asked of a queue's node
+EXPECTED_S = 10.0  # a handle made from a node's answer waits this long for the directory to list it
 
 
 class NodeSync:
@@ -214,7 +214,17 @@ class NodeQueue:
         self._check_up()
         return self.reach.ask_queue(self, "purge")
 
+    def reads_here(self):
+        """A copy of this queue on this node that reads are served from: a follower's replica of
+        a stream (replica_reads.py), in step with its leader; else None (its node reads it)."""
+        if not self.is_stream or self.reach is None:
+            return None
+        return self.reach.replica_reads(self.vhost_name, self.name)
+
     def consume(self, channel, tag: str, no_ack: bool, exclusive: bool, arguments: dict, credit=None):
+        here = self.reads_here()
+        if here is not None:
+            return here.consume(channel, tag, no_ack, exclusive, arguments, credit)
         self._check_up()
         return self.reach.reads_of(channel).consume(self, tag, no_ack, exclusive, arguments, credit)
 
@@ -277,6 +287,8 @@ class NodeReach(Forwarding, Consumers):
         # (vhost, name) -> whether a replicated queue whose leader is down will have another one
         # (warren/cluster/replicas.py ``failover_expected``, set by the server)
         self.failover_expected = lambda vhost, name: False
+        # (vhost, name) -> this node's replica of a stream to read, or None (replicas.py ``reads_here``)
+        self.replica_reads = lambda vhost, name: None
         self.topology = None  # SharedTopology (topology.py): its bindings may wait for our handles
 
     def start(self, links) -> None:

@@ -71,6 +71,7 @@ from warren.cluster.etcd import EtcdError
 from warren.cluster.node import cancel_tasks
 from warren.cluster.queues import plain, queue_key
 from warren.cluster.reach import nack_from_pool
+from warren.cluster.replica_reads import ReplicaStream
 from warren.store.message import encode_message_ss
 from warren.store.queue_store import QueueStore
 from warren.store.stream_store import StreamStore
@@ -86,6 +87,10 @@ SNAPSHOT_STREAM_BYTES = 4 * 1024 * 1024  # a stream's snapshot record holds at m
 VOTE_POLL_S = 0.2  # how often a voter reads the votes while an election runs
 ELECTION_S = 60.0  # a voter gives up waiting for a majority's votes after this long (and votes again later)
 CATCH_UP_INTERVAL_S = 0.5  # a follower gets at most one snapshot this often
+# a sync with too few followers in step waits this long for one to come back (a snapshot), as
+# RabbitMQ's publishes wait for a quorum, before the confirms waiting are nacks; well inside
+# SYNC_TIMEOUT_S, so the followers then asked still have time to answer
+IN_STEP_WAIT_S = SYNC_TIMEOUT_S / 2
 
 
 def kind_of(q) -> str:
@@ -180,8 +185,10 @@ class ReplicatedStreamStore(ReplicatedStore):
         return self.inner.read_raw(offset, max_records, max_bytes, limit if end is None else min(end, limit))
 
     def synced(self, covered: int, on_majority: bool) -> int:
-        if on_majority:
-            self.replicated_offset = max(self.replicated_offset, covered)
+        if on_majority and covered > self.replicated_offset:
+            self.replicated_offset = covered
+            # the followers' readers may read it now (replica_reads.py)
+            self.leader.replicas.loop.call_soon_threadsafe(self.leader.tell_commit)
         return self.replicated_offset
 
 
@@ -203,6 +210,8 @@ class Leader:
         self.stopped = False
         self.snapshot_sent_at: dict[str, float] = {}  # loop.time() of each follower's last snapshot
         self.catching_up: set[str] = set()  # followers a snapshot is scheduled for (``catch_up_soon``)
+        self.step_waiters: list = []  # called when a follower comes in step (``ask_syncs``)
+        self.told_commit = -1  # a stream's: the last commit told the followers (``tell_commit``)
         # the lease this node held when it took the queue: it serves under that lease alone
         # (``serving``); a new lease (the old one ended) means another node may have taken it
         self.lease = replicas.cluster.lease
@@ -231,6 +240,7 @@ class Leader:
     def stop_serving(self, why: str) -> None:
         """The queue goes from this node (taken by another, deleted, the node stops)."""
         self.stopped = True
+        self.came_in_step()  # (a sync waiting for followers fails now: ``ask_syncs``)
         if self.serving_since is not None:
             self.serving_since = None
             self.interval(f"served until {min(time.monotonic(), self.valid_until):.3f} ({why})")
@@ -290,8 +300,10 @@ class Leader:
                 nack_from_pool(self.replicas.api.reach, self.describe(), e)
             return False
 
-    def ask_syncs(self, fut: concurrent.futures.Future) -> None:
-        """On the loop: everything sent, then each follower in step asked to sync up to now."""
+    def ask_syncs(self, fut: concurrent.futures.Future, deadline: float | None = None) -> None:
+        """On the loop: everything sent, then each follower in step asked to sync up to now. With
+        fewer in step than a majority needs (one returning is sent a snapshot first), it waits for
+        them until ``deadline`` (IN_STEP_WAIT_S from the first try)."""
         if self.stopped:  # taken over, or deleted: nothing it appended since is sure to be anywhere else
             fut.set_exception(ReplicaError(f"{self.describe()}: this node leads it no more"))
             return
@@ -303,8 +315,13 @@ class Leader:
             return
         asked = list(self.in_step)
         if len(asked) < needed:
-            fut.set_exception(ReplicaError(f"{self.describe()}: {len(asked)} of its followers are in step, "
-                                           f"{needed} needed"))
+            if deadline is None:
+                deadline = self.replicas.loop.time() + IN_STEP_WAIT_S
+            if self.replicas.loop.time() >= deadline:
+                fut.set_exception(ReplicaError(f"{self.describe()}: {len(asked)} of its followers are in step, "
+                                               f"{needed} needed"))
+                return
+            self._wait_for_step(lambda: self.ask_syncs(fut, deadline), deadline)
             return
         state = {"ok": 0, "failed": 0}
         upto = self.index
@@ -329,6 +346,31 @@ class Leader:
         for node in asked:
             answer = self.replicas.ask(node, "r_sync", self.vhost, self.name, self.epoch, upto)
             answer.add_done_callback(lambda a, node=node: answered(a, node))
+
+    def _wait_for_step(self, retry, deadline: float) -> None:
+        """``retry`` once a follower comes in step, or at ``deadline``, whichever is first."""
+        def once() -> None:
+            if timer.cancelled():
+                return
+            timer.cancel()
+            retry()
+        timer = self.replicas.loop.call_at(deadline, once)
+        self.step_waiters.append(once)
+
+    def came_in_step(self) -> None:
+        waiters, self.step_waiters = self.step_waiters, []
+        for waiter in waiters:
+            waiter()
+
+    def tell_commit(self) -> None:
+        """A stream's: the followers in step hear the last offset a majority holds, up to which
+        their readers read (``r_commit``; at most once per sync)."""
+        offset = self.q.store.committed_offset
+        if self.stopped or offset <= self.told_commit:
+            return
+        self.told_commit = offset
+        for node in self.in_step:
+            self.replicas.tell(node, "r_commit", self.vhost, self.name, self.epoch, offset)
 
     def out_of_step(self, node: str, why: str) -> None:
         if self.stopped:
@@ -362,6 +404,7 @@ class Leader:
         self.in_step.add(node)
         self.snapshots[node] = self.index
         self.snapshot_sent_at[node] = self.replicas.loop.time()
+        self.came_in_step()
 
     def _stream_snapshot_to(self, node: str, store) -> None:
         """A stream's snapshot: every retained entry, offsets and timestamps kept, from the
@@ -376,6 +419,8 @@ class Leader:
             if final:
                 break
             part, offset = part + 1, entries[-1][0] + 1
+        # what its readers may read of it already (replica_reads.py)
+        self.replicas.tell(node, "r_commit", self.vhost, self.name, self.epoch, self.q.store.committed_offset)
 
     def status(self) -> list[dict]:
         """rabbitmq-queues quorum_status's rows: each member's state and how far it is."""
@@ -405,6 +450,9 @@ class Follower:
         self.in_step = False  # a whole snapshot taken, and every operation since
         self.fenced = False  # voting: the old leader's operations are refused
         self.stream = False  # the replica of a stream (a StreamStore), not of a queue
+        self.leader_commit = -1  # a stream's: the last offset its leader said a majority holds
+        self.reads: ReplicaStream | None = None  # a stream's readers on this node (replica_reads.py)
+        self.readable = False  # a stream's whole snapshot is synced here: readers may read it
 
     @property
     def path(self) -> str:
@@ -438,14 +486,23 @@ class Follower:
             log.error("cluster: the replica of queue '%s' in vhost '%s' could not take a snapshot: %s", self.name,
                       self.vhost, e)
             self.in_step = False
-            self.close()  # its other parts find no store: the leader's next sync fails, and snapshots again
+            self._close_store()  # its other parts find no store: the leader's next sync fails, and snapshots again
             return
         if final:
             self.applied = index
             self.in_step = True
+            if self.stream:  # on disk before its readers read it (the leader's next sync may be far off)
+                self.replicas.spawn(self._sync_snapshot(store))
+
+    async def _sync_snapshot(self, store) -> None:
+        await asyncio.to_thread(store.sync)
+        if self.store is store:
+            self.readable = True
+            if self.reads is not None:
+                self.reads.store_replaced(store, self.leader_commit)
 
     def reset(self, stream_first: int | None = None) -> None:
-        self.close()
+        self._close_store()
         shutil.rmtree(self.path, ignore_errors=True)
         fsync = self.replicas.durability.fsync
         self.stream = stream_first is not None
@@ -499,9 +556,39 @@ class Follower:
                                f"voting {self.fenced})")
         store = self.store
         await asyncio.to_thread(store.sync)
+        if self.reads is not None and self.store is store:
+            self.reads.advance()
         return upto
 
-    def close(self) -> None:
+    def committed(self, epoch: int, offset: int) -> None:
+        """A stream's leader says a majority holds everything up to ``offset`` (``r_commit``)."""
+        if epoch == self.epoch and not self.fenced:
+            self.leader_commit = max(self.leader_commit, offset)
+            if self.reads is not None and self.reads.store is not None:
+                self.reads.commit(offset)
+
+    def reads_here(self, vhost) -> ReplicaStream | None:
+        """A stream's replica that readers here may use now: in step with its leader, and
+        synced (replica_reads.py); made at the first reader."""
+        if not (self.stream and self.in_step and self.readable):
+            return None
+        if self.reads is None:
+            record = self.replicas.record(self.vhost, self.name) or {}
+            self.reads = ReplicaStream(vhost, self.name, dict(record.get("arguments") or {}))
+            self.reads.store_replaced(self.store, self.leader_commit)
+        return self.reads
+
+    def close(self, why: str = "this node follows it no more") -> None:
+        """This node stops following: its store closes, its readers are cancelled."""
+        if self.reads is not None:
+            reads, self.reads = self.reads, None
+            reads.close(why)
+        self._close_store()
+
+    def _close_store(self) -> None:
+        self.readable = False
+        if self.reads is not None:
+            self.reads.store_replaced(None, self.leader_commit)
         if self.store is not None:
             store, self.store = self.store, None
             try:
@@ -567,7 +654,7 @@ class Replicas:
         for leader in due:
             leader.flush()
 
-    def _spawn(self, coro) -> None:
+    def spawn(self, coro) -> None:
         if self._stopped:
             coro.close()
             return
@@ -617,7 +704,7 @@ class Replicas:
         self.cluster.listen("replicas", self.records_changed)
         self.cluster.listen("lease", self.lease_changed)
         for vhost, name, record in self._promote_at_start:
-            self._spawn(self._promote(vhost, name, record))
+            self.spawn(self._promote(vhost, name, record))
         self._promote_at_start = []
         self.members_changed()
 
@@ -732,7 +819,7 @@ class Replicas:
             if leader.q.deleted:
                 del self.leading[k]
                 leader.stop_serving("the queue was deleted")
-                self._spawn(self._forget(k, leader.epoch))
+                self.spawn(self._forget(k, leader.epoch))
 
     async def _forget(self, k, epoch: int) -> None:
         key = self.record_key(*k)
@@ -786,7 +873,7 @@ class Replicas:
                 follower = self.following[k] = Follower(self, vhost, name)
             if leader not in self.cluster.members and k not in self._electing:
                 self._electing.add(k)
-                self._spawn(self._elect(k, record))
+                self.spawn(self._elect(k, record))
         for k in [k for k in self.following if f"{_quote(k[0])}/{_quote(k[1])}" not in self.cluster.replicas]:
             self.following.pop(k).close()  # the queue was deleted
             shutil.rmtree(self.replica_dir(*k), ignore_errors=True)
@@ -799,7 +886,7 @@ class Replicas:
             if leader.lease != self.cluster.lease:
                 if k not in self._electing:
                     self._electing.add(k)
-                    self._spawn(self._retake(k, leader))
+                    self.spawn(self._retake(k, leader))
             elif leader.serving_since is None and not leader.q.deleted:
                 leader.q.dispatch()  # (which asks ``serving``: the new interval's start)
 
@@ -956,6 +1043,8 @@ class Replicas:
             follower.snapshot(epoch, *args[3:])
         elif op == "r_ops":
             follower.operations(epoch, args[3], args[4])
+        elif op == "r_commit":
+            follower.committed(epoch, args[3])
 
     def request(self, node: str, op: str, args: tuple):
         if op == "r_status":
@@ -1032,6 +1121,15 @@ class Replicas:
         members = record.get("members") or []
         alive = [m for m in members if m == self.me or self.cluster.running(m)]
         return len(alive) >= len(members) // 2 + 1
+
+    def reads_here(self, vhost: str, name: str) -> ReplicaStream | None:
+        """This node's replica of stream ``name`` for its readers here, if it follows it in step
+        (replica_reads.py): the queue handle's ``reads_here``."""
+        follower = self.following.get((vhost, name))
+        v = self.broker.vhosts.get(vhost)
+        if follower is None or v is None:
+            return None
+        return follower.reads_here(v)
 
     # --- the HTTP API's view ------------------------------------------------------------------------
 

@@ -561,6 +561,7 @@ class Server:
         peers.locator = c.queue_leader_locator  # where a new queue goes
         peers.reach = NodeReach(self.cluster, self.broker)
         peers.reach.failover_expected = self.replicas.failover_expected  # publishes held between leaders
+        peers.reach.replica_reads = self.replicas.reads_here  # a stream's followers serve its reads
         peers.reach.start(self.node_links)
         self.cluster.listen("queues", peers.reach.directory_changed)
         self.cluster.listen("members", peers.reach.members_changed)  # linked to every node; its handles

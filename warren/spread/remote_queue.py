@@ -93,6 +93,9 @@ class RemoteQueue:
         """The owner purges it: an awaitable of how many messages went."""
         return self.spread.purge(self)
 
+    def reads_here(self):
+        return None  # its owner serves every read (the HTTP API asks it)
+
     def consume(self, channel, tag: str, no_ack: bool, exclusive: bool, arguments: dict, credit=None):
         """A consumer of ``channel`` that the owner serves: an awaitable of its record (its
         ``credit``'s keeper is the owner's)."""

@@ -134,6 +134,11 @@ class QueueBase:
         self.add_consumer(c)
         return c
 
+    def reads_here(self):
+        """The queue reads are served from in this process (the HTTP API's stream reads): this
+        one. A handle of a queue elsewhere answers with a copy here, or None (its owner reads)."""
+        return self
+
     def get(self, channel, no_ack: bool):
         """basic.get: (what settles it: this queue, its sequence number, the message,
         redelivered, messages left), or None when there is none ready."""

@@ -138,7 +138,8 @@ async def local_answer(app, vhost_name: str, name: str, route: str, query: list)
 
 async def _reply(request: web.Request, route: str) -> web.Response:
     vhost_name, name, queue = _stream(request)
-    if not queue.is_here:  # --worker-mode queues, or a cluster: its owner (its leader) reads it
+    here = queue.reads_here()  # the queue, a copy of it here (a stream's replica), or None
+    if here is None:  # --worker-mode queues, or a cluster: its owner (its leader) reads it
         try:
             answer = await request.app[BROKER].directory.owner_api(queue, "stream",
                                                                    (vhost_name, name, route, list(request.query.items())))
@@ -149,7 +150,7 @@ async def _reply(request: web.Request, route: str) -> web.Response:
             raise ApiError(*answer[1:])
         headers, body, content_type = answer[1:]
     else:
-        headers, body, content_type = await _answer(vhost_name, name, queue, route, request.query)
+        headers, body, content_type = await _answer(vhost_name, name, here, route, request.query)
     return web.Response(body=body, headers=headers, content_type=content_type,
                         charset="utf-8" if content_type == JSON else None)  # as web.json_response
 
