@@ -50,9 +50,8 @@ any redelivery.
 timestamp, record) and each retention run is an operation, a snapshot is the retained log from its
 first offset, a follower's StreamStore starts there (``StreamStore.start_at``) and refuses an
 entry at another offset than its next, so offsets are the same on every member; the leader's
-readers see only what a majority holds.
-
-Not built yet (docs/clustering.md, "Not built yet"): followers serving a stream's reads.
+readers see only what a majority holds. Followers serve a stream's reads from their replica, up to
+the leader's commit (``r_commit``: replica_reads.py).
 """
 
 from __future__ import annotations
