@@ -354,6 +354,16 @@ class NodeLinks:
         finally:
             peer.waiting.pop(rid, None)
 
+    async def drained(self, node: str) -> None:
+        """Until what was written to ``node`` is down to the link's buffer limit (a snapshot,
+        part by part), or at once if it is not linked."""
+        peer = self._peers.get(node)
+        if peer is not None and peer.ready():
+            try:
+                await peer.writer.drain()
+            except (ConnectionError, OSError):
+                pass  # (its close fails what waits for it)
+
     def tell(self, node: str, op: str, *args, now: bool = False) -> None:
         """A one-way message to ``node``, after everything sent it before (``now``: the
         workers' links' flag, meaningless here: every record is written at once)."""

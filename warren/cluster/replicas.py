@@ -209,6 +209,8 @@ class Leader:
         self.stopped = False
         self.snapshot_sent_at: dict[str, float] = {}  # loop.time() of each follower's last snapshot
         self.catching_up: set[str] = set()  # followers a snapshot is scheduled for (``catch_up_soon``)
+        # followers a snapshot is being sent to: the operations since its point, sent after it
+        self.receiving: dict[str, list] = {}
         self.step_waiters: list = []  # called when a follower comes in step (``ask_syncs``)
         self.told_commit = -1  # a stream's: the last commit told the followers (``tell_commit``)
         # the lease this node held when it took the queue: it serves under that lease alone
@@ -261,7 +263,7 @@ class Leader:
 
     def op(self, operation: tuple) -> None:
         self.index += 1
-        if not self.in_step:  # nobody to send it to: a follower back takes a snapshot
+        if not self.in_step and not self.receiving:  # nobody to send it to: a follower back takes a snapshot
             self.pending.clear()
             self.sent_upto = self.index
             return
@@ -277,6 +279,8 @@ class Leader:
         self.sent_upto += len(ops)
         for node in list(self.in_step):
             self.replicas.tell(node, "r_ops", self.vhost, self.name, self.epoch, first, ops)
+        for held in self.receiving.values():  # sent once their snapshot is (``_send_snapshot``)
+            held.append((first, ops))
 
     def ask_majority(self) -> concurrent.futures.Future:
         """From the group commit's pool thread, before this node's own fsync: the followers asked
@@ -381,45 +385,83 @@ class Leader:
             self.replicas.catch_up_soon(self, node)
 
     def snapshot_to(self, node: str) -> None:
-        """Send ``node`` the store's live messages, then the operations from now on (it is in
-        step once the snapshot is sent: the link keeps them in order)."""
-        store = self.q.store.inner if isinstance(self.q.store, ReplicatedStore) else self.q.store
+        """Send ``node`` a snapshot of the store as it is now (its point: every operation so
+        far), then the operations after it; ``node`` is in step from then on (the link keeps
+        them in order). The snapshot is read on a thread, a part at a time, and written as the
+        link drains (``_send_snapshot``): the queue goes on meanwhile, and the operations it
+        makes wait for the snapshot in ``receiving``."""
+        if node in self.receiving or self.stopped:
+            return
         self.flush()
-        self.pending.clear()
-        self.sent_upto = self.index
-        if self.q.is_stream:
-            self._stream_snapshot_to(node, store)
-        else:
-            part, after = 0, 0
-            while True:
-                page = store.unacked_after(after, SNAPSHOT_CHUNK)
-                items = [(seq, bytes(store.read(seq)), delivered, store.returned(seq)) for seq, delivered in page]
-                final = len(page) < SNAPSHOT_CHUNK
+        store = self.q.store.inner if isinstance(self.q.store, ReplicatedStore) else self.q.store
+        if self.q.is_stream:  # the retained log from its first offset up to its end now
+            point = (store.first_offset, store.next_offset)
+        else:  # every live message, with its marks now (what changes later is an operation)
+            point = (store.unacked(), store.returned_counts())
+        self.receiving[node] = []
+        self.replicas.spawn(self._send_snapshot(node, store, point, self.index))
+
+    async def _send_snapshot(self, node: str, store, point: tuple, index: int) -> None:
+        parts = self._stream_snapshot(store, *point) if self.q.is_stream else self._queue_snapshot(store, *point)
+        try:
+            part = 0
+            async for items, final, extra in parts:
+                if self.stopped or not self.replicas.cluster.running(node):
+                    return
                 self.replicas.tell(node, "r_snap", self.vhost, self.name, self.epoch, self.replicas.me, part, items,
-                                   final, self.index)
-                if final:
-                    break
-                part, after = part + 1, page[-1][0]
+                                   final, index, *extra)
+                await self.replicas.api.links.drained(node)
+                part += 1
+        except Exception as e:  # noqa: BLE001: whatever failed (the store closed, retention ran), another one later
+            log.warning("cluster: %s: the snapshot for node %s failed (%s); another one follows", self.describe(),
+                        node, e)
+            self.replicas.catch_up_soon(self, node)
+            return
+        finally:
+            held = self.receiving.pop(node, None)
+        if self.stopped or held is None:
+            return
+        for first, ops in held:
+            self.replicas.tell(node, "r_ops", self.vhost, self.name, self.epoch, first, ops)
+        if self.q.is_stream:  # what its readers may read of it already (replica_reads.py)
+            self.replicas.tell(node, "r_commit", self.vhost, self.name, self.epoch, self.q.store.committed_offset)
         self.in_step.add(node)
-        self.snapshots[node] = self.index
+        self.snapshots[node] = index
         self.snapshot_sent_at[node] = self.replicas.loop.time()
         self.came_in_step()
 
-    def _stream_snapshot_to(self, node: str, store) -> None:
-        """A stream's snapshot: every retained entry, offsets and timestamps kept, from the
-        first retained offset on (the follower's log starts there: ``StreamStore.start_at``)."""
-        part, offset = 0, store.first_offset
-        first = offset
+    @staticmethod
+    async def _queue_snapshot(store, live: list, returns: dict):
+        """A queue's snapshot parts: its live messages at the point, records read on a thread;
+        one acked since is left out (its ack follows as an operation, which the follower
+        ignores)."""
+        def read(page) -> list:
+            items = []
+            for seq, delivered in page:
+                try:
+                    items.append((seq, bytes(store.read(seq)), delivered, returns.get(seq, 0)))
+                except KeyError:
+                    continue
+            return items
+        for start in range(0, max(len(live), 1), SNAPSHOT_CHUNK):
+            page = live[start:start + SNAPSHOT_CHUNK]
+            yield await asyncio.to_thread(read, page), start + SNAPSHOT_CHUNK >= len(live), ()
+
+    @staticmethod
+    async def _stream_snapshot(store, first: int, end: int):
+        """A stream's snapshot parts: every retained entry from ``first`` (where the follower's
+        log starts: ``StreamStore.start_at``) up to ``end``, offsets and timestamps kept."""
+        offset = first
         while True:
-            entries = store.read(offset, SNAPSHOT_CHUNK, SNAPSHOT_STREAM_BYTES)
-            final = not entries or entries[-1][0] + 1 >= store.next_offset
-            self.replicas.tell(node, "r_snap", self.vhost, self.name, self.epoch, self.replicas.me, part,
-                               [(o, ts, bytes(r)) for o, ts, r in entries], final, self.index, first)
-            if final:
-                break
-            part, offset = part + 1, entries[-1][0] + 1
-        # what its readers may read of it already (replica_reads.py)
-        self.replicas.tell(node, "r_commit", self.vhost, self.name, self.epoch, self.q.store.committed_offset)
+            entries = await asyncio.to_thread(store.read, offset, SNAPSHOT_CHUNK, SNAPSHOT_STREAM_BYTES) \
+                if offset < end else []
+            entries = [(o, ts, bytes(r)) for o, ts, r in entries if o < end]
+            if offset < end and (not entries or entries[0][0] != offset):  # retention took it: start again
+                raise ValueError(f"offset {offset} of {first}..{end - 1} is gone")
+            offset = entries[-1][0] + 1 if entries else end
+            yield entries, offset >= end, (first,)
+            if offset >= end:
+                return
 
     def status(self) -> list[dict]:
         """rabbitmq-queues quorum_status's rows: each member's state and how far it is."""

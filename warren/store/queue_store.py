@@ -295,6 +295,11 @@ class QueueStore(GroupCommitStore):
         """How many returned marks the message has (0 if none, or unknown)."""
         return self._returns.get(seq, 0)
 
+    def returned_counts(self) -> dict[int, int]:
+        """seq -> returned marks, of every message that has any (a copy)."""
+        with self._lock:
+            return dict(self._returns)
+
     def _apply_marks(self) -> None:
         """Log the delivered marks still waiting and set their flags (``_lock`` held)."""
         marks, self._marks = self._marks, set()
