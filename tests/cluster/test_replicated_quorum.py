@@ -545,3 +545,81 @@ def test_a_consumer_on_another_node_keeps_consuming_through_the_leaders_kill(etc
     assert consumer.failure is None, consumer.failure
     assert not consumer.cancelled.is_set(), "the consumer was cancelled"
     assert not confirmed - set(consumer.got) and not set(consumer.got) - publisher.published
+
+
+class LinkReceiver(ClientThread):
+    """An AMQP 1.0 receiving link on ``queue`` through ``node`` (Qpid Proton's blocking client,
+    credit 20, each message accepted) until told to stop: every body, and whether the broker
+    detached the link."""
+
+    def __init__(self, node, queue: str) -> None:
+        super().__init__(node)
+        self.queue = queue
+        self.got: list[str] = []
+        self.detached = threading.Event()
+        self.attached = threading.Event()
+
+    def run(self) -> None:
+        from proton.utils import BlockingConnection, LinkDetached
+        from proton import Timeout as ProtonTimeout
+        try:
+            conn = BlockingConnection(f"amqp://guest:guest@{self.node.host}:{self.node.port}", timeout=TIMEOUT_S)
+            receiver = conn.create_receiver(f"/queues/{self.queue}", credit=20)
+            self.attached.set()
+            try:
+                while not self.stop.is_set():
+                    try:
+                        message = receiver.receive(timeout=0.2)
+                    except ProtonTimeout:
+                        continue
+                    self.got.append(bytes(message.body).decode())  # (a data section: pika published octets)
+                    receiver.accept()
+            except LinkDetached:
+                self.detached.set()
+            conn.close()
+        except BaseException as e:  # noqa: BLE001: the test reports it
+            self.failure = e
+
+
+@pytest.mark.parametrize("through", ["b", "c"])
+def test_an_amqp_1_0_link_on_another_node_keeps_receiving_through_the_leaders_kill(
+        etcd1, nodes, cluster_name, uid, through):
+    """As RabbitMQ 4 keeps a 1.0 link on a quorum queue through a leader change: the link through
+    a follower's node stays attached when the leader (a) is killed; the new leader's keeper is
+    told the credit the client left (the protocol core kept it), so it goes on receiving every
+    confirmed message, those it had not accepted again. The voters tie, so c takes the queue
+    (replicas.py ``_elect``): the link through c is then on the queue's own node, the one
+    through b on another node."""
+    a, b, c = three_nodes(etcd1, nodes, cluster_name)
+    queue = f"qq-link-{uid}"
+    conn = connect(a)
+    conn.channel().queue_declare(queue, durable=True, arguments={"x-queue-type": "quorum"})
+    conn.close()
+    for node in (b, c):
+        wait_until(lambda node=node: any(q["name"] == queue for q in api(node, "queues")), TIMEOUT_S,
+                   "the queue known to every node")
+    receiver = LinkReceiver(b if through == "b" else c, queue)
+    receiver.start()
+    assert receiver.attached.wait(TIMEOUT_S)
+    publisher = Publisher(c if through == "b" else b, "pc", queue)
+    publisher.start()
+    try:
+        wait_until(lambda: len(publisher.confirmed) >= 150 or publisher.failure, TIMEOUT_S, "150 confirms before")
+        wait_until(lambda: receiver.got or receiver.failure, TIMEOUT_S, "the link receiving before the kill")
+        before = len(publisher.confirmed)
+        a.proc.kill()
+        a.proc.wait(timeout=10)
+        wait_until(lambda: len(publisher.confirmed) >= before + 150 or publisher.failure, TIMEOUT_S,
+                   "150 more confirms after the kill")
+    finally:
+        publisher.stop.set()
+        publisher.join(TIMEOUT_S)
+    assert publisher.failure is None, publisher.failure
+    confirmed = set(publisher.confirmed)
+    wait_until(lambda: confirmed <= set(receiver.got) or receiver.failure or receiver.detached.is_set(), TIMEOUT_S,
+               f"every confirmed message received ({len(receiver.got)} got, {len(confirmed)} confirmed)")
+    receiver.stop.set()
+    receiver.join(TIMEOUT_S)
+    assert receiver.failure is None, receiver.failure
+    assert not receiver.detached.is_set(), "the link was detached"
+    assert not confirmed - set(receiver.got) and not set(receiver.got) - publisher.published

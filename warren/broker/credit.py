@@ -33,6 +33,16 @@ class CreditTerms:
     """What a protocol's credit is: see the module's docstring."""
 
     KIND: str = ""
+    # whether a consumer of these terms can consume again from another keeper of its queue (a
+    # replicated queue's new leader, warren/cluster/reach.py ``_resume``): only where what the
+    # client granted and has left is known on the consuming side (a 1.0 link's credit, in the
+    # protocol core); a keeper's own balance is lost with its node
+    MOVABLE = False
+
+    def moved(self, consumer) -> None:
+        """``consumer``, made again with these terms, consumes from another keeper now: the
+        client's side learns it, and the keeper learns what the client has left (MOVABLE)."""
+        raise NotImplementedError
 
     @property
     def args(self) -> tuple:

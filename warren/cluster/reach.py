@@ -479,20 +479,20 @@ class NodeReach(Forwarding, Consumers):
             if ch.closed or reads is None or reads.consumers.get(tag) is not rc:
                 continue  # closed or cancelled meanwhile
             del reads.consumers[tag]
-            exclusive, arguments = rc.terms
+            exclusive, arguments, credit = rc.terms
             try:
                 if target is None:
                     raise NotFound(f"no queue '{name}' in vhost '{v.name}'")
-                started = target.consume(ch, tag, rc.no_ack, exclusive, arguments)
+                started = target.consume(ch, tag, rc.no_ack, exclusive, arguments, credit)
             except AMQPError as e:
                 log.warning("cluster: consumer %s of queue '%s' could not consume again (%s): cancelled", tag, name, e)
                 ch.cancelled_by_broker(tag)
                 continue
             if inspect.isawaitable(started):
                 task = asyncio.ensure_future(started)
-                task.add_done_callback(lambda t, ch=ch, tag=tag: self._resumed(ch, tag, t))
+                task.add_done_callback(lambda t, ch=ch, tag=tag, credit=credit: self._resumed(ch, tag, credit, t))
             else:
-                started.start()
+                self._resumed_now(started, credit)
 
     def _resume_expired(self, key: tuple[str, str], since: float) -> None:
         """Consumers kept HELD_TIMEOUT_S for a queue that found no leader in that time: cancelled
@@ -508,13 +508,18 @@ class NodeReach(Forwarding, Consumers):
             if not ch.closed and reads is not None and reads.consumers.get(tag) is rc:
                 reads.remote_cancelled(tag)
 
-    @staticmethod
-    def _resumed(ch, tag: str, task: asyncio.Future) -> None:
+    def _resumed(self, ch, tag: str, credit, task: asyncio.Future) -> None:
         if task.cancelled() or task.exception() is not None:
             if not ch.closed:
                 ch.cancelled_by_broker(tag)
             return
-        task.result().start()
+        self._resumed_now(task.result(), credit)
+
+    @staticmethod
+    def _resumed_now(consumer, credit) -> None:
+        consumer.start()
+        if credit is not None:  # (a 1.0 link: its new keeper learns the credit the client left it)
+            credit.moved(consumer)
 
     def held_wait(self, fut: concurrent.futures.Future) -> None:
         """On the loop, for HeldSync: ``fut`` gets (nodes, stores) the held messages went to,
@@ -650,8 +655,10 @@ class NodeReach(Forwarding, Consumers):
                         continue
                     vhost = ch.vhost.name
                     handle = ch.vhost.remote_queues.get(rc.queue_name)
-                    # (a stream's consumer is cancelled, as RabbitMQ's: its offset is its client's to resume)
-                    if rc.credit is None and not getattr(handle, "is_stream", False) \
+                    # (a stream's consumer is cancelled, as RabbitMQ's: its offset is its client's to
+                    # resume; so is a 0-10 subscription, whose credit was kept on the node gone)
+                    credit = rc.terms[2]
+                    if (credit is None or credit.MOVABLE) and not getattr(handle, "is_stream", False) \
                             and self.failover_expected(vhost, rc.queue_name):
                         # kept: it consumes from the new leader (``_resume``), as RabbitMQ keeps a
                         # quorum queue's consumers through a leader change

@@ -186,7 +186,8 @@ class RemoteConsumer:
         self.unacked_bytes = 0
         self.pending: list | None = []  # deliveries that came before consume-ok went out
         self.credit = None  # the stand-in of its credit keeper on the owner (warren/broker/credit.py), if any
-        self.terms = (False, {})  # its consume's exclusive flag and arguments (a cluster consumes again with them)
+        # its consume's exclusive flag, arguments and CreditTerms (a cluster consumes again with them)
+        self.terms = (False, {}, None)
 
     def start(self) -> None:
         """Its consume was answered (``BrokerChannel.start_consumer``)."""

@@ -55,7 +55,7 @@ class RemoteReads(RemoteSettling):
     def consume(self, q, tag: str, no_ack: bool, exclusive: bool, arguments: dict, credit=None):
         ref = self.spread.session_ref(self.session)
         rc = RemoteConsumer(tag, q.owner, no_ack, q.name, self._settler(q.owner), self)
-        rc.terms = (exclusive, arguments)
+        rc.terms = (exclusive, arguments, credit)
         terms = None
         if credit is not None:
             rc.credit = credit.far(KeeperLink(self.spread, q.owner, ref.session_id, self.number, tag), rc, q)

@@ -27,6 +27,7 @@ class LinkTerms(CreditTerms):
     None where the terms are made again in another worker (from ``args``: nothing)."""
 
     KIND = "1.0 link"
+    MOVABLE = True  # the core keeps the link's credit: a new keeper is told what is left (``moved``)
     __slots__ = ("link", "left")
 
     def __init__(self, link=None, left=None) -> None:
@@ -44,6 +45,10 @@ class LinkTerms(CreditTerms):
 
     def far(self, link, consumer, queue) -> "FarLinkCredit":
         return FarLinkCredit(link)
+
+    def moved(self, consumer) -> None:
+        self.link.consumer = consumer  # the link's flows and drains go to the new keeper
+        consumer.credit.granted(self.left(), False)
 
 
 class LinkCredit:
