@@ -623,3 +623,81 @@ def test_an_amqp_1_0_link_on_another_node_keeps_receiving_through_the_leaders_ki
     assert receiver.failure is None, receiver.failure
     assert not receiver.detached.is_set(), "the link was detached"
     assert not confirmed - set(receiver.got) and not set(receiver.got) - publisher.published
+
+
+# fetch() without a time-out never drains (message.flush): the credit after the move is what the
+# session's stand-in counted and handed the new keeper, given back as transfers complete
+SUBSCRIBER_0_10 = r"""
+import sys
+from qpid.messaging import Connection
+host, port, queue = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+c = Connection("%s:%d" % (host, port), username="guest", password="guest", reconnect=False)
+c.open()
+ssn = c.session()
+r = ssn.receiver(queue)
+r.capacity = 20  # window mode: message.flow of 20, given back as transfers complete
+ssn.sync()
+print("subscribed")
+sys.stdout.flush()
+while True:
+    m = r.fetch()
+    ssn.acknowledge(m)
+    if m.content == "STOP":
+        break
+    print("got " + str(m.content))
+    sys.stdout.flush()
+c.close()
+"""
+
+
+def test_a_0_10_subscription_on_another_node_keeps_receiving_through_the_leaders_kill(
+        etcd1, nodes, cluster_name, uid):
+    """Qpid's qpid.messaging receiver (Python 2.7, window credit) through node b while the leader
+    (a) is killed: its subscription moves to the new leader with the credit the client had left
+    (the session's stand-in counts it as the keeper did), so it receives every confirmed
+    message without subscribing again."""
+    from tests.qpid_python import require_qpid_python
+    qp = require_qpid_python()
+    a, b, c = three_nodes(etcd1, nodes, cluster_name)
+    queue = f"qq-sub-{uid}"
+    conn = connect(a)
+    conn.channel().queue_declare(queue, durable=True, arguments={"x-queue-type": "quorum"})
+    conn.close()
+    for node in (b, c):
+        wait_until(lambda node=node: any(q["name"] == queue for q in api(node, "queues")), TIMEOUT_S,
+                   "the queue known to every node")
+    proc = subprocess.Popen([qp.python, "-c", SUBSCRIBER_0_10, b.host, str(b.port), queue], env=qp.env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.extend(line.strip()[4:] for line in proc.stdout
+                                                        if line.startswith("got ")), daemon=True)
+    publisher = Publisher(c, "pc", queue)
+    try:
+        assert proc.stdout.readline().strip() == "subscribed", proc.stderr.read()[-2000:]
+        reader.start()
+        publisher.start()
+        wait_until(lambda: len(publisher.confirmed) >= 150 or publisher.failure, TIMEOUT_S, "150 confirms before")
+        wait_until(lambda: got or proc.poll() is not None, TIMEOUT_S, "the subscription receiving before the kill")
+        before = len(publisher.confirmed)
+        a.proc.kill()
+        a.proc.wait(timeout=10)
+        wait_until(lambda: len(publisher.confirmed) >= before + 150 or publisher.failure, TIMEOUT_S,
+                   "150 more confirms after the kill")
+        publisher.stop.set()
+        publisher.join(TIMEOUT_S)
+        assert publisher.failure is None, publisher.failure
+        confirmed = set(publisher.confirmed)
+        wait_until(lambda: confirmed <= set(got) or proc.poll() is not None, TIMEOUT_S,
+                   f"every confirmed message received ({len(confirmed - set(got))} missing)")
+        conn = connect(c)
+        conn.channel().basic_publish("", queue, b"STOP")  # its last fetch
+        conn.close()
+        proc.wait(timeout=TIMEOUT_S)
+        reader.join(TIMEOUT_S)
+    finally:
+        publisher.stop.set()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, proc.stderr.read()[-3000:]
+    assert not confirmed - set(got) and not set(got) - publisher.published

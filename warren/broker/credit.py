@@ -39,9 +39,10 @@ class CreditTerms:
     # protocol core); a keeper's own balance is lost with its node
     MOVABLE = False
 
-    def moved(self, consumer) -> None:
-        """``consumer``, made again with these terms, consumes from another keeper now: the
-        client's side learns it, and the keeper learns what the client has left (MOVABLE)."""
+    def moved(self, channel, consumer) -> None:
+        """``consumer`` of ``channel``, made again with these terms, consumes from another
+        keeper now: the client's side learns it, and the keeper learns what the client has left
+        (MOVABLE)."""
         raise NotImplementedError
 
     @property

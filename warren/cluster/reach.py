@@ -492,7 +492,7 @@ class NodeReach(Forwarding, Consumers):
                 task = asyncio.ensure_future(started)
                 task.add_done_callback(lambda t, ch=ch, tag=tag, credit=credit: self._resumed(ch, tag, credit, t))
             else:
-                self._resumed_now(started, credit)
+                self._resumed_now(ch, started, credit)
 
     def _resume_expired(self, key: tuple[str, str], since: float) -> None:
         """Consumers kept HELD_TIMEOUT_S for a queue that found no leader in that time: cancelled
@@ -513,13 +513,13 @@ class NodeReach(Forwarding, Consumers):
             if not ch.closed:
                 ch.cancelled_by_broker(tag)
             return
-        self._resumed_now(task.result(), credit)
+        self._resumed_now(ch, task.result(), credit)
 
     @staticmethod
-    def _resumed_now(consumer, credit) -> None:
+    def _resumed_now(ch, consumer, credit) -> None:
         consumer.start()
-        if credit is not None:  # (a 1.0 link: its new keeper learns the credit the client left it)
-            credit.moved(consumer)
+        if credit is not None:  # (a 1.0 link, a 0-10 subscription: its new keeper learns the credit left)
+            credit.moved(ch, consumer)
 
     def held_wait(self, fut: concurrent.futures.Future) -> None:
         """On the loop, for HeldSync: ``fut`` gets (nodes, stores) the held messages went to,
@@ -655,8 +655,7 @@ class NodeReach(Forwarding, Consumers):
                         continue
                     vhost = ch.vhost.name
                     handle = ch.vhost.remote_queues.get(rc.queue_name)
-                    # (a stream's consumer is cancelled, as RabbitMQ's: its offset is its client's to
-                    # resume; so is a 0-10 subscription, whose credit was kept on the node gone)
+                    # (a stream's consumer is cancelled, as RabbitMQ's: its offset is its client's to resume)
                     credit = rc.terms[2]
                     if (credit is None or credit.MOVABLE) and not getattr(handle, "is_stream", False) \
                             and self.failover_expected(vhost, rc.queue_name):

@@ -17,6 +17,7 @@ queue: an ack, reject or requeue of it (``BrokerChannel.settle_entries``, unchan
 from __future__ import annotations
 
 from warren.broker.channel import BrokerChannel
+from warren.errors import NotFound
 from warren.protocol.amqp0_10.delivery import NO_BODY
 from warren.spec.fields import encode_shortstr
 from warren.spread.shared_prefetch import Borrower
@@ -211,8 +212,19 @@ class KeeperLink:
     def tell(self, op: str, *args) -> None:
         self.spread.tell(self.owner, "keeper", self.session_id, self.number, self.tag, op, args)
 
-    def ask(self, op: str, *args):
-        return self.spread.ask(self.owner, "keeper_ask", self.session_id, self.number, self.tag, op, args)
+    def ask(self, op: str, *args, gone=None):
+        """An awaitable of the keeper's answer; ``gone`` if it cannot be asked any more (its
+        node died: the consumer is kept for the queue's next leader, or cancelled): nothing more
+        comes from it, which is what a flush, a stop or a drain waits for."""
+        return _unless_gone(self.spread.ask(self.owner, "keeper_ask", self.session_id, self.number, self.tag, op,
+                                            args), gone)
+
+
+async def _unless_gone(answer, gone):
+    try:
+        return await answer
+    except NotFound:
+        return gone
 
 
 class RemoteSettling:

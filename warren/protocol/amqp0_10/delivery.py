@@ -65,6 +65,8 @@ class SubscriptionTerms(CreditTerms):
     each message's (``qpid_args.no_local``)."""
 
     KIND = "0-10 subscription"
+    # a FarSubscription counts the credit as its keeper does: a new keeper is given what is left
+    MOVABLE = True
     __slots__ = ("destination", "accept_mode", "acquire_mode", "command_id", "publisher")
 
     def __init__(self, destination: str, accept_mode: int, acquire_mode: int, command_id: int, publisher) -> None:
@@ -87,6 +89,22 @@ class SubscriptionTerms(CreditTerms):
 
     def far(self, link, consumer, queue) -> "FarSubscription":
         return FarSubscription(self, link, consumer, queue)
+
+    def moved(self, channel, consumer) -> None:
+        """The subscription's queue has a new keeper (``consumer.credit``): it gets the flow
+        mode and the credit the old one's stand-in counted, and takes its place in the session
+        (its destination, and the window of transfers not completed yet)."""
+        new = consumer.credit
+        old = channel.subscriptions.get(consumer.tag)
+        if old is not None and old is not new:
+            new.set_mode(old.mode)
+            new.add(0, old.messages)
+            new.add(1, old.octets)
+            for key in [k for k, v in channel.subscriptions.items() if v is old]:
+                channel.subscriptions[key] = new
+            if channel.window:
+                channel.window = {i: (new if sub is old else sub, cost) for i, (sub, cost) in channel.window.items()}
+        new.queue.dispatch()
 
 
 def transfer_commands(destination: str, accept_mode: int) -> tuple:
@@ -170,12 +188,7 @@ class Subscription:
     def add(self, unit: int, value: int | None) -> None:
         """message.flow: unit 0 messages, 1 octets; None or 0xFFFFFFFF = unlimited."""
         attr = "messages" if unit == 0 else "octets"
-        if value is None or value == UNLIMITED:
-            setattr(self, attr, None)
-        else:
-            current = getattr(self, attr)
-            if current is not None:
-                setattr(self, attr, min(current + value, UNLIMITED - 1))
+        setattr(self, attr, flowed(getattr(self, attr), value))
 
     def zero(self) -> None:
         self.messages = self.octets = 0
@@ -239,10 +252,13 @@ class FarSubscription:
     kept there, by a ``Subscription`` beside the queue. What the client says of the credit
     (flow, flow mode, window completions, flush, stop) is passed on through ``link``; the
     transfers that process sends are written here as a local subscription's are
-    (``SessionSink``), and cost what the keeper charged for them."""
+    (``SessionSink``), and cost what the keeper charged for them. It counts the credit as the
+    keeper does (``messages``, ``octets``), by what the client said and the transfers that came,
+    so that a new keeper (a replicated queue's next leader) is given what the client has left
+    (``SubscriptionTerms.moved``)."""
 
     __slots__ = ("destination", "consumer", "queue", "accept_mode", "acquire_mode", "mode", "command_id",
-                 "transfer_commands", "link")
+                 "transfer_commands", "link", "messages", "octets")
 
     def __init__(self, terms: SubscriptionTerms, link, consumer, queue) -> None:
         self.destination = terms.destination
@@ -254,26 +270,51 @@ class FarSubscription:
         self.mode = WINDOW
         self.transfer_commands = transfer_commands(terms.destination, terms.accept_mode)
         self.link = link
+        self.messages: int | None = 0  # the credit left as the keeper counts it; None = unlimited
+        self.octets: int | None = 0
 
     def charge_for(self, msg) -> int:
-        return transfer_cost(msg) if self.mode == WINDOW else 0  # the keeper charged it; its cost for give_back
+        """A transfer came (the keeper charged it): what it cost, for window mode's give-back."""
+        cost = transfer_cost(msg) if self.octets is not None or self.mode == WINDOW else 0
+        if self.messages is not None:
+            self.messages = max(0, self.messages - 1)
+        if self.octets is not None:
+            self.octets = max(0, self.octets - cost)
+        return cost
 
     def add(self, unit: int, value: int | None) -> None:
+        attr = "messages" if unit == 0 else "octets"
+        setattr(self, attr, flowed(getattr(self, attr), value))
         self.link.tell("add", unit, value)
 
     def set_mode(self, mode: int) -> None:
         self.mode = mode
+        self.messages = self.octets = 0
         self.link.tell("set_mode", mode)
 
     def give_back(self, cost: int) -> None:
+        if self.messages is not None:
+            self.messages += 1
+        if self.octets is not None:
+            self.octets += cost
         self.link.tell("give_back", cost)
 
     def flush(self):
-        """An awaitable, done once the transfers the flush allowed are here."""
+        """An awaitable, done once the transfers the flush allowed are here (none is left then)."""
+        self.messages = self.octets = 0
         return self.link.ask("flush")
 
     def stop(self):
+        self.messages = self.octets = 0
         return self.link.ask("stop")
+
+
+def flowed(current: int | None, value: int | None) -> int | None:
+    """A credit after message.flow adds ``value`` to it: None or 0xFFFFFFFF make it unlimited
+    (None); an unlimited one stays so."""
+    if value is None or value == UNLIMITED:
+        return None
+    return None if current is None else min(current + value, UNLIMITED - 1)
 
 
 def transfer_cost(msg) -> int:

@@ -46,7 +46,7 @@ class LinkTerms(CreditTerms):
     def far(self, link, consumer, queue) -> "FarLinkCredit":
         return FarLinkCredit(link)
 
-    def moved(self, consumer) -> None:
+    def moved(self, channel, consumer) -> None:
         self.link.consumer = consumer  # the link's flows and drains go to the new keeper
         consumer.credit.granted(self.left(), False)
 
@@ -145,7 +145,7 @@ class FarLinkCredit:
 
     def granted(self, credit: int, drain: bool):
         self.link.tell("limit", self.written + credit)
-        return self.link.ask("drain") if drain else False
+        return self.link.ask("drain", gone=True) if drain else False
 
     def drained(self) -> None:
         """The core spent the rest of the credit (a drain ended): none is left over there either."""
