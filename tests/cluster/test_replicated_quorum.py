@@ -701,3 +701,61 @@ def test_a_0_10_subscription_on_another_node_keeps_receiving_through_the_leaders
             proc.wait()
     assert proc.returncode == 0, proc.stderr.read()[-3000:]
     assert not confirmed - set(got) and not set(got) - publisher.published
+
+
+def test_delivery_limit_dead_lettering_and_single_active_consumer_hold_across_the_leaders_kill(
+        etcd1, nodes, cluster_name, uid):
+    """What a quorum queue does on one node goes on on its next leader: a message returned up to
+    its x-delivery-limit before the kill is dead-lettered by the new leader at its next return
+    (x-death reason "delivery_limit"), and of two consumers kept through the failover only one
+    is active (x-single-active-consumer)."""
+    a, b, c = three_nodes(etcd1, nodes, cluster_name)
+    poisoned, dlq, single = f"qq-poison-{uid}", f"qq-dlq-{uid}", f"qq-sac-{uid}"
+    conn = connect(a)
+    ch = conn.channel()
+    ch.queue_declare(dlq, durable=True, arguments={"x-queue-type": "quorum"})
+    ch.queue_declare(poisoned, durable=True, arguments={
+        "x-queue-type": "quorum", "x-delivery-limit": 2, "x-dead-letter-exchange": "",
+        "x-dead-letter-routing-key": dlq})
+    ch.queue_declare(single, durable=True, arguments={"x-queue-type": "quorum", "x-single-active-consumer": True})
+    ch.confirm_delivery()
+    ch.basic_publish("", poisoned, b"poison", pika.BasicProperties(delivery_mode=2))
+    for _ in range(2):  # returned twice: at the limit, still in the queue
+        method, _, body = ch.basic_get(poisoned)
+        assert body == b"poison"
+        ch.basic_nack(method.delivery_tag, requeue=True)
+    ch.basic_publish("", poisoned, b"barrier", pika.BasicProperties(delivery_mode=2))  # (the returns synced)
+    conn.close()
+    for node in (b, c):
+        wait_until(lambda node=node: {poisoned, single} <= {q["name"] for q in api(node, "queues")}, TIMEOUT_S,
+                   "the queues known to every node")
+    consumers = [Consumer(b, single), Consumer(b, single)]
+    for consumer in consumers:
+        consumer.start()
+        assert consumer.consuming.wait(TIMEOUT_S)
+
+    a.proc.kill()
+    a.proc.wait(timeout=10)
+    for queue in (poisoned, single, dlq):
+        named_in_directory(b, queue, taken_from(etcd1, cluster_name, queue)["leader"])
+    conn = connect(c)
+    ch = conn.channel()
+    ch.confirm_delivery()
+    for i in range(20):
+        ch.basic_publish("", single, f"after-{i}".encode(), pika.BasicProperties(delivery_mode=2))
+    method, properties, body = ch.basic_get(poisoned)
+    assert (body, properties.headers.get("x-delivery-count")) == (b"poison", 2)
+    ch.basic_nack(method.delivery_tag, requeue=True)  # its third return: past the limit
+    wait_until(lambda: ch.queue_declare(dlq, passive=True).method.message_count == 1, TIMEOUT_S,
+               "the poison message dead-lettered")
+    method, properties, body = ch.basic_get(dlq, auto_ack=True)
+    assert body == b"poison" and properties.headers["x-death"][0]["reason"] == "delivery_limit", properties.headers
+    assert ch.basic_get(poisoned, auto_ack=True)[2] == b"barrier"
+    conn.close()
+
+    wait_until(lambda: sum(len(x.got) for x in consumers) >= 20, TIMEOUT_S, "the 20 published after the kill")
+    for consumer in consumers:
+        consumer.stop.set()
+        consumer.join(TIMEOUT_S)
+        assert consumer.failure is None and not consumer.cancelled.is_set()
+    assert sorted(len(x.got) for x in consumers) == [0, 20], [x.got for x in consumers]  # one active

@@ -284,6 +284,7 @@ class NodeReach(Forwarding, Consumers):
         self._resuming: dict[tuple[str, str], list] = {}
         self._resuming_since: dict[tuple[str, str], float] = {}  # when each queue's first was kept
         self._failed_through = -1  # commits up to this number failed to make their appends safe (``nack_waiting``)
+        self._sync_breaks: dict[str, int] = {}  # each node's link breaks at the last sync asked of it
         # (vhost, name) -> whether a replicated queue whose leader is down will have another one
         # (warren/cluster/replicas.py ``failover_expected``, set by the server)
         self.failover_expected = lambda vhost, name: False
@@ -583,8 +584,17 @@ class NodeReach(Forwarding, Consumers):
 
     def ask_sync(self, node: str, fut: concurrent.futures.Future) -> None:
         """On the loop, for NodeSync: everything sent to ``node`` so far, then the question;
-        its answer says whether a queue there refused something since (NodeRefused)."""
+        its answer says whether a queue there refused something since (NodeRefused). If the
+        link to ``node`` broke since the last sync asked of it, messages sent before the break
+        may never have arrived, though this question, on a new link, is answered: the confirms
+        waiting are nacks (a nack may be of a message kept, never the reverse)."""
         self._flush()
+        breaks = self.links.breaks(node)
+        before, self._sync_breaks[node] = self._sync_breaks.get(node, 0), breaks
+        if breaks != before:
+            fut.set_exception(NodeUnavailable(f"the link to node {node} broke since the last sync: what was "
+                                              f"sent on it may not have arrived"))
+            return
         answer = self.ask(node, "sync")
 
         def done(a: asyncio.Future) -> None:
