@@ -16,7 +16,7 @@ import pika
 
 from tests.cluster.cluster_nodes import wait_until
 from tests.cluster.test_replicated_quorum import (
-    TIMEOUT_S, ClientThread, Publisher, connect, ctl, record, three_nodes,
+    TIMEOUT_S, ClientThread, Publisher, ctl, three_nodes, two_members,
 )
 from warren.store.queue_store import QueueStore
 
@@ -62,11 +62,7 @@ def live_messages(path) -> dict[int, tuple[bytes, int]]:
 def test_a_member_added_to_a_busy_queue_catches_up_to_the_leaders_very_messages(etcd1, nodes, cluster_name, uid):
     a, b, c = three_nodes(etcd1, nodes, cluster_name)
     queue = f"qq-snap-{uid}"
-    conn = connect(a)
-    ch = conn.channel()
-    ch.queue_declare(queue, durable=True, arguments={"x-queue-type": "quorum", "x-quorum-initial-group-size": 2})
-    assert record(etcd1, cluster_name, queue)["members"] == ["a", "b"]
-    ch.confirm_delivery()
+    conn, ch = two_members(a, etcd1, cluster_name, queue)
     for i in range(FILLED):
         ch.basic_publish("", queue, f"fill-{i}".encode() * 64, pika.BasicProperties(delivery_mode=2))
 

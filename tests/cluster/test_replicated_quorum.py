@@ -404,17 +404,24 @@ def ctl(node, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=TIMEOUT_S, stdin=subprocess.DEVNULL)
 
 
+def two_members(leader, etcd, cluster: str, queue: str) -> tuple:
+    """A quorum queue of two members (a, b) declared through ``leader``: its connection and a
+    channel in confirm mode."""
+    conn = connect(leader)
+    ch = conn.channel()
+    ch.queue_declare(queue, durable=True, arguments={"x-queue-type": "quorum", "x-quorum-initial-group-size": 2})
+    assert record(etcd, cluster, queue)["members"] == ["a", "b"]
+    ch.confirm_delivery()
+    return conn, ch
+
+
 def test_members_added_and_removed_with_ctl_and_the_added_one_can_take_over(etcd1, nodes, cluster_name, uid):
     """rabbitmq-queues' add_member, delete_member, grow, shrink and quorum_status as `warren ctl`
     commands: a queue of two members (a, b) gets c (a snapshot brings it in step), loses b, and
     when its leader is killed c takes it with every message; shrink and grow move c out and in."""
     a, b, c = three_nodes(etcd1, nodes, cluster_name)
     queue = f"qq-members-{uid}"
-    conn = connect(a)
-    ch = conn.channel()
-    ch.queue_declare(queue, durable=True, arguments={"x-queue-type": "quorum", "x-quorum-initial-group-size": 2})
-    assert record(etcd1, cluster_name, queue)["members"] == ["a", "b"]
-    ch.confirm_delivery()
+    conn, ch = two_members(a, etcd1, cluster_name, queue)
     for i in range(30):
         ch.basic_publish("", queue, f"m-{i}".encode(), pika.BasicProperties(delivery_mode=2))
     run = ctl(b, "add_member", queue, "c")
@@ -511,33 +518,48 @@ class Consumer(ClientThread):
             conn.process_data_events(time_limit=0.1)
 
 
+def declared_on_every_node(leader, others, queue: str) -> None:
+    """A quorum queue declared through ``leader`` (which leads it), once the other nodes list it."""
+    conn = connect(leader)
+    conn.channel().queue_declare(queue, durable=True, arguments={"x-queue-type": "quorum"})
+    conn.close()
+    for node in others:
+        wait_until(lambda node=node: any(q["name"] == queue for q in api(node, "queues")), TIMEOUT_S,
+                   "the queue known to every node")
+
+
+def confirmed_across_the_kill(leader, publisher: Publisher, receiving) -> set[str]:
+    """``publisher`` started: 150 confirms and ``receiving()`` true, then kill -9 of ``leader``,
+    then 150 confirms more (a new leader took the queue); the publisher stopped, what it had
+    confirmed."""
+    publisher.start()
+    try:
+        wait_until(lambda: len(publisher.confirmed) >= 150 or publisher.failure, TIMEOUT_S, "150 confirms before the kill")
+        wait_until(receiving, TIMEOUT_S, "the consumer receiving before the kill")
+        before = len(publisher.confirmed)
+        leader.proc.kill()
+        leader.proc.wait(timeout=10)
+        wait_until(lambda: len(publisher.confirmed) >= before + 150 or publisher.failure, TIMEOUT_S,
+                   "150 more confirms after the kill")
+    finally:
+        publisher.stop.set()
+        publisher.join(TIMEOUT_S)
+    assert publisher.failure is None, publisher.failure
+    return set(publisher.confirmed)
+
+
 def test_a_consumer_on_another_node_keeps_consuming_through_the_leaders_kill(etcd1, nodes, cluster_name, uid):
     """A consumer through node b and a publisher through node c while the leader (a) is killed:
     the consumer is not cancelled (as RabbitMQ keeps a quorum queue's consumers through a leader
     change); it receives every confirmed message, those it had not acked again."""
     a, b, c = three_nodes(etcd1, nodes, cluster_name)
     queue = f"qq-keep-{uid}"
-    conn = connect(a)
-    conn.channel().queue_declare(queue, durable=True, arguments={"x-queue-type": "quorum"})
-    conn.close()
-    for node in (b, c):
-        wait_until(lambda node=node: any(q["name"] == queue for q in api(node, "queues")), TIMEOUT_S,
-                   "the queue known to every node")
+    declared_on_every_node(a, (b, c), queue)
     consumer = Consumer(b, queue)
     consumer.start()
     assert consumer.consuming.wait(TIMEOUT_S)
     publisher = Publisher(c, "pc", queue)
-    publisher.start()
-    wait_until(lambda: len(publisher.confirmed) >= 150 or publisher.failure, TIMEOUT_S, "150 confirms before the kill")
-    before = len(publisher.confirmed)
-    a.proc.kill()
-    a.proc.wait(timeout=10)
-    wait_until(lambda: len(publisher.confirmed) >= before + 150 or publisher.failure, TIMEOUT_S,
-               "150 more confirms after the kill")
-    publisher.stop.set()
-    publisher.join(TIMEOUT_S)
-    assert publisher.failure is None, publisher.failure
-    confirmed = set(publisher.confirmed)
+    confirmed = confirmed_across_the_kill(a, publisher, lambda: consumer.got or consumer.failure)
     wait_until(lambda: confirmed <= set(consumer.got) or consumer.failure or consumer.cancelled.is_set(), TIMEOUT_S,
                "every confirmed message consumed")
     consumer.stop.set()
@@ -592,30 +614,12 @@ def test_an_amqp_1_0_link_on_another_node_keeps_receiving_through_the_leaders_ki
     through b on another node."""
     a, b, c = three_nodes(etcd1, nodes, cluster_name)
     queue = f"qq-link-{uid}"
-    conn = connect(a)
-    conn.channel().queue_declare(queue, durable=True, arguments={"x-queue-type": "quorum"})
-    conn.close()
-    for node in (b, c):
-        wait_until(lambda node=node: any(q["name"] == queue for q in api(node, "queues")), TIMEOUT_S,
-                   "the queue known to every node")
+    declared_on_every_node(a, (b, c), queue)
     receiver = LinkReceiver(b if through == "b" else c, queue)
     receiver.start()
     assert receiver.attached.wait(TIMEOUT_S)
     publisher = Publisher(c if through == "b" else b, "pc", queue)
-    publisher.start()
-    try:
-        wait_until(lambda: len(publisher.confirmed) >= 150 or publisher.failure, TIMEOUT_S, "150 confirms before")
-        wait_until(lambda: receiver.got or receiver.failure, TIMEOUT_S, "the link receiving before the kill")
-        before = len(publisher.confirmed)
-        a.proc.kill()
-        a.proc.wait(timeout=10)
-        wait_until(lambda: len(publisher.confirmed) >= before + 150 or publisher.failure, TIMEOUT_S,
-                   "150 more confirms after the kill")
-    finally:
-        publisher.stop.set()
-        publisher.join(TIMEOUT_S)
-    assert publisher.failure is None, publisher.failure
-    confirmed = set(publisher.confirmed)
+    confirmed = confirmed_across_the_kill(a, publisher, lambda: receiver.got or receiver.failure)
     wait_until(lambda: confirmed <= set(receiver.got) or receiver.failure or receiver.detached.is_set(), TIMEOUT_S,
                f"every confirmed message received ({len(receiver.got)} got, {len(confirmed)} confirmed)")
     receiver.stop.set()
@@ -660,12 +664,7 @@ def test_a_0_10_subscription_on_another_node_keeps_receiving_through_the_leaders
     qp = require_qpid_python()
     a, b, c = three_nodes(etcd1, nodes, cluster_name)
     queue = f"qq-sub-{uid}"
-    conn = connect(a)
-    conn.channel().queue_declare(queue, durable=True, arguments={"x-queue-type": "quorum"})
-    conn.close()
-    for node in (b, c):
-        wait_until(lambda node=node: any(q["name"] == queue for q in api(node, "queues")), TIMEOUT_S,
-                   "the queue known to every node")
+    declared_on_every_node(a, (b, c), queue)
     proc = subprocess.Popen([qp.python, "-c", SUBSCRIBER_0_10, b.host, str(b.port), queue], env=qp.env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     got: list[str] = []
@@ -675,18 +674,7 @@ def test_a_0_10_subscription_on_another_node_keeps_receiving_through_the_leaders
     try:
         assert proc.stdout.readline().strip() == "subscribed", proc.stderr.read()[-2000:]
         reader.start()
-        publisher.start()
-        wait_until(lambda: len(publisher.confirmed) >= 150 or publisher.failure, TIMEOUT_S, "150 confirms before")
-        wait_until(lambda: got or proc.poll() is not None, TIMEOUT_S, "the subscription receiving before the kill")
-        before = len(publisher.confirmed)
-        a.proc.kill()
-        a.proc.wait(timeout=10)
-        wait_until(lambda: len(publisher.confirmed) >= before + 150 or publisher.failure, TIMEOUT_S,
-                   "150 more confirms after the kill")
-        publisher.stop.set()
-        publisher.join(TIMEOUT_S)
-        assert publisher.failure is None, publisher.failure
-        confirmed = set(publisher.confirmed)
+        confirmed = confirmed_across_the_kill(a, publisher, lambda: got or proc.poll() is not None)
         wait_until(lambda: confirmed <= set(got) or proc.poll() is not None, TIMEOUT_S,
                    f"every confirmed message received ({len(confirmed - set(got))} missing)")
         conn = connect(c)
