@@ -41,21 +41,34 @@ UNKNOWN_BLOCKS = 1 << 62  # a filter index starting there knows no block before 
 
 class CommittedReplica:
     """A follower's StreamStore as its readers see it: up to the leader's commit and this node's
-    own sync, whichever is lower."""
+    own sync, whichever is lower, and from the leader's first retained offset on (the replica's
+    segments are its own, so its retention may keep more than the leader's)."""
 
-    def __init__(self, store, leader_commit: int) -> None:
+    def __init__(self, store, leader_commit: int, leader_first: int) -> None:
         self.inner = store
         self.leader_commit = leader_commit
+        self.leader_first = leader_first
 
-    def __getattr__(self, name: str):  # first_offset, next_offset, offset_for_timestamp, figures...
+    def __getattr__(self, name: str):  # next_offset, byte and segment figures...
         return getattr(self.inner, name)
 
     @property
     def committed_offset(self) -> int:
         return min(self.leader_commit, self.inner.committed_offset)
 
+    @property
+    def first_offset(self) -> int:
+        return max(self.leader_first, self.inner.first_offset)
+
+    @property
+    def message_count(self) -> int:
+        return max(0, self.committed_offset - self.first_offset + 1)
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> int:
+        return max(self.inner.offset_for_timestamp(timestamp_ms), self.first_offset)
+
     def read(self, offset: int, max_records: int, max_bytes: int, committed_only: bool = True):
-        entries = self.inner.read(offset, max_records, max_bytes, committed_only=True)
+        entries = self.inner.read(max(offset, self.first_offset), max_records, max_bytes, committed_only=True)
         last = self.committed_offset
         if entries and entries[-1][0] > last:
             entries = [e for e in entries if e[0] <= last]
@@ -63,7 +76,8 @@ class CommittedReplica:
 
     def read_raw(self, offset: int, max_records: int, max_bytes: int, end: int | None = None):
         limit = self.committed_offset + 1
-        return self.inner.read_raw(offset, max_records, max_bytes, limit if end is None else min(end, limit))
+        return self.inner.read_raw(max(offset, self.first_offset), max_records, max_bytes,
+                                   limit if end is None else min(end, limit))
 
 
 class ReplicaStream(StreamQueue):
@@ -72,6 +86,7 @@ class ReplicaStream(StreamQueue):
     def __init__(self, vhost, name: str, arguments: dict) -> None:
         super().__init__(vhost, name, durable=True, arguments=arguments)
         self.filter_index = FilterIndex(filter_size(self.effective), UNKNOWN_BLOCKS)
+        self.leader_batch = 0  # where the leader's last committed batch began ("last")
 
     def apply_arguments(self, effective: dict) -> None:
         self.effective = effective  # retention and segments are the leader's (its "e" operations)
@@ -80,23 +95,29 @@ class ReplicaStream(StreamQueue):
     def readable(self) -> bool:
         return self.store is not None and not self.deleted
 
-    def store_replaced(self, store, leader_commit: int) -> None:
+    def store_replaced(self, store, leader_commit: int = -1, batch: int = 0, first: int = 0) -> None:
         """A snapshot made the follower's store afresh (``store``), or took it away (None)."""
-        self.store = CommittedReplica(store, leader_commit) if store is not None else None
+        self.store = CommittedReplica(store, leader_commit, first) if store is not None else None
         if store is not None:
+            self.leader_batch = batch
             self.advance()
 
-    def commit(self, leader_commit: int) -> None:
-        """The leader's commit, or this node's sync, moved: readers get what it covers."""
+    def commit(self, leader_commit: int, batch: int, first: int) -> None:
+        """The leader's commit moved (its last batch began at ``batch``, its retention kept from
+        ``first`` on): readers get what it covers."""
         if self.store is not None:
             self.store.leader_commit = max(self.store.leader_commit, leader_commit)
+            self.store.leader_first = max(self.store.leader_first, first)
+            self.leader_batch = batch
             self.advance()
 
     def advance(self) -> None:
+        """The leader's commit or this node's sync moved: what readers may read now. "last" is
+        where the leader's last batch began, as its queue counts batches."""
         committed = self.store.committed_offset
         if committed > self.committed:
-            self.last_batch = self.committed + 1
             self.committed = committed
+            self.last_batch = min(self.leader_batch, committed)
             if self.consumers:
                 self.dispatch()
 

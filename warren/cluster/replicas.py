@@ -185,9 +185,12 @@ class ReplicatedStreamStore(ReplicatedStore):
 
     def synced(self, covered: int, on_majority: bool) -> int:
         if on_majority and covered > self.replicated_offset:
+            # the followers' readers may read it now (replica_reads.py): the commit, where its
+            # batch began ("last", as the stream's queue counts it) and the first retained offset
+            batch = self.replicated_offset + 1
             self.replicated_offset = covered
-            # the followers' readers may read it now (replica_reads.py)
-            self.leader.replicas.loop.call_soon_threadsafe(self.leader.tell_commit)
+            self.leader.replicas.loop.call_soon_threadsafe(self.leader.tell_commit, covered, batch,
+                                                           self.inner.first_offset)
         return self.replicated_offset
 
 
@@ -365,15 +368,15 @@ class Leader:
         for waiter in waiters:
             waiter()
 
-    def tell_commit(self) -> None:
+    def tell_commit(self, offset: int, batch: int, first: int) -> None:
         """A stream's: the followers in step hear the last offset a majority holds, up to which
-        their readers read (``r_commit``; at most once per sync)."""
-        offset = self.q.store.committed_offset
+        their readers read, where the batch it ended began, and the first offset retention
+        kept (``r_commit``; once per sync)."""
         if self.stopped or offset <= self.told_commit:
             return
         self.told_commit = offset
         for node in self.in_step:
-            self.replicas.tell(node, "r_commit", self.vhost, self.name, self.epoch, offset)
+            self.replicas.tell(node, "r_commit", self.vhost, self.name, self.epoch, offset, batch, first)
 
     def out_of_step(self, node: str, why: str) -> None:
         if self.stopped:
@@ -424,7 +427,8 @@ class Leader:
         for first, ops in held:
             self.replicas.tell(node, "r_ops", self.vhost, self.name, self.epoch, first, ops)
         if self.q.is_stream:  # what its readers may read of it already (replica_reads.py)
-            self.replicas.tell(node, "r_commit", self.vhost, self.name, self.epoch, self.q.store.committed_offset)
+            self.replicas.tell(node, "r_commit", self.vhost, self.name, self.epoch, self.q.store.committed_offset,
+                               self.q.last_batch, store.first_offset)
         self.in_step.add(node)
         self.snapshots[node] = index
         self.snapshot_sent_at[node] = self.replicas.loop.time()
@@ -492,8 +496,10 @@ class Follower:
         self.fenced = False  # voting: the old leader's operations are refused
         self.stream = False  # the replica of a stream (a StreamStore), not of a queue
         self.leader_commit = -1  # a stream's: the last offset its leader said a majority holds
+        self.leader_view = (0, 0)  # and where its last batch began, and its first retained offset
         self.reads: ReplicaStream | None = None  # a stream's readers on this node (replica_reads.py)
         self.readable = False  # a stream's whole snapshot is synced here: readers may read it
+        self.incoming: tuple | None = None  # (epoch, parts) of a snapshot not all here yet
 
     @property
     def path(self) -> str:
@@ -501,46 +507,54 @@ class Follower:
 
     def snapshot(self, epoch: int, leader: str, part: int, items: list, final: bool, index: int,
                  stream_first: int | None = None) -> None:
-        """One part of a leader's snapshot: the first replaces what this replica held. A stream's
-        (``stream_first``: its first retained offset) is a log of entries, a queue's its live
-        messages with their marks."""
+        """One part of a leader's snapshot. The parts are kept until the last has come, and only
+        then replace what this replica held: the leader sends them over several loop turns, and
+        until the whole snapshot is here this replica's copy stays what it was (what it synced
+        counts towards a majority, and it votes with it if the leader dies meanwhile). A
+        stream's (``stream_first``: its first retained offset) is a log of entries, a queue's
+        its live messages with their marks."""
         if epoch < self.epoch or (self.fenced and epoch == self.epoch):
             return
         if part == 0:
-            self.reset(stream_first)
-            self.epoch, self.leader, self.fenced = epoch, leader, False
-        elif epoch != self.epoch or self.store is None:
+            self.incoming = (epoch, [])
+        elif self.incoming is None or self.incoming[0] != epoch:
             return
+        self.incoming[1].append(items)
+        if not final:
+            return
+        parts, self.incoming = self.incoming[1], None
+        self.reset(stream_first)
+        self.epoch, self.leader, self.fenced = epoch, leader, False
         store = self.store
         try:
-            if self.stream:
-                for offset, timestamp_ms, record in items:
-                    self._append_entry(offset, timestamp_ms, record)
-            else:
-                for seq, record, delivered, returned in items:
-                    store.append(seq, record)
-                    for _ in range(returned):
-                        store.mark_returned(seq)
-                    if delivered:
-                        store.mark_delivered(seq)
+            for items in parts:
+                if self.stream:
+                    for offset, timestamp_ms, record in items:
+                        self._append_entry(offset, timestamp_ms, record)
+                else:
+                    for seq, record, delivered, returned in items:
+                        store.append(seq, record)
+                        for _ in range(returned):
+                            store.mark_returned(seq)
+                        if delivered:
+                            store.mark_delivered(seq)
         except (ValueError, OSError) as e:  # the next snapshot starts afresh
             log.error("cluster: the replica of queue '%s' in vhost '%s' could not take a snapshot: %s", self.name,
                       self.vhost, e)
             self.in_step = False
-            self._close_store()  # its other parts find no store: the leader's next sync fails, and snapshots again
+            self._close_store()  # the leader's next sync fails, and it snapshots again
             return
-        if final:
-            self.applied = index
-            self.in_step = True
-            if self.stream:  # on disk before its readers read it (the leader's next sync may be far off)
-                self.replicas.spawn(self._sync_snapshot(store))
+        self.applied = index
+        self.in_step = True
+        if self.stream:  # on disk before its readers read it (the leader's next sync may be far off)
+            self.replicas.spawn(self._sync_snapshot(store))
 
     async def _sync_snapshot(self, store) -> None:
         await asyncio.to_thread(store.sync)
         if self.store is store:
             self.readable = True
             if self.reads is not None:
-                self.reads.store_replaced(store, self.leader_commit)
+                self.reads.store_replaced(store, self.leader_commit, *self.leader_view)
 
     def reset(self, stream_first: int | None = None) -> None:
         self._close_store()
@@ -601,12 +615,14 @@ class Follower:
             self.reads.advance()
         return upto
 
-    def committed(self, epoch: int, offset: int) -> None:
-        """A stream's leader says a majority holds everything up to ``offset`` (``r_commit``)."""
+    def committed(self, epoch: int, offset: int, batch: int, first: int) -> None:
+        """A stream's leader says a majority holds everything up to ``offset``, the last batch
+        began at ``batch``, and its retention kept from ``first`` on (``r_commit``)."""
         if epoch == self.epoch and not self.fenced:
             self.leader_commit = max(self.leader_commit, offset)
+            self.leader_view = (batch, first)
             if self.reads is not None and self.reads.store is not None:
-                self.reads.commit(offset)
+                self.reads.commit(offset, batch, first)
 
     def reads_here(self, vhost) -> ReplicaStream | None:
         """A stream's replica that readers here may use now: in step with its leader, and
@@ -616,7 +632,7 @@ class Follower:
         if self.reads is None:
             record = self.replicas.record(self.vhost, self.name) or {}
             self.reads = ReplicaStream(vhost, self.name, dict(record.get("arguments") or {}))
-            self.reads.store_replaced(self.store, self.leader_commit)
+            self.reads.store_replaced(self.store, self.leader_commit, *self.leader_view)
         return self.reads
 
     def close(self, why: str = "this node follows it no more") -> None:
@@ -629,7 +645,7 @@ class Follower:
     def _close_store(self) -> None:
         self.readable = False
         if self.reads is not None:
-            self.reads.store_replaced(None, self.leader_commit)
+            self.reads.store_replaced(None)
         if self.store is not None:
             store, self.store = self.store, None
             try:
@@ -1085,7 +1101,7 @@ class Replicas:
         elif op == "r_ops":
             follower.operations(epoch, args[3], args[4])
         elif op == "r_commit":
-            follower.committed(epoch, args[3])
+            follower.committed(epoch, *args[3:])
 
     def request(self, node: str, op: str, args: tuple):
         if op == "r_status":
