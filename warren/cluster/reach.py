@@ -284,7 +284,8 @@ class NodeReach(Forwarding, Consumers):
         self._resuming: dict[tuple[str, str], list] = {}
         self._resuming_since: dict[tuple[str, str], float] = {}  # when each queue's first was kept
         self._failed_through = -1  # commits up to this number failed to make their appends safe (``nack_waiting``)
-        self._sync_breaks: dict[str, int] = {}  # each node's link breaks at the last sync asked of it
+        # each node's link breaks when the first message since the last sync asked of it was sent
+        self._sent_at_breaks: dict[str, int] = {}
         # (vhost, name) -> whether a replicated queue whose leader is down will have another one
         # (warren/cluster/replicas.py ``failover_expected``, set by the server)
         self.failover_expected = lambda vhost, name: False
@@ -302,6 +303,11 @@ class NodeReach(Forwarding, Consumers):
 
     def flush_now(self) -> None:
         self._flush()
+
+    def _flush(self) -> None:
+        for node in self._outgoing:  # (a break after this may lose what goes now: ``ask_sync``)
+            self._sent_at_breaks.setdefault(node, self.links.breaks(node))
+        super()._flush()
 
     def tick(self) -> None:
         """The server's tick: our full queues with room again tell their publishers' nodes."""
@@ -585,13 +591,13 @@ class NodeReach(Forwarding, Consumers):
     def ask_sync(self, node: str, fut: concurrent.futures.Future) -> None:
         """On the loop, for NodeSync: everything sent to ``node`` so far, then the question;
         its answer says whether a queue there refused something since (NodeRefused). If the
-        link to ``node`` broke since the last sync asked of it, messages sent before the break
-        may never have arrived, though this question, on a new link, is answered: the confirms
-        waiting are nacks (a nack may be of a message kept, never the reverse)."""
+        link to ``node`` broke after the first message sent it since the last sync, what was
+        sent before the break may never have arrived, though this question, on a new link, is
+        answered: the confirms waiting are nacks (a nack may be of a message kept, never the
+        reverse)."""
         self._flush()
-        breaks = self.links.breaks(node)
-        before, self._sync_breaks[node] = self._sync_breaks.get(node, 0), breaks
-        if breaks != before:
+        since = self._sent_at_breaks.pop(node, None)
+        if since is not None and self.links.breaks(node) != since:
             fut.set_exception(NodeUnavailable(f"the link to node {node} broke since the last sync: what was "
                                               f"sent on it may not have arrived"))
             return
