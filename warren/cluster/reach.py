@@ -689,7 +689,10 @@ class NodeReach(Forwarding, Consumers):
             for ch in list(session.channels.values()):
                 ch.close()
             session.channels.clear()
-        self._outgoing.pop(node, None)
+        if self._outgoing.pop(node, None) is not None:
+            # messages for it not sent yet are dropped: the next sync asked of it (on a new link,
+            # answered) must not confirm them (``ask_sync``)
+            self._sent_at_breaks[node] = -1
         self._deliveries.pop(node, None)
 
     def nack_all(self, why: str) -> None:
