@@ -482,6 +482,15 @@ class Leader:
         return rows
 
 
+def best_vote(votes: list[dict]) -> dict | None:
+    """The vote of the member to take a queue whose leader is down: of those in step, the newest
+    copy first, then the longest (Raft's rule). A majority of votes holds a member of every
+    majority that confirmed something, so the best of them holds all of it; a copy of an older
+    leader's, however long, lacks what the newer one confirmed."""
+    return max((x for x in votes if x.get("in_step")), key=lambda x: (x.get("copy", 0), x["applied"], x["node"]),
+               default=None)
+
+
 class Follower:
     """This node follows a replicated queue: its replica store (module doc)."""
 
@@ -1007,7 +1016,10 @@ class Replicas:
         epoch = int(record.get("epoch", 0))
         try:
             follower.fenced = True
-            vote = {"node": self.me, "epoch": epoch, "applied": follower.applied, "in_step": follower.in_step}
+            # (``copy``: the epoch of the leader this replica followed, older than ``epoch`` if
+            # that leader never snapshotted it: its ``applied`` counts another leader's operations)
+            vote = {"node": self.me, "epoch": epoch, "copy": follower.epoch, "applied": follower.applied,
+                    "in_step": follower.in_step}
             await self.cluster.client.put(self.votes_prefix(vhost, name) + self.me, json.dumps(vote),
                                           lease=self.cluster.lease)
             members = record.get("members") or []
@@ -1020,8 +1032,7 @@ class Replicas:
                 votes = [json.loads(kv.value) for kv in await self.cluster.client.get_prefix(self.votes_prefix(vhost, name))]
                 votes = [x for x in votes if x.get("epoch") == epoch and x.get("node") in members]
                 if len(votes) >= needed:
-                    best = max((x for x in votes if x.get("in_step")), key=lambda x: (x["applied"], x["node"]),
-                               default=None)
+                    best = best_vote(votes)
                     if best is None:  # (its leader may return: this node votes again when members change)
                         log.warning("cluster: quorum queue '%s' in vhost '%s': none of the members voting was in step "
                                     "with its leader %s, which is down: nobody takes it until it returns", name, vhost,
