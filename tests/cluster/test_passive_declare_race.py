@@ -133,3 +133,30 @@ def test_get_bind_and_delete_through_a_third_node_right_after_the_declare(three,
     finally:
         on_b.close()
         on_c.close()
+
+
+def test_a_publish_through_a_third_node_right_after_the_declare_is_routed(three, uid):
+    """By its name on the default exchange, mandatory and confirmed: routed, never returned (the
+    declaring node hands every running node the queue's handle before its declare-ok: RabbitMQ's
+    declare is known to every node once answered, so an RPC reply through another node finds an
+    exclusive reply queue made a moment before)."""
+    a, b, c = three
+    on_b, on_c = connect(b), connect(c)
+    try:
+        declares = on_b.channel()
+        publishes = on_c.channel()
+        publishes.confirm_delivery()
+        returned = []
+        with directory_traffic(a, uid):
+            for i in range(ROUNDS):
+                name = f"pub-{uid}-{i}"
+                declares.queue_declare(name, exclusive=i % 2 == 0)
+                try:
+                    publishes.basic_publish("", name, b"at once", mandatory=True)
+                except pika.exceptions.UnroutableError:
+                    returned.append(i)
+        assert returned == [], f"{len(returned)} of {ROUNDS} publishes through node c were returned: {returned[:5]}"
+        assert declares.queue_declare(f"pub-{uid}-1", passive=True).method.message_count == 1
+    finally:
+        on_b.close()
+        on_c.close()

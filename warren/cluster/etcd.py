@@ -246,9 +246,10 @@ class EtcdClient:
         return False, KeyValue.of(kvs[0]) if kvs else None
 
     async def put_if_none_under(self, key: str, value: str, prefix: str, *, lease: int = 0
-                                ) -> tuple[bool, list[KeyValue]]:
+                                ) -> tuple[int, list[KeyValue]]:
         """Write ``key`` only if no key under ``prefix`` exists (a compare over the range: etcd
-        3.3 and later): (True, []) when written; (False, the keys there) when some existed."""
+        3.3 and later): (the write's revision, []) when written; (0, the keys there) when some
+        existed."""
         put = {"key": _b64(key), "value": _b64(value), **({"lease": str(lease)} if lease else {})}
         end = _b64(prefix_end(prefix))
         answer = await self.call("kv/txn", {
@@ -257,9 +258,9 @@ class EtcdClient:
             "success": [{"request_put": put}],
             "failure": [{"request_range": {"key": _b64(prefix), "range_end": end}}]})
         if answer.get("succeeded"):
-            return True, []
+            return int(answer.get("header", {}).get("revision", 0)) or 1, []
         kvs = (answer.get("responses") or [{}])[0].get("response_range", {}).get("kvs") or []
-        return False, [KeyValue.of(kv) for kv in kvs]
+        return 0, [KeyValue.of(kv) for kv in kvs]
 
     async def write_if_unchanged(self, key: str, mod_revision: int, puts: Sequence[tuple[str, str, int]],
                                  deletes: Sequence[str] = ()) -> bool:

@@ -149,6 +149,8 @@ class ClusterNode:
         self.known: dict[str, dict] = {node_name: {"name": node_name}}
         # every node's queues by key (queues/<vhost>/<name>/<node>), kept the same way (queues.py)
         self.queues: dict[str, dict] = {}
+        # the etcd revision each followed view is current to (the read's, then each change's)
+        self.followed_revision: dict[str, int] = {}
         # every exchange and binding by key (topology/<vhost>/...), kept the same way (topology.py),
         # and each key's etcd create revision: the cluster's order of creation (a consistent-hash
         # exchange's buckets follow its bindings' order)
@@ -238,6 +240,7 @@ class ClusterNode:
                 if attribute == "topology":
                     self.topology_order = {kv.key.decode()[len(prefix):]: kv.create_revision for kv in kvs}
                 setattr(self, attribute, records)
+                self.followed_revision[attribute] = revision
                 self._changed(attribute)
                 if problem is not None:
                     log.info("cluster %s: following the %s again", self.cluster_name, what)
@@ -254,6 +257,8 @@ class ClusterNode:
                             self.topology_order[name] = event.kv.create_revision
                         if attribute == "members":  # it wrote its record again: it runs (again)
                             self.unreachable.discard(name)
+                    self.followed_revision[attribute] = max(self.followed_revision.get(attribute, 0),
+                                                            event.kv.mod_revision)
                     self._changed(attribute)
             except EtcdError as e:
                 if problem is None:

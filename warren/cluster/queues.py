@@ -66,6 +66,7 @@ class Claim:
     key: str
     value: str
     holder: dict | None = None  # another node's record of the name: the claim lost
+    revision: int = 0  # etcd's revision of the claim's write (won)
 
 
 class QueueDirectory:
@@ -105,15 +106,18 @@ class QueueDirectory:
                 exclusive = q.exclusive_owner is not None
                 entry = made.get(id(q))
                 if entry is None or entry[0] is not q or entry[1] != exclusive:
-                    record = {"name": q.name, "vhost": vhost.name, "node": me, "type": q.queue_type,
-                              "durable": q.durable, "auto_delete": q.auto_delete, "exclusive": exclusive,
-                              "arguments": plain(q.arguments)}
                     entry = (q, exclusive, queue_key(prefix, vhost.name, q.name, me),
-                             json.dumps(record, sort_keys=True), exclusive or not q.durable)
+                             json.dumps(self.record_of(vhost.name, q), sort_keys=True), exclusive or not q.durable)
                 kept[id(q)] = entry
                 out[entry[2]] = (entry[3], entry[4])
         self._made = kept
         return out
+
+    def record_of(self, vhost: str, q) -> dict:
+        """The directory's record of this node's queue ``q`` (module doc)."""
+        return {"name": q.name, "vhost": vhost, "node": self.cluster.node_name, "type": q.queue_type,
+                "durable": q.durable, "auto_delete": q.auto_delete, "exclusive": q.exclusive_owner is not None,
+                "arguments": plain(q.arguments)}
 
     async def _publish_loop(self) -> None:
         problem = None
@@ -167,9 +171,9 @@ class QueueDirectory:
                   "durable": durable, "auto_delete": False, "exclusive": exclusive, "arguments": plain(arguments)}
         key = queue_key(self.cluster.prefix, vhost, name, me)
         claim = Claim(key, json.dumps(record, sort_keys=True))
-        written, there = await self.cluster.client.put_if_none_under(
+        claim.revision, there = await self.cluster.client.put_if_none_under(
             key, claim.value, key[:-len(me)], lease=self.cluster.lease if exclusive or not durable else 0)
-        if not written:
+        if not claim.revision:
             claim.holder = {"name": name, "vhost": vhost, "node": there[0].key.decode().rsplit("/", 1)[-1]}
             try:
                 claim.holder.update(json.loads(there[0].value))

@@ -56,6 +56,7 @@ HELD_TIMEOUT_S = 30.0  # held longer than this (no leader came): dropped, their 
 NODE_SYNC_TIMEOUT_S = 30.0  # a queue's node that does not answer a sync: what waited for it is nacked
 ASK_TIMEOUT_S = 60.0  # a consume, get or purge asked of a queue's node
 EXPECTED_S = 10.0  # a handle made from a node's answer waits this long for the directory to list it
+ANNOUNCE_TIMEOUT_S = 1.0  # a node told of a queue just made here, answering (``announce``): else its watch tells it
 
 
 class NodeSync:
@@ -166,6 +167,7 @@ class NodeQueue:
         self.bound_to: set = set()
         self.deleted = False
         self.expected_until = 0.0  # made before the queue directory listed it (NodeReach.add_handle)
+        self.expected_revision = 0  # and the etcd revision that made it, if known
         # the bindings to it taken out of their exchanges while its node is down: (source, key, arguments)
         self.parked: list | None = None
         self.congested = False  # its node says it is congested (flow control, as between workers)
@@ -378,6 +380,7 @@ class NodeReach(Forwarding, Consumers):
         me = self.cluster.node_name
         wanted: dict = {}
         moved = False  # a handle with bindings went: they are made again to its queue's new place
+        followed = self.cluster.followed_revision.get("queues", 0)
         for record in list(self.cluster.queues.values()):
             node = record.get("node")
             if node == me or "name" not in record:
@@ -390,7 +393,8 @@ class NodeReach(Forwarding, Consumers):
         for v in list(self.broker.vhosts.values()):
             for name, q in list(v.remote_queues.items()):
                 record = wanted.get((v.name, name))
-                if record is None and q.expected_until > self.loop.time():
+                if record is None and q.expected_until > self.loop.time() and \
+                        (not q.expected_revision or q.expected_revision > followed):
                     continue  # made by its node a moment ago (add_handle): the watch has not brought it yet
                 if record is None and self.failover_expected(v.name, name):
                     continue  # its old leader's key went: kept (routing, holding) until the new one's comes
@@ -423,13 +427,30 @@ class NodeReach(Forwarding, Consumers):
             if moved:  # (a replicated queue taken by another node: replicas.py)
                 self.topology.changed()
 
-    def add_handle(self, v, record: dict) -> None:
-        """The handle of a queue another node just made or answered for (before the watch)."""
+    def add_handle(self, v, record: dict, revision: int = 0) -> None:
+        """The handle of a queue another node just made or answered for (before the watch):
+        kept without its record until the watch is past ``revision`` (the etcd write that made
+        it: the record, or its delete, has come by then), EXPECTED_S at most."""
+        if revision and self.cluster.followed_revision.get("queues", 0) >= revision:
+            self.refresh()  # the watch brought it already: its handle from its record (or it went since)
+            return
         if record["name"] not in v.queues and record["name"] not in v.remote_queues:
             q = v.remote_queues[record["name"]] = NodeQueue(record, self)
             q.expected_until = self.loop.time() + EXPECTED_S
+            q.expected_revision = revision
             if self.topology is not None:
                 self.topology.retry_waiting()
+
+    async def announce(self, v, record: dict, revision: int) -> None:
+        """A queue just made here: every running node takes its handle (``add_handle``) before
+        the declare-ok goes, so a publish by its name through any node routes to it at once, as
+        RabbitMQ's declare is known to every node once answered (an RPC reply through another
+        node finds the exclusive reply queue made a moment before). A node that does not answer
+        within ANNOUNCE_TIMEOUT_S learns it from its watch of the queue directory."""
+        nodes = self.links.running_peers()
+        if nodes:
+            await asyncio.gather(*(self.links.ask(node, "handle", record, revision, timeout=ANNOUNCE_TIMEOUT_S)
+                                   for node in nodes), return_exceptions=True)
 
     # --- publishes to a replicated queue between leaders ---------------------------------------
 
@@ -748,6 +769,11 @@ class NodeReach(Forwarding, Consumers):
             self._refused_from.discard(node)
             need = self._sync_needed() if self.broker.durability is not None else 0
             return self._synced_then(self._synced_future(), refused, need)
+        if op == "handle":  # a queue another node just made (``announce``)
+            v = self.broker.vhosts.get(args[0].get("vhost"))
+            if v is not None:
+                self.add_handle(v, args[0], args[1])
+            return True
         if op == "consume":
             return self._proxy_consume(node, args)
         if op == "get":
