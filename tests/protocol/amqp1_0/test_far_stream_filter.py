@@ -59,7 +59,7 @@ class Consumer:
 
 
 class RefusesAll:
-    def matches(self, properties, application) -> bool:
+    def matches(self, properties, application, header=None, annotations=None) -> bool:
         return False
 
 

@@ -122,7 +122,7 @@ def test_one_expression_per_section_at_most_sixteen_fields_and_every_one_must_ho
 
 
 def test_unknown_filters_are_left_out():
-    f = parse_filter({S("sql"): d("amqp:sql-filter", "a = 1"), "not-a-symbol": d(0x174, {"k": "v"}),
+    f = parse_filter({S("odd"): d("example.org:odd-filter", "a = 1"), "not-a-symbol": d(0x174, {"k": "v"}),
                       S("x"): "plain"}, stream=True)
     assert (f.arguments, f.match, f.effective) == ({}, None, {})
 

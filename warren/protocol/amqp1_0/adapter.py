@@ -42,7 +42,7 @@ from warren.protocol.amqp1_0 import management
 from warren.protocol.amqp1_0.addresses import AddressError, parse_source, parse_target
 from warren.broker.later import is_later, run, settled
 from warren.protocol.amqp1_0.credit import LinkTerms
-from warren.protocol.amqp1_0.filters import CAPABILITY as FILTEX_CAPABILITY, parse_filter
+from warren.protocol.amqp1_0.filters import CAPABILITY as FILTEX_CAPABILITY, SQL_CAPABILITY, parse_filter
 from warren.protocol.amqp1_0.message import annotations_as_headers, from_broker, parse, to_broker, view
 from warren.protocol.amqp1_0.session import serial_diff
 from warren.spec import amqp1_0 as spec
@@ -51,6 +51,7 @@ __all__ = ["ConnectionHandler", "SessionChannel", "SessionSink", "CONDITIONS"]
 
 log = logging.getLogger("warren.session")
 
+_STREAM_CAPABILITIES = [Symbol(FILTEX_CAPABILITY), Symbol(SQL_CAPABILITY)]  # the filters a stream receiver has
 SCAN_TURN = 4096  # messages a stream link's property filter may skip in a row before the others get a turn
 TEMPORARY_QUEUE = "temporary-queue"  # RabbitMQ 4.1's capability of a dynamic source or target
 OUTPUT_BATCH = 1 << 20  # octets queued for one write before deliveries wait (as 0-9-1's and 0-10's sinks)
@@ -172,7 +173,7 @@ class SessionSink:
 
     def _deliver_stream(self, link: Outgoing, consumer, tag: int, redelivered: bool, message) -> None:
         v = view(message, redelivered)
-        if link.match is not None and not link.match.matches(v.properties, v.application):
+        if link.match is not None and not link.match.matches(v.properties, v.application, v.header, v.annotations):
             self.channel.ack_run([tag])  # not for this link: the stream's reader gets its credit back
             if consumer.credit.far:  # the client's credit was not spent: the owner may send one more
                 self.handler.regrant_at_next_write(self.channel, link)
@@ -440,6 +441,8 @@ class ConnectionHandler(BrokerConnection):
             queue, _, _ = await settled(channel.declare_queue(addr.queue, True, False, False, False, {}))
         stream = channel.vhost.queue_handle(queue, channel.session).is_stream
         link_filter = parse_filter(source.filter, stream)  # filters.py: a stream's offset and filters
+        for name, why in link_filter.refused:  # left out of the answer, as RabbitMQ 4.2 leaves them
+            log.warning("AMQP 1.0 link '%s' on connection %s: filter '%s' left out: %s", a.name, self, name, why)
         presettled = a.snd_settle_mode == spec.SenderSettleMode.SETTLED
         out = await self._consume(channel, handle, queue, presettled, stream, link_filter.arguments,
                                   link_filter.match)
@@ -447,7 +450,7 @@ class ConnectionHandler(BrokerConnection):
                                                                     outcomes=[Symbol(s) for s in _OUTCOMES],
                                                                     filter=link_filter.effective),
                                 a.target, a.snd_settle_mode,
-                                offered_capabilities=[Symbol(FILTEX_CAPABILITY)] if stream else None)
+                                offered_capabilities=_STREAM_CAPABILITIES if stream else None)
         return out
 
     async def _consume(self, channel: SessionChannel, handle: int, queue: str, presettled: bool,

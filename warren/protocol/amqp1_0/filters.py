@@ -18,11 +18,22 @@ descriptor says what the filter is:
   an ``&``). Every field of every expression must match. Applied by ``Match`` to the message as
   a 1.0 consumer sees it (``message.view``).
 
+* ``amqp:sql-filter`` (0x120): RabbitMQ 4.2's SQL filter expression (filtex §6), a string
+  read by ``sql_filter.py``; SQL and property expressions exclude each other (RabbitMQ's rule:
+  the one met first stays, the other is left out);
+* ``apache.org:selector-filter:string`` (0x0000468C:0x00000004): a JMS message selector, read by
+  ``sql_filter.py`` in its JMS dialect; it holds beside any of the others (all must match).
+
 As RabbitMQ does, a filter it does not know or cannot read is left out, not refused: the attach
 answer's source carries the filters actually in place (part 3 §3.5.3) and the client decides.
-A second expression on the same section is left out as well; the stream filters and the
-expressions are read only for a stream (RabbitMQ applies them to streams only), so a receiver
-from another queue gets no filter back.
+An SQL expression that does not parse is left out so too (RabbitMQ 4.2 logs a warning and
+leaves it out: ``LinkFilter.refused`` says why, for the adapter's log). A JMS selector that does
+not parse refuses the link instead (``InvalidSelector``: ``amqp:invalid-field``, as Qpid
+Broker-J and ActiveMQ answer it; a JMS client raises InvalidSelectorException). A second
+expression on the same section is left out as well; the stream filters and the expressions
+are read only for a stream (RabbitMQ applies them to streams only), so a receiver from another
+queue gets no filter back: a queue hands each message to one consumer, and skipping one for a
+selector would need the queue to offer it to the next (docs/compatibility.md).
 """
 
 from __future__ import annotations
@@ -31,16 +42,22 @@ import datetime
 import uuid
 
 from warren.codec.amqp1_0.types import Described, Symbol, Timestamp, UInt, ULong
+from warren.protocol.amqp1_0 import sql_filter
+from warren.protocol.amqp1_0.addresses import AddressError
 
-__all__ = ["LinkFilter", "Match", "parse_filter", "OFFSET_SPEC", "STREAM_FILTER", "MATCH_UNFILTERED",
-           "PROPERTIES_FILTER", "APPLICATION_PROPERTIES_FILTER", "CAPABILITY"]
+__all__ = ["LinkFilter", "Match", "InvalidSelector", "parse_filter", "OFFSET_SPEC", "STREAM_FILTER",
+           "MATCH_UNFILTERED", "PROPERTIES_FILTER", "APPLICATION_PROPERTIES_FILTER", "SQL_FILTER", "SELECTOR_FILTER",
+           "CAPABILITY", "SQL_CAPABILITY"]
 
 OFFSET_SPEC = "rabbitmq:stream-offset-spec"
 STREAM_FILTER = "rabbitmq:stream-filter"
 MATCH_UNFILTERED = "rabbitmq:stream-match-unfiltered"
 PROPERTIES_FILTER = ("amqp:properties-filter", 0x173)
 APPLICATION_PROPERTIES_FILTER = ("amqp:application-properties-filter", 0x174)
+SQL_FILTER = ("amqp:sql-filter", 0x120)
+SELECTOR_FILTER = ("apache.org:selector-filter:string", 0x0000468C00000004)
 CAPABILITY = "AMQP_FILTEX_PROP_V1_0"  # offered on a stream receiver's attach (filtex §2.2)
+SQL_CAPABILITY = "AMQP_FILTEX_SQL_V1_0"  # likewise, since RabbitMQ 4.2
 MAX_FIELDS = 16  # "impose a limit on the complexity of each filter expression" (RabbitMQ's)
 
 # the properties a filter may name, with the types RabbitMQ takes for each ("id": ulong, uuid,
@@ -118,7 +135,7 @@ class Match:
         self.properties: dict | None = None
         self.application: dict | None = None
 
-    def matches(self, properties, application: dict) -> bool:
+    def matches(self, properties, application: dict, header=None, annotations=None) -> bool:
         if self.properties is not None:
             for name, ref in self.properties.items():
                 if not _equal(ref, getattr(properties, name)):
@@ -183,17 +200,36 @@ def _expression(descriptor, value):
         return None
 
 
+class InvalidSelector(AddressError):
+    """A JMS selector that does not parse: the link is refused (amqp:invalid-field)."""
+
+
+class _All:
+    """Several expressions of one link (a JMS selector beside a property or SQL expression)."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, parts: list) -> None:
+        self.parts = parts
+
+    def matches(self, properties, application: dict, header=None, annotations=None) -> bool:
+        return all(p.matches(properties, application, header, annotations) for p in self.parts)
+
+
 class LinkFilter:
     """What a receiver's filter set asks of a stream: ``arguments`` (the consumer arguments of
-    the stream's reader), ``match`` (the property expressions, or None) and ``effective`` (the
-    filters in place, the attach answer's ``filter``; None when the client sent none)."""
+    the stream's reader), ``match`` (what a message must match: property expressions, an SQL
+    expression, a JMS selector, or None), ``effective`` (the filters in place, the attach
+    answer's ``filter``; None when the client sent none) and ``refused`` ((name, why) of each
+    SQL expression left out because it does not parse)."""
 
-    __slots__ = ("arguments", "match", "effective")
+    __slots__ = ("arguments", "match", "effective", "refused")
 
     def __init__(self) -> None:
         self.arguments: dict = {}
-        self.match: Match | None = None
+        self.match = None
         self.effective: dict | None = None
+        self.refused: list[tuple[str, str]] = []
 
 
 def _offset(value):
@@ -215,6 +251,7 @@ def parse_filter(filter_set, stream: bool) -> LinkFilter:
     if not isinstance(filter_set, dict) or not stream:
         return out
     match = Match()
+    sql = selector = None
     for name, value in filter_set.items():
         if type(name) is not Symbol:
             continue
@@ -242,9 +279,24 @@ def parse_filter(filter_set, stream: bool) -> LinkFilter:
             if not isinstance(inner, bool):
                 continue
             out.arguments["x-stream-match-unfiltered"] = inner
+        elif _is(descriptor, SQL_FILTER):
+            if sql is not None or out.match is not None:
+                continue  # one SQL expression, and not beside property expressions (RabbitMQ's rule)
+            try:
+                sql = sql_filter.parse(inner, sql_filter.SQL)
+            except sql_filter.SqlError as error:
+                out.refused.append((str(name), str(error)))
+                continue
+        elif _is(descriptor, SELECTOR_FILTER):
+            if selector is not None:
+                continue
+            try:
+                selector = sql_filter.parse(inner, sql_filter.JMS)
+            except sql_filter.SqlError as error:
+                raise InvalidSelector(f"invalid JMS selector {str(inner)[:200]!r}: {error}") from None
         else:
             parsed = _expression(descriptor, inner)
-            if parsed is None:
+            if parsed is None or sql is not None:
                 continue
             section, fields = parsed
             if getattr(match, section) is not None:
@@ -252,4 +304,13 @@ def parse_filter(filter_set, stream: bool) -> LinkFilter:
             setattr(match, section, fields)
             out.match = match
         out.effective[name] = value
+    parts = [m for m in (out.match, sql, selector) if m is not None]
+    out.match = parts[0] if len(parts) == 1 else _All(parts) if parts else None
     return out
+
+
+def _is(descriptor, known: tuple) -> bool:
+    """Whether a filter's descriptor (a symbol or a code) is ``known`` (name, code)."""
+    if type(descriptor) is ULong:
+        return int(descriptor) == known[1]
+    return type(descriptor) is Symbol and descriptor == known[0]
