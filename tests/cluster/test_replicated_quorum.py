@@ -184,6 +184,7 @@ class Publisher(ClientThread):
         self.confirmed: list[str] = []
         self.confirmed_at: list[tuple[float, float]] = []  # (sent, confirmed) of each, time.monotonic()
         self.not_confirmed = 0
+        self.refusals: list[tuple[float, str]] = []  # (time.monotonic(), "nack" or "return") of each
 
     def session(self, conn, ch) -> None:
         ch.confirm_delivery()
@@ -196,8 +197,9 @@ class Publisher(ClientThread):
             try:
                 ch.basic_publish(self.exchange, self.queue, body.encode(), pika.BasicProperties(delivery_mode=2),
                                  mandatory=True)
-            except (pika.exceptions.NackError, pika.exceptions.UnroutableError):
+            except (pika.exceptions.NackError, pika.exceptions.UnroutableError) as e:
                 self.not_confirmed += 1
+                self.refusals.append((time.monotonic(), "nack" if isinstance(e, pika.exceptions.NackError) else "return"))
                 continue
             self.confirmed.append(body)
             self.confirmed_at.append((sent, time.monotonic()))
@@ -255,7 +257,8 @@ def test_kill_9_of_the_leader_during_confirmed_publishing_loses_nothing(etcd1, n
     assert not lost and not unexpected, (sorted(lost)[:5], sorted(unexpected)[:5])
     # publishes to the queue between leaders are held, then confirmed (reach.py ``hold``): nacked
     # are only those in flight to the dead leader (one at a time per publisher here)
-    assert sum(p.not_confirmed for p in publishers) <= 2 * len(publishers), [p.not_confirmed for p in publishers]
+    assert sum(p.not_confirmed for p in publishers) <= 2 * len(publishers), \
+        [(p.name, [(round(at - killed_at, 3), kind) for at, kind in p.refusals]) for p in publishers]
 
 
 def test_a_deleted_replicated_queue_leaves_no_record_and_no_replica(etcd1, nodes, cluster_name, uid):

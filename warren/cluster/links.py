@@ -122,9 +122,6 @@ class _Peer:
         self.watching: asyncio.Task | None = None  # ends when our dialled link closes
         self.sent = 0  # octets written to it, and read from it (/api/nodes' cluster_links)
         self.received = 0
-        # times the link to it closed or could not be dialled: what was written to it before may
-        # not have arrived, though a later request on a new link is answered (``breaks``)
-        self.breaks = 0
 
     def ready(self) -> bool:
         return self.writer is not None and not self.writer.is_closing()
@@ -293,7 +290,6 @@ class NodeLinks:
             if peer.writer is not None:
                 peer.writer.close()
                 peer.writer = None
-                peer.breaks += 1
             peer.fail_all(why)
         if not self.closed:
             lost = getattr(self.handler, "node_lost", None)
@@ -358,12 +354,6 @@ class NodeLinks:
         finally:
             peer.waiting.pop(rid, None)
 
-    def breaks(self, node: str) -> int:
-        """How many times the link to ``node`` broke (``_Peer.breaks``): a caller that compares
-        it before and after knows whether what it wrote in between may be lost."""
-        peer = self._peers.get(node)
-        return 0 if peer is None else peer.breaks
-
     async def drained(self, node: str) -> None:
         """Until what was written to ``node`` is down to the link's buffer limit (a snapshot,
         part by part), or at once if it is not linked."""
@@ -399,7 +389,6 @@ class NodeLinks:
         except NodeUnavailable as e:
             peer.dialling = None
             peer.backlog.clear()
-            peer.breaks += 1
             peer.fail_all(str(e))
             log.warning("cluster: %s", e)
             if not self.closed:  # not running for us until it writes its record again
@@ -421,7 +410,6 @@ class NodeLinks:
             pass
         if peer.writer is writer:
             peer.writer = None
-            peer.breaks += 1
             writer.close()
             peer.fail_all(f"the link to node {peer.node} closed")
 

@@ -37,6 +37,7 @@ import base64
 import concurrent.futures
 import inspect
 import logging
+import os
 import weakref
 
 from warren.broker.queues.length_limits import REFUSED
@@ -57,6 +58,7 @@ NODE_SYNC_TIMEOUT_S = 30.0  # a queue's node that does not answer a sync: what w
 ASK_TIMEOUT_S = 60.0  # a consume, get or purge asked of a queue's node
 EXPECTED_S = 10.0  # a handle made from a node's answer waits this long for the directory to list it
 ANNOUNCE_TIMEOUT_S = 1.0  # a node told of a queue just made here, answering (``announce``): else its watch tells it
+LOST = "lost"  # a sync's answer: a record of messages sent before it did not arrive
 
 
 class NodeSync:
@@ -286,8 +288,12 @@ class NodeReach(Forwarding, Consumers):
         self._resuming: dict[tuple[str, str], list] = {}
         self._resuming_since: dict[tuple[str, str], float] = {}  # when each queue's first was kept
         self._failed_through = -1  # commits up to this number failed to make their appends safe (``nack_waiting``)
-        # each node's link breaks when the first message since the last sync asked of it was sent
-        self._sent_at_breaks: dict[str, int] = {}
+        # the records of messages sent to each node are numbered (``send_forward``); a sync names
+        # the last number sent, and the node answers whether every record up to it arrived
+        # (``_forwards_missing``): one lost with a broken link, or dropped unsent, makes it a nack
+        self._incarnation = os.urandom(8).hex()  # this process's numbering, told apart from a restart's
+        self._forwards_sent: dict[str, int] = {}
+        self._forwards_from: dict[str, list] = {}  # node -> [its incarnation, last number, a gap seen]
         # (vhost, name) -> whether a replicated queue whose leader is down will have another one
         # (warren/cluster/replicas.py ``failover_expected``, set by the server)
         self.failover_expected = lambda vhost, name: False
@@ -306,10 +312,34 @@ class NodeReach(Forwarding, Consumers):
     def flush_now(self) -> None:
         self._flush()
 
-    def _flush(self) -> None:
-        for node in self._outgoing:  # (a break after this may lose what goes now: ``ask_sync``)
-            self._sent_at_breaks.setdefault(node, self.links.breaks(node))
-        super()._flush()
+    def send_forward(self, node: str, op: str, messages) -> None:
+        number = self._forwards_sent[node] = self._forwards_sent.get(node, 0) + 1
+        self.links.tell(node, op, messages, (self._incarnation, number))
+
+    def _forward_arrived(self, node: str, args: tuple) -> None:
+        """A numbered record of messages from ``node``: a number not the next one is a gap."""
+        if len(args) < 2:
+            return
+        incarnation, number = args[1]
+        seen = self._forwards_from.get(node)
+        if seen is None or seen[0] != incarnation:  # its first (or its process restarted)
+            self._forwards_from[node] = [incarnation, number, number != 1]
+        elif number > seen[1]:  # (one at or below: late, from a link that broke; its sync was judged)
+            seen[2] = seen[2] or number != seen[1] + 1
+            seen[1] = number
+
+    def _forwards_missing(self, node: str, upto) -> bool:
+        """For a sync from ``node`` naming ``upto`` (its incarnation, the last number it sent):
+        whether a record up to it did not arrive here. Once answered, what follows is judged on
+        its own."""
+        if not upto or not upto[1]:
+            return False
+        seen = self._forwards_from.get(node)
+        if seen is not None and seen[0] == upto[0] and seen[1] >= upto[1] and not seen[2]:
+            return False
+        last = seen[1] if seen is not None and seen[0] == upto[0] else 0
+        self._forwards_from[node] = [upto[0], max(last, upto[1]), False]
+        return True
 
     def tick(self) -> None:
         """The server's tick: our full queues with room again tell their publishers' nodes."""
@@ -610,25 +640,21 @@ class NodeReach(Forwarding, Consumers):
         self._refused_from.add(peer)
 
     def ask_sync(self, node: str, fut: concurrent.futures.Future) -> None:
-        """On the loop, for NodeSync: everything sent to ``node`` so far, then the question;
-        its answer says whether a queue there refused something since (NodeRefused). If the
-        link to ``node`` broke after the first message sent it since the last sync, what was
-        sent before the break may never have arrived, though this question, on a new link, is
-        answered: the confirms waiting are nacks (a nack may be of a message kept, never the
-        reverse)."""
+        """On the loop, for NodeSync: everything sent to ``node`` so far, then the question,
+        naming the last record sent; its answer says whether a queue there refused something
+        since (NodeRefused), or a record did not arrive (a link broke with it on the way: this
+        question, on a new link, is answered all the same): then the confirms waiting are
+        nacks (a nack may be of a message kept, never the reverse)."""
         self._flush()
-        since = self._sent_at_breaks.pop(node, None)
-        if since is not None and self.links.breaks(node) != since:
-            fut.set_exception(NodeUnavailable(f"the link to node {node} broke since the last sync: what was "
-                                              f"sent on it may not have arrived"))
-            return
-        answer = self.ask(node, "sync")
+        answer = self.ask(node, "sync", (self._incarnation, self._forwards_sent.get(node, 0)))
 
         def done(a: asyncio.Future) -> None:
             if fut.done():
                 return
             e = a.exception()
-            if e is None and a.result():
+            if e is None and a.result() == LOST:
+                e = NodeUnavailable(f"messages sent to node {node} did not all arrive (a link to it broke)")
+            elif e is None and a.result():
                 e = NodeRefused(f"a full queue on node {node} refused a message")
             if e is not None:
                 fut.set_exception(e)
@@ -711,9 +737,9 @@ class NodeReach(Forwarding, Consumers):
                 ch.close()
             session.channels.clear()
         if self._outgoing.pop(node, None) is not None:
-            # messages for it not sent yet are dropped: the next sync asked of it (on a new link,
-            # answered) must not confirm them (``ask_sync``)
-            self._sent_at_breaks[node] = -1
+            # messages for it not sent yet are dropped: their number is skipped, so the next sync
+            # asked of it (on a new link, answered) does not confirm them (``_forwards_missing``)
+            self._forwards_sent[node] = self._forwards_sent.get(node, 0) + 1
         self._deliveries.pop(node, None)
 
     def nack_all(self, why: str) -> None:
@@ -765,6 +791,8 @@ class NodeReach(Forwarding, Consumers):
                 raise NotFound(f"no queue '{name}' in vhost '{vhost}'")
             return q.message_count, len(q.consumers)
         if op == "sync":  # what was refused is known now: every message sent before it was taken in
+            if self._forwards_missing(node, args[0] if args else None):
+                return LOST
             refused = node in self._refused_from
             self._refused_from.discard(node)
             need = self._sync_needed() if self.broker.durability is not None else 0
@@ -794,8 +822,10 @@ class NodeReach(Forwarding, Consumers):
     def message(self, node: str, op: str, args: tuple) -> None:
         self.cluster.unreachable.discard(node)
         if op == "handover":
+            self._forward_arrived(node, args)
             self._take_handover(node, args[0])
         elif op == "publish":
+            self._forward_arrived(node, args)
             self._take_publishes(node, args[0])
         elif op == "deliver":
             self._take_deliveries(node, args[0])

@@ -182,17 +182,21 @@ class Forwarding:
                     try:
                         batch = encode_batch(0, msgs[start:end], destinations)
                     except ValueError:  # a TTL past the format's 2**64 ms: this batch goes as tuples
-                        self.links.tell(owner, "publish", [
+                        self.send_forward(owner, "publish", [
                             _as_tuple(v, q, m, True) for m, (v, names) in zip(msgs[start:end], destinations)
                             for q in names])
                         continue
-                    self.links.tell(owner, "handover", batch)
+                    self.send_forward(owner, "handover", batch)
                 if out.tuples:
-                    self.links.tell(owner, "publish", out.tuples)
+                    self.send_forward(owner, "publish", out.tuples)
         if self._deliveries:
             deliveries, self._deliveries = self._deliveries, {}
             for worker, items in deliveries.items():
                 self.links.tell(worker, "deliver", items)
+
+    def send_forward(self, owner, op: str, messages) -> None:
+        """One record of messages for ``owner``'s queues (a cluster's nodes number them: reach.py)."""
+        self.links.tell(owner, op, messages)
 
     def send_delivery(self, worker: int, item: tuple) -> None:
         """A PeerSink's delivery to a consumer on ``worker`` (batched per loop turn)."""
