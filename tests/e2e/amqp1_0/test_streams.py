@@ -127,7 +127,7 @@ def test_property_and_application_property_filters(conn, stream):
 def test_a_filter_it_cannot_read_is_left_out_of_the_answer(conn, stream):
     opts = filters(o=("rabbitmq:stream-offset-spec", 8),
                    bad=("amqp:properties-filter", {symbol("no-such-field"): "x"}),
-                   sql=("amqp:sql-filter", "colour = 'red'"))
+                   sql=("amqp:sql-filter", "colour = 'red' AND"))  # does not parse (test_sql_filters.py)
     r = conn.create_receiver(f"/queues/{stream}", credit=5, options=opts)
     assert [m.body for m in receive(r, 2)] == [b"m8", b"m9"]
     assert set(remote_filter(r)) == {symbol("o")}
