@@ -16,6 +16,11 @@ pseudo-queue (passive or not) answers ``declare-ok`` with 0 messages and 1 consu
 a ``<token>`` name whose consumer exists; an unknown token is 404. Other queue methods
 (get, bind, purge, delete) see no such queue.
 
+AMQP 1.0 (RabbitMQ 4.2's Direct Reply-To, ``rabbitmq:volatile-queue``): each dynamic receiver
+with that capability is a reply consumer of its own (``volatile``), any number on a session,
+named by its address ``/queues/amq.rabbitmq.reply-to.<token>``; 1.0 requesters put that address
+in their requests' ``reply-to`` themselves, so nothing is rewritten for them.
+
 One difference: RabbitMQ 3.10 answers a mandatory reply with ``basic.return`` NO_ROUTE even
 when it delivered it; Warren returns only replies it could not deliver.
 """
@@ -29,7 +34,8 @@ from warren.spec.fields import encode_shortstr
 from warren.codec.property_edits import replace_reply_to
 from warren.errors import NotAllowed, NotFound, PreconditionFailed
 
-__all__ = ["REPLY_TO", "PREFIX", "ReplyConsumer", "declare", "consume", "release", "rewrite"]
+__all__ = ["REPLY_TO", "PREFIX", "ReplyConsumer", "declare", "consume", "release", "rewrite", "volatile",
+           "release_volatile"]
 
 REPLY_TO = "amq.rabbitmq.reply-to"
 PREFIX = REPLY_TO + "."
@@ -95,6 +101,20 @@ def consume(channel, tag: str, no_ack: bool) -> ReplyConsumer:
     rc = channel.reply_consumer = ReplyConsumer(tag, token, channel)
     channel.vhost.reply_channels[token] = rc
     return rc
+
+
+def volatile(channel, tag: str) -> ReplyConsumer:
+    """A reply consumer of an AMQP 1.0 link (RabbitMQ 4.2's volatile queue): not the channel's
+    0-9-1 one, and a channel may have any number of them. Its channel's sink sends what reaches it."""
+    token = _random() + channel.vhost.directory.reply_suffix()
+    rc = ReplyConsumer(tag, token, channel)
+    channel.vhost.reply_channels[token] = rc
+    return rc
+
+
+def release_volatile(rc: ReplyConsumer) -> None:
+    """Its link detached, or its session or connection ended: later replies are dropped."""
+    rc.channel.vhost.reply_channels.pop(rc.token, None)
 
 
 def release(channel) -> None:

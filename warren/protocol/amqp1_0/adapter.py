@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 from urllib.parse import quote
 
+from warren.broker import reply_to
 from warren.broker.channel import BrokerChannel, PublishOutcome
 from warren.access.login import vhost_of_hostname
 from warren.broker.connection import BrokerConnection
@@ -54,6 +55,7 @@ log = logging.getLogger("warren.session")
 _STREAM_CAPABILITIES = [Symbol(FILTEX_CAPABILITY), Symbol(SQL_CAPABILITY)]  # the filters a stream receiver has
 SCAN_TURN = 4096  # messages a stream link's property filter may skip in a row before the others get a turn
 TEMPORARY_QUEUE = "temporary-queue"  # RabbitMQ 4.1's capability of a dynamic source or target
+VOLATILE_QUEUE = "rabbitmq:volatile-queue"  # RabbitMQ 4.2's: a dynamic source that is Direct Reply-To
 OUTPUT_BATCH = 1 << 20  # octets queued for one write before deliveries wait (as 0-9-1's and 0-10's sinks)
 MAX_PENDING_REPLIES = 1000  # management responses kept while the client gives their link no credit
 E, LE = spec.AmqpError, spec.LinkError
@@ -68,7 +70,7 @@ CONDITIONS = {NotFound: E.NOT_FOUND, AccessRefused: E.UNAUTHORIZED_ACCESS, Resou
 # RabbitMQ 4 is the reference for 1.0 (RabbitMQ 3.10, which 0-9-1 announces, had no 1.0 core):
 # its product and version in our open, Warren's own in platform and information
 # (docs/compatibility.md); RabbitMQ's AMQP 1.0 clients refuse a server that is not RabbitMQ 4.
-ANNOUNCED_VERSION_1_0 = "4.1.0"
+ANNOUNCED_VERSION_1_0 = "4.2.0"
 
 
 def open_properties(broker) -> dict:
@@ -113,6 +115,19 @@ class Outgoing:
         self.overflow: list = []
 
 
+class Volatile:
+    """A dynamic receiver with RabbitMQ 4.2's ``rabbitmq:volatile-queue`` capability: Direct
+    Reply-To's reply consumer (``consumer``, warren/broker/reply_to.py). Replies go out settled
+    while the link has credit; one that finds none is dropped (``dropped``), as RabbitMQ's
+    volatile queue drops it: nothing is kept for later."""
+
+    __slots__ = ("handle", "consumer", "dropped")
+
+    def __init__(self, handle: int, consumer) -> None:
+        self.handle, self.consumer = handle, consumer
+        self.dropped = 0
+
+
 class Incoming:
     """A link the client sends on: where its messages go (``exchange`` None: each message's
     ``to``; ``management``: requests to the management node)."""
@@ -137,7 +152,7 @@ class Replies:
 class SessionSink:
     """Deliveries of one session's channel as transfers on the links that asked for them."""
 
-    __slots__ = ("handler", "conn", "io", "number", "channel", "links", "flow_active", "dynamic_targets")
+    __slots__ = ("handler", "conn", "io", "number", "channel", "links", "flow_active", "dynamic_targets", "volatile")
 
     def __init__(self, handler, number: int) -> None:
         self.handler = handler
@@ -148,6 +163,7 @@ class SessionSink:
         self.links: dict[str, Outgoing] = {}  # consumer tag -> link
         self.flow_active = True
         self.dynamic_targets: dict[int, str] = {}  # handle -> the temporary queue a dynamic target created
+        self.volatile: dict[str, Volatile] = {}  # reply consumer tag -> its Direct Reply-To link
 
     def can_accept(self) -> bool:
         return self.flow_active and self.handler.writable and self.conn.out_bytes < OUTPUT_BATCH
@@ -155,6 +171,9 @@ class SessionSink:
     def deliver(self, consumer, tag: int, redelivered: bool, message) -> None:
         link = self.links.get(consumer.tag)
         if link is None:
+            replies = self.volatile.get(consumer.tag)
+            if replies is not None and replies.consumer is consumer:
+                self._deliver_reply(replies, message)
             return
         credit = consumer.credit
         if credit.far:  # from another worker: sent under the credit it knew of
@@ -169,6 +188,13 @@ class SessionSink:
         delivery_id = self.conn.send_transfer(self.number, link.handle, tag.to_bytes(8, "big"), payload, consumer.no_ack)
         if not consumer.no_ack:
             self.channel.deliveries[delivery_id] = tag
+        self.io.want_flush()
+
+    def _deliver_reply(self, link: Volatile, message) -> None:
+        if not self.flow_active or self.conn.credit(self.number, link.handle) <= 0:
+            link.dropped += 1  # no credit: a volatile queue keeps nothing (RabbitMQ 4.2 drops it too)
+            return
+        self.conn.send_transfer(self.number, link.handle, b"", from_broker(message, False), True)
         self.io.want_flush()
 
     def _deliver_stream(self, link: Outgoing, consumer, tag: int, redelivered: bool, message) -> None:
@@ -266,6 +292,12 @@ class SessionChannel(BrokerChannel):
         else:  # released, received: back to the queue
             for tag in tags:
                 self.reject(tag, False, True)
+
+    def close(self) -> None:
+        for link in self.sink.volatile.values():  # their replies have nowhere to go now
+            reply_to.release_volatile(link.consumer)
+        self.sink.volatile.clear()
+        super().close()
 
     def requeue_link(self, consumer) -> None:
         """A link detached: its unsettled deliveries go back to the queue."""
@@ -488,7 +520,10 @@ class ConnectionHandler(BrokerConnection):
         queue, _, _ = await settled(channel.declare_queue("", False, False, True, False, {}))
         return queue
 
-    async def _attach_dynamic_source(self, channel: SessionChannel, handle: int, a) -> Outgoing:
+    async def _attach_dynamic_source(self, channel: SessionChannel, handle: int, a):
+        capabilities = [str(c) for c in as_list(a.source.capabilities)]
+        if VOLATILE_QUEUE in capabilities and a.snd_settle_mode == spec.SenderSettleMode.SETTLED:
+            return self._attach_volatile(channel, handle, a)
         queue = await self._temporary_queue(channel, a.source)
         try:
             out = await self._consume(channel, handle, queue, a.snd_settle_mode == spec.SenderSettleMode.SETTLED,
@@ -500,6 +535,18 @@ class ConnectionHandler(BrokerConnection):
                              dynamic=True, dynamic_node_properties=_dynamic_node_properties(),
                              distribution_mode=Symbol("move"), default_outcome=RELEASED,
                              outcomes=[Symbol(s) for s in _OUTCOMES], capabilities=[Symbol(TEMPORARY_QUEUE)])
+        self.conn.accept_attach(channel.number, handle, source, a.target, a.snd_settle_mode)
+        return out
+
+    def _attach_volatile(self, channel: SessionChannel, handle: int, a) -> Volatile:
+        """RabbitMQ 4.2's Direct Reply-To over 1.0: the link's address is a reply address, which
+        requesters put in ``reply-to`` and responders send to (the default exchange routes it)."""
+        rc = reply_to.volatile(channel, f"amqp1.0-link-{handle}")
+        out = channel.sink.volatile[rc.tag] = Volatile(handle, rc)
+        source = spec.Source(address=_queue_address(reply_to.PREFIX + rc.token), durable=0,
+                             expiry_policy=_LINK_DETACH, timeout=0, dynamic=True,
+                             dynamic_node_properties=_dynamic_node_properties(), distribution_mode=Symbol("move"),
+                             capabilities=[Symbol(VOLATILE_QUEUE)])
         self.conn.accept_attach(channel.number, handle, source, a.target, a.snd_settle_mode)
         return out
 
@@ -564,6 +611,11 @@ class ConnectionHandler(BrokerConnection):
         out = link.context if link is not None else None
         if type(out) is Replies:
             self._send_replies(channel, out)
+            return
+        if type(out) is Volatile:  # nothing waits for its credit: a drain is answered at once
+            if e.drain:
+                self.conn.drained(e.channel, e.handle)
+                self.io.want_flush()
             return
         if type(out) is not Outgoing or out.consumer is None:
             return  # (an attach answered later: _attached_later passes the credit on)
@@ -701,6 +753,10 @@ class ConnectionHandler(BrokerConnection):
     def _drop_link(self, channel: SessionChannel, context, handle: int) -> None:
         if channel.replies is not None and channel.replies.handle == handle:
             channel.replies = None  # the management node's responses have no link any more
+        for tag, volatile in list(channel.sink.volatile.items()):
+            if volatile.handle == handle:
+                del channel.sink.volatile[tag]
+                reply_to.release_volatile(volatile.consumer)
         for tag, out in list(channel.sink.links.items()):
             if out.handle == handle:
                 del channel.sink.links[tag]
