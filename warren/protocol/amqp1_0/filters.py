@@ -1,5 +1,5 @@
-"""A receiving link's source filter set, read as RabbitMQ 4.1 reads it (``rabbit_amqp_session``'s
-``parse_filter``, ``rabbit_amqp_filter_prop``).
+"""A receiving link's source filter set, read as RabbitMQ 4.2 reads it (``rabbit_amqp_session``'s
+``parse_filter``, ``rabbit_amqp_filter_prop``, ``rabbit_amqp_filter_sql``).
 
 The filter set is a map of names (symbols) to described values; the name is the client's, the
 descriptor says what the filter is:
