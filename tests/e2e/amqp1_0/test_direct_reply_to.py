@@ -31,7 +31,8 @@ class _VolatileQueue(ReceiverOption):
 
 
 def reply_receiver(conn, credit: int = 5):
-    return conn.create_receiver(None, credit=credit, options=[_VolatileQueue(), AtMostOnce(), DynamicNodeProperties({})])
+    return conn.create_receiver(None, credit=credit,
+                                options=[_VolatileQueue(), AtMostOnce(), DynamicNodeProperties({})])
 
 
 def test_a_volatile_dynamic_source_is_a_reply_address_a_10_responder_answers(conn, broker, qname):

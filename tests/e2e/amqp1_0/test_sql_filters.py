@@ -18,7 +18,7 @@ from proton.utils import LinkDetached
 from tests.e2e.helpers import wait_until
 
 from .test_rhea import SCRIPT_TIMEOUT_S, rhea  # noqa: F401 (the fixture that installs rhea)
-from .test_streams import TIMEOUT, nothing_more, receive, remote_filter
+from .test_streams import nothing_more, receive, remote_filter
 
 SQL = symbol("amqp:sql-filter")
 SELECTOR = symbol("apache.org:selector-filter:string")

@@ -199,7 +199,8 @@ class SessionSink:
 
     def _deliver_stream(self, link: Outgoing, consumer, tag: int, redelivered: bool, message) -> None:
         v = view(message, redelivered)
-        if link.match is not None and not link.match.matches(v.properties, v.application, v.header, v.annotations):
+        match = link.match
+        if match is not None and not match.matches(v.properties, v.application, v.header, v.annotations):
             self.channel.ack_run([tag])  # not for this link: the stream's reader gets its credit back
             if consumer.credit.far:  # the client's credit was not spent: the owner may send one more
                 self.handler.regrant_at_next_write(self.channel, link)
