@@ -295,3 +295,61 @@ def test_field_by_field_decoding_equals_decoding_by_distinct_list(lists):
     # the flat fields alone, by the walk, are the struct's fields
     flat = property_columns(*args, wanted=("message_id",))
     assert list(flat) == ["message_id"] and flat["message_id"].to_pylist() == by_list["message_id"].to_pylist()
+
+
+@pytest.mark.parametrize("width", [1, 7, 8, 9, 12, 16, 23])
+def test_a_name_that_differs_in_one_octet_is_not_taken_for_a_constant(width):
+    """records._all_same compares eight octets at a time, the last word overlapping: a
+    difference at any place, the last octet included, is seen."""
+    from warren.spark.read import records
+
+    for place in range(width):
+        keys = [b"k" * width] * 5
+        keys[3] = keys[3][:place] + b"x" + keys[3][place + 1:]
+        data = b"".join(ref_entry(i, 0, ref_record(b"", k, b"", b"body")) for i, k in enumerate(keys))
+        assert [r["routing_key"] for r in parse_bulk(data, "s").to_pylist()] == [k.decode() for k in keys]
+        step = len(data) // 5
+        assert not records._all_same(records.padded(data), 5, step, 24 + 2, width)
+
+
+def test_a_pooled_buffer_is_not_handed_out_while_anything_refers_to_it():
+    import pyarrow as pa
+
+    from warren.spark.read.gather import BufferPool
+
+    pool = BufferPool(keep=2)
+    first = pool.take(100)
+    held = pa.py_buffer(first[10:20])  # a view of a view, held by Arrow only
+    del first
+    second = pool.take(50)
+    assert not _shares(second, held)
+    del second
+    third = pool.take(80)  # the buffer of 50, free again, is too small: replaced by one of 80
+    assert not _shares(third, held) and third.base.size == 80
+    del held, third
+    assert pool.take(60).base.size == 80  # the smallest free one that fits
+    assert pool.take(90).base.size == 100
+
+
+def _shares(array, buffer) -> bool:
+    start = array.__array_interface__["data"][0]
+    return start <= buffer.address < start + array.base.size or \
+        buffer.address <= start < buffer.address + buffer.size
+
+
+def test_batches_parsed_into_one_pool_keep_their_values_while_held():
+    """A batch still held (by Spark's serializer, say) keeps its buffers: the next parse into
+    the same pool takes others, and every batch reads back as parsed without a pool."""
+    from warren.spark.read.gather import BufferPool
+    from warren.spark.read.records import parse_padded, padded
+
+    pool = BufferPool(keep=3)
+    answers = [b"".join(ref_entry(1000 * j + i, 0, ref_record(b"", b"key", b"\x00\x00", bytes([j]) * 50))
+                        for i in range(100)) for j in range(6)]
+    held = []
+    for data in answers:
+        held.append(parse_padded(padded(data), len(data), "s", pool=pool))
+        if len(held) > 4:
+            held.pop(0)  # batches given up, their buffers free again
+    for data, batch in zip(answers[-4:], held):
+        assert batch.to_pylist() == parse_bulk(data, "s").to_pylist()

@@ -5,11 +5,15 @@ segment file (BULK FORMAT), read from the socket straight into a padded buffer;
 ``records.parse_padded`` turns each answer into one Arrow batch of the read schema. The
 next range is requested on a helper thread while the current one is parsed, so the broker's
 read, the transfer and the parse overlap (the socket read and most of numpy/Arrow's work run
-without the GIL).
+without the GIL). The answers, and the values copied out of them, go into buffers used
+again once nothing refers to them (``gather.BufferPool``, one per thread): fresh ones cost
+a page fault per 4 KiB. The pools outlive the read (``_IDLE``), so the next task of a reused
+Spark worker starts with its buffers mapped.
 """
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator
 
@@ -18,9 +22,27 @@ import pyarrow as pa
 from warren.spark.read.http_api import RecordRange, StreamApi, StreamApiError
 from warren.spark.options import ReadOptions
 from warren.spark.read.planning import StreamRange, retained_start
+from warren.spark.read.gather import BufferPool
 from warren.spark.read.records import ARROW_SCHEMA, parse_padded
 
 __all__ = ["read_range_http", "api_for"]
+
+# pairs of pools (the fetching thread's, the parsing one's) no read is using: a Spark worker
+# runs one task at a time, so one pair is reused; a few more for reads run side by side
+_IDLE: list[tuple[BufferPool, BufferPool]] = []
+_IDLE_KEPT = 2
+_IDLE_LOCK = threading.Lock()
+
+
+def _pools() -> tuple[BufferPool, BufferPool]:
+    with _IDLE_LOCK:
+        return _IDLE.pop() if _IDLE else (BufferPool(2), BufferPool(4))
+
+
+def _release(pools: tuple[BufferPool, BufferPool]) -> None:
+    with _IDLE_LOCK:
+        if len(_IDLE) < _IDLE_KEPT:
+            _IDLE.append(pools)
 
 
 def api_for(options: ReadOptions) -> StreamApi:
@@ -54,11 +76,13 @@ def read_range_http(options: ReadOptions, rng: StreamRange, schema: pa.Schema = 
     api = api_for(options)
     reader = _reader_name()
     filtered = bool(routing_keys) or bool(matches)
+    pools = _pools()
+    answers, values = pools  # the fetching thread's, the parsing one's
 
     def fetch(offset: int) -> RecordRange:
         return api.records(stream, offset, rng.end, min(options.fetch_max_records, rng.end - offset),
                            options.fetch_max_bytes, padded=True, routing_keys=routing_keys, reader=reader,
-                           matches=matches)
+                           matches=matches, pool=answers)
 
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="warren-fetch")
     try:
@@ -82,7 +106,7 @@ def read_range_http(options: ReadOptions, rng: StreamRange, schema: pa.Schema = 
             following = answer.next_offset
             if following < rng.end:
                 pending = pool.submit(fetch, following)
-            batch = parse_padded(answer.data, answer.size, stream, options.verify_crc, schema)
+            batch = parse_padded(answer.data, answer.size, stream, options.verify_crc, schema, values)
             if batch.num_rows != answer.count:
                 raise StreamApiError(f"stream {stream!r}: the answer from offset {answer.first_offset} announced "
                                      f"{answer.count} records and holds {batch.num_rows}")
@@ -91,3 +115,4 @@ def read_range_http(options: ReadOptions, rng: StreamRange, schema: pa.Schema = 
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         api.close()
+        _release(pools)

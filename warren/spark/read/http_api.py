@@ -17,18 +17,18 @@ from urllib.parse import quote, urlencode, urlsplit
 
 import numpy as np
 
-from warren.spark.read.gather import PAD
+from warren.spark.read.gather import PAD, BufferPool
 
 __all__ = ["StreamApi", "StreamApiError", "StreamInfo", "RecordRange"]
 
 RECORDS_CONTENT_TYPE = "application/x-warren-stream-records"
 
 
-def _read_padded(response) -> np.ndarray:
+def _read_padded(response, pool: BufferPool | None = None) -> np.ndarray:
     """The body of ``response`` (its length known) in a uint8 array with ``PAD`` zero octets
-    after it, read into place with ``readinto``."""
+    after it, read into place with ``readinto``; into a buffer of ``pool`` if given."""
     size = response.length
-    out = np.empty(size + PAD, dtype=np.uint8)
+    out = np.empty(size + PAD, dtype=np.uint8) if pool is None else pool.take(size + PAD)
     out[size:] = 0
     view = memoryview(out)
     got = 0
@@ -119,9 +119,10 @@ class StreamApi:
             self._conn = cls(self._host, self._port, timeout=self._timeout)
         return self._conn
 
-    def _get(self, path: str, padded: bool = False) -> tuple[int, dict, bytes]:
+    def _get(self, path: str, padded: bool = False, pool: BufferPool | None = None) -> tuple[int, dict, bytes]:
         """(status, headers, body); ``padded``: a 200 answer's body comes as a numpy uint8
-        array with ``PAD`` spare octets after it, read straight from the socket (no copy)."""
+        array with ``PAD`` spare octets after it, read straight from the socket (no copy),
+        into a buffer of ``pool`` if given."""
         headers = {"Authorization": self._auth, "Connection": "keep-alive"}
         for attempt in (1, 2):
             conn = self._connection()
@@ -129,7 +130,7 @@ class StreamApi:
                 conn.request("GET", self._prefix + path, headers=headers)
                 response = conn.getresponse()
                 if padded and response.status == 200 and response.length is not None:
-                    body = _read_padded(response)
+                    body = _read_padded(response, pool)
                 else:
                     body = response.read()
                 if response.will_close:
@@ -191,13 +192,14 @@ class StreamApi:
 
     def records(self, name: str, offset: int, end: int | None, max_records: int, max_bytes: int,
                 padded: bool = False, routing_keys: frozenset | None = None, reader: str | None = None,
-                matches: tuple = ()) -> RecordRange:
+                matches: tuple = (), pool: BufferPool | None = None) -> RecordRange:
         """Committed records from ``offset`` (BULK FORMAT); ``padded``: ``data`` is a numpy
         buffer with ``PAD`` spare octets after the ``size`` octets of entries (``parse_padded``);
         ``routing_keys``: only the blocks the broker's filter says may hold one of them;
         ``matches``: only the records whose properties or headers match (``(parameter, texts)``
         pairs, ``PushedRange.matches``);
-        ``reader``: the name the broker keeps this reader's position under (its lag metric)."""
+        ``reader``: the name the broker keeps this reader's position under (its lag metric);
+        ``pool``: where a padded answer's buffer comes from (``BufferPool``: one per thread)."""
         query: dict = {"offset": offset, "max_records": max_records, "max_bytes": max_bytes}
         if end is not None:
             query["end"] = end
@@ -208,7 +210,7 @@ class StreamApi:
         if reader:
             query["reader"] = reader
         status, headers, body = self._get(self._stream_path(name) + "/records?" + urlencode(query, doseq=True),
-                                          padded)
+                                          padded, pool)
         if status != 200:
             raise self._refused(name, status, body)
         try:

@@ -36,7 +36,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from warren.spark.read.gather import be_uint, padded, views
+from warren.spark.read.gather import BufferPool, be_uint, padded, views
 from warren.spark.read.property_columns import (
     HEADERS_TYPE, PROPERTIES_TYPE, PROPERTY_COLUMNS, property_columns, text_column,
 )
@@ -120,10 +120,35 @@ def _names(column: pa.Array) -> pa.Array:
     return text_column(column)
 
 
+# columns and offsets every batch of a read has alike (the stream's name, one routing key, the
+# offsets of values of one width), built once: Arrow arrays and buffers are immutable, so
+# batches may share them; only the last few and small ones are kept
+_SHARED: dict = {}
+_SHARED_KEPT = 8
+_SHARED_MAX_OCTETS = 1 << 20
+
+
+def _shared(key, octets: int, build):
+    found = _SHARED.get(key)
+    if found is None:
+        found = build()
+        if octets <= _SHARED_MAX_OCTETS:
+            if len(_SHARED) >= _SHARED_KEPT:
+                del _SHARED[next(iter(_SHARED))]  # the oldest
+            _SHARED[key] = found
+    return found
+
+
+def _offsets(n: int, width: int) -> pa.Buffer:
+    """The int32 offsets of ``n`` values of ``width`` octets each."""
+    return _shared(("offsets", n, width), 4 * (n + 1),
+                   lambda: pa.py_buffer(np.arange(n + 1, dtype=np.int32) * np.int32(width)))
+
+
 def _constant_string(value: str, n: int) -> pa.Array:
     octets = value.encode("utf-8")
-    offsets = np.arange(n + 1, dtype=np.int32) * len(octets)
-    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(octets * n)])
+    return _shared(("text", octets, n), (len(octets) + 4) * n, lambda: pa.Array.from_buffers(
+        pa.string(), n, [None, _offsets(n, len(octets)), pa.py_buffer(octets * n)]))
 
 
 def _timestamps(ms: np.ndarray) -> pa.Array:
@@ -180,16 +205,17 @@ def parse_bulk(data, stream: str, verify: bool = False, schema: pa.Schema = ARRO
 
 
 def parse_padded(u8: np.ndarray, size: int, stream: str, verify: bool = False,
-                 schema: pa.Schema = ARROW_SCHEMA) -> pa.RecordBatch:
+                 schema: pa.Schema = ARROW_SCHEMA, pool: BufferPool | None = None) -> pa.RecordBatch:
     """``parse_bulk`` of the ``size`` octets at the start of ``u8``, which has at least ``PAD``
-    octets after them (their values do not matter)."""
+    octets after them (their values do not matter); ``pool``: where the values copied out
+    of uniform entries go (``_parse_uniform``)."""
     data = memoryview(u8)[:size]
     positions, step = _entry_layout(data)
     n = len(positions)
     if n == 0:
         return empty_batch(schema)
     if step is not None and not verify:
-        batch = _parse_uniform(u8, n, step, stream, schema)
+        batch = _parse_uniform(u8, n, step, stream, schema, pool)
         if batch is not None:
             return batch
     wanted = set(schema.names)
@@ -238,22 +264,50 @@ def _strided_octets(u8: np.ndarray, n: int, step: int, at: int, width: int) -> n
     return np.ndarray(shape=(n, width), dtype=np.uint8, buffer=u8, offset=at, strides=(step, 1))
 
 
-def _fixed_width(octets: np.ndarray, typ) -> pa.Array:
-    """A binary (or string, unchecked) array of the rows of ``octets`` (n, width), copied once."""
-    n, width = octets.shape
-    offsets = np.arange(n + 1, dtype=np.int32) * np.int32(width)
-    return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(offsets), pa.py_buffer(np.ascontiguousarray(octets))])
+def _fixed_width(u8: np.ndarray, n: int, step: int, at: int, width: int, typ,
+                 pool: BufferPool | None = None) -> pa.Array:
+    """A binary (or string, unchecked) array of the ``width`` octets at octet ``at`` of each of
+    ``n`` entries of ``step`` octets, copied once (into a buffer of ``pool`` if given). Each
+    value is copied as one item of ``width`` octets (numpy copies the rows of an (n, width)
+    uint8 view octet by octet, several times slower)."""
+    if width == 0:
+        return pa.Array.from_buffers(typ, n, [None, _offsets(n, 0), pa.py_buffer(b"")])
+    out = np.empty(n * width, dtype=np.uint8) if pool is None else pool.take(n * width)
+    values = np.ndarray(shape=(n,), dtype=np.dtype((np.void, width)), buffer=u8, offset=at, strides=(step,))
+    np.copyto(out.view(np.dtype((np.void, width))), values)
+    return pa.Array.from_buffers(typ, n, [None, _offsets(n, width), pa.py_buffer(out)])
 
 
-def _fixed_text(octets: np.ndarray) -> pa.Array:
+def _all_same(u8: np.ndarray, n: int, step: int, at: int, width: int) -> bool:
+    """Whether the ``width`` octets at octet ``at`` are the same in each of ``n`` entries of
+    ``step`` octets: compared eight octets at a time (the last word overlapping the one
+    before), short values octet by octet."""
+    if width < 8:
+        octets = _strided_octets(u8, n, step, at, width)
+        return bool((octets == octets[0]).all())
+    for k in (*range(0, width - 8, 8), width - 8):
+        words = _strided(u8, n, step, at + k, np.uint64)
+        if not (words == words[0]).all():
+            return False
+    return True
+
+
+def _fixed_text(u8: np.ndarray, n: int, step: int, at: int, width: int) -> pa.Array:
     """Names of one width as strings: one value repeated (checked once), or each row's."""
-    n, width = octets.shape
-    if width == 0 or (octets == octets[0]).all():
-        return _constant_string(bytes(octets[0]).decode("utf-8", "replace"), n)
-    return text_column(_fixed_width(octets, pa.binary()))
+    if width == 0 or _all_same(u8, n, step, at, width):
+        return _constant_string(bytes(u8[at:at + width]).decode("utf-8", "replace"), n)
+    return text_column(_fixed_width(u8, n, step, at, width, pa.binary()))
 
 
-def _parse_uniform(u8: np.ndarray, n: int, step: int, stream: str, schema: pa.Schema) -> pa.RecordBatch | None:
+def _int64s(values: np.ndarray, pool: BufferPool | None) -> pa.Array:
+    """An int64 column of ``values`` (any integer view), converted into a buffer of ``pool``."""
+    out = np.empty(len(values), dtype=np.int64) if pool is None else pool.take(8 * len(values)).view(np.int64)
+    np.copyto(out, values, casting="unsafe")
+    return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(out)])
+
+
+def _parse_uniform(u8: np.ndarray, n: int, step: int, stream: str, schema: pa.Schema,
+                   pool: BufferPool | None = None) -> pa.RecordBatch | None:
     """``parse_padded`` of ``n`` entries of ``step`` octets each whose records all have the same
     layout (exchange, routing key and property list lengths): every value is then at the same
     place in each entry, read through strided views with no gather (a stream of one publisher's
@@ -280,19 +334,19 @@ def _parse_uniform(u8: np.ndarray, n: int, step: int, stream: str, schema: pa.Sc
     if body_at > step:
         return None  # malformed: the general path names the offset
     wanted = set(schema.names)
-    built: dict = {"offset": pa.array(_strided(u8, n, step, 4, ">i8").astype(np.int64), type=pa.int64())}
+    built: dict = {"offset": _int64s(_strided(u8, n, step, 4, ">i8"), pool)}
     if "body" in wanted:
-        built["body"] = _fixed_width(_strided_octets(u8, n, step, body_at, step - body_at), pa.binary())
+        built["body"] = _fixed_width(u8, n, step, body_at, step - body_at, pa.binary(), pool)
     if "exchange" in wanted:
-        built["exchange"] = _fixed_text(_strided_octets(u8, n, step, base + 1, e))
+        built["exchange"] = _fixed_text(u8, n, step, base + 1, e)
     if "routing_key" in wanted:
-        built["routing_key"] = _fixed_text(_strided_octets(u8, n, step, base + 2 + e, r))
+        built["routing_key"] = _fixed_text(u8, n, step, base + 2 + e, r)
     if "timestamp" in wanted:
         built["timestamp"] = _timestamps(_strided(u8, n, step, 12, ">i8").astype(np.int64))
     if "stream" in wanted:
         built["stream"] = _constant_string(stream, n)
     if "property_list" in wanted:
-        built["property_list"] = _fixed_width(_strided_octets(u8, n, step, props_at + 4, p), pa.binary())
+        built["property_list"] = _fixed_width(u8, n, step, props_at + 4, p, pa.binary(), pool)
     if wanted & set(PROPERTY_COLUMNS):
         starts = np.arange(props_at + 4, props_at + 4 + n * step, step, dtype=np.int64)
         built.update(property_columns(u8, pa.py_buffer(u8), starts, np.full(n, p, dtype=np.int64), wanted))
