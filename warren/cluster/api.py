@@ -271,10 +271,10 @@ class ClusterApi:
             raise
         if holder is None:
             self.queues.made(claim)
-            if name in v.queues:
-                await self.reach.announce(v, self.queues.record_of(v.name, v.queues[name]), claim.revision)
         if self.replicas is not None and name in v.queues:  # a quorum queue: its members, then led here
             await self.replicas.created(v, v.queues[name])
+        if holder is None and name in v.queues:
+            await self.reach.announce(v, self.queues.record_of(v.name, v.queues[name]), claim.revision)
         return await self._published(result, v, op, args, None, True)
 
     @staticmethod

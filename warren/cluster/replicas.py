@@ -71,6 +71,7 @@ from warren.cluster.node import cancel_tasks
 from warren.cluster.queues import plain, queue_key
 from warren.cluster.reach import nack_from_pool
 from warren.cluster.replica_reads import ReplicaStream
+from warren.errors import AMQPError
 from warren.store.message import encode_message_ss
 from warren.store.queue_store import QueueStore
 from warren.store.stream_store import StreamStore
@@ -1073,23 +1074,34 @@ class Replicas:
             os.rename(source, target)
         arguments = dict(record.get("arguments") or {})
         handle = v.remote_queues.get(name)
-        if handle is not None:
-            arguments = dict(handle.arguments)
-            self.api.reach.forget_handle(v, handle)
-        arguments["x-queue-type"] = kind
-        # declared with its record written and fsynced off the loop by this task, not by the next
-        # group commit: one may be waiting for this very queue (the publishes held for it here,
-        # reach.py ``HeldSync``)
+        # declared, led, bound where the old leader's handle was and given what was held for it
+        # in one turn: nothing published meanwhile reaches a queue not led yet (confirmed by this
+        # node's disk alone), nor finds no binding (returned, or dropped and confirmed). Its record
+        # is fsynced off the loop by this task, not by the next group commit: that one may be
+        # waiting for this very queue (the publishes held for it here, reach.py ``HeldSync``)
         definitions = self.durability.definitions
         with definitions.deferred():
+            bound = []
+            if handle is not None:
+                arguments = dict(handle.arguments)
+                bound = [(b.source.name, b.routing_key, b.arguments) for b in handle.bound_to]
+                bound += [(source.name, key, args) for source, key, args in handle.parked or ()]
+                self.api.reach.forget_handle(v, handle)
+            arguments["x-queue-type"] = kind
             apply_change(v, "declare_queue", (name, True, False, False, arguments, ADMIN))
-        await asyncio.to_thread(definitions.sync)
-        q = v.queues[name]
+            q = v.queues[name]
+            self._lead(v, q, record)
+            for exchange, key, args in bound:
+                try:
+                    v.bind_queue(q, exchange, key, args)
+                except AMQPError as e:  # (the exchange went meanwhile: the shared topology says so next)
+                    log.warning("cluster: %s '%s' in vhost '%s': its binding from exchange '%s' was not made "
+                                "again here: %s", kind_of(q), name, vhost, exchange, e)
+            self.api.reach.release(v, name)  # what this node's clients published to it meanwhile
         log.warning("cluster: this node took %s '%s' in vhost '%s' (epoch %d): %d messages", kind_of(q), name, vhost,
                     record["epoch"], q.message_count)
-        self._lead(v, q, record)
-        self.api.reach.release(v, name)  # what this node's clients published to it meanwhile
-        if self.api.topology is not None:  # its bindings, which went with the old leader's handle
+        await asyncio.to_thread(definitions.sync)
+        if self.api.topology is not None:  # (bindings made since the handle went, if any)
             self.api.topology.changed()
         await self.api.queues.publish_once()  # the other nodes route to it here from now on
 
