@@ -437,17 +437,17 @@ class _Parser:
         return f
 
     def disjunction(self):
-        f = self.conjunction()
-        while self.peek("kw", "OR"):
-            self.i += 1
-            f = _or(f, self.conjunction())
-        return f
+        return self._chain("OR", self.conjunction, _or)
 
     def conjunction(self):
-        f = self.negation()
-        while self.peek("kw", "AND"):
+        return self._chain("AND", self.negation, _and)
+
+    def _chain(self, keyword: str, operand, combine):
+        """``operand (keyword operand)*``, folded left with ``combine``."""
+        f = operand()
+        while self.peek("kw", keyword):
             self.i += 1
-            f = _and(f, self.negation())
+            f = combine(f, operand())
         return f
 
     def negation(self):

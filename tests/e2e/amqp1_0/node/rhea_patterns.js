@@ -4,19 +4,7 @@
 const rhea = require("rhea");
 const [host, port, queue, pikaQueue] = process.argv.slice(2);
 const out = { accepted: 0, released: 0, received: [], redelivered: [], properties: [], toPika: null, error: null };
-const timer = setTimeout(() => { out.error = "timed out after 25 s"; finish(); }, 25000);
-const container = rhea.create_container({ id: "rhea-e2e" });
-const conn = container.connect({ host, port: Number(port), username: "guest", password: "guest", reconnect: false,
-                                 hostname: "vhost:/" });
-
-function finish() {
-  clearTimeout(timer);
-  console.log(JSON.stringify(out));
-  try { conn.close(); } catch (e) { /* closing anyway */ }
-  setTimeout(() => process.exit(0), 200);
-}
-
-conn.on("connection_error", (ctx) => { out.error = String(ctx.connection.error && ctx.connection.error.description); finish(); });
+const { conn, finish } = require("./connect").connect("rhea-e2e", host, port, out);
 conn.on("disconnected", (ctx) => { if (!out.error && out.toPika === null) { out.error = "disconnected"; finish(); } });
 
 const sender = conn.open_sender(`/queues/${queue}`);

@@ -6,19 +6,7 @@ const rhea = require("rhea");
 const [host, port, stream] = process.argv.slice(2);
 const out = { received: [], inPlace: null, refused: null, error: null };
 const colours = ["red", "green", "blue", "red", "green", "red"];
-const timer = setTimeout(() => { out.error = "timed out after 25 s"; finish(); }, 25000);
-const container = rhea.create_container({ id: "rhea-selector-e2e" });
-const conn = container.connect({ host, port: Number(port), username: "guest", password: "guest", reconnect: false,
-                                 hostname: "vhost:/" });
-
-function finish() {
-  clearTimeout(timer);
-  console.log(JSON.stringify(out));
-  try { conn.close(); } catch (e) { /* closing anyway */ }
-  setTimeout(() => process.exit(0), 200);
-}
-
-conn.on("connection_error", (ctx) => { out.error = String(ctx.connection.error && ctx.connection.error.description); finish(); });
+const { conn, finish } = require("./connect").connect("rhea-selector-e2e", host, port, out);
 
 const receiver = conn.open_receiver({ source: { address: `/queues/${stream}`,
                                                 filter: rhea.filter.selector("colour = 'red'") } });
