@@ -7,12 +7,15 @@ from warren.broker.exchanges.direct import DirectExchange
 from warren.broker.exchanges.fanout import FanoutExchange
 from warren.broker.exchanges.federation_upstream import FederationUpstreamExchange
 from warren.broker.exchanges.headers import HeadersExchange
+from warren.broker.exchanges.local_random import LocalRandomExchange
 from warren.broker.exchanges.topic import TopicExchange
 
 __all__ = ["Binding", "Exchange", "DirectExchange", "FanoutExchange", "HeadersExchange", "TopicExchange",
-           "ConsistentHashExchange", "DelayedMessageExchange", "FederationUpstreamExchange", "EXCHANGE_TYPES"]
+           "ConsistentHashExchange", "DelayedMessageExchange", "FederationUpstreamExchange", "LocalRandomExchange",
+           "EXCHANGE_TYPES"]
 
 EXCHANGE_TYPES: dict[str, type[Exchange]] = {
     cls.TYPE: cls for cls in (DirectExchange, FanoutExchange, TopicExchange, HeadersExchange,
-                              ConsistentHashExchange, DelayedMessageExchange, FederationUpstreamExchange)
+                              ConsistentHashExchange, DelayedMessageExchange, FederationUpstreamExchange,
+                              LocalRandomExchange)
 }

@@ -45,6 +45,7 @@ EXCHANGE_TYPES = [
     {"name": "topic", "description": "AMQP topic exchange, as per the AMQP specification", "enabled": True},
     {"name": "x-consistent-hash", "description": "Consistent Hashing Exchange", "enabled": True},
     {"name": "x-delayed-message", "description": "Delayed Message Exchange", "enabled": True},
+    {"name": "x-local-random", "description": "One bound queue of this node, picked at random", "enabled": True},
 ]
 log = logging.getLogger("warren.management")
 SAMPLE_RETENTION = {"global": [600, 3600, 28800, 86400], "basic": [600, 3600], "detailed": [600]}

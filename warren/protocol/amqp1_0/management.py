@@ -19,27 +19,45 @@ DELETE /queues/Q/messages               200 {message_count} (purged)
 PUT /exchanges/X {type, durable,        204 (RabbitMQ 4's answer whether or not it existed);
 auto_delete, internal, arguments}       409 when it exists with other properties
 DELETE /exchanges/X                     204
-POST /bindings {source, binding_key,    204
-destination_queue | destination_
-exchange, arguments}
+POST /bindings {source, binding_key,    204; 400 when the bind itself is refused (a missing
+destination_queue | destination_        queue or exchange, a key or destination the exchange
+exchange, arguments}                    type refuses), as RabbitMQ 4 answers
 DELETE /bindings/src=X;dstq=Q;key=K;    204 (``dste=`` for an exchange; ``dstq=`` naming an
-args=                                   exchange is taken too: RabbitMQ's Python client sends it)
+args=H                                  exchange is taken too: RabbitMQ's Python client sends it),
+                                        also when no such binding exists; ``H`` empty: the
+                                        binding without arguments, else the one whose arguments
+                                        have that hash (a listing's ``location``)
+GET /bindings?src=X&dstq=Q&key=K        200 with the list of bindings from X to Q (``dste=`` an
+                                        exchange) with key K, each a map of ``source``,
+                                        ``destination_queue`` or ``destination_exchange``,
+                                        ``binding_key``, ``arguments`` and ``location`` (the path
+                                        its DELETE takes); other query fields are not read
 ======================================  =======================================================
 
+A binding's arguments hash (``args=`` of a location) is Warren's own: the first four octets
+of BLAKE2b over the arguments, in URL-safe base 64 without padding, empty for no arguments.
+RabbitMQ hashes with Erlang's ``phash2``, so a location is only good for the broker that gave
+it, which is how RabbitMQ's clients use it (they list, then delete what the list says).
+
 Refusals map to statuses as RabbitMQ's do: not found 404, precondition failed 409, access
-refused 403, anything else the broker refuses 400; an unknown path or method 400 or 405.
+refused 403 (the default exchange as a binding's source too), anything else the broker refuses
+400 (and a bind's or unbind's refusals, above); an unknown path or method 400 or 405.
 """
 
 from __future__ import annotations
 
-from urllib.parse import unquote
+import base64
+import hashlib
+from urllib.parse import parse_qsl, quote, unquote
 
+from warren.broker import authz
+from warren.broker.exchanges.base import Exchange, freeze
 from warren.broker.later import run, settled
 from warren.codec.amqp1_0 import types as t
 from warren.errors import AccessRefused, AMQPError, NotFound, PreconditionFailed
 from warren.spec import amqp1_0 as spec
 
-__all__ = ["NODE_ADDRESS", "handle_request", "response"]
+__all__ = ["NODE_ADDRESS", "args_hash", "handle_request", "response"]
 
 NODE_ADDRESS = "/management"
 
@@ -90,10 +108,12 @@ async def _queue_exists(channel, name: str) -> bool:
     return True
 
 
-def _segments(path: str) -> list[str]:
+def _segments(path: str) -> tuple[list[str], dict[str, str]]:
+    """The path's segments (still percent-encoded) and its query's fields (decoded)."""
     if not path.startswith("/"):
         raise _Status(400, f"path '{path}' does not begin with /")
-    return path[1:].split("/")
+    path, _, query = path.partition("?")
+    return path[1:].split("/"), dict(parse_qsl(query, keep_blank_values=True))
 
 
 def _binding_key(spec_text: str) -> dict:
@@ -105,6 +125,56 @@ def _binding_key(spec_text: str) -> dict:
     return out
 
 
+def args_hash(arguments: dict) -> str:
+    """A binding's arguments as a location names them: empty for none (see the module docstring)."""
+    if not arguments:
+        return ""
+    digest = hashlib.blake2b(repr(freeze(arguments)).encode(), digest_size=4).digest()
+    return base64.urlsafe_b64encode(digest).decode().rstrip("=")
+
+
+def _location(b) -> str:
+    kind = "e" if isinstance(b.destination, Exchange) else "q"
+    return (f"/bindings/src={quote(b.source.name, safe='')};dst{kind}={quote(b.destination.name, safe='')};"
+            f"key={quote(b.routing_key, safe='')};args={args_hash(b.arguments)}")
+
+
+def _value(v):
+    """A binding argument as the management node answers it: the 1.0 types that map plainly,
+    maps and lists of them, the text of anything else (a decimal, a timestamp)."""
+    if isinstance(v, dict):
+        return {str(k): _value(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_value(x) for x in v]
+    if v is None or isinstance(v, (str, int, float, bool, bytes)):
+        return v
+    return str(v)
+
+
+def _bindings(channel, source: str, kind: str, destination: str, key: str) -> list:
+    """The bindings from exchange ``source`` to the queue (``kind`` "q") or exchange ("e")
+    ``destination`` with binding key ``key``: none when either is missing, as RabbitMQ answers.
+    Read where they are: every process holds every exchange and its bindings."""
+    if source == "":
+        raise AccessRefused("operation not permitted on the default exchange")
+    if kind == "q":
+        authz.queue_bind(channel, destination, source, key)
+    else:
+        authz.exchange_bind(channel, destination, source, key)
+    ex = channel.vhost.exchanges.get(source)
+    if ex is None:
+        return []
+    return [b for b in ex.bindings.values()
+            if b.routing_key == key and b.destination.name == destination
+            and isinstance(b.destination, Exchange) == (kind == "e")]
+
+
+def _binding_map(b) -> dict:
+    kind = "destination_exchange" if isinstance(b.destination, Exchange) else "destination_queue"
+    return {"source": b.source.name, kind: b.destination.name, "binding_key": b.routing_key,
+            "arguments": {str(k): _value(v) for k, v in b.arguments.items()}, "location": _location(b)}
+
+
 def handle_request(channel, method: str, path: str, body, node: str):
     """(status, response body) of one request on ``channel`` (a ``BrokerChannel``); ``node``
     is the node's name (a queue's leader and replica). Now, or an awaitable of it when the
@@ -114,7 +184,8 @@ def handle_request(channel, method: str, path: str, body, node: str):
 
 async def _answer(channel, method: str, path: str, body, node: str) -> tuple[int, object]:
     try:
-        return await _dispatch(channel, method.upper(), _segments(path), _plain(body), node)
+        parts, query = _segments(path)
+        return await _dispatch(channel, method.upper(), parts, query, _plain(body), node)
     except _Status as s:
         return s.code, s.text
     except NotFound as e:
@@ -127,7 +198,7 @@ async def _answer(channel, method: str, path: str, body, node: str) -> tuple[int
         return 400, e.text
 
 
-async def _dispatch(channel, method: str, parts: list[str], body, node: str) -> tuple[int, object]:
+async def _dispatch(channel, method: str, parts: list[str], query: dict, body, node: str) -> tuple[int, object]:
     body = body if isinstance(body, dict) else {}
     vhost = channel.vhost
     if parts[0] == "queues" and len(parts) in (2, 3) and parts[1]:
@@ -169,22 +240,51 @@ async def _dispatch(channel, method: str, parts: list[str], body, node: str) -> 
         if method == "POST" and len(parts) == 1:
             source, key = str(body.get("source", "")), str(body.get("binding_key", ""))
             arguments = dict(body.get("arguments") or {})
-            if "destination_queue" in body:
-                await settled(channel.bind_queue(str(body["destination_queue"]), source, key, arguments))
-            elif "destination_exchange" in body:
-                await settled(channel.bind_exchange(str(body["destination_exchange"]), source, key, arguments))
-            else:
-                raise _Status(400, "a binding needs destination_queue or destination_exchange")
+            try:
+                if "destination_queue" in body:
+                    await settled(channel.bind_queue(str(body["destination_queue"]), source, key, arguments))
+                elif "destination_exchange" in body:
+                    await settled(channel.bind_exchange(str(body["destination_exchange"]), source, key, arguments))
+                else:
+                    raise _Status(400, "a binding needs destination_queue or destination_exchange")
+            except (NotFound, PreconditionFailed) as e:  # RabbitMQ 4: any refusal of the bind itself
+                raise _Status(400, e.text) from None
             return 204, None
+        if method == "GET" and len(parts) == 1:
+            if "src" not in query or "key" not in query:
+                raise _Status(400, "a binding listing names src= and key= in its query")
+            if "dste" in query:
+                kind, destination = "e", query["dste"]
+            elif "dstq" in query:
+                kind, destination = "q", query["dstq"]
+            else:
+                raise _Status(400, "a binding listing names dstq= or dste= in its query")
+            return 200, [_binding_map(b) for b in _bindings(channel, query["src"], kind, destination, query["key"])]
         if method == "DELETE" and len(parts) == 2:
             b = _binding_key(parts[1])
-            source, key = b.get("src", ""), b.get("key", "")
+            source, key, hashed = b.get("src", ""), b.get("key", ""), b.get("args", "")
             if "dste" in b or ("dstq" in b and not await _queue_exists(channel, b["dstq"])):
-                await settled(channel.unbind_exchange(b.get("dste", b.get("dstq", "")), source, key, {}))
+                kind, destination = "e", b.get("dste", b.get("dstq", ""))
             elif "dstq" in b:
-                await settled(channel.unbind_queue(b["dstq"], source, key, {}))
+                kind, destination = "q", b["dstq"]
             else:
                 raise _Status(400, "a binding path names dstq= or dste=")
+            arguments: dict = {}
+            if hashed:  # the binding with arguments of that hash, if there is one
+                found = [x for x in _bindings(channel, source, kind, destination, key)
+                         if args_hash(x.arguments) == hashed]
+                if not found:
+                    return 204, None
+                arguments = dict(found[0].arguments)
+            try:
+                if kind == "e":
+                    await settled(channel.unbind_exchange(destination, source, key, arguments))
+                else:
+                    await settled(channel.unbind_queue(destination, source, key, arguments))
+            except NotFound:  # RabbitMQ 4: no such binding (or source, or destination) is no error
+                pass
+            except PreconditionFailed as e:
+                raise _Status(400, e.text) from None
             return 204, None
         raise _Status(405, f"{method} is not served on bindings")
     raise _Status(400, f"path '/{'/'.join(parts)}' is not served by the management node")
