@@ -124,6 +124,20 @@ def test_bindings_take_the_empty_key_and_classic_queues_only(conn, lrx, cleanup,
     lrx.queue_bind(q, x, "", arguments={"any": "thing"})
 
 
+def test_a_delayed_message_exchange_routing_so_checks_its_bindings_so(conn, lrx, cleanup, uid):
+    try:
+        x = make_exchange(conn.channel(), cleanup, f"lrx-delayed-{uid}", "x-delayed-message",
+                          arguments={"x-delayed-type": TYPE})
+    except (ChannelClosedByBroker, ConnectionClosedByBroker) as e:
+        pytest.skip(f"the broker has no x-delayed-message exchange: {e}")
+    q = new_queue(lrx)
+    assert refused_bind(conn, q, x, "rk") == PRECONDITION_FAILED
+    quorum = make_queue(conn.channel(), cleanup, f"lrx-dqq-{uid}", durable=True,
+                        arguments={"x-queue-type": "quorum"})
+    assert refused_bind(conn, quorum, x) == PRECONDITION_FAILED
+    lrx.queue_bind(q, x, "")
+
+
 def test_declare_arguments_are_kept_and_compared(conn, lrx, cleanup, uid):
     x = local_random(lrx, cleanup, uid, arguments={"x-delayed-type": "direct"})
     lrx.exchange_declare(x, TYPE, arguments={"x-delayed-type": "direct"})

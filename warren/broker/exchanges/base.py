@@ -116,9 +116,13 @@ class Exchange:
     def check_key(self, routing_key: str) -> None:
         """Refuse a binding key this type cannot use (raise an AMQPError)."""
 
+    def check_destination(self, destination) -> None:
+        """Refuse a destination (a queue or its handle, an Exchange) this type cannot route to."""
+
     def bind(self, destination, routing_key: str, arguments: dict) -> bool:
         self.check_binding(arguments)
         self.check_key(routing_key)
+        self.check_destination(destination)
         b = Binding(self, destination, routing_key, arguments)
         if b.key in self.bindings:
             return False

@@ -139,6 +139,9 @@ class DelayedMessageExchange(Exchange):
     def check_key(self, routing_key: str) -> None:
         self.inner.check_key(routing_key)
 
+    def check_destination(self, destination) -> None:
+        self.inner.check_destination(destination)
+
     def _add(self, b) -> None:
         self.inner._add(b)
 

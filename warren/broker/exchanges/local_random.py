@@ -48,8 +48,7 @@ class LocalRandomExchange(Exchange):
             raise PreconditionFailed(f"binding key '{routing_key}' refused: an x-local-random exchange "
                                      "takes only the empty binding key")
 
-    def bind(self, destination, routing_key: str, arguments: dict) -> bool:
-        self.check_key(routing_key)
+    def check_destination(self, destination) -> None:
         if isinstance(destination, Exchange):
             raise PreconditionFailed(f"exchange '{destination.name}' refused as destination: an "
                                      "x-local-random exchange binds queues only")
@@ -57,7 +56,6 @@ class LocalRandomExchange(Exchange):
         if kind != "classic":
             raise PreconditionFailed(f"queue '{destination.name}' refused: an x-local-random exchange binds "
                                      f"classic queues only, not {kind} queues")
-        return super().bind(destination, routing_key, arguments)
 
     def _add(self, b) -> None:
         if on_this_node(b.destination):
