@@ -25,11 +25,12 @@ each, alternating which goes first, after one warm-up run of each:
 
 Prints every run with the load average at its start and the CPU time each process spent on it
 (``jvm``: the driver, which runs the tasks in local mode, and ``py``: its Python workers, from
-/proc; ``broker``: the broker serving the records), then the best rate of each, and warren
-flat's rate over the ceiling's (the issue's figure: 0.46; its goal: 0.9). The machine is
-shared: compare only figures of one run, and mind the load printed beside them. With two cores
-busy, a job's rate follows the CPU time it needs, so the CPU columns say where the difference
-goes even when the load makes the wall-clock rates noisy.
+/proc; ``broker``: the broker serving the records), then the best and the median rate of each
+with its median CPU times, and warren flat's rate over the ceiling's, best and by medians (the
+issue's figure: 0.46; its goal: 0.9). The machine is shared: compare only figures of one run,
+and mind the load printed beside them. With two cores busy, a job's rate follows the CPU time
+it needs, so the CPU columns say where the difference goes even when the load makes the
+wall-clock rates noisy.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ import argparse
 import os
 import shutil
 import signal
+import statistics
 import struct
 import sys
 import tempfile
@@ -266,6 +268,8 @@ def main() -> None:
             own = cpu_seconds(jvm)
             return own, whole - own, cpu_seconds(proc.pid)
 
+        cpus: dict[str, list[list[float]]] = {label: [] for label in jobs}
+
         def run(label: str) -> float:
             out = str(tmp / "out")
             load = os.getloadavg()[0]
@@ -274,6 +278,7 @@ def main() -> None:
             jobs[label]().write.mode("overwrite").parquet(out)
             dt = time.perf_counter() - t
             used = [b - a for a, b in zip(before, cpu())]
+            cpus[label].append(used)
             rows = spark.read.parquet(out).count()
             assert rows == args.count, f"{label}: {rows} rows, expected {args.count}"
             print(f"{label:<20} {rows:>10,} rows {dt:7.2f} s {rows / dt:12,.0f} rows/s  CPU s: jvm {used[0]:5.2f} "
@@ -289,11 +294,15 @@ def main() -> None:
                 rates[label].append(run(label))
         print()
         best = {label: max(rs) for label, rs in rates.items()}
+        median = {label: statistics.median(rs) for label, rs in rates.items()}
         for label, rate in best.items():
-            print(f"best {label:<20} {rate:12,.0f} rows/s")
+            used = [statistics.median(c[k] for c in cpus[label][1:]) for k in range(3)]  # not the warm-up
+            print(f"best {label:<20} {rate:12,.0f} rows/s, median {median[label]:12,.0f}  median CPU s: "
+                  f"jvm {used[0]:.2f} py {used[1]:.2f} broker {used[2]:.2f}")
         for label, rate in best.items():
             if label != "ceiling":
-                print(f"{label} / ceiling: {rate / best['ceiling']:.2f}")
+                print(f"{label} / ceiling: {rate / best['ceiling']:.2f} best of {args.rounds}, "
+                      f"{median[label] / median['ceiling']:.2f} by medians")
         if "warren lossless" in best:
             print(f"lossless / flat: {best['warren lossless'] / best['warren flat']:.2f}")
         print(f"load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores "
