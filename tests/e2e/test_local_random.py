@@ -15,7 +15,7 @@ import pika
 import pytest
 from pika.exceptions import ChannelClosedByBroker, ConnectionClosedByBroker, UnroutableError
 
-from tests.conftest import skip_under_cluster
+from tests.conftest import CLUSTER_MODE
 from tests.management.api_client import call
 
 from .helpers import PRECONDITION_FAILED, make_exchange, make_queue, message_count, new_queue, wait_until
@@ -64,7 +64,6 @@ def refused_bind(conn, queue: str, exchange: str, key: str = "", **kw) -> int:
 
 
 def test_each_message_reaches_one_bound_queue_whatever_its_key(conn, lrx, cleanup, uid):
-    skip_under_cluster("the queues live on another node than the publisher: none is local")
     x = local_random(lrx, cleanup, uid)
     qs = bound(lrx, x, 3)
     for i in range(N):
@@ -74,8 +73,24 @@ def test_each_message_reaches_one_bound_queue_whatever_its_key(conn, lrx, cleanu
     assert all(c > 0 for c in got), got  # each queue picked at some point: (2/3)^300 otherwise
 
 
+def test_queues_of_another_node_are_passed_over(conn, lrx, cleanup, uid):
+    """Under WARREN_TEST_CLUSTER a named queue lives on node 1 and a server-named exclusive one on
+    node 2, the publisher's: only the latter is local. On one node both are."""
+    x = local_random(lrx, cleanup, uid)
+    named = make_queue(lrx, cleanup, f"lrx-named-{uid}")
+    lrx.queue_bind(named, x, "")
+    exclusive = bound(lrx, x, 1)[0]
+    for _ in range(N):
+        lrx.basic_publish(x, "", b"m")
+    got = counts(conn, [named, exclusive], N)
+    assert sum(got) == N
+    if CLUSTER_MODE:
+        assert got == [0, N]
+    else:
+        assert all(c > 0 for c in got), got
+
+
 def test_sender_selected_keys_add_no_copies(conn, lrx, cleanup, uid):
-    skip_under_cluster("the queues live on another node than the publisher: none is local")
     x = local_random(lrx, cleanup, uid)
     qs = bound(lrx, x, 2)
     props = pika.BasicProperties(headers={"CC": ["a", "b", "c"]})
@@ -158,7 +173,6 @@ def api(broker, lrx):
 
 
 def test_the_http_api_declares_lists_and_binds_it(conn, api, cleanup, uid):
-    skip_under_cluster("the queues live on another node than the publisher: none is local")
     name = f"lrx-http-{uid}-{uuid.uuid4().hex[:4]}"
     cleanup["exchanges"].append(name)
     status, types = api("GET", "/api/overview")
