@@ -30,6 +30,7 @@ recovered its segments, TCP checks the transfer, and checking costs a Python cal
 from __future__ import annotations
 
 import struct
+import threading
 import zlib
 
 import numpy as np
@@ -126,6 +127,7 @@ def _names(column: pa.Array) -> pa.Array:
 _SHARED: dict = {}
 _SHARED_KEPT = 8
 _SHARED_MAX_OCTETS = 1 << 20
+_SHARED_LOCK = threading.Lock()  # reads in several threads of one process may parse at once
 
 
 def _shared(key, octets: int, build):
@@ -133,9 +135,10 @@ def _shared(key, octets: int, build):
     if found is None:
         found = build()
         if octets <= _SHARED_MAX_OCTETS:
-            if len(_SHARED) >= _SHARED_KEPT:
-                del _SHARED[next(iter(_SHARED))]  # the oldest
-            _SHARED[key] = found
+            with _SHARED_LOCK:
+                if len(_SHARED) >= _SHARED_KEPT:
+                    del _SHARED[next(iter(_SHARED))]  # the oldest
+                _SHARED[key] = found
     return found
 
 
