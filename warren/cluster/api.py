@@ -294,13 +294,18 @@ class ClusterApi:
         exchanges and bindings (``before``: what they were), a queue made or deleted."""
         if before is None and op not in ("declare_queue", "delete_queue"):
             return result
-        return self._published(result, v, op, args, before, new)
+        # a change made now is marked now, not when the caller first awaits: a watch event in
+        # between, older than it, would make again what it removed (topology.py ``expect``)
+        expected = self.topology.expect(v, op, args, before) \
+            if before is not None and not inspect.isawaitable(result) else None
+        return self._published(result, v, op, args, before, new, expected)
 
-    async def _published(self, result, v, op: str, args: tuple, before: dict | None, new: bool = False):
+    async def _published(self, result, v, op: str, args: tuple, before: dict | None, new: bool = False,
+                         expected: tuple | None = None):
         if inspect.isawaitable(result):
             result = await result
         if before is not None:
-            await self.topology.written(v, op, args, before)
+            await self.topology.written(v, op, args, before, expected)
         if op in ("declare_queue", "delete_queue"):
             try:
                 await asyncio.wait_for(self.queues.publish_once(), DIRECTORY_WRITE_S)

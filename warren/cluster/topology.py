@@ -198,9 +198,23 @@ class SharedTopology:
                     self._add_exchange(out, v, b.source, True)
         return out
 
-    async def written(self, v, op: str, args: tuple, before: dict) -> None:
-        """Write what the change ``op`` made here (``before``: its ``snapshot`` taken before)."""
+    def expect(self, v, op: str, args: tuple, before: dict) -> tuple[dict, dict]:
+        """What the change ``op`` just made here (its ``snapshot`` now), marked as written by this
+        node: until the watch shows it, a view from before it must not undo it here
+        (``_follow_to``: a watch event while etcd takes the write would otherwise make again
+        what this change removed, a binding of an exchange deleted and declared again at once,
+        or an auto-deleted exchange). (after, marks) for ``written``."""
         after = self.snapshot(v, op, args)
+        now = self.loop.time()
+        marks = {key: (record, now) for key, record in after.items() if before.get(key) != record}
+        marks.update({key: (None, now) for key in before if key not in after})
+        self.written_here.update(marks)
+        return after, marks
+
+    async def written(self, v, op: str, args: tuple, before: dict, expected: tuple | None = None) -> None:
+        """Write what the change ``op`` made here (``before``: its ``snapshot`` taken before;
+        ``expected``: ``expect``'s answer, if taken when the change was made)."""
+        after, marks = expected if expected is not None else self.expect(v, op, args, before)
         puts = [(self.prefix + key, json.dumps(record, sort_keys=True), self._lease(record))
                 for key, record in after.items() if before.get(key) != record]
         deletes = [self.prefix + key for key in before if key not in after]
@@ -209,11 +223,15 @@ class SharedTopology:
         # a new exchange: written only if no node wrote that name meanwhile (two declaring it at once)
         new = self.exchange_key(v.name, args[0]) if op == "declare_exchange" else None
         absent = self.prefix + new if new is not None and new not in before and new in after else None
+        # (``applied`` is left to the watch: our change comes back through it and is found made)
         try:
             for i in range(0, max(len(puts), len(deletes)), 100):
                 theirs = await asyncio.wait_for(self.cluster.client.write_many(
                     puts[i:i + 100], deletes[i:i + 100], absent=absent), WRITE_TIMEOUT_S)
-                if theirs is not None:
+                if theirs is not None:  # (nothing written: the view is not older than a change of ours)
+                    for key, mark in marks.items():
+                        if self.written_here.get(key) is mark:
+                            del self.written_here[key]
                     return self._declared_elsewhere(v, args[0], json.loads(theirs.value), after[new])
         except PreconditionFailed:
             raise
@@ -223,15 +241,6 @@ class SharedTopology:
                       self.cluster.cluster_name, op, v.name, self.cluster.node_name, why)
             raise InternalError(f"{op} was made on node {self.cluster.node_name} only: etcd did not take it "
                                 f"({why})") from None
-        # ``applied`` is left to the watch: our change comes back through it and is found made;
-        # until it has, a view from before it must not undo it here (``_follow_to``)
-        now = self.loop.time()
-        for key, record in after.items():
-            if before.get(key) != record:
-                self.written_here[key] = (record, now)
-        for key in before:
-            if key not in after:
-                self.written_here[key] = (None, now)
 
     def _declared_elsewhere(self, v, name: str, theirs: dict, mine: dict) -> None:
         """Another node declared exchange ``name`` first, a moment before this node's declare
