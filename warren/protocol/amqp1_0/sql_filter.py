@@ -600,28 +600,28 @@ class _Parser:
         raise SqlError(f"expected a value {self.where()}")
 
 
-def _and(f, g):
-    def both(m):
+def _junction(f, g, decisive: bool):
+    """AND (``decisive`` False) or OR (True) in three-valued logic: ``decisive`` on either side
+    decides; both sides the other way decide the other way; anything else is unknown (None)."""
+    other = not decisive
+
+    def junction(m):
         a = f(m)
-        if a is False:
-            return False
+        if a is decisive:
+            return decisive
         b = g(m)
-        if b is False:
-            return False
-        return True if a is True and b is True else None
-    return both
+        if b is decisive:
+            return decisive
+        return other if a is other and b is other else None
+    return junction
+
+
+def _and(f, g):
+    return _junction(f, g, False)
 
 
 def _or(f, g):
-    def either(m):
-        a = f(m)
-        if a is True:
-            return True
-        b = g(m)
-        if b is True:
-            return True
-        return False if a is False and b is False else None
-    return either
+    return _junction(f, g, True)
 
 
 def _not(f):
