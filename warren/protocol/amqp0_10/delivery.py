@@ -172,23 +172,16 @@ class Subscription:
         """A transfer of ``msg`` went out (or to the consuming process): its credit is spent.
         What it cost, for window mode's give-back."""
         cost = self.cost(msg) if self.octets is not None or self.mode == WINDOW else 0
-        if self.messages is not None:
-            self.messages -= 1
-        if self.octets is not None:
-            self.octets = max(0, self.octets - cost)
+        spend(self, cost)
         return cost
 
     def give_back(self, cost: int) -> None:
         """Window mode: a transfer the client completed returns its credit."""
-        if self.messages is not None:
-            self.messages += 1
-        if self.octets is not None:
-            self.octets += cost
+        returned(self, cost)
 
     def add(self, unit: int, value: int | None) -> None:
         """message.flow: unit 0 messages, 1 octets; None or 0xFFFFFFFF = unlimited."""
-        attr = "messages" if unit == 0 else "octets"
-        setattr(self, attr, flowed(getattr(self, attr), value))
+        flow_in(self, unit, value)
 
     def zero(self) -> None:
         self.messages = self.octets = 0
@@ -276,15 +269,11 @@ class FarSubscription:
     def charge_for(self, msg) -> int:
         """A transfer came (the keeper charged it): what it cost, for window mode's give-back."""
         cost = transfer_cost(msg) if self.octets is not None or self.mode == WINDOW else 0
-        if self.messages is not None:
-            self.messages = max(0, self.messages - 1)
-        if self.octets is not None:
-            self.octets = max(0, self.octets - cost)
+        spend(self, cost)
         return cost
 
     def add(self, unit: int, value: int | None) -> None:
-        attr = "messages" if unit == 0 else "octets"
-        setattr(self, attr, flowed(getattr(self, attr), value))
+        flow_in(self, unit, value)
         self.link.tell("add", unit, value)
 
     def set_mode(self, mode: int) -> None:
@@ -293,10 +282,7 @@ class FarSubscription:
         self.link.tell("set_mode", mode)
 
     def give_back(self, cost: int) -> None:
-        if self.messages is not None:
-            self.messages += 1
-        if self.octets is not None:
-            self.octets += cost
+        returned(self, cost)
         self.link.tell("give_back", cost)
 
     def flush(self):
@@ -307,6 +293,33 @@ class FarSubscription:
     def stop(self):
         self.messages = self.octets = 0
         return self.link.ask("stop")
+
+
+# The credit arithmetic a Subscription (the keeper) and a FarSubscription (counting as the keeper
+# does) share, on their ``messages`` and ``octets`` (None: unlimited)
+
+def spend(sub, cost: int) -> None:
+    """A transfer costing ``cost`` octets went out."""
+    if sub.messages is not None:
+        sub.messages = max(0, sub.messages - 1)
+    if sub.octets is not None:
+        sub.octets = max(0, sub.octets - cost)
+
+
+def returned(sub, cost: int) -> None:
+    """Window mode: a completed transfer's credit comes back."""
+    if sub.messages is not None:
+        sub.messages += 1
+    if sub.octets is not None:
+        sub.octets += cost
+
+
+def flow_in(sub, unit: int, value: int | None) -> None:
+    """message.flow: unit 0 messages, 1 octets (``flowed``)."""
+    if unit == 0:
+        sub.messages = flowed(sub.messages, value)
+    else:
+        sub.octets = flowed(sub.octets, value)
 
 
 def flowed(current: int | None, value: int | None) -> int | None:
