@@ -1,5 +1,6 @@
 """The numbers on the records of messages one node sends another (warren/cluster/reach.py
-``send_forward``): a sync names the last number sent, and the receiving node answers whether
+``send_forward``): each record names the sender's incarnation, its number and the last number a
+sync's answer covered; a sync names the last number sent, and the receiving node answers whether
 every record up to it arrived. The rule is checked here on the receiving side's bookkeeping;
 the fault harness (tests/cluster/faults) cuts real links under confirmed publishing and counts
 what was lost: 0."""
@@ -11,59 +12,70 @@ def receiver() -> NodeReach:
     return NodeReach(cluster=None, broker=None)
 
 
-def arrive(reach: NodeReach, node: str, incarnation: str, *numbers: int) -> None:
+def arrive(reach: NodeReach, node: str, incarnation: str, *numbers: int, settled: int = 0) -> None:
     for n in numbers:
-        reach._forward_arrived(node, (b"batch", (incarnation, n)))
+        reach._forward_arrived(node, (b"batch", (incarnation, n, settled)))
+
+
+def missing(reach: NodeReach, node: str, incarnation: str, upto: int, settled: int = 0) -> bool:
+    return reach._forwards_missing(node, (incarnation, upto, settled))
 
 
 def test_every_record_arrived_in_order_is_a_sync_that_holds():
     r = receiver()
     arrive(r, "n3", "i1", 1, 2, 3)
-    assert not r._forwards_missing("n3", ("i1", 3))
-    assert not r._forwards_missing("n3", ("i1", 2))  # (a sync asked before the last record went)
+    assert not missing(r, "n3", "i1", 3)
+    assert not missing(r, "n3", "i1", 2)  # (a sync asked before the last record went)
 
 
 def test_a_record_lost_on_a_broken_link_makes_the_next_sync_a_nack_once():
     r = receiver()
     arrive(r, "n3", "i1", 1, 2)
     arrive(r, "n3", "i1", 4)  # 3 went down with the old link; 4 came on the new one
-    assert r._forwards_missing("n3", ("i1", 4))
+    assert missing(r, "n3", "i1", 4)
     arrive(r, "n3", "i1", 5)
-    assert not r._forwards_missing("n3", ("i1", 5))  # what follows is judged on its own
+    assert not missing(r, "n3", "i1", 5, settled=2)  # what follows is judged on its own
 
 
 def test_the_last_records_lost_before_the_sync_on_a_new_link():
     r = receiver()
     arrive(r, "n3", "i1", 1, 2)
-    assert r._forwards_missing("n3", ("i1", 4))  # 3 and 4 never came
+    assert missing(r, "n3", "i1", 4)  # 3 and 4 never came
     arrive(r, "n3", "i1", 3)  # late, from the old link: already judged, no new gap
     arrive(r, "n3", "i1", 5)
-    assert not r._forwards_missing("n3", ("i1", 5))
+    assert not missing(r, "n3", "i1", 5)
 
 
 def test_a_number_skipped_by_the_sender_is_a_nack():
     # messages dropped unsent when the link was lost: the sender skips their number (node_lost)
     r = receiver()
     arrive(r, "n3", "i1", 1)
-    assert r._forwards_missing("n3", ("i1", 2))
+    assert missing(r, "n3", "i1", 2)
 
 
-def test_a_restarted_sender_starts_again_and_a_restarted_receiver_nacks_once():
+def test_a_restarted_sender_starts_again():
     r = receiver()
     arrive(r, "n3", "i1", 1, 2)
     arrive(r, "n3", "i2", 1)  # n3's process started again: its numbering too
-    assert not r._forwards_missing("n3", ("i2", 1))
+    assert not missing(r, "n3", "i2", 1)
+
+
+def test_a_restarted_receiver_counts_on_from_the_last_sync_answered():
     fresh = receiver()  # this node started again: n3's numbers go on from where they were
-    arrive(fresh, "n3", "i2", 7)
-    assert fresh._forwards_missing("n3", ("i2", 7))
-    arrive(fresh, "n3", "i2", 8)
-    assert not fresh._forwards_missing("n3", ("i2", 8))
+    arrive(fresh, "n3", "i2", 8, 9, settled=7)  # 1-7 were settled (acked or nacked) with this node's previous process
+    assert not missing(fresh, "n3", "i2", 9, settled=7)
+    lost = receiver()
+    arrive(lost, "n3", "i2", 9, settled=7)  # 8 went to the previous process after the last settling
+    assert missing(lost, "n3", "i2", 9, settled=7)
+    nothing_new = receiver()
+    assert not missing(nothing_new, "n3", "i2", 7, settled=7)
+    assert missing(nothing_new, "n3", "i2", 8, settled=7)  # 8 went to the previous process only
 
 
 def test_a_sync_with_nothing_sent_and_one_from_another_node_are_apart():
     r = receiver()
-    assert not r._forwards_missing("n2", ("j1", 0))
+    assert not missing(r, "n2", "j1", 0)
     assert not r._forwards_missing("n2", None)  # (workers' syncs name nothing)
     arrive(r, "n3", "i1", 1)
-    assert r._forwards_missing("n2", ("j1", 1))
-    assert not r._forwards_missing("n3", ("i1", 1))
+    assert missing(r, "n2", "j1", 1)
+    assert not missing(r, "n3", "i1", 1)

@@ -293,6 +293,10 @@ class NodeReach(Forwarding, Consumers):
         # (``_forwards_missing``): one lost with a broken link, or dropped unsent, makes it a nack
         self._incarnation = os.urandom(8).hex()  # this process's numbering, told apart from a restart's
         self._forwards_sent: dict[str, int] = {}
+        # node -> the last number whose confirms are settled (a sync's answer covered it: acks;
+        # or the sync failed: every confirm then waiting is a nack): a node that starts again
+        # (its count of ours lost) counts on from there, so only what was sent since must reach it
+        self._forwards_settled: dict[str, int] = {}
         self._forwards_from: dict[str, list] = {}  # node -> [its incarnation, last number, a gap seen]
         # (vhost, name) -> whether a replicated queue whose leader is down will have another one
         # (warren/cluster/replicas.py ``failover_expected``, set by the server)
@@ -314,25 +318,26 @@ class NodeReach(Forwarding, Consumers):
 
     def send_forward(self, node: str, op: str, messages) -> None:
         number = self._forwards_sent[node] = self._forwards_sent.get(node, 0) + 1
-        self.links.tell(node, op, messages, (self._incarnation, number))
+        self.links.tell(node, op, messages, (self._incarnation, number, self._forwards_settled.get(node, 0)))
 
     def _forward_arrived(self, node: str, args: tuple) -> None:
         """A numbered record of messages from ``node``: a number not the next one is a gap."""
         if len(args) < 2:
             return
-        incarnation, number = args[1]
+        incarnation, number, settled = args[1]
         seen = self._forwards_from.get(node)
-        if seen is None or seen[0] != incarnation:  # its first (or its process restarted)
-            self._forwards_from[node] = [incarnation, number, number != 1]
+        if seen is None or seen[0] != incarnation:  # its first since either process started
+            # (what was settled before, acked or nacked, is no longer asked for: the count goes on from there)
+            self._forwards_from[node] = [incarnation, number, number != settled + 1]
         elif number > seen[1]:  # (one at or below: late, from a link that broke; its sync was judged)
             seen[2] = seen[2] or number != seen[1] + 1
             seen[1] = number
 
     def _forwards_missing(self, node: str, upto) -> bool:
-        """For a sync from ``node`` naming ``upto`` (its incarnation, the last number it sent):
-        whether a record up to it did not arrive here. Once answered, what follows is judged on
-        its own."""
-        if not upto or not upto[1]:
+        """For a sync from ``node`` naming ``upto`` (its incarnation, the last number it sent,
+        the last one whose confirms it settled): whether a record up to it did not arrive here.
+        Once answered, what follows is judged on its own."""
+        if not upto or upto[1] <= upto[2]:  # nothing sent since the last confirms were settled
             return False
         seen = self._forwards_from.get(node)
         if seen is not None and seen[0] == upto[0] and seen[1] >= upto[1] and not seen[2]:
@@ -646,7 +651,8 @@ class NodeReach(Forwarding, Consumers):
         question, on a new link, is answered all the same): then the confirms waiting are
         nacks (a nack may be of a message kept, never the reverse)."""
         self._flush()
-        answer = self.ask(node, "sync", (self._incarnation, self._forwards_sent.get(node, 0)))
+        upto = self._forwards_sent.get(node, 0)
+        answer = self.ask(node, "sync", (self._incarnation, upto, self._forwards_settled.get(node, 0)))
 
         def done(a: asyncio.Future) -> None:
             if fut.done():
@@ -656,6 +662,7 @@ class NodeReach(Forwarding, Consumers):
                 e = NodeUnavailable(f"messages sent to node {node} did not all arrive (a link to it broke)")
             elif e is None and a.result():
                 e = NodeRefused(f"a full queue on node {node} refused a message")
+            self._forwards_settled[node] = max(self._forwards_settled.get(node, 0), upto)
             if e is not None:
                 fut.set_exception(e)
             else:
