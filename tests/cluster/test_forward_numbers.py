@@ -1,24 +1,24 @@
-"""The numbers on the records of messages one node sends another (warren/cluster/reach.py
-``send_forward``): each record names the sender's incarnation, its number and the last number a
-sync's answer covered; a sync names the last number sent, and the receiving node answers whether
-every record up to it arrived. The rule is checked here on the receiving side's bookkeeping;
-the fault harness (tests/cluster/faults) cuts real links under confirmed publishing and counts
-what was lost: 0."""
+"""The numbers on the records of messages one node sends another (warren/cluster/
+forward_numbers.py, used by reach.py's ``send_forward`` and ``sync``): each record names the
+sender's incarnation, its number and the last number whose confirms the sender settled; a sync
+names the last number sent, and the receiving node answers whether every record up to it
+arrived. The rule is checked here; the fault harness (tests/cluster/faults) cuts real links
+under confirmed publishing and counts what was lost: 0."""
 
-from warren.cluster.reach import NodeReach
-
-
-def receiver() -> NodeReach:
-    return NodeReach(cluster=None, broker=None)
+from warren.cluster.forward_numbers import Arrived, Sent
 
 
-def arrive(reach: NodeReach, node: str, incarnation: str, *numbers: int, settled: int = 0) -> None:
+def receiver() -> Arrived:
+    return Arrived()
+
+
+def arrive(arrived: Arrived, node: str, incarnation: str, *numbers: int, settled: int = 0) -> None:
     for n in numbers:
-        reach._forward_arrived(node, (b"batch", (incarnation, n, settled)))
+        arrived.record(node, (incarnation, n, settled))
 
 
-def missing(reach: NodeReach, node: str, incarnation: str, upto: int, settled: int = 0) -> bool:
-    return reach._forwards_missing(node, (incarnation, upto, settled))
+def missing(arrived: Arrived, node: str, incarnation: str, upto: int, settled: int = 0) -> bool:
+    return arrived.missing(node, (incarnation, upto, settled))
 
 
 def test_every_record_arrived_in_order_is_a_sync_that_holds():
@@ -75,7 +75,23 @@ def test_a_restarted_receiver_counts_on_from_the_last_sync_answered():
 def test_a_sync_with_nothing_sent_and_one_from_another_node_are_apart():
     r = receiver()
     assert not missing(r, "n2", "j1", 0)
-    assert not r._forwards_missing("n2", None)  # (workers' syncs name nothing)
+    assert not r.missing("n2", None)  # (workers' syncs name nothing)
     arrive(r, "n3", "i1", 1)
     assert missing(r, "n2", "j1", 1)
     assert not missing(r, "n3", "i1", 1)
+
+
+def test_the_sending_side_numbers_skips_and_settles():
+    sent, arrived = Sent(), Arrived()
+    arrived.record("n1", sent.next("n2"))
+    arrived.record("n1", sent.next("n2"))
+    assert sent.sync_terms("n2")[1:] == (2, 0)
+    assert not arrived.missing("n1", sent.sync_terms("n2"))
+    sent.settled("n2", 2)
+    sent.skip("n2")  # dropped unsent
+    arrived.record("n1", sent.next("n2"))
+    assert arrived.missing("n1", sent.sync_terms("n2"))
+    sent.settled("n2", 4)
+    restarted = Arrived()  # the receiver started again: it counts on from the settled number
+    restarted.record("n1", sent.next("n2"))
+    assert not restarted.missing("n1", sent.sync_terms("n2"))

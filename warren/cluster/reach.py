@@ -37,10 +37,10 @@ import base64
 import concurrent.futures
 import inspect
 import logging
-import os
 import weakref
 
 from warren.broker.queues.length_limits import REFUSED
+from warren.cluster.forward_numbers import Arrived, Sent
 from warren.cluster.links import NodeUnavailable
 from warren.errors import AMQPError, NotFound
 from warren.spread.consumers import Consumers
@@ -288,16 +288,10 @@ class NodeReach(Forwarding, Consumers):
         self._resuming: dict[tuple[str, str], list] = {}
         self._resuming_since: dict[tuple[str, str], float] = {}  # when each queue's first was kept
         self._failed_through = -1  # commits up to this number failed to make their appends safe (``nack_waiting``)
-        # the records of messages sent to each node are numbered (``send_forward``); a sync names
-        # the last number sent, and the node answers whether every record up to it arrived
-        # (``_forwards_missing``): one lost with a broken link, or dropped unsent, makes it a nack
-        self._incarnation = os.urandom(8).hex()  # this process's numbering, told apart from a restart's
-        self._forwards_sent: dict[str, int] = {}
-        # node -> the last number whose confirms are settled (a sync's answer covered it: acks;
-        # or the sync failed: every confirm then waiting is a nack): a node that starts again
-        # (its count of ours lost) counts on from there, so only what was sent since must reach it
-        self._forwards_settled: dict[str, int] = {}
-        self._forwards_from: dict[str, list] = {}  # node -> [its incarnation, last number, a gap seen]
+        # the records of messages between nodes are numbered: a sync knows whether everything
+        # sent before it arrived (forward_numbers.py)
+        self._sent = Sent()
+        self._arrived = Arrived()
         # (vhost, name) -> whether a replicated queue whose leader is down will have another one
         # (warren/cluster/replicas.py ``failover_expected``, set by the server)
         self.failover_expected = lambda vhost, name: False
@@ -317,34 +311,7 @@ class NodeReach(Forwarding, Consumers):
         self._flush()
 
     def send_forward(self, node: str, op: str, messages) -> None:
-        number = self._forwards_sent[node] = self._forwards_sent.get(node, 0) + 1
-        self.links.tell(node, op, messages, (self._incarnation, number, self._forwards_settled.get(node, 0)))
-
-    def _forward_arrived(self, node: str, args: tuple) -> None:
-        """A numbered record of messages from ``node``: a number not the next one is a gap."""
-        if len(args) < 2:
-            return
-        incarnation, number, settled = args[1]
-        seen = self._forwards_from.get(node)
-        if seen is None or seen[0] != incarnation:  # its first since either process started
-            # (what was settled before, acked or nacked, is no longer asked for: the count goes on from there)
-            self._forwards_from[node] = [incarnation, number, number != settled + 1]
-        elif number > seen[1]:  # (one at or below: late, from a link that broke; its sync was judged)
-            seen[2] = seen[2] or number != seen[1] + 1
-            seen[1] = number
-
-    def _forwards_missing(self, node: str, upto) -> bool:
-        """For a sync from ``node`` naming ``upto`` (its incarnation, the last number it sent,
-        the last one whose confirms it settled): whether a record up to it did not arrive here.
-        Once answered, what follows is judged on its own."""
-        if not upto or upto[1] <= upto[2]:  # nothing sent since the last confirms were settled
-            return False
-        seen = self._forwards_from.get(node)
-        if seen is not None and seen[0] == upto[0] and seen[1] >= upto[1] and not seen[2]:
-            return False
-        last = seen[1] if seen is not None and seen[0] == upto[0] else 0
-        self._forwards_from[node] = [upto[0], max(last, upto[1]), False]
-        return True
+        self.links.tell(node, op, messages, self._sent.next(node))
 
     def tick(self) -> None:
         """The server's tick: our full queues with room again tell their publishers' nodes."""
@@ -651,8 +618,8 @@ class NodeReach(Forwarding, Consumers):
         question, on a new link, is answered all the same): then the confirms waiting are
         nacks (a nack may be of a message kept, never the reverse)."""
         self._flush()
-        upto = self._forwards_sent.get(node, 0)
-        answer = self.ask(node, "sync", (self._incarnation, upto, self._forwards_settled.get(node, 0)))
+        terms = self._sent.sync_terms(node)
+        answer = self.ask(node, "sync", terms)
 
         def done(a: asyncio.Future) -> None:
             if fut.done():
@@ -662,7 +629,7 @@ class NodeReach(Forwarding, Consumers):
                 e = NodeUnavailable(f"messages sent to node {node} did not all arrive (a link to it broke)")
             elif e is None and a.result():
                 e = NodeRefused(f"a full queue on node {node} refused a message")
-            self._forwards_settled[node] = max(self._forwards_settled.get(node, 0), upto)
+            self._sent.settled(node, terms[1])
             if e is not None:
                 fut.set_exception(e)
             else:
@@ -745,8 +712,8 @@ class NodeReach(Forwarding, Consumers):
             session.channels.clear()
         if self._outgoing.pop(node, None) is not None:
             # messages for it not sent yet are dropped: their number is skipped, so the next sync
-            # asked of it (on a new link, answered) does not confirm them (``_forwards_missing``)
-            self._forwards_sent[node] = self._forwards_sent.get(node, 0) + 1
+            # asked of it (on a new link, answered) does not confirm them
+            self._sent.skip(node)
         self._deliveries.pop(node, None)
 
     def nack_all(self, why: str) -> None:
@@ -798,7 +765,7 @@ class NodeReach(Forwarding, Consumers):
                 raise NotFound(f"no queue '{name}' in vhost '{vhost}'")
             return q.message_count, len(q.consumers)
         if op == "sync":  # what was refused is known now: every message sent before it was taken in
-            if self._forwards_missing(node, args[0] if args else None):
+            if self._arrived.missing(node, args[0] if args else None):
                 return LOST
             refused = node in self._refused_from
             self._refused_from.discard(node)
@@ -829,10 +796,10 @@ class NodeReach(Forwarding, Consumers):
     def message(self, node: str, op: str, args: tuple) -> None:
         self.cluster.unreachable.discard(node)
         if op == "handover":
-            self._forward_arrived(node, args)
+            self._arrived.record(node, args[1])
             self._take_handover(node, args[0])
         elif op == "publish":
-            self._forward_arrived(node, args)
+            self._arrived.record(node, args[1])
             self._take_publishes(node, args[0])
         elif op == "deliver":
             self._take_deliveries(node, args[0])
