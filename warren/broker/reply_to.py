@@ -95,18 +95,19 @@ def consume(channel, tag: str, no_ack: bool) -> ReplyConsumer:
         raise PreconditionFailed("reply consumer cannot acknowledge")
     if channel.reply_consumer is not None:
         raise PreconditionFailed("reply consumer already set")
-    tag = tag or "amq.ctag-" + _random()
-    token = _random()
-    token += channel.vhost.directory.reply_suffix()  # where a reply from another process is sent
-    rc = channel.reply_consumer = ReplyConsumer(tag, token, channel)
-    channel.vhost.reply_channels[token] = rc
+    rc = channel.reply_consumer = _registered(channel, tag or "amq.ctag-" + _random())
     return rc
 
 
 def volatile(channel, tag: str) -> ReplyConsumer:
     """A reply consumer of an AMQP 1.0 link (RabbitMQ 4.2's volatile queue): not the channel's
     0-9-1 one, and a channel may have any number of them. Its channel's sink sends what reaches it."""
-    token = _random() + channel.vhost.directory.reply_suffix()
+    return _registered(channel, tag)
+
+
+def _registered(channel, tag: str) -> ReplyConsumer:
+    """A reply consumer with a fresh token, known to its vhost (replies find it by the token)."""
+    token = _random() + channel.vhost.directory.reply_suffix()  # (suffix: where another process sends it)
     rc = ReplyConsumer(tag, token, channel)
     channel.vhost.reply_channels[token] = rc
     return rc
