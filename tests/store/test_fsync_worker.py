@@ -96,6 +96,28 @@ def test_a_failed_fsync_fails_every_later_job_and_touches_nothing_more(worker, t
     assert (tmp_path / "a").exists() and (tmp_path / "b").exists()
 
 
+def test_a_jobs_writes_go_first_in_order_and_its_buffers_may_change_only_after(worker, tmp_path):
+    """The broker hands over a sync's buffers (QueueStore.sync_begin(defer_writes=True)): each
+    written whole on its own descriptor, which is closed, before the job's fsyncs; a second job's
+    writes follow the first's in the file. A bytearray the job holds cannot be resized until
+    ``completed`` reported it (the compiled worker holds its buffer; the twin only a reference)."""
+    path = tmp_path / "msgs.1"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    first, second = bytearray(b"a" * 70000), bytearray(b"b" * 3)
+    w1, w2, w3, f1 = os.dup(fd), os.dup(fd), os.dup(fd), os.dup(fd)
+    worker.submit(1, [f1], [], [], [(w1, first), (w2, b"-")])
+    worker.submit(2, [], [], [], [(w3, second)])
+    assert wait_done(worker, 2) == [(1, 0), (2, 0)]
+    assert path.read_bytes() == b"a" * 70000 + b"-" + b"bbb"
+    assert not any(is_open(x) for x in (w1, w2, w3, f1))
+    first.extend(b"free again")  # released by completed()
+    bad = os.dup(fd)
+    worker.submit(3, [], [], [], [(UNUSED_FD, b"lost"), (bad, b"not written")])
+    assert wait_done(worker, 1) == [(3, errno.EBADF)]
+    assert not is_open(bad) and path.read_bytes().endswith(b"bbb")
+    os.close(fd)
+
+
 def test_bad_arguments_are_refused_and_leave_the_descriptors_to_the_caller(worker, tmp_path):
     fd = os.open(tmp_path / "f", os.O_WRONLY | os.O_CREAT, 0o644)
     try:
@@ -105,6 +127,10 @@ def test_bad_arguments_are_refused_and_leave_the_descriptors_to_the_caller(worke
             worker.submit(1, (fd,), [], [])
         with pytest.raises((TypeError, ValueError)):
             worker.submit(1, [-1], [], [])
+        with pytest.raises(TypeError):
+            worker.submit(1, [], [], [], [fd])
+        with pytest.raises(TypeError):
+            worker.submit(1, [], [], [], [(fd, "text")])
         os.fstat(fd)  # still open: a refused job owns nothing
         worker.wait_idle()
         assert worker.completed() == []
@@ -123,3 +149,36 @@ def test_a_closed_worker_takes_no_job_and_closing_finishes_the_queue(tmp_path):
         assert not any(is_open(fd) for fd in fds)
         with pytest.raises(ValueError):
             w.submit(99, [], [], [])
+
+
+@pytest.mark.parametrize("twin", [p.values[0] for p in TWINS], ids=[p.id for p in TWINS])
+def test_a_writer_passes_each_job_on_after_its_writes_and_a_failed_write_fails_it_there(twin, tmp_path):
+    """``FsyncWorker(then=fsyncs)``: the writer does a job's writes and reports it; the other
+    worker does the rest (fsyncs, unlinks, the directory) and reports it too, in order. After a
+    failed write the other worker closes that job's descriptors and fails it and every later
+    one, unlinking nothing (the broker chains them so: Server._start_sync)."""
+    fsyncs = twin()
+    writer = twin(then=fsyncs)
+    try:
+        path = tmp_path / "msgs.1"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        (tmp_path / "acked").write_bytes(b"")
+        dir_fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+        writer.submit(1, [os.dup(fd)], [os.fsencode(tmp_path / "acked")], [dir_fd], [(os.dup(fd), b"one")])
+        writer.submit(-1, [], [], [], [(os.dup(fd), b"-two")])  # a flush: nothing to fsync
+        assert wait_done(writer, 2) == [(1, 0), (-1, 0)]
+        assert wait_done(fsyncs, 2) == [(1, 0), (-1, 0)]
+        assert path.read_bytes() == b"one-two" and not (tmp_path / "acked").exists() and not is_open(dir_fd)
+        (tmp_path / "kept").write_bytes(b"")
+        later = os.dup(fd)
+        writer.submit(2, [os.dup(fd)], [os.fsencode(tmp_path / "kept")], [], [(UNUSED_FD, b"lost")])
+        writer.submit(3, [later], [], [], [])
+        assert wait_done(writer, 2) == [(2, errno.EBADF), (3, errno.EBADF)]
+        assert wait_done(fsyncs, 2) == [(2, errno.EBADF), (3, errno.EBADF)]
+        assert (tmp_path / "kept").exists() and not is_open(later)
+        os.close(fd)
+        with pytest.raises(TypeError):
+            twin(then="not a worker")
+    finally:
+        writer.close()
+        fsyncs.close()

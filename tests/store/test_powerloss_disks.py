@@ -766,3 +766,48 @@ def test_a_shovels_own_delete_after_waits_for_a_stalled_fsync_off_the_loop(plfs,
     again = brokers(data_dir)
     assert call(again.http_url, "GET", "/api/parameters/shovel/%2F/once")[0] == 404
     assert sorted(bodies_in(again, "shovel-dst")) == [b"m%d" % i for i in range(5)]
+
+
+def test_publishing_megabytes_into_a_queue_whose_fsync_stalls_holds_up_nothing_else(plfs, data_dir, brokers):
+    """More persistent octets than a store buffers between writes (4 MiB) go into a queue while
+    its fsync stalls. The event loop never writes a store file (a write waits for the file's
+    inode lock behind the stalled fsync here, and for dirty-page throttling on a stalled disk):
+    the FsyncWorker's thread does, so transient traffic, other vhosts and heartbeats go on."""
+    broker = brokers(data_dir, "--vhost", "/", "--vhost", "other", "--heartbeat", "1")
+    publisher = connect(broker)
+    pch = publisher.channel()
+    pch.queue_declare("big", durable=True)
+    pch.basic_publish("", "big", b"warm-up", pika.BasicProperties(delivery_mode=2))
+    beat = connect(broker, heartbeat=1)
+    tch = beat.channel()
+    tch.queue_declare("transient", durable=False)
+    other = connect(broker, "other")
+    och = other.channel()
+    och.queue_declare("transient-other", durable=False)
+    before = plfs.stats()
+    plfs.fault("fsync", path="/data/queues/", stall=60.0)  # ended below (end_stalls)
+    body = b"x" * (256 * 1024)
+    try:
+        pch.basic_publish("", "big", b"first", pika.BasicProperties(delivery_mode=2))
+        _until_stalled(plfs, before, "a persistent publish")
+        for _ in range(24):  # 6 MiB: past the 4 MiB a store once wrote on the loop
+            pch.basic_publish("", "big", body, pika.BasicProperties(delivery_mode=2))
+        publisher.process_data_events(0)
+        for n in range(10):
+            for ch, queue in ((tch, "transient"), (och, "transient-other")):
+                ch.basic_publish("", queue, b"t%d" % n)
+                got = None
+                deadline = time.monotonic() + 3.0
+                while got is None and time.monotonic() < deadline:
+                    got = ch.basic_get(queue, auto_ack=True)[2]
+                assert got == b"t%d" % n, "transient traffic stopped while a queue's fsync stalled"
+            beat.process_data_events(0.1)
+        _while_stalled(plfs, before, "the round trips came")
+        assert beat.is_open, "the heartbeat connection closed during the stall"
+    finally:
+        plfs.clear()
+        plfs.end_stalls()
+    ch = publisher.channel()
+    assert ch.queue_declare("big", durable=True, passive=True).method.message_count == 26
+    for c in (beat, other, publisher):
+        c.close()

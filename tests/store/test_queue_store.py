@@ -719,7 +719,8 @@ def _through_worker(worker, works):
     """Submit each SyncWork as the server does and wait for the jobs, in order."""
     import select
     for i, work in enumerate(works):
-        worker.submit(i, work.fds, work.unlinks, work.dir_fds)
+        writes = work.deferred.writes if work.deferred is not None else []
+        worker.submit(i, work.fds, work.unlinks, work.dir_fds, writes)
     done = []
     while len(done) < len(works):
         assert select.select([worker.fileno()], [], [], 10)[0], "the fsync worker never reported"
@@ -727,11 +728,13 @@ def _through_worker(worker, works):
     return done
 
 
+@pytest.mark.parametrize("defer", [False, True], ids=["writes-on-begin", "writes-deferred"])
 @pytest.mark.parametrize("twin", ["compiled", "python"])
-def test_syncs_in_three_steps_keep_the_ordering_rules(open_store, twin):
+def test_syncs_in_three_steps_keep_the_ordering_rules(open_store, twin, defer, monkeypatch):
     """Two syncs begun before either's fsync: the acked segments go with the job that was handed
     them, after the fsyncs before it; each sync_end returns what its begin covered; a reopen
-    finds every record the syncs covered and none of the acked ones."""
+    finds every record the syncs covered and none of the acked ones. With ``defer`` (the
+    broker's), the job writes the buffers too, and they are read from memory until then."""
     from warren.store import fsync_worker
     if twin == "compiled" and fsync_worker.FsyncWorker is fsync_worker.FsyncWorkerPy:
         pytest.skip("built without the extension (setup.py): the Python twin runs alone")
@@ -739,19 +742,36 @@ def test_syncs_in_three_steps_keep_the_ordering_rules(open_store, twin):
     try:
         store = open_store(fsync=True)
         fill(store, range(1, 31))  # several segments
-        first = store.sync_begin()
+        first = store.sync_begin(defer_writes=defer)
         for s in range(1, 11):  # whole segments acked: the next sync unlinks them
             store.ack(s)
         store.append(31, rec(31))
         before = files(store.directory, "msgs")
-        second = store.sync_begin()
+        second = store.sync_begin(defer_writes=defer)
+        assert (first.deferred is not None) == defer
+        if defer:  # nothing written yet: every record comes from memory, and nobody else writes
+            assert all(os.path.getsize(os.path.join(store.directory, f)) == 0
+                       for f in files(store.directory, "msgs"))
+            assert [store.read(s) for s in (11, 30, 31)] == [rec(11), rec(30), rec(31)]
+            assert store.unwritten > 30 * len(rec(1))  # the memory alarm counts them
+            monkeypatch.setattr(queue_store_mod, "DEFERRED_WAIT_S", 0.05)
+            with pytest.raises(StoreError):  # it would wait for writes_done, which this thread calls
+                store.sync()
+            store.append(32, rec(32))
+            store.flush()  # does nothing: it would overtake the job's writes
+            assert store.read(32) == rec(32)
         assert first.ticket + 1 == second.ticket and second.unlinks and not first.unlinks
         assert files(store.directory, "msgs") == before  # nothing deleted before the fsyncs
         assert _through_worker(worker, [first, second]) == [(0, 0), (1, 0)]
+        if defer:
+            store.writes_done(first.deferred, 0)
+            store.writes_done(second.deferred, 0)
         assert store.sync_end(first, 0) == 30 and store.sync_end(second, 0) == 31
         assert len(files(store.directory, "msgs")) < len(before)
+        assert [store.read(s) for s in (11, 30, 31)] == [rec(11), rec(30), rec(31)]  # from the file
         store.close()
-        assert [seq for seq, _, _ in open_store(fsync=True).recover()] == list(range(11, 32))
+        last = 33 if defer else 32
+        assert [seq for seq, _, _ in open_store(fsync=True).recover()] == list(range(11, last))
     finally:
         worker.close()
 
@@ -778,3 +798,37 @@ def test_a_failed_job_fails_the_store_and_the_syncs_after_it(open_store):
             store.sync_begin()
     finally:
         worker.close()
+
+
+def test_a_flush_past_the_threshold_goes_to_the_writer_and_is_read_from_memory_until_written(open_store):
+    """The broker's stores (durability.py): a flush past ``flush_threshold`` hands its buffers
+    to ``writer`` instead of writing on the appending thread; they are read from memory until
+    ``writes_done``; the next sync fsyncs them; a failed write fails the store."""
+    from warren.store.fsync_worker import run_job
+    store = open_store(fsync=True, flush_threshold=1000)
+    handed = []
+    store.writer = lambda s, batch: handed.append((s, batch))
+    fill(store, range(1, 21))  # 2,000 octets and more: two flushes
+    assert len(handed) >= 1 and all(s is store for s, _ in handed)
+    assert all(os.path.getsize(os.path.join(store.directory, f)) == 0 for f in files(store.directory, "msgs"))
+    assert [store.read(s) for s in (1, 20)] == [rec(1), rec(20)]
+    for _, batch in handed:
+        assert run_job([], [], [], batch.writes) == 0
+        store.writes_done(batch, 0)
+    assert store.read(1) == rec(1) and store.unwritten < 1000
+    store.writer = None
+    assert store.sync() == 20
+    store.close()
+    assert [seq for seq, _, _ in open_store(fsync=True).recover()] == list(range(1, 21))
+
+
+def test_a_failed_handed_write_fails_the_store(open_store):
+    store = open_store(fsync=True, flush_threshold=100)
+    handed = []
+    store.writer = lambda s, batch: handed.append(batch)
+    fill(store, range(1, 3))
+    for fd, _ in handed[0].writes:
+        os.close(fd)
+    store.writes_done(handed[0], 5)  # EIO
+    with pytest.raises(StoreError):
+        store.append(3, rec(3))

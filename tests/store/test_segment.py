@@ -38,7 +38,7 @@ def test_logfile_buffers_until_written(tmp_path):
     assert lf.memory_part(off, HEADER_SIZE + 14)[HEADER_SIZE:] == (7).to_bytes(8, "big") + b"abcdef"
     assert lf.memory_part(off, HEADER_SIZE + 14) == encode_record(T_MESSAGE, (7).to_bytes(8, "big") + b"abcdef")
     data = lf.take()
-    assert data.startswith(file_header(KIND_MESSAGES)) and lf.inflight is data
+    assert data.startswith(file_header(KIND_MESSAGES)) and lf.inflight == [data]
     lf.add(T_MESSAGE, 8, b"more")  # while the first part is in flight
     assert lf.memory_part(off, HEADER_SIZE + 14)[HEADER_SIZE + 8:] == b"abcdef"
     fd, _ = lf.ensure_fd()
@@ -47,6 +47,32 @@ def test_logfile_buffers_until_written(tmp_path):
     assert lf.memory_part(off, 1) is None  # now in the file
     assert lf.memory_part(lf.written, HEADER_SIZE + 12)[HEADER_SIZE + 8:] == b"more"
     assert (tmp_path / "f").read_bytes() == data
+    lf.close()
+
+
+def test_logfile_reads_two_buffers_in_flight_until_each_is_written(tmp_path):
+    """A group commit's buffers wait on the FsyncWorker while the next takes more (queue_store.py)."""
+    lf = LogFile(str(tmp_path / "f"), KIND_MESSAGES)
+    first, _ = lf.add(T_MESSAGE, 1, b"one")
+    a = lf.take()
+    second, _ = lf.add(T_MESSAGE, 2, b"two")
+    b = lf.take()
+    third, _ = lf.add(T_MESSAGE, 3, b"three")
+    assert lf.inflight == [a, b]
+    for off, seq, body in ((first, 1, b"one"), (second, 2, b"two"), (third, 3, b"three")):
+        n = HEADER_SIZE + 8 + len(body)
+        assert lf.memory_part(off, n) == encode_record(T_MESSAGE, seq.to_bytes(8, "big") + body)
+    assert lf.unwritten(second, lf.size) == bytes(b) + bytes(lf.pending)
+    assert lf.unwritten(first + 3, second + 2) == bytes(a)[first + 3:] + bytes(b)[:2]
+    fd, _ = lf.ensure_fd()
+    lf.write_out(fd, a)
+    lf.done(len(a))
+    assert lf.memory_part(first, 1) is None and lf.inflight == [b]
+    assert lf.memory_part(second, HEADER_SIZE + 11)[HEADER_SIZE + 8:] == b"two"
+    lf.write_out(fd, b)
+    lf.done(len(b))
+    assert lf.memory_part(second, 1) is None and lf.inflight == []
+    assert lf.memory_part(third, HEADER_SIZE + 13)[HEADER_SIZE + 8:] == b"three"
     lf.close()
 
 

@@ -2,9 +2,12 @@
 
 ``Durability`` owns the definitions log (durable exchanges, queues, bindings) and one
 ``QueueStore`` per durable queue (``warren/store``). It knows nothing of asyncio: between
-``begin_sync`` and ``end_sync`` the server writes the queue stores on the loop (``sync_begin``)
-and fsyncs them on an FsyncWorker's thread (``warren/store/fsync_worker.py``), and runs ``sync``
-for the other stores on a worker thread.
+``begin_sync`` and ``end_sync`` the server takes the queue stores' buffers on the loop
+(``sync_begin``), writes them on one FsyncWorker's thread and fsyncs them on another's
+(``warren/store/fsync_worker.py``), and runs ``sync`` for the other stores on a worker thread.
+A queue store's flush past its threshold goes to the same writer (``hand_writes``), and a
+stream store never flushes by itself (``flush_threshold=None``): the loop makes no system call
+that waits for the disk, and a stalled fsync holds back confirms only.
 
 Group commit. Every persistent message written to a durable queue needs the *next* sync: a
 channel's ``Confirms`` (``confirms.py``) records ``(publish number, next_sync)`` and holds the
@@ -55,6 +58,7 @@ from pathlib import Path
 from warren.store.aside import DeletedFolders, new_token, settle
 from warren.store.damage import store_damage
 from warren.store.definitions import DefinitionsStore
+from warren.store.group_commit import GroupCommitStore
 from warren.store.queue_store import QueueStore, StoreError
 from warren.store.segment import fsync_dir
 from warren.store.stream_store import DEFAULT_STREAM_SEGMENT, StreamStore
@@ -95,6 +99,9 @@ class Durability:
         # queues deliver what the sync committed); the stores of the sync in progress
         self.sync_listeners: dict = {}
         self._syncing_stores: dict[int, list] = {}  # sync number -> its stores, while it runs
+        # the server's: who writes a queue store's flush off the loop (QueueStore.writer), None
+        # without one (the store's own thread writes)
+        self.hand_writes = None
         # open stores that no queue owns -> a callback run before the store closes at shutdown,
         # once every queue store is synced (a delayed exchange acks what it routed)
         self.side_stores: dict[QueueStore, object] = {}
@@ -121,8 +128,9 @@ class Durability:
 
     def open_queue_store(self, vhost: str, name: str) -> QueueStore:
         # ack logs fsynced at most once a second (queue_store.py): the confirms do not wait for them
-        return self._note_damage("queue", vhost, name, QueueStore(self.queue_dir(vhost, name), fsync=self.fsync,
-                                                                  ack_sync_interval=ACK_SYNC_INTERVAL))
+        store = QueueStore(self.queue_dir(vhost, name), fsync=self.fsync, ack_sync_interval=ACK_SYNC_INTERVAL)
+        store.writer = self.hand_writes
+        return self._note_damage("queue", vhost, name, store)
 
     def _note_damage(self, kind: str, vhost: str, name: str, store):
         lost = store_damage(kind, vhost, name, store.recovery_stats)
@@ -135,6 +143,7 @@ class Durability:
         """The store of a durable x-delayed-message exchange's persistent delayed messages."""
         digest = hashlib.sha256(f"{vhost}\0{exchange}".encode("utf-8", "surrogateescape")).hexdigest()[:32]
         store = self._note_damage("delayed", vhost, exchange, QueueStore(self.delayed_root / digest, fsync=self.fsync))
+        store.writer = self.hand_writes
         self.side_stores[store] = before_close
         return store
 
@@ -190,7 +199,7 @@ class Durability:
                           max_bytes: int | None = None, max_age_s: float | None = None,
                           on_synced=None) -> StreamStore:
         """The log of a stream queue; ``on_synced()`` runs after every sync that covered it."""
-        store = StreamStore(self.stream_dir(vhost, name), fsync=self.fsync,
+        store = StreamStore(self.stream_dir(vhost, name), fsync=self.fsync, flush_threshold=None,
                             segment_size=segment_size, max_bytes=max_bytes, max_age_s=max_age_s)
         self._note_damage("stream", vhost, name, store)
         if on_synced is not None:
@@ -228,6 +237,15 @@ class Durability:
 
     # --- group commit (begin on the loop, sync on a worker, end on the loop) -------------------
 
+    def unwritten(self) -> int:
+        """Octets the message stores hold in memory, not yet handed to the OS (the memory
+        alarm counts them: warren/server/flow_control.py). Only stores written since the last
+        group commit, or by one under way, hold any."""
+        stores = set(self.dirty)
+        for syncing in self._syncing_stores.values():
+            stores.update(syncing)
+        return sum(s.unwritten for s in stores if isinstance(s, GroupCommitStore))
+
     def begin_sync(self) -> tuple[int, list[QueueStore]] | None:
         """The next group commit to run, or None: nothing dirty, or enough running already (a
         second only for someone waiting: without confirms or transactions nobody is)."""
@@ -258,16 +276,16 @@ class Durability:
                 raise
 
     @staticmethod
-    def sync_begin(stores: list[QueueStore]) -> tuple[list, BaseException | None]:
-        """On the loop: the first step of each queue store's sync (``QueueStore.sync_begin``: the
-        writes). Returns ``[(store, SyncWork), ...]`` and the first error: a store whose write
+    def sync_begin(stores: list[QueueStore], defer_writes: bool = False) -> tuple[list, BaseException | None]:
+        """On the loop: the first step of each queue store's sync (``QueueStore.sync_begin``: its
+        buffers written, or with ``defer_writes`` taken for the server's disk writer). Returns ``[(store, SyncWork), ...]`` and the first error: a store whose write
         failed is left out (it has failed for good), and so is one deleted since it was written.
         The server hands the works to its FsyncWorker and ends each with ``sync_end``, the begun
         ones after a failure too, so that none is left half done."""
         works, error = [], None
         for s in stores:
             try:
-                works.append((s, s.sync_begin()))
+                works.append((s, s.sync_begin(defer_writes)))
             except (StoreError, OSError) as e:  # OSError: the write failed, which failed the store
                 if not s.closed_cleanly:  # else deleted since it was written
                     error = error or e

@@ -111,6 +111,9 @@ class ReplicatedStore:
     def __init__(self, inner: QueueStore, leader: "Leader") -> None:
         self.inner = inner
         self.leader = leader
+        # its syncs run whole on the group commit's pool thread (Durability.sync), which writes
+        # too: a flush handed to the server's disk writer could land after that thread's writes
+        inner.writer = None
 
     def __getattr__(self, name: str):
         return getattr(self.inner, name)

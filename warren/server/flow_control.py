@@ -78,8 +78,9 @@ class ResourceAlarms:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
     def buffers(self) -> int:
-        """Octets in the connections' output buffers and unparsed input."""
-        total = 0
+        """Octets in the connections' output buffers and unparsed input, and the message
+        stores' buffers not written yet (a stalled disk holds them: warren/store/queue_store.py)."""
+        total = self.server.durability.unwritten()
         for c in self.server.connections:
             if c.transport is not None:
                 total += c.transport.get_write_buffer_size()

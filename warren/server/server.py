@@ -243,6 +243,14 @@ class Server:
         # the queue stores' fsyncs (warren/store/fsync_worker.py), and the group commits under way
         self.fsync_worker = FsyncWorker()
         loop.add_reader(self.fsync_worker.fileno(), self._fsyncs_completed)
+        # the queue stores' writes, on a thread of their own that passes each group commit on to
+        # the FsyncWorker: the writes go on while an fsync stalls
+        self.disk_writer = FsyncWorker(then=self.fsync_worker)
+        loop.add_reader(self.disk_writer.fileno(), self._writes_completed)
+        self._flush_jobs: dict = {}  # a store's flush handed to the disk writer: job -> (store, DeferredWrites)
+        self._last_flush_job = 0  # their jobs are numbered -1, -2, ...; group commits' from 1
+        self._writer_jobs = 0  # jobs the disk writer took and has not reported
+        self.durability.hand_writes = self._hand_writes
         self._commits: dict[int, _GroupCommit] = {}
         # the publishers congested queues hold back; the queues tell it when they drain
         self.queue_flow = QueueFlow()
@@ -314,22 +322,39 @@ class Server:
             return
         number, stores = job
         started = time.perf_counter()
-        # Queue stores: their writes here on the loop (page cache only), their fsyncs on the
-        # FsyncWorker's thread, which never takes the GIL and tells the loop through its eventfd
-        # (_fsyncs_completed). A sync waited 0.9 ms of its 1.05 for the GIL when a Python thread
-        # did it all (docs/performance.md, session 8). Stream stores keep a pool thread.
+        # Queue stores: fsynced on the FsyncWorker's thread, which never takes the GIL and tells
+        # the loop through its eventfd (_fsyncs_completed). A sync waited 0.9 ms of its 1.05 for
+        # the GIL when a Python thread did it all (docs/performance.md, session 8). Their writes:
+        # here on the loop while nothing is at the disk (no fsync is under way, one group commit
+        # at a time: a write then waits for nothing), else on the disk writer's thread, which
+        # passes the commit on to the FsyncWorker. A write can wait behind a stalled fsync of
+        # the same file, and the stores' flushes past their threshold during a commit go to the
+        # disk writer too (_hand_writes): so the loop never waits for the disk, and writes go on
+        # while an fsync stalls, what waits being confirms, not memory. Handing every commit's
+        # writes over cost 4 % of 1p1c-1KiB-persist-confirm (a thread more to wake per commit).
+        # Stream stores keep a pool thread.
         queue_stores = [s for s in stores if type(s) is QueueStore]
         others = [s for s in stores if type(s) is not QueueStore] if len(queue_stores) < len(stores) else ()
         commit = self._commits[number] = _GroupCommit(2 if others else 1, started)
         # a failed write fails its store, and the broker with it (_sync_done); the stores begun
         # before it still go through the worker, so that each sync ends
-        commit.works, commit.error = self.durability.sync_begin(queue_stores)
-        fds, unlinks, dir_fds = [], [], []
+        # behind writes handed over, the commit's writes go the same way (in order, and passed on
+        # to the FsyncWorker after them); when the writer has none left, every job it took was
+        # passed on before it said so
+        defer = self._writer_jobs > 0
+        commit.works, commit.error = self.durability.sync_begin(queue_stores, defer)
+        fds, unlinks, dir_fds, writes = [], [], [], []
         for _, work in commit.works:
+            if defer:
+                writes += work.deferred.writes
             fds += work.fds
             unlinks += work.unlinks
             dir_fds += work.dir_fds
-        self.fsync_worker.submit(number, fds, unlinks, dir_fds)
+        if defer:
+            self._writer_jobs += 1
+            self.disk_writer.submit(number, fds, unlinks, dir_fds, writes)
+        else:
+            self.fsync_worker.submit(number, fds, unlinks, dir_fds)
         if others:
             # The pool thread hands the outcome straight to the loop: one loop turn after the
             # fsync, where run_in_executor's asyncio future took two
@@ -343,10 +368,33 @@ class Server:
         except RuntimeError:
             pass  # the loop is closed: the process is ending, the stores were synced by shutdown
 
+    def _hand_writes(self, store: QueueStore, batch) -> None:
+        """A store's flush past its threshold (QueueStore.writer): the disk writer writes it,
+        in order with the group commits' writes."""
+        self._last_flush_job -= 1
+        self._flush_jobs[self._last_flush_job] = (store, batch)
+        self._writer_jobs += 1
+        self.disk_writer.submit(self._last_flush_job, [], [], [], batch.writes)
+
+    def _writes_completed(self) -> None:
+        """The disk writer's eventfd is readable: each store's buffers it wrote are read from
+        its files now (QueueStore.writes_done). It passed each job on to the FsyncWorker itself
+        (after a failed write, to fail there)."""
+        for job, err in self.disk_writer.completed():
+            self._writer_jobs -= 1
+            if job < 0:
+                store, batch = self._flush_jobs.pop(job)
+                store.writes_done(batch, err)
+            else:
+                for store, work in self._commits[job].works:
+                    store.writes_done(work.deferred, err)
+
     def _fsyncs_completed(self) -> None:
         """The FsyncWorker's eventfd is readable: end the queue stores' part of each group
         commit it finished (QueueStore.sync_end), in the order they began."""
         for number, err in self.fsync_worker.completed():
+            if number < 0:
+                continue  # a store's flush, which had nothing to fsync (_hand_writes)
             commit = self._commits[number]
             for store, work in commit.works:
                 try:
@@ -681,10 +729,14 @@ class Server:
         # 5. flush and close the stores (no group commit may start after this); the group
         # commits at the disk end first, as they would have (QueueStore.sync waits for them)
         self._stores_closed = True
+        self.disk_writer.wait_idle()
+        self._writes_completed()
         self.fsync_worker.wait_idle()
         self._fsyncs_completed()
         self.durability.close(list(self.broker.all_queues()))
         self._sync_pool.shutdown(wait=True)
+        self.loop.remove_reader(self.disk_writer.fileno())
+        self.disk_writer.close()  # before the worker it passes jobs on to
         self.loop.remove_reader(self.fsync_worker.fileno())
         self.fsync_worker.close()
         if self._listeners_file is not None:

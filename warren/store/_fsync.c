@@ -7,17 +7,28 @@
  * has to win it back for every step of its job (its start, each return from a system call, the
  * hand-back to the loop). In the 1p1c-1KiB-persist-confirm row a group commit took about
  * 1.05 ms from the loop's request to its completion, of which the disk was 0.18 ms: the rest
- * was those waits (docs/performance.md, session 8). Here the loop does a sync's writes itself
- * (they only reach the page cache) and hands this thread what is left, as plain integers and
- * octets it copies: fsync and close the descriptors, unlink the fully acked segments, fsync
- * and close the directory. The thread works through the jobs one at a time in the order they
+ * was those waits (docs/performance.md, session 8). The loop hands this thread a sync's whole
+ * disk work: write the buffers (the loop never writes a store file: a write can wait behind a
+ * stalled fsync of the same file, or for a stalled disk's dirty pages), fsync and close the
+ * descriptors, unlink the fully acked segments, fsync and close the directory. The thread works through the jobs one at a time in the order they
  * came, so a job starts only after every earlier one ended (the store's ordering rule: unlinks
  * and the directory only after every earlier sync), and reports each finished job through an
  * eventfd the loop watches.
  *
- * FsyncWorker() -> worker
+ * FsyncWorker(then=None) -> worker
+ *                                          then: another FsyncWorker; this one then only
+ *                                          writes, and passes each job on to it for the rest
+ *                                          (after a failed write, with that error: it closes
+ *                                          the descriptors and fails the job). Both report the
+ *                                          job. So writes go on while an fsync stalls. Close
+ *                                          this one before ``then``.
  *     worker.fileno()                      the eventfd, readable when jobs finished
- *     worker.submit(job, fds, unlinks, dir_fds)
+ *     worker.submit(job, fds, unlinks, dir_fds[, writes])
+ *                                          writes: (fd, octets) pairs written whole, in order,
+ *                                          before anything else (each fd closed after; the
+ *                                          octets are held, unchanged, until completed()
+ *                                          reports the job; after a failed write nothing is
+ *                                          written or fsynced);
  *                                          job: an int the caller chooses; fds: descriptors to
  *                                          fsync then close (each is closed whatever happens; no
  *                                          fsync after a failed one); unlinks: bytes paths
@@ -51,9 +62,12 @@ typedef struct job {
     struct job *next;
     long long id;
     int err;
-    int nfds, ndirs, nunlinks;
+    int nfds, ndirs, nunlinks, nwrites;
     int *fds;      /* nfds, then ndirs */
     char **unlinks;
+    int *wfds;     /* nwrites descriptors, each written views[i] then closed */
+    Py_buffer *views;
+    struct job *pass_on; /* the fsyncs and unlinks, for the worker's ``then`` after the writes */
 } job;
 
 typedef struct {
@@ -69,12 +83,21 @@ typedef struct {
     int started;
     int efd;
     int failed;                /* the first job's error (worker thread only): every later job fails with it */
+    PyObject *then;            /* an FsyncWorker that takes each job on after its writes, or NULL */
 } FsyncWorker;
 
+static void enqueue(FsyncWorker *w, job *j);
+
+/* With the GIL held: the octets of the writes are the loop's buffers, released here. */
 static void free_job(job *j)
 {
     if (j == NULL)
         return;
+    for (int i = 0; i < j->nwrites; i++)
+        PyBuffer_Release(&j->views[i]);
+    free(j->views);
+    free(j->wfds);
+    free_job(j->pass_on); /* never passed on: its descriptors are the caller's still */
     for (int i = 0; i < j->nunlinks; i++)
         free(j->unlinks[i]);
     free(j->unlinks);
@@ -84,13 +107,36 @@ static void free_job(job *j)
 
 static void close_all(job *j)
 {
+    for (int i = 0; i < j->nwrites; i++)
+        close(j->wfds[i]);
     for (int i = 0; i < j->nfds + j->ndirs; i++)
         close(j->fds[i]);
+}
+
+static int write_whole(int fd, const char *p, Py_ssize_t left)
+{
+    while (left > 0) {
+        ssize_t n = write(fd, p, (size_t)left);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return errno;
+        }
+        p += n;
+        left -= n;
+    }
+    return 0;
 }
 
 static void run_job(job *j)
 {
     int err = 0, i;
+    for (i = 0; i < j->nwrites; i++) {
+        if (!err)
+            err = write_whole(j->wfds[i], j->views[i].buf, j->views[i].len);
+        if (close(j->wfds[i]) < 0 && !err && errno != EINTR)
+            err = errno;
+    }
     for (i = 0; i < j->nfds; i++) {
         if (!err && fsync(j->fds[i]) < 0)
             err = errno;
@@ -126,12 +172,19 @@ static void *worker_main(void *arg)
         j->next = NULL;
         w->busy = 1;
         pthread_mutex_unlock(&w->lock);
-        if (w->failed) { /* after a failed fsync the kernel may have dropped dirty pages: nothing is safe */
+        if (w->failed || j->err) { /* after a failed fsync the kernel may have dropped dirty pages:
+                                      nothing is safe; j->err: its writes failed before it came */
             close_all(j);
-            j->err = w->failed;
+            j->err = w->failed = w->failed ? w->failed : j->err;
         } else {
             run_job(j);
             w->failed = j->err;
+        }
+        if (j->pass_on != NULL) {
+            job *rest = j->pass_on;
+            j->pass_on = NULL;
+            rest->err = j->err;
+            enqueue((FsyncWorker *)w->then, rest);
         }
         pthread_mutex_lock(&w->lock);
         w->busy = 0;
@@ -266,16 +319,26 @@ done:
     return result;
 }
 
+static PyTypeObject FsyncWorkerType;
+
 static PyObject *FsyncWorker_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
-    if (PyTuple_GET_SIZE(args) || (kwds && PyDict_GET_SIZE(kwds))) {
-        PyErr_SetString(PyExc_TypeError, "FsyncWorker() takes no arguments");
+    static char *names[] = {"then", NULL};
+    PyObject *then = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O:FsyncWorker", names, &then))
+        return NULL;
+    if (then != Py_None && !PyObject_TypeCheck(then, &FsyncWorkerType)) {
+        PyErr_SetString(PyExc_TypeError, "FsyncWorker(then=...): another FsyncWorker, or None");
         return NULL;
     }
     FsyncWorker *w = (FsyncWorker *)type->tp_alloc(type, 0);
     if (w == NULL)
         return NULL;
     w->efd = -1;
+    if (then != Py_None) {
+        Py_INCREF(then);
+        w->then = then;
+    }
     pthread_mutex_init(&w->lock, NULL);
     pthread_cond_init(&w->wake, NULL);
     pthread_cond_init(&w->idle, NULL);
@@ -294,6 +357,32 @@ static PyObject *FsyncWorker_new(PyTypeObject *type, PyObject *args, PyObject *k
     }
     w->started = 1;
     return (PyObject *)w;
+}
+
+/* Queue a job (any thread, without the GIL). A stopped worker runs nothing more: the job's
+ * descriptors are closed and it is dropped (a job passed on holds no Python buffer). */
+static void enqueue(FsyncWorker *w, job *j)
+{
+    pthread_mutex_lock(&w->lock);
+    if (!w->started || w->stop) {
+        pthread_mutex_unlock(&w->lock);
+        close_all(j);
+        free(j->fds);
+        for (int i = 0; i < j->nunlinks; i++)
+            free(j->unlinks[i]);
+        free(j->unlinks);
+        free(j->wfds);
+        free(j->views);
+        free(j);
+        return;
+    }
+    if (w->todo_tail)
+        w->todo_tail->next = j;
+    else
+        w->todo_head = j;
+    w->todo_tail = j;
+    pthread_cond_signal(&w->wake);
+    pthread_mutex_unlock(&w->lock);
 }
 
 static void stop_thread(FsyncWorker *w)
@@ -320,6 +409,7 @@ static void FsyncWorker_dealloc(FsyncWorker *w)
     }
     if (w->efd >= 0)
         close(w->efd);
+    Py_CLEAR(w->then);
     pthread_mutex_destroy(&w->lock);
     pthread_cond_destroy(&w->wake);
     pthread_cond_destroy(&w->idle);
@@ -333,8 +423,10 @@ static PyObject *FsyncWorker_fileno(FsyncWorker *w, PyObject *unused)
 
 static PyObject *FsyncWorker_submit(FsyncWorker *w, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 4 || !PyList_Check(args[1]) || !PyList_Check(args[2]) || !PyList_Check(args[3])) {
-        PyErr_SetString(PyExc_TypeError, "submit expects (job, list of fds, list of bytes paths, list of fds)");
+    if (nargs < 4 || nargs > 5 || !PyList_Check(args[1]) || !PyList_Check(args[2]) || !PyList_Check(args[3])
+            || (nargs == 5 && !PyList_Check(args[4]))) {
+        PyErr_SetString(PyExc_TypeError, "submit expects (job, list of fds, list of bytes paths, list of fds"
+                        "[, list of (fd, octets)])");
         return NULL;
     }
     if (!w->started) {
@@ -345,7 +437,8 @@ static PyObject *FsyncWorker_submit(FsyncWorker *w, PyObject *const *args, Py_ss
     if (id == -1 && PyErr_Occurred())
         return NULL;
     Py_ssize_t nfds = PyList_GET_SIZE(args[1]), nun = PyList_GET_SIZE(args[2]), ndirs = PyList_GET_SIZE(args[3]);
-    if (nfds + ndirs > INT32_MAX || nun > INT32_MAX) {
+    Py_ssize_t nw = nargs == 5 ? PyList_GET_SIZE(args[4]) : 0;
+    if (nfds + ndirs > INT32_MAX || nun > INT32_MAX || nw > INT32_MAX) {
         PyErr_SetString(PyExc_ValueError, "too many descriptors");
         return NULL;
     }
@@ -355,11 +448,27 @@ static PyObject *FsyncWorker_submit(FsyncWorker *w, PyObject *const *args, Py_ss
     j->id = id;
     j->fds = calloc((size_t)(nfds + ndirs) + 1, sizeof(int));
     j->unlinks = calloc((size_t)nun + 1, sizeof(char *));
-    if (j->fds == NULL || j->unlinks == NULL) {
+    j->wfds = calloc((size_t)nw + 1, sizeof(int));
+    j->views = calloc((size_t)nw + 1, sizeof(Py_buffer));
+    if (j->fds == NULL || j->unlinks == NULL || j->wfds == NULL || j->views == NULL) {
         free_job(j);
         return PyErr_NoMemory();
     }
     Py_ssize_t i;
+    for (i = 0; i < nw; i++) {
+        PyObject *item = PyList_GET_ITEM(args[4], i);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2) {
+            PyErr_SetString(PyExc_TypeError, "submit: each write is a (fd, octets) pair");
+            goto fail;
+        }
+        int fd = fd_of(PyTuple_GET_ITEM(item, 0));
+        if (fd == -1 && PyErr_Occurred())
+            goto fail;
+        j->wfds[j->nwrites] = fd;
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(item, 1), &j->views[j->nwrites], PyBUF_SIMPLE) < 0)
+            goto fail;
+        j->nwrites++;
+    }
     for (i = 0; i < nfds + ndirs; i++) {
         int fd = fd_of(PyList_GET_ITEM(i < nfds ? args[1] : args[3], i < nfds ? i : i - nfds));
         if (fd == -1 && PyErr_Occurred())
@@ -389,14 +498,30 @@ static PyObject *FsyncWorker_submit(FsyncWorker *w, PyObject *const *args, Py_ss
     /* counted only once every argument was good: a refused job leaves the descriptors to the caller */
     j->nfds = (int)nfds;
     j->ndirs = (int)ndirs;
-    pthread_mutex_lock(&w->lock);
-    if (w->todo_tail)
-        w->todo_tail->next = j;
-    else
-        w->todo_head = j;
-    w->todo_tail = j;
-    pthread_cond_signal(&w->wake);
-    pthread_mutex_unlock(&w->lock);
+    if (w->then != NULL) { /* the writes here, the rest on ``then``'s thread */
+        job *rest = calloc(1, sizeof(job));
+        if (rest == NULL) {
+            j->nfds = j->ndirs = 0; /* the descriptors stay the caller's */
+            free_job(j);
+            return PyErr_NoMemory();
+        }
+        rest->id = id;
+        rest->fds = j->fds;
+        rest->nfds = j->nfds;
+        rest->ndirs = j->ndirs;
+        rest->unlinks = j->unlinks;
+        rest->nunlinks = j->nunlinks;
+        j->fds = calloc(1, sizeof(int));
+        j->unlinks = calloc(1, sizeof(char *));
+        j->nfds = j->ndirs = j->nunlinks = 0;
+        j->pass_on = rest;
+        if (j->fds == NULL || j->unlinks == NULL) {
+            rest->nfds = rest->ndirs = 0;
+            free_job(j);
+            return PyErr_NoMemory();
+        }
+    }
+    enqueue(w, j);
     Py_RETURN_NONE;
 fail:
     free_job(j);
@@ -447,7 +572,8 @@ static PyObject *FsyncWorker_close(FsyncWorker *w, PyObject *unused)
 static PyMethodDef FsyncWorker_methods[] = {
     {"fileno", (PyCFunction)FsyncWorker_fileno, METH_NOARGS, "The eventfd, readable when jobs finished."},
     {"submit", (PyCFunction)(void (*)(void))FsyncWorker_submit, METH_FASTCALL,
-     "submit(job, fds, unlinks, dir_fds): fsync and close fds, unlink the paths, fsync and close dir_fds."},
+     "submit(job, fds, unlinks, dir_fds[, writes]): write each (fd, octets) of writes and close the fd, fsync "
+     "and close fds, unlink the paths, fsync and close dir_fds."},
     {"completed", (PyCFunction)FsyncWorker_completed, METH_NOARGS,
      "completed() -> [(job, errno), ...]: the jobs finished since the last call, in order."},
     {"wait_idle", (PyCFunction)FsyncWorker_wait_idle, METH_NOARGS, "Block until no job is queued or running."},

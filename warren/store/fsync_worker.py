@@ -1,13 +1,20 @@
 """The group commit's fsyncs on a thread of their own, reported to the loop through an eventfd.
 
-The event loop does a sync's writes itself (they only reach the page cache: QueueStore.sync_begin)
-and hands the worker what may block: fsync and close the descriptors, unlink fully acked
-segments, fsync and close the directory. Jobs run one at a time in the order they came, so each
+The event loop takes a sync's buffers (QueueStore.sync_begin) and hands the worker everything
+that touches the disk: write the buffers, fsync and close the descriptors, unlink fully acked
+segments, fsync and close the directory. The loop never writes a store file itself: a write can
+wait for the file's inode lock while its fsync stalls (FUSE), or for dirty-page throttling on a
+stalled disk, and the loop would stop with it (tests/store/test_powerloss_disks.py). Jobs run one at a time in the order they came, so each
 starts after every earlier one ended, which is the store's ordering rule (unlinks and the
 directory only after every earlier sync; queue_store.py, "Ordering rules"). A finished job
 makes the eventfd readable; the loop then takes ``completed()``: ``[(job, errno), ...]``, 0 for
 success. After a failed job every later one fails with the same errno and only closes its
 descriptors: after a failed fsync the kernel may have dropped dirty pages, nothing is safe.
+
+``FsyncWorker(then=other)`` only writes, and passes each job on to ``other`` for the rest (with
+the error of a failed write, to fail there); both report it. The broker chains two this way
+(Server._start_sync): its writes go on while an fsync stalls, so a stall keeps confirms waiting
+and not the buffers in memory (a store's flush past its threshold goes through the writer too).
 
 ``FsyncWorker`` is compiled (warren/store/_fsync.c): its thread never takes the GIL, which a
 busy loop holds nearly all the time, so a sync no longer waits for it at its start, after each
@@ -25,10 +32,23 @@ import threading
 __all__ = ["FsyncWorker", "FsyncWorkerPy", "run_job"]
 
 
-def run_job(fds: list, unlinks: list, dir_fds: list) -> int:
+def run_job(fds: list, unlinks: list, dir_fds: list, writes: list = ()) -> int:
     """One job's steps, synchronously: the first error's errno, or 0. Every descriptor is
-    closed whatever happens; nothing is fsynced or unlinked after a failure."""
+    closed whatever happens; nothing is written, fsynced or unlinked after a failure."""
     err = 0
+    for fd, data in writes:
+        if not err:
+            try:
+                mv = memoryview(data)
+                while mv:
+                    mv = mv[os.write(fd, mv):]
+            except OSError as e:
+                err = e.errno or 1
+        try:
+            os.close(fd)
+        except OSError as e:
+            if not err and not isinstance(e, InterruptedError):
+                err = e.errno or 1
     for fd in fds:
         err = _fsync_close(fd, err)
     if not err:
@@ -62,7 +82,10 @@ def _fsync_close(fd: int, err: int) -> int:
 class FsyncWorkerPy:
     """The compiled worker's twin (module doc): the same methods and answers."""
 
-    def __init__(self) -> None:
+    def __init__(self, then: "FsyncWorkerPy | None" = None) -> None:
+        if then is not None and not isinstance(then, FsyncWorkerPy):
+            raise TypeError("FsyncWorker(then=...): another FsyncWorker, or None")
+        self._then = then  # writes here, the rest of each job there (module doc)
         self._efd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._cond = threading.Condition()
         self._todo: collections.deque = collections.deque()
@@ -76,10 +99,15 @@ class FsyncWorkerPy:
     def fileno(self) -> int:
         return self._efd
 
-    def submit(self, job: int, fds: list, unlinks: list, dir_fds: list) -> None:
-        if not (type(fds) is list and type(unlinks) is list and type(dir_fds) is list):
-            raise TypeError("submit expects (job, list of fds, list of bytes paths, list of fds)")
-        for fd in fds + dir_fds:
+    def submit(self, job: int, fds: list, unlinks: list, dir_fds: list, writes: list | None = None) -> None:
+        writes = [] if writes is None else writes
+        if not (type(fds) is list and type(unlinks) is list and type(dir_fds) is list and type(writes) is list):
+            raise TypeError("submit expects (job, list of fds, list of bytes paths, list of fds[, list of (fd, octets)])")
+        if not all(type(w) is tuple and len(w) == 2 for w in writes):
+            raise TypeError("submit: each write is a (fd, octets) pair")
+        for _, data in writes:
+            memoryview(data)  # a TypeError for what holds no octets, as the compiled worker's
+        for fd in fds + dir_fds + [w[0] for w in writes]:
             if not 0 <= fd < 2**31:  # a TypeError for what is not a number
                 raise ValueError("not a file descriptor")
         if not all(isinstance(p, bytes) for p in unlinks):
@@ -87,7 +115,16 @@ class FsyncWorkerPy:
         with self._cond:
             if self._stop:
                 raise ValueError("the fsync worker is closed")
-            self._todo.append((job, list(fds), list(unlinks), list(dir_fds)))
+            self._todo.append((job, list(fds), list(unlinks), list(dir_fds), list(writes), 0))
+            self._cond.notify_all()
+
+    def _pass_on(self, job: int, fds: list, unlinks: list, dir_fds: list, err: int) -> None:
+        with self._cond:
+            if self._stop:  # a stopped worker runs nothing more (the compiled one's enqueue)
+                for fd in fds + dir_fds:
+                    os.close(fd)
+                return
+            self._todo.append((job, fds, unlinks, dir_fds, [], err))
             self._cond.notify_all()
 
     def completed(self) -> list:
@@ -119,17 +156,23 @@ class FsyncWorkerPy:
                 if not self._todo:
                     cond.notify_all()
                     return
-                job, fds, unlinks, dir_fds = self._todo.popleft()
+                job, fds, unlinks, dir_fds, writes, err = self._todo.popleft()
                 self._busy = True
-            if self._failed:
-                for fd in fds + dir_fds:
+            then = self._then
+            rest = (fds, unlinks, dir_fds)
+            if then is not None:
+                fds, unlinks, dir_fds = [], [], []
+            if self._failed or err:  # failed here before, or its writes failed on the worker before
+                for fd in [w[0] for w in writes] + fds + dir_fds:
                     try:
                         os.close(fd)
                     except OSError:
                         pass
-                err = self._failed
+                err = self._failed = self._failed or err
             else:
-                err = self._failed = run_job(fds, unlinks, dir_fds)
+                err = self._failed = run_job(fds, unlinks, dir_fds, writes)
+            if then is not None:
+                then._pass_on(job, *rest, err)
             with cond:
                 self._busy = False
                 self._done.append((job, err))

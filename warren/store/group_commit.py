@@ -49,11 +49,19 @@ class GroupCommitStore:
         self._sync_lock = threading.Lock()
         self._dir_dirty = False                 # files created or deleted since the last sync
         self._buffered = 0
+        self._inflight_bytes = 0  # taken by a sync whose writes another thread has not done yet
         self._count = 0
         self._bytes = 0
         self._failed: BaseException | None = None
         self._closed = False
         self._new_parents: list[str] = []  # folders to fsync at the next sync: the store's new folder is in them
+
+    @property
+    def unwritten(self) -> int:
+        """Octets of this store still in memory, not handed to the OS: the broker's memory
+        alarm counts them (warren/broker/durability.py ``unwritten``), since a stalled disk
+        keeps them there for as long as it stalls."""
+        return self._buffered + self._inflight_bytes
 
     def _open_directory(self) -> None:
         """Create the folder if missing, hold a descriptor on it and recover what it holds.

@@ -27,8 +27,14 @@ of a broker that has not written the ack).
 
 Threads: appends, acks and reads run on the event-loop thread. The broker splits a sync in
 three (``sync_begin`` writes on the loop, an FsyncWorker's thread fsyncs without the GIL,
-``sync_end`` back on the loop: warren/store/fsync_worker.py); ``sync`` runs the three in the
-calling thread, possibly a worker beside the loop. The loop never waits for the disk: ``_lock``
+``sync_end`` back on the loop: warren/store/fsync_worker.py), and gives its stores a ``writer``:
+a flush past ``flush_threshold`` hands its buffers to another FsyncWorker's thread, and so does
+the next ``sync_begin(defer_writes=True)`` while such writes are under way (Server._start_sync).
+So the loop writes only while nothing is at the disk (a write can wait behind a stalled fsync of
+its file, or for a stalled disk's dirty pages), and writes go on while an fsync stalls: what
+waits is the confirms, not the memory. Buffers handed over are read from memory until
+``writes_done``. ``sync`` runs the three in the calling thread, possibly a worker beside the
+loop, writing in ``sync_begin``. The loop never waits for the disk: ``_lock``
 guards memory and is held only for memory operations; ``_io_lock`` orders writes and closes
 (held while writing, never during an fsync); two syncs may overlap, their writes in order under
 ``_io_lock``, their fsyncs at once, and each ends in that order (``_sync_order``). A sync
@@ -68,10 +74,11 @@ from warren.store.segment import (
     ACKED, DEFAULT_SEGMENT_SIZE, DELIVERED, LogFile, Segment, segment_name,
 )
 
-__all__ = ["QueueStore", "SyncWork", "RecoveryStats", "StoreError", "encode_message", "decode_message"]
+__all__ = ["QueueStore", "SyncWork", "DeferredWrites", "RecoveryStats", "StoreError", "encode_message", "decode_message"]
 
 _FIRST = attrgetter("first")
 DEFAULT_FLUSH_THRESHOLD = 4 * 1024 * 1024
+DEFERRED_WAIT_S = 30.0  # a sync waits this long at most for writes another thread does (QueueStore.sync)
 
 
 class QueueStore(GroupCommitStore):
@@ -80,7 +87,9 @@ class QueueStore(GroupCommitStore):
     Opening recovers the directory (recovery.py); ``recovery_stats`` says what it found.
     ``segment_size`` is where segments rotate; ``fsync=False`` skips every fsync (tests, or
     data that need not survive a power cut: a killed process loses nothing flushed either
-    way); ``flush_threshold`` bounds the octets buffered between flushes.
+    way); ``flush_threshold`` bounds the octets buffered between flushes (None: never by
+    itself). ``writer``: None, or a callable ``writer(store, DeferredWrites)`` that has another
+    thread write a flush's buffers and calls ``writes_done`` after (the broker's, module doc).
     """
 
     def __init__(self, directory, segment_size: int = DEFAULT_SEGMENT_SIZE, fsync: bool = True,
@@ -108,6 +117,9 @@ class QueueStore(GroupCommitStore):
         self._sync_tickets = 0
         self._sync_finished = 0
         self._sync_order = threading.Condition()
+        self._writes_deferred = 0  # DeferredWrites handed out and not done: only their writer may write
+        self.writer = None  # who writes a flush's buffers instead of the calling thread (class doc)
+        self._deferred_done = threading.Condition(self._lock)  # notified by writes_done
         self._open_directory()
 
     # --- opening ---------------------------------------------------------------------------
@@ -186,7 +198,7 @@ class QueueStore(GroupCommitStore):
             self._count += 1
             self._bytes += size
             self._buffered += reclen
-            flush = self._buffered >= self.flush_threshold
+            flush = self.flush_threshold is not None and self._buffered >= self.flush_threshold
         if flush:  # bounds the memory held by buffers when the caller syncs rarely
             self.flush()
 
@@ -431,6 +443,18 @@ class QueueStore(GroupCommitStore):
             self._retire(seg)
 
     def _flush_locked(self) -> None:
+        if self.writer is not None:
+            with self._lock:
+                work, doomed = self._take_work()
+                self._unsynced.update(lf for lf, _, _ in work)  # the next sync fsyncs them
+            batch = self._defer(work)
+            self._written([], doomed, unsynced=False)
+            self.writer(self, batch)
+            return
+        if self._writes_deferred:
+            # another thread still has to write earlier buffers: writing these now would put
+            # them before those in the file (O_APPEND). They go with the next sync instead.
+            return
         with self._lock:
             work, doomed = self._take_work()
         try:  # without the memory lock: appends carry on meanwhile
@@ -462,9 +486,16 @@ class QueueStore(GroupCommitStore):
         before that: a sync's fsyncs cover its own writes only (module doc, "Ordering rules").
 
         This is the three steps the broker runs apart (Server._start_sync): ``sync_begin``
-        writes on the loop, an ``FsyncWorker`` job fsyncs off it (warren/store/fsync_worker.py),
-        ``sync_end`` back on the loop; here they run one after the other in the calling thread.
+        takes the buffers on the loop, an ``FsyncWorker`` job writes and fsyncs them off it
+        (warren/store/fsync_worker.py), ``sync_end`` back on the loop; here they run one after
+        the other in the calling thread, which writes in ``sync_begin``, once the deferred
+        writes handed out are done (these would overtake them); not on the thread that ends them
+        (``writes_done``, the broker's loop): ``StoreError`` after ``DEFERRED_WAIT_S``.
         """
+        with self._deferred_done:  # (a store that stopped handing writes out: ReplicatedStore)
+            if not self._deferred_done.wait_for(lambda: not self._writes_deferred, DEFERRED_WAIT_S):
+                raise StoreError(f"{self._label} {self.directory}: a sync while another thread's writes are "
+                                 f"under way")
         work = self.sync_begin()
         err = run_job(work.fds, [], [])
         with self._sync_order:
@@ -482,12 +513,15 @@ class QueueStore(GroupCommitStore):
             err = run_job([], work.unlinks, work.dir_fds)
         return self.sync_end(work, err)
 
-    def sync_begin(self) -> "SyncWork":
-        """A sync's first step, on the thread that appends: write what is buffered and duplicate
-        the descriptors to fsync. The ``SyncWork`` it returns says what is left for the disk:
-        fsync and close ``fds``, then (once every earlier sync ended, and only if they all
-        succeeded) unlink ``unlinks`` and fsync and close ``dir_fds``; then ``sync_end``. Its
-        descriptors are duplicates, so a segment deleted meanwhile cannot close one under it."""
+    def sync_begin(self, defer_writes: bool = False) -> "SyncWork":
+        """A sync's first step, on the thread that appends: write what is buffered (or, with
+        ``defer_writes``, take it as the ``SyncWork``'s ``deferred``) and duplicate the
+        descriptors to fsync. The ``SyncWork`` it returns says what is left for the disk: the
+        deferred writes (then ``writes_done``), fsync and close ``fds``, then (once every earlier
+        sync ended, and only if they all succeeded) unlink ``unlinks`` and fsync and close
+        ``dir_fds``; then ``sync_end``. Its descriptors are duplicates, so a segment deleted
+        meanwhile cannot close one under it. Deferred writes stay readable from memory until
+        ``writes_done``, and a store with some outstanding writes nothing else meanwhile."""
         with self._io_lock:
             ticket = self._sync_tickets = self._sync_tickets + 1  # writes happen in ticket order
             with self._lock:
@@ -517,22 +551,56 @@ class QueueStore(GroupCommitStore):
             to_dup = [lf.fd for lf in files] if fsync else []
             if with_dir:
                 to_dup.append(self._dir_fd)
+            deferred = None
             try:
-                fds = write_and_dup([(fd, data) for _, fd, data in work], to_dup)
+                if defer_writes:
+                    deferred = self._defer(work)
+                    fds = write_and_dup([], to_dup)
+                else:
+                    fds = write_and_dup([(fd, data) for _, fd, data in work], to_dup)
             except BaseException as e:
                 # a short write leaves a torn record that only recovery can cut off: stop here
                 self._failed = e
+                if deferred is not None:  # taken, and never to be written
+                    for fd, _ in deferred.writes:
+                        os.close(fd)
                 with self._sync_order:  # this ticket ends here: later syncs must not wait for it
                     self._sync_finished = max(self._sync_finished, ticket)
                     self._sync_order.notify_all()
                 raise
-            self._written(work, doomed, unsynced=False)
+            self._written([] if defer_writes else work, doomed, unsynced=False)
             self._dir_dirty = False
             unlink_msgs, self._unlink_msgs = self._unlink_msgs, []
             unlink_acks, self._unlink_acks = self._unlink_acks, []
             parents = self._take_new_parents() if fsync else []
         dir_fds = parents + ([fds.pop()] if with_dir else [])
-        return SyncWork(ticket, fds, [os.fsencode(p) for p in unlink_msgs], dir_fds, unlink_acks, covered)
+        return SyncWork(ticket, fds, [os.fsencode(p) for p in unlink_msgs], dir_fds, unlink_acks, covered, deferred)
+
+    def _defer(self, work: list) -> "DeferredWrites":
+        """Buffers taken (``_take_work``) for another thread to write: a duplicate descriptor
+        each, so that a segment closed meanwhile cannot close one under that thread."""
+        try:
+            dups = write_and_dup([], [fd for _, fd, _ in work])
+        except BaseException as e:
+            self._failed = e  # the buffers are taken: without them the files would have a hole
+            raise
+        self._writes_deferred += 1
+        self._inflight_bytes += sum(len(data) for _, _, data in work)
+        return DeferredWrites([(fd, data) for fd, (_, _, data) in zip(dups, work)],
+                              [(lf, len(data)) for lf, _, data in work])
+
+    def writes_done(self, batch: "DeferredWrites", err: int) -> None:
+        """On the loop, once another thread wrote ``batch`` (``err``: its errno, 0 for success):
+        its buffers are in the files now, read from there. Batches end in the order they were
+        handed out. A failed write fails the store for good (the file may hold part of it)."""
+        with self._lock:
+            for lf, n in batch.sizes:
+                lf.done(n)
+                self._inflight_bytes -= n
+            self._writes_deferred -= 1
+            if err and self._failed is None:
+                self._failed = OSError(err, os.strerror(err))
+            self._deferred_done.notify_all()
 
     def _take_new_parents(self) -> list[int]:
         """Descriptors on the folders whose fsync makes this store's new folder durable
@@ -598,15 +666,29 @@ class QueueStore(GroupCommitStore):
 class SyncWork:
     """What ``QueueStore.sync_begin`` left for the disk and for ``sync_end`` (its docstrings)."""
 
-    __slots__ = ("ticket", "fds", "unlinks", "dir_fds", "unlink_acks", "covered")
+    __slots__ = ("ticket", "fds", "unlinks", "dir_fds", "unlink_acks", "covered", "deferred")
 
-    def __init__(self, ticket: int, fds: list, unlinks: list, dir_fds: list, unlink_acks: list, covered: int):
+    def __init__(self, ticket: int, fds: list, unlinks: list, dir_fds: list, unlink_acks: list, covered: int,
+                 deferred: "DeferredWrites | None" = None):
         self.ticket = ticket
         self.fds = fds
         self.unlinks = unlinks
         self.dir_fds = dir_fds
         self.unlink_acks = unlink_acks
         self.covered = covered
+        self.deferred = deferred  # its writes, when another thread does them (sync_begin)
+
+
+class DeferredWrites:
+    """Buffers another thread writes (``QueueStore.sync_begin(defer_writes=True)``, or a flush
+    through the store's ``writer``): ``writes`` as (descriptor, octets), each descriptor a
+    duplicate for that thread to close; ``sizes`` (file, octets) for ``writes_done``."""
+
+    __slots__ = ("writes", "sizes")
+
+    def __init__(self, writes: list, sizes: list):
+        self.writes = writes
+        self.sizes = sizes
 
 
 def _unlink(path: str) -> None:

@@ -63,8 +63,10 @@ def read_file(path: str) -> bytes:
 class LogFile:
     """One append-only file with an in-memory tail that has not been handed to the OS yet.
 
-    ``written`` octets are in the file; ``inflight`` is being written by a flush right now (it
-    starts at ``written``); ``pending`` follows it. ``size`` is the logical size of all three.
+    ``written`` octets are in the file; ``inflight`` are the buffers taken for writing and not
+    written yet, in file order from ``written`` (more than one while a group commit's writes wait
+    behind an earlier one's on the FsyncWorker's thread); ``pending`` follows them. ``size`` is
+    the logical size of all three.
     """
 
     __slots__ = ("path", "kind", "fd", "written", "inflight", "pending", "size", "created")
@@ -74,7 +76,7 @@ class LogFile:
         self.kind = kind
         self.fd: int | None = None
         self.written = 0
-        self.inflight: bytearray | None = None
+        self.inflight: list[bytearray] = []
         self.pending = bytearray(file_header(kind))  # the header goes out with the first flush
         self.size = FILE_HEADER_SIZE
         self.created = False  # does the file exist on disk?
@@ -151,34 +153,45 @@ class LogFile:
         return off, n
 
     def take(self) -> bytearray | None:
-        """Swap the pending buffer out for writing; it becomes ``inflight`` until ``done``.
+        """Swap the pending buffer out for writing; it joins ``inflight`` until its ``done``.
 
         A swap, not a copy: the buffer taken is never appended to again, so the flush can write
         it while appends go into a fresh one.
         """
         if not self.pending:
             return None
-        data = self.inflight = self.pending
+        data = self.pending
+        self.inflight.append(data)
         self.pending = bytearray()
         return data
 
     def done(self, n: int) -> None:
+        """The oldest buffer taken (``n`` octets) is in the file now."""
         self.written += n
-        self.inflight = None
+        del self.inflight[0]
 
     def memory_part(self, off: int, n: int):
-        """The octets [off, off+n) if they are still in memory, else None (they are in the file)."""
+        """The octets [off, off+n) if they are still in memory, else None (they are in the file).
+        A record is never split between two buffers: each is appended whole to one."""
         if off < self.written:
             return None
-        inflight = self.inflight
-        if inflight is not None:
-            if off < self.written + len(inflight):
-                s = off - self.written
-                return inflight[s:s + n]
-            s = off - self.written - len(inflight)
-        else:
-            s = off - self.written
+        s = off - self.written
+        for buf in self.inflight:
+            if s < len(buf):
+                return buf[s:s + n]
+            s -= len(buf)
         return bytes(self.pending[s:s + n])
+
+    def unwritten(self, a: int, q: int) -> bytes:
+        """The octets [a, q) of the part not written yet (``a`` >= ``written``), across buffers."""
+        parts = []
+        start = self.written
+        for buf in (*self.inflight, self.pending):
+            end = start + len(buf)
+            if a < end and q > start:
+                parts.append(buf[max(a, start) - start:min(q, end) - start])
+            start = end
+        return b"".join(parts)
 
     # --- I/O side (owner's I/O lock held) -----------------------------------------------------
 

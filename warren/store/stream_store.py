@@ -168,7 +168,8 @@ class StreamStore(GroupCommitStore):
     ``fsync=False`` skips every fsync (a killed process loses nothing flushed either way);
     ``max_bytes``/``max_age_s`` are the retention limits ``enforce_retention`` applies;
     ``tail_cache`` bounds the recently written octets kept in memory for tailing readers;
-    ``flush_threshold`` bounds the octets buffered between flushes.
+    ``flush_threshold`` bounds the octets buffered between flushes (None: append never writes,
+    the broker's group commit takes every buffer on its pool thread).
     """
 
     _label = "stream store"
@@ -352,7 +353,7 @@ class StreamStore(GroupCommitStore):
             self._count += 1
             self._bytes += size + (FILE_HEADER_SIZE if len(seg.positions) == 1 else 0)
             self._buffered += size
-            flush = self._buffered >= self.flush_threshold
+            flush = self.flush_threshold is not None and self._buffered >= self.flush_threshold
         if flush:  # bounds the memory held by buffers when the caller syncs rarely
             self.flush()
         return offset
@@ -526,16 +527,7 @@ class StreamStore(GroupCommitStore):
         w = lf.written
         unwritten = b""
         if q > w:
-            a = max(p, w)
-            inflight = lf.inflight if lf.inflight is not None else b""
-            li = len(inflight)
-            parts = []
-            if a < w + li:
-                parts.append(inflight[a - w:min(q, w + li) - w])
-            s = max(a, w + li)
-            if s < q:
-                parts.append(lf.pending[s - w - li:q - w - li])
-            unwritten = b"".join(parts)
+            unwritten = lf.unwritten(max(p, w), q)
             q = w
         if p >= q:
             return unwritten, None
