@@ -818,3 +818,37 @@ def test_publishing_megabytes_into_a_queue_whose_fsync_stalls_holds_up_nothing_e
     assert len(bodies_in(broker, "big", arguments)) == 26
     for c in (beat, other, publisher):
         c.close()
+
+
+def test_a_write_that_fails_on_the_disk_writers_thread_stops_the_broker_and_loses_nothing_confirmed(plfs, data_dir,
+                                                                                                   brokers):
+    """During a stalled fsync, a queue's flush past its threshold goes to the disk writer's
+    thread (Server._hand_writes). Its write fails (EIO): the store fails, the next group commit
+    with it, and the broker stops as for any failed write; what was confirmed before is there
+    after a power cut."""
+    broker, conn, ch = _started_with_a_kept_message(brokers, data_dir)
+    before = [b"before-%d" % i for i in range(50)]
+    for body in before:
+        ch.basic_publish("", "kept", body, pika.BasicProperties(delivery_mode=2))
+    bulk = connect(broker).channel()  # no confirms: its publishes do not wait for the stall
+    stalled = plfs.stats()
+    plfs.fault("fsync", path="/data/queues/", stall=60.0)
+    bulk.basic_publish("", "kept", b"first", pika.BasicProperties(delivery_mode=2))
+    _until_stalled(plfs, stalled, "a persistent publish")
+    plfs.fault("write", path="/data/queues/", errno_name="EIO", times=1)
+    for _ in range(24):  # 6 MiB: a flush past the 4 MiB threshold while the fsync stalls
+        bulk.basic_publish("", "kept", b"x" * (256 * 1024), pika.BasicProperties(delivery_mode=2))
+    deadline = time.monotonic() + 30
+    while bulk.queue_declare("kept", passive=True).method.message_count < 1 + 50 + 1 + 24:
+        assert time.monotonic() < deadline, "the broker did not take the publishes during the stall"
+    assert plfs.stats()["failed_writes"] == 0 and broker.proc.poll() is None  # the loop wrote nothing
+    while not plfs.stats()["failed_writes"]:  # the disk writer's write waits behind the stall here
+        assert time.monotonic() < deadline, "the handed-over write never reached the disk"
+        plfs.end_stalls()
+        time.sleep(0.05)
+    stops_saying_so(broker, "message store sync failed")
+    plfs.clear()
+    plfs.drop()
+    again = brokers(data_dir)
+    present = set(bodies_in(again, "kept"))
+    assert {b"before"} | set(before) <= present
