@@ -152,6 +152,7 @@ class NodeQueue:
     API's handle of it (warren/broker/directory.py ``find_queue``); ``owner`` is its node."""
 
     is_here = False
+    on_this_node = False  # (the x-local-random exchange never routes to it)
     consumers = ()
 
     def __init__(self, record: dict, reach: "NodeReach | None" = None) -> None:

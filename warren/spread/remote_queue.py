@@ -33,6 +33,7 @@ class RemoteOwner:
 
 class RemoteQueue:
     is_here = False  # the handle of a queue that lives in another worker (broker/directory.py)
+    on_this_node = True  # (a worker of this node: the x-local-random exchange routes to it)
     # its consumers are the owner's (``BrokerConnection.throttled_by`` asks whether the publisher
     # consumes from the congested queue itself: here it never does, as far as it can tell)
     consumers = ()

@@ -11,11 +11,11 @@ random``), Warren accepts:
   precondition failure); binding arguments are taken and play no part;
 * declare arguments are kept as declared and play no part (an ``x-delayed-type`` included).
 
-"This node": a queue of this process, or of another worker process of this node (``--worker-
-mode queues``: a ``RemoteQueue`` handle, whose ``owner`` is the worker's index); not a queue of
-another node of a cluster (a ``NodeQueue`` handle, whose ``owner`` is that node's name). Which
-queues are here is decided when they are bound: a queue never moves under its binding (a new
-leader after a failover is a new queue bound in the handle's place).
+"This node": a queue whose ``on_this_node`` says so: a queue of this process, or of another
+worker process of this node (``--worker-mode queues``: a ``RemoteQueue`` handle); not a queue of
+another node of a cluster (a ``NodeQueue`` handle). Which queues are here is decided when they
+are bound: a queue never moves under its binding (a new leader after a failover is a new queue
+bound in the handle's place).
 """
 
 from __future__ import annotations
@@ -25,15 +25,7 @@ import random
 from warren.broker.exchanges.base import Exchange
 from warren.errors import PreconditionFailed
 
-__all__ = ["LocalRandomExchange", "on_this_node"]
-
-
-def on_this_node(queue) -> bool:
-    """The queue lives on this node: here, or in another worker process of it."""
-    if getattr(queue, "is_here", True) is not False:
-        return True
-    # a handle: another worker's queue (owner: its index) or another node's (owner: its name)
-    return isinstance(getattr(queue, "owner", None), int)
+__all__ = ["LocalRandomExchange"]
 
 
 class LocalRandomExchange(Exchange):
@@ -58,7 +50,7 @@ class LocalRandomExchange(Exchange):
                                      f"classic queues only, not {kind} queues")
 
     def _add(self, b) -> None:
-        if on_this_node(b.destination):
+        if b.destination.on_this_node:
             self._local.append(b.destination)
 
     def _remove(self, b) -> None:

@@ -69,6 +69,9 @@ class QueueBase:
     limited = False
     # the queue lives in this process; a handle of one elsewhere says False (broker/directory.py)
     is_here = True
+    # the queue lives on this node: in this process, or another worker process's handle; not a
+    # cluster's handle of another node's queue (the x-local-random exchange's "this node")
+    on_this_node = True
 
     def __init__(self, vhost, name: str, durable: bool = False, exclusive_owner=None,
                  auto_delete: bool = False, arguments: dict | None = None) -> None:
