@@ -58,7 +58,10 @@ NODE_SYNC_TIMEOUT_S = 30.0  # a queue's node that does not answer a sync: what w
 ASK_TIMEOUT_S = 60.0  # a consume, get or purge asked of a queue's node
 EXPECTED_S = 10.0  # a handle made from a node's answer waits this long for the directory to list it
 ANNOUNCE_TIMEOUT_S = 1.0  # a node told of a queue just made here, answering (``announce``): else its watch tells it
-LOST = "lost"  # a sync's answer: a record of messages sent before it did not arrive
+# a sync's answer (``ask_sync``): everything sent before it is safe there; a full queue there
+# refused one of those messages, or a commit there could not make them safe; a record of them
+# did not arrive
+HELD, REFUSED_THERE, LOST = "held", "refused", "lost"
 
 
 class NodeSync:
@@ -628,7 +631,7 @@ class NodeReach(Forwarding, Consumers):
             e = a.exception()
             if e is None and a.result() == LOST:
                 e = NodeUnavailable(f"messages sent to node {node} did not all arrive (a link to it broke)")
-            elif e is None and a.result():
+            elif e is None and a.result() != HELD:
                 e = NodeRefused(f"a full queue on node {node} refused a message")
             self._sent.settled(node, terms[1])
             if e is not None:
@@ -787,12 +790,12 @@ class NodeReach(Forwarding, Consumers):
             return self._proxy_acquire(node, args)
         return NotImplemented
 
-    async def _synced_then(self, synced, refused: bool, need: int) -> bool:
+    async def _synced_then(self, synced, refused: bool, need: int) -> str:
         await synced
         # a commit of this node's that could not make what it covered safe (a replicated queue's
         # majority missing, a node it forwarded to silent: ``nack_waiting``) refuses the other
         # nodes' messages it covered too: their confirms are nacks, as this node's own are
-        return refused or need <= self._failed_through
+        return REFUSED_THERE if refused or need <= self._failed_through else HELD
 
     def message(self, node: str, op: str, args: tuple) -> None:
         self.cluster.unreachable.discard(node)
