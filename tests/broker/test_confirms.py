@@ -72,3 +72,24 @@ def test_a_later_sync_keeps_the_confirms_waiting_until_settled():
     assert confirms.settle() == [(1, False, True)]
     durability.complete(2)
     assert confirms.settle() == [(2, False, True)]
+
+
+def test_a_publish_refused_after_it_was_routed_is_the_only_nack_of_its_sync():
+    """A full queue on another node refused one message of a burst (warren/cluster/reach.py):
+    its confirm is a nack, the others of that sync acks, each settled once and in order."""
+    confirms, durability, ready = make()
+    for _ in range(5):
+        confirms.published(1)  # each waits for sync 1 (the other node's answer)
+    assert confirms.settle() == []
+    ready.clear()
+    confirms.refuse(4)
+    confirms.refuse(2)
+    confirms.refuse(4)  # told twice: one nack
+    assert ready == [confirms]
+    assert confirms.settle() == []  # still waiting for the sync
+    durability.complete(1)
+    assert confirms.settle() == [(1, False, True), (2, False, False), (3, False, True), (4, False, False),
+                                 (5, False, True)]
+    confirms.refuse(3)  # settled already: nothing changes
+    confirms.refuse(9)  # never published
+    assert confirms.settle() == []

@@ -95,3 +95,48 @@ def test_the_sending_side_numbers_skips_and_settles():
     restarted = Arrived()  # the receiver started again: it counts on from the settled number
     restarted.record("n1", sent.next("n2"))
     assert not restarted.missing("n1", sent.sync_terms("n2"))
+
+
+# --- which confirm a refused message is (Confirming, the sender; Refusals, the receiver) ----------
+
+class _Confirms:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def test_a_refusal_names_its_record_and_position_and_costs_that_confirm_only():
+    """The sender notes each forwarded message's confirm as its channel publishes it; the
+    receiver notes the record and position of what a full queue refused; the sync's answer maps
+    back to exactly those confirms. A message with no confirm channel costs nothing; a refusal
+    whose position is not known costs its record's confirms; answered records are forgotten."""
+    from warren.cluster.forward_numbers import Confirming, Refusals
+    sender, receiver = Confirming(), Refusals()
+    a, b = _Confirms("a"), _Confirms("b")
+    m1, m2, m3, m4, unconfirmed = object(), object(), object(), object(), object()
+    sender.routed(m1, a, 1)
+    sender.routed(m2, b, 7)
+    sender.routed(m3, a, 2)
+    sender.sent("n1", 1, [m1, m2, unconfirmed])
+    sender.sent("n1", 2, [m3])
+    sender.unsent()
+    sender.routed(m4, a, 3)
+    sender.sent("n1", 3, [m4])
+    sender.unsent()
+    sender.sent("n1", 4, [unconfirmed])  # a record of messages with no confirm: nothing noted
+
+    receiver.taking("n2", ("inc", 1, 0))
+    receiver.refused("n2", 1)
+    receiver.refused("n2", 2)
+    receiver.taking("n2", None)
+    receiver.taking("n2", ("inc", 3, 0))
+    receiver.refused("n2", None)
+    receiver.taking("n2", None)
+    answer = receiver.answer("n2")
+    assert answer == [(1, 1), (1, 2), (3, None)]
+    assert receiver.answer("n2") is None  # told once
+    assert sender.refused("n1", answer) == [(b, 7), (a, 3)]
+
+    sender.settled("n1", 2)
+    assert sender.refused("n1", [(1, 0), (3, 0)]) == [(a, 3)]  # record 1 answered and forgotten
+    receiver.refused("n2", 0)  # outside a record: its number is not known
+    assert receiver.answer("n2") == [(None, 0)]

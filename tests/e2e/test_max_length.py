@@ -15,7 +15,6 @@ import pika
 import pytest
 from pika.exceptions import ChannelClosedByBroker, NackError
 
-from tests.conftest import skip_under_cluster
 
 from .helpers import (
     PRECONDITION_FAILED, amqp_connect, get, make_exchange, make_queue, message_count, wait_until,
@@ -117,8 +116,6 @@ def test_reject_publish_nacks_a_refused_publish_on_a_confirm_channel(ch, cleanup
 
 
 def test_pipelined_publishes_are_each_acked_or_nacked_once_in_order(broker, ch, cleanup, uid):
-    skip_under_cluster("a full queue on another node refused one of a pipelined burst: every confirm then waiting "
-                       "is a nack (a nack may be of a message kept), not that one alone")
     q = make_queue(ch, cleanup, f"ml-pipe-{uid}", arguments={"x-max-length": 3, "x-overflow": "reject-publish"})
     c = amqp_connect(broker)
     try:

@@ -62,6 +62,10 @@ class Broker:
                  cluster_name: str = "warren", durability=None, memory_budget: int = 0,
                  policy_file: Path | None = None, directory=None) -> None:
         self.durability = durability
+        # the confirms of the channel whose publish is being routed now (BrokerChannel.publish),
+        # else None: a queue that learns only later that it refused the message (a cluster's
+        # handle of another node's queue, warren/cluster/reach.py) says which confirm to nack
+        self.confirming = None
         # where each vhost's queues live and how changes take effect (directory.py): this
         # process alone, or (--worker-mode queues) this worker's part of the node, warren/spread
         self.directory = directory or LocalDirectory(self)

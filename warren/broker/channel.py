@@ -384,9 +384,17 @@ class BrokerChannel:
         if self.tx_mode:
             self.tx_publishes.append((ex, msg, mandatory))
             return _HELD
-        need = self._route(ex, msg, mandatory)
         confirms = self.confirms
-        if confirms is not None:  # refused by a queue (x-overflow reject-publish): a negative confirm
+        if confirms is None:
+            need = self._route(ex, msg, mandatory)
+        else:
+            broker = self.session.broker
+            broker.confirming = confirms  # (Broker.confirming: a queue that refuses later says whose)
+            try:
+                need = self._route(ex, msg, mandatory)
+            finally:
+                broker.confirming = None
+            # refused by a queue (x-overflow reject-publish): a negative confirm
             confirms.published(need if need > 0 else 0, need == REFUSED)
         if need == 0:
             return _ROUTED
@@ -437,6 +445,9 @@ class BrokerChannel:
                 return len(msgs)
         untrack = _untrack if new_message is Message and msgs is None else None
         done = 0
+        broker = self.session.broker if confirms is not None else None
+        if broker is not None:
+            broker.confirming = confirms  # (as in publish: each message's number is confirms' next)
         try:
             for props, body in zip(properties, bodies):
                 if msgs is not None:
@@ -473,6 +484,8 @@ class BrokerChannel:
                 if self.run_stopped:
                     break
         finally:
+            if broker is not None:
+                broker.confirming = None
             self.stats_publish += done
             ex.stats_publish_in += done
         return done

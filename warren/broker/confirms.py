@@ -17,6 +17,7 @@ then writes one basic.ack per channel per write batch).
 
 from __future__ import annotations
 
+from bisect import insort
 from collections import deque
 
 __all__ = ["Confirms"]
@@ -75,6 +76,16 @@ class Confirms:
             self._flagged = True
             self.on_ready(self)
         return len(waited)
+
+    def refuse(self, number: int) -> None:
+        """Publish ``number``, which waits for a sync, was refused after all: a full queue on
+        another node turned it away (warren/cluster/reach.py). Its confirm is a nack."""
+        if number <= self.confirmed_upto or number > self.published_upto or number in self.nacks:
+            return
+        insort(self.nacks, number)
+        if not self._flagged:
+            self._flagged = True
+            self.on_ready(self)
 
     def settle(self) -> list[tuple[int, bool, bool]]:
         """What may be told now, in order: ``(publish number, multiple, ack)`` with ack False

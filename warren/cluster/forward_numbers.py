@@ -11,14 +11,16 @@ confirm then waiting is a nack); a node that started again, with no count of its
 from there, so only what was sent since must have reached it. Messages dropped unsent (their
 link lost) skip a number (``skip``), which the next sync finds missing.
 
-``Sent`` is the sending side, ``Arrived`` the receiving side; neither does I/O.
+``Sent`` is the sending side, ``Arrived`` the receiving side; neither does I/O. So are
+``Confirming`` and ``Refusals``, which let a sync's answer name the messages a full queue
+refused, by record number and position, so that only their confirms are nacks.
 """
 
 from __future__ import annotations
 
 import os
 
-__all__ = ["Sent", "Arrived"]
+__all__ = ["Sent", "Arrived", "Confirming", "Refusals"]
 
 
 class Sent:
@@ -75,3 +77,73 @@ class Arrived:
         last = seen[1] if seen is not None and seen[0] == incarnation else 0
         self._seen[node] = [incarnation, max(last, upto), False]
         return True
+
+
+class Confirming:
+    """Which publisher confirm each message of a numbered record is, on the sending side, so
+    that a full queue there that refused some of them costs those confirms only (a nack each),
+    as on one node, not every confirm waiting for the sync (``Refusals`` is the other side).
+
+    ``routed`` as a message is forwarded while its channel publishes it (the publish number is
+    its channel's next); ``sent`` when the record goes, with the message at each position;
+    ``unsent`` after a turn's records went (what was routed and never sent has no record);
+    ``refused`` maps a sync's answer to confirms; ``settled`` forgets records answered."""
+
+    def __init__(self) -> None:
+        self._routed: dict[int, tuple] = {}  # id(message) -> (confirms, publish number), until sent
+        self._records: dict[str, dict[int, list]] = {}  # node -> record number -> entry per position
+
+    def routed(self, message, confirms, number: int) -> None:
+        self._routed[id(message)] = (confirms, number)
+
+    def sent(self, node: str, number: int, messages: list) -> None:
+        if self._routed:
+            get = self._routed.get
+            entries = [get(id(m)) for m in messages]
+            if any(entries):
+                self._records.setdefault(node, {})[number] = entries
+
+    def unsent(self) -> None:
+        self._routed.clear()
+
+    def refused(self, node: str, positions) -> list[tuple]:
+        """(confirms, publish number) of each message of ``positions`` ((record number, position
+        or None for the whole record), as ``Refusals.answer`` gives them) that had a confirm."""
+        records = self._records.get(node, {})
+        out = []
+        for number, position in positions:
+            entries = records.get(number, ())
+            for entry in (entries if position is None else entries[position:position + 1]):
+                if entry is not None:
+                    out.append(entry)
+        return out
+
+    def settled(self, node: str, upto: int) -> None:
+        records = self._records.get(node)
+        if records:
+            for number in [n for n in records if n <= upto]:
+                del records[number]
+
+
+class Refusals:
+    """The receiving side of ``Confirming``: which messages of which records from each node a
+    queue here refused, for the next sync's answer."""
+
+    def __init__(self) -> None:
+        self._taking: tuple[str, int] | None = None  # the record being taken in: (node, number)
+        self._refused: dict[str, list] = {}
+
+    def taking(self, node: str, tag: tuple | None) -> None:
+        """The record of ``node`` tagged ``tag`` (``Sent.next``) is taken in now; None: done."""
+        self._taking = (node, tag[1]) if tag is not None else None
+
+    def refused(self, node: str, position: int | None) -> None:
+        """A queue refused the message at ``position`` (None: which one is not known) of the
+        record being taken in; outside one, the whole of the next answer is a refusal."""
+        number = self._taking[1] if self._taking is not None and self._taking[0] == node else None
+        self._refused.setdefault(node, []).append((number, position))
+
+    def answer(self, node: str) -> list | None:
+        """What a sync answers now, then forgotten: None if nothing was refused, else the list of
+        (record number, position or None); a record number None means not known."""
+        return self._refused.pop(node, None)

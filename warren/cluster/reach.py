@@ -23,8 +23,8 @@ What differs between machines is here:
   of our queues goes back to them, and a publisher confirm that waited for it is a nack
   (``NodeSync``). Its handles go when its queues leave the directory.
 * **limits and confirms**: a full queue here refuses what another node sends as it refuses its
-  own clients' (``strict_limits``), and the answer to that node's next sync says so: its
-  waiting confirms are nacks. A confirm through another node waits for that node to take the
+  own clients' (``strict_limits``), and the answer to that node's next sync names each message
+  refused (record number, position): its confirm is a nack, the others' acks, as on one node. A confirm through another node waits for that node to take the
   message.
 * **direct reply-to**: a reply token ends with its node's name (``reply_suffix``); a reply
   published on another node crosses with the messages batched for this one.
@@ -40,7 +40,7 @@ import logging
 import weakref
 
 from warren.broker.queues.length_limits import REFUSED
-from warren.cluster.forward_numbers import Arrived, Sent
+from warren.cluster.forward_numbers import Arrived, Confirming, Refusals, Sent
 from warren.cluster.links import NodeUnavailable
 from warren.errors import AMQPError, NotFound
 from warren.spread.consumers import Consumers
@@ -58,9 +58,10 @@ NODE_SYNC_TIMEOUT_S = 30.0  # a queue's node that does not answer a sync: what w
 ASK_TIMEOUT_S = 60.0  # a consume, get or purge asked of a queue's node
 EXPECTED_S = 10.0  # a handle made from a node's answer waits this long for the directory to list it
 ANNOUNCE_TIMEOUT_S = 1.0  # a node told of a queue just made here, answering (``announce``): else its watch tells it
-# a sync's answer (``ask_sync``): everything sent before it is safe there; a full queue there
-# refused one of those messages, or a commit there could not make them safe; a record of them
-# did not arrive
+# a sync's answer (``ask_sync``): everything sent before it is safe there; a commit there could
+# not make them safe (or a message was refused whose record is not known); a record of them did
+# not arrive. (REFUSED_THERE, [(record number, position or None), ...]): those messages were
+# refused by a full queue, the rest are safe (forward_numbers.py ``Confirming``)
 HELD, REFUSED_THERE, LOST = "held", "refused", "lost"
 
 
@@ -279,7 +280,6 @@ class NodeReach(Forwarding, Consumers):
         self.congested_told: dict = {}
         self._full_told: dict = {}
         self._refresh_due = False
-        self._refused_from: set[str] = set()  # nodes a message of which a full queue here refused
         # messages for replicated queues between leaders (``hold``), and where they went since
         self._held: dict[tuple[str, str], list] = {}
         self._held_count = 0
@@ -296,6 +296,9 @@ class NodeReach(Forwarding, Consumers):
         # sent before it arrived (forward_numbers.py)
         self._sent = Sent()
         self._arrived = Arrived()
+        # and a full queue's refusal of a message in one names it, so that its confirm alone is a nack
+        self._confirming = Confirming()
+        self._refusals = Refusals()
         # (vhost, name) -> whether a replicated queue whose leader is down will have another one
         # (warren/cluster/replicas.py ``failover_expected``, set by the server)
         self.failover_expected = lambda vhost, name: False
@@ -314,8 +317,14 @@ class NodeReach(Forwarding, Consumers):
     def flush_now(self) -> None:
         self._flush()
 
-    def send_forward(self, node: str, op: str, messages) -> None:
-        self.links.tell(node, op, messages, self._sent.next(node))
+    def send_forward(self, node: str, op: str, messages, positions: list) -> None:
+        tag = self._sent.next(node)
+        self._confirming.sent(node, tag[1], positions)
+        self.links.tell(node, op, messages, tag)
+
+    def _flush(self) -> None:
+        super()._flush()
+        self._confirming.unsent()  # (every record of this turn went: what was routed has its number)
 
     def tick(self) -> None:
         """The server's tick: our full queues with room again tell their publishers' nodes."""
@@ -329,6 +338,9 @@ class NodeReach(Forwarding, Consumers):
         transient queue) waits for its node too: confirmed once that node took it, as RabbitMQ
         confirms it once the queue did, not once it left this node."""
         need = super().forward(q, msg)
+        confirms = self.broker.confirming
+        if confirms is not None:  # its publisher's next number: the one a refusal there nacks
+            self._confirming.routed(msg, confirms, confirms.published_upto + 1)
         if not need and self.broker.durability is not None:
             return self.broker.durability.wrote(self._remote_syncs[q.owner])
         return need
@@ -612,8 +624,8 @@ class NodeReach(Forwarding, Consumers):
             reply = self._replies[(node, vhost)] = RemoteReply(self, node, vhost)
         return reply
 
-    def refused_by(self, peer: str) -> None:
-        self._refused_from.add(peer)
+    def refused_by(self, peer: str, position: int | None = None) -> None:
+        self._refusals.refused(peer, position)
 
     def ask_sync(self, node: str, fut: concurrent.futures.Future) -> None:
         """On the loop, for NodeSync: everything sent to ``node`` so far, then the question,
@@ -629,11 +641,16 @@ class NodeReach(Forwarding, Consumers):
             if fut.done():
                 return
             e = a.exception()
-            if e is None and a.result() == LOST:
+            answer = a.result() if e is None else None
+            if answer == LOST:
                 e = NodeUnavailable(f"messages sent to node {node} did not all arrive (a link to it broke)")
-            elif e is None and a.result() != HELD:
+            elif type(answer) is tuple and answer[0] == REFUSED_THERE:  # these messages only: their confirms
+                for confirms, number in self._confirming.refused(node, answer[1]):
+                    confirms.refuse(number)
+            elif e is None and answer != HELD:
                 e = NodeRefused(f"a full queue on node {node} refused a message")
             self._sent.settled(node, terms[1])
+            self._confirming.settled(node, terms[1])
             if e is not None:
                 fut.set_exception(e)
             else:
@@ -771,8 +788,7 @@ class NodeReach(Forwarding, Consumers):
         if op == "sync":  # what was refused is known now: every message sent before it was taken in
             if self._arrived.missing(node, args[0] if args else None):
                 return LOST
-            refused = node in self._refused_from
-            self._refused_from.discard(node)
+            refused = self._refusals.answer(node)
             need = self._sync_needed() if self.broker.durability is not None else 0
             return self._synced_then(self._synced_future(), refused, need)
         if op == "handle":  # a queue another node just made (``announce``)
@@ -790,21 +806,24 @@ class NodeReach(Forwarding, Consumers):
             return self._proxy_acquire(node, args)
         return NotImplemented
 
-    async def _synced_then(self, synced, refused: bool, need: int) -> str:
+    async def _synced_then(self, synced, refused: list | None, need: int):
         await synced
         # a commit of this node's that could not make what it covered safe (a replicated queue's
         # majority missing, a node it forwarded to silent: ``nack_waiting``) refuses the other
         # nodes' messages it covered too: their confirms are nacks, as this node's own are
-        return REFUSED_THERE if refused or need <= self._failed_through else HELD
+        if need <= self._failed_through or (refused and any(number is None for number, _ in refused)):
+            return REFUSED_THERE
+        return (REFUSED_THERE, refused) if refused else HELD
 
     def message(self, node: str, op: str, args: tuple) -> None:
         self.cluster.unreachable.discard(node)
-        if op == "handover":
+        if op in ("handover", "publish"):
             self._arrived.record(node, args[1])
-            self._take_handover(node, args[0])
-        elif op == "publish":
-            self._arrived.record(node, args[1])
-            self._take_publishes(node, args[0])
+            self._refusals.taking(node, args[1])  # a refusal names the record and the position in it
+            try:
+                (self._take_handover if op == "handover" else self._take_publishes)(node, args[0])
+            finally:
+                self._refusals.taking(node, None)
         elif op == "deliver":
             self._take_deliveries(node, args[0])
         elif op in ("settle", "credit", "cancel", "qos", "flow", "close_channel", "grant"):

@@ -56,12 +56,13 @@ class Outgoing:
     """What this loop turn routed to one owner: plain messages, each with the owner's queues it
     goes to (sent as one ``handover`` batch), and tuples for what that format does not carry."""
 
-    __slots__ = ("messages", "destinations", "tuples")
+    __slots__ = ("messages", "destinations", "tuples", "tuple_messages")
 
     def __init__(self) -> None:
         self.messages: list = []
         self.destinations: list = []  # (vhost, [queue name, ...]) per message
         self.tuples: list = []
+        self.tuple_messages: list = []  # the message of each tuple (``send_forward``'s positions)
 
 
 REMOTE_SYNC_TIMEOUT_S = 60.0  # an owner that does not answer a sync: the group commit fails
@@ -102,12 +103,14 @@ class Forwarding:
     # ``refused_by(peer)`` tells the publishing side
     strict_limits = False
 
-    def refused_by(self, peer) -> None:
+    def refused_by(self, peer, position: int | None = None) -> None:
         """A message from ``peer`` was refused by a full queue here (``strict_limits``), or found
-        its queue gone (deleted, or a replicated queue another node leads now). Between workers
-        nothing is said (a queue deleted meanwhile drops what was on its way, as one process
-        does); between nodes the next sync's answer nacks the confirms waiting (reach.py): the
-        sender routed to a queue it still saw, and a confirm would promise what nobody holds."""
+        its queue gone (deleted, or a replicated queue another node leads now): the one at
+        ``position`` in the record being taken in (None: which one is not known). Between
+        workers nothing is said (a queue deleted meanwhile drops what was on its way, as one
+        process does); between nodes the next sync's answer names it, and its confirm is a nack
+        (reach.py): the sender routed to a queue it still saw, and a confirm would promise what
+        nobody holds."""
 
     # --- messages to remote queues ------------------------------------------------------------
 
@@ -125,6 +128,7 @@ class Forwarding:
         else:  # published over 0-10 (its connection for no-local queues, whether it had a body at
             # all), or properties edited into another type of buffer (the batch takes bytes)
             out.tuples.append(_as_tuple(q.vhost_name, q.name, msg, True))
+            out.tuple_messages.append(msg)
         if msg.persistent and q.durable and self.broker.durability is not None:
             return self.broker.durability.wrote(self._remote_syncs[q.owner])
         return 0
@@ -182,20 +186,21 @@ class Forwarding:
                     try:
                         batch = encode_batch(0, msgs[start:end], destinations)
                     except ValueError:  # a TTL past the format's 2**64 ms: this batch goes as tuples
-                        self.send_forward(owner, "publish", [
-                            _as_tuple(v, q, m, True) for m, (v, names) in zip(msgs[start:end], destinations)
-                            for q in names])
+                        pairs = [(m, v, q) for m, (v, names) in zip(msgs[start:end], destinations) for q in names]
+                        self.send_forward(owner, "publish", [_as_tuple(v, q, m, True) for m, v, q in pairs],
+                                          [m for m, _, _ in pairs])
                         continue
-                    self.send_forward(owner, "handover", batch)
+                    self.send_forward(owner, "handover", batch, msgs[start:end])
                 if out.tuples:
-                    self.send_forward(owner, "publish", out.tuples)
+                    self.send_forward(owner, "publish", out.tuples, out.tuple_messages)
         if self._deliveries:
             deliveries, self._deliveries = self._deliveries, {}
             for worker, items in deliveries.items():
                 self.links.tell(worker, "deliver", items)
 
-    def send_forward(self, owner, op: str, messages) -> None:
-        """One record of messages for ``owner``'s queues (a cluster's nodes number them: reach.py)."""
+    def send_forward(self, owner, op: str, messages, positions: list) -> None:
+        """One record of messages for ``owner``'s queues (a cluster's nodes number them: reach.py);
+        ``positions``: the message at each position of the record (what ``refused_by`` names)."""
         self.links.tell(owner, op, messages)
 
     def send_delivery(self, worker: int, item: tuple) -> None:
@@ -238,11 +243,11 @@ class Forwarding:
         msgs, destinations, _, _, _ = take_batch(batch, 0, Message, _MESSAGE_DEFAULTS, _resolve_name, queues_of, True)
         limited = None
         strict = self.strict_limits
-        for msg, queues in zip(msgs, destinations):
+        for position, (msg, queues) in enumerate(zip(msgs, destinations)):
             for q in queues:
                 if strict and q.limited:
                     if q.publish(msg) == REFUSED:
-                        self.refused_by(peer)
+                        self.refused_by(peer, position)
                 else:
                     q.publish_past_limit(msg)  # the publishing worker counted it as taken
                 if q.congested:
@@ -262,7 +267,8 @@ class Forwarding:
         from warren.broker.reply_to import PREFIX as REPLY_PREFIX, lookup as reply_lookup
         vhosts = self.broker.vhosts
         limited = None
-        for vhost, name, exchange, routing_key, properties, body, publisher, past_limit in items:
+        for position, item in enumerate(items):
+            vhost, name, exchange, routing_key, properties, body, publisher, past_limit = item
             if body is None:
                 body = NO_BODY
             v = vhosts.get(vhost)
@@ -272,7 +278,8 @@ class Forwarding:
                     rc = reply_lookup(v, name)
                     if rc is not None:
                         rc.publish(Message(exchange, routing_key, properties, body))
-                self.refused_by(peer)  # deleted meanwhile, or moved: dropped, and said
+                        continue
+                self.refused_by(peer, position)  # deleted meanwhile, or moved: dropped, and said
                 continue
             if publisher is None:
                 msg = Message(exchange, routing_key, properties, body)
@@ -285,7 +292,7 @@ class Forwarding:
                 pass
             if self.strict_limits and q.limited:
                 if q.publish(msg) == REFUSED:
-                    self.refused_by(peer)
+                    self.refused_by(peer, position)
             elif past_limit:
                 q.publish_past_limit(msg)  # the publishing worker counted it as taken
             else:
