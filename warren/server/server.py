@@ -391,7 +391,10 @@ class Server:
 
     def _fsyncs_completed(self) -> None:
         """The FsyncWorker's eventfd is readable: end the queue stores' part of each group
-        commit it finished (QueueStore.sync_end), in the order they began."""
+        commit it finished (QueueStore.sync_end), in the order they began. The disk writer's
+        reports first: it reported each job it passed on before passing it (so a commit's
+        writes are done, ``writes_done``, before its end), whichever eventfd the loop saw first."""
+        self._writes_completed()
         for number, err in self.fsync_worker.completed():
             if number < 0:
                 continue  # a store's flush, which had nothing to fsync (_hand_writes)

@@ -180,25 +180,29 @@ static void *worker_main(void *arg)
             run_job(j);
             w->failed = j->err;
         }
-        if (j->pass_on != NULL) {
-            job *rest = j->pass_on;
-            j->pass_on = NULL;
+        job *rest = j->pass_on;
+        j->pass_on = NULL;
+        if (rest != NULL)
             rest->err = j->err;
-            enqueue((FsyncWorker *)w->then, rest);
-        }
         pthread_mutex_lock(&w->lock);
-        w->busy = 0;
+        /* reported here before ``then`` can report it: the loop hears of a job's writes first */
         if (w->done_tail)
             w->done_tail->next = j;
         else
             w->done_head = j;
         w->done_tail = j;
-        if (w->todo_head == NULL)
-            pthread_cond_broadcast(&w->idle);
         uint64_t one = 1;
         /* the counter only wakes the loop; a full counter (never, at 2**64 - 2) would still be readable */
         while (write(w->efd, &one, sizeof one) < 0 && errno == EINTR)
             ;
+        if (rest != NULL) { /* still busy: wait_idle returns once ``then`` holds it */
+            pthread_mutex_unlock(&w->lock);
+            enqueue((FsyncWorker *)w->then, rest);
+            pthread_mutex_lock(&w->lock);
+        }
+        w->busy = 0;
+        if (w->todo_head == NULL)
+            pthread_cond_broadcast(&w->idle);
     }
     pthread_cond_broadcast(&w->idle);
     pthread_mutex_unlock(&w->lock);

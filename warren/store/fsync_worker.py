@@ -171,13 +171,14 @@ class FsyncWorkerPy:
                 err = self._failed = self._failed or err
             else:
                 err = self._failed = run_job(fds, unlinks, dir_fds, writes)
-            if then is not None:
+            with cond:  # reported here before ``then`` can report it: the loop hears of the writes first
+                self._done.append((job, err))
+            os.eventfd_write(self._efd, 1)
+            if then is not None:  # still busy: wait_idle returns once ``then`` holds it
                 then._pass_on(job, *rest, err)
             with cond:
                 self._busy = False
-                self._done.append((job, err))
                 cond.notify_all()
-            os.eventfd_write(self._efd, 1)
 
     def __del__(self) -> None:
         try:
