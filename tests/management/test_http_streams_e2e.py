@@ -145,3 +145,23 @@ def test_retention_moves_the_first_offset(start_broker, uid):
     entries = fetch_all(b, name)
     assert [e[0] for e in entries] == list(range(figures["first_offset"], 400))
     assert all(decode_message(r)[3].startswith(b"%05d" % o) for o, _, r in entries)
+
+
+def test_megabytes_past_the_tail_cache_come_back_whole(start_broker, uid):
+    """Ranges older than the stream's tail cache (1 MiB) lie in its segment files and are sent
+    with sendfile (warren/http/sendfile.py), 4 MiB a request: every record comes back as it was
+    published, in pages that end where the headers say."""
+    b = start_broker()
+    name = f"stream-{uid}"
+    bodies = [b"%06d" % i + bytes([i % 251]) * 4000 for i in range(2000)]  # 8 MB
+    conn = pika.BlockingConnection(pika.URLParameters(b.url))
+    try:
+        ch = conn.channel()
+        declare_stream(ch, name)
+        ch.confirm_delivery()
+        publish(ch, name, bodies)
+    finally:
+        conn.close()
+    entries = fetch_all(b, name, max_records=10_000, max_bytes=4 << 20)
+    assert [e[0] for e in entries] == list(range(2000))
+    assert [decode_message(e[2])[3] for e in entries] == bodies

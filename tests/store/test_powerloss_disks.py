@@ -831,21 +831,26 @@ def test_a_write_that_fails_on_the_disk_writers_thread_stops_the_broker_and_lose
     for body in before:
         ch.basic_publish("", "kept", body, pika.BasicProperties(delivery_mode=2))
     bulk = connect(broker).channel()  # no confirms: its publishes do not wait for the stall
-    stalled = plfs.stats()
+    stalled = plfs.stats()  # (the layer's counts go on over a module's tests)
     plfs.fault("fsync", path="/data/queues/", stall=60.0)
-    bulk.basic_publish("", "kept", b"first", pika.BasicProperties(delivery_mode=2))
-    _until_stalled(plfs, stalled, "a persistent publish")
-    plfs.fault("write", path="/data/queues/", errno_name="EIO", times=1)
-    for _ in range(24):  # 6 MiB: a flush past the 4 MiB threshold while the fsync stalls
-        bulk.basic_publish("", "kept", b"x" * (256 * 1024), pika.BasicProperties(delivery_mode=2))
-    deadline = time.monotonic() + 30
-    while bulk.queue_declare("kept", passive=True).method.message_count < 1 + 50 + 1 + 24:
-        assert time.monotonic() < deadline, "the broker did not take the publishes during the stall"
-    assert plfs.stats()["failed_writes"] == 0 and broker.proc.poll() is None  # the loop wrote nothing
-    while not plfs.stats()["failed_writes"]:  # the disk writer's write waits behind the stall here
-        assert time.monotonic() < deadline, "the handed-over write never reached the disk"
+    try:
+        bulk.basic_publish("", "kept", b"first", pika.BasicProperties(delivery_mode=2))
+        _until_stalled(plfs, stalled, "a persistent publish")
+        plfs.fault("write", path="/data/queues/", errno_name="EIO", times=1)
+        for _ in range(24):  # 6 MiB: a flush past the 4 MiB threshold while the fsync stalls
+            bulk.basic_publish("", "kept", b"x" * (256 * 1024), pika.BasicProperties(delivery_mode=2))
+        deadline = time.monotonic() + 30
+        while bulk.queue_declare("kept", passive=True).method.message_count < 1 + 50 + 1 + 24:
+            assert time.monotonic() < deadline, "the broker did not take the publishes during the stall"
+        # the loop wrote nothing: the write waits on the disk writer's thread, behind the stall
+        assert plfs.stats()["failed_writes"] == stalled["failed_writes"] and broker.proc.poll() is None
+        while plfs.stats()["failed_writes"] == stalled["failed_writes"]:
+            assert time.monotonic() < deadline, "the handed-over write never reached the disk"
+            plfs.end_stalls()
+            time.sleep(0.05)
+    finally:  # (a broker in a stalled fsync cannot even be killed until the layer answers it)
+        plfs.clear()
         plfs.end_stalls()
-        time.sleep(0.05)
     stops_saying_so(broker, "message store sync failed")
     plfs.clear()
     plfs.drop()

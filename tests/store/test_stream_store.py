@@ -707,3 +707,27 @@ def test_kill_9_never_loses_or_reuses_a_committed_offset(tmp_path):
                 seen[o] = r
             committed = s.committed_offset  # everything recovered is committed from now on
     assert cycles >= 3 and committed > 0
+
+
+def test_read_raw_file_gives_a_part_of_a_segment_file_or_octets_from_memory(tmp_path):
+    """``read_raw_file`` (the HTTP records endpoint's, for sendfile): a range wholly in a segment
+    file as (a duplicate descriptor, position, length) whose octets are ``read_raw``'s; one in
+    the tail cache as octets; the descriptor outlives the segment's deletion."""
+    import os
+    store = StreamStore(tmp_path / "s", fsync=False, tail_cache=4096, segment_size=20_000)
+    for i in range(200):
+        store.append(b"%04d" % i + b"r" * 300, 1000 + i)
+    store.sync()
+    first, count, part = store.read_raw_file(0, 10, 1 << 20)
+    assert type(part) is tuple and (first, count) == (0, 10)
+    fd, position, length = part
+    try:
+        expected = store.read_raw(0, 10, 1 << 20)[2]
+        assert os.pread(fd, length, position) == expected
+        for f in os.listdir(tmp_path / "s"):  # the segment deleted (retention): the duplicate still reads
+            os.unlink(tmp_path / "s" / f)
+        assert os.pread(fd, length, position) == expected
+    finally:
+        os.close(fd)
+    first, count, data = store.read_raw_file(199, 10, 1 << 20)  # the newest: in the tail cache
+    assert (first, count) == (199, 1) and type(data) is bytes and b"0199" in data

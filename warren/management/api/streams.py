@@ -30,7 +30,9 @@ from multidict import MultiDict
 from warren.management.api.auth import readable_vhost
 from warren.management.api.common import BROKER, ApiError, bad_request
 from warren.management.api.queues import stream_figures
+from warren.http.sendfile import send_file_part
 from warren.store.queue_store import StoreError
+from warren.store.stream_store import StreamStore
 
 __all__ = ["add_routes", "RECORDS_CONTENT_TYPE", "MAX_BYTES_CAP", "MAX_RECORDS_CAP"]
 
@@ -70,15 +72,20 @@ async def _info(vhost_name: str, name: str, store, query) -> tuple[dict, bytes, 
     return {}, json.dumps({"vhost": vhost_name, "name": name, **stream_figures(store)}).encode(), JSON
 
 
-async def _records(vhost_name: str, name: str, store, query) -> tuple[dict, bytes, str]:
+async def _records(vhost_name: str, name: str, store, query, files: bool = False) -> tuple[dict, bytes, str]:
+    """With ``files``, a range wholly in a segment file of a plain stream store (not a view
+    with filters or a replica's limit: ``StreamStore.read_raw_file``) is answered as (its
+    file's descriptor, position, length), which ``_reply`` sends with ``sendfile``."""
     offset = _int_param(query, "offset", 0, 0)
     max_records = min(_int_param(query, "max_records", DEFAULT_MAX_RECORDS, 1), MAX_RECORDS_CAP)
     max_bytes = min(_int_param(query, "max_bytes", DEFAULT_MAX_BYTES, 1), MAX_BYTES_CAP)
     end = _int_param(query, "end", None, 0)
     loop = asyncio.get_running_loop()
     try:
-        # on an executor thread: a pread of up to 16 MiB must not stall every AMQP connection
-        first, count, data = await loop.run_in_executor(None, store.read_raw, offset, max_records, max_bytes, end)
+        if files and type(store) is StreamStore:  # no read here: a lookup and a dup, on the loop
+            first, count, data = store.read_raw_file(offset, max_records, max_bytes, end)
+        else:  # on an executor thread: a pread of up to 16 MiB must not stall every AMQP connection
+            first, count, data = await loop.run_in_executor(None, store.read_raw, offset, max_records, max_bytes, end)
     except StoreError as e:  # closed under us (queue deleted, shutdown) or a failed disk
         raise ApiError(503, "service_unavailable", str(e)) from None
     headers = {
@@ -109,14 +116,17 @@ async def _offset(vhost_name: str, name: str, store, query) -> tuple[dict, bytes
 ROUTES = {"info": _info, "records": _records, "offset": _offset}
 
 
-async def _answer(vhost_name: str, name: str, queue, route: str, query) -> tuple[dict, bytes, str]:
-    """(headers, body, content type) of ``route`` (a key of ``ROUTES``) for our ``queue``."""
+async def _answer(vhost_name: str, name: str, queue, route: str, query, files: bool = False) -> tuple[dict, bytes, str]:
+    """(headers, body, content type) of ``route`` (a key of ``ROUTES``) for our ``queue``;
+    ``files``: records may come as a file part (``_records``)."""
     if not queue.is_stream:
         raise bad_request(f"queue '{name}' in vhost '{vhost_name}' is not a stream")
     try:
         view = queue.bulk_view(query)  # filters: queues/stream_filter.py, stream_match.py
     except ValueError as e:
         raise bad_request(str(e)) from None
+    if route == "records":
+        return await _records(vhost_name, name, view, query, files)
     return await ROUTES[route](vhost_name, name, view, query)
 
 
@@ -150,7 +160,11 @@ async def _reply(request: web.Request, route: str) -> web.Response:
             raise ApiError(*answer[1:])
         headers, body, content_type = answer[1:]
     else:
-        headers, body, content_type = await _answer(vhost_name, name, here, route, request.query)
+        headers, body, content_type = await _answer(vhost_name, name, here, route, request.query, True)
+        if type(body) is tuple:  # (descriptor, position, length) of a segment file's part
+            response = web.StreamResponse(headers=headers)
+            response.content_type = content_type
+            return await send_file_part(request, response, *body)
     return web.Response(body=body, headers=headers, content_type=content_type,
                         charset="utf-8" if content_type == JSON else None)  # as web.json_response
 
