@@ -482,6 +482,16 @@ def test_the_fsync_worker_does_not_take_a_retried_fsync_for_success(plfs, data_d
         os.close(fd)
 
 
+def _round_trip(ch, queue: str, body: bytes, timeout: float) -> None:
+    """A transient message published and got back within ``timeout`` seconds."""
+    ch.basic_publish("", queue, body)
+    got = None
+    deadline = time.monotonic() + timeout
+    while got is None and time.monotonic() < deadline:
+        got = ch.basic_get(queue, auto_ack=True)[2]
+    assert got == body, "transient traffic stopped during the fsync stall"
+
+
 def test_an_fsync_stall_holds_back_confirms_only(plfs, data_dir, brokers):
     stall = 4.0
     broker = brokers(data_dir, "--vhost", "/", "--vhost", "other", "--heartbeat", "1")
@@ -511,12 +521,7 @@ def test_an_fsync_stall_holds_back_confirms_only(plfs, data_dir, brokers):
         round_trips = 0
         while not confirmed_at and time.monotonic() - started < stall - 1.0:
             for ch, queue in ((tch, "transient"), (och, "transient-other")):
-                ch.basic_publish("", queue, b"t%d" % round_trips)
-                got = None
-                deadline = time.monotonic() + 1.0
-                while got is None and time.monotonic() < deadline:
-                    got = ch.basic_get(queue, auto_ack=True)[2]
-                assert got == b"t%d" % round_trips, "transient traffic stopped during the fsync stall"
+                _round_trip(ch, queue, b"t%d" % round_trips, 1.0)
             round_trips += 1
             beat.process_data_events(0.05)
         assert round_trips >= 5
@@ -798,12 +803,7 @@ def test_publishing_megabytes_into_a_queue_whose_fsync_stalls_holds_up_nothing_e
         publisher.process_data_events(0)
         for n in range(10):
             for ch, queue in ((tch, "transient"), (och, "transient-other")):
-                ch.basic_publish("", queue, b"t%d" % n)
-                got = None
-                deadline = time.monotonic() + 3.0
-                while got is None and time.monotonic() < deadline:
-                    got = ch.basic_get(queue, auto_ack=True)[2]
-                assert got == b"t%d" % n, "transient traffic stopped while a queue's fsync stalled"
+                _round_trip(ch, queue, b"t%d" % n, 3.0)
             beat.process_data_events(0.1)
         _while_stalled(plfs, before, "the round trips came")
         assert beat.is_open, "the heartbeat connection closed during the stall"

@@ -44,11 +44,7 @@ def run_job(fds: list, unlinks: list, dir_fds: list, writes: list = ()) -> int:
                     mv = mv[os.write(fd, mv):]
             except OSError as e:
                 err = e.errno or 1
-        try:
-            os.close(fd)
-        except OSError as e:
-            if not err and not isinstance(e, InterruptedError):
-                err = e.errno or 1
+        err = _close(fd, err)
     for fd in fds:
         err = _fsync_close(fd, err)
     if not err:
@@ -71,6 +67,11 @@ def _fsync_close(fd: int, err: int) -> int:
             os.fsync(fd)
         except OSError as e:
             err = e.errno or 1
+    return _close(fd, err)
+
+
+def _close(fd: int, err: int) -> int:
+    """Close ``fd``; the job's first error (``err``, or this close's)."""
     try:
         os.close(fd)
     except OSError as e:
