@@ -225,12 +225,7 @@ def test_durable_declares_during_an_fsync_stall_hold_back_only_their_own_answers
     declarers = [connect(broker, heartbeat=1) for _ in range(2)]  # their heartbeats must get through meanwhile
     channels = [c.channel() for c in declarers]
     channels[0].queue_declare("declared-before", durable=True)
-    beat = connect(broker, heartbeat=1)  # closes itself if the broker's heartbeats stop for long
-    tch = beat.channel()
-    tch.queue_declare("transient", durable=False)
-    other = connect(broker, "other")
-    och = other.channel()
-    och.queue_declare("transient-other", durable=False)
+    beat, tch, other, och = _traffic_elsewhere(broker)
     before = plfs.stats()
     _stall_the_disk(plfs, 60.0)  # ended by the test (end_stalls) once it saw what it looks for
     names = ["declared-during-1", "declared-during-2"]
@@ -480,6 +475,19 @@ def test_the_fsync_worker_does_not_take_a_retried_fsync_for_success(plfs, data_d
     finally:
         worker.close()
         os.close(fd)
+
+
+def _traffic_elsewhere(broker):
+    """(a connection with 1 s heartbeats, its channel with the transient queue "transient", a
+    connection to vhost "other", its channel with "transient-other"): what must go on during a
+    stall. The first closes itself if the broker's heartbeats stop for long."""
+    beat = connect(broker, heartbeat=1)
+    tch = beat.channel()
+    tch.queue_declare("transient", durable=False)
+    other = connect(broker, "other")
+    och = other.channel()
+    och.queue_declare("transient-other", durable=False)
+    return beat, tch, other, och
 
 
 def _round_trip(ch, queue: str, body: bytes, timeout: float) -> None:
@@ -786,12 +794,7 @@ def test_publishing_megabytes_into_a_queue_whose_fsync_stalls_holds_up_nothing_e
     arguments = {"x-queue-type": "stream"} if kind == "stream" else None
     pch.queue_declare("big", durable=True, arguments=arguments)
     pch.basic_publish("", "big", b"warm-up", pika.BasicProperties(delivery_mode=2))
-    beat = connect(broker, heartbeat=1)
-    tch = beat.channel()
-    tch.queue_declare("transient", durable=False)
-    other = connect(broker, "other")
-    och = other.channel()
-    och.queue_declare("transient-other", durable=False)
+    beat, tch, other, och = _traffic_elsewhere(broker)
     before = plfs.stats()
     plfs.fault("fsync", path=f"/data/{kind}s/", stall=60.0)  # ended below (end_stalls)
     body = b"x" * (256 * 1024)
