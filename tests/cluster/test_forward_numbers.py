@@ -107,8 +107,10 @@ class _Confirms:
 def test_a_refusal_names_its_record_and_position_and_costs_that_confirm_only():
     """The sender notes each forwarded message's confirm as its channel publishes it; the
     receiver notes the record and position of what a full queue refused; the sync's answer maps
-    back to exactly those confirms. A message with no confirm channel costs nothing; a refusal
-    whose position is not known costs its record's confirms; answered records are forgotten."""
+    back to exactly those confirms. A refused message whose confirm was not noted (a publisher
+    without confirms, a message held between leaders) makes the answer say "not known", and
+    every confirm waiting is a nack then, as before; a refusal whose position is not known costs
+    its record's confirms; answered records are forgotten."""
     from warren.cluster.forward_numbers import Confirming, Refusals
     sender, receiver = Confirming(), Refusals()
     a, b = _Confirms("a"), _Confirms("b")
@@ -134,9 +136,12 @@ def test_a_refusal_names_its_record_and_position_and_costs_that_confirm_only():
     answer = receiver.answer("n2")
     assert answer == [(1, 1), (1, 2), (3, None)]
     assert receiver.answer("n2") is None  # told once
-    assert sender.refused("n1", answer) == [(b, 7), (a, 3)]
+    assert sender.refused("n1", answer) is None  # position 2 of record 1: no confirm noted
+    assert sender.refused("n1", [(1, 1), (3, None)]) == [(b, 7), (a, 3)]
+    assert sender.refused("n1", [(4, 0)]) is None  # a record with nothing noted: whose is not known
 
     sender.settled("n1", 2)
-    assert sender.refused("n1", [(1, 0), (3, 0)]) == [(a, 3)]  # record 1 answered and forgotten
+    assert sender.refused("n1", [(3, 0)]) == [(a, 3)]
+    assert sender.refused("n1", [(1, 0)]) is None  # record 1 answered and forgotten
     receiver.refused("n2", 0)  # outside a record: its number is not known
     assert receiver.answer("n2") == [(None, 0)]

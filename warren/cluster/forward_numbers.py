@@ -106,16 +106,22 @@ class Confirming:
     def unsent(self) -> None:
         self._routed.clear()
 
-    def refused(self, node: str, positions) -> list[tuple]:
+    def refused(self, node: str, positions) -> list[tuple] | None:
         """(confirms, publish number) of each message of ``positions`` ((record number, position
-        or None for the whole record), as ``Refusals.answer`` gives them) that had a confirm."""
+        or None for the whole record), as ``Refusals.answer`` gives them); None if one of them
+        was not noted (sent by no channel's publish, as messages held for a replicated queue
+        between leaders and sent on later, or by a publisher without confirms): whose confirm
+        it was is not known, so every confirm waiting must be a nack."""
         records = self._records.get(node, {})
         out = []
         for number, position in positions:
-            entries = records.get(number, ())
+            entries = records.get(number)
+            if entries is None:
+                return None
             for entry in (entries if position is None else entries[position:position + 1]):
-                if entry is not None:
-                    out.append(entry)
+                if entry is None:
+                    return None
+                out.append(entry)
         return out
 
     def settled(self, node: str, upto: int) -> None:

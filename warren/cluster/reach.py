@@ -644,10 +644,10 @@ class NodeReach(Forwarding, Consumers):
             answer = a.result() if e is None else None
             if answer == LOST:
                 e = NodeUnavailable(f"messages sent to node {node} did not all arrive (a link to it broke)")
-            elif type(answer) is tuple and answer[0] == REFUSED_THERE:  # these messages only: their confirms
-                for confirms, number in self._confirming.refused(node, answer[1]):
+            elif type(answer) is tuple and (refused := self._confirming.refused(node, answer[1])) is not None:
+                for confirms, number in refused:  # these messages only: their confirms
                     confirms.refuse(number)
-            elif e is None and answer != HELD:
+            elif e is None and answer != HELD:  # (refused, whose not known: every confirm waiting)
                 e = NodeRefused(f"a full queue on node {node} refused a message")
             self._sent.settled(node, terms[1])
             self._confirming.settled(node, terms[1])
