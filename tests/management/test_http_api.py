@@ -220,20 +220,25 @@ async def test_bad_parameters(api, params):
 
 
 async def test_reads_do_not_block_the_loop(api, stream, monkeypatch):
-    """read_raw runs on an executor thread: the loop keeps serving while one is stuck."""
-    fill(stream, 10)
+    """A range in a segment file is looked up on the loop and sent by sendfile on an executor
+    thread (warren/http/sendfile.py): the loop keeps serving while that copy is stuck."""
+    import warren.http.sendfile as sendfile
+    fill(stream, 30_000)  # 2 MB: the oldest records are past the 1 MiB tail cache, in the file
     stream.sync()
-    release = threading.Event()
-    real = stream.read_raw
+    release, started = threading.Event(), threading.Event()
+    real = sendfile._send
 
     def slow(*args):
+        started.set()
         release.wait(5)
         return real(*args)
 
-    monkeypatch.setattr(stream, "read_raw", slow)
-    pending = asyncio.ensure_future(records(api, offset=0))
-    await asyncio.sleep(0.05)
-    async with api.get("/api/streams/%2F/events") as r:  # answered while the read waits
+    monkeypatch.setattr(sendfile, "_send", slow)
+    pending = asyncio.ensure_future(records(api, offset=0, max_records=10))
+    while not started.is_set():  # (bounded by pending's own time-out: it fails if the copy never starts)
+        assert not pending.done(), pending
+        await asyncio.sleep(0.01)
+    async with api.get("/api/streams/%2F/events") as r:  # answered while the copy waits
         assert r.status == 200
     assert not pending.done()
     release.set()
