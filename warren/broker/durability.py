@@ -2,12 +2,12 @@
 
 ``Durability`` owns the definitions log (durable exchanges, queues, bindings) and one
 ``QueueStore`` per durable queue (``warren/store``). It knows nothing of asyncio: between
-``begin_sync`` and ``end_sync`` the server takes the queue stores' buffers on the loop
-(``sync_begin``), writes them on one FsyncWorker's thread and fsyncs them on another's
-(``warren/store/fsync_worker.py``), and runs ``sync`` for the other stores on a worker thread.
-A queue store's flush past its threshold goes to the same writer (``hand_writes``), and a
-stream store never flushes by itself (``flush_threshold=None``): the loop makes no system call
-that waits for the disk, and a stalled fsync holds back confirms only.
+``begin_sync`` and ``end_sync`` the server writes the queue stores on the loop while nothing is
+at the disk (``sync_begin``; else a disk writer's thread does) and fsyncs them on an
+FsyncWorker's thread (``warren/store/fsync_worker.py``), and runs ``sync`` for the other stores
+on a worker thread. A queue store's flush past its threshold goes to the disk writer
+(``hand_writes``), and a stream store never flushes by itself (``flush_threshold=None``): the
+loop makes no system call that waits for a stalled fsync, and a stall holds back confirms only.
 
 Group commit. Every persistent message written to a durable queue needs the *next* sync: a
 channel's ``Confirms`` (``confirms.py``) records ``(publish number, next_sync)`` and holds the

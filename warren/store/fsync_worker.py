@@ -1,10 +1,11 @@
 """The group commit's fsyncs on a thread of their own, reported to the loop through an eventfd.
 
-The event loop takes a sync's buffers (QueueStore.sync_begin) and hands the worker everything
-that touches the disk: write the buffers, fsync and close the descriptors, unlink fully acked
-segments, fsync and close the directory. The loop never writes a store file itself: a write can
-wait for the file's inode lock while its fsync stalls (FUSE), or for dirty-page throttling on a
-stalled disk, and the loop would stop with it (tests/store/test_powerloss_disks.py). Jobs run one at a time in the order they came, so each
+The event loop hands a worker what may block: write the buffers a job carries (``writes``),
+fsync and close the descriptors, unlink fully acked segments, fsync and close the directory.
+The loop writes a store file itself only while no fsync is under way (QueueStore.sync_begin):
+a write can wait for the file's inode lock while its fsync stalls (FUSE), or for dirty-page
+throttling on a stalled disk, and the loop would stop with it (tests/store/
+test_powerloss_disks.py). Jobs run one at a time in the order they came, so each
 starts after every earlier one ended, which is the store's ordering rule (unlinks and the
 directory only after every earlier sync; queue_store.py, "Ordering rules"). A finished job
 makes the eventfd readable; the loop then takes ``completed()``: ``[(job, errno), ...]``, 0 for
