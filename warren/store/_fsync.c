@@ -88,7 +88,8 @@ typedef struct {
 
 static void enqueue(FsyncWorker *w, job *j);
 
-/* With the GIL held: the octets of the writes are the loop's buffers, released here. */
+/* With the GIL held when the job holds writes (their octets are the loop's buffers, released
+ * here); a job passed on holds none, and is freed without it. */
 static void free_job(job *j)
 {
     if (j == NULL)
@@ -222,6 +223,20 @@ static int fd_of(PyObject *v)
     return (int)fd;
 }
 
+/* One (fd, octets) pair of a list of writes: its descriptor, and its octets held in ``view``
+ * (released by the caller); -1 with an exception set when it is not one. */
+static int take_write(PyObject *item, const char *who, int *fd, Py_buffer *view)
+{
+    if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2) {
+        PyErr_Format(PyExc_TypeError, "%s: each write is a (fd, octets) pair", who);
+        return -1;
+    }
+    *fd = fd_of(PyTuple_GET_ITEM(item, 0));
+    if (*fd == -1 && PyErr_Occurred())
+        return -1;
+    return PyObject_GetBuffer(PyTuple_GET_ITEM(item, 1), view, PyBUF_SIMPLE);
+}
+
 /*
  * write_and_dup(writes, dup_fds) -> [fd, ...]
  *     writes: a list of (fd, octets) pairs, each written whole in order (write() again after a
@@ -246,17 +261,9 @@ static PyObject *write_and_dup(PyObject *self, PyObject *const *args, Py_ssize_t
         goto done;
     }
     for (i = 0; i < nw; i++) {
-        PyObject *item = PyList_GET_ITEM(writes, i);
-        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2) {
-            PyErr_SetString(PyExc_TypeError, "write_and_dup: each write is a (fd, octets) pair");
+        if (take_write(PyList_GET_ITEM(writes, i), "write_and_dup", &wfds[got], &views[got]) < 0)
             goto done;
-        }
-        int fd = fd_of(PyTuple_GET_ITEM(item, 0));
-        if (fd == -1 && PyErr_Occurred())
-            goto done;
-        if (PyObject_GetBuffer(PyTuple_GET_ITEM(item, 1), &views[got], PyBUF_SIMPLE) < 0)
-            goto done;
-        wfds[got++] = fd;
+        got++;
     }
     for (i = 0; i < nd; i++) {
         int fd = fd_of(PyList_GET_ITEM(dup_list, i));
@@ -267,21 +274,8 @@ static PyObject *write_and_dup(PyObject *self, PyObject *const *args, Py_ssize_t
     int err = 0;
     Py_ssize_t duped = 0;
     Py_BEGIN_ALLOW_THREADS
-    for (i = 0; i < nw && !err; i++) {
-        const char *p = views[i].buf;
-        Py_ssize_t left = views[i].len;
-        while (left > 0) {
-            ssize_t n = write(wfds[i], p, (size_t)left);
-            if (n < 0) {
-                if (errno == EINTR)
-                    continue;
-                err = errno;
-                break;
-            }
-            p += n;
-            left -= n;
-        }
-    }
+    for (i = 0; i < nw && !err; i++)
+        err = write_whole(wfds[i], views[i].buf, views[i].len);
     for (i = 0; i < nd && !err; i++) {
         int fd = fcntl(dfds[i], F_DUPFD_CLOEXEC, 0);
         if (fd < 0) {
@@ -371,13 +365,7 @@ static void enqueue(FsyncWorker *w, job *j)
     if (!w->started || w->stop) {
         pthread_mutex_unlock(&w->lock);
         close_all(j);
-        free(j->fds);
-        for (int i = 0; i < j->nunlinks; i++)
-            free(j->unlinks[i]);
-        free(j->unlinks);
-        free(j->wfds);
-        free(j->views);
-        free(j);
+        free_job(j);
         return;
     }
     if (w->todo_tail)
@@ -460,16 +448,7 @@ static PyObject *FsyncWorker_submit(FsyncWorker *w, PyObject *const *args, Py_ss
     }
     Py_ssize_t i;
     for (i = 0; i < nw; i++) {
-        PyObject *item = PyList_GET_ITEM(args[4], i);
-        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2) {
-            PyErr_SetString(PyExc_TypeError, "submit: each write is a (fd, octets) pair");
-            goto fail;
-        }
-        int fd = fd_of(PyTuple_GET_ITEM(item, 0));
-        if (fd == -1 && PyErr_Occurred())
-            goto fail;
-        j->wfds[j->nwrites] = fd;
-        if (PyObject_GetBuffer(PyTuple_GET_ITEM(item, 1), &j->views[j->nwrites], PyBUF_SIMPLE) < 0)
+        if (take_write(PyList_GET_ITEM(args[4], i), "submit", &j->wfds[j->nwrites], &j->views[j->nwrites]) < 0)
             goto fail;
         j->nwrites++;
     }
