@@ -64,8 +64,11 @@ class Broker:
         self.durability = durability
         # the confirms of the channel whose publish is being routed now (BrokerChannel.publish),
         # else None: a queue that learns only later that it refused the message (a cluster's
-        # handle of another node's queue, warren/cluster/reach.py) says which confirm to nack
+        # handle of another node's queue, warren/cluster/reach.py) says which confirm to nack.
+        # Noted only where such queues exist (``notes_confirming``, set by the cluster): one
+        # node's publishes do without it
         self.confirming = None
+        self.notes_confirming = False
         # where each vhost's queues live and how changes take effect (directory.py): this
         # process alone, or (--worker-mode queues) this worker's part of the node, warren/spread
         self.directory = directory or LocalDirectory(self)

@@ -385,7 +385,7 @@ class BrokerChannel:
             self.tx_publishes.append((ex, msg, mandatory))
             return _HELD
         confirms = self.confirms
-        if confirms is None:
+        if confirms is None or not self.session.broker.notes_confirming:
             need = self._route(ex, msg, mandatory)
         else:
             broker = self.session.broker
@@ -394,7 +394,7 @@ class BrokerChannel:
                 need = self._route(ex, msg, mandatory)
             finally:
                 broker.confirming = None
-            # refused by a queue (x-overflow reject-publish): a negative confirm
+        if confirms is not None:  # refused by a queue (x-overflow reject-publish): a negative confirm
             confirms.published(need if need > 0 else 0, need == REFUSED)
         if need == 0:
             return _ROUTED
@@ -445,7 +445,7 @@ class BrokerChannel:
                 return len(msgs)
         untrack = _untrack if new_message is Message and msgs is None else None
         done = 0
-        broker = self.session.broker if confirms is not None else None
+        broker = self.session.broker if confirms is not None and self.session.broker.notes_confirming else None
         if broker is not None:
             broker.confirming = confirms  # (as in publish: each message's number is confirms' next)
         try:

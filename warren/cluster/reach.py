@@ -268,6 +268,7 @@ class NodeReach(Forwarding, Consumers):
     def __init__(self, cluster, broker) -> None:
         self.cluster = cluster
         self.broker = broker
+        broker.notes_confirming = True  # our handles learn of a refusal later (``forward``)
         self.links = None  # NodeLinks, set once listening
         self.loop: asyncio.AbstractEventLoop | None = None
         self._sessions: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
