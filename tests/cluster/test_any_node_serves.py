@@ -492,3 +492,23 @@ def test_one_exchange_name_declared_with_two_types_at_once_is_one_exchange(etcd1
         for node in (a, b):
             wait_until(lambda node=node: api(node, f"exchanges/%2F/{name}")["type"] == winner, TIMEOUT_S,
                        f"{name} is {winner} on node {node.port}")
+
+
+@pytest.mark.parametrize("first_exclusive", [True, False], ids=["exclusive-then-shared", "shared-then-exclusive"])
+def test_a_name_freed_a_moment_ago_is_declared_again_at_once(etcd1, nodes, cluster_name, first_exclusive):
+    """A queue gone a moment ago (its exclusive owner closed, or its last consumer: auto-delete)
+    is still listed in etcd and held as a handle by the other node until the queue directory's
+    next write; a declare of its name right after, as on one node, is answered ok, not 405 for
+    the exclusive queue that was. Node b places shared queues on node a and keeps exclusive
+    ones, so the name moves between the nodes at each round."""
+    a = nodes.start(etcd1.endpoints, cluster_name, "a")
+    b = nodes.start(etcd1.endpoints, cluster_name, "b", "--queue-leader-locator", "a")
+    name = f"freed-{cluster_name}"
+    for _ in range(5):
+        for exclusive in (first_exclusive, not first_exclusive):
+            conn = connect(b)
+            ch = conn.channel()
+            ch.queue_declare(name, exclusive=exclusive, auto_delete=True)
+            ch.basic_consume(name, lambda *args: None)
+            conn.close()  # the queue goes: its owner closed, or its last consumer
+    assert api(a, "nodes")  # both nodes still serve

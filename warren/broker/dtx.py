@@ -170,6 +170,12 @@ class DtxManager:
         self.selected: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self.folder = self.durability.data_dir / "dtx" if self.durability is not None else None
         self._ticking: set = set()  # the vhosts whose timers hold us
+        # prepared branches whose commit waits for their parts elsewhere: still known to a part
+        # asking whether its branch is prepared (``is_prepared``)
+        self.committing: set[Xid] = set()
+        # parts of other nodes' branches recorded here (``.held``) that a cluster's NodeReach
+        # takes at its start (``adopt_held_parts``); a worker's Spread takes its own at once
+        self._held_records: list[tuple] = []
 
     # --- selection and association -------------------------------------------------------------
 
@@ -393,6 +399,10 @@ class DtxManager:
             raise IllegalState(f"dtx.commit: xid {xid} is prepared: commit it with one-phase off")
         if not one_phase and branch.state != PREPARED:
             raise IllegalState(f"dtx.commit: xid {xid} is not prepared: prepare it or commit in one phase")
+        down = self.broker.directory.dtx_parts_down(branch) if branch.parts else []
+        if down:  # (a cluster) nothing applied: the branch stays prepared for the manager to commit again
+            raise NotFound(f"dtx.commit: xid {xid} holds messages of node '{down[0]}', which is down or "
+                           f"inaccessible; the branch stays prepared")
         del self.branches[xid]
         need = 0
         for vhost_name, ex, msg, mandatory in branch.publishes:
@@ -416,20 +426,41 @@ class DtxManager:
 
         def one_done(error=None) -> None:
             nonlocal waiting
-            if error is not None:  # a part's worker is gone: the node is stopping; the record stays
+            if waiting < 0:
+                return
+            if error is not None:
+                # a part's worker is gone (the node is stopping), or its node went during the
+                # commit: the record stays, and the branch stays prepared with only the parts'
+                # work left, for the manager to commit again (``_left_to_parts``)
                 waiting = -1
+                self.committing.discard(xid)
+                self._left_to_parts(branch)
                 done(error)
                 return
             waiting -= 1
             if waiting == 0:
+                self.committing.discard(xid)
                 self._delete_record(branch)
                 done(XaStatus.XA_OK)
         if branch.parts:
+            self.committing.add(xid)
             self.broker.directory.dtx_commit_parts(branch, one_done)
         if need and durability is not None and need > durability.synced:
             durability.waiting.add(SyncWaiter(durability, need, one_done))
             return
         one_done()
+
+    def _left_to_parts(self, branch: Branch) -> None:
+        """A commit whose parts did not all answer: what this node did is done (its publishes
+        routed, its acks made); the parts' outcome is still owed. The branch is prepared again,
+        with the parts alone, so that a repeated commit asks them again and routes nothing twice
+        (the record on disk still names the publishes: a restart before that commit routes them
+        again, the at-least-once window the module doc names)."""
+        if branch.xid in self.branches:
+            return
+        branch.publishes, branch.settles = [], []
+        branch.state = PREPARED
+        self.branches[branch.xid] = branch
 
     def rollback(self, xid: Xid) -> XaStatus:
         branch = self._known(xid, "dtx.rollback")
@@ -575,10 +606,13 @@ class DtxManager:
             if path.suffix == ".tmp":
                 path.unlink(missing_ok=True)  # a prepare that never answered
                 continue
-            if path.suffix == HELD_SUFFIX and self.broker.directory.index is not None:
-                try:  # a part another worker's branch left here (warren/spread/dtx.py)
+            if path.suffix == HELD_SUFFIX:
+                try:  # a part another worker's (or node's) branch left here (warren/spread/dtx.py)
                     doc = json.loads(path.read_bytes())
-                    self.broker.directory.dtx_recover_part(xid_of(doc), int(doc["home"]), self.take_settles(doc))
+                    if self.broker.directory.index is not None:
+                        self.broker.directory.dtx_recover_part(xid_of(doc), int(doc["home"]), self.take_settles(doc))
+                    else:  # a cluster's node: its NodeReach, made after the broker, takes it
+                        self._held_records.append((path, doc))
                 except (ValueError, KeyError, TypeError) as e:
                     log.error("dtx: cannot read held part %s (%s): kept, not recovered", path, e)
                 continue
@@ -594,6 +628,24 @@ class DtxManager:
         if count:
             log.info("dtx: recovered %d prepared branches", count)
         return count
+
+    def adopt_held_parts(self) -> list[tuple]:
+        """The parts of other nodes' branches recorded here, as [(xid, home node, settles)], their
+        messages taken out of their queues again (a cluster's NodeReach, at its start). Without a
+        cluster nobody asks, and the records and messages stay as they are."""
+        parts = []
+        for path, doc in self._held_records:
+            try:
+                parts.append((xid_of(doc), str(doc["home"]), self.take_settles(doc)))
+            except (ValueError, KeyError, TypeError) as e:
+                log.error("dtx: cannot read held part %s (%s): kept, not recovered", path, e)
+        self._held_records = []
+        return parts
+
+    def is_prepared(self, xid: Xid) -> bool:
+        """Whether ``xid`` is prepared here, or committing (a part elsewhere asks)."""
+        branch = self.branches.get(xid)
+        return xid in self.committing or (branch is not None and branch.state == PREPARED)
 
     def _load(self, doc: dict) -> Branch:
         branch = Branch(xid_of(doc), DEFAULT_TIMEOUT)

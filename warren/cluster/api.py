@@ -21,6 +21,7 @@ import random
 from warren.broker.directory import ADMIN, apply_change, durable_change
 from warren.broker.exchanges.base import Binding
 from warren.cluster.etcd import EtcdError
+from warren.cluster.links import NodeUnavailable
 from warren.cluster.reach import NodeQueue
 from warren.cluster.topology import TOPOLOGY_CHANGES
 from warren.errors import InternalError, NotFound
@@ -82,10 +83,12 @@ class ClusterApi:
                 raise NotFound(f"no vhost '{vhost}'")
             # made here, answered once durable, as the HTTP API's own change (directory.py), and
             # once etcd holds what it made or deleted
-            return self.define(v, what, what_args)
+            return self.define(v, what, what_args, asker=node)
         if op == "purge":
             vhost, name = args
             return self._here(vhost, name).purge()
+        if op == "unlisted":
+            return self._unlisted(*args)
         if op in ("r_sync", "r_status") and self.replicas is not None:
             return self.replicas.request(node, op, args)
         answer = NotImplemented if self.reach is None else self.reach.request(node, op, args)
@@ -154,12 +157,46 @@ class ClusterApi:
             return None
         return NodeQueue(record, self.reach)
 
-    def define(self, v, op: str, args: tuple):
-        """A change the HTTP API or an import asks (``ADMIN``): an awaitable of its result,
-        made as ``change`` says, answered once durable here too."""
+    def define(self, v, op: str, args: tuple, asker: str | None = None):
+        """A change the HTTP API or an import asks (``ADMIN``), or another node (``asker``)
+        places here: an awaitable of its result, made as ``change`` says, answered once
+        durable here too."""
         durability = self.directory.broker.durability
         return self._change(v, op, args, lambda v, op, args: durable_change(durability, apply_change, v, op, args),
-                            admin=True)
+                            admin=True, asker=asker)
+
+    async def _declared_if_gone_there(self, v, node: str, op: str, args: tuple, make, admin: bool, looked: bool):
+        name = args[0]
+        try:
+            gone = await self.links.ask(node, "unlisted", v.name, name)
+        except NodeUnavailable:
+            gone = False
+        if not gone:
+            raise v.locked_error(name)
+        handle = v.remote_queues.get(name)
+        if handle is not None and getattr(handle, "owner", None) == node:
+            self.reach.forget_handle(v, handle)
+        result = self._change(v, op, args, make, admin, looked, unlisted=True, stale=node)
+        return (await result) if inspect.isawaitable(result) else result
+
+    async def _unlisted(self, vhost: str, name: str) -> bool:
+        """Another node asks (``_declared_if_gone_there``): False if queue ``name`` is here;
+        True once its listing, if any, is out of etcd."""
+        v = self.directory.broker.vhosts.get(vhost)
+        if v is not None and name in v.queues:
+            return False
+        if self.queues.listed_but_gone(vhost, name):
+            await asyncio.wait_for(self.queues.publish_once(), DIRECTORY_WRITE_S)
+        return True
+
+    async def _unlisted_then(self, v, op: str, args: tuple, make, admin: bool, looked: bool):
+        try:
+            await asyncio.wait_for(self.queues.publish_once(), DIRECTORY_WRITE_S)
+        except (EtcdError, asyncio.TimeoutError) as e:
+            raise InternalError(f"cluster {self.queues.cluster.cluster_name}: declare_queue is refused: etcd "
+                                f"did not take it ({str(e) or 'no answer in time'})") from None
+        result = self._change(v, op, args, make, admin, looked, unlisted=True)
+        return (await result) if inspect.isawaitable(result) else result
 
     def change(self, v, op: str, args: tuple):
         """A client's change (AMQP; ``who`` its session): its result or an awaitable of it.
@@ -175,8 +212,18 @@ class ClusterApi:
         while etcd cannot take it."""
         return self._change(v, op, args, apply_change)
 
-    def _change(self, v, op: str, args: tuple, make, admin: bool = False, looked: bool = False):
+    def _change(self, v, op: str, args: tuple, make, admin: bool = False, looked: bool = False,
+                asker: str | None = None, unlisted: bool = False, stale: str | None = None):
+        """``asker``: the node that placed this declare here; ``unlisted``: this node's gone
+        queues are out of etcd; ``stale``: a node that said it no longer holds the queue and
+        its listing is out of etcd (``_declared_if_gone_there``)."""
         record = None
+        if op == "declare_queue" and args[0] and not unlisted and asker is None \
+                and self.queues.listed_but_gone(v.name, args[0]):
+            # one of ours, gone (an auto-delete, an exclusive owner's close) while etcd still
+            # lists it until the directory's next write (queues.py): written now, so that a
+            # claim of the name, here or on the node the declare is placed on, finds it free
+            return self._unlisted_then(v, op, args, make, admin, looked)
         if op in QUEUE_CHANGES and args[0] and args[0] not in v.queues:
             record = self.queues.where(v.name, args[0])
             handle = v.remote_queues.get(args[0])
@@ -187,6 +234,10 @@ class ClusterApi:
             if record is None and isinstance(handle, NodeQueue):  # made there a moment ago: the watch is behind
                 record = {"name": handle.name, "vhost": v.name, "node": handle.owner, "durable": handle.durable,
                           "exclusive": handle.exclusive}
+            if record is not None and record["node"] in (self.queues.cluster.node_name, asker, stale):
+                # gone from the node that listed it while the directory as followed here still
+                # lists it: that node knows better (and wrote its key's removal first, above)
+                record = None
             if record is not None and not self.queues.cluster.running(record["node"]):
                 if record.get("durable") and admin and op == "declare_queue":
                     return self._exists(record)  # RabbitMQ 3.10's import (or PUT) of it: taken as it is
@@ -210,6 +261,10 @@ class ClusterApi:
                 return self._claimed(v, op, args, make)
             return self._written(make(v, op, args), v, op, args, before, new)
         name, node = args[0], record["node"]
+        if op == "declare_queue" and (record.get("exclusive") or args[2]) and stale is None:
+            # refused 405 if the queue is there; it may be gone a moment ago (an auto-delete, its
+            # exclusive owner's close) while its listing is still being removed: node asked
+            return self._declared_if_gone_there(v, node, op, args, make, admin, looked)
         if record.get("exclusive") and (op == "declare_queue" or args[-1] != ADMIN):
             raise v.locked_error(name)
         if op == "declare_queue":

@@ -69,7 +69,9 @@ ALLOWED = frozenset({("warren.management.api.stats", "Ranges"),
                      # what an AMQP field table may hold besides plain data (a stream offset's
                      # timestamp, a decimal): value types whose unpickling runs no code of the peer's
                      ("datetime", "datetime"), ("datetime", "timezone"), ("datetime", "timedelta"),
-                     ("decimal", "Decimal")})
+                     ("decimal", "Decimal"),
+                     # a 0-10 dtx branch's name and outcome (warren/spread/dtx.py): a tuple, an int
+                     ("warren.broker.dtx", "Xid"), ("warren.broker.dtx", "XaStatus")})
 
 
 class NodeUnavailable(ConnectionError):

@@ -161,6 +161,13 @@ class QueueDirectory:
                 else:
                     self.published.pop(item, None)
 
+    def listed_but_gone(self, vhost: str, name: str) -> bool:
+        """Whether etcd still lists a queue ``name`` of this node that is gone (deleted since the
+        last write: ``publish_once`` removes its key)."""
+        v = self.broker.vhosts.get(vhost)
+        return (v is None or name not in v.queues) and \
+            queue_key(self.cluster.prefix, vhost, name, self.cluster.node_name) in self.published
+
     async def claim(self, vhost: str, name: str, durable: bool, exclusive: bool, arguments: dict) -> Claim:
         """Before this node makes a new queue ``name``: its key written only if no node's key
         for that name exists, so two nodes declaring one name at once do not both make it (the

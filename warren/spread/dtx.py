@@ -47,17 +47,36 @@ log = logging.getLogger("warren.dtx")
 class HeldPart:
     """What one branch of another worker's holds here: [(proxy channel or None, entries, requeue)]."""
 
-    __slots__ = ("home", "settles", "recorded", "lost")
+    __slots__ = ("home", "settles", "recorded", "lost", "confirmed")
 
-    def __init__(self, home: int) -> None:
-        self.home = home
+    def __init__(self, home) -> None:
+        self.home = home  # the branch's worker (its index) or, in a cluster, node (its name)
         self.settles: list[tuple] = []
         self.recorded = False  # its .held record is on disk
         self.lost = False  # a hand-over found its channel (and so its messages) gone
+        # recovered at start-up: whether its home said since that it still has the branch prepared
+        self.confirmed = True
 
 
 class DtxParts:
-    """``Spread``'s part for dtx branches across workers (a mixin)."""
+    """``Spread``'s part for dtx branches across workers, and ``NodeReach``'s across the nodes
+    of a cluster (warren/cluster/reach.py), whose peers are node names (a mixin)."""
+
+    def dtx_peers(self) -> list:
+        """Whom an outcome command or ``recover`` for a branch unknown here asks."""
+        return self.links.peers
+
+    def dtx_where(self) -> str:
+        """This process, as an error names it."""
+        return f"worker {self.index}"
+
+    def dtx_reachable(self, peer) -> bool:
+        """Whether ``peer`` can be asked now (a worker always: the node dies with it)."""
+        return True
+
+    def dtx_parts_down(self, branch) -> list:
+        """The parts of ``branch`` that cannot be reached now."""
+        return [p for p in branch.parts if not self.dtx_reachable(p)]
 
     # (``Spread.__init__`` sets ``_dtx_held``, xid -> HeldPart: the parts of other workers'
     # branches held here, and ``_dtx_tasks``, the asks under way)
@@ -129,12 +148,12 @@ class DtxParts:
                     done(_rebuild(a[1], a[2]))
                     return
             done(errors.NotFound(f"dtx.{op.replace('_', '-')}: unknown xid {xid}"))
-        self._ask_each(self.links.peers, "dtx_run", (op, xid, args), then)
+        self._ask_each(self.dtx_peers(), "dtx_run", (op, xid, args), then)
         return True
 
     def dtx_known_elsewhere(self, xid: Xid, done) -> None:
         """``done(True)`` if another worker has a branch ``xid`` (a new one's xid must be new to the node)."""
-        self._ask_each(self.links.peers, "dtx_has", (xid,), lambda answers: done(any(a is True for a in answers)))
+        self._ask_each(self.dtx_peers(), "dtx_has", (xid,), lambda answers: done(any(a is True for a in answers)))
 
     def dtx_recover_elsewhere(self, mine: list, done) -> None:
         """``done(xids)``: ours and every other worker's prepared branches."""
@@ -144,7 +163,7 @@ class DtxParts:
                 if isinstance(a, list):
                     xids.extend(x for x in a if x not in xids)
             done(xids)
-        self._ask_each(self.links.peers, "dtx_recover", (), then)
+        self._ask_each(self.dtx_peers(), "dtx_recover", (), then)
 
     # --- answering the others ------------------------------------------------------------------
 
@@ -154,15 +173,14 @@ class DtxParts:
         if op == "dtx_commit":
             return self._commit_part(args[0])
         if op == "dtx_known":  # a part's question at its start-up: is the branch still prepared here?
-            branch = manager(self.broker).branches.get(args[0])
-            return branch is not None and branch.state == broker_dtx.PREPARED
+            return manager(self.broker).is_prepared(args[0])
         if op == "dtx_has":
             return args[0] in manager(self.broker).branches
         if op == "dtx_run":
             return self._run(*args)
         if op == "dtx_recover":
             return manager(self.broker).recover()
-        raise errors.InternalError(f"unknown dtx request {op!r} from worker {peer}")
+        raise errors.InternalError(f"unknown dtx request {op!r} from {peer!r}")
 
     def dtx_message(self, peer: int, op: str, args: tuple) -> None:
         if op == "dtx_hold":
@@ -230,7 +248,7 @@ class DtxParts:
             if isinstance(value, errors.AMQPError):
                 fut.set_result(("error", type(value).__name__, value.text))
             elif isinstance(value, BaseException):
-                fut.set_result(("error", "InternalError", f"{type(value).__name__} on worker {self.index}"))
+                fut.set_result(("error", "InternalError", f"{type(value).__name__} on {self.dtx_where()}"))
             else:
                 fut.set_result(("ok", value))
         try:
@@ -241,31 +259,56 @@ class DtxParts:
 
     # --- start-up ------------------------------------------------------------------------------
 
-    def dtx_recover_part(self, xid: Xid, home: int, settles: list) -> None:
+    def dtx_recover_part(self, xid: Xid, home, settles: list) -> None:
         """A ``.held`` record found at start-up (``DtxManager.recover_prepared``): its messages,
         out of their queues again, are held until the home says what became of the branch."""
         part = self._dtx_held[xid] = HeldPart(home)
         part.settles = settles
         part.recorded = True
+        part.confirmed = False
 
     async def dtx_ask_homes(self) -> None:
-        """Once linked: roll back the parts whose home no longer has their branch prepared."""
+        """Once linked: roll back the parts whose home no longer has their branch prepared. A
+        home out of reach is asked again when it is back (``dtx_home_back``)."""
         for xid, part in list(self._dtx_held.items()):
+            if part.confirmed or not self.dtx_reachable(part.home):
+                continue
             try:
                 known = await self.ask(part.home, "dtx_known", xid)
             except (errors.AMQPError, ConnectionError) as e:
-                log.warning("dtx: could not ask worker %d about branch %s: %s", part.home, xid, e)
+                log.warning("dtx: could not ask %s about branch %s: %s", part.home, xid, e)
                 continue
             if known:
-                log.info("dtx: worker %d holds %d messages for branch %s, prepared on worker %d", self.index,
+                part.confirmed = True
+                log.info("dtx: %s holds %d messages for branch %s, prepared on %s", self.dtx_where(),
                          sum(len(e) for _, e, _ in part.settles), xid, part.home)
             elif self._dtx_held.get(xid) is part:
-                log.info("dtx: worker %d has no prepared branch %s: the %d messages held for it here go back to "
+                log.info("dtx: %s has no prepared branch %s: the %d messages held for it here go back to "
                          "their queues", part.home, xid, sum(len(e) for _, e, _ in part.settles))
                 try:  # (in a task nobody awaits: an error would otherwise go unsaid)
                     self._roll_back_part(xid)
                 except Exception:
                     log.exception("dtx: could not roll back the part of branch %s", xid)
+
+    def dtx_home_lost(self, home) -> None:
+        """``home`` (a node) is gone: what it handed over here for branches not yet prepared
+        goes back to the queues, since their branches cannot be prepared any more (a branch
+        lives in its home's memory until then). Prepared parts are kept, in doubt, and their home
+        is asked about them when it returns."""
+        for xid, part in list(self._dtx_held.items()):
+            if part.home != home:
+                continue
+            if part.recorded:
+                part.confirmed = False
+            else:
+                log.info("dtx: %s is gone before branch %s was prepared: the %d messages held for it here go "
+                         "back to their queues", home, xid, sum(len(e) for _, e, _ in part.settles))
+                self._roll_back_part(xid)
+
+    def dtx_home_back(self) -> None:
+        """Nodes returned: ask the homes of parts in doubt again."""
+        if any(not part.confirmed for part in self._dtx_held.values()):
+            self.dtx_task(self.dtx_ask_homes())
 
 
 def _settle(channel, entries, requeue) -> None:

@@ -269,8 +269,11 @@ class SessionChannel(BrokerChannel):
                 c.passive or existing.exclusive_owner is not None or existing.consumers):
             raise ResourceLocked(f"cannot obtain exclusive access to queue '{name}' in vhost '{self.vhost.name}'")
         passive = bool(c.passive) or existing is not None
-        declared = self.declare_queue(name, passive, bool(c.durable), bool(c.exclusive),
-                                      bool(c.auto_delete) and not session_scoped, arguments)
+        declare = (name, bool(c.durable), bool(c.exclusive), bool(c.auto_delete) and not session_scoped, arguments)
+        if passive and not c.passive and not existing.is_here:
+            declared = self._existing_or_new(declare)
+        else:
+            declared = self.declare_queue(name, passive, *declare[1:])
 
         def then_rules(result):
             # the consumers of a queue in another process are counted there (0 here, above)
@@ -278,6 +281,18 @@ class SessionChannel(BrokerChannel):
                 raise ResourceLocked(f"cannot obtain exclusive access to queue '{name}' in vhost '{self.vhost.name}'")
             return self._declared(c, name, session_scoped)
         return then(declared, then_rules)
+
+    async def _existing_or_new(self, declare: tuple):
+        """A declare of a queue whose handle stands here for another process's (a cluster's node):
+        that queue, as for one here; or, if it went there a moment ago (an auto-delete) and its
+        handle is not gone yet, a new one, as a declare of a missing queue makes."""
+        name, rest = declare[0], declare[1:]
+        try:
+            result = self.declare_queue(name, True, *rest)
+            return (await result) if is_later(result) else result
+        except NotFound:
+            result = self.declare_queue(name, False, *rest)
+            return (await result) if is_later(result) else result
 
     def _declared(self, c, name: str, session_scoped: bool):
         """What Qpid's rules add to a queue.declare: the session's or connection's hold on an
