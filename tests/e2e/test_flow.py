@@ -39,6 +39,16 @@ def _rss_mib(pid: int) -> float:
     return 0.0
 
 
+def _api_connections(b) -> list[dict]:
+    import base64
+    import json
+    import urllib.request
+    request = urllib.request.Request(b.http_url + "/api/connections", headers={
+        "Authorization": "Basic " + base64.b64encode(b"guest:guest").decode()})
+    with urllib.request.urlopen(request, timeout=TIMEOUT) as answer:
+        return json.loads(answer.read())
+
+
 def _ready(ch, queue: str) -> int:
     return ch.queue_declare(queue, passive=True).method.message_count
 
@@ -96,6 +106,13 @@ def test_a_flooding_publisher_is_paused_until_a_slow_consumer_drains_the_queue(s
         time.sleep(0.1)
     assert HIGH <= min(samples) and max(samples) <= HIGH + 10, samples
     assert not sent.is_set(), "the publisher was never paused"
+    # the HTTP API shows it held, as RabbitMQ shows a connection in credit flow
+    # (read again for one publish each second: asked until seen, bounded)
+    deadline, seen = time.monotonic() + TIMEOUT, False
+    while not seen and time.monotonic() < deadline:
+        seen = "flow" in {c["state"] for c in _api_connections(b)}
+        time.sleep(0 if seen else 0.05)
+    assert seen, "the held publisher's connection never showed state flow"
     assert _rss_mib(b.proc.pid) - rss_before < 40
 
     # The consumer drains: the publisher is read again, and every message arrives, in order.

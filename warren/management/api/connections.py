@@ -96,7 +96,7 @@ def connection_json(conn, sampler, ranges=st.NO_RANGES) -> dict:
         "ssl_hash": None,
         "ssl_key_exchange": None,
         "ssl_protocol": _ssl_protocol(conn),
-        "state": "blocked" if conn.blocked else "running",
+        "state": connection_state(conn),
         "timeout": amqp.heartbeat,
         "type": "network",
         "user": session.username,
@@ -110,6 +110,12 @@ def connection_json(conn, sampler, ranges=st.NO_RANGES) -> dict:
     return body
 
 
+def connection_state(conn) -> str:
+    """RabbitMQ's connection states: "blocked" by a resource alarm, "flow" while a congested
+    queue holds its publishes (RabbitMQ's credit flow; Warren's flow marks), else "running"."""
+    return "blocked" if conn.blocked else "flow" if conn.throttled else "running"
+
+
 def connection_fields(sampler) -> dict:
     """Cheap getters of a connection's list fields, for sorting and ``columns``."""
     fields = {
@@ -119,7 +125,7 @@ def connection_fields(sampler) -> dict:
         "channels": lambda c: len(c.session.channels),
         "peer_host": lambda c: c.peer_address()[0],
         "peer_port": lambda c: c.peer_address()[1],
-        "state": lambda c: "blocked" if c.blocked else "running",
+        "state": connection_state,
         "connected_at": lambda c: int(c.connected_at * 1000),
         "protocol": _protocol,
         "ssl": lambda c: c.tls is not None,
