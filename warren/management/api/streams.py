@@ -10,6 +10,13 @@
   stored at that time (milliseconds since the epoch) or later, the next offset if none is
   (``StreamStore.offset_for_timestamp``): readers turn a time window into an offset range.
 
+With ``local=1``, asked from this machine (a loopback address), a range wholly in a segment file
+is answered with an empty body and where the octets lie instead (``X-Warren-File``: the path,
+``-Position``, ``-Length``, and ``-Id``, the file's device and inode): a reader on this machine
+that may open the broker's files reads them itself, sparing the broker's copy and the socket
+(``local_file_part``). A reader that cannot open it, or finds another file there (the segment
+deleted by retention meanwhile), asks again without ``local``.
+
 The records endpoint is the fast path of bulk readers: the octets come off the segment file
 with one ``pread`` on an executor thread (the event loop never waits for the disk) and go to
 the socket as they are, never parsed nor re-encoded; the client checks the CRCs. Where the
@@ -23,9 +30,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 
 from aiohttp import web
 from multidict import MultiDict
+from urllib.parse import quote
 
 from warren.management.api.auth import readable_vhost
 from warren.management.api.common import BROKER, ApiError, bad_request
@@ -161,12 +170,30 @@ async def _reply(request: web.Request, route: str) -> web.Response:
         headers, body, content_type = answer[1:]
     else:
         headers, body, content_type = await _answer(vhost_name, name, here, route, request.query, True)
+        if type(body) is tuple and request.query.get("local") == "1" and request.remote in LOOPBACK:
+            headers.update(local_file_part(*body))
+            return web.Response(body=b"", headers=headers, content_type=content_type)
         if type(body) is tuple:  # (descriptor, position, length) of a segment file's part
             response = web.StreamResponse(headers=headers)
             response.content_type = content_type
             return await send_file_part(request, response, *body)
     return web.Response(body=body, headers=headers, content_type=content_type,
                         charset="utf-8" if content_type == JSON else None)  # as web.json_response
+
+
+LOOPBACK = frozenset(("127.0.0.1", "::1"))
+
+
+def local_file_part(fd: int, position: int, length: int) -> dict:
+    """The headers that tell a reader on this machine where a file part lies (module doc);
+    ``fd`` is closed."""
+    try:
+        st = os.fstat(fd)
+        path = os.readlink(f"/proc/self/fd/{fd}")
+    finally:
+        os.close(fd)
+    return {"X-Warren-File": quote(path), "X-Warren-File-Position": str(position), "X-Warren-File-Length": str(length),
+            "X-Warren-File-Id": f"{st.st_dev}:{st.st_ino}"}
 
 
 async def stream_info(request: web.Request) -> web.Response:

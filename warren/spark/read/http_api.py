@@ -4,6 +4,14 @@
 fetches many ranges in a row, and a new TCP connection per range would cost more than the
 small ones take to transfer. A connection the server closed between two requests (idle
 time-out, broker restart) is reopened once; any other failure raises ``StreamApiError``.
+
+Local reads: a broker at a loopback address is asked (``local=1``) to say where a range of
+records lies in its segment files rather than send it; the reader then reads the file itself
+(one ``preadv`` into the buffer the answer would have filled), which spares the broker's copy
+to the socket and this process's copy from it. A file that cannot be opened here (another
+user's data folder) or is not the one the broker named (its device and inode differ: deleted
+by retention and made again) turns local reads off for this client, and the range is asked
+again the ordinary way.
 """
 
 from __future__ import annotations
@@ -11,9 +19,10 @@ from __future__ import annotations
 import base64
 import http.client
 import json
+import os
 import socket
 from dataclasses import dataclass
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import quote, unquote, urlencode, urlsplit
 
 import numpy as np
 
@@ -22,6 +31,8 @@ from warren.spark.read.gather import PAD, BufferPool
 __all__ = ["StreamApi", "StreamApiError", "StreamInfo", "RecordRange"]
 
 RECORDS_CONTENT_TYPE = "application/x-warren-stream-records"
+LOOPBACK_HOSTS = frozenset(("127.0.0.1", "localhost", "::1"))
+FILES_KEPT = 16  # segment files a reader keeps open (a segment holds 64 MiB or so of records)
 
 
 def _read_padded(response, pool: BufferPool | None = None) -> np.ndarray:
@@ -101,11 +112,18 @@ class StreamApi:
         self._timeout = timeout_s
         self._conn: http.client.HTTPConnection | None = None
         self.base_url = base_url
+        # a broker on this machine may say where a range lies in its files, for us to read it
+        # (module doc, "local reads"); off for good once a file could not be read here
+        self.local_reads = self._host in LOOPBACK_HOSTS
+        self._files: dict[str, tuple[int, str]] = {}  # path -> (open descriptor, "device:inode")
 
     def close(self) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()
+        files, self._files = self._files, {}
+        for fd, _ in files.values():
+            os.close(fd)
 
     def __enter__(self) -> "StreamApi":
         return self
@@ -165,6 +183,48 @@ class StreamApi:
     def _stream_path(self, name: str) -> str:
         return f"/api/streams/{self._vhost_path}/{quote(name, safe='')}"
 
+    def _read_file_part(self, headers: dict, padded: bool, pool: BufferPool | None):
+        """The octets a local answer names (``X-Warren-File``...), read from the broker's file
+        (as ``_read_padded`` shapes a body); None if it cannot be opened or read here, or is
+        another file than the broker's (deleted and made again meanwhile)."""
+        path, ident = unquote(headers["x-warren-file"]), headers.get("x-warren-file-id", "")
+        position, length = int(headers["x-warren-file-position"]), int(headers["x-warren-file-length"])
+        fd = self._file(path, ident)
+        if fd is None:
+            return None
+        out = np.empty(length + PAD, dtype=np.uint8) if pool is None else pool.take(length + PAD)
+        out[length:] = 0
+        view = memoryview(out)
+        got = 0
+        while got < length:
+            n = os.preadv(fd, [view[got:length]], position + got)
+            if n <= 0:
+                return None  # shorter than the broker said: not the file it read
+            got += n
+        return out if padded else bytes(view[:length])
+
+    def _file(self, path: str, ident: str) -> int | None:
+        known = self._files.get(path)
+        if known is not None and known[1] == ident:
+            return known[0]
+        if known is not None:
+            os.close(known[0])
+            del self._files[path]
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return None
+        st = os.fstat(fd)
+        if f"{st.st_dev}:{st.st_ino}" != ident:
+            os.close(fd)
+            return None
+        if len(self._files) >= FILES_KEPT:
+            for old_fd, _ in self._files.values():
+                os.close(old_fd)
+            self._files.clear()
+        self._files[path] = (fd, ident)
+        return fd
+
     def offset_for_timestamp(self, name: str, timestamp_ms: int) -> int:
         """The first offset of ``name`` stored at ``timestamp_ms`` or later (the stream's next
         offset when none is)."""
@@ -209,8 +269,17 @@ class StreamApi:
             query[parameter] = sorted(texts)
         if reader:
             query["reader"] = reader
+        if self.local_reads:
+            query["local"] = 1
         status, headers, body = self._get(self._stream_path(name) + "/records?" + urlencode(query, doseq=True),
                                           padded, pool)
+        if status == 200 and "x-warren-file" in headers:
+            body = self._read_file_part(headers, padded, pool)
+            if body is None:  # not readable here: the broker sends the octets, from now on
+                self.local_reads = False
+                del query["local"]
+                status, headers, body = self._get(self._stream_path(name) + "/records?" + urlencode(query, doseq=True),
+                                                  padded, pool)
         if status != 200:
             raise self._refused(name, status, body)
         try:
