@@ -116,6 +116,7 @@ class StreamApi:
         # (module doc, "local reads"); off for good once a file could not be read here
         self.local_reads = self._host in LOOPBACK_HOSTS
         self._files: dict[str, tuple[int, str]] = {}  # path -> (open descriptor, "device:inode")
+        self.local_answers = 0  # answers read from the broker's files (the tests', the benches' figure)
 
     def close(self) -> None:
         conn, self._conn = self._conn, None
@@ -201,6 +202,7 @@ class StreamApi:
             if n <= 0:
                 return None  # shorter than the broker said: not the file it read
             got += n
+        self.local_answers += 1
         return out if padded else bytes(view[:length])
 
     def _file(self, path: str, ident: str) -> int | None:
