@@ -131,6 +131,9 @@ class ReadOptions:
     min_partitions: int | None = None  # Kafka's minPartitions: cut a batch into at least this many tasks
     fail_on_data_loss: bool = True
     verify_crc: bool = False
+    # a broker on this machine names where records lie in its files and the reader reads them
+    # (warren/spark/read/http_api.py, "local reads")
+    local_reads: bool = True
     fetch_max_bytes: int = DEFAULT_FETCH_MAX_BYTES
     fetch_max_records: int = DEFAULT_FETCH_MAX_RECORDS
     timeout_s: float = DEFAULT_TIMEOUT_S
@@ -356,6 +359,7 @@ def parse_read_options(options, batch: bool) -> ReadOptions:
         min_partitions=int_option(opts, "minPartitions", None),
         fail_on_data_loss=bool_option(opts, "failOnDataLoss", True),
         verify_crc=bool_option(opts, "verifyCrc", False),
+        local_reads=bool_option(opts, "localReads", True),
         fetch_max_bytes=int_option(opts, "fetchMaxBytes", DEFAULT_FETCH_MAX_BYTES),
         fetch_max_records=int_option(opts, "fetchMaxRecords", DEFAULT_FETCH_MAX_RECORDS),
         timeout_s=float_option(opts, "timeout", DEFAULT_TIMEOUT_S),

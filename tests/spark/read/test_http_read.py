@@ -84,8 +84,13 @@ def test_a_reader_on_the_brokers_machine_reads_the_segment_file_itself(broker, u
                 (offset, 2000, offset + 2000)
             assert bytes(a.data) == bytes(b.data)
         assert local.local_answers == 2 and local.local_reads and sent.local_answers == 0
+        for offset in (0, 2000):  # padded, as the read path asks, one request after the other
+            expected = sent.records(stream, offset, count, 2000, 1 << 20).data
+            a = local.records(stream, offset, count, 2000, 1 << 20, padded=True)
+            assert a.size == len(expected) and bytes(a.data[:a.size]) == expected
+        assert local.local_answers == 4
         newest = local.records(stream, count - 10, count, 10, 1 << 20)
-        assert newest.count == 10 and local.local_answers == 2  # from the tail cache, sent
+        assert newest.count == 10 and local.local_answers == 4  # from the tail cache, sent
 
 
 def test_a_reader_that_cannot_open_the_brokers_files_is_sent_the_records(broker, uid, tmp_path):

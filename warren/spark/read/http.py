@@ -53,7 +53,9 @@ def _release(pools: tuple[BufferPool, BufferPool]) -> None:
 
 
 def api_for(options: ReadOptions) -> StreamApi:
-    return StreamApi(options.http_url, options.user, options.password, options.vhost, options.timeout_s)
+    api = StreamApi(options.http_url, options.user, options.password, options.vhost, options.timeout_s)
+    api.local_reads = api.local_reads and options.local_reads
+    return api
 
 
 def _reader_name() -> str | None:

@@ -39,6 +39,8 @@ def _read_padded(response, pool: BufferPool | None = None) -> np.ndarray:
     """The body of ``response`` (its length known) in a uint8 array with ``PAD`` zero octets
     after it, read into place with ``readinto``; into a buffer of ``pool`` if given."""
     size = response.length
+    if size == 0:  # (read, so that the connection takes the next request: a local answer's empty body)
+        response.read()
     out = np.empty(size + PAD, dtype=np.uint8) if pool is None else pool.take(size + PAD)
     out[size:] = 0
     view = memoryview(out)
