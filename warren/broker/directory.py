@@ -203,55 +203,12 @@ class LocalDirectory:
         return "" if self.elsewhere is None else self.elsewhere.reply_suffix
 
     # --- dtx branches whose work spans processes (warren/broker/dtx.py) ----------------------
-    # In a cluster, the node's NodeReach does it (warren/cluster/reach.py, with warren/spread/dtx.py's
-    # DtxParts as a worker's Spread does): a branch's home is the node of its session.
 
-    def _dtx_parts(self):
-        return None if self.elsewhere is None else self.elsewhere.reach
-
-    def dtx_known_elsewhere(self, xid, done) -> None:
-        """``done(True)`` if another process has a branch ``xid``."""
-        parts = self._dtx_parts()
-        if parts is None:
-            done(False)
-        else:
-            parts.dtx_known_elsewhere(xid, done)
-
-    def dtx_hold(self, branch, channel, settles: list) -> list:
-        """At a branch's end: the settles of deliveries from queues elsewhere are held by their
-        owners for the branch; returns those that stay here."""
-        parts = self._dtx_parts()
-        return settles if parts is None else parts.dtx_hold(branch, channel, settles)
-
-    def dtx_prepare_parts(self, branch, done) -> None:
-        """Each owner holding a part of ``branch`` records it: ``done([True or the reason, ...])``."""
-        self._dtx_parts().dtx_prepare_parts(branch, done)
-
-    def dtx_commit_parts(self, branch, done) -> None:
-        """Each part settles as the branch said: ``done()`` once on their disks, ``done(error)``."""
-        self._dtx_parts().dtx_commit_parts(branch, done)
-
-    def dtx_roll_back_parts(self, branch) -> None:
-        self._dtx_parts().dtx_roll_back_parts(branch)
-
-    def dtx_parts_down(self, branch) -> list:
-        """The owners of ``branch``'s parts that cannot be reached now (a down node)."""
-        parts = self._dtx_parts()
-        return [] if parts is None else parts.dtx_parts_down(branch)
-
-    def dtx_elsewhere(self, op: str, xid, args: tuple, done) -> bool:
-        """An outcome command for a branch unknown here: True if it was passed on (``done``
-        hears the outcome), False to answer it here."""
-        parts = self._dtx_parts()
-        return False if parts is None else parts.dtx_elsewhere(op, xid, args, done)
-
-    def dtx_recover_elsewhere(self, mine: list, done) -> None:
-        """``done(xids)``: the prepared branches here (``mine``) and elsewhere."""
-        parts = self._dtx_parts()
-        if parts is None:
-            done(mine)
-        else:
-            parts.dtx_recover_elsewhere(mine, done)
+    def dtx_parts(self):
+        """Who holds the parts of dtx branches whose accepted messages other processes own
+        (warren/spread/dtx.py's ``DtxParts``): in a cluster, the node's; None when every queue
+        is here."""
+        return None if self.elsewhere is None else self.elsewhere.dtx_parts()
 
     # --- counts that span processes (the node's connection limits, Broker.admit) ------------
 

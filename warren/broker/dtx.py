@@ -173,8 +173,8 @@ class DtxManager:
         # prepared branches whose commit waits for their parts elsewhere: still known to a part
         # asking whether its branch is prepared (``is_prepared``)
         self.committing: set[Xid] = set()
-        # parts of other nodes' branches recorded here (``.held``) that a cluster's NodeReach
-        # takes at its start (``adopt_held_parts``); a worker's Spread takes its own at once
+        # parts of other processes' branches recorded here (``.held``), which this process's
+        # DtxParts takes at its start (``adopt_held_parts``)
         self._held_records: list[tuple] = []
 
     # --- selection and association -------------------------------------------------------------
@@ -243,7 +243,11 @@ class DtxManager:
                 channel.tx_mode = False
                 self._collect_for_rollback(channel)
             done(NotAllowed(f"dtx.start: xid {xid} is already known (join or resume to work for it)"))
-        self.broker.directory.dtx_known_elsewhere(xid, checked)  # --worker-mode queues: the others'?
+        parts = self._parts()
+        if parts is None:
+            checked(False)
+        else:
+            parts.known_elsewhere(xid, checked)  # the other workers' (or nodes')?
 
     def end(self, channel, xid: Xid, fail: bool = False, suspend: bool = False) -> XaStatus:
         """End (or suspend) the channel's association; its held work goes to the branch.
@@ -274,8 +278,9 @@ class DtxManager:
             return
         vhost_name = channel.vhost.name
         branch.publishes.extend((vhost_name, ex, msg, mandatory) for ex, msg, mandatory in publishes)
-        if settles:  # --worker-mode queues: other workers' deliveries are held by their owners
-            settles = self.broker.directory.dtx_hold(branch, channel, settles)
+        parts = self._parts()
+        if settles and parts is not None:  # other processes' deliveries are held by their owners
+            settles = parts.hold(branch, channel, settles)
         branch.settles.extend((channel, entries, requeue) for entries, requeue in settles)
 
     def _refresh(self, branch: Branch) -> None:
@@ -320,7 +325,8 @@ class DtxManager:
         ``done(error)`` for a refusal found after the call. ``args``: commit's ``one_phase``,
         set_timeout's seconds. ``channel`` routes a commit's publishes (None: a command another
         worker passed on, ``warren/spread/dtx.py``)."""
-        if xid not in self.branches and self.broker.directory.dtx_elsewhere(op, xid, args, done):
+        parts = self._parts()
+        if xid not in self.branches and parts is not None and parts.elsewhere(op, xid, args, done):
             return  # another worker's branch, or none (--worker-mode queues)
         if op == "prepare":
             self.prepare(xid, done)
@@ -340,7 +346,11 @@ class DtxManager:
 
     def recover_all(self, done) -> None:
         """``done(xids)``: the prepared branches of every worker (``recover`` for one)."""
-        self.broker.directory.dtx_recover_elsewhere(self.recover(), done)
+        parts = self._parts()
+        if parts is None:
+            done(self.recover())
+        else:
+            parts.recover_elsewhere(self.recover(), done)
 
     def prepare(self, xid: Xid, done) -> None:
         """Phase one: make the branch's work durable so that commit cannot fail, or answer that
@@ -378,7 +388,7 @@ class DtxManager:
             branch.state = ACTIVE
             self._roll_back(branch, XaStatus.XA_RBROLLBACK)
             done(branch.outcome)
-        self.broker.directory.dtx_prepare_parts(branch, parts_recorded)
+        self._parts().prepare_parts(branch, parts_recorded)
 
     def _prepared(self, branch: Branch) -> None:
         self._write_record(branch)
@@ -399,7 +409,7 @@ class DtxManager:
             raise IllegalState(f"dtx.commit: xid {xid} is prepared: commit it with one-phase off")
         if not one_phase and branch.state != PREPARED:
             raise IllegalState(f"dtx.commit: xid {xid} is not prepared: prepare it or commit in one phase")
-        down = self.broker.directory.dtx_parts_down(branch) if branch.parts else []
+        down = self._parts().parts_down(branch) if branch.parts else []
         if down:  # (a cluster) nothing applied: the branch stays prepared for the manager to commit again
             raise NotFound(f"dtx.commit: xid {xid} holds messages of node '{down[0]}', which is down or "
                            f"inaccessible; the branch stays prepared")
@@ -444,7 +454,7 @@ class DtxManager:
                 done(XaStatus.XA_OK)
         if branch.parts:
             self.committing.add(xid)
-            self.broker.directory.dtx_commit_parts(branch, one_done)
+            self._parts().commit_parts(branch, one_done)
         if need and durability is not None and need > durability.synced:
             durability.waiting.add(SyncWaiter(durability, need, one_done))
             return
@@ -485,7 +495,7 @@ class DtxManager:
             else:
                 settle_recovered(entries, True)
         if branch.parts:
-            self.broker.directory.dtx_roll_back_parts(branch)
+            self._parts().roll_back_parts(branch)
         branch.publishes, branch.settles = [], []
         branch.state = ROLLED_BACK
         branch.outcome = outcome
@@ -609,10 +619,7 @@ class DtxManager:
             if path.suffix == HELD_SUFFIX:
                 try:  # a part another worker's (or node's) branch left here (warren/spread/dtx.py)
                     doc = json.loads(path.read_bytes())
-                    if self.broker.directory.index is not None:
-                        self.broker.directory.dtx_recover_part(xid_of(doc), int(doc["home"]), self.take_settles(doc))
-                    else:  # a cluster's node: its NodeReach, made after the broker, takes it
-                        self._held_records.append((path, doc))
+                    self._held_records.append((path, doc))  # taken by the DtxParts (adopt_held_parts)
                 except (ValueError, KeyError, TypeError) as e:
                     log.error("dtx: cannot read held part %s (%s): kept, not recovered", path, e)
                 continue
@@ -629,14 +636,19 @@ class DtxManager:
             log.info("dtx: recovered %d prepared branches", count)
         return count
 
-    def adopt_held_parts(self) -> list[tuple]:
-        """The parts of other nodes' branches recorded here, as [(xid, home node, settles)], their
-        messages taken out of their queues again (a cluster's NodeReach, at its start). Without a
-        cluster nobody asks, and the records and messages stay as they are."""
+    def _parts(self):
+        """The DtxParts of this process (warren/spread/dtx.py), or None: every queue is here."""
+        return self.broker.directory.dtx_parts()
+
+    def adopt_held_parts(self, home_type=str) -> list[tuple]:
+        """The parts of other processes' branches recorded here, as [(xid, home, settles)],
+        their messages taken out of their queues again: asked by the DtxParts at its start
+        (a worker's ``home_type`` is int, a node's name str). Without workers or a cluster
+        nobody asks, and the records and messages stay as they are."""
         parts = []
         for path, doc in self._held_records:
             try:
-                parts.append((xid_of(doc), str(doc["home"]), self.take_settles(doc)))
+                parts.append((xid_of(doc), home_type(doc["home"]), self.take_settles(doc)))
             except (ValueError, KeyError, TypeError) as e:
                 log.error("dtx: cannot read held part %s (%s): kept, not recovered", path, e)
         self._held_records = []

@@ -103,6 +103,10 @@ class ClusterApi:
         elif self.reach is not None:
             self.reach.message(node, op, args)
 
+    def dtx_parts(self):
+        """The parts of dtx branches across nodes (warren/spread/dtx.py), once serving started."""
+        return None if self.reach is None else self.reach.dtx
+
     def node_lost(self, node: str) -> None:
         if self.reach is not None:
             self.reach.node_lost(node)

@@ -39,7 +39,6 @@ import inspect
 import logging
 import weakref
 
-from warren.broker.dtx import manager as dtx_manager
 from warren.broker.queues.length_limits import REFUSED
 from warren.cluster.forward_numbers import Arrived, Confirming, Refusals, Sent
 from warren.cluster.links import NodeUnavailable
@@ -258,10 +257,10 @@ class NodeRefused(Exception):
     """A queue's node refused a message sent since the last sync (a full reject-publish queue)."""
 
 
-class NodeReach(Forwarding, Consumers, DtxParts):
-    """This node's part of serving queues across nodes (module doc). ``Forwarding``,
-    ``Consumers`` and ``DtxParts`` (0-10 dtx branches that accepted messages of another node's
-    queues) are warren/spread's, whose peers are here node names."""
+class NodeReach(Forwarding, Consumers):
+    """This node's part of serving queues across nodes (module doc). ``Forwarding`` and
+    ``Consumers`` are warren/spread's, whose peers are here node names; so is its ``dtx``
+    (0-10 dtx branches that accepted messages of another node's queues)."""
 
     # a full queue refuses what another node sends as it refuses its own clients' messages: the
     # publishing node's confirms wait for the answer to a sync, which says so (``request``)
@@ -309,10 +308,10 @@ class NodeReach(Forwarding, Consumers, DtxParts):
         # (vhost, name) -> this node's replica of a stream to read, or None (replicas.py ``reads_here``)
         self.replica_reads = lambda vhost, name: None
         self.topology = None  # SharedTopology (topology.py): its bindings may wait for our handles
-        # dtx (warren/spread/dtx.py): xid -> HeldPart, the parts of other nodes' branches held
-        # here; the asks under way
-        self._dtx_held: dict = {}
-        self._dtx_tasks: set = set()
+        # dtx branches whose accepted messages other nodes' queues hold (warren/spread/dtx.py):
+        # the running nodes are asked, a node is reached while it runs
+        self.dtx = DtxParts(self, f"node {cluster.node_name}", lambda: self.links.running_peers(),
+                            lambda node: self.running(node) and node not in cluster.unreachable)
 
     def start(self, links) -> None:
         from warren.broker.queue import Queue
@@ -322,8 +321,7 @@ class NodeReach(Forwarding, Consumers, DtxParts):
         Queue.flow.listener = SpreadFlow(Queue.flow.listener, self)  # drained queues tell publishers' nodes
         # parts of other nodes' prepared dtx branches recorded here: their messages held again,
         # until each home says (once it runs: ``members_changed``) whether it has the branch
-        for xid, home, settles in dtx_manager(self.broker).adopt_held_parts():
-            self.dtx_recover_part(xid, home, settles)
+        self.dtx.adopt(str)
         self.refresh()
 
     def flush_now(self) -> None:
@@ -391,24 +389,13 @@ class NodeReach(Forwarding, Consumers, DtxParts):
         """An awaitable of ``op`` ("counts", "purge") answered by ``q``'s node."""
         return self.ask(q.owner, op, q.vhost_name, q.name)
 
-    # --- dtx branches across nodes (DtxParts): peers are the running nodes ----------------------
-
-    def dtx_peers(self) -> list:
-        return self.links.running_peers()
-
-    def dtx_where(self) -> str:
-        return f"node {self.cluster.node_name}"
-
-    def dtx_reachable(self, node: str) -> bool:
-        return self.running(node) and node not in self.cluster.unreachable
-
     # --- which queues are elsewhere: handles kept from the queue directory ----------------------
 
     def members_changed(self) -> None:
         """A node joined, returned, left or went: link to the running ones, follow the handles."""
         if self.links is not None and not self.links.closed:
             self.links.link_all()
-            self.dtx_home_back()
+            self.dtx.home_back()
         self.directory_changed()
 
     def directory_changed(self) -> None:
@@ -750,7 +737,7 @@ class NodeReach(Forwarding, Consumers, DtxParts):
                         self._resuming.setdefault(key, []).append((ch, tag, rc))
                     else:
                         reads.remote_cancelled(tag)
-        self.dtx_home_lost(node)  # (before its proxy channels close: what they handed over is held apart)
+        self.dtx.home_lost(node)  # (before its proxy channels close: what they handed over is held apart)
         for key in [k for k in self._proxy_sessions if k[0] == node]:
             session = self._proxy_sessions.pop(key)
             for ch in list(session.channels.values()):
@@ -815,7 +802,7 @@ class NodeReach(Forwarding, Consumers, DtxParts):
                 return LOST
             refused = self._refusals.answer(node)
             need = self._sync_needed() if self.broker.durability is not None else 0
-            return self._synced_then(self._synced_future(), refused, need)
+            return self._synced_then(self.synced_future(), refused, need)
         if op == "handle":  # a queue another node just made (``announce``)
             v = self.broker.vhosts.get(args[0].get("vhost"))
             if v is not None:
@@ -830,7 +817,7 @@ class NodeReach(Forwarding, Consumers, DtxParts):
         if op == "acquire":
             return self._proxy_acquire(node, args)
         if op.startswith("dtx_"):  # 0-10 dtx branches across nodes (warren/spread/dtx.py)
-            return self.dtx_request(node, op, args)
+            return self.dtx.request(node, op, args)
         return NotImplemented
 
     async def _synced_then(self, synced, refused: list | None, need: int):
@@ -862,7 +849,7 @@ class NodeReach(Forwarding, Consumers, DtxParts):
         elif op == "congested":
             self._remote_congestion(*args)
         elif op in ("dtx_hold", "dtx_rollback"):
-            self.dtx_message(node, op, args)
+            self.dtx.message(node, op, args)
         elif op == "hello":
             pass  # a node linked to us (NodeLinks.link_all): nothing to do
         elif op == "cancelled":

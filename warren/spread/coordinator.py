@@ -33,7 +33,7 @@ _STATE_MESSAGES = {"congested": "_remote_congestion", "full": "_remote_full", "l
                    "unlock": "_unlock_remote", "alarm": "_remote_alarm"}
 
 
-class Spread(DefinitionOrder, Forwarding, Consumers, DtxParts):
+class Spread(DefinitionOrder, Forwarding, Consumers):
     def __init__(self, broker, index: int, count: int, peer_fds: dict[int, int], placement: int = PLACEMENT) -> None:
         self.broker = broker
         self.index = index
@@ -70,10 +70,11 @@ class Spread(DefinitionOrder, Forwarding, Consumers, DtxParts):
         # the other workers' connection counts, by (worker, key): ("node",), ("user", name),
         # ("vhost", name): the node's limits count every worker's connections
         self._counts: dict[tuple, int] = {}
-        # dtx (dtx.py): xid -> HeldPart, the parts of other workers' branches held here; the
-        # asks under way (the loop keeps only weak references to its tasks)
-        self._dtx_held: dict = {}
-        self._dtx_tasks: set = set()
+        # dtx branches whose accepted messages other workers own (dtx.py)
+        self.dtx = DtxParts(self, f"worker {index}", lambda: self.links.peers)
+
+    def dtx_parts(self) -> DtxParts:
+        return self.dtx
 
     @property
     def workers(self) -> int:
@@ -115,8 +116,8 @@ class Spread(DefinitionOrder, Forwarding, Consumers, DtxParts):
         from warren.broker.queue import Queue
         Queue.flow.listener = SpreadFlow(Queue.flow.listener, self)  # drained queues tell publishers' workers
         await self.links.start(self)
-        if self._dtx_held:  # parts of prepared dtx branches, recovered: are their branches still prepared?
-            self.dtx_task(self.dtx_ask_homes())
+        self.dtx.adopt(int)  # parts of prepared dtx branches, recovered: are their branches still prepared?
+        self.dtx.home_back()
         log.info("worker %d of %d: linked to workers %s", self.index, self.count,
                  ", ".join(map(str, self.links.peers)) or "-")
         if self.alarms is not None:  # raised before the links were up (the disk, at start)
@@ -284,7 +285,7 @@ class Spread(DefinitionOrder, Forwarding, Consumers, DtxParts):
                 raise NotFound(f"no queue '{name}' in vhost '{vhost}'")
             return q.purge()
         if op == "sync":
-            return self._synced_future()
+            return self.synced_future()
         if op == "api_rows":  # for another worker's HTTP API (merged lists, one object)
             return [] if self.api is None else self.api.rows(args[0], *args[1])
         if op == "api_act":
@@ -306,7 +307,7 @@ class Spread(DefinitionOrder, Forwarding, Consumers, DtxParts):
         if op == "lock":
             return self.lock_remote(peer, *args)
         if op.startswith("dtx_"):  # dtx branches across workers (dtx.py)
-            return self.dtx_request(peer, op, args)
+            return self.dtx.request(peer, op, args)
         raise InternalError(f"unknown request {op!r} from worker {peer}")
 
     async def _not_applied(self, what: str, what_args: tuple, error: AMQPError | None, done) -> None:
@@ -349,7 +350,7 @@ class Spread(DefinitionOrder, Forwarding, Consumers, DtxParts):
             if reads is not None:
                 reads.remote_cancelled(args[2])
         elif op in ("dtx_hold", "dtx_rollback"):
-            self.dtx_message(peer, op, args)
+            self.dtx.message(peer, op, args)
         else:
             log.error("worker %d: unknown message %r from worker %d", self.index, op, peer)
 

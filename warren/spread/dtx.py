@@ -1,13 +1,14 @@
-"""Distributed transactions across workers: a branch's parts, and the dtx commands of any worker.
+"""Distributed transactions across processes: a branch's parts, and the dtx commands of any process.
 
-A dtx branch lives on the worker of the session that started it, its *home*
-(``warren/broker/dtx.py``). Under ``--worker-mode queues`` the messages it accepts may belong to
-queues other workers own; the consuming channel knows them only by the owner's delivery tags.
-So at ``dtx.end`` the home hands them to their owners (``dtx_hold``), which take them out of
-the proxy channel's unacked set and hold them for the branch, by xid: a *part* of the branch.
-The outcome then reaches each part:
+A dtx branch lives in the process of the session that started it, its *home*
+(``warren/broker/dtx.py``): a worker under ``--worker-mode queues``, a node in a cluster. The
+messages it accepts may belong to queues another process holds (another worker, another
+node); the consuming channel knows them only by that owner's delivery tags. So at ``dtx.end``
+the home hands them to their owners (``hold``), which take them out of the proxy channel's
+unacked set and hold them for the branch, by xid: a *part* of the branch. The outcome then
+reaches each part:
 
-- ``prepare``: each part writes ``<xid>.held`` in its worker's ``dtx`` folder (the queue and
+- ``prepare``: each part writes ``<xid>.held`` in its process's ``dtx`` folder (the queue and
   sequence number of each persistent message, and the home) and answers; only then does the home
   write its ``<xid>.prepared``, which names the parts. A part that cannot be prepared (its
   channel closed before the hand-over, so its messages went back to the queue) rolls the
@@ -19,13 +20,16 @@ The outcome then reaches each part:
 - ``rollback``: each part puts its messages back (told, not asked: a part whose record outlives
   its home's is rolled back at start-up anyway).
 
-At start-up a worker takes the messages of its ``.held`` records out of their queues again and
+At start-up a process takes the messages of its ``.held`` records out of their queues again and
 asks each part's home whether it still has the branch prepared; a home without it failed between
-the two writes of ``prepare`` (or finished a rollback), and the part is rolled back.
+the two writes of ``prepare`` (or finished a rollback), and the part is rolled back. In a
+cluster a node can go while the others run: a home that goes before ``prepare`` takes the
+branch with it, so its parts go back to their queues (``home_lost``); prepared parts stay held,
+in doubt, and their home is asked again when it returns (``home_back``).
 
-A transaction manager's connection may land on any worker: ``dtx.recover`` lists the prepared
-branches of all of them (``dtx_recover_elsewhere``) and an outcome command for an xid this
-worker does not know runs where it is known (``dtx_elsewhere``: ``DtxManager.run`` there).
+A transaction manager's connection may land on any process: ``dtx.recover`` lists the prepared
+branches of all of them (``recover_elsewhere``) and an outcome command for an xid this process
+does not know runs where it is known (``elsewhere``: ``DtxManager.run`` there).
 """
 
 from __future__ import annotations
@@ -59,31 +63,31 @@ class HeldPart:
 
 
 class DtxParts:
-    """``Spread``'s part for dtx branches across workers, and ``NodeReach``'s across the nodes
-    of a cluster (warren/cluster/reach.py), whose peers are node names (a mixin)."""
+    """The parts of dtx branches across processes: ``Spread``'s across workers (peers: worker
+    indexes) and, in a cluster, ``NodeReach``'s across nodes (warren/cluster/reach.py; peers:
+    node names). Its ``owner`` carries the messages: ``tell`` and ``ask`` a peer, ``loop``,
+    ``broker``, ``proxy_channel`` (the channels serving another process's consumers) and
+    ``synced_future`` (once this process's group commit covers every append so far).
 
-    def dtx_peers(self) -> list:
-        """Whom an outcome command or ``recover`` for a branch unknown here asks."""
-        return self.links.peers
+    ``where``: this process, as errors and logs name it; ``peers()``: whom an outcome command
+    or ``recover`` for a branch unknown here asks; ``reachable(peer)``: whether a peer can be
+    asked now (a worker always: the node dies with it; a node only while it runs)."""
 
-    def dtx_where(self) -> str:
-        """This process, as an error names it."""
-        return f"worker {self.index}"
+    def __init__(self, owner, where: str, peers, reachable=lambda peer: True) -> None:
+        self.owner = owner
+        self.where = where
+        self.peers = peers
+        self.reachable = reachable
+        self.held: dict = {}  # xid -> HeldPart: the parts of other processes' branches held here
+        self._tasks: set = set()  # the asks under way (the loop keeps only weak references)
 
-    def dtx_reachable(self, peer) -> bool:
-        """Whether ``peer`` can be asked now (a worker always: the node dies with it)."""
-        return True
-
-    def dtx_parts_down(self, branch) -> list:
+    def parts_down(self, branch) -> list:
         """The parts of ``branch`` that cannot be reached now."""
-        return [p for p in branch.parts if not self.dtx_reachable(p)]
-
-    # (``Spread.__init__`` sets ``_dtx_held``, xid -> HeldPart: the parts of other workers'
-    # branches held here, and ``_dtx_tasks``, the asks under way)
+        return [p for p in branch.parts if not self.reachable(p)]
 
     # --- the branch's worker -------------------------------------------------------------------
 
-    def dtx_hold(self, branch, channel, settles: list) -> list:
+    def hold(self, branch, channel, settles: list) -> list:
         """At the branch's ``end``: hand the settled deliveries of other workers' queues to their
         owners, to hold for the branch; returns the settles that stay here."""
         kept = []
@@ -97,7 +101,7 @@ class DtxParts:
                     local.append(entry)
             for (owner, session_id, number), group in remote.items():
                 channel.release_counts(group)  # off this channel's prefetch: the owner's counts until the outcome
-                self.tell(owner, "dtx_hold", session_id, number, branch.xid, [e[1] for e in group], requeue)
+                self.owner.tell(owner, "dtx_hold", session_id, number, branch.xid, [e[1] for e in group], requeue)
                 branch.parts.add(owner)
             if local:
                 kept.append((local, requeue))
@@ -107,22 +111,22 @@ class DtxParts:
         """Ask each of ``peers`` to run ``op``; ``then(answers)``, in their order, an error
         raised there (or a gone link) standing as its answer."""
         async def ask() -> None:
-            then(await asyncio.gather(*(self.ask(p, op, *args) for p in peers), return_exceptions=True))
-        self.dtx_task(ask())
+            then(await asyncio.gather(*(self.owner.ask(p, op, *args) for p in peers), return_exceptions=True))
+        self.task(ask())
 
-    def dtx_task(self, coro) -> None:
+    def task(self, coro) -> None:
         """Run ``coro`` as a task held until done (the loop keeps only weak references)."""
-        task = self.loop.create_task(coro)
-        self._dtx_tasks.add(task)
-        task.add_done_callback(self._dtx_tasks.discard)
+        task = self.owner.loop.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
-    def dtx_prepare_parts(self, branch, done) -> None:
+    def prepare_parts(self, branch, done) -> None:
         """Ask each part to record what it holds: ``done([True or the reason, ...])``."""
         self._ask_each(branch.parts, "dtx_prepare", (branch.xid,), lambda answers: done([
             a if a is True else (str(a) if isinstance(a, BaseException) else "its messages went back")
             for a in answers]))
 
-    def dtx_commit_parts(self, branch, done) -> None:
+    def commit_parts(self, branch, done) -> None:
         """Each part settles as the branch said: ``done()`` once all are on their disks,
         ``done(error)`` if a worker is gone."""
         def then(answers) -> None:
@@ -130,13 +134,13 @@ class DtxParts:
             done(errors.InternalError(f"dtx.commit of {branch.xid}: {failed[0]}") if failed else None)
         self._ask_each(branch.parts, "dtx_commit", (branch.xid,), then)
 
-    def dtx_roll_back_parts(self, branch) -> None:
+    def roll_back_parts(self, branch) -> None:
         for owner in branch.parts:
-            self.tell(owner, "dtx_rollback", branch.xid)
+            self.owner.tell(owner, "dtx_rollback", branch.xid)
 
     # --- any worker: the branches of the others ------------------------------------------------
 
-    def dtx_elsewhere(self, op: str, xid: Xid, args: tuple, done) -> bool:
+    def elsewhere(self, op: str, xid: Xid, args: tuple, done) -> bool:
         """An outcome command for a branch this worker does not know: run where it is known
         (True: ``done`` hears the outcome, or that no worker knows the xid)."""
         def then(answers) -> None:
@@ -148,14 +152,14 @@ class DtxParts:
                     done(_rebuild(a[1], a[2]))
                     return
             done(errors.NotFound(f"dtx.{op.replace('_', '-')}: unknown xid {xid}"))
-        self._ask_each(self.dtx_peers(), "dtx_run", (op, xid, args), then)
+        self._ask_each(self.peers(), "dtx_run", (op, xid, args), then)
         return True
 
-    def dtx_known_elsewhere(self, xid: Xid, done) -> None:
+    def known_elsewhere(self, xid: Xid, done) -> None:
         """``done(True)`` if another worker has a branch ``xid`` (a new one's xid must be new to the node)."""
-        self._ask_each(self.dtx_peers(), "dtx_has", (xid,), lambda answers: done(any(a is True for a in answers)))
+        self._ask_each(self.peers(), "dtx_has", (xid,), lambda answers: done(any(a is True for a in answers)))
 
-    def dtx_recover_elsewhere(self, mine: list, done) -> None:
+    def recover_elsewhere(self, mine: list, done) -> None:
         """``done(xids)``: ours and every other worker's prepared branches."""
         def then(answers) -> None:
             xids = list(mine)
@@ -163,36 +167,36 @@ class DtxParts:
                 if isinstance(a, list):
                     xids.extend(x for x in a if x not in xids)
             done(xids)
-        self._ask_each(self.dtx_peers(), "dtx_recover", (), then)
+        self._ask_each(self.peers(), "dtx_recover", (), then)
 
     # --- answering the others ------------------------------------------------------------------
 
-    def dtx_request(self, peer: int, op: str, args: tuple):
+    def request(self, peer: int, op: str, args: tuple):
         if op == "dtx_prepare":
             return self._prepare_part(args[0])
         if op == "dtx_commit":
             return self._commit_part(args[0])
         if op == "dtx_known":  # a part's question at its start-up: is the branch still prepared here?
-            return manager(self.broker).is_prepared(args[0])
+            return manager(self.owner.broker).is_prepared(args[0])
         if op == "dtx_has":
-            return args[0] in manager(self.broker).branches
+            return args[0] in manager(self.owner.broker).branches
         if op == "dtx_run":
             return self._run(*args)
         if op == "dtx_recover":
-            return manager(self.broker).recover()
+            return manager(self.owner.broker).recover()
         raise errors.InternalError(f"unknown dtx request {op!r} from {peer!r}")
 
-    def dtx_message(self, peer: int, op: str, args: tuple) -> None:
+    def message(self, peer: int, op: str, args: tuple) -> None:
         if op == "dtx_hold":
             self._hold(peer, *args)
         elif op == "dtx_rollback":
             self._roll_back_part(args[0])
 
     def _hold(self, peer: int, session_id: int, number: int, xid: Xid, tags: list, requeue) -> None:
-        part = self._dtx_held.get(xid)
+        part = self.held.get(xid)
         if part is None:
-            part = self._dtx_held[xid] = HeldPart(peer)
-        ch = self.proxy_channel(peer, session_id, number)
+            part = self.held[xid] = HeldPart(peer)
+        ch = self.owner.proxy_channel(peer, session_id, number)
         entries = [] if ch is None else [ch.unacked.pop(t) for t in tags if t in ch.unacked]
         if len(entries) < len(tags):  # its channel closed first: those went back to their queue
             part.lost = True
@@ -200,10 +204,10 @@ class DtxParts:
             part.settles.append((ch, entries, requeue))
 
     def _prepare_part(self, xid: Xid):
-        part = self._dtx_held.get(xid)
+        part = self.held.get(xid)
         if part is None or part.lost:
             return False
-        dtx = manager(self.broker)
+        dtx = manager(self.owner.broker)
         if dtx.folder is not None:
             dtx.write(xid.file_stem + HELD_SUFFIX, {
                 "xid": [xid.format, xid.global_id.hex(), xid.branch_id.hex()], "home": part.home,
@@ -212,35 +216,35 @@ class DtxParts:
         return True
 
     def _commit_part(self, xid: Xid):
-        part = self._dtx_held.pop(xid, None)
+        part = self.held.pop(xid, None)
         if part is None:
             return True  # committed before a restart of the branch's worker (or nothing held)
         for ch, entries, requeue in part.settles:
             _settle(ch, entries, requeue)
-        if self.broker.durability is None:
+        if self.owner.broker.durability is None:
             return True
 
         async def on_disk() -> bool:  # the acks first (a one-phase commit's too), then the record
-            await self._synced_future()
+            await self.owner.synced_future()
             if part.recorded:
-                manager(self.broker).delete(xid.file_stem + HELD_SUFFIX)
+                manager(self.owner.broker).delete(xid.file_stem + HELD_SUFFIX)
             return True
         return on_disk()
 
     def _roll_back_part(self, xid: Xid) -> None:
-        part = self._dtx_held.pop(xid, None)
+        part = self.held.pop(xid, None)
         if part is None:
             return
         for ch, entries, _ in part.settles:
             _settle(ch, entries, True)
         if part.recorded:
-            manager(self.broker).delete(xid.file_stem + HELD_SUFFIX)
+            manager(self.owner.broker).delete(xid.file_stem + HELD_SUFFIX)
 
     def _run(self, op: str, xid: Xid, args: tuple):
-        dtx = manager(self.broker)
+        dtx = manager(self.owner.broker)
         if xid not in dtx.branches:
             return ("unknown",)
-        fut = self.loop.create_future()
+        fut = self.owner.loop.create_future()
 
         def done(value) -> None:
             if fut.done():
@@ -248,7 +252,7 @@ class DtxParts:
             if isinstance(value, errors.AMQPError):
                 fut.set_result(("error", type(value).__name__, value.text))
             elif isinstance(value, BaseException):
-                fut.set_result(("error", "InternalError", f"{type(value).__name__} on {self.dtx_where()}"))
+                fut.set_result(("error", "InternalError", f"{type(value).__name__} on {self.where}"))
             else:
                 fut.set_result(("ok", value))
         try:
@@ -259,30 +263,37 @@ class DtxParts:
 
     # --- start-up ------------------------------------------------------------------------------
 
-    def dtx_recover_part(self, xid: Xid, home, settles: list) -> None:
+    def adopt(self, home_type) -> None:
+        """At start: the parts an earlier run recorded here (``DtxManager.adopt_held_parts``),
+        their messages held again until each home says what became of its branch
+        (``home_back``: a worker's home is an index, a node's a name: ``home_type``)."""
+        for xid, home, settles in manager(self.owner.broker).adopt_held_parts(home_type):
+            self.recover_part(xid, home, settles)
+
+    def recover_part(self, xid: Xid, home, settles: list) -> None:
         """A ``.held`` record found at start-up (``DtxManager.recover_prepared``): its messages,
         out of their queues again, are held until the home says what became of the branch."""
-        part = self._dtx_held[xid] = HeldPart(home)
+        part = self.held[xid] = HeldPart(home)
         part.settles = settles
         part.recorded = True
         part.confirmed = False
 
-    async def dtx_ask_homes(self) -> None:
+    async def ask_homes(self) -> None:
         """Once linked: roll back the parts whose home no longer has their branch prepared. A
-        home out of reach is asked again when it is back (``dtx_home_back``)."""
-        for xid, part in list(self._dtx_held.items()):
-            if part.confirmed or not self.dtx_reachable(part.home):
+        home out of reach is asked again when it is back (``home_back``)."""
+        for xid, part in list(self.held.items()):
+            if part.confirmed or not self.reachable(part.home):
                 continue
             try:
-                known = await self.ask(part.home, "dtx_known", xid)
+                known = await self.owner.ask(part.home, "dtx_known", xid)
             except (errors.AMQPError, ConnectionError) as e:
                 log.warning("dtx: could not ask %s about branch %s: %s", part.home, xid, e)
                 continue
             if known:
                 part.confirmed = True
-                log.info("dtx: %s holds %d messages for branch %s, prepared on %s", self.dtx_where(),
+                log.info("dtx: %s holds %d messages for branch %s, prepared on %s", self.where,
                          sum(len(e) for _, e, _ in part.settles), xid, part.home)
-            elif self._dtx_held.get(xid) is part:
+            elif self.held.get(xid) is part:
                 log.info("dtx: %s has no prepared branch %s: the %d messages held for it here go back to "
                          "their queues", part.home, xid, sum(len(e) for _, e, _ in part.settles))
                 try:  # (in a task nobody awaits: an error would otherwise go unsaid)
@@ -290,12 +301,12 @@ class DtxParts:
                 except Exception:
                     log.exception("dtx: could not roll back the part of branch %s", xid)
 
-    def dtx_home_lost(self, home) -> None:
+    def home_lost(self, home) -> None:
         """``home`` (a node) is gone: what it handed over here for branches not yet prepared
         goes back to the queues, since their branches cannot be prepared any more (a branch
         lives in its home's memory until then). Prepared parts are kept, in doubt, and their home
         is asked about them when it returns."""
-        for xid, part in list(self._dtx_held.items()):
+        for xid, part in list(self.held.items()):
             if part.home != home:
                 continue
             if part.recorded:
@@ -305,10 +316,10 @@ class DtxParts:
                          "back to their queues", home, xid, sum(len(e) for _, e, _ in part.settles))
                 self._roll_back_part(xid)
 
-    def dtx_home_back(self) -> None:
+    def home_back(self) -> None:
         """Nodes returned: ask the homes of parts in doubt again."""
-        if any(not part.confirmed for part in self._dtx_held.values()):
-            self.dtx_task(self.dtx_ask_homes())
+        if any(not part.confirmed for part in self.held.values()):
+            self.task(self.ask_homes())
 
 
 def _settle(channel, entries, requeue) -> None:

@@ -370,7 +370,7 @@ class Forwarding:
         d = self.broker.durability
         return d.next_sync if d.dirty else d.next_sync - 1
 
-    def _synced_future(self):
+    def synced_future(self):
         """An awaitable done once this worker's group commit covers every append made so far."""
         d = self.broker.durability
         fut = self.loop.create_future()
