@@ -31,10 +31,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from urllib.parse import quote
 
 from aiohttp import web
 from multidict import MultiDict
-from urllib.parse import quote
 
 from warren.management.api.auth import readable_vhost
 from warren.management.api.common import BROKER, ApiError, bad_request
@@ -181,7 +181,7 @@ async def _reply(request: web.Request, route: str) -> web.Response:
                         charset="utf-8" if content_type == JSON else None)  # as web.json_response
 
 
-LOOPBACK = frozenset(("127.0.0.1", "::1"))
+LOOPBACK = frozenset(("127.0.0.1", "::1", "::ffff:127.0.0.1"))  # (the last: IPv4 on a dual-stack socket)
 
 
 def local_file_part(fd: int, position: int, length: int) -> dict:
