@@ -15,8 +15,11 @@ Every test starts a private Warren (the mark is a command-line option).
 
 from __future__ import annotations
 
+import base64
+import json
 import threading
 import time
+import urllib.request
 
 import pytest
 
@@ -40,9 +43,6 @@ def _rss_mib(pid: int) -> float:
 
 
 def _api_connections(b) -> list[dict]:
-    import base64
-    import json
-    import urllib.request
     request = urllib.request.Request(b.http_url + "/api/connections", headers={
         "Authorization": "Basic " + base64.b64encode(b"guest:guest").decode()})
     with urllib.request.urlopen(request, timeout=TIMEOUT) as answer:
