@@ -172,6 +172,11 @@ LISTENER_PURPOSES = {
 }
 
 
+# the order rabbitmqctl 3.10 lists a node's listeners in (others after them)
+LISTENER_ORDER = {protocol: i for i, protocol in enumerate(
+    ("http", "https", "http/prometheus", "https/prometheus", "clustering", "amqp", "amqp/ssl"))}
+
+
 def cluster_status_value(overview: dict, nodes: list[dict], feature_flags: list[dict] | None) -> dict:
     """rabbitmqctl cluster_status's JSON (``--formatter json``), from the HTTP API: the node that
     answers lists the others (/api/nodes); a node's version is the answering node's (the API
@@ -193,13 +198,17 @@ def cluster_status_value(overview: dict, nodes: list[dict], feature_flags: list[
             "interface": _interface(listener.get("ip_address", "?")), "node": listener.get("node", names[0]),
             "port": listener.get("port", "?"), "protocol": protocol,
             "purpose": LISTENER_PURPOSES.get(protocol, protocol)})
+    for entries in listeners.values():  # rabbitmqctl's order: HTTP, Prometheus, clustering, AMQP
+        entries.sort(key=lambda x: LISTENER_ORDER.get(x["protocol"], len(LISTENER_ORDER)))
     running = [n.get("name") for n in nodes if n.get("running", True)] or names
     return {
         "cluster_name": overview.get("cluster_name") or names[0],
         "disk_nodes": names,
+        "ram_nodes": [],  # (RabbitMQ 3.10 lists none: RAM nodes are deprecated; Warren has none)
         "running_nodes": running,
-        # what is asked of running nodes: a down node has no entry (as rabbitmqctl's)
-        "versions": {name: {"product_name": product, "product_version": version, "runtime": runtime}
+        # what is asked of running nodes: a down node has no entry (as rabbitmqctl's). RabbitMQ's
+        # keys: for Warren the product is Warren, the runtime Python, as /api/overview says
+        "versions": {name: {"rabbitmq_name": product, "rabbitmq_version": version, "erlang_version": runtime}
                      for name in running},
         "maintenance_status": {n.get("name"): "being drained" if n.get("being_drained") else "not under maintenance"
                                for n in nodes if n.get("running", True)} or {names[0]: "not under maintenance"},
@@ -225,8 +234,8 @@ def cluster_status_text(value: dict, is_rabbitmq: bool) -> str:
     out = ["Basics", "", f"Cluster name: {value['cluster_name']}"]
     out += section("Disk Nodes", value["disk_nodes"])
     out += section("Running Nodes", value["running_nodes"])
-    out += section("Versions", [f"{node}: {v['product_name']} {v['product_version']} on {runtime_word} "
-                                f"{v['runtime'].removeprefix('Python ')}" for node, v in value["versions"].items()])
+    out += section("Versions", [f"{node}: {v['rabbitmq_name']} {v['rabbitmq_version']} on {runtime_word} "
+                                f"{v['erlang_version'].removeprefix('Python ')}" for node, v in value["versions"].items()])
     out += section("Maintenance status", [f"Node: {node}, status: {status}"
                                           for node, status in value["maintenance_status"].items()])
     out += section("Alarms", [("Memory alarm on node " if a["resource"] == "memory" else "Free disk space alarm on node ")
