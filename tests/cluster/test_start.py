@@ -203,7 +203,9 @@ def check_ctl_cluster_status(node):
                           "--formatter", "json"], capture_output=True, text=True, timeout=60)
     value = json.loads(run.stdout)
     assert sorted(value) == ["alarms", "cluster_name", "disk_nodes", "feature_flags", "listeners",
-                             "maintenance_status", "partitions", "running_nodes", "versions"]
+                             "maintenance_status", "partitions", "ram_nodes", "running_nodes", "versions"]
+    assert value["ram_nodes"] == [] and all(set(v) == {"rabbitmq_name", "rabbitmq_version", "erlang_version"}
+                                            for v in value["versions"].values())
     # both nodes, as the HTTP API lists them (tests/cluster/test_seen_as_cluster.py)
     assert value["running_nodes"] == value["disk_nodes"] == ["a", "b"]
 
