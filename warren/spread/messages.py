@@ -180,17 +180,19 @@ class Forwarding:
             outgoing, self._outgoing = self._outgoing, {}
             for owner, out in outgoing.items():
                 msgs = out.messages
+                whole = len(msgs) <= HANDOVER_BATCH_MAX  # (one batch, the usual turn: no copy of the list)
                 for start in range(0, len(msgs), HANDOVER_BATCH_MAX):
                     end = start + HANDOVER_BATCH_MAX
+                    part = msgs if whole else msgs[start:end]
                     destinations = [(v, tuple(names)) for v, names in out.destinations[start:end]]
                     try:
-                        batch = encode_batch(0, msgs[start:end], destinations)
+                        batch = encode_batch(0, part, destinations)
                     except ValueError:  # a TTL past the format's 2**64 ms: this batch goes as tuples
-                        pairs = [(m, v, q) for m, (v, names) in zip(msgs[start:end], destinations) for q in names]
+                        pairs = [(m, v, q) for m, (v, names) in zip(part, destinations) for q in names]
                         self.send_forward(owner, "publish", [_as_tuple(v, q, m, True) for m, v, q in pairs],
                                           [m for m, _, _ in pairs])
                         continue
-                    self.send_forward(owner, "handover", batch, msgs[start:end])
+                    self.send_forward(owner, "handover", batch, part)
                 if out.tuples:
                     self.send_forward(owner, "publish", out.tuples, out.tuple_messages)
         if self._deliveries:
